@@ -1,0 +1,557 @@
+/* habana_assist._core: the only C that includes Python.h.
+ *
+ * Buffers in (through the buffer protocol, checked for format, contiguity and size), exceptions out
+ * (raise_status, the one place core status codes become Python exceptions), the GIL released around every
+ * core call. Every function has one cleanup exit that releases what it acquired. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include "../ha.h"
+
+/* Exception classes from habana_assist.errors, looked up once at import. */
+static PyObject *InvalidInputError, *CacheCapacityError, *UnsupportedModelError, *CoreError;
+
+static PyObject *raise_status(ha_status st) {
+    PyObject *cls;
+    switch (st) {
+    case HA_ERR_INVALID: cls = InvalidInputError; break;
+    case HA_ERR_CAPACITY: cls = CacheCapacityError; break;
+    case HA_ERR_UNSUPPORTED: cls = UnsupportedModelError; break;
+    case HA_ERR_NOMEM: cls = PyExc_MemoryError; break;
+    default: cls = CoreError; break;
+    }
+    PyErr_SetString(cls, ha_last_error());
+    return NULL;
+}
+
+/* Acquires a C-contiguous buffer of obj whose items have struct format `fmt` ("f", "e", "H", "i", "q",
+ * "B", "d"); writable if asked. On failure sets an exception naming `what` and returns -1. */
+static int get_buffer(PyObject *obj, const char *fmt, int writable, const char *what, Py_buffer *view) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) {
+        PyErr_Clear();
+        PyErr_Format(InvalidInputError, "%s must be a C-contiguous%s numpy array of format '%s'", what,
+                     writable ? " writable" : "", fmt);
+        return -1;
+    }
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int same = strcmp(f, fmt) == 0 || (strcmp(fmt, "q") == 0 && strcmp(f, "l") == 0 && view->itemsize == 8) ||
+               (strcmp(fmt, "i") == 0 && strcmp(f, "l") == 0 && view->itemsize == 4);
+    if (!same) {
+        PyErr_Format(InvalidInputError, "%s has item format '%s'; expected '%s'", what, f, fmt);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_dtype(PyObject *name, ha_dtype *out) {
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s && strcmp(s, "float32") == 0) *out = HA_F32;
+    else if (s && strcmp(s, "bfloat16") == 0) *out = HA_BF16;
+    else if (s && strcmp(s, "float16") == 0) *out = HA_F16;
+    else {
+        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16' or 'float16'");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Model ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    ha_llama *m;
+    Py_buffer *views; /* every weight buffer, held (and so kept alive) for the model's life */
+    Py_ssize_t n_views;
+    int64_t vocab_size;
+} ModelObject;
+
+/* Holds a buffer in self->views; (array, dtype) for a matrix. */
+static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_matrix *out) {
+    PyObject *arr, *dt;
+    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OO", &arr, &dt)) {
+        PyErr_Format(InvalidInputError, "%s must be an (array, dtype) pair", what);
+        return -1;
+    }
+    ha_dtype t;
+    if (parse_dtype(dt, &t) != 0) return -1;
+    Py_buffer *v = &self->views[self->n_views];
+    if (get_buffer(arr, t == HA_F32 ? "f" : t == HA_F16 ? "e" : "H", 0, what, v) != 0) return -1;
+    self->n_views++;
+    if (v->ndim != 2) {
+        PyErr_Format(InvalidInputError, "%s must be 2-D, got %d dimensions", what, v->ndim);
+        return -1;
+    }
+    *out = (ha_matrix){ v->buf, t, v->shape[0], v->shape[1], (size_t)v->len };
+    return 0;
+}
+
+/* A float32 vector, or None for an absent bias. */
+static int take_vector(ModelObject *self, PyObject *arr, const char *what, ha_vector *out) {
+    *out = (ha_vector){ NULL, 0 };
+    if (arr == Py_None) return 0;
+    Py_buffer *v = &self->views[self->n_views];
+    if (get_buffer(arr, "f", 0, what, v) != 0) return -1;
+    self->n_views++;
+    if (v->ndim != 1) {
+        PyErr_Format(InvalidInputError, "%s must be 1-D, got %d dimensions", what, v->ndim);
+        return -1;
+    }
+    *out = (ha_vector){ v->buf, v->shape[0] };
+    return 0;
+}
+
+static void Model_dealloc(ModelObject *self) {
+    ha_llama_free(self->m);
+    for (Py_ssize_t i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+    PyMem_Free(self->views);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define LAYER_FIELDS 16
+
+/* Model(config, embed, final_norm, lm_head, layers)
+ * config: (vocab, hidden, intermediate, n_layers, n_heads, n_kv_heads, head_dim, sliding_window,
+ *          rms_norm_eps, rope_inv_freq float64 array (head_dim/2,))
+ * embed, lm_head: (array, dtype); final_norm: float32 array
+ * layers: sequence of n_layers tuples (attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, ffn_norm, w_gate, w_up,
+ *         w_down, b_gate, b_up, b_down): matrices as (array, dtype), vectors float32 arrays or None. */
+static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    PyObject *cfg_obj, *embed, *final_norm, *lm_head, *layers, *inv_obj, *seq = NULL;
+    ha_llama_config cfg;
+    ha_llama_layer *L = NULL;
+    Py_buffer inv = { 0 };
+    int inv_held = 0, rc = -1;
+    if (self->m) {
+        PyErr_SetString(InvalidInputError, "Model is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!OOOO", &PyTuple_Type, &cfg_obj, &embed, &final_norm, &lm_head, &layers)) return -1;
+    long long vocab, hidden, inter, n_layers, n_heads, n_kv, head_dim, window;
+    double eps;
+    if (!PyArg_ParseTuple(cfg_obj, "LLLLLLLLdO", &vocab, &hidden, &inter, &n_layers, &n_heads, &n_kv, &head_dim, &window,
+                          &eps, &inv_obj))
+        return -1;
+    if (get_buffer(inv_obj, "d", 0, "rope_inv_freq", &inv) != 0) return -1;
+    inv_held = 1;
+    if (inv.ndim != 1 || head_dim < 2 || inv.shape[0] != head_dim / 2) {
+        PyErr_Format(InvalidInputError, "rope_inv_freq must have head_dim/2 = %lld elements", head_dim / 2);
+        goto cleanup;
+    }
+    cfg = (ha_llama_config){ vocab, hidden, inter, n_layers, n_heads, n_kv, head_dim, window, (float)eps, inv.buf };
+    seq = PySequence_Fast(layers, "layers must be a sequence");
+    if (!seq) goto cleanup;
+    Py_ssize_t nl = PySequence_Fast_GET_SIZE(seq);
+    if (nl != n_layers) {
+        PyErr_Format(InvalidInputError, "got %zd layers but the config says n_layers=%lld", nl, n_layers);
+        goto cleanup;
+    }
+    self->views = PyMem_Calloc((size_t)(3 + nl * LAYER_FIELDS), sizeof(Py_buffer));
+    L = PyMem_Calloc((size_t)(nl ? nl : 1), sizeof *L);
+    if (!self->views || !L) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    ha_llama_weights w = { .layers = L };
+    if (take_matrix(self, embed, "embed", &w.embed) || take_vector(self, final_norm, "final_norm", &w.final_norm) ||
+        take_matrix(self, lm_head, "lm_head", &w.lm_head))
+        goto cleanup;
+    for (Py_ssize_t l = 0; l < nl; l++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, l);
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != LAYER_FIELDS) {
+            PyErr_Format(InvalidInputError, "layer %zd must be a tuple of %d fields", l, LAYER_FIELDS);
+            goto cleanup;
+        }
+#define V(i, field) take_vector(self, PyTuple_GET_ITEM(t, i), #field, &L[l].field)
+#define M(i, field) take_matrix(self, PyTuple_GET_ITEM(t, i), #field, &L[l].field)
+        if (V(0, attn_norm) || M(1, wq) || M(2, wk) || M(3, wv) || M(4, wo) || V(5, bq) || V(6, bk) || V(7, bv) ||
+            V(8, bo) || V(9, ffn_norm) || M(10, w_gate) || M(11, w_up) || M(12, w_down) || V(13, b_gate) ||
+            V(14, b_up) || V(15, b_down))
+            goto cleanup;
+#undef V
+#undef M
+    }
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_llama_create(&cfg, &w, &self->m);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    self->vocab_size = vocab;
+    rc = 0;
+cleanup:
+    if (rc != 0) { /* leave no half-built model: release every buffer taken so far */
+        for (Py_ssize_t i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+        self->n_views = 0;
+        PyMem_Free(self->views);
+        self->views = NULL;
+    }
+    PyMem_Free(L);
+    Py_XDECREF(seq);
+    if (inv_held) PyBuffer_Release(&inv);
+    return rc;
+}
+
+static PyObject *Model_weight_bytes(ModelObject *self, void *closure) {
+    (void)closure;
+    if (!self->m) return PyErr_Format(InvalidInputError, "Model is not initialized");
+    return PyLong_FromLongLong(ha_llama_weight_bytes(self->m));
+}
+
+static PyGetSetDef Model_getset[] = {
+    { "weight_bytes", (getter)Model_weight_bytes, NULL, "bytes of weights one decode step reads", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "habana_assist._core.Model",
+    .tp_basicsize = sizeof(ModelObject),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Native Llama-family weights (borrowed buffers) checked against their config.",
+    .tp_init = (initproc)Model_init,
+    .tp_new = PyType_GenericNew,
+    .tp_getset = Model_getset,
+};
+
+/* ---- Context ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    ha_llama_context *c;
+    PyObject *model; /* keeps the weights alive */
+    int busy;        /* set (under the GIL) while a call runs without it */
+} ContextObject;
+
+static void Context_dealloc(ContextObject *self) {
+    ha_llama_context_free(self->c);
+    Py_XDECREF(self->model);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    PyObject *model;
+    long long n_seq, capacity;
+    if (self->c) {
+        PyErr_SetString(InvalidInputError, "Context is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!LL", &ModelType, &model, &n_seq, &capacity)) return -1;
+    ModelObject *m = (ModelObject *)model;
+    if (!m->m) {
+        PyErr_SetString(InvalidInputError, "Context needs an initialized Model");
+        return -1;
+    }
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_llama_context_create(m->m, n_seq, capacity, &self->c);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) {
+        raise_status(st);
+        return -1;
+    }
+    Py_INCREF(model);
+    self->model = model;
+    return 0;
+}
+
+/* Marks the context busy for a call made without the GIL; two threads may not drive one cache at once. */
+static int enter(ContextObject *self) {
+    if (!self->c) {
+        PyErr_SetString(InvalidInputError, "Context is not initialized");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(InvalidInputError, "this cache is in use by another thread; give each thread its own");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+
+/* append(seq int32 (n,), tokens int32 (n,), want uint8 (n,) | None, logits float32 (n_wanted, V) | None) */
+static PyObject *Context_append(ContextObject *self, PyObject *args) {
+    PyObject *seq_o, *tok_o, *want_o, *out_o, *result = NULL;
+    Py_buffer seq = { 0 }, tok = { 0 }, want = { 0 }, out = { 0 };
+    int held = 0; /* bit per buffer */
+    if (!PyArg_ParseTuple(args, "OOOO", &seq_o, &tok_o, &want_o, &out_o)) return NULL;
+    if (get_buffer(seq_o, "i", 0, "seq", &seq) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(tok_o, "i", 0, "tokens", &tok) != 0) goto cleanup;
+    held |= 2;
+    Py_ssize_t n = seq.len / 4, wanted = n;
+    if (tok.len != seq.len) {
+        PyErr_Format(InvalidInputError, "seq and tokens differ in length (%zd, %zd)", n, tok.len / 4);
+        goto cleanup;
+    }
+    if (want_o != Py_None) {
+        if (get_buffer(want_o, "B", 0, "want", &want) != 0) goto cleanup;
+        held |= 4;
+        if (want.len != n) {
+            PyErr_Format(InvalidInputError, "want has %zd entries for %zd tokens", want.len, n);
+            goto cleanup;
+        }
+        wanted = 0;
+        for (Py_ssize_t i = 0; i < n; i++) wanted += ((const uint8_t *)want.buf)[i] != 0;
+    }
+    if (out_o != Py_None) {
+        if (get_buffer(out_o, "f", 1, "logits", &out) != 0) goto cleanup;
+        held |= 8;
+    }
+    int64_t V = self->c ? ha_llama_context_lm(self->c)->vocab_size : 0;
+    if (wanted > 0 && (out_o == Py_None || out.len < (Py_ssize_t)(wanted * V * 4))) {
+        PyErr_Format(InvalidInputError, "logits buffer holds %zd floats; %zd rows of %lld are needed", out.len / 4, wanted,
+                     (long long)V);
+        goto cleanup;
+    }
+    if (enter(self) != 0) goto cleanup;
+    ha_lm *lm = ha_llama_context_lm(self->c);
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = lm->append(lm->self, n, seq.buf, tok.buf, (held & 4) ? want.buf : NULL, (held & 8) ? out.buf : NULL);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    result = Py_NewRef(Py_None);
+cleanup:
+    if (held & 1) PyBuffer_Release(&seq);
+    if (held & 2) PyBuffer_Release(&tok);
+    if (held & 4) PyBuffer_Release(&want);
+    if (held & 8) PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *Context_crop(ContextObject *self, PyObject *args) {
+    int seq;
+    long long n;
+    if (!PyArg_ParseTuple(args, "iL", &seq, &n) || enter(self) != 0) return NULL;
+    ha_lm *lm = ha_llama_context_lm(self->c);
+    ha_status st = lm->crop(lm->self, seq, n);
+    self->busy = 0;
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Context_length(ContextObject *self, PyObject *args) {
+    int seq;
+    if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
+    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ha_llama_context_lm(self->c);
+    if (seq < 0 || seq >= lm->n_seq)
+        return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq, (long long)lm->n_seq);
+    return PyLong_FromLongLong(lm->length(lm->self, seq));
+}
+
+static PyObject *Context_get(ContextObject *self, void *which) {
+    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ha_llama_context_lm(self->c);
+    intptr_t w = (intptr_t)which;
+    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : lm->vocab_size);
+}
+
+static PyMethodDef Context_methods[] = {
+    { "append", (PyCFunction)Context_append, METH_VARARGS,
+      "append(seq, tokens, want, logits): run tokens (int32) into sequences seq (int32); logits rows for want" },
+    { "crop", (PyCFunction)Context_crop, METH_VARARGS, "crop(seq, n): keep the first n positions of sequence seq" },
+    { "length", (PyCFunction)Context_length, METH_VARARGS, "length(seq): positions held by sequence seq" },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Context_getset[] = {
+    { "n_seq", (getter)Context_get, NULL, "number of sequences", (void *)0 },
+    { "capacity", (getter)Context_get, NULL, "positions per sequence", (void *)1 },
+    { "vocab_size", (getter)Context_get, NULL, "logits per token", (void *)2 },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyTypeObject ContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "habana_assist._core.Context",
+    .tp_basicsize = sizeof(ContextObject),
+    .tp_dealloc = (destructor)Context_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Context(model, n_seq, capacity): a KV cache for n_seq sequences and the model interface over it.",
+    .tp_init = (initproc)Context_init,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = Context_methods,
+    .tp_getset = Context_getset,
+};
+
+/* ---- functions ----------------------------------------------------------------------------------------- */
+
+/* generate(ctx, prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
+ *          pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
+ *          out int32 (B, max_new_tokens), scores float32 (max_new_tokens, B, V) | None) -> steps taken */
+static PyObject *py_generate(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *ctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *result = NULL;
+    long long max_new, min_new, top_k;
+    int pad, do_sample;
+    double temperature, top_p, rep;
+    unsigned long long seed;
+    Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 };
+    int held = 0;
+    ContextObject *ctx = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOLLOipdLddKOO", &ContextType, &ctx_o, &prompt_o, &start_o, &max_new, &min_new, &eos_o,
+                          &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &out_o, &scores_o))
+        return NULL;
+    ctx = (ContextObject *)ctx_o;
+    if (get_buffer(prompt_o, "i", 0, "prompt", &prompt) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(start_o, "q", 0, "start", &start) != 0) goto cleanup;
+    held |= 2;
+    if (get_buffer(eos_o, "i", 0, "eos", &eos) != 0) goto cleanup;
+    held |= 4;
+    if (get_buffer(out_o, "i", 1, "out", &out) != 0) goto cleanup;
+    held |= 8;
+    if (scores_o != Py_None) {
+        if (get_buffer(scores_o, "f", 1, "scores", &scores) != 0) goto cleanup;
+        held |= 16;
+    }
+    if (!ctx->c) {
+        PyErr_SetString(InvalidInputError, "Context is not initialized");
+        goto cleanup;
+    }
+    ha_lm *lm = ha_llama_context_lm(ctx->c);
+    int64_t B = lm->n_seq;
+    if (prompt.ndim != 2 || prompt.shape[0] != B || start.len != B * 8 || max_new < 1 ||
+        out.len != (Py_ssize_t)(B * max_new * 4) ||
+        ((held & 16) && scores.len != (Py_ssize_t)(max_new * B * lm->vocab_size * 4))) {
+        PyErr_Format(InvalidInputError, "generate: buffer shapes disagree with batch %lld, max_new_tokens %lld", (long long)B,
+                     max_new);
+        goto cleanup;
+    }
+    ha_generate_params p = {
+        .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4, .pad_token_id = pad,
+        .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
+                      .repetition_penalty = (float)rep, .seed = seed },
+    };
+    if (enter(ctx) != 0) goto cleanup;
+    ha_status st;
+    int64_t steps = 0;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_generate(lm, &p, prompt.buf, prompt.shape[1], start.buf, out.buf, (held & 16) ? scores.buf : NULL, &steps);
+    Py_END_ALLOW_THREADS
+    ctx->busy = 0;
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    result = PyLong_FromLongLong(steps);
+cleanup:
+    if (held & 1) PyBuffer_Release(&prompt);
+    if (held & 2) PyBuffer_Release(&start);
+    if (held & 4) PyBuffer_Release(&eos);
+    if (held & 8) PyBuffer_Release(&out);
+    if (held & 16) PyBuffer_Release(&scores);
+    return result;
+}
+
+static PyObject *py_set_num_threads(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    int n = PyLong_Check(arg) ? (int)PyLong_AsLong(arg) : -1;
+    if (PyErr_Occurred()) return NULL;
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_set_num_threads(n);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_get_num_threads(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyLong_FromLong(ha_get_num_threads());
+}
+
+static PyObject *py_kernels_name(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyUnicode_FromString(ha_kernels_name());
+}
+
+static PyObject *py_select_kernels(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!name) return PyErr_Format(InvalidInputError, "select_kernels takes a variant name");
+    ha_status st = ha_kernels_select(name);
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_measure_read_bandwidth(PyObject *mod, PyObject *args) {
+    (void)mod;
+    unsigned long long nbytes;
+    int repeats;
+    double bw = 0;
+    if (!PyArg_ParseTuple(args, "Ki", &nbytes, &repeats)) return NULL;
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_measure_read_bandwidth((size_t)nbytes, repeats, &bw);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) return raise_status(st);
+    return PyFloat_FromDouble(bw);
+}
+
+static PyObject *py_rng_uniform(PyObject *mod, PyObject *args) {
+    (void)mod;
+    unsigned long long seed;
+    unsigned int row, position, purpose, index;
+    if (!PyArg_ParseTuple(args, "KIIII", &seed, &row, &position, &purpose, &index)) return NULL;
+    return PyFloat_FromDouble(ha_rng_uniform(seed, row, position, purpose, index));
+}
+
+static PyMethodDef module_methods[] = {
+    { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
+    { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
+    { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
+    { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },
+    { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
+    { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
+      "measure_read_bandwidth(nbytes, repeats) -> bytes/s streamed by all threads" },
+    { "rng_uniform", py_rng_uniform, METH_VARARGS, "rng_uniform(seed, row, position, purpose, index) -> (0, 1)" },
+    { NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_core", "habana_assist's C core.", -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *errors = PyImport_ImportModule("habana_assist.errors");
+    if (!errors) return NULL;
+    InvalidInputError = PyObject_GetAttrString(errors, "InvalidInputError");
+    CacheCapacityError = PyObject_GetAttrString(errors, "CacheCapacityError");
+    UnsupportedModelError = PyObject_GetAttrString(errors, "UnsupportedModelError");
+    CoreError = PyObject_GetAttrString(errors, "CoreError");
+    Py_DECREF(errors);
+    if (!InvalidInputError || !CacheCapacityError || !UnsupportedModelError || !CoreError) return NULL;
+    const char *forced = getenv("HA_KERNELS");
+    if (forced && *forced && ha_kernels_select(forced) != HA_OK) {
+        PyErr_Format(PyExc_ImportError, "HA_KERNELS=%s: %s", forced, ha_last_error());
+        return NULL;
+    }
+    (void)ha_kernels_name();
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Model", (PyObject *)&ModelType) < 0 ||
+        PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

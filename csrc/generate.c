@@ -1,0 +1,118 @@
+/* Plain generation: prefill every row, then one token per unfinished row per step, all rows of a step in
+ * one append (each row's weights read once per step for the whole batch). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int is_eos(const ha_generate_params *p, int32_t t) {
+    for (int64_t i = 0; i < p->n_eos; i++)
+        if (p->eos[i] == t) return 1;
+    return 0;
+}
+
+ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt, int64_t prompt_width,
+                      const int64_t *start, int32_t *out, float *scores, int64_t *n_steps) {
+    if (!lm || !p || !prompt || !start || !out || !n_steps) return ha_fail(HA_ERR_INVALID, "ha_generate: NULL argument");
+    const int64_t B = lm->n_seq, V = lm->vocab_size, N = p->max_new_tokens;
+    *n_steps = 0;
+    if (N < 1) return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be >= 1", (long long)N);
+    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
+    if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "ha_generate: bad eos list");
+    for (int64_t b = 0; b < B; b++) {
+        if (start[b] < 0 || start[b] >= prompt_width)
+            return ha_fail(HA_ERR_INVALID, "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
+                           (long long)b, (long long)start[b], (long long)prompt_width);
+        if (lm->length(lm->self, (int32_t)b) != 0)
+            return ha_fail(HA_ERR_INVALID, "ha_generate needs empty caches; row %lld holds %lld positions", (long long)b,
+                           (long long)lm->length(lm->self, (int32_t)b));
+    }
+
+    ha_sampler *sampler = NULL;
+    ha_status st = ha_sampler_create(&p->sampling, V, &sampler);
+    if (st != HA_OK) return st;
+    const int64_t hist_w = prompt_width + N;
+    int64_t n_prefill = 0;
+    for (int64_t b = 0; b < B; b++) n_prefill += prompt_width - start[b];
+    int32_t *history = malloc((size_t)(B * hist_w) * sizeof(int32_t));   /* (B, hist_w) each row's real tokens */
+    int64_t *hist_n = calloc((size_t)B, sizeof(int64_t));                 /* (B,) */
+    int32_t *seq = malloc((size_t)(n_prefill > B ? n_prefill : B) * sizeof(int32_t));
+    int32_t *tok = malloc((size_t)(n_prefill > B ? n_prefill : B) * sizeof(int32_t));
+    uint8_t *want = calloc((size_t)(n_prefill > B ? n_prefill : B), 1);
+    uint8_t *done = calloc((size_t)B, 1);
+    int32_t *row_of = malloc((size_t)B * sizeof(int32_t));                /* logits row -> batch row */
+    float *logits = malloc((size_t)(B * V) * sizeof(float));              /* (B, V) */
+    if (!history || !hist_n || !seq || !tok || !want || !done || !row_of || !logits) {
+        st = ha_fail(HA_ERR_NOMEM, "out of memory for a generation of %lld rows x %lld tokens", (long long)B, (long long)hist_w);
+        goto cleanup;
+    }
+
+    /* 1. Prefill: every row's prompt in one append, logits only at each row's last token. */
+    int64_t n = 0, active = B;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t j = start[b]; j < prompt_width; j++) {
+            int32_t t = prompt[b * prompt_width + j];
+            seq[n] = (int32_t)b;
+            tok[n] = t;
+            want[n] = j == prompt_width - 1;
+            history[b * hist_w + hist_n[b]++] = t;
+            n++;
+        }
+        row_of[b] = (int32_t)b;
+    }
+    st = lm->append(lm->self, n, seq, tok, want, logits);
+    for (int64_t step = 0; st == HA_OK && step < N; step++) {
+        /* 2. Rows that stopped at an earlier step are padded. */
+        for (int64_t b = 0; b < B; b++) {
+            if (!done[b]) continue;
+            out[b * N + step] = p->pad_token_id;
+            if (scores)
+                for (int64_t i = 0; i < V; i++) scores[(step * B + b) * V + i] = -INFINITY;
+        }
+        /* 3. One token for each running row; logits row r belongs to batch row row_of[r]. */
+        for (int64_t r = 0; r < active; r++) {
+            int32_t b = row_of[r];
+            float *s = logits + r * V;
+            if (step < p->min_new_tokens)
+                for (int64_t i = 0; i < p->n_eos; i++)
+                    if (p->eos[i] >= 0 && p->eos[i] < V) s[p->eos[i]] = -INFINITY;
+            ha_sampler_process(sampler, s, history + b * hist_w, hist_n[b]);
+            int32_t t = ha_sampler_choose(sampler, s, (uint32_t)b, (uint32_t)hist_n[b]);
+            if (t < 0) {
+                st = ha_fail(HA_ERR_INVALID, "row %d at step %lld: every token was removed or NaN; check the weights "
+                             "and the sampling arguments", b, (long long)step);
+                break;
+            }
+            if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));
+            out[b * N + step] = t;
+            history[b * hist_w + hist_n[b]++] = t;
+            if (is_eos(p, t)) done[b] = 1;
+        }
+        if (st != HA_OK) break;
+        *n_steps = step + 1;
+        /* 4. The rows still running go on with the token just chosen, in one append. */
+        active = 0;
+        for (int64_t b = 0; b < B; b++) {
+            if (done[b]) continue;
+            seq[active] = (int32_t)b;
+            tok[active] = out[b * N + step];
+            want[active] = 1;
+            row_of[active++] = (int32_t)b;
+        }
+        if (active == 0 || step + 1 == N) break;
+        st = lm->append(lm->self, active, seq, tok, want, logits);
+    }
+
+cleanup:
+    ha_sampler_free(sampler);
+    free(history);
+    free(hist_n);
+    free(seq);
+    free(tok);
+    free(want);
+    free(done);
+    free(row_of);
+    free(logits);
+    return st;
+}

@@ -1,0 +1,197 @@
+/* habana_assist core: the public C API.
+ *
+ * Plain C11, no Python.h. Every function that can fail returns an ha_status and leaves a message for
+ * ha_last_error() on the calling thread; no function exits, aborts or prints. Sizes are int64_t, counts of
+ * bytes size_t. Handles are opaque; each *_create has its *_free (free(NULL) is a no-op).
+ */
+#ifndef HA_H
+#define HA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define HA_API __attribute__((visibility("default")))
+#else
+#define HA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ha_status {
+    HA_OK = 0,
+    HA_ERR_INVALID = 1,     /* an argument, buffer or token id outside its contract */
+    HA_ERR_NOMEM = 2,       /* an allocation failed; nothing was changed */
+    HA_ERR_CAPACITY = 3,    /* appending would pass the KV cache capacity; nothing was appended */
+    HA_ERR_UNSUPPORTED = 4, /* a valid request this build does not implement */
+    HA_ERR_INTERNAL = 5,    /* a bug: the message says where */
+    HA_ERR_CALLBACK = 6     /* a caller's callback asked to stop (the caller holds the reason) */
+} ha_status;
+
+/* Message of the last failure on this thread ("" if none). Valid until the next failing call. */
+HA_API const char *ha_last_error(void);
+
+/* ---- weights ------------------------------------------------------------------------------------ */
+
+typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_NDTYPES = 3 } ha_dtype;
+
+/* A row-major, contiguous matrix W (rows, cols) borrowed from the caller, who keeps it alive and
+ * unchanged for the life of the model that holds it. nbytes is the buffer's size, checked against
+ * rows * cols * element size. */
+typedef struct ha_matrix {
+    const void *data;
+    ha_dtype dtype;
+    int64_t rows, cols;
+    size_t nbytes;
+} ha_matrix;
+
+/* A float32 vector (n,) borrowed like ha_matrix; data == NULL means absent (optional biases). */
+typedef struct ha_vector {
+    const float *data;
+    int64_t n;
+} ha_vector;
+
+/* ---- the Llama-family model (Llama, Mistral, Qwen2) ---------------------------------------------- */
+
+typedef struct ha_llama_config {
+    int64_t vocab_size;         /* V */
+    int64_t hidden_size;        /* d */
+    int64_t intermediate_size;  /* f */
+    int64_t n_layers;
+    int64_t n_heads;            /* nh */
+    int64_t n_kv_heads;         /* nkv; nh % nkv == 0 (GQA), nkv == 1 is MQA */
+    int64_t head_dim;           /* hd, even, <= HA_MAX_HEAD_DIM */
+    int64_t sliding_window;     /* 0: attend to the whole past; w > 0: key j visible from p iff p - j < w */
+    float rms_norm_eps;
+    const double *rope_inv_freq; /* (hd/2,) with any rope scaling already applied; copied at create */
+} ha_llama_config;
+
+#define HA_MAX_HEAD_DIM 512
+
+typedef struct ha_llama_layer {
+    ha_vector attn_norm;                 /* (d,) */
+    ha_matrix wq, wk, wv, wo;            /* (nh*hd, d), (nkv*hd, d), (nkv*hd, d), (d, nh*hd) */
+    ha_vector bq, bk, bv, bo;            /* optional biases (nh*hd,), (nkv*hd,), (nkv*hd,), (d,) */
+    ha_vector ffn_norm;                  /* (d,) */
+    ha_matrix w_gate, w_up, w_down;      /* (f, d), (f, d), (d, f) */
+    ha_vector b_gate, b_up, b_down;      /* optional (f,), (f,), (d,) */
+} ha_llama_layer;
+
+typedef struct ha_llama_weights {
+    ha_matrix embed;             /* (V, d) */
+    ha_vector final_norm;        /* (d,) */
+    ha_matrix lm_head;           /* (V, d); may be the same buffer as embed (tied) */
+    const ha_llama_layer *layers; /* (n_layers,) copied at create; the buffers they point to are borrowed */
+} ha_llama_weights;
+
+typedef struct ha_llama ha_llama;
+
+/* Checks every dimension, dtype and buffer size against cfg; on success *out owns a model that
+ * borrows the weight buffers. */
+HA_API ha_status ha_llama_create(const ha_llama_config *cfg, const ha_llama_weights *w, ha_llama **out);
+HA_API void ha_llama_free(ha_llama *m);
+/* Bytes of weights one token's forward reads (every matrix once; the embedding row not counted). */
+HA_API int64_t ha_llama_weight_bytes(const ha_llama *m);
+
+/* ---- the model interface ------------------------------------------------------------------------
+ * What the generation loops drive, and all they know of a model. A model here is a set of n_seq
+ * sequences, each with its own KV cache of `capacity` positions. */
+typedef struct ha_lm {
+    void *self;
+    int64_t vocab_size;
+    int64_t n_seq;
+    int64_t capacity;
+    /* Append n tokens: token i goes to sequence seq[i] at that sequence's next position (tokens of one
+     * sequence are in order). For each i with want[i] != 0 (want == NULL: every i), in order, one row of
+     * logits (V,) is written to logits (n_wanted, V). Requires 0 <= tokens[i] < V, 0 <= seq[i] < n_seq,
+     * and room in each sequence's cache; otherwise returns an error having appended nothing. Each row's
+     * logits are bitwise the same whatever else is in the call and whatever the thread count. */
+    ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
+                        const uint8_t *want, float *logits);
+    /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq). */
+    ha_status (*crop)(void *self, int32_t seq, int64_t len);
+    /* Positions held by sequence seq (0 if seq is out of range). */
+    int64_t (*length)(const void *self, int32_t seq);
+} ha_lm;
+
+typedef struct ha_llama_context ha_llama_context;
+
+/* A KV cache for n_seq sequences of up to `capacity` positions each, plus every activation buffer the
+ * forward needs: allocated here once, so append never allocates. */
+HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity,
+                                         ha_llama_context **out);
+HA_API void ha_llama_context_free(ha_llama_context *c);
+/* The context's model interface; valid for the context's life. */
+HA_API ha_lm *ha_llama_context_lm(ha_llama_context *c);
+
+/* ---- sampling --------------------------------------------------------------------------------------
+ * Logits processing in Transformers' order (repetition penalty; then, when sampling, temperature,
+ * top_k, top_p) and draws from a counter-based generator keyed by (seed, row, position, purpose): the
+ * noise used at a position never depends on how the tokens before it were computed. */
+typedef struct ha_sampling_params {
+    int do_sample;             /* 0: greedy (argmax, first index on ties) */
+    float temperature;         /* > 0; used when do_sample */
+    int64_t top_k;             /* 0: off */
+    float top_p;               /* (0, 1]; 1: off */
+    float repetition_penalty;  /* > 0; 1: off */
+    uint64_t seed;
+} ha_sampling_params;
+
+enum { HA_RNG_SAMPLE = 1, HA_RNG_ACCEPT = 2, HA_RNG_RESIDUAL = 3 };
+
+/* Uniform double in (0, 1), a pure function of its arguments (Philox4x32-10). */
+HA_API double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose,
+                             uint32_t index);
+
+typedef struct ha_sampler ha_sampler;
+/* Scratch for processing rows of V logits; allocated once per generation. */
+HA_API ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab_size, ha_sampler **out);
+HA_API void ha_sampler_free(ha_sampler *s);
+/* In place: scores (V,) raw logits -> processed scores (-INFINITY where removed). history (n,) are the
+ * row's tokens so far, for the repetition penalty; each distinct token is penalized once. */
+HA_API void ha_sampler_process(ha_sampler *s, float *scores, const int32_t *history, int64_t n_history);
+/* The token chosen from processed scores: argmax when greedy, else a draw from softmax(scores) by the
+ * Gumbel-max rule with noise keyed by (seed, row, position, HA_RNG_SAMPLE, token). -1 if every score is
+ * -inf or NaN. */
+HA_API int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position);
+
+/* ---- generation ----------------------------------------------------------------------------------- */
+
+typedef struct ha_generate_params {
+    int64_t max_new_tokens;     /* >= 1 */
+    int64_t min_new_tokens;     /* eos is suppressed while fewer tokens than this were generated */
+    const int32_t *eos;         /* (n_eos,) stop tokens */
+    int64_t n_eos;
+    int32_t pad_token_id;       /* written after a row has stopped */
+    ha_sampling_params sampling;
+} ha_generate_params;
+
+/* Plain generation for the n_seq rows of lm, whose caches must be empty.
+ * prompt (n_seq, prompt_width) int32, left padded: row b's tokens are prompt[b, start[b]:], at least one.
+ * out (n_seq, max_new_tokens) int32 receives the new tokens; scores, if not NULL, (max_new_tokens, n_seq,
+ * V) float32 receives the processed scores of each step (-INFINITY for rows already stopped).
+ * *n_steps is the number of steps taken: generation ends when every row produced an eos or after
+ * max_new_tokens. */
+HA_API ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt,
+                             int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
+                             int64_t *n_steps);
+
+/* ---- threads, kernels, measurement ---------------------------------------------------------------- */
+
+/* Threads used by every core call (the caller's thread counts as one); n >= 1. */
+HA_API ha_status ha_set_num_threads(int n);
+HA_API int ha_get_num_threads(void);
+/* Name of the kernel variant in use ("scalar", "avx2", ...), chosen once from the CPU and the
+ * HA_KERNELS environment variable. */
+HA_API const char *ha_kernels_name(void);
+/* Chooses a variant by name; HA_ERR_UNSUPPORTED if this CPU or build lacks it. */
+HA_API ha_status ha_kernels_select(const char *name);
+/* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
+HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HA_H */

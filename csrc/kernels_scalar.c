@@ -1,0 +1,85 @@
+/* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
+ * CPU. Each dot product is one float accumulator, summed in index order. */
+#include <string.h>
+
+#include "internal.h"
+
+float ha_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {                      /* inf or NaN */
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {                  /* normal */
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {                  /* zero */
+        bits = sign;
+    } else {                                /* subnormal: renormalize */
+        exp = 113;
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            exp--;
+        }
+        bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+    }
+    union { uint32_t u; float f; } v = { bits };
+    return v.f;
+}
+
+static void to_f32_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+static void to_f32_bf16(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = ha_bf16_to_f32(s[i]);
+}
+
+static void to_f32_f16(const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = ha_f16_to_f32(s[i]);
+}
+
+static float dot_scalar(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* One macro body per weight dtype: LOAD(w, i) gives element i of a weight row as float. */
+#define MATMUL_SCALAR(NAME, TYPE, LOAD)                                                                \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
+                     float *Y, int64_t ldy) {                                                          \
+        for (int64_t r = r0; r < r1; r++) {                                                            \
+            const TYPE *w = (const TYPE *)W + r * n;                                                   \
+            for (int64_t t = 0; t < T; t++) {                                                          \
+                const float *x = X + t * n;                                                            \
+                float s = 0.0f;                                                                        \
+                for (int64_t i = 0; i < n; i++) s += LOAD(w, i) * x[i];                                \
+                Y[t * ldy + r] = s;                                                                    \
+            }                                                                                          \
+        }                                                                                              \
+    }
+
+#define LOAD_F32(w, i) ((w)[i])
+#define LOAD_BF16(w, i) ha_bf16_to_f32((w)[i])
+#define LOAD_F16(w, i) ha_f16_to_f32((w)[i])
+MATMUL_SCALAR(matmul_f32, float, LOAD_F32)
+MATMUL_SCALAR(matmul_bf16, uint16_t, LOAD_BF16)
+MATMUL_SCALAR(matmul_f16, uint16_t, LOAD_F16)
+
+static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void scale_scalar(float a, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] *= a;
+}
+
+const ha_kernels ha_kernels_scalar = {
+    .name = "scalar",
+    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
+    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16 },
+    .dot = dot_scalar,
+    .axpy = axpy_scalar,
+    .scale = scale_scalar,
+};

@@ -1,0 +1,170 @@
+/* A small pthread pool: n - 1 workers plus the calling thread split [0, n) statically, so each index is
+ * always computed whole by one thread (results never depend on the thread count). Workers spin briefly
+ * for the next job (forward passes issue jobs back to back), then sleep on a condition variable. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define HA_MAX_THREADS 256
+#define SPIN_ROUNDS 20000
+
+typedef struct pool {
+    int n_threads;                 /* including the caller */
+    pthread_t workers[HA_MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    atomic_uint_fast64_t generation; /* bumped once per job */
+    atomic_int pending;            /* workers still running the current job */
+    atomic_int stop;
+    ha_range_fn fn;                /* the current job */
+    void *ctx;
+    int64_t n;
+} pool;
+
+static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time; guards `current` */
+static pool *current;
+static int requested;              /* 0: default */
+
+typedef struct worker_arg { pool *p; int index; } worker_arg;
+static worker_arg worker_args[HA_MAX_THREADS];
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void run_share(pool *p, int t) {
+    int64_t nt = p->n_threads;
+    int64_t b = p->n * t / nt, e = p->n * (t + 1) / nt;
+    if (b < e) p->fn(p->ctx, b, e);
+}
+
+static void *worker_main(void *arg) {
+    worker_arg *wa = arg;
+    pool *p = wa->p;
+    uint_fast64_t seen = 0;
+    for (;;) {
+        int spins = 0;
+        while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+               !atomic_load_explicit(&p->stop, memory_order_acquire)) {
+            if (++spins < SPIN_ROUNDS) {
+                cpu_relax();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load(&p->generation) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
+        run_share(p, wa->index);
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+    }
+}
+
+static int default_threads(void) {
+    const char *env = getenv("HA_NUM_THREADS");
+    if (env && *env) {
+        long v = strtol(env, NULL, 10);
+        if (v >= 1 && v <= HA_MAX_THREADS) return (int)v;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int c = CPU_COUNT(&set);
+        if (c >= 1) return c < HA_MAX_THREADS ? c : HA_MAX_THREADS;
+    }
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c >= 1 && c <= HA_MAX_THREADS ? (int)c : 1;
+}
+
+static void pool_destroy(pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->workers[i], NULL);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+/* Requires run_mu held. On failure leaves `current` unchanged. */
+static ha_status pool_create(int n, pool **out) {
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return ha_fail(HA_ERR_NOMEM, "out of memory creating a pool of %d threads", n);
+    p->n_threads = 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    for (int i = 1; i < n; i++) {
+        worker_args[i] = (worker_arg){ p, i };
+        if (pthread_create(&p->workers[i], NULL, worker_main, &worker_args[i]) != 0) {
+            pool_destroy(p);
+            return ha_fail(HA_ERR_NOMEM, "could not start thread %d of %d; ask for fewer threads", i + 1, n);
+        }
+        p->n_threads = i + 1;
+    }
+    *out = p;
+    return HA_OK;
+}
+
+ha_status ha_set_num_threads(int n) {
+    if (n < 1 || n > HA_MAX_THREADS)
+        return ha_fail(HA_ERR_INVALID, "num_threads=%d is out of range; pass 1..%d", n, HA_MAX_THREADS);
+    pthread_mutex_lock(&run_mu);
+    ha_status st = HA_OK;
+    if (!current || current->n_threads != n) {
+        pool *p;
+        pool_destroy(current);
+        current = NULL;
+        st = pool_create(n, &p);
+        if (st == HA_OK) current = p;
+    }
+    if (st == HA_OK) requested = n;
+    pthread_mutex_unlock(&run_mu);
+    return st;
+}
+
+int ha_get_num_threads(void) {
+    pthread_mutex_lock(&run_mu);
+    int n = current ? current->n_threads : requested ? requested : default_threads();
+    pthread_mutex_unlock(&run_mu);
+    return n;
+}
+
+ha_status ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
+    if (n <= 0) return HA_OK;
+    pthread_mutex_lock(&run_mu);
+    if (!current) {
+        ha_status st = pool_create(requested ? requested : default_threads(), &current);
+        if (st != HA_OK) {
+            current = NULL;
+            pthread_mutex_unlock(&run_mu);
+            return st;
+        }
+    }
+    pool *p = current;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    if (p->n_threads > 1) {
+        atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+        pthread_mutex_lock(&p->mu);
+        atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_share(p, 0);
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins < SPIN_ROUNDS) cpu_relax();
+        else sched_yield();
+    }
+    pthread_mutex_unlock(&run_mu);
+    return HA_OK;
+}

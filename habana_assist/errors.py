@@ -1,0 +1,35 @@
+"""The one exception hierarchy of habana_assist.
+
+Every error raised on purpose by the package is a ``HabanaAssistError``; each class also derives from the
+built-in exception a Transformers user would catch for the same mistake (``ValueError`` for bad input,
+``FileNotFoundError`` for a missing file), so ``except ValueError`` keeps working.  The C binding maps the
+core's status codes onto these classes in one place (csrc/bindings/module.c, ``raise_status``).
+"""
+
+
+class HabanaAssistError(Exception):
+    """Base class of every error habana_assist raises on purpose."""
+
+
+class CheckpointError(HabanaAssistError, ValueError):
+    """A checkpoint directory or file is malformed: the message names the file, the problem and the fix."""
+
+
+class CheckpointNotFoundError(HabanaAssistError, FileNotFoundError):
+    """A checkpoint directory or one of its files does not exist."""
+
+
+class UnsupportedModelError(HabanaAssistError, ValueError):
+    """The checkpoint asks for an architecture or an option this package does not implement."""
+
+
+class InvalidInputError(HabanaAssistError, ValueError):
+    """An argument, a token id or a buffer handed to the core is out of its contract."""
+
+
+class CacheCapacityError(HabanaAssistError, ValueError):
+    """Appending would go past the KV cache capacity chosen when the cache was created."""
+
+
+class CoreError(HabanaAssistError, RuntimeError):
+    """The C core reported an internal failure (a bug: please report it with the message)."""

@@ -1,0 +1,278 @@
+"""The Llama-family causal LM on the C core: from_pretrained, forward, KV cache objects and generate().
+
+Batches follow Transformers' generate() conventions: attention_mask marks real tokens, positions count
+from each row's first real token, so a padded row computes exactly what it computes alone.
+"""
+
+import os
+import random
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from . import _core
+from .errors import CacheCapacityError, InvalidInputError
+from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .loading import load_checkpoint
+
+_seed_source = np.random.default_rng()
+
+
+def set_seed(seed):
+    """Seeds every generate() call that passes no seed (and Python's and numpy's global generators)."""
+    global _seed_source
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    _seed_source = np.random.default_rng(seed)
+
+
+def set_num_threads(n):
+    """Threads used by every core call, the calling thread included."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise InvalidInputError(f"num_threads={n!r} must be a positive integer")
+    _core.set_num_threads(int(n))
+
+
+def get_num_threads():
+    return _core.get_num_threads()
+
+
+@dataclass
+class CausalLMOutput:
+    """logits: float32 (batch, seq, vocab); 0 at padded positions. past_key_values: the cache used, if any."""
+
+    logits: np.ndarray
+    past_key_values: Optional["Cache"] = None
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+
+def _input_ids(input_ids, vocab_size, name="input_ids"):
+    """-> int32 (batch, seq) checked: integers, 1-D or 2-D, non-empty, every id in [0, vocab_size)."""
+    if input_ids is None:
+        raise InvalidInputError(f"{name} is required: pass token ids as an integer array of shape (batch, seq)")
+    a = np.asarray(input_ids)
+    if a.dtype == object or not np.issubdtype(a.dtype, np.integer):
+        raise InvalidInputError(f"{name} must hold integers, got dtype {a.dtype}; tokenize the text first "
+                                "(tok(text, return_tensors='np'))")
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+        raise InvalidInputError(f"{name} must have shape (batch, seq) with batch, seq >= 1, got {np.shape(input_ids)}")
+    lo, hi = int(a.min()), int(a.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise InvalidInputError(f"{name} holds token id {bad}, outside [0, {vocab_size}) for this model's vocab_size; "
+                                "use the tokenizer that belongs to the checkpoint")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _attention_mask(attention_mask, shape):
+    """-> bool (batch, seq): True where a token is real."""
+    if attention_mask is None:
+        return np.ones(shape, dtype=bool)
+    m = np.asarray(attention_mask)
+    if m.shape != shape:
+        raise InvalidInputError(f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's mask")
+    if not (np.issubdtype(m.dtype, np.integer) or m.dtype == bool) or not np.isin(m, (0, 1)).all():
+        raise InvalidInputError("attention_mask must hold only 0 and 1")
+    return m.astype(bool)
+
+
+class Cache:
+    """A KV cache for batch_size rows of up to max_cache_len positions each (Transformers' StaticCache).
+
+    Pass it as past_key_values= to the model to extend it; get_seq_length() and crop() count columns of
+    input_ids (padding included), as Transformers does."""
+
+    def __init__(self, model, batch_size, max_cache_len):
+        for name, v in (("batch_size", batch_size), ("max_cache_len", max_cache_len)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise InvalidInputError(f"{name}={v!r} must be a positive integer")
+        self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len))
+        self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
+        self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
+
+    def get_seq_length(self, layer_idx=0):
+        return self._mask.shape[1]
+
+    def crop(self, max_length):
+        """Keeps the first max_length columns (a negative value drops that many from the end)."""
+        n = self._mask.shape[1]
+        keep = n + max_length if max_length < 0 else max_length
+        if not 0 <= keep <= n:
+            raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
+        self._mask = self._mask[:, :keep]
+        for b, length in enumerate(self._mask.sum(axis=1)):
+            self._ctx.crop(b, int(length))
+
+
+class LlamaForCausalLM:
+    """A Llama, Mistral or Qwen2 decoder on the C core. Build it with AutoModelForCausalLM.from_pretrained."""
+
+    def __init__(self, checkpoint, max_cache_len=None):
+        cfg, w = checkpoint.config, checkpoint.weights
+        self.config = cfg
+        self.name_or_path = checkpoint.path
+        self.device = "cpu"
+        self.dtype = w["model.layers.0.self_attn.q_proj.weight"].dtype if cfg.num_hidden_layers else w[
+            "model.embed_tokens.weight"].dtype
+        self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
+        gc_path = os.path.join(checkpoint.path, "generation_config.json")
+        self.generation_config = (GenerationConfig.from_pretrained(checkpoint.path) if os.path.exists(gc_path)
+                                  else GenerationConfig.from_model_config(cfg))
+
+        def mat(name):
+            return (w[name].array, w[name].dtype)
+
+        def vec(name):
+            return w[name].array if name in w else None
+
+        layers = []
+        for i in range(cfg.num_hidden_layers):
+            p = f"model.layers.{i}."
+            a, m = p + "self_attn.", p + "mlp."
+            layers.append((vec(p + "input_layernorm.weight"),
+                           mat(a + "q_proj.weight"), mat(a + "k_proj.weight"), mat(a + "v_proj.weight"),
+                           mat(a + "o_proj.weight"),
+                           vec(a + "q_proj.bias"), vec(a + "k_proj.bias"), vec(a + "v_proj.bias"), vec(a + "o_proj.bias"),
+                           vec(p + "post_attention_layernorm.weight"),
+                           mat(m + "gate_proj.weight"), mat(m + "up_proj.weight"), mat(m + "down_proj.weight"),
+                           vec(m + "gate_proj.bias"), vec(m + "up_proj.bias"), vec(m + "down_proj.bias")))
+        core_cfg = (cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers,
+                    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.sliding_window or 0,
+                    float(cfg.rms_norm_eps), np.ascontiguousarray(cfg.rope_inv_freq(), dtype=np.float64))
+        self._core = _core.Model(core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"),
+                                 mat("lm_head.weight"), layers)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
+                f"dtype={self.dtype}, layers={self.config.num_hidden_layers})")
+
+    @property
+    def vocab_size(self):
+        return self.config.vocab_size
+
+    @property
+    def weight_bytes(self):
+        """Bytes of weights one decode step reads."""
+        return self._core.weight_bytes
+
+    def create_cache(self, batch_size=1, max_cache_len=None):
+        """A Cache for batch_size rows of up to max_cache_len positions (default: the model's max_cache_len)."""
+        return Cache(self, batch_size, self.max_cache_len if max_cache_len is None else max_cache_len)
+
+    def __call__(self, input_ids, attention_mask=None, past_key_values=None, **kwargs):
+        return self.forward(input_ids, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)
+
+    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None):
+        """-> CausalLMOutput with logits float32 (batch, seq, vocab).
+
+        Without past_key_values the sequence runs through a fresh cache; with one, the tokens are appended
+        to it (use_cache is accepted for Transformers compatibility; a passed cache is always extended)."""
+        ids = _input_ids(input_ids, self.vocab_size)
+        B, S = ids.shape
+        cache = past_key_values
+        past = cache._mask if isinstance(cache, Cache) and cache.batch_size == B else None
+        if past is not None and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
+            # Transformers' convention with a cache: the mask covers the past columns and the new ones.
+            full = _attention_mask(attention_mask, (B, past.shape[1] + S))
+            if not (full[:, :past.shape[1]] == past).all():
+                raise InvalidInputError("attention_mask disagrees with the mask of the tokens already in the cache")
+            attention_mask = full[:, past.shape[1]:]
+        mask = _attention_mask(attention_mask, ids.shape)
+        if cache is None:
+            ctx = _core.Context(self._core, B, S)
+        elif isinstance(cache, Cache):
+            if cache.batch_size != B:
+                raise InvalidInputError(f"past_key_values holds {cache.batch_size} rows but input_ids has {B}; "
+                                        "create the cache with batch_size equal to the batch")
+            ctx = cache._ctx
+        else:
+            raise InvalidInputError("past_key_values must be a Cache from model.create_cache(...)")
+        rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
+        logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
+        if rows.size:
+            out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
+            ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
+            logits[rows, cols] = out
+        if cache is not None:
+            cache._mask = np.concatenate([cache._mask, mask], axis=1)
+        return CausalLMOutput(logits=logits, past_key_values=cache)
+
+    def generate(self, input_ids=None, attention_mask=None, generation_config=None, **kwargs):
+        """Greedy or sampled generation with Transformers' arguments and semantics.
+
+        -> np.int64 (batch, prompt + new): the prompt as given, then the new tokens; rows that stopped at
+        an eos are padded with pad_token_id. With return_dict_in_generate=True, a GenerateDecoderOnlyOutput."""
+        gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
+        unused = gc.update(**kwargs)
+        if unused:
+            raise ValueError(f"The following generation arguments are not used: {sorted(unused)}; check their "
+                             "spelling against GenerationConfig")
+        gc.validate()
+        ids = _input_ids(input_ids, self.vocab_size)
+        B, S = ids.shape
+        eos = gc.eos_token_ids()
+        pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
+        for flag, values in (("eos_token_id", eos), ("pad_token_id", [pad])):
+            if any(v >= self.vocab_size for v in values):
+                raise ValueError(f"`{flag}` (={values}) is outside the vocabulary (vocab_size={self.vocab_size}); "
+                                 "pass ids from the model's tokenizer")
+        if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
+                and (ids == gc.pad_token_id).any():
+            attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
+        mask = _attention_mask(attention_mask, ids.shape)
+        real = mask.sum(axis=1)
+        if (real == 0).any():
+            raise InvalidInputError(f"row {int(np.argmin(real))} of attention_mask has no real token; every prompt "
+                                    "needs at least one")
+        if not (mask == (np.arange(S)[None, :] >= (S - real)[:, None])).all():
+            raise InvalidInputError("attention_mask is not left-padded: generation continues each row after its last "
+                                    "column, so pad on the left (tokenizer.padding_side = 'left')")
+        max_new = gc.max_new_tokens if gc.max_new_tokens is not None else gc.max_length - S
+        if max_new < 1:
+            raise ValueError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
+                             "pass max_new_tokens instead")
+        min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
+        need = int(real.max()) + max_new
+        if need > self.max_cache_len:
+            raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
+                                     f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
+                                     "prompt, lower max_new_tokens, or load with a larger max_cache_len")
+        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
+        ctx = _core.Context(self._core, B, need)
+        out = np.empty((B, max_new), dtype=np.int32)
+        scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+        steps = _core.generate(ctx, ids, (S - real).astype(np.int64), max_new, min_new,
+                               np.asarray(eos, dtype=np.int32), pad, bool(gc.do_sample), float(gc.temperature),
+                               int(gc.top_k), float(gc.top_p), float(gc.repetition_penalty), seed, out, scores)
+        sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
+        if not gc.return_dict_in_generate:
+            return sequences
+        return GenerateDecoderOnlyOutput(sequences=sequences,
+                                         scores=tuple(scores[:steps]) if scores is not None else None)
+
+
+class AutoModelForCausalLM:
+    """Transformers-style entry point: from_pretrained(directory) -> LlamaForCausalLM."""
+
+    def __init__(self):
+        raise TypeError("use AutoModelForCausalLM.from_pretrained(path)")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None):
+        """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
+
+        dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
+        "float16" converts once at load. Compute is float32. max_cache_len bounds prompt + new tokens
+        (default: config.max_position_embeddings). torch_dtype is an alias of dtype."""
+        if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+            raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
+        if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
+                                          or isinstance(max_cache_len, bool) or max_cache_len < 1):
+            raise ValueError(f"max_cache_len={max_cache_len!r} must be a positive integer")
+        checkpoint = load_checkpoint(pretrained_model_name_or_path, dtype if dtype is not None else torch_dtype)
+        return LlamaForCausalLM(checkpoint, max_cache_len)

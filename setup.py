@@ -1,0 +1,23 @@
+"""Builds habana_assist and its C extension habana_assist._core (plain C11 core + one binding file).
+
+Debian's setuptools, no build isolation: `pip install --no-build-isolation .` or, in place,
+`/usr/bin/python3 setup.py build_ext --inplace`. HA_WERROR=1 turns warnings into errors (CI does).
+"""
+import glob
+import os
+
+from setuptools import Extension, setup
+
+flags = ["-std=c11", "-O2", "-fvisibility=hidden", "-ffp-contract=off", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
+if os.environ.get("HA_WERROR") == "1":
+    flags.append("-Werror")
+
+core = Extension(
+    "habana_assist._core",
+    sources=sorted(glob.glob("csrc/*.c")) + ["csrc/bindings/module.c"],
+    depends=sorted(glob.glob("csrc/*.h")),
+    extra_compile_args=flags,
+    extra_link_args=["-pthread", "-lm"],
+)
+
+setup(ext_modules=[core])
