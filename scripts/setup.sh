@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine for habana_assist and builds the C extension in place.
+# Installs only what is missing, from Debian's package registry; uses Debian's /usr/bin/python3 whatever
+# python3 comes first on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(gcc libc6-dev python3 python3-dev python3-numpy python3-pytest python3-setuptools python3-wheel
+          python3-pip python3-venv libopenblas-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "setup: need root (or sudo) to apt-get install ${missing[*]}" >&2; exit 1; }
+        SUDO=sudo
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "setup: building habana_assist._core"
+HA_WERROR="${HA_WERROR:-1}" /usr/bin/python3 setup.py -q build_ext --inplace >/dev/null
+/usr/bin/python3 -c "import habana_assist as ha; print('setup: habana_assist', ha.__version__, 'kernels', ha.kernels_name(), 'threads', ha.get_num_threads())"
