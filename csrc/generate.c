@@ -6,10 +6,19 @@
 
 #include "internal.h"
 
-static int is_eos(const ha_generate_params *p, int32_t t) {
-    for (int64_t i = 0; i < p->n_eos; i++)
-        if (p->eos[i] == t) return 1;
-    return 0;
+ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start) {
+    if (p->max_new_tokens < 1) return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be >= 1", (long long)p->max_new_tokens);
+    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
+    if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "bad eos list");
+    for (int64_t b = 0; b < lm->n_seq; b++) {
+        if (start[b] < 0 || start[b] >= prompt_width)
+            return ha_fail(HA_ERR_INVALID, "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
+                           (long long)b, (long long)start[b], (long long)prompt_width);
+        if (lm->length(lm->self, (int32_t)b) != 0)
+            return ha_fail(HA_ERR_INVALID, "generation needs empty caches; row %lld holds %lld positions", (long long)b,
+                           (long long)lm->length(lm->self, (int32_t)b));
+    }
+    return HA_OK;
 }
 
 ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt, int64_t prompt_width,
@@ -17,20 +26,11 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     if (!lm || !p || !prompt || !start || !out || !n_steps) return ha_fail(HA_ERR_INVALID, "ha_generate: NULL argument");
     const int64_t B = lm->n_seq, V = lm->vocab_size, N = p->max_new_tokens;
     *n_steps = 0;
-    if (N < 1) return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be >= 1", (long long)N);
-    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
-    if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "ha_generate: bad eos list");
-    for (int64_t b = 0; b < B; b++) {
-        if (start[b] < 0 || start[b] >= prompt_width)
-            return ha_fail(HA_ERR_INVALID, "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
-                           (long long)b, (long long)start[b], (long long)prompt_width);
-        if (lm->length(lm->self, (int32_t)b) != 0)
-            return ha_fail(HA_ERR_INVALID, "ha_generate needs empty caches; row %lld holds %lld positions", (long long)b,
-                           (long long)lm->length(lm->self, (int32_t)b));
-    }
+    ha_status st = ha_check_generate_args(lm, p, prompt_width, start);
+    if (st != HA_OK) return st;
 
     ha_sampler *sampler = NULL;
-    ha_status st = ha_sampler_create(&p->sampling, V, &sampler);
+    st = ha_sampler_create(&p->sampling, V, &sampler);
     if (st != HA_OK) return st;
     const int64_t hist_w = prompt_width + N;
     int64_t n_prefill = 0;
@@ -74,9 +74,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         for (int64_t r = 0; r < active; r++) {
             int32_t b = row_of[r];
             float *s = logits + r * V;
-            if (step < p->min_new_tokens)
-                for (int64_t i = 0; i < p->n_eos; i++)
-                    if (p->eos[i] >= 0 && p->eos[i] < V) s[p->eos[i]] = -INFINITY;
+            ha_suppress_eos(p, s, V, step);
             ha_sampler_process(sampler, s, history + b * hist_w, hist_n[b]);
             int32_t t = ha_sampler_choose(sampler, s, (uint32_t)b, (uint32_t)hist_n[b]);
             if (t < 0) {
@@ -87,7 +85,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));
             out[b * N + step] = t;
             history[b * hist_w + hist_n[b]++] = t;
-            if (is_eos(p, t)) done[b] = 1;
+            if (ha_is_eos(p, t)) done[b] = 1;
         }
         if (st != HA_OK) break;
         *n_steps = step + 1;

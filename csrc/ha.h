@@ -178,6 +178,47 @@ HA_API ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32
                              int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
                              int64_t *n_steps);
 
+/* ---- assisted generation -------------------------------------------------------------------------- */
+
+typedef enum ha_schedule {
+    HA_SCHEDULE_CONSTANT = 0,            /* K stays num_assistant_tokens */
+    HA_SCHEDULE_HEURISTIC = 1,           /* K += 2 after a draft fully accepted, else K = max(1, K - 1) */
+    HA_SCHEDULE_HEURISTIC_TRANSIENT = 2  /* the same rule; the caller resets K at each call */
+} ha_schedule;
+
+typedef enum ha_acceptance {
+    HA_ACCEPT_REJECTION = 0, /* sampling: min(1, p/q), residual max(0, p - q), bonus from p (Chen et al. 2023) */
+    HA_ACCEPT_COUPLED = 1    /* sampling: draft and target share position-keyed noise; accept iff equal */
+} ha_acceptance;
+
+typedef struct ha_assist_params {
+    ha_generate_params gen;
+    int64_t num_assistant_tokens;     /* K at the start of the call, >= 1 */
+    ha_schedule schedule;
+    float confidence_threshold;       /* the draft stops after a token it gives probability < this; 0: off */
+    ha_acceptance acceptance;         /* used when gen.sampling.do_sample */
+    int64_t prompt_lookup_num_tokens; /* without a draft model: tokens proposed by n-gram lookup, >= 1 */
+    int64_t max_matching_ngram_size;  /* without a draft model: largest n-gram tried, >= 1 */
+} ha_assist_params;
+
+typedef struct ha_assist_stats {
+    int64_t num_draft_tokens;     /* proposed */
+    int64_t num_accepted_tokens;  /* proposed and kept */
+    int64_t num_target_passes;    /* target appends (prefill included) */
+    int64_t num_draft_passes;     /* draft appends */
+    int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on) */
+    int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
+    int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
+} ha_assist_stats;
+
+/* Assisted generation for the n_seq rows of target (and draft: the same n_seq and vocabulary; NULL for
+ * prompt lookup), caches empty. Arguments as ha_generate; every row is its own sequence in both models and
+ * runs its own draft/verify loop. Greedy output is bitwise the output of ha_generate; so is coupled
+ * sampling's. Rejection sampling's output is distributed exactly as the target's. stats may be NULL. */
+HA_API ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const int32_t *prompt,
+                                      int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
+                                      int64_t *n_steps, ha_assist_stats *stats);
+
 /* ---- threads, kernels, measurement ---------------------------------------------------------------- */
 
 /* Threads used by every core call (the caller's thread counts as one); n >= 1. */

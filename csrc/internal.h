@@ -2,6 +2,8 @@
 #ifndef HA_INTERNAL_H
 #define HA_INTERNAL_H
 
+#include <math.h>
+
 #include "ha.h"
 
 /* Records a printf-style message for ha_last_error() and returns st, so callers write
@@ -41,6 +43,34 @@ static inline float ha_bf16_to_f32(uint16_t b) {
     union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
     return v.f;
 }
+
+/* ---- generation helpers shared by generate.c and assist.c ------------------------------------------ */
+
+static inline int ha_is_eos(const ha_generate_params *p, int32_t t) {
+    for (int64_t i = 0; i < p->n_eos; i++)
+        if (p->eos[i] == t) return 1;
+    return 0;
+}
+
+/* Transformers' MinNewTokensLengthLogitsProcessor: eos may not be chosen before min_new_tokens. */
+static inline void ha_suppress_eos(const ha_generate_params *p, float *scores, int64_t vocab, int64_t n_generated) {
+    if (n_generated >= p->min_new_tokens) return;
+    for (int64_t i = 0; i < p->n_eos; i++)
+        if (p->eos[i] >= 0 && p->eos[i] < vocab) scores[p->eos[i]] = -INFINITY;
+}
+
+/* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
+ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
+
+/* Sampling pieces for the acceptance step (sampling.c). Scores are processed scores (V,). */
+/* The token chosen as ha_sampler_choose does, with noise of the given purpose. */
+int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
+                                uint32_t purpose);
+/* softmax(scores)[t], in double. */
+double ha_softmax_at(const float *scores, int64_t vocab, int32_t t);
+/* A draw from max(0, softmax(p) - softmax(q)) renormalized, with HA_RNG_RESIDUAL noise; from softmax(p)
+ * if that residual is zero everywhere (p == q up to rounding). -1 if p is empty. */
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, uint32_t row, uint32_t position);
 
 /* ---- thread pool ------------------------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): range t of nt is

@@ -130,7 +130,8 @@ void ha_sampler_process(ha_sampler *s, float *scores, const int32_t *history, in
     top_p(s, scores);
 }
 
-int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position) {
+int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
+                                uint32_t purpose) {
     int32_t best = -1;
     if (!s->p.do_sample) {
         float bv = -INFINITY;
@@ -144,7 +145,7 @@ int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row
     double bv = -INFINITY;
     for (int64_t i = 0; i < s->vocab; i++) {
         if (!(scores[i] > -INFINITY)) continue; /* removed, or NaN */
-        double u = ha_rng_uniform(s->p.seed, row, position, HA_RNG_SAMPLE, (uint32_t)i);
+        double u = ha_rng_uniform(s->p.seed, row, position, purpose, (uint32_t)i);
         double g = (double)scores[i] - log(-log(u));
         if (g > bv) {
             bv = g;
@@ -152,4 +153,43 @@ int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row
         }
     }
     return best;
+}
+
+int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position) {
+    return ha_sampler_choose_keyed(s, scores, row, position, HA_RNG_SAMPLE);
+}
+
+/* max and sum of exp(scores - max), in double; max is -inf when every score is. */
+static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
+    double m = -INFINITY, z = 0.0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (scores[i] > m) m = scores[i];
+    if (m > -INFINITY)
+        for (int64_t i = 0; i < vocab; i++) z += exp((double)scores[i] - m);
+    *mx = m;
+    return z;
+}
+
+double ha_softmax_at(const float *scores, int64_t vocab, int32_t t) {
+    double m, z = softmax_norm(scores, vocab, &m);
+    if (!(m > -INFINITY) || t < 0 || t >= vocab) return 0.0;
+    return exp((double)scores[t] - m) / z;
+}
+
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, uint32_t row, uint32_t position) {
+    double mp, mq, zp = softmax_norm(p, s->vocab, &mp), zq = softmax_norm(q, s->vocab, &mq);
+    if (!(mp > -INFINITY)) return -1;
+    int32_t best = -1;
+    double bv = -INFINITY;
+    for (int64_t i = 0; i < s->vocab; i++) {
+        double pi = exp((double)p[i] - mp) / zp, qi = mq > -INFINITY ? exp((double)q[i] - mq) / zq : 0.0;
+        if (!(pi > qi)) continue;
+        double u = ha_rng_uniform(s->p.seed, row, position, HA_RNG_RESIDUAL, (uint32_t)i);
+        double g = log(pi - qi) - log(-log(u));
+        if (g > bv) {
+            bv = g;
+            best = (int32_t)i;
+        }
+    }
+    return best >= 0 ? best : ha_sampler_choose_keyed(s, p, row, position, HA_RNG_RESIDUAL);
 }

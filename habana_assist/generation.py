@@ -31,7 +31,18 @@ _DEFAULTS = {
     "output_scores": False,
     "return_dict_in_generate": False,
     "seed": None,  # ours: the key of the position-keyed sampler; None draws one from set_seed's generator
+    # assisted generation (read from the assistant's generation config unless passed to generate())
+    "num_assistant_tokens": 20,
+    "num_assistant_tokens_schedule": "constant",
+    "assistant_confidence_threshold": 0.4,
+    "prompt_lookup_num_tokens": None,
+    "max_matching_ngram_size": None,
+    "assisted_sampling": "rejection",  # ours: "rejection" (Transformers' speculative sampling) or "coupled"
 }
+
+ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+ASSISTED_SAMPLING = ("rejection", "coupled")
 
 
 def _is_int(x):
@@ -140,6 +151,19 @@ class GenerationConfig:
         for flag in ("output_scores", "return_dict_in_generate"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 bad(flag, "must be True or False", f"pass {flag}=True or False")
+        if not (_is_int(self.num_assistant_tokens) and self.num_assistant_tokens >= 1):
+            bad("num_assistant_tokens", "must be a positive integer", "pass e.g. num_assistant_tokens=5")
+        if self.num_assistant_tokens_schedule not in SCHEDULES:
+            bad("num_assistant_tokens_schedule", "is not a known schedule", f"pass one of {', '.join(SCHEDULES)}")
+        c = self.assistant_confidence_threshold
+        if c is not None and not (_is_real(c) and 0 <= c < 1):
+            bad("assistant_confidence_threshold", "must be a float in [0, 1)", "pass e.g. 0.4, or 0 to turn it off")
+        for flag in ("prompt_lookup_num_tokens", "max_matching_ngram_size"):
+            v = getattr(self, flag)
+            if v is not None and not (_is_int(v) and v >= 1):
+                bad(flag, "must be a positive integer or None", f"pass e.g. {flag}=10, or None")
+        if self.assisted_sampling not in ASSISTED_SAMPLING:
+            bad("assisted_sampling", "is not a known acceptance rule", f"pass one of {', '.join(ASSISTED_SAMPLING)}")
 
 
 @dataclass
@@ -147,10 +171,20 @@ class GenerateDecoderOnlyOutput:
     """What generate(return_dict_in_generate=True) returns.
 
     sequences: np.int64 (batch, prompt + new). scores: with output_scores, one float32 (batch, vocab) array
-    of processed scores per step (-inf for rows already finished), else None."""
+    of the target's processed scores per step (-inf for rows already finished), else None.
+    With assisted generation (assistant_model= or prompt_lookup_num_tokens=), also: num_draft_tokens
+    (proposed), num_accepted_tokens (proposed and kept), num_target_passes and num_draft_passes (appends,
+    prefill included), proposed_per_position and accepted_per_position (np.int64 (K,): drafts proposed and
+    accepted at draft position j, so accepted / proposed is the acceptance rate by position)."""
 
     sequences: np.ndarray
     scores: Optional[Tuple[np.ndarray, ...]] = None
+    num_draft_tokens: Optional[int] = None
+    num_accepted_tokens: Optional[int] = None
+    num_target_passes: Optional[int] = None
+    num_draft_passes: Optional[int] = None
+    proposed_per_position: Optional[np.ndarray] = None
+    accepted_per_position: Optional[np.ndarray] = None
 
     def __getitem__(self, key):
         return getattr(self, key)

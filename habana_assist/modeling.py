@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _core
 from .errors import CacheCapacityError, InvalidInputError
-from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .generation import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig
 from .loading import load_checkpoint
 
 _seed_source = np.random.default_rng()
@@ -202,12 +202,27 @@ class LlamaForCausalLM:
             cache._mask = np.concatenate([cache._mask, mask], axis=1)
         return CausalLMOutput(logits=logits, past_key_values=cache)
 
-    def generate(self, input_ids=None, attention_mask=None, generation_config=None, **kwargs):
+    def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, **kwargs):
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
         -> np.int64 (batch, prompt + new): the prompt as given, then the new tokens; rows that stopped at
-        an eos are padded with pad_token_id. With return_dict_in_generate=True, a GenerateDecoderOnlyOutput."""
+        an eos are padded with pad_token_id. With return_dict_in_generate=True, a GenerateDecoderOnlyOutput.
+
+        assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
+        tokens, this model verifies them in one pass; greedy output (and sampled output with
+        assisted_sampling="coupled") is bit for bit what generate() without it returns, and
+        assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
+        num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
+        from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
+        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model."""
         gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
+        if assistant_model is not None:
+            if not isinstance(assistant_model, LlamaForCausalLM):
+                raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained, "
+                                        f"got {type(assistant_model).__name__}")
+            for key in ASSISTANT_KEYS:  # Transformers keeps these on the assistant's generation config
+                if key not in kwargs:
+                    setattr(gc, key, getattr(assistant_model.generation_config, key, getattr(gc, key)))
         unused = gc.update(**kwargs)
         if unused:
             raise ValueError(f"The following generation arguments are not used: {sorted(unused)}; check their "
@@ -242,18 +257,54 @@ class LlamaForCausalLM:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
                                      f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
+        if assistant_model is not None:
+            self._check_assistant(assistant_model, gc, need)
         seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
         ctx = _core.Context(self._core, B, need)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-        steps = _core.generate(ctx, ids, (S - real).astype(np.int64), max_new, min_new,
-                               np.asarray(eos, dtype=np.int32), pad, bool(gc.do_sample), float(gc.temperature),
-                               int(gc.top_k), float(gc.top_p), float(gc.repetition_penalty), seed, out, scores)
+        common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
+                  bool(gc.do_sample), float(gc.temperature), int(gc.top_k), float(gc.top_p),
+                  float(gc.repetition_penalty), seed)
+        extra = {}
+        if assistant_model is None and gc.prompt_lookup_num_tokens is None:
+            steps = _core.generate(ctx, *common, out, scores)
+        else:
+            draft_ctx = _core.Context(assistant_model._core, B, need) if assistant_model is not None else None
+            proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
+            steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
+                ctx, draft_ctx, *common, int(gc.num_assistant_tokens), SCHEDULES.index(gc.num_assistant_tokens_schedule),
+                float(gc.assistant_confidence_threshold or 0.0), ASSISTED_SAMPLING.index(gc.assisted_sampling),
+                int(gc.prompt_lookup_num_tokens or 1), int(gc.max_matching_ngram_size or 2), out, scores,
+                proposed, accepted)
+            if assistant_model is not None and gc.num_assistant_tokens_schedule == "heuristic":
+                assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+            extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                         num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
+                         accepted_per_position=accepted[:used])
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:
             return sequences
         return GenerateDecoderOnlyOutput(sequences=sequences,
-                                         scores=tuple(scores[:steps]) if scores is not None else None)
+                                         scores=tuple(scores[:steps]) if scores is not None else None, **extra)
+
+    def _check_assistant(self, assistant, gc, need):
+        """Raises ValueError unless assistant can draft for this model in this call."""
+        if gc.prompt_lookup_num_tokens is not None:
+            raise ValueError("`prompt_lookup_num_tokens` and `assistant_model` cannot be used together: prompt lookup "
+                             "drafts without a model; pass one or the other")
+        if assistant.vocab_size != self.vocab_size:
+            raise ValueError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
+                             f"({self.vocab_size}); the draft must share the target's tokenizer")
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            mine, theirs = getattr(self.config, key, None), getattr(assistant.config, key, None)
+            if mine is not None and theirs is not None and mine != theirs:
+                raise ValueError(f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
+                                 "must share the target's tokenizer and special tokens")
+        if need > assistant.max_cache_len:
+            raise CacheCapacityError(f"this generation needs {need} cache positions, more than the assistant's "
+                                     f"max_cache_len={assistant.max_cache_len}; load it with a larger max_cache_len")
 
 
 class AutoModelForCausalLM:

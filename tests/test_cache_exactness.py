@@ -26,10 +26,18 @@ def tokens(seed, n):
     return np.random.default_rng(seed).integers(0, VOCAB, size=n).astype(np.int64)
 
 
-@pytest.fixture(scope="module", params=["F32", "BF16"])
+# Sizes that are not multiples of any SIMD width, so that every kernel's tail loop runs too.
+ODD_ARGS = dict(vocab_size=VOCAB + 3, hidden_size=72, num_layers=2, num_heads=6, num_kv_heads=2, head_dim=10,
+                intermediate_size=150)
+
+
+@pytest.fixture(scope="module", params=["F32", "BF16", "F16-odd-sizes"])
 def model(request, tmp_path_factory):
     path = tmp_path_factory.mktemp(f"cache_{request.param}")
-    write_random_checkpoint(path, dtype=request.param, seed=5, **MODEL_ARGS)
+    if request.param == "F16-odd-sizes":
+        write_random_checkpoint(path, dtype="F16", seed=6, **ODD_ARGS)
+    else:
+        write_random_checkpoint(path, dtype=request.param, seed=5, **MODEL_ARGS)
     return ha.AutoModelForCausalLM.from_pretrained(str(path))
 
 

@@ -70,8 +70,8 @@ def prompt_with_safe_chain(config, tensors, length, steps):
 def assert_tokens(got, expected, what):
     got = np.asarray(got)
     assert got.dtype == np.int64, f"{what}: expected np.int64 sequences, got {got.dtype}"
-    assert got.shape == expected.shape, \
-        f"{what}: expected shape {expected.shape}, got {got.shape}\nexpected {expected.tolist()}\ngot      {got.tolist()}"
+    assert got.shape == expected.shape, (f"{what}: expected shape {expected.shape}, got {got.shape}\n"
+                                         f"expected {expected.tolist()}\ngot      {got.tolist()}")
     assert np.array_equal(got, expected), f"{what}:\nexpected {expected.tolist()}\ngot      {got.tolist()}"
 
 

@@ -45,6 +45,9 @@ CASES = {
     "explicit_head_dim_16": dict(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=16),
     "mistral_sliding_window_5": dict(arch="MistralForCausalLM", sliding_window=5),
     "mistral_no_window": dict(arch="MistralForCausalLM"),
+    "odd_sizes_simd_tails": dict(vocab_size=67, hidden_size=40, num_heads=4, num_kv_heads=2, intermediate_size=52),
+    "odd_sizes_f16": dict(vocab_size=67, hidden_size=40, num_heads=4, num_kv_heads=2, intermediate_size=52,
+                          dtype="F16"),
     "three_shards": dict(shards=3),
     "three_shards_bf16_tied": dict(shards=3, dtype="BF16", tie_word_embeddings=True),
 }

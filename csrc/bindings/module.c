@@ -459,6 +459,102 @@ cleanup:
     return result;
 }
 
+/* generate_assisted(target_ctx, draft_ctx | None, prompt int32 (B, W), start int64 (B,), max_new_tokens,
+ *                   min_new_tokens, eos int32 (k,), pad_token_id, do_sample, temperature, top_k, top_p,
+ *                   repetition_penalty, seed, num_assistant_tokens, schedule, confidence_threshold, acceptance,
+ *                   prompt_lookup_num_tokens, max_matching_ngram_size, out int32 (B, max_new_tokens),
+ *                   scores float32 (max_new_tokens, B, V) | None, proposed_at int64 (max_new_tokens,),
+ *                   accepted_at int64 (max_new_tokens,))
+ * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens) */
+static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *tctx_o, *dctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *prop_o, *acc_o, *result = NULL;
+    long long max_new, min_new, top_k, K, pl_num, pl_ngram;
+    int pad, do_sample, schedule, acceptance;
+    double temperature, top_p, rep, threshold;
+    unsigned long long seed;
+    Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 }, prop = { 0 }, acc = { 0 };
+    int held = 0, entered = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOLLOipdLddKLidiLLOOOO", &ContextType, &tctx_o, &dctx_o, &prompt_o, &start_o,
+                          &max_new, &min_new, &eos_o, &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &K,
+                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &out_o, &scores_o, &prop_o, &acc_o))
+        return NULL;
+    ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
+    if (dctx_o != Py_None) {
+        if (!PyObject_TypeCheck(dctx_o, &ContextType) || dctx_o == tctx_o) {
+            PyErr_SetString(InvalidInputError, "the draft needs a Context of its own (not the target's)");
+            return NULL;
+        }
+        dctx = (ContextObject *)dctx_o;
+    }
+    if (get_buffer(prompt_o, "i", 0, "prompt", &prompt) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(start_o, "q", 0, "start", &start) != 0) goto cleanup;
+    held |= 2;
+    if (get_buffer(eos_o, "i", 0, "eos", &eos) != 0) goto cleanup;
+    held |= 4;
+    if (get_buffer(out_o, "i", 1, "out", &out) != 0) goto cleanup;
+    held |= 8;
+    if (scores_o != Py_None) {
+        if (get_buffer(scores_o, "f", 1, "scores", &scores) != 0) goto cleanup;
+        held |= 16;
+    }
+    if (get_buffer(prop_o, "q", 1, "proposed_at", &prop) != 0) goto cleanup;
+    held |= 32;
+    if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
+    held |= 64;
+    if (!tctx->c || (dctx && !dctx->c)) {
+        PyErr_SetString(InvalidInputError, "Context is not initialized");
+        goto cleanup;
+    }
+    ha_lm *lm = ha_llama_context_lm(tctx->c), *dlm = dctx ? ha_llama_context_lm(dctx->c) : NULL;
+    int64_t B = lm->n_seq;
+    if (prompt.ndim != 2 || prompt.shape[0] != B || start.len != B * 8 || max_new < 1 ||
+        out.len != (Py_ssize_t)(B * max_new * 4) || prop.len != max_new * 8 || acc.len != max_new * 8 ||
+        ((held & 16) && scores.len != (Py_ssize_t)(max_new * B * lm->vocab_size * 4))) {
+        PyErr_Format(InvalidInputError, "generate_assisted: buffer shapes disagree with batch %lld, max_new_tokens %lld",
+                     (long long)B, max_new);
+        goto cleanup;
+    }
+    ha_assist_params p = {
+        .gen = { .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4,
+                 .pad_token_id = pad,
+                 .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k,
+                               .top_p = (float)top_p, .repetition_penalty = (float)rep, .seed = seed } },
+        .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
+        .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
+    };
+    ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
+    if (enter(tctx) != 0) goto cleanup;
+    entered = 1;
+    if (dctx && enter(dctx) != 0) goto cleanup;
+    entered |= dctx ? 2 : 0;
+    ha_status st;
+    int64_t steps = 0;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_generate_assisted(lm, dlm, &p, prompt.buf, prompt.shape[1], start.buf, out.buf,
+                              (held & 16) ? scores.buf : NULL, &steps, &stats);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
+                           (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
+                           (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens);
+cleanup:
+    if (entered & 1) tctx->busy = 0;
+    if (entered & 2) dctx->busy = 0;
+    if (held & 1) PyBuffer_Release(&prompt);
+    if (held & 2) PyBuffer_Release(&start);
+    if (held & 4) PyBuffer_Release(&eos);
+    if (held & 8) PyBuffer_Release(&out);
+    if (held & 16) PyBuffer_Release(&scores);
+    if (held & 32) PyBuffer_Release(&prop);
+    if (held & 64) PyBuffer_Release(&acc);
+    return result;
+}
+
 static PyObject *py_set_num_threads(PyObject *mod, PyObject *arg) {
     (void)mod;
     int n = PyLong_Check(arg) ? (int)PyLong_AsLong(arg) : -1;
@@ -516,6 +612,8 @@ static PyObject *py_rng_uniform(PyObject *mod, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
+    { "generate_assisted", py_generate_assisted, METH_VARARGS,
+      "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },
