@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 
 GENERATION_CONFIG_NAME = "generation_config.json"
 
@@ -70,7 +70,7 @@ class GenerationConfig:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except FileNotFoundError:
-            raise FileNotFoundError(f"{path} does not exist; pass the directory of a Hugging Face checkpoint")
+            raise CheckpointNotFoundError(f"{path} does not exist; pass the directory of a Hugging Face checkpoint")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
         if not isinstance(data, dict):
@@ -110,7 +110,7 @@ class GenerationConfig:
         """Raises ValueError naming the flag, its value and the fix for any impossible argument."""
 
         def bad(flag, problem, fix):
-            raise ValueError(f"`{flag}` (={getattr(self, flag)!r}) {problem}; {fix}.")
+            raise InvalidInputError(f"`{flag}` (={getattr(self, flag)!r}) {problem}; {fix}.")
 
         if self.max_new_tokens is not None and not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             bad("max_new_tokens", "must be a positive integer", "pass max_new_tokens >= 1 (or None to use max_length)")

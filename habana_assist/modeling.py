@@ -92,6 +92,7 @@ class Cache:
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise InvalidInputError(f"{name}={v!r} must be a positive integer")
         self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len))
+        self._owner = model._core  # a cache holds one model's keys and values
         self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
         self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
 
@@ -186,6 +187,9 @@ class LlamaForCausalLM:
         if cache is None:
             ctx = _core.Context(self._core, B, S)
         elif isinstance(cache, Cache):
+            if cache._owner is not self._core:
+                raise InvalidInputError("past_key_values was created by another model; create a cache with this "
+                                        "model's create_cache()")
             if cache.batch_size != B:
                 raise InvalidInputError(f"past_key_values holds {cache.batch_size} rows but input_ids has {B}; "
                                         "create the cache with batch_size equal to the batch")
@@ -225,7 +229,7 @@ class LlamaForCausalLM:
                     setattr(gc, key, getattr(assistant_model.generation_config, key, getattr(gc, key)))
         unused = gc.update(**kwargs)
         if unused:
-            raise ValueError(f"The following generation arguments are not used: {sorted(unused)}; check their "
+            raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
                              "spelling against GenerationConfig")
         gc.validate()
         ids = _input_ids(input_ids, self.vocab_size)
@@ -234,7 +238,7 @@ class LlamaForCausalLM:
         pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
         for flag, values in (("eos_token_id", eos), ("pad_token_id", [pad])):
             if any(v >= self.vocab_size for v in values):
-                raise ValueError(f"`{flag}` (={values}) is outside the vocabulary (vocab_size={self.vocab_size}); "
+                raise InvalidInputError(f"`{flag}` (={values}) is outside the vocabulary (vocab_size={self.vocab_size}); "
                                  "pass ids from the model's tokenizer")
         if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
                 and (ids == gc.pad_token_id).any():
@@ -249,7 +253,7 @@ class LlamaForCausalLM:
                                     "column, so pad on the left (tokenizer.padding_side = 'left')")
         max_new = gc.max_new_tokens if gc.max_new_tokens is not None else gc.max_length - S
         if max_new < 1:
-            raise ValueError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
+            raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
                              "pass max_new_tokens instead")
         min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
         need = int(real.max()) + max_new
@@ -292,15 +296,15 @@ class LlamaForCausalLM:
     def _check_assistant(self, assistant, gc, need):
         """Raises ValueError unless assistant can draft for this model in this call."""
         if gc.prompt_lookup_num_tokens is not None:
-            raise ValueError("`prompt_lookup_num_tokens` and `assistant_model` cannot be used together: prompt lookup "
+            raise InvalidInputError("`prompt_lookup_num_tokens` and `assistant_model` cannot be used together: prompt lookup "
                              "drafts without a model; pass one or the other")
         if assistant.vocab_size != self.vocab_size:
-            raise ValueError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
+            raise InvalidInputError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
                              f"({self.vocab_size}); the draft must share the target's tokenizer")
         for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
             mine, theirs = getattr(self.config, key, None), getattr(assistant.config, key, None)
             if mine is not None and theirs is not None and mine != theirs:
-                raise ValueError(f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
+                raise InvalidInputError(f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
                                  "must share the target's tokenizer and special tokens")
         if need > assistant.max_cache_len:
             raise CacheCapacityError(f"this generation needs {need} cache positions, more than the assistant's "
@@ -321,9 +325,9 @@ class AutoModelForCausalLM:
         "float16" converts once at load. Compute is float32. max_cache_len bounds prompt + new tokens
         (default: config.max_position_embeddings). torch_dtype is an alias of dtype."""
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
-            raise ValueError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
+            raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
                                           or isinstance(max_cache_len, bool) or max_cache_len < 1):
-            raise ValueError(f"max_cache_len={max_cache_len!r} must be a positive integer")
+            raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         checkpoint = load_checkpoint(pretrained_model_name_or_path, dtype if dtype is not None else torch_dtype)
         return LlamaForCausalLM(checkpoint, max_cache_len)
