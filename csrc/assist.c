@@ -230,8 +230,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         generated[row] = r.generated;
         if (r.generated > steps) steps = r.generated;
     }
-    /* Rows that stopped early are padded up to max_new_tokens, their scores -inf up to the longest row,
-     * as ha_generate leaves them. */
+    /* Rows that stopped early are padded up to max_new_tokens and their scores are -inf up to the longest
+     * row, as in ha_generate. */
     for (int64_t row = 0; row < B && st == HA_OK; row++)
         for (int64_t j = generated[row]; j < N; j++) {
             out[row * N + j] = p->gen.pad_token_id;

@@ -102,6 +102,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         st = lm->append(lm->self, active, seq, tok, want, logits);
     }
 
+    if (st == HA_OK) /* columns past the last step, as ha_generate_assisted leaves them */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = *n_steps; j < N; j++) out[b * N + j] = p->pad_token_id;
+
 cleanup:
     ha_sampler_free(sampler);
     free(history);

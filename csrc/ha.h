@@ -170,7 +170,8 @@ typedef struct ha_generate_params {
 
 /* Plain generation for the n_seq rows of lm, whose caches must be empty.
  * prompt (n_seq, prompt_width) int32, left padded: row b's tokens are prompt[b, start[b]:], at least one.
- * out (n_seq, max_new_tokens) int32 receives the new tokens; scores, if not NULL, (max_new_tokens, n_seq,
+ * out (n_seq, max_new_tokens) int32 receives the new tokens, pad_token_id after a row stopped and after the
+ * last step; scores, if not NULL, (max_new_tokens, n_seq,
  * V) float32 receives the processed scores of each step (-INFINITY for rows already stopped).
  * *n_steps is the number of steps taken: generation ends when every row produced an eos or after
  * max_new_tokens. */

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Plain against assisted generation on the same prompts, every figure measured in this one run.
+
+Target: the random bfloat16 checkpoint with TinyLlama-1.1B's shape that bench_decode.py writes. Drafts:
+  - a small random model with the same vocabulary (4 layers, hidden 512, MQA, tied embeddings): it almost
+    never agrees with the target, so this row measures the engine's costs;
+  - the target itself (every draft accepted, c = 1): what verifying K + 1 tokens in one pass costs;
+  - prompt lookup (no draft model, c ~ 0), on a prompt that repeats itself.
+For each: tokens/s plain and assisted (greedy, prefill included in both), whether the outputs are identical,
+the acceptance rate a (accepted / drafts tested, a draft being tested when all before it in its round were
+accepted), mean tokens per target pass, the cost ratio c (one draft decode step over one target decode step,
+both measured here), the ideal speed-up of Leviathan et al. (1 - a^(K+1)) / ((1 - a)(K c + 1)), and
+measured over ideal.
+Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens N] [--k K]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import habana_assist as ha  # noqa: E402
+from bench_decode import TINYLLAMA, random_bf16, timed, write_checkpoint  # noqa: E402
+from habana_assist.safetensors import save_file  # noqa: E402
+
+SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
+                   num_key_value_heads=1, tie_word_embeddings=True)
+
+
+def write_small_draft(directory):
+    """A random draft with the target's vocabulary (about 45 MB in bfloat16) unless already there."""
+    if os.path.exists(os.path.join(directory, "model.safetensors")):
+        return
+    os.makedirs(directory, exist_ok=True)
+    c = SMALL_DRAFT
+    d, f, hd = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
+    kv = c["num_key_value_heads"] * hd
+    rng = np.random.default_rng(7)
+    ones = (np.full(d, 0x3F80, dtype=np.uint16), "BF16")
+    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), -5), "BF16"), "model.norm.weight": ones}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = t[p + "post_attention_layernorm.weight"] = ones
+        for name, shape in (("self_attn.q_proj", (d, d)), ("self_attn.k_proj", (kv, d)), ("self_attn.v_proj", (kv, d)),
+                            ("self_attn.o_proj", (d, d)), ("mlp.gate_proj", (f, d)), ("mlp.up_proj", (f, d)),
+                            ("mlp.down_proj", (d, f))):
+            t[p + name + ".weight"] = (random_bf16(rng, shape, -5), "BF16")
+    save_file(t, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as fh:
+        json.dump(c, fh, indent=2)
+
+
+def decode_step_time(model, prompt, n, repeats):
+    """Seconds per decode step: (n + 1 new tokens) - (1 new token), best of repeats."""
+    one = timed(lambda: model.generate(prompt, max_new_tokens=1), repeats)
+    many = timed(lambda: model.generate(prompt, max_new_tokens=n + 1), repeats)
+    return (many - one) / n
+
+
+def acceptance_rate(res):
+    """Accepted over tested drafts: the draft at position j is tested when the one at j - 1 was accepted."""
+    acc, prop = res.accepted_per_position, res.proposed_per_position
+    tested = sum(int(prop[j]) if j == 0 else min(int(prop[j]), int(acc[j - 1])) for j in range(len(prop)))
+    return float(acc.sum()) / tested if tested else 0.0
+
+
+def ideal_speedup(a, k, c):
+    gain = k + 1 if a >= 1 else (1 - a ** (k + 1)) / (1 - a)
+    return gain / (k * c + 1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = os.path.join(tempfile.gettempdir(), "habana_assist_bench")
+    ap.add_argument("--dir", default=root, help="where the random checkpoints are written (reused if present)")
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--k", type=int, default=4, help="num_assistant_tokens (constant schedule)")
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+
+    target_dir, draft_dir = os.path.join(args.dir, "tinyllama-1.1b-random-bf16"), os.path.join(args.dir, "draft-random-bf16")
+    write_checkpoint(target_dir)
+    write_small_draft(draft_dir)
+    n, k = args.new_tokens, args.k
+    target = ha.AutoModelForCausalLM.from_pretrained(target_dir, max_cache_len=256)
+    small = ha.AutoModelForCausalLM.from_pretrained(draft_dir, max_cache_len=256)
+    rng = np.random.default_rng(3)
+    prompt = rng.integers(3, target.vocab_size, size=(1, 16))
+    repeating = np.tile(rng.integers(3, target.vocab_size, size=(1, 12)), (1, 4))
+
+    target.generate(prompt, max_new_tokens=2)  # warm-up: pages of the memory maps, thread pool
+    t_step = decode_step_time(target, prompt, 8, args.repeats)
+    rows = []
+    for name, draft, ids, c in (("small random draft", small, prompt, decode_step_time(small, prompt, 16, args.repeats) / t_step),
+                                ("target as its own draft", target, prompt, 1.0),
+                                ("prompt lookup", None, repeating, 0.0)):
+        plain = target.generate(ids, max_new_tokens=n)
+        t_plain = timed(lambda: target.generate(ids, max_new_tokens=n), args.repeats)
+        kw = dict(assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
+                  assistant_confidence_threshold=0.0) if draft is not None else dict(prompt_lookup_num_tokens=k)
+        res = target.generate(ids, max_new_tokens=n, return_dict_in_generate=True, **kw)
+        t_assisted = timed(lambda: target.generate(ids, max_new_tokens=n, **kw), args.repeats)
+        a = acceptance_rate(res)
+        measured = t_plain / t_assisted
+        ideal = ideal_speedup(a, k, c)
+        rows.append(dict(case=name, identical=bool(np.array_equal(plain, res.sequences)),
+                         plain_tps=n / t_plain, assisted_tps=n / t_assisted, a=a,
+                         tokens_per_pass=n / res.num_target_passes, c=c, speedup=measured, ideal=ideal,
+                         measured_over_ideal=measured / ideal))
+
+    print(f"habana_assist assisted benchmark: TinyLlama-1.1B-shape random bf16 target, greedy, {n} new tokens, "
+          f"K={k}, kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
+    print(f"  target decode step {t_step * 1e3:.1f} ms")
+    print(f"  {'case':26s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
+          f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}")
+    for r in rows:
+        print(f"  {r['case']:26s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
+              f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
+              f"{r['measured_over_ideal']:10.2f}")
+
+
+if __name__ == "__main__":
+    main()

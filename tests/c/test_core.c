@@ -1,0 +1,2047 @@
+/* C-level tests of the habana_assist core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
+ * tests/test_c_core.py. Links every C file of csrc/ (not csrc/bindings).
+ *
+ *   ./test_core --list     the test names, one per line
+ *   ./test_core NAME       runs one test: exit 0 on pass; on failure a message on stderr saying what was
+ *                          expected and what came, and exit 1
+ *
+ * Each test is named for the promise it holds. A failed check prints and leaves with _Exit(1) (so a
+ * failure is not buried under the leak report of the buffers it abandoned); a passing test frees
+ * everything, so LeakSanitizer checks the core's own allocations. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../csrc/internal.h"
+
+/* ---- checking ------------------------------------------------------------------------------------ */
+
+static const char *current_test = "?";
+
+__attribute__((format(printf, 3, 4), noreturn)) static void fail_at(const char *file, int line, const char *fmt, ...) {
+    fprintf(stderr, "%s:%d: test %s failed: ", file, line, current_test);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    _Exit(1);
+}
+
+#define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
+/* CHECK(cond, "expected ..., got ...", args) */
+#define CHECK(cond, ...)                                                                                  \
+    do {                                                                                                  \
+        if (!(cond)) FAIL("check `" #cond "` is false: " __VA_ARGS__);                                    \
+    } while (0)
+
+static const char *status_name(ha_status s) {
+    switch (s) {
+    case HA_OK: return "HA_OK";
+    case HA_ERR_INVALID: return "HA_ERR_INVALID";
+    case HA_ERR_NOMEM: return "HA_ERR_NOMEM";
+    case HA_ERR_CAPACITY: return "HA_ERR_CAPACITY";
+    case HA_ERR_UNSUPPORTED: return "HA_ERR_UNSUPPORTED";
+    case HA_ERR_INTERNAL: return "HA_ERR_INTERNAL";
+    case HA_ERR_CALLBACK: return "HA_ERR_CALLBACK";
+    }
+    return "(unknown status)";
+}
+
+/* The call returns `want`; on a mismatch shows both statuses and ha_last_error(). */
+#define CHECK_STATUS(call, want)                                                                          \
+    do {                                                                                                  \
+        ha_status st_ = (call);                                                                           \
+        if (st_ != (want))                                                                                \
+            FAIL("%s: expected %s, got %s (last error: \"%s\")", #call, status_name(want), status_name(st_), \
+                 ha_last_error());                                                                        \
+    } while (0)
+#define CHECK_OK(call) CHECK_STATUS(call, HA_OK)
+
+/* ha_last_error() contains `needle`. */
+#define CHECK_MSG(needle)                                                                                 \
+    do {                                                                                                  \
+        if (!strstr(ha_last_error(), (needle)))                                                           \
+            FAIL("expected the error message to mention \"%s\", got \"%s\"", (needle), ha_last_error());   \
+    } while (0)
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* got (n,) is bitwise equal to want (n,). */
+#define CHECK_SAME_FLOATS(want, got, n, ...) check_same_floats(__FILE__, __LINE__, (want), (got), (n), __VA_ARGS__)
+__attribute__((format(printf, 6, 7))) static void check_same_floats(const char *file, int line, const float *want,
+                                                                    const float *got, size_t n, const char *fmt, ...) {
+    if (memcmp(want, got, n * sizeof(float)) == 0) return;
+    size_t i = 0;
+    while (fbits(want[i]) == fbits(got[i])) i++;
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    fail_at(file, line, "%s: expected bitwise equal floats; first difference at index %zu of %zu: expected %.9g (0x%08x), got %.9g (0x%08x)",
+            what, i, n, (double)want[i], fbits(want[i]), (double)got[i], fbits(got[i]));
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) FAIL("out of memory allocating %zu bytes for the test itself", n);
+    return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) FAIL("out of memory allocating %zu x %zu bytes for the test itself", n, size);
+    return p;
+}
+
+/* ---- test data: a small deterministic generator (splitmix64) ---------------------------------------- */
+
+typedef struct rng { uint64_t s; } rng;
+
+static uint64_t rng_next(rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static double rng_uniform(rng *r, double lo, double hi) { return lo + (hi - lo) * (double)(rng_next(r) >> 11) * 0x1p-53; }
+static int32_t rng_int(rng *r, int32_t n) { return (int32_t)(rng_next(r) % (uint64_t)n); }
+
+/* ---- independent decoders: the definition the kernels are checked against ----------------------- */
+
+static double half_value(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double bf16_value(uint16_t b) { return (double)bits_f((uint32_t)b << 16); }
+
+/* float -> half by truncation, for making test weights (|f| < 65504) */
+static uint16_t half_from_float(float f) {
+    uint32_t u = fbits(f), sign = (u >> 16) & 0x8000u, m = u & 0x7fffffu;
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    if (((u >> 23) & 0xff) == 0) return (uint16_t)sign;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        return (uint16_t)(sign | ((m | 0x800000u) >> (14 - e)));
+    }
+    return (uint16_t)(sign | ((uint32_t)e << 10) | (m >> 13));
+}
+
+static size_t dsize(ha_dtype t) { return t == HA_F32 ? 4 : 2; }
+static const char *dname(ha_dtype t) { return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : "f16"; }
+
+/* A weight buffer (count,) of dtype dt from values uniform in (-scale, scale); if wide, each value is
+ * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. vals (count,) receives
+ * the exact stored values (may be NULL). */
+static void *make_weights(ha_dtype dt, size_t count, rng *r, double scale, int wide, double *vals) {
+    void *buf = xmalloc(count * dsize(dt));
+    for (size_t i = 0; i < count; i++) {
+        double v = rng_uniform(r, -scale, scale);
+        if (wide) v = ldexp(v, -rng_int(r, 21));
+        float f = (float)v;
+        double exact;
+        if (dt == HA_F32) {
+            ((float *)buf)[i] = f;
+            exact = f;
+        } else if (dt == HA_BF16) {
+            uint16_t b = (uint16_t)(fbits(f) >> 16);
+            ((uint16_t *)buf)[i] = b;
+            exact = bf16_value(b);
+        } else {
+            uint16_t h = half_from_float(f);
+            ((uint16_t *)buf)[i] = h;
+            exact = half_value(h);
+        }
+        if (vals) vals[i] = exact;
+    }
+    return buf;
+}
+
+static float *make_floats(size_t n, rng *r, double lo, double hi) {
+    float *x = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)rng_uniform(r, lo, hi);
+    return x;
+}
+
+/* The kernel variants this CPU runs: scalar always, avx2 when ha_kernels_select accepts it. */
+static int kernel_variants(const ha_kernels **out, const char **names) {
+    int n = 0;
+    out[n] = &ha_kernels_scalar;
+    names[n++] = "scalar";
+    if (ha_kernels_select("avx2") == HA_OK) {
+        out[n] = &ha_kernels_avx2;
+        names[n++] = "avx2";
+    } else {
+        printf("avx2 unavailable\n");
+    }
+    return n;
+}
+
+static const int64_t KN[] = { 1, 7, 8, 15, 16, 17, 33, 100, 257 };
+static const int64_t KR[] = { 1, 3, 4, 5, 9 };
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+#define SENTINEL 0x7fc0deadu
+
+/* ---- 1. kernels against double precision ------------------------------------------------------------ */
+
+static void test_kernels_matmul_matches_double(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 1 };
+    const int64_t T = 3;
+    for (int v = 0; v < nk; v++)
+        for (int dt = 0; dt < HA_NDTYPES; dt++)
+            for (size_t a = 0; a < COUNT(KN); a++)
+                for (size_t b = 0; b < COUNT(KR); b++) {
+                    /* rows [1, R + 1) of a (R + 1, n) matrix, into Y (T, ldy) with ldy > R + 1 */
+                    const int64_t n = KN[a], R = KR[b], rows = R + 1, r0 = 1, r1 = R + 1, ldy = rows + 3;
+                    double *wv = xmalloc((size_t)(rows * n) * sizeof(double));
+                    void *W = make_weights((ha_dtype)dt, (size_t)(rows * n), &r, 1.0, 1, wv);
+                    float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
+                    float *Y = xmalloc((size_t)(T * ldy) * sizeof(float));
+                    for (int64_t i = 0; i < T * ldy; i++) Y[i] = bits_f(SENTINEL);
+                    ks[v]->matmul[dt](W, n, r0, r1, X, T, Y, ldy);
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t c = 0; c < ldy; c++) {
+                            float y = Y[t * ldy + c];
+                            if (c < r0 || c >= r1) {
+                                CHECK(fbits(y) == SENTINEL, "%s matmul %s n=%lld rows [%lld,%lld): expected Y[%lld, %lld] "
+                                      "(outside the row range) untouched, got %g", kn[v], dname((ha_dtype)dt), (long long)n,
+                                      (long long)r0, (long long)r1, (long long)t, (long long)c, (double)y);
+                                continue;
+                            }
+                            double ref = 0.0, mag = 0.0;
+                            for (int64_t i = 0; i < n; i++) {
+                                ref += wv[c * n + i] * (double)X[t * n + i];
+                                mag += fabs(wv[c * n + i] * (double)X[t * n + i]);
+                            }
+                            CHECK(fabs((double)y - ref) <= 1e-5 * mag,
+                                  "%s matmul %s n=%lld R=%lld: Y[%lld, %lld] expected %.10g (double) within %.3g, got %.10g",
+                                  kn[v], dname((ha_dtype)dt), (long long)n, (long long)R, (long long)t, (long long)c, ref,
+                                  1e-5 * mag, (double)y);
+                        }
+                    free(wv);
+                    free(W);
+                    free(X);
+                    free(Y);
+                }
+}
+
+static void check_converted(const char *what, const uint16_t *src, const float *got, int64_t n, int f16) {
+    for (int64_t i = 0; i < n; i++) {
+        float want = f16 ? ha_f16_to_f32(src[i]) : bits_f((uint32_t)src[i] << 16);
+        if (f16 && isnan(want)) {
+            /* a NaN stays a NaN of the same sign (hardware may quiet a signalling payload) */
+            CHECK(isnan(got[i]) && signbit(got[i]) == signbit(want), "%s: half 0x%04x expected a NaN of sign %d, got %g (0x%08x)",
+                  what, src[i], signbit(want) != 0, (double)got[i], fbits(got[i]));
+            continue;
+        }
+        CHECK(fbits(got[i]) == fbits(want), "%s: 0x%04x expected %.9g (0x%08x), got %.9g (0x%08x)", what, src[i],
+              (double)want, fbits(want), (double)got[i], fbits(got[i]));
+    }
+}
+
+static void test_kernels_to_f32_exact(void) {
+    /* the scalar half decoder against an independent ldexp decoder, on every bit pattern */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float got = ha_f16_to_f32((uint16_t)h);
+        double want = half_value((uint16_t)h);
+        if (isnan(want)) {
+            CHECK(isnan(got) && (signbit(got) != 0) == ((h & 0x8000) != 0), "ha_f16_to_f32(0x%04x): expected NaN, got %g", h,
+                  (double)got);
+        } else {
+            CHECK(fbits(got) == fbits((float)want), "ha_f16_to_f32(0x%04x): expected %.9g (0x%08x), got %.9g (0x%08x)", h, want,
+                  fbits((float)want), (double)got, fbits(got));
+        }
+    }
+    CHECK(fbits(ha_f16_to_f32(0x8000)) == 0x80000000u, "ha_f16_to_f32(-0) expected -0.0, got 0x%08x", fbits(ha_f16_to_f32(0x8000)));
+    CHECK(ha_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal half expected 2^-24, got %g", (double)ha_f16_to_f32(1));
+    CHECK(ha_f16_to_f32(0x7bff) == 65504.0f, "largest half expected 65504, got %g", (double)ha_f16_to_f32(0x7bff));
+    CHECK(ha_f16_to_f32(0xfc00) == -INFINITY, "half 0xfc00 expected -inf, got %g", (double)ha_f16_to_f32(0xfc00));
+
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    uint16_t *all = xmalloc(65536 * sizeof(uint16_t));
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+    float *out = xmalloc(65536 * sizeof(float));
+    char what[128];
+    for (int v = 0; v < nk; v++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            ha_dtype dt = f16 ? HA_F16 : HA_BF16;
+            /* whole, shifted by one (each pattern in another lane and the tail), and short lengths */
+            snprintf(what, sizeof what, "%s to_f32 %s, all 65536 patterns", kn[v], dname(dt));
+            ks[v]->to_f32[dt](all, out, 65536);
+            check_converted(what, all, out, 65536, f16);
+            snprintf(what, sizeof what, "%s to_f32 %s, patterns 1..65535", kn[v], dname(dt));
+            ks[v]->to_f32[dt](all + 1, out, 65535);
+            check_converted(what, all + 1, out, 65535, f16);
+            for (int64_t n = 1; n <= 17; n++)
+                for (int64_t off = 0; off < 65536 - n; off += 4093) {
+                    snprintf(what, sizeof what, "%s to_f32 %s, n=%lld from 0x%04llx", kn[v], dname(dt), (long long)n, (long long)off);
+                    uint16_t *src = xmalloc((size_t)n * 2);
+                    float *dst = xmalloc((size_t)n * sizeof(float));
+                    memcpy(src, all + off, (size_t)n * 2);
+                    ks[v]->to_f32[dt](src, dst, n);
+                    check_converted(what, src, dst, n, f16);
+                    free(src);
+                    free(dst);
+                }
+        }
+    /* float32: a copy, bit for bit (zeros, subnormals, infinities included) */
+    rng r = { 2 };
+    for (int v = 0; v < nk; v++)
+        for (size_t a = 0; a < COUNT(KN); a++) {
+            int64_t n = KN[a];
+            float *src = xmalloc((size_t)n * sizeof(float)), *dst = xmalloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t u = (uint32_t)rng_next(&r);
+                if ((u & 0x7f800000u) == 0x7f800000u) u &= ~0x007fffffu; /* inf, not NaN */
+                src[i] = bits_f(u);
+            }
+            if (n > 2) {
+                src[0] = -0.0f;
+                src[1] = 0x1p-149f;
+                src[2] = -INFINITY;
+            }
+            ks[v]->to_f32[HA_F32](src, dst, n);
+            snprintf(what, sizeof what, "%s to_f32 f32 n=%lld", kn[v], (long long)n);
+            CHECK_SAME_FLOATS(src, dst, (size_t)n, "%s", what);
+            free(src);
+            free(dst);
+        }
+    free(all);
+    free(out);
+}
+
+static void test_kernels_dot_axpy_scale_match_double(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 3 };
+    for (int v = 0; v < nk; v++)
+        for (size_t s = 0; s < COUNT(KN); s++) {
+            const int64_t n = KN[s];
+            float *a = make_floats((size_t)n, &r, -2.0, 2.0), *b = make_floats((size_t)n, &r, -2.0, 2.0);
+            double ref = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                ref += (double)a[i] * b[i];
+                mag += fabs((double)a[i] * b[i]);
+            }
+            float d = ks[v]->dot(a, b, n);
+            CHECK(fabs((double)d - ref) <= 1e-5 * mag, "%s dot n=%lld: expected %.10g within %.3g, got %.10g", kn[v], (long long)n,
+                  ref, 1e-5 * mag, (double)d);
+
+            float *y = make_floats((size_t)n, &r, -2.0, 2.0), *y0 = xmalloc((size_t)n * sizeof(float));
+            memcpy(y0, y, (size_t)n * sizeof(float));
+            const float alpha = 0.7371f;
+            ks[v]->axpy(alpha, a, y, n);
+            for (int64_t i = 0; i < n; i++) {
+                double ax = (double)alpha * a[i], want = (double)y0[i] + ax;
+                CHECK(fabs((double)y[i] - want) <= 0x1p-23 * (fabs(want) + 2.0 * fabs(ax)),
+                      "%s axpy n=%lld: y[%lld] expected %.10g, got %.10g", kn[v], (long long)n, (long long)i, want, (double)y[i]);
+            }
+            memcpy(y, y0, (size_t)n * sizeof(float));
+            const float beta = -1.3125e-3f;
+            ks[v]->scale(beta, y, n);
+            for (int64_t i = 0; i < n; i++) {
+                float want = (float)((double)beta * y0[i]); /* the exact product, rounded once */
+                CHECK(fbits(y[i]) == fbits(want), "%s scale n=%lld: y[%lld] expected %.9g, got %.9g", kn[v], (long long)n,
+                      (long long)i, (double)want, (double)y[i]);
+            }
+            free(a);
+            free(b);
+            free(y);
+            free(y0);
+        }
+    /* n = 0 is a no-op */
+    for (int v = 0; v < nk; v++) {
+        float one = 1.0f;
+        CHECK(ks[v]->dot(&one, &one, 0) == 0.0f, "%s dot of length 0 expected 0", kn[v]);
+        ks[v]->axpy(2.0f, &one, &one, 0);
+        ks[v]->scale(2.0f, &one, 0);
+        CHECK(one == 1.0f, "%s axpy/scale of length 0 expected to write nothing, got %g", kn[v], (double)one);
+    }
+}
+
+/* ---- 2. batch invariance of the kernels -------------------------------------------------------------- */
+
+static void test_kernels_matmul_batch_invariant(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 4 };
+    const int64_t T = 13, rows = 12, r0 = 1, r1 = 11, ldy = rows;
+    for (int v = 0; v < nk; v++)
+        for (int dt = 0; dt < HA_NDTYPES; dt++)
+            for (size_t a = 0; a < COUNT(KN); a++) {
+                const int64_t n = KN[a];
+                void *W = make_weights((ha_dtype)dt, (size_t)(rows * n), &r, 1.0, 0, NULL);
+                float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
+                float *full = xcalloc((size_t)(T * ldy), sizeof(float)), *part = xcalloc((size_t)(T * ldy), sizeof(float));
+                ks[v]->matmul[dt](W, n, r0, r1, X, T, full, ldy);
+                /* one token at a time */
+                for (int64_t t = 0; t < T; t++) {
+                    float one[12];
+                    ks[v]->matmul[dt](W, n, r0, r1, X + t * n, 1, one, ldy);
+                    CHECK_SAME_FLOATS(full + t * ldy + r0, one + r0, (size_t)(r1 - r0), "%s %s n=%lld: token %lld alone vs in a chunk of %lld",
+                                      kn[v], dname((ha_dtype)dt), (long long)n, (long long)t, (long long)T);
+                }
+                /* one row at a time */
+                for (int64_t rr = r0; rr < r1; rr++) {
+                    ks[v]->matmul[dt](W, n, rr, rr + 1, X, T, part, ldy);
+                    for (int64_t t = 0; t < T; t++)
+                        CHECK_SAME_FLOATS(full + t * ldy + rr, part + t * ldy + rr, 1, "%s %s n=%lld: row %lld alone, token %lld",
+                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)rr, (long long)t);
+                }
+                /* [r0, mid) + [mid, r1) at every split */
+                for (int64_t mid = r0; mid <= r1; mid++) {
+                    memset(part, 0, (size_t)(T * ldy) * sizeof(float));
+                    ks[v]->matmul[dt](W, n, r0, mid, X, T, part, ldy);
+                    ks[v]->matmul[dt](W, n, mid, r1, X, T, part, ldy);
+                    for (int64_t t = 0; t < T; t++)
+                        CHECK_SAME_FLOATS(full + t * ldy + r0, part + t * ldy + r0, (size_t)(r1 - r0),
+                                          "%s %s n=%lld: rows split at %lld, token %lld", kn[v], dname((ha_dtype)dt), (long long)n,
+                                          (long long)mid, (long long)t);
+                }
+                free(W);
+                free(X);
+                free(full);
+                free(part);
+            }
+}
+
+static void test_kernels_select_by_name(void) {
+    CHECK_OK(ha_kernels_select("scalar"));
+    CHECK(strcmp(ha_kernels_name(), "scalar") == 0, "after selecting scalar expected ha_kernels_name() \"scalar\", got \"%s\"",
+          ha_kernels_name());
+    CHECK_STATUS(ha_kernels_select("avx9000"), HA_ERR_UNSUPPORTED);
+    CHECK_MSG("avx9000");
+    CHECK_STATUS(ha_kernels_select(NULL), HA_ERR_UNSUPPORTED);
+    CHECK(strcmp(ha_kernels_name(), "scalar") == 0, "a rejected selection expected to keep \"scalar\", got \"%s\"",
+          ha_kernels_name());
+    if (ha_kernels_select("avx2") == HA_OK)
+        CHECK(strcmp(ha_kernels_name(), "avx2") == 0, "after selecting avx2 expected \"avx2\", got \"%s\"", ha_kernels_name());
+    else
+        printf("avx2 unavailable\n");
+}
+
+/* ---- the tiny model ------------------------------------------------------------------------------------ */
+
+enum { TV = 50, TD = 32, TL = 2, TNH = 4, TNKV = 2, THD = 8, TF = 48, TQ = TNH * THD, TKV = TNKV * THD };
+
+typedef struct tiny {
+    ha_llama_config cfg;
+    double inv_freq[THD / 2];
+    ha_llama_layer layers[TL];
+    ha_llama_weights w;
+    void *bufs[64];
+    int nbufs;
+    ha_dtype dtype;
+    int bias;
+    ha_llama *m;
+} tiny;
+
+static void *tiny_keep(tiny *t, void *p) {
+    if (t->nbufs == (int)COUNT(t->bufs)) FAIL("tiny model: too many buffers");
+    t->bufs[t->nbufs++] = p;
+    return p;
+}
+
+static ha_matrix tiny_matrix(tiny *t, rng *r, int64_t rows, int64_t cols, double scale) {
+    void *p = tiny_keep(t, make_weights(t->dtype, (size_t)(rows * cols), r, scale, 0, NULL));
+    return (ha_matrix){ .data = p, .dtype = t->dtype, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * dsize(t->dtype) };
+}
+
+static ha_vector tiny_vector(tiny *t, rng *r, int64_t n, double center, double spread) {
+    float *p = tiny_keep(t, make_floats((size_t)n, r, center - spread, center + spread));
+    return (ha_vector){ .data = p, .n = n };
+}
+
+/* vocab 50, hidden 32, 2 layers, 4 heads, 2 kv heads, head_dim 8, intermediate 48; weights of dtype in
+ * malloc'd buffers; biases on every projection when bias; tied: lm_head is the embedding buffer. */
+static tiny *tiny_build(ha_dtype dtype, int bias, int tied, int64_t window, uint64_t seed) {
+    tiny *t = xcalloc(1, sizeof *t);
+    rng r = { seed };
+    t->dtype = dtype;
+    t->bias = bias;
+    for (int j = 0; j < THD / 2; j++) t->inv_freq[j] = pow(10000.0, -2.0 * j / THD);
+    t->cfg = (ha_llama_config){ .vocab_size = TV, .hidden_size = TD, .intermediate_size = TF, .n_layers = TL, .n_heads = TNH,
+                                .n_kv_heads = TNKV, .head_dim = THD, .sliding_window = window, .rms_norm_eps = 1e-5f,
+                                .rope_inv_freq = t->inv_freq };
+    t->w.embed = tiny_matrix(t, &r, TV, TD, 1.0);
+    t->w.final_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
+    t->w.lm_head = tied ? t->w.embed : tiny_matrix(t, &r, TV, TD, 1.0);
+    for (int l = 0; l < TL; l++) {
+        ha_llama_layer *L = &t->layers[l];
+        L->attn_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
+        L->wq = tiny_matrix(t, &r, TQ, TD, 0.5);
+        L->wk = tiny_matrix(t, &r, TKV, TD, 0.5);
+        L->wv = tiny_matrix(t, &r, TKV, TD, 0.5);
+        L->wo = tiny_matrix(t, &r, TD, TQ, 0.3);
+        L->ffn_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
+        L->w_gate = tiny_matrix(t, &r, TF, TD, 0.4);
+        L->w_up = tiny_matrix(t, &r, TF, TD, 0.4);
+        L->w_down = tiny_matrix(t, &r, TD, TF, 0.3);
+        if (bias) {
+            L->bq = tiny_vector(t, &r, TQ, 0.0, 0.2);
+            L->bk = tiny_vector(t, &r, TKV, 0.0, 0.2);
+            L->bv = tiny_vector(t, &r, TKV, 0.0, 0.2);
+            L->bo = tiny_vector(t, &r, TD, 0.0, 0.2);
+            L->b_gate = tiny_vector(t, &r, TF, 0.0, 0.2);
+            L->b_up = tiny_vector(t, &r, TF, 0.0, 0.2);
+            L->b_down = tiny_vector(t, &r, TD, 0.0, 0.2);
+        }
+    }
+    t->w.layers = t->layers;
+    CHECK_OK(ha_llama_create(&t->cfg, &t->w, &t->m));
+    CHECK(t->m != NULL, "ha_llama_create returned HA_OK with a NULL model");
+    return t;
+}
+
+static void tiny_free(tiny *t) {
+    ha_llama_free(t->m);
+    for (int i = 0; i < t->nbufs; i++) free(t->bufs[i]);
+    free(t);
+}
+
+static ha_llama_context *ctx_new(const ha_llama *m, int64_t n_seq, int64_t capacity) {
+    ha_llama_context *c = NULL;
+    CHECK_OK(ha_llama_context_create(m, n_seq, capacity, &c));
+    CHECK(c != NULL && ha_llama_context_lm(c) != NULL, "context created without an interface");
+    ha_lm *lm = ha_llama_context_lm(c);
+    CHECK(lm->vocab_size == TV && lm->n_seq == n_seq && lm->capacity == capacity,
+          "ha_lm expected vocab %d, n_seq %lld, capacity %lld; got %lld, %lld, %lld", TV, (long long)n_seq, (long long)capacity,
+          (long long)lm->vocab_size, (long long)lm->n_seq, (long long)lm->capacity);
+    return c;
+}
+
+#define LM(c) ha_llama_context_lm(c)
+#define LEN(c, s) (LM(c)->length(LM(c)->self, (s)))
+
+/* n tokens of sequence s in one append, logits (n, V) for each (logits may be NULL: no logits wanted). */
+static ha_status append_seq(ha_llama_context *c, int32_t s, int64_t n, const int32_t *tok, float *logits) {
+    int32_t *seq = xmalloc((size_t)n * sizeof(int32_t));
+    uint8_t *want = NULL;
+    for (int64_t i = 0; i < n; i++) seq[i] = s;
+    if (!logits) want = xcalloc((size_t)n, 1);
+    ha_status st = LM(c)->append(LM(c)->self, n, seq, tok, want, logits);
+    free(seq);
+    free(want);
+    return st;
+}
+
+static void random_tokens(rng *r, int32_t *tok, int64_t n) {
+    for (int64_t i = 0; i < n; i++) tok[i] = rng_int(r, TV);
+}
+
+/* Every model configuration the model tests run: dtype x biases. */
+typedef struct model_case { ha_dtype dtype; int bias; } model_case;
+static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 } };
+
+/* The kernel variants by name, for forwards (which use the selected table). */
+static int forward_variants(const char **names) {
+    int n = 0;
+    names[n++] = "scalar";
+    if (ha_kernels_select("avx2") == HA_OK) names[n++] = "avx2";
+    else printf("avx2 unavailable\n");
+    return n;
+}
+
+static void select_kernels(const char *name) { CHECK_OK(ha_kernels_select(name)); }
+
+/* Tests of many one-token forwards run on one thread: on a shared 2-core machine the pool's hand-offs
+ * dominate their time. Thread counts have tests of their own (model_thread_count_..., threads_...). */
+static void one_thread(void) { CHECK_OK(ha_set_num_threads(1)); }
+
+#define FOR_EACH_MODEL(t, vname)                                                                           \
+    const char *vnames_[2];                                                                               \
+    int nv_ = forward_variants(vnames_);                                                                  \
+    for (int vi_ = 0; vi_ < nv_; vi_++)                                                                   \
+        for (size_t mc_ = 0; mc_ < COUNT(MODEL_CASES); mc_++)                                             \
+            for (tiny *t = (select_kernels(vnames_[vi_]),                                                  \
+                            tiny_build(MODEL_CASES[mc_].dtype, MODEL_CASES[mc_].bias, 0, 0, 100 + mc_));   \
+                 t; tiny_free(t), t = NULL)                                                                \
+                for (const char *vname = vnames_[vi_]; vname; vname = NULL)
+
+#define CASE_FMT "[%s kernels, %s weights, %s] "
+#define CASE_ARGS(t, vname) (vname), dname((t)->dtype), (t)->bias ? "biases" : "no biases"
+
+/* ---- 3. the model through the public API ---------------------------------------------------------------- */
+
+static void test_model_chunk_equals_token_by_token(void) {
+    FOR_EACH_MODEL(t, vname) {
+        rng r = { 7 };
+        int32_t tok[5];
+        random_tokens(&r, tok, 5);
+        ha_llama_context *a = ctx_new(t->m, 2, 16), *b = ctx_new(t->m, 2, 16);
+        float la[5 * TV], lb[5 * TV];
+        CHECK_OK(append_seq(a, 0, 5, tok, la));
+        for (int i = 0; i < 5; i++) CHECK_OK(append_seq(b, 0, 1, tok + i, lb + i * TV));
+        CHECK(LEN(a, 0) == 5 && LEN(b, 0) == 5 && LEN(a, 1) == 0, "expected lengths 5, 5, 0; got %lld, %lld, %lld",
+              (long long)LEN(a, 0), (long long)LEN(b, 0), (long long)LEN(a, 1));
+        for (int i = 0; i < 5 * TV; i++)
+            CHECK(isfinite(la[i]), CASE_FMT "logit %d expected finite, got %g", CASE_ARGS(t, vname), i, (double)la[i]);
+        CHECK(memcmp(la, la + TV, TV * sizeof(float)) != 0, CASE_FMT "expected positions 0 and 1 to give different logits",
+              CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(la, lb, 5 * TV, CASE_FMT "a 5-token append vs 5 one-token appends", CASE_ARGS(t, vname));
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+    }
+}
+
+/* Appends longer than the forward's internal chunk (32 tokens), two sequences interleaved. */
+static void test_model_long_append_equals_token_by_token(void) {
+    one_thread();
+    FOR_EACH_MODEL(t, vname) {
+        enum { N = 70, CAP = 40 };
+        rng r = { 8 };
+        int32_t tok[N], seq[N];
+        random_tokens(&r, tok, N);
+        for (int i = 0; i < N; i++) seq[i] = (i * 7 / 3) % 2; /* 35 tokens each, irregularly interleaved */
+        int n0 = 0;
+        for (int i = 0; i < N; i++) n0 += seq[i] == 0;
+        CHECK(n0 <= CAP && N - n0 <= CAP, "test setup: %d and %d tokens per sequence for capacity %d", n0, N - n0, CAP);
+        float *la = xmalloc(N * TV * sizeof(float)), *lb = xmalloc(N * TV * sizeof(float));
+        ha_llama_context *a = ctx_new(t->m, 2, CAP), *b = ctx_new(t->m, 2, CAP);
+        CHECK_OK(LM(a)->append(LM(a)->self, N, seq, tok, NULL, la));
+        for (int i = 0; i < N; i++) CHECK_OK(append_seq(b, seq[i], 1, tok + i, lb + i * TV));
+        CHECK_SAME_FLOATS(la, lb, N * TV, CASE_FMT "a %d-token append vs one token at a time", CASE_ARGS(t, vname), N);
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+        free(la);
+        free(lb);
+    }
+}
+
+static void test_model_crop_then_append_equals_fresh(void) {
+    one_thread();
+    FOR_EACH_MODEL(t, vname) {
+        rng r = { 9 };
+        int32_t tok[7], u[4], joined[7];
+        random_tokens(&r, tok, 7);
+        random_tokens(&r, u, 4);
+        memcpy(joined, tok, 3 * sizeof(int32_t));
+        memcpy(joined + 3, u, 4 * sizeof(int32_t));
+        float la[7 * TV], lb[7 * TV], lc[7 * TV];
+        ha_llama_context *a = ctx_new(t->m, 2, 16), *b = ctx_new(t->m, 2, 16), *c = ctx_new(t->m, 1, 16);
+        CHECK_OK(append_seq(a, 1, 7, tok, la));
+        CHECK_OK(LM(a)->crop(LM(a)->self, 1, 3));
+        CHECK(LEN(a, 1) == 3, "after crop to 3 expected length 3, got %lld", (long long)LEN(a, 1));
+        CHECK_OK(append_seq(a, 1, 4, u, la));
+        CHECK(LEN(a, 1) == 7, "after re-append expected length 7, got %lld", (long long)LEN(a, 1));
+        CHECK_OK(append_seq(b, 1, 3, tok, NULL));
+        CHECK_OK(append_seq(b, 1, 4, u, lb));
+        CHECK_SAME_FLOATS(lb, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs a fresh cache with the same 7", CASE_ARGS(t, vname));
+        CHECK_OK(append_seq(c, 0, 7, joined, lc));
+        CHECK_SAME_FLOATS(lc + 3 * TV, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs one 7-token append", CASE_ARGS(t, vname));
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+        ha_llama_context_free(c);
+    }
+}
+
+static void test_model_interleaved_sequences_equal_alone(void) {
+    FOR_EACH_MODEL(t, vname) {
+        enum { N = 10 };
+        static const int32_t seq[N] = { 0, 1, 1, 0, 0, 1, 0, 1, 1, 0 };
+        rng r = { 10 };
+        int32_t tok[N], tok_s[2][N];
+        int ns[2] = { 0, 0 };
+        random_tokens(&r, tok, N);
+        for (int i = 0; i < N; i++) tok_s[seq[i]][ns[seq[i]]++] = tok[i];
+        float la[N * TV], ls[2][N * TV];
+        ha_llama_context *a = ctx_new(t->m, 2, 16), *b = ctx_new(t->m, 2, 16), *c = ctx_new(t->m, 1, 16);
+        CHECK_OK(LM(a)->append(LM(a)->self, N, seq, tok, NULL, la));
+        CHECK(LEN(a, 0) == ns[0] && LEN(a, 1) == ns[1], "expected lengths %d, %d; got %lld, %lld", ns[0], ns[1],
+              (long long)LEN(a, 0), (long long)LEN(a, 1));
+        CHECK_OK(append_seq(b, 1, ns[1], tok_s[1], ls[1]));
+        CHECK_OK(append_seq(b, 0, ns[0], tok_s[0], ls[0]));
+        int k[2] = { 0, 0 };
+        for (int i = 0; i < N; i++) {
+            int s = seq[i];
+            CHECK_SAME_FLOATS(ls[s] + k[s] * TV, la + i * TV, TV,
+                              CASE_FMT "token %d (sequence %d, position %d) interleaved vs its sequence alone", CASE_ARGS(t, vname), i,
+                              s, k[s]);
+            k[s]++;
+        }
+        /* and the number of sequences in the cache makes no difference */
+        float lc[N * TV];
+        CHECK_OK(append_seq(c, 0, ns[0], tok_s[0], lc));
+        CHECK_SAME_FLOATS(ls[0], lc, (size_t)ns[0] * TV, CASE_FMT "sequence 0 in a 2-sequence vs a 1-sequence cache",
+                          CASE_ARGS(t, vname));
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+        ha_llama_context_free(c);
+    }
+}
+
+static void test_model_want_mask_packs_rows(void) {
+    one_thread();
+    FOR_EACH_MODEL(t, vname) {
+        enum { N = 6 };
+        static const uint8_t want[N] = { 1, 0, 0, 1, 1, 0 };
+        static const int32_t seq[N] = { 0, 0, 0, 0, 0, 0 };
+        rng r = { 11 };
+        int32_t tok[N + 1];
+        random_tokens(&r, tok, N + 1);
+        float all[N * TV], packed[3 * TV], next_a[TV], next_b[TV];
+        ha_llama_context *a = ctx_new(t->m, 1, 16), *b = ctx_new(t->m, 1, 16);
+        CHECK_OK(LM(a)->append(LM(a)->self, N, seq, tok, NULL, all));
+        CHECK_OK(LM(b)->append(LM(b)->self, N, seq, tok, want, packed));
+        CHECK_SAME_FLOATS(all + 0 * TV, packed + 0 * TV, TV, CASE_FMT "wanted row 0", CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(all + 3 * TV, packed + 1 * TV, TV, CASE_FMT "wanted row 3, packed second", CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(all + 4 * TV, packed + 2 * TV, TV, CASE_FMT "wanted row 4, packed third", CASE_ARGS(t, vname));
+        /* no row wanted: no logits buffer needed, and the cache is filled all the same */
+        CHECK_OK(LM(a)->crop(LM(a)->self, 0, 0));
+        CHECK_OK(append_seq(a, 0, N, tok, NULL));
+        CHECK_OK(append_seq(a, 0, 1, tok + N, next_a));
+        CHECK_OK(append_seq(b, 0, 1, tok + N, next_b));
+        CHECK_SAME_FLOATS(next_b, next_a, TV, CASE_FMT "the token after a logit-less prefill", CASE_ARGS(t, vname));
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+    }
+}
+
+/* One fixed workload: a 9-token chunk of two sequences then 3 one-token steps; logits (12, V). */
+static void workload(const ha_llama *m, ha_llama_context *reuse, float *logits) {
+    static const int32_t seq[9] = { 0, 0, 1, 0, 1, 1, 0, 0, 1 };
+    static const int32_t tok[9] = { 3, 17, 42, 8, 0, 49, 21, 5, 33 };
+    ha_llama_context *c = reuse ? reuse : ctx_new(m, 2, 16);
+    if (reuse) {
+        CHECK_OK(LM(c)->crop(LM(c)->self, 0, 0));
+        CHECK_OK(LM(c)->crop(LM(c)->self, 1, 0));
+    }
+    CHECK_OK(LM(c)->append(LM(c)->self, 9, seq, tok, NULL, logits));
+    for (int i = 0; i < 3; i++) {
+        int32_t s2[2] = { 0, 1 }, t2[2] = { (int32_t)(7 * i + 1), (int32_t)(11 * i + 2) };
+        if (i == 1) CHECK_OK(LM(c)->append(LM(c)->self, 1, s2 + 1, t2 + 1, NULL, logits + (9 + i) * TV));
+        else CHECK_OK(LM(c)->append(LM(c)->self, 1, s2, t2, NULL, logits + (9 + i) * TV));
+    }
+    if (!reuse) ha_llama_context_free(c);
+}
+
+static void test_model_thread_count_gives_identical_logits(void) {
+    FOR_EACH_MODEL(t, vname) {
+        float l1[12 * TV], l2[12 * TV];
+        CHECK_OK(ha_set_num_threads(1));
+        workload(t->m, NULL, l1);
+        CHECK_OK(ha_set_num_threads(2));
+        workload(t->m, NULL, l2);
+        CHECK_SAME_FLOATS(l1, l2, 12 * TV, CASE_FMT "1 thread vs 2 threads", CASE_ARGS(t, vname));
+    }
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+/* The variants compute the same function (not bitwise: the summation orders differ). */
+static void test_model_kernel_variants_agree(void) {
+    one_thread();
+    if (ha_kernels_select("avx2") != HA_OK) {
+        printf("avx2 unavailable\n");
+        return;
+    }
+    for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc++) {
+        tiny *t = tiny_build(MODEL_CASES[mc].dtype, MODEL_CASES[mc].bias, 0, 0, 100 + mc);
+        float ls[12 * TV], la[12 * TV];
+        CHECK_OK(ha_kernels_select("scalar"));
+        workload(t->m, NULL, ls);
+        CHECK_OK(ha_kernels_select("avx2"));
+        workload(t->m, NULL, la);
+        double mx = 0.0, diff = 0.0;
+        for (int i = 0; i < 12 * TV; i++) {
+            mx = fmax(mx, fabs(ls[i]));
+            diff = fmax(diff, fabs((double)ls[i] - la[i]));
+        }
+        CHECK(diff <= 1e-4 * mx, "[%s weights] scalar vs avx2 logits: expected a largest difference <= %.3g, got %.3g",
+              dname(t->dtype), 1e-4 * mx, diff);
+        tiny_free(t);
+    }
+}
+
+/* sliding_window 1: every layer attends to the token itself only, so a token's logits do not depend on
+ * the tokens before it; a window as long as the cache changes nothing. */
+static void test_model_sliding_window_limits_attention(void) {
+    const char *vn[2];
+    int nv = forward_variants(vn);
+    for (int v = 0; v < nv; v++) {
+        CHECK_OK(ha_kernels_select(vn[v]));
+        tiny *full = tiny_build(HA_BF16, 1, 0, 0, 5), *w1 = tiny_build(HA_BF16, 1, 0, 1, 5), *w16 = tiny_build(HA_BF16, 1, 0, 16, 5);
+        const int32_t p1[3] = { 4, 9, 30 }, p2[3] = { 40, 2, 30 };
+        float a[3 * TV], b[3 * TV], c[3 * TV], d[3 * TV];
+        ha_llama_context *ca = ctx_new(w1->m, 2, 16);
+        CHECK_OK(append_seq(ca, 0, 3, p1, a));
+        CHECK_OK(append_seq(ca, 1, 3, p2, b));
+        CHECK_SAME_FLOATS(a + 2 * TV, b + 2 * TV, TV, "[%s] window 1: token 30 at position 2 after different tokens", vn[v]);
+        ha_llama_context_free(ca);
+        ha_llama_context *cf = ctx_new(full->m, 2, 16), *cw = ctx_new(w16->m, 2, 16);
+        CHECK_OK(append_seq(cf, 0, 3, p1, a));
+        CHECK_OK(append_seq(cf, 1, 3, p2, b));
+        CHECK(memcmp(a + 2 * TV, b + 2 * TV, TV * sizeof(float)) != 0,
+              "[%s] no window: expected token 30 at position 2 to see the different tokens before it", vn[v]);
+        CHECK_OK(append_seq(cw, 0, 3, p1, c));
+        CHECK_OK(append_seq(cw, 1, 3, p2, d));
+        CHECK_SAME_FLOATS(a, c, 3 * TV, "[%s] window 16 vs none, sequence 0", vn[v]);
+        CHECK_SAME_FLOATS(b, d, 3 * TV, "[%s] window 16 vs none, sequence 1", vn[v]);
+        ha_llama_context_free(cf);
+        ha_llama_context_free(cw);
+        tiny_free(full);
+        tiny_free(w1);
+        tiny_free(w16);
+    }
+}
+
+/* ---- 4. KV cache contract ----------------------------------------------------------------------------- */
+
+static void test_kv_capacity_error_appends_nothing(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_BF16, 1, 0, 0, 21);
+    rng r = { 12 };
+    int32_t tok[16], more[7];
+    random_tokens(&r, tok, 16);
+    random_tokens(&r, more, 7);
+    ha_llama_context *a = ctx_new(t->m, 2, 16), *ref = ctx_new(t->m, 2, 16);
+    CHECK_OK(append_seq(a, 0, 10, tok, NULL));
+    CHECK_OK(append_seq(ref, 0, 10, tok, NULL));
+    float la[7 * TV], lr[7 * TV];
+    CHECK_STATUS(append_seq(a, 0, 7, more, la), HA_ERR_CAPACITY);
+    CHECK_MSG("capacity");
+    CHECK_MSG("16");
+    CHECK(LEN(a, 0) == 10, "a failed append expected to leave length 10, got %lld", (long long)LEN(a, 0));
+    /* one sequence with room and one without: neither gets anything */
+    const int32_t seq[9] = { 1, 1, 0, 0, 0, 0, 0, 0, 0 }, t9[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    CHECK_STATUS(LM(a)->append(LM(a)->self, 9, seq, t9, NULL, la), HA_ERR_CAPACITY);
+    CHECK(LEN(a, 0) == 10 && LEN(a, 1) == 0, "a failed append expected to leave lengths 10, 0; got %lld, %lld",
+          (long long)LEN(a, 0), (long long)LEN(a, 1));
+    /* then a valid append is as if the failed calls never happened */
+    CHECK_OK(append_seq(a, 0, 6, more, la));
+    CHECK_OK(append_seq(ref, 0, 6, more, lr));
+    CHECK_SAME_FLOATS(lr, la, 6 * TV, "logits after two failed appends vs a cache that never saw them");
+    CHECK(LEN(a, 0) == 16, "expected a full sequence of 16, got %lld", (long long)LEN(a, 0));
+    CHECK_STATUS(append_seq(a, 0, 1, more, la), HA_ERR_CAPACITY);
+    CHECK(LEN(a, 0) == 16, "expected the full sequence to stay at 16, got %lld", (long long)LEN(a, 0));
+    /* the other sequence has its own room */
+    CHECK_OK(append_seq(a, 1, 16, tok, NULL));
+    CHECK(LEN(a, 1) == 16, "expected sequence 1 to hold 16, got %lld", (long long)LEN(a, 1));
+    ha_llama_context_free(a);
+    ha_llama_context_free(ref);
+    tiny_free(t);
+}
+
+static void test_kv_invalid_token_appends_nothing(void) {
+    tiny *t = tiny_build(HA_F32, 0, 0, 0, 22);
+    ha_llama_context *a = ctx_new(t->m, 2, 16), *ref = ctx_new(t->m, 2, 16);
+    float la[4 * TV], lr[4 * TV];
+    const int32_t neg[3] = { 3, 4, -1 }, big[3] = { 3, 4, TV }, good[4] = { 3, 4, 5, TV - 1 };
+    CHECK_STATUS(append_seq(a, 0, 3, neg, la), HA_ERR_INVALID);
+    CHECK_MSG("-1");
+    CHECK(LEN(a, 0) == 0, "token id -1: expected nothing appended, got length %lld", (long long)LEN(a, 0));
+    CHECK_STATUS(append_seq(a, 0, 3, big, la), HA_ERR_INVALID);
+    CHECK_MSG("50");
+    CHECK(LEN(a, 0) == 0, "token id == vocab: expected nothing appended, got length %lld", (long long)LEN(a, 0));
+    const int32_t s2[2] = { 0, 2 }, sneg[2] = { 0, -1 }, t2[2] = { 1, 2 };
+    CHECK_STATUS(LM(a)->append(LM(a)->self, 2, s2, t2, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("sequence 2");
+    CHECK_STATUS(LM(a)->append(LM(a)->self, 2, sneg, t2, NULL, la), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 0, "sequence out of range: expected nothing appended, got length %lld", (long long)LEN(a, 0));
+    /* logits wanted but no buffer */
+    const int32_t s00[2] = { 0, 0 };
+    CHECK_STATUS(LM(a)->append(LM(a)->self, 2, s00, t2, NULL, NULL), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 0, "no logits buffer: expected nothing appended, got length %lld", (long long)LEN(a, 0));
+    CHECK_STATUS(LM(a)->append(LM(a)->self, -1, s00, t2, NULL, la), HA_ERR_INVALID);
+    CHECK_OK(LM(a)->append(LM(a)->self, 0, NULL, NULL, NULL, NULL));
+    CHECK_OK(append_seq(a, 0, 4, good, la));
+    CHECK_OK(append_seq(ref, 0, 4, good, lr));
+    CHECK_SAME_FLOATS(lr, la, 4 * TV, "logits after rejected appends vs a fresh cache");
+    ha_llama_context_free(a);
+    ha_llama_context_free(ref);
+    tiny_free(t);
+}
+
+static void test_kv_bad_sequence_and_crop_rejected(void) {
+    tiny *t = tiny_build(HA_F32, 1, 0, 0, 23);
+    ha_llama_context *a = ctx_new(t->m, 2, 16);
+    const int32_t tok[5] = { 1, 2, 3, 4, 5 };
+    CHECK_OK(append_seq(a, 0, 5, tok, NULL));
+    CHECK_STATUS(LM(a)->crop(LM(a)->self, 0, 6), HA_ERR_INVALID);
+    CHECK_MSG("5");
+    CHECK_STATUS(LM(a)->crop(LM(a)->self, 0, -1), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->crop(LM(a)->self, 1, 1), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->crop(LM(a)->self, 2, 0), HA_ERR_INVALID);
+    CHECK_MSG("sequence 2");
+    CHECK_STATUS(LM(a)->crop(LM(a)->self, -1, 0), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 5 && LEN(a, 1) == 0, "rejected crops expected to leave lengths 5, 0; got %lld, %lld", (long long)LEN(a, 0),
+          (long long)LEN(a, 1));
+    CHECK(LEN(a, 2) == 0 && LEN(a, -1) == 0, "length of an out-of-range sequence expected 0, got %lld, %lld", (long long)LEN(a, 2),
+          (long long)LEN(a, -1));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 5));
+    CHECK(LEN(a, 0) == 5, "crop to the current length expected to keep 5, got %lld", (long long)LEN(a, 0));
+    ha_llama_context *c = NULL;
+    CHECK_STATUS(ha_llama_context_create(t->m, 0, 16, &c), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_context_create(t->m, 1, 0, &c), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_context_create(NULL, 1, 16, &c), HA_ERR_INVALID);
+    CHECK(c == NULL, "a rejected context expected NULL");
+    ha_llama_context_free(NULL);
+    ha_llama_context_free(a);
+    tiny_free(t);
+}
+
+static void test_kv_crop_to_zero_equals_fresh(void) {
+    tiny *t = tiny_build(HA_BF16, 0, 0, 0, 24);
+    rng r = { 13 };
+    int32_t t1[9], t2[6];
+    random_tokens(&r, t1, 9);
+    random_tokens(&r, t2, 6);
+    float la[6 * TV], lf[6 * TV];
+    ha_llama_context *a = ctx_new(t->m, 2, 16), *f = ctx_new(t->m, 2, 16);
+    CHECK_OK(append_seq(a, 0, 9, t1, NULL));
+    CHECK_OK(append_seq(a, 1, 9, t1, NULL));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 0));
+    CHECK(LEN(a, 0) == 0 && LEN(a, 1) == 9, "crop(0, 0) expected lengths 0, 9; got %lld, %lld", (long long)LEN(a, 0),
+          (long long)LEN(a, 1));
+    CHECK_OK(append_seq(a, 0, 6, t2, la));
+    CHECK_OK(append_seq(f, 0, 6, t2, lf));
+    CHECK_SAME_FLOATS(lf, la, 6 * TV, "crop to 0 and re-append vs a fresh cache");
+    ha_llama_context_free(a);
+    ha_llama_context_free(f);
+    tiny_free(t);
+}
+
+/* ---- 5. ha_llama_create rejects bad weights and configs ----------------------------------------------- */
+
+static int sentinel_model;
+
+#define EXPECT_CREATE_FAILS(t, needle1, needle2)                                                           \
+    do {                                                                                                  \
+        ha_llama *m_ = (ha_llama *)(void *)&sentinel_model;                                               \
+        ha_status st_ = ha_llama_create(&(t)->cfg, &(t)->w, &m_);                                         \
+        if (st_ != HA_ERR_INVALID)                                                                        \
+            FAIL("expected HA_ERR_INVALID mentioning \"%s\", got %s (\"%s\")", needle1, status_name(st_), ha_last_error()); \
+        if (m_ != NULL) FAIL("a rejected ha_llama_create expected *out == NULL, got %p", (void *)m_);      \
+        CHECK_MSG(needle1);                                                                               \
+        CHECK_MSG(needle2);                                                                               \
+    } while (0)
+
+static void test_create_rejects_bad_weights(void) {
+    tiny *t = tiny_build(HA_BF16, 1, 0, 0, 31);
+    ha_llama_layer *L0 = &t->layers[0], *L1 = &t->layers[1];
+    ha_matrix saved;
+
+    saved = L1->wk;
+    L1->wk.rows = TKV - 4;
+    L1->wk.nbytes = (size_t)(TKV - 4) * TD * 2;
+    EXPECT_CREATE_FAILS(t, "weight wk (layer 1)", "shape");
+    L1->wk = saved;
+
+    saved = t->w.lm_head;
+    t->w.lm_head.cols = TD - 1;
+    EXPECT_CREATE_FAILS(t, "lm_head", "shape");
+    t->w.lm_head = saved;
+
+    saved = L0->w_up;
+    L0->w_up.nbytes -= 2;
+    EXPECT_CREATE_FAILS(t, "weight w_up (layer 0)", "bytes");
+    L0->w_up = saved;
+
+    saved = L1->wo;
+    L1->wo.data = NULL;
+    EXPECT_CREATE_FAILS(t, "weight wo (layer 1)", "missing");
+    L1->wo = saved;
+
+    saved = L0->wq;
+    L0->wq.dtype = (ha_dtype)7;
+    EXPECT_CREATE_FAILS(t, "weight wq (layer 0)", "dtype");
+    L0->wq = saved;
+
+    /* a bfloat16 matrix one byte off its element alignment */
+    saved = L1->w_down;
+    char *shifted = xmalloc(saved.nbytes + 2);
+    memcpy(shifted + 1, saved.data, saved.nbytes);
+    L1->w_down.data = shifted + 1;
+    EXPECT_CREATE_FAILS(t, "weight w_down (layer 1)", "aligned");
+    L1->w_down = saved;
+
+    ha_vector vsaved = L0->attn_norm;
+    char *fshift = xmalloc(TD * sizeof(float) + 4);
+    L0->attn_norm.data = (const float *)(const void *)(fshift + 2);
+    EXPECT_CREATE_FAILS(t, "attn_norm (layer 0)", "aligned");
+    L0->attn_norm.data = NULL;
+    EXPECT_CREATE_FAILS(t, "attn_norm (layer 0)", "missing");
+    L0->attn_norm = vsaved;
+
+    vsaved = L1->bk;
+    L1->bk.n = TKV - 1;
+    EXPECT_CREATE_FAILS(t, "bk (layer 1)", "elements");
+    L1->bk = vsaved;
+
+    vsaved = t->w.final_norm;
+    t->w.final_norm.data = NULL;
+    EXPECT_CREATE_FAILS(t, "final_norm", "missing");
+    t->w.final_norm = vsaved;
+
+    t->w.layers = NULL;
+    EXPECT_CREATE_FAILS(t, "layer weights", "missing");
+    t->w.layers = t->layers;
+
+    /* everything restored: it builds again */
+    ha_llama *m = NULL;
+    CHECK_OK(ha_llama_create(&t->cfg, &t->w, &m));
+    ha_llama_free(m);
+    CHECK_STATUS(ha_llama_create(NULL, &t->w, &m), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_create(&t->cfg, NULL, &m), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_create(&t->cfg, &t->w, NULL), HA_ERR_INVALID);
+    ha_llama_free(NULL);
+    free(shifted);
+    free(fshift);
+    tiny_free(t);
+}
+
+static void test_create_rejects_bad_config(void) {
+    tiny *t = tiny_build(HA_F32, 0, 0, 0, 32);
+    ha_llama_config saved = t->cfg;
+
+    t->cfg.n_kv_heads = 3;
+    EXPECT_CREATE_FAILS(t, "n_heads=4", "n_kv_heads=3");
+    t->cfg = saved;
+    t->cfg.n_kv_heads = 8;
+    EXPECT_CREATE_FAILS(t, "n_kv_heads=8", "range");
+    t->cfg = saved;
+    t->cfg.head_dim = 7;
+    EXPECT_CREATE_FAILS(t, "head_dim=7", "even");
+    t->cfg = saved;
+    t->cfg.head_dim = HA_MAX_HEAD_DIM + 2;
+    EXPECT_CREATE_FAILS(t, "head_dim", "range");
+    t->cfg = saved;
+    const float bad_eps[] = { 0.0f, -1e-5f, NAN, INFINITY };
+    for (size_t i = 0; i < COUNT(bad_eps); i++) {
+        t->cfg.rms_norm_eps = bad_eps[i];
+        EXPECT_CREATE_FAILS(t, "rms_norm_eps", "positive");
+    }
+    t->cfg = saved;
+    t->inv_freq[2] = NAN;
+    EXPECT_CREATE_FAILS(t, "rope_inv_freq[2]", "finite");
+    t->inv_freq[2] = INFINITY;
+    EXPECT_CREATE_FAILS(t, "rope_inv_freq[2]", "finite");
+    t->inv_freq[2] = -0.5;
+    EXPECT_CREATE_FAILS(t, "rope_inv_freq[2]", ">= 0");
+    t->inv_freq[2] = pow(10000.0, -4.0 / THD);
+    t->cfg.rope_inv_freq = NULL;
+    EXPECT_CREATE_FAILS(t, "rope_inv_freq", "missing");
+    t->cfg = saved;
+    t->cfg.vocab_size = 0;
+    EXPECT_CREATE_FAILS(t, "vocab_size", "range");
+    t->cfg = saved;
+    t->cfg.sliding_window = -1;
+    EXPECT_CREATE_FAILS(t, "sliding_window", ">= 0");
+    t->cfg = saved;
+    t->cfg.n_layers = 0;
+    EXPECT_CREATE_FAILS(t, "n_layers", "range");
+    t->cfg = saved;
+    /* a config that disagrees with the weights */
+    t->cfg.intermediate_size = TF + 1;
+    EXPECT_CREATE_FAILS(t, "w_gate", "shape");
+    t->cfg = saved;
+
+    /* the model copies the rope frequencies: changing the caller's array afterwards changes nothing */
+    float before[TV], after[TV];
+    ha_llama_context *c = ctx_new(t->m, 1, 16);
+    const int32_t tok[2] = { 1, 2 };
+    CHECK_OK(append_seq(c, 0, 2, tok, NULL));
+    CHECK_OK(append_seq(c, 0, 1, tok, before));
+    for (int j = 0; j < THD / 2; j++) t->inv_freq[j] = 0.123;
+    CHECK_OK(LM(c)->crop(LM(c)->self, 0, 0));
+    CHECK_OK(append_seq(c, 0, 2, tok, NULL));
+    CHECK_OK(append_seq(c, 0, 1, tok, after));
+    CHECK_SAME_FLOATS(before, after, TV, "logits after the caller changed its rope_inv_freq array");
+    ha_llama_context_free(c);
+    tiny_free(t);
+}
+
+static void test_create_accepts_tied_and_counts_bytes(void) {
+    for (int dt = 0; dt < HA_NDTYPES; dt++)
+        for (int bias = 0; bias < 2; bias++) {
+            tiny *t = tiny_build((ha_dtype)dt, bias, 1, 0, 33);
+            int64_t es = (int64_t)dsize((ha_dtype)dt);
+            int64_t per_layer = (2 * TQ * TD + 2 * TKV * TD + 3 * TF * TD) * es + 2 * TD * 4;
+            if (bias) per_layer += (TQ + 2 * TKV + TD + 2 * TF + TD) * 4;
+            int64_t want = TV * TD * es + TD * 4 + TL * per_layer;
+            CHECK(ha_llama_weight_bytes(t->m) == want, "[%s, bias %d] weight bytes expected %lld, got %lld", dname((ha_dtype)dt), bias,
+                  (long long)want, (long long)ha_llama_weight_bytes(t->m));
+            float l[3 * TV];
+            const int32_t tok[3] = { 0, 49, 25 };
+            ha_llama_context *c = ctx_new(t->m, 1, 4);
+            CHECK_OK(append_seq(c, 0, 3, tok, l));
+            for (int i = 0; i < 3 * TV; i++) CHECK(isfinite(l[i]), "tied model: logit %d expected finite, got %g", i, (double)l[i]);
+            ha_llama_context_free(c);
+            tiny_free(t);
+        }
+}
+
+/* ---- 6. sampler ------------------------------------------------------------------------------------ */
+
+static ha_sampling_params greedy_params(void) {
+    return (ha_sampling_params){ .do_sample = 0, .temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 0 };
+}
+
+static ha_sampling_params sample_params(float temperature, int64_t top_k, float top_p) {
+    return (ha_sampling_params){ .do_sample = 1, .temperature = temperature, .top_k = top_k, .top_p = top_p,
+                                 .repetition_penalty = 1.0f, .seed = 42 };
+}
+
+static ha_sampler *sampler_new(ha_sampling_params p, int64_t V) {
+    ha_sampler *s = NULL;
+    CHECK_OK(ha_sampler_create(&p, V, &s));
+    return s;
+}
+
+static void test_rng_uniform_properties(void) {
+    const uint64_t seed = 0x0123456789abcdefull;
+    double u0 = ha_rng_uniform(seed, 1, 2, HA_RNG_SAMPLE, 3);
+    CHECK(u0 == ha_rng_uniform(seed, 1, 2, HA_RNG_SAMPLE, 3), "the same key expected the same number");
+    const double variants[] = {
+        ha_rng_uniform(seed ^ 1, 1, 2, HA_RNG_SAMPLE, 3),            /* low half of the seed */
+        ha_rng_uniform(seed ^ (1ull << 40), 1, 2, HA_RNG_SAMPLE, 3), /* high half */
+        ha_rng_uniform(seed, 0, 2, HA_RNG_SAMPLE, 3),
+        ha_rng_uniform(seed, 1, 3, HA_RNG_SAMPLE, 3),
+        ha_rng_uniform(seed, 1, 2, HA_RNG_ACCEPT, 3),
+        ha_rng_uniform(seed, 1, 2, HA_RNG_SAMPLE, 4),
+    };
+    const char *what[] = { "seed low bits", "seed high bits", "row", "position", "purpose", "index" };
+    for (size_t i = 0; i < COUNT(variants); i++)
+        CHECK(variants[i] != u0, "changing the %s expected a different number, got the same %.17g", what[i], u0);
+    /* 100k draws along the index: in (0, 1), mean 1/2, variance 1/12, lag-1 correlation 0 (4 sigma) */
+    const int N = 100000;
+    double sum = 0.0, sum2 = 0.0, lag = 0.0, prev = 0.5;
+    int bins[10] = { 0 };
+    for (int i = 0; i < N; i++) {
+        double u = ha_rng_uniform(7, 0, 0, HA_RNG_SAMPLE, (uint32_t)i);
+        CHECK(u > 0.0 && u < 1.0, "draw %d expected in (0, 1), got %.17g", i, u);
+        sum += u;
+        sum2 += (u - 0.5) * (u - 0.5);
+        lag += (u - 0.5) * (prev - 0.5);
+        prev = u;
+        bins[(int)(u * 10)]++;
+    }
+    double mean = sum / N, var = sum2 / N - (mean - 0.5) * (mean - 0.5);
+    CHECK(fabs(mean - 0.5) < 4 * sqrt(1.0 / 12 / N), "mean of %d uniforms expected 0.5 +- %.4f, got %.5f", N, 4 * sqrt(1.0 / 12 / N), mean);
+    double var_sd = sqrt((1.0 / 80 - 1.0 / 144) / N);
+    CHECK(fabs(var - 1.0 / 12) < 4 * var_sd, "variance expected %.5f +- %.5f, got %.5f", 1.0 / 12, 4 * var_sd, var);
+    CHECK(fabs(lag / N) < 4 * (1.0 / 12) / sqrt(N), "lag-1 covariance expected 0 +- %.5f, got %.5f", 4 * (1.0 / 12) / sqrt(N), lag / N);
+    double chi2 = 0.0;
+    for (int b = 0; b < 10; b++) chi2 += (bins[b] - N / 10.0) * (bins[b] - N / 10.0) / (N / 10.0);
+    CHECK(chi2 < 33.7, "chi-square of 10 bins (9 dof) expected < 33.7 (p = 1e-4), got %.2f", chi2);
+    /* the extremes map inside (0, 1) */
+    CHECK(ha_rng_uniform(0, 0, 0, 0, 0) > 0.0 && ha_rng_uniform(UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX) < 1.0,
+          "draws at extreme keys expected in (0, 1)");
+}
+
+static void test_sampler_greedy_first_argmax(void) {
+    ha_sampler *s = sampler_new(greedy_params(), 6);
+    const float a[6] = { 1.0f, 3.0f, -2.0f, 3.0f, 2.0f, 3.0f };
+    int32_t c = ha_sampler_choose(s, a, 0, 0);
+    CHECK(c == 1, "greedy over {1, 3, -2, 3, 2, 3} expected the first argmax 1, got %d", c);
+    const float b[6] = { NAN, -INFINITY, -5.0f, NAN, -5.0f, -7.0f };
+    c = ha_sampler_choose(s, b, 0, 0);
+    CHECK(c == 2, "greedy over {nan, -inf, -5, nan, -5, -7} expected 2, got %d", c);
+    const float only_last[6] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -1e30f };
+    c = ha_sampler_choose(s, only_last, 0, 0);
+    CHECK(c == 5, "greedy expected the only finite score, index 5, got %d", c);
+    /* greedy processing ignores temperature, top_k and top_p */
+    ha_sampling_params p = greedy_params();
+    p.temperature = 0.5f;
+    p.top_k = 1;
+    p.top_p = 0.1f;
+    ha_sampler *g = sampler_new(p, 6);
+    float x[6];
+    memcpy(x, a, sizeof x);
+    ha_sampler_process(g, x, NULL, 0);
+    CHECK_SAME_FLOATS(a, x, 6, "greedy processing with temperature, top_k and top_p set");
+    ha_sampler_free(g);
+    ha_sampler_free(s);
+}
+
+static void check_kept(const char *what, const float *orig, const float *got, const int *keep, int n) {
+    for (int i = 0; i < n; i++) {
+        if (keep[i])
+            CHECK(fbits(got[i]) == fbits(orig[i]), "%s: token %d expected kept with score %g, got %g", what, i, (double)orig[i],
+                  (double)got[i]);
+        else
+            CHECK(got[i] == -INFINITY, "%s: token %d (score %g) expected removed (-inf), got %g", what, i, (double)orig[i], (double)got[i]);
+    }
+}
+
+static void test_sampler_top_k_keeps_ties(void) {
+    const float in[7] = { 1.0f, 5.0f, 3.0f, 5.0f, 2.0f, 3.0f, 0.0f };
+    struct { int64_t k; int keep[7]; } cases[] = {
+        { 1, { 0, 1, 0, 1, 0, 0, 0 } }, /* the top score is tied: both stay */
+        { 2, { 0, 1, 0, 1, 0, 0, 0 } },
+        { 3, { 0, 1, 1, 1, 0, 1, 0 } }, /* the 3rd largest is 3, tied: 4 stay */
+        { 5, { 0, 1, 1, 1, 1, 1, 0 } },
+        { 6, { 1, 1, 1, 1, 1, 1, 0 } },
+        { 7, { 1, 1, 1, 1, 1, 1, 1 } },
+        { 100, { 1, 1, 1, 1, 1, 1, 1 } },
+    };
+    char what[64];
+    for (size_t c = 0; c < COUNT(cases); c++) {
+        ha_sampler *s = sampler_new(sample_params(1.0f, cases[c].k, 1.0f), 7);
+        float x[7];
+        memcpy(x, in, sizeof x);
+        ha_sampler_process(s, x, NULL, 0);
+        snprintf(what, sizeof what, "top_k=%lld", (long long)cases[c].k);
+        check_kept(what, in, x, cases[c].keep, 7);
+        ha_sampler_free(s);
+    }
+}
+
+/* Transformers' TopPLogitsWarper: sort ascending, cumulative softmax, remove where cum <= 1 - top_p,
+ * the most likely token always kept. Probabilities 0.15 0.5 0.05 0.3 (ascending: 0.05, 0.15, 0.3, 0.5;
+ * cumulative 0.05, 0.2, 0.5, 1.0). Thresholds are chosen away from the cumulative values. */
+static void test_sampler_top_p_transformers_semantics(void) {
+    const float in[4] = { logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f) };
+    struct { float top_p; int keep[4]; } cases[] = {
+        { 0.99f, { 1, 1, 1, 1 } }, /* 1 - p = 0.01 < 0.05: nothing removed */
+        { 0.9f, { 1, 1, 0, 1 } },  /* 0.1: the 0.05 goes */
+        { 0.75f, { 0, 1, 0, 1 } }, /* 0.25: 0.05 and 0.15 go (cum 0.2) */
+        { 0.4f, { 0, 1, 0, 0 } },  /* 0.6: cum 0.5 <= 0.6, only the top stays */
+        { 0.01f, { 0, 1, 0, 0 } }, /* the most likely token always stays */
+        { 1.0f, { 1, 1, 1, 1 } },
+    };
+    char what[64];
+    for (size_t c = 0; c < COUNT(cases); c++) {
+        ha_sampler *s = sampler_new(sample_params(1.0f, 0, cases[c].top_p), 4);
+        float x[4];
+        memcpy(x, in, sizeof x);
+        ha_sampler_process(s, x, NULL, 0);
+        snprintf(what, sizeof what, "top_p=%g", (double)cases[c].top_p);
+        check_kept(what, in, x, cases[c].keep, 4);
+        ha_sampler_free(s);
+    }
+    /* top_k, then top_p over the renormalized rest: probs 0.4 0.3 0.2 0.1, top_k 3 -> 4/9 3/9 2/9;
+     * top_p 0.75 (1 - p = 0.25) removes 2/9 = 0.222 but, without top_k first, would keep the 0.2. */
+    const float q[4] = { logf(0.4f), logf(0.3f), logf(0.2f), logf(0.1f) };
+    const int keep_kp[4] = { 1, 1, 0, 0 }, keep_p[4] = { 1, 1, 1, 0 };
+    ha_sampler *kp = sampler_new(sample_params(1.0f, 3, 0.75f), 4), *p = sampler_new(sample_params(1.0f, 0, 0.75f), 4);
+    float x[4];
+    memcpy(x, q, sizeof x);
+    ha_sampler_process(kp, x, NULL, 0);
+    check_kept("top_k=3 then top_p=0.75", q, x, keep_kp, 4);
+    memcpy(x, q, sizeof x);
+    ha_sampler_process(p, x, NULL, 0);
+    check_kept("top_p=0.75 alone", q, x, keep_p, 4);
+    ha_sampler_free(kp);
+    ha_sampler_free(p);
+    /* already removed tokens are not counted in top_p */
+    float y[5] = { -INFINITY, logf(0.5f), logf(0.5f), -INFINITY, logf(1e-3f) };
+    const float y0[5] = { -INFINITY, logf(0.5f), logf(0.5f), -INFINITY, logf(1e-3f) };
+    const int keep_y[5] = { 0, 1, 1, 0, 0 };
+    ha_sampler *s = sampler_new(sample_params(1.0f, 0, 0.9f), 5);
+    ha_sampler_process(s, y, NULL, 0);
+    check_kept("top_p=0.9 with -inf scores", y0, y, keep_y, 5);
+    ha_sampler_free(s);
+}
+
+static void test_sampler_repetition_penalty_and_temperature(void) {
+    ha_sampling_params p = greedy_params();
+    p.repetition_penalty = 2.0f;
+    ha_sampler *s = sampler_new(p, 6);
+    float x[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f };
+    const int32_t hist[8] = { 1, 3, 1, 1, 3, -1, 6, 5 }; /* repeats; ids out of range are ignored */
+    ha_sampler_process(s, x, hist, 8);
+    const float want[6] = { -1.0f, 1.0f, 0.5f, -6.0f, 4.0f, 0.0f };
+    CHECK_SAME_FLOATS(want, x, 6, "repetition_penalty 2 over history {1, 3, 1, 1, 3, -1, 6, 5}");
+    /* nothing is remembered between calls */
+    float y[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f }, y0[6];
+    memcpy(y0, y, sizeof y);
+    ha_sampler_process(s, y, NULL, 0);
+    CHECK_SAME_FLOATS(y0, y, 6, "processing with an empty history after a penalized call");
+    const int32_t h2[1] = { 4 };
+    ha_sampler_process(s, y, h2, 1);
+    CHECK(y[1] == 2.0f && y[4] == 2.0f, "second history {4}: expected token 1 unpenalized (2) and token 4 halved (2), got %g, %g",
+          (double)y[1], (double)y[4]);
+    ha_sampler_free(s);
+
+    /* penalty, then temperature; each score divided by the temperature in float */
+    ha_sampling_params q = sample_params(0.7f, 0, 1.0f);
+    q.repetition_penalty = 1.5f;
+    ha_sampler *t = sampler_new(q, 6);
+    float z[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f };
+    const int32_t h3[2] = { 0, 4 };
+    ha_sampler_process(t, z, h3, 2);
+    const float wz[6] = { (-1.0f * 1.5f) / 0.7f, 2.0f / 0.7f, 0.5f / 0.7f, -3.0f / 0.7f, (4.0f / 1.5f) / 0.7f, 0.0f / 0.7f };
+    CHECK_SAME_FLOATS(wz, z, 6, "repetition_penalty 1.5 then temperature 0.7");
+    ha_sampler_free(t);
+}
+
+static void test_sampler_frequencies_match_softmax(void) {
+    enum { V = 6, N = 20000 };
+    const float logits[V] = { 0.5f, -1.0f, 1.2f, 0.0f, -0.3f, -INFINITY };
+    for (int temp_case = 0; temp_case < 2; temp_case++) {
+        float temperature = temp_case ? 0.6f : 1.0f;
+        ha_sampler *s = sampler_new(sample_params(temperature, 0, 1.0f), V);
+        float x[V];
+        memcpy(x, logits, sizeof x);
+        ha_sampler_process(s, x, NULL, 0);
+        double p[V], z = 0.0;
+        for (int i = 0; i < V; i++) z += p[i] = exp((double)logits[i] / temperature);
+        int count[V] = { 0 };
+        for (int pos = 0; pos < N; pos++) {
+            int32_t c = ha_sampler_choose(s, x, 3, (uint32_t)pos);
+            CHECK(c >= 0 && c < V - 1, "temperature %g: expected a token in 0..%d (the -inf one never), got %d", (double)temperature, V - 2, c);
+            count[c]++;
+            CHECK(c == ha_sampler_choose(s, x, 3, (uint32_t)pos), "choose expected deterministic at position %d", pos);
+        }
+        for (int i = 0; i < V - 1; i++) {
+            double pi = p[i] / z, sd = sqrt(N * pi * (1 - pi));
+            CHECK(fabs(count[i] - N * pi) <= 4 * sd, "temperature %g: token %d expected %.0f +- %.0f draws of %d, got %d",
+                  (double)temperature, i, N * pi, 4 * sd, N, count[i]);
+        }
+        ha_sampler_free(s);
+    }
+    /* the row is part of the key: two rows at the same positions do not draw the same tokens */
+    ha_sampler *s = sampler_new(sample_params(1.0f, 0, 1.0f), V);
+    int same = 0;
+    for (int pos = 0; pos < 200; pos++) same += ha_sampler_choose(s, logits, 0, (uint32_t)pos) == ha_sampler_choose(s, logits, 1, (uint32_t)pos);
+    CHECK(same < 150, "rows 0 and 1 expected independent draws (about 50 of 200 equal), got %d equal", same);
+    ha_sampler_free(s);
+}
+
+static void test_sampler_all_removed_returns_minus_one(void) {
+    const float none[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY }, nans[4] = { NAN, NAN, -INFINITY, NAN };
+    ha_sampler *g = sampler_new(greedy_params(), 4), *s = sampler_new(sample_params(1.0f, 2, 0.9f), 4);
+    CHECK(ha_sampler_choose(g, none, 0, 0) == -1, "greedy over all -inf expected -1, got %d", ha_sampler_choose(g, none, 0, 0));
+    CHECK(ha_sampler_choose(g, nans, 0, 0) == -1, "greedy over NaN/-inf expected -1, got %d", ha_sampler_choose(g, nans, 0, 0));
+    CHECK(ha_sampler_choose(s, none, 0, 0) == -1, "sampling over all -inf expected -1, got %d", ha_sampler_choose(s, none, 0, 0));
+    CHECK(ha_sampler_choose(s, nans, 0, 0) == -1, "sampling over NaN/-inf expected -1, got %d", ha_sampler_choose(s, nans, 0, 0));
+    float x[4];
+    memcpy(x, none, sizeof x);
+    ha_sampler_process(s, x, NULL, 0);
+    CHECK_SAME_FLOATS(none, x, 4, "processing all -inf scores");
+    ha_sampler_free(g);
+    ha_sampler_free(s);
+}
+
+static void test_sampler_create_rejects_bad_params(void) {
+    struct { ha_sampling_params p; const char *needle; } cases[] = {
+        { sample_params(0.0f, 0, 1.0f), "temperature" },
+        { sample_params(-1.0f, 0, 1.0f), "temperature" },
+        { sample_params(NAN, 0, 1.0f), "temperature" },
+        { sample_params(INFINITY, 0, 1.0f), "temperature" },
+        { sample_params(1.0f, 0, 0.0f), "top_p" },
+        { sample_params(1.0f, 0, 1.5f), "top_p" },
+        { sample_params(1.0f, 0, NAN), "top_p" },
+        { sample_params(1.0f, 0, -0.5f), "top_p" },
+        { sample_params(1.0f, -1, 1.0f), "top_k" },
+        { sample_params(1.0f, 0, 1.0f), "repetition_penalty" },
+        { sample_params(1.0f, 0, 1.0f), "repetition_penalty" },
+        { sample_params(1.0f, 0, 1.0f), "repetition_penalty" },
+    };
+    cases[9].p.repetition_penalty = 0.0f;
+    cases[10].p.repetition_penalty = -1.0f;
+    cases[11].p.repetition_penalty = NAN;
+    for (size_t i = 0; i < COUNT(cases); i++) {
+        ha_sampler *s = (ha_sampler *)(void *)&sentinel_model;
+        ha_status st = ha_sampler_create(&cases[i].p, 10, &s);
+        CHECK(st == HA_ERR_INVALID, "case %zu (%s): expected HA_ERR_INVALID, got %s", i, cases[i].needle, status_name(st));
+        CHECK(s == NULL, "case %zu: a rejected sampler expected *out == NULL", i);
+        CHECK_MSG(cases[i].needle);
+    }
+    /* a temperature of 0 is fine when greedy; vocab must be >= 1 */
+    ha_sampling_params g = greedy_params();
+    g.temperature = 0.0f;
+    ha_sampler *s = NULL;
+    CHECK_OK(ha_sampler_create(&g, 10, &s));
+    ha_sampler_free(s);
+    CHECK_STATUS(ha_sampler_create(&g, 0, &s), HA_ERR_INVALID);
+    CHECK_STATUS(ha_sampler_create(NULL, 10, &s), HA_ERR_INVALID);
+    ha_sampler_free(NULL);
+}
+
+/* ---- 7. ha_generate on the tiny model ------------------------------------------------------------------- */
+
+enum { GW = 4, GMAX = 12 };
+static const int32_t GPROMPT[2 * GW] = { 7, 12, 3, 44, /* row 1 left padded: */ 0, 0, 19, 5 };
+static const int64_t GSTART[2] = { 0, 2 };
+
+static int32_t argmax_first(const float *x, int64_t n) {
+    int32_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = (int32_t)i;
+    return best;
+}
+
+/* Row b generated alone in its own cache: append the prompt, then for each step process, choose and
+ * append. tokens (N,) and the processed scores (N, V) of each step. */
+static void manual_generate(const ha_llama *m, const ha_sampling_params *sp, int b, int64_t N, int32_t *tokens, float *scores) {
+    ha_llama_context *c = ctx_new(m, 1, 16);
+    ha_sampler *s = sampler_new(*sp, TV);
+    int32_t hist[GW + GMAX];
+    int64_t nh = 0;
+    for (int64_t j = GSTART[b]; j < GW; j++) hist[nh++] = GPROMPT[b * GW + j];
+    float logits[GW * TV];
+    CHECK_OK(append_seq(c, 0, nh, hist, logits));
+    float *cur = logits + (nh - 1) * TV;
+    for (int64_t step = 0; step < N; step++) {
+        ha_sampler_process(s, cur, hist, nh);
+        memcpy(scores + step * TV, cur, TV * sizeof(float));
+        int32_t t = ha_sampler_choose(s, cur, (uint32_t)b, (uint32_t)nh);
+        CHECK(t >= 0, "manual loop: no token chosen");
+        if (!sp->do_sample) CHECK(t == argmax_first(cur, TV), "greedy choose expected the first argmax");
+        tokens[step] = t;
+        hist[nh++] = t;
+        if (step + 1 < N) {
+            CHECK_OK(append_seq(c, 0, 1, &t, logits));
+            cur = logits;
+        }
+    }
+    ha_sampler_free(s);
+    ha_llama_context_free(c);
+}
+
+static ha_generate_params gen_params(int64_t N, ha_sampling_params sp) {
+    return (ha_generate_params){ .max_new_tokens = N, .min_new_tokens = 0, .eos = NULL, .n_eos = 0, .pad_token_id = -7, .sampling = sp };
+}
+
+static void test_generate_greedy_equals_manual_loop(void) {
+    one_thread();
+    const char *vn[2];
+    int nv = forward_variants(vn);
+    for (int v = 0; v < nv; v++)
+        for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc += 2) {
+            CHECK_OK(ha_kernels_select(vn[v]));
+            tiny *t = tiny_build(MODEL_CASES[mc].dtype, MODEL_CASES[mc].bias, 0, 0, 41);
+            ha_sampling_params sp = greedy_params();
+            const int64_t N = 8;
+            int32_t want[2][GMAX];
+            float want_scores[2][GMAX * TV];
+            for (int b = 0; b < 2; b++) manual_generate(t->m, &sp, b, N, want[b], want_scores[b]);
+            ha_llama_context *c = ctx_new(t->m, 2, 16);
+            ha_generate_params p = gen_params(N, sp);
+            int32_t *out = xmalloc(2 * N * sizeof(int32_t));
+            float *scores = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
+            int64_t steps = -1;
+            CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
+            CHECK(steps == N, "expected %lld steps, got %lld", (long long)N, (long long)steps);
+            for (int b = 0; b < 2; b++)
+                for (int64_t i = 0; i < N; i++) {
+                    CHECK(out[b * N + i] == want[b][i], "[%s, %s] row %d step %lld: expected %d (manual loop), got %d", vn[v],
+                          dname(t->dtype), b, (long long)i, want[b][i], out[b * N + i]);
+                    CHECK_SAME_FLOATS(want_scores[b] + i * TV, scores + (i * 2 + b) * TV, TV, "[%s] row %d step %lld scores", vn[v], b,
+                                      (long long)i);
+                }
+            free(out);
+            free(scores);
+            ha_llama_context_free(c);
+            tiny_free(t);
+        }
+}
+
+static void test_generate_sampled_equals_manual_loop(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_BF16, 1, 0, 0, 42);
+    ha_sampling_params sp = { .do_sample = 1, .temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.3f, .seed = 1234 };
+    const int64_t N = 10;
+    int32_t want[2][GMAX], out[2 * 10], again[2 * 10], other[2 * 10];
+    float ws[2][GMAX * TV];
+    for (int b = 0; b < 2; b++) manual_generate(t->m, &sp, b, N, want[b], ws[b]);
+    ha_generate_params p = gen_params(N, sp);
+    int64_t steps;
+    ha_llama_context *c = ctx_new(t->m, 2, 16);
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, NULL, &steps));
+    CHECK(steps == N, "expected %lld steps, got %lld", (long long)N, (long long)steps);
+    for (int b = 0; b < 2; b++)
+        for (int64_t i = 0; i < N; i++)
+            CHECK(out[b * N + i] == want[b][i], "sampled row %d step %lld: expected %d (manual loop keyed by row and position), got %d",
+                  b, (long long)i, want[b][i], out[b * N + i]);
+    ha_llama_context_free(c);
+    c = ctx_new(t->m, 2, 16);
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, again, NULL, &steps));
+    CHECK(memcmp(out, again, sizeof out) == 0, "the same seed expected the same tokens");
+    ha_llama_context_free(c);
+    c = ctx_new(t->m, 2, 16);
+    p.sampling.seed = 99;
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, other, NULL, &steps));
+    CHECK(memcmp(out, other, sizeof out) != 0, "seeds 1234 and 99 expected different tokens over 2 x 10 draws");
+    ha_llama_context_free(c);
+    tiny_free(t);
+}
+
+static void test_generate_eos_stops_row_and_pads(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_F32, 1, 0, 0, 43);
+    ha_sampling_params sp = greedy_params();
+    const int64_t N = GMAX;
+    int32_t man[2][GMAX];
+    float ms[2][GMAX * TV];
+    for (int b = 0; b < 2; b++) manual_generate(t->m, &sp, b, N, man[b], ms[b]);
+    /* an eos that stops row 0 while row 1 runs on: the first occurrence in row 0 at step k, row 1 later
+     * or never */
+    int32_t eos = -1;
+    int64_t e[2] = { -1, -1 };
+    for (int64_t k = 0; k + 2 < N && eos < 0; k++) {
+        int32_t cand = man[0][k];
+        int64_t f0 = -1, f1 = -1;
+        for (int64_t i = 0; i < N; i++) {
+            if (f0 < 0 && man[0][i] == cand) f0 = i;
+            if (f1 < 0 && man[1][i] == cand) f1 = i;
+        }
+        if (f0 == k && (f1 < 0 || f1 > k + 1)) {
+            eos = cand;
+            e[0] = f0;
+            e[1] = f1;
+        }
+    }
+    CHECK(eos >= 0, "test setup: no token of row 0 stops it before row 1 (rows %d %d %d... and %d %d %d...)", man[0][0], man[0][1],
+          man[0][2], man[1][0], man[1][1], man[1][2]);
+    /* a second stop token first in the list, one that neither row produces */
+    int32_t unused = 0;
+    for (int found = 1; found; unused += found) {
+        found = 0;
+        for (int64_t i = 0; i < N; i++) found |= man[0][i] == unused || man[1][i] == unused;
+    }
+    const int32_t eos_list[2] = { unused, eos };
+    int64_t want_steps = (e[0] < 0 || e[1] < 0) ? N : (e[0] > e[1] ? e[0] : e[1]) + 1;
+
+    ha_llama_context *c = ctx_new(t->m, 2, 16);
+    ha_generate_params p = gen_params(N, sp);
+    p.eos = eos_list;
+    p.n_eos = 2;
+    int32_t out[2 * GMAX];
+    float *scores = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
+    for (int i = 0; i < 2 * GMAX; i++) out[i] = -12345;
+    int64_t steps = -1;
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
+    CHECK(steps == want_steps, "eos %d (row stops at %lld, %lld): expected %lld steps, got %lld", eos, (long long)e[0], (long long)e[1],
+          (long long)want_steps, (long long)steps);
+    CHECK(e[0] + 1 < steps, "test setup: row 0 expected to stop before the last step");
+    for (int b = 0; b < 2; b++)
+        for (int64_t i = 0; i < steps; i++) {
+            int stopped = e[b] >= 0 && i > e[b];
+            int32_t w = stopped ? p.pad_token_id : man[b][i];
+            CHECK(out[b * N + i] == w, "row %d step %lld (eos at %lld): expected %d, got %d", b, (long long)i, (long long)e[b], w,
+                  out[b * N + i]);
+            if (stopped) {
+                for (int v = 0; v < TV; v++)
+                    CHECK(scores[(i * 2 + b) * TV + v] == -INFINITY, "row %d stopped, step %lld: expected -inf scores, got %g at %d", b,
+                          (long long)i, (double)scores[(i * 2 + b) * TV + v], v);
+            } else {
+                CHECK_SAME_FLOATS(ms[b] + i * TV, scores + (i * 2 + b) * TV, TV, "row %d step %lld scores", b, (long long)i);
+            }
+        }
+    free(scores);
+    ha_llama_context_free(c);
+    tiny_free(t);
+}
+
+static void test_generate_max_new_tokens_exact(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_BF16, 0, 0, 0, 44);
+    ha_sampling_params sp = greedy_params();
+    int32_t man[2][GMAX];
+    float ms[2][GMAX * TV];
+    for (int b = 0; b < 2; b++) manual_generate(t->m, &sp, b, GMAX, man[b], ms[b]);
+    const int64_t Ns[] = { 1, 3, GMAX };
+    for (size_t k = 0; k < COUNT(Ns); k++) {
+        const int64_t N = Ns[k];
+        /* buffers of exactly (2, N) and (N, 2, V): a write past them is an ASan error */
+        int32_t *out = xmalloc((size_t)(2 * N) * sizeof(int32_t));
+        float *scores = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
+        ha_llama_context *c = ctx_new(t->m, 2, 16);
+        ha_generate_params p = gen_params(N, sp);
+        int64_t steps = -1;
+        CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
+        CHECK(steps == N, "max_new_tokens=%lld: expected %lld steps, got %lld", (long long)N, (long long)N, (long long)steps);
+        for (int b = 0; b < 2; b++)
+            for (int64_t i = 0; i < N; i++)
+                CHECK(out[b * N + i] == man[b][i], "max_new_tokens=%lld row %d step %lld: expected %d, got %d", (long long)N, b,
+                      (long long)i, man[b][i], out[b * N + i]);
+        for (int b = 0; b < 2; b++) {
+            int64_t plen = GW - GSTART[b];
+            CHECK(LEN(c, b) <= plen + N, "max_new_tokens=%lld: row %d's cache expected at most %lld positions, got %lld", (long long)N, b,
+                  (long long)(plen + N), (long long)LEN(c, b));
+        }
+        ha_llama_context_free(c);
+        free(out);
+        free(scores);
+    }
+    tiny_free(t);
+}
+
+static void test_generate_min_new_tokens_suppresses_eos(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_F16, 1, 0, 0, 45);
+    ha_sampling_params sp = greedy_params();
+    int32_t man[2][GMAX];
+    float ms[2][GMAX * TV];
+    for (int b = 0; b < 2; b++) manual_generate(t->m, &sp, b, GMAX, man[b], ms[b]);
+    const int32_t eos = man[0][0]; /* what row 0 would say first */
+    const int64_t N = 6, MIN = 3;
+    int32_t out[2 * 6];
+    float *scores = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
+    ha_llama_context *c = ctx_new(t->m, 2, 16);
+    ha_generate_params p = gen_params(N, sp);
+    p.eos = &eos;
+    p.n_eos = 1;
+    p.min_new_tokens = MIN;
+    int64_t steps = -1;
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
+    CHECK(steps >= MIN, "min_new_tokens=%lld: expected at least %lld steps, got %lld", (long long)MIN, (long long)MIN, (long long)steps);
+    float s0[TV];
+    memcpy(s0, ms[0], sizeof s0);
+    s0[eos] = -INFINITY;
+    CHECK(out[0] == argmax_first(s0, TV), "row 0 step 0 with eos %d suppressed: expected the runner-up %d, got %d", eos,
+          argmax_first(s0, TV), out[0]);
+    for (int b = 0; b < 2; b++)
+        for (int64_t i = 0; i < MIN; i++) {
+            CHECK(out[b * N + i] != eos, "row %d step %lld < min_new_tokens: expected no eos %d", b, (long long)i, eos);
+            CHECK(scores[(i * 2 + b) * TV + eos] == -INFINITY, "row %d step %lld: expected the eos score -inf, got %g", b, (long long)i,
+                  (double)scores[(i * 2 + b) * TV + eos]);
+        }
+    ha_llama_context_free(c);
+    /* without min_new_tokens, row 0 stops at once */
+    c = ctx_new(t->m, 2, 16);
+    p.min_new_tokens = 0;
+    CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
+    CHECK(out[0] == eos && (steps == 1 || out[1] == p.pad_token_id), "min_new_tokens=0: expected row 0 to end with eos %d at once, got %d %d",
+          eos, out[0], out[1]);
+    ha_llama_context_free(c);
+    free(scores);
+    tiny_free(t);
+}
+
+static void test_generate_rejects_bad_input(void) {
+    tiny *t = tiny_build(HA_F32, 0, 0, 0, 46);
+    ha_generate_params p = gen_params(4, greedy_params());
+    int32_t out[2 * 4];
+    int64_t steps;
+    ha_llama_context *c = ctx_new(t->m, 2, 16);
+    const int32_t one = 1;
+    CHECK_OK(append_seq(c, 1, 1, &one, NULL));
+    CHECK_STATUS(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("empty");
+    ha_llama_context_free(c);
+
+    c = ctx_new(t->m, 2, 16);
+    const int64_t no_prompt[2] = { 0, GW }, neg[2] = { -1, 0 };
+    CHECK_STATUS(ha_generate(LM(c), &p, GPROMPT, GW, no_prompt, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("no prompt tokens");
+    CHECK_STATUS(ha_generate(LM(c), &p, GPROMPT, GW, neg, out, NULL, &steps), HA_ERR_INVALID);
+    ha_generate_params q = p;
+    q.max_new_tokens = 0;
+    CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("max_new_tokens");
+    q = p;
+    q.min_new_tokens = -1;
+    CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("min_new_tokens");
+    q = p;
+    q.n_eos = 1;
+    CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    q = p;
+    q.sampling.top_p = 0.0f;
+    CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("top_p");
+    const int32_t bad_prompt[2 * GW] = { 7, 12, 3, TV, 0, 0, 19, 5 };
+    CHECK_STATUS(ha_generate(LM(c), &p, bad_prompt, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("token id 50");
+    CHECK(LEN(c, 0) == 0 && LEN(c, 1) == 0, "rejected generations expected to leave the caches empty, got %lld, %lld",
+          (long long)LEN(c, 0), (long long)LEN(c, 1));
+    CHECK_STATUS(ha_generate(NULL, &p, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    ha_llama_context_free(c);
+
+    /* NaN weights: every logit NaN, no token can be chosen; an error, not a crash or token -1 */
+    float *emb = (float *)(void *)t->w.embed.data;
+    for (int i = 0; i < TD; i++) emb[44 * TD + i] = NAN;
+    c = ctx_new(t->m, 2, 16);
+    CHECK_STATUS(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
+    CHECK_MSG("NaN");
+    ha_llama_context_free(c);
+    tiny_free(t);
+}
+
+/* ---- 7b. assisted generation (csrc/assist.c): promise 1 under the sanitizers ---------------------------- */
+
+/* Plain generation of the two GPROMPT rows: out (2, N), scores (N, 2, V). */
+static int64_t plain_generate(const ha_llama *m, const ha_generate_params *p, int32_t *out, float *scores) {
+    ha_llama_context *c = ctx_new(m, 2, 16);
+    int64_t steps = -1;
+    CHECK_OK(ha_generate(LM(c), p, GPROMPT, GW, GSTART, out, scores, &steps));
+    ha_llama_context_free(c);
+    return steps;
+}
+
+/* Assisted output (tokens, steps, scores) equals plain output for every draft (another model, the same
+ * model, prompt lookup), K and schedule: greedy, and coupled sampling with the same seed. */
+static void test_assisted_equals_plain(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_F32, 0, 0, 0, 62);
+    const int64_t N = 10;
+    int32_t plain[2 * 10], got[2 * 10];
+    float *ps = xmalloc((size_t)(N * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
+    for (int sampled = 0; sampled < 2; sampled++) {
+        ha_sampling_params sp = sampled ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_k = 0, .top_p = 0.95f,
+                                                                .repetition_penalty = 1.2f, .seed = 77 }
+                                        : greedy_params();
+        ha_generate_params gp = gen_params(N, sp);
+        int32_t eos = -1;
+        for (int with_eos = 0; with_eos < 2; with_eos++) {
+            gp.eos = with_eos ? &eos : NULL;
+            gp.n_eos = with_eos;
+            int64_t plain_steps = plain_generate(target->m, &gp, plain, ps);
+            if (!with_eos) eos = plain[3]; /* in the second round, row 0 stops at its first such token */
+            for (int d = 0; d < 3; d++)           /* another model, the same model, prompt lookup */
+                for (int64_t K = 1; K <= 5; K += 2)
+                    for (int sched = 0; sched < 2; sched++) {
+                        const tiny *dm = d == 0 ? other : d == 1 ? target : NULL;
+                        ha_assist_params ap = { .gen = gp, .num_assistant_tokens = K,
+                                                .schedule = sched ? HA_SCHEDULE_HEURISTIC : HA_SCHEDULE_CONSTANT,
+                                                .confidence_threshold = 0.0f, .acceptance = HA_ACCEPT_COUPLED,
+                                                .prompt_lookup_num_tokens = K, .max_matching_ngram_size = 2 };
+                        ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = dm ? ctx_new(dm->m, 2, 16) : NULL;
+                        int64_t steps = -1;
+                        for (int i = 0; i < 2 * 10; i++) got[i] = -999;
+                        ha_assist_stats stats = { 0 };
+                        CHECK_OK(ha_generate_assisted(LM(tc), dc ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART, got, gs, &steps, &stats));
+                        const char *dn = d == 0 ? "another model" : d == 1 ? "the same model" : "prompt lookup";
+                        CHECK(steps == plain_steps, "%s, draft %s, K=%lld, schedule %d, eos %d: expected %lld steps, got %lld",
+                              sampled ? "coupled sampling" : "greedy", dn, (long long)K, sched, with_eos ? eos : -1,
+                              (long long)plain_steps, (long long)steps);
+                        for (int b = 0; b < 2; b++)
+                            for (int64_t i = 0; i < steps; i++) {
+                                CHECK(got[b * N + i] == plain[b * N + i], "%s, draft %s, K=%lld, schedule %d: row %d step %lld "
+                                      "expected %d (plain), got %d", sampled ? "coupled sampling" : "greedy", dn, (long long)K, sched,
+                                      b, (long long)i, plain[b * N + i], got[b * N + i]);
+                                CHECK_SAME_FLOATS(ps + (i * 2 + b) * TV, gs + (i * 2 + b) * TV, TV, "%s, draft %s, K=%lld: row %d "
+                                                  "step %lld scores", sampled ? "coupled" : "greedy", dn, (long long)K, b, (long long)i);
+                            }
+                        CHECK(stats.num_accepted_tokens <= stats.num_draft_tokens, "accepted %lld of %lld drafts",
+                              (long long)stats.num_accepted_tokens, (long long)stats.num_draft_tokens);
+                        if (d == 1 && !sampled)
+                            CHECK(stats.num_accepted_tokens == stats.num_draft_tokens && stats.num_draft_tokens > 0,
+                                  "greedy, the target as its own draft, K=%lld: expected every draft accepted, got %lld of %lld",
+                                  (long long)K, (long long)stats.num_accepted_tokens, (long long)stats.num_draft_tokens);
+                        ha_llama_context_free(tc);
+                        ha_llama_context_free(dc);
+                    }
+        }
+    }
+    free(ps);
+    free(gs);
+    tiny_free(target);
+    tiny_free(other);
+}
+
+/* Rejection sampling runs clean (tokens in range, stats consistent) and rejects bad arguments. */
+static void test_assisted_rejection_runs_and_rejects_bad_args(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 63), *draft = tiny_build(HA_F16, 0, 0, 0, 64);
+    const int64_t N = 12;
+    ha_sampling_params sp = { .do_sample = 1, .temperature = 1.0f, .top_k = 10, .top_p = 0.9f, .repetition_penalty = 1.0f, .seed = 5 };
+    ha_assist_params ap = { .gen = gen_params(N, sp), .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_HEURISTIC,
+                            .confidence_threshold = 0.3f, .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3,
+                            .max_matching_ngram_size = 2 };
+    int64_t proposed[12] = { 0 }, accepted[12] = { 0 };
+    ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
+    int32_t out[2 * 12];
+    int64_t steps = -1;
+    ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(draft->m, 2, 16);
+    CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, &stats));
+    CHECK(steps == N, "rejection sampling without eos: expected %lld steps, got %lld", (long long)N, (long long)steps);
+    for (int i = 0; i < 2 * 12; i++) CHECK(out[i] >= 0 && out[i] < TV, "token %d expected in [0, %d), got %d", i, TV, out[i]);
+    int64_t sum_p = 0, sum_a = 0;
+    for (int j = 0; j < 12; j++) {
+        CHECK(accepted[j] <= proposed[j], "position %d: accepted %lld of %lld", j, (long long)accepted[j], (long long)proposed[j]);
+        sum_p += proposed[j];
+        sum_a += accepted[j];
+    }
+    CHECK(sum_p == stats.num_draft_tokens && sum_a == stats.num_accepted_tokens,
+          "per-position stats expected to sum to %lld proposed and %lld accepted, got %lld and %lld",
+          (long long)stats.num_draft_tokens, (long long)stats.num_accepted_tokens, (long long)sum_p, (long long)sum_a);
+    ha_llama_context_free(tc);
+    ha_llama_context_free(dc);
+
+    tc = ctx_new(target->m, 2, 16);
+    dc = ctx_new(draft->m, 2, 16);
+    ha_assist_params bad = ap;
+    bad.num_assistant_tokens = 0;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("num_assistant_tokens");
+    bad = ap;
+    bad.confidence_threshold = 1.0f;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    bad = ap;
+    bad.prompt_lookup_num_tokens = 0;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("prompt_lookup_num_tokens");
+    ha_llama_context *one = ctx_new(draft->m, 1, 16);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(one), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    const int32_t t1 = 1;
+    CHECK_OK(append_seq(dc, 0, 1, &t1, NULL));
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("empty");
+    CHECK(LEN(tc, 0) == 0 && LEN(tc, 1) == 0, "rejected assisted calls expected to leave the target's caches empty");
+    ha_llama_context_free(one);
+    ha_llama_context_free(tc);
+    ha_llama_context_free(dc);
+    tiny_free(target);
+    tiny_free(draft);
+}
+
+/* ---- 8. thread pool ------------------------------------------------------------------------------------- */
+
+static void test_threads_set_get_and_reject(void) {
+    CHECK_STATUS(ha_set_num_threads(0), HA_ERR_INVALID);
+    CHECK_MSG("num_threads=0");
+    CHECK_STATUS(ha_set_num_threads(100000), HA_ERR_INVALID);
+    CHECK_MSG("100000");
+    CHECK_STATUS(ha_set_num_threads(-3), HA_ERR_INVALID);
+    CHECK(ha_get_num_threads() >= 1, "default thread count expected >= 1, got %d", ha_get_num_threads());
+    CHECK_OK(ha_set_num_threads(3));
+    CHECK(ha_get_num_threads() == 3, "after setting 3 expected 3 threads, got %d", ha_get_num_threads());
+    CHECK_STATUS(ha_set_num_threads(0), HA_ERR_INVALID);
+    CHECK(ha_get_num_threads() == 3, "a rejected setting expected to keep 3 threads, got %d", ha_get_num_threads());
+    CHECK_OK(ha_set_num_threads(3));
+    CHECK_OK(ha_set_num_threads(1));
+    CHECK(ha_get_num_threads() == 1, "after setting 1 expected 1 thread, got %d", ha_get_num_threads());
+}
+
+static void test_threads_switching_keeps_results(void) {
+    const char *vn[2];
+    int nv = forward_variants(vn);
+    CHECK_OK(ha_kernels_select(vn[nv - 1]));
+    tiny *t = tiny_build(HA_BF16, 1, 0, 0, 51);
+    float ref[12 * TV], got[12 * TV];
+    CHECK_OK(ha_set_num_threads(1));
+    workload(t->m, NULL, ref);
+    ha_llama_context *kept = ctx_new(t->m, 2, 16); /* created under 1 thread, used under all */
+    const int counts[] = { 2, 3, 1, 3, 2, 1, 2, 3, 3, 1 };
+    for (size_t i = 0; i < COUNT(counts); i++) {
+        CHECK_OK(ha_set_num_threads(counts[i]));
+        CHECK(ha_get_num_threads() == counts[i], "expected %d threads, got %d", counts[i], ha_get_num_threads());
+        workload(t->m, NULL, got);
+        CHECK_SAME_FLOATS(ref, got, 12 * TV, "switch %zu to %d threads, new context", i, counts[i]);
+        workload(t->m, kept, got);
+        CHECK_SAME_FLOATS(ref, got, 12 * TV, "switch %zu to %d threads, reused context", i, counts[i]);
+    }
+    ha_llama_context_free(kept);
+    CHECK_OK(ha_set_num_threads(1));
+    tiny_free(t);
+}
+
+typedef struct cover_job {
+    int64_t n;
+    int *hits;              /* (n,) */
+    atomic_int calls;
+    int64_t begins[16], ends[16];
+    int main_has_zero;
+    pthread_t main;
+} cover_job;
+
+static void cover_range(void *ctx, int64_t b, int64_t e) {
+    cover_job *j = ctx;
+    int k = atomic_fetch_add(&j->calls, 1);
+    if (k < 16) {
+        j->begins[k] = b;
+        j->ends[k] = e;
+    }
+    for (int64_t i = b; i < e; i++) j->hits[i]++;
+    if (b == 0 && pthread_equal(pthread_self(), j->main)) j->main_has_zero = 1;
+}
+
+static void test_threads_parallel_for_covers_range(void) {
+    const int64_t ns[] = { 0, 1, 2, 3, 5, 17, 100, 1000 };
+    for (int nt = 1; nt <= 4; nt++) {
+        CHECK_OK(ha_set_num_threads(nt));
+        for (size_t a = 0; a < COUNT(ns); a++) {
+            const int64_t n = ns[a];
+            cover_job j = { .n = n, .hits = xcalloc((size_t)n + 1, sizeof(int)), .main = pthread_self() };
+            atomic_init(&j.calls, 0);
+            CHECK_OK(ha_parallel_for(cover_range, &j, n));
+            for (int64_t i = 0; i < n; i++)
+                CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n, (long long)i, j.hits[i]);
+            int calls = atomic_load(&j.calls);
+            CHECK(calls <= nt && (n == 0 ? calls == 0 : calls >= 1), "%d threads, n=%lld: expected 1..%d calls (0 for n=0), got %d", nt,
+                  (long long)n, nt, calls);
+            if (n / nt > 0) CHECK(j.main_has_zero, "%d threads, n=%lld: expected range 0 on the caller's thread", nt, (long long)n);
+            /* each call is one of the documented ranges [n*t/nt, n*(t+1)/nt) */
+            for (int k = 0; k < calls && k < 16; k++) {
+                int ok = 0;
+                for (int64_t tt = 0; tt < nt; tt++) ok |= j.begins[k] == n * tt / nt && j.ends[k] == n * (tt + 1) / nt;
+                CHECK(ok, "%d threads, n=%lld: range [%lld, %lld) is not of the form [n*t/nt, n*(t+1)/nt)", nt, (long long)n,
+                      (long long)j.begins[k], (long long)j.ends[k]);
+            }
+            free(j.hits);
+        }
+    }
+    CHECK_OK(ha_parallel_for(cover_range, NULL, -5));
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+typedef struct caller_arg {
+    const ha_llama *m;
+    const float *ref;
+    int rounds;
+    int mismatches;
+    atomic_int *stop;
+    int toggler;
+    int bad_status;
+} caller_arg;
+
+static void *caller_main(void *p) {
+    caller_arg *a = p;
+    if (a->toggler) {
+        for (int i = 0; !atomic_load(a->stop); i++)
+            if (ha_set_num_threads(1 + i % 3) != HA_OK) a->bad_status++;
+        return NULL;
+    }
+    float got[12 * TV];
+    for (int r = 0; r < a->rounds; r++) {
+        workload(a->m, NULL, got);
+        if (memcmp(got, a->ref, sizeof got) != 0) a->mismatches++;
+    }
+    return NULL;
+}
+
+/* Forwards from several threads at once (each with its own context on one shared model) are serialized
+ * by the pool and give the single-threaded results; so they do while another thread keeps changing the
+ * thread count. */
+static void test_threads_concurrent_callers(void) {
+    const char *vn[2];
+    int nv = forward_variants(vn);
+    CHECK_OK(ha_kernels_select(vn[nv - 1]));
+    tiny *t = tiny_build(HA_F32, 1, 0, 0, 52);
+    float ref[12 * TV];
+    CHECK_OK(ha_set_num_threads(1));
+    workload(t->m, NULL, ref);
+    CHECK_OK(ha_set_num_threads(2));
+    for (int with_toggler = 0; with_toggler < 2; with_toggler++) {
+        atomic_int stop;
+        atomic_init(&stop, 0);
+        caller_arg args[3];
+        pthread_t th[3];
+        for (int i = 0; i < 3; i++)
+            args[i] = (caller_arg){ .m = t->m, .ref = ref, .rounds = 8, .stop = &stop, .toggler = i == 2 };
+        int n = with_toggler ? 3 : 2;
+        for (int i = 0; i < n; i++) CHECK(pthread_create(&th[i], NULL, caller_main, &args[i]) == 0, "pthread_create failed");
+        pthread_join(th[0], NULL);
+        pthread_join(th[1], NULL);
+        atomic_store(&stop, 1);
+        if (with_toggler) pthread_join(th[2], NULL);
+        for (int i = 0; i < 2; i++)
+            CHECK(args[i].mismatches == 0, "%s: caller %d expected the single-threaded logits in all %d rounds, %d differed",
+                  with_toggler ? "with a thread toggling the count" : "two callers", i, args[i].rounds, args[i].mismatches);
+        CHECK(args[2].bad_status == 0, "ha_set_num_threads failed %d times while forwards ran", args[2].bad_status);
+    }
+    CHECK_OK(ha_set_num_threads(1));
+    tiny_free(t);
+}
+
+/* ---- 9. bandwidth probe ------------------------------------------------------------------------------ */
+
+static void test_membw_measures_and_rejects(void) {
+    double bw = -1.0;
+    CHECK_OK(ha_measure_read_bandwidth(8u << 20, 2, &bw));
+    CHECK(isfinite(bw) && bw > 0.0, "8 MB x 2: expected a positive finite bandwidth, got %g", bw);
+    CHECK(bw > 1e6 && bw < 1e13, "8 MB x 2: expected a plausible bandwidth (1 MB/s .. 10 TB/s), got %g B/s", bw);
+    bw = -1.0;
+    CHECK_OK(ha_measure_read_bandwidth((1u << 20) + 100, 1, &bw)); /* not a multiple of the unit */
+    CHECK(isfinite(bw) && bw > 0.0, "1 MB + 100: expected a positive finite bandwidth, got %g", bw);
+    CHECK_STATUS(ha_measure_read_bandwidth(1000, 2, &bw), HA_ERR_INVALID);
+    CHECK_MSG("nbytes");
+    CHECK_STATUS(ha_measure_read_bandwidth(0, 2, &bw), HA_ERR_INVALID);
+    CHECK_STATUS(ha_measure_read_bandwidth(8u << 20, 0, &bw), HA_ERR_INVALID);
+    CHECK_STATUS(ha_measure_read_bandwidth(8u << 20, 2, NULL), HA_ERR_INVALID);
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+/* ---- the list ------------------------------------------------------------------------------------------ */
+
+typedef struct test_case { const char *name; void (*fn)(void); } test_case;
+
+#define T(name) { #name, test_##name }
+static const test_case TESTS[] = {
+    T(kernels_matmul_matches_double),
+    T(kernels_to_f32_exact),
+    T(kernels_dot_axpy_scale_match_double),
+    T(kernels_matmul_batch_invariant),
+    T(kernels_select_by_name),
+    T(model_chunk_equals_token_by_token),
+    T(model_long_append_equals_token_by_token),
+    T(model_crop_then_append_equals_fresh),
+    T(model_interleaved_sequences_equal_alone),
+    T(model_want_mask_packs_rows),
+    T(model_thread_count_gives_identical_logits),
+    T(model_kernel_variants_agree),
+    T(model_sliding_window_limits_attention),
+    T(kv_capacity_error_appends_nothing),
+    T(kv_invalid_token_appends_nothing),
+    T(kv_bad_sequence_and_crop_rejected),
+    T(kv_crop_to_zero_equals_fresh),
+    T(create_rejects_bad_weights),
+    T(create_rejects_bad_config),
+    T(create_accepts_tied_and_counts_bytes),
+    T(rng_uniform_properties),
+    T(sampler_greedy_first_argmax),
+    T(sampler_top_k_keeps_ties),
+    T(sampler_top_p_transformers_semantics),
+    T(sampler_repetition_penalty_and_temperature),
+    T(sampler_frequencies_match_softmax),
+    T(sampler_all_removed_returns_minus_one),
+    T(sampler_create_rejects_bad_params),
+    T(generate_greedy_equals_manual_loop),
+    T(generate_sampled_equals_manual_loop),
+    T(generate_eos_stops_row_and_pads),
+    T(generate_max_new_tokens_exact),
+    T(generate_min_new_tokens_suppresses_eos),
+    T(generate_rejects_bad_input),
+    T(assisted_equals_plain),
+    T(assisted_rejection_runs_and_rejects_bad_args),
+    T(threads_set_get_and_reject),
+    T(threads_switching_keeps_results),
+    T(threads_parallel_for_covers_range),
+    T(threads_concurrent_callers),
+    T(membw_measures_and_rejects),
+};
+#undef T
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s --list | TEST_NAME\n", argv[0]);
+        return 2;
+    }
+    if (strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < COUNT(TESTS); i++) printf("%s\n", TESTS[i].name);
+        return 0;
+    }
+    for (size_t i = 0; i < COUNT(TESTS); i++)
+        if (strcmp(argv[1], TESTS[i].name) == 0) {
+            current_test = TESTS[i].name;
+            TESTS[i].fn();
+            printf("ok %s\n", TESTS[i].name);
+            return 0;
+        }
+    fprintf(stderr, "unknown test '%s'; run with --list for the names\n", argv[1]);
+    return 2;
+}
