@@ -21,6 +21,12 @@ const char *ha_dtype_name(ha_dtype t) {
     case HA_F32: return "float32";
     case HA_BF16: return "bfloat16";
     case HA_F16: return "float16";
+    case HA_Q8: return "int8";
     default: return "unknown";
     }
+}
+
+size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols) {
+    if ((unsigned)t >= HA_NDTYPES || rows < 0 || cols < 0) return 0;
+    return (size_t)rows * ha_row_bytes(t, cols);
 }

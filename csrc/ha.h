@@ -35,11 +35,20 @@ HA_API const char *ha_last_error(void);
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
-typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_NDTYPES = 3 } ha_dtype;
+typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_Q8 = 3, HA_NDTYPES = 4 } ha_dtype;
+
+/* HA_Q8, int8 weights with a scale per group: each row is ceil(cols / HA_Q8_GROUP) blocks of
+ * { float scale; int8_t q[HA_Q8_GROUP]; } (68 bytes, 4-byte aligned), element j of a block being
+ * scale * q[j]; the last block of a row is zero-padded. */
+#define HA_Q8_GROUP 64
+#define HA_Q8_BLOCK_BYTES (4 + HA_Q8_GROUP)
+
+/* Bytes of a (rows, cols) matrix of dtype t. */
+HA_API size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols);
 
 /* A row-major, contiguous matrix W (rows, cols) borrowed from the caller, who keeps it alive and
  * unchanged for the life of the model that holds it. nbytes is the buffer's size, checked against
- * rows * cols * element size. */
+ * ha_matrix_bytes(dtype, rows, cols). */
 typedef struct ha_matrix {
     const void *data;
     ha_dtype dtype;
@@ -85,6 +94,11 @@ typedef struct ha_llama_weights {
     ha_matrix lm_head;           /* (V, d); may be the same buffer as embed (tied) */
     const ha_llama_layer *layers; /* (n_layers,) copied at create; the buffers they point to are borrowed */
 } ha_llama_weights;
+
+/* Quantizes src (float32, bfloat16 or float16) into dst, an HA_Q8 matrix of the same shape with
+ * dst_bytes == ha_matrix_bytes(HA_Q8, rows, cols): per group, scale = max|w| / 127 and q = round(w / scale).
+ * Uses the thread pool. */
+HA_API ha_status ha_quantize_q8(const ha_matrix *src, void *dst, size_t dst_bytes);
 
 typedef struct ha_llama ha_llama;
 

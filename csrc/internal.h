@@ -10,8 +10,25 @@
  * `return ha_fail(HA_ERR_INVALID, "...", ...);`. */
 ha_status ha_fail(ha_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static inline size_t ha_dtype_size(ha_dtype t) { return t == HA_F32 ? 4 : 2; }
 const char *ha_dtype_name(ha_dtype t);
+/* Bytes of one row of n elements. */
+static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
+    switch (t) {
+    case HA_F32: return (size_t)n * 4;
+    case HA_Q8: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    default: return (size_t)n * 2;
+    }
+}
+/* The alignment a matrix buffer of dtype t needs. */
+static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 ? 2 : 4; }
+
+/* Element j of a HA_Q8 row, exactly as every kernel computes it: scale * q. */
+static inline float ha_q8_at(const void *row, int64_t j) {
+    const char *blk = (const char *)row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    float scale;
+    __builtin_memcpy(&scale, blk, sizeof scale);
+    return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
+}
 
 /* ---- kernels ---------------------------------------------------------------------------------------
  * One table per ISA variant. Every variant accumulates each output element in an order that depends
@@ -19,10 +36,10 @@ const char *ha_dtype_name(ha_dtype t);
 typedef struct ha_kernels {
     const char *name;
     /* Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1.
-     * W (rows, n) of the table's dtype, X (T, n), Y (T, ldy). */
+     * W (rows, n) of the table's dtype (row r at W + r * ha_row_bytes(dtype, n)), X (T, n), Y (T, ldy). */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
-    /* dst (n,) = src (n,) as float32 */
+    /* dst (n,) = the row src (n,) as float32 */
     void (*to_f32[HA_NDTYPES])(const void *src, float *dst, int64_t n);
     /* a (n,) . b (n,) */
     float (*dot)(const float *a, const float *b, int64_t n);

@@ -1,17 +1,27 @@
 /* AVX2 + FMA + F16C kernels, compiled with target attributes so the file builds on any x86-64 and runs
  * only where dispatch.c found the features.
  *
- * Accumulation order of every dot product of length n (one weight row with one activation row), the
- * same in every kernel below and for every T, r0, r1: two 8-lane accumulators take alternate blocks of
- * 8 (a0: blocks 0, 2, 4...; a1: blocks 1, 3, 5...), a0 + a1 is summed across lanes by hsum(), then the
- * last n % 8 products are added one by one. */
+ * Accumulation order of every dot product of one weight row with one activation row of length n, the
+ * same in every path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane
+ * accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes
+ * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
+ * exactly as ha_q8_at / ha_bf16_to_f32 / ha_f16_to_f32 do.
+ *
+ * Two paths share that order. One token (decode): four weight rows at a time, widened in registers and
+ * used at once. Several tokens (verification, prefill): four weight rows are widened once into a float32
+ * panel of PANEL elements, which then serves every token, two at a time; the weights are read from memory
+ * once per call whatever T is. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ROWS 4     /* weight rows per tile */
+#define PANEL 256  /* panel width in elements: a multiple of 8 and of HA_Q8_GROUP */
+#define MAX_T 32   /* tokens per panel pass; more are taken MAX_T at a time */
 
 AVX2 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -20,91 +30,142 @@ AVX2 static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-AVX2 static inline __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
-AVX2 static inline __m256 load8_bf16(const uint16_t *p) {
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+/* Eight weights of row w starting at element k (k % 8 == 0), widened to float32. */
+AVX2 static inline __m256 w8_f32(const void *w, int64_t k) { return _mm256_loadu_ps((const float *)w + k); }
+AVX2 static inline __m256 w8_bf16(const void *w, int64_t k) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-AVX2 static inline __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+AVX2 static inline __m256 w8_f16(const void *w, int64_t k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + k)));
+}
+AVX2 static inline __m256 w8_q8(const void *w, int64_t k) {
+    const char *blk = (const char *)w + (size_t)(k / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 4 + k % HA_Q8_GROUP));
+    return _mm256_mul_ps(_mm256_broadcast_ss((const float *)blk), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+}
 
-static inline float load1_f32(const float *p) { return *p; }
-static inline float load1_bf16(const uint16_t *p) { return ha_bf16_to_f32(*p); }
-static inline float load1_f16(const uint16_t *p) { return ha_f16_to_f32(*p); }
+static inline float w1_f32(const void *w, int64_t k) { return ((const float *)w)[k]; }
+static inline float w1_bf16(const void *w, int64_t k) { return ha_bf16_to_f32(((const uint16_t *)w)[k]); }
+static inline float w1_f16(const void *w, int64_t k) { return ha_f16_to_f32(((const uint16_t *)w)[k]); }
+static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
 
-/* ROWS weight rows against one activation row x, in the order described at the top. */
-#define DEFINE_DOT_ROWS(SUFFIX, TYPE, ROWS)                                                            \
-    AVX2 static inline void dot##ROWS##_##SUFFIX(const TYPE *w, int64_t n, const float *x, float *out) { \
-        __m256 a0[ROWS], a1[ROWS];                                                                     \
-        for (int k = 0; k < ROWS; k++) a0[k] = a1[k] = _mm256_setzero_ps();                            \
-        int64_t i = 0;                                                                                 \
-        for (; i + 16 <= n; i += 16) {                                                                 \
-            __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);                       \
-            for (int k = 0; k < ROWS; k++) {                                                           \
-                a0[k] = _mm256_fmadd_ps(load8_##SUFFIX(w + k * n + i), x0, a0[k]);                     \
-                a1[k] = _mm256_fmadd_ps(load8_##SUFFIX(w + k * n + i + 8), x1, a1[k]);                 \
+/* y = hsum(acc) + the tail products of row w with x, in order. */
+#define FINISH(SUF, acc, w, x, nv, n, y)                                                               \
+    do {                                                                                               \
+        float s_ = hsum(acc);                                                                          \
+        for (int64_t j_ = (nv); j_ < (n); j_++) s_ += w1_##SUF((w), j_) * (x)[j_];                      \
+        (y) = s_;                                                                                      \
+    } while (0)
+
+/* Panel path: acc (rows, T) 8-lane accumulators kept in accbuf between panels. */
+AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, int64_t n, int64_t k0, int64_t kc,
+                              int64_t T, __m256 *accbuf) {
+    int64_t t = 0;
+    if (rows == ROWS) {
+        for (; t + 2 <= T; t += 2) {
+            __m256 a[ROWS][2];
+            for (int i = 0; i < ROWS; i++) a[i][0] = accbuf[i * T + t], a[i][1] = accbuf[i * T + t + 1];
+            const float *x0 = X + t * n + k0, *x1 = x0 + n;
+            for (int64_t k = 0; k < kc; k += 8) {
+                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k);
+                for (int i = 0; i < ROWS; i++) {
+                    __m256 w = _mm256_loadu_ps(pw[i] + k);
+                    a[i][0] = _mm256_fmadd_ps(w, v0, a[i][0]);
+                    a[i][1] = _mm256_fmadd_ps(w, v1, a[i][1]);
+                }
+            }
+            for (int i = 0; i < ROWS; i++) accbuf[i * T + t] = a[i][0], accbuf[i * T + t + 1] = a[i][1];
+        }
+    }
+    for (; t < T; t++)
+        for (int i = 0; i < rows; i++) {
+            __m256 a = accbuf[i * T + t];
+            const float *x0 = X + t * n + k0;
+            for (int64_t k = 0; k < kc; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(pw[i] + k), _mm256_loadu_ps(x0 + k), a);
+            accbuf[i * T + t] = a;
+        }
+}
+
+#define DEFINE_MATMUL(SUF, WIDE_IS_F32)                                                                \
+    AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,    \
+                                  int64_t T, float *Y, int64_t ldy) {                                  \
+        if (T > MAX_T) {                                                                               \
+            for (int64_t t0 = 0; t0 < T; t0 += MAX_T)                                                  \
+                matmul_##SUF(W, n, r0, r1, X + t0 * n, T - t0 < MAX_T ? T - t0 : MAX_T, Y + t0 * ldy, ldy); \
+            return;                                                                                    \
+        }                                                                                              \
+        const size_t rb = ha_row_bytes(HA_DTYPE_##SUF, n);                                             \
+        const int64_t nv = n - n % 8;                                                                  \
+        for (int64_t r = r0; r < r1; r += ROWS) {                                                      \
+            const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;                                     \
+            const void *w[ROWS];                                                                       \
+            for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;              \
+            if (T == 1) {                                                                              \
+                __m256 a[ROWS];                                                                        \
+                for (int i = 0; i < ROWS; i++) a[i] = _mm256_setzero_ps();                             \
+                if (rows == ROWS) {                                                                    \
+                    for (int64_t k = 0; k < nv; k += 8) {                                              \
+                        __m256 x = _mm256_loadu_ps(X + k);                                             \
+                        for (int i = 0; i < ROWS; i++) a[i] = _mm256_fmadd_ps(w8_##SUF(w[i], k), x, a[i]); \
+                    }                                                                                  \
+                } else {                                                                               \
+                    for (int i = 0; i < rows; i++)                                                     \
+                        for (int64_t k = 0; k < nv; k += 8)                                            \
+                            a[i] = _mm256_fmadd_ps(w8_##SUF(w[i], k), _mm256_loadu_ps(X + k), a[i]);   \
+                }                                                                                      \
+                for (int i = 0; i < rows; i++) FINISH(SUF, a[i], w[i], X, nv, n, Y[r + i]);            \
+                continue;                                                                              \
             }                                                                                          \
-        }                                                                                              \
-        if (i + 8 <= n) {                                                                              \
-            __m256 x0 = _mm256_loadu_ps(x + i);                                                        \
-            for (int k = 0; k < ROWS; k++) a0[k] = _mm256_fmadd_ps(load8_##SUFFIX(w + k * n + i), x0, a0[k]); \
-            i += 8;                                                                                    \
-        }                                                                                              \
-        for (int k = 0; k < ROWS; k++) {                                                               \
-            float s = hsum(_mm256_add_ps(a0[k], a1[k]));                                               \
-            for (int64_t j = i; j < n; j++) s += load1_##SUFFIX(w + k * n + j) * x[j];                 \
-            out[k] = s;                                                                                \
+            __m256 accbuf[ROWS * MAX_T];                                            \
+            float panel[ROWS][PANEL] __attribute__((aligned(32)));                                     \
+            for (int64_t i = 0; i < rows * T; i++) accbuf[i] = _mm256_setzero_ps();                    \
+            for (int64_t k0 = 0; k0 < nv; k0 += PANEL) {                                               \
+                const int64_t kc = nv - k0 < PANEL ? nv - k0 : PANEL;                                  \
+                const float *pw[ROWS];                                                                 \
+                for (int i = 0; i < rows; i++) {                                                       \
+                    if (WIDE_IS_F32) {                                                                 \
+                        pw[i] = (const float *)w[i] + k0;                                              \
+                    } else {                                                                           \
+                        for (int64_t k = 0; k < kc; k += 8) _mm256_store_ps(panel[i] + k, w8_##SUF(w[i], k0 + k)); \
+                        pw[i] = panel[i];                                                              \
+                    }                                                                                  \
+                }                                                                                      \
+                panel_tokens(pw, rows, X, n, k0, kc, T, accbuf);                                       \
+            }                                                                                          \
+            for (int i = 0; i < rows; i++)                                                             \
+                for (int64_t t = 0; t < T; t++) FINISH(SUF, accbuf[i * T + t], w[i], X + t * n, nv, n, Y[t * ldy + r + i]); \
         }                                                                                              \
     }
 
-/* Weight rows go four at a time (each block read from memory once, then from cache for every token). */
-#define DEFINE_MATMUL(SUFFIX, TYPE)                                                                    \
-    DEFINE_DOT_ROWS(SUFFIX, TYPE, 1)                                                                   \
-    DEFINE_DOT_ROWS(SUFFIX, TYPE, 4)                                                                   \
-    AVX2 static void matmul_##SUFFIX(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, \
-                                     int64_t T, float *Y, int64_t ldy) {                               \
-        const TYPE *w = W;                                                                             \
-        int64_t r = r0;                                                                                \
-        for (; r + 4 <= r1; r += 4) {                                                                  \
-            for (int64_t t = 0; t < T; t++) {                                                          \
-                float out[4];                                                                          \
-                dot4_##SUFFIX(w + r * n, n, X + t * n, out);                                           \
-                for (int k = 0; k < 4; k++) Y[t * ldy + r + k] = out[k];                               \
-            }                                                                                          \
-        }                                                                                              \
-        for (; r < r1; r++)                                                                            \
-            for (int64_t t = 0; t < T; t++) dot1_##SUFFIX(w + r * n, n, X + t * n, &Y[t * ldy + r]);   \
-    }
-
-DEFINE_MATMUL(f32, float)
-DEFINE_MATMUL(bf16, uint16_t)
-DEFINE_MATMUL(f16, uint16_t)
+#define HA_DTYPE_f32 HA_F32
+#define HA_DTYPE_bf16 HA_BF16
+#define HA_DTYPE_f16 HA_F16
+#define HA_DTYPE_q8 HA_Q8
+DEFINE_MATMUL(f32, 1)
+DEFINE_MATMUL(bf16, 0)
+DEFINE_MATMUL(f16, 0)
+DEFINE_MATMUL(q8, 0)
 
 AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
-    float s;
-    dot1_f32(a, n, b, &s);
-    return s;
+    const int64_t nv = n - n % 8;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nv; k += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float y;
+    FINISH(f32, acc, a, b, nv, n, y);
+    return y;
 }
 
-AVX2 static void to_f32_f32(const void *src, float *dst, int64_t n) {
-    const float *s = src;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_f32(s + i));
-    for (; i < n; i++) dst[i] = s[i];
-}
-
-AVX2 static void to_f32_bf16(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_bf16(s + i));
-    for (; i < n; i++) dst[i] = load1_bf16(s + i);
-}
-
-AVX2 static void to_f32_f16(const void *src, float *dst, int64_t n) {
-    const uint16_t *s = src;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8_f16(s + i));
-    for (; i < n; i++) dst[i] = load1_f16(s + i);
-}
+#define DEFINE_TO_F32(SUF)                                                                             \
+    AVX2 static void to_f32_##SUF(const void *src, float *dst, int64_t n) {                            \
+        int64_t i = 0;                                                                                 \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, w8_##SUF(src, i));                        \
+        for (; i < n; i++) dst[i] = w1_##SUF(src, i);                                                  \
+    }
+DEFINE_TO_F32(f32)
+DEFINE_TO_F32(bf16)
+DEFINE_TO_F32(f16)
+DEFINE_TO_F32(q8)
 
 AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);
@@ -123,8 +184,8 @@ AVX2 static void scale_avx2(float a, float *y, int64_t n) {
 
 const ha_kernels ha_kernels_avx2 = {
     .name = "avx2",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16 },
+    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_Q8] = matmul_q8 },
+    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8 },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
     .scale = scale_avx2,

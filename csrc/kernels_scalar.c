@@ -39,18 +39,22 @@ static void to_f32_f16(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = ha_f16_to_f32(s[i]);
 }
 
+static void to_f32_q8(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = ha_q8_at(src, i);
+}
+
 static float dot_scalar(const float *a, const float *b, int64_t n) {
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
-/* One macro body per weight dtype: LOAD(w, i) gives element i of a weight row as float. */
-#define MATMUL_SCALAR(NAME, TYPE, LOAD)                                                                \
+/* One macro body per weight dtype: LOAD(w, i) gives element i of the weight row w as float. */
+#define MATMUL_SCALAR(NAME, TYPE, DTYPE, LOAD)                                                         \
     static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
                      float *Y, int64_t ldy) {                                                          \
         for (int64_t r = r0; r < r1; r++) {                                                            \
-            const TYPE *w = (const TYPE *)W + r * n;                                                   \
+            const TYPE *w = (const TYPE *)((const char *)W + (size_t)r * ha_row_bytes(DTYPE, n));      \
             for (int64_t t = 0; t < T; t++) {                                                          \
                 const float *x = X + t * n;                                                            \
                 float s = 0.0f;                                                                        \
@@ -63,9 +67,11 @@ static float dot_scalar(const float *a, const float *b, int64_t n) {
 #define LOAD_F32(w, i) ((w)[i])
 #define LOAD_BF16(w, i) ha_bf16_to_f32((w)[i])
 #define LOAD_F16(w, i) ha_f16_to_f32((w)[i])
-MATMUL_SCALAR(matmul_f32, float, LOAD_F32)
-MATMUL_SCALAR(matmul_bf16, uint16_t, LOAD_BF16)
-MATMUL_SCALAR(matmul_f16, uint16_t, LOAD_F16)
+#define LOAD_Q8(w, i) ha_q8_at((w), (i))
+MATMUL_SCALAR(matmul_f32, float, HA_F32, LOAD_F32)
+MATMUL_SCALAR(matmul_bf16, uint16_t, HA_BF16, LOAD_BF16)
+MATMUL_SCALAR(matmul_f16, uint16_t, HA_F16, LOAD_F16)
+MATMUL_SCALAR(matmul_q8, char, HA_Q8, LOAD_Q8)
 
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
@@ -77,8 +83,8 @@ static void scale_scalar(float a, float *y, int64_t n) {
 
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16 },
+    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_Q8] = matmul_q8 },
+    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8 },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,

@@ -48,19 +48,18 @@ static ha_status check_matrix(const char *name, int64_t layer, const ha_matrix *
     if (!m->data)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is missing", name, (long long)layer);
     if ((unsigned)m->dtype >= HA_NDTYPES)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16 or float16",
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16 or int8",
                        name, (long long)layer, (int)m->dtype);
     if (m->rows != rows || m->cols != cols)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)",
                        name, (long long)layer, (long long)m->rows, (long long)m->cols, (long long)rows, (long long)cols);
-    size_t es = ha_dtype_size(m->dtype);
-    if (m->nbytes != (size_t)rows * (size_t)cols * es)
+    size_t need = ha_matrix_bytes(m->dtype, rows, cols), align = ha_dtype_align(m->dtype);
+    if (m->nbytes != need)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld): buffer of %zu bytes for (%lld, %lld) %s, which needs %zu",
-                       name, (long long)layer, m->nbytes, (long long)rows, (long long)cols, ha_dtype_name(m->dtype),
-                       (size_t)rows * (size_t)cols * es);
-    if ((uintptr_t)m->data % es)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is not aligned to its %zu-byte elements; pass an aligned copy",
-                       name, (long long)layer, es);
+                       name, (long long)layer, m->nbytes, (long long)rows, (long long)cols, ha_dtype_name(m->dtype), need);
+    if ((uintptr_t)m->data % align)
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is not aligned to %zu bytes; pass an aligned copy",
+                       name, (long long)layer, align);
     return HA_OK;
 }
 
@@ -309,7 +308,7 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
 
     for (int64_t i = 0; i < T; i++) {
         const ha_matrix *E = &m->w.embed;
-        k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * (size_t)d * ha_dtype_size(E->dtype), c->x + i * d, d);
+        k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * ha_row_bytes(E->dtype, d), c->x + i * d, d);
         for (int64_t j = 0; j < h2; j++) {
             double a = (double)c->pos[i] * cfg->rope_inv_freq[j];
             c->rope_cos[i * h2 + j] = (float)cos(a);

@@ -13,16 +13,19 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import _core
 from .configuration import LlamaConfig
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from .safetensors import bfloat16_bits_to_float32, checkpoint_files, to_bfloat16_bits
 
 __all__ = ["Weight", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
 
-# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" (bfloat16 arrays hold np.uint16 bits).
-Weight = namedtuple("Weight", "array dtype")
+# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8"; cols: elements per row.
+# bfloat16 arrays hold np.uint16 bits; int8 arrays are np.uint8 (rows, bytes per row) of the core's blocks
+# (csrc/ha.h, HA_Q8: a float32 scale and HA_Q8_GROUP int8 weights per block).
+Weight = namedtuple("Weight", "array dtype cols")
 
-WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8")
 _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
@@ -96,6 +99,28 @@ def _target_dtype(dtype):
     return name
 
 
+def _file_mapped(array):
+    """True when array is a view of a read-only memory map of a file (so its pages can be dropped)."""
+    a = array
+    while a is not None:
+        if isinstance(a, np.memmap):
+            return True
+        a = a.base if isinstance(a, np.ndarray) else None
+    return False
+
+
+def _quantize(array, source):
+    """(rows, cols) weights holding `source` values -> int8 blocks (rows, bytes per row), read-only.
+
+    Pages of a memory-mapped source are dropped once read, so loading never holds the file and the int8
+    copy in memory at once."""
+    rows, cols = array.shape
+    out = np.empty((rows, _core.q8_row_bytes(cols)), dtype=np.uint8)
+    _core.quantize_q8(array, source, out, _file_mapped(array))
+    out.flags.writeable = False
+    return out
+
+
 def _convert(name, array, source, target):
     """array holding `source` values -> C-contiguous read-only array holding `target` values."""
     if source == target:
@@ -121,8 +146,9 @@ def load_checkpoint(directory, dtype=None):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
     dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
-    "float16" (or np.float32, np.float16) converts them once. Vectors (norms, biases) are rounded to that
-    dtype too, then held as float32. With
+    "float16" (or np.float32, np.float16) converts them once; "int8" quantizes them (a float32 scale per
+    HA_Q8_GROUP weights). Vectors (norms, biases) are rounded to a float dtype too, then held as float32;
+    with "int8" they stay as stored. With
     tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """
@@ -153,10 +179,14 @@ def load_checkpoint(directory, dtype=None):
                                   "config.json saved with these weights")
         source = _STORED[stored]
         held = target or source
-        if is_matrix:
-            weights[name] = Weight(_convert(name, array, source, held), held)
-        else:  # rounded to the requested precision, as a Transformers model cast to it is, then held as float32
-            weights[name] = Weight(_convert(name, _convert(name, array, source, held), held, "float32"), "float32")
+        if is_matrix and held == "int8":
+            weights[name] = Weight(_quantize(array, source), "int8", array.shape[1])
+        elif is_matrix:
+            weights[name] = Weight(_convert(name, array, source, held), held, array.shape[1])
+        else:  # rounded to the requested float precision, as a Transformers model cast to it is, then float32
+            held = source if held == "int8" else held
+            vector = _convert(name, _convert(name, array, source, held), held, "float32")
+            weights[name] = Weight(vector, "float32", vector.shape[-1])
     if config.tie_word_embeddings:
         weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
     return Checkpoint(directory, config, weights)

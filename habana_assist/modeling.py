@@ -126,7 +126,8 @@ class LlamaForCausalLM:
                                   else GenerationConfig.from_model_config(cfg))
 
         def mat(name):
-            return (w[name].array, w[name].dtype)
+            weight = w[name]
+            return (weight.array, weight.dtype, weight.cols)
 
         def vec(name):
             return w[name].array if name in w else None
@@ -318,12 +319,18 @@ class AutoModelForCausalLM:
         raise TypeError("use AutoModelForCausalLM.from_pretrained(path)")
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None):
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
+                        load_in_8bit=False):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
-        "float16" converts once at load. Compute is float32. max_cache_len bounds prompt + new tokens
-        (default: config.max_position_embeddings). torch_dtype is an alias of dtype."""
+        "float16" converts once at load; "int8" quantizes the matrices at load (int8 with a float32 scale
+        per 64 weights). Compute is float32. max_cache_len bounds prompt + new tokens (default:
+        config.max_position_embeddings). torch_dtype is an alias of dtype, load_in_8bit=True of "int8"."""
+        if load_in_8bit:
+            if dtype not in (None, "int8") or torch_dtype is not None:
+                raise InvalidInputError(f"load_in_8bit=True and dtype={dtype or torch_dtype!r} disagree; pass only one")
+            dtype = "int8"
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
             raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))

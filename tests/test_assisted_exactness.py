@@ -130,8 +130,9 @@ def check_statistics(res, label):
 
 def greedy_combinations(draft_kind, K):
     """(threads, schedule, threshold): every schedule and threshold with 1 thread; with 2 threads one of them,
-    rotating over the parametrization (a 2-thread pool on a busy 2-core machine is slow, and each kernel's
-    thread-count invariance is tested on its own elsewhere)."""
+    rotating over the parametrization so that every schedule and threshold meet 2 threads somewhere (a
+    2-thread pool on a busy 2-core machine is slow; the forward's thread-count invariance has its own tests
+    in test_cache_exactness.py)."""
     one = [(1, schedule, threshold) for schedule in SCHEDULES for threshold in THRESHOLDS]
     i = DRAFTS.index(draft_kind) + KS.index(K)
     return one + [(2, SCHEDULES[i % len(SCHEDULES)], THRESHOLDS[i % len(THRESHOLDS)])]
@@ -149,6 +150,9 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
         expected[threads] = (plain(target, PROMPT, max_new_tokens=NEW),
                              plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW))
     assert_same(expected[1][0], expected[2][0], f"{dtype}: plain greedy with 1 thread vs 2 threads")
+    ha.set_num_threads(1)
+    plain_scores = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW, output_scores=True,
+                         return_dict_in_generate=True).scores
     rates = {}
     for threads, schedule, threshold in greedy_combinations(draft_kind, K):
         ha.set_num_threads(threads)
@@ -163,8 +167,11 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
                 f"{label}: the target drafting for itself must have every proposal accepted, got "
                 f"{res.num_accepted_tokens} of {res.num_draft_tokens}")
         rates[(threads, schedule, threshold)] = res.num_accepted_tokens / max(res.num_draft_tokens, 1)
-        batch = assisted(target, draft, BATCH, BATCH_MASK, **kw)
+        batch = assisted(target, draft, BATCH, BATCH_MASK, output_scores=True, **kw)
         assert_same(expected[threads][1], batch.sequences, label + " batch of 2 left-padded prompts")
+        assert len(batch.scores) == len(plain_scores) and all(
+            np.array_equal(a, b) for a, b in zip(plain_scores, batch.scores)), (
+            f"{label}: the processed scores of each step (output_scores) should be bitwise plain generate()'s")
     if draft_kind == "perturbed":
         rate = rates[(1, "constant", 0.0)]
         assert 0 < rate < 1, (f"test setup: the perturbed draft should be right only sometimes (acceptance rate "

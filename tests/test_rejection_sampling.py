@@ -29,18 +29,21 @@ from checkpoints import write_random_checkpoint  # noqa: E402
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)
 PROMPT = [1, 2, 3]
-DRAWS = 4000           # generate() calls per distribution test (and draws per simulated sampler)
+DRAWS = 8000           # generate() calls per distribution test (and draws per simulated sampler)
 P_CRITICAL = 1e-3      # a sampler fails when the chi-square p-value is below this
 MIN_EXPECTED = 5.0     # cells expected fewer times are merged
 TEMPERATURE = 2.0      # logits have a std of ~3; at 2.0 each distribution spreads over several tokens
 
-# (name, K, max_new_tokens, top_k, assistant_confidence_threshold)
+# name: (K, max_new_tokens, {processors besides temperature}, assistant_confidence_threshold)
 CONFIGS = {
     # only temperature matters; one draft a round, the bonus is the second token
-    "K1_temperature": (1, 2, 0, 0.4),
+    "K1_temperature": (1, 2, dict(top_k=0), 0.4),
     # three drafts a round and top_k=5 of 8: p(x) = 0 for some drafts and q(x) = 0 for some residual tokens,
     # and the draft's q must be processed exactly as the target's p (temperature, then top_k)
-    "K3_top_k": (3, 4, 5, 0.0),
+    "K3_top_k": (3, 4, dict(top_k=5), 0.0),
+    # two drafts a round (and a confidence threshold cutting some rounds short), with the repetition penalty
+    # over prompt + drafts and top_p: every processor in Transformers' order, for p and q alike
+    "K2_top_p_repetition": (2, 3, dict(top_k=0, top_p=0.9, repetition_penalty=1.5), 0.3),
 }
 
 
@@ -113,15 +116,18 @@ def outcome_counts(tokens, T):
 # -------------------------------------------------------------------------------------- exact distributions
 
 
-def distributions(model, T, top_k):
+def distributions(model, T, top_k=0, top_p=1.0, repetition_penalty=1.0):
     """{prefix of generated tokens (tuple, length < T): the model's processed next-token distribution (V,)}:
-    softmax of its logits after the sampling processors (temperature, then top_k), from model(...)."""
+    softmax of its logits from model(...) after Transformers' processors (repetition penalty over prompt and
+    prefix, then temperature, top_k, top_p; tests/reference.py)."""
     table = {}
     for length in range(T):
         prefixes = list(itertools.product(range(V), repeat=length))
         logits = model(np.array([PROMPT + list(p) for p in prefixes], dtype=np.int64)).logits[:, -1]
         for prefix, row in zip(prefixes, logits):
-            scores = R.process_scores(row, do_sample=True, temperature_=TEMPERATURE, top_k_=top_k, top_p_=1.0)
+            scores = R.process_scores(row, previous_tokens=PROMPT + list(prefix), do_sample=True,
+                                      temperature_=TEMPERATURE, top_k_=top_k, top_p_=top_p,
+                                      repetition_penalty_=repetition_penalty)
             table[prefix] = R.softmax(scores)
     return table
 
@@ -204,8 +210,8 @@ def exact(pair):
     """{config name: (P table, Q table, exact joint target probabilities)}."""
     target, draft = pair
     out = {}
-    for name, (K, T, top_k, _) in CONFIGS.items():
-        P, Q = distributions(target, T, top_k), distributions(draft, T, top_k)
+    for name, (K, T, processors, _) in CONFIGS.items():
+        P, Q = distributions(target, T, **processors), distributions(draft, T, **processors)
         out[name] = (P, Q, joint(P, T))
     return out
 
@@ -219,13 +225,13 @@ def one_thread():
     ha.set_num_threads(old)
 
 
-def sample_package(target, draft, K, T, top_k, threshold, seeds, **kw):
+def sample_package(target, draft, K, T, threshold, seeds, **kw):
     """(tokens (n, T), drafted, accepted) from one seeded generate() call per seed."""
     prompt = np.array([PROMPT], dtype=np.int64)
     rows, drafted, accepted = [], 0, 0
     for seed in seeds:
         res = target.generate(prompt, assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=T,
-                              temperature=TEMPERATURE, top_k=top_k, num_assistant_tokens=K,
+                              temperature=TEMPERATURE, num_assistant_tokens=K,
                               assistant_confidence_threshold=threshold, return_dict_in_generate=True, **kw)
         rows.append(res.sequences[0, len(PROMPT):])
         drafted += res.num_draft_tokens
@@ -249,22 +255,27 @@ def test_chi_square_helper_matches_known_quantiles():
 @pytest.mark.parametrize("config", CONFIGS)
 def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, config):
     target, draft = pair
-    K, T, top_k, threshold = CONFIGS[config]
+    K, T, processors, threshold = CONFIGS[config]
     P, Q, probs = exact[config]
-    tokens, drafted, accepted = sample_package(target, draft, K, T, top_k, threshold, range(DRAWS))
-    assert 0.1 < accepted / drafted < 0.9, (
-        f"test setup: the draft should be rejected often but not always, accepted {accepted} of {drafted}")
-    stat, df, p = chi_square(outcome_counts(tokens, T), probs)
+    tokens, drafted, accepted = sample_package(target, draft, K, T, threshold, range(DRAWS), **processors)
+    counts = outcome_counts(tokens, T)
+    impossible = int(counts[probs == 0].sum())
+    assert impossible == 0, (f"{config}: {impossible} of {DRAWS} sequences have probability 0 under the target "
+                             f"(a token its processors {processors} remove)")
+    stat, df, p = chi_square(counts, probs)
     assert p >= P_CRITICAL, (
         f"{config}: the joint distribution of the first {T} tokens from {DRAWS} rejection-sampled assisted calls "
-        f"(K={K}, top_k={top_k}) should be the target's; chi-square {stat:.1f} on {df} degrees of freedom, "
+        f"(K={K}, {processors}) should be the target's; chi-square {stat:.1f} on {df} degrees of freedom, "
         f"p = {p:.3g} < {P_CRITICAL}")
+    assert 0.1 < accepted / drafted < 0.9, (
+        f"{config}: a draft this different from the target must be rejected often but not always, accepted "
+        f"{accepted} of {drafted}")
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("config", CONFIGS)
 def test_chi_square_rejects_wrong_speculative_samplers(exact, config, sampler):
-    K, T, top_k, _ = CONFIGS[config]
+    K, T, _, _ = CONFIGS[config]
     P, Q, probs = exact[config]
     tokens = simulate(P, Q, K, T, DRAWS, np.random.default_rng(1000 + SAMPLERS.index(sampler)), sampler)
     stat, df, p = chi_square(outcome_counts(tokens, T), probs)
@@ -292,8 +303,8 @@ def test_rejection_is_the_default_assisted_sampling(pair):
 def test_target_as_its_own_draft_accepts_every_draft_and_draws_the_target_distribution(pair):
     target, _ = pair
     K, T = 3, 3
-    P = distributions(target, T, 0)
-    tokens, drafted, accepted = sample_package(target, target, K, T, 0, 0.0, range(DRAWS))
+    P = distributions(target, T)
+    tokens, drafted, accepted = sample_package(target, target, K, T, 0.0, range(DRAWS), top_k=0)
     assert accepted == drafted > 0, (
         f"with p == q, min(1, p/q) = 1: every draft must be accepted, got {accepted} of {drafted}")
     stat, df, p = chi_square(outcome_counts(tokens, T), joint(P, T))
@@ -325,8 +336,8 @@ def test_rejection_never_emits_a_token_the_target_removed(pair):
     must be valid and inside the target's top 2 at its prefix."""
     target, draft = pair
     K, T = 3, 4
-    P = distributions(target, T, 2)
-    tokens, drafted, accepted = sample_package(target, draft, K, T, 2, 0.0, range(500))
+    P = distributions(target, T, top_k=2)
+    tokens, drafted, accepted = sample_package(target, draft, K, T, 0.0, range(500), top_k=2)
     assert accepted < drafted
     for row in tokens:
         for i in range(T):

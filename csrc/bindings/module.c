@@ -3,10 +3,13 @@
  * Buffers in (through the buffer protocol, checked for format, contiguity and size), exceptions out
  * (raise_status, the one place core status codes become Python exceptions), the GIL released around every
  * core call. Every function has one cleanup exit that releases what it acquired. */
+#define _DEFAULT_SOURCE /* madvise */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../ha.h"
 
@@ -53,8 +56,9 @@ static int parse_dtype(PyObject *name, ha_dtype *out) {
     if (s && strcmp(s, "float32") == 0) *out = HA_F32;
     else if (s && strcmp(s, "bfloat16") == 0) *out = HA_BF16;
     else if (s && strcmp(s, "float16") == 0) *out = HA_F16;
+    else if (s && strcmp(s, "int8") == 0) *out = HA_Q8;
     else {
-        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16' or 'float16'");
+        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16' or 'int8'");
         return -1;
     }
     return 0;
@@ -70,23 +74,27 @@ typedef struct {
     int64_t vocab_size;
 } ModelObject;
 
-/* Holds a buffer in self->views; (array, dtype) for a matrix. */
+static const char *dtype_format(ha_dtype t) { return t == HA_F32 ? "f" : t == HA_Q8 ? "B" : t == HA_F16 ? "e" : "H"; }
+
+/* Holds a buffer in self->views. A matrix is (array, dtype, cols): the array 2-D (rows, bytes or
+ * elements of a row) in the dtype's buffer format (uint8 blocks for int8, uint16 bits for bfloat16). */
 static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_matrix *out) {
     PyObject *arr, *dt;
-    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OO", &arr, &dt)) {
-        PyErr_Format(InvalidInputError, "%s must be an (array, dtype) pair", what);
+    long long cols;
+    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OOL", &arr, &dt, &cols)) {
+        PyErr_Format(InvalidInputError, "%s must be an (array, dtype, cols) triple", what);
         return -1;
     }
     ha_dtype t;
     if (parse_dtype(dt, &t) != 0) return -1;
     Py_buffer *v = &self->views[self->n_views];
-    if (get_buffer(arr, t == HA_F32 ? "f" : t == HA_F16 ? "e" : "H", 0, what, v) != 0) return -1;
+    if (get_buffer(arr, dtype_format(t), 0, what, v) != 0) return -1;
     self->n_views++;
     if (v->ndim != 2) {
         PyErr_Format(InvalidInputError, "%s must be 2-D, got %d dimensions", what, v->ndim);
         return -1;
     }
-    *out = (ha_matrix){ v->buf, t, v->shape[0], v->shape[1], (size_t)v->len };
+    *out = (ha_matrix){ v->buf, t, v->shape[0], cols, (size_t)v->len };
     return 0;
 }
 
@@ -117,9 +125,9 @@ static void Model_dealloc(ModelObject *self) {
 /* Model(config, embed, final_norm, lm_head, layers)
  * config: (vocab, hidden, intermediate, n_layers, n_heads, n_kv_heads, head_dim, sliding_window,
  *          rms_norm_eps, rope_inv_freq float64 array (head_dim/2,))
- * embed, lm_head: (array, dtype); final_norm: float32 array
+ * embed, lm_head: (array, dtype, cols); final_norm: float32 array
  * layers: sequence of n_layers tuples (attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, ffn_norm, w_gate, w_up,
- *         w_down, b_gate, b_up, b_down): matrices as (array, dtype), vectors float32 arrays or None. */
+ *         w_down, b_gate, b_up, b_down): matrices as (array, dtype, cols), vectors float32 arrays or None. */
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;
     PyObject *cfg_obj, *embed, *final_norm, *lm_head, *layers, *inv_obj, *seq = NULL;
@@ -555,6 +563,58 @@ cleanup:
     return result;
 }
 
+/* Drops the pages lying wholly inside buf from this process's memory. Only for read-only maps of files: the
+ * pages stay in the page cache and fault back in if read again. */
+static void drop_file_pages(const void *buf, size_t len) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t b = ((uintptr_t)buf + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)buf + len) & ~(uintptr_t)(page - 1);
+    if (b < e) (void)madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+/* quantize_q8(src (rows, cols) array, src dtype, dst uint8 (rows, q8_row_bytes(cols)) writable,
+ *             src_is_file_map): int8 weights; the source's pages are dropped afterwards if it maps a file. */
+static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *src_o, *dt, *dst_o, *result = NULL;
+    Py_buffer src = { 0 }, dst = { 0 };
+    int held = 0, file_map = 0;
+    ha_dtype t;
+    if (!PyArg_ParseTuple(args, "OOOp", &src_o, &dt, &dst_o, &file_map) || parse_dtype(dt, &t) != 0) return NULL;
+    if (t == HA_Q8) return PyErr_Format(InvalidInputError, "quantize_q8: the source is already int8");
+    if (get_buffer(src_o, dtype_format(t), 0, "src", &src) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(dst_o, "B", 1, "dst", &dst) != 0) goto cleanup;
+    held |= 2;
+    if (src.ndim != 2) {
+        PyErr_Format(InvalidInputError, "quantize_q8: the source must be 2-D, got %d dimensions", src.ndim);
+        goto cleanup;
+    }
+    ha_matrix m = { src.buf, t, src.shape[0], src.shape[1], (size_t)src.len };
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_quantize_q8(&m, dst.buf, (size_t)dst.len);
+    if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    result = Py_NewRef(Py_None);
+cleanup:
+    if (held & 1) PyBuffer_Release(&src);
+    if (held & 2) PyBuffer_Release(&dst);
+    return result;
+}
+
+static PyObject *py_q8_row_bytes(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    long long cols = PyLong_AsLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    if (cols < 1) return PyErr_Format(InvalidInputError, "q8_row_bytes: cols must be >= 1");
+    return PyLong_FromSize_t(ha_matrix_bytes(HA_Q8, 1, cols));
+}
+
 static PyObject *py_set_num_threads(PyObject *mod, PyObject *arg) {
     (void)mod;
     int n = PyLong_Check(arg) ? (int)PyLong_AsLong(arg) : -1;
@@ -614,6 +674,8 @@ static PyMethodDef module_methods[] = {
     { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
+    { "quantize_q8", py_quantize_q8, METH_VARARGS, "quantize_q8(src, dtype, dst): int8 weights, a scale per group" },
+    { "q8_row_bytes", py_q8_row_bytes, METH_O, "q8_row_bytes(cols): bytes of one int8 row of cols weights" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },

@@ -150,33 +150,42 @@ static uint16_t half_from_float(float f) {
     return (uint16_t)(sign | ((uint32_t)e << 10) | (m >> 13));
 }
 
-static size_t dsize(ha_dtype t) { return t == HA_F32 ? 4 : 2; }
-static const char *dname(ha_dtype t) { return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : "f16"; }
+static const char *dname(ha_dtype t) {
+    return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : t == HA_F16 ? "f16" : "q8";
+}
 
-/* A weight buffer (count,) of dtype dt from values uniform in (-scale, scale); if wide, each value is
- * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. vals (count,) receives
- * the exact stored values (may be NULL). */
-static void *make_weights(ha_dtype dt, size_t count, rng *r, double scale, int wide, double *vals) {
-    void *buf = xmalloc(count * dsize(dt));
+/* A weight matrix (rows, cols) of dtype dt from values uniform in (-scale, scale); if wide, each value is
+ * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. HA_Q8 weights are those
+ * values quantized by ha_quantize_q8. vals (rows * cols,) receives the exact stored values (may be NULL). */
+static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
+    const size_t count = (size_t)(rows * cols);
+    float *f32 = xmalloc(count * sizeof(float));
     for (size_t i = 0; i < count; i++) {
         double v = rng_uniform(r, -scale, scale);
-        if (wide) v = ldexp(v, -rng_int(r, 21));
-        float f = (float)v;
-        double exact;
-        if (dt == HA_F32) {
-            ((float *)buf)[i] = f;
-            exact = f;
-        } else if (dt == HA_BF16) {
-            uint16_t b = (uint16_t)(fbits(f) >> 16);
-            ((uint16_t *)buf)[i] = b;
-            exact = bf16_value(b);
-        } else {
-            uint16_t h = half_from_float(f);
-            ((uint16_t *)buf)[i] = h;
-            exact = half_value(h);
-        }
-        if (vals) vals[i] = exact;
+        f32[i] = (float)(wide ? ldexp(v, -rng_int(r, 21)) : v);
     }
+    if (dt == HA_F32) {
+        if (vals)
+            for (size_t i = 0; i < count; i++) vals[i] = f32[i];
+        return f32;
+    }
+    void *buf = xmalloc(ha_matrix_bytes(dt, rows, cols) + 1);
+    if (dt == HA_Q8) {
+        ha_matrix src = { .data = f32, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = count * sizeof(float) };
+        CHECK_OK(ha_quantize_q8(&src, buf, ha_matrix_bytes(HA_Q8, rows, cols)));
+        if (vals)
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t j = 0; j < cols; j++)
+                    vals[i * cols + j] = ha_q8_at((const char *)buf + (size_t)i * ha_row_bytes(HA_Q8, cols), j);
+        free(f32);
+        return buf;
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = dt == HA_BF16 ? (uint16_t)(fbits(f32[i]) >> 16) : half_from_float(f32[i]);
+        ((uint16_t *)buf)[i] = h;
+        if (vals) vals[i] = dt == HA_BF16 ? bf16_value(h) : half_value(h);
+    }
+    free(f32);
     return buf;
 }
 
@@ -220,7 +229,7 @@ static void test_kernels_matmul_matches_double(void) {
                     /* rows [1, R + 1) of a (R + 1, n) matrix, into Y (T, ldy) with ldy > R + 1 */
                     const int64_t n = KN[a], R = KR[b], rows = R + 1, r0 = 1, r1 = R + 1, ldy = rows + 3;
                     double *wv = xmalloc((size_t)(rows * n) * sizeof(double));
-                    void *W = make_weights((ha_dtype)dt, (size_t)(rows * n), &r, 1.0, 1, wv);
+                    void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, wv);
                     float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
                     float *Y = xmalloc((size_t)(T * ldy) * sizeof(float));
                     for (int64_t i = 0; i < T * ldy; i++) Y[i] = bits_f(SENTINEL);
@@ -400,7 +409,7 @@ static void test_kernels_matmul_batch_invariant(void) {
         for (int dt = 0; dt < HA_NDTYPES; dt++)
             for (size_t a = 0; a < COUNT(KN); a++) {
                 const int64_t n = KN[a];
-                void *W = make_weights((ha_dtype)dt, (size_t)(rows * n), &r, 1.0, 0, NULL);
+                void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 0, NULL);
                 float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
                 float *full = xcalloc((size_t)(T * ldy), sizeof(float)), *part = xcalloc((size_t)(T * ldy), sizeof(float));
                 ks[v]->matmul[dt](W, n, r0, r1, X, T, full, ldy);
@@ -473,8 +482,8 @@ static void *tiny_keep(tiny *t, void *p) {
 }
 
 static ha_matrix tiny_matrix(tiny *t, rng *r, int64_t rows, int64_t cols, double scale) {
-    void *p = tiny_keep(t, make_weights(t->dtype, (size_t)(rows * cols), r, scale, 0, NULL));
-    return (ha_matrix){ .data = p, .dtype = t->dtype, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * dsize(t->dtype) };
+    void *p = tiny_keep(t, make_weights(t->dtype, rows, cols, r, scale, 0, NULL));
+    return (ha_matrix){ .data = p, .dtype = t->dtype, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(t->dtype, rows, cols) };
 }
 
 static ha_vector tiny_vector(tiny *t, rng *r, int64_t n, double center, double spread) {
@@ -561,7 +570,8 @@ static void random_tokens(rng *r, int32_t *tok, int64_t n) {
 
 /* Every model configuration the model tests run: dtype x biases. */
 typedef struct model_case { ha_dtype dtype; int bias; } model_case;
-static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 } };
+static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 },
+                                           { HA_Q8, 1 } };
 
 /* The kernel variants by name, for forwards (which use the selected table). */
 static int forward_variants(const char **names) {
@@ -1084,10 +1094,11 @@ static void test_create_accepts_tied_and_counts_bytes(void) {
     for (int dt = 0; dt < HA_NDTYPES; dt++)
         for (int bias = 0; bias < 2; bias++) {
             tiny *t = tiny_build((ha_dtype)dt, bias, 1, 0, 33);
-            int64_t es = (int64_t)dsize((ha_dtype)dt);
-            int64_t per_layer = (2 * TQ * TD + 2 * TKV * TD + 3 * TF * TD) * es + 2 * TD * 4;
+#define MB(rows, cols) ((int64_t)ha_matrix_bytes((ha_dtype)dt, (rows), (cols)))
+            int64_t per_layer = MB(TQ, TD) + MB(TD, TQ) + 2 * MB(TKV, TD) + 2 * MB(TF, TD) + MB(TD, TF) + 2 * TD * 4;
+#undef MB
             if (bias) per_layer += (TQ + 2 * TKV + TD + 2 * TF + TD) * 4;
-            int64_t want = TV * TD * es + TD * 4 + TL * per_layer;
+            int64_t want = (int64_t)ha_matrix_bytes((ha_dtype)dt, TV, TD) + TD * 4 + TL * per_layer;
             CHECK(ha_llama_weight_bytes(t->m) == want, "[%s, bias %d] weight bytes expected %lld, got %lld", dname((ha_dtype)dt), bias,
                   (long long)want, (long long)ha_llama_weight_bytes(t->m));
             float l[3 * TV];
@@ -1981,8 +1992,60 @@ static void test_membw_measures_and_rejects(void) {
 typedef struct test_case { const char *name; void (*fn)(void); } test_case;
 
 #define T(name) { #name, test_##name }
+/* ---- int8 quantization ------------------------------------------------------------------------------ */
+
+static void test_quantize_q8_error_within_half_a_step(void) {
+    rng r = { 77 };
+    const int64_t shapes[][2] = { { 3, 64 }, { 2, 100 }, { 5, 1 }, { 1, 257 } };
+    for (size_t s = 0; s < COUNT(shapes); s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1];
+        float *w = make_floats((size_t)(rows * cols), &r, -3.0, 3.0);
+        if (cols >= 64)
+            for (int64_t j = 0; j < 64; j++) w[j] = 0.0f; /* an all-zero group: scale 0, every q 0 */
+        ha_matrix src = { .data = w, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * 4 };
+        size_t nb = ha_matrix_bytes(HA_Q8, rows, cols);
+        char *q = xmalloc(nb);
+        CHECK_OK(ha_quantize_q8(&src, q, nb));
+        for (int64_t i = 0; i < rows; i++) {
+            const char *row = q + (size_t)i * ha_row_bytes(HA_Q8, cols);
+            for (int64_t j = 0; j < cols; j++) {
+                float scale;
+                memcpy(&scale, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES, 4);
+                double err = fabs((double)ha_q8_at(row, j) - (double)w[i * cols + j]);
+                CHECK(err <= 0.5 * scale * (1 + 1e-6) + 1e-12, "q8 (%lld, %lld) of a (%lld, %lld) matrix: expected |error| <= "
+                      "scale/2 = %g, got %g", (long long)i, (long long)j, (long long)rows, (long long)cols, 0.5 * scale, err);
+            }
+            for (int64_t j = cols; j % HA_Q8_GROUP; j++) /* the padding of the last group */
+                CHECK(ha_q8_at(row, j) == 0.0f, "q8 padding element %lld expected 0, got %g", (long long)j, (double)ha_q8_at(row, j));
+        }
+        if (cols >= 64) CHECK(ha_q8_at(q, 0) == 0.0f && ha_q8_at(q, 63) == 0.0f, "an all-zero group expected to stay zero");
+        free(q);
+        free(w);
+    }
+}
+
+static void test_quantize_q8_rejects_bad_input(void) {
+    float w[8] = { 1, 2, 3, NAN, 5, 6, 7, 8 };
+    char q[HA_Q8_BLOCK_BYTES];
+    ha_matrix src = { .data = w, .dtype = HA_F32, .rows = 1, .cols = 8, .nbytes = sizeof w };
+    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    CHECK_MSG("NaN");
+    w[3] = 4;
+    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q - 1), HA_ERR_INVALID);
+    src.nbytes = 16;
+    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    src.nbytes = sizeof w;
+    src.dtype = HA_Q8;
+    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    src.dtype = HA_F32;
+    CHECK_OK(ha_quantize_q8(&src, q, sizeof q));
+    CHECK(ha_q8_at(q, 7) == 8.0f, "the group's largest weight expected exact (8), got %g", (double)ha_q8_at(q, 7));
+}
+
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
+    T(quantize_q8_error_within_half_a_step),
+    T(quantize_q8_rejects_bad_input),
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
     T(kernels_matmul_batch_invariant),
