@@ -1,28 +1,35 @@
 #!/usr/bin/python3
-"""Decode and prefill speed of a random checkpoint with TinyLlama-1.1B's shape, against the memory roofline.
+"""Decode speed against the memory roofline, verification cost, prefill, memory, a PyTorch peer, and int8
+accuracy, for a random checkpoint with TinyLlama-1.1B's shape; every comparison measured in this one run.
 
 Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22 layers, hidden 2048,
-32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints, all measured in
-this one run:
-  - read bandwidth of this machine (every thread streaming a buffer far larger than the caches),
-    measured before and after the decode runs since it drifts from minute to minute;
-  - decode tokens/s and time per token (greedy, one token per forward);
-  - prefill tokens/s (one prompt of --prompt-tokens tokens);
-  - bytes of weights read per decoded token, and the fraction of the roofline reached:
-    (bytes per token / bandwidth) / measured time per token.
-Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dir DIR] [--new-tokens N] [--threads N]
+32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
+  - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), before and
+    after the runs, since it drifts from minute to minute; fractions use the mean;
+  - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
+    its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
+    cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s;
+    peak RSS against weight bytes plus KV cache bytes;
+  - when Debian's python3-torch is installed: the same checkpoint decoded by a plain PyTorch Llama with a
+    KV cache (benchmarks/torch_llama.py) at the same precision, in its own process, and our speed over its;
+  - int8 against float: top-1 agreement and relative logit error, on this checkpoint (against bfloat16) and
+    on small test checkpoints (against the float64 reference of tests/reference.py).
+Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dtypes bfloat16,int8] [--no-torch] [--json]
 """
 
 import argparse
 import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
 import habana_assist as ha  # noqa: E402
 from habana_assist.safetensors import save_file  # noqa: E402
 
@@ -33,6 +40,9 @@ TINYLLAMA = {
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
     "bos_token_id": 1, "eos_token_id": 2,
 }
+DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
+CACHE_LEN = 160      # positions: a 128-token prompt + decode room
+VERIFY_T = tuple(range(1, 17))
 
 
 def random_bf16(rng, shape, exponent):
@@ -77,66 +87,153 @@ def timed(fn, repeats):
     return best
 
 
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# ---- children: one process per measurement, so each peak RSS is its own ----------------------------------
+
+def child_ours(directory, dtype, repeats):
+    model = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=CACHE_LEN)
+    V = model.vocab_size
+    rng = np.random.default_rng(1)
+    prompt = rng.integers(3, V, size=(1, 128))
+    model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
+    gen = lambda ids, n: model.generate(ids, max_new_tokens=n)  # noqa: E731
+    t_one, t_many = timed(lambda: gen(prompt[:, :8], 1), repeats), timed(lambda: gen(prompt[:, :8], 33), repeats)
+    t_prefill = timed(lambda: gen(prompt, 1), repeats)
+    cache = model.create_cache(1, CACHE_LEN)
+    model(prompt[:, :16], past_key_values=cache)
+    ctx, seq0 = cache._ctx, np.zeros(16, dtype=np.int32)
+    verify = {}
+    for T in VERIFY_T:
+        toks, out = np.arange(100, 100 + T, dtype=np.int32), np.empty((T, V), dtype=np.float32)
+
+        def append():
+            ctx.append(seq0[:T], toks, None, out)
+            ctx.crop(0, 16)
+        verify[T] = timed(append, repeats + 2)
+    c = model.config
+    kv_bytes = c.num_hidden_layers * CACHE_LEN * c.num_key_value_heads * c.head_dim * 4 * 2
+    return {"dtype": model.dtype, "weight_bytes": model.weight_bytes, "decode_s": (t_many - t_one) / 32,
+            "prefill_tps": 128 / t_prefill, "verify_s": verify, "kv_bytes": kv_bytes, "peak_rss": peak_rss_bytes()}
+
+
+def child_torch(directory, dtype, repeats):
+    import torch
+    sys.path.insert(0, HERE)
+    from torch_llama import TorchLlama
+    torch.set_num_threads(ha.get_num_threads())
+    with open(os.path.join(directory, "config.json")) as fh:
+        config = json.load(fh)
+    model = TorchLlama(directory, config, max_len=64, int8=dtype == "int8")
+
+    def run(n):
+        model.n = 0
+        token = 5
+        for _ in range(n):
+            token = int(model.step(token).argmax())
+    run(2)
+    t = (timed(lambda: run(17), repeats) - timed(lambda: run(1), repeats)) / 16
+    return {"decode_s": t, "torch": torch.__version__, "peak_rss": peak_rss_bytes()}
+
+
+def run_child(kind, directory, dtype, repeats):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dir", directory, "--dtypes", dtype,
+           "--repeats", str(repeats)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{kind} {dtype} run failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ---- int8 accuracy -----------------------------------------------------------------------------------------
+
+def agreement(got, ref):
+    """(top-1 agreement, max |got - ref| / max |ref|) over positions (seq, vocab)."""
+    return float((got.argmax(-1) == ref.argmax(-1)).mean()), float(np.abs(got - ref).max() / np.abs(ref).max())
+
+
+def int8_accuracy(directory):
+    rows = []
+    ids = np.random.default_rng(2).integers(3, 32000, size=64)
+    f = ha.AutoModelForCausalLM.from_pretrained(directory, max_cache_len=64)(ids).logits[0]
+    q = ha.AutoModelForCausalLM.from_pretrained(directory, dtype="int8", max_cache_len=64)(ids).logits[0]
+    rows.append(("TinyLlama-1.1B shape, vs bfloat16",) + agreement(q, f))
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    from checkpoints import write_random_checkpoint
+    from reference import reference_logits
+    for name, kw in (("test checkpoint F32", dict(dtype="F32")), ("test checkpoint BF16 GQA", dict(dtype="BF16")),
+                     ("test checkpoint Qwen2", dict(arch="Qwen2ForCausalLM", dtype="F32"))):
+        with tempfile.TemporaryDirectory() as d:
+            cfg, t64 = write_random_checkpoint(d, vocab_size=256, hidden_size=128, intermediate_size=256, num_heads=4,
+                                               num_kv_heads=2, **kw)
+            small = np.arange(1, 33)
+            got = ha.AutoModelForCausalLM.from_pretrained(d, dtype="int8")(small).logits[0]
+            rows.append((name + ", vs float64 reference",) + agreement(got, reference_logits(cfg, t64, small)))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16"),
-                    help="where the random checkpoint is written (reused if present)")
-    ap.add_argument("--new-tokens", type=int, default=32, help="decoded tokens per timed run")
-    ap.add_argument("--prompt-tokens", type=int, default=128, help="prompt length for the prefill figure")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (best is kept)")
-    ap.add_argument("--threads", type=int, default=None, help="core threads (default: all available cores)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ap.add_argument("--dir", default=DEFAULT_DIR, help="where the random checkpoint is written (reused if present)")
+    ap.add_argument("--dtypes", default="bfloat16,int8", help="weight formats to measure, comma-separated")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the best is kept)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer even if torch is installed")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
+    ap.add_argument("--child", choices=("ours", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.threads:
-        ha.set_num_threads(args.threads)
+    if args.child:
+        fn = child_ours if args.child == "ours" else child_torch
+        print(json.dumps(fn(args.dir, args.dtypes, args.repeats)))
+        return
 
     t0 = time.perf_counter()
     write_checkpoint(args.dir)
     t_write = time.perf_counter() - t0
-    model = ha.AutoModelForCausalLM.from_pretrained(args.dir, max_cache_len=args.prompt_tokens + args.new_tokens + 8)
-    rng = np.random.default_rng(1)
-    prompt = rng.integers(3, model.vocab_size, size=(1, args.prompt_tokens))
-    short = prompt[:, :8]
-
+    try:
+        import torch  # noqa: F401
+        have_torch = not args.no_torch
+    except ImportError:
+        have_torch = False
+    dtypes = [d for d in args.dtypes.split(",") if d]
     bw_before = ha._core.measure_read_bandwidth(1 << 30, 5)
-    # decode time per token: (N + 1 new tokens) - (1 new token), the same 8-token prompt
-    gen = lambda n: model.generate(short, max_new_tokens=n, do_sample=False)  # noqa: E731
-    gen(2)  # warm-up: pages of the memory map, thread pool
-    t_one = timed(lambda: gen(1), args.repeats)
-    t_many = timed(lambda: gen(args.new_tokens + 1), args.repeats)
-    per_token = (t_many - t_one) / args.new_tokens
-    t_prefill = timed(lambda: model.generate(prompt, max_new_tokens=1), args.repeats)  # prefill + one choice
+    ours = {d: run_child("ours", args.dir, d, args.repeats) for d in dtypes}
+    peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes} if have_torch else {}
     bw_after = ha._core.measure_read_bandwidth(1 << 30, 5)
-
     bw = (bw_before + bw_after) / 2
-    weight_bytes = model.weight_bytes
-    roofline_time = weight_bytes / bw
-    result = {
-        "shape": "TinyLlama-1.1B (random weights), bfloat16",
-        "kernels": ha.kernels_name(),
-        "threads": ha.get_num_threads(),
-        "checkpoint_write_s": round(t_write, 1),
-        "bandwidth_GBps_before": round(bw_before / 1e9, 1),
-        "bandwidth_GBps_after": round(bw_after / 1e9, 1),
-        "weight_bytes_per_token": weight_bytes,
-        "decode_ms_per_token": round(per_token * 1e3, 2),
-        "decode_tokens_per_s": round(1 / per_token, 2),
-        "prefill_tokens_per_s": round(args.prompt_tokens / t_prefill, 1),
-        "roofline_ms_per_token": round(roofline_time * 1e3, 2),
-        "fraction_of_roofline": round(roofline_time / per_token, 3),
-    }
+    accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
+
+    report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
+              "bandwidth_before": bw_before, "bandwidth_after": bw_after, "ours": ours, "torch": peer,
+              "int8_accuracy": accuracy}
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(report))
         return
-    print(f"habana_assist decode benchmark: {result['shape']}, kernels={result['kernels']}, threads={result['threads']}")
-    print(f"  read bandwidth       {result['bandwidth_GBps_before']:8.1f} GB/s before, "
-          f"{result['bandwidth_GBps_after']:.1f} GB/s after")
-    print(f"  weights per token    {weight_bytes / 1e9:8.3f} GB")
-    print(f"  decode               {result['decode_ms_per_token']:8.2f} ms/token  "
-          f"({result['decode_tokens_per_s']:.2f} tokens/s)")
-    print(f"  roofline             {result['roofline_ms_per_token']:8.2f} ms/token at the mean bandwidth")
-    print(f"  fraction of roofline {result['fraction_of_roofline']:8.3f}")
-    print(f"  prefill              {result['prefill_tokens_per_s']:8.1f} tokens/s ({args.prompt_tokens}-token prompt)")
+    print(f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
+          f"threads={report['threads']}")
+    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s before, {bw_after / 1e9:.1f} GB/s after (mean {bw / 1e9:.1f})")
+    for d, r in ours.items():
+        t1 = r["verify_s"]["1"]
+        roof = r["weight_bytes"] / bw
+        print(f"\n  {d}: weights read per token {r['weight_bytes'] / 1e9:.3f} GB, roofline {roof * 1e3:.1f} ms/token")
+        print(f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token ({1 / r['decode_s']:.2f} tokens/s), "
+              f"{roof / r['decode_s']:.3f} of the roofline")
+        print(f"    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
+        print(f"    prefill  {r['prefill_tps']:7.1f} tokens/s (128-token prompt)")
+        need = r["weight_bytes"] + r["kv_bytes"]
+        print(f"    memory   peak RSS {r['peak_rss'] / 1e9:.3f} GB = {r['peak_rss'] / need:.3f} x (weights "
+              f"{r['weight_bytes'] / 1e9:.3f} GB + KV cache {r['kv_bytes'] / 1e6:.1f} MB)")
+        if d in peer:
+            p = peer[d]
+            print(f"    PyTorch {p['torch']} (same checkpoint, {d}): {p['decode_s'] * 1e3:.1f} ms/token; "
+                  f"ours is {p['decode_s'] / r['decode_s']:.2f}x faster")
+    if not peer:
+        print("\n  PyTorch peer: not measured (python3-torch is not installed, or --no-torch)")
+    if accuracy:
+        print("\n  int8 against float: top-1 agreement, max |logit error| / max |logit|")
+        for name, agree, err in accuracy:
+            print(f"    {name:48s} {agree:6.3f}  {err:.4f}")
 
 
 if __name__ == "__main__":

@@ -58,24 +58,26 @@ static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
         (y) = s_;                                                                                      \
     } while (0)
 
-/* Panel path: acc (rows, T) 8-lane accumulators kept in accbuf between panels. */
+/* Panel path: acc (rows, T) 8-lane accumulators kept in accbuf between panels. The 4-row, 2-token tile
+ * keeps its eight accumulators in named registers (GCC spills arrays of them to the stack). */
 AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, int64_t n, int64_t k0, int64_t kc,
                               int64_t T, __m256 *accbuf) {
     int64_t t = 0;
     if (rows == ROWS) {
+        const float *p0 = pw[0], *p1 = pw[1], *p2 = pw[2], *p3 = pw[3];
         for (; t + 2 <= T; t += 2) {
-            __m256 a[ROWS][2];
-            for (int i = 0; i < ROWS; i++) a[i][0] = accbuf[i * T + t], a[i][1] = accbuf[i * T + t + 1];
+            __m256 a00 = accbuf[0 * T + t], a01 = accbuf[0 * T + t + 1], a10 = accbuf[1 * T + t], a11 = accbuf[1 * T + t + 1];
+            __m256 a20 = accbuf[2 * T + t], a21 = accbuf[2 * T + t + 1], a30 = accbuf[3 * T + t], a31 = accbuf[3 * T + t + 1];
             const float *x0 = X + t * n + k0, *x1 = x0 + n;
             for (int64_t k = 0; k < kc; k += 8) {
-                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k);
-                for (int i = 0; i < ROWS; i++) {
-                    __m256 w = _mm256_loadu_ps(pw[i] + k);
-                    a[i][0] = _mm256_fmadd_ps(w, v0, a[i][0]);
-                    a[i][1] = _mm256_fmadd_ps(w, v1, a[i][1]);
-                }
+                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k), w;
+                w = _mm256_loadu_ps(p0 + k), a00 = _mm256_fmadd_ps(w, v0, a00), a01 = _mm256_fmadd_ps(w, v1, a01);
+                w = _mm256_loadu_ps(p1 + k), a10 = _mm256_fmadd_ps(w, v0, a10), a11 = _mm256_fmadd_ps(w, v1, a11);
+                w = _mm256_loadu_ps(p2 + k), a20 = _mm256_fmadd_ps(w, v0, a20), a21 = _mm256_fmadd_ps(w, v1, a21);
+                w = _mm256_loadu_ps(p3 + k), a30 = _mm256_fmadd_ps(w, v0, a30), a31 = _mm256_fmadd_ps(w, v1, a31);
             }
-            for (int i = 0; i < ROWS; i++) accbuf[i * T + t] = a[i][0], accbuf[i * T + t + 1] = a[i][1];
+            accbuf[0 * T + t] = a00, accbuf[0 * T + t + 1] = a01, accbuf[1 * T + t] = a10, accbuf[1 * T + t + 1] = a11;
+            accbuf[2 * T + t] = a20, accbuf[2 * T + t + 1] = a21, accbuf[3 * T + t] = a30, accbuf[3 * T + t + 1] = a31;
         }
     }
     for (; t < T; t++)
@@ -105,10 +107,15 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
                 __m256 a[ROWS];                                                                        \
                 for (int i = 0; i < ROWS; i++) a[i] = _mm256_setzero_ps();                             \
                 if (rows == ROWS) {                                                                    \
+                    __m256 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];                                 \
                     for (int64_t k = 0; k < nv; k += 8) {                                              \
                         __m256 x = _mm256_loadu_ps(X + k);                                             \
-                        for (int i = 0; i < ROWS; i++) a[i] = _mm256_fmadd_ps(w8_##SUF(w[i], k), x, a[i]); \
+                        a0 = _mm256_fmadd_ps(w8_##SUF(w[0], k), x, a0);                                \
+                        a1 = _mm256_fmadd_ps(w8_##SUF(w[1], k), x, a1);                                \
+                        a2 = _mm256_fmadd_ps(w8_##SUF(w[2], k), x, a2);                                \
+                        a3 = _mm256_fmadd_ps(w8_##SUF(w[3], k), x, a3);                                \
                     }                                                                                  \
+                    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;                                        \
                 } else {                                                                               \
                     for (int i = 0; i < rows; i++)                                                     \
                         for (int64_t k = 0; k < nv; k += 8)                                            \

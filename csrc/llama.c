@@ -13,6 +13,8 @@
 #define CHUNK 32          /* tokens per forward step; longer appends are cut into chunks */
 #define KEY_BLOCK 128     /* keys per online-softmax block */
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
+#define SMALL_JOB (1 << 16) /* multiply-adds below which a job runs on the calling thread: waking the pool
+                               costs more, and far more when other processes hold the cores */
 
 struct ha_llama {
     ha_llama_config cfg;  /* cfg.rope_inv_freq points at inv_freq */
@@ -216,7 +218,9 @@ static void matmul(int count, const ha_matrix *const *W, float *const *Y, const 
     }
     /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. Only allocation in
      * the pool's first use can fail, and a context's creation made that use already. */
-    (void)ha_parallel_for(matmul_range, &j, (rows + ROW_UNIT - 1) / ROW_UNIT);
+    int64_t units = (rows + ROW_UNIT - 1) / ROW_UNIT;
+    if (rows * W[0]->cols * T < SMALL_JOB) matmul_range(&j, 0, units);
+    else (void)ha_parallel_for(matmul_range, &j, units);
 }
 
 typedef struct attention_job {
@@ -330,7 +334,8 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
             memcpy(c->vcache + off, c->v + i * kvd, (size_t)kvd * sizeof(float));
         }
         attention_job aj = { c, l };
-        (void)ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
+        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * cfg->head_dim < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
+        else (void)ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
         matmul(1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];

@@ -4,8 +4,10 @@ Batches follow Transformers' generate() conventions: attention_mask marks real t
 from each row's first real token, so a padded row computes exactly what it computes alone.
 """
 
+import contextlib
 import os
 import random
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -76,8 +78,10 @@ def _attention_mask(attention_mask, shape):
     m = np.asarray(attention_mask)
     if m.shape != shape:
         raise InvalidInputError(f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's mask")
-    if not (np.issubdtype(m.dtype, np.integer) or m.dtype == bool) or not np.isin(m, (0, 1)).all():
-        raise InvalidInputError("attention_mask must hold only 0 and 1")
+    if not (np.issubdtype(m.dtype, np.number) or m.dtype == bool):
+        raise InvalidInputError(f"attention_mask must be numeric (0 and 1), got dtype {m.dtype}")
+    if not np.isin(m, (0, 1)).all():
+        raise InvalidInputError("attention_mask must hold only 0 and 1 (1 for real tokens, 0 for padding)")
     return m.astype(bool)
 
 
@@ -95,19 +99,33 @@ class Cache:
         self._owner = model._core  # a cache holds one model's keys and values
         self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
         self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
+        self._lock = threading.Lock()  # the core cache and _mask change together, by one thread at a time
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        if not self._lock.acquire(blocking=False):
+            raise InvalidInputError("this cache is in use by another thread; give each thread its own")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def get_seq_length(self, layer_idx=0):
         return self._mask.shape[1]
 
     def crop(self, max_length):
         """Keeps the first max_length columns (a negative value drops that many from the end)."""
-        n = self._mask.shape[1]
-        keep = n + max_length if max_length < 0 else max_length
-        if not 0 <= keep <= n:
-            raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
-        self._mask = self._mask[:, :keep]
-        for b, length in enumerate(self._mask.sum(axis=1)):
-            self._ctx.crop(b, int(length))
+        if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
+            raise InvalidInputError(f"crop({max_length!r}): max_length must be an integer number of columns")
+        with self._exclusive():
+            n = self._mask.shape[1]
+            keep = n + int(max_length) if max_length < 0 else int(max_length)
+            if not 0 <= keep <= n:
+                raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
+            mask = self._mask[:, :keep]
+            for b, length in enumerate(mask.sum(axis=1)):
+                self._ctx.crop(b, int(length))
+            self._mask = mask
 
 
 class LlamaForCausalLM:
@@ -199,12 +217,13 @@ class LlamaForCausalLM:
             raise InvalidInputError("past_key_values must be a Cache from model.create_cache(...)")
         rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
-        if rows.size:
-            out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
-            ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
-            logits[rows, cols] = out
-        if cache is not None:
-            cache._mask = np.concatenate([cache._mask, mask], axis=1)
+        out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
+        with cache._exclusive() if cache is not None else contextlib.nullcontext():
+            if rows.size:
+                ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
+            if cache is not None:
+                cache._mask = np.concatenate([cache._mask, mask], axis=1)
+        logits[rows, cols] = out
         return CausalLMOutput(logits=logits, past_key_values=cache)
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, **kwargs):
@@ -220,6 +239,9 @@ class LlamaForCausalLM:
         num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
         from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
         max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model."""
+        if generation_config is not None and not isinstance(generation_config, GenerationConfig):
+            raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
+                                    "pass GenerationConfig(**your_dict) or the arguments themselves")
         gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
         if assistant_model is not None:
             if not isinstance(assistant_model, LlamaForCausalLM):

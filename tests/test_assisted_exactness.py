@@ -1,11 +1,12 @@
 """Assisted generation keeps exactly what plain generation produces (DESIGN.md, promise 1).
 
 Greedy: generate(assistant_model=d) is bit for bit generate(), for a draft that is always right (the target
-itself), always wrong (an unrelated random model) and in between (the target with perturbed weights), every
-K, schedule and confidence threshold, prompt lookup, F32 and BF16 checkpoints, 1 and 2 threads, and a
-left-padded batch.  Coupled sampling: the same seed gives the same tokens as plain sampling.  Also: the
-statistics add up, the heuristic schedule carries K across calls as Transformers does, eos and
-max_new_tokens land exactly, and every misuse raises an exception that names the problem.
+itself), always wrong (an unrelated, smaller random model) and in between (the target with perturbed
+weights, or quantized to int8), every K, schedule and confidence threshold, prompt lookup, F32 and BF16
+checkpoints, 1 and 2 threads, and a left-padded batch.  Coupled sampling: the same seed gives the same
+tokens as plain sampling.  Also: the statistics add up, the heuristic schedule carries K across calls as
+Transformers does, eos and max_new_tokens land exactly, and every misuse raises an exception that names
+the problem.
 """
 
 import json
@@ -24,7 +25,9 @@ from checkpoints import write_random_checkpoint  # noqa: E402
 
 VOCAB = 64
 NEW = 32                          # max_new_tokens of most comparisons
-TARGET_SEED, RANDOM_SEED = 5, 6   # the random draft shares nothing with the target but the config
+TARGET_SEED, RANDOM_SEED = 5, 6   # the random draft shares nothing with the target but the vocabulary
+# The random draft is also smaller, as real drafts are: other widths, depth and grouped-query layout.
+RANDOM_DRAFT_SHAPE = dict(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=24)
 NOISE = 0.1                       # perturbed draft: each matrix + NOISE * std(matrix) * N(0, 1)
 PROMPT = np.array([[17, 3, 42, 8, 29, 11, 56, 2]], dtype=np.int64)
 # A left-padded batch: row 0 has 3 pad columns (token 0, masked out), row 1 is full.
@@ -59,7 +62,7 @@ class Models:
     def __init__(self, root, dtype):
         t_dir, r_dir, p_dir = (os.path.join(root, f"{kind}_{dtype}") for kind in ("target", "random", "perturbed"))
         _, tensors = write_random_checkpoint(t_dir, vocab_size=VOCAB, seed=TARGET_SEED, dtype=dtype)
-        write_random_checkpoint(r_dir, vocab_size=VOCAB, seed=RANDOM_SEED, dtype=dtype)
+        write_random_checkpoint(r_dir, vocab_size=VOCAB, seed=RANDOM_SEED, dtype=dtype, **RANDOM_DRAFT_SHAPE)
         write_perturbed_checkpoint(t_dir, p_dir, tensors, dtype, NOISE, seed=7)
         self.dirs = {"target": t_dir, "random": r_dir, "perturbed": p_dir}
         self.target = ha.AutoModelForCausalLM.from_pretrained(t_dir)
@@ -178,6 +181,29 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
                               f"strictly between 0 and 1), got {rate} for {dtype} K={K}")
 
 
+@pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself"))
+def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
+    """The draft DESIGN.md names first: the target's own checkpoint quantized to int8 at load."""
+    path = models["F32"].dirs["target"]
+    quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype="int8")
+    target, draft = (models["F32"].target, quantized) if pair.startswith("float32") else (quantized, quantized)
+    expected = plain(target, PROMPT, max_new_tokens=NEW), plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW)
+    accepted = drafted = 0
+    for K in KS:
+        for schedule in SCHEDULES:
+            label = f"{pair} K={K} schedule={schedule}"
+            kw = dict(max_new_tokens=NEW, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule)
+            res = assisted(target, draft, PROMPT, **kw)
+            assert_same(expected[0], res.sequences, label)
+            check_statistics(res, label)
+            accepted, drafted = accepted + res.num_accepted_tokens, drafted + res.num_draft_tokens
+            assert_same(expected[1], assisted(target, draft, BATCH, BATCH_MASK, **kw).sequences, label + " batch")
+    if target is draft:
+        assert accepted == drafted > 0, f"{pair}: every proposal should be accepted, got {accepted} of {drafted}"
+    else:
+        assert 0 < accepted < drafted, f"test setup: {pair} should be right only sometimes, {accepted} of {drafted}"
+
+
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("dtype", ("F32", "BF16"))
 @pytest.mark.parametrize("lookup", (3, 10))
@@ -188,6 +214,7 @@ def test_prompt_lookup_greedy_is_bitwise_plain_greedy(models, lookup, dtype, thr
     expected = plain(target, REPEATING, max_new_tokens=NEW)
     res = assisted(target, None, REPEATING, max_new_tokens=NEW, prompt_lookup_num_tokens=lookup)
     assert_same(expected, res.sequences, label)
+    check_statistics(res, label)
     assert res.num_accepted_tokens > 0, (
         f"test setup: {label} on a repeating prompt should have some lookup candidates accepted, got "
         f"{res.num_accepted_tokens} of {res.num_draft_tokens}")
@@ -400,6 +427,13 @@ def test_assisted_stops_exactly_at_eos_like_plain(models, draft_kind):
             check_statistics(res, label)
             res = assisted(target, draft, BATCH, BATCH_MASK, eos_token_id=eos_b, pad_token_id=pad_b, **kw)
             assert_same(expected_b, res.sequences, label + f" batch, eos={eos_b} then pad={pad_b} in row 0")
+    # eos as a list (Transformers allows several stop tokens): the first of them to come stops the row
+    eos_list = [eos_b, eos]
+    expected_l = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW, eos_token_id=eos_list, pad_token_id=pad_b)
+    for K in (1, 5):
+        res = assisted(target, draft, BATCH, BATCH_MASK, max_new_tokens=NEW, eos_token_id=eos_list,
+                       pad_token_id=pad_b, num_assistant_tokens=K)
+        assert_same(expected_l, res.sequences, f"draft={draft_kind} K={K} eos_token_id={eos_list}")
 
 
 @pytest.mark.parametrize("draft_kind", ("target", "perturbed", "lookup"))

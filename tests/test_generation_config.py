@@ -214,6 +214,15 @@ def test_generation_config_argument_is_used_and_not_mutated(plain, greedy):
                                    f"after {gc.to_dict()}"
 
 
+def test_generation_config_argument_of_the_wrong_type_names_it(plain):
+    with pytest.raises(Exception) as info:
+        plain.generate(PROMPT, generation_config={"max_new_tokens": 2})
+    err = info.value
+    assert isinstance(err, (TypeError, ValueError)) and "generation_config" in str(err), \
+        f"expected a TypeError or ValueError naming generation_config for a dict passed as generation_config " \
+        f"(pass GenerationConfig(**d)), got {type(err).__name__}: {err}"
+
+
 def test_generation_config_argument_does_not_touch_the_model_default(plain):
     before = plain.generation_config.to_dict()
     plain.generate(PROMPT, generation_config=ha.GenerationConfig(max_new_tokens=2, top_k=3), top_p=0.5)

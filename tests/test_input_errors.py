@@ -204,6 +204,19 @@ def test_generate_rejects_fractional_mask(model):
            "attention_mask", "0 and 1")
 
 
+def test_float_mask_of_ones_is_accepted_or_rejected_naming_its_dtype(model, baseline):
+    """A float mask holding only 0.0 and 1.0 (what some pipelines build) has valid values: either it works
+    like the integer mask, or the error says its dtype is the problem, not its values."""
+    try:
+        logits = model(PROMPT, attention_mask=np.ones((1, 3), dtype=np.float32)).logits
+    except InvalidInputError as e:
+        assert re.search("dtype|float|integer|bool", str(e), re.IGNORECASE), \
+            f"expected the error for a float32 mask of ones to name its dtype; it says {str(e)!r} although the " \
+            "values are 0 and 1"
+        return
+    assert np.array_equal(logits, baseline["logits"]), "a float mask of ones gave logits different from no mask"
+
+
 def test_generate_rejects_right_padded_mask(model):
     raises(InvalidInputError,
            lambda: model.generate(PROMPT, attention_mask=np.array([[1, 1, 0]]), max_new_tokens=2),
@@ -446,6 +459,13 @@ def test_crop_beyond_the_cache_length_raises_and_changes_nothing(model):
     got = model(np.array([[6]]), past_key_values=cache).logits[0, 0]
     expected = model(np.array([[3, 4, 5, 6]])).logits[0, 3]
     assert np.array_equal(got, expected), "after failed crops the cache no longer gives the logits of its tokens"
+
+
+def test_crop_to_a_fractional_length_raises_naming_crop(model):
+    cache = model.create_cache()
+    model(PROMPT, past_key_values=cache)
+    raises(InvalidInputError, lambda: cache.crop(1.5), r"crop\(1\.5\)")
+    assert cache.get_seq_length() == 3, f"expected 3 columns after the failed crop, got {cache.get_seq_length()}"
 
 
 def test_set_num_threads_rejects_zero():

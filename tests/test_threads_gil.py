@@ -201,11 +201,12 @@ def reconstruct(model, successes):
 
 def check_cache_consistent(model, cache, successes, what):
     held = reconstruct(model, successes)
-    assert cache.get_seq_length() == held.size, \
-        f"{what}: expected the cache to hold {held.size} columns (the successful appends), got " \
-        f"{cache.get_seq_length()}"
     assert cache._ctx.length(0) == held.size, \
         f"{what}: expected the core cache to hold {held.size} positions, got {cache._ctx.length(0)}"
+    assert cache.get_seq_length() == held.size, \
+        f"{what}: the core holds the {held.size} appended positions, but Cache.get_seq_length() says " \
+        f"{cache.get_seq_length()}: the Cache's column mask lost updates (see " \
+        f"test_cache_bookkeeping_survives_a_thread_switch_right_after_an_append)"
     probe = np.array([5, 6])
     got = model(probe[None], past_key_values=cache).logits
     expected = model(np.concatenate([held, probe])[None]).logits[:, held.size:]
@@ -283,6 +284,118 @@ def test_second_thread_using_a_busy_cache_gets_a_clear_error_while_the_gil_is_re
                       "never ran during the call (the GIL was held) or the cache let it in (B's "
                       f"{len(b_successes)} appends all succeeded)")
     check_cache_consistent(big, cache, [a_successes, b_successes], "a long append against a busy-probing thread")
+
+
+class _PausingNumpy:
+    """numpy, except that the first concatenate() called from one chosen thread pauses until released.
+
+    habana_assist.modeling updates a Cache's column mask with np.concatenate after the core append; the
+    interpreter may switch threads inside that call (after the old mask was read), so pausing there is one
+    legal schedule, made deterministic."""
+
+    def __init__(self, ident):
+        self.ident, self.paused = ident, False
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def concatenate(self, *args, **kwargs):
+        if threading.get_ident() == self.ident and not self.paused:
+            self.paused = True
+            self.reached.set()
+            self.release.wait(0.5)  # a serializing lock elsewhere would block the other thread: go on anyway
+        return np.concatenate(*args, **kwargs)
+
+
+def test_cache_bookkeeping_survives_a_thread_switch_right_after_an_append(small, monkeypatch):
+    """Thread A's append has finished in the core but A has not yet recorded its columns when thread B
+    appends to the same cache. B must be refused or serialized; either way no column may be lost."""
+    modeling = sys.modules["habana_assist.modeling"]
+    cache = small.create_cache(batch_size=1, max_cache_len=64)
+    small(tokens(1000, 4)[None], past_key_values=cache)
+    a_chunk, b_chunk = tokens(1001, 3), tokens(1002, 2)
+    appended = {"A": 0, "B": 0}
+    b_outcome = []
+
+    def thread_a():
+        pausing = _PausingNumpy(threading.get_ident())
+        monkeypatch.setattr(modeling, "np", pausing)
+        go.set()
+        try:
+            small(a_chunk[None], past_key_values=cache)
+            appended["A"] = a_chunk.size
+        finally:
+            pausing.reached.set()
+            monkeypatch.setattr(modeling, "np", np)
+
+    def thread_b():
+        go.wait(JOIN_TIMEOUT)
+        pausing = modeling.np
+        pausing.reached.wait(JOIN_TIMEOUT)
+        try:
+            small(b_chunk[None], past_key_values=cache)
+            appended["B"] = b_chunk.size
+            b_outcome.append("appended")
+        except InvalidInputError as e:
+            assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
+            b_outcome.append("refused")
+        finally:
+            pausing.release.set()
+
+    go = threading.Event()
+    run_threads([thread_a, thread_b])
+    total = 4 + appended["A"] + appended["B"]
+    assert cache._ctx.length(0) == total, \
+        f"expected the core cache to hold {total} positions (4 + A's {appended['A']} + B's {appended['B']}), " \
+        f"got {cache._ctx.length(0)}"
+    assert cache.get_seq_length() == total, \
+        f"B's append was {b_outcome[0]} while A was between its core append and its mask update; expected " \
+        f"Cache.get_seq_length() to count all {total} columns the core holds, got {cache.get_seq_length()}: " \
+        f"a column update was lost (the mask update is not atomic with the append)"
+
+
+def test_a_crop_refused_as_busy_leaves_the_cache_unchanged(big, restore_threads):
+    """Thread B's crop runs while thread A's long append is inside the core: it is refused, and must then
+    change nothing (neither the core's lengths nor the Cache's columns)."""
+    ha.set_num_threads(1)
+    cache = big.create_cache(batch_size=1, max_cache_len=2048)
+    big(tokens(1100, 6, BIG_VOCAB)[None], past_key_values=cache)
+    long_chunk = tokens(1101, 1024, BIG_VOCAB)
+    entering, a_done = threading.Event(), threading.Event()
+    crops = []
+
+    def thread_a():
+        try:
+            entering.set()
+            big(long_chunk[None], past_key_values=cache)
+        finally:
+            a_done.set()
+
+    def thread_b():
+        entering.wait(JOIN_TIMEOUT)
+        while not a_done.is_set():  # wait until A is inside the core: a no-op crop of the core is refused
+            try:
+                cache._ctx.crop(0, cache._ctx.length(0))
+            except InvalidInputError as e:
+                assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
+                break
+            time.sleep(0.0005)
+        try:
+            cache.crop(3)
+            crops.append("done")
+        except InvalidInputError as e:
+            assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
+            crops.append("refused")
+
+    run_threads([thread_a, thread_b])
+    if crops != ["refused"]:
+        pytest.skip(f"thread B's crop was not refused (outcome {crops}): it did not overlap A's append")
+    assert cache._ctx.length(0) == 6 + 1024, \
+        f"expected the refused crop to leave the core cache at 6 + 1024 positions, got {cache._ctx.length(0)}"
+    assert cache.get_seq_length() == 6 + 1024, \
+        f"expected the refused crop(3) to leave the Cache's columns at 6 + 1024 = 1030, got " \
+        f"{cache.get_seq_length()}: Cache.crop() shortened its mask before the core refused the crop"
 
 
 # ---- the GIL really is released --------------------------------------------------------------------------
