@@ -62,7 +62,32 @@ static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
  * keeps its eight accumulators in named registers (GCC spills arrays of them to the stack). */
 AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, int64_t n, int64_t k0, int64_t kc,
                               int64_t T, __m256 *accbuf) {
+    /* Tokens [0, t4): 2 rows x 4 tokens, 8 accumulators, 6 loads per 8 multiply-adds; an odd last row
+     * alone. Then tokens [t4, T) as below. */
+    const int64_t t4 = rows >= 2 ? T - T % 4 : 0;
     int64_t t = 0;
+    for (; t < t4; t += 4)
+        for (int i = 0; i + 2 <= rows; i += 2) {
+            const float *p0 = pw[i], *p1 = pw[i + 1];
+            __m256 *c0 = accbuf + i * T + t, *c1 = accbuf + (i + 1) * T + t;
+            __m256 a00 = c0[0], a01 = c0[1], a02 = c0[2], a03 = c0[3], a10 = c1[0], a11 = c1[1], a12 = c1[2], a13 = c1[3];
+            const float *x0 = X + t * n + k0, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+            for (int64_t k = 0; k < kc; k += 8) {
+                __m256 w0 = _mm256_loadu_ps(p0 + k), w1 = _mm256_loadu_ps(p1 + k), v;
+                v = _mm256_loadu_ps(x0 + k), a00 = _mm256_fmadd_ps(w0, v, a00), a10 = _mm256_fmadd_ps(w1, v, a10);
+                v = _mm256_loadu_ps(x1 + k), a01 = _mm256_fmadd_ps(w0, v, a01), a11 = _mm256_fmadd_ps(w1, v, a11);
+                v = _mm256_loadu_ps(x2 + k), a02 = _mm256_fmadd_ps(w0, v, a02), a12 = _mm256_fmadd_ps(w1, v, a12);
+                v = _mm256_loadu_ps(x3 + k), a03 = _mm256_fmadd_ps(w0, v, a03), a13 = _mm256_fmadd_ps(w1, v, a13);
+            }
+            c0[0] = a00, c0[1] = a01, c0[2] = a02, c0[3] = a03, c1[0] = a10, c1[1] = a11, c1[2] = a12, c1[3] = a13;
+        }
+    if (rows % 2)
+        for (int64_t u = 0; u < t4; u++) {
+            __m256 a = accbuf[(rows - 1) * T + u];
+            const float *x0 = X + u * n + k0;
+            for (int64_t k = 0; k < kc; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(pw[rows - 1] + k), _mm256_loadu_ps(x0 + k), a);
+            accbuf[(rows - 1) * T + u] = a;
+        }
     if (rows == ROWS) {
         const float *p0 = pw[0], *p1 = pw[1], *p2 = pw[2], *p3 = pw[3];
         for (; t + 2 <= T; t += 2) {
@@ -152,7 +177,126 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
 DEFINE_MATMUL(f32, 1)
 DEFINE_MATMUL(bf16, 0)
 DEFINE_MATMUL(f16, 0)
-DEFINE_MATMUL(q8, 0)
+
+/* int8 weights. Order for one output, the same on both paths: per group g of HA_Q8_GROUP weights (within
+ * the first n - n % 8), a fresh accumulator takes its blocks of 8 in order, ga = fma(float(q), x, ga), and is
+ * folded in as acc = fma(scale_g, ga, acc); then hsum(acc) and the tail one by one, as scale * q * x. Summing
+ * a group before scaling spends one multiply per group instead of one per block of 8. */
+AVX2 static inline __m256 q8_block(const char *blk, int64_t j) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4 + j))));
+}
+
+/* One group (len weights from base, len % 8 == 0) of the rows' panels pq (float(q)) with scales sc, for every
+ * token; accbuf (rows, T) as in panel_tokens. */
+AVX2 static inline __attribute__((always_inline)) void q8_group_tokens(const float *const *pq, const float *sc, int rows, const float *X, int64_t n,
+                                 int64_t base, int64_t len, int64_t T, __m256 *accbuf) {
+    const int64_t t4 = rows >= 2 ? T - T % 4 : 0;
+    for (int64_t t = 0; t < t4; t += 4)
+        for (int i = 0; i + 2 <= rows; i += 2) {
+            const float *p0 = pq[i], *p1 = pq[i + 1];
+            __m256 g00 = _mm256_setzero_ps(), g01 = g00, g02 = g00, g03 = g00, g10 = g00, g11 = g00, g12 = g00, g13 = g00;
+            const float *x0 = X + t * n + base, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
+            for (int64_t k = 0; k < len; k += 8) {
+                __m256 w0 = _mm256_load_ps(p0 + k), w1 = _mm256_load_ps(p1 + k), v;
+                v = _mm256_loadu_ps(x0 + k), g00 = _mm256_fmadd_ps(w0, v, g00), g10 = _mm256_fmadd_ps(w1, v, g10);
+                v = _mm256_loadu_ps(x1 + k), g01 = _mm256_fmadd_ps(w0, v, g01), g11 = _mm256_fmadd_ps(w1, v, g11);
+                v = _mm256_loadu_ps(x2 + k), g02 = _mm256_fmadd_ps(w0, v, g02), g12 = _mm256_fmadd_ps(w1, v, g12);
+                v = _mm256_loadu_ps(x3 + k), g03 = _mm256_fmadd_ps(w0, v, g03), g13 = _mm256_fmadd_ps(w1, v, g13);
+            }
+            __m256 s0 = _mm256_set1_ps(sc[i]), s1 = _mm256_set1_ps(sc[i + 1]);
+            __m256 *c0 = accbuf + i * T + t, *c1 = accbuf + (i + 1) * T + t;
+            c0[0] = _mm256_fmadd_ps(s0, g00, c0[0]), c0[1] = _mm256_fmadd_ps(s0, g01, c0[1]);
+            c0[2] = _mm256_fmadd_ps(s0, g02, c0[2]), c0[3] = _mm256_fmadd_ps(s0, g03, c0[3]);
+            c1[0] = _mm256_fmadd_ps(s1, g10, c1[0]), c1[1] = _mm256_fmadd_ps(s1, g11, c1[1]);
+            c1[2] = _mm256_fmadd_ps(s1, g12, c1[2]), c1[3] = _mm256_fmadd_ps(s1, g13, c1[3]);
+        }
+    int64_t t2 = t4; /* tokens [t4, t2): 4 rows x 2 tokens */
+    if (rows == ROWS)
+        for (; t2 + 2 <= T; t2 += 2) {
+            __m256 g00 = _mm256_setzero_ps(), g01 = g00, g10 = g00, g11 = g00, g20 = g00, g21 = g00, g30 = g00, g31 = g00;
+            const float *x0 = X + t2 * n + base, *x1 = x0 + n;
+            for (int64_t k = 0; k < len; k += 8) {
+                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k), w;
+                w = _mm256_load_ps(pq[0] + k), g00 = _mm256_fmadd_ps(w, v0, g00), g01 = _mm256_fmadd_ps(w, v1, g01);
+                w = _mm256_load_ps(pq[1] + k), g10 = _mm256_fmadd_ps(w, v0, g10), g11 = _mm256_fmadd_ps(w, v1, g11);
+                w = _mm256_load_ps(pq[2] + k), g20 = _mm256_fmadd_ps(w, v0, g20), g21 = _mm256_fmadd_ps(w, v1, g21);
+                w = _mm256_load_ps(pq[3] + k), g30 = _mm256_fmadd_ps(w, v0, g30), g31 = _mm256_fmadd_ps(w, v1, g31);
+            }
+            __m256 *c = accbuf + t2;
+            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[0]), g00, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[0]), g01, c[1]);
+            c += T;
+            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[1]), g10, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[1]), g11, c[1]);
+            c += T;
+            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2]), g20, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2]), g21, c[1]);
+            c += T;
+            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[3]), g30, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[3]), g31, c[1]);
+        }
+    for (int i = 0; i < rows; i++)
+        for (int64_t t = (rows % 2 && i == rows - 1) ? 0 : t4; t < T; t++) {
+            if (t >= t4 && t < t2) continue; /* done by the 4 x 2 tile */
+            __m256 g = _mm256_setzero_ps();
+            const float *x0 = X + t * n + base;
+            for (int64_t k = 0; k < len; k += 8) g = _mm256_fmadd_ps(_mm256_load_ps(pq[i] + k), _mm256_loadu_ps(x0 + k), g);
+            accbuf[i * T + t] = _mm256_fmadd_ps(_mm256_set1_ps(sc[i]), g, accbuf[i * T + t]);
+        }
+}
+
+AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, float *Y,
+                           int64_t ldy) {
+    if (T > MAX_T) {
+        for (int64_t t0 = 0; t0 < T; t0 += MAX_T)
+            matmul_q8(W, n, r0, r1, X + t0 * n, T - t0 < MAX_T ? T - t0 : MAX_T, Y + t0 * ldy, ldy);
+        return;
+    }
+    const size_t rb = ha_row_bytes(HA_Q8, n);
+    const int64_t nv = n - n % 8;
+    for (int64_t r = r0; r < r1; r += ROWS) {
+        const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;
+        const char *w[ROWS];
+        for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;
+        if (T == 1 && rows == ROWS) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t base = 0; base < nv; base += HA_Q8_GROUP) {
+                const int64_t len = nv - base < HA_Q8_GROUP ? nv - base : HA_Q8_GROUP;
+                const size_t off = (size_t)(base / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+                const char *b0 = w[0] + off, *b1 = w[1] + off, *b2 = w[2] + off, *b3 = w[3] + off;
+                __m256 g0 = _mm256_setzero_ps(), g1 = g0, g2 = g0, g3 = g0;
+                for (int64_t k = 0; k < len; k += 8) {
+                    __m256 x = _mm256_loadu_ps(X + base + k);
+                    g0 = _mm256_fmadd_ps(q8_block(b0, k), x, g0);
+                    g1 = _mm256_fmadd_ps(q8_block(b1, k), x, g1);
+                    g2 = _mm256_fmadd_ps(q8_block(b2, k), x, g2);
+                    g3 = _mm256_fmadd_ps(q8_block(b3, k), x, g3);
+                }
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss((const float *)b0), g0, a0);
+                a1 = _mm256_fmadd_ps(_mm256_broadcast_ss((const float *)b1), g1, a1);
+                a2 = _mm256_fmadd_ps(_mm256_broadcast_ss((const float *)b2), g2, a2);
+                a3 = _mm256_fmadd_ps(_mm256_broadcast_ss((const float *)b3), g3, a3);
+            }
+            FINISH(q8, a0, w[0], X, nv, n, Y[r]);
+            FINISH(q8, a1, w[1], X, nv, n, Y[r + 1]);
+            FINISH(q8, a2, w[2], X, nv, n, Y[r + 2]);
+            FINISH(q8, a3, w[3], X, nv, n, Y[r + 3]);
+            continue;
+        }
+        __m256 accbuf[ROWS * MAX_T];
+        float panel[ROWS][HA_Q8_GROUP] __attribute__((aligned(32))), sc[ROWS];
+        for (int64_t i = 0; i < rows * T; i++) accbuf[i] = _mm256_setzero_ps();
+        for (int64_t base = 0; base < nv; base += HA_Q8_GROUP) {
+            const int64_t len = nv - base < HA_Q8_GROUP ? nv - base : HA_Q8_GROUP;
+            const size_t off = (size_t)(base / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+            const float *pq[ROWS];
+            for (int i = 0; i < rows; i++) {
+                for (int64_t k = 0; k < len; k += 8) _mm256_store_ps(panel[i] + k, q8_block(w[i] + off, k));
+                memcpy(&sc[i], w[i] + off, sizeof(float));
+                pq[i] = panel[i];
+            }
+            q8_group_tokens(pq, sc, rows, X, n, base, len, T, accbuf);
+        }
+        for (int i = 0; i < rows; i++)
+            for (int64_t t = 0; t < T; t++) FINISH(q8, accbuf[i * T + t], w[i], X + t * n, nv, n, Y[t * ldy + r + i]);
+    }
+}
 
 AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     const int64_t nv = n - n % 8;
