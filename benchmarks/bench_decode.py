@@ -4,8 +4,8 @@ accuracy, for a random checkpoint with TinyLlama-1.1B's shape; every comparison 
 
 Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22 layers, hidden 2048,
 32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
-  - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), before and
-    after the runs, since it drifts from minute to minute; fractions use the mean;
+  - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), measured
+    just before and just after each run, since it drifts from minute to minute; each fraction uses that mean;
   - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s;
@@ -197,26 +197,31 @@ def main():
     except ImportError:
         have_torch = False
     dtypes = [d for d in args.dtypes.split(",") if d]
-    bw_before = ha._core.measure_read_bandwidth(1 << 30, 5)
-    ours = {d: run_child("ours", args.dir, d, args.repeats) for d in dtypes}
+    measure_bw = lambda: ha._core.measure_read_bandwidth(1 << 30, 5)  # noqa: E731
+    bw_before = measure_bw()
+    ours, bws = {}, {}
+    for d in dtypes:  # each run's roofline uses the bandwidth measured just before and after it
+        before = measure_bw()
+        ours[d] = run_child("ours", args.dir, d, args.repeats)
+        bws[d] = (before + measure_bw()) / 2
     peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes} if have_torch else {}
-    bw_after = ha._core.measure_read_bandwidth(1 << 30, 5)
-    bw = (bw_before + bw_after) / 2
+    bw_after = measure_bw()
     accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "bandwidth_before": bw_before, "bandwidth_after": bw_after, "ours": ours, "torch": peer,
-              "int8_accuracy": accuracy}
+              "bandwidth_before": bw_before, "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours,
+              "torch": peer, "int8_accuracy": accuracy}
     if args.json:
         print(json.dumps(report))
         return
     print(f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
           f"threads={report['threads']}")
-    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s before, {bw_after / 1e9:.1f} GB/s after (mean {bw / 1e9:.1f})")
+    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
-        roof = r["weight_bytes"] / bw
-        print(f"\n  {d}: weights read per token {r['weight_bytes'] / 1e9:.3f} GB, roofline {roof * 1e3:.1f} ms/token")
+        roof = r["weight_bytes"] / bws[d]
+        print(f"\n  {d}: weights read per token {r['weight_bytes'] / 1e9:.3f} GB; bandwidth around this run "
+              f"{bws[d] / 1e9:.1f} GB/s, so the roofline is {roof * 1e3:.1f} ms/token")
         print(f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token ({1 / r['decode_s']:.2f} tokens/s), "
               f"{roof / r['decode_s']:.3f} of the roofline")
         print(f"    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))

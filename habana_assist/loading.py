@@ -116,7 +116,10 @@ def _quantize(array, source):
     copy in memory at once."""
     rows, cols = array.shape
     out = np.empty((rows, _core.q8_row_bytes(cols)), dtype=np.uint8)
-    _core.quantize_q8(array, source, out, _file_mapped(array))
+    mapped = _file_mapped(array)
+    step = max(1, (8 << 20) // max(1, array.itemsize * cols))  # about 8 MB of source at a time
+    for r in range(0, rows, step):
+        _core.quantize_q8(array[r:r + step], source, out[r:r + step], mapped)
     out.flags.writeable = False
     return out
 
