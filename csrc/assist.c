@@ -214,7 +214,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     if ((st = ha_sampler_create(&p->gen.sampling, V, &sampler)) != HA_OK) return st;
     const int64_t cap = prompt_width + N + 1;
     buffers b = { .seq = malloc((size_t)cap * sizeof(int32_t)), .want = malloc((size_t)cap),
-                  .p = malloc((size_t)((N + 1) * V) * sizeof(float)), .q = malloc((size_t)(N * V) * sizeof(float)) };
+                  .p = ha_malloc_array((size_t)N + 1, (size_t)V, sizeof(float)),
+                  .q = ha_malloc_array((size_t)N, (size_t)V, sizeof(float)) };
     int32_t *tok = malloc((size_t)cap * sizeof(int32_t));
     int64_t *generated = calloc((size_t)B, sizeof(int64_t)); /* (B,) new tokens per row */
     if (!b.seq || !b.want || !b.p || !b.q || !tok || !generated) {
@@ -224,8 +225,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     }
     int64_t K = p->num_assistant_tokens, steps = 0;
     for (int64_t row = 0; row < B && st == HA_OK; row++) {
+        /* Every row starts from the call's K and adapts it on its own; the last row's K is reported. */
         row_state r = { .row = (int32_t)row, .tok = tok, .L = prompt_width - start[row] };
         memcpy(tok, prompt + row * prompt_width + start[row], (size_t)r.L * sizeof(int32_t));
+        K = p->num_assistant_tokens;
         st = run_row(target, draft, p, sampler, &r, &b, &K, out, scores, &stats);
         generated[row] = r.generated;
         if (r.generated > steps) steps = r.generated;

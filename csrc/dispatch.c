@@ -23,7 +23,7 @@ static int cpu_has_avx2_fma_f16c(void) {
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
 #endif
 
-static const ha_kernels *chosen;
+static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, set by ha_kernels_select */
 
 static const ha_kernels *variant(const char *name) {
     if (strcmp(name, "scalar") == 0) return &ha_kernels_scalar;
@@ -33,12 +33,14 @@ static const ha_kernels *variant(const char *name) {
 
 /* Called first from the binding's module init (single-threaded), so the lazy choice below never races. */
 const ha_kernels *ha_kernels_get(void) {
-    if (!chosen) {
+    const ha_kernels *k = chosen;
+    if (!k) {
         const char *env = getenv("HA_KERNELS");
-        const ha_kernels *k = env && *env ? variant(env) : NULL;
-        chosen = k ? k : cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : &ha_kernels_scalar;
+        k = env && *env ? variant(env) : NULL;
+        k = k ? k : cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : &ha_kernels_scalar;
+        chosen = k;
     }
-    return chosen;
+    return k;
 }
 
 const char *ha_kernels_name(void) { return ha_kernels_get()->name; }

@@ -7,7 +7,11 @@
 #include "internal.h"
 
 ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start) {
-    if (p->max_new_tokens < 1) return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be >= 1", (long long)p->max_new_tokens);
+    if (p->max_new_tokens < 1 || p->max_new_tokens > lm->capacity)
+        return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be in 1..%lld (the cache capacity)",
+                       (long long)p->max_new_tokens, (long long)lm->capacity);
+    if (prompt_width < 1 || prompt_width > INT32_MAX)
+        return ha_fail(HA_ERR_INVALID, "the prompt width %lld is out of range", (long long)prompt_width);
     if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
     if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "bad eos list");
     for (int64_t b = 0; b < lm->n_seq; b++) {
@@ -42,7 +46,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     uint8_t *want = calloc((size_t)(n_prefill > B ? n_prefill : B), 1);
     uint8_t *done = calloc((size_t)B, 1);
     int32_t *row_of = malloc((size_t)B * sizeof(int32_t));                /* logits row -> batch row */
-    float *logits = malloc((size_t)(B * V) * sizeof(float));              /* (B, V) */
+    float *logits = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)); /* (B, V) */
     if (!history || !hist_n || !seq || !tok || !want || !done || !row_of || !logits) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for a generation of %lld rows x %lld tokens", (long long)B, (long long)hist_w);
         goto cleanup;

@@ -221,7 +221,8 @@ typedef struct ha_assist_stats {
     int64_t num_accepted_tokens;  /* proposed and kept */
     int64_t num_target_passes;    /* target appends (prefill included) */
     int64_t num_draft_passes;     /* draft appends */
-    int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on) */
+    int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on); each row
+                                     starts from the call's K, and this is the last row's */
     int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;

@@ -3,6 +3,7 @@
 #define HA_INTERNAL_H
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "ha.h"
 
@@ -28,6 +29,13 @@ static inline float ha_q8_at(const void *row, int64_t j) {
     float scale;
     __builtin_memcpy(&scale, blk, sizeof scale);
     return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
+}
+
+/* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
+static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
+    size_t n;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, es, &n)) return NULL;
+    return malloc(n ? n : 1);
 }
 
 /* ---- kernels ---------------------------------------------------------------------------------------
@@ -94,6 +102,10 @@ int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, 
  * [n*t/nt, n*(t+1)/nt), one per thread, the caller's thread taking range 0. Calls from several threads
  * are serialized. */
 typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
-ha_status ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);
+/* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
+ * ha_parallel_for itself. */
+void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);
+/* Starts the pool if none runs (so that a failure to start threads is reported where it can be). */
+ha_status ha_pool_ensure(void);
 
 #endif /* HA_INTERNAL_H */

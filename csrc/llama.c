@@ -27,6 +27,7 @@ struct ha_llama {
 struct ha_llama_context {
     ha_lm lm;
     const ha_llama *m;
+    const ha_kernels *kern; /* the kernel variant, read once per append so one forward never mixes two */
     int64_t n_seq, capacity;
     int64_t *len;         /* (n_seq,) positions held */
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
@@ -189,6 +190,7 @@ int64_t ha_llama_weight_bytes(const ha_llama *m) {
 /* Up to three matmuls sharing one input, split by output rows across threads as one job:
  * Y[i] (T, W[i].rows) = X (T, n) @ W[i]^T. */
 typedef struct matmul_job {
+    const ha_kernels *k;
     int count;
     const ha_matrix *W[3];
     float *Y[3];
@@ -198,7 +200,7 @@ typedef struct matmul_job {
 
 static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     const matmul_job *j = ctx;
-    const ha_kernels *k = ha_kernels_get();
+    const ha_kernels *k = j->k;
     int64_t b = ub * ROW_UNIT, e = ue * ROW_UNIT, base = 0; /* rows in the concatenation of the W[i] */
     for (int i = 0; i < j->count; i++) {
         const ha_matrix *W = j->W[i];
@@ -208,19 +210,18 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     }
 }
 
-static void matmul(int count, const ha_matrix *const *W, float *const *Y, const float *X, int64_t T) {
-    matmul_job j = { .count = count, .X = X, .T = T };
+static void matmul(const ha_kernels *k, int count, const ha_matrix *const *W, float *const *Y, const float *X, int64_t T) {
+    matmul_job j = { .k = k, .count = count, .X = X, .T = T };
     int64_t rows = 0;
     for (int i = 0; i < count; i++) {
         j.W[i] = W[i];
         j.Y[i] = Y[i];
         rows += W[i]->rows;
     }
-    /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. Only allocation in
-     * the pool's first use can fail, and a context's creation made that use already. */
+    /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. */
     int64_t units = (rows + ROW_UNIT - 1) / ROW_UNIT;
     if (rows * W[0]->cols * T < SMALL_JOB) matmul_range(&j, 0, units);
-    else (void)ha_parallel_for(matmul_range, &j, units);
+    else ha_parallel_for(matmul_range, &j, units);
 }
 
 typedef struct attention_job {
@@ -233,7 +234,7 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
     const ha_llama *m = c->m;
-    const ha_kernels *k = ha_kernels_get();
+    const ha_kernels *k = c->kern;
     const int64_t nh = m->cfg.n_heads, hd = m->cfg.head_dim, group = nh / m->cfg.n_kv_heads, kvd = m->kv_dim;
     const float scale = (float)(1.0 / sqrt((double)hd));
     float acc[HA_MAX_HEAD_DIM], sc[KEY_BLOCK];
@@ -307,7 +308,7 @@ static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads
 static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, const uint8_t *want, float *logits) {
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
-    const ha_kernels *k = ha_kernels_get();
+    const ha_kernels *k = c->kern;
     const int64_t d = cfg->hidden_size, f = cfg->intermediate_size, h2 = cfg->head_dim / 2, kvd = m->kv_dim;
 
     for (int64_t i = 0; i < T; i++) {
@@ -322,7 +323,7 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_llama_layer *L = &m->layers[l];
         for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->attn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
+        matmul(k, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
         add_bias(c->q, &L->bq, T, m->q_dim);
         add_bias(c->k, &L->bk, T, kvd);
         add_bias(c->v, &L->bv, T, kvd);
@@ -335,27 +336,27 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
         }
         attention_job aj = { c, l };
         if (T * cfg->n_heads * (c->pos[T - 1] + 1) * cfg->head_dim < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
-        else (void)ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
-        matmul(1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
+        else ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
+        matmul(k, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
 
         for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->ffn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
+        matmul(k, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
         add_bias(c->gate, &L->b_gate, T, f);
         add_bias(c->up, &L->b_up, T, f);
         for (int64_t i = 0; i < T * f; i++) {
             float g = c->gate[i];
             c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
         }
-        matmul(1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
+        matmul(k, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
     }
     int64_t nw = 0;
     for (int64_t i = 0; i < T; i++)
         if (!want || want[i]) rms_norm(c->x + i * d, m->w.final_norm.data, c->xn + (nw++) * d, d, cfg->rms_norm_eps);
-    if (nw) matmul(1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
+    if (nw) matmul(k, 1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
 }
 
 /* ---- the model interface -------------------------------------------------------------------------------- */
@@ -383,6 +384,7 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
                            "of %lld; create the cache with a larger max_cache_len", (long long)s, (long long)c->len[s],
                            (long long)c->adding[s], (long long)c->capacity);
     if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append: logits requested but no output buffer given");
+    c->kern = ha_kernels_get();
     for (int64_t b = 0; b < n; b += CHUNK) {
         int64_t T = n - b < CHUNK ? n - b : CHUNK, w0 = 0;
         for (int64_t i = 0; i < T; i++) {
@@ -452,8 +454,9 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
     }
-    /* Start the pool now, so that a failure to start threads surfaces here and not inside a forward. */
-    ha_status st = ha_set_num_threads(ha_get_num_threads());
+    /* Start the pool now, so that a failure to start threads surfaces here and not inside a forward (where
+     * the work would run on the calling thread alone). */
+    ha_status st = ha_pool_ensure();
     if (st != HA_OK) {
         ha_llama_context_free(c);
         return st;

@@ -114,17 +114,32 @@ static ha_status pool_create(int n, pool **out) {
     return HA_OK;
 }
 
+/* After fork() the child has this pool's memory but none of its threads: forget the pool (leaking it; its
+ * threads are gone) and start afresh on next use. */
+static void forget_pool_in_child(void) {
+    current = NULL;
+    pthread_mutex_init(&run_mu, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void) { (void)pthread_atfork(NULL, NULL, forget_pool_in_child); }
+
 ha_status ha_set_num_threads(int n) {
     if (n < 1 || n > HA_MAX_THREADS)
         return ha_fail(HA_ERR_INVALID, "num_threads=%d is out of range; pass 1..%d", n, HA_MAX_THREADS);
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&run_mu);
     ha_status st = HA_OK;
     if (!current || current->n_threads != n) {
-        pool *p;
+        /* The old pool's threads must be gone before the new one reuses worker_args: stop it first, and if
+         * the new pool cannot start, fall back to the old size rather than to no pool. */
+        int old = current ? current->n_threads : 0;
+        pool *p = NULL;
         pool_destroy(current);
         current = NULL;
         st = pool_create(n, &p);
         if (st == HA_OK) current = p;
+        else if (old > 0 && pool_create(old, &p) == HA_OK) current = p;
     }
     if (st == HA_OK) requested = n;
     pthread_mutex_unlock(&run_mu);
@@ -138,18 +153,33 @@ int ha_get_num_threads(void) {
     return n;
 }
 
-ha_status ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
-    if (n <= 0) return HA_OK;
+ha_status ha_pool_ensure(void) {
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&run_mu);
+    ha_status st = HA_OK;
+    if (!current) {
+        pool *p = NULL;
+        st = pool_create(requested ? requested : default_threads(), &p);
+        if (st == HA_OK) current = p;
+    }
+    pthread_mutex_unlock(&run_mu);
+    return st;
+}
+
+void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
+    if (n <= 0) return;
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&run_mu);
     if (!current) {
-        ha_status st = pool_create(requested ? requested : default_threads(), &current);
-        if (st != HA_OK) {
-            current = NULL;
-            pthread_mutex_unlock(&run_mu);
-            return st;
-        }
+        pool *p = NULL;
+        if (pool_create(requested ? requested : default_threads(), &p) == HA_OK) current = p;
     }
     pool *p = current;
+    if (!p) { /* no thread could be started: the caller's thread does it all, with the same results */
+        pthread_mutex_unlock(&run_mu);
+        fn(ctx, 0, n);
+        return;
+    }
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
@@ -166,5 +196,4 @@ ha_status ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
         else sched_yield();
     }
     pthread_mutex_unlock(&run_mu);
-    return HA_OK;
 }

@@ -40,6 +40,8 @@ _DEFAULTS = {
     "assisted_sampling": "rejection",  # ours: "rejection" (Transformers' speculative sampling) or "coupled"
 }
 
+_MAX_COUNT = 2 ** 31 - 1  # token counts and positions are 32-bit in the core
+
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 ASSISTED_SAMPLING = ("rejection", "coupled")
@@ -111,6 +113,12 @@ class GenerationConfig:
 
         def bad(flag, problem, fix):
             raise InvalidInputError(f"`{flag}` (={getattr(self, flag)!r}) {problem}; {fix}.")
+
+        for flag in ("max_new_tokens", "max_length", "min_new_tokens", "min_length", "top_k", "num_assistant_tokens",
+                     "prompt_lookup_num_tokens", "max_matching_ngram_size"):
+            v = getattr(self, flag)
+            if _is_int(v) and v > _MAX_COUNT:
+                bad(flag, f"is larger than this implementation's limit of {_MAX_COUNT}", "pass a smaller value")
 
         if self.max_new_tokens is not None and not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             bad("max_new_tokens", "must be a positive integer", "pass max_new_tokens >= 1 (or None to use max_length)")

@@ -135,7 +135,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     ha_llama_layer *L = NULL;
     Py_buffer inv = { 0 };
     int inv_held = 0, rc = -1;
-    if (self->m) {
+    if (self->m || self->views) { /* also while another thread is initializing it */
         PyErr_SetString(InvalidInputError, "Model is already initialized");
         return -1;
     }
@@ -184,10 +184,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
 #undef V
 #undef M
     }
-    ha_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = ha_llama_create(&cfg, &w, &self->m);
-    Py_END_ALLOW_THREADS
+    ha_status st = ha_llama_create(&cfg, &w, &self->m); /* checks only, cheap: the GIL stays held */
     if (st != HA_OK) {
         raise_status(st);
         goto cleanup;
@@ -236,7 +233,7 @@ typedef struct {
     PyObject_HEAD
     ha_llama_context *c;
     PyObject *model; /* keeps the weights alive */
-    int busy;        /* set (under the GIL) while a call runs without it */
+    int busy;        /* set (under the GIL) while a call, or the initialization, runs without it */
 } ContextObject;
 
 static void Context_dealloc(ContextObject *self) {
@@ -249,7 +246,7 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;
     PyObject *model;
     long long n_seq, capacity;
-    if (self->c) {
+    if (self->c || self->busy) {
         PyErr_SetString(InvalidInputError, "Context is already initialized");
         return -1;
     }
@@ -260,13 +257,17 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     ha_status st;
+    ha_llama_context *c = NULL;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_llama_context_create(m->m, n_seq, capacity, &self->c);
+    st = ha_llama_context_create(m->m, n_seq, capacity, &c);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (st != HA_OK) {
         raise_status(st);
         return -1;
     }
+    self->c = c;
     Py_INCREF(model);
     self->model = model;
     return 0;
@@ -356,6 +357,7 @@ static PyObject *Context_length(ContextObject *self, PyObject *args) {
     int seq;
     if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
     if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (self->busy) return PyErr_Format(InvalidInputError, "this cache is in use by another thread; give each thread its own");
     ha_lm *lm = ha_llama_context_lm(self->c);
     if (seq < 0 || seq >= lm->n_seq)
         return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq, (long long)lm->n_seq);
@@ -399,6 +401,20 @@ static PyTypeObject ContextType = {
 
 /* ---- functions ----------------------------------------------------------------------------------------- */
 
+/* The generation buffers have exactly the shapes the core will index: prompt (B, W), start (B,),
+ * out (B, N), scores (N, B, V) and per-position stats (N,) when given. Compared dimension by dimension, so
+ * no product can wrap. */
+static int shapes_ok(const Py_buffer *prompt, const Py_buffer *start, const Py_buffer *out, const Py_buffer *scores,
+                     const Py_buffer *prop, const Py_buffer *acc, int64_t B, long long N, int64_t V) {
+    if (N < 1 || prompt->ndim != 2 || prompt->shape[0] != B || start->ndim != 1 || start->shape[0] != B ||
+        out->ndim != 2 || out->shape[0] != B || out->shape[1] != N)
+        return 0;
+    if (scores && (scores->ndim != 3 || scores->shape[0] != N || scores->shape[1] != B || scores->shape[2] != V)) return 0;
+    if (prop && (prop->ndim != 1 || prop->shape[0] != N)) return 0;
+    if (acc && (acc->ndim != 1 || acc->shape[0] != N)) return 0;
+    return 1;
+}
+
 /* generate(ctx, prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
  *          pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
  *          out int32 (B, max_new_tokens), scores float32 (max_new_tokens, B, V) | None) -> steps taken */
@@ -434,9 +450,7 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
     }
     ha_lm *lm = ha_llama_context_lm(ctx->c);
     int64_t B = lm->n_seq;
-    if (prompt.ndim != 2 || prompt.shape[0] != B || start.len != B * 8 || max_new < 1 ||
-        out.len != (Py_ssize_t)(B * max_new * 4) ||
-        ((held & 16) && scores.len != (Py_ssize_t)(max_new * B * lm->vocab_size * 4))) {
+    if (!shapes_ok(&prompt, &start, &out, (held & 16) ? &scores : NULL, NULL, NULL, B, max_new, lm->vocab_size)) {
         PyErr_Format(InvalidInputError, "generate: buffer shapes disagree with batch %lld, max_new_tokens %lld", (long long)B,
                      max_new);
         goto cleanup;
@@ -517,9 +531,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     }
     ha_lm *lm = ha_llama_context_lm(tctx->c), *dlm = dctx ? ha_llama_context_lm(dctx->c) : NULL;
     int64_t B = lm->n_seq;
-    if (prompt.ndim != 2 || prompt.shape[0] != B || start.len != B * 8 || max_new < 1 ||
-        out.len != (Py_ssize_t)(B * max_new * 4) || prop.len != max_new * 8 || acc.len != max_new * 8 ||
-        ((held & 16) && scores.len != (Py_ssize_t)(max_new * B * lm->vocab_size * 4))) {
+    if (!shapes_ok(&prompt, &start, &out, (held & 16) ? &scores : NULL, &prop, &acc, B, max_new, lm->vocab_size)) {
         PyErr_Format(InvalidInputError, "generate_assisted: buffer shapes disagree with batch %lld, max_new_tokens %lld",
                      (long long)B, max_new);
         goto cleanup;
@@ -611,14 +623,18 @@ static PyObject *py_q8_row_bytes(PyObject *mod, PyObject *arg) {
     (void)mod;
     long long cols = PyLong_AsLongLong(arg);
     if (PyErr_Occurred()) return NULL;
-    if (cols < 1) return PyErr_Format(InvalidInputError, "q8_row_bytes: cols must be >= 1");
+    if (cols < 1 || cols > (1LL << 40)) return PyErr_Format(InvalidInputError, "q8_row_bytes: cols must be in 1..2**40");
     return PyLong_FromSize_t(ha_matrix_bytes(HA_Q8, 1, cols));
 }
 
 static PyObject *py_set_num_threads(PyObject *mod, PyObject *arg) {
     (void)mod;
-    int n = PyLong_Check(arg) ? (int)PyLong_AsLong(arg) : -1;
-    if (PyErr_Occurred()) return NULL;
+    long v = PyLong_Check(arg) ? PyLong_AsLong(arg) : -1;
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        v = -1;
+    }
+    int n = v >= 1 && v <= 1 << 20 ? (int)v : -1; /* out of range: the core names the valid range */
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
     st = ha_set_num_threads(n);

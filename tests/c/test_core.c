@@ -1889,7 +1889,7 @@ static void test_threads_parallel_for_covers_range(void) {
             const int64_t n = ns[a];
             cover_job j = { .n = n, .hits = xcalloc((size_t)n + 1, sizeof(int)), .main = pthread_self() };
             atomic_init(&j.calls, 0);
-            CHECK_OK(ha_parallel_for(cover_range, &j, n));
+            ha_parallel_for(cover_range, &j, n);
             for (int64_t i = 0; i < n; i++)
                 CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n, (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
@@ -1906,7 +1906,7 @@ static void test_threads_parallel_for_covers_range(void) {
             free(j.hits);
         }
     }
-    CHECK_OK(ha_parallel_for(cover_range, NULL, -5));
+    ha_parallel_for(cover_range, NULL, -5); /* nothing to do: fn is never called */
     CHECK_OK(ha_set_num_threads(1));
 }
 
