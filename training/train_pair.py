@@ -1,0 +1,342 @@
+#!/usr/bin/python3
+"""Trains the model pair habana_assist ships: a SentencePiece tokenizer, a Llama target (about 27M parameters,
+grouped-query attention) and a draft (about 2.5M, multi-query attention, tied embeddings) distilled from it.
+
+Data: the Python standard library on this machine (/usr/lib/python3.X, test suites left out), read from a
+sorted file list; whole files are held out for evaluation (those whose path hashes to 0 mod 20). Everything
+is seeded, so the same files and seed give the same pair. Debian's python3-torch and python3-sentencepiece
+are needed here only, never at run time. Training runs in float32: this machine's CPU has no bfloat16
+arithmetic, and torch's bfloat16 autocast measured 50x slower than float32 on it.
+
+Writes, in Hugging Face layout, OUT/pycode (target) and OUT/pycode-draft (draft): config.json,
+generation_config.json, model.safetensors (bfloat16), tokenizer.model, tokenizer_config.json,
+special_tokens_map.json; and OUT/metrics.json (losses, sizes, times, greedy acceptance of the pair).
+Usage: /usr/bin/python3 training/train_pair.py --out DIR [--target-steps N] [--draft-steps N] [--smoke]
+"""
+
+import argparse
+import glob
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import sentencepiece as spm
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from habana_assist.safetensors import save_file, to_bfloat16_bits  # noqa: E402
+
+SPECIAL = {"unk": (0, "<unk>"), "bos": (1, "<s>"), "eos": (2, "</s>"), "pad": (3, "<pad>")}
+TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
+              num_key_value_heads=2, tie_word_embeddings=False)
+DRAFT = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=1, tie_word_embeddings=True)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---- data ----------------------------------------------------------------------------------------------------
+
+def stdlib_files():
+    """Sorted .py files of the standard library without its test suites -> (train, held_out) lists."""
+    root = os.path.dirname(os.__file__)
+    skip = ("/test/", "/tests/", "/idle_test/", "/site-packages/", "/dist-packages/", "/__pycache__/")
+    files = sorted(f for f in glob.glob(os.path.join(root, "**", "*.py"), recursive=True)
+                   if not any(s in f.replace(root, "") + "/" for s in skip) and "/test_" not in f)
+    held = [f for f in files if int(hashlib.sha1(os.path.relpath(f, root).encode()).hexdigest(), 16) % 20 == 0]
+    return [f for f in files if f not in held], held
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def train_tokenizer(files, vocab_size, seed):
+    """SentencePiece BPE with byte fallback; text kept as is (newlines and indentation are pieces)."""
+    chunks = []
+    for f in files:
+        text = read(f)
+        chunks += [text[i:i + 2000] for i in range(0, len(text), 2000)]
+    rng = np.random.default_rng(seed)
+    sample = [chunks[i] for i in sorted(rng.choice(len(chunks), size=min(len(chunks), 6000), replace=False))]
+    proto = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sample), model_writer=proto, vocab_size=vocab_size, model_type="bpe",
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
+        user_defined_symbols=["\n"], allow_whitespace_only_pieces=True, split_digits=True, character_coverage=0.9995,
+        max_sentence_length=8192, max_sentencepiece_length=16, unk_id=0, bos_id=1, eos_id=2, pad_id=3,
+        num_threads=2, minloglevel=2)
+    return proto.getvalue()
+
+
+def encode_files(sp, files):
+    """One int32 stream: <s> file tokens </s>, file after file."""
+    parts = []
+    for f in files:
+        parts.append(np.array([SPECIAL["bos"][0]] + sp.encode(read(f)) + [SPECIAL["eos"][0]], dtype=np.int32))
+    return np.concatenate(parts)
+
+
+def batches(stream, batch, seq, rng):
+    """Random windows (batch, seq + 1) of the stream, forever."""
+    while True:
+        starts = rng.integers(0, len(stream) - seq - 1, size=batch)
+        yield torch.from_numpy(np.stack([stream[s:s + seq + 1] for s in starts]).astype(np.int64))
+
+
+# ---- the model (Hugging Face Llama names, so export is a rename-free copy) ---------------------------------
+
+class Llama(torch.nn.Module):
+    def __init__(self, vocab, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+                 num_key_value_heads, tie_word_embeddings, max_len=1024, theta=10000.0):
+        super().__init__()
+        self.nh, self.nkv, self.hd = num_attention_heads, num_key_value_heads, hidden_size // num_attention_heads
+        self.embed = torch.nn.Embedding(vocab, hidden_size)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(num_hidden_layers):
+            L = torch.nn.Module()
+            L.ln1, L.ln2 = torch.nn.Parameter(torch.ones(hidden_size)), torch.nn.Parameter(torch.ones(hidden_size))
+            L.q = torch.nn.Linear(hidden_size, self.nh * self.hd, bias=False)
+            L.k = torch.nn.Linear(hidden_size, self.nkv * self.hd, bias=False)
+            L.v = torch.nn.Linear(hidden_size, self.nkv * self.hd, bias=False)
+            L.o = torch.nn.Linear(self.nh * self.hd, hidden_size, bias=False)
+            L.gate = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+            L.up = torch.nn.Linear(hidden_size, intermediate_size, bias=False)
+            L.down = torch.nn.Linear(intermediate_size, hidden_size, bias=False)
+            self.layers.append(L)
+        self.norm = torch.nn.Parameter(torch.ones(hidden_size))
+        self.lm_head = None if tie_word_embeddings else torch.nn.Linear(hidden_size, vocab, bias=False)
+        inv = 1.0 / theta ** (torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)
+        ang = torch.outer(torch.arange(max_len, dtype=torch.float64), inv)
+        self.register_buffer("cos", torch.cat([ang.cos(), ang.cos()], -1).float(), persistent=False)
+        self.register_buffer("sin", torch.cat([ang.sin(), ang.sin()], -1).float(), persistent=False)
+        for p in self.parameters():
+            if p.dim() == 2:
+                torch.nn.init.normal_(p, std=0.02)
+        for L in self.layers:  # residual branches start small (GPT-2's scaled init)
+            torch.nn.init.normal_(L.o.weight, std=0.02 / math.sqrt(2 * num_hidden_layers))
+            torch.nn.init.normal_(L.down.weight, std=0.02 / math.sqrt(2 * num_hidden_layers))
+
+    @staticmethod
+    def _rms(x, w, eps=1e-5):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def _rope(self, x):
+        t, half = x.shape[-2], x.shape[-1] // 2
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * self.cos[:t] + rot * self.sin[:t]
+
+    def forward(self, ids):
+        B, T = ids.shape
+        x = self.embed(ids)
+        for L in self.layers:
+            h = self._rms(x, L.ln1)
+            q = self._rope(L.q(h).view(B, T, self.nh, self.hd).transpose(1, 2))
+            k = self._rope(L.k(h).view(B, T, self.nkv, self.hd).transpose(1, 2))
+            v = L.v(h).view(B, T, self.nkv, self.hd).transpose(1, 2)
+            k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True) if hasattr(F, "scaled_dot_product_attention") \
+                else self._attention(q, k, v)
+            x = x + L.o(a.transpose(1, 2).reshape(B, T, -1))
+            h = self._rms(x, L.ln2)
+            x = x + L.down(F.silu(L.gate(h)) * L.up(h))
+        x = self._rms(x, self.norm)
+        return x @ self.embed.weight.t() if self.lm_head is None else self.lm_head(x)
+
+    @staticmethod
+    def _attention(q, k, v):
+        T = q.shape[-2]
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        return s.softmax(-1) @ v
+
+    def hf_tensors(self):
+        """{Hugging Face tensor name: float32 numpy array}."""
+        t = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm}
+        if self.lm_head is not None:
+            t["lm_head.weight"] = self.lm_head.weight
+        for i, L in enumerate(self.layers):
+            p = f"model.layers.{i}."
+            t.update({p + "input_layernorm.weight": L.ln1, p + "post_attention_layernorm.weight": L.ln2,
+                      p + "self_attn.q_proj.weight": L.q.weight, p + "self_attn.k_proj.weight": L.k.weight,
+                      p + "self_attn.v_proj.weight": L.v.weight, p + "self_attn.o_proj.weight": L.o.weight,
+                      p + "mlp.gate_proj.weight": L.gate.weight, p + "mlp.up_proj.weight": L.up.weight,
+                      p + "mlp.down_proj.weight": L.down.weight})
+        return {k: v.detach().float().numpy() for k, v in t.items()}
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def lr_at(step, steps, peak, warmup):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup))))
+
+
+@torch.no_grad()
+def held_out_loss(model, stream, seq, n_windows, seed):
+    model.eval()
+    rng = np.random.default_rng(seed)
+    total = 0.0
+    for _ in range(n_windows):
+        s = int(rng.integers(0, len(stream) - seq - 1))
+        w = torch.from_numpy(stream[s:s + seq + 1].astype(np.int64))[None]
+        total += float(F.cross_entropy(model(w[:, :-1])[0], w[0, 1:]))
+    model.train()
+    return total / n_windows
+
+
+def train_target(model, stream, args, rng):
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    data, t0 = batches(stream, args.batch, args.seq, rng), time.time()
+    for step in range(args.target_steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, args.target_steps, args.lr, args.warmup)
+        w = next(data)
+        loss = F.cross_entropy(model(w[:, :-1]).reshape(-1, model.embed.num_embeddings), w[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == args.target_steps - 1:
+            log(f"target step {step}/{args.target_steps} loss {float(loss):.3f} ({time.time() - t0:.0f} s)")
+    return time.time() - t0
+
+
+def distill_draft(draft, target, stream, args, rng):
+    """Trained on the target's output distribution: KL(p || q) plus cross-entropy on the target's argmax, the
+    token greedy verification accepts."""
+    opt = torch.optim.AdamW(draft.parameters(), lr=args.lr * 2, betas=(0.9, 0.95), weight_decay=0.0)
+    target.eval()
+    data, t0, V = batches(stream, args.batch, args.seq, rng), time.time(), draft.embed.num_embeddings
+    for step in range(args.draft_steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, args.draft_steps, args.lr * 2, args.warmup)
+        w = next(data)[:, :-1]
+        with torch.no_grad():
+            p_logits = target(w).reshape(-1, V)
+        q_logits = draft(w).reshape(-1, V)
+        kl = F.kl_div(F.log_softmax(q_logits, -1), F.log_softmax(p_logits, -1), log_target=True, reduction="batchmean")
+        hard = F.cross_entropy(q_logits, p_logits.argmax(-1))
+        loss = kl + hard
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == args.draft_steps - 1:
+            log(f"draft step {step}/{args.draft_steps} kl {float(kl):.3f} hard-ce {float(hard):.3f} "
+                f"({time.time() - t0:.0f} s)")
+    return time.time() - t0
+
+
+def export(model, shape, directory, tok_proto, vocab):
+    os.makedirs(directory, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab, "hidden_act": "silu",
+              "max_position_embeddings": 1024, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+              "bos_token_id": SPECIAL["bos"][0], "eos_token_id": SPECIAL["eos"][0], "pad_token_id": SPECIAL["pad"][0],
+              "attention_bias": False, "mlp_bias": False, **shape}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    with open(os.path.join(directory, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "max_new_tokens": 128}, f, indent=2)
+    save_file({k: (to_bfloat16_bits(v), "BF16") for k, v in model.hf_tensors().items()},
+              os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(directory, "tokenizer.model"), "wb") as f:
+        f.write(tok_proto)
+    names = {k: v[1] for k, v in SPECIAL.items()}
+    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "LlamaTokenizer", "bos_token": names["bos"], "eos_token": names["eos"],
+                   "unk_token": names["unk"], "pad_token": names["pad"], "add_bos_token": True, "add_eos_token": False,
+                   "padding_side": "left", "model_max_length": 1024}, f, indent=2)
+    with open(os.path.join(directory, "special_tokens_map.json"), "w") as f:
+        json.dump({"bos_token": names["bos"], "eos_token": names["eos"], "unk_token": names["unk"],
+                   "pad_token": names["pad"]}, f, indent=2)
+
+
+def greedy_acceptance(target_dir, draft_dir, held_stream, n_prompts, seed):
+    """Acceptance of the exported pair through habana_assist itself: greedy, K = 5, on held-out prompts."""
+    import habana_assist as ha
+    t = ha.AutoModelForCausalLM.from_pretrained(target_dir, dtype="float32")
+    d = ha.AutoModelForCausalLM.from_pretrained(draft_dir, dtype="float32")
+    rng, drafted, accepted, identical = np.random.default_rng(seed), 0, 0, 0
+    for _ in range(n_prompts):
+        s = int(rng.integers(0, len(held_stream) - 80))
+        ids = held_stream[s:s + 64][None].astype(np.int64)
+        plain = t.generate(ids, max_new_tokens=64, eos_token_id=[])
+        res = t.generate(ids, max_new_tokens=64, eos_token_id=[], assistant_model=d, num_assistant_tokens=5,
+                         num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0,
+                         return_dict_in_generate=True)
+        drafted, accepted = drafted + res.num_draft_tokens, accepted + res.num_accepted_tokens
+        identical += int(np.array_equal(plain, res.sequences))
+    return {"drafted": drafted, "accepted": accepted, "acceptance": accepted / max(1, drafted),
+            "identical_outputs": f"{identical}/{n_prompts}"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--target-steps", type=int, default=1400)
+    ap.add_argument("--draft-steps", type=int, default=1200)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--smoke", action="store_true", help="a tiny run (few files and steps) to check the recipe")
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    t_start = time.time()
+
+    train_files, held_files = stdlib_files()
+    if args.smoke:
+        train_files, held_files = train_files[:40], held_files[:5]
+        args.vocab, args.target_steps, args.draft_steps, args.batch, args.seq = 512, 5, 5, 2, 64
+    log(f"{len(train_files)} training files, {len(held_files)} held out")
+    tok = train_tokenizer(train_files, args.vocab, args.seed)
+    sp = spm.SentencePieceProcessor(model_proto=tok)
+    train, held = encode_files(sp, train_files), encode_files(sp, held_files)
+    log(f"tokens: {len(train)} training, {len(held)} held out")
+
+    target = Llama(args.vocab, **TARGET)
+    draft = Llama(args.vocab, **DRAFT)
+    log(f"target {n_params(target) / 1e6:.1f}M parameters, draft {n_params(draft) / 1e6:.2f}M")
+    t_target = train_target(target, train, args, rng)
+    t_draft = distill_draft(draft, target, train, args, rng)
+    n_eval = 4 if args.smoke else 64
+    losses = {"target_held_out": held_out_loss(target, held, args.seq, n_eval, args.seed + 1),
+              "draft_held_out": held_out_loss(draft, held, args.seq, n_eval, args.seed + 1)}
+    log(f"held-out loss: target {losses['target_held_out']:.3f}, draft {losses['draft_held_out']:.3f}")
+    target_dir, draft_dir = os.path.join(args.out, "pycode"), os.path.join(args.out, "pycode-draft")
+    export(target, TARGET, target_dir, tok, args.vocab)
+    export(draft, DRAFT, draft_dir, tok, args.vocab)
+    acceptance = greedy_acceptance(target_dir, draft_dir, held, 2 if args.smoke else 16, args.seed + 2)
+    log(f"greedy acceptance of the pair on held-out prompts: {acceptance}")
+    metrics = {"seed": args.seed, "files": {"train": len(train_files), "held_out": len(held_files)},
+               "tokens": {"train": int(len(train)), "held_out": int(len(held))}, "vocab": args.vocab,
+               "params": {"target": n_params(target), "draft": n_params(draft)},
+               "steps": {"target": args.target_steps, "draft": args.draft_steps, "batch": args.batch, "seq": args.seq},
+               "minutes": {"target": t_target / 60, "draft": t_draft / 60, "total": (time.time() - t_start) / 60},
+               "held_out_loss": losses, "greedy_acceptance": acceptance, "torch": torch.__version__}
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    log(f"done in {(time.time() - t_start) / 60:.1f} minutes: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
