@@ -160,6 +160,8 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
             out[r->row * N + r->generated + j] = r->tok[r->L + j];
             if (scores) memcpy(scores + ((r->generated + j) * B + r->row) * V, b->p + j * V, (size_t)V * sizeof(float));
         }
+        if (p->gen.on_tokens && p->gen.on_tokens(p->gen.user, r->row, r->tok + r->L, kept) != 0)
+            return ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback");
         stats->num_draft_tokens += k;
         stats->num_accepted_tokens += n < kept ? n : kept;
         for (int64_t j = 0; j < k; j++) {

@@ -90,6 +90,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             out[b * N + step] = t;
             history[b * hist_w + hist_n[b]++] = t;
             if (ha_is_eos(p, t)) done[b] = 1;
+            if (p->on_tokens && p->on_tokens(p->user, b, &t, 1) != 0) {
+                st = ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback at step %lld", (long long)step);
+                break;
+            }
         }
         if (st != HA_OK) break;
         *n_steps = step + 1;

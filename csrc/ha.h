@@ -173,6 +173,11 @@ HA_API int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint3
 
 /* ---- generation ----------------------------------------------------------------------------------- */
 
+/* Told the tokens a step decided for one row, as soon as they are decided (plain generation: one token per
+ * running row per step; assisted: a row's accepted tokens and the target's own, together). Returns 0 to go
+ * on; anything else stops the generation, which then returns HA_ERR_CALLBACK. */
+typedef int (*ha_token_callback)(void *user, int64_t row, const int32_t *tokens, int64_t n);
+
 typedef struct ha_generate_params {
     int64_t max_new_tokens;     /* >= 1 */
     int64_t min_new_tokens;     /* eos is suppressed while fewer tokens than this were generated */
@@ -180,6 +185,8 @@ typedef struct ha_generate_params {
     int64_t n_eos;
     int32_t pad_token_id;       /* written after a row has stopped */
     ha_sampling_params sampling;
+    ha_token_callback on_tokens; /* NULL: none */
+    void *user;                  /* passed to on_tokens */
 } ha_generate_params;
 
 /* Plain generation for the n_seq rows of lm, whose caches must be empty.

@@ -11,13 +11,16 @@ from .configuration import LlamaConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, HabanaAssistError,
                      InvalidInputError, UnsupportedModelError)
 from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
 from .modeling import (AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM, get_num_threads, set_num_threads,
                        set_seed)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutoModelForCausalLM", "LlamaForCausalLM", "LlamaConfig", "GenerationConfig", "GenerateDecoderOnlyOutput",
+    "AutoModelForCausalLM", "LlamaForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
+    "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "GenerationConfig", "GenerateDecoderOnlyOutput",
     "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "CoreError",

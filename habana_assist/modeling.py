@@ -16,6 +16,7 @@ import numpy as np
 from . import _core
 from .errors import CacheCapacityError, InvalidInputError
 from .generation import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig
+from .hub import resolve
 from .loading import load_checkpoint
 
 _seed_source = np.random.default_rng()
@@ -226,7 +227,8 @@ class LlamaForCausalLM:
         logits[rows, cols] = out
         return CausalLMOutput(logits=logits, past_key_values=cache)
 
-    def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, **kwargs):
+    def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
+                 **kwargs):
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
         -> np.int64 (batch, prompt + new): the prompt as given, then the new tokens; rows that stopped at
@@ -286,6 +288,13 @@ class LlamaForCausalLM:
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
         if assistant_model is not None:
             self._check_assistant(assistant_model, gc, need)
+        if streamer is not None:
+            if B != 1:
+                raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
+            if not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
+                raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
+            streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
+        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
         seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
         ctx = _core.Context(self._core, B, need)
         out = np.empty((B, max_new), dtype=np.int32)
@@ -295,7 +304,7 @@ class LlamaForCausalLM:
                   float(gc.repetition_penalty), seed)
         extra = {}
         if assistant_model is None and gc.prompt_lookup_num_tokens is None:
-            steps = _core.generate(ctx, *common, out, scores)
+            steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
             draft_ctx = _core.Context(assistant_model._core, B, need) if assistant_model is not None else None
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
@@ -303,13 +312,15 @@ class LlamaForCausalLM:
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens), SCHEDULES.index(gc.num_assistant_tokens_schedule),
                 float(gc.assistant_confidence_threshold or 0.0), ASSISTED_SAMPLING.index(gc.assisted_sampling),
                 int(gc.prompt_lookup_num_tokens or 1), int(gc.max_matching_ngram_size or 2), out, scores,
-                proposed, accepted)
+                proposed, accepted, on_tokens)
             if assistant_model is not None and gc.num_assistant_tokens_schedule == "heuristic":
                 assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
             used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
             extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
                          num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
                          accepted_per_position=accepted[:used])
+        if streamer is not None:
+            streamer.end()
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:
             return sequences
@@ -358,5 +369,5 @@ class AutoModelForCausalLM:
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
                                           or isinstance(max_cache_len, bool) or max_cache_len < 1):
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
-        checkpoint = load_checkpoint(pretrained_model_name_or_path, dtype if dtype is not None else torch_dtype)
+        checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype)
         return LlamaForCausalLM(checkpoint, max_cache_len)

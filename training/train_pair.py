@@ -15,8 +15,6 @@ Usage: /usr/bin/python3 training/train_pair.py --out DIR [--target-steps N] [--d
 """
 
 import argparse
-import glob
-import hashlib
 import io
 import json
 import math
@@ -32,6 +30,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from habana_assist.safetensors import save_file, to_bfloat16_bits  # noqa: E402
+from habana_assist.stdlib_split import stdlib_files  # noqa: E402
 
 SPECIAL = {"unk": (0, "<unk>"), "bos": (1, "<s>"), "eos": (2, "</s>"), "pad": (3, "<pad>")}
 TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
@@ -45,16 +44,6 @@ def log(msg):
 
 
 # ---- data ----------------------------------------------------------------------------------------------------
-
-def stdlib_files():
-    """Sorted .py files of the standard library without its test suites -> (train, held_out) lists."""
-    root = os.path.dirname(os.__file__)
-    skip = ("/test/", "/tests/", "/idle_test/", "/site-packages/", "/dist-packages/", "/__pycache__/")
-    files = sorted(f for f in glob.glob(os.path.join(root, "**", "*.py"), recursive=True)
-                   if not any(s in f.replace(root, "") + "/" for s in skip) and "/test_" not in f)
-    held = [f for f in files if int(hashlib.sha1(os.path.relpath(f, root).encode()).hexdigest(), 16) % 20 == 0]
-    return [f for f in files if f not in held], held
-
 
 def read(path):
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -401,6 +401,41 @@ static PyTypeObject ContextType = {
 
 /* ---- functions ----------------------------------------------------------------------------------------- */
 
+/* A Python callable called as callback(row, tokens: list of int) from inside a generation loop that runs
+ * without the GIL: the GIL is taken for the call, and an exception it raises stops the loop and is re-raised
+ * when the loop returns. */
+typedef struct py_callback {
+    PyObject *fn;
+    PyObject *exc_type, *exc_value, *exc_tb;
+} py_callback;
+
+static int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n) {
+    py_callback *cb = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 0;
+    PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
+    for (int64_t i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(tokens[i]));
+    if (list) res = PyObject_CallFunction(cb->fn, "LO", (long long)row, list);
+    if (!res) {
+        PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+        rc = 1;
+    }
+    Py_XDECREF(res);
+    Py_XDECREF(list);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* After a loop that returned st: the callback's exception if it stopped the loop, else the core's. */
+static void raise_after_callback(ha_status st, py_callback *cb) {
+    if (st == HA_ERR_CALLBACK && cb->exc_type) {
+        PyErr_Restore(cb->exc_type, cb->exc_value, cb->exc_tb);
+        cb->exc_type = cb->exc_value = cb->exc_tb = NULL;
+    } else {
+        raise_status(st);
+    }
+}
+
 /* The generation buffers have exactly the shapes the core will index: prompt (B, W), start (B,),
  * out (B, N), scores (N, B, V) and per-position stats (N,) when given. Compared dimension by dimension, so
  * no product can wrap. */
@@ -417,10 +452,11 @@ static int shapes_ok(const Py_buffer *prompt, const Py_buffer *start, const Py_b
 
 /* generate(ctx, prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
  *          pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
- *          out int32 (B, max_new_tokens), scores float32 (max_new_tokens, B, V) | None) -> steps taken */
+ *          out int32 (B, max_new_tokens), scores float32 (max_new_tokens, B, V) | None,
+ *          callback(row, tokens) | None) -> steps taken */
 static PyObject *py_generate(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *ctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *result = NULL;
+    PyObject *ctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *cb_o, *result = NULL;
     long long max_new, min_new, top_k;
     int pad, do_sample;
     double temperature, top_p, rep;
@@ -428,9 +464,10 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
     Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 };
     int held = 0;
     ContextObject *ctx = NULL;
-    if (!PyArg_ParseTuple(args, "O!OOLLOipdLddKOO", &ContextType, &ctx_o, &prompt_o, &start_o, &max_new, &min_new, &eos_o,
-                          &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &out_o, &scores_o))
+    if (!PyArg_ParseTuple(args, "O!OOLLOipdLddKOOO", &ContextType, &ctx_o, &prompt_o, &start_o, &max_new, &min_new, &eos_o,
+                          &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &out_o, &scores_o, &cb_o))
         return NULL;
+    py_callback cb = { .fn = cb_o };
     ctx = (ContextObject *)ctx_o;
     if (get_buffer(prompt_o, "i", 0, "prompt", &prompt) != 0) goto cleanup;
     held |= 1;
@@ -459,6 +496,7 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
         .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4, .pad_token_id = pad,
         .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
                       .repetition_penalty = (float)rep, .seed = seed },
+        .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &cb,
     };
     if (enter(ctx) != 0) goto cleanup;
     ha_status st;
@@ -468,7 +506,7 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
     Py_END_ALLOW_THREADS
     ctx->busy = 0;
     if (st != HA_OK) {
-        raise_status(st);
+        raise_after_callback(st, &cb);
         goto cleanup;
     }
     result = PyLong_FromLongLong(steps);
@@ -486,21 +524,22 @@ cleanup:
  *                   repetition_penalty, seed, num_assistant_tokens, schedule, confidence_threshold, acceptance,
  *                   prompt_lookup_num_tokens, max_matching_ngram_size, out int32 (B, max_new_tokens),
  *                   scores float32 (max_new_tokens, B, V) | None, proposed_at int64 (max_new_tokens,),
- *                   accepted_at int64 (max_new_tokens,))
+ *                   accepted_at int64 (max_new_tokens,), callback(row, tokens) | None)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens) */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *prop_o, *acc_o, *result = NULL;
+    PyObject *tctx_o, *dctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
     long long max_new, min_new, top_k, K, pl_num, pl_ngram;
     int pad, do_sample, schedule, acceptance;
     double temperature, top_p, rep, threshold;
     unsigned long long seed;
     Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 }, prop = { 0 }, acc = { 0 };
     int held = 0, entered = 0;
-    if (!PyArg_ParseTuple(args, "O!OOOLLOipdLddKLidiLLOOOO", &ContextType, &tctx_o, &dctx_o, &prompt_o, &start_o,
+    if (!PyArg_ParseTuple(args, "O!OOOLLOipdLddKLidiLLOOOOO", &ContextType, &tctx_o, &dctx_o, &prompt_o, &start_o,
                           &max_new, &min_new, &eos_o, &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &K,
-                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &out_o, &scores_o, &prop_o, &acc_o))
+                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &out_o, &scores_o, &prop_o, &acc_o, &cb_o))
         return NULL;
+    py_callback cb = { .fn = cb_o };
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
         if (!PyObject_TypeCheck(dctx_o, &ContextType) || dctx_o == tctx_o) {
@@ -540,7 +579,8 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .gen = { .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4,
                  .pad_token_id = pad,
                  .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k,
-                               .top_p = (float)top_p, .repetition_penalty = (float)rep, .seed = seed } },
+                               .top_p = (float)top_p, .repetition_penalty = (float)rep, .seed = seed },
+                 .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &cb },
         .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
         .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
     };
@@ -556,7 +596,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
                               (held & 16) ? scores.buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
-        raise_status(st);
+        raise_after_callback(st, &cb);
         goto cleanup;
     }
     result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,

@@ -1,0 +1,201 @@
+"""The command line: `python3 -m habana_assist` (or `habana-assist` once installed).
+
+  generate  complete a prompt, streamed to the terminal as it is produced
+  bench     plain against assisted generation on one prompt: tokens/s, speed-up, acceptance, identical?
+  demo      the main job: completions of held-out standard-library code, plain then assisted, and a summary
+The shipped pair (habana-assist/pycode with habana-assist/pycode-draft) is the default model and draft.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+DEFAULT_MODEL = "habana-assist/pycode"
+DEFAULT_DRAFT = "habana-assist/pycode-draft"
+
+
+def _load(args):
+    import habana_assist as ha
+    if args.threads:
+        ha.set_num_threads(args.threads)
+    tok = ha.AutoTokenizer.from_pretrained(args.model)
+    model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype)
+    draft = None
+    if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
+        draft = ha.AutoModelForCausalLM.from_pretrained(args.assistant, dtype=args.dtype)
+    return ha, tok, model, draft
+
+
+def _prompt(args):
+    if args.prompt_file:
+        with open(args.prompt_file, encoding="utf-8") as f:
+            return f.read()
+    if args.prompt is None:
+        raise SystemExit("error: pass --prompt TEXT or --prompt-file FILE")
+    return args.prompt.encode("utf-8").decode("unicode_escape") if args.escapes else args.prompt
+
+
+def _sampling(args):
+    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=args.do_sample)
+    if args.do_sample:
+        kw.update(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    return kw
+
+
+def _assist(args, draft):
+    if args.prompt_lookup:
+        return dict(prompt_lookup_num_tokens=args.prompt_lookup)
+    if draft is None:
+        return {}
+    return dict(assistant_model=draft, num_assistant_tokens=args.num_assistant_tokens,
+                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+
+
+def cmd_generate(args):
+    ha, tok, model, draft = _load(args)
+    inputs = tok(_prompt(args), return_tensors="np")
+    streamer = None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt, skip_special_tokens=True)
+    t0 = time.perf_counter()
+    res = model.generate(**inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args), **_assist(args, draft))
+    dt = time.perf_counter() - t0
+    new = res.sequences.shape[1] - inputs["input_ids"].shape[1]
+    if streamer is None:
+        print(tok.decode(res.sequences[0] if args.show_prompt else res.sequences[0, inputs["input_ids"].shape[1]:],
+                         skip_special_tokens=True))
+    stats = f"{new} tokens in {dt:.2f} s ({new / dt:.1f} tokens/s)"
+    if res.num_draft_tokens:
+        stats += f"; drafts accepted {res.num_accepted_tokens}/{res.num_draft_tokens}"
+    print(f"\n[{stats}]", file=sys.stderr)
+
+
+def _timed_pair(model, inputs, kw, assist_kw, streamers=(None, None)):
+    """(plain result, seconds, assisted result, seconds) on the same inputs."""
+    t0 = time.perf_counter()
+    plain = model.generate(**inputs, streamer=streamers[0], return_dict_in_generate=True, **kw)
+    t1 = time.perf_counter()
+    assisted = model.generate(**inputs, streamer=streamers[1], return_dict_in_generate=True, **kw, **assist_kw)
+    t2 = time.perf_counter()
+    return plain, t1 - t0, assisted, t2 - t1
+
+
+def _summary(n_plain, t_plain, n_assisted, t_assisted, drafted, accepted, identical):
+    plain_tps, assisted_tps = n_plain / t_plain, n_assisted / t_assisted
+    print(f"  plain     {plain_tps:8.1f} tokens/s")
+    print(f"  assisted  {assisted_tps:8.1f} tokens/s   speed-up {assisted_tps / plain_tps:.2f}x")
+    print(f"  acceptance rate {accepted / max(1, drafted):.3f} ({accepted} of {drafted} drafted tokens)")
+    print(f"  outputs identical: {'yes' if identical else 'NO'}")
+
+
+def cmd_bench(args):
+    ha, tok, model, draft = _load(args)
+    inputs = tok(_prompt(args), return_tensors="np")
+    model.generate(**inputs, max_new_tokens=2)  # warm-up
+    plain, tp, assisted, ta = _timed_pair(model, inputs, _sampling(args), _assist(args, draft))
+    n = plain.sequences.shape[1] - inputs["input_ids"].shape[1]
+    print(f"habana_assist bench: {args.model} assisted by {'prompt lookup' if args.prompt_lookup else args.assistant}, "
+          f"{n} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
+    _summary(n, tp, assisted.sequences.shape[1] - inputs["input_ids"].shape[1], ta, assisted.num_draft_tokens or 0,
+             assisted.num_accepted_tokens or 0, np.array_equal(plain.sequences, assisted.sequences))
+
+
+def demo_prompts(n, lines):
+    """Code-completion prompts: the first `lines` lines of held-out standard-library files (never trained on)."""
+    from .stdlib_split import stdlib_files
+    prompts = []
+    for path in stdlib_files()[1]:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        head = "".join(text.splitlines(keepends=True)[:lines])
+        if len(head) > 200:
+            prompts.append((os.path.basename(path), head))
+        if len(prompts) == n:
+            break
+    return prompts
+
+
+def cmd_demo(args):
+    ha, tok, model, draft = _load(args)
+    print(f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.dtype}) assisted by "
+          f"{args.assistant}, greedy, {args.max_new_tokens} new tokens per prompt\n")
+    model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
+    totals = np.zeros(6)
+    identical = True
+    for name, text in demo_prompts(args.prompts, args.prompt_lines):
+        inputs = tok(text, return_tensors="np")
+        print(f"=== {name}: the next {args.max_new_tokens} tokens after its first {args.prompt_lines} lines ===")
+        print(text[-300:], end="")
+        streams = (ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True) if args.show_plain else None,
+                   ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True))
+        kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
+        plain, tp, assisted, ta = _timed_pair(model, inputs, kw, _assist(args, draft), streams)
+        same = np.array_equal(plain.sequences, assisted.sequences)
+        identical &= same
+        n_new = plain.sequences.shape[1] - inputs["input_ids"].shape[1]
+        totals += (n_new, tp, assisted.sequences.shape[1] - inputs["input_ids"].shape[1], ta,
+                   assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0)
+        print(f"--- plain {n_new / tp:.1f} tokens/s, assisted "
+              f"{(assisted.sequences.shape[1] - inputs['input_ids'].shape[1]) / ta:.1f} tokens/s, identical: {same}\n")
+    print("=== summary over all prompts ===")
+    _summary(totals[0], totals[1], totals[2], totals[3], int(totals[4]), int(totals[5]), identical)
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="habana-assist", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
+
+    def common(p, prompt=True):
+        p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint directory (default {DEFAULT_MODEL})")
+        p.add_argument("--assistant", default=DEFAULT_DRAFT,
+                       help=f"draft checkpoint directory, or 'none' for plain generation (default {DEFAULT_DRAFT})")
+        p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16", "int8"],
+                       help="how weights are held (default: as stored)")
+        p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
+        p.add_argument("--num-assistant-tokens", type=int, default=5, help="tokens the draft proposes per step (default 5)")
+        p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
+                       help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
+        p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
+        if prompt:
+            p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
+            p.add_argument("--prompt-file", help="read the prompt from this file")
+            p.add_argument("--escapes", action="store_true", help="interpret \\n and \\t in --prompt")
+            p.add_argument("--do-sample", action="store_true", help="sample instead of greedy decoding")
+            p.add_argument("--temperature", type=float, default=1.0)
+            p.add_argument("--top-k", type=int, default=50)
+            p.add_argument("--top-p", type=float, default=1.0)
+            p.add_argument("--seed", type=int, default=0, help="sampling seed (the same seed gives the same text)")
+
+    g = sub.add_parser("generate", help="complete a prompt, streaming the text as it comes",
+                       description="Complete a prompt with the target, assisted by the draft; the text is streamed.")
+    common(g)
+    g.add_argument("--no-stream", action="store_true", help="print the completion once, at the end")
+    g.add_argument("--show-prompt", action="store_true", help="print the prompt before the completion")
+    g.set_defaults(fn=cmd_generate)
+    b = sub.add_parser("bench", help="plain against assisted generation on one prompt",
+                       description="Time plain and assisted generation of the same prompt; print tokens/s, speed-up, "
+                                   "acceptance and whether the outputs are identical.")
+    common(b)
+    b.set_defaults(fn=cmd_bench)
+    d = sub.add_parser("demo", help="the main job: held-out code completions, plain then assisted, and a summary",
+                       description="Complete the beginnings of held-out standard-library files, greedily, plain then "
+                                   "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity.")
+    common(d, prompt=False)
+    d.add_argument("--prompts", type=int, default=4, help="how many held-out files (default 4)")
+    d.add_argument("--prompt-lines", type=int, default=30, help="lines of each file in its prompt (default 30)")
+    d.add_argument("--show-plain", action="store_true", help="stream the plain completion too")
+    d.set_defaults(fn=cmd_demo)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    from .errors import HabanaAssistError
+    try:
+        args.fn(args)
+    except HabanaAssistError as e:
+        print(f"habana-assist: error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,214 @@
+"""SentencePiece tokenizers in a Hugging Face checkpoint directory, with Transformers' call conventions.
+
+AutoTokenizer.from_pretrained(path) reads tokenizer.model (through Debian's python3-sentencepiece),
+tokenizer_config.json (add_bos_token, add_eos_token, padding_side, truncation_side, model_max_length, special
+tokens) and special_tokens_map.json. Ids are exactly sentencepiece's; bos/eos are added as the config says.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from .hub import resolve
+
+TOKENIZER_FILE = "tokenizer.model"
+
+
+class BatchEncoding(dict):
+    """{"input_ids": ..., "attention_mask": ...} that also reads as attributes, so generate(**inputs) works."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _read_json(path):
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} must hold a JSON object; fix or delete the file")
+    return data
+
+
+def _token_text(value):
+    """A special token in tokenizer_config.json is a string or {"content": string, ...}."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+class LlamaTokenizer:
+    """A SentencePiece tokenizer (Llama's kind). Build it with AutoTokenizer.from_pretrained(path)."""
+
+    def __init__(self, model_file, config=None, special_tokens_map=None):
+        try:
+            import sentencepiece
+        except ImportError:
+            raise ImportError("habana_assist's tokenizer needs sentencepiece: apt-get install python3-sentencepiece "
+                              "(scripts/setup.sh does)") from None
+        self.sp = sentencepiece.SentencePieceProcessor()
+        try:
+            self.sp.load(model_file)
+        except (OSError, RuntimeError) as e:
+            raise CheckpointError(f"{model_file} is not a SentencePiece model ({e}); re-download it") from None
+        config = dict(config or {})
+        tokens = {**{k: _token_text(v) for k, v in (special_tokens_map or {}).items()},
+                  **{k: _token_text(config[k]) for k in ("bos_token", "eos_token", "unk_token", "pad_token") if k in config}}
+        self.add_bos_token = bool(config.get("add_bos_token", True))
+        self.add_eos_token = bool(config.get("add_eos_token", False))
+        self.padding_side = config.get("padding_side", "right")
+        self.truncation_side = config.get("truncation_side", "right")
+        self.model_max_length = int(config.get("model_max_length", 1 << 30))
+        for side in ("padding_side", "truncation_side"):
+            if getattr(self, side) not in ("left", "right"):
+                raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or 'right'")
+        defaults = {"bos_token": self.sp.bos_id(), "eos_token": self.sp.eos_id(), "unk_token": self.sp.unk_id(),
+                    "pad_token": self.sp.pad_id()}
+        for name, default in defaults.items():
+            text = tokens.get(name)
+            tid = self.sp.piece_to_id(text) if text else default
+            if text and (tid == self.sp.unk_id() and text != self.sp.id_to_piece(self.sp.unk_id())):
+                raise CheckpointError(f"the {name} {text!r} of tokenizer_config.json is not in {model_file}; fix the config")
+            tid = tid if tid is not None and tid >= 0 else None
+            setattr(self, name + "_id", tid)
+            setattr(self, name, self.sp.id_to_piece(tid) if tid is not None else None)
+        self._special = {t for t in (self.bos_token_id, self.eos_token_id, self.unk_token_id, self.pad_token_id)
+                         if t is not None} | {i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)}
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path):
+        directory = resolve(pretrained_model_name_or_path)
+        model_file = os.path.join(directory, TOKENIZER_FILE)
+        if not os.path.exists(model_file):
+            raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_FILE}; this package reads SentencePiece "
+                                          "tokenizers (tokenizer.model) only")
+        return cls(model_file, _read_json(os.path.join(directory, "tokenizer_config.json")),
+                   _read_json(os.path.join(directory, "special_tokens_map.json")))
+
+    def __len__(self):
+        return self.sp.get_piece_size()
+
+    @property
+    def vocab_size(self):
+        return self.sp.get_piece_size()
+
+    def __repr__(self):
+        return (f"LlamaTokenizer(vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, "
+                f"pad={self.pad_token!r}, padding_side={self.padding_side!r})")
+
+    # ---- text -> ids ----------------------------------------------------------------------------------------
+
+    def encode(self, text, add_special_tokens=True):
+        """str -> list of ids (<s> first when the config says add_bos_token)."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"encode takes a str, got {type(text).__name__}")
+        ids = self.sp.encode(text)
+        if add_special_tokens:
+            ids = ([self.bos_token_id] if self.add_bos_token and self.bos_token_id is not None else []) + ids + \
+                  ([self.eos_token_id] if self.add_eos_token and self.eos_token_id is not None else [])
+        return ids
+
+    def __call__(self, text, padding=False, truncation=False, max_length=None, return_tensors=None,
+                 add_special_tokens=True, return_attention_mask=True):
+        """str or list of str -> BatchEncoding(input_ids, attention_mask), Transformers' semantics.
+
+        padding: False, True / "longest", or "max_length"; on the tokenizer's padding_side. truncation with
+        max_length (default model_max_length) cuts on truncation_side. return_tensors="np" gives int64 arrays
+        (batch, seq); None gives lists (a flat list for a single str)."""
+        single = isinstance(text, str)
+        texts = [text] if single else text
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts) or not texts:
+            raise InvalidInputError("the tokenizer takes a str or a non-empty list of str")
+        if return_tensors not in (None, "np"):
+            raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy) or None")
+        if padding is True:
+            padding = "longest"
+        if padding not in (False, "longest", "max_length", "do_not_pad"):
+            raise InvalidInputError(f"padding={padding!r}; use False, True ('longest') or 'max_length'")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise InvalidInputError(f"max_length={max_length!r} must be a positive integer")
+        ids = [self.encode(t, add_special_tokens) for t in texts]
+        if truncation:
+            limit = max_length or self.model_max_length
+            ids = [s[:limit] if self.truncation_side == "right" else s[max(0, len(s) - limit):] for s in ids]
+        width = max(len(s) for s in ids)
+        if padding == "max_length":
+            if max_length is None:
+                raise InvalidInputError("padding='max_length' needs max_length")
+            width = max(width, max_length)
+        masks = [[1] * len(s) for s in ids]
+        if padding in ("longest", "max_length"):
+            if self.pad_token_id is None:
+                raise InvalidInputError("this tokenizer has no pad token; set tokenizer.pad_token_id (e.g. to "
+                                        "tokenizer.eos_token_id) before padding")
+            for i, s in enumerate(ids):
+                fill = width - len(s)
+                if self.padding_side == "left":
+                    ids[i], masks[i] = [self.pad_token_id] * fill + s, [0] * fill + masks[i]
+                else:
+                    ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
+        if return_tensors == "np":
+            if len({len(s) for s in ids}) > 1:
+                raise InvalidInputError("the texts have different lengths; pass padding=True to make one array")
+            out = BatchEncoding(input_ids=np.array(ids, dtype=np.int64))
+            if return_attention_mask:
+                out["attention_mask"] = np.array(masks, dtype=np.int64)
+            return out
+        out = BatchEncoding(input_ids=ids[0] if single else ids)
+        if return_attention_mask:
+            out["attention_mask"] = masks[0] if single else masks
+        return out
+
+    # ---- ids -> text ----------------------------------------------------------------------------------------
+
+    def _check_ids(self, ids):
+        a = np.asarray(ids)
+        if a.dtype == object or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise InvalidInputError(f"token ids must be integers, got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= self.vocab_size):
+            raise InvalidInputError(f"token id {int(a.min() if a.min() < 0 else a.max())} is outside [0, "
+                                    f"{self.vocab_size}); use the tokenizer that belongs to the model")
+        return [int(i) for i in a.reshape(-1)]
+
+    def decode(self, ids, skip_special_tokens=False):
+        """ids (list or 1-D array) -> str; special tokens written as their text unless skipped."""
+        out, run = [], []
+        for i in self._check_ids(ids):
+            if i in self._special:
+                out.append(self.sp.decode(run))
+                run = []
+                if not skip_special_tokens:
+                    out.append(self.sp.id_to_piece(i))
+            else:
+                run.append(i)
+        out.append(self.sp.decode(run))
+        return "".join(out)
+
+    def batch_decode(self, sequences, skip_special_tokens=False):
+        """(batch, seq) ids -> list of str."""
+        seqs = np.asarray(sequences) if not isinstance(sequences, list) else sequences
+        return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in seqs]
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.sp.id_to_piece(i) for i in self._check_ids(ids)]
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.sp.piece_to_id(t) for t in tokens]
+
+
+class AutoTokenizer:
+    """Transformers-style entry point: from_pretrained(directory or shipped name) -> LlamaTokenizer."""
+
+    def __init__(self):
+        raise TypeError("use AutoTokenizer.from_pretrained(path)")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path):
+        return LlamaTokenizer.from_pretrained(pretrained_model_name_or_path)
