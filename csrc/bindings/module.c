@@ -436,152 +436,138 @@ static void raise_after_callback(ha_status st, py_callback *cb) {
     }
 }
 
-/* The generation buffers have exactly the shapes the core will index: prompt (B, W), start (B,),
- * out (B, N), scores (N, B, V) and per-position stats (N,) when given. Compared dimension by dimension, so
- * no product can wrap. */
-static int shapes_ok(const Py_buffer *prompt, const Py_buffer *start, const Py_buffer *out, const Py_buffer *scores,
-                     const Py_buffer *prop, const Py_buffer *acc, int64_t B, long long N, int64_t V) {
-    if (N < 1 || prompt->ndim != 2 || prompt->shape[0] != B || start->ndim != 1 || start->shape[0] != B ||
-        out->ndim != 2 || out->shape[0] != B || out->shape[1] != N)
-        return 0;
-    if (scores && (scores->ndim != 3 || scores->shape[0] != N || scores->shape[1] != B || scores->shape[2] != V)) return 0;
-    if (prop && (prop->ndim != 1 || prop->shape[0] != N)) return 0;
-    if (acc && (acc->ndim != 1 || acc->shape[0] != N)) return 0;
-    return 1;
+/* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
+ * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
+ * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, then (at the end) out int32
+ * (B, N), scores float32 (N, B, V) | None and callback(row, tokens) | None. */
+typedef struct gen_args {
+    Py_buffer prompt, start, eos, out, scores;
+    int held; /* bit per buffer above */
+    ha_generate_params p;
+    py_callback cb;
+} gen_args;
+
+static void release_gen(gen_args *g) {
+    Py_buffer *bufs[] = { &g->prompt, &g->start, &g->eos, &g->out, &g->scores };
+    for (int i = 0; i < 5; i++)
+        if (g->held & (1 << i)) PyBuffer_Release(bufs[i]);
+    g->held = 0;
 }
 
-/* generate(ctx, prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
- *          pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
- *          out int32 (B, max_new_tokens), scores float32 (max_new_tokens, B, V) | None,
- *          callback(row, tokens) | None) -> steps taken */
-static PyObject *py_generate(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *ctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *cb_o, *result = NULL;
-    long long max_new, min_new, top_k;
-    int pad, do_sample;
-    double temperature, top_p, rep;
-    unsigned long long seed;
-    Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 };
-    int held = 0;
-    ContextObject *ctx = NULL;
-    if (!PyArg_ParseTuple(args, "O!OOLLOipdLddKOOO", &ContextType, &ctx_o, &prompt_o, &start_o, &max_new, &min_new, &eos_o,
-                          &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &out_o, &scores_o, &cb_o))
-        return NULL;
-    py_callback cb = { .fn = cb_o };
-    ctx = (ContextObject *)ctx_o;
-    if (get_buffer(prompt_o, "i", 0, "prompt", &prompt) != 0) goto cleanup;
-    held |= 1;
-    if (get_buffer(start_o, "q", 0, "start", &start) != 0) goto cleanup;
-    held |= 2;
-    if (get_buffer(eos_o, "i", 0, "eos", &eos) != 0) goto cleanup;
-    held |= 4;
-    if (get_buffer(out_o, "i", 1, "out", &out) != 0) goto cleanup;
-    held |= 8;
-    if (scores_o != Py_None) {
-        if (get_buffer(scores_o, "f", 1, "scores", &scores) != 0) goto cleanup;
-        held |= 16;
+/* Acquires the buffers and checks them against batch B and vocabulary V dimension by dimension (no product
+ * that could wrap); on failure sets an exception, releases what it took and returns -1. */
+static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
+                    PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
+                    double rep, unsigned long long seed, PyObject *out_o, PyObject *scores_o, PyObject *cb_o, int64_t B,
+                    int64_t V) {
+    const char *fmt[] = { "i", "q", "i", "i", "f" }, *what[] = { "prompt", "start", "eos", "out", "scores" };
+    PyObject *objs[] = { prompt_o, start_o, eos_o, out_o, scores_o };
+    Py_buffer *bufs[] = { &g->prompt, &g->start, &g->eos, &g->out, &g->scores };
+    for (int i = 0; i < 5; i++) {
+        if (objs[i] == Py_None && i == 4) continue;
+        if (get_buffer(objs[i], fmt[i], i >= 3, what[i], bufs[i]) != 0) {
+            release_gen(g);
+            return -1;
+        }
+        g->held |= 1 << i;
     }
-    if (!ctx->c) {
-        PyErr_SetString(InvalidInputError, "Context is not initialized");
-        goto cleanup;
-    }
-    ha_lm *lm = ha_llama_context_lm(ctx->c);
-    int64_t B = lm->n_seq;
-    if (!shapes_ok(&prompt, &start, &out, (held & 16) ? &scores : NULL, NULL, NULL, B, max_new, lm->vocab_size)) {
+    const Py_buffer *sc = (g->held & 16) ? &g->scores : NULL;
+    if (max_new < 1 || g->prompt.ndim != 2 || g->prompt.shape[0] != B || g->start.ndim != 1 || g->start.shape[0] != B ||
+        g->out.ndim != 2 || g->out.shape[0] != B || g->out.shape[1] != max_new ||
+        (sc && (sc->ndim != 3 || sc->shape[0] != max_new || sc->shape[1] != B || sc->shape[2] != V))) {
         PyErr_Format(InvalidInputError, "generate: buffer shapes disagree with batch %lld, max_new_tokens %lld", (long long)B,
                      max_new);
-        goto cleanup;
+        release_gen(g);
+        return -1;
     }
-    ha_generate_params p = {
-        .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4, .pad_token_id = pad,
+    g->cb = (py_callback){ .fn = cb_o };
+    g->p = (ha_generate_params){
+        .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = g->eos.buf, .n_eos = g->eos.len / 4,
+        .pad_token_id = pad,
         .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
                       .repetition_penalty = (float)rep, .seed = seed },
-        .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &cb,
+        .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
     };
-    if (enter(ctx) != 0) goto cleanup;
-    ha_status st;
-    int64_t steps = 0;
-    Py_BEGIN_ALLOW_THREADS
-    st = ha_generate(lm, &p, prompt.buf, prompt.shape[1], start.buf, out.buf, (held & 16) ? scores.buf : NULL, &steps);
-    Py_END_ALLOW_THREADS
-    ctx->busy = 0;
-    if (st != HA_OK) {
-        raise_after_callback(st, &cb);
-        goto cleanup;
+    return 0;
+}
+
+#define GEN_FORMAT "OOLLOipdLddK"
+#define GEN_ARGS(g) &g##prompt_o, &g##start_o, &g##max_new, &g##min_new, &g##eos_o, &g##pad, &g##do_sample, \
+    &g##temperature, &g##top_k, &g##top_p, &g##rep, &g##seed
+#define GEN_VALUES g_prompt_o, g_start_o, g_max_new, g_min_new, g_eos_o, g_pad, g_do_sample, g_temperature, g_top_k, \
+    g_top_p, g_rep, g_seed
+#define GEN_DECLARE                                                                                            \
+    PyObject *g_prompt_o, *g_start_o, *g_eos_o;                                                                \
+    long long g_max_new, g_min_new, g_top_k;                                                                   \
+    int g_pad, g_do_sample;                                                                                    \
+    double g_temperature, g_top_p, g_rep;                                                                      \
+    unsigned long long g_seed
+
+/* generate(ctx, <generation arguments>, out, scores, callback) -> steps taken; see gen_args. */
+static PyObject *py_generate(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *ctx_o, *out_o, *scores_o, *cb_o;
+    GEN_DECLARE;
+    gen_args g = { .held = 0 };
+    if (!PyArg_ParseTuple(args, "O!" GEN_FORMAT "OOO", &ContextType, &ctx_o, GEN_ARGS(g_), &out_o, &scores_o, &cb_o))
+        return NULL;
+    ContextObject *ctx = (ContextObject *)ctx_o;
+    if (!ctx->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ha_llama_context_lm(ctx->c);
+    if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
+    PyObject *result = NULL;
+    if (enter(ctx) == 0) {
+        ha_status st;
+        int64_t steps = 0;
+        Py_BEGIN_ALLOW_THREADS
+        st = ha_generate(lm, &g.p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
+                         (g.held & 16) ? g.scores.buf : NULL, &steps);
+        Py_END_ALLOW_THREADS
+        ctx->busy = 0;
+        if (st == HA_OK) result = PyLong_FromLongLong(steps);
+        else raise_after_callback(st, &g.cb);
     }
-    result = PyLong_FromLongLong(steps);
-cleanup:
-    if (held & 1) PyBuffer_Release(&prompt);
-    if (held & 2) PyBuffer_Release(&start);
-    if (held & 4) PyBuffer_Release(&eos);
-    if (held & 8) PyBuffer_Release(&out);
-    if (held & 16) PyBuffer_Release(&scores);
+    release_gen(&g);
     return result;
 }
 
-/* generate_assisted(target_ctx, draft_ctx | None, prompt int32 (B, W), start int64 (B,), max_new_tokens,
- *                   min_new_tokens, eos int32 (k,), pad_token_id, do_sample, temperature, top_k, top_p,
- *                   repetition_penalty, seed, num_assistant_tokens, schedule, confidence_threshold, acceptance,
- *                   prompt_lookup_num_tokens, max_matching_ngram_size, out int32 (B, max_new_tokens),
- *                   scores float32 (max_new_tokens, B, V) | None, proposed_at int64 (max_new_tokens,),
- *                   accepted_at int64 (max_new_tokens,), callback(row, tokens) | None)
+/* generate_assisted(target_ctx, draft_ctx | None, <generation arguments>, num_assistant_tokens, schedule,
+ *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size, out,
+ *                   scores, proposed_at int64 (N,), accepted_at int64 (N,), callback)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens) */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *prompt_o, *start_o, *eos_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
-    long long max_new, min_new, top_k, K, pl_num, pl_ngram;
-    int pad, do_sample, schedule, acceptance;
-    double temperature, top_p, rep, threshold;
-    unsigned long long seed;
-    Py_buffer prompt = { 0 }, start = { 0 }, eos = { 0 }, out = { 0 }, scores = { 0 }, prop = { 0 }, acc = { 0 };
-    int held = 0, entered = 0;
-    if (!PyArg_ParseTuple(args, "O!OOOLLOipdLddKLidiLLOOOOO", &ContextType, &tctx_o, &dctx_o, &prompt_o, &start_o,
-                          &max_new, &min_new, &eos_o, &pad, &do_sample, &temperature, &top_k, &top_p, &rep, &seed, &K,
+    PyObject *tctx_o, *dctx_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
+    GEN_DECLARE;
+    long long K, pl_num, pl_ngram;
+    int schedule, acceptance, entered = 0;
+    double threshold;
+    gen_args g = { .held = 0 };
+    Py_buffer prop = { 0 }, acc = { 0 };
+    int stats_held = 0;
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
                           &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &out_o, &scores_o, &prop_o, &acc_o, &cb_o))
         return NULL;
-    py_callback cb = { .fn = cb_o };
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
-        if (!PyObject_TypeCheck(dctx_o, &ContextType) || dctx_o == tctx_o) {
-            PyErr_SetString(InvalidInputError, "the draft needs a Context of its own (not the target's)");
-            return NULL;
-        }
+        if (!PyObject_TypeCheck(dctx_o, &ContextType) || dctx_o == tctx_o)
+            return PyErr_Format(InvalidInputError, "the draft needs a Context of its own (not the target's)");
         dctx = (ContextObject *)dctx_o;
     }
-    if (get_buffer(prompt_o, "i", 0, "prompt", &prompt) != 0) goto cleanup;
-    held |= 1;
-    if (get_buffer(start_o, "q", 0, "start", &start) != 0) goto cleanup;
-    held |= 2;
-    if (get_buffer(eos_o, "i", 0, "eos", &eos) != 0) goto cleanup;
-    held |= 4;
-    if (get_buffer(out_o, "i", 1, "out", &out) != 0) goto cleanup;
-    held |= 8;
-    if (scores_o != Py_None) {
-        if (get_buffer(scores_o, "f", 1, "scores", &scores) != 0) goto cleanup;
-        held |= 16;
-    }
-    if (get_buffer(prop_o, "q", 1, "proposed_at", &prop) != 0) goto cleanup;
-    held |= 32;
-    if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
-    held |= 64;
-    if (!tctx->c || (dctx && !dctx->c)) {
-        PyErr_SetString(InvalidInputError, "Context is not initialized");
-        goto cleanup;
-    }
+    if (!tctx->c || (dctx && !dctx->c)) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = ha_llama_context_lm(tctx->c), *dlm = dctx ? ha_llama_context_lm(dctx->c) : NULL;
-    int64_t B = lm->n_seq;
-    if (!shapes_ok(&prompt, &start, &out, (held & 16) ? &scores : NULL, &prop, &acc, B, max_new, lm->vocab_size)) {
-        PyErr_Format(InvalidInputError, "generate_assisted: buffer shapes disagree with batch %lld, max_new_tokens %lld",
-                     (long long)B, max_new);
+    if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
+    if (get_buffer(prop_o, "q", 1, "proposed_at", &prop) != 0) goto cleanup;
+    stats_held |= 1;
+    if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
+    stats_held |= 2;
+    if (prop.ndim != 1 || prop.shape[0] != g_max_new || acc.ndim != 1 || acc.shape[0] != g_max_new) {
+        PyErr_Format(InvalidInputError, "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries",
+                     g_max_new);
         goto cleanup;
     }
     ha_assist_params p = {
-        .gen = { .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = eos.buf, .n_eos = eos.len / 4,
-                 .pad_token_id = pad,
-                 .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k,
-                               .top_p = (float)top_p, .repetition_penalty = (float)rep, .seed = seed },
-                 .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &cb },
-        .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
+        .gen = g.p, .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
         .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
     };
     ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
@@ -592,11 +578,11 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     ha_status st;
     int64_t steps = 0;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_generate_assisted(lm, dlm, &p, prompt.buf, prompt.shape[1], start.buf, out.buf,
-                              (held & 16) ? scores.buf : NULL, &steps, &stats);
+    st = ha_generate_assisted(lm, dlm, &p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
+                              (g.held & 16) ? g.scores.buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
-        raise_after_callback(st, &cb);
+        raise_after_callback(st, &g.cb);
         goto cleanup;
     }
     result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
@@ -605,13 +591,9 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
 cleanup:
     if (entered & 1) tctx->busy = 0;
     if (entered & 2) dctx->busy = 0;
-    if (held & 1) PyBuffer_Release(&prompt);
-    if (held & 2) PyBuffer_Release(&start);
-    if (held & 4) PyBuffer_Release(&eos);
-    if (held & 8) PyBuffer_Release(&out);
-    if (held & 16) PyBuffer_Release(&scores);
-    if (held & 32) PyBuffer_Release(&prop);
-    if (held & 64) PyBuffer_Release(&acc);
+    if (stats_held & 1) PyBuffer_Release(&prop);
+    if (stats_held & 2) PyBuffer_Release(&acc);
+    release_gen(&g);
     return result;
 }
 
