@@ -6,7 +6,6 @@ than MIN_MARGIN, far above the float32 logits error (<= 1e-4 * max|logit| ~ 2e-3
 so a correct float32 implementation cannot pick a different token.
 """
 
-import math
 import os
 import sys
 
@@ -18,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
+from stats import chi2_critical, chi2_sf  # noqa: E402
 
 VOCAB = 64
 PAD = 0
@@ -318,47 +318,6 @@ def test_sampled_output_scores_are_the_reference_processed_scores(ckpt):
                 assert got[v] == -np.inf, f"step {t}, token {v}: expected -inf (removed by top_k/top_p), got {got[v]}"
         chosen = int(seq[0, prompt.size + t])
         assert np.isfinite(got[chosen]), f"step {t}: sampled token {chosen} has score {got[chosen]} (removed)"
-
-
-def chi2_sf(x, df):
-    """P(chi-square with df degrees of freedom > x): the regularized upper incomplete gamma Q(df/2, x/2)."""
-    a, x = df / 2.0, x / 2.0
-    if x <= 0:
-        return 1.0
-    log_prefactor = a * math.log(x) - x - math.lgamma(a)
-    if x < a + 1:  # series for P
-        term = total = 1.0 / a
-        n = a
-        while abs(term) > 1e-16 * abs(total):
-            n += 1
-            term *= x / n
-            total += term
-        return max(0.0, 1.0 - total * math.exp(log_prefactor))
-    # continued fraction for Q (modified Lentz)
-    tiny = 1e-300
-    b = x + 1 - a
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 1000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return math.exp(log_prefactor) * h
-
-
-def chi2_critical(alpha, df):
-    lo, hi = 0.0, 1000.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if chi2_sf(mid, df) > alpha else (lo, mid)
-    return hi
 
 
 def _bins(prob, n):

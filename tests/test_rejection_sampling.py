@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
+from stats import chi2_sf  # noqa: E402
 
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)
@@ -48,39 +49,6 @@ CONFIGS = {
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-
-
-def chi2_sf(x, df):
-    """P(chi2_df > x), the regularized upper incomplete gamma Q(df/2, x/2) (series below a + 1, else
-    Lentz's continued fraction; Numerical Recipes 6.2)."""
-    a, x = df / 2.0, x / 2.0
-    if x <= 0:
-        return 1.0
-    log_front = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:
-        term = total = 1.0 / a
-        n = a
-        while abs(term) > abs(total) * 1e-16:
-            n += 1
-            term *= x / n
-            total += term
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    tiny = 1e-300
-    b = x + 1 - a
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 10000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return math.exp(log_front) * h
 
 
 def chi_square(counts, probs):

@@ -219,6 +219,23 @@ def test_assisted_put_carries_whole_accepted_drafts_when_the_draft_is_the_target
     assert np.array_equal(res.sequences, plain), "assisted greedy with a streamer must equal plain greedy"
 
 
+def test_streamed_tokens_stop_at_eos_even_inside_an_accepted_draft(tok, model):
+    # eos is made a token greedy decoding reaches after a few steps; a draft equal to the target proposes tokens
+    # beyond it in the same chunk, which must not be streamed.
+    inputs = tok(PROMPTS[0], return_tensors="np")
+    S = inputs["input_ids"].shape[1]
+    free = model.generate(**inputs, max_new_tokens=NEW, eos_token_id=None)[0, S:].tolist()
+    eos = free[6]
+    stop = free.index(eos)
+    for kw in (dict(), dict(assistant_model=model, num_assistant_tokens=5, assistant_confidence_threshold=0.0)):
+        rec = Recorder()
+        out = model.generate(**inputs, streamer=rec, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=0, **kw)
+        streamed = [t for c in rec.calls[1:-1] for t in c[1]]
+        assert streamed == free[:stop + 1], f"{kw or 'plain'}: expected the tokens up to eos {free[:stop + 1]}, " \
+                                            f"streamed {streamed}"
+        assert out[0, S:].tolist() == free[:stop + 1], f"output {out[0, S:].tolist()}, expected {free[:stop + 1]}"
+
+
 def test_streamer_does_not_change_the_output(tok, model, draft):
     for mode in MODES:
         inputs = tok(PROMPTS[0], return_tensors="np")
