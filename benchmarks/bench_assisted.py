@@ -15,45 +15,20 @@ Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens N] [--k K]
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha  # noqa: E402
-from bench_decode import TINYLLAMA, random_bf16, timed, write_checkpoint  # noqa: E402
-from habana_assist.safetensors import save_file  # noqa: E402
+from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
 
+# a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
                    num_key_value_heads=1, tie_word_embeddings=True)
-
-
-def write_small_draft(directory):
-    """A random draft with the target's vocabulary (about 45 MB in bfloat16) unless already there."""
-    if os.path.exists(os.path.join(directory, "model.safetensors")):
-        return
-    os.makedirs(directory, exist_ok=True)
-    c = SMALL_DRAFT
-    d, f, hd = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
-    kv = c["num_key_value_heads"] * hd
-    rng = np.random.default_rng(7)
-    ones = (np.full(d, 0x3F80, dtype=np.uint16), "BF16")
-    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), -5), "BF16"), "model.norm.weight": ones}
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = t[p + "post_attention_layernorm.weight"] = ones
-        for name, shape in (("self_attn.q_proj", (d, d)), ("self_attn.k_proj", (kv, d)), ("self_attn.v_proj", (kv, d)),
-                            ("self_attn.o_proj", (d, d)), ("mlp.gate_proj", (f, d)), ("mlp.up_proj", (f, d)),
-                            ("mlp.down_proj", (d, f))):
-            t[p + name + ".weight"] = (random_bf16(rng, shape, -5), "BF16")
-    save_file(t, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-    with open(os.path.join(directory, "config.json"), "w") as fh:
-        json.dump(c, fh, indent=2)
 
 
 def decode_step_time(model, prompt, n, repeats):
@@ -86,7 +61,7 @@ def main():
 
     target_dir, draft_dir = os.path.join(args.dir, "tinyllama-1.1b-random-bf16"), os.path.join(args.dir, "draft-random-bf16")
     write_checkpoint(target_dir)
-    write_small_draft(draft_dir)
+    write_checkpoint(draft_dir, SMALL_DRAFT, seed=7, exponent=-5)
     n, k = args.new_tokens, args.k
     target = ha.AutoModelForCausalLM.from_pretrained(target_dir, max_cache_len=256)
     small = ha.AutoModelForCausalLM.from_pretrained(draft_dir, max_cache_len=256)

@@ -51,27 +51,28 @@ def random_bf16(rng, shape, exponent):
     return (bits & np.uint16(0x807F)) | np.uint16((127 + exponent) << 7)
 
 
-def write_checkpoint(directory):
-    """Writes config.json + model.safetensors (about 2.2 GB) unless already there."""
+def write_checkpoint(directory, config=TINYLLAMA, seed=0, exponent=-6):
+    """Writes config.json + model.safetensors with random bfloat16 weights (magnitudes about 2**exponent)
+    unless already there; TinyLlama's shape by default (about 2.2 GB)."""
     weights_path = os.path.join(directory, "model.safetensors")
     if os.path.exists(weights_path) and os.path.exists(os.path.join(directory, "config.json")):
         return
     os.makedirs(directory, exist_ok=True)
-    c = TINYLLAMA
+    c = config
     d, f, hd = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
     kv = c["num_key_value_heads"] * hd
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     ones = (np.full(d, 0x3F80, dtype=np.uint16), "BF16")  # 1.0 in bfloat16
-    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), -6), "BF16"),
-         "model.norm.weight": ones, "lm_head.weight": (random_bf16(rng, (c["vocab_size"], d), -6), "BF16")}
+    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16"), "model.norm.weight": ones}
+    if not c["tie_word_embeddings"]:
+        t["lm_head.weight"] = (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16")
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = ones
-        t[p + "post_attention_layernorm.weight"] = ones
+        t[p + "input_layernorm.weight"] = t[p + "post_attention_layernorm.weight"] = ones
         for name, shape in (("self_attn.q_proj", (d, d)), ("self_attn.k_proj", (kv, d)), ("self_attn.v_proj", (kv, d)),
                             ("self_attn.o_proj", (d, d)), ("mlp.gate_proj", (f, d)), ("mlp.up_proj", (f, d)),
                             ("mlp.down_proj", (d, f))):
-            t[p + name + ".weight"] = (random_bf16(rng, shape, -6), "BF16")
+            t[p + name + ".weight"] = (random_bf16(rng, shape, exponent), "BF16")
     save_file(t, weights_path, metadata={"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as fh:
         json.dump(c, fh, indent=2)
@@ -224,7 +225,7 @@ def main():
               f"{bws[d] / 1e9:.1f} GB/s, so the roofline is {roof * 1e3:.1f} ms/token")
         print(f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token ({1 / r['decode_s']:.2f} tokens/s), "
               f"{roof / r['decode_s']:.3f} of the roofline")
-        print(f"    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
+        print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         print(f"    prefill  {r['prefill_tps']:7.1f} tokens/s (128-token prompt)")
         need = r["weight_bytes"] + r["kv_bytes"]
         print(f"    memory   peak RSS {r['peak_rss'] / 1e9:.3f} GB = {r['peak_rss'] / need:.3f} x (weights "
