@@ -273,6 +273,40 @@ def greedy_acceptance(target_dir, draft_dir, held_stream, n_prompts, seed):
             "identical_outputs": f"{identical}/{n_prompts}"}
 
 
+def write_card(out, m):
+    """OUT/MODEL_CARD.md from the metrics of a run (metrics.json)."""
+    a = m["greedy_acceptance"]
+    card = f"""# habana-assist/pycode and habana-assist/pycode-draft
+
+A small Llama-architecture pair trained by `training/train_pair.py` (seed {m['seed']}) for habana_assist's demo of
+assisted generation: the draft proposes, the target verifies, the output is the target's own.
+
+| | target (`pycode`) | draft (`pycode-draft`) |
+|---|---|---|
+| parameters | {m['params']['target'] / 1e6:.1f}M | {m['params']['draft'] / 1e6:.2f}M |
+| shape | {TARGET['num_hidden_layers']} layers, hidden {TARGET['hidden_size']}, {TARGET['num_attention_heads']} heads, \
+{TARGET['num_key_value_heads']} KV heads (GQA), MLP {TARGET['intermediate_size']} | {DRAFT['num_hidden_layers']} layers, \
+hidden {DRAFT['hidden_size']}, {DRAFT['num_attention_heads']} heads, 1 KV head (MQA), MLP {DRAFT['intermediate_size']}, \
+tied embeddings |
+| training | {m['steps']['target']} steps of {m['steps']['batch']} x {m['steps']['seq']} tokens, {m['minutes']['target']:.0f} min | \
+distilled from the target (KL to its distribution + cross-entropy on its argmax), {m['steps']['draft']} steps, \
+{m['minutes']['draft']:.0f} min |
+| held-out loss (nats/token) | {m['held_out_loss']['target_held_out']:.3f} | {m['held_out_loss']['draft_held_out']:.3f} |
+
+- Data: the Python standard library of the training machine (Python {sys.version.split()[0]}), test suites left out,
+  {m['files']['train']} files ({m['tokens']['train']:,} tokens) for training; {m['files']['held_out']} whole files
+  ({m['tokens']['held_out']:,} tokens) held out (habana_assist/stdlib_split.py).
+- Tokenizer: SentencePiece BPE, {m['vocab']} pieces, byte fallback, text kept as is (newline and indentation pieces).
+- Weights stored in bfloat16 (load with dtype="float32" to compute in float32, as the demo does).
+- Greedy acceptance of the draft on held-out prompts (K = 5, through habana_assist): {a['acceptance']:.3f}
+  ({a['accepted']} of {a['drafted']} drafted tokens); assisted output identical to plain: {a['identical_outputs']}.
+- Trained on {os.cpu_count()} CPU cores with torch {m['torch']} in float32, {m['minutes']['total']:.0f} minutes in all.
+- A demonstration model, not a useful code assistant: it completes Python in the standard library's style.
+"""
+    with open(os.path.join(out, "MODEL_CARD.md"), "w") as f:
+        f.write(card)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -286,7 +320,12 @@ def main():
     ap.add_argument("--draft-steps", type=int, default=1200)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--smoke", action="store_true", help="a tiny run (few files and steps) to check the recipe")
+    ap.add_argument("--card-only", action="store_true", help="only (re)write OUT/MODEL_CARD.md from OUT/metrics.json")
     args = ap.parse_args()
+    if args.card_only:
+        with open(os.path.join(args.out, "metrics.json")) as f:
+            write_card(args.out, json.load(f))
+        return
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
@@ -324,6 +363,7 @@ def main():
                "held_out_loss": losses, "greedy_acceptance": acceptance, "torch": torch.__version__}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
+    write_card(args.out, metrics)
     log(f"done in {(time.time() - t_start) / 60:.1f} minutes: {args.out}")
 
 
