@@ -147,12 +147,12 @@ def build_parser():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
 
-    def common(p, prompt=True):
+    def common(p, prompt=True, dtype=None):
         p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint directory (default {DEFAULT_MODEL})")
         p.add_argument("--assistant", default=DEFAULT_DRAFT,
                        help=f"draft checkpoint directory, or 'none' for plain generation (default {DEFAULT_DRAFT})")
-        p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16", "int8"],
-                       help="how weights are held (default: as stored)")
+        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8"],
+                       help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
         p.add_argument("--num-assistant-tokens", type=int, default=5, help="tokens the draft proposes per step (default 5)")
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
@@ -182,7 +182,7 @@ def build_parser():
     d = sub.add_parser("demo", help="the main job: held-out code completions, plain then assisted, and a summary",
                        description="Complete the beginnings of held-out standard-library files, greedily, plain then "
                                    "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity.")
-    common(d, prompt=False)
+    common(d, prompt=False, dtype="float32")  # float32: the target is then several times the L3, as big models are
     d.add_argument("--prompts", type=int, default=4, help="how many held-out files (default 4)")
     d.add_argument("--prompt-lines", type=int, default=30, help="lines of each file in its prompt (default 30)")
     d.add_argument("--show-plain", action="store_true", help="stream the plain completion too")

@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -248,5 +247,6 @@ def test_missing_model_directory_exits_2_saying_no_such_directory(workdir, tmp_p
                  ["bench", "--model", missing, "--prompt", "x"]):
         rc, out, err = run_cli(workdir, *args)
         assert rc == 2, f"{args}: expected exit status 2, got {rc}\nstderr: {err}"
-        assert "no such directory" in err and missing in err, f"{args}: expected 'no such directory' and the path: {err!r}"
+        assert "no such directory" in err and missing in err, \
+            f"{args}: expected 'no such directory' and the path: {err!r}"
         assert "Traceback" not in err, f"{args}: a traceback on stderr:\n{err}"

@@ -212,7 +212,8 @@ def test_assisted_put_carries_whole_accepted_drafts_when_the_draft_is_the_target
     res = model.generate(**inputs, streamer=rec, assistant_model=model, num_assistant_tokens=K,
                          assistant_confidence_threshold=0.0, max_new_tokens=NEW, return_dict_in_generate=True)
     sizes = [len(c[1]) for c in rec.calls[1:-1]]
-    assert max(sizes) > 1, f"a draft equal to the target is always accepted: expected chunks of up to {K + 1}, got {sizes}"
+    assert max(sizes) > 1, f"a draft equal to the target is always accepted: expected chunks of up to {K + 1}, " \
+                           f"got {sizes}"
     assert max(sizes) <= K + 1, f"a chunk cannot exceed K + 1 = {K + 1} tokens, got {sizes}"
     assert sum(sizes) == res.sequences.shape[1] - inputs["input_ids"].shape[1], f"chunk sizes {sizes} do not add up"
     plain = model.generate(**inputs, max_new_tokens=NEW)

@@ -5,7 +5,6 @@ The tokenizer is the small one of tests/tokenizer_fixture.py (trained like the s
 own processor over the same model file is the reference for every id.
 """
 
-import json
 import os
 import sys
 
@@ -191,7 +190,8 @@ def test_padding_max_length_pads_every_row_to_max_length(tok, sp):
     row = [tf.BOS_ID] + sp.encode("a")
     expected = [tf.PAD_ID] * (12 - len(row)) + row
     assert enc["input_ids"][0].tolist() == expected, f"expected {expected}, got {enc['input_ids'][0].tolist()}"
-    assert enc["attention_mask"][0].tolist() == [0] * (12 - len(row)) + [1] * len(row), f"got {enc['attention_mask'][0]}"
+    mask = [0] * (12 - len(row)) + [1] * len(row)
+    assert enc["attention_mask"][0].tolist() == mask, f"expected {mask}, got {enc['attention_mask'][0].tolist()}"
     single = tok("a", padding="max_length", max_length=5)
     assert single["input_ids"] == [tf.PAD_ID] * (5 - len(row)) + row, f"single str: got {single['input_ids']}"
 
