@@ -13,7 +13,7 @@
 #define CHUNK 32          /* tokens per forward step; longer appends are cut into chunks */
 #define KEY_BLOCK 128     /* keys per online-softmax block */
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
-#define SMALL_JOB (1 << 16) /* multiply-adds below which a job runs on the calling thread: waking the pool
+#define SMALL_JOB (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool
                                costs more, and far more when other processes hold the cores */
 
 struct ha_llama {

@@ -29,13 +29,32 @@ def _load(args):
     return ha, tok, model, draft
 
 
+class UsageError(Exception):
+    """A command-line mistake: printed as one line, exit status 2."""
+
+
 def _prompt(args):
     if args.prompt_file:
-        with open(args.prompt_file, encoding="utf-8") as f:
-            return f.read()
+        try:
+            with open(args.prompt_file, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read --prompt-file {args.prompt_file}: {e}") from None
     if args.prompt is None:
-        raise SystemExit("error: pass --prompt TEXT or --prompt-file FILE")
-    return args.prompt.encode("utf-8").decode("unicode_escape") if args.escapes else args.prompt
+        raise UsageError("pass the text to complete with --prompt TEXT or --prompt-file FILE")
+    if not args.escapes:
+        return args.prompt
+    escapes = {"n": "\n", "t": "\t", "\\": "\\"}
+    out, i = [], 0
+    while i < len(args.prompt):  # only \n, \t and \\ are escapes; any other character stays as typed
+        c = args.prompt[i]
+        if c == "\\" and i + 1 < len(args.prompt) and args.prompt[i + 1] in escapes:
+            out.append(escapes[args.prompt[i + 1]])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _sampling(args):
@@ -46,17 +65,20 @@ def _sampling(args):
 
 
 def _assist(args, draft):
+    """Assisted-generation arguments; sampling is coupled, so assisted output equals plain output for a seed."""
+    kw = dict(assisted_sampling="coupled") if getattr(args, "do_sample", False) else {}
     if args.prompt_lookup:
-        return dict(prompt_lookup_num_tokens=args.prompt_lookup)
+        return dict(kw, prompt_lookup_num_tokens=args.prompt_lookup)
     if draft is None:
         return {}
-    return dict(assistant_model=draft, num_assistant_tokens=args.num_assistant_tokens,
+    return dict(kw, assistant_model=draft, num_assistant_tokens=args.num_assistant_tokens,
                 num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
 
 
 def cmd_generate(args):
+    text = _prompt(args)
     ha, tok, model, draft = _load(args)
-    inputs = tok(_prompt(args), return_tensors="np")
+    inputs = tok(text, return_tensors="np")
     streamer = None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt, skip_special_tokens=True)
     t0 = time.perf_counter()
     res = model.generate(**inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args), **_assist(args, draft))
@@ -90,8 +112,9 @@ def _summary(n_plain, t_plain, n_assisted, t_assisted, drafted, accepted, identi
 
 
 def cmd_bench(args):
+    text = _prompt(args)
     ha, tok, model, draft = _load(args)
-    inputs = tok(_prompt(args), return_tensors="np")
+    inputs = tok(text, return_tensors="np")
     model.generate(**inputs, max_new_tokens=2)  # warm-up
     plain, tp, assisted, ta = _timed_pair(model, inputs, _sampling(args), _assist(args, draft))
     n = plain.sequences.shape[1] - inputs["input_ids"].shape[1]
@@ -195,7 +218,7 @@ def main(argv=None):
     from .errors import HabanaAssistError
     try:
         args.fn(args)
-    except HabanaAssistError as e:
+    except (HabanaAssistError, UsageError) as e:
         print(f"habana-assist: error: {e}", file=sys.stderr)
         return 2
     return 0

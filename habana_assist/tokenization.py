@@ -115,6 +115,16 @@ class LlamaTokenizer:
                   ([self.eos_token_id] if self.add_eos_token and self.eos_token_id is not None else [])
         return ids
 
+    def _encode_truncated(self, text, add_special_tokens, limit):
+        """encode(), keeping at most `limit` ids: the text's tokens are cut on truncation_side, <s> and </s> stay."""
+        if limit is None:
+            return self.encode(text, add_special_tokens)
+        bos = [self.bos_token_id] if add_special_tokens and self.add_bos_token and self.bos_token_id is not None else []
+        eos = [self.eos_token_id] if add_special_tokens and self.add_eos_token and self.eos_token_id is not None else []
+        body, room = self.sp.encode(text), max(0, limit - len(bos) - len(eos))
+        body = body[:room] if self.truncation_side == "right" else body[max(0, len(body) - room):]
+        return (bos + body + eos)[:limit] if self.truncation_side == "right" else (bos + body + eos)[-limit:]
+
     def __call__(self, text, padding=False, truncation=False, max_length=None, return_tensors=None,
                  add_special_tokens=True, return_attention_mask=True):
         """str or list of str -> BatchEncoding(input_ids, attention_mask), Transformers' semantics.
@@ -134,10 +144,8 @@ class LlamaTokenizer:
             raise InvalidInputError(f"padding={padding!r}; use False, True ('longest') or 'max_length'")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise InvalidInputError(f"max_length={max_length!r} must be a positive integer")
-        ids = [self.encode(t, add_special_tokens) for t in texts]
-        if truncation:
-            limit = max_length or self.model_max_length
-            ids = [s[:limit] if self.truncation_side == "right" else s[max(0, len(s) - limit):] for s in ids]
+        limit = (max_length or self.model_max_length) if truncation else None
+        ids = [self._encode_truncated(t, add_special_tokens, limit) for t in texts]
         width = max(len(s) for s in ids)
         if padding == "max_length":
             if max_length is None:
