@@ -240,7 +240,10 @@ class LlamaForCausalLM:
         assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
         num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
         from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
-        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model."""
+        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model.
+
+        streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
+        then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only."""
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
             raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
                                     "pass GenerationConfig(**your_dict) or the arguments themselves")
@@ -255,7 +258,7 @@ class LlamaForCausalLM:
         unused = gc.update(**kwargs)
         if unused:
             raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
-                             "spelling against GenerationConfig")
+                                    "spelling against GenerationConfig")
         gc.validate()
         ids = _input_ids(input_ids, self.vocab_size)
         B, S = ids.shape
@@ -264,7 +267,7 @@ class LlamaForCausalLM:
         for flag, values in (("eos_token_id", eos), ("pad_token_id", [pad])):
             if any(v >= self.vocab_size for v in values):
                 raise InvalidInputError(f"`{flag}` (={values}) is outside the vocabulary (vocab_size={self.vocab_size}); "
-                                 "pass ids from the model's tokenizer")
+                                        "pass ids from the model's tokenizer")
         if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
                 and (ids == gc.pad_token_id).any():
             attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
@@ -279,7 +282,7 @@ class LlamaForCausalLM:
         max_new = gc.max_new_tokens if gc.max_new_tokens is not None else gc.max_length - S
         if max_new < 1:
             raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
-                             "pass max_new_tokens instead")
+                                    "pass max_new_tokens instead")
         min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
         need = int(real.max()) + max_new
         if need > self.max_cache_len:
