@@ -5,7 +5,8 @@ Target: the random bfloat16 checkpoint with TinyLlama-1.1B's shape that bench_de
   - a small random model with the same vocabulary (4 layers, hidden 512, MQA, tied embeddings): it almost
     never agrees with the target, so this row measures the engine's costs;
   - the target itself (every draft accepted, c = 1): what verifying K + 1 tokens in one pass costs;
-  - prompt lookup (no draft model, c ~ 0), on a prompt that repeats itself.
+  - prompt lookup (no draft model, c ~ 0), on a prompt that repeats itself;
+and, when the package ships it, the trained pair (pycode in float32 with pycode-draft) on held-out prompts.
 For each: tokens/s plain and assisted (greedy, prefill included in both), whether the outputs are identical,
 the acceptance rate a (accepted / drafts tested, a draft being tested when all before it in its round were
 accepted), mean tokens per target pass, the cost ratio c (one draft decode step over one target decode step,
@@ -25,6 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha  # noqa: E402
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
+from habana_assist.cli import demo_prompts  # noqa: E402
+from habana_assist.hub import MODELS_DIR  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
@@ -71,33 +74,45 @@ def main():
 
     target.generate(prompt, max_new_tokens=2)  # warm-up: pages of the memory maps, thread pool
     t_step = decode_step_time(target, prompt, 8, args.repeats)
-    rows = []
-    for name, draft, ids, c in (("small random draft", small, prompt, decode_step_time(small, prompt, 16, args.repeats) / t_step),
-                                ("target as its own draft", target, prompt, 1.0),
-                                ("prompt lookup", None, repeating, 0.0)):
-        plain = target.generate(ids, max_new_tokens=n)
-        t_plain = timed(lambda: target.generate(ids, max_new_tokens=n), args.repeats)
-        kw = dict(assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
-                  assistant_confidence_threshold=0.0) if draft is not None else dict(prompt_lookup_num_tokens=k)
-        res = target.generate(ids, max_new_tokens=n, return_dict_in_generate=True, **kw)
-        t_assisted = timed(lambda: target.generate(ids, max_new_tokens=n, **kw), args.repeats)
-        a = acceptance_rate(res)
-        measured = t_plain / t_assisted
-        ideal = ideal_speedup(a, k, c)
-        rows.append(dict(case=name, identical=bool(np.array_equal(plain, res.sequences)),
-                         plain_tps=n / t_plain, assisted_tps=n / t_assisted, a=a,
-                         tokens_per_pass=n / res.num_target_passes, c=c, speedup=measured, ideal=ideal,
-                         measured_over_ideal=measured / ideal))
+    c_small = decode_step_time(small, prompt, 16, args.repeats) / t_step
+    rows = [measure("random: small random draft", target, small, prompt, c_small, n, k, args.repeats),
+            measure("random: target as own draft", target, target, prompt, 1.0, n, k, args.repeats),
+            measure("random: prompt lookup", target, None, repeating, 0.0, n, k, args.repeats)]
+    if os.path.isdir(os.path.join(MODELS_DIR, "pycode")):
+        tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
+        pycode = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
+        pydraft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+        prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(2, 30)]
+        c_pair = decode_step_time(pydraft, prompts[0], 16, args.repeats) / decode_step_time(pycode, prompts[0], 16,
+                                                                                          args.repeats)
+        for i, ids in enumerate(prompts):
+            rows.append(measure(f"shipped pair, held-out {i + 1}", pycode, pydraft, ids, c_pair, 4 * n, k, args.repeats))
 
-    print(f"habana_assist assisted benchmark: TinyLlama-1.1B-shape random bf16 target, greedy, {n} new tokens, "
-          f"K={k}, kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
-    print(f"  target decode step {t_step * 1e3:.1f} ms")
-    print(f"  {'case':26s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
+    print(f"habana_assist assisted benchmark: greedy, K={k}, constant schedule, no confidence threshold; "
+          f"kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
+    print(f"  random: TinyLlama-1.1B-shape random bf16 target (decode step {t_step * 1e3:.1f} ms), {n} new tokens; "
+          f"shipped pair: pycode (float32) with pycode-draft, held-out prompts, {4 * n} new tokens")
+    print(f"  {'case':30s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
           f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}")
     for r in rows:
-        print(f"  {r['case']:26s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
+        print(f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
               f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
               f"{r['measured_over_ideal']:10.2f}")
+
+
+def measure(name, target, draft, ids, c, n, k, repeats):
+    """One row: plain and assisted generation of n tokens from ids, timed in the same run."""
+    plain = target.generate(ids, max_new_tokens=n, eos_token_id=[])
+    t_plain = timed(lambda: target.generate(ids, max_new_tokens=n, eos_token_id=[]), repeats)
+    kw = dict(assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
+              assistant_confidence_threshold=0.0) if draft is not None else dict(prompt_lookup_num_tokens=k)
+    res = target.generate(ids, max_new_tokens=n, eos_token_id=[], return_dict_in_generate=True, **kw)
+    t_assisted = timed(lambda: target.generate(ids, max_new_tokens=n, eos_token_id=[], **kw), repeats)
+    a, measured = acceptance_rate(res), t_plain / t_assisted
+    ideal = ideal_speedup(a, k, c)
+    return dict(case=name, identical=bool(np.array_equal(plain, res.sequences)), plain_tps=n / t_plain,
+                assisted_tps=n / t_assisted, a=a, tokens_per_pass=n / res.num_target_passes, c=c, speedup=measured,
+                ideal=ideal, measured_over_ideal=measured / ideal)
 
 
 if __name__ == "__main__":
