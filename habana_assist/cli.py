@@ -72,7 +72,7 @@ def _assist(args, draft):
     if draft is None:
         return {}
     return dict(kw, assistant_model=draft, num_assistant_tokens=args.num_assistant_tokens,
-                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
+                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=args.confidence_threshold)
 
 
 def cmd_generate(args):
@@ -177,7 +177,10 @@ def build_parser():
         p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
-        p.add_argument("--num-assistant-tokens", type=int, default=5, help="tokens the draft proposes per step (default 5)")
+        p.add_argument("--num-assistant-tokens", type=int, default=3,
+                       help="most tokens the draft proposes per step (default 3)")
+        p.add_argument("--confidence-threshold", type=float, default=0.4,
+                       help="the draft stops proposing after a token it gives less probability (default 0.4)")
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
                        help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")

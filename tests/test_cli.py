@@ -15,7 +15,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from habana_assist import hub  # noqa: E402
 import tokenizer_fixture as tf  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -230,13 +229,14 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
 
 # ---- errors ----------------------------------------------------------------------------------------------------
 
-def test_generate_without_model_or_shipped_models_names_the_shipped_model(workdir):
-    if os.path.isdir(os.path.join(hub.MODELS_DIR, "pycode")):
-        pytest.skip("habana_assist/models/pycode is installed")
-    rc, out, err = run_cli(workdir, "generate", "--prompt", "def f():", "--max-new-tokens", "4")
-    assert rc == 2, f"expected exit status 2, got {rc}\nstderr: {err}"
-    assert "habana-assist/pycode" in err, f"the message should name habana-assist/pycode: {err!r}"
-    assert "Traceback" not in err, f"a traceback on stderr:\n{err}"
+def test_generate_without_model_uses_the_shipped_pair(workdir):
+    tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
+    model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
+    expected = completion(tok, model, "def f():", 6)
+    rc, out, err = run_cli(workdir, "generate", "--prompt", "def f():", "--max-new-tokens", "6")
+    _ok(rc, out, err, "generate with the default (shipped) model and draft")
+    assert out == expected + "\n", f"expected the shipped target's own greedy completion {expected!r}, got {out!r}"
+    assert "drafts accepted" in err, f"the shipped draft should have drafted: {err!r}"
 
 
 def test_missing_model_directory_exits_2_saying_no_such_directory(workdir, tmp_path, pair):

@@ -362,10 +362,9 @@ def test_pathlike_directory_is_accepted(tok_dir):
     assert tok.encode("a") == ha.AutoTokenizer.from_pretrained(tok_dir).encode("a")
 
 
-def test_shipped_name_without_the_installed_model_says_how_to_fix():
+def test_shipped_name_without_the_installed_model_says_how_to_fix(monkeypatch, tmp_path):
     from habana_assist import hub
-    if os.path.isdir(os.path.join(hub.MODELS_DIR, "pycode")):
-        pytest.skip("the shipped model is installed")
+    monkeypatch.setattr(hub, "MODELS_DIR", str(tmp_path))  # a copy of the package without its models
     with pytest.raises(CheckpointNotFoundError) as e:
         ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
     assert "not installed" in str(e.value), f"got {e.value}"
