@@ -83,12 +83,9 @@ def models(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def one_thread_unless_told():
+def one_thread_unless_told(one_core_thread):
     """Tiny models: one thread unless a test asks for more (the greedy comparison runs 1 and 2)."""
-    old = ha.get_num_threads()
-    ha.set_num_threads(1)
     yield
-    ha.set_num_threads(old)
 
 
 def show(a):

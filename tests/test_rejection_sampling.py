@@ -185,12 +185,9 @@ def exact(pair):
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
+def one_thread(one_core_thread):
     """Thousands of calls on a tiny model: one thread avoids pool hand-offs (results do not depend on it)."""
-    old = ha.get_num_threads()
-    ha.set_num_threads(1)
     yield
-    ha.set_num_threads(old)
 
 
 def sample_package(target, draft, K, T, threshold, seeds, **kw):
