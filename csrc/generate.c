@@ -41,9 +41,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     for (int64_t b = 0; b < B; b++) n_prefill += prompt_width - start[b];
     int32_t *history = malloc((size_t)(B * hist_w) * sizeof(int32_t));   /* (B, hist_w) each row's real tokens */
     int64_t *hist_n = calloc((size_t)B, sizeof(int64_t));                 /* (B,) */
-    int32_t *seq = malloc((size_t)(n_prefill > B ? n_prefill : B) * sizeof(int32_t));
-    int32_t *tok = malloc((size_t)(n_prefill > B ? n_prefill : B) * sizeof(int32_t));
-    uint8_t *want = calloc((size_t)(n_prefill > B ? n_prefill : B), 1);
+    const size_t n_append = (size_t)(n_prefill > B ? n_prefill : B);     /* the largest append: prefill or a step */
+    int32_t *seq = malloc(n_append * sizeof(int32_t));
+    int32_t *tok = malloc(n_append * sizeof(int32_t));
+    uint8_t *want = calloc(n_append, 1);
     uint8_t *done = calloc((size_t)B, 1);
     int32_t *row_of = malloc((size_t)B * sizeof(int32_t));                /* logits row -> batch row */
     float *logits = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)); /* (B, V) */

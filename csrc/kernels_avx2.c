@@ -173,7 +173,6 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
 #define HA_DTYPE_f32 HA_F32
 #define HA_DTYPE_bf16 HA_BF16
 #define HA_DTYPE_f16 HA_F16
-#define HA_DTYPE_q8 HA_Q8
 DEFINE_MATMUL(f32, 1)
 DEFINE_MATMUL(bf16, 0)
 DEFINE_MATMUL(f16, 0)

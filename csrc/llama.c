@@ -159,7 +159,6 @@ ha_status ha_llama_create(const ha_llama_config *cfg, const ha_llama_weights *w,
     m->w.layers = m->layers;
     m->q_dim = cfg->n_heads * cfg->head_dim;
     m->kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    ha_kernels_get();
     *out = m;
     return HA_OK;
 }
