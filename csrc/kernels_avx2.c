@@ -58,60 +58,88 @@ static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
         (y) = s_;                                                                                      \
     } while (0)
 
-/* Panel path: acc (rows, T) 8-lane accumulators kept in accbuf between panels. The 4-row, 2-token tile
- * keeps its eight accumulators in named registers (GCC spills arrays of them to the stack). */
-AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, int64_t n, int64_t k0, int64_t kc,
-                              int64_t T, __m256 *accbuf) {
-    /* Tokens [0, t4): 2 rows x 4 tokens, 8 accumulators, 6 loads per 8 multiply-adds; an odd last row
-     * alone. Then tokens [t4, T) as below. */
-    const int64_t t4 = rows >= 2 ? T - T % 4 : 0;
-    int64_t t = 0;
-    for (; t < t4; t += 4)
-        for (int i = 0; i + 2 <= rows; i += 2) {
-            const float *p0 = pw[i], *p1 = pw[i + 1];
-            __m256 *c0 = accbuf + i * T + t, *c1 = accbuf + (i + 1) * T + t;
-            __m256 a00 = c0[0], a01 = c0[1], a02 = c0[2], a03 = c0[3], a10 = c1[0], a11 = c1[1], a12 = c1[2], a13 = c1[3];
-            const float *x0 = X + t * n + k0, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
-            for (int64_t k = 0; k < kc; k += 8) {
-                __m256 w0 = _mm256_loadu_ps(p0 + k), w1 = _mm256_loadu_ps(p1 + k), v;
-                v = _mm256_loadu_ps(x0 + k), a00 = _mm256_fmadd_ps(w0, v, a00), a10 = _mm256_fmadd_ps(w1, v, a10);
-                v = _mm256_loadu_ps(x1 + k), a01 = _mm256_fmadd_ps(w0, v, a01), a11 = _mm256_fmadd_ps(w1, v, a11);
-                v = _mm256_loadu_ps(x2 + k), a02 = _mm256_fmadd_ps(w0, v, a02), a12 = _mm256_fmadd_ps(w1, v, a12);
-                v = _mm256_loadu_ps(x3 + k), a03 = _mm256_fmadd_ps(w0, v, a03), a13 = _mm256_fmadd_ps(w1, v, a13);
-            }
-            c0[0] = a00, c0[1] = a01, c0[2] = a02, c0[3] = a03, c1[0] = a10, c1[1] = a11, c1[2] = a12, c1[3] = a13;
-        }
-    if (rows % 2)
-        for (int64_t u = 0; u < t4; u++) {
-            __m256 a = accbuf[(rows - 1) * T + u];
-            const float *x0 = X + u * n + k0;
-            for (int64_t k = 0; k < kc; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(pw[rows - 1] + k), _mm256_loadu_ps(x0 + k), a);
-            accbuf[(rows - 1) * T + u] = a;
-        }
-    if (rows == ROWS) {
-        const float *p0 = pw[0], *p1 = pw[1], *p2 = pw[2], *p3 = pw[3];
-        for (; t + 2 <= T; t += 2) {
-            __m256 a00 = accbuf[0 * T + t], a01 = accbuf[0 * T + t + 1], a10 = accbuf[1 * T + t], a11 = accbuf[1 * T + t + 1];
-            __m256 a20 = accbuf[2 * T + t], a21 = accbuf[2 * T + t + 1], a30 = accbuf[3 * T + t], a31 = accbuf[3 * T + t + 1];
-            const float *x0 = X + t * n + k0, *x1 = x0 + n;
-            for (int64_t k = 0; k < kc; k += 8) {
-                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k), w;
-                w = _mm256_loadu_ps(p0 + k), a00 = _mm256_fmadd_ps(w, v0, a00), a01 = _mm256_fmadd_ps(w, v1, a01);
-                w = _mm256_loadu_ps(p1 + k), a10 = _mm256_fmadd_ps(w, v0, a10), a11 = _mm256_fmadd_ps(w, v1, a11);
-                w = _mm256_loadu_ps(p2 + k), a20 = _mm256_fmadd_ps(w, v0, a20), a21 = _mm256_fmadd_ps(w, v1, a21);
-                w = _mm256_loadu_ps(p3 + k), a30 = _mm256_fmadd_ps(w, v0, a30), a31 = _mm256_fmadd_ps(w, v1, a31);
-            }
-            accbuf[0 * T + t] = a00, accbuf[0 * T + t + 1] = a01, accbuf[1 * T + t] = a10, accbuf[1 * T + t + 1] = a11;
-            accbuf[2 * T + t] = a20, accbuf[2 * T + t + 1] = a21, accbuf[3 * T + t] = a30, accbuf[3 * T + t + 1] = a31;
+/* Panel path. accbuf holds the (rows, T) 8-lane accumulators between panels: acc(i, t) = accbuf[i * T + t].
+ *
+ * tile(): R weight rows (R x kc panel pw[i] + [0, kc)) against tokens [t, t + S) of X, from element k0; the
+ * R * S accumulators live in registers for the panel (R * S + S + 1 <= 16 ymm). With sc == NULL (float
+ * weights) they carry on from accbuf; with sc (int8: scales of one group, the panel holds float(q)) they
+ * start at zero and are folded in as acc = fma(sc[i], g, acc). R and S are literals at every call, so the
+ * loops unroll completely after inlining. */
+AVX2 static inline __attribute__((always_inline)) void tile(int R, int S, const float *const *pw, const float *sc,
+                                                            const float *X, int64_t n, int64_t k0, int64_t kc,
+                                                            int64_t T, int64_t t, __m256 *accbuf) {
+    __m256 g[ROWS][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) g[i][s] = sc ? _mm256_setzero_ps() : accbuf[i * T + t + s];
+    const float *x = X + t * n + k0;
+    for (int64_t k = 0; k < kc; k += 8) {
+        __m256 v[4];
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) v[s] = _mm256_loadu_ps(x + s * n + k);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            __m256 w = _mm256_loadu_ps(pw[i] + k);
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) g[i][s] = _mm256_fmadd_ps(w, v[s], g[i][s]);
         }
     }
-    for (; t < T; t++)
-        for (int i = 0; i < rows; i++) {
-            __m256 a = accbuf[i * T + t];
-            const float *x0 = X + t * n + k0;
-            for (int64_t k = 0; k < kc; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(pw[i] + k), _mm256_loadu_ps(x0 + k), a);
-            accbuf[i * T + t] = a;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++)
+            accbuf[i * T + t + s] = sc ? _mm256_fmadd_ps(_mm256_set1_ps(sc[i]), g[i][s], accbuf[i * T + t + s]) : g[i][s];
+}
+
+/* Every (row, token) accumulator over one panel. Four rows: tokens three at a time (12 accumulators, 7 loads
+ * per 12 multiply-adds), the last 4 or 2 as pairs, a last single as a 4 x 1 tile; fewer rows (the end of a
+ * range): each row alone, tokens four at a time. */
+AVX2 static inline __attribute__((always_inline)) void panel_tokens(const float *const *pw, const float *sc, int rows,
+                                                                    const float *X, int64_t n, int64_t k0,
+                                                                    int64_t kc, int64_t T, __m256 *accbuf) {
+    if (rows == ROWS) {
+        for (int64_t t = 0; t < T;) {
+            const int64_t left = T - t;
+            if (left == 4 || left == 2) {
+                tile(4, 2, pw, sc, X, n, k0, kc, T, t, accbuf), t += 2;
+            } else if (left >= 3) {
+                tile(4, 3, pw, sc, X, n, k0, kc, T, t, accbuf), t += 3;
+            } else {
+                tile(4, 1, pw, sc, X, n, k0, kc, T, t, accbuf), t += 1;
+            }
         }
+        return;
+    }
+    for (int i = 0; i < rows; i++) {
+        const float *const *pi = pw + i, *si = sc ? sc + i : NULL;
+        __m256 *ai = accbuf + i * T;
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) tile(1, 4, pi, si, X, n, k0, kc, T, t, ai);
+        for (; t + 2 <= T; t += 2) tile(1, 2, pi, si, X, n, k0, kc, T, t, ai);
+        if (t < T) tile(1, 1, pi, si, X, n, k0, kc, T, t, ai);
+    }
+}
+
+/* Software prefetch for the panel paths, which alternate short reads of ROWS weight rows with compute on
+ * them from L1: left to the hardware prefetcher, reading and computing hardly overlap. While the panels of
+ * rows [r, r + ROWS) are computed, the next ROWS rows (contiguous bytes, within the call's range) are
+ * prefetched into L2, an equal share of them per panel. */
+typedef struct prefetcher {
+    const char *p, *end;
+    size_t share; /* bytes per panel */
+} prefetcher;
+
+static inline prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r, int64_t r1, int64_t n_panels) {
+    const int64_t e = r + 2 * ROWS < r1 ? r + 2 * ROWS : r1;
+    prefetcher pf = { (const char *)W + (size_t)(r + ROWS) * rb, (const char *)W + (size_t)e * rb, 0 };
+    if (n_panels < 1) n_panels = 1; /* n < 8: no panel runs, nothing to share out */
+    if (pf.p < pf.end) pf.share = (((size_t)(pf.end - pf.p) + (size_t)n_panels - 1) / (size_t)n_panels + 63) & ~(size_t)63;
+    return pf;
+}
+
+AVX2 static inline void prefetch_panel(prefetcher *pf) {
+    for (size_t b = 0; b < pf->share && pf->p < pf->end; b += 64, pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T1);
 }
 
 #define DEFINE_MATMUL(SUF, WIDE_IS_F32)                                                                \
@@ -133,12 +161,17 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
                 for (int i = 0; i < ROWS; i++) a[i] = _mm256_setzero_ps();                             \
                 if (rows == ROWS) {                                                                    \
                     __m256 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];                                 \
-                    for (int64_t k = 0; k < nv; k += 8) {                                              \
-                        __m256 x = _mm256_loadu_ps(X + k);                                             \
-                        a0 = _mm256_fmadd_ps(w8_##SUF(w[0], k), x, a0);                                \
-                        a1 = _mm256_fmadd_ps(w8_##SUF(w[1], k), x, a1);                                \
-                        a2 = _mm256_fmadd_ps(w8_##SUF(w[2], k), x, a2);                                \
-                        a3 = _mm256_fmadd_ps(w8_##SUF(w[3], k), x, a3);                                \
+                    prefetcher pf = prefetch_next_rows(W, rb, r, r1, (nv + PANEL - 1) / PANEL);        \
+                    for (int64_t k0 = 0; k0 < nv; k0 += PANEL) {                                       \
+                        const int64_t ke = nv - k0 < PANEL ? nv : k0 + PANEL;                          \
+                        prefetch_panel(&pf);                                                           \
+                        for (int64_t k = k0; k < ke; k += 8) {                                         \
+                            __m256 x = _mm256_loadu_ps(X + k);                                         \
+                            a0 = _mm256_fmadd_ps(w8_##SUF(w[0], k), x, a0);                            \
+                            a1 = _mm256_fmadd_ps(w8_##SUF(w[1], k), x, a1);                            \
+                            a2 = _mm256_fmadd_ps(w8_##SUF(w[2], k), x, a2);                            \
+                            a3 = _mm256_fmadd_ps(w8_##SUF(w[3], k), x, a3);                            \
+                        }                                                                              \
                     }                                                                                  \
                     a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;                                        \
                 } else {                                                                               \
@@ -152,8 +185,10 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
             __m256 accbuf[ROWS * MAX_T];                                            \
             float panel[ROWS][PANEL] __attribute__((aligned(32)));                                     \
             for (int64_t i = 0; i < rows * T; i++) accbuf[i] = _mm256_setzero_ps();                    \
+            prefetcher pf = prefetch_next_rows(W, rb, r, r1, (nv + PANEL - 1) / PANEL);                \
             for (int64_t k0 = 0; k0 < nv; k0 += PANEL) {                                               \
                 const int64_t kc = nv - k0 < PANEL ? nv - k0 : PANEL;                                  \
+                prefetch_panel(&pf);                                                                   \
                 const float *pw[ROWS];                                                                 \
                 for (int i = 0; i < rows; i++) {                                                       \
                     if (WIDE_IS_F32) {                                                                 \
@@ -163,7 +198,7 @@ AVX2 static void panel_tokens(const float *const *pw, int rows, const float *X, 
                         pw[i] = panel[i];                                                              \
                     }                                                                                  \
                 }                                                                                      \
-                panel_tokens(pw, rows, X, n, k0, kc, T, accbuf);                                       \
+                panel_tokens(pw, NULL, rows, X, n, k0, kc, T, accbuf);                                    \
             }                                                                                          \
             for (int i = 0; i < rows; i++)                                                             \
                 for (int64_t t = 0; t < T; t++) FINISH(SUF, accbuf[i * T + t], w[i], X + t * n, nv, n, Y[t * ldy + r + i]); \
@@ -185,61 +220,6 @@ AVX2 static inline __m256 q8_block(const char *blk, int64_t j) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 4 + j))));
 }
 
-/* One group (len weights from base, len % 8 == 0) of the rows' panels pq (float(q)) with scales sc, for every
- * token; accbuf (rows, T) as in panel_tokens. */
-AVX2 static inline __attribute__((always_inline)) void q8_group_tokens(const float *const *pq, const float *sc, int rows, const float *X, int64_t n,
-                                 int64_t base, int64_t len, int64_t T, __m256 *accbuf) {
-    const int64_t t4 = rows >= 2 ? T - T % 4 : 0;
-    for (int64_t t = 0; t < t4; t += 4)
-        for (int i = 0; i + 2 <= rows; i += 2) {
-            const float *p0 = pq[i], *p1 = pq[i + 1];
-            __m256 g00 = _mm256_setzero_ps(), g01 = g00, g02 = g00, g03 = g00, g10 = g00, g11 = g00, g12 = g00, g13 = g00;
-            const float *x0 = X + t * n + base, *x1 = x0 + n, *x2 = x1 + n, *x3 = x2 + n;
-            for (int64_t k = 0; k < len; k += 8) {
-                __m256 w0 = _mm256_load_ps(p0 + k), w1 = _mm256_load_ps(p1 + k), v;
-                v = _mm256_loadu_ps(x0 + k), g00 = _mm256_fmadd_ps(w0, v, g00), g10 = _mm256_fmadd_ps(w1, v, g10);
-                v = _mm256_loadu_ps(x1 + k), g01 = _mm256_fmadd_ps(w0, v, g01), g11 = _mm256_fmadd_ps(w1, v, g11);
-                v = _mm256_loadu_ps(x2 + k), g02 = _mm256_fmadd_ps(w0, v, g02), g12 = _mm256_fmadd_ps(w1, v, g12);
-                v = _mm256_loadu_ps(x3 + k), g03 = _mm256_fmadd_ps(w0, v, g03), g13 = _mm256_fmadd_ps(w1, v, g13);
-            }
-            __m256 s0 = _mm256_set1_ps(sc[i]), s1 = _mm256_set1_ps(sc[i + 1]);
-            __m256 *c0 = accbuf + i * T + t, *c1 = accbuf + (i + 1) * T + t;
-            c0[0] = _mm256_fmadd_ps(s0, g00, c0[0]), c0[1] = _mm256_fmadd_ps(s0, g01, c0[1]);
-            c0[2] = _mm256_fmadd_ps(s0, g02, c0[2]), c0[3] = _mm256_fmadd_ps(s0, g03, c0[3]);
-            c1[0] = _mm256_fmadd_ps(s1, g10, c1[0]), c1[1] = _mm256_fmadd_ps(s1, g11, c1[1]);
-            c1[2] = _mm256_fmadd_ps(s1, g12, c1[2]), c1[3] = _mm256_fmadd_ps(s1, g13, c1[3]);
-        }
-    int64_t t2 = t4; /* tokens [t4, t2): 4 rows x 2 tokens */
-    if (rows == ROWS)
-        for (; t2 + 2 <= T; t2 += 2) {
-            __m256 g00 = _mm256_setzero_ps(), g01 = g00, g10 = g00, g11 = g00, g20 = g00, g21 = g00, g30 = g00, g31 = g00;
-            const float *x0 = X + t2 * n + base, *x1 = x0 + n;
-            for (int64_t k = 0; k < len; k += 8) {
-                __m256 v0 = _mm256_loadu_ps(x0 + k), v1 = _mm256_loadu_ps(x1 + k), w;
-                w = _mm256_load_ps(pq[0] + k), g00 = _mm256_fmadd_ps(w, v0, g00), g01 = _mm256_fmadd_ps(w, v1, g01);
-                w = _mm256_load_ps(pq[1] + k), g10 = _mm256_fmadd_ps(w, v0, g10), g11 = _mm256_fmadd_ps(w, v1, g11);
-                w = _mm256_load_ps(pq[2] + k), g20 = _mm256_fmadd_ps(w, v0, g20), g21 = _mm256_fmadd_ps(w, v1, g21);
-                w = _mm256_load_ps(pq[3] + k), g30 = _mm256_fmadd_ps(w, v0, g30), g31 = _mm256_fmadd_ps(w, v1, g31);
-            }
-            __m256 *c = accbuf + t2;
-            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[0]), g00, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[0]), g01, c[1]);
-            c += T;
-            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[1]), g10, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[1]), g11, c[1]);
-            c += T;
-            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2]), g20, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[2]), g21, c[1]);
-            c += T;
-            c[0] = _mm256_fmadd_ps(_mm256_set1_ps(sc[3]), g30, c[0]), c[1] = _mm256_fmadd_ps(_mm256_set1_ps(sc[3]), g31, c[1]);
-        }
-    for (int i = 0; i < rows; i++)
-        for (int64_t t = (rows % 2 && i == rows - 1) ? 0 : t4; t < T; t++) {
-            if (t >= t4 && t < t2) continue; /* done by the 4 x 2 tile */
-            __m256 g = _mm256_setzero_ps();
-            const float *x0 = X + t * n + base;
-            for (int64_t k = 0; k < len; k += 8) g = _mm256_fmadd_ps(_mm256_load_ps(pq[i] + k), _mm256_loadu_ps(x0 + k), g);
-            accbuf[i * T + t] = _mm256_fmadd_ps(_mm256_set1_ps(sc[i]), g, accbuf[i * T + t]);
-        }
-}
-
 AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, float *Y,
                            int64_t ldy) {
     if (T > MAX_T) {
@@ -255,7 +235,9 @@ AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, con
         for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;
         if (T == 1 && rows == ROWS) {
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            prefetcher pf = prefetch_next_rows(W, rb, r, r1, (nv + HA_Q8_GROUP - 1) / HA_Q8_GROUP);
             for (int64_t base = 0; base < nv; base += HA_Q8_GROUP) {
+                prefetch_panel(&pf);
                 const int64_t len = nv - base < HA_Q8_GROUP ? nv - base : HA_Q8_GROUP;
                 const size_t off = (size_t)(base / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
                 const char *b0 = w[0] + off, *b1 = w[1] + off, *b2 = w[2] + off, *b3 = w[3] + off;
@@ -281,7 +263,9 @@ AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, con
         __m256 accbuf[ROWS * MAX_T];
         float panel[ROWS][HA_Q8_GROUP] __attribute__((aligned(32))), sc[ROWS];
         for (int64_t i = 0; i < rows * T; i++) accbuf[i] = _mm256_setzero_ps();
+        prefetcher pf = prefetch_next_rows(W, rb, r, r1, (nv + HA_Q8_GROUP - 1) / HA_Q8_GROUP);
         for (int64_t base = 0; base < nv; base += HA_Q8_GROUP) {
+            prefetch_panel(&pf);
             const int64_t len = nv - base < HA_Q8_GROUP ? nv - base : HA_Q8_GROUP;
             const size_t off = (size_t)(base / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
             const float *pq[ROWS];
@@ -290,7 +274,7 @@ AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, con
                 memcpy(&sc[i], w[i] + off, sizeof(float));
                 pq[i] = panel[i];
             }
-            q8_group_tokens(pq, sc, rows, X, n, base, len, T, accbuf);
+            panel_tokens(pq, sc, rows, X, n, base, len, T, accbuf);
         }
         for (int i = 0; i < rows; i++)
             for (int64_t t = 0; t < T; t++) FINISH(q8, accbuf[i * T + t], w[i], X + t * n, nv, n, Y[t * ldy + r + i]);

@@ -204,16 +204,34 @@ def train_target(model, stream, args, rng):
     return time.time() - t0
 
 
-def distill_draft(draft, target, stream, args, rng):
+def onpolicy_sequences(target_dir, stream, n, seq, seed, batch=32):
+    """(n, seq) int64: random training windows of seq // 4 tokens, each continued greedily by the target
+    (through habana_assist, in float32) to seq tokens. This is what the draft is judged on: greedy
+    verification accepts a drafted token iff it is the target's argmax after the target's own tokens."""
+    import habana_assist as ha
+    t = ha.AutoModelForCausalLM.from_pretrained(target_dir, dtype="float32")
+    rng, prompt_len, out = np.random.default_rng(seed), seq // 4, []
+    for b0 in range(0, n, batch):
+        starts = rng.integers(0, len(stream) - prompt_len, size=min(batch, n - b0))
+        ids = np.stack([stream[s:s + prompt_len] for s in starts]).astype(np.int64)
+        out.append(t.generate(ids, max_new_tokens=seq - prompt_len, eos_token_id=[], do_sample=False))
+    return np.concatenate(out)
+
+
+def distill_draft(draft, target, stream, onpolicy, args, rng):
     """Trained on the target's output distribution: KL(p || q) plus cross-entropy on the target's argmax, the
-    token greedy verification accepts."""
+    token greedy verification accepts. Each batch holds args.onpolicy_share of the target's own greedy
+    continuations (onpolicy, (n, seq)) and the rest random windows of the training text."""
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr * 2, betas=(0.9, 0.95), weight_decay=0.0)
     target.eval()
-    data, t0, V = batches(stream, args.batch, args.seq, rng), time.time(), draft.embed.num_embeddings
+    n_on = min(args.batch - 1, int(round(args.batch * args.onpolicy_share))) if len(onpolicy) else 0
+    data, t0, V = batches(stream, args.batch - n_on, args.seq, rng), time.time(), draft.embed.num_embeddings
     for step in range(args.draft_steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.draft_steps, args.lr * 2, args.warmup)
         w = next(data)[:, :-1]
+        if n_on:
+            w = torch.cat([torch.from_numpy(onpolicy[rng.integers(0, len(onpolicy), size=n_on)]), w])
         with torch.no_grad():
             p_logits = target(w).reshape(-1, V)
         q_logits = draft(w).reshape(-1, V)
@@ -318,9 +336,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--target-steps", type=int, default=1400)
     ap.add_argument("--draft-steps", type=int, default=1200)
+    ap.add_argument("--onpolicy-seqs", type=int, default=3072,
+                    help="target greedy continuations generated for the draft's training")
+    ap.add_argument("--onpolicy-share", type=float, default=0.75, help="their share of each draft batch")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--smoke", action="store_true", help="a tiny run (few files and steps) to check the recipe")
     ap.add_argument("--card-only", action="store_true", help="only (re)write OUT/MODEL_CARD.md from OUT/metrics.json")
+    ap.add_argument("--target-only", action="store_true",
+                    help="stop after training the target (saved as OUT/target.pt); a later run picks it up")
     args = ap.parse_args()
     if args.card_only:
         with open(os.path.join(args.out, "metrics.json")) as f:
@@ -328,13 +351,13 @@ def main():
         return
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
     t_start = time.time()
 
     train_files, held_files = stdlib_files()
     if args.smoke:
         train_files, held_files = train_files[:40], held_files[:5]
         args.vocab, args.target_steps, args.draft_steps, args.batch, args.seq = 512, 5, 5, 2, 64
+        args.onpolicy_seqs = 4
     log(f"{len(train_files)} training files, {len(held_files)} held out")
     tok = train_tokenizer(train_files, args.vocab, args.seed)
     sp = spm.SentencePieceProcessor(model_proto=tok)
@@ -344,14 +367,34 @@ def main():
     target = Llama(args.vocab, **TARGET)
     draft = Llama(args.vocab, **DRAFT)
     log(f"target {n_params(target) / 1e6:.1f}M parameters, draft {n_params(draft) / 1e6:.2f}M")
-    t_target = train_target(target, train, args, rng)
-    t_draft = distill_draft(draft, target, train, args, rng)
+    # The target's weights go to OUT/target.pt, and a run that finds them there (with the steps it was
+    # trained for) skips to the draft: the phases can run apart, with the same result as one run, since
+    # each phase draws from its own generator.
+    ckpt = os.path.join(args.out, "target.pt")
+    if os.path.exists(ckpt) and torch.load(ckpt)["steps"] == args.target_steps:
+        saved = torch.load(ckpt)
+        target.load_state_dict(saved["state"])
+        t_target = saved["seconds"]
+        t_start -= t_target  # the total counts the target's training where it was done
+        log(f"target loaded from {ckpt} ({args.target_steps} steps, trained in {t_target / 60:.1f} min)")
+    else:
+        t_target = train_target(target, train, args, np.random.default_rng(args.seed))
+        os.makedirs(args.out, exist_ok=True)
+        torch.save({"steps": args.target_steps, "seconds": t_target, "state": target.state_dict()}, ckpt)
+    if args.target_only:
+        return
+    target_dir, draft_dir = os.path.join(args.out, "pycode"), os.path.join(args.out, "pycode-draft")
+    export(target, TARGET, target_dir, tok, args.vocab)
+    t1 = time.time()
+    onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.seq, args.seed + 3)
+    t_onpolicy = time.time() - t1
+    log(f"{len(onpolicy)} on-policy sequences of {args.seq} tokens in {t_onpolicy / 60:.1f} min")
+    torch.set_num_threads(args.threads)
+    t_draft = distill_draft(draft, target, train, onpolicy, args, np.random.default_rng(args.seed + 10))
     n_eval = 4 if args.smoke else 64
     losses = {"target_held_out": held_out_loss(target, held, args.seq, n_eval, args.seed + 1),
               "draft_held_out": held_out_loss(draft, held, args.seq, n_eval, args.seed + 1)}
     log(f"held-out loss: target {losses['target_held_out']:.3f}, draft {losses['draft_held_out']:.3f}")
-    target_dir, draft_dir = os.path.join(args.out, "pycode"), os.path.join(args.out, "pycode-draft")
-    export(target, TARGET, target_dir, tok, args.vocab)
     export(draft, DRAFT, draft_dir, tok, args.vocab)
     acceptance = greedy_acceptance(target_dir, draft_dir, held, 2 if args.smoke else 16, args.seed + 2)
     log(f"greedy acceptance of the pair on held-out prompts: {acceptance}")
@@ -359,7 +402,9 @@ def main():
                "tokens": {"train": int(len(train)), "held_out": int(len(held))}, "vocab": args.vocab,
                "params": {"target": n_params(target), "draft": n_params(draft)},
                "steps": {"target": args.target_steps, "draft": args.draft_steps, "batch": args.batch, "seq": args.seq},
-               "minutes": {"target": t_target / 60, "draft": t_draft / 60, "total": (time.time() - t_start) / 60},
+               "onpolicy": {"sequences": int(len(onpolicy)), "share": args.onpolicy_share},
+               "minutes": {"target": t_target / 60, "onpolicy": t_onpolicy / 60, "draft": t_draft / 60,
+                           "total": (time.time() - t_start) / 60},
                "held_out_loss": losses, "greedy_acceptance": acceptance, "torch": torch.__version__}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
