@@ -93,22 +93,73 @@ def cmd_generate(args):
     print(f"\n[{stats}]", file=sys.stderr)
 
 
-def _timed_pair(model, inputs, kw, assist_kw, streamers=(None, None)):
-    """(plain result, seconds, assisted result, seconds) on the same inputs."""
+class _Clock:
+    """A streamer that times a generation: when its first new tokens arrive (the prompt's prefill is done)
+    and how many they are, passing everything on to an inner streamer, if any."""
+
+    def __init__(self, inner=None):
+        self.inner, self.seen_prompt, self.first_at, self.first_n = inner, False, None, 0
+
+    def put(self, value):
+        if self.seen_prompt and self.first_at is None:
+            self.first_at, self.first_n = time.perf_counter(), int(np.asarray(value).size)
+        self.seen_prompt = True
+        if self.inner is not None:
+            self.inner.put(value)
+
+    def end(self):
+        if self.inner is not None:
+            self.inner.end()
+
+
+class _Timing:
+    """One timed generation: new tokens, seconds in all, and the part after the first new tokens (the
+    generation rate without the prompt's prefill, which plain and assisted do alike, as llama.cpp's "eval"
+    is reported apart from its "prompt eval")."""
+
+    def __init__(self, n_new, t0, clock, t_end):
+        self.n, self.seconds = n_new, t_end - t0
+        if clock.first_at is not None and n_new > clock.first_n:
+            self.n_after, self.after = n_new - clock.first_n, t_end - clock.first_at
+        else:  # nothing after the first tokens (one token asked for, or an early eos): the whole call
+            self.n_after, self.after = n_new, self.seconds
+
+
+def _timed(model, inputs, kw, streamer=None):
+    """(result, _Timing) of one generate() call."""
+    clock = _Clock(streamer)
     t0 = time.perf_counter()
-    plain = model.generate(**inputs, streamer=streamers[0], return_dict_in_generate=True, **kw)
+    res = model.generate(**inputs, streamer=clock, return_dict_in_generate=True, **kw)
     t1 = time.perf_counter()
-    assisted = model.generate(**inputs, streamer=streamers[1], return_dict_in_generate=True, **kw, **assist_kw)
-    t2 = time.perf_counter()
-    return plain, t1 - t0, assisted, t2 - t1
+    return res, _Timing(res.sequences.shape[1] - inputs["input_ids"].shape[1], t0, clock, t1)
 
 
-def _summary(n_plain, t_plain, n_assisted, t_assisted, drafted, accepted, identical):
-    plain_tps, assisted_tps = n_plain / t_plain, n_assisted / t_assisted
-    print(f"  plain     {plain_tps:8.1f} tokens/s")
-    print(f"  assisted  {assisted_tps:8.1f} tokens/s   speed-up {assisted_tps / plain_tps:.2f}x")
+def _timed_pair(model, inputs, kw, assist_kw, streamers=(None, None)):
+    """(plain result, its _Timing, assisted result, its _Timing) on the same inputs."""
+    plain, tp = _timed(model, inputs, kw, streamers[0])
+    assisted, ta = _timed(model, inputs, dict(kw, **assist_kw), streamers[1])
+    return plain, tp, assisted, ta
+
+
+def _summary(plain, assisted, drafted, accepted, identical):
+    """plain, assisted: (new tokens, seconds, tokens after the first, seconds after the first), totals."""
+    def rate(n, s):
+        return n / s if s > 0 else 0.0
+
+    def ratio(a, b):
+        return a / b if b > 0 else float("nan")
+
+    gen_p, gen_a = rate(plain[2], plain[3]), rate(assisted[2], assisted[3])
+    all_p, all_a = rate(plain[0], plain[1]), rate(assisted[0], assisted[1])
+    print(f"  plain     {gen_p:8.1f} tokens/s   ({all_p:.1f} with the prompt's prefill)")
+    print(f"  assisted  {gen_a:8.1f} tokens/s   ({all_a:.1f} with the prompt's prefill)")
+    print(f"  speed-up {ratio(gen_a, gen_p):.2f}x generating ({ratio(all_a, all_p):.2f}x with the prefill)")
     print(f"  acceptance rate {accepted / max(1, drafted):.3f} ({accepted} of {drafted} drafted tokens)")
     print(f"  outputs identical: {'yes' if identical else 'NO'}")
+
+
+def _row(t):
+    return np.array([t.n, t.seconds, t.n_after, t.after])
 
 
 def cmd_bench(args):
@@ -117,11 +168,10 @@ def cmd_bench(args):
     inputs = tok(text, return_tensors="np")
     model.generate(**inputs, max_new_tokens=2)  # warm-up
     plain, tp, assisted, ta = _timed_pair(model, inputs, _sampling(args), _assist(args, draft))
-    n = plain.sequences.shape[1] - inputs["input_ids"].shape[1]
     print(f"habana_assist bench: {args.model} assisted by {'prompt lookup' if args.prompt_lookup else args.assistant}, "
-          f"{n} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
-    _summary(n, tp, assisted.sequences.shape[1] - inputs["input_ids"].shape[1], ta, assisted.num_draft_tokens or 0,
-             assisted.num_accepted_tokens or 0, np.array_equal(plain.sequences, assisted.sequences))
+          f"{tp.n} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
+    _summary(_row(tp), _row(ta), assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0,
+             np.array_equal(plain.sequences, assisted.sequences))
 
 
 def demo_prompts(n, lines):
@@ -144,7 +194,7 @@ def cmd_demo(args):
     print(f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.dtype}) assisted by "
           f"{args.assistant}, greedy, {args.max_new_tokens} new tokens per prompt\n")
     model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
-    totals = np.zeros(6)
+    totals_plain, totals_assisted, drafted, accepted = np.zeros(4), np.zeros(4), 0, 0
     identical = True
     for name, text in demo_prompts(args.prompts, args.prompt_lines):
         inputs = tok(text, return_tensors="np")
@@ -156,13 +206,13 @@ def cmd_demo(args):
         plain, tp, assisted, ta = _timed_pair(model, inputs, kw, _assist(args, draft), streams)
         same = np.array_equal(plain.sequences, assisted.sequences)
         identical &= same
-        n_new = plain.sequences.shape[1] - inputs["input_ids"].shape[1]
-        totals += (n_new, tp, assisted.sequences.shape[1] - inputs["input_ids"].shape[1], ta,
-                   assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0)
-        print(f"--- plain {n_new / tp:.1f} tokens/s, assisted "
-              f"{(assisted.sequences.shape[1] - inputs['input_ids'].shape[1]) / ta:.1f} tokens/s, identical: {same}\n")
+        totals_plain, totals_assisted = totals_plain + _row(tp), totals_assisted + _row(ta)
+        drafted, accepted = drafted + (assisted.num_draft_tokens or 0), accepted + (assisted.num_accepted_tokens or 0)
+        print(f"--- plain {tp.n_after / max(tp.after, 1e-9):.1f} tokens/s, "
+              f"assisted {ta.n_after / max(ta.after, 1e-9):.1f} tokens/s "
+              f"(after the prompt), identical: {same}\n")
     print("=== summary over all prompts ===")
-    _summary(totals[0], totals[1], totals[2], totals[3], int(totals[4]), int(totals[5]), identical)
+    _summary(totals_plain, totals_assisted, drafted, accepted, identical)
 
 
 def build_parser():

@@ -56,3 +56,19 @@ def test_shipped_pair_assisted_greedy_is_plain_greedy_on_a_held_out_prompt(pair)
                           return_dict_in_generate=True)
     assert np.array_equal(plain, res.sequences), "expected assisted greedy output to equal plain greedy output"
     assert res.num_accepted_tokens > 0, "expected the trained draft to have some drafts accepted"
+
+
+def test_int8_target_keeps_held_out_perplexity_within_two_percent_of_float(pair):
+    from habana_assist.evaluation import held_out_windows, perplexity
+    tok, target, _ = pair
+    windows = held_out_windows(tok, n_windows=6, length=128)
+    int8 = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="int8")
+    p_float, p_int8 = perplexity(target, windows), perplexity(int8, windows)
+    assert 1.0 < p_float < tok.vocab_size, f"expected a trained model's perplexity, got {p_float}"
+    assert abs(p_int8 / p_float - 1) <= 0.02, f"int8 perplexity {p_int8:.3f} vs float {p_float:.3f}: more than 2% apart"
+
+
+def test_perplexity_rejects_malformed_windows(pair):
+    from habana_assist.evaluation import perplexity
+    with pytest.raises(ha.InvalidInputError, match="windows"):
+        perplexity(pair[1], np.zeros((3,), dtype=np.int64))

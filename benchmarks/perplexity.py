@@ -1,0 +1,37 @@
+#!/usr/bin/python3
+"""Held-out perplexity of the shipped target (habana-assist/pycode) held in float32, bfloat16 and int8,
+measured in one run on the same windows of the held-out standard-library files; int8 and bfloat16 are
+reported as ratios to float32. Issue 5 asks int8 to stay within 2% of float.
+Usage: /usr/bin/python3 benchmarks/perplexity.py [--windows N] [--length L] [--model PATH]
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import habana_assist as ha  # noqa: E402
+from habana_assist.evaluation import held_out_windows, perplexity  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="habana-assist/pycode")
+    ap.add_argument("--windows", type=int, default=24)
+    ap.add_argument("--length", type=int, default=256)
+    args = ap.parse_args()
+    windows = held_out_windows(ha.AutoTokenizer.from_pretrained(args.model), args.windows, args.length)
+    print(f"{args.model}: {args.windows} held-out windows of {args.length} tokens")
+    base = None
+    for dtype in ("float32", "bfloat16", "int8"):
+        model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
+        t0 = time.perf_counter()
+        ppl = perplexity(model, windows)
+        base = base or ppl
+        print(f"  {dtype:9s} perplexity {ppl:9.4f}   ratio to float32 {ppl / base:.4f}   "
+              f"({time.perf_counter() - t0:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
