@@ -227,8 +227,8 @@ def build_parser():
         p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
-        p.add_argument("--num-assistant-tokens", type=int, default=3,
-                       help="most tokens the draft proposes per step (default 3)")
+        p.add_argument("--num-assistant-tokens", type=int, default=4,
+                       help="most tokens the draft proposes per step (default 4)")
         p.add_argument("--confidence-threshold", type=float, default=0.4,
                        help="the draft stops proposing after a token it gives less probability (default 0.4)")
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
