@@ -126,20 +126,21 @@ AVX2 static inline __attribute__((always_inline)) void panel_tokens(const float 
  * rows [r, r + ROWS) are computed, the next ROWS rows (contiguous bytes, within the call's range) are
  * prefetched into L2, an equal share of them per panel. */
 typedef struct prefetcher {
-    const char *p, *end;
-    size_t share; /* bytes per panel */
+    const char *base;  /* the next rows' first byte */
+    size_t off, end;   /* bytes prefetched so far, bytes in all */
+    size_t share;      /* bytes per panel */
 } prefetcher;
 
 static inline prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r, int64_t r1, int64_t n_panels) {
-    const int64_t e = r + 2 * ROWS < r1 ? r + 2 * ROWS : r1;
-    prefetcher pf = { (const char *)W + (size_t)(r + ROWS) * rb, (const char *)W + (size_t)e * rb, 0 };
+    const int64_t b = r + ROWS < r1 ? r + ROWS : r1, e = r + 2 * ROWS < r1 ? r + 2 * ROWS : r1;
+    prefetcher pf = { (const char *)W + (size_t)b * rb, 0, (size_t)(e - b) * rb, 0 };
     if (n_panels < 1) n_panels = 1; /* n < 8: no panel runs, nothing to share out */
-    if (pf.p < pf.end) pf.share = (((size_t)(pf.end - pf.p) + (size_t)n_panels - 1) / (size_t)n_panels + 63) & ~(size_t)63;
+    pf.share = ((pf.end + (size_t)n_panels - 1) / (size_t)n_panels + 63) & ~(size_t)63;
     return pf;
 }
 
 AVX2 static inline void prefetch_panel(prefetcher *pf) {
-    for (size_t b = 0; b < pf->share && pf->p < pf->end; b += 64, pf->p += 64) _mm_prefetch(pf->p, _MM_HINT_T1);
+    for (size_t b = 0; b < pf->share && pf->off < pf->end; b += 64, pf->off += 64) _mm_prefetch(pf->base + pf->off, _MM_HINT_T1);
 }
 
 #define DEFINE_MATMUL(SUF, WIDE_IS_F32)                                                                \
