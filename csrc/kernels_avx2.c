@@ -9,8 +9,8 @@
  *
  * Two paths share that order. One token (decode): four weight rows at a time, widened in registers and
  * used at once. Several tokens (verification, prefill): four weight rows are widened once into a float32
- * panel of PANEL elements, which then serves every token, two at a time; the weights are read from memory
- * once per call whatever T is. */
+ * panel of PANEL elements, which then serves every token in register tiles (panel_tokens); the weights are
+ * read from memory once per call whatever T is. Both paths prefetch the next rows into L2 as they go. */
 #include <immintrin.h>
 #include <string.h>
 
