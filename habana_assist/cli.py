@@ -112,54 +112,48 @@ class _Clock:
             self.inner.end()
 
 
-class _Timing:
-    """One timed generation: new tokens, seconds in all, and the part after the first new tokens (the
-    generation rate without the prompt's prefill, which plain and assisted do alike, as llama.cpp's "eval"
-    is reported apart from its "prompt eval")."""
+def _timing(n_new, t0, clock, t_end):
+    """One timed generation as (new tokens, seconds in all, tokens after the first new ones, seconds after
+    them): the latter pair is the generation rate without the prompt's prefill, which plain and assisted do
+    alike, as llama.cpp reports its "eval" apart from its "prompt eval". Rows of several calls add up."""
+    if clock.first_at is not None and n_new > clock.first_n:
+        return np.array([n_new, t_end - t0, n_new - clock.first_n, t_end - clock.first_at])
+    # nothing after the first tokens (one token asked for, or an early eos): the whole call
+    return np.array([n_new, t_end - t0, n_new, t_end - t0])
 
-    def __init__(self, n_new, t0, clock, t_end):
-        self.n, self.seconds = n_new, t_end - t0
-        if clock.first_at is not None and n_new > clock.first_n:
-            self.n_after, self.after = n_new - clock.first_n, t_end - clock.first_at
-        else:  # nothing after the first tokens (one token asked for, or an early eos): the whole call
-            self.n_after, self.after = n_new, self.seconds
+
+def _rate(n, seconds):
+    return n / seconds if seconds > 0 else 0.0
 
 
 def _timed(model, inputs, kw, streamer=None):
-    """(result, _Timing) of one generate() call."""
+    """(result, _timing(...)) of one generate() call."""
     clock = _Clock(streamer)
     t0 = time.perf_counter()
     res = model.generate(**inputs, streamer=clock, return_dict_in_generate=True, **kw)
     t1 = time.perf_counter()
-    return res, _Timing(res.sequences.shape[1] - inputs["input_ids"].shape[1], t0, clock, t1)
+    return res, _timing(res.sequences.shape[1] - inputs["input_ids"].shape[1], t0, clock, t1)
 
 
 def _timed_pair(model, inputs, kw, assist_kw, streamers=(None, None)):
-    """(plain result, its _Timing, assisted result, its _Timing) on the same inputs."""
+    """(plain result, its timing, assisted result, its timing) on the same inputs."""
     plain, tp = _timed(model, inputs, kw, streamers[0])
     assisted, ta = _timed(model, inputs, dict(kw, **assist_kw), streamers[1])
     return plain, tp, assisted, ta
 
 
 def _summary(plain, assisted, drafted, accepted, identical):
-    """plain, assisted: (new tokens, seconds, tokens after the first, seconds after the first), totals."""
-    def rate(n, s):
-        return n / s if s > 0 else 0.0
-
+    """plain, assisted: timings (_timing), one call's or the sum of several."""
     def ratio(a, b):
         return a / b if b > 0 else float("nan")
 
-    gen_p, gen_a = rate(plain[2], plain[3]), rate(assisted[2], assisted[3])
-    all_p, all_a = rate(plain[0], plain[1]), rate(assisted[0], assisted[1])
+    gen_p, gen_a = _rate(plain[2], plain[3]), _rate(assisted[2], assisted[3])
+    all_p, all_a = _rate(plain[0], plain[1]), _rate(assisted[0], assisted[1])
     print(f"  plain     {gen_p:8.1f} tokens/s   ({all_p:.1f} with the prompt's prefill)")
     print(f"  assisted  {gen_a:8.1f} tokens/s   ({all_a:.1f} with the prompt's prefill)")
     print(f"  speed-up {ratio(gen_a, gen_p):.2f}x generating ({ratio(all_a, all_p):.2f}x with the prefill)")
     print(f"  acceptance rate {accepted / max(1, drafted):.3f} ({accepted} of {drafted} drafted tokens)")
     print(f"  outputs identical: {'yes' if identical else 'NO'}")
-
-
-def _row(t):
-    return np.array([t.n, t.seconds, t.n_after, t.after])
 
 
 def cmd_bench(args):
@@ -169,8 +163,8 @@ def cmd_bench(args):
     model.generate(**inputs, max_new_tokens=2)  # warm-up
     plain, tp, assisted, ta = _timed_pair(model, inputs, _sampling(args), _assist(args, draft))
     print(f"habana_assist bench: {args.model} assisted by {'prompt lookup' if args.prompt_lookup else args.assistant}, "
-          f"{tp.n} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
-    _summary(_row(tp), _row(ta), assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0,
+          f"{int(tp[0])} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
+    _summary(tp, ta, assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0,
              np.array_equal(plain.sequences, assisted.sequences))
 
 
@@ -206,10 +200,9 @@ def cmd_demo(args):
         plain, tp, assisted, ta = _timed_pair(model, inputs, kw, _assist(args, draft), streams)
         same = np.array_equal(plain.sequences, assisted.sequences)
         identical &= same
-        totals_plain, totals_assisted = totals_plain + _row(tp), totals_assisted + _row(ta)
+        totals_plain, totals_assisted = totals_plain + tp, totals_assisted + ta
         drafted, accepted = drafted + (assisted.num_draft_tokens or 0), accepted + (assisted.num_accepted_tokens or 0)
-        print(f"--- plain {tp.n_after / max(tp.after, 1e-9):.1f} tokens/s, "
-              f"assisted {ta.n_after / max(ta.after, 1e-9):.1f} tokens/s "
+        print(f"--- plain {_rate(tp[2], tp[3]):.1f} tokens/s, assisted {_rate(ta[2], ta[3]):.1f} tokens/s "
               f"(after the prompt), identical: {same}\n")
     print("=== summary over all prompts ===")
     _summary(totals_plain, totals_assisted, drafted, accepted, identical)

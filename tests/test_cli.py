@@ -102,21 +102,14 @@ def test_generate_with_assistant_prints_the_plain_greedy_completion(workdir, pai
     assert "drafts accepted" in err, f"stderr should report the draft acceptance: {err!r}"
 
 
-def test_generate_no_stream_prints_the_same_completion(workdir, pair, loaded):
+@pytest.mark.parametrize("flag, with_prompt", [("--no-stream", False), ("--show-prompt", True)])
+def test_generate_flags_print_the_same_completion(workdir, pair, loaded, flag, with_prompt):
+    """--no-stream prints the completion once at the end; --show-prompt prints the prompt before it."""
     tok, model, _ = loaded
-    expected = completion(tok, model, PROMPT)
+    expected = (PROMPT if with_prompt else "") + completion(tok, model, PROMPT)
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", pair[1], "--prompt", PROMPT,
-                           "--max-new-tokens", "8", "--no-stream")
-    _ok(rc, out, err, "generate --no-stream")
-    assert out == expected + "\n", f"expected {expected!r} on stdout, got {out!r}"
-
-
-def test_generate_show_prompt_prints_prompt_then_completion(workdir, pair, loaded):
-    tok, model, _ = loaded
-    expected = PROMPT + completion(tok, model, PROMPT)
-    rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", pair[1], "--prompt", PROMPT,
-                           "--max-new-tokens", "8", "--show-prompt")
-    _ok(rc, out, err, "generate --show-prompt")
+                           "--max-new-tokens", "8", flag)
+    _ok(rc, out, err, f"generate {flag}")
     assert out == expected + "\n", f"expected {expected!r} on stdout, got {out!r}"
 
 

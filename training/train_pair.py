@@ -374,8 +374,8 @@ def main():
     # trained for) skips to the draft: the phases can run apart, with the same result as one run, since
     # each phase draws from its own generator.
     ckpt = os.path.join(args.out, "target.pt")
-    if os.path.exists(ckpt) and torch.load(ckpt)["steps"] == args.target_steps:
-        saved = torch.load(ckpt)
+    saved = torch.load(ckpt) if os.path.exists(ckpt) else None
+    if saved is not None and saved["steps"] == args.target_steps:
         target.load_state_dict(saved["state"])
         t_target = saved["seconds"]
         t_start -= t_target  # the total counts the target's training where it was done
@@ -392,7 +392,6 @@ def main():
     onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.seq, args.seed + 3)
     t_onpolicy = time.time() - t1
     log(f"{len(onpolicy)} on-policy sequences of {args.seq} tokens in {t_onpolicy / 60:.1f} min")
-    torch.set_num_threads(args.threads)
     t_draft = distill_draft(draft, target, train, onpolicy, args, np.random.default_rng(args.seed + 10))
     n_eval = 4 if args.smoke else 64
     losses = {"target_held_out": held_out_loss(target, held, args.seq, n_eval, args.seed + 1),
