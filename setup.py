@@ -17,6 +17,7 @@ core = Extension(
     sources=sorted(glob.glob("csrc/*.c")) + ["csrc/bindings/module.c"],
     depends=sorted(glob.glob("csrc/*.h")),
     extra_compile_args=flags,
+    libraries=["openblas"],  # Debian's libopenblas-dev: prompt prefill (csrc/blas.c)
     extra_link_args=["-pthread", "-lm"],
 )
 

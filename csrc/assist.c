@@ -124,6 +124,12 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq;
     const int adaptive = p->schedule != HA_SCHEDULE_CONSTANT;
     ha_status st = HA_OK;
+    /* 0. The prompt alone, as plain generation appends it, so that a context with blas_prefill sends the same
+     * prompt blocks to OpenBLAS in both; the logits at its last token score position L for the first round. */
+    if (r->target_len == 0) {
+        if ((st = catch_up(target, r, b, 0, r->L, 1, b->p)) != HA_OK) return st;
+        r->target_len = r->L;
+    }
     while (r->generated < N) {
         /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens. */
         int64_t room = N - r->generated - 1, k = 0;
@@ -133,8 +139,10 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
             else k = lookup_candidates(p, r, k_max);
             if (st != HA_OK) return st;
         }
-        /* 2. Verify: the target catches up and scores positions L .. L + k in one append. */
-        st = catch_up(target, r, b, r->target_len, r->L + k, k + 1, b->p);
+        /* 2. Verify: the target catches up and scores positions L .. L + k in one append (position L is
+         * already scored, in b->p, right after the prompt's append). */
+        const int64_t scored = r->target_len == r->L;
+        if (r->L + k > r->target_len) st = catch_up(target, r, b, r->target_len, r->L + k, k + 1 - scored, b->p + scored * V);
         if (st != HA_OK) return st;
         r->target_len = r->L + k;
         stats->num_target_passes++;

@@ -121,7 +121,8 @@ typedef struct ha_lm {
      * sequence are in order). For each i with want[i] != 0 (want == NULL: every i), in order, one row of
      * logits (V,) is written to logits (n_wanted, V). Requires 0 <= tokens[i] < V, 0 <= seq[i] < n_seq,
      * and room in each sequence's cache; otherwise returns an error having appended nothing. Each row's
-     * logits are bitwise the same whatever else is in the call and whatever the thread count. */
+     * logits are bitwise the same whatever else is in the call and whatever the thread count (a native
+     * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create). */
     ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
                         const uint8_t *want, float *logits);
     /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq). */
@@ -133,8 +134,13 @@ typedef struct ha_lm {
 typedef struct ha_llama_context ha_llama_context;
 
 /* A KV cache for n_seq sequences of up to `capacity` positions each, plus every activation buffer the
- * forward needs: allocated here once, so append never allocates. */
-HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity,
+ * forward needs: allocated here once, so append never allocates.
+ * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
+ * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill, about twice
+ * as fast on long prompts). Those rows depend only on those tokens (not on the thread count), so greedy and
+ * coupled assisted generation still equal plain generation bitwise, but they are not bitwise the rows a
+ * token-by-token forward gives (they agree to float32 rounding). 0: every row through the kernels. */
+HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
                                          ha_llama_context **out);
 HA_API void ha_llama_context_free(ha_llama_context *c);
 /* The context's model interface; valid for the context's life. */

@@ -62,6 +62,15 @@ extern const ha_kernels ha_kernels_avx2;
 /* The variant in use; set once at first use (ha_kernels_get), or by ha_kernels_select. */
 const ha_kernels *ha_kernels_get(void);
 
+/* ---- OpenBLAS (blas.c) -------------------------------------------------------------------------------
+ * Prompt blocks of HA_BLAS_BLOCK tokens; weights not in float32 are widened HA_BLAS_SLICE rows at a time. */
+#define HA_BLAS_BLOCK 128
+#define HA_BLAS_SLICE 256
+/* Y[t, r] (T, ldy) = dot(W[r, :], X[t, :]) for every row r of W, by cblas_sgemm; scratch holds
+ * (HA_BLAS_SLICE, W->cols) floats unless W is float32 (then it may be NULL). */
+void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int64_t T, float *Y, int64_t ldy,
+                    float *scratch);
+
 /* IEEE half and bfloat16 bits -> float, exact. */
 float ha_f16_to_f32(uint16_t h);
 static inline float ha_bf16_to_f32(uint16_t b) {

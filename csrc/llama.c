@@ -29,20 +29,25 @@ struct ha_llama_context {
     const ha_llama *m;
     const ha_kernels *kern; /* the kernel variant, read once per append so one forward never mixes two */
     int64_t n_seq, capacity;
+    int blas;             /* prompt blocks go through OpenBLAS (ha_llama_context_create's blas_prefill) */
+    int blas_now;         /* the forward in progress is such a block */
     int64_t *len;         /* (n_seq,) positions held */
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
+    int64_t *blas_left;   /* (n_seq,) scratch: tokens of the current append still due to go through OpenBLAS */
     float *kcache;        /* (n_layers, n_seq, capacity, kv_dim) */
     float *vcache;        /* (n_layers, n_seq, capacity, kv_dim) */
-    float *x;             /* (CHUNK, d) residual stream */
-    float *xn;            /* (CHUNK, d) normed input of a block; packed rows wanting logits at the end */
-    float *q;             /* (CHUNK, q_dim) */
-    float *k, *v;         /* (CHUNK, kv_dim) */
-    float *att;           /* (CHUNK, q_dim) attention output */
-    float *tmp;           /* (CHUNK, d) projection output before the residual add */
-    float *gate, *up;     /* (CHUNK, f) */
-    float *rope_cos, *rope_sin; /* (CHUNK, hd/2) */
-    int64_t *pos;         /* (CHUNK,) */
-    int32_t *seq;         /* (CHUNK,) */
+    /* Activations of one forward of up to R tokens: R = HA_BLAS_BLOCK with blas, else CHUNK. */
+    float *x;             /* (R, d) residual stream */
+    float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
+    float *q;             /* (R, q_dim) */
+    float *k, *v;         /* (R, kv_dim) */
+    float *att;           /* (R, q_dim) attention output */
+    float *tmp;           /* (R, d) projection output before the residual add */
+    float *gate, *up;     /* (R, f) */
+    float *rope_cos, *rope_sin; /* (R, hd/2) */
+    int64_t *pos;         /* (R,) */
+    int32_t *seq;         /* (R,) */
+    float *wide;          /* (HA_BLAS_SLICE, max(d, f)) weights widened for OpenBLAS; NULL if not needed */
 };
 
 /* ---- creation and checks --------------------------------------------------------------------------- */
@@ -209,8 +214,13 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     }
 }
 
-static void matmul(const ha_kernels *k, int count, const ha_matrix *const *W, float *const *Y, const float *X, int64_t T) {
-    matmul_job j = { .k = k, .count = count, .X = X, .T = T };
+static void matmul(const ha_llama_context *c, int count, const ha_matrix *const *W, float *const *Y, const float *X,
+                   int64_t T) {
+    if (c->blas_now) {
+        for (int i = 0; i < count; i++) ha_blas_matmul(c->kern, W[i], X, T, Y[i], W[i]->rows, c->wide);
+        return;
+    }
+    matmul_job j = { .k = c->kern, .count = count, .X = X, .T = T };
     int64_t rows = 0;
     for (int i = 0; i < count; i++) {
         j.W[i] = W[i];
@@ -302,8 +312,8 @@ static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads
         }
 }
 
-/* Forward of T <= CHUNK tokens whose seq/pos are set in c; their K/V go into the cache. Rows with
- * want != NULL && want[i] get logits, packed, into logits. */
+/* Forward of T tokens (T <= CHUNK, or T == HA_BLAS_BLOCK with c->blas_now) whose seq/pos are set in c;
+ * their K/V go into the cache. Rows with want != NULL && want[i] get logits, packed, into logits. */
 static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, const uint8_t *want, float *logits) {
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
@@ -322,7 +332,7 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_llama_layer *L = &m->layers[l];
         for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->attn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(k, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
+        matmul(c, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
         add_bias(c->q, &L->bq, T, m->q_dim);
         add_bias(c->k, &L->bk, T, kvd);
         add_bias(c->v, &L->bv, T, kvd);
@@ -336,26 +346,26 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
         attention_job aj = { c, l };
         if (T * cfg->n_heads * (c->pos[T - 1] + 1) * cfg->head_dim < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
         else ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
-        matmul(k, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
+        matmul(c, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
 
         for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->ffn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(k, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
+        matmul(c, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
         add_bias(c->gate, &L->b_gate, T, f);
         add_bias(c->up, &L->b_up, T, f);
         for (int64_t i = 0; i < T * f; i++) {
             float g = c->gate[i];
             c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
         }
-        matmul(k, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
+        matmul(c, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
     }
     int64_t nw = 0;
     for (int64_t i = 0; i < T; i++)
         if (!want || want[i]) rms_norm(c->x + i * d, m->w.final_norm.data, c->xn + (nw++) * d, d, cfg->rms_norm_eps);
-    if (nw) matmul(k, 1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
+    if (nw) matmul(c, 1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
 }
 
 /* ---- the model interface -------------------------------------------------------------------------------- */
@@ -384,8 +394,28 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
                            (long long)c->adding[s], (long long)c->capacity);
     if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append: logits requested but no output buffer given");
     c->kern = ha_kernels_get();
-    for (int64_t b = 0; b < n; b += CHUNK) {
-        int64_t T = n - b < CHUNK ? n - b : CHUNK, w0 = 0;
+    /* With blas, a sequence this append starts (empty before it) sends its first
+     * HA_BLAS_BLOCK * floor(adding / HA_BLAS_BLOCK) tokens to OpenBLAS, in blocks of exactly HA_BLAS_BLOCK
+     * contiguous tokens of that sequence (if they are not contiguous, none of its tokens go). Such a block
+     * depends only on the prompt's tokens, so every generation mode that starts a sequence with the same
+     * prompt computes it alike; every other token goes through the batch-invariant kernels. */
+    for (int64_t s = 0; s < c->n_seq; s++)
+        c->blas_left[s] = c->blas && c->len[s] == 0 ? c->adding[s] / HA_BLAS_BLOCK * HA_BLAS_BLOCK : 0;
+    for (int64_t b = 0, T; b < n; b += T) {
+        int64_t w0 = 0;
+        c->blas_now = 0;
+        if (c->blas_left[seq[b]] > 0) {
+            int64_t i = b + 1;
+            while (i < b + HA_BLAS_BLOCK && seq[i] == seq[b]) i++; /* blas_left <= the sequence's tokens left */
+            c->blas_now = i == b + HA_BLAS_BLOCK;
+            c->blas_left[seq[b]] = c->blas_now ? c->blas_left[seq[b]] - HA_BLAS_BLOCK : 0;
+        }
+        if (c->blas_now) {
+            T = HA_BLAS_BLOCK;
+        } else { /* up to CHUNK tokens, ending before a token that starts a block */
+            T = 1;
+            while (T < CHUNK && b + T < n && c->blas_left[seq[b + T]] == 0) T++;
+        }
         for (int64_t i = 0; i < T; i++) {
             c->seq[i] = seq[b + i];
             c->pos[i] = c->len[seq[b + i]]++;
@@ -413,7 +443,8 @@ static int64_t ctx_length(const void *self, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->len[seq] : 0;
 }
 
-ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, ha_llama_context **out) {
+ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
+                                  ha_llama_context **out) {
     if (!m || !out) return ha_fail(HA_ERR_INVALID, "ha_llama_context_create: NULL argument");
     *out = NULL;
     if (n_seq < 1 || n_seq > (1 << 20)) return ha_fail(HA_ERR_INVALID, "batch size %lld is out of range 1..%d", (long long)n_seq, 1 << 20);
@@ -430,25 +461,40 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->m = m;
     c->n_seq = n_seq;
     c->capacity = capacity;
+    c->blas = blas_prefill != 0;
+    const size_t R = c->blas ? HA_BLAS_BLOCK : CHUNK;
     c->len = calloc((size_t)n_seq, sizeof(int64_t));
     c->adding = calloc((size_t)n_seq, sizeof(int64_t));
+    c->blas_left = calloc((size_t)n_seq, sizeof(int64_t));
     c->kcache = malloc((size_t)cache_elems * fl);
     c->vcache = malloc((size_t)cache_elems * fl);
-    c->x = malloc(CHUNK * d * fl);
-    c->xn = malloc(CHUNK * d * fl);
-    c->q = malloc(CHUNK * (size_t)m->q_dim * fl);
-    c->k = malloc(CHUNK * (size_t)m->kv_dim * fl);
-    c->v = malloc(CHUNK * (size_t)m->kv_dim * fl);
-    c->att = malloc(CHUNK * (size_t)m->q_dim * fl);
-    c->tmp = malloc(CHUNK * d * fl);
-    c->gate = malloc(CHUNK * f * fl);
-    c->up = malloc(CHUNK * f * fl);
-    c->rope_cos = malloc(CHUNK * (size_t)(cfg->head_dim / 2) * fl);
-    c->rope_sin = malloc(CHUNK * (size_t)(cfg->head_dim / 2) * fl);
-    c->pos = malloc(CHUNK * sizeof(int64_t));
-    c->seq = malloc(CHUNK * sizeof(int32_t));
-    if (!c->len || !c->adding || !c->kcache || !c->vcache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att ||
-        !c->tmp || !c->gate || !c->up || !c->rope_cos || !c->rope_sin || !c->pos || !c->seq) {
+    c->x = malloc(R * d * fl);
+    c->xn = malloc(R * d * fl);
+    c->q = malloc(R * (size_t)m->q_dim * fl);
+    c->k = malloc(R * (size_t)m->kv_dim * fl);
+    c->v = malloc(R * (size_t)m->kv_dim * fl);
+    c->att = malloc(R * (size_t)m->q_dim * fl);
+    c->tmp = malloc(R * d * fl);
+    c->gate = malloc(R * f * fl);
+    c->up = malloc(R * f * fl);
+    c->rope_cos = malloc(R * (size_t)(cfg->head_dim / 2) * fl);
+    c->rope_sin = malloc(R * (size_t)(cfg->head_dim / 2) * fl);
+    c->pos = malloc(R * sizeof(int64_t));
+    c->seq = malloc(R * sizeof(int32_t));
+    int all_f32 = m->w.lm_head.dtype == HA_F32;
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        const ha_llama_layer *L = &m->layers[l];
+        all_f32 &= L->wq.dtype == HA_F32 && L->wk.dtype == HA_F32 && L->wv.dtype == HA_F32 && L->wo.dtype == HA_F32 &&
+                   L->w_gate.dtype == HA_F32 && L->w_up.dtype == HA_F32 && L->w_down.dtype == HA_F32;
+    }
+    int wide_ok = 1;
+    if (c->blas && !all_f32) {
+        c->wide = malloc((size_t)HA_BLAS_SLICE * (d > f ? d : f) * fl);
+        wide_ok = c->wide != NULL;
+    }
+    if (!c->len || !c->adding || !c->blas_left || !c->kcache || !c->vcache || !c->x || !c->xn || !c->q || !c->k ||
+        !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos || !c->rope_sin || !c->pos || !c->seq ||
+        !wide_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
@@ -468,8 +514,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
 
 void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
-    void *bufs[] = { c->len, c->adding, c->kcache, c->vcache, c->x, c->xn, c->q, c->k, c->v, c->att, c->tmp,
-                     c->gate, c->up, c->rope_cos, c->rope_sin, c->pos, c->seq };
+    void *bufs[] = { c->len, c->adding, c->blas_left, c->kcache, c->vcache, c->x, c->xn, c->q, c->k, c->v, c->att,
+                     c->tmp, c->gate, c->up, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

@@ -96,7 +96,7 @@ class Cache:
         for name, v in (("batch_size", batch_size), ("max_cache_len", max_cache_len)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise InvalidInputError(f"{name}={v!r} must be a positive integer")
-        self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len))
+        self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len), model.blas_prefill)
         self._owner = model._core  # a cache holds one model's keys and values
         self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
         self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
@@ -132,8 +132,9 @@ class Cache:
 class LlamaForCausalLM:
     """A Llama, Mistral or Qwen2 decoder on the C core. Build it with AutoModelForCausalLM.from_pretrained."""
 
-    def __init__(self, checkpoint, max_cache_len=None):
+    def __init__(self, checkpoint, max_cache_len=None, blas_prefill=False):
         cfg, w = checkpoint.config, checkpoint.weights
+        self.blas_prefill = bool(blas_prefill)
         self.config = cfg
         self.name_or_path = checkpoint.path
         self.device = "cpu"
@@ -205,7 +206,7 @@ class LlamaForCausalLM:
             attention_mask = full[:, past.shape[1]:]
         mask = _attention_mask(attention_mask, ids.shape)
         if cache is None:
-            ctx = _core.Context(self._core, B, S)
+            ctx = _core.Context(self._core, B, S, self.blas_prefill)
         elif isinstance(cache, Cache):
             if cache._owner is not self._core:
                 raise InvalidInputError("past_key_values was created by another model; create a cache with this "
@@ -299,7 +300,7 @@ class LlamaForCausalLM:
             streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
         on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
         seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
-        ctx = _core.Context(self._core, B, need)
+        ctx = _core.Context(self._core, B, need, self.blas_prefill)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
         common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
@@ -309,7 +310,7 @@ class LlamaForCausalLM:
         if assistant_model is None and gc.prompt_lookup_num_tokens is None:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
-            draft_ctx = _core.Context(assistant_model._core, B, need) if assistant_model is not None else None
+            draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill) if assistant_model is not None else None
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
             steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens), SCHEDULES.index(gc.num_assistant_tokens_schedule),
@@ -356,13 +357,18 @@ class AutoModelForCausalLM:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False):
+                        load_in_8bit=False, blas_prefill=False):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
         "float16" converts once at load; "int8" quantizes the matrices at load (int8 with a float32 scale
         per 64 weights). Compute is float32. max_cache_len bounds prompt + new tokens (default:
-        config.max_position_embeddings). torch_dtype is an alias of dtype, load_in_8bit=True of "int8"."""
+        config.max_position_embeddings). torch_dtype is an alias of dtype, load_in_8bit=True of "int8".
+
+        blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an empty
+        cache): faster on long prompts. Greedy and coupled assisted generation still equal plain generation
+        bit for bit, but those prompt rows are not bitwise the ones a token-by-token forward gives (they
+        agree to float32 rounding), so the default keeps every row batch-invariant."""
         if load_in_8bit:
             if dtype not in (None, "int8") or torch_dtype is not None:
                 raise InvalidInputError(f"load_in_8bit=True and dtype={dtype or torch_dtype!r} disagree; pass only one")
@@ -372,5 +378,7 @@ class AutoModelForCausalLM:
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
                                           or isinstance(max_cache_len, bool) or max_cache_len < 1):
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
+        if not isinstance(blas_prefill, (bool, np.bool_)):
+            raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype)
-        return LlamaForCausalLM(checkpoint, max_cache_len)
+        return LlamaForCausalLM(checkpoint, max_cache_len, blas_prefill)

@@ -53,7 +53,7 @@ def build(config):
     for i, src in enumerate(sources):
         cmd = [cc, *CFLAGS, "-c", src, "-o", str(out_dir / f"{i}_{Path(src).stem}.o")]
         jobs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    link = [cc, *CFLAGS, *(cmd[-1] for cmd, _ in jobs), "-o", str(binary), "-lm"]
+    link = [cc, *CFLAGS, *(cmd[-1] for cmd, _ in jobs), "-o", str(binary), "-lopenblas", "-lm"]
     failures = []
     for cmd, proc in jobs:
         output = proc.communicate()[0]

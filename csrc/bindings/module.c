@@ -246,11 +246,12 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;
     PyObject *model;
     long long n_seq, capacity;
+    int blas_prefill = 0;
     if (self->c || self->busy) {
         PyErr_SetString(InvalidInputError, "Context is already initialized");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!LL", &ModelType, &model, &n_seq, &capacity)) return -1;
+    if (!PyArg_ParseTuple(args, "O!LL|p", &ModelType, &model, &n_seq, &capacity, &blas_prefill)) return -1;
     ModelObject *m = (ModelObject *)model;
     if (!m->m) {
         PyErr_SetString(InvalidInputError, "Context needs an initialized Model");
@@ -260,7 +261,7 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
     ha_llama_context *c = NULL;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_llama_context_create(m->m, n_seq, capacity, &c);
+    st = ha_llama_context_create(m->m, n_seq, capacity, blas_prefill, &c);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (st != HA_OK) {
@@ -392,7 +393,8 @@ static PyTypeObject ContextType = {
     .tp_basicsize = sizeof(ContextObject),
     .tp_dealloc = (destructor)Context_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Context(model, n_seq, capacity): a KV cache for n_seq sequences and the model interface over it.",
+    .tp_doc = "Context(model, n_seq, capacity, blas_prefill=False): a KV cache for n_seq sequences and the model "
+              "interface over it (blas_prefill: see ha_llama_context_create).",
     .tp_init = (initproc)Context_init,
     .tp_new = PyType_GenericNew,
     .tp_methods = Context_methods,

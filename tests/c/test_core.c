@@ -540,7 +540,7 @@ static void tiny_free(tiny *t) {
 
 static ha_llama_context *ctx_new(const ha_llama *m, int64_t n_seq, int64_t capacity) {
     ha_llama_context *c = NULL;
-    CHECK_OK(ha_llama_context_create(m, n_seq, capacity, &c));
+    CHECK_OK(ha_llama_context_create(m, n_seq, capacity, 0, &c));
     CHECK(c != NULL && ha_llama_context_lm(c) != NULL, "context created without an interface");
     ha_lm *lm = ha_llama_context_lm(c);
     CHECK(lm->vocab_size == TV && lm->n_seq == n_seq && lm->capacity == capacity,
@@ -910,9 +910,9 @@ static void test_kv_bad_sequence_and_crop_rejected(void) {
     CHECK_OK(LM(a)->crop(LM(a)->self, 0, 5));
     CHECK(LEN(a, 0) == 5, "crop to the current length expected to keep 5, got %lld", (long long)LEN(a, 0));
     ha_llama_context *c = NULL;
-    CHECK_STATUS(ha_llama_context_create(t->m, 0, 16, &c), HA_ERR_INVALID);
-    CHECK_STATUS(ha_llama_context_create(t->m, 1, 0, &c), HA_ERR_INVALID);
-    CHECK_STATUS(ha_llama_context_create(NULL, 1, 16, &c), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_context_create(t->m, 0, 16, 0, &c), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_context_create(t->m, 1, 0, 0, &c), HA_ERR_INVALID);
+    CHECK_STATUS(ha_llama_context_create(NULL, 1, 16, 0, &c), HA_ERR_INVALID);
     CHECK(c == NULL, "a rejected context expected NULL");
     ha_llama_context_free(NULL);
     ha_llama_context_free(a);
