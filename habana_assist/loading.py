@@ -150,7 +150,7 @@ def load_checkpoint(directory, dtype=None):
 
     dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
     "float16" (or np.float32, np.float16) converts them once; "int8" quantizes them (a float32 scale per
-    HA_Q8_GROUP weights). Vectors (norms, biases) are rounded to a float dtype too, then held as float32;
+    HA_Q8_GROUP weights), except an untied embedding table, which stays as stored. Vectors (norms, biases) are rounded to a float dtype too, then held as float32;
     with "int8" they stay as stored. With
     tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
@@ -182,7 +182,11 @@ def load_checkpoint(directory, dtype=None):
                                   "config.json saved with these weights")
         source = _STORED[stored]
         held = target or source
-        if is_matrix and held == "int8":
+        if is_matrix and held == "int8" and name == "model.embed_tokens.weight" and not config.tie_word_embeddings:
+            # One row is read per token, so int8 would save no bandwidth, cost accuracy and hold the whole table
+            # in memory; as stored it stays a view of the file (only the rows used become resident).
+            weights[name] = Weight(array, source, array.shape[1])
+        elif is_matrix and held == "int8":
             weights[name] = Weight(_quantize(array, source), "int8", array.shape[1])
         elif is_matrix:
             weights[name] = Weight(_convert(name, array, source, held), held, array.shape[1])

@@ -85,6 +85,17 @@ def test_tied_embeddings_make_lm_head_the_embedding_weight(tmp_path):
     assert ckpt.weights["lm_head.weight"].array.dtype == np.float16
 
 
+def test_int8_quantizes_every_matrix_read_per_token_and_keeps_an_untied_embedding_as_stored(tmp_path):
+    """The embedding is read one row per token: quantizing it would hold the whole table in memory for no
+    bandwidth gain, so it stays a view of the file; tied to lm_head it is read in full and quantized."""
+    untied = load_checkpoint(write_checkpoint(tmp_path / "a"), dtype="int8").weights
+    embed = untied["model.embed_tokens.weight"]
+    assert embed.dtype == "float32" and not embed.array.flags.owndata
+    assert untied["lm_head.weight"].dtype == "int8" and untied["model.layers.0.mlp.down_proj.weight"].dtype == "int8"
+    tied = load_checkpoint(write_checkpoint(tmp_path / "b", tie_word_embeddings=True), dtype="int8").weights
+    assert tied["model.embed_tokens.weight"].dtype == "int8" and tied["lm_head.weight"] is tied["model.embed_tokens.weight"]
+
+
 def test_qwen2_loads_qkv_biases_and_needs_them(tmp_path):
     qwen = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
     ckpt = load_checkpoint(write_checkpoint(tmp_path / "a", tiny_tensors(biases=True), **qwen))
