@@ -90,6 +90,13 @@ def timed(fn, repeats):
 
 
 def peak_rss_bytes():
+    """This process's peak RSS: VmHWM, the high-water mark of its own address space. (getrusage's ru_maxrss
+    is kept across exec, so a child started by a parent that had touched 1 GB for the bandwidth measurement
+    reported the parent's peak, not its own.)"""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
