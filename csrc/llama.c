@@ -216,7 +216,9 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
 
 static void matmul(const ha_llama_context *c, int count, const ha_matrix *const *W, float *const *Y, const float *X,
                    int64_t T) {
-    if (c->blas_now) {
+    /* In a prompt block, OpenBLAS, except for the few rows wanting logits: sgemm would widen the whole
+     * output layer for them, where the kernels read it once. */
+    if (c->blas_now && T >= HA_BLAS_BLOCK / 4) {
         for (int i = 0; i < count; i++) ha_blas_matmul(c->kern, W[i], X, T, Y[i], W[i]->rows, c->wide);
         return;
     }
