@@ -142,7 +142,8 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
         /* 2. Verify: the target catches up and scores positions L .. L + k in one append (position L is
          * already scored, in b->p, right after the prompt's append). */
         const int64_t scored = r->target_len == r->L;
-        if (r->L + k > r->target_len) st = catch_up(target, r, b, r->target_len, r->L + k, k + 1 - scored, b->p + scored * V);
+        if (r->L + k > r->target_len)
+            st = catch_up(target, r, b, r->target_len, r->L + k, k + 1 - scored, b->p + scored * V);
         if (st != HA_OK) return st;
         r->target_len = r->L + k;
         stats->num_target_passes++;

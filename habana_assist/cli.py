@@ -22,10 +22,11 @@ def _load(args):
     if args.threads:
         ha.set_num_threads(args.threads)
     tok = ha.AutoTokenizer.from_pretrained(args.model)
-    model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype, blas_prefill=args.blas_prefill)
+    how = dict(dtype=args.dtype, blas_prefill=not args.no_blas_prefill)
+    model = ha.AutoModelForCausalLM.from_pretrained(args.model, **how)
     draft = None
     if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
-        draft = ha.AutoModelForCausalLM.from_pretrained(args.assistant, dtype=args.dtype, blas_prefill=args.blas_prefill)
+        draft = ha.AutoModelForCausalLM.from_pretrained(args.assistant, **how)
     return ha, tok, model, draft
 
 
@@ -227,9 +228,9 @@ def build_parser():
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
                        help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
-        p.add_argument("--blas-prefill", action="store_true",
-                       help="compute prompts through OpenBLAS in blocks of 128 tokens (faster on long prompts; "
-                            "assisted output stays bitwise plain output)")
+        p.add_argument("--no-blas-prefill", action="store_true",
+                       help="compute prompts with the batch-invariant kernels only, not OpenBLAS (slower on long "
+                            "prompts; every row bitwise a token-by-token forward's)")
         if prompt:
             p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
             p.add_argument("--prompt-file", help="read the prompt from this file")

@@ -150,8 +150,8 @@ def load_checkpoint(directory, dtype=None):
 
     dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
     "float16" (or np.float32, np.float16) converts them once; "int8" quantizes them (a float32 scale per
-    HA_Q8_GROUP weights), except an untied embedding table, which stays as stored. Vectors (norms, biases) are rounded to a float dtype too, then held as float32;
-    with "int8" they stay as stored. With
+    HA_Q8_GROUP weights), except an untied embedding table, which stays as stored. Vectors (norms, biases)
+    are rounded to a float dtype too, then held as float32; with "int8" they stay as stored. With
     tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """

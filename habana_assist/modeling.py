@@ -132,7 +132,7 @@ class Cache:
 class LlamaForCausalLM:
     """A Llama, Mistral or Qwen2 decoder on the C core. Build it with AutoModelForCausalLM.from_pretrained."""
 
-    def __init__(self, checkpoint, max_cache_len=None, blas_prefill=False):
+    def __init__(self, checkpoint, max_cache_len=None, blas_prefill=True):
         cfg, w = checkpoint.config, checkpoint.weights
         self.blas_prefill = bool(blas_prefill)
         self.config = cfg
@@ -310,7 +310,8 @@ class LlamaForCausalLM:
         if assistant_model is None and gc.prompt_lookup_num_tokens is None:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
-            draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill) if assistant_model is not None else None
+            draft_ctx = (_core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
+                         if assistant_model is not None else None)
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
             steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens), SCHEDULES.index(gc.num_assistant_tokens_schedule),
@@ -357,7 +358,7 @@ class AutoModelForCausalLM:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False, blas_prefill=False):
+                        load_in_8bit=False, blas_prefill=True):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
@@ -365,10 +366,10 @@ class AutoModelForCausalLM:
         per 64 weights). Compute is float32. max_cache_len bounds prompt + new tokens (default:
         config.max_position_embeddings). torch_dtype is an alias of dtype, load_in_8bit=True of "int8".
 
-        blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an empty
-        cache): faster on long prompts. Greedy and coupled assisted generation still equal plain generation
-        bit for bit, but those prompt rows are not bitwise the ones a token-by-token forward gives (they
-        agree to float32 rounding), so the default keeps every row batch-invariant."""
+        blas_prefill (default True) computes prompts through OpenBLAS in blocks of 128 tokens (those that
+        start an empty cache): faster on long prompts. Greedy and coupled assisted generation still equal
+        plain generation bit for bit, but those prompt rows are not bitwise the ones a token-by-token
+        forward gives (they agree to float32 rounding); blas_prefill=False keeps every row batch-invariant."""
         if load_in_8bit:
             if dtype not in (None, "int8") or torch_dtype is not None:
                 raise InvalidInputError(f"load_in_8bit=True and dtype={dtype or torch_dtype!r} disagree; pass only one")

@@ -1,4 +1,4 @@
-"""blas_prefill=True: prompts that start an empty cache go through OpenBLAS in blocks of 128 tokens.
+"""blas_prefill (the default): prompts that start an empty cache go through OpenBLAS in blocks of 128 tokens.
 
 What it must keep: greedy and coupled assisted generation equal plain generation bit for bit (both append
 the prompt alone, so both compute the same blocks), a left-padded batch row equals its prompt alone, and
@@ -73,7 +73,8 @@ def test_blas_prefill_runs_openblas_only_on_whole_prompt_blocks(checkpoints, dty
     cache_a, cache_b = blas.create_cache(1, 400), kernels.create_cache(1, 400)
     blas(ids[:, :100], past_key_values=cache_a)  # 100 < 128: no block, so the caches hold the same bits
     kernels(ids[:, :100], past_key_values=cache_b)
-    rest_a, rest_b = blas(ids[:, 100:], past_key_values=cache_a).logits, kernels(ids[:, 100:], past_key_values=cache_b).logits
+    rest_a = blas(ids[:, 100:], past_key_values=cache_a).logits
+    rest_b = kernels(ids[:, 100:], past_key_values=cache_b).logits
     assert np.array_equal(rest_a, rest_b), (
         f"{dtype}: an append to a non-empty cache must not use OpenBLAS, but its logits differ from the kernels'")
 
@@ -118,7 +119,8 @@ def test_left_padded_batch_rows_equal_each_prompt_alone_with_blas_prefill(checkp
     for row, alone in ((0, a), (1, b)):
         single = model.generate(alone[None], max_new_tokens=16)
         assert np.array_equal(batch[row, 260:], single[0, alone.size:]), (
-            f"batch row {row}: {batch[row, 260:].tolist()} but its prompt alone gives {single[0, alone.size:].tolist()}")
+            f"batch row {row}: {batch[row, 260:].tolist()} but its prompt alone gives "
+            f"{single[0, alone.size:].tolist()}")
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, None])

@@ -93,7 +93,8 @@ def test_int8_quantizes_every_matrix_read_per_token_and_keeps_an_untied_embeddin
     assert embed.dtype == "float32" and not embed.array.flags.owndata
     assert untied["lm_head.weight"].dtype == "int8" and untied["model.layers.0.mlp.down_proj.weight"].dtype == "int8"
     tied = load_checkpoint(write_checkpoint(tmp_path / "b", tie_word_embeddings=True), dtype="int8").weights
-    assert tied["model.embed_tokens.weight"].dtype == "int8" and tied["lm_head.weight"] is tied["model.embed_tokens.weight"]
+    assert tied["model.embed_tokens.weight"].dtype == "int8"
+    assert tied["lm_head.weight"] is tied["model.embed_tokens.weight"]
 
 
 def test_qwen2_loads_qkv_biases_and_needs_them(tmp_path):

@@ -177,20 +177,22 @@ def test_generate_dtype_int8_prints_the_int8_models_completion(workdir, pair):
     assert out == expected + "\n", f"expected the int8 model's completion {expected!r}, got {out!r}"
 
 
-def test_generate_blas_prefill_prints_the_blas_prefill_models_completion(workdir, pair, tmp_path):
+@pytest.mark.parametrize("blas", [True, False], ids=["default", "no-blas-prefill"])
+def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, tmp_path, blas):
     """A prompt long enough for an OpenBLAS block (over 128 tokens), with the draft: the command prints what a
-    blas_prefill model generates plainly."""
+    model with the same blas_prefill generates plainly."""
     tok = ha.AutoTokenizer.from_pretrained(pair[0])
-    model = ha.AutoModelForCausalLM.from_pretrained(pair[0], blas_prefill=True)
+    model = ha.AutoModelForCausalLM.from_pretrained(pair[0], blas_prefill=blas)
     prompt = PROMPT + "\n" + "\n".join(f"    x{i} = fib(n - {i})" for i in range(40))
     assert tok(prompt, return_tensors="np")["input_ids"].shape[1] > 128, "test setup: the prompt must pass 128 tokens"
     expected = completion(tok, model, prompt)
     path = tmp_path / "long_prompt.py"
     path.write_text(prompt, encoding="utf-8")
+    flags = [] if blas else ["--no-blas-prefill"]
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", pair[1], "--prompt-file", str(path),
-                           "--max-new-tokens", "8", "--blas-prefill")
-    _ok(rc, out, err, "generate --blas-prefill")
-    assert out == expected + "\n", f"expected the blas_prefill model's completion {expected!r}, got {out!r}"
+                           "--max-new-tokens", "8", *flags)
+    _ok(rc, out, err, "generate " + " ".join(flags))
+    assert out == expected + "\n", f"expected the completion {expected!r}, got {out!r}"
 
 
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):
