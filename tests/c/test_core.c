@@ -538,15 +538,19 @@ static void tiny_free(tiny *t) {
     free(t);
 }
 
-static ha_llama_context *ctx_new(const ha_llama *m, int64_t n_seq, int64_t capacity) {
+static ha_llama_context *ctx_new_blas(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill) {
     ha_llama_context *c = NULL;
-    CHECK_OK(ha_llama_context_create(m, n_seq, capacity, 0, &c));
+    CHECK_OK(ha_llama_context_create(m, n_seq, capacity, blas_prefill, &c));
     CHECK(c != NULL && ha_llama_context_lm(c) != NULL, "context created without an interface");
     ha_lm *lm = ha_llama_context_lm(c);
     CHECK(lm->vocab_size == TV && lm->n_seq == n_seq && lm->capacity == capacity,
           "ha_lm expected vocab %d, n_seq %lld, capacity %lld; got %lld, %lld, %lld", TV, (long long)n_seq, (long long)capacity,
           (long long)lm->vocab_size, (long long)lm->n_seq, (long long)lm->capacity);
     return c;
+}
+
+static ha_llama_context *ctx_new(const ha_llama *m, int64_t n_seq, int64_t capacity) {
+    return ctx_new_blas(m, n_seq, capacity, 0);
 }
 
 #define LM(c) ha_llama_context_lm(c)
@@ -645,6 +649,52 @@ static void test_model_long_append_equals_token_by_token(void) {
         ha_llama_context_free(b);
         free(la);
         free(lb);
+    }
+}
+
+/* blas_prefill: a sequence's whole 128-token prompt blocks go through OpenBLAS. Two prompts in one append, each
+ * contiguous (200 and 150 tokens: one block each), give bitwise what each gives alone in a fresh context, and
+ * agree with the kernels to float32 rounding; interleaved irregularly, no block is contiguous, so the append is
+ * bitwise the kernels'. */
+static void test_model_blas_prefill_blocks(void) {
+    one_thread();
+    FOR_EACH_MODEL(t, vname) {
+        enum { A = 200, B = 150, N = A + B, CAP = 220 };
+        rng r = { 10 };
+        int32_t tok[N], seq[N];
+        random_tokens(&r, tok, N);
+        for (int i = 0; i < N; i++) seq[i] = i >= A;
+        float *both = xmalloc(N * TV * sizeof(float)), *alone = xmalloc(N * TV * sizeof(float));
+        float *kern = xmalloc(N * TV * sizeof(float));
+        ha_llama_context *c = ctx_new_blas(t->m, 2, CAP, 1), *a = ctx_new_blas(t->m, 1, CAP, 1);
+        ha_llama_context *b = ctx_new_blas(t->m, 1, CAP, 1), *k = ctx_new(t->m, 2, CAP);
+        CHECK_OK(LM(c)->append(LM(c)->self, N, seq, tok, NULL, both));
+        CHECK_OK(append_seq(a, 0, A, tok, alone));
+        CHECK_OK(append_seq(b, 0, B, tok + A, alone + A * TV));
+        CHECK_SAME_FLOATS(alone, both, N * TV, CASE_FMT "two prompts in one append vs each alone", CASE_ARGS(t, vname));
+        CHECK_OK(LM(k)->append(LM(k)->self, N, seq, tok, NULL, kern));
+        double worst = 0.0, scale = 1.0;
+        for (int i = 0; i < N * TV; i++) {
+            worst = fmax(worst, fabs((double)both[i] - (double)kern[i]));
+            scale = fmax(scale, fabs((double)kern[i]));
+        }
+        CHECK(worst <= 1e-4 * scale, CASE_FMT "OpenBLAS prefill vs the kernels: max |diff| %g > 1e-4 x %g",
+              CASE_ARGS(t, vname), worst, scale);
+        ha_llama_context_free(c);
+        ha_llama_context_free(k);
+        c = ctx_new_blas(t->m, 2, CAP, 1), k = ctx_new(t->m, 2, CAP);
+        for (int i = 0; i < N; i++) seq[i] = (i * 7 / 3) % 2; /* interleaved: no 128 contiguous tokens of one */
+        CHECK_OK(LM(c)->append(LM(c)->self, N, seq, tok, NULL, both));
+        CHECK_OK(LM(k)->append(LM(k)->self, N, seq, tok, NULL, kern));
+        CHECK_SAME_FLOATS(kern, both, N * TV, CASE_FMT "interleaved prompts with blas_prefill vs the kernels",
+                          CASE_ARGS(t, vname));
+        ha_llama_context_free(a);
+        ha_llama_context_free(b);
+        ha_llama_context_free(c);
+        ha_llama_context_free(k);
+        free(both);
+        free(alone);
+        free(kern);
     }
 }
 
@@ -2052,6 +2102,7 @@ static const test_case TESTS[] = {
     T(kernels_select_by_name),
     T(model_chunk_equals_token_by_token),
     T(model_long_append_equals_token_by_token),
+    T(model_blas_prefill_blocks),
     T(model_crop_then_append_equals_fresh),
     T(model_interleaved_sequences_equal_alone),
     T(model_want_mask_packs_rows),
