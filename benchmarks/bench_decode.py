@@ -6,6 +6,7 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
 32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
   - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), measured
     just before and just after each run, since it drifts from minute to minute; each fraction uses that mean;
+    and the kernels' peak multiply-add rate, which with it bounds the verification cost from below;
   - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s, with the
@@ -44,6 +45,7 @@ TINYLLAMA = {
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
 CACHE_LEN = 160      # positions: a 128-token prompt + decode room
 VERIFY_T = tuple(range(1, 17))
+WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68}  # int8: 64 per 68-byte block
 
 
 def random_bf16(rng, shape, exponent):
@@ -212,6 +214,7 @@ def main():
     dtypes = [d for d in args.dtypes.split(",") if d]
     measure_bw = lambda: ha._core.measure_read_bandwidth(1 << 30, 5)  # noqa: E731
     bw_before = measure_bw()
+    mac_rate = max(ha._core.measure_mac_rate(3) for _ in range(3))
     ours, bws = {}, {}
     for d in dtypes:  # each run's roofline uses the bandwidth measured just before and after it
         before = measure_bw()
@@ -222,14 +225,16 @@ def main():
     accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "bandwidth_before": bw_before, "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours,
+              "mac_rate": mac_rate, "bandwidth_before": bw_before, "bandwidth_after": bw_after,
+              "bandwidth_per_run": bws, "ours": ours,
               "torch": peer, "int8_accuracy": accuracy}
     if args.json:
         print(json.dumps(report))
         return
     print(f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
           f"threads={report['threads']}")
-    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end")
+    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
+          f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers)")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
         roof = r["weight_bytes"] / bws[d]
@@ -238,6 +243,12 @@ def main():
         print(f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token ({1 / r['decode_s']:.2f} tokens/s), "
               f"{roof / r['decode_s']:.3f} of the roofline")
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
+        # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
+        macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
+        best = {T: max(roof, T * macs / mac_rate) for T in (4, 8, 16)}
+        print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
+              + f" (T x {macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
+              f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
         print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS: the default); with the "
               f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
               f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x")

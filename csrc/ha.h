@@ -261,6 +261,9 @@ HA_API const char *ha_kernels_name(void);
 HA_API ha_status ha_kernels_select(const char *name);
 /* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
+/* Peak multiply-adds per second of the kernel variant in use, every thread running independent chains from
+ * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). */
+HA_API ha_status ha_measure_mac_rate(int repeats, double *macs_per_s);
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,9 @@ typedef struct ha_kernels {
     void (*axpy)(float a, const float *x, float *y, int64_t n);
     /* y (n,) *= a */
     void (*scale)(float a, float *y, int64_t n);
+    /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
+     * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
+    double (*mac_burst)(int64_t n);
 } ha_kernels;
 
 extern const ha_kernels ha_kernels_scalar;

@@ -81,6 +81,13 @@ static void scale_scalar(float a, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
 
+static double mac_burst_scalar(int64_t n) {
+    float a[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < 8; i++) a[i] = a[i] * 0.999f + 1e-3f;
+    return (double)n * 8.0 + 0.0 * (double)(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
+}
+
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_Q8] = matmul_q8 },
@@ -88,4 +95,5 @@ const ha_kernels ha_kernels_scalar = {
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,
+    .mac_burst = mac_burst_scalar,
 };

@@ -1,5 +1,6 @@
-/* Memory read bandwidth, the roofline every decode figure is compared with: all threads stream disjoint
- * parts of one buffer far larger than the caches, summing 64-bit words so no load can be skipped. */
+/* The rooflines: memory read bandwidth, which every decode figure is compared with (all threads stream
+ * disjoint parts of one buffer far larger than the caches, summing 64-bit words so no load can be skipped),
+ * and the kernels' peak multiply-add rate, which bounds multi-token verification. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -56,5 +57,37 @@ ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_pe
     }
     free(buf);
     *bytes_per_s = best;
+    return st;
+}
+
+typedef struct mac_job {
+    const ha_kernels *k;
+    atomic_uint_fast64_t done; /* multiply-adds, summed over the units */
+} mac_job;
+
+#define MAC_ROUNDS (1 << 16) /* rounds per unit: about a millisecond */
+
+static void mac_range(void *ctx, int64_t b, int64_t e) {
+    mac_job *j = ctx;
+    double d = 0.0;
+    for (int64_t u = b; u < e; u++) d += j->k->mac_burst(MAC_ROUNDS);
+    atomic_fetch_add(&j->done, (uint_fast64_t)d);
+}
+
+ha_status ha_measure_mac_rate(int repeats, double *macs_per_s) {
+    if (!macs_per_s || repeats < 1) return ha_fail(HA_ERR_INVALID, "measure_mac_rate: need repeats >= 1");
+    ha_status st = ha_pool_ensure();
+    const int64_t units = 32 * (int64_t)ha_get_num_threads();
+    double best = 0.0;
+    for (int r = 0; st == HA_OK && r <= repeats; r++) { /* round 0 warms up */
+        mac_job j = { .k = ha_kernels_get() };
+        atomic_init(&j.done, 0);
+        double t0 = now();
+        ha_parallel_for(mac_range, &j, units);
+        double dt = now() - t0;
+        const double done = (double)atomic_load(&j.done);
+        if (r > 0 && dt > 0 && done / dt > best) best = done / dt;
+    }
+    *macs_per_s = best;
     return st;
 }

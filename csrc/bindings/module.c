@@ -702,6 +702,19 @@ static PyObject *py_measure_read_bandwidth(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(bw);
 }
 
+static PyObject *py_measure_mac_rate(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    int repeats = (int)PyLong_AsLong(arg);
+    if (repeats == -1 && PyErr_Occurred()) return NULL;
+    double rate = 0;
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_measure_mac_rate(repeats, &rate);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) return raise_status(st);
+    return PyFloat_FromDouble(rate);
+}
+
 static PyObject *py_rng_uniform(PyObject *mod, PyObject *args) {
     (void)mod;
     unsigned long long seed;
@@ -722,6 +735,8 @@ static PyMethodDef module_methods[] = {
     { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
     { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
       "measure_read_bandwidth(nbytes, repeats) -> bytes/s streamed by all threads" },
+    { "measure_mac_rate", py_measure_mac_rate, METH_O,
+      "measure_mac_rate(repeats) -> peak multiply-adds/s of the kernels in use, all threads" },
     { "rng_uniform", py_rng_uniform, METH_VARARGS, "rng_uniform(seed, row, position, purpose, index) -> (0, 1)" },
     { NULL, NULL, 0, NULL },
 };

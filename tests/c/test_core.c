@@ -2034,7 +2034,14 @@ static void test_membw_measures_and_rejects(void) {
     CHECK_STATUS(ha_measure_read_bandwidth(0, 2, &bw), HA_ERR_INVALID);
     CHECK_STATUS(ha_measure_read_bandwidth(8u << 20, 0, &bw), HA_ERR_INVALID);
     CHECK_STATUS(ha_measure_read_bandwidth(8u << 20, 2, NULL), HA_ERR_INVALID);
+    double one = -1.0, rate = -1.0;
     CHECK_OK(ha_set_num_threads(1));
+    CHECK_OK(ha_measure_mac_rate(1, &one));
+    /* the floor is the scalar variant under the sanitizers; the ceiling a few hundred cores' worth */
+    CHECK(isfinite(one) && one > 1e7 && one < 1e13, "1 thread: expected a plausible multiply-add rate, got %g/s", one);
+    CHECK_STATUS(ha_measure_mac_rate(0, &rate), HA_ERR_INVALID);
+    CHECK_MSG("repeats");
+    CHECK_STATUS(ha_measure_mac_rate(1, NULL), HA_ERR_INVALID);
 }
 
 /* ---- the list ------------------------------------------------------------------------------------------ */
