@@ -6,6 +6,7 @@
  * Results are a deterministic function of the block (whatever the thread count), but not bitwise those of
  * the kernels; llama.c therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see there). */
 #include <cblas.h>
+#include <pthread.h>
 
 #include "internal.h"
 
@@ -41,11 +42,15 @@ static void blas_range(void *ctx, int64_t ub, int64_t ue) {
     }
 }
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
 void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int64_t T, float *Y, int64_t ldy,
                     float *scratch) {
     /* The pool splits the rows; OpenBLAS's own threads would fight it for the cores (measured: a third of the
      * time went to their spinning), so each sgemm runs on the thread that calls it. The setting is
-     * process-wide (numpy may share this library), hence restored. */
+     * process-wide (numpy may share this library), hence restored; the lock keeps two contexts driven from
+     * two Python threads from restoring it under each other's sgemm calls. */
+    pthread_mutex_lock(&lock);
     const int before = openblas_get_num_threads();
     openblas_set_num_threads(1);
     const int64_t slice = W->dtype == HA_F32 ? W->rows : HA_BLAS_SLICE;
@@ -54,4 +59,5 @@ void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int
         ha_parallel_for(blas_range, &j, (j.nr + UNIT - 1) / UNIT);
     }
     openblas_set_num_threads(before);
+    pthread_mutex_unlock(&lock);
 }

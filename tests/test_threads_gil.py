@@ -104,9 +104,12 @@ def workload(model, seed):
     padded = np.array([[0, 0, *ids[:4]], list(ids[4:10])])
     batch = model.generate(padded, attention_mask=(np.arange(6)[None] >= [[2], [0]]).astype(np.int64),
                            max_new_tokens=6, do_sample=True, seed=seed + 1, eos_token_id=None)
+    long = tokens(seed + 7, 200)  # one OpenBLAS prompt block (blas_prefill, the default) and 72 more tokens
+    long_logits = model(long[None]).logits[0, -3:]
+    long_greedy = model.generate(long[None, :150], max_new_tokens=4, eos_token_id=None)
     return {"first chunk logits": first, "second chunk logits": second, "logits after crop": third,
             "greedy tokens": greedy, "sampled tokens": sampled.sequences, "sampled scores": np.stack(sampled.scores),
-            "left-padded batch tokens": batch}
+            "left-padded batch tokens": batch, "long prompt logits": long_logits, "long prompt greedy": long_greedy}
 
 
 def assert_same(got, expected, what):
