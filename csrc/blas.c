@@ -10,6 +10,11 @@
 
 #include "internal.h"
 
+/* OpenBLAS's own calls (libopenblas, linked by setup.py), declared here too because the cblas.h that
+ * Debian's alternatives select may be another implementation's. */
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+
 /* A slice [r0, r0 + nr) of W's rows, in units of UNIT rows spread over the pool: each unit is widened (if W
  * is not float32) and multiplied by one single-threaded sgemm of its own. Units, not threads' shares, are
  * sgemm's calls, so the result does not depend on the thread count. */
