@@ -110,9 +110,10 @@ double ha_softmax_at(const float *scores, int64_t vocab, int32_t t);
 int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, uint32_t row, uint32_t position);
 
 /* ---- thread pool ------------------------------------------------------------------------------------
- * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): range t of nt is
- * [n*t/nt, n*(t+1)/nt), one per thread, the caller's thread taking range 0. Calls from several threads
- * are serialized. */
+ * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with
+ * g = ceil(n / (8 * threads)), which the threads (the caller's among them) take in turn as they finish
+ * the last, so which thread computes an index varies but each index is computed whole by one call. Calls
+ * from several threads are serialized. */
 typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
  * ha_parallel_for itself. */

@@ -1,5 +1,6 @@
-/* A small pthread pool: n - 1 workers plus the calling thread split [0, n) statically, so each index is
- * always computed whole by one thread (results never depend on the thread count). Workers spin briefly
+/* A small pthread pool: n - 1 workers plus the calling thread take pieces of [0, n) in turn, so each index is
+ * always computed whole by one call (results never depend on the thread count or on which thread took
+ * what), and a thread slowed by another process delays a job by one piece at most. Workers spin briefly
  * for the next job (forward passes issue jobs back to back), then sleep on a condition variable. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -12,6 +13,7 @@
 
 #define HA_MAX_THREADS 256
 #define SPIN_ROUNDS 20000
+#define GRAINS 8 /* pieces per thread a job is cut into */
 
 typedef struct pool {
     int n_threads;                 /* including the caller */
@@ -23,15 +25,13 @@ typedef struct pool {
     atomic_int stop;
     ha_range_fn fn;                /* the current job */
     void *ctx;
-    int64_t n;
+    int64_t n, grain;              /* indices, and how many a thread takes at a time */
+    atomic_int_fast64_t next;      /* the first index no thread has taken yet */
 } pool;
 
 static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time; guards `current` */
 static pool *current;
 static int requested;              /* 0: default */
-
-typedef struct worker_arg { pool *p; int index; } worker_arg;
-static worker_arg worker_args[HA_MAX_THREADS];
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,15 +39,18 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_share(pool *p, int t) {
-    int64_t nt = p->n_threads;
-    int64_t b = p->n * t / nt, e = p->n * (t + 1) / nt;
-    if (b < e) p->fn(p->ctx, b, e);
+/* Each thread takes the next `grain` indices until none are left, so a thread that another process slows
+ * down (a shared machine) holds up the others by one grain at most, not by its whole share. */
+static void run_share(pool *p) {
+    for (;;) {
+        int64_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
+        if (b >= p->n) return;
+        p->fn(p->ctx, b, b + p->grain < p->n ? b + p->grain : p->n);
+    }
 }
 
 static void *worker_main(void *arg) {
-    worker_arg *wa = arg;
-    pool *p = wa->p;
+    pool *p = arg;
     uint_fast64_t seen = 0;
     for (;;) {
         int spins = 0;
@@ -63,7 +66,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
         seen = atomic_load_explicit(&p->generation, memory_order_acquire);
-        run_share(p, wa->index);
+        run_share(p);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
     }
 }
@@ -103,8 +106,7 @@ static ha_status pool_create(int n, pool **out) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     for (int i = 1; i < n; i++) {
-        worker_args[i] = (worker_arg){ p, i };
-        if (pthread_create(&p->workers[i], NULL, worker_main, &worker_args[i]) != 0) {
+        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             pool_destroy(p);
             return ha_fail(HA_ERR_NOMEM, "could not start thread %d of %d; ask for fewer threads", i + 1, n);
         }
@@ -131,8 +133,8 @@ ha_status ha_set_num_threads(int n) {
     pthread_mutex_lock(&run_mu);
     ha_status st = HA_OK;
     if (!current || current->n_threads != n) {
-        /* The old pool's threads must be gone before the new one reuses worker_args: stop it first, and if
-         * the new pool cannot start, fall back to the old size rather than to no pool. */
+        /* Stop the old pool before starting the new one (two would fight for the cores), and if the new
+         * pool cannot start, fall back to the old size rather than to no pool. */
         int old = current ? current->n_threads : 0;
         pool *p = NULL;
         pool_destroy(current);
@@ -183,6 +185,8 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
+    p->grain = (n + (int64_t)p->n_threads * GRAINS - 1) / ((int64_t)p->n_threads * GRAINS);
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     if (p->n_threads > 1) {
         atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
         pthread_mutex_lock(&p->mu);
@@ -190,7 +194,7 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_share(p, 0);
+    run_share(p);
     for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
         if (spins < SPIN_ROUNDS) cpu_relax();
         else sched_yield();
