@@ -175,12 +175,20 @@ void ha_llama_free(ha_llama *m) {
     free(m);
 }
 
+/* The matrices of one layer. */
+#define LAYER_MATRICES 7
+static void layer_matrices(const ha_llama_layer *L, const ha_matrix *out[LAYER_MATRICES]) {
+    const ha_matrix *mats[LAYER_MATRICES] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+    memcpy(out, mats, sizeof mats);
+}
+
 int64_t ha_llama_weight_bytes(const ha_llama *m) {
     int64_t total = (int64_t)m->w.lm_head.nbytes + m->cfg.hidden_size * 4;
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         const ha_llama_layer *L = &m->layers[l];
-        const ha_matrix *mats[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
-        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) total += (int64_t)mats[i]->nbytes;
+        const ha_matrix *mats[LAYER_MATRICES];
+        layer_matrices(L, mats);
+        for (int i = 0; i < LAYER_MATRICES; i++) total += (int64_t)mats[i]->nbytes;
         const ha_vector *vecs[] = { &L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->bo,
                                     &L->b_gate, &L->b_up, &L->b_down };
         for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
@@ -483,11 +491,11 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->rope_sin = malloc(R * (size_t)(cfg->head_dim / 2) * fl);
     c->pos = malloc(R * sizeof(int64_t));
     c->seq = malloc(R * sizeof(int32_t));
-    int all_f32 = m->w.lm_head.dtype == HA_F32;
+    int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
     for (int64_t l = 0; l < cfg->n_layers; l++) {
-        const ha_llama_layer *L = &m->layers[l];
-        all_f32 &= L->wq.dtype == HA_F32 && L->wk.dtype == HA_F32 && L->wv.dtype == HA_F32 && L->wo.dtype == HA_F32 &&
-                   L->w_gate.dtype == HA_F32 && L->w_up.dtype == HA_F32 && L->w_down.dtype == HA_F32;
+        const ha_matrix *mats[LAYER_MATRICES];
+        layer_matrices(&m->layers[l], mats);
+        for (int i = 0; i < LAYER_MATRICES; i++) all_f32 &= mats[i]->dtype == HA_F32;
     }
     int wide_ok = 1;
     if (c->blas && !all_f32) {
