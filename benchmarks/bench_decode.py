@@ -10,7 +10,7 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
   - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s, with the
-    batch-invariant kernels (blas_prefill=False) and with OpenBLAS (the default); peak RSS against weight
+    batch-invariant kernels (blas_prefill=False) and with OpenBLAS (blas_prefill=True); peak RSS against weight
     bytes plus KV cache bytes;
   - when Debian's python3-torch is installed: the same checkpoint decoded by a plain PyTorch Llama with a
     KV cache (benchmarks/torch_llama.py) at the same precision, in its own process, and our speed over its;
@@ -114,7 +114,7 @@ def child_ours(directory, dtype, repeats):
     t_one, t_many = timed(lambda: gen(prompt[:, :8], 1), repeats), timed(lambda: gen(prompt[:, :8], 33), repeats)
     model.blas_prefill = False  # the batch-invariant kernels
     t_prefill = timed(lambda: gen(prompt, 1), repeats)
-    model.blas_prefill = True   # OpenBLAS (the default)
+    model.blas_prefill = True   # OpenBLAS (the default for int8 weights)
     t_prefill_blas = timed(lambda: gen(prompt, 1), repeats)
     cache = model.create_cache(1, CACHE_LEN)
     model(prompt[:, :16], past_key_values=cache)
@@ -249,7 +249,7 @@ def main():
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
-        print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS: the default); with the "
+        print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
               f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
               f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x")
         need = r["weight_bytes"] + r["kv_bytes"]

@@ -22,7 +22,7 @@ def _load(args):
     if args.threads:
         ha.set_num_threads(args.threads)
     tok = ha.AutoTokenizer.from_pretrained(args.model)
-    how = dict(dtype=args.dtype, blas_prefill=not args.no_blas_prefill)
+    how = dict(dtype=args.dtype, blas_prefill=args.blas_prefill)
     model = ha.AutoModelForCausalLM.from_pretrained(args.model, **how)
     draft = None
     if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
@@ -228,9 +228,13 @@ def build_parser():
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
                        help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
-        p.add_argument("--no-blas-prefill", action="store_true",
-                       help="compute prompts with the batch-invariant kernels only, not OpenBLAS (slower on long "
-                            "prompts; every row bitwise a token-by-token forward's)")
+        blas = p.add_mutually_exclusive_group()
+        blas.add_argument("--blas-prefill", dest="blas_prefill", action="store_const", const=True, default=None,
+                          help="compute long prompts' 128-token blocks with OpenBLAS (default: only for int8 weights, "
+                               "where it is faster than the kernels)")
+        blas.add_argument("--no-blas-prefill", dest="blas_prefill", action="store_const", const=False,
+                          help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
+                               "bitwise a token-by-token forward's)")
         if prompt:
             p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
             p.add_argument("--prompt-file", help="read the prompt from this file")

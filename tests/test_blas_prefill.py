@@ -1,4 +1,5 @@
-"""blas_prefill (the default): prompts that start an empty cache go through OpenBLAS in blocks of 128 tokens.
+"""blas_prefill (the default for int8 weights): prompts that start an empty cache go through OpenBLAS in blocks
+of 128 tokens.
 
 What it must keep: greedy and coupled assisted generation equal plain generation bit for bit (both append
 the prompt alone, so both compute the same blocks), a left-padded batch row equals its prompt alone, and
@@ -123,10 +124,23 @@ def test_left_padded_batch_rows_equal_each_prompt_alone_with_blas_prefill(checkp
             f"{single[0, alone.size:].tolist()}")
 
 
-@pytest.mark.parametrize("bad", ["yes", 1, None])
-def test_blas_prefill_must_be_a_bool(checkpoints, bad):
+@pytest.mark.parametrize("bad", ["yes", 1, "auto"])
+def test_blas_prefill_must_be_a_bool_or_none(checkpoints, bad):
     with pytest.raises(ha.InvalidInputError, match="blas_prefill"):
         ha.AutoModelForCausalLM.from_pretrained(checkpoints["F32"][0], blas_prefill=bad)
+
+
+@pytest.mark.parametrize("stored, dtype, default", [("F32", None, False), ("BF16", None, False),
+                                                    ("BF16", "float16", False), ("BF16", "int8", True)])
+def test_blas_prefill_defaults_to_int8_weights_only_and_can_be_forced(checkpoints, stored, dtype, default):
+    path = checkpoints[stored][0]
+    assert load(path, None, dtype).blas_prefill is default, f"{stored} loaded as {dtype}: default blas_prefill"
+    for forced in (True, False):
+        assert load(path, forced, dtype).blas_prefill is forced
+    # the default does what it says: the same logits as the model forced to that choice, bitwise
+    ids = prompt(200)
+    got, forced = load(path, None, dtype)(ids).logits, load(path, default, dtype)(ids).logits
+    assert np.array_equal(got, forced), f"{stored} as {dtype}: the default's logits differ from blas_prefill={default}"
 
 
 def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path):

@@ -177,8 +177,9 @@ def test_generate_dtype_int8_prints_the_int8_models_completion(workdir, pair):
     assert out == expected + "\n", f"expected the int8 model's completion {expected!r}, got {out!r}"
 
 
-@pytest.mark.parametrize("blas", [True, False], ids=["default", "no-blas-prefill"])
-def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, tmp_path, blas):
+@pytest.mark.parametrize("blas, flags", [(None, []), (True, ["--blas-prefill"]), (False, ["--no-blas-prefill"])],
+                         ids=["default", "blas-prefill", "no-blas-prefill"])
+def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, tmp_path, blas, flags):
     """A prompt long enough for an OpenBLAS block (over 128 tokens), with the draft: the command prints what a
     model with the same blas_prefill generates plainly."""
     tok = ha.AutoTokenizer.from_pretrained(pair[0])
@@ -188,7 +189,6 @@ def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, t
     expected = completion(tok, model, prompt)
     path = tmp_path / "long_prompt.py"
     path.write_text(prompt, encoding="utf-8")
-    flags = [] if blas else ["--no-blas-prefill"]
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", pair[1], "--prompt-file", str(path),
                            "--max-new-tokens", "8", *flags)
     _ok(rc, out, err, "generate " + " ".join(flags))

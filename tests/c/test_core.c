@@ -404,11 +404,13 @@ static void test_kernels_matmul_batch_invariant(void) {
     const char *kn[2];
     int nk = kernel_variants(ks, kn);
     rng r = { 4 };
-    const int64_t T = 13, rows = 12, r0 = 1, r1 = 11, ldy = rows;
+    /* chunk sizes: every tile width of the AVX2 kernels and their mixes (3 + 2, 3 + 3 + 2, ...), and a long one */
+    static const int64_t KT[] = { 2, 3, 4, 5, 8, 13, 40 };
+    const int64_t rows = 12, r0 = 1, r1 = 11, ldy = rows;
     for (int v = 0; v < nk; v++)
         for (int dt = 0; dt < HA_NDTYPES; dt++)
-            for (size_t a = 0; a < COUNT(KN); a++) {
-                const int64_t n = KN[a];
+            for (size_t c = 0; c < COUNT(KN) * COUNT(KT); c++) {
+                const int64_t n = KN[c / COUNT(KT)], T = KT[c % COUNT(KT)];
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 0, NULL);
                 float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
                 float *full = xcalloc((size_t)(T * ldy), sizeof(float)), *part = xcalloc((size_t)(T * ldy), sizeof(float));
