@@ -31,6 +31,28 @@ static inline float ha_q8_at(const void *row, int64_t j) {
     return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
 }
 
+/* The int8 quantization of one group, as every kernel table's quant_q8 computes it: x (len,), len <=
+ * HA_Q8_GROUP, into the HA_Q8 block blk: scale = max|x| / 127, q[i] = round(x[i] * (127 / max|x|)) (halves away
+ * from zero) clamped to [-127, 127], 0 past len (and where that product is not finite: max|x| subnormal, or
+ * x not finite). Returns 0 if x holds NaN or inf (which would poison the group), else 1. */
+static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t i = 0; i < len; i++) {
+        if (!isfinite(x[i])) finite = 0;
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int8_t *q = (int8_t *)blk + 4;
+    __builtin_memcpy(blk, &scale, sizeof scale);
+    __builtin_memset(q, 0, HA_Q8_GROUP);
+    for (int64_t i = 0; i < len; i++) {
+        const float v = roundf(x[i] * inv);
+        q[i] = isfinite(v) ? (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v) : 0;
+    }
+    return finite;
+}
+
 /* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
 static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
     size_t n;
@@ -55,6 +77,8 @@ typedef struct ha_kernels {
     void (*axpy)(float a, const float *x, float *y, int64_t n);
     /* y (n,) *= a */
     void (*scale)(float a, float *y, int64_t n);
+    /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */
+    int (*quant_q8)(const float *x, int64_t len, void *blk);
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);

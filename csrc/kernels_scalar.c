@@ -95,5 +95,6 @@ const ha_kernels ha_kernels_scalar = {
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,
+    .quant_q8 = ha_quant_q8_ref,
     .mac_burst = mac_burst_scalar,
 };

@@ -1,8 +1,6 @@
 /* Weight quantization at load: float32 / bfloat16 / float16 -> HA_Q8 (int8, one float scale per
  * HA_Q8_GROUP weights), rows split across the thread pool. */
-#include <math.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #include "internal.h"
 
@@ -12,37 +10,21 @@ typedef struct quant_job {
     atomic_llong bad_row; /* a row holding NaN or inf (it would poison its group), or -1 */
 } quant_job;
 
-static float src_at(const ha_matrix *m, const char *row, int64_t j) {
-    switch (m->dtype) {
-    case HA_F32: return ((const float *)row)[j];
-    case HA_BF16: return ha_bf16_to_f32(((const uint16_t *)row)[j]);
-    default: return ha_f16_to_f32(((const uint16_t *)row)[j]);
-    }
-}
-
+/* Each group is widened to float32 by the kernel table's to_f32 and quantized by its quant_q8, which every
+ * variant computes bitwise alike (ha_quant_q8_ref). */
 static void quant_rows(void *ctx, int64_t r0, int64_t r1) {
     quant_job *j = ctx;
     const ha_matrix *m = j->src;
+    const ha_kernels *k = ha_kernels_get();
     const int64_t n = m->cols;
+    float x[HA_Q8_GROUP];
     for (int64_t r = r0; r < r1; r++) {
         const char *row = (const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n);
         char *out = j->dst + (size_t)r * ha_row_bytes(HA_Q8, n);
-        for (int64_t g = 0; g * HA_Q8_GROUP < n; g++, out += HA_Q8_BLOCK_BYTES) {
-            int64_t b = g * HA_Q8_GROUP, e = b + HA_Q8_GROUP < n ? b + HA_Q8_GROUP : n;
-            float amax = 0.0f;
-            for (int64_t i = b; i < e; i++) {
-                float v = src_at(m, row, i);
-                if (!isfinite(v)) atomic_store(&j->bad_row, (long long)r);
-                amax = fmaxf(amax, fabsf(v));
-            }
-            float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-            int8_t *q = (int8_t *)(out + 4);
-            memcpy(out, &scale, sizeof scale);
-            memset(q, 0, HA_Q8_GROUP);
-            for (int64_t i = b; i < e; i++) {
-                float v = roundf(src_at(m, row, i) * inv);
-                q[i - b] = isfinite(v) ? (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v) : 0; /* NaN: row reported */
-            }
+        for (int64_t b = 0; b < n; b += HA_Q8_GROUP, out += HA_Q8_BLOCK_BYTES) {
+            const int64_t len = n - b < HA_Q8_GROUP ? n - b : HA_Q8_GROUP;
+            k->to_f32[m->dtype](row + ha_row_bytes(m->dtype, b), x, len);
+            if (!k->quant_q8(x, len, out)) atomic_store(&j->bad_row, (long long)r);
         }
     }
 }

@@ -2081,6 +2081,50 @@ static void test_quantize_q8_error_within_half_a_step(void) {
     }
 }
 
+/* Every variant's quant_q8 gives bitwise ha_quant_q8_ref's block (and flag), on groups built to hit its
+ * corners: products exactly halfway between integers (max 127 or 254, so the factor is 1 or 1/2), zeros and
+ * -0, subnormals, a subnormal maximum (the factor overflows to inf), magnitudes from 1e-30 to 1e30, partial
+ * groups, NaN and inf. */
+static void test_quantize_q8_variants_match_the_reference(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 91 };
+    float x[HA_Q8_GROUP];
+    for (int c = 0; c < 4000; c++) {
+        const int kind = c % 8;
+        int64_t len = kind == 7 ? 1 + (int64_t)(rng_next(&r) % HA_Q8_GROUP) : HA_Q8_GROUP;
+        const double mag = pow(10.0, -30.0 + 60.0 * rng_uniform(&r, 0.0, 1.0));
+        for (int64_t i = 0; i < len; i++) {
+            const double u = rng_uniform(&r, 0.0, 1.0);
+            switch (kind) {
+            case 0: x[i] = (float)(mag * (2 * u - 1)); break;
+            case 1: x[i] = (float)(floor(254 * u) - 127) + 0.5f * (float)(rng_next(&r) & 1); break; /* halves */
+            case 2: x[i] = (float)(floor(509 * u) - 254); break; /* max 254: odd values land on halves */
+            case 3: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
+            case 4: x[i] = (float)(1e-40 * (2 * u - 1)); break; /* subnormal: 127 / max overflows */
+            case 5: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
+            case 6: x[i] = (float)(2 * u - 1); if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY; break;
+            default: x[i] = (float)(3 * (2 * u - 1)); break;
+            }
+        }
+        if (kind == 1) x[c % len] = 127.0f;
+        if (kind == 2) x[c % len] = -254.0f;
+        char want[HA_Q8_BLOCK_BYTES], got[HA_Q8_BLOCK_BYTES];
+        const int want_ok = ha_quant_q8_ref(x, len, want);
+        for (int v = 0; v < nk; v++) {
+            memset(got, 0x5a, sizeof got);
+            const int ok = ks[v]->quant_q8(x, len, got);
+            CHECK(ok == want_ok, "%s quant_q8 case %d (kind %d, len %lld): finite flag %d, reference %d", kn[v], c, kind,
+                  (long long)len, ok, want_ok);
+            if (want_ok)
+                CHECK(memcmp(got, want, sizeof got) == 0, "%s quant_q8 case %d (kind %d, len %lld): block differs from the "
+                      "reference", kn[v], c, kind, (long long)len);
+        }
+        CHECK(kind != 6 || !want_ok, "case %d: a group with NaN or inf expected to be flagged", c);
+    }
+}
+
 static void test_quantize_q8_rejects_bad_input(void) {
     float w[8] = { 1, 2, 3, NAN, 5, 6, 7, 8 };
     char q[HA_Q8_BLOCK_BYTES];
@@ -2102,6 +2146,7 @@ static void test_quantize_q8_rejects_bad_input(void) {
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
     T(quantize_q8_error_within_half_a_step),
+    T(quantize_q8_variants_match_the_reference),
     T(quantize_q8_rejects_bad_input),
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
