@@ -215,6 +215,7 @@ def main():
     measure_bw = lambda: ha._core.measure_read_bandwidth(1 << 30, 5)  # noqa: E731
     bw_before = measure_bw()
     mac_rate = max(ha._core.measure_mac_rate(3) for _ in range(3))
+    mac_rate_i8 = max(ha._core.measure_mac_rate(3, int8=True) for _ in range(3))
     ours, bws = {}, {}
     for d in dtypes:  # each run's roofline uses the bandwidth measured just before and after it
         before = measure_bw()
@@ -225,7 +226,7 @@ def main():
     accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "bandwidth_before": bw_before, "bandwidth_after": bw_after,
+              "mac_rate": mac_rate, "mac_rate_int8_products": mac_rate_i8, "bandwidth_before": bw_before, "bandwidth_after": bw_after,
               "bandwidth_per_run": bws, "ours": ours,
               "torch": peer, "int8_accuracy": accuracy}
     if args.json:
@@ -234,7 +235,8 @@ def main():
     print(f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
           f"threads={report['threads']}")
     print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
-          f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers)")
+          f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers; "
+          f"{mac_rate_i8 / 1e9:.1f} G/s for int8 x int8 products, which no kernel uses)")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
         roof = r["weight_bytes"] / bws[d]
@@ -249,6 +251,10 @@ def main():
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
+        if d == "int8":  # the bound if activations were rounded to int8 too (llama.cpp's q8_0 does; we do not)
+            best_i8 = {T: max(roof, T * macs / mac_rate_i8) for T in (4, 8, 16)}
+            print("             with int8 x int8 products at their peak rate it would be "
+                  + " ".join(f"{T}:{b / roof:.2f}" for T, b in best_i8.items()))
         print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
               f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
               f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x")

@@ -82,6 +82,9 @@ typedef struct ha_kernels {
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);
+    /* The same with int8 x int8 products summed in int32, what multiplying int8 weights by int8-quantized
+     * activations would run at (a measurement only: every kernel keeps activations in float32). */
+    double (*mac_burst_i8)(int64_t n);
 } ha_kernels;
 
 extern const ha_kernels ha_kernels_scalar;

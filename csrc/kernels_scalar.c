@@ -88,6 +88,13 @@ static double mac_burst_scalar(int64_t n) {
     return (double)n * 8.0 + 0.0 * (double)(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
 }
 
+static double mac_burst_i8_scalar(int64_t n) {
+    uint32_t a[8] = { 0, 1, 2, 3, 4, 5, 6, 7 }; /* unsigned: the chains wrap, never overflow */
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < 8; i++) a[i] = a[i] * 5u + 3u;
+    return (double)n * 8.0 + 0.0 * (double)(a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7]);
+}
+
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_Q8] = matmul_q8 },
@@ -97,4 +104,5 @@ const ha_kernels ha_kernels_scalar = {
     .scale = scale_scalar,
     .quant_q8 = ha_quant_q8_ref,
     .mac_burst = mac_burst_scalar,
+    .mac_burst_i8 = mac_burst_i8_scalar,
 };

@@ -61,7 +61,7 @@ ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_pe
 }
 
 typedef struct mac_job {
-    const ha_kernels *k;
+    double (*burst)(int64_t n); /* the kernel table's mac_burst or mac_burst_i8 */
     atomic_uint_fast64_t done; /* multiply-adds, summed over the units */
 } mac_job;
 
@@ -70,17 +70,17 @@ typedef struct mac_job {
 static void mac_range(void *ctx, int64_t b, int64_t e) {
     mac_job *j = ctx;
     double d = 0.0;
-    for (int64_t u = b; u < e; u++) d += j->k->mac_burst(MAC_ROUNDS);
+    for (int64_t u = b; u < e; u++) d += j->burst(MAC_ROUNDS);
     atomic_fetch_add(&j->done, (uint_fast64_t)d);
 }
 
-ha_status ha_measure_mac_rate(int repeats, double *macs_per_s) {
+ha_status ha_measure_mac_rate(int repeats, int int8_products, double *macs_per_s) {
     if (!macs_per_s || repeats < 1) return ha_fail(HA_ERR_INVALID, "measure_mac_rate: need repeats >= 1");
     ha_status st = ha_pool_ensure();
     const int64_t units = 32 * (int64_t)ha_get_num_threads();
     double best = 0.0;
     for (int r = 0; st == HA_OK && r <= repeats; r++) { /* round 0 warms up */
-        mac_job j = { .k = ha_kernels_get() };
+        mac_job j = { .burst = int8_products ? ha_kernels_get()->mac_burst_i8 : ha_kernels_get()->mac_burst };
         atomic_init(&j.done, 0);
         double t0 = now();
         ha_parallel_for(mac_range, &j, units);

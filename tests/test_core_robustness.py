@@ -88,3 +88,13 @@ def test_a_forked_child_can_use_the_core_after_the_parent_started_its_threads(tm
     assert not hung, "the forked child hung in the core (its copy of the thread pool has no threads)"
     assert p.exitcode == 0, f"the forked child failed with exit code {p.exitcode}"
     assert q.get(timeout=5) == want, "the forked child's greedy output differs from the parent's"
+
+
+def test_measure_mac_rate_reports_both_rooflines_and_refuses_bad_arguments():
+    for int8 in (False, True):
+        rate = _core.measure_mac_rate(1, int8=int8)
+        assert np.isfinite(rate) and 1e7 < rate < 1e13, f"int8={int8}: implausible multiply-add rate {rate}/s"
+    with pytest.raises(ha.InvalidInputError, match="repeats"):
+        _core.measure_mac_rate(0)
+    with pytest.raises(TypeError):
+        _core.measure_mac_rate("3")

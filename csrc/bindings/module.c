@@ -702,14 +702,15 @@ static PyObject *py_measure_read_bandwidth(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(bw);
 }
 
-static PyObject *py_measure_mac_rate(PyObject *mod, PyObject *arg) {
+static PyObject *py_measure_mac_rate(PyObject *mod, PyObject *args, PyObject *kwargs) {
     (void)mod;
-    int repeats = (int)PyLong_AsLong(arg);
-    if (repeats == -1 && PyErr_Occurred()) return NULL;
+    static char *kw[] = { "repeats", "int8", NULL };
+    int repeats, int8 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|p", kw, &repeats, &int8)) return NULL;
     double rate = 0;
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_measure_mac_rate(repeats, &rate);
+    st = ha_measure_mac_rate(repeats, int8, &rate);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) return raise_status(st);
     return PyFloat_FromDouble(rate);
@@ -735,8 +736,9 @@ static PyMethodDef module_methods[] = {
     { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
     { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
       "measure_read_bandwidth(nbytes, repeats) -> bytes/s streamed by all threads" },
-    { "measure_mac_rate", py_measure_mac_rate, METH_O,
-      "measure_mac_rate(repeats) -> peak multiply-adds/s of the kernels in use, all threads" },
+    { "measure_mac_rate", (PyCFunction)(void (*)(void))py_measure_mac_rate, METH_VARARGS | METH_KEYWORDS,
+      "measure_mac_rate(repeats, int8=False) -> peak multiply-adds/s of the kernels in use, all threads (int8: "
+      "of int8 x int8 products, which no kernel uses)" },
     { "rng_uniform", py_rng_uniform, METH_VARARGS, "rng_uniform(seed, row, position, purpose, index) -> (0, 1)" },
     { NULL, NULL, 0, NULL },
 };

@@ -2036,12 +2036,15 @@ static void test_membw_measures_and_rejects(void) {
     CHECK_STATUS(ha_measure_read_bandwidth(8u << 20, 2, NULL), HA_ERR_INVALID);
     double one = -1.0, rate = -1.0;
     CHECK_OK(ha_set_num_threads(1));
-    CHECK_OK(ha_measure_mac_rate(1, &one));
-    /* the floor is the scalar variant under the sanitizers; the ceiling a few hundred cores' worth */
-    CHECK(isfinite(one) && one > 1e7 && one < 1e13, "1 thread: expected a plausible multiply-add rate, got %g/s", one);
-    CHECK_STATUS(ha_measure_mac_rate(0, &rate), HA_ERR_INVALID);
+    for (int int8 = 0; int8 < 2; int8++) {
+        CHECK_OK(ha_measure_mac_rate(1, int8, &one));
+        /* the floor is the scalar variant under the sanitizers; the ceiling a few hundred cores' worth */
+        CHECK(isfinite(one) && one > 1e7 && one < 1e13, "1 thread, int8=%d: expected a plausible multiply-add rate, "
+              "got %g/s", int8, one);
+    }
+    CHECK_STATUS(ha_measure_mac_rate(0, 0, &rate), HA_ERR_INVALID);
     CHECK_MSG("repeats");
-    CHECK_STATUS(ha_measure_mac_rate(1, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_measure_mac_rate(1, 0, NULL), HA_ERR_INVALID);
 }
 
 /* ---- the list ------------------------------------------------------------------------------------------ */
