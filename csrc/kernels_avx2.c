@@ -5,16 +5,19 @@
  * same in every path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane
  * accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes
  * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
- * exactly as ha_q8_at / ha_bf16_to_f32 / ha_f16_to_f32 do (int8: see matmul_q8 for the group order).
+ * exactly as ha_q8_at / ha_bf16_to_f32 / ha_f16_to_f32 do (int8: see tile_q8 for the group order). ("The
+ * same" bits for finite results; a NaN's sign may depend on which FMA form the compiler picks.)
  *
  * One path serves every T. Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
- * ymm registers). The next token tile reads the same four rows again, from L1 or L2; only the first one
- * reads them from memory. The tiles prefetch the next four rows into L2 as they go. One token (decode) is the
- * 4 x 1 tile: four independent chains, enough to keep up with memory. Measured against widening a float32
- * panel once per four rows and sharing it between tiles (what this replaced): 0.6-0.9 of its time at
- * T = 2..16 for bf16 and int8, bitwise the same results. */
+ * ymm registers). The next token tile reads the same four rows again, from L1 or L2. While a row group's
+ * tiles run they prefetch the next four rows into L2. One token (decode) is the 4 x 1 tile: four independent
+ * chains, enough to keep up with memory. Measured against widening a float32 panel once per four rows and
+ * sharing it between tiles (what this replaced): 0.6-0.9 of its time at T = 2..16 for f32, bf16 and int8,
+ * bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
+ * tiles (so that rows and activations stay in L1), about 10% slower for bf16; prefetching two groups ahead,
+ * no change. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -65,8 +68,8 @@ static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
     } while (0)
 
 /* Software prefetch: left to the hardware prefetcher, a tile's short reads of four rows and its compute on
- * them hardly overlap. While the first token tile of rows [r, r + ROWS) runs, the next ROWS rows (contiguous
- * bytes, within the call's range) are prefetched into L2, an equal share of them per step of the tile. */
+ * them hardly overlap. While the token tiles of rows [r, r + ROWS) run, the next ROWS rows (contiguous bytes,
+ * within the call's range) are prefetched into L2, an equal share of them per step of every tile. */
 typedef struct prefetcher {
     const char *base;  /* the next rows' first byte */
     size_t off, end;   /* bytes prefetched so far, bytes in all */
@@ -184,13 +187,13 @@ static inline int64_t n_tiles(int64_t T) {
     AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,    \
                                   int64_t T, float *Y, int64_t ldy) {                                  \
         const size_t rb = ha_row_bytes(HA_DTYPE_##SUF, n);                                             \
-        const int64_t nv = n - n % 8;                                                                  \
+        const int64_t nv = n - n % 8, steps = n_tiles(T) * ((nv + (STEP) - 1) / (STEP));              \
         for (int64_t r = r0; r < r1; r += ROWS) {                                                      \
             const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;                                     \
             const void *w[ROWS];                                                                       \
             for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;              \
-            prefetcher next = prefetch_next_rows(W, rb, r, r1, n_tiles(T) * ((nv + (STEP) - 1) / (STEP))), *pf = &next; \
             if (rows == ROWS) {                                                                        \
+                prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;                \
                 for (int64_t t = 0; t < T;) {                                                          \
                     const int64_t width = TILE_WIDTH(T - t);                                           \
                     if (width == 3) tile_##SUF(4, 3, w, X, n, nv, t, Y, ldy, r, pf);                   \

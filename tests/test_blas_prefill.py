@@ -137,10 +137,11 @@ def test_blas_prefill_defaults_to_int8_weights_only_and_can_be_forced(checkpoint
     assert load(path, None, dtype).blas_prefill is default, f"{stored} loaded as {dtype}: default blas_prefill"
     for forced in (True, False):
         assert load(path, forced, dtype).blas_prefill is forced
-    # the default does what it says: the same logits as the model forced to that choice, bitwise
+    # the choice reaches the core: the default's logits are bitwise those of the model forced to it, not the other's
     ids = prompt(200)
-    got, forced = load(path, None, dtype)(ids).logits, load(path, default, dtype)(ids).logits
-    assert np.array_equal(got, forced), f"{stored} as {dtype}: the default's logits differ from blas_prefill={default}"
+    got, same, other = (load(path, b, dtype)(ids).logits for b in (None, default, not default))
+    assert np.array_equal(got, same), f"{stored} as {dtype}: the default's logits differ from blas_prefill={default}"
+    assert not np.array_equal(got, other), f"{stored} as {dtype}: blas_prefill={not default} gave the default's logits"
 
 
 def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path):

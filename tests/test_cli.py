@@ -195,6 +195,17 @@ def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, t
     assert out == expected + "\n", f"expected the completion {expected!r}, got {out!r}"
 
 
+@pytest.mark.parametrize("flags, dtype, want", [([], None, False), ([], "int8", True), (["--blas-prefill"], None, True),
+                                               (["--no-blas-prefill"], "int8", False)])
+def test_blas_prefill_flags_reach_both_models(pair, flags, dtype, want):
+    """What the command loads: the default by weight format (on for int8 only), or either flag, for the target and
+    the draft alike. (The completions above cannot tell: both settings give this pair the same tokens.)"""
+    from habana_assist import cli
+    argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags] + (["--dtype", dtype] if dtype else [])
+    _, _, model, draft = cli._load(cli.build_parser().parse_args(argv))
+    assert (model.blas_prefill, draft.blas_prefill) == (want, want), f"{argv}: blas_prefill of target and draft"
+
+
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):
     missing = str(tmp_path / "no_such_prompt.txt")
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", "none", "--prompt-file", missing)

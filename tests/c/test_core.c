@@ -209,7 +209,7 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
     return n;
 }
 
-static const int64_t KN[] = { 1, 7, 8, 15, 16, 17, 33, 100, 257 };
+static const int64_t KN[] = { 1, 7, 8, 15, 16, 17, 33, 100, 257, 523 };
 static const int64_t KR[] = { 1, 3, 4, 5, 9 };
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 #define SENTINEL 0x7fc0deadu
@@ -415,6 +415,10 @@ static void test_kernels_matmul_batch_invariant(void) {
                 float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
                 float *full = xcalloc((size_t)(T * ldy), sizeof(float)), *part = xcalloc((size_t)(T * ldy), sizeof(float));
                 ks[v]->matmul[dt](W, n, r0, r1, X, T, full, ldy);
+                for (int64_t t = 0; t < T; t++) /* rows outside [r0, r1) untouched (still calloc's zeros) */
+                    CHECK(fbits(full[t * ldy]) == 0 && fbits(full[t * ldy + ldy - 1]) == 0,
+                          "%s %s n=%lld T=%lld: token %lld wrote outside rows [%lld, %lld)", kn[v], dname((ha_dtype)dt),
+                          (long long)n, (long long)T, (long long)t, (long long)r0, (long long)r1);
                 /* one token at a time */
                 for (int64_t t = 0; t < T; t++) {
                     float one[12];
