@@ -253,7 +253,8 @@ def main():
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
         if d == "int8":  # the bound if activations were rounded to int8 too (llama.cpp's q8_0 does; we do not)
             best_i8 = {T: max(roof, T * macs / mac_rate_i8) for T in (4, 8, 16)}
-            print("             with int8 x int8 products at their peak rate it would be "
+            print("             a bound only (registers, no sign step): with int8 x int8 products at their peak rate "
+                  "it would be "
                   + " ".join(f"{T}:{b / roof:.2f}" for T, b in best_i8.items()))
         print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
               f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
