@@ -1,0 +1,96 @@
+/* Two builds of the AVX2 kernels, A and B (A's table renamed kernels_a at compile time by kernel_ab.sh; B's
+ * keeps its name, ha_kernels_avx2), timed alternately in one process on the same data, with their outputs compared bitwise:
+ * on a shared, noisy machine only ratios taken this way mean much.
+ *
+ *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16 or int8
+ *
+ * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
+ * time of each is printed with B/A and whether the two Y are bitwise equal. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+extern const ha_kernels kernels_a;
+#define kernels_b ha_kernels_avx2
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull; }
+
+int main(int argc, char **argv) {
+    static const struct { const char *name; ha_dtype dt; } formats[] = {
+        { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 } };
+    int f = -1;
+    for (int i = 0; argc > 1 && i < 4; i++)
+        if (strcmp(argv[1], formats[i].name) == 0) f = i;
+    const int64_t rows = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
+    const int rounds = argc > 4 ? atoi(argv[4]) : 0;
+    if (f < 0 || rows < 1 || n < 1 || rounds < 1 || argc < 6) {
+        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8 ROWS N ROUNDS T...\n");
+        return 2;
+    }
+    if (ha_kernels_select("avx2") != HA_OK) { /* both builds would fault on this CPU */
+        fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
+        return 2;
+    }
+    const ha_dtype dt = formats[f].dt;
+    const size_t rb = ha_row_bytes(dt, n);
+    int64_t tmax = 1;
+    for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;
+    unsigned char *W = malloc((size_t)rows * rb);
+    float *X = malloc((size_t)(tmax * n) * sizeof(float)), *Ya = malloc((size_t)(tmax * rows) * sizeof(float)),
+          *Yb = malloc((size_t)(tmax * rows) * sizeof(float));
+    if (!W || !X || !Ya || !Yb) {
+        fprintf(stderr, "kernel_ab: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 1;
+    float v[HA_Q8_GROUP];
+    for (int64_t r = 0; r < rows; r++) /* weights in [-1, 1], as each format stores them */
+        for (int64_t j = 0; j < n; j += HA_Q8_GROUP) {
+            const int64_t len = n - j < HA_Q8_GROUP ? n - j : HA_Q8_GROUP;
+            for (int64_t i = 0; i < len; i++) v[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+            unsigned char *row = W + (size_t)r * rb;
+            if (dt == HA_Q8) ha_quant_q8_ref(v, len, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES);
+            for (int64_t i = 0; dt != HA_Q8 && i < len; i++) {
+                uint32_t u;
+                memcpy(&u, &v[i], 4);
+                if (dt == HA_F32) memcpy(row + (j + i) * 4, &u, 4);
+                else { /* bf16: v truncated; f16: random bits below 2 in magnitude (bit 14 clear: never inf or NaN) */
+                    const uint16_t h = dt == HA_BF16 ? (uint16_t)(u >> 16) : (uint16_t)((lcg(&s) >> 48) & 0xbfffu);
+                    memcpy(row + (j + i) * 2, &h, 2);
+                }
+            }
+        }
+    for (int64_t i = 0; i < tmax * n; i++) X[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+    printf("%s, %lld rows x %lld, %d rounds each, alternating A and B\n", formats[f].name, (long long)rows, (long long)n, rounds);
+    for (int a = 5; a < argc; a++) {
+        const int64_t T = atoll(argv[a]);
+        if (T < 1) continue;
+        /* repeats per timed block: about 2 ms of work at 10 G multiply-adds/s, at least one */
+        const int reps = (int)(2e7 / ((double)rows * (double)n * (double)T)) + 1;
+        double ba = 1e30, bb = 1e30;
+        for (int k = 0; k < rounds; k++) {
+            double t0 = now();
+            for (int r = 0; r < reps; r++) kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
+            double t1 = now();
+            for (int r = 0; r < reps; r++) kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
+            double t2 = now();
+            ba = t1 - t0 < ba ? t1 - t0 : ba;
+            bb = t2 - t1 < bb ? t2 - t1 : bb;
+        }
+        ba /= reps, bb /= reps;
+        const int same = memcmp(Ya, Yb, (size_t)(T * rows) * sizeof(float)) == 0;
+        printf("T=%3lld  A %10.1f us  B %10.1f us  B/A %.3f  %s\n", (long long)T, ba * 1e6, bb * 1e6, bb / ba,
+               same ? "bitwise equal" : "OUTPUTS DIFFER");
+    }
+    free(W), free(X), free(Ya), free(Yb);
+    return 0;
+}

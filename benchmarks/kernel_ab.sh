@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A/B of the AVX2 kernels: csrc/kernels_avx2.c at git revision REV (A) against the working tree's (B), timed
+# alternately in one process with their outputs compared bitwise (benchmarks/kernel_ab.c); REV's file is
+# compiled against the working tree's headers. For example
+#   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
+#   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
+# Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
+shift
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+git show "$rev:csrc/kernels_avx2.c" > "$tmp/kernels_a.c"
+flags=(-std=c11 -O2 -ffp-contract=off -Icsrc)
+gcc "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+gcc "${flags[@]}" -c csrc/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
+gcc "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/dispatch.c csrc/kernels_scalar.c csrc/error.c \
+    -o "$tmp/kernel_ab" -lm
+"$tmp/kernel_ab" "$@"
