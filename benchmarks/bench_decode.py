@@ -6,7 +6,9 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
 32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
   - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), measured
     just before and just after each run, since it drifts from minute to minute; each fraction uses that mean;
-    and the kernels' peak multiply-add rate, which with it bounds the verification cost from below;
+    and the kernels' peak multiply-add rate (the best of several spread over the run), which with it bounds
+    the verification cost from below; for int8 also the bound with int8 x int8 products (vpmaddubsw, an upper
+    bound on their rate), which int8-quantized activations would have;
   - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s, with the
@@ -254,13 +256,13 @@ def main():
               f"{roof / r['decode_s']:.3f} of the roofline")
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
-        macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
-        best = {T: max(roof, T * macs / mac_rate) for T in (4, 8, 16)}
+        token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
+        best = {T: max(roof, T * token_macs / mac_rate) for T in (4, 8, 16)}
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
-              + f" (T x {macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
+              + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
         if d == "int8":  # the bound if activations were rounded to int8 too (llama.cpp's q8_0 does; we do not)
-            best_i8 = {T: max(roof, T * macs / mac_rate_i8) for T in (4, 8, 16)}
+            best_i8 = {T: max(roof, T * token_macs / mac_rate_i8) for T in (4, 8, 16)}
             print("             a bound only (registers, no sign step): with int8 x int8 products at their peak rate "
                   "it would be "
                   + " ".join(f"{T}:{b / roof:.2f}" for T, b in best_i8.items()))

@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
             }
         }
     for (int64_t i = 0; i < tmax * n; i++) X[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+    for (int64_t i = 0; i < tmax * rows; i++) Ya[i] = 1.0f, Yb[i] = 2.0f; /* an output one build leaves unwritten differs */
     printf("%s, %lld rows x %lld, %d rounds each, alternating A and B\n", formats[f].name, (long long)rows, (long long)n, rounds);
     for (int a = 5; a < argc; a++) {
         const int64_t T = atoll(argv[a]);

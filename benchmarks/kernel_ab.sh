@@ -9,12 +9,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
+if ! git rev-parse --verify --quiet "$rev^{commit}" > /dev/null; then
+    echo "kernel_ab.sh: '$rev' is not a commit of a git checkout here; run it in a clone, with REV a revision" >&2
+    exit 2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git show "$rev:csrc/kernels_avx2.c" > "$tmp/kernels_a.c"
+cc=${CC:-cc}
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc)
-gcc "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-gcc "${flags[@]}" -c csrc/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
-gcc "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/dispatch.c csrc/kernels_scalar.c csrc/error.c \
+"$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+"$cc" "${flags[@]}" -c csrc/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
+"$cc" "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/dispatch.c csrc/kernels_scalar.c csrc/error.c \
     -o "$tmp/kernel_ab" -lm
 "$tmp/kernel_ab" "$@"

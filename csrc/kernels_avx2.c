@@ -308,18 +308,17 @@ AVX2 static double mac_burst_avx2(int64_t n) {
 }
 
 /* 12 chains of 32 int8 x int8 multiply-adds each, as AVX2 code for int8 activations would do them
- * (llama.cpp's q8_0): vpmaddubsw (|x| as unsigned bytes times w with x's sign, in pairs into int16), then
- * vpmaddwd by ones (pairs into int32) and an add. The sign step is taken as done once per activation. */
+ * (llama.cpp's q8_0): vpmaddubsw (unsigned bytes times signed bytes, in pairs into int16), then vpmaddwd by
+ * ones (pairs into int32) and an add. The unsigned operand is the chain's own sum, so every chain computes
+ * its own products each round (with a shared operand GCC computed them once for all 12); the sign step
+ * such a kernel also needs is left out, so this is an upper bound. */
 AVX2 static double mac_burst_i8_avx2(int64_t n) {
     __m256i s[12];
-    __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(5);
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i w = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
     for (int i = 0; i < 12; i++) s[i] = _mm256_set1_epi32(i);
-    for (int64_t r = 0; r < n; r++) {
+    for (int64_t r = 0; r < n; r++)
 #pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), ones));
-        __asm__("" : "+x"(w), "+x"(x)); /* new operands each round, so the products are not hoisted */
-    }
+        for (int i = 0; i < 12; i++) s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(_mm256_maddubs_epi16(s[i], w), ones));
     __m256i t = s[0];
     for (int i = 1; i < 12; i++) t = _mm256_xor_si256(t, s[i]);
     return (double)n * 12.0 * 32.0 + 0.0 * (double)_mm256_extract_epi32(t, 0);

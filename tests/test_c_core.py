@@ -125,13 +125,17 @@ def test_c_core(core_build, c_test_name):
 
 def test_kernel_ab_tool_builds_and_compares_two_builds():
     """benchmarks/kernel_ab.sh (for kernel work) builds HEAD's kernels against the working tree's and reports
-    both timings and whether their outputs agree bitwise; on a CPU without AVX2 it refuses, naming why."""
+    both timings and whether their outputs agree bitwise; outside a git checkout, or on a CPU without AVX2, it
+    refuses, naming why."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    in_git = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True).returncode == 0
     r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), "HEAD", "int8", "9", "70", "1", "1", "4"],
                        capture_output=True, text=True, timeout=300)
-    if {"avx2", "fma", "f16c"} <= set(flags):
+    if not in_git:
+        assert r.returncode == 2 and "git checkout" in r.stderr, f"expected a refusal naming git, got {r.returncode}:\n{r.stderr}"
+    elif {"avx2", "fma", "f16c"} <= set(flags):
         assert r.returncode == 0, f"kernel_ab.sh failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
         assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines), r.stdout

@@ -2090,7 +2090,8 @@ static void test_quantize_q8_error_within_half_a_step(void) {
 
 /* Every variant's quant_q8 gives bitwise ha_quant_q8_ref's block (and flag), on groups built to hit its
  * corners: products exactly halfway between integers (max 127 or 254, so the factor is 1 or 1/2), zeros and
- * -0, subnormals, a subnormal maximum (the factor overflows to inf), magnitudes from 1e-30 to 1e30, partial
+ * -0, subnormals, a maximum below 127 / FLT_MAX (subnormal or not: the factor overflows to inf), magnitudes
+ * from 1e-30 to 1e30, partial
  * groups, NaN and inf. */
 static void test_quantize_q8_variants_match_the_reference(void) {
     const ha_kernels *ks[2];
@@ -2109,7 +2110,7 @@ static void test_quantize_q8_variants_match_the_reference(void) {
             case 1: x[i] = (float)(floor(254 * u) - 127) + 0.5f * (float)(rng_next(&r) & 1); break; /* halves */
             case 2: x[i] = (float)(floor(509 * u) - 254); break; /* max 254: odd values land on halves */
             case 3: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
-            case 4: x[i] = (float)(1e-40 * (2 * u - 1)); break; /* subnormal: 127 / max overflows */
+            case 4: x[i] = (float)(((c & 8) ? 1e-37 : 1e-40) * (2 * u - 1)); break; /* 127 / max overflows */
             case 5: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
             case 6: x[i] = (float)(2 * u - 1); if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY; break;
             default: x[i] = (float)(3 * (2 * u - 1)); break;
