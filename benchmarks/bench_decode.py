@@ -219,8 +219,11 @@ def main():
     # The peak rate is the hardware's: a neighbour's load can only lower a measurement, so take the best of
     # several, spread over the run (one taken while another VM ran FMAs on a core read half the peak).
     macs, macs_i8 = [], []
-    measure_macs = lambda: (macs.append(ha._core.measure_mac_rate(3)),  # noqa: E731
-                            macs_i8.append(ha._core.measure_mac_rate(3, int8=True)))
+
+    def measure_macs():
+        macs.append(ha._core.measure_mac_rate(3))
+        macs_i8.append(ha._core.measure_mac_rate(3, int8=True))
+
     measure_macs()
     ours, bws = {}, {}
     for d in dtypes:  # each run's roofline uses the bandwidth measured just before and after it
@@ -235,9 +238,9 @@ def main():
     accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "mac_rate_int8_products": mac_rate_i8, "bandwidth_before": bw_before, "bandwidth_after": bw_after,
-              "bandwidth_per_run": bws, "ours": ours,
-              "torch": peer, "int8_accuracy": accuracy}
+              "mac_rate": mac_rate, "mac_rate_int8_products": mac_rate_i8, "bandwidth_before": bw_before,
+              "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
+              "int8_accuracy": accuracy}
     if args.json:
         print(json.dumps(report))
         return
@@ -257,12 +260,13 @@ def main():
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
-        best = {T: max(roof, T * token_macs / mac_rate) for T in (4, 8, 16)}
+        bound = lambda rate: {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}  # noqa: E731
+        best = bound(mac_rate)
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
         if d == "int8":  # the bound if activations were rounded to int8 too (llama.cpp's q8_0 does; we do not)
-            best_i8 = {T: max(roof, T * token_macs / mac_rate_i8) for T in (4, 8, 16)}
+            best_i8 = bound(mac_rate_i8)
             print("             a bound only (registers, no sign step): with int8 x int8 products at their peak rate "
                   "it would be "
                   + " ".join(f"{T}:{b / roof:.2f}" for T, b in best_i8.items()))

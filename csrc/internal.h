@@ -34,7 +34,8 @@ static inline float ha_q8_at(const void *row, int64_t j) {
 /* The int8 quantization of one group, as every kernel table's quant_q8 computes it: x (len,), len <=
  * HA_Q8_GROUP, into the HA_Q8 block blk: scale = max|x| / 127, q[i] = round(x[i] * (127 / max|x|)) (halves away
  * from zero) clamped to [-127, 127], 0 past len (and where that product is not finite: max|x| below
- * 127 / FLT_MAX, about 3.7e-37, where the factor overflows to inf; or x not finite). Returns 0 if x holds NaN or inf (which would poison the group), else 1. */
+ * 127 / FLT_MAX, about 3.7e-37, where the factor overflows to inf; or x not finite). Returns 0 if x holds
+ * NaN or inf (which would poison the group), else 1. */
 static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
     float amax = 0.0f;
     int finite = 1;
