@@ -6,9 +6,8 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
 32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
   - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), measured
     just before and just after each run, since it drifts from minute to minute; each fraction uses that mean;
-    and the kernels' peak multiply-add rate (the best of several spread over the run), which with it bounds
-    the verification cost from below; for int8 also the bound with int8 x int8 products (vpmaddubsw, an upper
-    bound on their rate), which int8-quantized activations would have;
+    and the kernels' peak multiply-add rate (the best of several spread over the run; float32 FMAs, and for
+    int8 weights the int16 products their kernel runs), which with it bounds the verification cost from below;
   - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s, with the
@@ -218,11 +217,11 @@ def main():
     bw_before = measure_bw()
     # The peak rate is the hardware's: a neighbour's load can only lower a measurement, so take the best of
     # several, spread over the run (one taken while another VM ran FMAs on a core read half the peak).
-    macs, macs_i8 = [], []
+    macs, macs_q8 = [], []
 
     def measure_macs():
         macs.append(ha._core.measure_mac_rate(3))
-        macs_i8.append(ha._core.measure_mac_rate(3, int8=True))
+        macs_q8.append(ha._core.measure_mac_rate(3, int8=True))
 
     measure_macs()
     ours, bws = {}, {}
@@ -234,11 +233,11 @@ def main():
     peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes} if have_torch else {}
     bw_after = measure_bw()
     measure_macs()
-    mac_rate, mac_rate_i8 = max(macs), max(macs_i8)
+    mac_rate, mac_rate_q8 = max(macs), max(macs_q8)
     accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "mac_rate_int8_products": mac_rate_i8, "bandwidth_before": bw_before,
+              "mac_rate": mac_rate, "mac_rate_int8_weights": mac_rate_q8, "bandwidth_before": bw_before,
               "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
               "int8_accuracy": accuracy}
     if args.json:
@@ -248,8 +247,8 @@ def main():
           f"threads={report['threads']}")
     print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
           f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers, the best of "
-          f"{len(macs)} spread over the run; "
-          f"{mac_rate_i8 / 1e9:.1f} G/s for int8 x int8 products, which no kernel uses)")
+          f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the int8 weights' "
+          f"kernel runs)")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
         roof = r["weight_bytes"] / bws[d]
@@ -260,16 +259,11 @@ def main():
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
-        bound = lambda rate: {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}  # noqa: E731
-        best = bound(mac_rate)
+        rate = mac_rate_q8 if d == "int8" else mac_rate
+        best = {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
-        if d == "int8":  # the bound if activations were rounded to int8 too (llama.cpp's q8_0 does; we do not)
-            best_i8 = bound(mac_rate_i8)
-            print("             a bound only (registers, no sign step): with int8 x int8 products at their peak rate "
-                  "it would be "
-                  + " ".join(f"{T}:{b / roof:.2f}" for T, b in best_i8.items()))
         print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
               f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
               f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x")

@@ -5,7 +5,8 @@
  *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16 or int8
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
- * time of each is printed with B/A and whether the two Y are bitwise equal. */
+ * time of each is printed with B/A and whether the two Y are bitwise equal. int8 weights take X quantized
+ * once by B's quant_act (as llama.c does once per matmul), outside the timing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,13 @@ int main(int argc, char **argv) {
             }
         }
     for (int64_t i = 0; i < tmax * n; i++) X[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+    int16_t *Xq = malloc((size_t)(tmax * ha_act_width(n)) * sizeof(int16_t));
+    float *xscale = malloc((size_t)tmax * sizeof(float));
+    if (!Xq || !xscale) {
+        fprintf(stderr, "kernel_ab: out of memory\n");
+        return 1;
+    }
+    for (int64_t t = 0; t < tmax; t++) kernels_b.quant_act(X + t * n, n, Xq + t * ha_act_width(n), xscale + t);
     for (int64_t i = 0; i < tmax * rows; i++) Ya[i] = 1.0f, Yb[i] = 2.0f; /* an output one build leaves unwritten differs */
     printf("%s, %lld rows x %lld, %d rounds each, alternating A and B\n", formats[f].name, (long long)rows, (long long)n, rounds);
     for (int a = 5; a < argc; a++) {
@@ -80,9 +88,13 @@ int main(int argc, char **argv) {
         double ba = 1e30, bb = 1e30;
         for (int k = 0; k < rounds; k++) {
             double t0 = now();
-            for (int r = 0; r < reps; r++) kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
+            for (int r = 0; r < reps; r++)
+                if (dt == HA_Q8) kernels_a.matmul_q8(W, n, 0, rows, Xq, xscale, T, Ya, rows);
+                else kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
             double t1 = now();
-            for (int r = 0; r < reps; r++) kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
+            for (int r = 0; r < reps; r++)
+                if (dt == HA_Q8) kernels_b.matmul_q8(W, n, 0, rows, Xq, xscale, T, Yb, rows);
+                else kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
             double t2 = now();
             ba = t1 - t0 < ba ? t1 - t0 : ba;
             bb = t2 - t1 < bb ? t2 - t1 : bb;
@@ -92,6 +104,6 @@ int main(int argc, char **argv) {
         printf("T=%3lld  A %10.1f us  B %10.1f us  B/A %.3f  %s\n", (long long)T, ba * 1e6, bb * 1e6, bb / ba,
                same ? "bitwise equal" : "OUTPUTS DIFFER");
     }
-    free(W), free(X), free(Ya), free(Yb);
+    free(W), free(X), free(Xq), free(xscale), free(Ya), free(Yb);
     return 0;
 }

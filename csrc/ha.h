@@ -264,10 +264,10 @@ HA_API ha_status ha_kernels_select(const char *name);
 /* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
 /* Peak multiply-adds per second of the kernel variant in use, every thread running independent chains from
- * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). int8_products
- * != 0: of int8 x int8 products summed in int32 instead of float32 ones, the roofline int8 activations would
- * have (none of the kernels uses them). */
-HA_API ha_status ha_measure_mac_rate(int repeats, int int8_products, double *macs_per_s);
+ * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). int8_weights
+ * != 0: of the int16 x int16 products summed in int32 that the int8 weights' kernels run (their activations
+ * quantized to int16), instead of float32 FMAs. */
+HA_API ha_status ha_measure_mac_rate(int repeats, int int8_weights, double *macs_per_s);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,39 @@ static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
     return finite;
 }
 
+/* ---- int8 weights multiply int16 activations ----------------------------------------------------------
+ * A matmul with HA_Q8 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
+ * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's int8 x
+ * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_q8). Rounding is at most
+ * max|x| / 65534 per element, far below the weights' own (up to max|w| / 254 per group). */
+#define HA_ACT_MAX 32767.0f
+/* Elements of a quantized activation row: n rounded up to whole HA_Q8 groups (zeros past n). */
+static inline int64_t ha_act_width(int64_t n) { return (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP; }
+
+/* The activation quantization every kernel table's quant_act computes: scale = max|x| / 32767 and q[i] =
+ * round(x[i] * (32767 / max|x|)) (halves away from zero) clamped to [-32767, 32767], 0 past n and where that
+ * product is not finite (max|x| below 32767 / FLT_MAX, about 9.6e-35). If x holds NaN or inf, q is all 0 and
+ * scale NaN, so every output of the matmul is NaN, as float activations would make it. */
+static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float *scale) {
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) finite = 0;
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    __builtin_memset(q, 0, (size_t)ha_act_width(n) * sizeof *q);
+    if (!finite) {
+        *scale = NAN;
+        return;
+    }
+    const float inv = amax > 0.0f ? HA_ACT_MAX / amax : 0.0f;
+    *scale = amax / HA_ACT_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = roundf(x[i] * inv);
+        q[i] = isfinite(v) ? (int16_t)(v > HA_ACT_MAX ? HA_ACT_MAX : v < -HA_ACT_MAX ? -HA_ACT_MAX : v) : 0;
+    }
+}
+
 /* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
 static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
     size_t n;
@@ -66,10 +99,20 @@ static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
  * only on n (never on T, r0/r1 or the thread), which is what makes chunk forwards batch-invariant. */
 typedef struct ha_kernels {
     const char *name;
-    /* Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1.
+    /* Float weights (matmul[HA_Q8] is NULL: int8 weights go through matmul_q8):
+     * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1.
      * W (rows, n) of the table's dtype (row r at W + r * ha_row_bytes(dtype, n)), X (T, n), Y (T, ldy). */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
+    /* int8 weights: the same for W (rows, n) HA_Q8 and activations quantized by quant_act, Xq (T, ha_act_width(n))
+     * int16 and xscale (T,). Each output, in every variant bitwise: eight int32 lanes, lane j summing the
+     * products of the elements i of each group with i % 16 in {2j, 2j + 1} (exact: at most 8 * 127 * 32767 in
+     * magnitude), then per group lane_j = fma(float(sum_j), scale_g, lane_j) in float32; at the end
+     * y = (((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))) * xscale[t]. */
+    void (*matmul_q8)(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
+                      int64_t T, float *Y, int64_t ldy);
+    /* x (n,) -> q (ha_act_width(n),), *scale, bitwise as ha_quant_act_ref */
+    void (*quant_act)(const float *x, int64_t n, int16_t *q, float *scale);
     /* dst (n,) = the row src (n,) as float32 */
     void (*to_f32[HA_NDTYPES])(const void *src, float *dst, int64_t n);
     /* a (n,) . b (n,) */
@@ -83,9 +126,8 @@ typedef struct ha_kernels {
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);
-    /* The same with int8 x int8 products summed in int32, what multiplying int8 weights by int8-quantized
-     * activations would run at (a measurement only: every kernel keeps activations in float32). */
-    double (*mac_burst_i8)(int64_t n);
+    /* The same with int16 x int16 products summed in int32, the arithmetic of matmul_q8. */
+    double (*mac_burst_q8)(int64_t n);
 } ha_kernels;
 
 extern const ha_kernels ha_kernels_scalar;

@@ -67,11 +67,34 @@ static float dot_scalar(const float *a, const float *b, int64_t n) {
 #define LOAD_F32(w, i) ((w)[i])
 #define LOAD_BF16(w, i) ha_bf16_to_f32((w)[i])
 #define LOAD_F16(w, i) ha_f16_to_f32((w)[i])
-#define LOAD_Q8(w, i) ha_q8_at((w), (i))
 MATMUL_SCALAR(matmul_f32, float, HA_F32, LOAD_F32)
 MATMUL_SCALAR(matmul_bf16, uint16_t, HA_BF16, LOAD_BF16)
 MATMUL_SCALAR(matmul_f16, uint16_t, HA_F16, LOAD_F16)
-MATMUL_SCALAR(matmul_q8, char, HA_Q8, LOAD_Q8)
+
+/* int8 weights times int16 activations, in the lanes ha_kernels.matmul_q8 defines (those of AVX2's vpmaddwd). */
+static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
+                      int64_t T, float *Y, int64_t ldy) {
+    const int64_t width = ha_act_width(n);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = (const char *)W + (size_t)r * ha_row_bytes(HA_Q8, n);
+        for (int64_t t = 0; t < T; t++) {
+            const int16_t *x = Xq + t * width;
+            float lane[8] = { 0 };
+            for (int64_t g = 0; g < width / HA_Q8_GROUP; g++) {
+                const char *blk = row + (size_t)g * HA_Q8_BLOCK_BYTES;
+                const int8_t *q = (const int8_t *)(blk + 4);
+                const int16_t *xg = x + g * HA_Q8_GROUP;
+                float scale;
+                memcpy(&scale, blk, sizeof scale);
+                int32_t sum[8] = { 0 };
+                for (int i = 0; i < HA_Q8_GROUP; i++) sum[(i % 16) / 2] += (int32_t)q[i] * (int32_t)xg[i];
+                for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);
+            }
+            Y[t * ldy + r] = (((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]))) *
+                             xscale[t];
+        }
+    }
+}
 
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
@@ -88,21 +111,23 @@ static double mac_burst_scalar(int64_t n) {
     return (double)n * 8.0 + 0.0 * (double)(a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7]);
 }
 
-static double mac_burst_i8_scalar(int64_t n) {
-    uint32_t a[8] = { 0, 1, 2, 3, 4, 5, 6, 7 }; /* unsigned: the chains wrap, never overflow */
+static double mac_burst_q8_scalar(int64_t n) {
+    int32_t a[8] = { 0, 1, 2, 3, 4, 5, 6, 7 }; /* kept in [-2^15, 2^15) by the mask: no overflow */
     for (int64_t r = 0; r < n; r++)
-        for (int i = 0; i < 8; i++) a[i] = a[i] * 5u + 3u;
+        for (int i = 0; i < 8; i++) a[i] = (a[i] + a[i] * 3) & 0x7fff;
     return (double)n * 8.0 + 0.0 * (double)(a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7]);
 }
 
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_Q8] = matmul_q8 },
+    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
+    .matmul_q8 = matmul_q8,
+    .quant_act = ha_quant_act_ref,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8 },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,
     .quant_q8 = ha_quant_q8_ref,
     .mac_burst = mac_burst_scalar,
-    .mac_burst_i8 = mac_burst_i8_scalar,
+    .mac_burst_q8 = mac_burst_q8_scalar,
 };

@@ -48,6 +48,8 @@ struct ha_llama_context {
     int64_t *pos;         /* (R,) */
     int32_t *seq;         /* (R,) */
     float *wide;          /* (HA_BLAS_SLICE, max(d, f)) weights widened for OpenBLAS; NULL if not needed */
+    int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for int8 weights; */
+    float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 */
 };
 
 /* ---- creation and checks --------------------------------------------------------------------------- */
@@ -207,6 +209,8 @@ typedef struct matmul_job {
     const ha_matrix *W[3];
     float *Y[3];
     const float *X;
+    const int16_t *Xq; /* X quantized by quant_act, for int8 weights */
+    const float *xq_scale;
     int64_t T;
 } matmul_job;
 
@@ -217,7 +221,8 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     for (int i = 0; i < j->count; i++) {
         const ha_matrix *W = j->W[i];
         int64_t lo = b > base ? b - base : 0, hi = e - base < W->rows ? e - base : W->rows;
-        if (lo < hi) k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, j->Y[i], W->rows);
+        if (lo < hi && W->dtype == HA_Q8) k->matmul_q8(W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, j->Y[i], W->rows);
+        else if (lo < hi) k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, j->Y[i], W->rows);
         base += W->rows;
     }
 }
@@ -231,11 +236,18 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
         return;
     }
     matmul_job j = { .k = c->kern, .count = count, .X = X, .T = T };
-    int64_t rows = 0;
+    int64_t rows = 0, int8 = 0;
     for (int i = 0; i < count; i++) {
         j.W[i] = W[i];
         j.Y[i] = Y[i];
         rows += W[i]->rows;
+        int8 |= W[i]->dtype == HA_Q8;
+    }
+    if (int8) { /* each token's row on its own, once for every thread (T * n: small beside the matmul) */
+        const int64_t n = W[0]->cols, width = ha_act_width(n);
+        for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
+        j.Xq = c->xq;
+        j.xq_scale = c->xq_scale;
     }
     /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. */
     int64_t units = (rows + ROW_UNIT - 1) / ROW_UNIT;
@@ -492,19 +504,30 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->pos = malloc(R * sizeof(int64_t));
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
+    int any_q8 = m->w.lm_head.dtype == HA_Q8;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_matrix *mats[LAYER_MATRICES];
         layer_matrices(&m->layers[l], mats);
-        for (int i = 0; i < LAYER_MATRICES; i++) all_f32 &= mats[i]->dtype == HA_F32;
+        for (int i = 0; i < LAYER_MATRICES; i++) {
+            all_f32 &= mats[i]->dtype == HA_F32;
+            any_q8 |= mats[i]->dtype == HA_Q8;
+        }
     }
-    int wide_ok = 1;
+    int wide_ok = 1, xq_ok = 1;
     if (c->blas && !all_f32) {
         c->wide = malloc((size_t)HA_BLAS_SLICE * (d > f ? d : f) * fl);
         wide_ok = c->wide != NULL;
     }
+    if (any_q8) {
+        size_t widest = d > f ? d : f;
+        if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
+        c->xq = malloc(R * (size_t)ha_act_width((int64_t)widest) * sizeof(int16_t));
+        c->xq_scale = malloc(R * fl);
+        xq_ok = c->xq && c->xq_scale;
+    }
     if (!c->len || !c->adding || !c->blas_left || !c->kcache || !c->vcache || !c->x || !c->xn || !c->q || !c->k ||
         !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos || !c->rope_sin || !c->pos || !c->seq ||
-        !wide_ok) {
+        !wide_ok || !xq_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
@@ -525,7 +548,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
 void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
     void *bufs[] = { c->len, c->adding, c->blas_left, c->kcache, c->vcache, c->x, c->xn, c->q, c->k, c->v, c->att,
-                     c->tmp, c->gate, c->up, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide };
+                     c->tmp, c->gate, c->up, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq, c->xq_scale };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }
