@@ -230,11 +230,11 @@ def build_parser():
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
         blas = p.add_mutually_exclusive_group()
         blas.add_argument("--blas-prefill", dest="blas_prefill", action="store_const", const=True, default=None,
-                          help="compute long prompts' 128-token blocks with OpenBLAS (default: only for int8 weights, "
-                               "where it is faster than the kernels)")
+                          help="compute long prompts' 128-token blocks with OpenBLAS (not by default: on the "
+                               "machine measured it was no faster than the kernels)")
         blas.add_argument("--no-blas-prefill", dest="blas_prefill", action="store_const", const=False,
                           help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
-                               "bitwise a token-by-token forward's)")
+                               "bitwise a token-by-token forward's; the default)")
         if prompt:
             p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
             p.add_argument("--prompt-file", help="read the prompt from this file")

@@ -1,4 +1,4 @@
-"""blas_prefill (the default for int8 weights): prompts that start an empty cache go through OpenBLAS in blocks
+"""blas_prefill=True (off by default): prompts that start an empty cache go through OpenBLAS in blocks
 of 128 tokens.
 
 What it must keep: greedy and coupled assisted generation equal plain generation bit for bit (both append
@@ -131,8 +131,8 @@ def test_blas_prefill_must_be_a_bool_or_none(checkpoints, bad):
 
 
 @pytest.mark.parametrize("stored, dtype, default", [("F32", None, False), ("BF16", None, False),
-                                                    ("BF16", "float16", False), ("BF16", "int8", True)])
-def test_blas_prefill_defaults_to_int8_weights_only_and_can_be_forced(checkpoints, stored, dtype, default):
+                                                    ("BF16", "float16", False), ("BF16", "int8", False)])
+def test_blas_prefill_is_off_by_default_and_can_be_forced(checkpoints, stored, dtype, default):
     path = checkpoints[stored][0]
     assert load(path, None, dtype).blas_prefill is default, f"{stored} loaded as {dtype}: default blas_prefill"
     for forced in (True, False):
