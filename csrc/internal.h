@@ -126,7 +126,7 @@ typedef struct ha_kernels {
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);
-    /* The same with int16 x int16 products summed in int32, the arithmetic of matmul_q8. */
+    /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_q8's multiplies. */
     double (*mac_burst_q8)(int64_t n);
 } ha_kernels;
 

@@ -5,8 +5,9 @@
  * same in every path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane
  * accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes
  * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
- * exactly as ha_q8_at / ha_bf16_to_f32 / ha_f16_to_f32 do (int8: see tile_q8 for the group order). ("The
- * same" bits for finite results; a NaN's sign may depend on which FMA form the compiler picks.)
+ * exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for finite results; a NaN's sign may depend
+ * on which FMA form the compiler picks.) int8 weights multiply int16 activations instead, in the order
+ * ha_kernels.matmul_q8 defines (tile_q8), bitwise the scalar reference's.
  *
  * One path serves every T. Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
@@ -380,16 +381,18 @@ AVX2 static double mac_burst_avx2(int64_t n) {
     return (double)n * 96.0 + 0.0 * (double)hsum(s);
 }
 
-/* 12 chains of vpmaddwd (16 int16 x int16 products added in pairs into 8 int32) and an add, the arithmetic of
- * tile_q8; each chain multiplies its own sum, so GCC cannot share the products between chains. Measured on
- * this machine's Zen 3: one vpmaddwd per cycle, 16 multiply-adds per cycle, what 2 FMAs per cycle do. */
+/* 12 chains of vpmaddwd (16 int16 x int16 products added in pairs into 8 int32), the multiplies of tile_q8;
+ * each chain multiplies its own result, so GCC cannot share the products between chains. The adds tile_q8
+ * also needs run on other ports, so they are left out: with them in the chains (a = a + madd(a, w)) the rate
+ * read below what tile_q8 itself reaches. Measured on this machine's Zen 3: about one vpmaddwd per cycle, 16
+ * multiply-adds per cycle, what its 2 FMAs per cycle do. */
 AVX2 static double mac_burst_q8_avx2(int64_t n) {
     __m256i s[12];
     const __m256i w = _mm256_set1_epi16(3);
     for (int i = 0; i < 12; i++) s[i] = _mm256_set1_epi32(i);
     for (int64_t r = 0; r < n; r++)
 #pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(s[i], w));
+        for (int i = 0; i < 12; i++) s[i] = _mm256_madd_epi16(s[i], w);
     __m256i t = s[0];
     for (int i = 1; i < 12; i++) t = _mm256_xor_si256(t, s[i]);
     return (double)n * 12.0 * 16.0 + 0.0 * (double)_mm256_extract_epi32(t, 0);
