@@ -115,7 +115,7 @@ def child_ours(directory, dtype, repeats):
     t_one, t_many = timed(lambda: gen(prompt[:, :8], 1), repeats), timed(lambda: gen(prompt[:, :8], 33), repeats)
     model.blas_prefill = False  # the batch-invariant kernels
     t_prefill = timed(lambda: gen(prompt, 1), repeats)
-    model.blas_prefill = True   # OpenBLAS (the default for int8 weights)
+    model.blas_prefill = True   # OpenBLAS (blas_prefill=True)
     t_prefill_blas = timed(lambda: gen(prompt, 1), repeats)
     cache = model.create_cache(1, CACHE_LEN)
     model(prompt[:, :16], past_key_values=cache)

@@ -136,13 +136,12 @@ typedef struct ha_llama_context ha_llama_context;
 /* A KV cache for n_seq sequences of up to `capacity` positions each, plus every activation buffer the
  * forward needs: allocated here once, so append never allocates.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
- * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: faster on
- * long prompts with int8 weights, as fast as the kernels with float weights). Those rows depend only on
- * those tokens (not on the thread count), so greedy and coupled assisted generation still equal plain
- * generation bitwise, but they are not bitwise the rows a token-by-token forward gives (they agree to
- * float32 rounding). 0: every row through the kernels. (The
- * Python package passes 1 for int8 weights, 0 for float weights, unless the model is loaded with
- * blas_prefill=True or False.) */
+ * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
+ * about as fast as the kernels with float weights, slower with int8 weights, whose activations it keeps
+ * float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
+ * generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
+ * forward gives (they agree to float32 rounding). 0: every row through the kernels. (The Python package
+ * passes 0 unless the model is loaded with blas_prefill=True.) */
 HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
                                          ha_llama_context **out);
 HA_API void ha_llama_context_free(ha_llama_context *c);

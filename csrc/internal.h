@@ -57,8 +57,9 @@ static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
 /* ---- int8 weights multiply int16 activations ----------------------------------------------------------
  * A matmul with HA_Q8 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
  * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's int8 x
- * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_q8). Rounding is at most
- * max|x| / 65534 per element, far below the weights' own (up to max|w| / 254 per group). */
+ * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_q8). Rounding is about
+ * max|x| / 65534 per element at most (half a step, plus the factor's own rounding), far below the weights'
+ * (up to max|w| / 254 per group). */
 #define HA_ACT_MAX 32767.0f
 /* Elements of a quantized activation row: n rounded up to whole HA_Q8 groups (zeros past n). */
 static inline int64_t ha_act_width(int64_t n) { return (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP; }
@@ -106,8 +107,9 @@ typedef struct ha_kernels {
                                int64_t T, float *Y, int64_t ldy);
     /* int8 weights: the same for W (rows, n) HA_Q8 and activations quantized by quant_act, Xq (T, ha_act_width(n))
      * int16 and xscale (T,). Each output, in every variant bitwise: eight int32 lanes, lane j summing the
-     * products of the elements i of each group with i % 16 in {2j, 2j + 1} (exact: at most 8 * 127 * 32767 in
-     * magnitude), then per group lane_j = fma(float(sum_j), scale_g, lane_j) in float32; at the end
+     * products of the elements i of each group with i % 16 in {2j, 2j + 1} (exactly: at most 8 * 128 * 32767
+     * in magnitude, even for a hand-made block holding -128), then per group lane_j = fma(float(sum_j),
+     * scale_g, lane_j) in float32 (float(sum_j) rounds, alike everywhere, once |sum_j| > 2^24); at the end
      * y = (((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))) * xscale[t]. */
     void (*matmul_q8)(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
                       int64_t T, float *Y, int64_t ldy);

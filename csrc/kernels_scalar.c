@@ -1,5 +1,6 @@
 /* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
- * CPU. Each dot product is one float accumulator, summed in index order. */
+ * CPU. With float weights each dot product is one float accumulator, summed in index order; int8 weights:
+ * see matmul_q8. */
 #include <string.h>
 
 #include "internal.h"

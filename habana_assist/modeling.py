@@ -139,7 +139,6 @@ class LlamaForCausalLM:
         self.device = "cpu"
         self.dtype = w["model.layers.0.self_attn.q_proj.weight"].dtype if cfg.num_hidden_layers else w[
             "model.embed_tokens.weight"].dtype
-        # None: OpenBLAS prefill where it measurably beats the kernels on prompts, int8 weights (see from_pretrained)
         self.blas_prefill = bool(blas_prefill)  # None: False
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
         gc_path = os.path.join(checkpoint.path, "generation_config.json")
@@ -365,7 +364,7 @@ class AutoModelForCausalLM:
         dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
         "float16" converts once at load; "int8" quantizes the matrices at load (int8 with a float32 scale
         per 64 weights; each matmul rounds its input activations to int16, one scale per token). Compute is
-        float32. max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings).
+        float32, apart from int8 weights' products (exact int32 sums, scaled in float32). max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings).
         torch_dtype is an alias of dtype, load_in_8bit=True of "int8".
 
         blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an

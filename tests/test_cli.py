@@ -198,7 +198,7 @@ def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, t
 @pytest.mark.parametrize("flags, dtype, want", [([], None, False), ([], "int8", False), (["--blas-prefill"], None, True),
                                                (["--no-blas-prefill"], "int8", False)])
 def test_blas_prefill_flags_reach_both_models(pair, flags, dtype, want):
-    """What the command loads: the default by weight format (on for int8 only), or either flag, for the target and
+    """What the command loads: the default (off, whatever the weights), or either flag, for the target and
     the draft alike. (The completions above cannot tell: both settings give this pair the same tokens.)"""
     from habana_assist import cli
     argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags] + (["--dtype", dtype] if dtype else [])

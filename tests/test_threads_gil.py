@@ -42,7 +42,7 @@ def small_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small(small_dir):
-    # OpenBLAS prompt blocks on (the default only for int8 weights), so that threads also prefill through it
+    # OpenBLAS prompt blocks on (off by default), so that threads also prefill through it
     return ha.AutoModelForCausalLM.from_pretrained(small_dir, blas_prefill=True)
 
 

@@ -2235,32 +2235,52 @@ static void test_quant_act_variants_match_the_reference(void) {
 }
 
 /* int8 weights times quantized activations: every variant bitwise the scalar reference (integer sums are
- * exact, and each lane's float steps are the same), over row lengths around the group and tile sizes and
- * chunk widths that use every tile. */
+ * exact, and each lane's float steps are the same), over row lengths around the group and tile sizes, chunk
+ * widths that use every tile, and a row range not starting at 0 (rows outside it untouched). Half the cases
+ * are extremes: hand-made blocks of +-127 and -128 with garbage in the padding, times activations of
+ * +-32767 (lane sums past 2^24, where the conversion to float rounds); and a token holding NaN, whose
+ * outputs are all NaN while the other tokens' stay bitwise as they were. */
 static void test_kernels_matmul_q8_variants_bitwise(void) {
     const ha_kernels *ks[2];
     const char *kn[2];
     int nk = kernel_variants(ks, kn);
     rng r = { 95 };
     static const int64_t NN[] = { 1, 15, 16, 63, 64, 65, 130, 523 }, TT[] = { 1, 2, 3, 4, 5, 8, 16 };
-    const int64_t rows = 11;
-    for (size_t a = 0; a < COUNT(NN); a++)
-        for (size_t b = 0; b < COUNT(TT); b++) {
-            const int64_t n = NN[a], T = TT[b];
-            void *W = make_weights(HA_Q8, rows, n, &r, 2.0, 1, NULL);
-            float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
-            float *want = xcalloc((size_t)(T * rows), sizeof(float)), *got = xcalloc((size_t)(T * rows), sizeof(float));
-            run_matmul(&ha_kernels_scalar, HA_Q8, W, n, 0, rows, X, T, want, rows);
-            for (int v = 1; v < nk; v++) {
-                run_matmul(ks[v], HA_Q8, W, n, 0, rows, X, T, got, rows);
-                CHECK_SAME_FLOATS(want, got, (size_t)(T * rows), "%s matmul_q8 n=%lld T=%lld vs scalar", kn[v], (long long)n,
-                                  (long long)T);
+    const int64_t rows = 11, r0 = 2, r1 = 10;
+    for (int extreme = 0; extreme < 2; extreme++)
+        for (size_t a = 0; a < COUNT(NN); a++)
+            for (size_t b = 0; b < COUNT(TT); b++) {
+                const int64_t n = NN[a], T = TT[b];
+                const size_t nb = ha_matrix_bytes(HA_Q8, rows, n);
+                char *W = extreme ? xmalloc(nb) : make_weights(HA_Q8, rows, n, &r, 2.0, 1, NULL);
+                for (size_t blk = 0; extreme && blk < nb; blk += HA_Q8_BLOCK_BYTES) {
+                    const float scale = (float)rng_uniform(&r, 0.5, 2.0);
+                    memcpy(W + blk, &scale, sizeof scale);
+                    for (int i = 0; i < HA_Q8_GROUP; i++) {
+                        static const int8_t ext[] = { 127, -127, -128 };
+                        W[blk + 4 + i] = (char)ext[rng_next(&r) % 3];
+                    }
+                }
+                float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
+                for (int64_t i = 0; extreme && i < T * n; i++) X[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
+                if (extreme && T > 1) X[n / 2] = NAN; /* token 0 */
+                float *want = xcalloc((size_t)(T * rows), sizeof(float)), *got = xcalloc((size_t)(T * rows), sizeof(float));
+                run_matmul(&ha_kernels_scalar, HA_Q8, W, n, r0, r1, X, T, want, rows);
+                for (int v = 1; v < nk; v++) {
+                    run_matmul(ks[v], HA_Q8, W, n, r0, r1, X, T, got, rows);
+                    const int64_t nan_rows = extreme && T > 1 ? 1 : 0;
+                    for (int64_t c = r0; c < r1 && nan_rows; c++)
+                        CHECK(isnan(want[c]) && isnan(got[c]), "%s matmul_q8 n=%lld: a token holding NaN expected NaN outputs, got "
+                              "%g (scalar %g)", kn[v], (long long)n, (double)got[c], (double)want[c]);
+                    CHECK_SAME_FLOATS(want + nan_rows * rows, got + nan_rows * rows, (size_t)((T - nan_rows) * rows),
+                                      "%s matmul_q8 n=%lld T=%lld%s vs scalar", kn[v], (long long)n, (long long)T,
+                                      extreme ? " (extremes)" : "");
+                }
+                free(W);
+                free(X);
+                free(want);
+                free(got);
             }
-            free(W);
-            free(X);
-            free(want);
-            free(got);
-        }
 }
 
 static const test_case TESTS[] = {
