@@ -1,23 +1,25 @@
 #!/usr/bin/python3
-"""Decode speed against the memory roofline, verification cost, prefill, memory, a PyTorch peer, and int8
-accuracy, for a random checkpoint with TinyLlama-1.1B's shape; every comparison measured in this one run.
+"""Decode speed against the memory roofline, verification cost, prefill, memory, a PyTorch peer, and int8 and
+int4 accuracy, for a random checkpoint with TinyLlama-1.1B's shape; every comparison measured in this one run.
 
 Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22 layers, hidden 2048,
 32 heads, 4 KV heads, intermediate 5632, vocab 32000) and random weights, then prints:
   - this machine's read bandwidth (all threads streaming a buffer far larger than the caches), measured
     just before and just after each run, since it drifts from minute to minute; each fraction uses that mean;
     and the kernels' peak multiply-add rate (the best of several spread over the run; float32 FMAs, and for
-    int8 weights the int16 products their kernel runs), which with it bounds the verification cost from below;
-  - for bfloat16 (as stored) and int8 (quantized at load), each in a process of its own: decode ms/token and
+    int8 and int4 weights the int16 products their kernel runs), which with it bounds the verification cost
+    from below;
+  - for bfloat16 (as stored), int8 and int4 (quantized at load), each in a process of its own: decode ms/token and
     its fraction of the roofline (weight bytes per token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache); prefill tokens/s, with the
     batch-invariant kernels (blas_prefill=False) and with OpenBLAS (blas_prefill=True); peak RSS against weight
     bytes plus KV cache bytes;
   - when Debian's python3-torch is installed: the same checkpoint decoded by a plain PyTorch Llama with a
-    KV cache (benchmarks/torch_llama.py) at the same precision, in its own process, and our speed over its;
-  - int8 against float: top-1 agreement and relative logit error, on this checkpoint (against bfloat16) and
-    on small test checkpoints (against the float64 reference of tests/reference.py).
-Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dtypes bfloat16,int8] [--no-torch] [--json]
+    KV cache (benchmarks/torch_llama.py) at the same precision (bfloat16, int8; it has no int4), in its own
+    process, and our speed over its;
+  - int8 and int4 against float: top-1 agreement and relative logit error, on this checkpoint (against
+    bfloat16) and on small test checkpoints (against the float64 reference of tests/reference.py).
+Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dtypes bfloat16,int8,int4] [--no-torch] [--json]
 """
 
 import argparse
@@ -46,7 +48,7 @@ TINYLLAMA = {
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
 CACHE_LEN = 160      # positions: a 128-token prompt + decode room
 VERIFY_T = tuple(range(1, 17))
-WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68}  # int8: 64 per 68-byte block
+WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68, "int4": 32 / 20}  # per block
 
 
 def random_bf16(rng, shape, exponent):
@@ -163,19 +165,19 @@ def run_child(kind, directory, dtype, repeats):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-# ---- int8 accuracy -----------------------------------------------------------------------------------------
+# ---- int8 and int4 accuracy --------------------------------------------------------------------------------
 
 def agreement(got, ref):
     """(top-1 agreement, max |got - ref| / max |ref|) over positions (seq, vocab)."""
     return float((got.argmax(-1) == ref.argmax(-1)).mean()), float(np.abs(got - ref).max() / np.abs(ref).max())
 
 
-def int8_accuracy(directory):
+def integer_accuracy(directory, dtype):
     rows = []
     ids = np.random.default_rng(2).integers(3, 32000, size=64)
     f = ha.AutoModelForCausalLM.from_pretrained(directory, max_cache_len=64)(ids).logits[0]
-    q = ha.AutoModelForCausalLM.from_pretrained(directory, dtype="int8", max_cache_len=64)(ids).logits[0]
-    rows.append(("TinyLlama-1.1B shape, vs bfloat16",) + agreement(q, f))
+    q = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=64)(ids).logits[0]
+    rows.append((f"{dtype}, TinyLlama-1.1B shape, vs bfloat16",) + agreement(q, f))
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     from checkpoints import write_random_checkpoint
     from reference import reference_logits
@@ -185,15 +187,15 @@ def int8_accuracy(directory):
             cfg, t64 = write_random_checkpoint(d, vocab_size=256, hidden_size=128, intermediate_size=256, num_heads=4,
                                                num_kv_heads=2, **kw)
             small = np.arange(1, 33)
-            got = ha.AutoModelForCausalLM.from_pretrained(d, dtype="int8")(small).logits[0]
-            rows.append((name + ", vs float64 reference",) + agreement(got, reference_logits(cfg, t64, small)))
+            got = ha.AutoModelForCausalLM.from_pretrained(d, dtype=dtype)(small).logits[0]
+            rows.append((f"{dtype}, {name}, vs float64 reference",) + agreement(got, reference_logits(cfg, t64, small)))
     return rows
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=DEFAULT_DIR, help="where the random checkpoint is written (reused if present)")
-    ap.add_argument("--dtypes", default="bfloat16,int8", help="weight formats to measure, comma-separated")
+    ap.add_argument("--dtypes", default="bfloat16,int8,int4", help="weight formats to measure, comma-separated")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the best is kept)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer even if torch is installed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
@@ -230,16 +232,16 @@ def main():
         ours[d] = run_child("ours", args.dir, d, args.repeats)
         bws[d] = (before + measure_bw()) / 2
         measure_macs()
-    peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes} if have_torch else {}
+    peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes if d != "int4"} if have_torch else {}
     bw_after = measure_bw()
     measure_macs()
     mac_rate, mac_rate_q8 = max(macs), max(macs_q8)
-    accuracy = int8_accuracy(args.dir) if "int8" in dtypes else []
+    accuracy = [row for d in ("int8", "int4") if d in dtypes for row in integer_accuracy(args.dir, d)]
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "mac_rate_int8_weights": mac_rate_q8, "bandwidth_before": bw_before,
+              "mac_rate": mac_rate, "mac_rate_integer_weights": mac_rate_q8, "bandwidth_before": bw_before,
               "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
-              "int8_accuracy": accuracy}
+              "integer_accuracy": accuracy}
     if args.json:
         print(json.dumps(report))
         return
@@ -247,7 +249,7 @@ def main():
           f"threads={report['threads']}")
     print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
           f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers, the best of "
-          f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the int8 weights' "
+          f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the integer weights' "
           f"kernel runs)")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
@@ -259,7 +261,7 @@ def main():
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
-        rate = mac_rate_q8 if d == "int8" else mac_rate
+        rate = mac_rate_q8 if d in ("int8", "int4") else mac_rate
         best = {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}
         print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
@@ -274,12 +276,14 @@ def main():
             p = peer[d]
             print(f"    PyTorch {p['torch']} (same checkpoint, {d}): {p['decode_s'] * 1e3:.1f} ms/token; "
                   f"ours is {p['decode_s'] / r['decode_s']:.2f}x faster")
+        elif peer:
+            print(f"    PyTorch  not measured for {d} (benchmarks/torch_llama.py holds bfloat16 or int8 weights)")
     if not peer:
         print("\n  PyTorch peer: not measured (python3-torch is not installed, or --no-torch)")
     if accuracy:
-        print("\n  int8 against float: top-1 agreement, max |logit error| / max |logit|")
+        print("\n  int8 and int4 against float: top-1 agreement, max |logit error| / max |logit|")
         for name, agree, err in accuracy:
-            print(f"    {name:48s} {agree:6.3f}  {err:.4f}")
+            print(f"    {name:54s} {agree:6.3f}  {err:.4f}")
 
 
 if __name__ == "__main__":

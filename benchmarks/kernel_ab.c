@@ -2,10 +2,10 @@
  * keeps its name, ha_kernels_avx2), timed alternately in one process on the same data, with their outputs compared bitwise:
  * on a shared, noisy machine only ratios taken this way mean much.
  *
- *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16 or int8
+ *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8 or int4
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
- * time of each is printed with B/A and whether the two Y are bitwise equal. int8 weights take X quantized
+ * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized
  * once by B's quant_act (as llama.c does once per matmul), outside the timing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,14 +27,14 @@ static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 144
 
 int main(int argc, char **argv) {
     static const struct { const char *name; ha_dtype dt; } formats[] = {
-        { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 } };
+        { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 } };
     int f = -1;
-    for (int i = 0; argc > 1 && i < 4; i++)
+    for (int i = 0; argc > 1 && i < 5; i++)
         if (strcmp(argv[1], formats[i].name) == 0) f = i;
     const int64_t rows = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
     const int rounds = argc > 4 ? atoi(argv[4]) : 0;
     if (f < 0 || rows < 1 || n < 1 || rounds < 1 || argc < 6) {
-        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8 ROWS N ROUNDS T...\n");
+        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4 ROWS N ROUNDS T...\n");
         return 2;
     }
     if (ha_kernels_select("avx2") != HA_OK) { /* both builds would fault on this CPU */
@@ -60,7 +60,10 @@ int main(int argc, char **argv) {
             for (int64_t i = 0; i < len; i++) v[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
             unsigned char *row = W + (size_t)r * rb;
             if (dt == HA_Q8) ha_quant_q8_ref(v, len, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES);
-            for (int64_t i = 0; dt != HA_Q8 && i < len; i++) {
+            for (int64_t h = 0; dt == HA_Q4 && h < len; h += HA_Q4_GROUP) /* two int4 blocks per 64 */
+                ha_quant_q4_ref(v + h, len - h < HA_Q4_GROUP ? len - h : HA_Q4_GROUP,
+                                row + (size_t)((j + h) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES);
+            for (int64_t i = 0; !ha_dtype_is_int(dt) && i < len; i++) {
                 uint32_t u;
                 memcpy(&u, &v[i], 4);
                 if (dt == HA_F32) memcpy(row + (j + i) * 4, &u, 4);
@@ -89,11 +92,11 @@ int main(int argc, char **argv) {
         for (int k = 0; k < rounds; k++) {
             double t0 = now();
             for (int r = 0; r < reps; r++)
-                if (dt == HA_Q8) kernels_a.matmul_q8(W, n, 0, rows, Xq, xscale, T, Ya, rows);
+                if (ha_dtype_is_int(dt)) kernels_a.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Ya, rows);
                 else kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
             double t1 = now();
             for (int r = 0; r < reps; r++)
-                if (dt == HA_Q8) kernels_b.matmul_q8(W, n, 0, rows, Xq, xscale, T, Yb, rows);
+                if (ha_dtype_is_int(dt)) kernels_b.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Yb, rows);
                 else kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
             double t2 = now();
             ba = t1 - t0 < ba ? t1 - t0 : ba;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B of the AVX2 kernels: csrc/kernels_avx2.c at git revision REV (A) against the working tree's (B), timed
 # alternately in one process with their outputs compared bitwise (benchmarks/kernel_ab.c); REV's file is
-# compiled against the working tree's headers, so REV must share the kernel table's layout (int8 weights through
-# matmul_q8 and quant_act: commits from the one that made int8 activations int16 on). For example
+# compiled against the working tree's headers, so REV must share the kernel table's layout (integer weights
+# through matmul_int, quant_act and quant_q4: commits from the one that added int4 on). For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
 # Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.

@@ -24,7 +24,7 @@ def main():
     windows = held_out_windows(ha.AutoTokenizer.from_pretrained(args.model), args.windows, args.length)
     print(f"{args.model}: {args.windows} held-out windows of {args.length} tokens")
     base = None
-    for dtype in ("float32", "bfloat16", "int8"):
+    for dtype in ("float32", "bfloat16", "int8", "int4"):
         model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
         t0 = time.perf_counter()
         ppl = perplexity(model, windows)

@@ -22,6 +22,7 @@ const char *ha_dtype_name(ha_dtype t) {
     case HA_BF16: return "bfloat16";
     case HA_F16: return "float16";
     case HA_Q8: return "int8";
+    case HA_Q4: return "int4";
     default: return "unknown";
     }
 }

@@ -35,13 +35,19 @@ HA_API const char *ha_last_error(void);
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
-typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_Q8 = 3, HA_NDTYPES = 4 } ha_dtype;
+typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_Q8 = 3, HA_Q4 = 4, HA_NDTYPES = 5 } ha_dtype;
 
 /* HA_Q8, int8 weights with a scale per group: each row is ceil(cols / HA_Q8_GROUP) blocks of
  * { float scale; int8_t q[HA_Q8_GROUP]; } (68 bytes, 4-byte aligned), element j of a block being
  * scale * q[j]; the last block of a row is zero-padded. */
 #define HA_Q8_GROUP 64
 #define HA_Q8_BLOCK_BYTES (4 + HA_Q8_GROUP)
+/* HA_Q4, 4-bit weights with a scale per group: each row is ceil(cols / HA_Q4_GROUP) blocks of
+ * { float scale; uint8_t nib[HA_Q4_GROUP / 2]; } (20 bytes, 4-byte aligned): byte i holds element i in its
+ * low nibble and element i + 16 in its high one, each as q + 8 (q in [-8, 7]; quantization makes -7..7),
+ * element j of a block being scale * q[j]; the last block of a row is padded with q = 0. */
+#define HA_Q4_GROUP 32
+#define HA_Q4_BLOCK_BYTES (4 + HA_Q4_GROUP / 2)
 
 /* Bytes of a (rows, cols) matrix of dtype t. */
 HA_API size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols);
@@ -95,10 +101,10 @@ typedef struct ha_llama_weights {
     const ha_llama_layer *layers; /* (n_layers,) copied at create; the buffers they point to are borrowed */
 } ha_llama_weights;
 
-/* Quantizes src (float32, bfloat16 or float16) into dst, an HA_Q8 matrix of the same shape with
- * dst_bytes == ha_matrix_bytes(HA_Q8, rows, cols): per group, scale = max|w| / 127 and q = round(w / scale).
- * Uses the thread pool. */
-HA_API ha_status ha_quantize_q8(const ha_matrix *src, void *dst, size_t dst_bytes);
+/* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8
+ * or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 (int4: / 7)
+ * and q = round(w / scale). Uses the thread pool. */
+HA_API ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes);
 
 typedef struct ha_llama ha_llama;
 

@@ -17,11 +17,14 @@ static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     switch (t) {
     case HA_F32: return (size_t)n * 4;
     case HA_Q8: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
     default: return (size_t)n * 2;
     }
 }
 /* The alignment a matrix buffer of dtype t needs. */
 static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 ? 2 : 4; }
+/* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
+static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
 
 /* Element j of a HA_Q8 row, exactly as every kernel computes it: scale * q. */
 static inline float ha_q8_at(const void *row, int64_t j) {
@@ -29,6 +32,18 @@ static inline float ha_q8_at(const void *row, int64_t j) {
     float scale;
     __builtin_memcpy(&scale, blk, sizeof scale);
     return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
+}
+
+/* Element j of a HA_Q4 row: scale * q, q the nibble less 8. */
+static inline int ha_q4_q(const char *blk, int64_t i) { /* i < HA_Q4_GROUP */
+    const uint8_t b = ((const uint8_t *)blk + 4)[i % (HA_Q4_GROUP / 2)];
+    return (i < HA_Q4_GROUP / 2 ? b & 15 : b >> 4) - 8;
+}
+static inline float ha_q4_at(const void *row, int64_t j) {
+    const char *blk = (const char *)row + (size_t)(j / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
+    float scale;
+    __builtin_memcpy(&scale, blk, sizeof scale);
+    return scale * (float)ha_q4_q(blk, j % HA_Q4_GROUP);
 }
 
 /* The int8 quantization of one group, as every kernel table's quant_q8 computes it: x (len,), len <=
@@ -54,10 +69,10 @@ static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
     return finite;
 }
 
-/* ---- int8 weights multiply int16 activations ----------------------------------------------------------
- * A matmul with HA_Q8 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
+/* ---- integer weights multiply int16 activations -------------------------------------------------------
+ * A matmul with HA_Q8 or HA_Q4 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
  * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's int8 x
- * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_q8). Rounding is about
+ * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_int). Rounding is about
  * max|x| / 65534 per element at most (half a step, plus the factor's own rounding), far below the weights'
  * (up to max|w| / 254 per group). */
 #define HA_ACT_MAX 32767.0f
@@ -88,6 +103,29 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
     }
 }
 
+/* The int4 quantization of one group, as every kernel table's quant_q4 computes it: as ha_quant_q8_ref with 7
+ * for 127 (scale = max|x| / 7, q in [-7, 7], 0 past len or where x * (7 / max|x|) is not finite), into the
+ * HA_Q4 block blk. Returns 0 if x holds NaN or inf, else 1. */
+static inline int ha_quant_q4_ref(const float *x, int64_t len, void *blk) {
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t i = 0; i < len; i++) {
+        if (!isfinite(x[i])) finite = 0;
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    const float scale = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+    uint8_t *nib = (uint8_t *)blk + 4;
+    __builtin_memcpy(blk, &scale, sizeof scale);
+    __builtin_memset(nib, 0x88, HA_Q4_GROUP / 2);
+    for (int64_t i = 0; i < len; i++) {
+        const float v = roundf(x[i] * inv);
+        const int q = isfinite(v) ? (int)(v > 7.0f ? 7.0f : v < -7.0f ? -7.0f : v) : 0;
+        const int at = (int)(i % (HA_Q4_GROUP / 2)), shift = i < HA_Q4_GROUP / 2 ? 0 : 4;
+        nib[at] = (uint8_t)((nib[at] & ~(15 << shift)) | (q + 8) << shift);
+    }
+    return finite;
+}
+
 /* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
 static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
     size_t n;
@@ -100,19 +138,20 @@ static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
  * only on n (never on T, r0/r1 or the thread), which is what makes chunk forwards batch-invariant. */
 typedef struct ha_kernels {
     const char *name;
-    /* Float weights (matmul[HA_Q8] is NULL: int8 weights go through matmul_q8):
+    /* Float weights (NULL for integer ones, which go through matmul_int):
      * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1.
      * W (rows, n) of the table's dtype (row r at W + r * ha_row_bytes(dtype, n)), X (T, n), Y (T, ldy). */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
-    /* int8 weights: the same for W (rows, n) HA_Q8 and activations quantized by quant_act, Xq (T, ha_act_width(n))
-     * int16 and xscale (T,). Each output, in every variant bitwise: eight int32 lanes, lane j summing the
-     * products of the elements i of each group with i % 16 in {2j, 2j + 1} (exactly: at most 8 * 128 * 32767
-     * in magnitude, even for a hand-made block holding -128), then per group lane_j = fma(float(sum_j),
-     * scale_g, lane_j) in float32 (float(sum_j) rounds, alike everywhere, once |sum_j| > 2^24); at the end
+    /* Integer weights (HA_Q8, HA_Q4; NULL for float ones): the same for W (rows, n) and activations quantized
+     * by quant_act, Xq (T, ha_act_width(n)) int16 and xscale (T,). Each output, in every variant bitwise:
+     * eight int32 lanes, lane j summing the products of the elements i of each group with i % 16 in
+     * {2j, 2j + 1} (exactly: at most 8 * 128 * 32767 in magnitude, even for a hand-made int8 block holding
+     * -128), then per group lane_j = fma(float(sum_j), scale_g, lane_j) in float32 (float(sum_j) rounds,
+     * alike everywhere, once |sum_j| > 2^24); at the end
      * y = (((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))) * xscale[t]. */
-    void (*matmul_q8)(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
-                      int64_t T, float *Y, int64_t ldy);
+    void (*matmul_int[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq,
+                                   const float *xscale, int64_t T, float *Y, int64_t ldy);
     /* x (n,) -> q (ha_act_width(n),), *scale, bitwise as ha_quant_act_ref */
     void (*quant_act)(const float *x, int64_t n, int16_t *q, float *scale);
     /* dst (n,) = the row src (n,) as float32 */
@@ -125,10 +164,12 @@ typedef struct ha_kernels {
     void (*scale)(float a, float *y, int64_t n);
     /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */
     int (*quant_q8)(const float *x, int64_t len, void *blk);
+    /* x (len,) -> one HA_Q4 block, bitwise as ha_quant_q4_ref; 0 if x holds NaN or inf */
+    int (*quant_q4)(const float *x, int64_t len, void *blk);
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);
-    /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_q8's multiplies. */
+    /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_int's multiplies. */
     double (*mac_burst_q8)(int64_t n);
 } ha_kernels;
 

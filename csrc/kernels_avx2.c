@@ -7,13 +7,13 @@
  * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
  * exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for finite results; a NaN's sign may depend
  * on which FMA form the compiler picks.) int8 weights multiply int16 activations instead: int32 lane sums
- * per group, no tail (rows are zero-padded to whole groups), in the order ha_kernels.matmul_q8 defines;
- * bitwise the scalar reference's (tile_q8).
+ * per group, no tail (rows are zero-padded to whole groups), in the order ha_kernels.matmul_int defines;
+ * bitwise the scalar reference's (tile_int).
  *
  * One path serves every T. Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
- * ymm registers; int8: see tile_q8). The next token tile reads the same four rows again, from L1 or L2. While a row group's
+ * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from L1 or L2. While a row group's
  * tiles run they prefetch the next four rows into L2. One token (decode) is the 4 x 1 tile: four independent
  * chains, enough to keep up with memory. Measured against widening a float32 panel once per four rows and
  * sharing it between tiles (what this replaced): 0.6-0.9 of its time at T = 2..16 for f32, bf16 and int8,
@@ -61,6 +61,11 @@ static inline float w1_bf16(const void *w, int64_t k) { return ha_bf16_to_f32(((
 static inline float w1_f16(const void *w, int64_t k) { return ha_f16_to_f32(((const uint16_t *)w)[k]); }
 static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
 
+/* int4 rows to float32 (OpenBLAS's widening, tied embeddings): element by element, as ha_q4_at. */
+static void to_f32_q4(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = ha_q4_at(src, i);
+}
+
 /* y = hsum(acc) + the tail products of row w with x, in order. */
 #define FINISH(SUF, acc, w, x, nv, n, y)                                                               \
     do {                                                                                               \
@@ -94,8 +99,9 @@ AVX2 static inline void prefetch_step(prefetcher *pf) {
 /* A matmul's activations: float rows for float weights, quantized rows for int8 weights. */
 typedef struct acts {
     const float *x;      /* (T, n) */
-    const int16_t *q;    /* int8 weights: (T, ha_act_width(n)) from quant_act */
-    const float *qscale; /* int8 weights: (T,) */
+    const int16_t *q;    /* integer weights: (T, width) from quant_act */
+    const float *qscale; /* integer weights: (T,) */
+    int64_t width;       /* integer weights: ha_act_width(n) */
 } acts;
 
 /* Register tiles. tile_SUF(R, S, w, a, n, nv, t, Y, ldy, r, pf): Y[(t + s) * ldy + r + i] for i < R, s < S,
@@ -131,41 +137,50 @@ DEFINE_TILE(f32)
 DEFINE_TILE(bf16)
 DEFINE_TILE(f16)
 
-/* int8 weights times int16 activations (the order ha_kernels.matmul_q8 defines). Per group, vpmaddwd
- * multiplies the sixteen int16 activations of a step by the group's int8 weights widened to int16 and adds
- * pairs into eight int32 lanes, summed exactly over the group's four steps; then lane_j = fma(float(sum_j),
- * scale_g, lane_j). vpmaddwd takes the products 16 at a time with no widening to float32 (the float path
- * widened every 8 weights in two steps and multiplied them by one FMA per token): measured 1.3-1.6x faster
- * at T = 1..16 with the rows in L3. The group sums take the registers; where R * S of them leave no room
- * for the running sums (R * S > 6), those live in memory, read and written once per group. Each step's
- * sums are pinned to their register (an empty asm): integer addition being associative, GCC otherwise
- * regrouped the sums into trees and spilled their terms. */
-AVX2 static inline __attribute__((always_inline)) void tile_q8(int R, int S, const void *const *w, const acts *a,
-                                                               int64_t n, int64_t nv, int64_t t, float *Y,
-                                                               int64_t ldy, int64_t r, prefetcher *pf) {
-    (void)n;
+/* Sixteen integer weights of a block (blk: its first byte, the scale) from element k, widened to int16.
+ * int8: bytes k..k+15. int4 (k = 0 or 16): the low or the high nibbles of the 16 bytes, less 8. */
+AVX2 static inline __m256i w16_int(const char *blk, int k, int q4) {
+    if (!q4) return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 4 + k)));
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
+    if (k) v = _mm_srli_epi16(v, 4);
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_set1_epi8(8)));
+}
+
+/* Integer weights times int16 activations (the order ha_kernels.matmul_int defines). Per group, vpmaddwd
+ * multiplies the sixteen int16 activations of a step by sixteen of the group's weights widened to int16
+ * (w16_int) and adds pairs into eight int32 lanes, summed exactly over the group's steps; then lane_j =
+ * fma(float(sum_j), scale_g, lane_j). vpmaddwd takes the products 16 at a time with no widening to float32
+ * (the float path widened every 8 int8 weights in two steps and multiplied them by one FMA per token):
+ * measured 1.3-1.6x faster at T = 1..16 with the rows in L3. The group sums take the registers; where R * S
+ * of them leave no room for the running sums (R * S > 6), those live in memory, read and written once per
+ * group. Each step's sums are pinned to their register (an empty asm): integer addition being associative,
+ * GCC otherwise regrouped the sums into trees and spilled their terms. GROUP, BLOCK and q4 are literals. */
+AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, int GROUP, int BLOCK, int q4,
+                                                                const void *const *w, const acts *a, int64_t nv,
+                                                                int64_t t, float *Y, int64_t ldy, int64_t r,
+                                                                prefetcher *pf) {
     __m256 acc[ROWS][3];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
         for (int s = 0; s < S; s++) acc[i][s] = _mm256_setzero_ps();
-    const int16_t *x = a->q + t * nv;
-    for (int64_t base = 0; base < nv; base += HA_Q8_GROUP) {
+    const int16_t *x = a->q + t * a->width;
+    for (int64_t base = 0; base < nv; base += GROUP) {
         prefetch_step(pf);
-        const size_t off = (size_t)(base / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+        const size_t off = (size_t)(base / GROUP) * (size_t)BLOCK;
         __m256i g[ROWS][3];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
             for (int s = 0; s < S; s++) g[i][s] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-        for (int k = 0; k < HA_Q8_GROUP; k += 16) {
+        for (int k = 0; k < GROUP; k += 16) {
             __m256i v[3];
 #pragma GCC unroll 3
-            for (int s = 0; s < S; s++) v[s] = _mm256_loadu_si256((const __m256i *)(x + s * nv + base + k));
+            for (int s = 0; s < S; s++) v[s] = _mm256_loadu_si256((const __m256i *)(x + s * a->width + base + k));
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
-                const __m256i wi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const char *)w[i] + off + 4 + k)));
+                const __m256i wi = w16_int((const char *)w[i] + off, k, q4);
 #pragma GCC unroll 3
                 for (int s = 0; s < S; s++) {
                     g[i][s] = _mm256_add_epi32(g[i][s], _mm256_madd_epi16(wi, v[s]));
@@ -187,6 +202,15 @@ AVX2 static inline __attribute__((always_inline)) void tile_q8(int R, int S, con
 #pragma GCC unroll 3
         for (int s = 0; s < S; s++) Y[(t + s) * ldy + r + i] = hsum(acc[i][s]) * a->qscale[t + s];
 }
+#define DEFINE_TILE_INT(SUF, GROUP, BLOCK, Q4)                                                          \
+    AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
+        int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
+        int64_t ldy, int64_t r, prefetcher *pf) {                                                      \
+        (void)n;                                                                                       \
+        tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, pf);                                  \
+    }
+DEFINE_TILE_INT(q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
+DEFINE_TILE_INT(q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 
 /* Tiles of four rows for T tokens: three tokens at a time, the last 4 or 2 as pairs, a last single alone. */
 #define TILE_WIDTH(left) ((left) == 4 || (left) == 2 ? 2 : (left) >= 3 ? 3 : 1)
@@ -203,11 +227,13 @@ static inline int64_t n_tiles(int64_t T) {
 #define LEN_f32(n) ((n) - (n) % 8)
 #define LEN_bf16(n) LEN_f32(n)
 #define LEN_f16(n) LEN_f32(n)
-#define LEN_q8(n) ha_act_width(n)
+#define LEN_q8(n) (((n) + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP)
+#define LEN_q4(n) (((n) + HA_Q4_GROUP - 1) / HA_Q4_GROUP * HA_Q4_GROUP)
 #define STEP_f32 CHUNK
 #define STEP_bf16 CHUNK
 #define STEP_f16 CHUNK
 #define STEP_q8 HA_Q8_GROUP
+#define STEP_q4 HA_Q4_GROUP
 #define DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                 \
     AVX2 static inline __attribute__((always_inline)) void matmul_rows_##SUF(                         \
         const void *W, int64_t n, int64_t r0, int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) { \
@@ -245,13 +271,15 @@ static inline int64_t n_tiles(int64_t T) {
 DEFINE_MATMUL(f32, HA_F32)
 DEFINE_MATMUL(bf16, HA_BF16)
 DEFINE_MATMUL(f16, HA_F16)
-DEFINE_MATMUL_ROWS(q8, HA_Q8)
-
-AVX2 static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
-                           int64_t T, float *Y, int64_t ldy) {
-    const acts a = { .q = Xq, .qscale = xscale };
-    matmul_rows_q8(W, n, r0, r1, &a, T, Y, ldy);
-}
+#define DEFINE_MATMUL_INT(SUF, DTYPE)                                                                  \
+    DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                     \
+    AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, \
+                                  const float *xscale, int64_t T, float *Y, int64_t ldy) {             \
+        const acts a = { .q = Xq, .qscale = xscale, .width = ha_act_width(n) };                        \
+        matmul_rows_##SUF(W, n, r0, r1, &a, T, Y, ldy);                                                \
+    }
+DEFINE_MATMUL_INT(q8, HA_Q8)
+DEFINE_MATMUL_INT(q4, HA_Q4)
 
 AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     const int64_t nv = n - n % 8;
@@ -345,7 +373,32 @@ AVX2 static int quant_q8_avx2(const float *x, int64_t len, void *blk) {
     return 1;
 }
 
-/* Activations for int8 weights, bitwise as ha_quant_act_ref (NaN or inf go to it). */
+/* One int4 group, bitwise as ha_quant_q4_ref (a partial group, or NaN or inf, goes to it): as quant_q8_avx2
+ * with 7 for 127, then q + 8 packed two to a byte (element i low, i + 16 high). */
+AVX2 static int quant_q4_avx2(const float *x, int64_t len, void *blk) {
+    if (len != HA_Q4_GROUP) return ha_quant_q4_ref(x, len, blk);
+    int finite;
+    const float amax = abs_max(x, HA_Q4_GROUP, &finite);
+    if (!finite) return ha_quant_q4_ref(x, len, blk);
+    const float scale = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(7.0f), lo = _mm256_set1_ps(-7.0f);
+    __m256i q32[HA_Q4_GROUP / 8];
+    for (int i = 0; i < HA_Q4_GROUP / 8; i++) {
+        const __m256 r = round_away_finite(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vinv));
+        q32[i] = _mm256_add_epi32(_mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)), _mm256_set1_epi32(8));
+    }
+    /* 32-bit lanes -> bytes in order (as in quant_q8_avx2), then the high half's nibbles above the low half's
+     * (values below 16: a 16-bit shift moves no bit across a byte) */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q32[0], q32[1]), _mm256_packs_epi32(q32[2], q32[3])), order);
+    const __m128i nib = _mm_or_si128(_mm256_castsi256_si128(bytes), _mm_slli_epi16(_mm256_extracti128_si256(bytes, 1), 4));
+    _mm_storeu_si128((__m128i *)((char *)blk + 4), nib);
+    memcpy(blk, &scale, sizeof scale);
+    return 1;
+}
+
+/* Activations for integer weights, bitwise as ha_quant_act_ref (NaN or inf go to it). */
 AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *scale) {
     int finite;
     const float amax = abs_max(x, n, &finite);
@@ -382,10 +435,10 @@ AVX2 static double mac_burst_avx2(int64_t n) {
     return (double)n * 96.0 + 0.0 * (double)hsum(s);
 }
 
-/* 12 chains of vpmaddwd (16 int16 x int16 products added in pairs into 8 int32), the multiplies of tile_q8;
- * each chain multiplies its own result, so GCC cannot share the products between chains. The adds tile_q8
+/* 12 chains of vpmaddwd (16 int16 x int16 products added in pairs into 8 int32), the multiplies of tile_int;
+ * each chain multiplies its own result, so GCC cannot share the products between chains. The adds tile_int
  * also needs run on other ports, so they are left out: with them in the chains (a = a + madd(a, w)) the rate
- * read below what tile_q8 itself reaches. Measured on this machine's Zen 3: about one vpmaddwd per cycle, 16
+ * read below what tile_int itself reaches. Measured on this machine's Zen 3: about one vpmaddwd per cycle, 16
  * multiply-adds per cycle, what its 2 FMAs per cycle do. */
 AVX2 static double mac_burst_q8_avx2(int64_t n) {
     __m256i s[12];
@@ -402,13 +455,15 @@ AVX2 static double mac_burst_q8_avx2(int64_t n) {
 const ha_kernels ha_kernels_avx2 = {
     .name = "avx2",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
-    .matmul_q8 = matmul_q8,
+    .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .quant_act = quant_act_avx2,
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8 },
+    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
+                [HA_Q4] = to_f32_q4 },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
     .scale = scale_avx2,
     .quant_q8 = quant_q8_avx2,
+    .quant_q4 = quant_q4_avx2,
     .mac_burst = mac_burst_avx2,
     .mac_burst_q8 = mac_burst_q8_avx2,
 };

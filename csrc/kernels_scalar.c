@@ -1,6 +1,6 @@
 /* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
  * CPU. With float weights each dot product is one float accumulator, summed in index order; int8 weights:
- * see matmul_q8. */
+ * see MATMUL_INT_SCALAR. */
 #include <string.h>
 
 #include "internal.h"
@@ -44,6 +44,10 @@ static void to_f32_q8(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = ha_q8_at(src, i);
 }
 
+static void to_f32_q4(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = ha_q4_at(src, i);
+}
+
 static float dot_scalar(const float *a, const float *b, int64_t n) {
     float s = 0.0f;
     for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
@@ -72,30 +76,33 @@ MATMUL_SCALAR(matmul_f32, float, HA_F32, LOAD_F32)
 MATMUL_SCALAR(matmul_bf16, uint16_t, HA_BF16, LOAD_BF16)
 MATMUL_SCALAR(matmul_f16, uint16_t, HA_F16, LOAD_F16)
 
-/* int8 weights times int16 activations, in the lanes ha_kernels.matmul_q8 defines (those of AVX2's vpmaddwd). */
-static void matmul_q8(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,
-                      int64_t T, float *Y, int64_t ldy) {
-    const int64_t width = ha_act_width(n);
-    for (int64_t r = r0; r < r1; r++) {
-        const char *row = (const char *)W + (size_t)r * ha_row_bytes(HA_Q8, n);
-        for (int64_t t = 0; t < T; t++) {
-            const int16_t *x = Xq + t * width;
-            float lane[8] = { 0 };
-            for (int64_t g = 0; g < width / HA_Q8_GROUP; g++) {
-                const char *blk = row + (size_t)g * HA_Q8_BLOCK_BYTES;
-                const int8_t *q = (const int8_t *)(blk + 4);
-                const int16_t *xg = x + g * HA_Q8_GROUP;
-                float scale;
-                memcpy(&scale, blk, sizeof scale);
-                int32_t sum[8] = { 0 };
-                for (int i = 0; i < HA_Q8_GROUP; i++) sum[(i % 16) / 2] += (int32_t)q[i] * (int32_t)xg[i];
-                for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);
-            }
-            Y[t * ldy + r] = (((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]))) *
-                             xscale[t];
-        }
+/* Integer weights times int16 activations, in the lanes ha_kernels.matmul_int defines (those of AVX2's
+ * vpmaddwd). QAT(blk, i): the integer weight i of a block. */
+#define Q8_AT(blk, i) ((const int8_t *)(blk) + 4)[i]
+#define MATMUL_INT_SCALAR(NAME, DTYPE, GROUP, BLOCK, QAT)                                              \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale, \
+                     int64_t T, float *Y, int64_t ldy) {                                               \
+        const int64_t width = ha_act_width(n), groups = (n + (GROUP) - 1) / (GROUP);                   \
+        for (int64_t r = r0; r < r1; r++) {                                                            \
+            const char *row = (const char *)W + (size_t)r * ha_row_bytes(DTYPE, n);                    \
+            for (int64_t t = 0; t < T; t++) {                                                          \
+                float lane[8] = { 0 };                                                                 \
+                for (int64_t g = 0; g < groups; g++) {                                                 \
+                    const char *blk = row + (size_t)g * (BLOCK);                                       \
+                    const int16_t *xg = Xq + t * width + g * (GROUP);                                  \
+                    float scale;                                                                       \
+                    memcpy(&scale, blk, sizeof scale);                                                 \
+                    int32_t sum[8] = { 0 };                                                            \
+                    for (int i = 0; i < (GROUP); i++) sum[(i % 16) / 2] += (int32_t)QAT(blk, i) * (int32_t)xg[i]; \
+                    for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);         \
+                }                                                                                      \
+                Y[t * ldy + r] = (((lane[0] + lane[4]) + (lane[2] + lane[6])) +                        \
+                                  ((lane[1] + lane[5]) + (lane[3] + lane[7]))) * xscale[t];            \
+            }                                                                                          \
+        }                                                                                              \
     }
-}
+MATMUL_INT_SCALAR(matmul_q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, Q8_AT)
+MATMUL_INT_SCALAR(matmul_q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, ha_q4_q)
 
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
@@ -122,13 +129,15 @@ static double mac_burst_q8_scalar(int64_t n) {
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
-    .matmul_q8 = matmul_q8,
+    .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .quant_act = ha_quant_act_ref,
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8 },
+    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
+                [HA_Q4] = to_f32_q4 },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,
     .quant_q8 = ha_quant_q8_ref,
+    .quant_q4 = ha_quant_q4_ref,
     .mac_burst = mac_burst_scalar,
     .mac_burst_q8 = mac_burst_q8_scalar,
 };

@@ -48,8 +48,8 @@ struct ha_llama_context {
     int64_t *pos;         /* (R,) */
     int32_t *seq;         /* (R,) */
     float *wide;          /* (HA_BLAS_SLICE, max(d, f)) weights widened for OpenBLAS; NULL if not needed */
-    int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for int8 weights; */
-    float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 */
+    int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
+    float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
 };
 
 /* ---- creation and checks --------------------------------------------------------------------------- */
@@ -58,7 +58,7 @@ static ha_status check_matrix(const char *name, int64_t layer, const ha_matrix *
     if (!m->data)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is missing", name, (long long)layer);
     if ((unsigned)m->dtype >= HA_NDTYPES)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16 or int8",
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16, int8 or int4",
                        name, (long long)layer, (int)m->dtype);
     if (m->rows != rows || m->cols != cols)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)",
@@ -209,7 +209,7 @@ typedef struct matmul_job {
     const ha_matrix *W[3];
     float *Y[3];
     const float *X;
-    const int16_t *Xq; /* X quantized by quant_act, for int8 weights */
+    const int16_t *Xq; /* X quantized by quant_act, for integer weights */
     const float *xq_scale;
     int64_t T;
 } matmul_job;
@@ -221,7 +221,8 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     for (int i = 0; i < j->count; i++) {
         const ha_matrix *W = j->W[i];
         int64_t lo = b > base ? b - base : 0, hi = e - base < W->rows ? e - base : W->rows;
-        if (lo < hi && W->dtype == HA_Q8) k->matmul_q8(W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, j->Y[i], W->rows);
+        if (lo < hi && ha_dtype_is_int(W->dtype))
+            k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, j->Y[i], W->rows);
         else if (lo < hi) k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, j->Y[i], W->rows);
         base += W->rows;
     }
@@ -236,14 +237,14 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
         return;
     }
     matmul_job j = { .k = c->kern, .count = count, .X = X, .T = T };
-    int64_t rows = 0, int8 = 0;
+    int64_t rows = 0, quantize = 0;
     for (int i = 0; i < count; i++) {
         j.W[i] = W[i];
         j.Y[i] = Y[i];
         rows += W[i]->rows;
-        int8 |= W[i]->dtype == HA_Q8;
+        quantize |= ha_dtype_is_int(W[i]->dtype);
     }
-    if (int8) { /* each token's row on its own, once for every thread (T * n: small beside the matmul) */
+    if (quantize) { /* each token's row on its own, once for every thread (T * n: small beside the matmul) */
         const int64_t n = W[0]->cols, width = ha_act_width(n);
         for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
         j.Xq = c->xq;
@@ -504,13 +505,13 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->pos = malloc(R * sizeof(int64_t));
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
-    int any_q8 = m->w.lm_head.dtype == HA_Q8;
+    int any_int = ha_dtype_is_int(m->w.lm_head.dtype);
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_matrix *mats[LAYER_MATRICES];
         layer_matrices(&m->layers[l], mats);
         for (int i = 0; i < LAYER_MATRICES; i++) {
             all_f32 &= mats[i]->dtype == HA_F32;
-            any_q8 |= mats[i]->dtype == HA_Q8;
+            any_int |= ha_dtype_is_int(mats[i]->dtype);
         }
     }
     int wide_ok = 1, xq_ok = 1;
@@ -518,7 +519,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         c->wide = malloc((size_t)HA_BLAS_SLICE * (d > f ? d : f) * fl);
         wide_ok = c->wide != NULL;
     }
-    if (any_q8) {
+    if (any_int) {
         size_t widest = d > f ? d : f;
         if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
         c->xq = malloc(R * (size_t)ha_act_width((int64_t)widest) * sizeof(int16_t));

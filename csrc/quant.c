@@ -6,48 +6,54 @@
 
 typedef struct quant_job {
     const ha_matrix *src;
+    ha_dtype to; /* HA_Q8 or HA_Q4 */
     char *dst;
     atomic_llong bad_row; /* a row holding NaN or inf (it would poison its group), or -1 */
 } quant_job;
 
-/* Each group is widened to float32 by the kernel table's to_f32 and quantized by its quant_q8, which every
- * variant computes bitwise alike (ha_quant_q8_ref). */
+/* Each group is widened to float32 by the kernel table's to_f32 and quantized by its quant_q8 or quant_q4,
+ * which every variant computes bitwise alike (ha_quant_q8_ref, ha_quant_q4_ref). */
 static void quant_rows(void *ctx, int64_t r0, int64_t r1) {
     quant_job *j = ctx;
     const ha_matrix *m = j->src;
     const ha_kernels *k = ha_kernels_get();
     const int64_t n = m->cols;
-    float x[HA_Q8_GROUP];
+    const int64_t group = j->to == HA_Q8 ? HA_Q8_GROUP : HA_Q4_GROUP;
+    const size_t block = j->to == HA_Q8 ? HA_Q8_BLOCK_BYTES : HA_Q4_BLOCK_BYTES;
+    int (*quant)(const float *, int64_t, void *) = j->to == HA_Q8 ? k->quant_q8 : k->quant_q4;
+    float x[HA_Q8_GROUP > HA_Q4_GROUP ? HA_Q8_GROUP : HA_Q4_GROUP];
     for (int64_t r = r0; r < r1; r++) {
         const char *row = (const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n);
-        char *out = j->dst + (size_t)r * ha_row_bytes(HA_Q8, n);
-        for (int64_t b = 0; b < n; b += HA_Q8_GROUP, out += HA_Q8_BLOCK_BYTES) {
-            const int64_t len = n - b < HA_Q8_GROUP ? n - b : HA_Q8_GROUP;
+        char *out = j->dst + (size_t)r * ha_row_bytes(j->to, n);
+        for (int64_t b = 0; b < n; b += group, out += block) {
+            const int64_t len = n - b < group ? n - b : group;
             k->to_f32[m->dtype](row + ha_row_bytes(m->dtype, b), x, len);
-            if (!k->quant_q8(x, len, out)) atomic_store(&j->bad_row, (long long)r);
+            if (!quant(x, len, out)) atomic_store(&j->bad_row, (long long)r);
         }
     }
 }
 
-ha_status ha_quantize_q8(const ha_matrix *src, void *dst, size_t dst_bytes) {
-    if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize_q8: NULL argument");
+ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes) {
+    if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize: NULL argument");
+    if (to != HA_Q8 && to != HA_Q4)
+        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8 or int4, not %s", ha_dtype_name(to));
     if (src->dtype != HA_F32 && src->dtype != HA_BF16 && src->dtype != HA_F16)
-        return ha_fail(HA_ERR_INVALID, "quantize_q8: the source must be float32, bfloat16 or float16, not %s",
+        return ha_fail(HA_ERR_INVALID, "quantize: the source must be float32, bfloat16 or float16, not %s",
                        ha_dtype_name(src->dtype));
     if (src->rows < 0 || src->cols < 1 || src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "quantize_q8: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
+        return ha_fail(HA_ERR_INVALID, "quantize: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
                        (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
                        src->nbytes);
     if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % 4)
-        return ha_fail(HA_ERR_INVALID, "quantize_q8: source or destination is not aligned");
-    if (dst_bytes != ha_matrix_bytes(HA_Q8, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "quantize_q8: the destination needs %zu bytes, got %zu",
-                       ha_matrix_bytes(HA_Q8, src->rows, src->cols), dst_bytes);
-    quant_job j = { .src = src, .dst = dst };
+        return ha_fail(HA_ERR_INVALID, "quantize: source or destination is not aligned");
+    if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
+        return ha_fail(HA_ERR_INVALID, "quantize: the destination needs %zu bytes, got %zu",
+                       ha_matrix_bytes(to, src->rows, src->cols), dst_bytes);
+    quant_job j = { .src = src, .to = to, .dst = dst };
     atomic_init(&j.bad_row, -1);
     ha_parallel_for(quant_rows, &j, src->rows);
     if (atomic_load(&j.bad_row) >= 0)
-        return ha_fail(HA_ERR_INVALID, "quantize_q8: row %lld holds NaN or inf; the checkpoint is corrupt",
+        return ha_fail(HA_ERR_INVALID, "quantize: row %lld holds NaN or inf; the checkpoint is corrupt",
                        (long long)atomic_load(&j.bad_row));
     return HA_OK;
 }

@@ -218,7 +218,7 @@ def build_parser():
         p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint directory (default {DEFAULT_MODEL})")
         p.add_argument("--assistant", default=DEFAULT_DRAFT,
                        help=f"draft checkpoint directory, or 'none' for plain generation (default {DEFAULT_DRAFT})")
-        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8"],
+        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "int4"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
         p.add_argument("--num-assistant-tokens", type=int, default=4,

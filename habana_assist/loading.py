@@ -20,12 +20,14 @@ from .safetensors import bfloat16_bits_to_float32, checkpoint_files, to_bfloat16
 
 __all__ = ["Weight", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
 
-# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8"; cols: elements per row.
-# bfloat16 arrays hold np.uint16 bits; int8 arrays are np.uint8 (rows, bytes per row) of the core's blocks
-# (csrc/ha.h, HA_Q8: a float32 scale and HA_Q8_GROUP int8 weights per block).
+# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "int4"; cols: elements
+# per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of the
+# core's blocks (csrc/ha.h, HA_Q8: a float32 scale and 64 int8 weights per block; HA_Q4: a float32 scale and
+# 32 4-bit weights).
 Weight = namedtuple("Weight", "array dtype cols")
 
-WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8")
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "int4")
+_INTEGER = ("int8", "int4")
 _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
@@ -109,17 +111,18 @@ def _file_mapped(array):
     return False
 
 
-def _quantize(array, source):
-    """(rows, cols) weights holding `source` values -> int8 blocks (rows, bytes per row), read-only.
+def _quantize(array, source, target):
+    """(rows, cols) weights holding `source` values -> `target` ("int8" or "int4") blocks (rows, bytes per
+    row), read-only.
 
-    Pages of a memory-mapped source are dropped once read, so loading never holds the file and the int8
+    Pages of a memory-mapped source are dropped once read, so loading never holds the file and the quantized
     copy in memory at once."""
     rows, cols = array.shape
-    out = np.empty((rows, _core.q8_row_bytes(cols)), dtype=np.uint8)
+    out = np.empty((rows, _core.row_bytes(target, cols)), dtype=np.uint8)
     mapped = _file_mapped(array)
     step = max(1, (8 << 20) // max(1, array.itemsize * cols))  # about 8 MB of source at a time
     for r in range(0, rows, step):
-        _core.quantize_q8(array[r:r + step], source, out[r:r + step], mapped)
+        _core.quantize(array[r:r + step], source, out[r:r + step], mapped, target)
     out.flags.writeable = False
     return out
 
@@ -149,9 +152,10 @@ def load_checkpoint(directory, dtype=None):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
     dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
-    "float16" (or np.float32, np.float16) converts them once; "int8" quantizes them (a float32 scale per
-    HA_Q8_GROUP weights), except an untied embedding table, which stays as stored. Vectors (norms, biases)
-    are rounded to a float dtype too, then held as float32; with "int8" they stay as stored. With
+    "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
+    scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
+    (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
+    as stored. With
     tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """
@@ -182,16 +186,16 @@ def load_checkpoint(directory, dtype=None):
                                   "config.json saved with these weights")
         source = _STORED[stored]
         held = target or source
-        if is_matrix and held == "int8" and name == "model.embed_tokens.weight" and not config.tie_word_embeddings:
-            # One row is read per token, so int8 would save no bandwidth, cost accuracy and hold the whole table
+        if is_matrix and held in _INTEGER and name == "model.embed_tokens.weight" and not config.tie_word_embeddings:
+            # One row is read per token, so quantizing would save no bandwidth, cost accuracy and hold the whole table
             # in memory; as stored it stays a view of the file (only the rows used become resident).
             weights[name] = Weight(array, source, array.shape[1])
-        elif is_matrix and held == "int8":
-            weights[name] = Weight(_quantize(array, source), "int8", array.shape[1])
+        elif is_matrix and held in _INTEGER:
+            weights[name] = Weight(_quantize(array, source, held), held, array.shape[1])
         elif is_matrix:
             weights[name] = Weight(_convert(name, array, source, held), held, array.shape[1])
         else:  # rounded to the requested float precision, as a Transformers model cast to it is, then float32
-            held = source if held == "int8" else held
+            held = source if held in _INTEGER else held
             vector = _convert(name, _convert(name, array, source, held), held, "float32")
             weights[name] = Weight(vector, "float32", vector.shape[-1])
     if config.tie_word_embeddings:

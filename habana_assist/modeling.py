@@ -358,25 +358,31 @@ class AutoModelForCausalLM:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False, blas_prefill=False):
+                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
-        "float16" converts once at load; "int8" quantizes the matrices at load (int8 with a float32 scale
-        per 64 weights; each matmul rounds its input activations to int16, one scale per token). Compute is
-        float32, apart from int8 weights' products (exact int32 sums, scaled in float32). max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings).
-        torch_dtype is an alias of dtype, load_in_8bit=True of "int8".
+        "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
+        64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per token).
+        Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
+        max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings). torch_dtype is an
+        alias of dtype, load_in_8bit=True of "int8", load_in_4bit=True of "int4".
 
         blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an
         empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit, but
         those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
-        rounding; with int8 weights OpenBLAS multiplies float32 activations, not int16). False (the default;
-        None means the same) keeps every row batch-invariant: on the machine this was measured on OpenBLAS
-        prefilled 0.9-1.1x as fast as the kernels with float weights and 0.6-0.9x with int8 ones."""
-        if load_in_8bit:
-            if dtype not in (None, "int8") or torch_dtype is not None:
-                raise InvalidInputError(f"load_in_8bit=True and dtype={dtype or torch_dtype!r} disagree; pass only one")
-            dtype = "int8"
+        rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
+        default; None means the same) keeps every row batch-invariant: on the machine this was measured on
+        OpenBLAS prefilled 0.9-1.1x as fast as the kernels with float weights and 0.6-0.9x with int8 ones."""
+        if load_in_8bit and load_in_4bit:
+            raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
+        for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
+            if not flag:
+                continue
+            if dtype not in (None, name) or torch_dtype is not None:
+                raise InvalidInputError(f"load_in_{name[3:]}bit=True and dtype={dtype or torch_dtype!r} disagree; "
+                                        "pass only one")
+            dtype = name
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
             raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))

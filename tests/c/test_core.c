@@ -151,12 +151,12 @@ static uint16_t half_from_float(float f) {
 }
 
 static const char *dname(ha_dtype t) {
-    return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : t == HA_F16 ? "f16" : "q8";
+    return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : t == HA_F16 ? "f16" : t == HA_Q8 ? "q8" : "q4";
 }
 
 /* A weight matrix (rows, cols) of dtype dt from values uniform in (-scale, scale); if wide, each value is
- * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. HA_Q8 weights are those
- * values quantized by ha_quantize_q8. vals (rows * cols,) receives the exact stored values (may be NULL). */
+ * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. HA_Q8 and HA_Q4 weights are
+ * those values quantized by ha_quantize. vals (rows * cols,) receives the exact stored values (may be NULL). */
 static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
     const size_t count = (size_t)(rows * cols);
     float *f32 = xmalloc(count * sizeof(float));
@@ -170,13 +170,13 @@ static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, doubl
         return f32;
     }
     void *buf = xmalloc(ha_matrix_bytes(dt, rows, cols) + 1);
-    if (dt == HA_Q8) {
+    if (dt == HA_Q8 || dt == HA_Q4) {
         ha_matrix src = { .data = f32, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = count * sizeof(float) };
-        CHECK_OK(ha_quantize_q8(&src, buf, ha_matrix_bytes(HA_Q8, rows, cols)));
-        if (vals)
-            for (int64_t i = 0; i < rows; i++)
-                for (int64_t j = 0; j < cols; j++)
-                    vals[i * cols + j] = ha_q8_at((const char *)buf + (size_t)i * ha_row_bytes(HA_Q8, cols), j);
+        CHECK_OK(ha_quantize(&src, dt, buf, ha_matrix_bytes(dt, rows, cols)));
+        for (int64_t i = 0; vals && i < rows; i++) {
+            const char *row = (const char *)buf + (size_t)i * ha_row_bytes(dt, cols);
+            for (int64_t j = 0; j < cols; j++) vals[i * cols + j] = dt == HA_Q8 ? ha_q8_at(row, j) : ha_q4_at(row, j);
+        }
         free(f32);
         return buf;
     }
@@ -209,11 +209,11 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
     return n;
 }
 
-/* k's matmul for weights of dtype dt, as llama.c runs it: int8 weights first quantize each token's row of X
- * with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_q8. */
+/* k's matmul for weights of dtype dt, as llama.c runs it: integer weights first quantize each token's row of
+ * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                        int64_t T, float *Y, int64_t ldy) {
-    if (dt != HA_Q8) {
+    if (!ha_dtype_is_int(dt)) {
         k->matmul[dt](W, n, r0, r1, X, T, Y, ldy);
         return;
     }
@@ -221,7 +221,7 @@ static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t 
     int16_t *q = xmalloc((size_t)(T * width) * sizeof *q);
     float *scale = xmalloc((size_t)T * sizeof *scale);
     for (int64_t t = 0; t < T; t++) k->quant_act(X + t * n, n, q + t * width, scale + t);
-    k->matmul_q8(W, n, r0, r1, q, scale, T, Y, ldy);
+    k->matmul_int[dt](W, n, r0, r1, q, scale, T, Y, ldy);
     free(q);
     free(scale);
 }
@@ -248,14 +248,15 @@ static void test_kernels_matmul_matches_double(void) {
                     double *wv = xmalloc((size_t)(rows * n) * sizeof(double));
                     void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, wv);
                     float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
-                    /* the activations the kernel multiplies: X, or for int8 weights X quantized (checked on its
-                     * own in test_quant_act_variants_match_the_reference) */
+                    /* the activations the kernel multiplies: X, or for integer weights X quantized (checked on
+                     * its own in test_quant_act_variants_match_the_reference) */
                     double *xv = xmalloc((size_t)(T * n) * sizeof(double));
                     int16_t *q = xmalloc((size_t)ha_act_width(n) * sizeof *q);
                     for (int64_t t = 0; t < T; t++) {
                         float qs = 1.0f;
-                        if (dt == HA_Q8) ha_quant_act_ref(X + t * n, n, q, &qs);
-                        for (int64_t i = 0; i < n; i++) xv[t * n + i] = dt == HA_Q8 ? (double)q[i] * qs : (double)X[t * n + i];
+                        if (ha_dtype_is_int((ha_dtype)dt)) ha_quant_act_ref(X + t * n, n, q, &qs);
+                        for (int64_t i = 0; i < n; i++)
+                            xv[t * n + i] = ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs : (double)X[t * n + i];
                     }
                     free(q);
                     float *Y = xmalloc((size_t)(T * ldy) * sizeof(float));
@@ -609,7 +610,7 @@ static void random_tokens(rng *r, int32_t *tok, int64_t n) {
 /* Every model configuration the model tests run: dtype x biases. */
 typedef struct model_case { ha_dtype dtype; int bias; } model_case;
 static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 },
-                                           { HA_Q8, 1 } };
+                                           { HA_Q8, 1 }, { HA_Q4, 0 } };
 
 /* The kernel variants by name, for forwards (which use the selected table). */
 static int forward_variants(const char **names) {
@@ -712,9 +713,9 @@ static void test_model_blas_prefill_blocks(void) {
             worst = fmax(worst, fabs((double)both[i] - (double)kern[i]));
             scale = fmax(scale, fabs((double)kern[i]));
         }
-        /* int8 weights: the kernels multiply activations rounded to int16 (up to max|x| / 65534 each), OpenBLAS
+        /* integer weights: the kernels multiply activations rounded to int16 (up to max|x| / 65534 each), OpenBLAS
          * float32 ones */
-        const double tol = t->dtype == HA_Q8 ? 1e-3 : 1e-4;
+        const double tol = ha_dtype_is_int(t->dtype) ? 1e-3 : 1e-4;
         CHECK(worst <= tol * scale, CASE_FMT "OpenBLAS prefill vs the kernels: max |diff| %g > %g x %g",
               CASE_ARGS(t, vname), worst, tol, scale);
         ha_llama_context_free(c);
@@ -2087,99 +2088,120 @@ static void test_membw_measures_and_rejects(void) {
 typedef struct test_case { const char *name; void (*fn)(void); } test_case;
 
 #define T(name) { #name, test_##name }
-/* ---- int8 quantization ------------------------------------------------------------------------------ */
+/* ---- int8 and int4 quantization ----------------------------------------------------------------------- */
 
-static void test_quantize_q8_error_within_half_a_step(void) {
+/* Group size, block bytes and element accessor of an integer dtype. */
+static int64_t int_group(ha_dtype dt) { return dt == HA_Q8 ? HA_Q8_GROUP : HA_Q4_GROUP; }
+static size_t int_block(ha_dtype dt) { return dt == HA_Q8 ? HA_Q8_BLOCK_BYTES : HA_Q4_BLOCK_BYTES; }
+static float int_at(ha_dtype dt, const void *row, int64_t j) { return dt == HA_Q8 ? ha_q8_at(row, j) : ha_q4_at(row, j); }
+
+static void test_quantize_error_within_half_a_step(void) {
     rng r = { 77 };
     const int64_t shapes[][2] = { { 3, 64 }, { 2, 100 }, { 5, 1 }, { 1, 257 } };
-    for (size_t s = 0; s < COUNT(shapes); s++) {
-        const int64_t rows = shapes[s][0], cols = shapes[s][1];
-        float *w = make_floats((size_t)(rows * cols), &r, -3.0, 3.0);
-        if (cols >= 64)
-            for (int64_t j = 0; j < 64; j++) w[j] = 0.0f; /* an all-zero group: scale 0, every q 0 */
-        ha_matrix src = { .data = w, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * 4 };
-        size_t nb = ha_matrix_bytes(HA_Q8, rows, cols);
-        char *q = xmalloc(nb);
-        CHECK_OK(ha_quantize_q8(&src, q, nb));
-        for (int64_t i = 0; i < rows; i++) {
-            const char *row = q + (size_t)i * ha_row_bytes(HA_Q8, cols);
-            for (int64_t j = 0; j < cols; j++) {
-                float scale;
-                memcpy(&scale, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES, 4);
-                double err = fabs((double)ha_q8_at(row, j) - (double)w[i * cols + j]);
-                CHECK(err <= 0.5 * scale * (1 + 1e-6) + 1e-12, "q8 (%lld, %lld) of a (%lld, %lld) matrix: expected |error| <= "
-                      "scale/2 = %g, got %g", (long long)i, (long long)j, (long long)rows, (long long)cols, 0.5 * scale, err);
+    for (int dt = HA_Q8; dt <= HA_Q4; dt++)
+        for (size_t s = 0; s < COUNT(shapes); s++) {
+            const int64_t rows = shapes[s][0], cols = shapes[s][1], group = int_group((ha_dtype)dt);
+            float *w = make_floats((size_t)(rows * cols), &r, -3.0, 3.0);
+            if (cols >= 64)
+                for (int64_t j = 0; j < 64; j++) w[j] = 0.0f; /* an all-zero group: scale 0, every q 0 */
+            ha_matrix src = { .data = w, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * 4 };
+            size_t nb = ha_matrix_bytes((ha_dtype)dt, rows, cols);
+            char *q = xmalloc(nb);
+            CHECK_OK(ha_quantize(&src, (ha_dtype)dt, q, nb));
+            for (int64_t i = 0; i < rows; i++) {
+                const char *row = q + (size_t)i * ha_row_bytes((ha_dtype)dt, cols);
+                for (int64_t j = 0; j < cols; j++) {
+                    float scale;
+                    memcpy(&scale, row + (size_t)(j / group) * int_block((ha_dtype)dt), 4);
+                    double err = fabs((double)int_at((ha_dtype)dt, row, j) - (double)w[i * cols + j]);
+                    CHECK(err <= 0.5 * scale * (1 + 1e-6) + 1e-12, "%s (%lld, %lld) of a (%lld, %lld) matrix: expected |error| "
+                          "<= scale/2 = %g, got %g", dname((ha_dtype)dt), (long long)i, (long long)j, (long long)rows,
+                          (long long)cols, 0.5 * scale, err);
+                }
+                for (int64_t j = cols; j % group; j++) /* the padding of the last group */
+                    CHECK(int_at((ha_dtype)dt, row, j) == 0.0f, "%s padding element %lld expected 0, got %g", dname((ha_dtype)dt),
+                          (long long)j, (double)int_at((ha_dtype)dt, row, j));
             }
-            for (int64_t j = cols; j % HA_Q8_GROUP; j++) /* the padding of the last group */
-                CHECK(ha_q8_at(row, j) == 0.0f, "q8 padding element %lld expected 0, got %g", (long long)j, (double)ha_q8_at(row, j));
+            if (cols >= 64)
+                CHECK(int_at((ha_dtype)dt, q, 0) == 0.0f && int_at((ha_dtype)dt, q, 63) == 0.0f, "an all-zero group expected to stay zero");
+            free(q);
+            free(w);
         }
-        if (cols >= 64) CHECK(ha_q8_at(q, 0) == 0.0f && ha_q8_at(q, 63) == 0.0f, "an all-zero group expected to stay zero");
-        free(q);
-        free(w);
-    }
 }
 
-/* Every variant's quant_q8 gives bitwise ha_quant_q8_ref's block (and flag), on groups built to hit its
- * corners: products exactly halfway between integers (max 127 or 254, so the factor is 1 or 1/2), zeros and
- * -0, subnormals, a maximum below 127 / FLT_MAX (subnormal or not: the factor overflows to inf), magnitudes
- * from 1e-30 to 1e30, partial
- * groups, NaN and inf. */
-static void test_quantize_q8_variants_match_the_reference(void) {
+/* Every variant's quant_q8 and quant_q4 give bitwise the reference's block (and flag), on groups built to hit
+ * their corners: products exactly halfway between integers (the factor 1 or 1/2), zeros and -0, subnormals,
+ * a maximum below 127 / FLT_MAX (subnormal or not: the factor overflows to inf), magnitudes from 1e-30 to
+ * 1e30, partial groups, NaN and inf. */
+static void test_quantize_variants_match_the_reference(void) {
     const ha_kernels *ks[2];
     const char *kn[2];
     int nk = kernel_variants(ks, kn);
     rng r = { 91 };
     float x[HA_Q8_GROUP];
-    for (int c = 0; c < 4000; c++) {
-        const int kind = c % 8;
-        int64_t len = kind == 7 ? 1 + (int64_t)(rng_next(&r) % HA_Q8_GROUP) : HA_Q8_GROUP;
-        const double mag = pow(10.0, -30.0 + 60.0 * rng_uniform(&r, 0.0, 1.0));
-        for (int64_t i = 0; i < len; i++) {
-            const double u = rng_uniform(&r, 0.0, 1.0);
-            switch (kind) {
-            case 0: x[i] = (float)(mag * (2 * u - 1)); break;
-            case 1: x[i] = (float)(floor(254 * u) - 127) + 0.5f * (float)(rng_next(&r) & 1); break; /* halves */
-            case 2: x[i] = (float)(floor(509 * u) - 254); break; /* max 254: odd values land on halves */
-            case 3: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
-            case 4: x[i] = (float)(((c & 8) ? 1e-37 : 1e-40) * (2 * u - 1)); break; /* 127 / max overflows */
-            case 5: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
-            case 6: x[i] = (float)(2 * u - 1); if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY; break;
-            default: x[i] = (float)(3 * (2 * u - 1)); break;
+    for (int dt = HA_Q8; dt <= HA_Q4; dt++) {
+        const int64_t group = int_group((ha_dtype)dt);
+        const double top = dt == HA_Q8 ? 127.0 : 7.0; /* the largest q */
+        for (int c = 0; c < 4000; c++) {
+            const int kind = c % 8;
+            int64_t len = kind == 7 ? 1 + (int64_t)(rng_next(&r) % group) : group;
+            const double mag = pow(10.0, -30.0 + 60.0 * rng_uniform(&r, 0.0, 1.0));
+            for (int64_t i = 0; i < len; i++) {
+                const double u = rng_uniform(&r, 0.0, 1.0);
+                switch (kind) {
+                case 0: x[i] = (float)(mag * (2 * u - 1)); break;
+                case 1: x[i] = (float)(floor(2 * top * u) - top) + 0.5f * (float)(rng_next(&r) & 1); break; /* halves */
+                case 2: x[i] = (float)(floor((4 * top + 1) * u) - 2 * top); break; /* max 2 top: odd values on halves */
+                case 3: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
+                case 4: x[i] = (float)(((c & 8) ? 1e-37 : 1e-40) * (2 * u - 1)); break; /* top / max overflows */
+                case 5: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
+                case 6: x[i] = (float)(2 * u - 1); if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY; break;
+                default: x[i] = (float)(3 * (2 * u - 1)); break;
+                }
             }
+            if (kind == 1) x[c % len] = (float)top;
+            if (kind == 2) x[c % len] = (float)(-2 * top);
+            char want[HA_Q8_BLOCK_BYTES], got[HA_Q8_BLOCK_BYTES];
+            const size_t nb = int_block((ha_dtype)dt);
+            const int want_ok = dt == HA_Q8 ? ha_quant_q8_ref(x, len, want) : ha_quant_q4_ref(x, len, want);
+            for (int v = 0; v < nk; v++) {
+                memset(got, 0x5a, sizeof got);
+                const int ok = dt == HA_Q8 ? ks[v]->quant_q8(x, len, got) : ks[v]->quant_q4(x, len, got);
+                CHECK(ok == want_ok, "%s quant %s case %d (kind %d, len %lld): finite flag %d, reference %d", kn[v],
+                      dname((ha_dtype)dt), c, kind, (long long)len, ok, want_ok);
+                if (want_ok)
+                    CHECK(memcmp(got, want, nb) == 0, "%s quant %s case %d (kind %d, len %lld): block differs from the "
+                          "reference", kn[v], dname((ha_dtype)dt), c, kind, (long long)len);
+            }
+            CHECK(kind != 6 || !want_ok, "case %d: a group with NaN or inf expected to be flagged", c);
         }
-        if (kind == 1) x[c % len] = 127.0f;
-        if (kind == 2) x[c % len] = -254.0f;
-        char want[HA_Q8_BLOCK_BYTES], got[HA_Q8_BLOCK_BYTES];
-        const int want_ok = ha_quant_q8_ref(x, len, want);
-        for (int v = 0; v < nk; v++) {
-            memset(got, 0x5a, sizeof got);
-            const int ok = ks[v]->quant_q8(x, len, got);
-            CHECK(ok == want_ok, "%s quant_q8 case %d (kind %d, len %lld): finite flag %d, reference %d", kn[v], c, kind,
-                  (long long)len, ok, want_ok);
-            if (want_ok)
-                CHECK(memcmp(got, want, sizeof got) == 0, "%s quant_q8 case %d (kind %d, len %lld): block differs from the "
-                      "reference", kn[v], c, kind, (long long)len);
-        }
-        CHECK(kind != 6 || !want_ok, "case %d: a group with NaN or inf expected to be flagged", c);
     }
 }
 
-static void test_quantize_q8_rejects_bad_input(void) {
+static void test_quantize_rejects_bad_input(void) {
     float w[8] = { 1, 2, 3, NAN, 5, 6, 7, 8 };
     char q[HA_Q8_BLOCK_BYTES];
     ha_matrix src = { .data = w, .dtype = HA_F32, .rows = 1, .cols = 8, .nbytes = sizeof w };
-    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q), HA_ERR_INVALID);
+    CHECK_MSG("NaN");
+    CHECK_STATUS(ha_quantize(&src, HA_Q4, q, HA_Q4_BLOCK_BYTES), HA_ERR_INVALID);
     CHECK_MSG("NaN");
     w[3] = 4;
-    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q - 1), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q - 1), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&src, HA_Q4, q, sizeof q), HA_ERR_INVALID); /* an int8 block's size is not an int4 one's */
+    CHECK_STATUS(ha_quantize(&src, HA_BF16, q, sizeof q), HA_ERR_INVALID);
+    CHECK_MSG("int8 or int4");
     src.nbytes = 16;
-    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q), HA_ERR_INVALID);
     src.nbytes = sizeof w;
     src.dtype = HA_Q8;
-    CHECK_STATUS(ha_quantize_q8(&src, q, sizeof q), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q), HA_ERR_INVALID);
     src.dtype = HA_F32;
-    CHECK_OK(ha_quantize_q8(&src, q, sizeof q));
+    CHECK_OK(ha_quantize(&src, HA_Q8, q, sizeof q));
     CHECK(ha_q8_at(q, 7) == 8.0f, "the group's largest weight expected exact (8), got %g", (double)ha_q8_at(q, 7));
+    CHECK_OK(ha_quantize(&src, HA_Q4, q, HA_Q4_BLOCK_BYTES));
+    CHECK(ha_q4_at(q, 7) == 8.0f && ha_q4_at(q, 0) == 8.0f / 7.0f, "int4: the largest weight expected exact (8), got %g; "
+          "1 expected 8/7, got %g", (double)ha_q4_at(q, 7), (double)ha_q4_at(q, 0));
 }
 
 /* Every variant's quant_act gives bitwise ha_quant_act_ref's row and scale (NaN scale alike), on rows built
@@ -2234,62 +2256,64 @@ static void test_quant_act_variants_match_the_reference(void) {
     }
 }
 
-/* int8 weights times quantized activations: every variant bitwise the scalar reference (integer sums are
+/* Integer weights times quantized activations: every variant bitwise the scalar reference (integer sums are
  * exact, and each lane's float steps are the same), over row lengths around the group and tile sizes, chunk
  * widths that use every tile, and a row range not starting at 0 (rows outside it untouched). Half the cases
- * are extremes: hand-made blocks of +-127 and -128 with garbage in the padding, times activations of
- * +-32767 (lane sums past 2^24, where the conversion to float rounds); and a token holding NaN, whose
- * outputs are all NaN while the other tokens' stay bitwise as they were. */
-static void test_kernels_matmul_q8_variants_bitwise(void) {
+ * are extremes: hand-made blocks of the largest weights (int8 +-127 and -128, int4 -8..7) with garbage in the
+ * padding, times activations of +-32767 (int8 lane sums past 2^24, where the conversion to float rounds);
+ * and a token holding NaN, whose outputs are all NaN while the other tokens' stay bitwise as they were. */
+static void test_kernels_matmul_int_variants_bitwise(void) {
     const ha_kernels *ks[2];
     const char *kn[2];
     int nk = kernel_variants(ks, kn);
     rng r = { 95 };
-    static const int64_t NN[] = { 1, 15, 16, 63, 64, 65, 130, 523 }, TT[] = { 1, 2, 3, 4, 5, 8, 16 };
+    static const int64_t NN[] = { 1, 15, 16, 31, 32, 33, 63, 64, 65, 130, 523 }, TT[] = { 1, 2, 3, 4, 5, 8, 16 };
     const int64_t rows = 11, r0 = 2, r1 = 10;
-    for (int extreme = 0; extreme < 2; extreme++)
-        for (size_t a = 0; a < COUNT(NN); a++)
-            for (size_t b = 0; b < COUNT(TT); b++) {
-                const int64_t n = NN[a], T = TT[b];
-                const size_t nb = ha_matrix_bytes(HA_Q8, rows, n);
-                char *W = extreme ? xmalloc(nb) : make_weights(HA_Q8, rows, n, &r, 2.0, 1, NULL);
-                for (size_t blk = 0; extreme && blk < nb; blk += HA_Q8_BLOCK_BYTES) {
-                    const float scale = (float)rng_uniform(&r, 0.5, 2.0);
-                    memcpy(W + blk, &scale, sizeof scale);
-                    for (int i = 0; i < HA_Q8_GROUP; i++) {
-                        static const int8_t ext[] = { 127, -127, -128 };
-                        W[blk + 4 + i] = (char)ext[rng_next(&r) % 3];
+    for (int dt = HA_Q8; dt <= HA_Q4; dt++)
+        for (int extreme = 0; extreme < 2; extreme++)
+            for (size_t a = 0; a < COUNT(NN); a++)
+                for (size_t b = 0; b < COUNT(TT); b++) {
+                    const int64_t n = NN[a], T = TT[b];
+                    const size_t nb = ha_matrix_bytes((ha_dtype)dt, rows, n), block = int_block((ha_dtype)dt);
+                    char *W = extreme ? xmalloc(nb) : make_weights((ha_dtype)dt, rows, n, &r, 2.0, 1, NULL);
+                    for (size_t blk = 0; extreme && blk < nb; blk += block) {
+                        const float scale = (float)rng_uniform(&r, 0.5, 2.0);
+                        memcpy(W + blk, &scale, sizeof scale);
+                        for (size_t i = 4; i < block; i++) {
+                            static const int8_t ext[] = { 127, -127, -128 };
+                            W[blk + i] = dt == HA_Q8 ? (char)ext[rng_next(&r) % 3] : (char)(rng_next(&r) & 0xff);
+                        }
                     }
+                    float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
+                    for (int64_t i = 0; extreme && i < T * n; i++) X[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
+                    if (extreme && T > 1) X[n / 2] = NAN; /* token 0 */
+                    float *want = xcalloc((size_t)(T * rows), sizeof(float)), *got = xcalloc((size_t)(T * rows), sizeof(float));
+                    run_matmul(&ha_kernels_scalar, (ha_dtype)dt, W, n, r0, r1, X, T, want, rows);
+                    for (int v = 1; v < nk; v++) {
+                        run_matmul(ks[v], (ha_dtype)dt, W, n, r0, r1, X, T, got, rows);
+                        const int64_t nan_rows = extreme && T > 1 ? 1 : 0;
+                        for (int64_t c = r0; c < r1 && nan_rows; c++)
+                            CHECK(isnan(want[c]) && isnan(got[c]), "%s matmul %s n=%lld: a token holding NaN expected NaN "
+                                  "outputs, got %g (scalar %g)", kn[v], dname((ha_dtype)dt), (long long)n, (double)got[c],
+                                  (double)want[c]);
+                        CHECK_SAME_FLOATS(want + nan_rows * rows, got + nan_rows * rows, (size_t)((T - nan_rows) * rows),
+                                          "%s matmul %s n=%lld T=%lld%s vs scalar", kn[v], dname((ha_dtype)dt), (long long)n,
+                                          (long long)T, extreme ? " (extremes)" : "");
+                    }
+                    free(W);
+                    free(X);
+                    free(want);
+                    free(got);
                 }
-                float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
-                for (int64_t i = 0; extreme && i < T * n; i++) X[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
-                if (extreme && T > 1) X[n / 2] = NAN; /* token 0 */
-                float *want = xcalloc((size_t)(T * rows), sizeof(float)), *got = xcalloc((size_t)(T * rows), sizeof(float));
-                run_matmul(&ha_kernels_scalar, HA_Q8, W, n, r0, r1, X, T, want, rows);
-                for (int v = 1; v < nk; v++) {
-                    run_matmul(ks[v], HA_Q8, W, n, r0, r1, X, T, got, rows);
-                    const int64_t nan_rows = extreme && T > 1 ? 1 : 0;
-                    for (int64_t c = r0; c < r1 && nan_rows; c++)
-                        CHECK(isnan(want[c]) && isnan(got[c]), "%s matmul_q8 n=%lld: a token holding NaN expected NaN outputs, got "
-                              "%g (scalar %g)", kn[v], (long long)n, (double)got[c], (double)want[c]);
-                    CHECK_SAME_FLOATS(want + nan_rows * rows, got + nan_rows * rows, (size_t)((T - nan_rows) * rows),
-                                      "%s matmul_q8 n=%lld T=%lld%s vs scalar", kn[v], (long long)n, (long long)T,
-                                      extreme ? " (extremes)" : "");
-                }
-                free(W);
-                free(X);
-                free(want);
-                free(got);
-            }
 }
 
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
-    T(quantize_q8_error_within_half_a_step),
-    T(quantize_q8_variants_match_the_reference),
-    T(quantize_q8_rejects_bad_input),
+    T(quantize_error_within_half_a_step),
+    T(quantize_variants_match_the_reference),
+    T(quantize_rejects_bad_input),
     T(quant_act_variants_match_the_reference),
-    T(kernels_matmul_q8_variants_bitwise),
+    T(kernels_matmul_int_variants_bitwise),
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
     T(kernels_matmul_batch_invariant),
