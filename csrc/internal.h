@@ -46,26 +46,40 @@ static inline float ha_q4_at(const void *row, int64_t j) {
     return scale * (float)ha_q4_q(blk, j % HA_Q4_GROUP);
 }
 
+/* max |x[i]| over x (n,), in any order (exact); *finite = 0 if x holds NaN or inf, else left as it was. */
+static inline float ha_abs_max_ref(const float *x, int64_t n, int *finite) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) *finite = 0;
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    return amax;
+}
+/* roundf(y) (halves away from zero) clamped to [-top, top]; 0 where y is not finite. */
+static inline float ha_round_clamp(float y, float top) {
+    const float v = roundf(y);
+    return isfinite(v) ? (v > top ? top : v < -top ? -top : v) : 0.0f;
+}
+
+/* A group's scale max|x| / top, written as the block's first 4 bytes; returns the factor top / max|x| (0 if
+ * x is all zeros) that quantizes it, and clears *finite if x holds NaN or inf. */
+static inline float ha_group_scale(const float *x, int64_t len, float top, void *blk, int *finite) {
+    const float amax = ha_abs_max_ref(x, len, finite), scale = amax / top;
+    __builtin_memcpy(blk, &scale, sizeof scale);
+    return amax > 0.0f ? top / amax : 0.0f;
+}
+
 /* The int8 quantization of one group, as every kernel table's quant_q8 computes it: x (len,), len <=
  * HA_Q8_GROUP, into the HA_Q8 block blk: scale = max|x| / 127, q[i] = round(x[i] * (127 / max|x|)) (halves away
  * from zero) clamped to [-127, 127], 0 past len (and where that product is not finite: max|x| below
  * 127 / FLT_MAX, about 3.7e-37, where the factor overflows to inf; or x not finite). Returns 0 if x holds
  * NaN or inf (which would poison the group), else 1. */
 static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
-    float amax = 0.0f;
     int finite = 1;
-    for (int64_t i = 0; i < len; i++) {
-        if (!isfinite(x[i])) finite = 0;
-        amax = fmaxf(amax, fabsf(x[i]));
-    }
-    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float inv = ha_group_scale(x, len, 127.0f, blk, &finite);
     int8_t *q = (int8_t *)blk + 4;
-    __builtin_memcpy(blk, &scale, sizeof scale);
     __builtin_memset(q, 0, HA_Q8_GROUP);
-    for (int64_t i = 0; i < len; i++) {
-        const float v = roundf(x[i] * inv);
-        q[i] = isfinite(v) ? (int8_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v) : 0;
-    }
+    for (int64_t i = 0; i < len; i++) q[i] = (int8_t)ha_round_clamp(x[i] * inv, 127.0f);
     return finite;
 }
 
@@ -84,12 +98,8 @@ static inline int64_t ha_act_width(int64_t n) { return (n + HA_Q8_GROUP - 1) / H
  * product is not finite (max|x| below 32767 / FLT_MAX, about 9.6e-35). If x holds NaN or inf, q is all 0 and
  * scale NaN, so every output of the matmul is NaN, as float activations would make it. */
 static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float *scale) {
-    float amax = 0.0f;
     int finite = 1;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(x[i])) finite = 0;
-        amax = fmaxf(amax, fabsf(x[i]));
-    }
+    const float amax = ha_abs_max_ref(x, n, &finite);
     __builtin_memset(q, 0, (size_t)ha_act_width(n) * sizeof *q);
     if (!finite) {
         *scale = NAN;
@@ -98,8 +108,7 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
     const float inv = amax > 0.0f ? HA_ACT_MAX / amax : 0.0f;
     *scale = amax / HA_ACT_MAX;
     for (int64_t i = 0; i < n; i++) {
-        const float v = roundf(x[i] * inv);
-        q[i] = isfinite(v) ? (int16_t)(v > HA_ACT_MAX ? HA_ACT_MAX : v < -HA_ACT_MAX ? -HA_ACT_MAX : v) : 0;
+        q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
     }
 }
 
@@ -107,19 +116,12 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
  * for 127 (scale = max|x| / 7, q in [-7, 7], 0 past len or where x * (7 / max|x|) is not finite), into the
  * HA_Q4 block blk. Returns 0 if x holds NaN or inf, else 1. */
 static inline int ha_quant_q4_ref(const float *x, int64_t len, void *blk) {
-    float amax = 0.0f;
     int finite = 1;
-    for (int64_t i = 0; i < len; i++) {
-        if (!isfinite(x[i])) finite = 0;
-        amax = fmaxf(amax, fabsf(x[i]));
-    }
-    const float scale = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
+    const float inv = ha_group_scale(x, len, 7.0f, blk, &finite);
     uint8_t *nib = (uint8_t *)blk + 4;
-    __builtin_memcpy(blk, &scale, sizeof scale);
     __builtin_memset(nib, 0x88, HA_Q4_GROUP / 2);
     for (int64_t i = 0; i < len; i++) {
-        const float v = roundf(x[i] * inv);
-        const int q = isfinite(v) ? (int)(v > 7.0f ? 7.0f : v < -7.0f ? -7.0f : v) : 0;
+        const int q = (int)ha_round_clamp(x[i] * inv, 7.0f);
         const int at = (int)(i % (HA_Q4_GROUP / 2)), shift = i < HA_Q4_GROUP / 2 ? 0 : 4;
         nib[at] = (uint8_t)((nib[at] & ~(15 << shift)) | (q + 8) << shift);
     }

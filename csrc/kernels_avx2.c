@@ -339,13 +339,10 @@ AVX2 static inline float abs_max(const float *x, int64_t n, int *finite) {
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    float amax = _mm_cvtss_f32(h);
+    const float amax = _mm_cvtss_f32(h);
     *finite = _mm256_movemask_ps(ok) == 0xff;
-    for (int64_t i = nv; i < n; i++) {
-        if (!isfinite(x[i])) *finite = 0;
-        amax = fmaxf(amax, fabsf(x[i]));
-    }
-    return amax;
+    const float tail = ha_abs_max_ref(x + nv, n - nv, finite);
+    return fmaxf(amax, tail);
 }
 
 /* One int8 group, bitwise as ha_quant_q8_ref (a partial group goes to it). The maximum is exact in any
@@ -414,10 +411,7 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
         const __m256i v = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
         _mm_storeu_si128((__m128i *)(q + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
     }
-    for (; i < n; i++) {
-        const float v = roundf(x[i] * inv);
-        q[i] = isfinite(v) ? (int16_t)(v > HA_ACT_MAX ? HA_ACT_MAX : v < -HA_ACT_MAX ? -HA_ACT_MAX : v) : 0;
-    }
+    for (; i < n; i++) q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
     for (; i < ha_act_width(n); i++) q[i] = 0;
     *scale = amax / HA_ACT_MAX;
 }
