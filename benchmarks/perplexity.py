@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Held-out perplexity of the shipped target (habana-assist/pycode) held in float32, bfloat16 and int8,
-measured in one run on the same windows of the held-out standard-library files; int8 and bfloat16 are
-reported as ratios to float32. Issue 5 asks int8 to stay within 2% of float.
+"""Held-out perplexity of the shipped target (habana-assist/pycode) held in float32, bfloat16, int8 and int4,
+measured in one run on the same windows of the held-out standard-library files; the others are reported as
+ratios to float32. Issue 5 asks int8 to stay within 2% of float.
 Usage: /usr/bin/python3 benchmarks/perplexity.py [--windows N] [--length L] [--model PATH]
 """
 

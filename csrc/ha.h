@@ -102,8 +102,8 @@ typedef struct ha_llama_weights {
 } ha_llama_weights;
 
 /* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8
- * or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 (int4: / 7)
- * and q = round(w / scale). Uses the thread pool. */
+ * or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 and
+ * q = round(w * (127 / max|w|)) (int4: 7 for 127). Uses the thread pool. */
 HA_API ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes);
 
 typedef struct ha_llama ha_llama;
@@ -143,8 +143,8 @@ typedef struct ha_llama_context ha_llama_context;
  * forward needs: allocated here once, so append never allocates.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
  * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
- * about as fast as the kernels with float weights, slower with int8 weights, whose activations it keeps
- * float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
+ * about as fast as the kernels with float weights, slower with int8 and int4 weights, whose activations it
+ * keeps float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
  * generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
  * forward gives (they agree to float32 rounding). 0: every row through the kernels. (The Python package
  * passes 0 unless the model is loaded with blas_prefill=True.) */
@@ -269,10 +269,10 @@ HA_API ha_status ha_kernels_select(const char *name);
 /* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
 /* Peak multiply-adds per second of the kernel variant in use, every thread running independent chains from
- * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). int8_weights
- * != 0: of the int16 x int16 products summed in int32 that the int8 weights' kernels run (their activations
- * quantized to int16), instead of float32 FMAs. */
-HA_API ha_status ha_measure_mac_rate(int repeats, int int8_weights, double *macs_per_s);
+ * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). int_weights
+ * != 0: of the int16 x int16 products summed in int32 that the integer (int8, int4) weights' kernels run
+ * (their activations quantized to int16), instead of float32 FMAs. */
+HA_API ha_status ha_measure_mac_rate(int repeats, int int_weights, double *macs_per_s);
 
 #ifdef __cplusplus
 }

@@ -46,7 +46,8 @@ static inline float ha_q4_at(const void *row, int64_t j) {
     return scale * (float)ha_q4_q(blk, j % HA_Q4_GROUP);
 }
 
-/* max |x[i]| over x (n,), in any order (exact); *finite = 0 if x holds NaN or inf, else left as it was. */
+/* max |x[i]| over x (n,), exact in any order for finite x; *finite = 0 if x holds NaN or inf, else left as it
+ * was (with a NaN the result is only flagged: its bits may differ between variants). */
 static inline float ha_abs_max_ref(const float *x, int64_t n, int *finite) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) {
@@ -88,10 +89,12 @@ static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
  * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's int8 x
  * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_int). Rounding is about
  * max|x| / 65534 per element at most (half a step, plus the factor's own rounding), far below the weights'
- * (up to max|w| / 254 per group). */
+ * (up to max|w| / 254 per group for int8, max|w| / 14 for int4). */
 #define HA_ACT_MAX 32767.0f
 /* Elements of a quantized activation row: n rounded up to whole HA_Q8 groups (zeros past n). */
 static inline int64_t ha_act_width(int64_t n) { return (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP; }
+_Static_assert(HA_Q8_GROUP % HA_Q4_GROUP == 0 && HA_Q4_GROUP % 16 == 0,
+               "an activation row covers whole int4 groups, and every group whole 16-element steps");
 
 /* The activation quantization every kernel table's quant_act computes: scale = max|x| / 32767 and q[i] =
  * round(x[i] * (32767 / max|x|)) (halves away from zero) clamped to [-32767, 32767], 0 past n and where that

@@ -6,7 +6,7 @@
  * accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes
  * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
  * exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for finite results; a NaN's sign may depend
- * on which FMA form the compiler picks.) int8 weights multiply int16 activations instead: int32 lane sums
+ * on which FMA form the compiler picks.) Integer weights (int8, int4) multiply int16 activations instead: int32 lane sums
  * per group, no tail (rows are zero-padded to whole groups), in the order ha_kernels.matmul_int defines;
  * bitwise the scalar reference's (tile_int).
  *
@@ -60,11 +60,17 @@ static inline float w1_f32(const void *w, int64_t k) { return ((const float *)w)
 static inline float w1_bf16(const void *w, int64_t k) { return ha_bf16_to_f32(((const uint16_t *)w)[k]); }
 static inline float w1_f16(const void *w, int64_t k) { return ha_f16_to_f32(((const uint16_t *)w)[k]); }
 static inline float w1_q8(const void *w, int64_t k) { return ha_q8_at(w, k); }
-
-/* int4 rows to float32 (OpenBLAS's widening, tied embeddings): element by element, as ha_q4_at. */
-static void to_f32_q4(const void *src, float *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = ha_q4_at(src, i);
+/* int4: scale * q of eight weights from element k (k % 8 == 0), as ha_q4_at: the low nibbles of bytes
+ * j..j+7 of the block for j = k % 32 below 16, else the high nibbles of bytes j-16..j-9. */
+AVX2 static inline __m256 w8_q4(const void *w, int64_t k) {
+    const char *blk = (const char *)w + (size_t)(k / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
+    const int64_t j = k % HA_Q4_GROUP;
+    __m128i v = _mm_loadl_epi64((const __m128i *)(blk + 4 + j % (HA_Q4_GROUP / 2)));
+    if (j >= HA_Q4_GROUP / 2) v = _mm_srli_epi16(v, 4);
+    v = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+    return _mm256_mul_ps(_mm256_broadcast_ss((const float *)blk), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)));
 }
+static inline float w1_q4(const void *w, int64_t k) { return ha_q4_at(w, k); }
 
 /* y = hsum(acc) + the tail products of row w with x, in order. */
 #define FINISH(SUF, acc, w, x, nv, n, y)                                                               \
@@ -96,7 +102,7 @@ AVX2 static inline void prefetch_step(prefetcher *pf) {
     for (size_t b = 0; b < pf->share && pf->off < pf->end; b += 64, pf->off += 64) _mm_prefetch(pf->base + pf->off, _MM_HINT_T1);
 }
 
-/* A matmul's activations: float rows for float weights, quantized rows for int8 weights. */
+/* A matmul's activations: float rows for float weights, quantized rows for integer weights. */
 typedef struct acts {
     const float *x;      /* (T, n) */
     const int16_t *q;    /* integer weights: (T, width) from quant_act */
@@ -300,6 +306,7 @@ DEFINE_TO_F32(f32)
 DEFINE_TO_F32(bf16)
 DEFINE_TO_F32(f16)
 DEFINE_TO_F32(q8)
+DEFINE_TO_F32(q4)
 
 AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);

@@ -1,5 +1,5 @@
 /* Weight quantization at load: float32 / bfloat16 / float16 -> HA_Q8 (int8, one float scale per
- * HA_Q8_GROUP weights), rows split across the thread pool. */
+ * HA_Q8_GROUP weights) or HA_Q4 (int4, per HA_Q4_GROUP), rows split across the thread pool. */
 #include <stdatomic.h>
 
 #include "internal.h"

@@ -379,9 +379,9 @@ class AutoModelForCausalLM:
         for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
             if not flag:
                 continue
-            if dtype not in (None, name) or torch_dtype is not None:
-                raise InvalidInputError(f"load_in_{name[3:]}bit=True and dtype={dtype or torch_dtype!r} disagree; "
-                                        "pass only one")
+            for arg, value in (("dtype", dtype), ("torch_dtype", torch_dtype)):
+                if value not in (None, name):
+                    raise InvalidInputError(f"load_in_{name[3:]}bit=True and {arg}={value!r} disagree; pass only one")
             dtype = name
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
             raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")

@@ -496,7 +496,8 @@ def test_from_pretrained_rejects_int2_and_names_the_allowed_dtypes(checkpoint):
 @pytest.mark.parametrize("kw, needles", [
     (dict(load_in_8bit=True, load_in_4bit=True), ("load_in_8bit", "load_in_4bit", "disagree")),
     (dict(load_in_4bit=True, dtype="int8"), ("load_in_4bit", "int8", "disagree")),
-    (dict(load_in_8bit=True, dtype="float32"), ("load_in_8bit", "float32", "disagree"))])
+    (dict(load_in_8bit=True, dtype="float32"), ("load_in_8bit", "float32", "disagree")),
+    (dict(load_in_4bit=True, torch_dtype="bfloat16"), ("load_in_4bit", "torch_dtype", "bfloat16", "disagree"))])
 def test_from_pretrained_rejects_load_in_bits_disagreeing_with_dtype(checkpoint, kw, needles):
     raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, **kw), *needles)
 
@@ -504,8 +505,9 @@ def test_from_pretrained_rejects_load_in_bits_disagreeing_with_dtype(checkpoint,
 def test_load_in_4bit_is_dtype_int4(checkpoint):
     a = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True)
     b = ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int4")
-    assert a.dtype == b.dtype == "int4"
-    assert np.array_equal(a(PROMPT).logits, b(PROMPT).logits)
+    c = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True, torch_dtype="int4")  # agreeing
+    assert a.dtype == b.dtype == c.dtype == "int4"
+    assert np.array_equal(a(PROMPT).logits, b(PROMPT).logits) and np.array_equal(a(PROMPT).logits, c(PROMPT).logits)
 
 
 def test_from_pretrained_rejects_disagreeing_dtype_and_torch_dtype(checkpoint):
