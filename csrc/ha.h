@@ -143,8 +143,8 @@ typedef struct ha_llama_context ha_llama_context;
  * forward needs: allocated here once, so append never allocates.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
  * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
- * about as fast as the kernels with float weights, slower with int8 and int4 weights, whose activations it
- * keeps float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
+ * about as fast as the kernels with float weights, slower with int8 weights and about 1.2x faster with int4
+ * ones; it keeps their activations float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
  * generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
  * forward gives (they agree to float32 rounding). 0: every row through the kernels. (The Python package
  * passes 0 unless the model is loaded with blas_prefill=True.) */

@@ -244,7 +244,7 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
         rows += W[i]->rows;
         quantize |= ha_dtype_is_int(W[i]->dtype);
     }
-    if (quantize) { /* each token's row on its own, once for every thread (T * n: small beside the matmul) */
+    if (quantize) { /* each token's row on its own, once, shared by the threads (T * n: small beside the matmul) */
         const int64_t n = W[0]->cols, width = ha_act_width(n);
         for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
         j.Xq = c->xq;
