@@ -167,14 +167,15 @@ def test_generate_escapes_turns_backslash_n_into_newlines_and_keeps_unicode(work
     assert out == expected + "\n", f"--escapes with prompt {prompt!r}: expected {expected!r}, got {out!r}"
 
 
-def test_generate_dtype_int8_prints_the_int8_models_completion(workdir, pair):
+@pytest.mark.parametrize("dtype", ["int8", "int4"])
+def test_generate_dtype_integer_prints_the_quantized_models_completion(workdir, pair, dtype):
     tok = ha.AutoTokenizer.from_pretrained(pair[0])
-    model = ha.AutoModelForCausalLM.from_pretrained(pair[0], dtype="int8")
+    model = ha.AutoModelForCausalLM.from_pretrained(pair[0], dtype=dtype)
     expected = completion(tok, model, PROMPT)
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", pair[1], "--prompt", PROMPT,
-                           "--max-new-tokens", "8", "--dtype", "int8")
-    _ok(rc, out, err, "generate --dtype int8")
-    assert out == expected + "\n", f"expected the int8 model's completion {expected!r}, got {out!r}"
+                           "--max-new-tokens", "8", "--dtype", dtype)
+    _ok(rc, out, err, f"generate --dtype {dtype}")
+    assert out == expected + "\n", f"expected the {dtype} model's completion {expected!r}, got {out!r}"
 
 
 @pytest.mark.parametrize("blas, flags", [(None, []), (True, ["--blas-prefill"]), (False, ["--no-blas-prefill"])],
