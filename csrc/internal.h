@@ -34,11 +34,12 @@ static inline float ha_q8_at(const void *row, int64_t j) {
     return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
 }
 
-/* Element j of a HA_Q4 row: scale * q, q the nibble less 8. */
-static inline int ha_q4_q(const char *blk, int64_t i) { /* i < HA_Q4_GROUP */
+/* Weight i (< HA_Q4_GROUP) of a HA_Q4 block as an integer: its nibble less 8. */
+static inline int ha_q4_q(const char *blk, int64_t i) {
     const uint8_t b = ((const uint8_t *)blk + 4)[i % (HA_Q4_GROUP / 2)];
     return (i < HA_Q4_GROUP / 2 ? b & 15 : b >> 4) - 8;
 }
+/* Element j of a HA_Q4 row, exactly as every kernel computes it: scale * q. */
 static inline float ha_q4_at(const void *row, int64_t j) {
     const char *blk = (const char *)row + (size_t)(j / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
     float scale;
@@ -84,9 +85,25 @@ static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
     return finite;
 }
 
+/* The int4 quantization of one group, as every kernel table's quant_q4 computes it: as ha_quant_q8_ref with 7
+ * for 127 (scale = max|x| / 7, q in [-7, 7], 0 past len or where x * (7 / max|x|) is not finite), into the
+ * HA_Q4 block blk. Returns 0 if x holds NaN or inf, else 1. */
+static inline int ha_quant_q4_ref(const float *x, int64_t len, void *blk) {
+    int finite = 1;
+    const float inv = ha_group_scale(x, len, 7.0f, blk, &finite);
+    uint8_t *nib = (uint8_t *)blk + 4;
+    __builtin_memset(nib, 0x88, HA_Q4_GROUP / 2);
+    for (int64_t i = 0; i < len; i++) {
+        const int q = (int)ha_round_clamp(x[i] * inv, 7.0f);
+        const int at = (int)(i % (HA_Q4_GROUP / 2)), shift = i < HA_Q4_GROUP / 2 ? 0 : 4;
+        nib[at] = (uint8_t)((nib[at] & ~(15 << shift)) | (q + 8) << shift);
+    }
+    return finite;
+}
+
 /* ---- integer weights multiply int16 activations -------------------------------------------------------
  * A matmul with HA_Q8 or HA_Q4 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
- * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's int8 x
+ * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's integer x
  * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_int). Rounding is about
  * max|x| / 65534 per element at most (half a step, plus the factor's own rounding), far below the weights'
  * (up to max|w| / 254 per group for int8, max|w| / 14 for int4). */
@@ -113,22 +130,6 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
     for (int64_t i = 0; i < n; i++) {
         q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
     }
-}
-
-/* The int4 quantization of one group, as every kernel table's quant_q4 computes it: as ha_quant_q8_ref with 7
- * for 127 (scale = max|x| / 7, q in [-7, 7], 0 past len or where x * (7 / max|x|) is not finite), into the
- * HA_Q4 block blk. Returns 0 if x holds NaN or inf, else 1. */
-static inline int ha_quant_q4_ref(const float *x, int64_t len, void *blk) {
-    int finite = 1;
-    const float inv = ha_group_scale(x, len, 7.0f, blk, &finite);
-    uint8_t *nib = (uint8_t *)blk + 4;
-    __builtin_memset(nib, 0x88, HA_Q4_GROUP / 2);
-    for (int64_t i = 0; i < len; i++) {
-        const int q = (int)ha_round_clamp(x[i] * inv, 7.0f);
-        const int at = (int)(i % (HA_Q4_GROUP / 2)), shift = i < HA_Q4_GROUP / 2 ? 0 : 4;
-        nib[at] = (uint8_t)((nib[at] & ~(15 << shift)) | (q + 8) << shift);
-    }
-    return finite;
 }
 
 /* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
