@@ -155,8 +155,7 @@ def load_checkpoint(directory, dtype=None):
     "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
     scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
     (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
-    as stored. With
-    tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
+    as stored. With tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """
     target = _target_dtype(dtype)
@@ -187,8 +186,8 @@ def load_checkpoint(directory, dtype=None):
         source = _STORED[stored]
         held = target or source
         if is_matrix and held in _INTEGER and name == "model.embed_tokens.weight" and not config.tie_word_embeddings:
-            # One row is read per token, so quantizing would save no bandwidth, cost accuracy and hold the whole table
-            # in memory; as stored it stays a view of the file (only the rows used become resident).
+            # One row is read per token, so quantizing would save no bandwidth, cost accuracy and hold the whole
+            # table in memory; as stored it stays a view of the file (only the rows used become resident).
             weights[name] = Weight(array, source, array.shape[1])
         elif is_matrix and held in _INTEGER:
             weights[name] = Weight(_quantize(array, source, held), held, array.shape[1])
