@@ -2,19 +2,20 @@
  * only where dispatch.c found the features.
  *
  * Float weights. Accumulation order of every dot product of one weight row with one activation row of
- * length n, the same in every path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane
- * accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes
- * in a fixed tree; then the last n % 8 products are added one by one. Weights are widened to float32
- * exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for finite results; a NaN's sign may depend
- * on which FMA form the compiler picks.) Integer weights (int8, int4) multiply int16 activations instead: int32 lane sums
- * per group, no tail (rows are zero-padded to whole groups), in the order ha_kernels.matmul_int defines;
- * bitwise the scalar reference's (tile_int).
+ * length n, the same in every path below and for every T, r0, r1 (what makes chunk forwards
+ * batch-invariant): one 8-lane accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8],
+ * x[8b:8b+8], acc); hsum() adds its lanes in a fixed tree; then the last n % 8 products are added one by
+ * one. Weights are widened to float32 exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for
+ * finite results; a NaN's sign may depend on which FMA form the compiler picks.) Integer weights (int8,
+ * int4) multiply int16 activations instead: int32 lane sums per group, no tail (rows are zero-padded to
+ * whole groups), in the order ha_kernels.matmul_int defines; bitwise the scalar reference's (tile_int).
  *
  * One path serves every T. Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
- * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from L1 or L2. While a row group's
- * tiles run they prefetch the next four rows into L2. One token (decode) is the 4 x 1 tile: four independent
+ * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from
+ * L1 or L2. While a row group's tiles run they prefetch the next four rows into L2. One token (decode) is
+ * the 4 x 1 tile: four independent
  * chains, enough to keep up with memory. Measured against widening a float32 panel once per four rows and
  * sharing it between tiles (what this replaced): 0.6-0.9 of its time at T = 2..16 for f32, bf16 and int8,
  * bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
