@@ -15,10 +15,9 @@
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
  * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from
  * L1 or L2. While a row group's tiles run they prefetch the next four rows into L2. One token (decode) is
- * the 4 x 1 tile: four independent
- * chains, enough to keep up with memory. Measured against widening a float32 panel once per four rows and
- * sharing it between tiles (what this replaced): 0.6-0.9 of its time at T = 2..16 for f32, bf16 and int8,
- * bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
+ * the 4 x 1 tile: four independent chains, enough to keep up with memory. Measured against widening a
+ * float32 panel once per four rows and sharing it between tiles (what this replaced): 0.6-0.9 of its time at
+ * T = 2..16 for f32, bf16 and (then float-activation) int8, bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
  * tiles (so that rows and activations stay in L1), about 10% slower for bf16; prefetching two groups ahead,
  * no change. */
 #include <immintrin.h>
