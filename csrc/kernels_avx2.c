@@ -352,53 +352,55 @@ AVX2 static inline float abs_max(const float *x, int64_t n, int *finite) {
     return fmaxf(amax, tail);
 }
 
-/* One int8 group, bitwise as ha_quant_q8_ref (a partial group goes to it). The maximum is exact in any
- * order; x * inv is the same IEEE product, rounded as roundf. Products that are not finite give 0, as there. */
-AVX2 static int quant_q8_avx2(const float *x, int64_t len, void *blk) {
-    if (len != HA_Q8_GROUP) return ha_quant_q8_ref(x, len, blk);
-    int finite;
-    const float amax = abs_max(x, HA_Q8_GROUP, &finite);
-    if (!finite) return ha_quant_q8_ref(x, len, blk); /* NaN or inf: reported */
-    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
-    __m256i q32[HA_Q8_GROUP / 8];
-    for (int i = 0; i < HA_Q8_GROUP / 8; i++) {
-        const __m256 r = round_away_finite(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vinv));
-        q32[i] = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
-    }
-    /* 32-bit lanes -> bytes in order: packs interleave 128-bit lanes, the permute puts them back. */
+/* Eight of round(x * inv) clamped to [-top, top] as int32, as ha_round_clamp computes each. */
+AVX2 static inline __m256i round_clamp8(const float *x, __m256 vinv, __m256 top) {
+    const __m256 r = round_away_finite(_mm256_mul_ps(_mm256_loadu_ps(x), vinv));
+    return _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), top)), top));
+}
+
+/* The group x (group,) as int8 q (group,), in order, for |round(x * inv)| <= 127 (group a multiple of 32):
+ * 32-bit lanes -> bytes, where the packs interleave 128-bit lanes and the permute puts them back. */
+AVX2 static inline void round_to_bytes(const float *x, int64_t group, float inv, float top, int8_t *q) {
+    const __m256 vinv = _mm256_set1_ps(inv), vtop = _mm256_set1_ps(top);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    char *q = (char *)blk + 4;
-    for (int i = 0; i < HA_Q8_GROUP / 8; i += 4) {
-        const __m256i a = _mm256_packs_epi32(q32[i], q32[i + 1]), b = _mm256_packs_epi32(q32[i + 2], q32[i + 3]);
-        _mm256_storeu_si256((__m256i *)(q + 4 * 8 * (i / 4)), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), order));
+    for (int64_t i = 0; i < group; i += 32) {
+        const __m256i a = _mm256_packs_epi32(round_clamp8(x + i, vinv, vtop), round_clamp8(x + i + 8, vinv, vtop));
+        const __m256i b = _mm256_packs_epi32(round_clamp8(x + i + 16, vinv, vtop), round_clamp8(x + i + 24, vinv, vtop));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), order));
     }
+}
+
+/* A whole group's scale max|x| / top into blk and the factor top / max|x|, as ha_group_scale; 0 if x holds
+ * NaN or inf (the caller then leaves the group to the reference, which reports it). */
+AVX2 static inline int group_scale_avx2(const float *x, int64_t group, float top, void *blk, float *inv) {
+    int finite;
+    const float amax = abs_max(x, group, &finite), scale = amax / top;
     memcpy(blk, &scale, sizeof scale);
+    *inv = amax > 0.0f ? top / amax : 0.0f;
+    return finite;
+}
+
+/* One int8 group, bitwise as ha_quant_q8_ref (a partial group, or NaN or inf, goes to it). The maximum is
+ * exact in any order; x * inv is the same IEEE product, rounded as roundf. */
+AVX2 static int quant_q8_avx2(const float *x, int64_t len, void *blk) {
+    float inv;
+    if (len != HA_Q8_GROUP || !group_scale_avx2(x, HA_Q8_GROUP, 127.0f, blk, &inv)) return ha_quant_q8_ref(x, len, blk);
+    round_to_bytes(x, HA_Q8_GROUP, inv, 127.0f, (int8_t *)blk + 4);
     return 1;
 }
 
-/* One int4 group, bitwise as ha_quant_q4_ref (a partial group, or NaN or inf, goes to it): as quant_q8_avx2
- * with 7 for 127, then q + 8 packed two to a byte (element i low, i + 16 high). */
+/* One int4 group, bitwise as ha_quant_q4_ref (a partial group, or NaN or inf, goes to it): q as for int8
+ * with 7 for 127, then q + 8 packed two to a byte, element i low and i + 16 high (values below 16: the
+ * 16-bit shift moves no bit across a byte). */
 AVX2 static int quant_q4_avx2(const float *x, int64_t len, void *blk) {
-    if (len != HA_Q4_GROUP) return ha_quant_q4_ref(x, len, blk);
-    int finite;
-    const float amax = abs_max(x, HA_Q4_GROUP, &finite);
-    if (!finite) return ha_quant_q4_ref(x, len, blk);
-    const float scale = amax / 7.0f, inv = amax > 0.0f ? 7.0f / amax : 0.0f;
-    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(7.0f), lo = _mm256_set1_ps(-7.0f);
-    __m256i q32[HA_Q4_GROUP / 8];
-    for (int i = 0; i < HA_Q4_GROUP / 8; i++) {
-        const __m256 r = round_away_finite(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), vinv));
-        q32[i] = _mm256_add_epi32(_mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)), _mm256_set1_epi32(8));
-    }
-    /* 32-bit lanes -> bytes in order (as in quant_q8_avx2), then the high half's nibbles above the low half's
-     * (values below 16: a 16-bit shift moves no bit across a byte) */
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i bytes = _mm256_permutevar8x32_epi32(
-        _mm256_packs_epi16(_mm256_packs_epi32(q32[0], q32[1]), _mm256_packs_epi32(q32[2], q32[3])), order);
-    const __m128i nib = _mm_or_si128(_mm256_castsi256_si128(bytes), _mm_slli_epi16(_mm256_extracti128_si256(bytes, 1), 4));
-    _mm_storeu_si128((__m128i *)((char *)blk + 4), nib);
-    memcpy(blk, &scale, sizeof scale);
+    float inv;
+    if (len != HA_Q4_GROUP || !group_scale_avx2(x, HA_Q4_GROUP, 7.0f, blk, &inv)) return ha_quant_q4_ref(x, len, blk);
+    int8_t q[HA_Q4_GROUP];
+    round_to_bytes(x, HA_Q4_GROUP, inv, 7.0f, q);
+    const __m128i eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_add_epi8(_mm_loadu_si128((const __m128i *)q), eight);
+    const __m128i hi = _mm_add_epi8(_mm_loadu_si128((const __m128i *)(q + HA_Q4_GROUP / 2)), eight);
+    _mm_storeu_si128((__m128i *)((char *)blk + 4), _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
     return 1;
 }
 
@@ -411,11 +413,10 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
         return;
     }
     const float inv = amax > 0.0f ? HA_ACT_MAX / amax : 0.0f;
-    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(HA_ACT_MAX), lo = _mm256_set1_ps(-HA_ACT_MAX);
+    const __m256 vinv = _mm256_set1_ps(inv), vtop = _mm256_set1_ps(HA_ACT_MAX);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 r = round_away_finite(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
-        const __m256i v = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+        const __m256i v = round_clamp8(x + i, vinv, vtop);
         _mm_storeu_si128((__m128i *)(q + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
     }
     for (; i < n; i++) q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);

@@ -1,6 +1,6 @@
 /* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
- * CPU. With float weights each dot product is one float accumulator, summed in index order; int8 weights:
- * see MATMUL_INT_SCALAR. */
+ * CPU. With float weights each dot product is one float accumulator, summed in index order; integer
+ * weights: see MATMUL_INT_SCALAR. */
 #include <string.h>
 
 #include "internal.h"
