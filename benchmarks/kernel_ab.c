@@ -27,25 +27,27 @@ static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 144
 
 int main(int argc, char **argv) {
     static const struct { const char *name; ha_dtype dt; } formats[] = {
-        { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 } };
+        { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 },
+        { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P } };
     int f = -1;
-    for (int i = 0; argc > 1 && i < 5; i++)
+    for (int i = 0; argc > 1 && i < (int)(sizeof formats / sizeof *formats); i++)
         if (strcmp(argv[1], formats[i].name) == 0) f = i;
     const int64_t rows = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
     const int rounds = argc > 4 ? atoi(argv[4]) : 0;
     if (f < 0 || rows < 1 || n < 1 || rounds < 1 || argc < 6) {
-        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4 ROWS N ROUNDS T...\n");
+        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4|f32p|bf16p|f16p ROWS N ROUNDS T...\n");
         return 2;
     }
     if (ha_kernels_select("avx2") != HA_OK) { /* both builds would fault on this CPU */
         fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
         return 2;
     }
-    const ha_dtype dt = formats[f].dt;
-    const size_t rb = ha_row_bytes(dt, n);
+    /* Panels (f32p, bf16p, f16p): the row-major matrix of their element type is generated, then repacked. */
+    const ha_dtype dt = formats[f].dt, gen = dt == HA_F32P ? HA_F32 : dt == HA_BF16P ? HA_BF16 : dt == HA_F16P ? HA_F16 : dt;
+    const size_t rb = ha_row_bytes(gen, n);
     int64_t tmax = 1;
     for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;
-    unsigned char *W = malloc((size_t)rows * rb);
+    unsigned char *W = malloc(ha_matrix_bytes(dt, rows, n) > (size_t)rows * rb ? ha_matrix_bytes(dt, rows, n) : (size_t)rows * rb);
     float *X = malloc((size_t)(tmax * n) * sizeof(float)), *Ya = malloc((size_t)(tmax * rows) * sizeof(float)),
           *Yb = malloc((size_t)(tmax * rows) * sizeof(float));
     if (!W || !X || !Ya || !Yb) {
@@ -59,20 +61,36 @@ int main(int argc, char **argv) {
             const int64_t len = n - j < HA_Q8_GROUP ? n - j : HA_Q8_GROUP;
             for (int64_t i = 0; i < len; i++) v[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
             unsigned char *row = W + (size_t)r * rb;
-            if (dt == HA_Q8) ha_quant_q8_ref(v, len, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES);
-            for (int64_t h = 0; dt == HA_Q4 && h < len; h += HA_Q4_GROUP) /* two int4 blocks per 64 */
+            if (gen == HA_Q8) ha_quant_q8_ref(v, len, row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES);
+            for (int64_t h = 0; gen == HA_Q4 && h < len; h += HA_Q4_GROUP) /* two int4 blocks per 64 */
                 ha_quant_q4_ref(v + h, len - h < HA_Q4_GROUP ? len - h : HA_Q4_GROUP,
                                 row + (size_t)((j + h) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES);
-            for (int64_t i = 0; !ha_dtype_is_int(dt) && i < len; i++) {
+            for (int64_t i = 0; !ha_dtype_is_int(gen) && i < len; i++) {
                 uint32_t u;
                 memcpy(&u, &v[i], 4);
-                if (dt == HA_F32) memcpy(row + (j + i) * 4, &u, 4);
+                if (gen == HA_F32) memcpy(row + (j + i) * 4, &u, 4);
                 else { /* bf16: v truncated; f16: random bits below 2 in magnitude (bit 14 clear: never inf or NaN) */
-                    const uint16_t h = dt == HA_BF16 ? (uint16_t)(u >> 16) : (uint16_t)((lcg(&s) >> 48) & 0xbfffu);
+                    const uint16_t h = gen == HA_BF16 ? (uint16_t)(u >> 16) : (uint16_t)((lcg(&s) >> 48) & 0xbfffu);
                     memcpy(row + (j + i) * 2, &h, 2);
                 }
             }
         }
+    if (dt != gen) { /* deal the rows out into panels, as ha_pack does */
+        const size_t es = ha_row_bytes(gen, 1), bytes = (size_t)rows * rb;
+        unsigned char *rm = malloc(bytes);
+        if (!rm) {
+            fprintf(stderr, "kernel_ab: out of memory\n");
+            return 1;
+        }
+        memcpy(rm, W, bytes);
+        memset(W, 0, ha_matrix_bytes(dt, rows, n));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = 0; k < n; k++)
+                memcpy(W + (((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS +
+                            (size_t)ha_panel_pos(dt, r % HA_PANEL_ROWS)) * es,
+                       rm + (size_t)r * rb + (size_t)k * es, es);
+        free(rm);
+    }
     for (int64_t i = 0; i < tmax * n; i++) X[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
     int16_t *Xq = malloc((size_t)(tmax * ha_act_width(n)) * sizeof(int16_t));
     float *xscale = malloc((size_t)tmax * sizeof(float));

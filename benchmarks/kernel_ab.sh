@@ -10,13 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
-if ! git rev-parse --verify --quiet "$rev^{commit}" > /dev/null; then
-    echo "kernel_ab.sh: '$rev' is not a commit of a git checkout here; run it in a clone, with REV a revision" >&2
-    exit 2
-fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git show "$rev:csrc/kernels_avx2.c" > "$tmp/kernels_a.c"
+if [ -f "$rev" ]; then  # a variant of the file, e.g. an experiment
+    cp "$rev" "$tmp/kernels_a.c"
+elif git rev-parse --verify --quiet "$rev^{commit}" > /dev/null; then
+    git show "$rev:csrc/kernels_avx2.c" > "$tmp/kernels_a.c"
+else
+    echo "kernel_ab.sh: '$rev' is neither a file nor a commit of a git checkout here; run it in a clone" >&2
+    exit 2
+fi
 cc=${CC:-cc}
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc)
 "$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"

@@ -1,7 +1,7 @@
 /* Prompt prefill through OpenBLAS (Debian's libopenblas): Y = X W^T for a block of many tokens, where a
  * tuned sgemm outruns the batch-invariant kernels (it keeps the weights of a tile in cache across many
  * tokens). Float32 weights are used in place; other formats are widened to float32 HA_BLAS_SLICE rows at a
- * time (the kernel table's to_f32), so the scratch stays small.
+ * time (the kernel table's to_f32, or panel_to_f32 for panels), so the scratch stays small.
  *
  * Results are a deterministic function of the block (whatever the thread count), but not bitwise those of
  * the kernels; llama.c therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see there). */
@@ -37,6 +37,14 @@ static void blas_range(void *ctx, int64_t ub, int64_t ue) {
     for (int64_t u = ub; u < ue; u++) {
         const int64_t b = u * UNIT, e = b + UNIT < j->nr ? b + UNIT : j->nr;
         const float *B = (const float *)((const char *)W->data + (size_t)(j->r0 + b) * rb);
+        if (ha_dtype_is_panels(W->dtype)) { /* B (n, UNIT): the unit's panels side by side, column k a row of B */
+            float *wide = j->scratch + b * n;
+            for (int64_t p = b; p < e; p += HA_PANEL_ROWS)
+                j->k->panel_to_f32[W->dtype]((const char *)W->data + (size_t)(j->r0 + p) * rb, n, wide + (p - b), UNIT);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->T, (int)(e - b), (int)n, 1.0f, j->X, (int)n,
+                        wide, UNIT, 0.0f, j->Y + j->r0 + b, (int)j->ldy);
+            continue;
+        }
         if (W->dtype != HA_F32) {
             for (int64_t r = b; r < e; r++)
                 j->k->to_f32[W->dtype]((const char *)W->data + (size_t)(j->r0 + r) * rb, j->scratch + r * n, n);

@@ -23,11 +23,15 @@ const char *ha_dtype_name(ha_dtype t) {
     case HA_F16: return "float16";
     case HA_Q8: return "int8";
     case HA_Q4: return "int4";
+    case HA_F32P: return "float32 panels";
+    case HA_BF16P: return "bfloat16 panels";
+    case HA_F16P: return "float16 panels";
     default: return "unknown";
     }
 }
 
 size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols) {
     if ((unsigned)t >= HA_NDTYPES || rows < 0 || cols < 0) return 0;
+    if (ha_dtype_is_panels(t)) rows = (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS;
     return (size_t)rows * ha_row_bytes(t, cols);
 }

@@ -35,7 +35,21 @@ HA_API const char *ha_last_error(void);
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
-typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_Q8 = 3, HA_Q4 = 4, HA_NDTYPES = 5 } ha_dtype;
+typedef enum ha_dtype {
+    HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, /* float weights, row-major */
+    HA_Q8 = 3, HA_Q4 = 4,                /* integer weights with a scale per group, row-major blocks */
+    HA_F32P = 5, HA_BF16P = 6, HA_F16P = 7, /* float weights in panels of HA_PANEL_ROWS rows (ha_pack) */
+    HA_NDTYPES = 8
+} ha_dtype;
+
+/* HA_F32P, HA_BF16P, HA_F16P: float32, bfloat16 or float16 weights repacked (ha_pack) for the kernels that
+ * broadcast activations against many rows at once. A (rows, cols) matrix is ceil(rows / HA_PANEL_ROWS)
+ * panels, one after the other; panel p holds, for each column k in order, the HA_PANEL_ROWS weights of rows
+ * p * HA_PANEL_ROWS + i (zero past the last row) at positions ha_panel_pos(i): i itself, except in bfloat16
+ * panels, where rows i < 8 sit at 2i and rows 8 + i at 2i + 1 (one 32-byte load then splits into the two
+ * halves' float32 by one shift and one mask). The multiply sums each output in index order by fused
+ * multiply-adds (see ha_kernels.matmul in internal.h), where row-major float weights sum 8-lane blocks. */
+#define HA_PANEL_ROWS 16
 
 /* HA_Q8, int8 weights with a scale per group: each row is ceil(cols / HA_Q8_GROUP) blocks of
  * { float scale; int8_t q[HA_Q8_GROUP]; } (68 bytes, 4-byte aligned), element j of a block being
@@ -49,10 +63,10 @@ typedef enum ha_dtype { HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, HA_Q8 = 3, HA_Q4 = 
 #define HA_Q4_GROUP 32
 #define HA_Q4_BLOCK_BYTES (4 + HA_Q4_GROUP / 2)
 
-/* Bytes of a (rows, cols) matrix of dtype t. */
+/* Bytes of a (rows, cols) matrix of dtype t (panel dtypes: rows rounded up to whole panels). */
 HA_API size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols);
 
-/* A row-major, contiguous matrix W (rows, cols) borrowed from the caller, who keeps it alive and
+/* A contiguous matrix W (rows, cols), row-major or in panels as its dtype says, borrowed from the caller, who keeps it alive and
  * unchanged for the life of the model that holds it. nbytes is the buffer's size, checked against
  * ha_matrix_bytes(dtype, rows, cols). */
 typedef struct ha_matrix {
@@ -100,6 +114,11 @@ typedef struct ha_llama_weights {
     ha_matrix lm_head;           /* (V, d); may be the same buffer as embed (tied) */
     const ha_llama_layer *layers; /* (n_layers,) copied at create; the buffers they point to are borrowed */
 } ha_llama_weights;
+
+/* Repacks src (HA_F32, HA_BF16 or HA_F16, row-major) into dst, the same matrix as HA_F32P, HA_BF16P or
+ * HA_F16P with dst_bytes == ha_matrix_bytes(that dtype, rows, cols); values are copied bit for bit. Uses the
+ * thread pool. */
+HA_API ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes);
 
 /* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8
  * or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 and

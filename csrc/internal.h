@@ -12,19 +12,37 @@
 ha_status ha_fail(ha_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 const char *ha_dtype_name(ha_dtype t);
-/* Bytes of one row of n elements. */
+/* IEEE half bits -> float, exact (kernels_scalar.c). */
+float ha_f16_to_f32(uint16_t h);
+/* Bytes of one row of n elements (panel dtypes: a row's share of its panel, n elements). */
 static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     switch (t) {
-    case HA_F32: return (size_t)n * 4;
+    case HA_F32: case HA_F32P: return (size_t)n * 4;
     case HA_Q8: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
     case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
     default: return (size_t)n * 2;
     }
 }
 /* The alignment a matrix buffer of dtype t needs. */
-static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 ? 2 : 4; }
+static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4; }
 /* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
 static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
+/* Float weights in panels (ha_pack), and the panel dtype of a row-major float one (HA_NDTYPES if none). */
+static inline int ha_dtype_is_panels(ha_dtype t) { return t == HA_F32P || t == HA_BF16P || t == HA_F16P; }
+static inline ha_dtype ha_panel_dtype(ha_dtype t) {
+    return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
+}
+/* Position of row i (< HA_PANEL_ROWS) of a panel within each of its columns (ha.h). */
+static inline int64_t ha_panel_pos(ha_dtype t, int64_t i) { return t != HA_BF16P ? i : i < 8 ? 2 * i : 2 * (i - 8) + 1; }
+/* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it. */
+static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r, int64_t k) {
+    const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
+    if (t == HA_F32P) return ((const float *)W)[at];
+    const uint16_t h = ((const uint16_t *)W)[at];
+    if (t == HA_F16P) return ha_f16_to_f32(h);
+    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
+    return v.f;
+}
 
 /* Element j of a HA_Q8 row, exactly as every kernel computes it: scale * q. */
 static inline float ha_q8_at(const void *row, int64_t j) {
@@ -145,8 +163,10 @@ static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
 typedef struct ha_kernels {
     const char *name;
     /* Float weights (NULL for integer ones, which go through matmul_int):
-     * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1.
-     * W (rows, n) of the table's dtype (row r at W + r * ha_row_bytes(dtype, n)), X (T, n), Y (T, ldy). */
+     * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1, X (T, n), Y (T, ldy); no other element of Y
+     * is written. Row-major W (HA_F32, HA_BF16, HA_F16; row r at W + r * ha_row_bytes(dtype, n)): in the
+     * order kernels_avx2.c's header gives, which variants may differ in. Panels (HA_F32P, HA_BF16P, HA_F16P),
+     * in every variant bitwise: s = 0, then s = fmaf(w[r, k], x[t, k], s) for k = 0 .. n - 1 in order. */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
     /* Integer weights (HA_Q8, HA_Q4; NULL for float ones): the same for W (rows, n) and activations quantized
@@ -160,8 +180,11 @@ typedef struct ha_kernels {
                                    const float *xscale, int64_t T, float *Y, int64_t ldy);
     /* x (n,) -> q (ha_act_width(n),), *scale, bitwise as ha_quant_act_ref */
     void (*quant_act)(const float *x, int64_t n, int16_t *q, float *scale);
-    /* dst (n,) = the row src (n,) as float32 */
+    /* dst (n,) = the row src (n,) as float32 (row-major dtypes; NULL for panels) */
     void (*to_f32[HA_NDTYPES])(const void *src, float *dst, int64_t n);
+    /* Panel dtypes: one panel (of a matrix with n columns) as float32, dst[k * ldd + i] = its row i's
+     * element k for k < n, i < HA_PANEL_ROWS (padding rows give zeros); exact. */
+    void (*panel_to_f32[HA_NDTYPES])(const void *panel, int64_t n, float *dst, int64_t ldd);
     /* a (n,) . b (n,) */
     float (*dot)(const float *a, const float *b, int64_t n);
     /* y (n,) += a * x (n,) */
@@ -193,8 +216,7 @@ const ha_kernels *ha_kernels_get(void);
 void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int64_t T, float *Y, int64_t ldy,
                     float *scratch);
 
-/* IEEE half and bfloat16 bits -> float, exact. */
-float ha_f16_to_f32(uint16_t h);
+/* bfloat16 bits -> float, exact. */
 static inline float ha_bf16_to_f32(uint16_t b) {
     union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
     return v.f;

@@ -1,6 +1,6 @@
 /* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
- * CPU. With float weights each dot product is one float accumulator, summed in index order; integer
- * weights: see MATMUL_INT_SCALAR. */
+ * CPU. With row-major float weights each dot product is one float accumulator, summed in index order; float
+ * panels: see MATMUL_PANELS_SCALAR; integer weights: see MATMUL_INT_SCALAR. */
 #include <string.h>
 
 #include "internal.h"
@@ -76,6 +76,32 @@ MATMUL_SCALAR(matmul_f32, float, HA_F32, LOAD_F32)
 MATMUL_SCALAR(matmul_bf16, uint16_t, HA_BF16, LOAD_BF16)
 MATMUL_SCALAR(matmul_f16, uint16_t, HA_F16, LOAD_F16)
 
+/* Panels: each output one chain of fused multiply-adds in index order (the contract every variant meets
+ * bitwise; fmaf is one instruction where the CPU has FMA, glibc's exact emulation elsewhere). */
+#define MATMUL_PANELS_SCALAR(NAME, DTYPE)                                                              \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
+                     float *Y, int64_t ldy) {                                                          \
+        for (int64_t r = r0; r < r1; r++)                                                              \
+            for (int64_t t = 0; t < T; t++) {                                                          \
+                const float *x = X + t * n;                                                            \
+                float s = 0.0f;                                                                        \
+                for (int64_t k = 0; k < n; k++) s = fmaf(ha_panel_at(W, DTYPE, n, r, k), x[k], s);     \
+                Y[t * ldy + r] = s;                                                                    \
+            }                                                                                          \
+    }
+MATMUL_PANELS_SCALAR(matmul_f32p, HA_F32P)
+MATMUL_PANELS_SCALAR(matmul_bf16p, HA_BF16P)
+MATMUL_PANELS_SCALAR(matmul_f16p, HA_F16P)
+
+#define PANEL_TO_F32_SCALAR(NAME, DTYPE)                                                               \
+    static void NAME(const void *panel, int64_t n, float *dst, int64_t ldd) {                          \
+        for (int64_t k = 0; k < n; k++)                                                                \
+            for (int64_t i = 0; i < HA_PANEL_ROWS; i++) dst[k * ldd + i] = ha_panel_at(panel, DTYPE, n, i, k); \
+    }
+PANEL_TO_F32_SCALAR(panel_to_f32_f32p, HA_F32P)
+PANEL_TO_F32_SCALAR(panel_to_f32_bf16p, HA_BF16P)
+PANEL_TO_F32_SCALAR(panel_to_f32_f16p, HA_F16P)
+
 /* Integer weights times int16 activations, in the lanes ha_kernels.matmul_int defines (those of AVX2's
  * vpmaddwd). QAT(blk, i): the integer weight i of a block. */
 #define Q8_AT(blk, i) ((const int8_t *)(blk) + 4)[i]
@@ -128,11 +154,13 @@ static double mac_burst_q8_scalar(int64_t n) {
 
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16 },
+    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
+                [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .quant_act = ha_quant_act_ref,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
+    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .scale = scale_scalar,

@@ -345,7 +345,9 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
 
     for (int64_t i = 0; i < T; i++) {
         const ha_matrix *E = &m->w.embed;
-        k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * ha_row_bytes(E->dtype, d), c->x + i * d, d);
+        if (ha_dtype_is_panels(E->dtype)) /* a tied embedding packed for the output layer: one column at a time */
+            for (int64_t j = 0; j < d; j++) c->x[i * d + j] = ha_panel_at(E->data, E->dtype, d, tokens[i], j);
+        else k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * ha_row_bytes(E->dtype, d), c->x + i * d, d);
         for (int64_t j = 0; j < h2; j++) {
             double a = (double)c->pos[i] * cfg->rope_inv_freq[j];
             c->rope_cos[i * h2 + j] = (float)cos(a);

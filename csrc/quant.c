@@ -1,6 +1,8 @@
-/* Weight quantization at load: float32 / bfloat16 / float16 -> HA_Q8 (int8, one float scale per
- * HA_Q8_GROUP weights) or HA_Q4 (int4, per HA_Q4_GROUP), rows split across the thread pool. */
+/* Weight conversion at load, split across the thread pool: float32 / bfloat16 / float16 quantized to HA_Q8
+ * (int8, one float scale per HA_Q8_GROUP weights) or HA_Q4 (int4, per HA_Q4_GROUP), or repacked into panels
+ * (HA_F32P, HA_BF16P, HA_F16P). */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -55,5 +57,52 @@ ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_b
     if (atomic_load(&j.bad_row) >= 0)
         return ha_fail(HA_ERR_INVALID, "quantize: row %lld holds NaN or inf; the checkpoint is corrupt",
                        (long long)atomic_load(&j.bad_row));
+    return HA_OK;
+}
+
+typedef struct pack_job {
+    const ha_matrix *src;
+    ha_dtype to;
+    char *dst;
+} pack_job;
+
+/* Panels [p0, p1): each source row is read in order and its elements dealt out to their column slots. */
+static void pack_panels(void *ctx, int64_t p0, int64_t p1) {
+    const pack_job *j = ctx;
+    const ha_matrix *m = j->src;
+    const int64_t n = m->cols;
+    const size_t es = ha_row_bytes(m->dtype, 1);
+    for (int64_t p = p0; p < p1; p++) {
+        char *panel = j->dst + (size_t)p * HA_PANEL_ROWS * (size_t)n * es;
+        for (int64_t i = 0; i < HA_PANEL_ROWS; i++) {
+            const int64_t r = p * HA_PANEL_ROWS + i;
+            char *out = panel + (size_t)ha_panel_pos(j->to, i) * es;
+            if (r >= m->rows) { /* padding rows: zeros */
+                for (int64_t k = 0; k < n; k++) memset(out + (size_t)k * HA_PANEL_ROWS * es, 0, es);
+                continue;
+            }
+            const char *row = (const char *)m->data + (size_t)r * (size_t)n * es;
+            for (int64_t k = 0; k < n; k++) memcpy(out + (size_t)k * HA_PANEL_ROWS * es, row + (size_t)k * es, es);
+        }
+    }
+}
+
+ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes) {
+    if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "pack: NULL argument");
+    const ha_dtype to = ha_panel_dtype(src->dtype);
+    if (to == HA_NDTYPES)
+        return ha_fail(HA_ERR_INVALID, "pack: the source must be row-major float32, bfloat16 or float16, not %s",
+                       ha_dtype_name(src->dtype));
+    if (src->rows < 0 || src->cols < 1 || src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
+        return ha_fail(HA_ERR_INVALID, "pack: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
+                       (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
+                       src->nbytes);
+    if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % ha_dtype_align(to))
+        return ha_fail(HA_ERR_INVALID, "pack: source or destination is not aligned");
+    if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
+        return ha_fail(HA_ERR_INVALID, "pack: the destination needs %zu bytes, got %zu",
+                       ha_matrix_bytes(to, src->rows, src->cols), dst_bytes);
+    pack_job j = { .src = src, .to = to, .dst = dst };
+    ha_parallel_for(pack_panels, &j, (src->rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS);
     return HA_OK;
 }

@@ -23,8 +23,11 @@ __all__ = ["Weight", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGH
 # array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "int4"; cols: elements
 # per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of the
 # core's blocks (csrc/ha.h, HA_Q8: a float32 scale and 64 int8 weights per block; HA_Q4: a float32 scale and
-# 32 4-bit weights).
-Weight = namedtuple("Weight", "array dtype cols")
+# 32 4-bit weights). panels: a float matrix repacked into the core's panels of PANEL_ROWS rows (csrc/ha.h,
+# HA_BF16P...), array (rows rounded up to whole panels, cols) of the element type; rows: the matrix's rows.
+Weight = namedtuple("Weight", "array dtype cols panels rows", defaults=(False, None))
+PANEL_ROWS = 16
+_ELEMENT = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}
 
 WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "int4")
 _INTEGER = ("int8", "int4")
@@ -127,6 +130,23 @@ def _quantize(array, source, target):
     return out
 
 
+def _pack(name, array, source, target):
+    """(rows, cols) weights holding `source` values -> Weight of `target` ("float32", "bfloat16" or "float16")
+    values in panels, read-only.
+
+    Converted and packed about 8 MB of source at a time; where the source is used as stored, pages of its
+    memory map are dropped once read, so loading never holds the file and the packed copy in memory at once."""
+    rows, cols = array.shape
+    out = np.empty((-(-rows // PANEL_ROWS) * PANEL_ROWS, cols), dtype=_ELEMENT[target])
+    mapped = source == target and _file_mapped(array)
+    step = max(PANEL_ROWS, (8 << 20) // max(1, array.itemsize * cols) // PANEL_ROWS * PANEL_ROWS)
+    for r in range(0, rows, step):
+        chunk = _convert(name, array[r:r + step], source, target)
+        _core.pack(chunk, target, out[r:r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS], mapped)
+    out.flags.writeable = False
+    return Weight(out, target, cols, True, rows)
+
+
 def _convert(name, array, source, target):
     """array holding `source` values -> C-contiguous read-only array holding `target` values."""
     if source == target:
@@ -148,14 +168,17 @@ def _convert(name, array, source, target):
     return result
 
 
-def load_checkpoint(directory, dtype=None):
+def load_checkpoint(directory, dtype=None, repack=True):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
     dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
     "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
     scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
     (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
-    as stored. With tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself.
+    as stored. repack (the default) copies float matrices into the core's panels (Weight.panels), for the
+    kernels that verify and prefill many tokens at once; an untied embedding, read a row per token, stays
+    row-major. repack=False keeps them row-major (as stored: views of the file). With tie_word_embeddings,
+    weights["lm_head.weight"] is the embedding's Weight object itself.
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """
     target = _target_dtype(dtype)
@@ -185,12 +208,15 @@ def load_checkpoint(directory, dtype=None):
                                   "config.json saved with these weights")
         source = _STORED[stored]
         held = target or source
-        if is_matrix and held in _INTEGER and name == "model.embed_tokens.weight" and not config.tie_word_embeddings:
+        untied_embedding = name == "model.embed_tokens.weight" and not config.tie_word_embeddings
+        if is_matrix and held in _INTEGER and untied_embedding:
             # One row is read per token, so quantizing would save no bandwidth, cost accuracy and hold the whole
             # table in memory; as stored it stays a view of the file (only the rows used become resident).
             weights[name] = Weight(array, source, array.shape[1])
         elif is_matrix and held in _INTEGER:
             weights[name] = Weight(_quantize(array, source, held), held, array.shape[1])
+        elif is_matrix and repack and not untied_embedding:
+            weights[name] = _pack(name, array, source, held)
         elif is_matrix:
             weights[name] = Weight(_convert(name, array, source, held), held, array.shape[1])
         else:  # rounded to the requested float precision, as a Transformers model cast to it is, then float32

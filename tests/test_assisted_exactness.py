@@ -178,6 +178,27 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
                               f"strictly between 0 and 1), got {rate} for {dtype} K={K}")
 
 
+@pytest.mark.parametrize("dtype", ("F32", "BF16"))
+@pytest.mark.parametrize("draft_kind", ("target", "perturbed"))
+def test_row_major_weights_keep_assisted_greedy_bitwise_plain_greedy(models, draft_kind, dtype):
+    """repack=False: float weights stay row-major, as stored, with the kernels that sum 8-lane blocks; the
+    promise holds for them too (and for a row-major target with a repacked draft)."""
+    m = models[dtype]
+    target = ha.AutoModelForCausalLM.from_pretrained(m.dirs["target"], repack=False)
+    draft = target if draft_kind == "target" else m.drafts["perturbed"]
+    expected = plain(target, PROMPT, max_new_tokens=NEW), plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW)
+    for K in (1, 5):
+        for threads in THREADS:
+            ha.set_num_threads(threads)
+            label = f"row-major {dtype} target, draft={draft_kind} K={K} threads={threads}"
+            kw = dict(max_new_tokens=NEW, num_assistant_tokens=K, num_assistant_tokens_schedule="constant")
+            res = assisted(target, draft, PROMPT, **kw)
+            assert_same(expected[0], res.sequences, label)
+            check_statistics(res, label)
+            assert_same(expected[1], assisted(target, draft, BATCH, BATCH_MASK, **kw).sequences, label + " batch")
+    ha.set_num_threads(1)
+
+
 @pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself",
                                   "float32 target, int4 draft", "int4 target drafting for itself"))
 def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):

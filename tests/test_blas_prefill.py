@@ -130,6 +130,12 @@ def test_blas_prefill_must_be_a_bool_or_none(checkpoints, bad):
         ha.AutoModelForCausalLM.from_pretrained(checkpoints["F32"][0], blas_prefill=bad)
 
 
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_repack_must_be_a_bool(checkpoints, bad):
+    with pytest.raises(ha.InvalidInputError, match="repack"):
+        ha.AutoModelForCausalLM.from_pretrained(checkpoints["F32"][0], repack=bad)
+
+
 @pytest.mark.parametrize("stored, dtype, default", [("F32", None, False), ("BF16", None, False),
                                                     ("BF16", "float16", False), ("BF16", "int8", False)])
 def test_blas_prefill_is_off_by_default_and_can_be_forced(checkpoints, stored, dtype, default):

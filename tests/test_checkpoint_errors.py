@@ -57,7 +57,7 @@ def f32(begin, end):
 
 def test_tiny_checkpoint_loads_every_weight_zero_copy(tmp_path):
     tensors = tiny_tensors()
-    ckpt = load_checkpoint(write_checkpoint(tmp_path / "m"))
+    ckpt = load_checkpoint(write_checkpoint(tmp_path / "m"), repack=False)
     assert set(ckpt.weights) == set(tensors)
     for name, weight in ckpt.weights.items():
         assert weight.dtype == "float32" and weight.array.flags.c_contiguous, name
@@ -66,16 +66,48 @@ def test_tiny_checkpoint_loads_every_weight_zero_copy(tmp_path):
     assert ckpt.config.num_key_value_heads == 2 and ckpt.config.head_dim == 4
 
 
+def unpack_panels(weight, padding=False):
+    """A numpy reading of the core's panels (csrc/ha.h): (rows, cols) from Weight.array (rows rounded up to
+    16, cols), where column k of panel p holds row 16 p + i at position i, or for bfloat16 rows i < 8 at 2 i and
+    rows 8 + i at 2 i + 1. padding: the rows past weight.rows instead."""
+    a = weight.array.reshape(-1, weight.cols, 16)  # (panel, column, position)
+    pos = [2 * i if i < 8 else 2 * (i - 8) + 1 for i in range(16)] if weight.dtype == "bfloat16" else list(range(16))
+    rows = a[:, :, pos].transpose(0, 2, 1).reshape(-1, weight.cols)  # (panel * 16 + i, column)
+    return rows[weight.rows:] if padding else rows[:weight.rows]
+
+
+@pytest.mark.parametrize("stored,dtype", [("F32", None), ("BF16", None), ("F32", "float16"), ("F32", "bfloat16")])
+@pytest.mark.parametrize("tied", (False, True))
+def test_repack_deals_float_matrices_into_panels_and_keeps_an_untied_embedding_row_major(tmp_path, stored, dtype, tied):
+    tensors = tiny_tensors()
+    if stored == "BF16":
+        tensors = {n: (to_bfloat16_bits(a), "BF16") for n, a in tensors.items()}
+    directory = write_checkpoint(tmp_path / "m", tensors, tie_word_embeddings=tied)
+    plain = load_checkpoint(directory, dtype=dtype, repack=False).weights
+    packed = load_checkpoint(directory, dtype=dtype).weights
+    assert set(plain) == set(packed)
+    for name, w in packed.items():
+        row_major = plain[name]
+        if w.array.ndim == 1 or (name == "model.embed_tokens.weight" and not tied):  # vectors, the untied embedding
+            assert not w.panels and np.array_equal(w.array, row_major.array), name
+            continue
+        assert w.panels and w.dtype == row_major.dtype and w.rows == row_major.array.shape[0], name
+        assert w.array.shape == (-(-w.rows // 16) * 16, w.cols) and not w.array.flags.writeable, name
+        assert np.array_equal(unpack_panels(w), row_major.array), name  # bit for bit (no NaN in these tensors)
+        assert not unpack_panels(w, padding=True).any(), name  # padding rows are zeros
+    assert (packed["lm_head.weight"] is packed["model.embed_tokens.weight"]) == tied
+
+
 def test_bfloat16_matrices_load_as_stored_or_converted_and_vectors_are_float32(tmp_path):
     tensors = {n: (to_bfloat16_bits(a), "BF16") for n, a in tiny_tensors().items()}
     directory = write_checkpoint(tmp_path / "m", tensors)
-    stored = load_checkpoint(directory)
+    stored = load_checkpoint(directory, repack=False)
     q = stored.weights["model.layers.1.self_attn.q_proj.weight"]
     assert q.dtype == "bfloat16" and q.array.dtype == np.uint16
     assert stored.weights["model.norm.weight"].dtype == "float32"
     assert stored.weights["model.norm.weight"].array.dtype == np.float32
 
-    as_f32 = load_checkpoint(directory, dtype=np.float32).weights["model.layers.1.self_attn.q_proj.weight"]
+    as_f32 = load_checkpoint(directory, dtype=np.float32, repack=False).weights["model.layers.1.self_attn.q_proj.weight"]
     assert as_f32.dtype == "float32" and np.array_equal(as_f32.array, bfloat16_bits_to_float32(q.array))
 
 

@@ -64,10 +64,11 @@ def assert_matches_reference(got, ref, what):
                               f"(got {got[worst]:.6g}, reference {ref[worst]:.6g}); expected <= {tol:.3g}")
 
 
+@pytest.mark.parametrize("repack", (True, False), ids=("panels", "row-major"))
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_logits_match_float64_reference(tmp_path, case):
+def test_logits_match_float64_reference(tmp_path, case, repack):
     config, tensors = write_random_checkpoint(tmp_path, **CASES[case])
-    model = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path))
+    model = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path), repack=repack)
     ref = reference_logits(config, tensors, TOKENS)
     out = model(TOKENS[None, :]).logits
     assert_matches_reference(out, ref[None], case)

@@ -58,8 +58,12 @@ static int parse_dtype(PyObject *name, ha_dtype *out) {
     else if (s && strcmp(s, "float16") == 0) *out = HA_F16;
     else if (s && strcmp(s, "int8") == 0) *out = HA_Q8;
     else if (s && strcmp(s, "int4") == 0) *out = HA_Q4;
+    else if (s && strcmp(s, "float32-panels") == 0) *out = HA_F32P;
+    else if (s && strcmp(s, "bfloat16-panels") == 0) *out = HA_BF16P;
+    else if (s && strcmp(s, "float16-panels") == 0) *out = HA_F16P;
     else {
-        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8' or 'int4'");
+        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8' or 'int4', "
+                                           "or a float one with '-panels' (repacked by pack())");
         return -1;
     }
     return 0;
@@ -76,16 +80,17 @@ typedef struct {
 } ModelObject;
 
 static const char *dtype_format(ha_dtype t) {
-    return t == HA_F32 ? "f" : t == HA_Q8 || t == HA_Q4 ? "B" : t == HA_F16 ? "e" : "H";
+    return t == HA_F32 || t == HA_F32P ? "f" : t == HA_Q8 || t == HA_Q4 ? "B" : t == HA_F16 || t == HA_F16P ? "e" : "H";
 }
 
-/* Holds a buffer in self->views. A matrix is (array, dtype, cols): the array 2-D (rows, bytes or
- * elements of a row) in the dtype's buffer format (uint8 blocks for int8 and int4, uint16 bits for bfloat16). */
+/* Holds a buffer in self->views. A matrix is (array, dtype, cols[, rows]): the array 2-D (rows, bytes or
+ * elements of a row; panels: rows rounded up to whole panels) in the dtype's buffer format (uint8 blocks for
+ * int8 and int4, uint16 bits for bfloat16); rows defaults to the array's first dimension. */
 static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_matrix *out) {
     PyObject *arr, *dt;
-    long long cols;
-    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OOL", &arr, &dt, &cols)) {
-        PyErr_Format(InvalidInputError, "%s must be an (array, dtype, cols) triple", what);
+    long long cols, rows = -1;
+    if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OOL|L", &arr, &dt, &cols, &rows)) {
+        PyErr_Format(InvalidInputError, "%s must be an (array, dtype, cols[, rows]) tuple", what);
         return -1;
     }
     ha_dtype t;
@@ -97,7 +102,7 @@ static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_m
         PyErr_Format(InvalidInputError, "%s must be 2-D, got %d dimensions", what, v->ndim);
         return -1;
     }
-    *out = (ha_matrix){ v->buf, t, v->shape[0], cols, (size_t)v->len };
+    *out = (ha_matrix){ v->buf, t, rows >= 0 ? rows : v->shape[0], cols, (size_t)v->len };
     return 0;
 }
 
@@ -648,6 +653,40 @@ cleanup:
     return result;
 }
 
+/* pack(src (rows, cols) array, src dtype, dst writable (rows rounded up to whole panels, cols) of the same
+ *      element type, src_is_file_map): float panels; the source's pages are dropped afterwards if it maps a file. */
+static PyObject *py_pack(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *src_o, *dt, *dst_o, *result = NULL;
+    Py_buffer src = { 0 }, dst = { 0 };
+    int held = 0, file_map = 0;
+    ha_dtype t;
+    if (!PyArg_ParseTuple(args, "OOOp", &src_o, &dt, &dst_o, &file_map) || parse_dtype(dt, &t) != 0) return NULL;
+    if (get_buffer(src_o, dtype_format(t), 0, "src", &src) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(dst_o, dtype_format(t), 1, "dst", &dst) != 0) goto cleanup;
+    held |= 2;
+    if (src.ndim != 2) {
+        PyErr_Format(InvalidInputError, "pack: the source must be 2-D, got %d dimensions", src.ndim);
+        goto cleanup;
+    }
+    ha_matrix m = { src.buf, t, src.shape[0], src.shape[1], (size_t)src.len };
+    ha_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_pack(&m, dst.buf, (size_t)dst.len);
+    if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
+    Py_END_ALLOW_THREADS
+    if (st != HA_OK) {
+        raise_status(st);
+        goto cleanup;
+    }
+    result = Py_NewRef(Py_None);
+cleanup:
+    if (held & 1) PyBuffer_Release(&src);
+    if (held & 2) PyBuffer_Release(&dst);
+    return result;
+}
+
 static PyObject *py_row_bytes(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *dt;
@@ -737,6 +776,7 @@ static PyMethodDef module_methods[] = {
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
     { "quantize", py_quantize, METH_VARARGS,
       "quantize(src, dtype, dst, src_is_file_map, to): int8 or int4 weights, a scale per group" },
+    { "pack", py_pack, METH_VARARGS, "pack(src, dtype, dst, src_is_file_map): float weights repacked into panels" },
     { "row_bytes", py_row_bytes, METH_VARARGS, "row_bytes(dtype, cols): bytes of one row of cols weights" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },

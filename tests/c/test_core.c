@@ -151,13 +151,48 @@ static uint16_t half_from_float(float f) {
 }
 
 static const char *dname(ha_dtype t) {
-    return t == HA_F32 ? "f32" : t == HA_BF16 ? "bf16" : t == HA_F16 ? "f16" : t == HA_Q8 ? "q8" : "q4";
+    static const char *names[HA_NDTYPES] = { [HA_F32] = "f32", [HA_BF16] = "bf16", [HA_F16] = "f16", [HA_Q8] = "q8",
+                                             [HA_Q4] = "q4", [HA_F32P] = "f32 panels", [HA_BF16P] = "bf16 panels",
+                                             [HA_F16P] = "f16 panels" };
+    return (unsigned)t < HA_NDTYPES ? names[t] : "?";
 }
+/* The row-major dtype whose values a panel dtype holds (t itself for the others). */
+static ha_dtype element_dtype(ha_dtype t) {
+    return t == HA_F32P ? HA_F32 : t == HA_BF16P ? HA_BF16 : t == HA_F16P ? HA_F16 : t;
+}
+
+static void *make_row_major_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals);
 
 /* A weight matrix (rows, cols) of dtype dt from values uniform in (-scale, scale); if wide, each value is
  * also scaled by 2^-k, k in 0..20, so f16 subnormals and tiny bf16 values appear. HA_Q8 and HA_Q4 weights are
- * those values quantized by ha_quantize. vals (rows * cols,) receives the exact stored values (may be NULL). */
+ * those values quantized by ha_quantize, panel dtypes those of their element type repacked by ha_pack. vals
+ * (rows * cols,) receives the exact stored values (may be NULL). */
 static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
+    if (!ha_dtype_is_panels(dt)) return make_row_major_weights(dt, rows, cols, r, scale, wide, vals);
+    const ha_dtype el = element_dtype(dt);
+    void *src = make_row_major_weights(el, rows, cols, r, scale, wide, vals);
+    const size_t bytes = ha_matrix_bytes(dt, rows, cols);
+    void *buf = xmalloc(bytes); /* exactly: ASan catches a read past the end */
+    memset(buf, 0xff, bytes); /* ha_pack must write every byte, the padding rows' zeros too */
+    ha_matrix m = { .data = src, .dtype = el, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(el, rows, cols) };
+    CHECK_OK(ha_pack(&m, buf, bytes));
+    const size_t es = ha_row_bytes(el, 1);
+    for (int64_t i = 0; i < rows; i++) /* every element where ha_panel_at finds it, bit for bit */
+        for (int64_t k = 0; k < cols; k++) {
+            const size_t at = ((size_t)(i / HA_PANEL_ROWS) * (size_t)cols + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(dt, i % HA_PANEL_ROWS);
+            CHECK(memcmp((char *)buf + at * es, (char *)src + ((size_t)i * (size_t)cols + (size_t)k) * es, es) == 0,
+                  "pack %s (%lld, %lld): element (%lld, %lld) not where ha_panel_pos puts it", dname(dt), (long long)rows,
+                  (long long)cols, (long long)i, (long long)k);
+        }
+    for (int64_t i = rows; i < (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS; i++)
+        for (int64_t k = 0; k < cols; k++)
+            CHECK(ha_panel_at(buf, dt, cols, i, k) == 0.0f, "pack %s (%lld, %lld): padding row %lld not zero", dname(dt),
+                  (long long)rows, (long long)cols, (long long)i);
+    free(src);
+    return buf;
+}
+
+static void *make_row_major_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
     const size_t count = (size_t)(rows * cols);
     float *f32 = xmalloc(count * sizeof(float));
     for (size_t i = 0; i < count; i++) {
@@ -610,7 +645,7 @@ static void random_tokens(rng *r, int32_t *tok, int64_t n) {
 /* Every model configuration the model tests run: dtype x biases. */
 typedef struct model_case { ha_dtype dtype; int bias; } model_case;
 static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 },
-                                           { HA_Q8, 1 }, { HA_Q4, 0 } };
+                                           { HA_Q8, 1 }, { HA_Q4, 0 }, { HA_F32P, 1 }, { HA_BF16P, 0 }, { HA_F16P, 1 } };
 
 /* The kernel variants by name, for forwards (which use the selected table). */
 static int forward_variants(const char **names) {
@@ -1070,7 +1105,7 @@ static void test_create_rejects_bad_weights(void) {
     L1->wo = saved;
 
     saved = L0->wq;
-    L0->wq.dtype = (ha_dtype)7;
+    L0->wq.dtype = HA_NDTYPES;
     EXPECT_CREATE_FAILS(t, "weight wq (layer 0)", "dtype");
     L0->wq = saved;
 
@@ -2340,6 +2375,85 @@ static void test_kernels_matmul_int_variants_bitwise(void) {
                 }
 }
 
+/* Float panels: every variant bitwise the scalar reference (one fmaf chain per output in index order), over
+ * every tile shape the AVX2 kernel picks (T = 1..8, 13; groups of 1..4 panels, cut short at the range's end),
+ * row ranges starting and ending inside panels, subnormal weights; nothing outside the range written. */
+static void test_kernels_matmul_panels_bitwise(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 21 };
+    static const int64_t PT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 13 };
+    static const int64_t PR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 }, { 16, 0, 16 }, { 17, 0, 17 }, { 40, 3, 37 },
+                                     { 70, 16, 70 }, { 100, 5, 99 } };
+    for (int dt = HA_F32P; dt <= HA_F16P; dt++)
+        for (size_t a = 0; a < COUNT(KN); a++)
+            for (size_t b = 0; b < COUNT(PR); b++) {
+                const int64_t n = KN[a], rows = PR[b][0], r0 = PR[b][1], r1 = PR[b][2], ldy = rows + 2;
+                void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, NULL);
+                float *X = make_floats((size_t)(13 * n), &r, -1.0, 1.0);
+                float *want = xmalloc((size_t)(13 * ldy) * sizeof(float)), *got = xmalloc((size_t)(13 * ldy) * sizeof(float));
+                for (size_t c = 0; c < COUNT(PT); c++) {
+                    const int64_t T = PT[c];
+                    for (int64_t i = 0; i < T * ldy; i++) want[i] = got[i] = bits_f(SENTINEL);
+                    ha_kernels_scalar.matmul[dt](W, n, r0, r1, X, T, want, ldy);
+                    for (int64_t t = 0; t < T; t++) /* the reference's own contract, spelled out */
+                        for (int64_t row = r0; row < r1; row++) {
+                            float sum = 0.0f;
+                            for (int64_t k = 0; k < n; k++) sum = fmaf(ha_panel_at(W, (ha_dtype)dt, n, row, k), X[t * n + k], sum);
+                            CHECK(fbits(want[t * ldy + row]) == fbits(sum), "scalar %s n=%lld: Y[%lld, %lld] expected the fmaf chain's %.9g, got %.9g",
+                                  dname((ha_dtype)dt), (long long)n, (long long)t, (long long)row, (double)sum,
+                                  (double)want[t * ldy + row]);
+                        }
+                    for (int v = 1; v < nk; v++) {
+                        ks[v]->matmul[dt](W, n, r0, r1, X, T, got, ldy);
+                        CHECK_SAME_FLOATS(want, got, (size_t)(T * ldy), "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against scalar",
+                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)T, (long long)r0, (long long)r1,
+                                          (long long)rows);
+                    }
+                }
+                free(W);
+                free(X);
+                free(want);
+                free(got);
+            }
+}
+
+/* panel_to_f32: every bfloat16 and float16 bit pattern (and random float32 bits) in panels, exactly. */
+static void test_kernels_panel_to_f32_exact(void) {
+    const ha_kernels *ks[2];
+    const char *kn[2];
+    int nk = kernel_variants(ks, kn);
+    const int64_t n = 65536 / HA_PANEL_ROWS, ldd = HA_PANEL_ROWS + 3;
+    uint32_t *bits = xmalloc(65536 * sizeof(uint32_t));
+    float *out = xmalloc((size_t)(n * ldd) * sizeof(float));
+    rng r = { 22 };
+    for (int dt = HA_F32P; dt <= HA_F16P; dt++) {
+        for (uint32_t i = 0; i < 65536; i++) bits[i] = dt == HA_F32P ? (uint32_t)(rng_next(&r) >> 32) : i;
+        if (dt != HA_F32P)
+            for (uint32_t i = 0; i < 65536; i++) ((uint16_t *)bits)[i] = (uint16_t)i;
+        for (int v = 0; v < nk; v++) {
+            for (int64_t i = 0; i < n * ldd; i++) out[i] = bits_f(SENTINEL);
+            ks[v]->panel_to_f32[dt](bits, n, out, ldd);
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t i = 0; i < ldd; i++) {
+                    const float y = out[k * ldd + i];
+                    if (i >= HA_PANEL_ROWS) {
+                        CHECK(fbits(y) == SENTINEL, "%s panel_to_f32 %s wrote column %lld past its 16 rows", kn[v], dname((ha_dtype)dt),
+                              (long long)k);
+                        continue;
+                    }
+                    const float want = ha_panel_at(bits, (ha_dtype)dt, n, i, k);
+                    CHECK(fbits(y) == fbits(want) || (isnan(want) && isnan(y) && signbit(want) == signbit(y)),
+                          "%s panel_to_f32 %s: row %lld column %lld expected 0x%08x, got 0x%08x", kn[v], dname((ha_dtype)dt),
+                          (long long)i, (long long)k, fbits(want), fbits(y));
+                }
+        }
+    }
+    free(bits);
+    free(out);
+}
+
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
     T(quantize_error_within_half_a_step),
@@ -2351,6 +2465,8 @@ static const test_case TESTS[] = {
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
     T(kernels_matmul_batch_invariant),
+    T(kernels_matmul_panels_bitwise),
+    T(kernels_panel_to_f32_exact),
     T(kernels_select_by_name),
     T(model_chunk_equals_token_by_token),
     T(model_long_append_equals_token_by_token),
