@@ -22,7 +22,7 @@ def _load(args):
     if args.threads:
         ha.set_num_threads(args.threads)
     tok = ha.AutoTokenizer.from_pretrained(args.model)
-    how = dict(dtype=args.dtype, blas_prefill=args.blas_prefill)
+    how = dict(dtype=args.dtype, blas_prefill=args.blas_prefill, repack=args.repack)
     model = ha.AutoModelForCausalLM.from_pretrained(args.model, **how)
     draft = None
     if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
@@ -235,6 +235,9 @@ def build_parser():
         blas.add_argument("--no-blas-prefill", dest="blas_prefill", action="store_const", const=False,
                           help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
                                "bitwise a token-by-token forward's; the default)")
+        p.add_argument("--no-repack", dest="repack", action="store_false",
+                       help="keep float weights row-major as stored (memory-mapped, no copy at load) instead of "
+                            "repacking them into panels, which verify drafts and prefill faster")
         if prompt:
             p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
             p.add_argument("--prompt-file", help="read the prompt from this file")

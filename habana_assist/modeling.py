@@ -140,6 +140,7 @@ class LlamaForCausalLM:
         self.dtype = w["model.layers.0.self_attn.q_proj.weight"].dtype if cfg.num_hidden_layers else w[
             "model.embed_tokens.weight"].dtype
         self.blas_prefill = bool(blas_prefill)  # None: False
+        self.repacked = any(weight.panels for weight in w.values())  # float matrices in panels (repack=True)
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
         gc_path = os.path.join(checkpoint.path, "generation_config.json")
         self.generation_config = (GenerationConfig.from_pretrained(checkpoint.path) if os.path.exists(gc_path)

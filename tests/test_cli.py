@@ -207,6 +207,16 @@ def test_blas_prefill_flags_reach_both_models(pair, flags, dtype, want):
     assert (model.blas_prefill, draft.blas_prefill) == (want, want), f"{argv}: blas_prefill of target and draft"
 
 
+@pytest.mark.parametrize("flags, dtype, want", [([], None, True), (["--no-repack"], None, False),
+                                               (["--no-repack"], "bfloat16", False), ([], "int8", False)])
+def test_no_repack_flag_reaches_both_models(pair, flags, dtype, want):
+    """Float weights are repacked into panels unless --no-repack; integer weights never are."""
+    from habana_assist import cli
+    argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags] + (["--dtype", dtype] if dtype else [])
+    _, _, model, draft = cli._load(cli.build_parser().parse_args(argv))
+    assert (model.repacked, draft.repacked) == (want, want), f"{argv}: repacked target and draft"
+
+
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):
     missing = str(tmp_path / "no_such_prompt.txt")
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", "none", "--prompt-file", missing)
