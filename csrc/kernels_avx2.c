@@ -15,7 +15,7 @@
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
  * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from
  * L1 or L2. While a row group's tiles run they prefetch the next four rows into L2. One token (decode) is
- * the 4 x 1 tile: four independent chains, enough to keep up with memory. Measured against widening a
+ * the 4 x 1 tile, its four rows from the four quarters of the range (four streams). Measured against widening a
  * float32 panel once per four rows and sharing it between tiles (what this replaced): 0.6-0.9 of its time at
  * T = 2..16 for f32, bf16 and (then float-activation) int8, bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
  * tiles (so that rows and activations stay in L1), about 10% slower for bf16; prefetching two groups ahead,
@@ -110,14 +110,14 @@ typedef struct acts {
     int64_t width;       /* integer weights: ha_act_width(n) */
 } acts;
 
-/* Register tiles. tile_SUF(R, S, w, a, n, nv, t, Y, ldy, r, pf): Y[(t + s) * ldy + r + i] for i < R, s < S,
+/* Register tiles. tile_SUF(R, S, w, a, n, nv, t, Y, ldy, r, rs, pf): Y[(t + s) * ldy + r + i * rs] for i < R, s < S,
  * the dot products of weight rows w[i] with activation rows t + s of a; nv is LEN_SUF(n), the elements the
  * vector loop takes. R and S are literals at every call, so the loops unroll completely after inlining;
  * R * S + S + 1 <= 16 ymm. pf, if not NULL, is advanced one step per STEP_SUF elements. */
 #define DEFINE_TILE(SUF)                                                                               \
     AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
         int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, prefetcher *pf) {                                                      \
+        int64_t ldy, int64_t r, int64_t rs, prefetcher *pf) {                                          \
         const float *X = a->x;                                                                         \
         __m256 g[ROWS][3];                                                                             \
         _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                            \
@@ -137,7 +137,7 @@ typedef struct acts {
         }                                                                                              \
         _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                            \
             _Pragma("GCC unroll 3") for (int s = 0; s < S; s++)                                        \
-                FINISH(SUF, g[i][s], w[i], x + s * n, nv, n, Y[(t + s) * ldy + r + i]);                \
+                FINISH(SUF, g[i][s], w[i], x + s * n, nv, n, Y[(t + s) * ldy + r + i * rs]);           \
     }
 DEFINE_TILE(f32)
 DEFINE_TILE(bf16)
@@ -164,7 +164,7 @@ AVX2 static inline __m256i w16_int(const char *blk, int k, int q4) {
 AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, int GROUP, int BLOCK, int q4,
                                                                 const void *const *w, const acts *a, int64_t nv,
                                                                 int64_t t, float *Y, int64_t ldy, int64_t r,
-                                                                prefetcher *pf) {
+                                                                int64_t rs, prefetcher *pf) {
     __m256 acc[ROWS][3];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -206,14 +206,14 @@ AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, in
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
-        for (int s = 0; s < S; s++) Y[(t + s) * ldy + r + i] = hsum(acc[i][s]) * a->qscale[t + s];
+        for (int s = 0; s < S; s++) Y[(t + s) * ldy + r + i * rs] = hsum(acc[i][s]) * a->qscale[t + s];
 }
 #define DEFINE_TILE_INT(SUF, GROUP, BLOCK, Q4)                                                          \
     AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
         int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, prefetcher *pf) {                                                      \
+        int64_t ldy, int64_t r, int64_t rs, prefetcher *pf) {                                          \
         (void)n;                                                                                       \
-        tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, pf);                                  \
+        tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, rs, pf);                              \
     }
 DEFINE_TILE_INT(q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
 DEFINE_TILE_INT(q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
@@ -229,7 +229,11 @@ static inline int64_t n_tiles(int64_t T) {
 /* Y[t, r] for r0 <= r < r1, t < T: four rows at a time, in tiles of up to three tokens (TILE_WIDTH), which
  * share out the prefetch of the next four rows between them (spread over all of them rather than the first:
  * measured 5-15% faster at T = 5..8); fewer rows (the end of a range): each row alone, tokens three at a
- * time. LEN_SUF(n): the elements a tile's vector loop takes; STEP_SUF: elements per prefetch step. */
+ * time. One token (decode) takes its four rows from the four quarters of the range instead, so that each
+ * core reads four streams side by side, which this machine's memory serves faster than one (membw.c): decode
+ * measured 1.1-1.6x faster for int8, int4 and row-major bfloat16 (model, alternating processes), with the
+ * hardware prefetcher alone. LEN_SUF(n): the elements a tile's vector loop takes; STEP_SUF: elements per
+ * prefetch step. */
 #define LEN_f32(n) ((n) - (n) % 8)
 #define LEN_bf16(n) LEN_f32(n)
 #define LEN_f16(n) LEN_f32(n)
@@ -245,6 +249,15 @@ static inline int64_t n_tiles(int64_t T) {
         const void *W, int64_t n, int64_t r0, int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) { \
         const size_t rb = ha_row_bytes(DTYPE, n);                                                      \
         const int64_t nv = LEN_##SUF(n), steps = n_tiles(T) * ((nv + STEP_##SUF - 1) / STEP_##SUF);   \
+        const int64_t q = (r1 - r0) / ROWS;                                                            \
+        if (T == 1 && q >= 1) { /* one token: each tile takes rows r, r + q, r + 2q, r + 3q */          \
+            for (int64_t r = r0; r < r0 + q; r++) {                                                    \
+                const void *w[ROWS];                                                                   \
+                for (int i = 0; i < ROWS; i++) w[i] = (const char *)W + (size_t)(r + i * q) * rb;      \
+                tile_##SUF(4, 1, w, a, n, nv, 0, Y, ldy, r, q, NULL);                                  \
+            }                                                                                          \
+            r0 += ROWS * q;                                                                            \
+        }                                                                                              \
         for (int64_t r = r0; r < r1; r += ROWS) {                                                      \
             const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;                                     \
             const void *w[ROWS];                                                                       \
@@ -253,17 +266,17 @@ static inline int64_t n_tiles(int64_t T) {
                 prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;                \
                 for (int64_t t = 0; t < T;) {                                                          \
                     const int64_t width = TILE_WIDTH(T - t);                                           \
-                    if (width == 3) tile_##SUF(4, 3, w, a, n, nv, t, Y, ldy, r, pf);                   \
-                    else if (width == 2) tile_##SUF(4, 2, w, a, n, nv, t, Y, ldy, r, pf);              \
-                    else tile_##SUF(4, 1, w, a, n, nv, t, Y, ldy, r, pf);                              \
+                    if (width == 3) tile_##SUF(4, 3, w, a, n, nv, t, Y, ldy, r, 1, pf);                   \
+                    else if (width == 2) tile_##SUF(4, 2, w, a, n, nv, t, Y, ldy, r, 1, pf);              \
+                    else tile_##SUF(4, 1, w, a, n, nv, t, Y, ldy, r, 1, pf);                            \
                     t += width;                                                                        \
                 }                                                                                      \
                 continue;                                                                              \
             }                                                                                          \
             for (int i = 0; i < rows; i++) {                                                           \
                 int64_t t = 0;                                                                         \
-                for (; t + 3 <= T; t += 3) tile_##SUF(1, 3, w + i, a, n, nv, t, Y, ldy, r + i, NULL);  \
-                for (; t < T; t++) tile_##SUF(1, 1, w + i, a, n, nv, t, Y, ldy, r + i, NULL);          \
+                for (; t + 3 <= T; t += 3) tile_##SUF(1, 3, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);  \
+                for (; t < T; t++) tile_##SUF(1, 1, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);          \
             }                                                                                          \
         }                                                                                              \
     }
