@@ -2,7 +2,7 @@
  * keeps its name, ha_kernels_avx2), timed alternately in one process on the same data, with their outputs compared bitwise:
  * on a shared, noisy machine only ratios taken this way mean much.
  *
- *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8 or int4
+ *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p or f16p
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
  * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized

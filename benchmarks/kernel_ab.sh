@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A/B of the AVX2 kernels: csrc/kernels_avx2.c at git revision REV (A) against the working tree's (B), timed
-# alternately in one process with their outputs compared bitwise (benchmarks/kernel_ab.c); REV's file is
-# compiled against the working tree's headers, so REV must share the kernel table's layout (integer weights
-# through matmul_int, quant_act and quant_q4: commits from the one that added int4 on). For example
+# A/B of the AVX2 kernels: csrc/kernels_avx2.c at git revision REV, or the file REV (A), against the working
+# tree's (B), timed alternately in one process with their outputs compared bitwise (benchmarks/kernel_ab.c);
+# A is compiled against the working tree's headers, so it must share the kernel table's layout (panels and
+# panel_to_f32: commits from the one that added float panels on). FORMAT: f32, bf16, f16, int8, int4, or
+# f32p, bf16p, f16p (float panels). For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
 # Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.

@@ -139,5 +139,12 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         assert r.returncode == 0, f"kernel_ab.sh failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
         assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines), r.stdout
+        # A as a file (here the working tree's own kernels), on float panels: the same code must agree bitwise
+        own = os.path.join(root, "csrc", "kernels_avx2.c")
+        r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21", "70", "1", "1", "8"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"kernel_ab.sh with a file failed ({r.returncode}):\n{r.stderr[-3000:]}"
+        lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
+        assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
     else:
         assert r.returncode == 2 and "avx2" in r.stderr, f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"
