@@ -98,3 +98,27 @@ def test_measure_mac_rate_reports_both_rooflines_and_refuses_bad_arguments():
         _core.measure_mac_rate(0)
     with pytest.raises(TypeError):
         _core.measure_mac_rate("3")
+
+
+def test_pack_refuses_bad_buffers_naming_the_problem():
+    """_core.pack (the loader's repacking into panels) checks what it is given, and writes bit for bit."""
+    src = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
+    dst = np.full((16, 5), -1.0, dtype=np.float32)
+    ha._core.pack(src, "float32", dst, False)
+    # column k of the one panel holds rows 0..2, then zeros for the padding rows 3..15
+    assert np.array_equal(dst.reshape(5, 16)[:, :3], src.T) and not dst.reshape(5, 16)[:, 3:].any()
+    bad = [
+        ((src, "float32", np.zeros((15, 5), np.float32), False), "destination needs"),       # one row short
+        ((src, "float32-panels", dst, False), "source must be row-major"),                   # a panel dtype as source
+        ((src, "int8", np.zeros(80, np.uint8), False), "item format"),                       # not a float source
+        ((src, "float32", np.zeros((16, 5), np.float16), False), "item format"),             # dst of another type
+        ((src, "bfloat16", dst.view(np.uint16), False), "item format"),                      # src not uint16 bits
+        ((src[:, ::2], "float32", dst, False), "contiguous"),                                # a strided view
+    ]
+    for args, match in bad:
+        with pytest.raises((ha.InvalidInputError, TypeError, ValueError), match=match):
+            ha._core.pack(*args)
+    frozen = np.zeros((16, 5), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises((ha.InvalidInputError, TypeError, ValueError, BufferError)):
+        ha._core.pack(src, "float32", frozen, False)
