@@ -43,7 +43,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Panels (f32p, bf16p, f16p): the row-major matrix of their element type is generated, then repacked. */
-    const ha_dtype dt = formats[f].dt, gen = dt == HA_F32P ? HA_F32 : dt == HA_BF16P ? HA_BF16 : dt == HA_F16P ? HA_F16 : dt;
+    const ha_dtype dt = formats[f].dt;
+    if (ha_dtype_is_int(dt) ? !kernels_a.matmul_int[dt] : !kernels_a.matmul[dt]) {
+        fprintf(stderr, "kernel_ab: build A has no %s kernel (a revision from before that format); pick a later one\n",
+                formats[f].name);
+        return 2;
+    }
+    const ha_dtype gen = dt == HA_F32P ? HA_F32 : dt == HA_BF16P ? HA_BF16 : dt == HA_F16P ? HA_F16 : dt;
     const size_t rb = ha_row_bytes(gen, n);
     int64_t tmax = 1;
     for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;

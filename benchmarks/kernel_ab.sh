@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # A/B of the AVX2 kernels: csrc/kernels_avx2.c at git revision REV, or the file REV (A), against the working
 # tree's (B), timed alternately in one process with their outputs compared bitwise (benchmarks/kernel_ab.c);
-# A is compiled against the working tree's headers, so it must share the kernel table's layout (panels and
-# panel_to_f32: commits from the one that added float panels on). FORMAT: f32, bf16, f16, int8, int4, or
-# f32p, bf16p, f16p (float panels). For example
+# A is compiled against the working tree's headers, so it must share the kernel table's layout: commits from
+# the one that added int4 on (panel formats need A from the one that added float panels on; kernel_ab refuses
+# otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels). For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
 # Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
+if [ -f "$rev" ]; then rev=$(realpath "$rev"); fi  # a file named from the caller's directory, before the cd
+cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ -f "$rev" ]; then  # a variant of the file, e.g. an experiment

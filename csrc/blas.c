@@ -19,6 +19,8 @@ void openblas_set_num_threads(int num_threads);
  * is not float32) and multiplied by one single-threaded sgemm of its own. Units, not threads' shares, are
  * sgemm's calls, so the result does not depend on the thread count. */
 #define UNIT 64
+_Static_assert(HA_BLAS_SLICE % UNIT == 0 && UNIT % HA_PANEL_ROWS == 0,
+               "slices are whole units, and units whole panels (each unit's panels are widened side by side)");
 
 typedef struct blas_job {
     const ha_kernels *k;

@@ -166,7 +166,8 @@ typedef struct ha_kernels {
      * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1, X (T, n), Y (T, ldy); no other element of Y
      * is written. Row-major W (HA_F32, HA_BF16, HA_F16; row r at W + r * ha_row_bytes(dtype, n)): in the
      * order kernels_avx2.c's header gives, which variants may differ in. Panels (HA_F32P, HA_BF16P, HA_F16P),
-     * in every variant bitwise: s = 0, then s = fmaf(w[r, k], x[t, k], s) for k = 0 .. n - 1 in order. */
+     * in every variant bitwise (for finite results; where NaNs meet, which one survives may differ):
+     * s = 0, then s = fmaf(w[r, k], x[t, k], s) for k = 0 .. n - 1 in order. r0 may fall inside a panel. */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
     /* Integer weights (HA_Q8, HA_Q4; NULL for float ones): the same for W (rows, n) and activations quantized

@@ -1,7 +1,8 @@
 /* AVX2 + FMA + F16C kernels, compiled with target attributes so the file builds on any x86-64 and runs
- * only where dispatch.c found the features.
+ * only where dispatch.c found the features. Float weights come row-major (HA_F32, HA_BF16, HA_F16; below) or
+ * in panels (HA_F32P, HA_BF16P, HA_F16P; their own section further down, with its own order).
  *
- * Float weights. Accumulation order of every dot product of one weight row with one activation row of
+ * Row-major float weights. Accumulation order of every dot product of one weight row with one activation row of
  * length n, the same in every path below and for every T, r0, r1 (what makes chunk forwards
  * batch-invariant): one 8-lane accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8],
  * x[8b:8b+8], acc); hsum() adds its lanes in a fixed tree; then the last n % 8 products are added one by
@@ -10,7 +11,7 @@
  * int4) multiply int16 activations instead: int32 lane sums per group, no tail (rows are zero-padded to
  * whole groups), in the order ha_kernels.matmul_int defines; bitwise the scalar reference's (tile_int).
  *
- * One path serves every T. Weight rows are taken four at a time; a register tile (tile_*) of those four rows
+ * One path serves every T (row-major weights). Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
  * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from
@@ -308,7 +309,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4)
  * spend a conversion per 8 weights and token tile and a 32-byte activation load per 8 products; measured
  * on one core, rows from memory, best of 8: 0.77 of their time at T = 8. Every output is the chain
  * s = fma(w[k], x[k], s) over k in order, in any tile, so results do not depend on T or the row range, and
- * equal MATMUL_PANELS_SCALAR's bitwise. */
+ * equal MATMUL_PANELS_SCALAR's bitwise (for finite results; where NaNs meet, which NaN survives may differ). */
 
 /* Rows 0-7 (lo) and 8-15 (hi) of column k of a panel, widened to float32 exactly. */
 AVX2 static inline void p16_f32p(const void *panel, int64_t k, __m256 *lo, __m256 *hi) {
@@ -375,16 +376,17 @@ DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
-/* Panels per group for tiles of up to S tokens: enough accumulators (8 or 12) to cover the FMA latency. */
+/* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
 #define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
 
 /* Y[t, r] for r0 <= r < r1: groups of PANEL_GROUP panels, each run by tiles of up to 6 tokens, as even as
- * possible (T = 8: 4 + 4). With more than one tile the first reads the group from memory and the others from
- * L2, so all of them share out the prefetch of the next group; a lone tile streams its panels, which the
- * hardware prefetcher serves (software prefetch measured slower there). */
+ * possible (T = 8: 4 + 4). With more than one token the tiles share out the prefetch of the next group into
+ * L2 (with several tiles the first reads the group from memory and the others from L2); one token alone
+ * streams its four panels with the hardware prefetcher only (software prefetch measured slower there). */
 #define DEFINE_MATMUL_PANELS(SUF, DTYPE)                                                                \
     AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \
                                   int64_t T, float *Y, int64_t ldy) {                                   \
+        if (T < 1 || r0 >= r1) return;                                                                  \
         const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
         const int64_t tiles = (T + 5) / 6, widest = (T + tiles - 1) / tiles, G = PANEL_GROUP(widest);   \
         const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \

@@ -58,7 +58,7 @@ static ha_status check_matrix(const char *name, int64_t layer, const ha_matrix *
     if (!m->data)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is missing", name, (long long)layer);
     if ((unsigned)m->dtype >= HA_NDTYPES)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16, int8 or int4",
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16 (row-major or in panels), int8 or int4",
                        name, (long long)layer, (int)m->dtype);
     if (m->rows != rows || m->cols != cols)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)",

@@ -99,7 +99,10 @@ ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes) {
     if (to == HA_NDTYPES)
         return ha_fail(HA_ERR_INVALID, "pack: the source must be row-major float32, bfloat16 or float16, not %s",
                        ha_dtype_name(src->dtype));
-    if (src->rows < 0 || src->cols < 1 || src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
+    if (src->rows < 0 || src->cols < 1)
+        return ha_fail(HA_ERR_INVALID, "pack: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1",
+                       (long long)src->rows, (long long)src->cols);
+    if (src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
         return ha_fail(HA_ERR_INVALID, "pack: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
                        (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
                        src->nbytes);

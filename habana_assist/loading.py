@@ -2,8 +2,9 @@
 
 load_checkpoint() reads config.json and the safetensors weights (single file or sharded), picks out the
 tensors a Llama/Mistral/Qwen2 decoder needs, and checks each one's stored dtype and its shape against
-config.json before the C core ever sees it. Matrices keep the stored dtype as read-only views of the file's
-memory map unless a dtype is asked for; vectors (norms, biases) are always float32, since they are small and
+config.json before the C core ever sees it. Float matrices are repacked into the core's panels (a copy), or
+with repack=False keep the stored dtype as read-only views of the file's memory map unless a dtype is asked
+for; vectors (norms, biases) are always float32, since they are small and
 the kernels add them in float32. Unknown extra tensors (e.g. rotary_emb.inv_freq) are ignored, as in
 Transformers.
 """
@@ -171,7 +172,7 @@ def _convert(name, array, source, target):
 def load_checkpoint(directory, dtype=None, repack=True):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
-    dtype: None or "auto" keeps matrices as stored (zero-copy views of the file); "float32", "bfloat16" or
+    dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file); "float32", "bfloat16" or
     "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
     scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
     (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
@@ -182,6 +183,8 @@ def load_checkpoint(directory, dtype=None, repack=True):
     Raises CheckpointNotFoundError, CheckpointError, UnsupportedModelError or InvalidInputError.
     """
     target = _target_dtype(dtype)
+    if not isinstance(repack, (bool, np.bool_)):
+        raise InvalidInputError(f"load_checkpoint: repack={repack!r} must be True or False")
     if not os.path.isdir(directory):
         raise CheckpointNotFoundError(f"{directory}: no such checkpoint directory; check the path")
     config = LlamaConfig.from_pretrained(directory)

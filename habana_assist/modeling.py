@@ -364,8 +364,8 @@ class AutoModelForCausalLM:
                         load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
-        dtype: None/"auto" keeps weights as stored (memory-mapped, not copied); "float32", "bfloat16" or
-        "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
+        dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
+        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
         64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per token).
         Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
         max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings). torch_dtype is an
@@ -401,8 +401,6 @@ class AutoModelForCausalLM:
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
-        if not isinstance(repack, (bool, np.bool_)):
-            raise InvalidInputError(f"repack={repack!r} must be True or False")
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
-                                     bool(repack))
+                                     repack)
         return LlamaForCausalLM(checkpoint, max_cache_len, blas_prefill)

@@ -102,6 +102,10 @@ static int take_matrix(ModelObject *self, PyObject *spec, const char *what, ha_m
         PyErr_Format(InvalidInputError, "%s must be 2-D, got %d dimensions", what, v->ndim);
         return -1;
     }
+    if (rows < -1) {
+        PyErr_Format(InvalidInputError, "%s: rows=%lld must be >= 0", what, rows);
+        return -1;
+    }
     *out = (ha_matrix){ v->buf, t, rows >= 0 ? rows : v->shape[0], cols, (size_t)v->len };
     return 0;
 }

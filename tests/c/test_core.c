@@ -2393,6 +2393,14 @@ static void test_kernels_matmul_panels_bitwise(void) {
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, NULL);
                 float *X = make_floats((size_t)(13 * n), &r, -1.0, 1.0);
                 float *want = xmalloc((size_t)(13 * ldy) * sizeof(float)), *got = xmalloc((size_t)(13 * ldy) * sizeof(float));
+                for (int v = 0; v < nk; v++) { /* T = 0 and an empty row range: nothing to do, nothing written */
+                    for (int64_t i = 0; i < 13 * ldy; i++) got[i] = bits_f(SENTINEL);
+                    ks[v]->matmul[dt](W, n, r0, r1, X, 0, got, ldy);
+                    ks[v]->matmul[dt](W, n, r1 - 1, r1 - 1, X, 5, got, ldy);
+                    for (int64_t i = 0; i < 13 * ldy; i++)
+                        CHECK(fbits(got[i]) == SENTINEL, "%s %s: T = 0 or an empty range wrote Y[%lld]", kn[v], dname((ha_dtype)dt),
+                              (long long)i);
+                }
                 for (size_t c = 0; c < COUNT(PT); c++) {
                     const int64_t T = PT[c];
                     for (int64_t i = 0; i < T * ldy; i++) want[i] = got[i] = bits_f(SENTINEL);
