@@ -2,7 +2,6 @@
  * (int8, one float scale per HA_Q8_GROUP weights) or HA_Q4 (int4, per HA_Q4_GROUP), or repacked into panels
  * (HA_F32P, HA_BF16P, HA_F16P). */
 #include <stdatomic.h>
-#include <string.h>
 
 #include "internal.h"
 
@@ -67,7 +66,7 @@ typedef struct pack_job {
 } pack_job;
 
 /* Panels [p0, p1): per panel the 16 source rows are read side by side, column by column, and each column's 16
- * elements written out in order (typed copies: an element at a time through memcpy took seconds per GB). */
+ * elements written out in order, as 16- or 32-bit words (the bits unchanged, whatever the float format). */
 #define DEFINE_PACK(NAME, TYPE)                                                                        \
     static void NAME(const TYPE *src, int64_t rows, int64_t n, ha_dtype to, TYPE *dst, int64_t p0, int64_t p1) { \
         for (int64_t p = p0; p < p1; p++) {                                                            \
