@@ -376,8 +376,10 @@ DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
-/* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
-#define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
+/* Panels per group for tiles of up to S tokens: 8 accumulators or more, to cover the FMA latency, except at
+ * S = 3 (6): two panels there (12) ran 1.6x slower than one (kernel_ab, one core, in L2 and from memory), GCC
+ * keeping both panels' widened weights live beside the 12 sums. */
+#define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) == 2 ? 2 : 1)
 
 /* Y[t, r] for r0 <= r < r1: groups of PANEL_GROUP panels, each run by tiles of up to 6 tokens, as even as
  * possible (T = 8: 4 + 4). With more than one token the tiles share out the prefetch of the next group into
@@ -410,7 +412,6 @@ DEFINE_PANEL_TILE(f16p)
                 case 1 * 8 + 1: ptile_##SUF(1, 1, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 2 * 8 + 2: ptile_##SUF(2, 2, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 2 * 8 + 1: ptile_##SUF(1, 2, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 3 * 8 + 2: ptile_##SUF(2, 3, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 3 * 8 + 1: ptile_##SUF(1, 3, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 4 * 8 + 1: ptile_##SUF(1, 4, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 5 * 8 + 1: ptile_##SUF(1, 5, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
