@@ -620,30 +620,27 @@ static void drop_file_pages(const void *buf, size_t len) {
     if (b < e) (void)madvise((void *)b, e - b, MADV_DONTNEED);
 }
 
-/* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, src_is_file_map,
- *          to "int8" | "int4"): integer weights; the source's pages are dropped afterwards if it maps a file. */
-static PyObject *py_quantize(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *src_o, *dt, *dst_o, *to_o, *result = NULL;
+/* The body of quantize() and pack(): src (rows, cols) of dtype t into dst (buffer format dst_fmt, writable) by
+ * ha_quantize to `to` (HA_Q8, HA_Q4) or, for to == HA_NDTYPES, by ha_pack; if file_map (the loader passes it
+ * only for a read-only np.memmap; on ordinary memory it would zero the pages), the source's pages are dropped
+ * afterwards. */
+static PyObject *convert_weights(const char *what, PyObject *src_o, ha_dtype t, PyObject *dst_o, const char *dst_fmt,
+                                 int file_map, ha_dtype to) {
+    PyObject *result = NULL;
     Py_buffer src = { 0 }, dst = { 0 };
-    int held = 0, file_map = 0;
-    ha_dtype t, to;
-    if (!PyArg_ParseTuple(args, "OOOpO", &src_o, &dt, &dst_o, &file_map, &to_o) || parse_dtype(dt, &t) != 0 ||
-        parse_dtype(to_o, &to) != 0)
-        return NULL;
-    if (t == HA_Q8 || t == HA_Q4) return PyErr_Format(InvalidInputError, "quantize: the source is already int8 or int4");
+    int held = 0;
     if (get_buffer(src_o, dtype_format(t), 0, "src", &src) != 0) goto cleanup;
     held |= 1;
-    if (get_buffer(dst_o, "B", 1, "dst", &dst) != 0) goto cleanup;
+    if (get_buffer(dst_o, dst_fmt, 1, "dst", &dst) != 0) goto cleanup;
     held |= 2;
     if (src.ndim != 2) {
-        PyErr_Format(InvalidInputError, "quantize: the source must be 2-D, got %d dimensions", src.ndim);
+        PyErr_Format(InvalidInputError, "%s: the source must be 2-D, got %d dimensions", what, src.ndim);
         goto cleanup;
     }
     ha_matrix m = { src.buf, t, src.shape[0], src.shape[1], (size_t)src.len };
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_quantize(&m, to, dst.buf, (size_t)dst.len);
+    st = to == HA_NDTYPES ? ha_pack(&m, dst.buf, (size_t)dst.len) : ha_quantize(&m, to, dst.buf, (size_t)dst.len);
     if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
@@ -657,38 +654,29 @@ cleanup:
     return result;
 }
 
+/* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, src_is_file_map,
+ *          to "int8" | "int4"): integer weights. */
+static PyObject *py_quantize(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *src_o, *dt, *dst_o, *to_o;
+    int file_map = 0;
+    ha_dtype t, to;
+    if (!PyArg_ParseTuple(args, "OOOpO", &src_o, &dt, &dst_o, &file_map, &to_o) || parse_dtype(dt, &t) != 0 ||
+        parse_dtype(to_o, &to) != 0)
+        return NULL;
+    if (t == HA_Q8 || t == HA_Q4) return PyErr_Format(InvalidInputError, "quantize: the source is already int8 or int4");
+    return convert_weights("quantize", src_o, t, dst_o, "B", file_map, to);
+}
+
 /* pack(src (rows, cols) array, src dtype, dst writable (rows rounded up to whole panels, cols) of the same
- *      element type, src_is_file_map): float panels; the source's pages are dropped afterwards if it maps a file. */
+ *      element type, src_is_file_map): float panels. */
 static PyObject *py_pack(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *src_o, *dt, *dst_o, *result = NULL;
-    Py_buffer src = { 0 }, dst = { 0 };
-    int held = 0, file_map = 0;
+    PyObject *src_o, *dt, *dst_o;
+    int file_map = 0;
     ha_dtype t;
     if (!PyArg_ParseTuple(args, "OOOp", &src_o, &dt, &dst_o, &file_map) || parse_dtype(dt, &t) != 0) return NULL;
-    if (get_buffer(src_o, dtype_format(t), 0, "src", &src) != 0) goto cleanup;
-    held |= 1;
-    if (get_buffer(dst_o, dtype_format(t), 1, "dst", &dst) != 0) goto cleanup;
-    held |= 2;
-    if (src.ndim != 2) {
-        PyErr_Format(InvalidInputError, "pack: the source must be 2-D, got %d dimensions", src.ndim);
-        goto cleanup;
-    }
-    ha_matrix m = { src.buf, t, src.shape[0], src.shape[1], (size_t)src.len };
-    ha_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = ha_pack(&m, dst.buf, (size_t)dst.len);
-    if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
-    Py_END_ALLOW_THREADS
-    if (st != HA_OK) {
-        raise_status(st);
-        goto cleanup;
-    }
-    result = Py_NewRef(Py_None);
-cleanup:
-    if (held & 1) PyBuffer_Release(&src);
-    if (held & 2) PyBuffer_Release(&dst);
-    return result;
+    return convert_weights("pack", src_o, t, dst_o, dtype_format(t), file_map, HA_NDTYPES);
 }
 
 static PyObject *py_row_bytes(PyObject *mod, PyObject *args) {
