@@ -100,7 +100,10 @@ static inline prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r,
 
 AVX2 static inline void prefetch_step(prefetcher *pf) {
     if (!pf) return;
-    for (size_t b = 0; b < pf->share && pf->off < pf->end; b += 64, pf->off += 64) _mm_prefetch(pf->base + pf->off, _MM_HINT_T1);
+    size_t off = pf->off; /* in a register: through pf, GCC stored it back after every line */
+    const size_t end = pf->end - off > pf->share ? off + pf->share : pf->end;
+    for (; off < end; off += 64) _mm_prefetch(pf->base + off, _MM_HINT_T1);
+    pf->off = off;
 }
 
 /* A matmul's activations: float rows for float weights, quantized rows for integer weights. */
