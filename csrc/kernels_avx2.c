@@ -309,8 +309,9 @@ DEFINE_MATMUL_INT(q4, HA_Q4)
  * vectors of 8 rows (p16_*), each multiplied by a broadcast activation: a tile of P panels x S tokens keeps
  * 2 * P * S accumulators (each the running sum of one output, no horizontal sum at the end) and per column
  * spends P loads, at most 2 * P conversions and S broadcasts on 2 * P * S FMAs. The row-major tiles above
- * spend a conversion per 8 weights and token tile and a 32-byte activation load per 8 products; measured
- * on one core, rows from memory, best of 8: 0.77 of their time at T = 8. Every output is the chain
+ * spend a conversion per 8 weights and token tile and a 32-byte activation load per 8 products. Measured on
+ * one core on the same weights (8192 x 2048 bfloat16, from memory): 0.76-0.80 of their time at T = 8 and
+ * 0.63-0.69 at T = 1 (four panels side by side: four streams). Every output is the chain
  * s = fma(w[k], x[k], s) over k in order, in any tile, so results do not depend on T or the row range, and
  * equal MATMUL_PANELS_SCALAR's bitwise (for finite results; where NaNs meet, which NaN survives may differ). */
 
@@ -356,10 +357,11 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
                         acc[p][0][s] = _mm256_fmadd_ps(lo, b, acc[p][0][s]);                            \
                         acc[p][1][s] = _mm256_fmadd_ps(hi, b, acc[p][1][s]);                            \
                     }                                                                                   \
-                    /* 2 x 3: GCC otherwise loads and widens the next panel's weights early, and with both   \
-                     * panels' live beside the 12 sums spills: 1.6x slower than one panel at a time; with this \
-                     * fence 1.13-1.15x faster than one (kernel_ab, one core, in L2; 1.02x from memory). */  \
-                    if (P > 1 && S == 3) __asm__ volatile("" ::: "memory");                                     \
+                    /* 2 x 3: GCC otherwise loads and widens the next panel's weights early and, with both  \
+                     * panels' weights live beside the 12 sums, spills: 1.6x slower than one panel at a time; \
+                     * with this fence 1.13-1.15x faster than one (kernel_ab, one core, in L2; 1.02x from    \
+                     * memory). */                                                                          \
+                    if (P > 1 && S == 3) __asm__ volatile("" ::: "memory");                             \
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
@@ -403,7 +405,7 @@ DEFINE_PANEL_TILE(f16p)
             const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
             prefetcher ahead = { panel + (size_t)np * pbytes, 0, (size_t)next * pbytes, 0 };            \
             ahead.share = ((ahead.end + (size_t)steps - 1) / (size_t)steps + 63) & ~(size_t)63;         \
-            prefetcher *pf = T > 1 ? &ahead : NULL;                                                 \
+            prefetcher *pf = T > 1 ? &ahead : NULL;                                                     \
             const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
             int64_t t = 0;                                                                              \
             for (int64_t i = 0; i < tiles; i++) {                                                       \
@@ -421,7 +423,7 @@ DEFINE_PANEL_TILE(f16p)
                 case 3 * 8 + 1: ptile_##SUF(1, 3, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 4 * 8 + 1: ptile_##SUF(1, 4, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
                 case 5 * 8 + 1: ptile_##SUF(1, 5, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                default: ptile_##SUF(1, 6, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break;        \
+                default: /* S = 6: G = 1 */ ptile_##SUF(1, 6, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); \
                 }                                                                                       \
                 t += S;                                                                                 \
             }                                                                                           \
