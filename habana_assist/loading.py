@@ -4,9 +4,8 @@ load_checkpoint() reads config.json and the safetensors weights (single file or 
 tensors a Llama/Mistral/Qwen2 decoder needs, and checks each one's stored dtype and its shape against
 config.json before the C core ever sees it. Float matrices are repacked into the core's panels (a copy), or
 with repack=False keep the stored dtype as read-only views of the file's memory map unless a dtype is asked
-for; vectors (norms, biases) are always float32, since they are small and
-the kernels add them in float32. Unknown extra tensors (e.g. rotary_emb.inv_freq) are ignored, as in
-Transformers.
+for; vectors (norms, biases) are always float32, since they are small and the kernels add them in float32.
+Unknown extra tensors (e.g. rotary_emb.inv_freq) are ignored, as in Transformers.
 """
 
 import os
@@ -172,8 +171,8 @@ def _convert(name, array, source, target):
 def load_checkpoint(directory, dtype=None, repack=True):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
-    dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file); "float32", "bfloat16" or
-    "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
+    dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
+    "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
     scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
     (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
     as stored. repack (the default) copies float matrices into the core's panels (Weight.panels), for the
