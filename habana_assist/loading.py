@@ -172,8 +172,9 @@ def load_checkpoint(directory, dtype=None, repack=True):
     """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
-    "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8" and "int4" quantize them (a float32
-    scale per 64 int8 or 32 int4 weights), except an untied embedding table, which stays as stored. Vectors
+    "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8" and "int4"
+    quantize them (a float32 scale per 64 int8 or 32 int4 weights), except an untied embedding table, which
+    stays as stored. Vectors
     (norms, biases) are rounded to a float dtype too, then held as float32; with "int8" or "int4" they stay
     as stored. repack (the default) copies float matrices into the core's panels (Weight.panels), for the
     kernels that verify and prefill many tokens at once; an untied embedding, read a row per token, stays
