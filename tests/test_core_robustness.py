@@ -118,6 +118,10 @@ def test_pack_refuses_bad_buffers_naming_the_problem():
     for args, match in bad:
         with pytest.raises((ha.InvalidInputError, TypeError, ValueError), match=match):
             ha._core.pack(*args)
+    # the file-map flag on ordinary (writable) memory must not drop, and so zero, the source's pages
+    big = np.ones((4096, 16), np.float32)
+    ha._core.pack(big, "float32", np.empty((4096, 16), np.float32), True)
+    assert (big == 1).all(), "pack(file_map=True) zeroed a writable source"
     frozen = np.zeros((16, 5), np.float32)
     frozen.flags.writeable = False
     with pytest.raises((ha.InvalidInputError, TypeError, ValueError, BufferError)):

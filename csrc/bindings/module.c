@@ -622,8 +622,8 @@ static void drop_file_pages(const void *buf, size_t len) {
 
 /* The body of quantize() and pack(): src (rows, cols) of dtype t into dst (buffer format dst_fmt, writable) by
  * ha_quantize to `to` (HA_Q8, HA_Q4) or, for to == HA_NDTYPES, by ha_pack; if file_map (the loader passes it
- * only for a read-only np.memmap; on ordinary memory it would zero the pages), the source's pages are dropped
- * afterwards. */
+ * for a read-only np.memmap), the source's pages are dropped afterwards. Only a read-only source's: on
+ * writable memory dropping pages would zero them, so there the flag is ignored. */
 static PyObject *convert_weights(const char *what, PyObject *src_o, ha_dtype t, PyObject *dst_o, const char *dst_fmt,
                                  int file_map, ha_dtype to) {
     PyObject *result = NULL;
@@ -641,7 +641,7 @@ static PyObject *convert_weights(const char *what, PyObject *src_o, ha_dtype t, 
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
     st = to == HA_NDTYPES ? ha_pack(&m, dst.buf, (size_t)dst.len) : ha_quantize(&m, to, dst.buf, (size_t)dst.len);
-    if (st == HA_OK && file_map) drop_file_pages(src.buf, (size_t)src.len);
+    if (st == HA_OK && file_map && src.readonly) drop_file_pages(src.buf, (size_t)src.len);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
         raise_status(st);
