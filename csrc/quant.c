@@ -34,22 +34,34 @@ static void quant_rows(void *ctx, int64_t r0, int64_t r1) {
     }
 }
 
+/* What ha_quantize and ha_pack check alike: src (non-NULL) a row-major float32, bfloat16 or float16 matrix of a
+ * possible shape whose buffer is exactly its size, both buffers aligned for their dtypes, and dst exactly a
+ * (rows, cols) matrix of dtype `to`. what names the caller in the message. */
+static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dtype to, const void *dst, size_t dst_bytes) {
+    if (ha_panel_dtype(src->dtype) == HA_NDTYPES)
+        return ha_fail(HA_ERR_INVALID, "%s: the source must be row-major float32, bfloat16 or float16, not %s", what,
+                       ha_dtype_name(src->dtype));
+    if (src->rows < 0 || src->cols < 1)
+        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1",
+                       what, (long long)src->rows, (long long)src->cols);
+    if (src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
+        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) %s source needs %zu bytes, got %zu", what, (long long)src->rows,
+                       (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
+                       src->nbytes);
+    if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % ha_dtype_align(to))
+        return ha_fail(HA_ERR_INVALID, "%s: source or destination is not aligned", what);
+    if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
+        return ha_fail(HA_ERR_INVALID, "%s: the destination needs %zu bytes, got %zu", what,
+                       ha_matrix_bytes(to, src->rows, src->cols), dst_bytes);
+    return HA_OK;
+}
+
 ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes) {
     if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize: NULL argument");
     if (to != HA_Q8 && to != HA_Q4)
         return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8 or int4, not %s", ha_dtype_name(to));
-    if (src->dtype != HA_F32 && src->dtype != HA_BF16 && src->dtype != HA_F16)
-        return ha_fail(HA_ERR_INVALID, "quantize: the source must be float32, bfloat16 or float16, not %s",
-                       ha_dtype_name(src->dtype));
-    if (src->rows < 0 || src->cols < 1 || src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "quantize: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
-                       (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
-                       src->nbytes);
-    if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % 4)
-        return ha_fail(HA_ERR_INVALID, "quantize: source or destination is not aligned");
-    if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "quantize: the destination needs %zu bytes, got %zu",
-                       ha_matrix_bytes(to, src->rows, src->cols), dst_bytes);
+    const ha_status st = check_conversion("quantize", src, to, dst, dst_bytes);
+    if (st != HA_OK) return st;
     quant_job j = { .src = src, .to = to, .dst = dst };
     atomic_init(&j.bad_row, -1);
     ha_parallel_for(quant_rows, &j, src->rows);
@@ -94,22 +106,9 @@ static void pack_panels(void *ctx, int64_t p0, int64_t p1) {
 
 ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes) {
     if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "pack: NULL argument");
-    const ha_dtype to = ha_panel_dtype(src->dtype);
-    if (to == HA_NDTYPES)
-        return ha_fail(HA_ERR_INVALID, "pack: the source must be row-major float32, bfloat16 or float16, not %s",
-                       ha_dtype_name(src->dtype));
-    if (src->rows < 0 || src->cols < 1)
-        return ha_fail(HA_ERR_INVALID, "pack: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1",
-                       (long long)src->rows, (long long)src->cols);
-    if (src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "pack: a (%lld, %lld) %s source needs %zu bytes, got %zu", (long long)src->rows,
-                       (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
-                       src->nbytes);
-    if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % ha_dtype_align(to))
-        return ha_fail(HA_ERR_INVALID, "pack: source or destination is not aligned");
-    if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "pack: the destination needs %zu bytes, got %zu",
-                       ha_matrix_bytes(to, src->rows, src->cols), dst_bytes);
+    const ha_dtype to = ha_panel_dtype(src->dtype); /* HA_NDTYPES for a source check_conversion refuses */
+    const ha_status st = check_conversion("pack", src, to, dst, dst_bytes);
+    if (st != HA_OK) return st;
     pack_job j = { .src = src, .to = to, .dst = dst };
     ha_parallel_for(pack_panels, &j, (src->rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS);
     return HA_OK;
