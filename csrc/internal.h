@@ -12,8 +12,12 @@
 ha_status ha_fail(ha_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 const char *ha_dtype_name(ha_dtype t);
-/* IEEE half bits -> float, exact (kernels_scalar.c). */
+/* IEEE half bits -> float, exact (kernels_scalar.c); bfloat16 bits -> float, exact. */
 float ha_f16_to_f32(uint16_t h);
+static inline float ha_bf16_to_f32(uint16_t b) {
+    union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
+    return v.f;
+}
 /* Bytes of one row of n elements (panel dtypes: a row's share of its panel, n elements). */
 static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     switch (t) {
@@ -39,9 +43,7 @@ static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r,
     const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
     if (t == HA_F32P) return ((const float *)W)[at];
     const uint16_t h = ((const uint16_t *)W)[at];
-    if (t == HA_F16P) return ha_f16_to_f32(h);
-    union { uint32_t u; float f; } v = { (uint32_t)h << 16 };
-    return v.f;
+    return t == HA_F16P ? ha_f16_to_f32(h) : ha_bf16_to_f32(h);
 }
 
 /* Element j of a HA_Q8 row, exactly as every kernel computes it: scale * q. */
@@ -217,11 +219,6 @@ const ha_kernels *ha_kernels_get(void);
 void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int64_t T, float *Y, int64_t ldy,
                     float *scratch);
 
-/* bfloat16 bits -> float, exact. */
-static inline float ha_bf16_to_f32(uint16_t b) {
-    union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
-    return v.f;
-}
 
 /* ---- generation helpers shared by generate.c and assist.c ------------------------------------------ */
 
