@@ -81,20 +81,19 @@ int main(int argc, char **argv) {
                 }
             }
         }
-    if (dt != gen) { /* deal the rows out into panels, as ha_pack does */
-        const size_t es = ha_row_bytes(gen, 1), bytes = (size_t)rows * rb;
+    if (dt != gen) { /* repacked into panels by the core's own ha_pack */
+        const size_t bytes = (size_t)rows * rb;
         unsigned char *rm = malloc(bytes);
         if (!rm) {
             fprintf(stderr, "kernel_ab: out of memory\n");
             return 1;
         }
         memcpy(rm, W, bytes);
-        memset(W, 0, ha_matrix_bytes(dt, rows, n));
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t k = 0; k < n; k++)
-                memcpy(W + (((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS +
-                            (size_t)ha_panel_pos(dt, r % HA_PANEL_ROWS)) * es,
-                       rm + (size_t)r * rb + (size_t)k * es, es);
+        const ha_matrix src = { .data = rm, .dtype = gen, .rows = rows, .cols = n, .nbytes = bytes };
+        if (ha_pack(&src, W, ha_matrix_bytes(dt, rows, n)) != HA_OK) {
+            fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
+            return 1;
+        }
         free(rm);
     }
     for (int64_t i = 0; i < tmax * n; i++) X[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
