@@ -8,37 +8,55 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
+static unsigned xcr0(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return lo;
+}
+
 static int cpu_has_avx2_fma_f16c(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
     if (!(osxsave && avx && fma && f16c)) return 0;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0x6) != 0x6) return 0; /* XMM and YMM state saved by the OS */
+    if ((xcr0() & 0x6) != 0x6) return 0; /* XMM and YMM state saved by the OS */
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b >> 5) & 1;             /* AVX2 */
 }
+
+/* AVX-512 F and BW (ebx bits 16, 30), VNNI (ecx bit 11), and the OS saving the opmask and ZMM state
+ * (XCR0 bits 5-7) besides AVX2's. */
+static int cpu_has_avx512(void) {
+    unsigned a, b, c, d;
+    if (!cpu_has_avx2_fma_f16c() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return ((b >> 16) & 1) && ((b >> 30) & 1) && ((c >> 11) & 1) && (xcr0() & 0xe6) == 0xe6;
+}
 #else
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
+static int cpu_has_avx512(void) { return 0; }
 #endif
 
 static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, set by ha_kernels_select */
 
-static const ha_kernels *variant(const char *name) {
+const ha_kernels *ha_kernels_find(const char *name) {
+    if (!name) return NULL;
     if (strcmp(name, "scalar") == 0) return &ha_kernels_scalar;
     if (strcmp(name, "avx2") == 0) return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL;
+    if (strcmp(name, "avx512") == 0) return cpu_has_avx512() ? ha_kernels_avx512() : NULL;
+    if (strcmp(name, "avx512-emulated") == 0) return cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
     return NULL;
 }
 
-/* Called first from the binding's module init (single-threaded), so the lazy choice below never races. */
+/* Called first from the binding's module init (single-threaded), so the lazy choice below never races.
+ * The emulation is never chosen by itself: it is for tests, and slower than AVX2. */
 const ha_kernels *ha_kernels_get(void) {
     const ha_kernels *k = chosen;
     if (!k) {
         const char *env = getenv("HA_KERNELS");
-        k = env && *env ? variant(env) : NULL;
-        k = k ? k : cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : &ha_kernels_scalar;
-        chosen = k;
+        k = env && *env ? ha_kernels_find(env) : NULL;
+        if (!k) k = ha_kernels_find("avx512");
+        if (!k) k = ha_kernels_find("avx2");
+        chosen = k = k ? k : &ha_kernels_scalar;
     }
     return k;
 }
@@ -46,11 +64,18 @@ const ha_kernels *ha_kernels_get(void) {
 const char *ha_kernels_name(void) { return ha_kernels_get()->name; }
 
 ha_status ha_kernels_select(const char *name) {
-    const ha_kernels *k = name ? variant(name) : NULL;
-    if (!k)
-        return ha_fail(HA_ERR_UNSUPPORTED,
-                       "kernel variant '%s' is not available on this CPU; choose one of: scalar%s",
-                       name ? name : "(null)", cpu_has_avx2_fma_f16c() ? ", avx2" : "");
+    const ha_kernels *k = ha_kernels_find(name);
+    if (!k) {
+        char avail[64] = "scalar";
+        const char *others[] = { "avx2", "avx512", "avx512-emulated" };
+        for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+            if (ha_kernels_find(others[i])) {
+                strcat(avail, ", ");
+                strcat(avail, others[i]);
+            }
+        return ha_fail(HA_ERR_UNSUPPORTED, "kernel variant '%s' is not available on this CPU; choose one of: %s",
+                       name ? name : "(null)", avail);
+    }
     chosen = k;
     return HA_OK;
 }

@@ -207,8 +207,46 @@ typedef struct ha_kernels {
 
 extern const ha_kernels ha_kernels_scalar;
 extern const ha_kernels ha_kernels_avx2;
+/* AVX-512 (F, BW, VNNI; kernels_avx512.c): its own panel and integer kernels, AVX2's other entries. Native,
+ * and emulated through SIMDe on AVX2 (kernels_avx512_emulated.c) so that the same source runs in the tests
+ * on CPUs without AVX-512. NULL where not built (not x86; the emulation without libsimde-dev's headers).
+ * Call only where the CPU has what the variant needs (dispatch.c checks). */
+const ha_kernels *ha_kernels_avx512(void);
+const ha_kernels *ha_kernels_avx512_emulated(void);
 /* The variant in use; set once at first use (ha_kernels_get), or by ha_kernels_select. */
 const ha_kernels *ha_kernels_get(void);
+/* The variant of that name if this CPU runs it, else NULL: "scalar", "avx2", "avx512", "avx512-emulated". */
+const ha_kernels *ha_kernels_find(const char *name);
+
+/* The end of every integer-weight output: its eight float lanes l (8,) added in the tree that
+ * ha_kernels.matmul_int defines. */
+static inline float ha_lanes_sum8(const float *l) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* Software prefetch into L2 (prefetcht1 on x86), shared out over a tile's steps: the kernels hand each
+ * step an equal share of the bytes [base, base + end) that the next tile will read. */
+typedef struct ha_prefetcher {
+    const char *base;  /* the next rows' or panels' first byte */
+    size_t off, end;   /* bytes prefetched so far, bytes in all */
+    size_t share;      /* bytes per step */
+} ha_prefetcher;
+
+/* The prefetcher of `bytes` bytes from base, over `steps` steps (at least one). */
+static inline ha_prefetcher ha_prefetcher_over(const char *base, size_t bytes, int64_t steps) {
+    if (steps < 1) steps = 1;
+    ha_prefetcher pf = { base, 0, bytes, ((bytes + (size_t)steps - 1) / (size_t)steps + 63) & ~(size_t)63 };
+    return pf;
+}
+
+/* One step's share; nothing if pf is NULL. */
+static inline void ha_prefetch_step(ha_prefetcher *pf) {
+    if (!pf) return;
+    size_t off = pf->off; /* in a register: through pf, GCC stored it back after every line */
+    const size_t end = pf->end - off > pf->share ? off + pf->share : pf->end;
+    for (; off < end; off += 64) __builtin_prefetch(pf->base + off, 0, 2);
+    pf->off = off;
+}
 
 /* ---- OpenBLAS (blas.c) -------------------------------------------------------------------------------
  * Prompt blocks of HA_BLAS_BLOCK tokens; weights not in float32 are widened HA_BLAS_SLICE rows at a time. */

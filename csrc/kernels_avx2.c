@@ -84,26 +84,12 @@ static inline float w1_q4(const void *w, int64_t k) { return ha_q4_at(w, k); }
 /* Software prefetch: left to the hardware prefetcher, a tile's short reads of four rows and its compute on
  * them hardly overlap. While the token tiles of rows [r, r + ROWS) run, the next ROWS rows (contiguous bytes,
  * within the call's range) are prefetched into L2, an equal share of them per step of every tile. */
-typedef struct prefetcher {
-    const char *base;  /* the next rows' first byte */
-    size_t off, end;   /* bytes prefetched so far, bytes in all */
-    size_t share;      /* bytes per step */
-} prefetcher;
+typedef ha_prefetcher prefetcher;
+#define prefetch_step ha_prefetch_step
 
 static inline prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r, int64_t r1, int64_t n_steps) {
     const int64_t b = r + ROWS < r1 ? r + ROWS : r1, e = r + 2 * ROWS < r1 ? r + 2 * ROWS : r1;
-    prefetcher pf = { (const char *)W + (size_t)b * rb, 0, (size_t)(e - b) * rb, 0 };
-    if (n_steps < 1) n_steps = 1; /* n < 8: no step runs, nothing to share out */
-    pf.share = ((pf.end + (size_t)n_steps - 1) / (size_t)n_steps + 63) & ~(size_t)63;
-    return pf;
-}
-
-AVX2 static inline void prefetch_step(prefetcher *pf) {
-    if (!pf) return;
-    size_t off = pf->off; /* in a register: through pf, GCC stored it back after every line */
-    const size_t end = pf->end - off > pf->share ? off + pf->share : pf->end;
-    for (; off < end; off += 64) _mm_prefetch(pf->base + off, _MM_HINT_T1);
-    pf->off = off;
+    return ha_prefetcher_over((const char *)W + (size_t)b * rb, (size_t)(e - b) * rb, n_steps);
 }
 
 /* A matmul's activations: float rows for float weights, quantized rows for integer weights. */
@@ -403,8 +389,7 @@ DEFINE_PANEL_TILE(f16p)
         for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
             const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
             const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
-            prefetcher ahead = { panel + (size_t)np * pbytes, 0, (size_t)next * pbytes, 0 };            \
-            ahead.share = ((ahead.end + (size_t)steps - 1) / (size_t)steps + 63) & ~(size_t)63;         \
+            prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
             prefetcher *pf = T > 1 ? &ahead : NULL;                                                     \
             const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
             int64_t t = 0;                                                                              \

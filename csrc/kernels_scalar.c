@@ -122,8 +122,7 @@ PANEL_TO_F32_SCALAR(panel_to_f32_f16p, HA_F16P)
                     for (int i = 0; i < (GROUP); i++) sum[(i % 16) / 2] += (int32_t)QAT(blk, i) * (int32_t)xg[i]; \
                     for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);         \
                 }                                                                                      \
-                Y[t * ldy + r] = (((lane[0] + lane[4]) + (lane[2] + lane[6])) +                        \
-                                  ((lane[1] + lane[5]) + (lane[3] + lane[7]))) * xscale[t];            \
+                Y[t * ldy + r] = ha_lanes_sum8(lane) * xscale[t];                                      \
             }                                                                                          \
         }                                                                                              \
     }

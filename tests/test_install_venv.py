@@ -23,4 +23,4 @@ def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(tmp_pa
                "print(ha.kernels_name()); print(ha.AutoModelForCausalLM.__name__)"], cwd=elsewhere)
     path, kernels, name = out.split()
     assert path.startswith(str(venv)), f"expected habana_assist imported from the venv {venv}, got {path}"
-    assert kernels in ("scalar", "avx2") and name == "AutoModelForCausalLM", f"unexpected import result: {out!r}"
+    assert kernels in ("scalar", "avx2", "avx512") and name == "AutoModelForCausalLM", f"unexpected import result: {out!r}"

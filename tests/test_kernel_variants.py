@@ -1,5 +1,6 @@
 """Every kernel variant this CPU has passes the exactness suites: the default run uses the best variant;
-here each variant is forced through HA_KERNELS in a child pytest run of the bitwise and reference tests."""
+here each variant is forced through HA_KERNELS in a child pytest run of the bitwise and reference tests.
+On a CPU without AVX-512, avx512-emulated runs the AVX-512 source through SIMDe (libsimde-dev)."""
 import os
 import subprocess
 import sys
@@ -11,12 +12,13 @@ from habana_assist import _core
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 SUITES = ["test_cache_exactness.py", "test_logits_reference.py", "test_assisted_exactness.py"]
+VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
 
 
 def available_variants():
     names = []
     current = ha.kernels_name()
-    for name in ("scalar", "avx2"):
+    for name in VARIANTS:
         try:
             _core.select_kernels(name)
             names.append(name)
@@ -41,3 +43,12 @@ def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
                        capture_output=True, text=True, cwd=os.path.dirname(TESTS), timeout=60)
     assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, \
         f"expected an ImportError naming HA_KERNELS and the variants, got rc={r.returncode}:\n{r.stderr[-1500:]}"
+
+
+def test_the_avx512_source_runs_here_natively_or_emulated():
+    names = available_variants()
+    if "avx2" not in names:
+        pytest.skip("this CPU has no AVX2, which the AVX-512 emulation runs on")
+    assert "avx512" in names or "avx512-emulated" in names, (
+        f"expected the AVX-512 kernels to run here natively or through SIMDe, got only {names}: the build did not find "
+        "<simde/x86/avx512.h>; install Debian's libsimde-dev (scripts/setup.sh does) and rebuild")

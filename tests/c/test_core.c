@@ -230,16 +230,21 @@ static float *make_floats(size_t n, rng *r, double lo, double hi) {
     return x;
 }
 
-/* The kernel variants this CPU runs: scalar always, avx2 when ha_kernels_select accepts it. */
+/* The kernel variants this CPU runs: scalar always, the others where ha_kernels_find has them (avx512-emulated
+ * wherever avx2 runs and the build found libsimde-dev). */
+static const char *const VARIANTS[] = { "scalar", "avx2", "avx512", "avx512-emulated" };
+#define NVARIANTS 4
 static int kernel_variants(const ha_kernels **out, const char **names) {
     int n = 0;
-    out[n] = &ha_kernels_scalar;
-    names[n++] = "scalar";
-    if (ha_kernels_select("avx2") == HA_OK) {
-        out[n] = &ha_kernels_avx2;
-        names[n++] = "avx2";
-    } else {
-        printf("avx2 unavailable\n");
+    for (int i = 0; i < NVARIANTS; i++) {
+        const ha_kernels *k = ha_kernels_find(VARIANTS[i]);
+        if (!k) {
+            printf("%s unavailable\n", VARIANTS[i]);
+            continue;
+        }
+        CHECK(strcmp(k->name, VARIANTS[i]) == 0, "variant %s: expected that name in its table, got %s", VARIANTS[i], k->name);
+        out[n] = k;
+        names[n++] = VARIANTS[i];
     }
     return n;
 }
@@ -269,8 +274,8 @@ static const int64_t KR[] = { 1, 3, 4, 5, 9 };
 /* ---- 1. kernels against double precision ------------------------------------------------------------ */
 
 static void test_kernels_matmul_matches_double(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 1 };
     const int64_t T = 3;
@@ -356,8 +361,8 @@ static void test_kernels_to_f32_exact(void) {
     CHECK(ha_f16_to_f32(0x7bff) == 65504.0f, "largest half expected 65504, got %g", (double)ha_f16_to_f32(0x7bff));
     CHECK(ha_f16_to_f32(0xfc00) == -INFINITY, "half 0xfc00 expected -inf, got %g", (double)ha_f16_to_f32(0xfc00));
 
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     uint16_t *all = xmalloc(65536 * sizeof(uint16_t));
     for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
@@ -412,8 +417,8 @@ static void test_kernels_to_f32_exact(void) {
 }
 
 static void test_kernels_dot_axpy_scale_match_double(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 3 };
     for (int v = 0; v < nk; v++)
@@ -464,8 +469,8 @@ static void test_kernels_dot_axpy_scale_match_double(void) {
 /* ---- 2. batch invariance of the kernels -------------------------------------------------------------- */
 
 static void test_kernels_matmul_batch_invariant(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 4 };
     /* chunk sizes: every tile width of the AVX2 kernels and their mixes (3 + 2, 3 + 3 + 2, ...), and a long one */
@@ -649,11 +654,8 @@ static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF1
 
 /* The kernel variants by name, for forwards (which use the selected table). */
 static int forward_variants(const char **names) {
-    int n = 0;
-    names[n++] = "scalar";
-    if (ha_kernels_select("avx2") == HA_OK) names[n++] = "avx2";
-    else printf("avx2 unavailable\n");
-    return n;
+    const ha_kernels *ks[NVARIANTS];
+    return kernel_variants(ks, names);
 }
 
 static void select_kernels(const char *name) { CHECK_OK(ha_kernels_select(name)); }
@@ -663,7 +665,7 @@ static void select_kernels(const char *name) { CHECK_OK(ha_kernels_select(name))
 static void one_thread(void) { CHECK_OK(ha_set_num_threads(1)); }
 
 #define FOR_EACH_MODEL(t, vname)                                                                           \
-    const char *vnames_[2];                                                                               \
+    const char *vnames_[NVARIANTS];                                                                             \
     int nv_ = forward_variants(vnames_);                                                                  \
     for (int vi_ = 0; vi_ < nv_; vi_++)                                                                   \
         for (size_t mc_ = 0; mc_ < COUNT(MODEL_CASES); mc_++)                                             \
@@ -890,27 +892,28 @@ static void test_model_thread_count_gives_identical_logits(void) {
     CHECK_OK(ha_set_num_threads(1));
 }
 
-/* The variants compute the same function (not bitwise: the summation orders differ). */
+/* The variants compute the same function (not bitwise where the summation orders differ: row-major float
+ * weights). */
 static void test_model_kernel_variants_agree(void) {
     one_thread();
-    if (ha_kernels_select("avx2") != HA_OK) {
-        printf("avx2 unavailable\n");
-        return;
-    }
+    const char *vn[NVARIANTS];
+    int nv = forward_variants(vn);
     for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc++) {
         tiny *t = tiny_build(MODEL_CASES[mc].dtype, MODEL_CASES[mc].bias, 0, 0, 100 + mc);
         float ls[12 * TV], la[12 * TV];
         CHECK_OK(ha_kernels_select("scalar"));
         workload(t->m, NULL, ls);
-        CHECK_OK(ha_kernels_select("avx2"));
-        workload(t->m, NULL, la);
-        double mx = 0.0, diff = 0.0;
-        for (int i = 0; i < 12 * TV; i++) {
-            mx = fmax(mx, fabs(ls[i]));
-            diff = fmax(diff, fabs((double)ls[i] - la[i]));
+        for (int v = 1; v < nv; v++) {
+            CHECK_OK(ha_kernels_select(vn[v]));
+            workload(t->m, NULL, la);
+            double mx = 0.0, diff = 0.0;
+            for (int i = 0; i < 12 * TV; i++) {
+                mx = fmax(mx, fabs(ls[i]));
+                diff = fmax(diff, fabs((double)ls[i] - la[i]));
+            }
+            CHECK(diff <= 1e-4 * mx, "[%s weights] scalar vs %s logits: expected a largest difference <= %.3g, got %.3g",
+                  dname(t->dtype), vn[v], 1e-4 * mx, diff);
         }
-        CHECK(diff <= 1e-4 * mx, "[%s weights] scalar vs avx2 logits: expected a largest difference <= %.3g, got %.3g",
-              dname(t->dtype), 1e-4 * mx, diff);
         tiny_free(t);
     }
 }
@@ -918,7 +921,7 @@ static void test_model_kernel_variants_agree(void) {
 /* sliding_window 1: every layer attends to the token itself only, so a token's logits do not depend on
  * the tokens before it; a window as long as the cache changes nothing. */
 static void test_model_sliding_window_limits_attention(void) {
-    const char *vn[2];
+    const char *vn[NVARIANTS];
     int nv = forward_variants(vn);
     for (int v = 0; v < nv; v++) {
         CHECK_OK(ha_kernels_select(vn[v]));
@@ -1560,7 +1563,7 @@ static ha_generate_params gen_params(int64_t N, ha_sampling_params sp) {
 
 static void test_generate_greedy_equals_manual_loop(void) {
     one_thread();
-    const char *vn[2];
+    const char *vn[NVARIANTS];
     int nv = forward_variants(vn);
     for (int v = 0; v < nv; v++)
         for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc += 2) {
@@ -1962,7 +1965,7 @@ static void test_threads_set_get_and_reject(void) {
 }
 
 static void test_threads_switching_keeps_results(void) {
-    const char *vn[2];
+    const char *vn[NVARIANTS];
     int nv = forward_variants(vn);
     CHECK_OK(ha_kernels_select(vn[nv - 1]));
     tiny *t = tiny_build(HA_BF16, 1, 0, 0, 51);
@@ -2060,7 +2063,7 @@ static void *caller_main(void *p) {
  * by the pool and give the single-threaded results; so they do while another thread keeps changing the
  * thread count. */
 static void test_threads_concurrent_callers(void) {
-    const char *vn[2];
+    const char *vn[NVARIANTS];
     int nv = forward_variants(vn);
     CHECK_OK(ha_kernels_select(vn[nv - 1]));
     tiny *t = tiny_build(HA_F32, 1, 0, 0, 52);
@@ -2169,8 +2172,8 @@ static void test_quantize_error_within_half_a_step(void) {
  * a maximum below 127 / FLT_MAX (subnormal or not: the factor overflows to inf), magnitudes from 1e-30 to
  * 1e30, partial groups, NaN and inf. */
 static void test_quantize_variants_match_the_reference(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 91 };
     float x[HA_Q8_GROUP];
@@ -2217,8 +2220,8 @@ static void test_quantize_variants_match_the_reference(void) {
  * ha_q8_at / ha_q4_at, on raw random blocks (int8 -128, int4 nibble 0, any scale) of every length up to
  * three groups, and writes nothing past n. */
 static void test_kernels_to_f32_integer_rows_exact(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 97 };
     for (int dt = HA_Q8; dt <= HA_Q4; dt++)
@@ -2278,8 +2281,8 @@ static void test_quantize_rejects_bad_input(void) {
  * blocks of 8, NaN and inf; the padding to whole groups is 0, and each element is within half a step (max|x| /
  * 65534, plus the rounding of the factor) of x. */
 static void test_quant_act_variants_match_the_reference(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 93 };
     enum { MAXN = 300 };
@@ -2331,12 +2334,12 @@ static void test_quant_act_variants_match_the_reference(void) {
  * padding, times activations of +-32767 (int8 lane sums past 2^24, where the conversion to float rounds);
  * and a token holding NaN, whose outputs are all NaN while the other tokens' stay bitwise as they were. */
 static void test_kernels_matmul_int_variants_bitwise(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 95 };
     static const int64_t NN[] = { 1, 15, 16, 31, 32, 33, 63, 64, 65, 130, 523 }, TT[] = { 1, 2, 3, 4, 5, 8, 16 };
-    const int64_t rows = 11, r0 = 2, r1 = 10;
+    const int64_t rows = 11, r0 = 2, r1 = 11; /* 9 rows: two tiles of 4 and one alone; decode: 4 x 2 and one */
     for (int dt = HA_Q8; dt <= HA_Q4; dt++)
         for (int extreme = 0; extreme < 2; extreme++)
             for (size_t a = 0; a < COUNT(NN); a++)
@@ -2376,16 +2379,17 @@ static void test_kernels_matmul_int_variants_bitwise(void) {
 }
 
 /* Float panels: every variant bitwise the scalar reference (one fmaf chain per output in index order), over
- * every tile shape the AVX2 kernel picks (T = 1..8, 13; groups of 1..4 panels, cut short at the range's end),
+ * every tile shape the AVX2 and AVX-512 kernels pick (T = 1..8, 13; groups of 1..8 panels, cut short at the
+ * range's end),
  * row ranges starting and ending inside panels, subnormal weights; nothing outside the range written. */
 static void test_kernels_matmul_panels_bitwise(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 21 };
     static const int64_t PT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 13 };
     static const int64_t PR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 }, { 16, 0, 16 }, { 17, 0, 17 }, { 40, 3, 37 },
-                                     { 70, 16, 70 }, { 100, 5, 99 } };
+                                     { 70, 16, 70 }, { 100, 5, 99 }, { 300, 7, 290 } };
     for (int dt = HA_F32P; dt <= HA_F16P; dt++)
         for (size_t a = 0; a < COUNT(KN); a++)
             for (size_t b = 0; b < COUNT(PR); b++) {
@@ -2429,8 +2433,8 @@ static void test_kernels_matmul_panels_bitwise(void) {
 
 /* panel_to_f32: every bfloat16 and float16 bit pattern (and random float32 bits) in panels, exactly. */
 static void test_kernels_panel_to_f32_exact(void) {
-    const ha_kernels *ks[2];
-    const char *kn[2];
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     const int64_t n = 65536 / HA_PANEL_ROWS, ldd = HA_PANEL_ROWS + 3;
     uint32_t *bits = xmalloc(65536 * sizeof(uint32_t));

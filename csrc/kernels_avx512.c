@@ -1,0 +1,391 @@
+/* AVX-512 kernels (F, BW and VNNI: 512-bit registers, 32 of them) for float weights in panels and for
+ * integer weights; the variant's other entries (row-major float weights, activation quantization, dot, axpy,
+ * scale, widening) are AVX2's, which every such CPU also runs. Panels and integer weights give bitwise the
+ * results of every other variant (the contracts in internal.h), so choosing this variant changes no output.
+ *
+ * Built twice. Natively (target attributes), as "avx512", which dispatch.c chooses where cpuid and xgetbv
+ * show the features. And as "avx512-emulated" by kernels_avx512_emulated.c, through SIMDe (Debian's
+ * libsimde-dev), whose AVX-512 intrinsics run as pairs of AVX2 ones: that is how this source runs in the
+ * tests on a CPU without AVX-512 (this project's machines are AMD Zen 3). It checks the code against the
+ * intrinsics' documented semantics, not against the instructions; it is never chosen by itself.
+ *
+ * Not tuned: no machine this was written on has AVX-512. The tile shapes follow the AVX2 kernels' reasoning
+ * (enough independent accumulators to cover the FMA latency on two ports, each weight read once per tile of
+ * tokens), with twice the registers. */
+#ifndef HA_AVX512_EMULATED
+#define HA_AVX512_EMULATED 0
+#endif
+
+#if defined(__x86_64__)
+
+#if HA_AVX512_EMULATED
+/* SIMDe picks its AVX2 paths (and fused multiply-adds) from the feature macros this pragma defines. */
+#pragma GCC target("avx2,fma,f16c")
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#define AVX512
+#define VARIANT_NAME "avx512-emulated"
+#define VARIANT_FN ha_kernels_avx512_emulated
+/* Intrinsics SIMDe 0.7.4 lacks, as two 256-bit halves: the same exact conversions. */
+static inline __attribute__((always_inline)) __m512 emulated_cvtepi32_ps(__m512i v) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm512_castsi512_si256(v))),
+                              _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1)), 1);
+}
+static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_castsi256_si128(h))),
+                              _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), 1);
+}
+#undef _mm512_cvtepi32_ps
+#define _mm512_cvtepi32_ps emulated_cvtepi32_ps
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps emulated_cvtph_ps
+#else
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
+#define VARIANT_NAME "avx512"
+#define VARIANT_FN ha_kernels_avx512
+#endif
+
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- float weights in panels --------------------------------------------------------------------------
+ * Column k of a panel is one register: its 16 rows, lane i = row i (p16_*). A tile of P panels x S tokens
+ * keeps P * S accumulators, one per output, and per column spends P loads, at most P conversions and S
+ * broadcast activations (folded into the FMAs) on P * S FMAs. Every output is the chain s = fma(w[k], x[k], s)
+ * over k in order, as MATMUL_PANELS_SCALAR's. */
+
+/* Rows 0-15 of column k of a panel, widened to float32 exactly. */
+AVX512 INLINE __m512 p16_f32p(const void *panel, int64_t k) {
+    return _mm512_loadu_ps((const float *)panel + k * HA_PANEL_ROWS);
+}
+/* bfloat16 panels hold row i < 8 at 2i and row 8 + i at 2i + 1, the low and high halves of 32-bit element i
+ * of the column. Its 32 bytes go to both halves of the register (a load, no shuffle), then one byte shuffle
+ * (within 128-bit lanes, which the broadcast made hold the right elements) moves into the top half of lane i
+ * element i's low half (i < 8) or element i - 8's high half (i >= 8), zeros below: bytes 4d + h, 4d + h + 1
+ * for lane position d = i % 4 and h = 0 (i < 8) or 2, 0x80 (zero) for the low two. */
+AVX512 INLINE __m512 p16_bf16p(const void *panel, int64_t k) {
+    const __m512i split = _mm512_setr_epi32(0x01008080, 0x05048080, 0x09088080, 0x0d0c8080,
+                                            0x01008080, 0x05048080, 0x09088080, 0x0d0c8080,
+                                            0x03028080, 0x07068080, 0x0b0a8080, 0x0f0e8080,
+                                            0x03028080, 0x07068080, 0x0b0a8080, 0x0f0e8080);
+    const __m256i col = _mm256_loadu_si256((const __m256i *)((const uint16_t *)panel + k * HA_PANEL_ROWS));
+    return _mm512_castsi512_ps(_mm512_shuffle_epi8(_mm512_broadcast_i64x4(col), split));
+}
+AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)panel + k * HA_PANEL_ROWS)));
+}
+
+#define PANEL_STEP 64 /* columns per prefetch step */
+#define MAX_P 8       /* panels per tile */
+#define MAX_S 8       /* tokens per tile */
+
+/* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
+ * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
+ * [r0, r1). P and S are literals at every call (P * S <= 16 accumulators). */
+#define DEFINE_PANEL_TILE(SUF)                                                                          \
+    AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, \
+                                   float *Y, int64_t ldy, int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) { \
+        __m512 acc[MAX_P][MAX_S];                                                                       \
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
+            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
+        for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
+            const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
+            ha_prefetch_step(pf);                                                                       \
+            for (int64_t k = k0; k < ke; k++) {                                                         \
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                   \
+                    const __m512 w = p16_##SUF(panel + (size_t)p * pbytes, k);                          \
+                    _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)                                 \
+                        acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);        \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
+            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {                                       \
+                const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                     \
+                float *y = Y + s * ldy;                                                                 \
+                if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                               \
+                    _mm512_storeu_ps(y + b, acc[p][s]);                                                 \
+                    continue;                                                                           \
+                }                                                                                       \
+                float tmp[HA_PANEL_ROWS];                                                               \
+                _mm512_storeu_ps(tmp, acc[p][s]);                                                       \
+                for (int i = 0; i < HA_PANEL_ROWS; i++)                                                 \
+                    if (b + i >= r0 && b + i < r1) y[b + i] = tmp[i];                                   \
+            }                                                                                           \
+    }
+DEFINE_PANEL_TILE(f32p)
+DEFINE_PANEL_TILE(bf16p)
+DEFINE_PANEL_TILE(f16p)
+
+/* Panels per group for tiles of S tokens: 8 to 16 accumulators. */
+#define PANEL_GROUP(S) ((S) == 1 ? 8 : (S) == 2 ? 4 : 2)
+
+/* One tile of S (a literal) tokens over the group's np panels: the group's shape if it is whole, else
+ * (the end of the range) one panel at a time. */
+#define PANEL_TILE_CASE(SUF, S)                                                                         \
+    case S:                                                                                             \
+        if (np == PANEL_GROUP(S)) {                                                                     \
+            ptile_##SUF(PANEL_GROUP(S), S, panel, pbytes, x, n, y, ldy, row, r0, r1, pf);               \
+        } else {                                                                                        \
+            for (int64_t p = 0; p < np; p++)                                                            \
+                ptile_##SUF(1, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf); \
+        }                                                                                               \
+        break;
+
+/* Y[t, r] for r0 <= r < r1: groups of PANEL_GROUP panels, each run by tiles of up to 8 tokens, as even as
+ * possible (T = 8: one tile, so weights are read once; T = 16: 8 + 8; every tile of a call then has the same
+ * group size). With more than one token the tiles share out the prefetch of the next group into L2. */
+#define DEFINE_MATMUL_PANELS(SUF, DTYPE)                                                                \
+    AVX512 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,   \
+                                    int64_t T, float *Y, int64_t ldy) {                                 \
+        if (T < 1 || r0 >= r1) return;                                                                  \
+        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
+        const int64_t tiles = (T + MAX_S - 1) / MAX_S, G = PANEL_GROUP((T + tiles - 1) / tiles);        \
+        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
+        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
+        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
+            const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
+            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
+            ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
+            ha_prefetcher *pf = T > 1 ? &ahead : NULL;                                                  \
+            const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
+            int64_t t = 0;                                                                              \
+            for (int64_t i = 0; i < tiles; i++) {                                                       \
+                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
+                const float *x = X + t * n;                                                             \
+                float *y = Y + t * ldy;                                                                 \
+                switch (S) {                                                                            \
+                    PANEL_TILE_CASE(SUF, 1) PANEL_TILE_CASE(SUF, 2) PANEL_TILE_CASE(SUF, 3)             \
+                    PANEL_TILE_CASE(SUF, 4) PANEL_TILE_CASE(SUF, 5) PANEL_TILE_CASE(SUF, 6)             \
+                    PANEL_TILE_CASE(SUF, 7) PANEL_TILE_CASE(SUF, 8)                                     \
+                }                                                                                       \
+                t += S;                                                                                 \
+            }                                                                                           \
+        }                                                                                               \
+    }
+DEFINE_MATMUL_PANELS(f32p, HA_F32P)
+DEFINE_MATMUL_PANELS(bf16p, HA_BF16P)
+DEFINE_MATMUL_PANELS(f16p, HA_F16P)
+
+#define DEFINE_PANEL_TO_F32(SUF)                                                                        \
+    AVX512 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) {      \
+        for (int64_t k = 0; k < n; k++) _mm512_storeu_ps(dst + k * ldd, p16_##SUF(panel, k));           \
+    }
+DEFINE_PANEL_TO_F32(f32p)
+DEFINE_PANEL_TO_F32(bf16p)
+DEFINE_PANEL_TO_F32(f16p)
+
+/* ---- integer weights times int16 activations ------------------------------------------------------------
+ * Two weight rows share a register: lanes 0-7 hold row a's eight int32 lanes of ha_kernels.matmul_int, lanes
+ * 8-15 row b's. Per step of 16 elements one vpdpwssd multiplies both rows' 16 weights (widened to int16) by
+ * the token's 16 activations (broadcast to both halves), adds pairs and accumulates into the lanes: lane j
+ * of each row gets the products of elements 2j and 2j + 1 of the step, exactly the contract's int32 sums.
+ * AVX2 spends a vpmaddwd and a vpaddd on one row. Per group the sums become float and lane_j =
+ * fma(float(sum_j), scale_g, lane_j) runs on both rows at once (the scales side by side); at the end each
+ * row's eight lanes are added in the contract's tree (ha_lanes_sum8). */
+
+/* Sixteen weights of each of the blocks ba (row a) and bb (row b) from element k, widened to int16: [a | b].
+ * int8: bytes k..k+15. int4 (k = 0 or 16): the low or the high nibbles of the 16 bytes, less 8. */
+AVX512 INLINE __m512i w32_int(const char *ba, const char *bb, int k, int q4) {
+    const int at = q4 ? 4 : 4 + k;
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(ba + at))),
+                                        _mm_loadu_si128((const __m128i *)(bb + at)), 1);
+    if (q4) {
+        if (k) v = _mm256_srli_epi16(v, 4);
+        v = _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+    }
+    return _mm512_cvtepi8_epi16(v);
+}
+
+static inline float block_scale(const char *blk) {
+    float s;
+    memcpy(&s, blk, sizeof s);
+    return s;
+}
+
+/* A matmul's quantized activations: Xq (T, width) int16 and their scales (T,). */
+typedef struct acts {
+    const int16_t *q;
+    const float *qscale;
+    int64_t width;
+} acts;
+
+#define MAX_RP 2     /* row pairs per tile */
+#define MAX_ST 4     /* tokens per integer tile */
+
+/* tile_int(R, S, ...): Y[(t + s) * ldy + r + i * rs] for rows i < R (w[i]: row i's first byte) and tokens
+ * s < S; rows go in pairs, an odd last row paired with itself (its second half discarded). R, S, GROUP,
+ * BLOCK and q4 are literals at every call: (R + 1) / 2 * S * 2 + S + 4 <= 24 registers. */
+AVX512 INLINE void tile_int(int R, int S, int GROUP, int BLOCK, int q4, const char *const *w, const acts *a,
+                            int64_t nv, int64_t t, float *Y, int64_t ldy, int64_t r, int64_t rs,
+                            ha_prefetcher *pf) {
+    const int RP = (R + 1) / 2;
+    __m512 acc[MAX_RP][MAX_ST];
+#pragma GCC unroll 2
+    for (int p = 0; p < RP; p++)
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();
+    const int16_t *x = a->q + t * a->width;
+    for (int64_t base = 0; base < nv; base += GROUP) {
+        ha_prefetch_step(pf);
+        const size_t off = (size_t)(base / GROUP) * (size_t)BLOCK;
+        __m512i g[MAX_RP][MAX_ST];
+#pragma GCC unroll 2
+        for (int p = 0; p < RP; p++)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) g[p][s] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < GROUP; k += 16) {
+            __m512i v[MAX_ST];
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++)
+                v[s] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + s * a->width + base + k)));
+#pragma GCC unroll 2
+            for (int p = 0; p < RP; p++) {
+                const __m512i wp = w32_int(w[2 * p] + off, w[2 * p + 1 < R ? 2 * p + 1 : 2 * p] + off, k, q4);
+#pragma GCC unroll 4
+                for (int s = 0; s < S; s++) g[p][s] = _mm512_dpwssd_epi32(g[p][s], wp, v[s]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int p = 0; p < RP; p++) {
+            const float sa = block_scale(w[2 * p] + off), sb = block_scale(w[2 * p + 1 < R ? 2 * p + 1 : 2 * p] + off);
+            const __m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(sa), _mm512_set1_ps(sb));
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) acc[p][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(g[p][s]), sc, acc[p][s]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < RP; p++)
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) {
+            float lanes[16];
+            _mm512_storeu_ps(lanes, acc[p][s]);
+            float *y = Y + (t + s) * ldy + r;
+            y[2 * p * rs] = ha_lanes_sum8(lanes) * a->qscale[t + s];
+            if (2 * p + 1 < R) y[(2 * p + 1) * rs] = ha_lanes_sum8(lanes + 8) * a->qscale[t + s];
+        }
+}
+
+/* One tile of S tokens (1 to 4) on R (a literal) rows w from row r. */
+#define INT_TILE_CASE(R, S, w, r, pf)                                                                   \
+    case S: tile_int(R, S, GROUP, BLOCK, q4, w, a, nv, t, Y, ldy, r, 1, pf); break;
+#define INT_TILE(R, S, w, r, pf)                                                                        \
+    switch (S) {                                                                                        \
+        INT_TILE_CASE(R, 1, w, r, pf) INT_TILE_CASE(R, 2, w, r, pf) INT_TILE_CASE(R, 3, w, r, pf)       \
+        INT_TILE_CASE(R, 4, w, r, pf)                                                                   \
+    }
+
+/* Y[t, r] for r0 <= r < r1: four rows at a time (two pairs), in token tiles of up to four, as even as
+ * possible, which share out the prefetch of the next four rows into L2; the rows left at the end of the range
+ * one at a time. One token (decode) takes its four rows from the four quarters of the range (four streams,
+ * as the AVX2 kernels do). */
+AVX512 INLINE void matmul_rows_int(int GROUP, int BLOCK, int q4, ha_dtype dtype, const void *W, int64_t n,
+                                   int64_t r0, int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) {
+    const size_t rb = ha_row_bytes(dtype, n);
+    const int64_t nv = (n + GROUP - 1) / GROUP * GROUP, tiles = (T + MAX_ST - 1) / MAX_ST;
+    const int64_t q = (r1 - r0) / 4;
+    if (T == 1 && q >= 1) {
+        for (int64_t r = r0; r < r0 + q; r++) {
+            const char *w[4];
+            for (int i = 0; i < 4; i++) w[i] = (const char *)W + (size_t)(r + i * q) * rb;
+            tile_int(4, 1, GROUP, BLOCK, q4, w, a, nv, 0, Y, ldy, r, q, NULL);
+        }
+        r0 += 4 * q;
+    }
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int rows = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const char *w[4];
+        for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;
+        const int64_t next = r1 - (r + rows) < 4 ? r1 - (r + rows) : 4;
+        ha_prefetcher ahead = ha_prefetcher_over(w[0] + (size_t)rows * rb, (size_t)next * rb, tiles * (nv / GROUP));
+        ha_prefetcher *pf = rows == 4 ? &ahead : NULL;
+        for (int64_t t = 0, i = 0; i < tiles; i++) {
+            const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);
+            if (rows == 4) {
+                INT_TILE(4, S, w, r, pf)
+            } else {
+                for (int j = 0; j < rows; j++) INT_TILE(1, S, w + j, r + j, NULL)
+            }
+            t += S;
+        }
+    }
+}
+
+#define DEFINE_MATMUL_INT(SUF, DTYPE, GROUP, BLOCK, Q4)                                                 \
+    AVX512 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, \
+                                    const float *xscale, int64_t T, float *Y, int64_t ldy) {            \
+        if (T < 1 || r0 >= r1) return;                                                                  \
+        const acts a = { Xq, xscale, ha_act_width(n) };                                                 \
+        matmul_rows_int(GROUP, BLOCK, Q4, DTYPE, W, n, r0, r1, &a, T, Y, ldy);                          \
+    }
+DEFINE_MATMUL_INT(q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
+DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
+
+/* ---- peak rates (ha_measure_mac_rate) ---------------------------------------------------------------- */
+
+/* 16 chains of 16-lane FMAs: more than latency (4) x ports (2) needs. */
+AVX512 static double mac_burst_avx512(int64_t n) {
+    __m512 c[16];
+    const __m512 m = _mm512_set1_ps(0.999f), d = _mm512_set1_ps(1e-3f);
+    for (int i = 0; i < 16; i++) c[i] = _mm512_set1_ps((float)i);
+    for (int64_t r = 0; r < n; r++)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) c[i] = _mm512_fmadd_ps(c[i], m, d);
+    float lanes[16], sum = 0.0f;
+    for (int i = 0; i < 16; i++) {
+        _mm512_storeu_ps(lanes, c[i]);
+        sum += lanes[i];
+    }
+    return (double)n * 256.0 + 0.0 * (double)sum;
+}
+
+/* 16 chains of vpdpwssd (32 int16 x int16 products into 16 int32), matmul_int's multiply-adds; each chain
+ * multiplies its own value (wrapping), so no two chains share work. */
+AVX512 static double mac_burst_q8_avx512(int64_t n) {
+    __m512i c[16];
+    const __m512i w = _mm512_set1_epi16(3);
+    for (int i = 0; i < 16; i++) c[i] = _mm512_set1_epi32(i);
+    for (int64_t r = 0; r < n; r++)
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) c[i] = _mm512_dpwssd_epi32(c[i], c[i], w);
+    int32_t lanes[16], x = 0;
+    for (int i = 0; i < 16; i++) {
+        _mm512_storeu_si512(lanes, c[i]);
+        x ^= lanes[i];
+    }
+    return (double)n * 16.0 * 32.0 + 0.0 * (double)x;
+}
+
+static ha_kernels table;
+
+static void fill_table(void) {
+    table = ha_kernels_avx2;
+    table.name = VARIANT_NAME;
+    table.matmul[HA_F32P] = matmul_f32p;
+    table.matmul[HA_BF16P] = matmul_bf16p;
+    table.matmul[HA_F16P] = matmul_f16p;
+    table.matmul_int[HA_Q8] = matmul_q8;
+    table.matmul_int[HA_Q4] = matmul_q4;
+    table.panel_to_f32[HA_F32P] = panel_to_f32_f32p;
+    table.panel_to_f32[HA_BF16P] = panel_to_f32_bf16p;
+    table.panel_to_f32[HA_F16P] = panel_to_f32_f16p;
+    table.mac_burst = mac_burst_avx512;
+    table.mac_burst_q8 = mac_burst_q8_avx512;
+}
+
+const ha_kernels *VARIANT_FN(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_table);
+    return &table;
+}
+
+#elif !HA_AVX512_EMULATED /* not x86-64: no AVX-512 */
+#include "internal.h"
+const ha_kernels *ha_kernels_avx512(void) { return NULL; }
+#endif
