@@ -243,7 +243,8 @@ static inline ha_prefetcher ha_prefetcher_over(const char *base, size_t bytes, i
 static inline void ha_prefetch_step(ha_prefetcher *pf) {
     if (!pf) return;
     size_t off = pf->off; /* in a register: through pf, GCC stored it back after every line */
-    const size_t end = pf->end - off > pf->share ? off + pf->share : pf->end;
+    const size_t left = off < pf->end ? pf->end - off : 0; /* off passes end when end is not whole lines */
+    const size_t end = left > pf->share ? off + pf->share : off + left;
     for (; off < end; off += 64) __builtin_prefetch(pf->base + off, 0, 2);
     pf->off = off;
 }

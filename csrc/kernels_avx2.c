@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kernels_panels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -319,7 +320,6 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
     *hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
 }
 
-#define PANEL_STEP 64 /* columns per prefetch step */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
@@ -374,49 +374,10 @@ DEFINE_PANEL_TILE(f16p)
 /* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
 #define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
 
-/* Y[t, r] for r0 <= r < r1: groups of PANEL_GROUP panels, each run by tiles of up to 6 tokens, as even as
- * possible (T = 8: 4 + 4). With more than one token the tiles share out the prefetch of the next group into
- * L2 (with several tiles the first reads the group from memory and the others from L2); one token alone
- * streams its four panels with the hardware prefetcher only (software prefetch measured slower there). */
-#define DEFINE_MATMUL_PANELS(SUF, DTYPE)                                                                \
-    AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \
-                                  int64_t T, float *Y, int64_t ldy) {                                   \
-        if (T < 1 || r0 >= r1) return;                                                                  \
-        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t tiles = (T + 5) / 6, widest = (T + tiles - 1) / tiles, G = PANEL_GROUP(widest);   \
-        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
-        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
-        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
-            const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
-            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
-            prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
-            prefetcher *pf = T > 1 ? &ahead : NULL;                                                     \
-            const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
-            int64_t t = 0;                                                                              \
-            for (int64_t i = 0; i < tiles; i++) {                                                       \
-                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
-                const float *x = X + t * n;                                                             \
-                float *y = Y + t * ldy;                                                                 \
-                switch (S * 8 + np) {                                                                   \
-                case 1 * 8 + 4: ptile_##SUF(4, 1, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 1 * 8 + 3: ptile_##SUF(3, 1, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 1 * 8 + 2: ptile_##SUF(2, 1, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 1 * 8 + 1: ptile_##SUF(1, 1, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 2 * 8 + 2: ptile_##SUF(2, 2, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 2 * 8 + 1: ptile_##SUF(1, 2, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 3 * 8 + 2: ptile_##SUF(2, 3, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 3 * 8 + 1: ptile_##SUF(1, 3, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 4 * 8 + 1: ptile_##SUF(1, 4, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                case 5 * 8 + 1: ptile_##SUF(1, 5, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); break; \
-                default: /* S = 6: G = 1 */ ptile_##SUF(1, 6, panel, pbytes, x, n, y, ldy, row, r0, r1, pf); \
-                }                                                                                       \
-                t += S;                                                                                 \
-            }                                                                                           \
-        }                                                                                               \
-    }
-DEFINE_MATMUL_PANELS(f32p, HA_F32P)
-DEFINE_MATMUL_PANELS(bf16p, HA_BF16P)
-DEFINE_MATMUL_PANELS(f16p, HA_F16P)
+#define MAX_S 6 /* tokens per panel tile (a bare literal: kernels_panels.h pastes it) */
+HA_DEFINE_MATMUL_PANELS(AVX2, f32p, HA_F32P)
+HA_DEFINE_MATMUL_PANELS(AVX2, bf16p, HA_BF16P)
+HA_DEFINE_MATMUL_PANELS(AVX2, f16p, HA_F16P)
 
 #define DEFINE_PANEL_TO_F32(SUF)                                                                        \
     AVX2 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) {        \

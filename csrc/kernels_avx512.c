@@ -7,7 +7,9 @@
  * show the features. And as "avx512-emulated" by kernels_avx512_emulated.c, through SIMDe (Debian's
  * libsimde-dev), whose AVX-512 intrinsics run as pairs of AVX2 ones: that is how this source runs in the
  * tests on a CPU without AVX-512 (this project's machines are AMD Zen 3). It checks the code against the
- * intrinsics' documented semantics, not against the instructions; it is never chosen by itself.
+ * intrinsics' documented semantics, not against the instructions (and two intrinsics SIMDe 0.7.4 lacks,
+ * _mm512_cvtepi32_ps and _mm512_cvtph_ps, against this file's own two-half stand-ins); it is never chosen by
+ * itself.
  *
  * Not tuned: no machine this was written on has AVX-512. The tile shapes follow the AVX2 kernels' reasoning
  * (enough independent accumulators to cover the FMA latency on two ports, each weight read once per tile of
@@ -50,6 +52,7 @@ static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h)
 #include <string.h>
 
 #include "internal.h"
+#include "kernels_panels.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -80,9 +83,8 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)panel + k * HA_PANEL_ROWS)));
 }
 
-#define PANEL_STEP 64 /* columns per prefetch step */
 #define MAX_P 8       /* panels per tile */
-#define MAX_S 8       /* tokens per tile */
+#define MAX_S 8       /* tokens per tile (a bare literal: kernels_panels.h pastes it) */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
@@ -123,54 +125,12 @@ DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
 /* Panels per group for tiles of S tokens: 8 to 16 accumulators. */
-#define PANEL_GROUP(S) ((S) == 1 ? 8 : (S) == 2 ? 4 : 2)
+#define PANEL_GROUP(S) ((S) == 1 ? 8 : (S) <= 3 ? 4 : 2)
 
-/* One tile of S (a literal) tokens over the group's np panels: the group's shape if it is whole, else
- * (the end of the range) one panel at a time. */
-#define PANEL_TILE_CASE(SUF, S)                                                                         \
-    case S:                                                                                             \
-        if (np == PANEL_GROUP(S)) {                                                                     \
-            ptile_##SUF(PANEL_GROUP(S), S, panel, pbytes, x, n, y, ldy, row, r0, r1, pf);               \
-        } else {                                                                                        \
-            for (int64_t p = 0; p < np; p++)                                                            \
-                ptile_##SUF(1, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf); \
-        }                                                                                               \
-        break;
-
-/* Y[t, r] for r0 <= r < r1: groups of PANEL_GROUP panels, each run by tiles of up to 8 tokens, as even as
- * possible (T = 8: one tile, so weights are read once; T = 16: 8 + 8; every tile of a call then has the same
- * group size). With more than one token the tiles share out the prefetch of the next group into L2. */
-#define DEFINE_MATMUL_PANELS(SUF, DTYPE)                                                                \
-    AVX512 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,   \
-                                    int64_t T, float *Y, int64_t ldy) {                                 \
-        if (T < 1 || r0 >= r1) return;                                                                  \
-        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t tiles = (T + MAX_S - 1) / MAX_S, G = PANEL_GROUP((T + tiles - 1) / tiles);        \
-        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
-        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
-        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
-            const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
-            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
-            ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
-            ha_prefetcher *pf = T > 1 ? &ahead : NULL;                                                  \
-            const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
-            int64_t t = 0;                                                                              \
-            for (int64_t i = 0; i < tiles; i++) {                                                       \
-                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
-                const float *x = X + t * n;                                                             \
-                float *y = Y + t * ldy;                                                                 \
-                switch (S) {                                                                            \
-                    PANEL_TILE_CASE(SUF, 1) PANEL_TILE_CASE(SUF, 2) PANEL_TILE_CASE(SUF, 3)             \
-                    PANEL_TILE_CASE(SUF, 4) PANEL_TILE_CASE(SUF, 5) PANEL_TILE_CASE(SUF, 6)             \
-                    PANEL_TILE_CASE(SUF, 7) PANEL_TILE_CASE(SUF, 8)                                     \
-                }                                                                                       \
-                t += S;                                                                                 \
-            }                                                                                           \
-        }                                                                                               \
-    }
-DEFINE_MATMUL_PANELS(f32p, HA_F32P)
-DEFINE_MATMUL_PANELS(bf16p, HA_BF16P)
-DEFINE_MATMUL_PANELS(f16p, HA_F16P)
+/* T = 8 is one tile, which reads each weight once; T = 16 is 8 + 8 (kernels_panels.h). */
+HA_DEFINE_MATMUL_PANELS(AVX512, f32p, HA_F32P)
+HA_DEFINE_MATMUL_PANELS(AVX512, bf16p, HA_BF16P)
+HA_DEFINE_MATMUL_PANELS(AVX512, f16p, HA_F16P)
 
 #define DEFINE_PANEL_TO_F32(SUF)                                                                        \
     AVX512 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) {      \

@@ -2339,12 +2339,13 @@ static void test_kernels_matmul_int_variants_bitwise(void) {
     int nk = kernel_variants(ks, kn);
     rng r = { 95 };
     static const int64_t NN[] = { 1, 15, 16, 31, 32, 33, 63, 64, 65, 130, 523 }, TT[] = { 1, 2, 3, 4, 5, 8, 16 };
-    const int64_t rows = 11, r0 = 2, r1 = 11; /* 9 rows: two tiles of 4 and one alone; decode: 4 x 2 and one */
+    const int64_t rows = 11, r1 = 11;
     for (int dt = HA_Q8; dt <= HA_Q4; dt++)
         for (int extreme = 0; extreme < 2; extreme++)
             for (size_t a = 0; a < COUNT(NN); a++)
                 for (size_t b = 0; b < COUNT(TT); b++) {
-                    const int64_t n = NN[a], T = TT[b];
+                    /* 11, 10 or 9 rows: tiles of 4 and 3, 2 or 1 rows left over; decode: 4 x 2 and those */
+                    const int64_t n = NN[a], T = TT[b], r0 = (int64_t)((a + b) % 3);
                     const size_t nb = ha_matrix_bytes((ha_dtype)dt, rows, n), block = int_block((ha_dtype)dt);
                     char *W = extreme ? xmalloc(nb) : make_weights((ha_dtype)dt, rows, n, &r, 2.0, 1, NULL);
                     for (size_t blk = 0; extreme && blk < nb; blk += block) {

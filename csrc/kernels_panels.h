@@ -1,0 +1,63 @@
+/* The driver of the float panel matmuls (ha_kernels.matmul for HA_F32P, HA_BF16P, HA_F16P), shared by the
+ * SIMD kernel files. A file defines, for each SUF, its register tile
+ *   ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf)
+ * (panels panel + p * pbytes for p < P, the first holding row `row`, times tokens s < S of X (S, n), into
+ * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
+ * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S) and
+ * MAX_S (tokens per tile: 6 or 8, a bare literal); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines matmul_SUF.
+ *
+ * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
+ * (AVX2, MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP; a tile whose own
+ * PANEL_GROUP differs from the group's size (a narrower tile, or the range's last group cut short) runs it
+ * one panel at a time. With more than one token the tiles share out the prefetch of the next group into L2
+ * (with several tiles the first reads the group from memory and the others from L2); one token alone streams
+ * its panels with the hardware prefetcher only (software prefetch measured slower there on AVX2). */
+#ifndef HA_KERNELS_PANELS_H
+#define HA_KERNELS_PANELS_H
+
+#define PANEL_STEP 64 /* columns per prefetch step */
+
+#define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
+    case S:                                                                                             \
+        if (np == PANEL_GROUP(S)) {                                                                     \
+            ptile_##SUF(PANEL_GROUP(S), S, panel, pbytes, x, n, y, ldy, row, r0, r1, pf);               \
+        } else {                                                                                        \
+            for (int64_t p = 0; p < np; p++)                                                            \
+                ptile_##SUF(1, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf); \
+        }                                                                                               \
+        break;
+
+/* The cases S = 1 .. M (MAX_S, a bare literal: 6 or 8). */
+#define HA_PANEL_TILE_CASES(M, SUF) HA_PANEL_TILE_CASES_(M, SUF)
+#define HA_PANEL_TILE_CASES_(M, SUF) HA_PANEL_TILE_CASES_##M(SUF)
+#define HA_PANEL_TILE_CASES_6(SUF)                                                                      \
+    HA_PANEL_TILE_CASE(SUF, 1) HA_PANEL_TILE_CASE(SUF, 2) HA_PANEL_TILE_CASE(SUF, 3)                    \
+    HA_PANEL_TILE_CASE(SUF, 4) HA_PANEL_TILE_CASE(SUF, 5) HA_PANEL_TILE_CASE(SUF, 6)
+#define HA_PANEL_TILE_CASES_8(SUF) HA_PANEL_TILE_CASES_6(SUF) HA_PANEL_TILE_CASE(SUF, 7) HA_PANEL_TILE_CASE(SUF, 8)
+
+#define HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)                                                       \
+    ATTR static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \
+                                  int64_t T, float *Y, int64_t ldy) {                                   \
+        if (T < 1 || r0 >= r1) return;                                                                  \
+        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
+        const int64_t tiles = (T + MAX_S - 1) / MAX_S, G = PANEL_GROUP((T + tiles - 1) / tiles);        \
+        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
+        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
+        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
+            const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
+            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
+            ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
+            ha_prefetcher *pf = T > 1 ? &ahead : NULL;                                                  \
+            const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
+            int64_t t = 0;                                                                              \
+            for (int64_t i = 0; i < tiles; i++) {                                                       \
+                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
+                const float *x = X + t * n;                                                             \
+                float *y = Y + t * ldy;                                                                 \
+                switch (S) { HA_PANEL_TILE_CASES(MAX_S, SUF) }                                          \
+                t += S;                                                                                 \
+            }                                                                                           \
+        }                                                                                               \
+    }
+
+#endif /* HA_KERNELS_PANELS_H */
