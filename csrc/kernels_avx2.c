@@ -360,11 +360,10 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
                     _mm256_storeu_ps(y + b + 8, acc[p][1][s]);                                          \
                     continue;                                                                           \
                 }                                                                                       \
-                float tmp[HA_PANEL_ROWS];                                                               \
-                _mm256_storeu_ps(tmp, acc[p][0][s]);                                                    \
-                _mm256_storeu_ps(tmp + 8, acc[p][1][s]);                                                \
-                for (int i = 0; i < HA_PANEL_ROWS; i++)                                                 \
-                    if (b + i >= r0 && b + i < r1) y[b + i] = tmp[i];                                   \
+                float v[HA_PANEL_ROWS];                                                                 \
+                _mm256_storeu_ps(v, acc[p][0][s]);                                                      \
+                _mm256_storeu_ps(v + 8, acc[p][1][s]);                                                  \
+                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
             }                                                                                           \
     }
 DEFINE_PANEL_TILE(f32p)

@@ -114,10 +114,9 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
                     _mm512_storeu_ps(y + b, acc[p][s]);                                                 \
                     continue;                                                                           \
                 }                                                                                       \
-                float tmp[HA_PANEL_ROWS];                                                               \
-                _mm512_storeu_ps(tmp, acc[p][s]);                                                       \
-                for (int i = 0; i < HA_PANEL_ROWS; i++)                                                 \
-                    if (b + i >= r0 && b + i < r1) y[b + i] = tmp[i];                                   \
+                float v[HA_PANEL_ROWS];                                                                 \
+                _mm512_storeu_ps(v, acc[p][s]);                                                         \
+                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
             }                                                                                           \
     }
 DEFINE_PANEL_TILE(f32p)

@@ -17,6 +17,13 @@
 
 #define PANEL_STEP 64 /* columns per prefetch step */
 
+/* A tile's outputs for the 16 rows b .. b + 15 of a panel, v (16,), into y where the row falls in [r0, r1)
+ * (the part of a panel cut by the range's ends). */
+static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t r1, const float *v) {
+    for (int i = 0; i < HA_PANEL_ROWS; i++)
+        if (b + i >= r0 && b + i < r1) y[b + i] = v[i];
+}
+
 #define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
     case S:                                                                                             \
         if (np == PANEL_GROUP(S)) {                                                                     \
