@@ -4,14 +4,15 @@
  * (panels panel + p * pbytes for p < P, the first holding row `row`, times tokens s < S of X (S, n), into
  * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
  * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S) and
- * MAX_S (tokens per tile: 6 or 8, a bare literal); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines matmul_SUF.
+ * MAX_S (tokens per tile: 6 or 8, a bare literal); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines
+ * matmul_SUF.
  *
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
- * (AVX2, MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP; a tile whose own
- * PANEL_GROUP differs from the group's size (a narrower tile, or the range's last group cut short) runs it
- * one panel at a time. With more than one token the tiles share out the prefetch of the next group into L2
- * (with several tiles the first reads the group from memory and the others from L2); one token alone streams
- * its panels with the hardware prefetcher only (software prefetch measured slower there on AVX2). */
+ * (AVX2, MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
+ * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). With more than one token the tiles share
+ * out the prefetch of the next group into L2 (with several tiles the first reads the group from memory and
+ * the others from L2); one token alone streams its panels with the hardware prefetcher only (software
+ * prefetch measured slower there on AVX2). */
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H
 
@@ -24,15 +25,29 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         if (b + i >= r0 && b + i < r1) y[b + i] = v[i];
 }
 
+/* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_GROUP(S) if the group has
+ * that many panels, else (a narrower tile, or the range's last group cut short) runs of 4, 2 and 1 panels
+ * (each only where PANEL_GROUP(S) exceeds it), so that a cut group still reads several panels side by side. */
+#define HA_PANEL_TILE_RUN(SUF, P, S)                                                                    \
+    ptile_##SUF(P, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf)
 #define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
-    case S:                                                                                             \
+    case S: {                                                                                           \
+        int64_t p = 0;                                                                                  \
         if (np == PANEL_GROUP(S)) {                                                                     \
-            ptile_##SUF(PANEL_GROUP(S), S, panel, pbytes, x, n, y, ldy, row, r0, r1, pf);               \
-        } else {                                                                                        \
-            for (int64_t p = 0; p < np; p++)                                                            \
-                ptile_##SUF(1, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf); \
+            HA_PANEL_TILE_RUN(SUF, PANEL_GROUP(S), S);                                                  \
+            break;                                                                                      \
         }                                                                                               \
-        break;
+        if (PANEL_GROUP(S) > 4 && np - p >= 4) {                                                        \
+            HA_PANEL_TILE_RUN(SUF, 4, S);                                                               \
+            p += 4;                                                                                     \
+        }                                                                                               \
+        if (PANEL_GROUP(S) > 2 && np - p >= 2) {                                                        \
+            HA_PANEL_TILE_RUN(SUF, 2, S);                                                               \
+            p += 2;                                                                                     \
+        }                                                                                               \
+        for (; p < np; p++) HA_PANEL_TILE_RUN(SUF, 1, S);                                               \
+        break;                                                                                          \
+    }
 
 /* The cases S = 1 .. M (MAX_S, a bare literal: 6 or 8). */
 #define HA_PANEL_TILE_CASES(M, SUF) HA_PANEL_TILE_CASES_(M, SUF)
