@@ -26,8 +26,9 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
 }
 
 /* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_GROUP(S) if the group has
- * that many panels, else (a narrower tile, or the range's last group cut short) runs of 4, 2 and 1 panels
- * (each only where PANEL_GROUP(S) exceeds it), so that a cut group still reads several panels side by side. */
+ * that many panels, else (a narrower tile, or the range's last group cut short) runs of 4, 3, 2 and 1
+ * panels (each only where PANEL_GROUP(S) exceeds it), so that a cut group still reads several panels side by
+ * side (AVX2 at one token: exactly the tiles it ran before this driver was shared). */
 #define HA_PANEL_TILE_RUN(SUF, P, S)                                                                    \
     ptile_##SUF(P, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf)
 #define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
@@ -40,6 +41,10 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         if (PANEL_GROUP(S) > 4 && np - p >= 4) {                                                        \
             HA_PANEL_TILE_RUN(SUF, 4, S);                                                               \
             p += 4;                                                                                     \
+        }                                                                                               \
+        if (PANEL_GROUP(S) > 3 && np - p >= 3) {                                                        \
+            HA_PANEL_TILE_RUN(SUF, 3, S);                                                               \
+            p += 3;                                                                                     \
         }                                                                                               \
         if (PANEL_GROUP(S) > 2 && np - p >= 2) {                                                        \
             HA_PANEL_TILE_RUN(SUF, 2, S);                                                               \
