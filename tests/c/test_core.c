@@ -2432,6 +2432,29 @@ static void test_kernels_matmul_panels_bitwise(void) {
             }
 }
 
+/* The kernels' software prefetch covers its region [base, base + end) in whole lines, shared out over the
+ * steps, and never goes past it, also when end is not whole lines (it once wrapped around there and went on
+ * prefetching a share beyond the region at every later step). */
+static void test_prefetcher_stays_in_its_region(void) {
+    static const size_t ENDS[] = { 0, 1, 63, 64, 65, 100, 4096, 4100, 65536 + 36 };
+    static const int64_t STEPS[] = { 0, 1, 3, 7, 64 };
+    for (size_t a = 0; a < COUNT(ENDS); a++)
+        for (size_t b = 0; b < COUNT(STEPS); b++) {
+            const size_t end = ENDS[a], whole = (end + 63) / 64 * 64;
+            ha_prefetcher pf = ha_prefetcher_over((const char *)&pf, end, STEPS[b]); /* a valid base; never read */
+            const int64_t steps = STEPS[b] < 1 ? 1 : STEPS[b];
+            for (int64_t i = 0; i < steps + 5; i++) {
+                ha_prefetch_step(&pf);
+                CHECK(pf.off <= whole, "region of %zu bytes, %lld steps: after step %lld prefetched %zu bytes, past its "
+                      "%zu in whole lines", end, (long long)STEPS[b], (long long)i, pf.off, whole);
+                if (i == steps - 1)
+                    CHECK(pf.off == whole, "region of %zu bytes: after all %lld steps expected %zu bytes prefetched, got %zu",
+                          end, (long long)steps, whole, pf.off);
+            }
+        }
+    ha_prefetch_step(NULL); /* no prefetcher: nothing to do */
+}
+
 /* panel_to_f32: every bfloat16 and float16 bit pattern (and random float32 bits) in panels, exactly. */
 static void test_kernels_panel_to_f32_exact(void) {
     const ha_kernels *ks[NVARIANTS];
@@ -2480,6 +2503,7 @@ static const test_case TESTS[] = {
     T(kernels_matmul_batch_invariant),
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
+    T(prefetcher_stays_in_its_region),
     T(kernels_select_by_name),
     T(model_chunk_equals_token_by_token),
     T(model_long_append_equals_token_by_token),
