@@ -38,12 +38,23 @@ static int cpu_has_avx512(void) { return 0; }
 
 static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, set by ha_kernels_select */
 
+/* Each variant's table where this CPU runs it, else NULL. */
+static const ha_kernels *scalar_if_runs(void) { return &ha_kernels_scalar; }
+static const ha_kernels *avx2_if_runs(void) { return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL; }
+static const ha_kernels *avx512_if_runs(void) { return cpu_has_avx512() ? ha_kernels_avx512() : NULL; }
+static const ha_kernels *avx512_emulated_if_runs(void) {
+    return cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
+}
+static const struct {
+    const char *name;
+    const ha_kernels *(*if_runs)(void);
+} VARIANTS[] = { { "scalar", scalar_if_runs }, { "avx2", avx2_if_runs }, { "avx512", avx512_if_runs },
+                 { "avx512-emulated", avx512_emulated_if_runs } };
+#define N_VARIANTS (sizeof VARIANTS / sizeof *VARIANTS)
+
 const ha_kernels *ha_kernels_find(const char *name) {
-    if (!name) return NULL;
-    if (strcmp(name, "scalar") == 0) return &ha_kernels_scalar;
-    if (strcmp(name, "avx2") == 0) return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL;
-    if (strcmp(name, "avx512") == 0) return cpu_has_avx512() ? ha_kernels_avx512() : NULL;
-    if (strcmp(name, "avx512-emulated") == 0) return cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
+    for (size_t i = 0; name && i < N_VARIANTS; i++)
+        if (strcmp(name, VARIANTS[i].name) == 0) return VARIANTS[i].if_runs();
     return NULL;
 }
 
@@ -54,8 +65,8 @@ const ha_kernels *ha_kernels_get(void) {
     if (!k) {
         const char *env = getenv("HA_KERNELS");
         k = env && *env ? ha_kernels_find(env) : NULL;
-        if (!k) k = ha_kernels_find("avx512");
-        if (!k) k = ha_kernels_find("avx2");
+        if (!k) k = avx512_if_runs();
+        if (!k) k = avx2_if_runs();
         chosen = k = k ? k : &ha_kernels_scalar;
     }
     return k;
@@ -66,12 +77,11 @@ const char *ha_kernels_name(void) { return ha_kernels_get()->name; }
 ha_status ha_kernels_select(const char *name) {
     const ha_kernels *k = ha_kernels_find(name);
     if (!k) {
-        char avail[64] = "scalar";
-        const char *others[] = { "avx2", "avx512", "avx512-emulated" };
-        for (size_t i = 0; i < sizeof others / sizeof *others; i++)
-            if (ha_kernels_find(others[i])) {
-                strcat(avail, ", ");
-                strcat(avail, others[i]);
+        char avail[64] = "";
+        for (size_t i = 0; i < N_VARIANTS; i++)
+            if (VARIANTS[i].if_runs()) {
+                if (*avail) strcat(avail, ", ");
+                strcat(avail, VARIANTS[i].name);
             }
         return ha_fail(HA_ERR_UNSUPPORTED, "kernel variant '%s' is not available on this CPU; choose one of: %s",
                        name ? name : "(null)", avail);

@@ -85,10 +85,7 @@ static inline float w1_q4(const void *w, int64_t k) { return ha_q4_at(w, k); }
 /* Software prefetch: left to the hardware prefetcher, a tile's short reads of four rows and its compute on
  * them hardly overlap. While the token tiles of rows [r, r + ROWS) run, the next ROWS rows (contiguous bytes,
  * within the call's range) are prefetched into L2, an equal share of them per step of every tile. */
-typedef ha_prefetcher prefetcher;
-#define prefetch_step ha_prefetch_step
-
-static inline prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r, int64_t r1, int64_t n_steps) {
+static inline ha_prefetcher prefetch_next_rows(const void *W, size_t rb, int64_t r, int64_t r1, int64_t n_steps) {
     const int64_t b = r + ROWS < r1 ? r + ROWS : r1, e = r + 2 * ROWS < r1 ? r + 2 * ROWS : r1;
     return ha_prefetcher_over((const char *)W + (size_t)b * rb, (size_t)(e - b) * rb, n_steps);
 }
@@ -108,7 +105,7 @@ typedef struct acts {
 #define DEFINE_TILE(SUF)                                                                               \
     AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
         int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, int64_t rs, prefetcher *pf) {                                          \
+        int64_t ldy, int64_t r, int64_t rs, ha_prefetcher *pf) {                                       \
         const float *X = a->x;                                                                         \
         __m256 g[ROWS][3];                                                                             \
         _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                            \
@@ -116,7 +113,7 @@ typedef struct acts {
         const float *x = X + t * n;                                                                    \
         for (int64_t k0 = 0; k0 < nv; k0 += CHUNK) {                                                   \
             const int64_t ke = nv - k0 < CHUNK ? nv : k0 + CHUNK;                                      \
-            prefetch_step(pf);                                                                         \
+            ha_prefetch_step(pf);                                                                      \
             for (int64_t k = k0; k < ke; k += 8) {                                                     \
                 __m256 v[3];                                                                           \
                 _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) v[s] = _mm256_loadu_ps(x + s * n + k); \
@@ -155,7 +152,7 @@ AVX2 static inline __m256i w16_int(const char *blk, int k, int q4) {
 AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, int GROUP, int BLOCK, int q4,
                                                                 const void *const *w, const acts *a, int64_t nv,
                                                                 int64_t t, float *Y, int64_t ldy, int64_t r,
-                                                                int64_t rs, prefetcher *pf) {
+                                                                int64_t rs, ha_prefetcher *pf) {
     __m256 acc[ROWS][3];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -163,7 +160,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, in
         for (int s = 0; s < S; s++) acc[i][s] = _mm256_setzero_ps();
     const int16_t *x = a->q + t * a->width;
     for (int64_t base = 0; base < nv; base += GROUP) {
-        prefetch_step(pf);
+        ha_prefetch_step(pf);
         const size_t off = (size_t)(base / GROUP) * (size_t)BLOCK;
         __m256i g[ROWS][3];
 #pragma GCC unroll 4
@@ -202,7 +199,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, in
 #define DEFINE_TILE_INT(SUF, GROUP, BLOCK, Q4)                                                          \
     AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
         int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, int64_t rs, prefetcher *pf) {                                          \
+        int64_t ldy, int64_t r, int64_t rs, ha_prefetcher *pf) {                                       \
         (void)n;                                                                                       \
         tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, rs, pf);                              \
     }
@@ -254,7 +251,7 @@ static inline int64_t n_tiles(int64_t T) {
             const void *w[ROWS];                                                                       \
             for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;              \
             if (rows == ROWS) {                                                                        \
-                prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;                \
+                ha_prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;             \
                 for (int64_t t = 0; t < T;) {                                                          \
                     const int64_t width = TILE_WIDTH(T - t);                                           \
                     if (width == 3) tile_##SUF(4, 3, w, a, n, nv, t, Y, ldy, r, 1, pf);                   \
@@ -327,13 +324,13 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
 #define DEFINE_PANEL_TILE(SUF)                                                                          \
     AVX2 static inline __attribute__((always_inline)) void ptile_##SUF(                                \
         int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, float *Y, int64_t ldy, \
-        int64_t row, int64_t r0, int64_t r1, prefetcher *pf) {                                          \
+        int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) {                                       \
         __m256 acc[4][2][6];                                                                            \
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                             \
             _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) acc[p][0][s] = acc[p][1][s] = _mm256_setzero_ps(); \
         for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
             const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
-            prefetch_step(pf);                                                                          \
+            ha_prefetch_step(pf);                                                                       \
             for (int64_t k = k0; k < ke; k++) {                                                         \
                 _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                   \
                     __m256 lo, hi;                                                                      \
