@@ -23,5 +23,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 echo "setup: building habana_assist._core"
-HA_WERROR="${HA_WERROR:-1}" /usr/bin/python3 setup.py -q build_ext --inplace >/dev/null
+# Built under build/, then renamed into the package: a process that has the old extension loaded keeps its
+# file (copying over it in place, as build_ext --inplace does, would change the pages it maps under it).
+HA_WERROR="${HA_WERROR:-1}" /usr/bin/python3 setup.py -q build_ext --build-lib build/setup >/dev/null
+for so in build/setup/habana_assist/_core*.so; do
+    cp "$so" "habana_assist/.$(basename "$so").new"
+    mv -f "habana_assist/.$(basename "$so").new" "habana_assist/$(basename "$so")"
+done
 /usr/bin/python3 -c "import habana_assist as ha; print('setup: habana_assist', ha.__version__, 'kernels', ha.kernels_name(), 'threads', ha.get_num_threads())"
