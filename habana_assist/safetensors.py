@@ -8,9 +8,16 @@ File layout (little-endian throughout):
     data section                 tensor bytes; offsets are relative to its start
 
 A file is accepted only if it passes the reference implementation's checks (header size, JSON shape, dtype,
-offsets inside the data section and consistent with dtype and shape, no overlaps and no holes). Tensors come
-back as read-only views of one memory map of the file, so loading costs no copy and no time. BF16 has no
+offsets inside the data section and consistent with dtype and shape, no overlaps and no holes). BF16 has no
 numpy dtype: it travels as np.uint16 raw bits, next to the dtype name.
+
+SafetensorsFile opens a file once and reads its header and its data through that one descriptor (pread), so
+header and data always come from one file, even if the path is renamed over meanwhile, and a file truncated
+by another process gives a short read and a CheckpointError naming it. Its view() (and read_safetensors)
+hands out read-only views of a memory map of the file instead: no copy, pages shared between processes, but
+a page of the map read after the file was truncated in place raises SIGBUS, which kills the process. So the
+loader reads with pread every byte it converts, packs, quantizes or copies, and maps only what it keeps as
+stored (repack=False); a file replaced by rename is always safe, since the map holds the old inode.
 
 A sharded checkpoint is a directory with model.safetensors.index.json ({"weight_map": {name: shard_file}})
 and the shards it names; read_checkpoint_tensors() reads either layout.
@@ -32,6 +39,8 @@ __all__ = [
     "save_file",
     "read_checkpoint_tensors",
     "checkpoint_files",
+    "open_checkpoint",
+    "SafetensorsFile",
     "to_bfloat16_bits",
     "bfloat16_bits_to_float32",
 ]
@@ -60,6 +69,7 @@ INDEX_FILE_NAME = "model.safetensors.index.json"
 
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit
 _CHUNK = 1 << 20  # elements per step of to_bfloat16_bits
+_MAX_DIMS = 32  # numpy's limit on an array's dimensions
 _REDOWNLOAD = "the file is truncated or corrupt — re-download or re-save it"
 
 
@@ -80,32 +90,72 @@ def _is_int(x):
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _read_header(path):
-    """-> (header dict, data section start, data section size). Checks only the framing and the JSON."""
-    if not os.path.isfile(path):
-        raise CheckpointNotFoundError(
-            f"{path}: no such file; check the path, or download the checkpoint's weights into that directory")
-    file_size = os.path.getsize(path)
+def _open(path):
+    """-> a file descriptor of path, open for reading (CheckpointNotFoundError if it is not a file)."""
+    try:
+        if os.path.isfile(path):
+            return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        pass
+    raise CheckpointNotFoundError(
+        f"{path}: no such file; check the path, or download the checkpoint's weights into that directory")
+
+
+def _changed(path, problem):
+    return CheckpointError(f"{path}: the file changed while loading ({problem}); re-run once it is fully "
+                           "written (saved or copied) and nothing else writes it")
+
+
+def _pread(path, fd, n, offset):
+    """n bytes of fd from offset; a file that ends sooner (it shrank since fstat) -> CheckpointError."""
+    data = os.pread(fd, n, offset)
+    while len(data) < n:
+        more = os.pread(fd, n - len(data), offset + len(data))
+        if not more:
+            raise _changed(path, f"it ends at byte {offset + len(data)}, before the {n} bytes read at {offset}")
+        data += more
+    return data
+
+
+def _read_header(path, fd=None):
+    """-> (header dict, data section start, data section size). Checks only the framing and the JSON.
+
+    fd: the file, open for reading (its size comes from fstat, its bytes from pread); None opens path."""
+    if fd is None:
+        fd = _open(path)
+        try:
+            return _read_header(path, fd)
+        finally:
+            os.close(fd)
+    file_size = os.fstat(fd).st_size
     if file_size < 8:
         raise _fail(path, f"the file is {file_size} bytes, shorter than the 8-byte header length that starts "
                           "every safetensors file")
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        if n > MAX_HEADER_BYTES:
-            raise _fail(path, f"the header length field says {n} bytes, more than the {MAX_HEADER_BYTES}-byte "
-                              "limit; this is not a safetensors file or it is corrupt",
-                        "check that the file really is .safetensors, then re-download or re-save it")
-        if 8 + n > file_size:
-            raise _fail(path, f"the header length field says {n} bytes, past the end of the file "
-                              f"(only {file_size - 8} bytes follow it)")
-        raw = f.read(n)
+    n = int.from_bytes(_pread(path, fd, 8, 0), "little")
+    if n > MAX_HEADER_BYTES:
+        raise _fail(path, f"the header length field says {n} bytes, more than the {MAX_HEADER_BYTES}-byte "
+                          "limit; this is not a safetensors file or it is corrupt",
+                    "check that the file really is .safetensors, then re-download or re-save it")
+    if 8 + n > file_size:
+        raise _fail(path, f"the header length field says {n} bytes, past the end of the file "
+                          f"(only {file_size - 8} bytes follow it)")
+    raw = _pread(path, fd, n, 8)
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nesting too deep to parse
         raise _fail(path, f"the {n}-byte header is not valid UTF-8 JSON ({e})") from None
     if not isinstance(header, dict):
         raise _fail(path, f"the header is a JSON {type(header).__name__}, not a JSON object")
     return header, 8 + n, file_size - 8 - n
+
+
+def _overflows(shape, itemsize):
+    """Whether a numpy array of this shape cannot exist: its byte count, or that of its nonzero dimensions
+    (numpy multiplies those even when another is 0), reaches 2**63."""
+    nonzero = 1
+    for d in shape:
+        nonzero *= max(d, 1)
+    return nonzero * itemsize >= 2**63
 
 
 def _check_header(path, header, data_size):
@@ -124,12 +174,15 @@ def _check_header(path, header, data_size):
             raise _fail(path, f"{where} has header entry {keys}, expected exactly the keys "
                               "['data_offsets', 'dtype', 'shape']")
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in DTYPES:
+        if not (isinstance(dtype, str) and dtype in DTYPES):
             raise _fail(path, f"{where} has dtype {dtype!r}, which this reader does not support "
                               f"(supported: {', '.join(DTYPES)})",
                         "re-save the checkpoint with one of the supported dtypes")
         if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
             raise _fail(path, f"{where} has shape {shape!r}, not a list of non-negative integers")
+        if len(shape) > _MAX_DIMS or _overflows(shape, DTYPES[dtype].itemsize):
+            raise _fail(path, f"{where} has shape {shape} of more than {_MAX_DIMS} dimensions or of more than "
+                              "2**63 bytes (dimensions beside a 0 included), which no array can have")
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
             raise _fail(path, f"{where} has data_offsets {offsets!r}, not a pair of integers [begin, end]")
         begin, end = offsets
@@ -159,24 +212,96 @@ def _check_header(path, header, data_size):
     return metadata, entries
 
 
+class SafetensorsFile:
+    """One .safetensors file open for loading: path, metadata (or None), entries ({name: (dtype name, shape,
+    begin, end)}, offsets into the data section), data_start (the data section's offset in the file).
+
+    Header and data are read through one file descriptor, opened once: the size checked against the header is
+    that descriptor's fstat, so a path renamed over meanwhile changes nothing, and read_into() reads with
+    pread, so a file truncated meanwhile gives CheckpointError, never SIGBUS. view() maps the file (from the
+    same descriptor) for what the caller keeps as stored. check_unchanged() compares size and modification
+    time with the first fstat, catching a rewrite in place. Close it (or use it in a with block) once read;
+    views outlive it.
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._fd = _open(self.path)
+        try:
+            self._stat = os.fstat(self._fd)
+            header, self.data_start, data_size = _read_header(self.path, self._fd)
+            self.metadata, self.entries = _check_header(self.path, header, data_size)
+        except BaseException:
+            self.close()
+            raise
+        self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def offset(self, name):
+        """The byte offset of tensor name's data in the file."""
+        return self.data_start + self.entries[name][2]
+
+    def read_into(self, out, offset, name):
+        """Fill out (a writable C-contiguous array) with the file's bytes from offset by pread. A file that
+        ends sooner (another process truncated it) -> CheckpointError naming the file and the tensor name."""
+        buf = memoryview(out).cast("B") if out.nbytes else b""
+        done = 0
+        while done < len(buf):
+            n = os.preadv(self._fd, [buf[done:]], offset + done)
+            if n == 0:
+                raise _changed(self.path, f"tensor {name!r} needs bytes {offset}..{offset + len(buf)} but the file "
+                                          f"now ends at byte {offset + done}")
+            done += n
+
+    def view(self, name):
+        """Tensor name as stored: a read-only C-contiguous view of a memory map of the file (zero copy), or,
+        for a tensor whose bytes are not aligned to its itemsize, an aligned read-only copy."""
+        dtype, shape, _, _ = self.entries[name]
+        np_dtype, offset = DTYPES[dtype], self.offset(name)
+        if offset % np_dtype.itemsize:  # the C core reads weights as float*/uint16_t*: needs natural alignment
+            array = np.empty(shape, dtype=np_dtype)
+            self.read_into(array, offset, name)
+            array.flags.writeable = False
+            return array
+        if self._map is None:
+            with open(self._fd, "rb", closefd=False) as f:
+                try:
+                    self._map = np.memmap(f, mode="r", shape=(self._stat.st_size,))
+                except ValueError:  # numpy: "mmap length is greater than file size"
+                    raise _changed(self.path, f"it was {self._stat.st_size} bytes when opened and is "
+                                              f"{os.fstat(self._fd).st_size} now") from None
+        return np.ndarray(shape, dtype=np_dtype, buffer=self._map, offset=offset)
+
+    def check_unchanged(self):
+        """CheckpointError if the file's size or modification time differ from when it was opened."""
+        now = os.fstat(self._fd)
+        if now.st_size != self._stat.st_size:
+            raise _changed(self.path, f"it was {self._stat.st_size} bytes when opened and is {now.st_size} now")
+        if now.st_mtime_ns != self._stat.st_mtime_ns:
+            raise _changed(self.path, "it was written to after it was opened")
+
+
 def read_safetensors(path):
     """Read a .safetensors file -> {name: (array, dtype name)}.
 
     Each array is a read-only, C-contiguous view of one np.memmap of the file (zero copy), shaped as stored;
     a tensor whose bytes are not aligned to its itemsize comes back as an aligned read-only copy instead.
-    BF16 tensors are np.uint16 raw bits. Raises CheckpointNotFoundError or CheckpointError.
+    BF16 tensors are np.uint16 raw bits. Truncating the file in place while a view is alive makes reading the
+    view raise SIGBUS; replacing it by rename is safe. Raises CheckpointNotFoundError or CheckpointError.
     """
-    header, data_start, data_size = _read_header(path)
-    _, entries = _check_header(path, header, data_size)
-    mm = np.memmap(path, mode="r")
-    tensors = {}
-    for name, (dtype, shape, begin, end) in entries.items():
-        np_dtype = DTYPES[dtype]
-        array = np.ndarray(shape, dtype=np_dtype, buffer=mm, offset=data_start + begin)
-        if (data_start + begin) % np_dtype.itemsize:
-            array = array.copy()  # the C core reads weights as float*/uint16_t*: needs natural alignment
-            array.flags.writeable = False
-        tensors[name] = (array, dtype)
+    with SafetensorsFile(path) as f:
+        tensors = {name: (f.view(name), dtype) for name, (dtype, _, _, _) in f.entries.items()}
+        f.check_unchanged()
     return tensors
 
 
@@ -279,7 +404,7 @@ def _read_index(directory, index_path):
     try:
         with open(index_path, "rb") as f:
             index = json.loads(f.read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nesting too deep to parse
         raise _fail(index_path, f"not valid UTF-8 JSON ({e})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not (isinstance(weight_map, dict) and
@@ -292,8 +417,9 @@ def _read_index(directory, index_path):
     return weight_map
 
 
-def checkpoint_files(directory):
-    """Read the weights of a checkpoint directory -> (tensors {name: (array, dtype)}, {name: file name}).
+def open_checkpoint(directory):
+    """Open the weights of a checkpoint directory -> (files {file name: SafetensorsFile}, {tensor name: file
+    name}), every header checked; the caller closes the files (all of them are closed if this raises).
 
     Single file: model.safetensors. Otherwise model.safetensors.index.json and every shard it names; a shard's
     tensors absent from the weight_map are kept (as Transformers loads whole shards).
@@ -303,31 +429,51 @@ def checkpoint_files(directory):
     single = os.path.join(directory, SINGLE_FILE_NAME)
     index_path = os.path.join(directory, INDEX_FILE_NAME)
     if os.path.isfile(single):
-        tensors = read_safetensors(single)
-        return tensors, dict.fromkeys(tensors, SINGLE_FILE_NAME)
+        f = SafetensorsFile(single)
+        return {SINGLE_FILE_NAME: f}, dict.fromkeys(f.entries, SINGLE_FILE_NAME)
     if not os.path.isfile(index_path):
         raise CheckpointNotFoundError(
             f"{directory}: has neither {SINGLE_FILE_NAME} nor {INDEX_FILE_NAME}; download the checkpoint's "
             "safetensors weights into it (.bin/PyTorch weights are not supported: convert them to safetensors)")
     weight_map = _read_index(directory, index_path)
-    tensors, origin = {}, {}
-    for shard in sorted(set(weight_map.values())):
-        shard_path = os.path.join(directory, shard)
-        if not os.path.isfile(shard_path):
-            users = sorted(n for n, s in weight_map.items() if s == shard)
-            raise CheckpointNotFoundError(
-                f"{INDEX_FILE_NAME}: shard {shard!r} (holding {len(users)} tensor(s), e.g. {users[0]!r}) is "
-                f"missing from {directory}; download every shard the index names")
-        for name, value in read_safetensors(shard_path).items():
-            if name in tensors:
-                raise _fail(shard_path, f"tensor {name!r} is also stored in shard {origin[name]!r}",
-                            "a tensor must live in exactly one shard — re-save the checkpoint")
-            tensors[name], origin[name] = value, shard
-    for name, shard in weight_map.items():
-        if origin.get(name) != shard:
-            found = f"it is in {origin[name]!r}" if name in origin else "no shard holds it"
-            raise _fail(index_path, f"weight_map says tensor {name!r} is in {shard!r} but {found}",
-                        "the index does not match the shards — re-download the checkpoint")
+    files, origin = {}, {}
+    try:
+        for shard in sorted(set(weight_map.values())):
+            shard_path = os.path.join(directory, shard)
+            if not os.path.isfile(shard_path):
+                users = sorted(n for n, s in weight_map.items() if s == shard)
+                raise CheckpointNotFoundError(
+                    f"{INDEX_FILE_NAME}: shard {shard!r} (holding {len(users)} tensor(s), e.g. {users[0]!r}) is "
+                    f"missing from {directory}; download every shard the index names")
+            files[shard] = SafetensorsFile(shard_path)
+            for name in files[shard].entries:
+                if name in origin:
+                    raise _fail(shard_path, f"tensor {name!r} is also stored in shard {origin[name]!r}",
+                                "a tensor must live in exactly one shard — re-save the checkpoint")
+                origin[name] = shard
+        for name, shard in weight_map.items():
+            if origin.get(name) != shard:
+                found = f"it is in {origin[name]!r}" if name in origin else "no shard holds it"
+                raise _fail(index_path, f"weight_map says tensor {name!r} is in {shard!r} but {found}",
+                            "the index does not match the shards — re-download the checkpoint")
+    except BaseException:
+        for f in files.values():
+            f.close()
+        raise
+    return files, origin
+
+
+def checkpoint_files(directory):
+    """Read the weights of a checkpoint directory -> (tensors {name: (array, dtype)}, {name: file name}), the
+    arrays views of memory maps of the files as read_safetensors gives them (see open_checkpoint)."""
+    files, origin = open_checkpoint(directory)
+    try:
+        tensors = {name: (files[file].view(name), files[file].entries[name][0]) for name, file in origin.items()}
+        for f in files.values():
+            f.check_unchanged()
+    finally:
+        for f in files.values():
+            f.close()
     return tensors, origin
 
 

@@ -119,11 +119,15 @@ def test_tied_embeddings_make_lm_head_the_embedding_weight(tmp_path):
 
 @pytest.mark.parametrize("dtype", ("int8", "int4"))
 def test_integer_dtypes_quantize_every_matrix_read_per_token_and_keep_an_untied_embedding_as_stored(tmp_path, dtype):
-    """The embedding is read one row per token: quantizing it would hold the whole table in memory for no
-    bandwidth gain, so it stays a view of the file; tied to lm_head it is read in full and quantized."""
+    """The embedding is read one row per token: quantizing it would save no bandwidth and cost accuracy, so it
+    stays as stored (copied with repack=True, which maps nothing; a view of the file with repack=False);
+    tied to lm_head it is read in full and quantized."""
     untied = load_checkpoint(write_checkpoint(tmp_path / "a"), dtype=dtype).weights
     embed = untied["model.embed_tokens.weight"]
-    assert embed.dtype == "float32" and not embed.array.flags.owndata
+    assert embed.dtype == "float32" and embed.array.flags.owndata
+    mapped = load_checkpoint(tmp_path / "a", dtype=dtype, repack=False).weights["model.embed_tokens.weight"]
+    assert mapped.dtype == "float32" and not mapped.array.flags.owndata
+    assert np.array_equal(mapped.array, embed.array)
     assert untied["lm_head.weight"].dtype == dtype and untied["model.layers.0.mlp.down_proj.weight"].dtype == dtype
     tied = load_checkpoint(write_checkpoint(tmp_path / "b", tie_word_embeddings=True), dtype=dtype).weights
     assert tied["model.embed_tokens.weight"].dtype == dtype
