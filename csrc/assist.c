@@ -120,7 +120,7 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
 }
 
 static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *r,
-                         buffers *b, int64_t *K, int32_t *out, float *scores, ha_assist_stats *stats) {
+                         buffers *b, int64_t *K, int32_t *out, float *scores, ha_assist_stats *stats, double deadline) {
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq;
     const int adaptive = p->schedule != HA_SCHEDULE_CONSTANT;
     ha_status st = HA_OK;
@@ -131,6 +131,10 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
         r->target_len = r->L;
     }
     while (r->generated < N) {
+        /* Between rounds: the interrupt poll, and max_time once the row has had its first round (a row is never
+         * left without a token, as plain generation's first step is never skipped). */
+        if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted in row %d", r->row);
+        if (r->generated > 0 && ha_now() >= deadline) break;
         /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens. */
         int64_t room = N - r->generated - 1, k = 0;
         int64_t k_max = draft ? (*K < room ? *K : room) : (p->prompt_lookup_num_tokens < room ? p->prompt_lookup_num_tokens : room);
@@ -235,12 +239,13 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         goto cleanup;
     }
     int64_t K = p->num_assistant_tokens, steps = 0;
+    const double deadline = ha_deadline(&p->gen); /* max_time counts from the call, over every row */
     for (int64_t row = 0; row < B && st == HA_OK; row++) {
         /* Every row starts from the call's K and adapts it on its own; the last row's K is reported. */
         row_state r = { .row = (int32_t)row, .tok = tok, .L = prompt_width - start[row] };
         memcpy(tok, prompt + row * prompt_width + start[row], (size_t)r.L * sizeof(int32_t));
         K = p->num_assistant_tokens;
-        st = run_row(target, draft, p, sampler, &r, &b, &K, out, scores, &stats);
+        st = run_row(target, draft, p, sampler, &r, &b, &K, out, scores, &stats, deadline);
         generated[row] = r.generated;
         if (r.generated > steps) steps = r.generated;
     }

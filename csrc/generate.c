@@ -1,5 +1,6 @@
 /* Plain generation: prefill every row, then one token per unfinished row per step, all rows of a step in
- * one append (each row's weights read once per step for the whole batch). */
+ * one append (each row's weights read once per step for the whole batch). Between steps: the interrupt poll
+ * and max_time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, i
         return ha_fail(HA_ERR_INVALID, "the prompt width %lld is out of range", (long long)prompt_width);
     if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
     if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "bad eos list");
+    if (!(p->max_time >= 0.0)) /* NaN too */
+        return ha_fail(HA_ERR_INVALID, "max_time=%g must be >= 0 seconds (0: no limit)", p->max_time);
     for (int64_t b = 0; b < lm->n_seq; b++) {
         if (start[b] < 0 || start[b] >= prompt_width)
             return ha_fail(HA_ERR_INVALID, "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
@@ -53,6 +56,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         goto cleanup;
     }
 
+    const double deadline = ha_deadline(p);
     /* 1. Prefill: every row's prompt in one append, logits only at each row's last token. */
     int64_t n = 0, active = B;
     for (int64_t b = 0; b < B; b++) {
@@ -107,7 +111,11 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             want[active] = 1;
             row_of[active++] = (int32_t)b;
         }
-        if (active == 0 || step + 1 == N) break;
+        if (active == 0 || step + 1 == N || ha_now() >= deadline) break; /* max_time: after the step, as Transformers */
+        if (ha_interrupted()) {
+            st = ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after step %lld", (long long)step);
+            break;
+        }
         st = lm->append(lm->self, active, seq, tok, want, logits);
     }
 

@@ -27,11 +27,29 @@ typedef enum ha_status {
     HA_ERR_CAPACITY = 3,    /* appending would pass the KV cache capacity; nothing was appended */
     HA_ERR_UNSUPPORTED = 4, /* a valid request this build does not implement */
     HA_ERR_INTERNAL = 5,    /* a bug: the message says where */
-    HA_ERR_CALLBACK = 6     /* a caller's callback asked to stop (the caller holds the reason) */
+    HA_ERR_CALLBACK = 6,    /* a caller's callback asked to stop (the caller holds the reason) */
+    HA_ERR_INTERRUPTED = 7  /* the calling thread's interrupt poll asked to stop (ha_set_interrupt) */
 } ha_status;
 
 /* Message of the last failure on this thread ("" if none). Valid until the next failing call. */
 HA_API const char *ha_last_error(void);
+
+/* ---- interrupts ----------------------------------------------------------------------------------
+ * Long core work polls the calling thread's interrupt: generation before each step (and each draft pass),
+ * an append before each chunk of tokens and each layer of a chunk. poll(user) is called on the thread that
+ * made the core call, never on a pool worker, so it may take a lock its caller released (the binding's takes
+ * the GIL only when a signal is pending); it returns nonzero to stop. The work then returns
+ * HA_ERR_INTERRUPTED at that point, leaving every KV cache as it was before the append that was stopped (the
+ * lengths are restored: what a stopped append wrote past them is never read) and a generation's outputs
+ * undefined; once it has returned nonzero, poll is not called again until the next ha_set_interrupt. */
+typedef struct ha_interrupt {
+    int (*poll)(void *user);
+    void *user;
+} ha_interrupt;
+
+/* Sets the calling thread's interrupt (NULL: none; the pointer is kept, so it must outlive its use) and
+ * clears its stopped state; returns the previous one, so a nested caller can put it back. */
+HA_API const ha_interrupt *ha_set_interrupt(const ha_interrupt *it);
 
 /* ---- weights ------------------------------------------------------------------------------------ */
 
@@ -145,7 +163,8 @@ typedef struct ha_lm {
     /* Append n tokens: token i goes to sequence seq[i] at that sequence's next position (tokens of one
      * sequence are in order). For each i with want[i] != 0 (want == NULL: every i), in order, one row of
      * logits (V,) is written to logits (n_wanted, V). Requires 0 <= tokens[i] < V, 0 <= seq[i] < n_seq,
-     * and room in each sequence's cache; otherwise returns an error having appended nothing. Each row's
+     * and room in each sequence's cache; otherwise returns an error having appended nothing (as it does
+     * when the interrupt stops it: HA_ERR_INTERRUPTED). Each row's
      * logits are bitwise the same whatever else is in the call and whatever the thread count (a native
      * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create). */
     ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
@@ -217,6 +236,8 @@ typedef struct ha_generate_params {
     const int32_t *eos;         /* (n_eos,) stop tokens */
     int64_t n_eos;
     int32_t pad_token_id;       /* written after a row has stopped */
+    double max_time;            /* seconds; > 0: no step starts once this much time has passed since the call
+                                   began, and the tokens so far are returned (Transformers' max_time); 0: off */
     ha_sampling_params sampling;
     ha_token_callback on_tokens; /* NULL: none */
     void *user;                  /* passed to on_tokens */

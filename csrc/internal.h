@@ -287,6 +287,16 @@ double ha_softmax_at(const float *scores, int64_t vocab, int32_t t);
  * if that residual is zero everywhere (p == q up to rounding). -1 if p is empty. */
 int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, uint32_t row, uint32_t position);
 
+/* ---- interrupts and time (interrupt.c) ------------------------------------------------------------- */
+/* Polls the calling thread's interrupt (ha.h, ha_set_interrupt): nonzero if it asked to stop, now or at an
+ * earlier poll since it was set (then poll is not called again). Cheap where the poll is: call it between
+ * pieces of work, on the thread that made the core call. */
+int ha_interrupted(void);
+/* Seconds on the monotonic clock (max_time's). */
+double ha_now(void);
+/* max_time's deadline for a generation that starts now: INFINITY when max_time is off (<= 0). */
+static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
+
 /* ---- thread pool ------------------------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with
  * g = ceil(n / (8 * threads)), which the threads (the caller's among them) take in turn as they finish

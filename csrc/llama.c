@@ -336,8 +336,9 @@ static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads
 }
 
 /* Forward of T tokens (T <= CHUNK, or T == HA_BLAS_BLOCK with c->blas_now) whose seq/pos are set in c;
- * their K/V go into the cache. Rows with want != NULL && want[i] get logits, packed, into logits. */
-static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, const uint8_t *want, float *logits) {
+ * their K/V go into the cache. Rows with want != NULL && want[i] get logits, packed, into logits. Returns
+ * nonzero, with the forward unfinished, if the interrupt asked to stop (polled before each layer). */
+static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, const uint8_t *want, float *logits) {
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
     const ha_kernels *k = c->kern;
@@ -355,6 +356,7 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
         }
     }
     for (int64_t l = 0; l < cfg->n_layers; l++) {
+        if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
         for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->attn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
         matmul(c, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
@@ -391,9 +393,17 @@ static void forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T,
     for (int64_t i = 0; i < T; i++)
         if (!want || want[i]) rms_norm(c->x + i * d, m->w.final_norm.data, c->xn + (nw++) * d, d, cfg->rms_norm_eps);
     if (nw) matmul(c, 1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
+    return 0;
 }
 
 /* ---- the model interface -------------------------------------------------------------------------------- */
+
+/* An append stopped by the interrupt after its first n tokens were given positions: those positions are
+ * taken back, so the cache holds what it held before the append. */
+static ha_status interrupted_append(ha_llama_context *c, const int32_t *seq, int64_t n) {
+    for (int64_t i = 0; i < n; i++) c->len[seq[i]]--;
+    return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this append");
+}
 
 static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
                             float *logits) {
@@ -427,6 +437,7 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
     for (int64_t s = 0; s < c->n_seq; s++)
         c->blas_left[s] = c->blas && c->len[s] == 0 ? c->adding[s] / HA_BLAS_BLOCK * HA_BLAS_BLOCK : 0;
     for (int64_t b = 0, T; b < n; b += T) {
+        if (ha_interrupted()) return interrupted_append(c, seq, b);
         int64_t w0 = 0;
         c->blas_now = 0;
         if (c->blas_left[seq[b]] > 0) {
@@ -445,7 +456,7 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
             c->seq[i] = seq[b + i];
             c->pos[i] = c->len[seq[b + i]]++;
         }
-        forward_chunk(c, tokens + b, T, want ? want + b : NULL, logits);
+        if (forward_chunk(c, tokens + b, T, want ? want + b : NULL, logits)) return interrupted_append(c, seq, b + T);
         for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
         if (logits) logits += w0 * V;
     }

@@ -3,10 +3,12 @@
  * Buffers in (through the buffer protocol, checked for format, contiguity and size), exceptions out
  * (raise_status, the one place core status codes become Python exceptions), the GIL released around every
  * core call. Every function has one cleanup exit that releases what it acquired. */
-#define _DEFAULT_SOURCE /* madvise */
+#define _DEFAULT_SOURCE /* madvise, sigaction's SA_ flags */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,10 +25,140 @@ static PyObject *raise_status(ha_status st) {
     case HA_ERR_CAPACITY: cls = CacheCapacityError; break;
     case HA_ERR_UNSUPPORTED: cls = UnsupportedModelError; break;
     case HA_ERR_NOMEM: cls = PyExc_MemoryError; break;
+    case HA_ERR_INTERRUPTED: cls = PyExc_KeyboardInterrupt; break; /* interrupt_end raises the handler's own first */
     default: cls = CoreError; break;
     }
     PyErr_SetString(cls, ha_last_error());
     return NULL;
+}
+
+/* ---- interrupts -----------------------------------------------------------------------------------------
+ * Ctrl-C while the core runs without the GIL. During a core call made on the main thread, SIGINT's C handler is
+ * ours, chained to the one that was there (Python's, which trips its own flag as before): it counts the signal,
+ * so the core's interrupt poll (ha.h) notices it with one atomic load and only then takes the GIL to run
+ * Python's signal handlers (PyErr_CheckSignals). If one raised (KeyboardInterrupt), the core stops at that poll
+ * and the exception is raised when the call returns; if none did (a handler that only logs), the work goes on.
+ * Calls on other threads are not interrupted: Python delivers signals to the main thread only. */
+static atomic_uint sigint_count;   /* SIGINTs seen by on_sigint */
+static struct sigaction chained;   /* the action on_sigint forwards to, saved when it was installed */
+static int chain_depth;            /* main-thread calls in progress that installed or joined it (GIL held) */
+static unsigned long main_thread;  /* threading.main_thread().ident */
+
+static void on_sigint(int sig, siginfo_t *info, void *uctx) {
+    atomic_fetch_add_explicit(&sigint_count, 1, memory_order_relaxed);
+    if (chained.sa_flags & SA_SIGINFO) chained.sa_sigaction(sig, info, uctx);
+    else if (chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN) chained.sa_handler(sig);
+}
+
+static int sigint_is_ours(const struct sigaction *a) { return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_sigint; }
+
+/* Installs on_sigint in front of the current SIGINT action; 0 if there is nothing to chain to (SIGINT ignored,
+ * or left to its default, which ends the process anyway). */
+static int chain_sigint(void) {
+    struct sigaction cur, ours;
+    if (sigaction(SIGINT, NULL, &cur) != 0) return 0;
+    if (sigint_is_ours(&cur)) return 1; /* left in place by a fork inside a call */
+    if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)) return 0;
+    chained = cur;
+    ours = cur;
+    ours.sa_sigaction = on_sigint;
+    ours.sa_flags = cur.sa_flags | SA_SIGINFO;
+    return sigaction(SIGINT, &ours, NULL) == 0;
+}
+
+/* Puts the chained action back, unless someone replaced ours meanwhile (signal.signal in a callback). */
+static void unchain_sigint(void) {
+    struct sigaction cur;
+    if (sigaction(SIGINT, NULL, &cur) == 0 && sigint_is_ours(&cur)) (void)sigaction(SIGINT, &chained, NULL);
+}
+
+/* One core call's interrupt: begun with the GIL held before the call, ended with it held after. */
+typedef struct interrupt_scope {
+    ha_interrupt it;
+    const ha_interrupt *prev;            /* the thread's interrupt before (a call inside a callback nests) */
+    unsigned seen;                       /* sigint_count already looked at */
+    int chained;                         /* this call joined the SIGINT chain */
+    PyObject *exc_type, *exc_value, *exc_tb; /* what a signal handler raised */
+} interrupt_scope;
+
+static int poll_signals(void *user) {
+    interrupt_scope *s = user;
+    unsigned n = atomic_load_explicit(&sigint_count, memory_order_relaxed);
+    if (n == s->seen) return 0;
+    s->seen = n;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = PyErr_CheckSignals() != 0;
+    if (stop) PyErr_Fetch(&s->exc_type, &s->exc_value, &s->exc_tb);
+    PyGILState_Release(g);
+    return stop;
+}
+
+static void interrupt_begin(interrupt_scope *s) {
+    *s = (interrupt_scope){ .it = { poll_signals, s } };
+    if (PyThread_get_thread_ident() == main_thread && (chain_depth > 0 || chain_sigint())) {
+        chain_depth++;
+        s->chained = 1;
+    }
+    s->seen = atomic_load_explicit(&sigint_count, memory_order_relaxed);
+    s->prev = ha_set_interrupt(s->chained ? &s->it : NULL);
+}
+
+/* Returns 1 with the handler's exception set if a signal handler raised during the call (whatever the call
+ * returned: the exception is never dropped), else 0. */
+static int interrupt_end(interrupt_scope *s) {
+    ha_set_interrupt(s->prev);
+    if (s->chained && --chain_depth == 0) unchain_sigint();
+    if (!s->exc_type) return 0;
+    PyErr_Restore(s->exc_type, s->exc_value, s->exc_tb);
+    s->exc_type = s->exc_value = s->exc_tb = NULL;
+    return 1;
+}
+
+/* A Python callable called as callback(row, tokens: list of int) from inside a generation loop that runs
+ * without the GIL: the GIL is taken for the call, and an exception it raises stops the loop and is re-raised
+ * when the loop returns. */
+typedef struct py_callback {
+    PyObject *fn;
+    PyObject *exc_type, *exc_value, *exc_tb;
+} py_callback;
+
+static int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n) {
+    py_callback *cb = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 0;
+    PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
+    for (int64_t i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(tokens[i]));
+    if (list) res = PyObject_CallFunction(cb->fn, "LO", (long long)row, list);
+    if (!res) {
+        PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+        rc = 1;
+    }
+    Py_XDECREF(res);
+    Py_XDECREF(list);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* After a core call that returned st: ends its interrupt scope and sets the exception to raise, if any: a
+ * signal handler's first, else the callback's (cb may be NULL), else the core's. Returns 0 if there is none. */
+static int end_call(ha_status st, interrupt_scope *s, py_callback *cb) {
+    int raised = interrupt_end(s);
+    if (cb && cb->exc_type) {
+        if (raised) {
+            Py_DECREF(cb->exc_type);
+            Py_XDECREF(cb->exc_value);
+            Py_XDECREF(cb->exc_tb);
+        } else {
+            PyErr_Restore(cb->exc_type, cb->exc_value, cb->exc_tb);
+            raised = 1;
+        }
+        cb->exc_type = cb->exc_value = cb->exc_tb = NULL;
+    }
+    if (!raised && st != HA_OK) {
+        raise_status(st);
+        raised = 1;
+    }
+    return raised;
 }
 
 /* Acquires a C-contiguous buffer of obj whose items have struct format `fmt` ("f", "e", "H", "i", "q",
@@ -338,14 +470,13 @@ static PyObject *Context_append(ContextObject *self, PyObject *args) {
     if (enter(self) != 0) goto cleanup;
     ha_lm *lm = ha_llama_context_lm(self->c);
     ha_status st;
+    interrupt_scope intr;
+    interrupt_begin(&intr);
     Py_BEGIN_ALLOW_THREADS
     st = lm->append(lm->self, n, seq.buf, tok.buf, (held & 4) ? want.buf : NULL, (held & 8) ? out.buf : NULL);
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    if (st != HA_OK) {
-        raise_status(st);
-        goto cleanup;
-    }
+    if (end_call(st, &intr, NULL)) goto cleanup;
     result = Py_NewRef(Py_None);
 cleanup:
     if (held & 1) PyBuffer_Release(&seq);
@@ -414,41 +545,6 @@ static PyTypeObject ContextType = {
 };
 
 /* ---- functions ----------------------------------------------------------------------------------------- */
-
-/* A Python callable called as callback(row, tokens: list of int) from inside a generation loop that runs
- * without the GIL: the GIL is taken for the call, and an exception it raises stops the loop and is re-raised
- * when the loop returns. */
-typedef struct py_callback {
-    PyObject *fn;
-    PyObject *exc_type, *exc_value, *exc_tb;
-} py_callback;
-
-static int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n) {
-    py_callback *cb = user;
-    PyGILState_STATE g = PyGILState_Ensure();
-    int rc = 0;
-    PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
-    for (int64_t i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(tokens[i]));
-    if (list) res = PyObject_CallFunction(cb->fn, "LO", (long long)row, list);
-    if (!res) {
-        PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
-        rc = 1;
-    }
-    Py_XDECREF(res);
-    Py_XDECREF(list);
-    PyGILState_Release(g);
-    return rc;
-}
-
-/* After a loop that returned st: the callback's exception if it stopped the loop, else the core's. */
-static void raise_after_callback(ha_status st, py_callback *cb) {
-    if (st == HA_ERR_CALLBACK && cb->exc_type) {
-        PyErr_Restore(cb->exc_type, cb->exc_value, cb->exc_tb);
-        cb->exc_type = cb->exc_value = cb->exc_tb = NULL;
-    } else {
-        raise_status(st);
-    }
-}
 
 /* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
  * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
@@ -533,13 +629,14 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
     if (enter(ctx) == 0) {
         ha_status st;
         int64_t steps = 0;
+        interrupt_scope intr;
+        interrupt_begin(&intr);
         Py_BEGIN_ALLOW_THREADS
         st = ha_generate(lm, &g.p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
                          (g.held & 16) ? g.scores.buf : NULL, &steps);
         Py_END_ALLOW_THREADS
         ctx->busy = 0;
-        if (st == HA_OK) result = PyLong_FromLongLong(steps);
-        else raise_after_callback(st, &g.cb);
+        if (!end_call(st, &intr, &g.cb)) result = PyLong_FromLongLong(steps);
     }
     release_gen(&g);
     return result;
@@ -591,14 +688,13 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     entered |= dctx ? 2 : 0;
     ha_status st;
     int64_t steps = 0;
+    interrupt_scope intr;
+    interrupt_begin(&intr);
     Py_BEGIN_ALLOW_THREADS
     st = ha_generate_assisted(lm, dlm, &p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
                               (g.held & 16) ? g.scores.buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
-    if (st != HA_OK) {
-        raise_after_callback(st, &g.cb);
-        goto cleanup;
-    }
+    if (end_call(st, &intr, &g.cb)) goto cleanup;
     result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
                            (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
                            (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens);
@@ -802,6 +898,14 @@ PyMODINIT_FUNC PyInit__core(void) {
         return NULL;
     }
     (void)ha_kernels_name();
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    main_thread = ident ? PyLong_AsUnsignedLong(ident) : 0;
+    Py_XDECREF(threading);
+    Py_XDECREF(main);
+    Py_XDECREF(ident);
+    if (PyErr_Occurred()) return NULL;
     if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;

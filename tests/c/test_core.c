@@ -51,6 +51,7 @@ static const char *status_name(ha_status s) {
     case HA_ERR_UNSUPPORTED: return "HA_ERR_UNSUPPORTED";
     case HA_ERR_INTERNAL: return "HA_ERR_INTERNAL";
     case HA_ERR_CALLBACK: return "HA_ERR_CALLBACK";
+    case HA_ERR_INTERRUPTED: return "HA_ERR_INTERRUPTED";
     }
     return "(unknown status)";
 }
@@ -2490,6 +2491,169 @@ static void test_kernels_panel_to_f32_exact(void) {
     free(out);
 }
 
+/* ---- interrupts and max_time ------------------------------------------------------------------------- */
+
+/* A poll that asks to stop at its fire-th call (never when fire < 0), counting its calls and checking that it
+ * runs on the thread that set it, never on a pool worker. */
+typedef struct counting_poll {
+    int64_t calls, fire;
+    pthread_t owner;
+    int foreign; /* calls made on another thread */
+} counting_poll;
+
+static int poll_count(void *user) {
+    counting_poll *cp = user;
+    if (!pthread_equal(pthread_self(), cp->owner)) cp->foreign++;
+    return ++cp->calls > cp->fire && cp->fire >= 0;
+}
+
+static void set_poll(counting_poll *cp, ha_interrupt *it, int64_t fire) {
+    *cp = (counting_poll){ .fire = fire, .owner = pthread_self() };
+    *it = (ha_interrupt){ poll_count, cp };
+    ha_set_interrupt(it);
+}
+
+/* An append stopped at each of its polls in turn leaves the cache as it was; the poll is not called again
+ * once it asked to stop, and the same append afterwards gives the logits of a cache that never saw it. */
+static void test_interrupt_stops_append_and_keeps_the_cache(void) {
+    CHECK_OK(ha_set_num_threads(2));
+    tiny *t = tiny_build(HA_BF16P, 1, 0, 0, 71);
+    rng r = { 13 };
+    int32_t first[5], more[40]; /* 40 tokens: two chunks, each polled before it and before each layer */
+    random_tokens(&r, first, 5);
+    random_tokens(&r, more, 40);
+    float *got = xmalloc(40 * TV * sizeof(float)), *want = xmalloc(40 * TV * sizeof(float));
+    ha_llama_context *ref = ctx_new(t->m, 1, 64);
+    CHECK_OK(append_seq(ref, 0, 5, first, NULL));
+    CHECK_OK(append_seq(ref, 0, 40, more, want));
+    counting_poll cp;
+    ha_interrupt it;
+    int64_t fire = 0;
+    for (;; fire++) {
+        ha_llama_context *c = ctx_new(t->m, 1, 64);
+        CHECK_OK(append_seq(c, 0, 5, first, NULL));
+        set_poll(&cp, &it, fire);
+        ha_status st = append_seq(c, 0, 40, more, got);
+        CHECK(cp.foreign == 0, "the poll expected on the calling thread only; %d calls came from pool workers", cp.foreign);
+        if (st == HA_OK) {
+            ha_set_interrupt(NULL);
+            ha_llama_context_free(c);
+            break;
+        }
+        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", (long long)fire,
+              status_name(st));
+        CHECK_MSG("interrupted");
+        CHECK(cp.calls == fire + 1, "after asking to stop, the poll expected no more calls: %lld calls for fire=%lld",
+              (long long)cp.calls, (long long)fire);
+        CHECK(LEN(c, 0) == 5, "an interrupted append expected to leave length 5, got %lld", (long long)LEN(c, 0));
+        CHECK_STATUS(append_seq(c, 0, 1, more, got), HA_ERR_INTERRUPTED); /* still stopped until set again */
+        ha_set_interrupt(NULL);
+        CHECK_OK(append_seq(c, 0, 40, more, got));
+        CHECK_SAME_FLOATS(want, got, 40 * TV, "append after an interrupt at poll %lld vs a cache that never saw it", (long long)fire);
+        ha_llama_context_free(c);
+    }
+    /* 2 chunks x (1 + TL layers) polls */
+    CHECK(fire == 2 * (1 + TL), "an append of 2 chunks expected %d polls, counted %lld", 2 * (1 + TL), (long long)fire);
+    ha_llama_context_free(ref);
+    free(got);
+    free(want);
+    tiny_free(t);
+}
+
+/* Plain and assisted generation stop with HA_ERR_INTERRUPTED at whichever poll asks, and a poll that never
+ * asks changes nothing. */
+static void test_interrupt_stops_generation(void) {
+    CHECK_OK(ha_set_num_threads(2));
+    tiny *target = tiny_build(HA_F32P, 1, 0, 0, 72), *draft = tiny_build(HA_BF16, 0, 0, 0, 73);
+    const int64_t N = 10;
+    ha_assist_params ap = { .gen = gen_params(N, greedy_params()), .num_assistant_tokens = 3, .schedule = HA_SCHEDULE_CONSTANT,
+                            .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    int32_t want[2 * 10], got[2 * 10];
+    int64_t steps;
+    counting_poll cp;
+    ha_interrupt it;
+    for (int mode = 0; mode < 3; mode++) { /* plain, assisted by a draft, prompt lookup */
+        int64_t polls = -1;
+        for (int64_t fire = -1;; fire++) {
+            ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(draft->m, 2, 16);
+            set_poll(&cp, &it, fire);
+            ha_status st = mode == 0 ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, fire < 0 ? want : got, NULL, &steps)
+                                     : ha_generate_assisted(LM(tc), mode == 1 ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART,
+                                                            fire < 0 ? want : got, NULL, &steps, NULL);
+            ha_set_interrupt(NULL);
+            ha_llama_context_free(tc);
+            ha_llama_context_free(dc);
+            CHECK(cp.foreign == 0, "mode %d: the poll expected on the calling thread only; %d foreign calls", mode, cp.foreign);
+            if (fire < 0) { /* the reference run: counts the polls */
+                CHECK(st == HA_OK, "mode %d: a poll that never asks expected HA_OK, got %s", mode, status_name(st));
+                polls = cp.calls;
+                CHECK(polls > N, "mode %d: expected more than %lld polls over %lld tokens, got %lld", mode, (long long)N,
+                      (long long)N, (long long)polls);
+                continue;
+            }
+            if (st == HA_OK) {
+                CHECK(fire == polls, "mode %d: expected every one of the %lld polls to stop the generation, but firing at "
+                      "call %lld did not", mode, (long long)polls, (long long)fire);
+                CHECK(memcmp(want, got, sizeof want) == 0, "mode %d: tokens differ once the poll no longer fires", mode);
+                break;
+            }
+            CHECK(st == HA_ERR_INTERRUPTED, "mode %d, poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", mode,
+                  (long long)fire, status_name(st));
+            CHECK(cp.calls == fire + 1, "mode %d: the poll expected no calls after asking to stop (%lld for fire=%lld)", mode,
+                  (long long)cp.calls, (long long)fire);
+        }
+    }
+    tiny_free(target);
+    tiny_free(draft);
+}
+
+/* max_time: no step starts once it has passed; the tokens so far come back with HA_OK (a prefix of the full
+ * output, each row with at least its first token); negative or NaN is refused. */
+static void test_generate_max_time_returns_the_tokens_so_far(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_F32, 1, 0, 0, 74), *draft = tiny_build(HA_F16, 0, 0, 0, 75);
+    const int64_t N = 10;
+    ha_assist_params ap = { .gen = gen_params(N, greedy_params()), .num_assistant_tokens = 2, .schedule = HA_SCHEDULE_CONSTANT,
+                            .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    int32_t full[2 * 10], got[2 * 10];
+    int64_t steps;
+    for (int mode = 0; mode < 2; mode++) {
+        ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(draft->m, 2, 16);
+        ap.gen.max_time = 0.0;
+        CHECK_OK(mode == 0 ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, full, NULL, &steps)
+                           : ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, full, NULL, &steps, NULL));
+        ha_llama_context_free(tc);
+        ha_llama_context_free(dc);
+        tc = ctx_new(target->m, 2, 16);
+        dc = ctx_new(draft->m, 2, 16);
+        ap.gen.max_time = 1e-300; /* passed before the first step ends */
+        CHECK_OK(mode == 0 ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, got, NULL, &steps)
+                           : ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, NULL));
+        /* plain: one step; assisted: one round per row (its accepted drafts and the target's token) */
+        CHECK(steps >= 1 && steps <= (mode == 0 ? 1 : 3), "mode %d: max_time passed at once: expected 1..%d steps, got %lld",
+              mode, mode == 0 ? 1 : 3, (long long)steps);
+        for (int b = 0; b < 2; b++) {
+            CHECK(got[b * N] == full[b * N], "mode %d row %d: the first token expected %d, got %d", mode, b, full[b * N], got[b * N]);
+            int64_t j = 0;
+            while (j < N && got[b * N + j] == full[b * N + j]) j++;
+            for (; j < N; j++)
+                CHECK(got[b * N + j] == -7, "mode %d row %d: after the prefix expected padding at %lld, got %d", mode, b,
+                      (long long)j, got[b * N + j]);
+        }
+        ha_llama_context_free(tc);
+        ha_llama_context_free(dc);
+        tc = ctx_new(target->m, 2, 16);
+        for (int k = 0; k < 2; k++) {
+            ap.gen.max_time = k == 0 ? -1.0 : NAN;
+            CHECK_STATUS(ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, got, NULL, &steps), HA_ERR_INVALID);
+            CHECK_MSG("max_time");
+        }
+        ha_llama_context_free(tc);
+    }
+    tiny_free(target);
+    tiny_free(draft);
+}
+
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
     T(quantize_error_within_half_a_step),
@@ -2542,6 +2706,9 @@ static const test_case TESTS[] = {
     T(threads_parallel_for_covers_range),
     T(threads_concurrent_callers),
     T(membw_measures_and_rejects),
+    T(interrupt_stops_append_and_keeps_the_cache),
+    T(interrupt_stops_generation),
+    T(generate_max_time_returns_the_tokens_so_far),
 };
 #undef T
 
