@@ -306,6 +306,9 @@ HA_API int ha_get_num_threads(void);
 HA_API const char *ha_kernels_name(void);
 /* Chooses a variant by name; HA_ERR_UNSUPPORTED if this CPU or build lacks it. */
 HA_API ha_status ha_kernels_select(const char *name);
+/* Bytes of memory this process can still take: the kernel's MemAvailable, or less where its memory cgroup
+ * allows less; -1 where neither can be read (not Linux). */
+HA_API double ha_available_memory(void);
 /* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
 /* Peak multiply-adds per second of the kernel variant in use, every thread running independent chains from

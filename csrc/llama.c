@@ -491,6 +491,13 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     if (cache_elems * 8.0 > 0.9 * (double)SIZE_MAX)
         return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions is too large to address", (long long)n_seq,
                        (long long)capacity);
+    /* A cache the machine cannot hold is refused here, rather than overcommitted and the process killed when its
+     * pages are touched (the activation buffers are small beside it). */
+    const double need = cache_elems * 8.0, room = ha_available_memory();
+    if (room >= 0 && need > room)
+        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions needs %.0f MB, more than the %.0f MB of "
+                       "memory available; use a smaller max_cache_len or batch", (long long)n_seq, (long long)capacity,
+                       need / 1e6, room / 1e6);
     ha_llama_context *c = calloc(1, sizeof *c);
     if (!c) return ha_fail(HA_ERR_NOMEM, "out of memory creating a context");
     const size_t d = (size_t)cfg->hidden_size, f = (size_t)cfg->intermediate_size, fl = sizeof(float);

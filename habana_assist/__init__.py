@@ -8,8 +8,8 @@
 from . import errors
 from ._core import kernels_name
 from .configuration import LlamaConfig
-from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, HabanaAssistError,
-                     InvalidInputError, UnsupportedModelError)
+from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
+                     HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
 from .generation import GenerateDecoderOnlyOutput, GenerationConfig
 from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
@@ -23,5 +23,5 @@ __all__ = [
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "GenerationConfig", "GenerateDecoderOnlyOutput",
     "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
-    "CacheCapacityError", "CoreError",
+    "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
 ]

@@ -31,5 +31,14 @@ class CacheCapacityError(HabanaAssistError, ValueError):
     """Appending would go past the KV cache capacity chosen when the cache was created."""
 
 
+class OutOfMemoryError(HabanaAssistError, MemoryError):
+    """A KV cache or an output would not fit in the memory this machine has left; refused before allocating."""
+
+
+class GenerationStoppedError(HabanaAssistError, RuntimeError):
+    """Raised to a streamer's consumer (TextIteratorStreamer) when the generation feeding it stopped with an
+    error or an interrupt before its end; the cause is that error."""
+
+
 class CoreError(HabanaAssistError, RuntimeError):
     """The C core reported an internal failure (a bug: please report it with the message)."""

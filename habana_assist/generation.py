@@ -30,6 +30,7 @@ _DEFAULTS = {
     "pad_token_id": None,
     "output_scores": False,
     "return_dict_in_generate": False,
+    "max_time": None,  # seconds: no step starts once this much time has passed since generate() began
     "seed": None,  # ours: the key of the position-keyed sampler; None draws one from set_seed's generator
     # assisted generation (read from the assistant's generation config unless passed to generate())
     "num_assistant_tokens": 20,
@@ -154,6 +155,9 @@ class GenerationConfig:
             v = getattr(self, flag)
             if v is not None and not (_is_int(v) and v >= 0):
                 bad(flag, "must be a non-negative integer or None", f"pass a token id for {flag}")
+        m = self.max_time
+        if m is not None and not (_is_real(m) and m >= 0 and _finite(m)):
+            bad("max_time", "must be a non-negative number of seconds or None", "pass e.g. max_time=10.0, or None for no limit")
         if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2 ** 64):
             bad("seed", "must be an integer in [0, 2**64)", "pass e.g. seed=0, or None to draw one from set_seed")
         for flag in ("output_scores", "return_dict_in_generate"):

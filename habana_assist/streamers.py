@@ -1,6 +1,9 @@
 """Streamers, as in Transformers: generate(..., streamer=s) calls s.put(prompt ids) once, then s.put(new ids)
 for each chunk of tokens as soon as it is decided (one token per step in plain generation, a whole accepted
-draft at once in assisted generation), then s.end().
+draft at once in assisted generation), then s.end(). If the generation stops early with an error or an
+interrupt (Ctrl-C), it calls s.stop(error) instead where the streamer has it (s.end() where it has not), so
+that nobody waits for the rest: TextStreamer prints what it holds, TextIteratorStreamer's consumer raises
+GenerationStoppedError.
 
 TextStreamer prints the text as it becomes final (up to the last space or newline); TextIteratorStreamer
 hands it to another thread (or a notebook cell) through a queue: `for text in streamer: ...`.
@@ -10,7 +13,7 @@ import queue
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import GenerationStoppedError, InvalidInputError
 
 
 class BaseStreamer:
@@ -19,6 +22,22 @@ class BaseStreamer:
 
     def end(self):
         raise NotImplementedError
+
+    def stop(self, error):
+        """The generation stopped early with `error` (an exception): end the stream with what was put so far."""
+        self.end()
+
+
+def stop_streamer(streamer, error):
+    """Tells streamer that its generation stopped with `error`, which the caller goes on raising: stop(error)
+    where the streamer has it, else end(). What that raises in turn is added to error's notes, not raised over it."""
+    try:
+        if callable(getattr(streamer, "stop", None)):
+            streamer.stop(error)
+        else:
+            streamer.end()
+    except Exception as e:
+        error.add_note(f"the streamer also failed to stop: {e!r}")
 
 
 class TextStreamer(BaseStreamer):
@@ -68,12 +87,21 @@ class TextIteratorStreamer(TextStreamer):
     def __init__(self, tokenizer, skip_prompt=False, timeout=None, **decode_kwargs):
         super().__init__(tokenizer, skip_prompt, **decode_kwargs)
         self.text_queue, self.stop_signal, self.timeout = queue.Queue(), None, timeout
+        self._error = None  # set while stop() ends the stream
 
     def on_finalized_text(self, text, stream_end=False):
         if text:
             self.text_queue.put(text, timeout=self.timeout)
         if stream_end:
-            self.text_queue.put(self.stop_signal, timeout=self.timeout)
+            self.text_queue.put(self.stop_signal if self._error is None else _Stopped(self._error), timeout=self.timeout)
+
+    def stop(self, error):
+        """The consumer gets the text put so far, then GenerationStoppedError (caused by error) instead of the end."""
+        self._error = error
+        try:
+            self.end()
+        finally:
+            self._error = None
 
     def __iter__(self):
         return self
@@ -82,4 +110,13 @@ class TextIteratorStreamer(TextStreamer):
         value = self.text_queue.get(timeout=self.timeout)
         if value is self.stop_signal:
             raise StopIteration()
+        if isinstance(value, _Stopped):
+            raise GenerationStoppedError(f"the generation stopped before its end: {value.error!r}") from value.error
         return value
+
+
+class _Stopped:
+    """Queued by TextIteratorStreamer.stop in place of the end of the stream."""
+
+    def __init__(self, error):
+        self.error = error

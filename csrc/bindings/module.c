@@ -16,7 +16,7 @@
 #include "../ha.h"
 
 /* Exception classes from habana_assist.errors, looked up once at import. */
-static PyObject *InvalidInputError, *CacheCapacityError, *UnsupportedModelError, *CoreError;
+static PyObject *InvalidInputError, *CacheCapacityError, *UnsupportedModelError, *OutOfMemoryError, *CoreError;
 
 static PyObject *raise_status(ha_status st) {
     PyObject *cls;
@@ -24,7 +24,7 @@ static PyObject *raise_status(ha_status st) {
     case HA_ERR_INVALID: cls = InvalidInputError; break;
     case HA_ERR_CAPACITY: cls = CacheCapacityError; break;
     case HA_ERR_UNSUPPORTED: cls = UnsupportedModelError; break;
-    case HA_ERR_NOMEM: cls = PyExc_MemoryError; break;
+    case HA_ERR_NOMEM: cls = OutOfMemoryError; break;
     case HA_ERR_INTERRUPTED: cls = PyExc_KeyboardInterrupt; break; /* interrupt_end raises the handler's own first */
     default: cls = CoreError; break;
     }
@@ -548,7 +548,8 @@ static PyTypeObject ContextType = {
 
 /* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
  * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
- * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, then (at the end) out int32
+ * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, max_time
+ * (seconds, 0: none), then (at the end) out int32
  * (B, N), scores float32 (N, B, V) | None and callback(row, tokens) | None. */
 typedef struct gen_args {
     Py_buffer prompt, start, eos, out, scores;
@@ -568,7 +569,7 @@ static void release_gen(gen_args *g) {
  * that could wrap); on failure sets an exception, releases what it took and returns -1. */
 static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
                     PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
-                    double rep, unsigned long long seed, PyObject *out_o, PyObject *scores_o, PyObject *cb_o, int64_t B,
+                    double rep, unsigned long long seed, double max_time, PyObject *out_o, PyObject *scores_o, PyObject *cb_o, int64_t B,
                     int64_t V) {
     const char *fmt[] = { "i", "q", "i", "i", "f" }, *what[] = { "prompt", "start", "eos", "out", "scores" };
     PyObject *objs[] = { prompt_o, start_o, eos_o, out_o, scores_o };
@@ -593,7 +594,7 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
     g->cb = (py_callback){ .fn = cb_o };
     g->p = (ha_generate_params){
         .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = g->eos.buf, .n_eos = g->eos.len / 4,
-        .pad_token_id = pad,
+        .pad_token_id = pad, .max_time = max_time,
         .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
                       .repetition_penalty = (float)rep, .seed = seed },
         .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
@@ -601,16 +602,16 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
     return 0;
 }
 
-#define GEN_FORMAT "OOLLOipdLddK"
+#define GEN_FORMAT "OOLLOipdLddKd"
 #define GEN_ARGS(g) &g##prompt_o, &g##start_o, &g##max_new, &g##min_new, &g##eos_o, &g##pad, &g##do_sample, \
-    &g##temperature, &g##top_k, &g##top_p, &g##rep, &g##seed
+    &g##temperature, &g##top_k, &g##top_p, &g##rep, &g##seed, &g##max_time
 #define GEN_VALUES g_prompt_o, g_start_o, g_max_new, g_min_new, g_eos_o, g_pad, g_do_sample, g_temperature, g_top_k, \
-    g_top_p, g_rep, g_seed
+    g_top_p, g_rep, g_seed, g_max_time
 #define GEN_DECLARE                                                                                            \
     PyObject *g_prompt_o, *g_start_o, *g_eos_o;                                                                \
     long long g_max_new, g_min_new, g_top_k;                                                                   \
     int g_pad, g_do_sample;                                                                                    \
-    double g_temperature, g_top_p, g_rep;                                                                      \
+    double g_temperature, g_top_p, g_rep, g_max_time;                                                          \
     unsigned long long g_seed
 
 /* generate(ctx, <generation arguments>, out, scores, callback) -> steps taken; see gen_args. */
@@ -822,6 +823,12 @@ static PyObject *py_select_kernels(PyObject *mod, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_available_memory(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyFloat_FromDouble(ha_available_memory());
+}
+
 static PyObject *py_measure_read_bandwidth(PyObject *mod, PyObject *args) {
     (void)mod;
     unsigned long long nbytes;
@@ -870,6 +877,8 @@ static PyMethodDef module_methods[] = {
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },
     { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
+    { "available_memory", py_available_memory, METH_NOARGS,
+      "bytes of memory this process can still take (MemAvailable, or its memory cgroup's room); -1 if unknown" },
     { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
       "measure_read_bandwidth(nbytes, repeats) -> bytes/s streamed by all threads" },
     { "measure_mac_rate", (PyCFunction)(void (*)(void))py_measure_mac_rate, METH_VARARGS | METH_KEYWORDS,
@@ -889,9 +898,10 @@ PyMODINIT_FUNC PyInit__core(void) {
     InvalidInputError = PyObject_GetAttrString(errors, "InvalidInputError");
     CacheCapacityError = PyObject_GetAttrString(errors, "CacheCapacityError");
     UnsupportedModelError = PyObject_GetAttrString(errors, "UnsupportedModelError");
+    OutOfMemoryError = PyObject_GetAttrString(errors, "OutOfMemoryError");
     CoreError = PyObject_GetAttrString(errors, "CoreError");
     Py_DECREF(errors);
-    if (!InvalidInputError || !CacheCapacityError || !UnsupportedModelError || !CoreError) return NULL;
+    if (!InvalidInputError || !CacheCapacityError || !UnsupportedModelError || !OutOfMemoryError || !CoreError) return NULL;
     const char *forced = getenv("HA_KERNELS");
     if (forced && *forced && ha_kernels_select(forced) != HA_OK) {
         PyErr_Format(PyExc_ImportError, "HA_KERNELS=%s: %s", forced, ha_last_error());
