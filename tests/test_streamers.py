@@ -9,7 +9,6 @@ byte-fallback pieces (broken UTF-8), newlines and special tokens, the hard cases
 import os
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -334,48 +333,76 @@ def test_text_streamers_refuse_a_batch_put(tok):
 # ---- the GIL ---------------------------------------------------------------------------------------------------
 
 def test_gil_is_released_while_the_core_generates_between_puts(tmp_path):
-    # With a huge switch interval a Python thread runs only when the running thread lets the GIL go. A spinner
-    # thread counts while sleeping briefly between counts; the streamer records its count at each put. Between
-    # the first and the last put of new tokens only the core runs, so a count that grows there proves the
-    # binding released the GIL around the core's work.
+    # An event, not a count. The old version counted how often a spinner (sleep(0.0001) between counts) ran
+    # between the first and last put, and once got [0, 20]: 64 plain tokens of this model take about a
+    # millisecond, one or two wake-ups of a sleeping thread on a loaded machine, and the generating thread
+    # re-takes the GIL at each put before a freshly woken thread is scheduled; so a 0 measured the machine's
+    # timer and scheduler, not the binding (assisted generation, a few times longer, counted 20).
+    #
+    # Here the switch interval is huge, so no thread is ever made to give the GIL up: another Python thread runs
+    # only where the holder lets it go. Each put records its index and hands a witness thread a token; the
+    # witness, blocked on that token, wakes, waits for the GIL and records the index of the last put it saw.
+    # put itself never lets the GIL go, and between two puts of new tokens the generating thread is inside the
+    # core's loop; so a witness that saw put i with 1 <= i < last ran while the core worked between puts i and
+    # i + 1, which it can only do if the binding released the GIL there (put 0 is the prompt, put from Python
+    # before the core starts). Every put is a chance and a generation has hundreds; generations are repeated,
+    # up to TRIES, until the event is seen, so no speed or load of the machine can make it fail, while a binding
+    # that keeps the GIL fails every try.
+    TRIES, N = 40, 300
     directory = tf.write_checkpoint(tmp_path, seed=21, hidden_size=256, intermediate_size=512)
     tok = ha.AutoTokenizer.from_pretrained(directory)
     model = ha.AutoModelForCausalLM.from_pretrained(directory)
     inputs = tok("def f(x):", return_tensors="np")
-    model.generate(**inputs, max_new_tokens=2)  # warm-up
+    state = {"generation": 0, "put": -1, "stop": False}
+    seen = []  # (generation, index of the last put) each time the witness ran
+    token = threading.Lock()
+    token.acquire()  # held: no token; put releases it (gives one), the witness acquires it (takes it)
 
-    counter, stop, started = [0], threading.Event(), threading.Event()
+    def witness():
+        while True:
+            token.acquire()
+            if state["stop"]:
+                return
+            seen.append((state["generation"], state["put"]))
 
-    def spin():
-        started.set()
-        while not stop.is_set():
-            counter[0] += 1
-            time.sleep(0.0001)
-
-    class CountingStreamer(ha.BaseStreamer):
+    class HandingStreamer(ha.BaseStreamer):
         def __init__(self):
-            self.counts = []
+            self.n = 0
 
         def put(self, value):
-            self.counts.append(counter[0])
+            state["put"], self.n = self.n, self.n + 1
+            if token.locked():
+                token.release()
 
         def end(self):
             pass
 
+    modes = {"plain": dict(),
+             "assisted": dict(assistant_model=model, num_assistant_tokens=3, assistant_confidence_threshold=0.0)}
+    tries = {}
     old = sys.getswitchinterval()
-    spinner = threading.Thread(target=spin, daemon=True)
+    thread = threading.Thread(target=witness, daemon=True)
     try:
-        sys.setswitchinterval(30.0)
-        spinner.start()
-        started.wait(JOIN_TIMEOUT)
-        grown = []
-        for kw in (dict(), dict(assistant_model=model, num_assistant_tokens=3, assistant_confidence_threshold=0.0)):
-            streamer = CountingStreamer()
-            model.generate(**inputs, streamer=streamer, max_new_tokens=64, eos_token_id=None, **kw)
-            grown.append(streamer.counts[-1] - streamer.counts[1])
+        sys.setswitchinterval(1000.0)
+        thread.start()
+        for mode, kw in modes.items():
+            for attempt in range(1, TRIES + 1):
+                state["generation"] += 1
+                streamer = HandingStreamer()
+                model.generate(**inputs, streamer=streamer, max_new_tokens=N, eos_token_id=None, **kw)
+                last = streamer.n - 1
+                assert last >= 2, f"{mode}: expected several puts of new tokens, got {streamer.n} puts"
+                if any(g == state["generation"] and 1 <= i < last for g, i in list(seen)):
+                    tries[mode] = attempt
+                    break
     finally:
-        stop.set()
+        state["stop"] = True
         sys.setswitchinterval(old)
-        spinner.join(JOIN_TIMEOUT)
-    assert all(g > 0 for g in grown), f"another thread should run while the core generates; it counted {grown} " \
-                                      "(plain, assisted) between the first and last put"
+        if token.locked():
+            token.release()
+        thread.join(JOIN_TIMEOUT)
+    assert not thread.is_alive(), f"the witness thread did not stop within {JOIN_TIMEOUT} s"
+    missing = [mode for mode in modes if mode not in tries]
+    assert not missing, (f"{missing}: in {TRIES} generations of {N} tokens each, another Python thread never ran "
+                         "between two puts of new tokens, while the core generated: the binding kept the GIL "
+                         f"(it ran there after {tries} tries in the other modes)")

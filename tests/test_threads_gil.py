@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
+from habana_assist import _core  # noqa: E402
 from habana_assist.errors import InvalidInputError  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 
@@ -31,6 +31,10 @@ BIG = dict(vocab_size=BIG_VOCAB, hidden_size=256, num_layers=2, num_heads=4, num
 N_THREADS = 4
 ITERATIONS = 3
 JOIN_TIMEOUT = 60  # seconds: a hang is a failure, not a stuck test run
+# Long core calls repeated until another thread is seen inside them: a binding that keeps the GIL fails every
+# try; one that releases it passes the first try unless the watching thread was preempted all through it.
+TRIES = 20
+PAUSE_LIMIT = 10  # seconds; see _PausingNumpy (under JOIN_TIMEOUT, so a serializing design would still pass)
 
 
 @pytest.fixture(scope="module")
@@ -91,23 +95,29 @@ def run_threads(targets):
     return results
 
 
-def workload(model, seed):
-    """One thread's work with its own cache and generate calls -> a dict of numpy results."""
+def workload(model, seed, make_streamer=None):
+    """One thread's work with its own cache and generate calls -> a dict of numpy results. make_streamer(), if
+    given, makes a streamer for each single-prompt generate call (a streamer never changes the output)."""
     ids = tokens(seed, 12)
+
+    def stream():
+        return {"streamer": make_streamer()} if make_streamer else {}
+
     cache = model.create_cache(batch_size=1, max_cache_len=32)
     first = model(ids[None, :7], past_key_values=cache).logits
     second = model(ids[None, 7:], past_key_values=cache).logits
     cache.crop(4)
     third = model(ids[None, 9:], past_key_values=cache).logits
-    greedy = model.generate(ids[None, :6], max_new_tokens=10, eos_token_id=None)
+    greedy = model.generate(ids[None, :6], max_new_tokens=10, eos_token_id=None, **stream())
     sampled = model.generate(ids[None, :6], max_new_tokens=10, do_sample=True, temperature=1.5, top_p=0.9,
-                             seed=seed, eos_token_id=None, return_dict_in_generate=True, output_scores=True)
+                             seed=seed, eos_token_id=None, return_dict_in_generate=True, output_scores=True,
+                             **stream())
     padded = np.array([[0, 0, *ids[:4]], list(ids[4:10])])
     batch = model.generate(padded, attention_mask=(np.arange(6)[None] >= [[2], [0]]).astype(np.int64),
                            max_new_tokens=6, do_sample=True, seed=seed + 1, eos_token_id=None)
     long = tokens(seed + 7, 200)  # a prompt over 128 tokens, one OpenBLAS block where blas_prefill is on
     long_logits = model(long[None]).logits[0, -3:]
-    long_greedy = model.generate(long[None, :150], max_new_tokens=4, eos_token_id=None)
+    long_greedy = model.generate(long[None, :150], max_new_tokens=4, eos_token_id=None, **stream())
     return {"first chunk logits": first, "second chunk logits": second, "logits after crop": third,
             "greedy tokens": greedy, "sampled tokens": sampled.sequences, "sampled scores": np.stack(sampled.scores),
             "left-padded batch tokens": batch, "long prompt logits": long_logits, "long prompt greedy": long_greedy}
@@ -142,26 +152,59 @@ def test_four_threads_sharing_a_model_get_bitwise_single_threaded_results(small,
 
 
 def test_changing_the_thread_count_during_concurrent_generation_changes_no_bit(small, restore_threads):
+    # Paced by the generations, not by a clock: each put of a worker's generation asks a switcher thread for
+    # one more change of the core's thread count (1 <-> 2), and the third put of every generation (two new
+    # tokens in) waits until a change has been made after it. So every generation has the count changed in
+    # its middle, while the other workers run, however fast or loaded the machine.
     seeds = [200 + i for i in range(3)]
     expected = {s: workload(small, s) for s in seeds}
-    stop = threading.Event()
+    progress = threading.Condition()
+    state = {"asked": 0, "made": 0, "done": 0}
+    pacers = []
+
+    class Pacer(ha.BaseStreamer):
+        def __init__(self):
+            self.n, self.changed_inside = 0, False
+            pacers.append(self)
+
+        def put(self, value):
+            self.n += 1
+            with progress:
+                state["asked"] += 1
+                progress.notify_all()
+                if self.n == 3:
+                    target = state["made"] + 1
+                    self.changed_inside = progress.wait_for(lambda: state["made"] >= target, JOIN_TIMEOUT)
+
+        def end(self):
+            pass
 
     def switcher():
-        n = 0
-        while not stop.is_set() and n < 200:
-            ha.set_num_threads(1 + n % 2)
-            n += 1
-            time.sleep(0.0005)
-        return n
+        made = 0
+        while True:
+            with progress:
+                progress.wait_for(lambda: state["asked"] > made or state["done"] == len(seeds), JOIN_TIMEOUT)
+                if state["asked"] <= made:  # every worker is done (or a hang: the workers' checks say so)
+                    return made
+            ha.set_num_threads(2 if ha.get_num_threads() == 1 else 1)
+            made += 1
+            with progress:
+                state["made"] = made
+                progress.notify_all()
 
     def worker(seed):
         try:
-            return [workload(small, seed) for _ in range(2)]
+            return [workload(small, seed, Pacer) for _ in range(2)]
         finally:
-            stop.set()
+            with progress:
+                state["done"] += 1
+                progress.notify_all()
 
-    *results, switches = run_threads([lambda s=s: worker(s) for s in seeds] + [switcher])
-    assert switches > 0, "expected the switcher thread to change the thread count at least once"
+    *results, changes = run_threads([lambda s=s: worker(s) for s in seeds] + [switcher])
+    unchanged = sum(not p.changed_inside for p in pacers)
+    assert pacers and unchanged == 0, (f"expected the thread count to change in the middle of every one of the "
+                                       f"{len(pacers)} generations; {unchanged} waited {JOIN_TIMEOUT} s for a change "
+                                       f"in vain ({changes} changes made)")
     for seed, runs in zip(seeds, results):
         for it, got in enumerate(runs):
             assert_same(got, expected[seed], f"thread with seed {seed}, iteration {it}, while switching 1 <-> 2")
@@ -225,6 +268,46 @@ def is_busy_error(e):
     return isinstance(e, InvalidInputError) and "in use by another thread" in str(e)
 
 
+def inside_the_core(ctx):
+    """True iff a call on the core context ctx is running without the GIL right now: the binding marks a context
+    busy, under the GIL, only around the part of a call that runs without it, and Context.length refuses a busy
+    context (and changes nothing)."""
+    try:
+        ctx.length(0)
+    except InvalidInputError as e:
+        if is_busy_error(e):
+            return True
+        raise
+    return False
+
+
+def call_watched(call, contexts, then=lambda: True):
+    """One try: thread A runs call() while thread B polls contexts() (the core contexts A's call uses) until it
+    finds one inside the core, and then runs then() at once. -> (call()'s result, then()'s result, or None
+    when B never found A inside the core).
+
+    An event, not a measurement: B polls without sleeping, holding the GIL between polls, so A runs Python only
+    when the interpreter makes B switch; once A is in the core, B runs only if A let the GIL go. A binding that
+    keeps the GIL around a call is never seen inside it; one that releases it is seen at the latest when the OS
+    schedules B during A's long call (one core included); callers repeat up to TRIES times for a B preempted
+    all through one call."""
+    a_done = threading.Event()
+
+    def thread_a():
+        try:
+            return call()
+        finally:
+            a_done.set()
+
+    def thread_b():
+        while not a_done.is_set():
+            if any(inside_the_core(ctx) for ctx in contexts()):
+                return then()
+        return None
+
+    return run_threads([thread_a, thread_b])
+
+
 def test_one_cache_from_two_threads_is_refused_or_serialized_never_corrupted(small):
     cache = small.create_cache(batch_size=1, max_cache_len=256)
     chunks = {0: [tokens(400 + i, 1 + i % 3) for i in range(25)], 1: [tokens(500 + i, 2 - i % 2) for i in range(25)]}
@@ -247,49 +330,36 @@ def test_one_cache_from_two_threads_is_refused_or_serialized_never_corrupted(sma
 
 
 def test_second_thread_using_a_busy_cache_gets_a_clear_error_while_the_gil_is_released(big, restore_threads):
-    """Thread A runs one long append; thread B tries the same cache meanwhile. B can only run at all while
-    A is inside the core if the GIL is released, and must then be refused with InvalidInputError."""
-    ha.set_num_threads(1)  # leave the second core to thread B
+    """Thread A runs one long append; thread B, once it finds the cache's core context inside the core (which
+    it can only do if A released the GIL), appends to the same cache and must be refused with
+    InvalidInputError; the cache then holds A's append, intact."""
+    ha.set_num_threads(1)  # leave the second core, where there is one, to thread B
     long_chunk = tokens(600, 1024, BIG_VOCAB)
     probe = np.array([7])
-    cache = big.create_cache(batch_size=1, max_cache_len=long_chunk.size + 4096)
-    entering, a_done = threading.Event(), threading.Event()
-    a_successes, b_successes, b_errors = [], [], []
+    outcomes = []
+    for _ in range(TRIES):
+        cache = big.create_cache(batch_size=1, max_cache_len=long_chunk.size + 8)
+        b_successes = []
 
-    def thread_a():
-        try:
-            for _ in range(50):
-                entering.set()
-                try:
-                    a_successes.append((long_chunk, big(long_chunk[None], past_key_values=cache).logits))
-                    return
-                except InvalidInputError as e:
-                    if not is_busy_error(e):
-                        raise
-                    time.sleep(0.001)
-        finally:
-            a_done.set()
-
-    def thread_b():
-        entering.wait(JOIN_TIMEOUT)
-        for _ in range(4000):
-            if a_done.is_set():
-                break
+        def append_probe():
             try:
                 b_successes.append((probe, big(probe[None], past_key_values=cache).logits))
-            except Exception as e:  # noqa: BLE001 - every error is checked below
-                b_errors.append(e)
-            time.sleep(0.0005)
+                return "appended"
+            except InvalidInputError as e:
+                assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
+                return "refused"
 
-    run_threads([thread_a, thread_b])
-    assert len(a_successes) == 1, "expected thread A's long append to succeed (retrying while B held the cache)"
-    others = [f"{type(e).__name__}: {e}" for e in b_errors if not is_busy_error(e)]
-    assert not others, f"expected thread B to get only InvalidInputError 'in use by another thread', got {others}"
-    assert b_errors, ("expected thread B, running while A's 1024-token append was inside the core, to be refused "
-                      "with InvalidInputError 'in use by another thread' at least once; it never was: either B "
-                      "never ran during the call (the GIL was held) or the cache let it in (B's "
-                      f"{len(b_successes)} appends all succeeded)")
-    check_cache_consistent(big, cache, [a_successes, b_successes], "a long append against a busy-probing thread")
+        a_logits, outcome = call_watched(lambda: big(long_chunk[None], past_key_values=cache).logits,
+                                         lambda: [cache._ctx], append_probe)
+        outcomes.append(outcome)
+        if outcome == "refused":
+            break
+    assert outcomes[-1] == "refused", (
+        f"expected thread B, running while A's 1024-token append was inside the core, to be refused with "
+        f"InvalidInputError 'in use by another thread'; in {len(outcomes)} tries it got {outcomes} (None: B never "
+        "ran while A was inside the core, so the GIL was held; 'appended': B's append went in after A's)")
+    check_cache_consistent(big, cache, [[(long_chunk, a_logits)], b_successes],
+                           "a long append against a thread probing the busy cache")
 
 
 class _PausingNumpy:
@@ -310,7 +380,9 @@ class _PausingNumpy:
         if threading.get_ident() == self.ident and not self.paused:
             self.paused = True
             self.reached.set()
-            self.release.wait(0.5)  # a serializing lock elsewhere would block the other thread: go on anyway
+            # B's attempt (refused or appended) ends the pause. Only a serializing lock elsewhere, which would
+            # block B until A goes on, makes A wait out PAUSE_LIMIT; with a refusing cache it is never reached.
+            self.release.wait(PAUSE_LIMIT)
         return np.concatenate(*args, **kwargs)
 
 
@@ -365,38 +437,27 @@ def test_a_crop_refused_as_busy_leaves_the_cache_unchanged(big, restore_threads)
     """Thread B's crop runs while thread A's long append is inside the core: it is refused, and must then
     change nothing (neither the core's lengths nor the Cache's columns)."""
     ha.set_num_threads(1)
-    cache = big.create_cache(batch_size=1, max_cache_len=2048)
-    big(tokens(1100, 6, BIG_VOCAB)[None], past_key_values=cache)
     long_chunk = tokens(1101, 1024, BIG_VOCAB)
-    entering, a_done = threading.Event(), threading.Event()
-    crops = []
+    outcomes = []
+    for _ in range(TRIES):
+        cache = big.create_cache(batch_size=1, max_cache_len=2048)
+        big(tokens(1100, 6, BIG_VOCAB)[None], past_key_values=cache)
 
-    def thread_a():
-        try:
-            entering.set()
-            big(long_chunk[None], past_key_values=cache)
-        finally:
-            a_done.set()
-
-    def thread_b():
-        entering.wait(JOIN_TIMEOUT)
-        while not a_done.is_set():  # wait until A is inside the core: a no-op crop of the core is refused
+        def crop():
             try:
-                cache._ctx.crop(0, cache._ctx.length(0))
+                cache.crop(3)
+                return "done"
             except InvalidInputError as e:
                 assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
-                break
-            time.sleep(0.0005)
-        try:
-            cache.crop(3)
-            crops.append("done")
-        except InvalidInputError as e:
-            assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
-            crops.append("refused")
+                return "refused"
 
-    run_threads([thread_a, thread_b])
-    if crops != ["refused"]:
-        pytest.skip(f"thread B's crop was not refused (outcome {crops}): it did not overlap A's append")
+        _, outcome = call_watched(lambda: big(long_chunk[None], past_key_values=cache), lambda: [cache._ctx], crop)
+        outcomes.append(outcome)
+        if outcome == "refused":
+            break
+    assert outcomes[-1] == "refused", (
+        f"expected thread B's crop(3), made while A's append was inside the core, to be refused; in {len(outcomes)} "
+        f"tries it got {outcomes} (None: B never ran while A was inside the core, so the GIL was held)")
     assert cache._ctx.length(0) == 6 + 1024, \
         f"expected the refused crop to leave the core cache at 6 + 1024 positions, got {cache._ctx.length(0)}"
     assert cache.get_seq_length() == 6 + 1024, \
@@ -406,53 +467,44 @@ def test_a_crop_refused_as_busy_leaves_the_cache_unchanged(big, restore_threads)
 
 # ---- the GIL really is released --------------------------------------------------------------------------
 
-def longest_pause_of_a_python_thread_during(call):
-    """Runs call() while another Python thread spins recording its longest pause; -> (pause s, call s)."""
-    state = {"active": False, "stop": False, "gap": 0.0, "ticks": 0}
+class _CapturingCore:
+    """habana_assist._core, except that each Context made through it is also kept in .contexts (so a test can
+    watch the context a forward or generate() makes for itself)."""
 
-    def spinner():
-        prev = time.perf_counter()
-        while not state["stop"]:
-            now = time.perf_counter()
-            if state["active"]:
-                state["gap"] = max(state["gap"], now - prev)
-                state["ticks"] += 1
-            prev = now
+    def __init__(self):
+        self.contexts = []
 
-    t = threading.Thread(target=spinner, daemon=True)
-    t.start()
-    try:
-        time.sleep(0.01)
-        state["active"] = True
-        time.sleep(0.01)
-        t0 = time.perf_counter()
-        call()
-        elapsed = time.perf_counter() - t0
-        time.sleep(0.01)
-        state["active"] = False
-    finally:
-        state["stop"] = True
-        t.join(JOIN_TIMEOUT)
-    assert state["ticks"] > 0, "expected the spinning thread to run at all"
-    return state["gap"], elapsed
+    def __getattr__(self, name):
+        return getattr(_core, name)
+
+    def Context(self, *args):
+        ctx = _core.Context(*args)
+        self.contexts.append(ctx)
+        return ctx
 
 
 @pytest.mark.parametrize("kind", ["forward", "generate"])
-def test_python_threads_keep_running_during_a_long_core_call(big, restore_threads, kind):
+def test_python_threads_keep_running_during_a_long_core_call(big, restore_threads, monkeypatch, kind):
+    """Another Python thread runs while a long forward or generate() (a 1536-token prompt) is inside the core:
+    it finds the call's own core context busy, which it can only do if the binding let the GIL go."""
     ha.set_num_threads(1)
     ids = tokens(700, 1536, BIG_VOCAB)[None]
+    capturing = _CapturingCore()
+    monkeypatch.setattr(sys.modules["habana_assist.modeling"], "_core", capturing)
     if kind == "forward":
         def call():
             big(ids)
     else:
         def call():
             big.generate(ids, max_new_tokens=2, eos_token_id=None)
-    gap, elapsed = longest_pause_of_a_python_thread_during(call)
-    if elapsed < 0.05:
-        pytest.skip(f"the core call took only {elapsed * 1e3:.1f} ms: too short to tell a released GIL apart")
-    assert gap < 0.5 * elapsed, \
-        f"expected another Python thread to keep running during the {elapsed * 1e3:.0f} ms {kind} call (GIL " \
-        f"released); it stalled for {gap * 1e3:.0f} ms"
+    for attempt in range(1, TRIES + 1):
+        capturing.contexts.clear()
+        _, seen = call_watched(call, lambda: list(capturing.contexts))
+        assert capturing.contexts, f"test setup: the {kind} call made no core context through habana_assist._core"
+        if seen:
+            break
+    assert seen, (f"expected another Python thread to run while the {kind} call was inside the core (GIL "
+                  f"released); in {TRIES} calls it never did")
 
 
 # ---- lifetimes -------------------------------------------------------------------------------------------
