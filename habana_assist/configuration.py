@@ -58,7 +58,13 @@ def _is_int(x):
 
 
 def _is_number(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite int or float that converts to a finite float (10**400 does not: it would overflow later)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
 
 
 def _bad(field, value, problem):
@@ -117,6 +123,11 @@ class LlamaConfig:
     """
 
     def __init__(self, /, **kwargs):
+        methods = sorted(k for k in kwargs if hasattr(LlamaConfig, k) and not isinstance(getattr(LlamaConfig, k),
+                                                                                        property))
+        if methods:  # data in place of _validate, to_dict... would break every later call
+            raise CheckpointError(f"config.json: key(s) {methods} name LlamaConfig methods or attributes, not config "
+                                  f"fields; {_FIX}")
         d = copy.deepcopy(kwargs)
         family = _family(d)
         missing = [k for k in _REQUIRED if k not in d]
@@ -146,8 +157,8 @@ class LlamaConfig:
     def _validate(self, family):
         for key in _REQUIRED + ("num_key_value_heads", "max_position_embeddings"):
             value = getattr(self, key)
-            if not (_is_int(value) and value > 0):
-                raise _bad(key, value, "expected a positive integer")
+            if not (_is_int(value) and 0 < value < 2**63):  # the core takes sizes as int64
+                raise _bad(key, value, "expected a positive integer (below 2**63)")
         if self.num_attention_heads % self.num_key_value_heads:
             raise _bad("num_key_value_heads", self.num_key_value_heads,
                        f"it must divide num_attention_heads ({self.num_attention_heads})")
@@ -169,8 +180,8 @@ class LlamaConfig:
         eos = self.eos_token_id
         if not (eos is None or _is_int(eos) or (isinstance(eos, list) and all(_is_int(e) for e in eos))):
             raise _bad("eos_token_id", eos, "expected an integer, a list of integers or null")
-        if self.sliding_window is not None and not (_is_int(self.sliding_window) and self.sliding_window > 0):
-            raise _bad("sliding_window", self.sliding_window, "expected a positive integer or null")
+        if self.sliding_window is not None and not (_is_int(self.sliding_window) and 0 < self.sliding_window < 2**63):
+            raise _bad("sliding_window", self.sliding_window, "expected a positive integer (below 2**63) or null")
         if self.hidden_act != "silu":
             raise UnsupportedModelError(
                 f"config.json: hidden_act {self.hidden_act!r} is not supported (supported: 'silu', the SwiGLU "
@@ -204,7 +215,7 @@ class LlamaConfig:
         try:
             with open(path, "rb") as f:
                 config_dict = json.loads(f.read().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nesting too deep
             raise CheckpointError(f"{path}: not valid UTF-8 JSON ({e}); fix or re-download config.json") from None
         return cls.from_dict(config_dict)
 

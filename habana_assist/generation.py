@@ -56,6 +56,14 @@ def _is_real(x):
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
+def _finite(x):
+    """math.isfinite, but False rather than OverflowError for an int too large for a float (10**400)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
 class GenerationConfig:
     """Arguments of generate(); unknown keys from a generation_config.json are kept as attributes."""
 
@@ -63,6 +71,9 @@ class GenerationConfig:
         for key, value in _DEFAULTS.items():
             setattr(self, key, kwargs.pop(key, value))
         for key, value in kwargs.items():
+            if hasattr(type(self), key):  # data in place of validate, to_dict... would break every later call
+                raise InvalidInputError(f"GenerationConfig: {key!r} names one of its methods or attributes, not a "
+                                        "generation argument; remove it")
             setattr(self, key, value)
 
     @classmethod
@@ -74,10 +85,14 @@ class GenerationConfig:
                 data = json.load(f)
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path} does not exist; pass the directory of a Hugging Face checkpoint")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
             raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
         if not isinstance(data, dict):
             raise CheckpointError(f"{path} must hold a JSON object, not {type(data).__name__}; fix or delete the file")
+        methods = sorted(k for k in data if k not in _DEFAULTS and hasattr(cls, k))
+        if methods:
+            raise CheckpointError(f"{path}: key(s) {methods} name GenerationConfig methods or attributes, not "
+                                  "generation arguments; remove them from the file")
         return cls(**data)
 
     @classmethod
@@ -134,7 +149,7 @@ class GenerationConfig:
         if self.num_beams != 1:
             bad("num_beams", "is not supported (no beam search here)", "use num_beams=1")
         t = self.temperature
-        if not (_is_real(t) and math.isfinite(t) and t >= 0):
+        if not (_is_real(t) and _finite(t) and t >= 0):
             bad("temperature", "must be a finite non-negative float", "pass e.g. temperature=0.7, or 1.0 to leave logits as they are")
         if self.do_sample and t == 0:
             bad("temperature", "has to be a strictly positive float when sampling",
@@ -145,7 +160,7 @@ class GenerationConfig:
         if not (_is_real(p) and 0 < p <= 1):
             bad("top_p", "must be a float in (0, 1]", "pass e.g. top_p=0.9, or 1.0 to disable it")
         r = self.repetition_penalty
-        if not (_is_real(r) and math.isfinite(r) and r > 0):
+        if not (_is_real(r) and _finite(r) and r > 0):
             bad("repetition_penalty", "has to be a strictly positive float", "pass e.g. 1.2, or 1.0 for no penalty")
         e = self.eos_token_id
         if e is not None and not (_is_int(e) and e >= 0) and not (

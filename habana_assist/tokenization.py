@@ -32,11 +32,71 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
         raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} must hold a JSON object; fix or delete the file")
     return data
+
+
+def _proto_fields(data):
+    """Top-level fields of serialized protobuf bytes -> [(field number, bytes for a length-delimited field or
+    None)]; ValueError where the bytes are not protobuf."""
+    fields, i = [], 0
+
+    def varint():
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            if i >= len(data) or shift > 63:
+                raise ValueError("bad varint")
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        wire, value = key & 7, None
+        if wire == 0:
+            varint()
+        elif wire == 1 or wire == 5:
+            i += 8 if wire == 1 else 4
+        elif wire == 2:
+            n = varint()
+            value, i = data[i:i + n], i + n
+        else:
+            raise ValueError("a protobuf group or a bad wire type")
+        if i > len(data):
+            raise ValueError("truncated")
+        fields.append((key >> 3, value))
+    return fields
+
+
+def _bad_piece(proto):
+    """The index of the first piece of a serialized sentencepiece ModelProto (pieces: field 1, each a message
+    whose field 1 is the piece's text) that is empty or holds a NUL byte, or None; None too where the bytes
+    are not protobuf, which sentencepiece rejects itself."""
+    try:
+        pieces = [value for number, value in _proto_fields(proto) if number == 1 and value is not None]
+        for index, piece in enumerate(pieces):
+            texts = [value for number, value in _proto_fields(piece) if number == 1 and value is not None]
+            if not texts or not texts[-1] or b"\0" in texts[-1]:  # the last occurrence wins; absent means ""
+                return index
+    except ValueError:
+        return None
+    return None
+
+
+def _encodable(text):
+    """Whether text is valid Unicode that UTF-8 can carry (JSON's "\\ud800" gives a lone surrogate that it cannot)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _token_text(value):
@@ -55,17 +115,43 @@ class LlamaTokenizer:
                               "(scripts/setup.sh does)") from None
         self.sp = sentencepiece.SentencePieceProcessor()
         try:
-            self.sp.load(model_file)
+            with open(model_file, "rb") as f:
+                proto = f.read()
+            bad = _bad_piece(proto)
+            if bad is not None:  # sentencepiece would abort the process (its trie's keys are non-empty C strings)
+                raise CheckpointError(f"{model_file}: piece {bad} is empty or holds a NUL byte, so it is not a "
+                                      "SentencePiece model or it is corrupt; re-download it")
+            self.sp.load_from_serialized_proto(proto)
         except (OSError, RuntimeError) as e:
             raise CheckpointError(f"{model_file} is not a SentencePiece model ({e}); re-download it") from None
+        for i in range(self.sp.get_piece_size()):  # sentencepiece loads such pieces; id_to_piece would raise later
+            try:
+                self.sp.id_to_piece(i)
+            except UnicodeDecodeError:
+                raise CheckpointError(f"{model_file}: piece {i} is not valid UTF-8, so it is not a SentencePiece "
+                                      "model or it is corrupt; re-download it") from None
         config = dict(config or {})
         tokens = {**{k: _token_text(v) for k, v in (special_tokens_map or {}).items()},
                   **{k: _token_text(config[k]) for k in ("bos_token", "eos_token", "unk_token", "pad_token") if k in config}}
+        for name in ("bos_token", "eos_token", "unk_token", "pad_token"):
+            text = tokens.get(name)
+            if text is not None and not (isinstance(text, str) and _encodable(text)):
+                source = "tokenizer_config.json" if name in config else "special_tokens_map.json"
+                raise CheckpointError(f"{source}: {name} is {text!r}; expected a string (or {{\"content\": string}}) "
+                                      "of valid UTF-8 — fix the file")
         self.add_bos_token = bool(config.get("add_bos_token", True))
         self.add_eos_token = bool(config.get("add_eos_token", False))
         self.padding_side = config.get("padding_side", "right")
         self.truncation_side = config.get("truncation_side", "right")
-        self.model_max_length = int(config.get("model_max_length", 1 << 30))
+        max_length = config.get("model_max_length")
+        if max_length is None:
+            max_length = 1 << 30
+        elif isinstance(max_length, float) and max_length.is_integer():  # e.g. 1e+30 written as a float
+            max_length = int(max_length)
+        if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= 1):
+            raise CheckpointError(f"tokenizer_config.json: model_max_length={config['model_max_length']!r} must be a "
+                                  "positive integer; fix the file")
+        self.model_max_length = max_length
         for side in ("padding_side", "truncation_side"):
             if getattr(self, side) not in ("left", "right"):
                 raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or 'right'")
