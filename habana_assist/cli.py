@@ -278,4 +278,7 @@ def main(argv=None):
     except (HabanaAssistError, UsageError) as e:
         print(f"habana-assist: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was streamed stays; no traceback, the shell's code for SIGINT
+        print("\nhabana-assist: interrupted", file=sys.stderr)
+        return 130
     return 0

@@ -7,6 +7,8 @@ benchmarks/bench_interrupt.py reports it. Requests the machine cannot hold are r
 """
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 
@@ -164,3 +166,15 @@ def test_outputs_beyond_available_memory_are_refused_before_allocating(pair):
     tokens = int(1.5 * room / (8 * V)) + 1  # a forward's logits, and the core's copy of them
     with pytest.raises(ha.OutOfMemoryError, match="logits"):
         model(np.ones((1, tokens), dtype=np.int64))
+
+
+def test_ctrl_c_ends_the_command_line_quietly_with_130():
+    proc = subprocess.Popen([interrupt_child.PYTHON, "-m", "habana_assist", "demo"], cwd=interrupt_child.ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": interrupt_child.ROOT})
+    first = proc.stdout.readline()  # the demo is under way (it runs for tens of seconds)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert first, f"the demo printed nothing; stderr: {err[-2000:]}"
+    assert proc.returncode == 130, f"Ctrl-C: expected exit code 130, got {proc.returncode}; stderr: {err[-2000:]}"
+    assert "habana-assist: interrupted" in err and "Traceback" not in err, f"expected one quiet line, got: {err[-2000:]}"
