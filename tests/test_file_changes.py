@@ -158,7 +158,7 @@ for i in range(n):
         model = ha.AutoModelForCausalLM.from_pretrained(directory, **modes[i % len(modes)])
     except CheckpointError as e:
         counts["errors"] += 1
-        counts["messages"].add(str(e).split(":")[1].strip()[:40])
+        counts["messages"].add(str(e).split(": ", 1)[-1][:40])
         continue
     if np.array_equal(model(ids).logits, expected[i % len(modes)]):  # computed while the writer goes on
         counts["ok"] += 1
