@@ -86,7 +86,7 @@ def _family(d):
                 "this package runs exactly one of those per checkpoint")
         return SUPPORTED_ARCHITECTURES[found[0]]
     model_type = d.get("model_type")
-    if model_type in _DEFAULTS:
+    if isinstance(model_type, str) and model_type in _DEFAULTS:  # a list or object would not hash
         return model_type
     raise UnsupportedModelError(
         f"config.json: no 'architectures' and model_type {model_type!r}; supported: architectures {supported} "
