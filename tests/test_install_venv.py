@@ -1,6 +1,7 @@
 """README's virtual-environment install works: pip builds and installs the package without PyPI, and
 `import habana_assist` then works from any directory."""
 import os
+import shutil
 import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,7 +17,12 @@ def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(tmp_pa
     venv = tmp_path / "venv"
     run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
     py = str(venv / "bin" / "python")
-    run([py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", REPO], cwd=tmp_path)
+    # pip builds a local directory in place (build/ and *.egg-info beside setup.py), where scripts/setup.sh also
+    # builds: a copy of the sources keeps this build apart from another test run's or a rebuild going on at once.
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", ".venv*", "__pycache__",
+                                                             "*.so", ".pytest_cache", "tests"))
+    run([py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", str(src)], cwd=tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run([py, "-c", "import habana_assist as ha, numpy; print(ha.__file__); "
