@@ -539,7 +539,10 @@ def make_input(target, seed, iteration, seeds):
             except (ValueError, RecursionError):  # an earlier step broke it, or nested it too deep
                 doc = None
             if doc is not None:
-                new, kind = dump_json(rng, mutate_json_value(rng, doc)), "json"
+                try:
+                    new, kind = dump_json(rng, mutate_json_value(rng, doc)), "json"
+                except RecursionError:  # parsed near the depth limit, then wrapped deeper: bytes instead
+                    new = None
         elif fname.endswith(".safetensors") and r < 0.6:
             new, kind = mutate_safetensors(rng, data), "header"
         elif fname.endswith(".model") and r < 0.6:
