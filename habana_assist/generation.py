@@ -101,10 +101,11 @@ class GenerationConfig:
         return cls(**{k: getattr(config, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")})
 
     def update(self, **kwargs):
-        """Sets the known attributes among kwargs; returns the others, unused."""
+        """Sets the known attributes among kwargs; returns the others, unused (a method's name among them: data
+        in place of validate or to_dict would break every later call)."""
         unused = {}
         for key, value in kwargs.items():
-            if key in _DEFAULTS or hasattr(self, key) and not key.startswith("_"):
+            if key in _DEFAULTS or key in self.__dict__ and not key.startswith("_"):
                 setattr(self, key, value)
             else:
                 unused[key] = value
