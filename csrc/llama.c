@@ -47,7 +47,7 @@ struct ha_llama_context {
     float *rope_cos, *rope_sin; /* (R, hd/2) */
     int64_t *pos;         /* (R,) */
     int32_t *seq;         /* (R,) */
-    float *wide;          /* (HA_BLAS_SLICE, max(d, f)) weights widened for OpenBLAS; NULL if not needed */
+    float *wide;          /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
     int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
     float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
 };
@@ -534,14 +534,15 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
             any_int |= ha_dtype_is_int(mats[i]->dtype);
         }
     }
+    /* The widest matmul input: d, f, or q_dim (wo's, which may pass both: n_heads * head_dim need not be d). */
+    size_t widest = d > f ? d : f;
+    if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
     int wide_ok = 1, xq_ok = 1;
     if (c->blas && !all_f32) {
-        c->wide = malloc((size_t)HA_BLAS_SLICE * (d > f ? d : f) * fl);
+        c->wide = malloc((size_t)HA_BLAS_SLICE * widest * fl);
         wide_ok = c->wide != NULL;
     }
     if (any_int) {
-        size_t widest = d > f ? d : f;
-        if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
         c->xq = malloc(R * (size_t)ha_act_width((int64_t)widest) * sizeof(int16_t));
         c->xq_scale = malloc(R * fl);
         xq_ok = c->xq && c->xq_scale;

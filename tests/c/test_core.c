@@ -774,6 +774,65 @@ static void test_model_blas_prefill_blocks(void) {
     }
 }
 
+/* blas_prefill where the attention output is much wider than both the hidden and the intermediate size (n_heads
+ * * head_dim = 512 > max(d, f) = 8): OpenBLAS widens wo's d rows of 512 columns into the context's scratch, which
+ * must hold them (it held HA_BLAS_SLICE rows of max(d, f), 2048 floats, and the widening wrote past its end).
+ * Every weight dtype but float32 (used in place) is widened; a 128-token prompt block agrees with the kernels to
+ * float32 rounding. */
+static void test_model_blas_prefill_wide_attention_output(void) {
+    one_thread();
+    enum { V = 20, D = 8, F = 8, NH = 4, HD = 128, Q = NH * HD, N = 128 };
+    static const ha_dtype dtypes[] = { HA_BF16, HA_F16, HA_Q8, HA_Q4, HA_BF16P, HA_F32P };
+    for (size_t di = 0; di < COUNT(dtypes); di++) {
+        const ha_dtype dt = dtypes[di];
+        rng r = { 40 + di };
+        double inv[HD / 2];
+        for (int j = 0; j < HD / 2; j++) inv[j] = pow(10000.0, -2.0 * j / HD);
+        ha_llama_config cfg = { .vocab_size = V, .hidden_size = D, .intermediate_size = F, .n_layers = 1, .n_heads = NH,
+                                .n_kv_heads = NH, .head_dim = HD, .rms_norm_eps = 1e-5f, .rope_inv_freq = inv };
+        void *bufs[9];
+        ha_matrix mats[7];
+        const int64_t shapes[7][2] = { { V, D }, { Q, D }, { Q, D }, { Q, D }, { D, Q }, { F, D }, { F, D } };
+        for (int i = 0; i < 7; i++) {
+            bufs[i] = make_weights(dt, shapes[i][0], shapes[i][1], &r, 0.5, 0, NULL);
+            mats[i] = (ha_matrix){ .data = bufs[i], .dtype = dt, .rows = shapes[i][0], .cols = shapes[i][1],
+                                   .nbytes = ha_matrix_bytes(dt, shapes[i][0], shapes[i][1]) };
+        }
+        void *down = make_weights(dt, D, F, &r, 0.5, 0, NULL);
+        float *norm = make_floats(D, &r, 0.8, 1.2);
+        bufs[7] = down;
+        bufs[8] = norm;
+        ha_llama_layer L = { .attn_norm = { norm, D }, .wq = mats[1], .wk = mats[2], .wv = mats[3], .wo = mats[4],
+                             .ffn_norm = { norm, D }, .w_gate = mats[5], .w_up = mats[6],
+                             .w_down = { .data = down, .dtype = dt, .rows = D, .cols = F, .nbytes = ha_matrix_bytes(dt, D, F) } };
+        ha_llama_weights w = { .embed = mats[0], .final_norm = { norm, D }, .lm_head = mats[0], .layers = &L };
+        ha_llama *m = NULL;
+        CHECK_OK(ha_llama_create(&cfg, &w, &m));
+        ha_llama_context *blas = NULL, *kern = NULL;
+        CHECK_OK(ha_llama_context_create(m, 1, N, 1, &blas));
+        CHECK_OK(ha_llama_context_create(m, 1, N, 0, &kern));
+        int32_t tok[N], seq[N] = { 0 };
+        for (int i = 0; i < N; i++) tok[i] = rng_int(&r, V);
+        float *a = xmalloc(N * V * sizeof(float)), *b = xmalloc(N * V * sizeof(float));
+        CHECK_OK(LM(blas)->append(LM(blas)->self, N, seq, tok, NULL, a));
+        CHECK_OK(LM(kern)->append(LM(kern)->self, N, seq, tok, NULL, b));
+        double worst = 0.0, scale = 1.0;
+        for (int i = 0; i < N * V; i++) {
+            worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+            scale = fmax(scale, fabs((double)b[i]));
+        }
+        const double tol = ha_dtype_is_int(dt) ? 1e-3 : 1e-4;
+        CHECK(worst <= tol * scale, "[%s weights] OpenBLAS prefill vs the kernels: max |diff| %g > %g x %g", dname(dt), worst,
+              tol, scale);
+        ha_llama_context_free(blas);
+        ha_llama_context_free(kern);
+        ha_llama_free(m);
+        for (int i = 0; i < 9; i++) free(bufs[i]);
+        free(a);
+        free(b);
+    }
+}
+
 static void test_model_crop_then_append_equals_fresh(void) {
     one_thread();
     FOR_EACH_MODEL(t, vname) {
@@ -2672,6 +2731,7 @@ static const test_case TESTS[] = {
     T(model_chunk_equals_token_by_token),
     T(model_long_append_equals_token_by_token),
     T(model_blas_prefill_blocks),
+    T(model_blas_prefill_wide_attention_output),
     T(model_crop_then_append_equals_fresh),
     T(model_interleaved_sequences_equal_alone),
     T(model_want_mask_packs_rows),
