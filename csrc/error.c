@@ -31,10 +31,13 @@ const char *ha_dtype_name(ha_dtype t) {
 }
 
 size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols) {
-    if ((unsigned)t >= HA_NDTYPES || rows < 0 || cols < 0) return 0;
+    /* cols <= INT64_MAX / 4 keeps ha_row_bytes from overflowing; the product is checked (it wrapped, so a (2^44,
+     * 2^20) float32 matrix counted 0 bytes and ha_pack took it) */
+    if ((unsigned)t >= HA_NDTYPES || rows < 0 || cols < 0 || cols > INT64_MAX / 4) return 0;
     if (ha_dtype_is_panels(t)) {
         if (rows > INT64_MAX - HA_PANEL_ROWS) return 0;
         rows = (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS;
     }
-    return (size_t)rows * ha_row_bytes(t, cols);
+    size_t bytes;
+    return __builtin_mul_overflow((size_t)rows, ha_row_bytes(t, cols), &bytes) ? 0 : bytes;
 }

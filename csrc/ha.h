@@ -81,7 +81,8 @@ typedef enum ha_dtype {
 #define HA_Q4_GROUP 32
 #define HA_Q4_BLOCK_BYTES (4 + HA_Q4_GROUP / 2)
 
-/* Bytes of a (rows, cols) matrix of dtype t (panel dtypes: rows rounded up to whole panels). */
+/* Bytes of a (rows, cols) matrix of dtype t (panel dtypes: rows rounded up to whole panels); 0 for an unknown
+ * dtype, negative sizes, or a size that does not fit in size_t. */
 HA_API size_t ha_matrix_bytes(ha_dtype t, int64_t rows, int64_t cols);
 
 /* A contiguous matrix W (rows, cols), row-major or in panels as its dtype says, borrowed from the caller, who keeps it alive and

@@ -44,6 +44,9 @@ static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dty
     if (src->rows < 0 || src->cols < 1)
         return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1",
                        what, (long long)src->rows, (long long)src->cols);
+    if (src->rows > 0 && (ha_matrix_bytes(src->dtype, src->rows, src->cols) == 0 || ha_matrix_bytes(to, src->rows, src->cols) == 0))
+        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) matrix is too large to address; no buffer can hold it", what,
+                       (long long)src->rows, (long long)src->cols);
     if (src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
         return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) %s source needs %zu bytes, got %zu", what, (long long)src->rows,
                        (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),

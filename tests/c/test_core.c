@@ -2335,6 +2335,30 @@ static void test_quantize_rejects_bad_input(void) {
           "1 expected 8/7, got %g", (double)ha_q4_at(q, 7), (double)ha_q4_at(q, 0));
 }
 
+/* A shape whose byte count does not fit in size_t counts 0 bytes (it wrapped: (2^44, 2^20) float32 counted 0),
+ * and ha_pack and ha_quantize refuse it whatever buffers they are given (they took a 0-byte source and
+ * destination for it and wrote far past them; found by tests/fuzz/c). */
+static void test_convert_rejects_shapes_too_large_to_address(void) {
+    const int64_t big_rows = (int64_t)1 << 44, big_cols = (int64_t)1 << 20;
+    CHECK(ha_matrix_bytes(HA_F32, big_rows, big_cols) == 0 && ha_matrix_bytes(HA_F32P, big_rows, big_cols) == 0 &&
+          ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64) == 0 && ha_matrix_bytes(HA_BF16, 1, INT64_MAX) == 0,
+          "sizes past size_t expected to count 0 bytes, got %zu, %zu, %zu, %zu", ha_matrix_bytes(HA_F32, big_rows, big_cols),
+          ha_matrix_bytes(HA_F32P, big_rows, big_cols), ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64),
+          ha_matrix_bytes(HA_BF16, 1, INT64_MAX));
+    CHECK(ha_matrix_bytes(HA_F32, (int64_t)1 << 40, 4) == (size_t)1 << 44, "a (2^40, 4) float32 matrix expected 2^44 bytes");
+    float *src = xmalloc(4), *dst = xmalloc(4);
+    ha_matrix m = { .data = src, .dtype = HA_F32, .rows = big_rows, .cols = big_cols, .nbytes = 0 };
+    CHECK_STATUS(ha_pack(&m, dst, 0), HA_ERR_INVALID);
+    CHECK_MSG("too large to address");
+    CHECK_STATUS(ha_quantize(&m, HA_Q8, dst, 0), HA_ERR_INVALID);
+    CHECK_MSG("too large to address");
+    m = (ha_matrix){ .data = src, .dtype = HA_BF16, .rows = 2, .cols = INT64_MAX / 2, .nbytes = 0 };
+    CHECK_STATUS(ha_pack(&m, dst, 0), HA_ERR_INVALID);
+    CHECK_STATUS(ha_quantize(&m, HA_Q4, dst, 0), HA_ERR_INVALID);
+    free(src);
+    free(dst);
+}
+
 /* Every variant's quant_act gives bitwise ha_quant_act_ref's row and scale (NaN scale alike), on rows built
  * to hit its corners: products exactly halfway between integers, zeros and -0, a maximum below 32767 /
  * FLT_MAX (the factor overflows to inf), magnitudes from 1e-30 to 1e30, lengths that are not whole groups or
@@ -2718,6 +2742,7 @@ static const test_case TESTS[] = {
     T(quantize_error_within_half_a_step),
     T(quantize_variants_match_the_reference),
     T(quantize_rejects_bad_input),
+    T(convert_rejects_shapes_too_large_to_address),
     T(kernels_to_f32_integer_rows_exact),
     T(quant_act_variants_match_the_reference),
     T(kernels_matmul_int_variants_bitwise),
