@@ -233,17 +233,21 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                   .q = ha_malloc_array((size_t)N, (size_t)V, sizeof(float)) };
     int32_t *tok = malloc((size_t)cap * sizeof(int32_t));
     int64_t *generated = calloc((size_t)B, sizeof(int64_t)); /* (B,) new tokens per row */
-    if (!b.seq || !b.want || !b.p || !b.q || !tok || !generated) {
+    /* (B,) the rows' starts as checked: read once here, since a token callback of an earlier row may rewrite the
+     * caller's array (a start changed to -2^31 made a later row's prompt length negative) */
+    int64_t *first = malloc((size_t)B * sizeof(int64_t));
+    if (!b.seq || !b.want || !b.p || !b.q || !tok || !generated || !first) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld tokens over a vocabulary of %lld",
                      (long long)N, (long long)V);
         goto cleanup;
     }
+    memcpy(first, start, (size_t)B * sizeof(int64_t));
     int64_t K = p->num_assistant_tokens, steps = 0;
     const double deadline = ha_deadline(&p->gen); /* max_time counts from the call, over every row */
     for (int64_t row = 0; row < B && st == HA_OK; row++) {
         /* Every row starts from the call's K and adapts it on its own; the last row's K is reported. */
-        row_state r = { .row = (int32_t)row, .tok = tok, .L = prompt_width - start[row] };
-        memcpy(tok, prompt + row * prompt_width + start[row], (size_t)r.L * sizeof(int32_t));
+        row_state r = { .row = (int32_t)row, .tok = tok, .L = prompt_width - first[row] };
+        memcpy(tok, prompt + row * prompt_width + first[row], (size_t)r.L * sizeof(int32_t));
         K = p->num_assistant_tokens;
         st = run_row(target, draft, p, sampler, &r, &b, &K, out, scores, &stats, deadline);
         generated[row] = r.generated;
@@ -269,5 +273,6 @@ cleanup:
     free(b.q);
     free(tok);
     free(generated);
+    free(first);
     return st;
 }

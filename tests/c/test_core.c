@@ -1950,6 +1950,40 @@ static void test_assisted_equals_plain(void) {
     tiny_free(other);
 }
 
+/* A token callback that rewrites the caller's start array while row 0 runs (as a Python streamer may, with the
+ * numpy array the call was given) changes nothing: each row's start is read once, when checked (a later row's
+ * start of -2^31 had made its prompt length negative and the copy of its prompt run wild; found by
+ * tests/fuzz/fuzz_binding.py). */
+static int rewrite_start(void *user, int64_t row, const int32_t *tokens, int64_t n) {
+    (void)row, (void)tokens, (void)n;
+    int64_t *start = user;
+    start[0] = INT64_MAX;
+    start[1] = INT64_MIN;
+    return 0;
+}
+
+static void test_assisted_reads_start_once(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_F32, 0, 0, 0, 63);
+    const int64_t N = 6;
+    int32_t want[2 * 6], got[2 * 6];
+    ha_generate_params gp = gen_params(N, greedy_params());
+    ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 2, .prompt_lookup_num_tokens = 2, .max_matching_ngram_size = 2 };
+    int64_t steps = -1, start[2] = { GSTART[0], GSTART[1] };
+    ha_llama_context *c = ctx_new(t->m, 2, 16);
+    CHECK_OK(ha_generate_assisted(LM(c), NULL, &ap, GPROMPT, GW, start, want, NULL, &steps, NULL));
+    ha_llama_context_free(c);
+    c = ctx_new(t->m, 2, 16);
+    ap.gen.on_tokens = rewrite_start;
+    ap.gen.user = start;
+    CHECK_OK(ha_generate_assisted(LM(c), NULL, &ap, GPROMPT, GW, start, got, NULL, &steps, NULL));
+    CHECK(start[1] == INT64_MIN, "expected the callback to have rewritten start[1], got %lld", (long long)start[1]);
+    for (int i = 0; i < 2 * 6; i++)
+        CHECK(got[i] == want[i], "out[%d]: expected %d (start left alone), got %d", i, want[i], got[i]);
+    ha_llama_context_free(c);
+    tiny_free(t);
+}
+
 /* Rejection sampling runs clean (tokens in range, stats consistent) and rejects bad arguments. */
 static void test_assisted_rejection_runs_and_rejects_bad_args(void) {
     one_thread();
@@ -2785,6 +2819,7 @@ static const test_case TESTS[] = {
     T(generate_min_new_tokens_suppresses_eos),
     T(generate_rejects_bad_input),
     T(assisted_equals_plain),
+    T(assisted_reads_start_once),
     T(assisted_rejection_runs_and_rejects_bad_args),
     T(threads_set_get_and_reject),
     T(threads_switching_keeps_results),
