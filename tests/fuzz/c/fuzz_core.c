@@ -309,8 +309,9 @@ static void build_model(fz *f, model *out, int huge) {
     }
     int64_t nh = c.n_heads > 0 && c.n_heads <= 4096 ? c.n_heads : 1;
     c.n_kv_heads = PICK(f, 1, nh, 0, -1, nh + 1, 2 * nh, 3);
-    c.head_dim = huge ? 2 * PICK(f, 1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1)
-                      : 2 * PICK(f, 1, 8, 0, -1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1);
+    const int64_t half = huge ? PICK(f, 1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1)
+                              : PICK(f, 1, 8, 0, -1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1);
+    c.head_dim = mul_or(half, 2, half);
     if (u8(f) >= 245) c.head_dim += 1; /* odd */
     c.sliding_window = u8(f) < 128 ? 0 : PICK(f, 1, 8, -1, 0, INT64_MAX);
     c.rms_norm_eps = u8(f) < 200 ? 1e-5f : pick_float(f, 1e-6f, 1e-1f);
@@ -399,6 +400,7 @@ static void same_lens(ha_lm *lm, const lens *before_call, const char *what) {
 static void do_append(fz *f, ha_lm *lm) {
     const int64_t V = lm->vocab_size, S = lm->n_seq;
     int64_t n = PICK(f, 0, 40, -1, 128, 129, 256, 300, INT64_MIN);
+    if (n > 300) n = 300; /* the arrays are made with n entries: a larger n would be the harness lying */
     const int64_t made = n >= 0 && n <= 300 ? n : 0;
     int32_t *seq = keep((size_t)made * 4), *tok = keep((size_t)made * 4);
     uint8_t *want = keep((size_t)made);
@@ -436,7 +438,7 @@ static void do_append(fz *f, ha_lm *lm) {
         same_lens(lm, &l0, "append");
         return;
     }
-    if (n != made || np >= 254 || (wanted > 0 && !logits))
+    if (n != made || (n > 0 && np >= 254) || (wanted > 0 && !logits))
         finding("append accepted n=%lld, NULL arrays (%d) or no logits for %lld wanted rows", (long long)n, np,
                 (long long)wanted);
     lens l1 = get_lens(lm);
@@ -474,6 +476,10 @@ static void reset(ha_lm *lm) {
 typedef struct stopper {
     int64_t calls, stop_at;
     int64_t V;
+    int scribble;      /* rewrite the call's own inputs from the callback, as a caller's streamer may */
+    int64_t *start, n_rows;
+    int32_t *prompt, *eos;
+    int64_t n_prompt, n_eos;
 } stopper;
 
 static int on_tokens(void *user, int64_t row, const int32_t *tokens, int64_t n) {
@@ -482,6 +488,12 @@ static int on_tokens(void *user, int64_t row, const int32_t *tokens, int64_t n) 
     if (n < 1) finding("callback told of %lld tokens", (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->V) finding("callback told of token %d, vocab %lld", tokens[i], (long long)s->V);
+    if (s->scribble) {
+        const int64_t k = s->calls;
+        s->start[k % s->n_rows] = k % 3 == 0 ? INT64_MIN : k % 3 == 1 ? INT64_MAX : -1;
+        s->prompt[k % s->n_prompt] = k % 2 ? -1 : INT32_MAX;
+        if (s->n_eos > 0) s->eos[k % s->n_eos] = tokens[0];
+    }
     return ++s->calls == s->stop_at;
 }
 
@@ -503,6 +515,7 @@ static gen_case decode_gen(fz *f, ha_lm *lm) {
     if (u8(f) < 230) reset(lm);
     int64_t N = PICK(f, 1, lm->capacity < 24 ? lm->capacity : 24, 0, -1, lm->capacity, lm->capacity + 1, INT64_MAX);
     int64_t n_eos = PICK(f, 0, 3, -1, INT64_MIN);
+    if (n_eos > 3) n_eos = 3; /* the list is made with at most 3 entries */
     int32_t *eos = keep(n_eos > 0 && n_eos <= 3 ? (size_t)n_eos * 4 : 0);
     if (!eos) return g;
     for (int64_t i = 0; i < n_eos && i < 3; i++) eos[i] = (int32_t)PICK(f, 0, V - 1, -1, V, INT32_MIN);
@@ -520,12 +533,15 @@ static gen_case decode_gen(fz *f, ha_lm *lm) {
                       .repetition_penalty = u8(f) < 160 ? 1.0f : pick_float(f, 0.3f, 3.0f),
                       .seed = u64(f) },
     };
-    if (u8(f) >= 200) {
-        g.stop = (stopper){ .stop_at = PICK(f, 1, 8), .V = V };
-        g.p.on_tokens = on_tokens;
-        g.p.user = &g.stop;
+    const uint8_t mt = u8(f); /* max_time: mostly off; else tiny (stops after the first step), or invalid */
+    if (mt >= 240) g.p.max_time = (const double[]){ 1e-9, 1e-4, -1.0, NAN, INFINITY, -0.0, 1e300, 0.5 }[mt % 8];
+    const uint8_t cb = u8(f);
+    if (cb >= 200) {
+        g.stop = (stopper){ .stop_at = PICK(f, 1, 8), .V = V, .scribble = cb >= 240 };
+        g.p.on_tokens = on_tokens; /* user: &g.stop, set by the caller (g is returned by value) */
     }
     g.width = PICK(f, 1, 12, 0, -1, (int64_t)INT32_MAX + 1, INT64_MIN);
+    if (g.width > 12 && g.width <= INT32_MAX) g.width = 12; /* a width the core accepts is made whole */
     const int64_t w = g.width >= 1 && g.width <= 12 ? g.width : 1;
     const int64_t n_out = N >= 1 && N <= lm->capacity ? N : 1;
     g.prompt = keep((size_t)(B * w) * 4);
@@ -543,6 +559,12 @@ static gen_case decode_gen(fz *f, ha_lm *lm) {
         size_t bytes = (size_t)(n_out * B * V) * sizeof(float);
         if (bytes <= BUF_CAP) g.scores = keep(bytes);
     }
+    g.stop.start = g.start;
+    g.stop.n_rows = B;
+    g.stop.prompt = g.prompt;
+    g.stop.n_prompt = B * w;
+    g.stop.eos = eos;
+    g.stop.n_eos = g.p.eos && n_eos > 0 ? n_eos : 0;
     g.ok = 1;
     return g;
 }
@@ -564,6 +586,7 @@ static void do_generate(fz *f, ha_lm *lm) {
     if (lm->n_seq > 8) return; /* the harness's buffers (n_seq, ...) stay small */
     gen_case g = decode_gen(f, lm);
     if (!g.ok) return;
+    g.p.user = &g.stop;
     int64_t n_steps = -7;
     uint8_t np = u8(f);
     ha_status st = CALL("ha_generate", ha_generate(lm, np == 255 ? NULL : &g.p, g.prompt, g.width, g.start, g.out, g.scores,
@@ -577,6 +600,7 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
     if (lm->n_seq > 8) return;
     gen_case g = decode_gen(f, lm);
     if (!g.ok) return;
+    g.p.user = &g.stop;
     if (draft && u8(f) < 230) reset(draft);
     ha_assist_params p = {
         .gen = g.p,
@@ -658,7 +682,7 @@ static void run_model(fz *f, int huge) {
                 }
                 if (!dc) { /* a draft: another context of this model, or of a second model */
                     if (o & 0x80) {
-                        build_model(f, &D, 0);
+                        if (!D.m) build_model(f, &D, 0);
                         if (D.m) dc = make_context(f, D.m, 0);
                     } else {
                         dc = make_context(f, M.m, 0);
@@ -744,6 +768,7 @@ static void run_sampler(fz *f) {
     }
     float *scores = keep((size_t)V * sizeof(float));
     int64_t nh = PICK(f, 0, 16, 0);
+    if (nh > 16) nh = 16;
     int32_t *hist = keep((size_t)nh * 4);
     if (!scores || !hist) {
         ha_sampler_free(s);
