@@ -194,6 +194,9 @@ static void fill(void *p, size_t nbytes, ha_dtype t, uint64_t seed, float scale,
 
 /* ---- weights ---------------------------------------------------------------------------------------------- */
 
+static int64_t inc(int64_t a) { return a < INT64_MAX ? a + 1 : a; }
+static int64_t dec(int64_t a) { return a > INT64_MIN ? a - 1 : a; }
+
 static int64_t mul_or(int64_t a, int64_t b, int64_t fallback) {
     int64_t r;
     return __builtin_mul_overflow(a, b, &r) ? fallback : r;
@@ -221,10 +224,10 @@ static ha_matrix make_matrix(wctx *w, int64_t rows, int64_t cols, float scale) {
     uint8_t m = u8(w->f);
     if (m >= 200) {
         switch (m - 200) {
-        case 0: rows++; break;
-        case 1: rows--; break;
-        case 2: cols++; break;
-        case 3: cols--; break;
+        case 0: rows = inc(rows); break;
+        case 1: rows = dec(rows); break;
+        case 2: cols = inc(cols); break;
+        case 3: cols = dec(cols); break;
         case 4: rows = 0; break;
         case 5: t = (ha_dtype)(int8_t)u8(w->f); break;
         case 6: dn = 1; break;
@@ -262,8 +265,8 @@ static ha_vector make_vector(wctx *w, int64_t n, float center, float spread, int
     if (m >= 220) {
         switch (m - 220) {
         case 0: return (ha_vector){ NULL, n };
-        case 1: n++; break;
-        case 2: n--; break;
+        case 1: n = inc(n); break;
+        case 2: n = dec(n); break;
         case 3: misalign = 1; break;
         case 4: n = 0; break;
         default: break;
@@ -312,7 +315,7 @@ static void build_model(fz *f, model *out, int huge) {
     const int64_t half = huge ? PICK(f, 1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1)
                               : PICK(f, 1, 8, 0, -1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1);
     c.head_dim = mul_or(half, 2, half);
-    if (u8(f) >= 245) c.head_dim += 1; /* odd */
+    if (u8(f) >= 245 && c.head_dim < INT64_MAX) c.head_dim += 1; /* odd */
     c.sliding_window = u8(f) < 128 ? 0 : PICK(f, 1, 8, -1, 0, INT64_MAX);
     c.rms_norm_eps = u8(f) < 200 ? 1e-5f : pick_float(f, 1e-6f, 1e-1f);
     int64_t h2 = c.head_dim > 1 && c.head_dim <= 2 * HA_MAX_HEAD_DIM ? c.head_dim / 2 : 1;
