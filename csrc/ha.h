@@ -238,7 +238,9 @@ typedef struct ha_generate_params {
     int64_t n_eos;
     int32_t pad_token_id;       /* written after a row has stopped */
     double max_time;            /* seconds; > 0: no step starts once this much time has passed since the call
-                                   began, and the tokens so far are returned (Transformers' max_time); 0: off */
+                                   began, and the tokens so far are returned (Transformers' max_time); assisted
+                                   generation runs rows one after another and gives each row its first round
+                                   even past it (rows then padded are not rows that met an eos); 0: off */
     ha_sampling_params sampling;
     ha_token_callback on_tokens; /* NULL: none */
     void *user;                  /* passed to on_tokens */
@@ -307,8 +309,8 @@ HA_API int ha_get_num_threads(void);
 HA_API const char *ha_kernels_name(void);
 /* Chooses a variant by name; HA_ERR_UNSUPPORTED if this CPU or build lacks it. */
 HA_API ha_status ha_kernels_select(const char *name);
-/* Bytes of memory this process can still take: the kernel's MemAvailable, or less where its memory cgroup
- * allows less; -1 where neither can be read (not Linux). */
+/* Bytes of memory this process can still take: the kernel's MemAvailable, or less where the memory cgroup
+ * mounted at /sys/fs/cgroup allows less; -1 where MemAvailable cannot be read (not Linux). */
 HA_API double ha_available_memory(void);
 /* Read bandwidth in bytes/s: every thread streams its share of a buffer of nbytes, `repeats` times. */
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);

@@ -39,12 +39,6 @@ static void stream_range(void *ctx, int64_t b, int64_t e) {
     atomic_fetch_add(&j->sink, s0 ^ s1 ^ s2 ^ s3);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s) {
     if (!bytes_per_s || repeats < 1 || nbytes < UNIT)
         return ha_fail(HA_ERR_INVALID, "measure_read_bandwidth: need nbytes >= %d and repeats >= 1", UNIT);
@@ -60,9 +54,9 @@ ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_pe
     ha_parallel_for(stream_range, &j, units); /* warm-up */
     double best = 0.0;
     for (int r = 0; st == HA_OK && r < repeats; r++) {
-        double t0 = now();
+        double t0 = ha_now();
         ha_parallel_for(stream_range, &j, units);
-        double dt = now() - t0;
+        double dt = ha_now() - t0;
         if (dt > 0 && (double)nbytes / dt > best) best = (double)nbytes / dt;
     }
     free(buf);
@@ -93,9 +87,9 @@ ha_status ha_measure_mac_rate(int repeats, int int_weights, double *macs_per_s) 
     for (int r = 0; st == HA_OK && r <= repeats; r++) { /* round 0 warms up */
         mac_job j = { .burst = int_weights ? k->mac_burst_q8 : k->mac_burst };
         atomic_init(&j.done, 0);
-        double t0 = now();
+        double t0 = ha_now();
         ha_parallel_for(mac_range, &j, units);
-        double dt = now() - t0;
+        double dt = ha_now() - t0;
         const double done = (double)atomic_load(&j.done);
         if (r > 0 && dt > 0 && done / dt > best) best = done / dt;
     }

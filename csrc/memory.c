@@ -1,5 +1,6 @@
 /* How much memory this process can still take without paging or meeting the OOM killer: the kernel's
- * MemAvailable, lowered to what the memory cgroup (v2 or v1, as mounted in this process's view) still allows.
+ * MemAvailable, lowered to what the memory cgroup (v2 or v1) mounted at /sys/fs/cgroup still allows (in a
+ * container, its own; a limit set on a cgroup below the mount's root is not seen).
  * Requests that need more fail before allocating (ha_llama_context_create), instead of being overcommitted and
  * killed later when their pages are touched. */
 #include <stdio.h>
@@ -20,10 +21,18 @@ static int read_number(const char *path, const char *key, double *out) {
     return found;
 }
 
-/* limit - usage of one cgroup interface, into *room if it is lower; "max" (v2) or a huge v1 limit reads as none. */
-static void cgroup_room(const char *limit_path, const char *usage_path, double *room) {
-    double limit, usage;
+/* limit - usage of one cgroup interface, into *room if it is lower; "max" (v2) or a huge v1 limit reads as none.
+ * Usage counts the page cache, whose inactive part the kernel reclaims before it refuses memory (a checkpoint
+ * just read sits there), so that part is left out, as container runtimes do for their "working set". */
+static void cgroup_room(const char *dir, const char *limit_name, const char *usage_name, const char *inactive_key,
+                        double *room) {
+    char limit_path[128], usage_path[128], stat_path[128];
+    snprintf(limit_path, sizeof limit_path, "%s/%s", dir, limit_name);
+    snprintf(usage_path, sizeof usage_path, "%s/%s", dir, usage_name);
+    snprintf(stat_path, sizeof stat_path, "%s/memory.stat", dir);
+    double limit, usage, inactive = 0.0;
     if (read_number(limit_path, "", &limit) && read_number(usage_path, "", &usage) && limit < 0x1p62) {
+        if (read_number(stat_path, inactive_key, &inactive) && inactive < usage) usage -= inactive;
         double left = limit > usage ? limit - usage : 0.0;
         if (left < *room) *room = left;
     }
@@ -33,7 +42,7 @@ double ha_available_memory(void) {
     double room = -1.0;
     if (!read_number("/proc/meminfo", "MemAvailable:", &room)) return -1.0;
     room *= 1024.0; /* kB */
-    cgroup_room("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", &room);
-    cgroup_room("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes", &room);
+    cgroup_room("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file ", &room);                        /* v2 */
+    cgroup_room("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file ", &room); /* v1 */
     return room;
 }

@@ -55,7 +55,8 @@ class CausalLMOutput:
 
 def _check_fits(what, nbytes, fix):
     """Raises OutOfMemoryError before an array of nbytes is allocated that the machine could not hold (numpy
-    would get it from the kernel's overcommit and the process be killed when the pages are written)."""
+    would get it from the kernel's overcommit and the process be killed when the pages are written). Each
+    allocation is checked on its own against what is left now (as the core checks a KV cache)."""
     room = _core.available_memory()
     if room >= 0 and nbytes > room:
         raise OutOfMemoryError(f"{what} need {nbytes / 1e6:.0f} MB, more than the {room / 1e6:.0f} MB of memory "
@@ -218,6 +219,9 @@ class LlamaForCausalLM:
                 raise InvalidInputError("attention_mask disagrees with the mask of the tokens already in the cache")
             attention_mask = full[:, past.shape[1]:]
         mask = _attention_mask(attention_mask, ids.shape)
+        rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
+        _check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
+                    4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
         if cache is None:
             ctx = _core.Context(self._core, B, S, self.blas_prefill)
         elif isinstance(cache, Cache):
@@ -230,9 +234,6 @@ class LlamaForCausalLM:
             ctx = cache._ctx
         else:
             raise InvalidInputError("past_key_values must be a Cache from model.create_cache(...)")
-        rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
-        _check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
-                    4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():
@@ -259,7 +260,24 @@ class LlamaForCausalLM:
         max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model.
 
         streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
-        then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only."""
+        then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only.
+        If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is told
+        (stop_streamer: its stop(error), or end()) so that nobody waits on it forever."""
+        if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
+            raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
+        try:
+            result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer, kwargs)
+        except BaseException as error:
+            if streamer is not None:
+                stop_streamer(streamer, error)
+            raise
+        else:
+            if streamer is not None:
+                streamer.end()
+        return result
+
+    def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, kwargs):
+        """generate() up to the streamer's end (or stop)."""
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
             raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
                                     "pass GenerationConfig(**your_dict) or the arguments themselves")
@@ -307,51 +325,41 @@ class LlamaForCausalLM:
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
         if assistant_model is not None:
             self._check_assistant(assistant_model, gc, need)
-        if streamer is not None:
-            if B != 1:
-                raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
-            if not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
-                raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
+        if streamer is not None and B != 1:
+            raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
         if gc.output_scores:
             _check_fits(f"output_scores for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
                         4 * B * max_new * self.vocab_size, "lower max_new_tokens or leave output_scores off")
         seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
-        try:  # on an error or an interrupt, whoever waits on the streamer is released (stop_streamer)
-            if streamer is not None:
-                streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
-            on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-            ctx = _core.Context(self._core, B, need, self.blas_prefill)
-            out = np.empty((B, max_new), dtype=np.int32)
-            scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-            common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
-                      bool(gc.do_sample), float(gc.temperature), int(gc.top_k), float(gc.top_p),
-                      float(gc.repetition_penalty), seed, max_time)
-            extra = {}
-            if assistant_model is None and gc.prompt_lookup_num_tokens is None:
-                steps = _core.generate(ctx, *common, out, scores, on_tokens)
-            else:
-                draft_ctx = (_core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
-                             if assistant_model is not None else None)
-                proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-                steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
-                    ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
-                    SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
-                    ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                    int(gc.max_matching_ngram_size or 2), out, scores, proposed, accepted, on_tokens)
-                if assistant_model is not None and gc.num_assistant_tokens_schedule == "heuristic":
-                    assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
-                used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-                extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                             num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
-                             accepted_per_position=accepted[:used])
-        except BaseException as error:
-            if streamer is not None:
-                stop_streamer(streamer, error)
-            raise
         if streamer is not None:
-            streamer.end()
+            streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
+        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
+        ctx = _core.Context(self._core, B, need, self.blas_prefill)
+        out = np.empty((B, max_new), dtype=np.int32)
+        scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+        common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
+                  bool(gc.do_sample), float(gc.temperature), int(gc.top_k), float(gc.top_p),
+                  float(gc.repetition_penalty), seed, max_time)
+        extra = {}
+        if assistant_model is None and gc.prompt_lookup_num_tokens is None:
+            steps = _core.generate(ctx, *common, out, scores, on_tokens)
+        else:
+            draft_ctx = (_core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
+                         if assistant_model is not None else None)
+            proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
+            steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
+                ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
+                SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
+                ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
+                int(gc.max_matching_ngram_size or 2), out, scores, proposed, accepted, on_tokens)
+            if assistant_model is not None and gc.num_assistant_tokens_schedule == "heuristic":
+                assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+            extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                         num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
+                         accepted_per_position=accepted[:used])
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:
             return sequences

@@ -29,15 +29,20 @@ class BaseStreamer:
 
 
 def stop_streamer(streamer, error):
-    """Tells streamer that its generation stopped with `error`, which the caller goes on raising: stop(error)
-    where the streamer has it, else end(). What that raises in turn is added to error's notes, not raised over it."""
+    """Tells streamer that its generation stopped with `error`, which the caller goes on raising: stop(error) for
+    a BaseStreamer, end() for any other (a user's streamer may have a stop() of its own meaning). What that
+    raises in turn is added to error's notes, not raised over it."""
     try:
-        if callable(getattr(streamer, "stop", None)):
+        if isinstance(streamer, BaseStreamer):
             streamer.stop(error)
         else:
             streamer.end()
     except Exception as e:
-        error.add_note(f"the streamer also failed to stop: {e!r}")
+        note = f"the streamer also failed to stop: {e!r}"
+        if hasattr(error, "add_note"):  # Python 3.11
+            error.add_note(note)
+        else:
+            error.__notes__ = [*getattr(error, "__notes__", []), note]
 
 
 class TextStreamer(BaseStreamer):
@@ -100,6 +105,9 @@ class TextIteratorStreamer(TextStreamer):
         self._error = error
         try:
             self.end()
+        except BaseException:  # end() failed before queuing its marker (decode): the consumer is released all the same
+            self.text_queue.put(_Stopped(error))
+            raise
         finally:
             self._error = None
 

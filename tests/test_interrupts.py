@@ -178,3 +178,14 @@ def test_ctrl_c_ends_the_command_line_quietly_with_130():
     assert first, f"the demo printed nothing; stderr: {err[-2000:]}"
     assert proc.returncode == 130, f"Ctrl-C: expected exit code 130, got {proc.returncode}; stderr: {err[-2000:]}"
     assert "habana-assist: interrupted" in err and "Traceback" not in err, f"expected one quiet line, got: {err[-2000:]}"
+
+
+def test_a_call_refused_before_it_starts_releases_the_consumer_too(pair):
+    tok, model, _ = pair
+    streamer = FailingStreamer(tok)
+    with pytest.raises(ha.CacheCapacityError):
+        model.generate(**tok(["def f(x):"], return_tensors="np"), streamer=streamer, max_new_tokens=10 ** 6)
+    streamer.thread.join(120)
+    assert isinstance(streamer.consumer_saw, ha.GenerationStoppedError) and \
+        isinstance(streamer.consumer_saw.__cause__, ha.CacheCapacityError), \
+        f"the consumer expected GenerationStoppedError caused by CacheCapacityError, got {streamer.consumer_saw!r}"

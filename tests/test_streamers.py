@@ -308,7 +308,8 @@ def test_batch_of_two_with_a_streamer_raises_invalid_input(tok, model):
     with pytest.raises(InvalidInputError) as e:
         model.generate(**inputs, streamer=rec, max_new_tokens=4)
     assert "one prompt" in str(e.value) or "batch" in str(e.value), f"the message should name the batch: {e.value}"
-    assert rec.calls == [], f"nothing should be streamed for a refused call, got {rec.calls}"
+    # no token is streamed, and the stream is ended once (BaseStreamer.stop), so that a consumer never waits on it
+    assert rec.calls == [("end",)], f"a refused call should stream nothing and end the stream once, got {rec.calls}"
 
 
 def test_streamer_without_put_and_end_raises_invalid_input(tok, model):

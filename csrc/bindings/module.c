@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -38,7 +39,8 @@ static PyObject *raise_status(ha_status st) {
  * so the core's interrupt poll (ha.h) notices it with one atomic load and only then takes the GIL to run
  * Python's signal handlers (PyErr_CheckSignals). If one raised (KeyboardInterrupt), the core stops at that poll
  * and the exception is raised when the call returns; if none did (a handler that only logs), the work goes on.
- * Calls on other threads are not interrupted: Python delivers signals to the main thread only. */
+ * Calls on other threads are not interrupted: Python delivers signals to the main thread only. A callback that
+ * replaces SIGINT's handler (signal.signal) during a call takes the chain away until that call returns. */
 static atomic_uint sigint_count;   /* SIGINTs seen by on_sigint */
 static struct sigaction chained;   /* the action on_sigint forwards to, saved when it was installed */
 static int chain_depth;            /* main-thread calls in progress that installed or joined it (GIL held) */
@@ -94,13 +96,21 @@ static int poll_signals(void *user) {
 }
 
 static void interrupt_begin(interrupt_scope *s) {
-    *s = (interrupt_scope){ .it = { poll_signals, s } };
+    /* seen is read first: a SIGINT that comes while the chain is installed is then polled, not missed */
+    *s = (interrupt_scope){ .it = { poll_signals, s }, .seen = atomic_load_explicit(&sigint_count, memory_order_relaxed) };
     if (PyThread_get_thread_ident() == main_thread && (chain_depth > 0 || chain_sigint())) {
         chain_depth++;
         s->chained = 1;
     }
-    s->seen = atomic_load_explicit(&sigint_count, memory_order_relaxed);
     s->prev = ha_set_interrupt(s->chained ? &s->it : NULL);
+}
+
+/* In a child forked during a call (by a callback, on any thread), the forking thread is the only one and Python
+ * makes it the main thread; no call of the parent's is in progress there. */
+static void interrupt_after_fork(void) {
+    main_thread = PyThread_get_thread_ident();
+    chain_depth = 0;
+    unchain_sigint();
 }
 
 /* Returns 1 with the handler's exception set if a signal handler raised during the call (whatever the call
@@ -916,6 +926,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     Py_XDECREF(main);
     Py_XDECREF(ident);
     if (PyErr_Occurred()) return NULL;
+    (void)pthread_atfork(NULL, NULL, interrupt_after_fork);
     if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
