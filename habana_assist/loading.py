@@ -158,7 +158,7 @@ def _quantize(tensor, source, target):
     rows, cols = tensor.shape
     out = np.empty((rows, _core.row_bytes(target, cols)), dtype=np.uint8)
     for r, chunk in tensor.chunks():
-        _core.quantize(chunk, source, out[r:r + chunk.shape[0]], False, target)
+        _core.quantize(chunk, source, out[r:r + chunk.shape[0]], target)
     out.flags.writeable = False
     return out
 
@@ -171,7 +171,7 @@ def _pack(tensor, source, target):
     out = np.empty((-(-rows // PANEL_ROWS) * PANEL_ROWS, cols), dtype=_ELEMENT[target])
     for r, chunk in tensor.chunks(PANEL_ROWS):
         converted = _convert(tensor.name, chunk, source, target)
-        _core.pack(converted, target, out[r:r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS], False)
+        _core.pack(converted, target, out[r:r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS])
     out.flags.writeable = False
     return Weight(out, target, cols, True, rows)
 

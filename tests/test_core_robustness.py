@@ -111,25 +111,21 @@ def test_pack_refuses_bad_buffers_naming_the_problem():
     """_core.pack (the loader's repacking into panels) checks what it is given, and writes bit for bit."""
     src = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
     dst = np.full((16, 5), -1.0, dtype=np.float32)
-    ha._core.pack(src, "float32", dst, False)
+    ha._core.pack(src, "float32", dst)
     # column k of the one panel holds rows 0..2, then zeros for the padding rows 3..15
     assert np.array_equal(dst.reshape(5, 16)[:, :3], src.T) and not dst.reshape(5, 16)[:, 3:].any()
     bad = [
-        ((src, "float32", np.zeros((15, 5), np.float32), False), "destination needs"),       # one row short
-        ((src, "float32-panels", dst, False), "source must be row-major"),                   # a panel dtype as source
-        ((src, "int8", np.zeros(80, np.uint8), False), "item format"),                       # not a float source
-        ((src, "float32", np.zeros((16, 5), np.float16), False), "item format"),             # dst of another type
-        ((src, "bfloat16", dst.view(np.uint16), False), "item format"),                      # src not uint16 bits
-        ((src[:, ::2], "float32", dst, False), "contiguous"),                                # a strided view
+        ((src, "float32", np.zeros((15, 5), np.float32)), "destination needs"),       # one row short
+        ((src, "float32-panels", dst), "source must be row-major"),                   # a panel dtype as source
+        ((src, "int8", np.zeros(80, np.uint8)), "item format"),                       # not a float source
+        ((src, "float32", np.zeros((16, 5), np.float16)), "item format"),             # dst of another type
+        ((src, "bfloat16", dst.view(np.uint16)), "item format"),                      # src not uint16 bits
+        ((src[:, ::2], "float32", dst), "contiguous"),                                # a strided view
     ]
     for args, match in bad:
         with pytest.raises((ha.InvalidInputError, TypeError, ValueError), match=match):
             ha._core.pack(*args)
-    # the file-map flag on ordinary (writable) memory must not drop, and so zero, the source's pages
-    big = np.ones((4096, 16), np.float32)
-    ha._core.pack(big, "float32", np.empty((4096, 16), np.float32), True)
-    assert (big == 1).all(), "pack(file_map=True) zeroed a writable source"
     frozen = np.zeros((16, 5), np.float32)
     frozen.flags.writeable = False
     with pytest.raises((ha.InvalidInputError, TypeError, ValueError, BufferError)):
-        ha._core.pack(src, "float32", frozen, False)
+        ha._core.pack(src, "float32", frozen)

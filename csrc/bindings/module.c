@@ -3,7 +3,7 @@
  * Buffers in (through the buffer protocol, checked for format, contiguity and size), exceptions out
  * (raise_status, the one place core status codes become Python exceptions), the GIL released around every
  * core call. Every function has one cleanup exit that releases what it acquired. */
-#define _DEFAULT_SOURCE /* madvise, sigaction's SA_ flags */
+#define _DEFAULT_SOURCE /* sigaction's SA_ flags */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -11,8 +11,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "../ha.h"
 
@@ -601,6 +599,11 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
         release_gen(g);
         return -1;
     }
+    if (cb_o != Py_None && !PyCallable_Check(cb_o)) { /* else the prefill would run before the first call fails */
+        PyErr_SetString(InvalidInputError, "generate: the token callback must be callable or None");
+        release_gen(g);
+        return -1;
+    }
     g->cb = (py_callback){ .fn = cb_o };
     g->p = (ha_generate_params){
         .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = g->eos.buf, .n_eos = g->eos.len / 4,
@@ -718,21 +721,10 @@ cleanup:
     return result;
 }
 
-/* Drops the pages lying wholly inside buf from this process's memory. Only for read-only maps of files: the
- * pages stay in the page cache and fault back in if read again. */
-static void drop_file_pages(const void *buf, size_t len) {
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) return;
-    uintptr_t b = ((uintptr_t)buf + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1), e = ((uintptr_t)buf + len) & ~(uintptr_t)(page - 1);
-    if (b < e) (void)madvise((void *)b, e - b, MADV_DONTNEED);
-}
-
 /* The body of quantize() and pack(): src (rows, cols) of dtype t into dst (buffer format dst_fmt, writable) by
- * ha_quantize to `to` (HA_Q8, HA_Q4) or, for to == HA_NDTYPES, by ha_pack; if file_map (the loader passes it
- * for a read-only np.memmap), the source's pages are dropped afterwards. Only a read-only source's: on
- * writable memory dropping pages would zero them, so there the flag is ignored. */
+ * ha_quantize to `to` (HA_Q8, HA_Q4) or, for to == HA_NDTYPES, by ha_pack. */
 static PyObject *convert_weights(const char *what, PyObject *src_o, ha_dtype t, PyObject *dst_o, const char *dst_fmt,
-                                 int file_map, ha_dtype to) {
+                                 ha_dtype to) {
     PyObject *result = NULL;
     Py_buffer src = { 0 }, dst = { 0 };
     int held = 0;
@@ -748,7 +740,6 @@ static PyObject *convert_weights(const char *what, PyObject *src_o, ha_dtype t, 
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
     st = to == HA_NDTYPES ? ha_pack(&m, dst.buf, (size_t)dst.len) : ha_quantize(&m, to, dst.buf, (size_t)dst.len);
-    if (st == HA_OK && file_map && src.readonly) drop_file_pages(src.buf, (size_t)src.len);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) {
         raise_status(st);
@@ -761,29 +752,27 @@ cleanup:
     return result;
 }
 
-/* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, src_is_file_map,
- *          to "int8" | "int4"): integer weights. */
+/* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, to "int8" | "int4"):
+ * integer weights. */
 static PyObject *py_quantize(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *src_o, *dt, *dst_o, *to_o;
-    int file_map = 0;
     ha_dtype t, to;
-    if (!PyArg_ParseTuple(args, "OOOpO", &src_o, &dt, &dst_o, &file_map, &to_o) || parse_dtype(dt, &t) != 0 ||
+    if (!PyArg_ParseTuple(args, "OOOO", &src_o, &dt, &dst_o, &to_o) || parse_dtype(dt, &t) != 0 ||
         parse_dtype(to_o, &to) != 0)
         return NULL;
     if (t == HA_Q8 || t == HA_Q4) return PyErr_Format(InvalidInputError, "quantize: the source is already int8 or int4");
-    return convert_weights("quantize", src_o, t, dst_o, "B", file_map, to);
+    return convert_weights("quantize", src_o, t, dst_o, "B", to);
 }
 
 /* pack(src (rows, cols) array, src dtype, dst writable (rows rounded up to whole panels, cols) of the same
- *      element type, src_is_file_map): float panels. */
+ *      element type): float panels. */
 static PyObject *py_pack(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *src_o, *dt, *dst_o;
-    int file_map = 0;
     ha_dtype t;
-    if (!PyArg_ParseTuple(args, "OOOp", &src_o, &dt, &dst_o, &file_map) || parse_dtype(dt, &t) != 0) return NULL;
-    return convert_weights("pack", src_o, t, dst_o, dtype_format(t), file_map, HA_NDTYPES);
+    if (!PyArg_ParseTuple(args, "OOO", &src_o, &dt, &dst_o) || parse_dtype(dt, &t) != 0) return NULL;
+    return convert_weights("pack", src_o, t, dst_o, dtype_format(t), HA_NDTYPES);
 }
 
 static PyObject *py_row_bytes(PyObject *mod, PyObject *args) {
@@ -880,8 +869,8 @@ static PyMethodDef module_methods[] = {
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
     { "quantize", py_quantize, METH_VARARGS,
-      "quantize(src, dtype, dst, src_is_file_map, to): int8 or int4 weights, a scale per group" },
-    { "pack", py_pack, METH_VARARGS, "pack(src, dtype, dst, src_is_file_map): float weights repacked into panels" },
+      "quantize(src, dtype, dst, to): int8 or int4 weights, a scale per group" },
+    { "pack", py_pack, METH_VARARGS, "pack(src, dtype, dst): float weights repacked into panels" },
     { "row_bytes", py_row_bytes, METH_VARARGS, "row_bytes(dtype, cols): bytes of one row of cols weights" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },

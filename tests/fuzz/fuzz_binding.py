@@ -191,12 +191,12 @@ def encode(w, dtype):
         return w.astype(np.float16)
     if dtype in ("int8", "int4"):
         out = np.empty((rows, _core.row_bytes(dtype, cols)), np.uint8)
-        _core.quantize(w, "float32", out, False, dtype)
+        _core.quantize(w, "float32", out, dtype)
         return out
     el = dtype[:-len("-panels")]
     src = encode(w, el)
     out = np.empty((-(-rows // PANEL) * PANEL, cols), src.dtype)
-    _core.pack(src, el, out, False)
+    _core.pack(src, el, out)
     return out
 
 
@@ -474,22 +474,21 @@ def convert_case(r, run):
         src = encode(w, src_dt if src_dt in ("float32", "bfloat16", "float16") else "float32")
     except ALLOWED:
         src = w
-    file_map = r.choice([False, True, 0, 1]) if r.random() > 0.02 else wild_scalar(r)
     if r.random() < 0.5:
         to = r.choice(["int8", "int4"] * 4 + DTYPES + [None, 5, "int3"])
         nb = _core.row_bytes(to, cols) if to in ("int8", "int4") else cols
         dst = np.zeros((rows, nb), np.uint8)
         if r.random() < 0.05:
             dst = np.zeros((rows, nb + r.choice([-1, 1])), np.uint8)
-        args = [mutate_array(r, src), src_dt, mutate_array(r, dst), file_map, to]
+        args = [mutate_array(r, src), src_dt, mutate_array(r, dst), to]
         if r.random() < 0.02:
-            args = args[:r.randrange(5)]
+            args = args[:r.randrange(4)]
         run.call("quantize", _core.quantize, *args)
     else:
         dst = np.zeros((max(0, -(-rows // PANEL) * PANEL + (r.choice([-1, 1]) if r.random() < 0.05 else 0)), cols), src.dtype)
-        args = [mutate_array(r, src), src_dt, mutate_array(r, dst), file_map]
+        args = [mutate_array(r, src), src_dt, mutate_array(r, dst)]
         if r.random() < 0.02:
-            args = args[:r.randrange(4)]
+            args = args[:r.randrange(3)]
         run.call("pack", _core.pack, *args)
 
 
