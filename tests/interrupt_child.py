@@ -29,13 +29,20 @@ SCENARIOS = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "batch
 
 # ---- the parent --------------------------------------------------------------------------------------------
 
+def default_sigint():
+    """preexec_fn for a child that must see Ctrl-C as a terminal user does: a process started in the background
+    by a non-interactive shell (a CI runner, `cmd &`) inherits SIGINT ignored, and Python then installs no
+    handler for it, so SIGINT would do nothing at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_scenarios(names, delay=0.05, timeout=600, env=None):
     """Runs a child over `names`, interrupting each scenario `delay` seconds after it is ready (so that the signal
     finds the work inside the core, not in the Python around it) -> list of result dicts, each with latency_s
     (SIGINT sent -> KeyboardInterrupt caught). A child that has not finished within `timeout` seconds (a hang)
     is killed and its output raised as an AssertionError."""
     proc = subprocess.Popen([PYTHON, os.path.abspath(__file__), *names], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
     watchdog = threading.Timer(timeout, proc.kill)
     watchdog.start()

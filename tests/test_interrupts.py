@@ -171,6 +171,7 @@ def test_outputs_beyond_available_memory_are_refused_before_allocating(pair):
 def test_ctrl_c_ends_the_command_line_quietly_with_130():
     proc = subprocess.Popen([interrupt_child.PYTHON, "-m", "habana_assist", "demo"], cwd=interrupt_child.ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interrupt_child.default_sigint,
                             env={**os.environ, "PYTHONPATH": interrupt_child.ROOT})
     first = proc.stdout.readline()  # the demo is under way (it runs for tens of seconds)
     proc.send_signal(signal.SIGINT)
