@@ -3,8 +3,11 @@
 AutoTokenizer.from_pretrained(path) reads tokenizer.model (through Debian's python3-sentencepiece),
 tokenizer_config.json (add_bos_token, add_eos_token, padding_side, truncation_side, model_max_length, special
 tokens) and special_tokens_map.json. Ids are exactly sentencepiece's; bos/eos are added as the config says.
+save_pretrained(directory) writes those three files back, so that from_pretrained(directory) gives a tokenizer
+that encodes and decodes alike.
 """
 
+import copy
 import json
 import os
 
@@ -12,8 +15,13 @@ import numpy as np
 
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from .hub import resolve
+from .tensors import is_torch_tensor, to_numpy
 
 TOKENIZER_FILE = "tokenizer.model"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+_SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+_DEFAULT_MAX_LENGTH = 1 << 30  # model_max_length when tokenizer_config.json has none
 
 
 class BatchEncoding(dict):
@@ -24,6 +32,20 @@ class BatchEncoding(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def to(self, device):
+        """Transformers' inputs.to(model.device): torch tensors moved with their .to(device); numpy arrays and
+        lists live on the CPU, so only "cpu" is accepted for them."""
+        out = BatchEncoding()
+        for key, value in self.items():
+            if is_torch_tensor(value):
+                out[key] = value.to(device)
+            elif str(device) != "cpu":
+                raise InvalidInputError(f"BatchEncoding.to({device!r}): {key} is not a torch tensor and stays on the "
+                                        "CPU; this package computes on the CPU: use .to('cpu') or leave .to() out")
+            else:
+                out[key] = value
+        return out
 
 
 def _read_json(path):
@@ -122,6 +144,7 @@ class LlamaTokenizer:
                 raise CheckpointError(f"{model_file}: piece {bad} is empty or holds a NUL byte, so it is not a "
                                       "SentencePiece model or it is corrupt; re-download it")
             self.sp.load_from_serialized_proto(proto)
+            self._proto = proto  # written back byte for byte by save_pretrained
         except (OSError, RuntimeError) as e:
             raise CheckpointError(f"{model_file} is not a SentencePiece model ({e}); re-download it") from None
         for i in range(self.sp.get_piece_size()):  # sentencepiece loads such pieces; id_to_piece would raise later
@@ -131,6 +154,8 @@ class LlamaTokenizer:
                 raise CheckpointError(f"{model_file}: piece {i} is not valid UTF-8, so it is not a SentencePiece "
                                       "model or it is corrupt; re-download it") from None
         config = dict(config or {})
+        # As read, for save_pretrained: it writes them back with what the script changed since.
+        self._loaded_config, self._loaded_special = copy.deepcopy(config), copy.deepcopy(dict(special_tokens_map or {}))
         tokens = {**{k: _token_text(v) for k, v in (special_tokens_map or {}).items()},
                   **{k: _token_text(config[k]) for k in ("bos_token", "eos_token", "unk_token", "pad_token") if k in config}}
         for name in ("bos_token", "eos_token", "unk_token", "pad_token"):
@@ -145,7 +170,7 @@ class LlamaTokenizer:
         self.truncation_side = config.get("truncation_side", "right")
         max_length = config.get("model_max_length")
         if max_length is None:
-            max_length = 1 << 30
+            max_length = _DEFAULT_MAX_LENGTH
         elif isinstance(max_length, float) and max_length.is_integer():  # e.g. 1e+30 written as a float
             max_length = int(max_length)
         if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= 1):
@@ -165,6 +190,7 @@ class LlamaTokenizer:
             tid = tid if tid is not None and tid >= 0 else None
             setattr(self, name + "_id", tid)
             setattr(self, name, self.sp.id_to_piece(tid) if tid is not None else None)
+        self._loaded_tokens = {name: (getattr(self, name), getattr(self, name + "_id")) for name in _SPECIAL_NAMES}
         self._special = {t for t in (self.bos_token_id, self.eos_token_id, self.unk_token_id, self.pad_token_id)
                          if t is not None} | {i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)}
 
@@ -175,8 +201,8 @@ class LlamaTokenizer:
         if not os.path.exists(model_file):
             raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_FILE}; this package reads SentencePiece "
                                           "tokenizers (tokenizer.model) only")
-        return cls(model_file, _read_json(os.path.join(directory, "tokenizer_config.json")),
-                   _read_json(os.path.join(directory, "special_tokens_map.json")))
+        return cls(model_file, _read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)),
+                   _read_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE)))
 
     def __len__(self):
         return self.sp.get_piece_size()
@@ -217,13 +243,16 @@ class LlamaTokenizer:
 
         padding: False, True / "longest", or "max_length"; on the tokenizer's padding_side. truncation with
         max_length (default model_max_length) cuts on truncation_side. return_tensors="np" gives int64 arrays
-        (batch, seq); None gives lists (a flat list for a single str)."""
+        (batch, seq), "pt" torch int64 tensors (batch, seq) where torch is importable; None gives lists (a flat
+        list for a single str)."""
         single = isinstance(text, str)
         texts = [text] if single else text
         if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts) or not texts:
             raise InvalidInputError("the tokenizer takes a str or a non-empty list of str")
-        if return_tensors not in (None, "np"):
-            raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy) or None")
+        if return_tensors not in (None, "np", "pt"):
+            raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy), 'pt' "
+                                    "(torch) or None (lists)")
+        torch = _import_torch() if return_tensors == "pt" else None
         if padding is True:
             padding = "longest"
         if padding not in (False, "longest", "max_length", "do_not_pad"):
@@ -248,12 +277,13 @@ class LlamaTokenizer:
                     ids[i], masks[i] = [self.pad_token_id] * fill + s, [0] * fill + masks[i]
                 else:
                     ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
-        if return_tensors == "np":
+        if return_tensors is not None:
             if len({len(s) for s in ids}) > 1:
                 raise InvalidInputError("the texts have different lengths; pass padding=True to make one array")
-            out = BatchEncoding(input_ids=np.array(ids, dtype=np.int64))
+            as_tensor = torch.from_numpy if torch is not None else (lambda a: a)
+            out = BatchEncoding(input_ids=as_tensor(np.array(ids, dtype=np.int64)))
             if return_attention_mask:
-                out["attention_mask"] = np.array(masks, dtype=np.int64)
+                out["attention_mask"] = as_tensor(np.array(masks, dtype=np.int64))
             return out
         out = BatchEncoding(input_ids=ids[0] if single else ids)
         if return_attention_mask:
@@ -263,7 +293,7 @@ class LlamaTokenizer:
     # ---- ids -> text ----------------------------------------------------------------------------------------
 
     def _check_ids(self, ids):
-        a = np.asarray(ids)
+        a = to_numpy(ids, "token ids")[0] if is_torch_tensor(ids) else np.asarray(ids)
         if a.dtype == object or (a.size and not np.issubdtype(a.dtype, np.integer)):
             raise InvalidInputError(f"token ids must be integers, got dtype {a.dtype}")
         if a.size and (a.min() < 0 or a.max() >= self.vocab_size):
@@ -272,7 +302,8 @@ class LlamaTokenizer:
         return [int(i) for i in a.reshape(-1)]
 
     def decode(self, ids, skip_special_tokens=False):
-        """ids (list or 1-D array) -> str; special tokens written as their text unless skipped."""
+        """ids (an int, a list, a 1-D numpy array or torch tensor) -> str; special tokens written as their text
+        unless skipped."""
         out, run = [], []
         for i in self._check_ids(ids):
             if i in self._special:
@@ -286,8 +317,9 @@ class LlamaTokenizer:
         return "".join(out)
 
     def batch_decode(self, sequences, skip_special_tokens=False):
-        """(batch, seq) ids -> list of str."""
-        seqs = np.asarray(sequences) if not isinstance(sequences, list) else sequences
+        """(batch, seq) ids (a numpy array, a torch tensor, or a list of rows, which may differ in length) ->
+        list of str."""
+        seqs = sequences if isinstance(sequences, (list, tuple)) else to_numpy(sequences, "sequences")[0]
         return [self.decode(s, skip_special_tokens=skip_special_tokens) for s in seqs]
 
     def convert_ids_to_tokens(self, ids):
@@ -295,6 +327,112 @@ class LlamaTokenizer:
 
     def convert_tokens_to_ids(self, tokens):
         return [self.sp.piece_to_id(t) for t in tokens]
+
+    def get_vocab(self):
+        """{piece: id} for every id of the vocabulary."""
+        return {self.sp.id_to_piece(i): i for i in range(self.sp.get_piece_size())}
+
+    # ---- saving ---------------------------------------------------------------------------------------------
+
+    def _current_token(self, name):
+        """The special token `name` as a script left it: pad_token = "</s>" and pad_token_id = 2 both count
+        (whichever changed since loading; the text if both did), None if unset."""
+        text, tid = getattr(self, name), getattr(self, name + "_id")
+        loaded_text, loaded_id = self._loaded_tokens[name]
+        if text == loaded_text and tid != loaded_id:
+            if tid is None:
+                return None
+            if not (isinstance(tid, (int, np.integer)) and 0 <= tid < self.vocab_size):
+                raise InvalidInputError(f"save_pretrained: {name}_id={tid!r} is not a token id of this vocabulary "
+                                        f"[0, {self.vocab_size}); set it to an id, or set {name} to a token")
+            return self.sp.id_to_piece(int(tid))
+        if text is None or text == loaded_text:
+            return text
+        if not (isinstance(text, str) and _encodable(text)):
+            raise InvalidInputError(f"save_pretrained: {name}={text!r} must be a str (a token of the vocabulary) or None")
+        if self.sp.piece_to_id(text) == self.sp.unk_id() and text != self.sp.id_to_piece(self.sp.unk_id()):
+            raise InvalidInputError(f"save_pretrained: {name}={text!r} is not a token of this vocabulary, so the saved "
+                                    f"tokenizer would not load; set it to one (e.g. {name} = tokenizer.eos_token)")
+        return text
+
+    def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
+        """Writes tokenizer.model (the bytes that were loaded), tokenizer_config.json and special_tokens_map.json
+        into save_directory (created if needed), as read at load with what the script changed since (special
+        tokens, padding_side, truncation_side, add_bos_token, add_eos_token, model_max_length). from_pretrained
+        (save_directory) then encodes and decodes alike. -> (tokenizer_config.json, special_tokens_map.json,
+        tokenizer.model) paths, Transformers' order."""
+        if push_to_hub:
+            raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (no model hub is reachable "
+                                    "from this package); save locally and upload the directory yourself")
+        if legacy_format is False:
+            raise InvalidInputError("save_pretrained: legacy_format=False writes only tokenizer.json, which a "
+                                    "SentencePiece tokenizer does not have; leave legacy_format unset")
+        if filename_prefix is not None:
+            raise InvalidInputError(f"save_pretrained: filename_prefix={filename_prefix!r} would name files that "
+                                    "from_pretrained does not read; leave it unset")
+        if kwargs:
+            raise InvalidInputError(f"save_pretrained: unexpected argument(s) {', '.join(sorted(kwargs))}; it takes "
+                                    "save_directory (and Transformers' legacy_format)")
+        if not isinstance(save_directory, (str, os.PathLike)):
+            raise InvalidInputError(f"save_pretrained: save_directory={save_directory!r} must be a path")
+        save_directory = os.fspath(save_directory)
+        if os.path.isfile(save_directory):
+            raise InvalidInputError(f"save_pretrained: {save_directory} is a file; pass a directory")
+        os.makedirs(save_directory, exist_ok=True)
+
+        tokens = {name: self._current_token(name) for name in _SPECIAL_NAMES}
+        special = copy.deepcopy(self._loaded_special)
+        config = copy.deepcopy(self._loaded_config)
+        for name, text in tokens.items():
+            if text is None:
+                special.pop(name, None)
+                config[name] = None  # null: Transformers' way of writing an unset token
+                continue
+            for saved in (special, config):
+                if _token_text(saved.get(name)) != text:  # kept as loaded ({"content": ...} too) if unchanged
+                    saved[name] = text
+        config.setdefault("tokenizer_class", "LlamaTokenizer")
+        config.update(add_bos_token=bool(self.add_bos_token), add_eos_token=bool(self.add_eos_token),
+                      padding_side=self.padding_side, truncation_side=self.truncation_side)
+        if "model_max_length" in config or self.model_max_length != _DEFAULT_MAX_LENGTH:
+            config["model_max_length"] = self.model_max_length
+        chat_template = getattr(self, "chat_template", None)
+        if chat_template is not None:
+            config["chat_template"] = chat_template
+
+        paths = (os.path.join(save_directory, TOKENIZER_CONFIG_FILE),
+                 os.path.join(save_directory, SPECIAL_TOKENS_MAP_FILE),
+                 os.path.join(save_directory, TOKENIZER_FILE))
+        for path, data in zip(paths, (_json_bytes(config), _json_bytes(special), self._proto)):
+            _write_file(path, data)
+        return paths
+
+
+def _json_bytes(obj):
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _write_file(path, data):
+    """Writes data to path through a file beside it, renamed into place: never a half-written file."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _import_torch():
+    """torch, for return_tensors="pt"; InvalidInputError saying how to get it where it is not importable."""
+    try:
+        import torch
+    except ImportError:
+        raise InvalidInputError("return_tensors='pt' needs PyTorch (torch), which is not importable here; install "
+                                "Debian's python3-torch, or use return_tensors='np'") from None
+    return torch
 
 
 class AutoTokenizer:
