@@ -11,6 +11,9 @@ from .configuration import LlamaConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
 from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .processing import LogitsProcessor, LogitsProcessorList
+from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
+                       StopStringCriteria)
 from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
 from .modeling import (AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM, get_num_threads, set_num_threads,
@@ -24,4 +27,6 @@ __all__ = [
     "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
+    "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",
+    "MaxTimeCriteria", "EosTokenCriteria", "StopStringCriteria",
 ]
