@@ -378,8 +378,6 @@ class LlamaTokenizer:
         save_directory = os.fspath(save_directory)
         if os.path.isfile(save_directory):
             raise InvalidInputError(f"save_pretrained: {save_directory} is a file; pass a directory")
-        os.makedirs(save_directory, exist_ok=True)
-
         tokens = {name: self._current_token(name) for name in _SPECIAL_NAMES}
         special = copy.deepcopy(self._loaded_special)
         config = copy.deepcopy(self._loaded_config)
@@ -400,6 +398,7 @@ class LlamaTokenizer:
         if chat_template is not None:
             config["chat_template"] = chat_template
 
+        os.makedirs(save_directory, exist_ok=True)
         paths = (os.path.join(save_directory, TOKENIZER_CONFIG_FILE),
                  os.path.join(save_directory, SPECIAL_TOKENS_MAP_FILE),
                  os.path.join(save_directory, TOKENIZER_FILE))
