@@ -255,7 +255,6 @@ def test_copies_compare_equal_and_are_independent():
     ("top_k", -1, "top_k >= 1"),
     ("temperature", -0.5, "temperature=0.7"),
     ("repetition_penalty", 0.0, "1.0 for no penalty"),
-    ("num_beams", 4, "num_beams=1"),
     ("max_new_tokens", 0, "max_new_tokens >= 1"),
     ("min_new_tokens", -2, "min_new_tokens >= 0"),
     ("max_length", 0, "max_length >= 1"),
