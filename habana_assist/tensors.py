@@ -48,12 +48,14 @@ def _tensor_to_numpy(x, name):
 
 
 def to_numpy(x, name):
-    """x (np.ndarray, a nested list/tuple of numbers, or a torch tensor on the CPU) -> (np.ndarray, kind), kind
-    one of "numpy", "list", "torch". numpy arrays are returned as they are and torch tensors as views of their
-    memory (np.shares_memory holds); dtypes are kept (the caller checks them). Anything else, a ragged list,
-    or a tensor on another device raises InvalidInputError naming `name`."""
+    """x (np.ndarray or numpy scalar, a nested list/tuple of numbers, or a torch tensor on the CPU) -> (np.ndarray,
+    kind), kind one of "numpy", "list", "torch". numpy arrays are returned as they are and torch tensors as views
+    of their memory (np.shares_memory holds); dtypes are kept (the caller checks them). Anything else, a ragged
+    list, or a tensor on another device raises InvalidInputError naming `name`."""
     if isinstance(x, np.ndarray):
         return x, "numpy"
+    if isinstance(x, np.generic):  # a numpy scalar: a 0-d array, whose shape the caller refuses or accepts
+        return np.asarray(x), "numpy"
     if is_torch_tensor(x):
         return _tensor_to_numpy(x, name), "torch"
     if isinstance(x, (list, tuple)):
@@ -67,7 +69,7 @@ def to_numpy(x, name):
                                     "list of ints or a list of equal-length lists of ints")
         return array, "list"
     raise InvalidInputError(f"{name} is a {type(x).__module__}.{type(x).__qualname__}; pass a numpy array, a (nested) "
-                            "list of ints or a torch tensor")
+                            "list or a torch tensor, of shape (batch, seq) for token ids")
 
 
 def _torch():
