@@ -51,12 +51,13 @@ def parse_shard_size(max_shard_size):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*", max_shard_size)
         unit = match and match.group(2).upper()
         if unit not in _SIZE_UNITS:
-            raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} is not a size; pass bytes as an "
-                                    "int or a string such as '5GB', '500MB' or '10KB' (decimal units, as Transformers)")
+            raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} is not a size; pass bytes "
+                                    "as an int or a string such as '5GB', '500MB' or '10KB' (decimal units, as "
+                                    "Transformers)")
         size = int(float(match.group(1)) * _SIZE_UNITS[unit])
     else:
-        raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} must be an int (bytes) or a string "
-                                "such as '5GB'")
+        raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} must be an int (bytes) or a "
+                                "string such as '5GB'")
     if size < 1:
         raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} must be at least 1 byte")
     return size

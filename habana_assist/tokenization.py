@@ -349,7 +349,8 @@ class LlamaTokenizer:
         if text is None or text == loaded_text:
             return text
         if not (isinstance(text, str) and _encodable(text)):
-            raise InvalidInputError(f"save_pretrained: {name}={text!r} must be a str (a token of the vocabulary) or None")
+            raise InvalidInputError(f"save_pretrained: {name}={text!r} must be a str (a token of the vocabulary) or "
+                                    "None")
         if self.sp.piece_to_id(text) == self.sp.unk_id() and text != self.sp.id_to_piece(self.sp.unk_id()):
             raise InvalidInputError(f"save_pretrained: {name}={text!r} is not a token of this vocabulary, so the saved "
                                     f"tokenizer would not load; set it to one (e.g. {name} = tokenizer.eos_token)")

@@ -292,7 +292,8 @@ def test_unpack_panels_inverts_the_cores_pack(dtype, rows):
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
 def test_quantized_models_are_refused_before_anything_is_written(tmp_path, dtype):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT, dtype=dtype)
-    with pytest.raises(InvalidInputError, match=f"saving {dtype} weights is not supported.*dtype=None or a float dtype"):
+    match = f"saving {dtype} weights is not supported.*dtype=None or a float dtype"
+    with pytest.raises(InvalidInputError, match=match):
         save_model(model, tmp_path / "out")
     assert not os.path.exists(tmp_path / "out"), "nothing may be written for a refused save"
 
@@ -400,7 +401,8 @@ def test_tokenizer_save_refusals(tmp_path):
         tok.save_pretrained(tmp_path / "a")
     tok = ha.AutoTokenizer.from_pretrained(DRAFT)
     for kwargs, match in ((dict(push_to_hub=True), "push_to_hub"), (dict(legacy_format=False), "legacy_format"),
-                          (dict(filename_prefix="x"), "filename_prefix"), (dict(safe_serialization=True), "unexpected")):
+                          (dict(filename_prefix="x"), "filename_prefix"),
+                          (dict(safe_serialization=True), "unexpected")):
         with pytest.raises(InvalidInputError, match=match):
             tok.save_pretrained(tmp_path / "b", **kwargs)
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b"), "refused saves write nothing"

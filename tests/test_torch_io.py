@@ -197,7 +197,7 @@ def test_forward_torch_in_torch_out(tok, model):
     expected = model(np_["input_ids"], attention_mask=np_["attention_mask"]).logits
     got = model(pt["input_ids"], attention_mask=pt["attention_mask"]).logits
     assert isinstance(expected, np.ndarray), f"numpy in must give numpy out, got {type(expected)}"
-    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32, f"torch in must give torch out, got {type(got)}"
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32, f"torch in, torch out; got {type(got)}"
     assert np.array_equal(got.numpy(), expected), "torch and numpy inputs must give the same logits"
     listed = model(np_["input_ids"].tolist(), attention_mask=np_["attention_mask"].tolist()).logits
     assert isinstance(listed, np.ndarray) and np.array_equal(listed, expected), "lists in, numpy out"
