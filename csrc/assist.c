@@ -26,6 +26,7 @@ typedef struct buffers {
     uint8_t *want;       /* (n,) append scratch */
     float *p;            /* (max_new + 1, V) target's processed scores for the verified positions */
     float *q;            /* (max_new, V) draft's processed scores for its proposals */
+    float *raw;          /* (max_new + 1, V) the target's raw logits of p's rows, when they are asked for */
 } buffers;
 
 /* Appends tok[from, to) of row r to lm, logits for the last `n_logits` of them. */
@@ -70,8 +71,7 @@ static ha_status draft_candidates(ha_lm *draft, const ha_assist_params *p, ha_sa
     while (k < k_max) {
         int64_t pos = r->L + k;
         float *q = b->q + k * V;
-        ha_suppress_eos(&p->gen, q, V, r->generated + k);
-        ha_sampler_process(sampler, q, r->tok, pos);
+        if ((st = ha_sampler_process(sampler, q, r->row, r->tok, pos, r->generated + k)) != HA_OK) return st;
         int32_t x = ha_sampler_choose(sampler, q, (uint32_t)r->row, (uint32_t)pos);
         if (x < 0) return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld; check its weights", (long long)pos);
         r->tok[pos] = x;
@@ -151,10 +151,10 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
         if (st != HA_OK) return st;
         r->target_len = r->L + k;
         stats->num_target_passes++;
-        for (int64_t j = 0; j <= k; j++) {
-            ha_suppress_eos(&p->gen, b->p + j * V, V, r->generated + j);
-            ha_sampler_process(sampler, b->p + j * V, r->tok, r->L + j);
-        }
+        if (p->gen.logits_out) memcpy(b->raw, b->p, (size_t)(k + 1) * (size_t)V * sizeof(float));
+        for (int64_t j = 0; j <= k; j++)
+            if ((st = ha_sampler_process(sampler, b->p + j * V, r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
+                return st;
         /* 3. Accept n candidates and the target's next token; an eos among them ends the row there. */
         int32_t next;
         int64_t n = accept(p, sampler, r, b->p, draft ? b->q : NULL, k, V, &next);
@@ -162,16 +162,23 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
             return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
                            "arguments", r->row);
         r->tok[r->L + n] = next;
+        /* The row ends after an eos, or where a stopping criterion says so, asked token by token in order as
+         * plain generation asks it. */
         int64_t kept = n + 1, done = 0;
-        for (int64_t j = 0; j < kept; j++)
-            if (ha_is_eos(&p->gen, r->tok[r->L + j])) {
+        for (int64_t j = 0; j < kept && !done; j++) {
+            int stop = p->gen.should_stop ? p->gen.should_stop(p->gen.stop_user, r->row, r->tok, r->L + j + 1,
+                                                               b->p + j * V, V) : 0;
+            if (stop != 0 && stop != 1) return ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion");
+            if (stop || ha_is_eos(&p->gen, r->tok[r->L + j])) {
                 kept = j + 1;
                 done = 1;
-                break;
             }
+        }
         for (int64_t j = 0; j < kept; j++) {
             out[r->row * N + r->generated + j] = r->tok[r->L + j];
-            if (scores) memcpy(scores + ((r->generated + j) * B + r->row) * V, b->p + j * V, (size_t)V * sizeof(float));
+            const int64_t at = ((r->generated + j) * B + r->row) * V;
+            if (scores) memcpy(scores + at, b->p + j * V, (size_t)V * sizeof(float));
+            if (p->gen.logits_out) memcpy(p->gen.logits_out + at, b->raw + j * V, (size_t)V * sizeof(float));
         }
         if (p->gen.on_tokens && p->gen.on_tokens(p->gen.user, r->row, r->tok + r->L, kept) != 0)
             return ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback");
@@ -204,6 +211,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     const int64_t B = target->n_seq, V = target->vocab_size, N = p->gen.max_new_tokens;
     ha_status st = ha_check_generate_args(target, &p->gen, prompt_width, start);
     if (st != HA_OK) return st;
+    if (p->gen.no_cache)
+        return ha_fail(HA_ERR_INVALID, "assisted generation verifies drafts against the KV cache; pass use_cache=True");
     if (draft) {
         if (draft->vocab_size != V || draft->n_seq != B)
             return ha_fail(HA_ERR_INVALID, "the draft has vocab_size %lld and %lld rows; the target has %lld and %lld",
@@ -230,13 +239,14 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     const int64_t cap = prompt_width + N + 1;
     buffers b = { .seq = malloc((size_t)cap * sizeof(int32_t)), .want = malloc((size_t)cap),
                   .p = ha_malloc_array((size_t)N + 1, (size_t)V, sizeof(float)),
-                  .q = ha_malloc_array((size_t)N, (size_t)V, sizeof(float)) };
+                  .q = ha_malloc_array((size_t)N, (size_t)V, sizeof(float)),
+                  .raw = p->gen.logits_out ? ha_malloc_array((size_t)N + 1, (size_t)V, sizeof(float)) : NULL };
     int32_t *tok = malloc((size_t)cap * sizeof(int32_t));
     int64_t *generated = calloc((size_t)B, sizeof(int64_t)); /* (B,) new tokens per row */
     /* (B,) the rows' starts as checked: read once here, since a token callback of an earlier row may rewrite the
      * caller's array (a start changed to -2^31 made a later row's prompt length negative) */
     int64_t *first = malloc((size_t)B * sizeof(int64_t));
-    if (!b.seq || !b.want || !b.p || !b.q || !tok || !generated || !first) {
+    if (!b.seq || !b.want || !b.p || !b.q || (p->gen.logits_out && !b.raw) || !tok || !generated || !first) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld tokens over a vocabulary of %lld",
                      (long long)N, (long long)V);
         goto cleanup;
@@ -258,8 +268,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     for (int64_t row = 0; row < B && st == HA_OK; row++)
         for (int64_t j = generated[row]; j < N; j++) {
             out[row * N + j] = p->gen.pad_token_id;
-            if (scores && j < steps)
-                for (int64_t i = 0; i < V; i++) scores[(j * B + row) * V + i] = -INFINITY;
+            for (int64_t i = 0; j < steps && scores && i < V; i++) scores[(j * B + row) * V + i] = -INFINITY;
+            for (int64_t i = 0; j < steps && p->gen.logits_out && i < V; i++) p->gen.logits_out[(j * B + row) * V + i] = -INFINITY;
         }
     *n_steps = steps;
     stats.num_assistant_tokens = K;
@@ -271,6 +281,7 @@ cleanup:
     free(b.want);
     free(b.p);
     free(b.q);
+    free(b.raw);
     free(tok);
     free(generated);
     free(first);

@@ -13,7 +13,6 @@ ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, i
                        (long long)p->max_new_tokens, (long long)lm->capacity);
     if (prompt_width < 1 || prompt_width > INT32_MAX)
         return ha_fail(HA_ERR_INVALID, "the prompt width %lld is out of range", (long long)prompt_width);
-    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
     if (p->n_eos < 0 || (p->n_eos > 0 && !p->eos)) return ha_fail(HA_ERR_INVALID, "bad eos list");
     if (!(p->max_time >= 0.0)) /* NaN too */
         return ha_fail(HA_ERR_INVALID, "max_time=%g must be >= 0 seconds (0: no limit)", p->max_time);
@@ -44,7 +43,8 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     for (int64_t b = 0; b < B; b++) n_prefill += prompt_width - start[b];
     int32_t *history = malloc((size_t)(B * hist_w) * sizeof(int32_t));   /* (B, hist_w) each row's real tokens */
     int64_t *hist_n = calloc((size_t)B, sizeof(int64_t));                 /* (B,) */
-    const size_t n_append = (size_t)(n_prefill > B ? n_prefill : B);     /* the largest append: prefill or a step */
+    /* the largest append: the prefill, a step, or with no_cache every row's whole sequence */
+    const size_t n_append = (size_t)(p->no_cache ? B * hist_w : n_prefill > B ? n_prefill : B);
     int32_t *seq = malloc(n_append * sizeof(int32_t));
     int32_t *tok = malloc(n_append * sizeof(int32_t));
     uint8_t *want = calloc(n_append, 1);
@@ -76,15 +76,16 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         for (int64_t b = 0; b < B; b++) {
             if (!done[b]) continue;
             out[b * N + step] = p->pad_token_id;
-            if (scores)
-                for (int64_t i = 0; i < V; i++) scores[(step * B + b) * V + i] = -INFINITY;
+            for (int64_t i = 0; scores && i < V; i++) scores[(step * B + b) * V + i] = -INFINITY;
+            for (int64_t i = 0; p->logits_out && i < V; i++) p->logits_out[(step * B + b) * V + i] = -INFINITY;
         }
         /* 3. One token for each running row; logits row r belongs to batch row row_of[r]. */
         for (int64_t r = 0; r < active; r++) {
             int32_t b = row_of[r];
             float *s = logits + r * V;
-            ha_suppress_eos(p, s, V, step);
-            ha_sampler_process(sampler, s, history + b * hist_w, hist_n[b]);
+            int32_t *h = history + b * hist_w;
+            if (p->logits_out) memcpy(p->logits_out + (step * B + b) * V, s, (size_t)V * sizeof(float));
+            if ((st = ha_sampler_process(sampler, s, b, h, hist_n[b], step)) != HA_OK) break;
             int32_t t = ha_sampler_choose(sampler, s, (uint32_t)b, (uint32_t)hist_n[b]);
             if (t < 0) {
                 st = ha_fail(HA_ERR_INVALID, "row %d at step %lld: every token was removed or NaN; check the weights "
@@ -93,8 +94,13 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             }
             if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));
             out[b * N + step] = t;
-            history[b * hist_w + hist_n[b]++] = t;
-            if (ha_is_eos(p, t)) done[b] = 1;
+            h[hist_n[b]++] = t;
+            int stop = p->should_stop ? p->should_stop(p->stop_user, b, h, hist_n[b], s, V) : 0;
+            if (stop != 0 && stop != 1) {
+                st = ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion at step %lld", (long long)step);
+                break;
+            }
+            if (stop || ha_is_eos(p, t)) done[b] = 1;
             if (p->on_tokens && p->on_tokens(p->user, b, &t, 1) != 0) {
                 st = ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback at step %lld", (long long)step);
                 break;
@@ -102,13 +108,18 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         }
         if (st != HA_OK) break;
         *n_steps = step + 1;
-        /* 4. The rows still running go on with the token just chosen, in one append. */
+        /* 4. The rows still running go on with the token just chosen, in one append; with no_cache, each row's
+         * whole sequence again from an empty cache (logits only at its last token). */
+        int64_t n_tok = 0;
         active = 0;
         for (int64_t b = 0; b < B; b++) {
             if (done[b]) continue;
-            seq[active] = (int32_t)b;
-            tok[active] = out[b * N + step];
-            want[active] = 1;
+            const int64_t from = p->no_cache ? 0 : hist_n[b] - 1;
+            for (int64_t j = from; j < hist_n[b]; j++) {
+                seq[n_tok] = (int32_t)b;
+                tok[n_tok] = history[b * hist_w + j];
+                want[n_tok++] = j == hist_n[b] - 1;
+            }
             row_of[active++] = (int32_t)b;
         }
         if (active == 0 || step + 1 == N || ha_now() >= deadline) break; /* max_time: after the step, as Transformers */
@@ -116,7 +127,8 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             st = ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after step %lld", (long long)step);
             break;
         }
-        st = lm->append(lm->self, active, seq, tok, want, logits);
+        for (int64_t r = 0; p->no_cache && r < active && st == HA_OK; r++) st = lm->crop(lm->self, row_of[r], 0);
+        if (st == HA_OK) st = lm->append(lm->self, n_tok, seq, tok, want, logits);
     }
 
     if (st == HA_OK) /* columns past the last step, as ha_generate_assisted leaves them */

@@ -194,9 +194,33 @@ HA_API void ha_llama_context_free(ha_llama_context *c);
 HA_API ha_lm *ha_llama_context_lm(ha_llama_context *c);
 
 /* ---- sampling --------------------------------------------------------------------------------------
- * Logits processing in Transformers' order (repetition penalty; then, when sampling, temperature,
- * top_k, top_p) and draws from a counter-based generator keyed by (seed, row, position, purpose): the
- * noise used at a position never depends on how the tokens before it were computed. */
+ * Logits processing with Transformers' semantics and in its order (GenerationMixin._get_logits_processor):
+ *   sequence_bias, repetition_penalty, no_repeat_ngram_size, bad_words_ids, min length (min_new_tokens),
+ *   forced_bos_token_id, forced_eos_token_id, remove_invalid_values, exponential_decay_length_penalty,
+ *   suppress_tokens, begin_suppress_tokens, the caller's processors (on_logits), then when sampling
+ *   temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, and last renormalize_logits;
+ * and draws from a counter-based generator keyed by (seed, row, position, purpose): the noise used at a
+ * position never depends on how the tokens before it were computed. Processors that look at earlier tokens
+ * see the row's own tokens (its prompt without padding, then what it generated before the position). */
+
+/* n token sequences with a value each: sequence i is tokens[offsets[i], offsets[i + 1]), non-empty. */
+typedef struct ha_token_seqs {
+    const int32_t *tokens;  /* (offsets[n],) */
+    const int64_t *offsets; /* (n + 1,): offsets[0] == 0, strictly increasing */
+    const float *values;    /* (n,); bad_words ignores it */
+    int64_t n;              /* 0: none */
+} ha_token_seqs;
+
+/* The caller's logits processors (Transformers' logits_processor= list): called once per processed row with
+ * the row, its tokens so far (n,) and its scores (vocab,), after the built-in processors and before the
+ * sampling warpers, to change the scores in place. Called from the thread that made the core call, for the
+ * target's scores and a draft model's alike. Returns 0 to go on; anything else stops the work, which returns
+ * HA_ERR_CALLBACK. */
+typedef int (*ha_logits_callback)(void *user, int64_t row, const int32_t *tokens, int64_t n, float *scores,
+                                  int64_t vocab);
+
+/* Every field after seed is off when zero (NULL, 0): a struct that sets only the first six keeps its
+ * meaning. "step" is the index of the new token being chosen (0 for the first after the prompt). */
 typedef struct ha_sampling_params {
     int do_sample;             /* 0: greedy (argmax, first index on ties) */
     float temperature;         /* > 0; used when do_sample */
@@ -204,6 +228,34 @@ typedef struct ha_sampling_params {
     float top_p;               /* (0, 1]; 1: off */
     float repetition_penalty;  /* > 0; 1: off */
     uint64_t seed;
+    ha_token_seqs sequence_bias;      /* value added to the score of a sequence's last token where the row's
+                                         tokens end with the rest of it (always, for one-token sequences);
+                                         sequences longer than the row's tokens are skipped, as Transformers */
+    int64_t no_repeat_ngram_size;     /* > 0: a token that would complete an n-gram already in the row is -inf */
+    ha_token_seqs bad_words;          /* -inf for a sequence's last token where the row ends with the rest */
+    const int32_t *eos;               /* (n_eos,) -inf while step < min_new_tokens; also the tokens that */
+    int64_t n_eos;                    /* exponential decay raises */
+    int64_t min_new_tokens;
+    const int32_t *forced_bos;        /* (n_forced_bos,) at step 0 every other token is -inf and these 0 */
+    int64_t n_forced_bos;             /* (callers pass it only where Transformers' cur_len == 1 holds there) */
+    const int32_t *forced_eos;        /* (n_forced_eos,) likewise at step forced_eos_step */
+    int64_t n_forced_eos;
+    int64_t forced_eos_step;
+    int remove_invalid_values;        /* NaN -> 0, +inf -> FLT_MAX, -inf -> -FLT_MAX */
+    float decay_factor;               /* > 0: for step > decay_start, each eos score s += |s| * */
+    int64_t decay_start;              /*       (decay_factor^(step - decay_start) - 1); 0: off */
+    const int32_t *suppress;          /* (n_suppress,) always -inf */
+    int64_t n_suppress;
+    const int32_t *begin_suppress;    /* (n_begin_suppress,) -inf at step begin_suppress_step */
+    int64_t n_begin_suppress;
+    int64_t begin_suppress_step;
+    ha_logits_callback on_logits;     /* NULL: none */
+    void *logits_user;
+    float min_p;                      /* [0, 1]; sampling: tokens below min_p * the top probability go; 0: off */
+    float typical_p;                  /* (0, 1); sampling: locally typical sampling's mass; 0 or 1: off */
+    float epsilon_cutoff;             /* (0, 1); sampling: tokens of probability below it go; 0: off */
+    float eta_cutoff;                 /* (0, 1); sampling: eta sampling; 0: off */
+    int renormalize;                  /* != 0: log_softmax last (Transformers' renormalize_logits) */
 } ha_sampling_params;
 
 enum { HA_RNG_SAMPLE = 1, HA_RNG_ACCEPT = 2, HA_RNG_RESIDUAL = 3 };
@@ -213,12 +265,15 @@ HA_API double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uin
                              uint32_t index);
 
 typedef struct ha_sampler ha_sampler;
-/* Scratch for processing rows of V logits; allocated once per generation. */
+/* Scratch for processing rows of V logits; allocated once per generation. Checks every parameter (token ids
+ * in [0, V), offsets, ranges); the arrays p points to are borrowed for the sampler's life. */
 HA_API ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab_size, ha_sampler **out);
 HA_API void ha_sampler_free(ha_sampler *s);
-/* In place: scores (V,) raw logits -> processed scores (-INFINITY where removed). history (n,) are the
- * row's tokens so far, for the repetition penalty; each distinct token is penalized once. */
-HA_API void ha_sampler_process(ha_sampler *s, float *scores, const int32_t *history, int64_t n_history);
+/* In place: scores (V,) raw logits of row `row` -> processed scores (-INFINITY where removed). history (n,)
+ * are the row's tokens before the scored position, step the index of the new token it chooses. Returns
+ * HA_ERR_CALLBACK if on_logits asked to stop (scores are then undefined), else HA_OK. */
+HA_API ha_status ha_sampler_process(ha_sampler *s, float *scores, int64_t row, const int32_t *history,
+                                    int64_t n_history, int64_t step);
 /* The token chosen from processed scores: argmax when greedy, else a draw from softmax(scores) by the
  * Gumbel-max rule with noise keyed by (seed, row, position, HA_RNG_SAMPLE, token). -1 if every score is
  * -inf or NaN. */
@@ -231,10 +286,16 @@ HA_API int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint3
  * on; anything else stops the generation, which then returns HA_ERR_CALLBACK. */
 typedef int (*ha_token_callback)(void *user, int64_t row, const int32_t *tokens, int64_t n);
 
+/* The caller's stopping criteria (Transformers' stopping_criteria= and stop_strings): called once per decided
+ * token, in order, with the row's tokens up to and including it (n,) and the processed scores it was chosen
+ * from (vocab,), before the token callback sees it. Returns 0 to go on, 1 to end the row after this token
+ * (as an eos does), anything else stops the work with HA_ERR_CALLBACK. */
+typedef int (*ha_stop_callback)(void *user, int64_t row, const int32_t *tokens, int64_t n, const float *scores,
+                                int64_t vocab);
+
 typedef struct ha_generate_params {
     int64_t max_new_tokens;     /* >= 1 */
-    int64_t min_new_tokens;     /* eos is suppressed while fewer tokens than this were generated */
-    const int32_t *eos;         /* (n_eos,) stop tokens */
+    const int32_t *eos;         /* (n_eos,) stop tokens (min_new_tokens is the sampler's: sampling.eos) */
     int64_t n_eos;
     int32_t pad_token_id;       /* written after a row has stopped */
     double max_time;            /* seconds; > 0: no step starts once this much time has passed since the call
@@ -244,6 +305,13 @@ typedef struct ha_generate_params {
     ha_sampling_params sampling;
     ha_token_callback on_tokens; /* NULL: none */
     void *user;                  /* passed to on_tokens */
+    ha_stop_callback should_stop; /* NULL: none */
+    void *stop_user;
+    float *logits_out;           /* NULL, or (max_new_tokens, n_seq, V): each step's raw logits, as the scores
+                                    argument holds processed ones (Transformers' output_logits) */
+    int no_cache;                /* ha_generate only: each step recomputes every running row's whole sequence
+                                    from an empty cache (use_cache=False): the same logits, bitwise, by batch
+                                    invariance, at quadratic cost */
 } ha_generate_params;
 
 /* Plain generation for the n_seq rows of lm, whose caches must be empty.

@@ -267,13 +267,6 @@ static inline int ha_is_eos(const ha_generate_params *p, int32_t t) {
     return 0;
 }
 
-/* Transformers' MinNewTokensLengthLogitsProcessor: eos may not be chosen before min_new_tokens. */
-static inline void ha_suppress_eos(const ha_generate_params *p, float *scores, int64_t vocab, int64_t n_generated) {
-    if (n_generated >= p->min_new_tokens) return;
-    for (int64_t i = 0; i < p->n_eos; i++)
-        if (p->eos[i] >= 0 && p->eos[i] < vocab) scores[p->eos[i]] = -INFINITY;
-}
-
 /* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
 ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
 

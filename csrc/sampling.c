@@ -3,6 +3,7 @@
  * Noise is a pure function of (seed, row, position, purpose, token), from Philox4x32-10 (Salmon et al.
  * 2011): counter = (token, position, row, purpose), key = the seed's two halves. A sampled token is
  * argmax_i(score_i + Gumbel_i), which draws exactly from softmax(scores). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,18 +31,40 @@ double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t p
 }
 
 typedef struct scored { float v; int32_t i; } scored;
+typedef struct dscored { double v; int32_t i; } dscored;
 
 struct ha_sampler {
     ha_sampling_params p;
     int64_t vocab;
     scored *pairs;      /* (V,) scratch for sorting */
-    uint8_t *seen;      /* (V,) repetition-penalty marks, all 0 between calls */
+    dscored *dpairs;    /* (V,) scratch for typical_p's sort; NULL when it is off */
+    uint8_t *mark;      /* (V,) per-token marks, all 0 between calls */
+    float *bias;        /* (V,) sequence bias being summed, all 0 between calls */
+    int32_t *touched;   /* (V,) tokens whose mark or bias is set */
 };
 
-ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampler **out) {
-    if (!p || !out) return ha_fail(HA_ERR_INVALID, "ha_sampler_create: NULL argument");
-    *out = NULL;
-    if (vocab < 1 || vocab > INT32_MAX) return ha_fail(HA_ERR_INVALID, "vocab_size %lld is out of range", (long long)vocab);
+/* Checks a token list (n,) against the vocabulary; on failure names it. */
+static ha_status check_tokens(const char *what, const int32_t *t, int64_t n, int64_t vocab) {
+    if (n < 0 || (n > 0 && !t)) return ha_fail(HA_ERR_INVALID, "%s: %lld tokens at NULL", what, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (t[i] < 0 || t[i] >= vocab)
+            return ha_fail(HA_ERR_INVALID, "%s holds token id %d, outside [0, %lld); pass ids from the model's tokenizer",
+                           what, t[i], (long long)vocab);
+    return HA_OK;
+}
+
+static ha_status check_seqs(const char *what, const ha_token_seqs *q, int64_t vocab) {
+    if (q->n == 0) return HA_OK;
+    if (q->n < 0 || !q->offsets || !q->tokens)
+        return ha_fail(HA_ERR_INVALID, "%s: %lld sequences without their arrays", what, (long long)q->n);
+    if (q->offsets[0] != 0) return ha_fail(HA_ERR_INVALID, "%s: offsets[0] must be 0", what);
+    for (int64_t i = 0; i < q->n; i++)
+        if (q->offsets[i + 1] <= q->offsets[i])
+            return ha_fail(HA_ERR_INVALID, "%s: sequence %lld is empty; every sequence needs a token", what, (long long)i);
+    return check_tokens(what, q->tokens, q->offsets[q->n], vocab);
+}
+
+static ha_status check_params(const ha_sampling_params *p, int64_t vocab) {
     if (p->do_sample && !(p->temperature > 0.0f && isfinite(p->temperature)))
         return ha_fail(HA_ERR_INVALID, "temperature=%g must be a strictly positive float when sampling; "
                        "for greedy decoding set do_sample=False", (double)p->temperature);
@@ -51,12 +74,47 @@ ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampl
     if (!(p->repetition_penalty > 0.0f && isfinite(p->repetition_penalty)))
         return ha_fail(HA_ERR_INVALID, "repetition_penalty=%g must be a strictly positive float (1 disables it)",
                        (double)p->repetition_penalty);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f)) return ha_fail(HA_ERR_INVALID, "min_p=%g must be in [0, 1]", (double)p->min_p);
+    if (!(p->typical_p >= 0.0f && p->typical_p <= 1.0f))
+        return ha_fail(HA_ERR_INVALID, "typical_p=%g must be in (0, 1] (0 or 1: off)", (double)p->typical_p);
+    if (!(p->epsilon_cutoff >= 0.0f && p->epsilon_cutoff < 1.0f))
+        return ha_fail(HA_ERR_INVALID, "epsilon_cutoff=%g must be in [0, 1)", (double)p->epsilon_cutoff);
+    if (!(p->eta_cutoff >= 0.0f && p->eta_cutoff < 1.0f))
+        return ha_fail(HA_ERR_INVALID, "eta_cutoff=%g must be in [0, 1)", (double)p->eta_cutoff);
+    if (p->no_repeat_ngram_size < 0)
+        return ha_fail(HA_ERR_INVALID, "no_repeat_ngram_size=%lld must be >= 0", (long long)p->no_repeat_ngram_size);
+    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
+    if (!(p->decay_factor >= 0.0f && isfinite(p->decay_factor)) || p->decay_start < 0)
+        return ha_fail(HA_ERR_INVALID, "exponential_decay_length_penalty (%lld, %g) needs a start >= 0 and a finite factor > 0",
+                       (long long)p->decay_start, (double)p->decay_factor);
+    if (p->sequence_bias.n > 0 && !p->sequence_bias.values)
+        return ha_fail(HA_ERR_INVALID, "sequence_bias: %lld sequences without values", (long long)p->sequence_bias.n);
+    ha_status st;
+    if ((st = check_seqs("sequence_bias", &p->sequence_bias, vocab)) != HA_OK) return st;
+    if ((st = check_seqs("bad_words_ids", &p->bad_words, vocab)) != HA_OK) return st;
+    if ((st = check_tokens("eos_token_id", p->eos, p->n_eos, vocab)) != HA_OK) return st;
+    if ((st = check_tokens("forced_bos_token_id", p->forced_bos, p->n_forced_bos, vocab)) != HA_OK) return st;
+    if ((st = check_tokens("forced_eos_token_id", p->forced_eos, p->n_forced_eos, vocab)) != HA_OK) return st;
+    if ((st = check_tokens("suppress_tokens", p->suppress, p->n_suppress, vocab)) != HA_OK) return st;
+    return check_tokens("begin_suppress_tokens", p->begin_suppress, p->n_begin_suppress, vocab);
+}
+
+ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampler **out) {
+    if (!p || !out) return ha_fail(HA_ERR_INVALID, "ha_sampler_create: NULL argument");
+    *out = NULL;
+    if (vocab < 1 || vocab > INT32_MAX) return ha_fail(HA_ERR_INVALID, "vocab_size %lld is out of range", (long long)vocab);
+    ha_status st = check_params(p, vocab);
+    if (st != HA_OK) return st;
+    const int typical = p->do_sample && p->typical_p > 0.0f && p->typical_p < 1.0f;
     ha_sampler *s = calloc(1, sizeof *s);
     if (s) {
         s->pairs = malloc((size_t)vocab * sizeof(scored));
-        s->seen = calloc((size_t)vocab, 1);
+        s->dpairs = typical ? malloc((size_t)vocab * sizeof(dscored)) : NULL;
+        s->mark = calloc((size_t)vocab, 1);
+        s->bias = calloc((size_t)vocab, sizeof(float));
+        s->touched = malloc((size_t)vocab * sizeof(int32_t));
     }
-    if (!s || !s->pairs || !s->seen) {
+    if (!s || !s->pairs || (typical && !s->dpairs) || !s->mark || !s->bias || !s->touched) {
         ha_sampler_free(s);
         return ha_fail(HA_ERR_NOMEM, "out of memory creating a sampler for %lld tokens", (long long)vocab);
     }
@@ -69,7 +127,10 @@ ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampl
 void ha_sampler_free(ha_sampler *s) {
     if (!s) return;
     free(s->pairs);
-    free(s->seen);
+    free(s->dpairs);
+    free(s->mark);
+    free(s->bias);
+    free(s->touched);
     free(s);
 }
 
@@ -78,6 +139,92 @@ static int cmp_scored(const void *a, const void *b) {
     const scored *x = a, *y = b;
     if (x->v != y->v) return x->v < y->v ? -1 : 1;
     return (x->i > y->i) - (x->i < y->i);
+}
+
+static int cmp_dscored(const void *a, const void *b) {
+    const dscored *x = a, *y = b;
+    if (x->v != y->v) return x->v < y->v ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* max and sum of exp(scores - max), in double; max is -inf when every score is. */
+static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
+    double m = -INFINITY, z = 0.0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (scores[i] > m) m = scores[i];
+    if (m > -INFINITY)
+        for (int64_t i = 0; i < vocab; i++) z += exp((double)scores[i] - m);
+    *mx = m;
+    return z;
+}
+
+/* Whether the row's tokens h (n,) end with seq[0, len - 1), the sequence's prefix; as Transformers'
+ * SequenceBiasLogitsProcessor, a sequence longer than the row's tokens never matches. */
+static int ends_with_prefix(const int32_t *h, int64_t n, const int32_t *seq, int64_t len) {
+    if (len > n) return 0;
+    return len == 1 || memcmp(h + n - (len - 1), seq, (size_t)(len - 1) * sizeof(int32_t)) == 0;
+}
+
+/* Transformers' SequenceBiasLogitsProcessor (values) and NoBadWordsLogitsProcessor (values NULL: -inf): one
+ * bias per token summed first (one-token sequences, then longer ones in order), then added to the scores. */
+static void sequence_bias(ha_sampler *s, float *scores, const ha_token_seqs *q, const int32_t *h, int64_t n) {
+    int64_t n_touched = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < q->n; i++) {
+            const int32_t *seq = q->tokens + q->offsets[i];
+            const int64_t len = q->offsets[i + 1] - q->offsets[i];
+            if ((len == 1) != (pass == 0) || !ends_with_prefix(h, n, seq, len)) continue;
+            int32_t t = seq[len - 1];
+            if (!s->mark[t]) {
+                s->mark[t] = 1;
+                s->touched[n_touched++] = t;
+            }
+            s->bias[t] += q->values ? q->values[i] : -INFINITY;
+        }
+    for (int64_t j = 0; j < n_touched; j++) {
+        int32_t t = s->touched[j];
+        scores[t] += s->bias[t];
+        s->bias[t] = 0.0f;
+        s->mark[t] = 0;
+    }
+}
+
+/* Transformers' RepetitionPenaltyLogitsProcessor: each distinct earlier token's score divided by the penalty
+ * where positive, multiplied where negative. */
+static void repetition_penalty(ha_sampler *s, float *scores, const int32_t *h, int64_t n) {
+    const float rp = s->p.repetition_penalty;
+    int64_t n_touched = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t t = h[i];
+        if (t < 0 || t >= s->vocab || s->mark[t]) continue;
+        s->mark[t] = 1;
+        s->touched[n_touched++] = t;
+        scores[t] = scores[t] < 0 ? scores[t] * rp : scores[t] / rp;
+    }
+    for (int64_t j = 0; j < n_touched; j++) s->mark[s->touched[j]] = 0;
+}
+
+/* Transformers' NoRepeatNGramLogitsProcessor: the last size - 1 tokens looked up in the row's tokens; every
+ * token that followed an earlier occurrence of them would repeat an n-gram, so it goes. */
+static void no_repeat_ngram(const ha_sampler *s, float *scores, const int32_t *h, int64_t n) {
+    const int64_t size = s->p.no_repeat_ngram_size;
+    if (n + 1 < size) return;
+    const int32_t *prefix = h + n - (size - 1);
+    for (int64_t i = 0; i + size <= n; i++)
+        if (memcmp(h + i, prefix, (size_t)(size - 1) * sizeof(int32_t)) == 0) {
+            int32_t t = h[i + size - 1];
+            if (t >= 0 && t < s->vocab) scores[t] = -INFINITY;
+        }
+}
+
+static void set_tokens(float *scores, const int32_t *t, int64_t n, float v) {
+    for (int64_t i = 0; i < n; i++) scores[t[i]] = v;
+}
+
+/* Transformers' ForcedBOS/ForcedEOSTokenLogitsProcessor: only the forced tokens stay, at score 0. */
+static void force(float *scores, int64_t vocab, const int32_t *t, int64_t n) {
+    for (int64_t i = 0; i < vocab; i++) scores[i] = -INFINITY;
+    set_tokens(scores, t, n, 0.0f);
 }
 
 /* Transformers' TopKLogitsWarper: keep scores >= the k-th largest (ties with it are kept). */
@@ -111,23 +258,117 @@ static void top_p(ha_sampler *s, float *scores) {
     }
 }
 
-void ha_sampler_process(ha_sampler *s, float *scores, const int32_t *history, int64_t n_history) {
-    float rp = s->p.repetition_penalty;
-    if (rp != 1.0f && history) {
-        for (int64_t i = 0; i < n_history; i++) {
-            int32_t t = history[i];
-            if (t < 0 || t >= s->vocab || s->seen[t]) continue;
-            s->seen[t] = 1;
-            scores[t] = scores[t] < 0 ? scores[t] * rp : scores[t] / rp;
+/* Transformers' MinPLogitsWarper: p_i < min_p * max p goes, i.e. exp(s_i - max s) < min_p; the top token
+ * always stays. */
+static void min_p(const ha_sampler *s, float *scores) {
+    double m = -INFINITY;
+    for (int64_t i = 0; i < s->vocab; i++)
+        if (scores[i] > m) m = scores[i];
+    if (!(m > -INFINITY)) return;
+    for (int64_t i = 0; i < s->vocab; i++)
+        if ((double)scores[i] < m && exp((double)scores[i] - m) < (double)s->p.min_p) scores[i] = -INFINITY;
+}
+
+/* Transformers' TypicalLogitsWarper: tokens sorted by |-log p_i - H| (H the entropy); the smallest set in that
+ * order whose mass reaches typical_p stays (ties with its last member too, and always the first). */
+static void typical_p(ha_sampler *s, float *scores) {
+    const int64_t V = s->vocab;
+    double m, z = softmax_norm(scores, V, &m);
+    if (!(m > -INFINITY)) return;
+    const double logz = m + log(z);
+    double H = 0.0;
+    for (int64_t i = 0; i < V; i++)
+        if (scores[i] > -INFINITY) {
+            double lp = (double)scores[i] - logz;
+            H -= lp * exp(lp);
         }
-        for (int64_t i = 0; i < n_history; i++)
-            if (history[i] >= 0 && history[i] < s->vocab) s->seen[history[i]] = 0;
+    for (int64_t i = 0; i < V; i++) {
+        double lp = (double)scores[i] - logz;
+        s->dpairs[i] = (dscored){ scores[i] > -INFINITY ? fabs(-lp - H) : INFINITY, (int32_t)i };
     }
-    if (!s->p.do_sample) return;
-    if (s->p.temperature != 1.0f)
-        for (int64_t i = 0; i < s->vocab; i++) scores[i] /= s->p.temperature;
-    top_k(s, scores);
-    top_p(s, scores);
+    qsort(s->dpairs, (size_t)V, sizeof(dscored), cmp_dscored);
+    double cum = 0.0;
+    int64_t last = 0; /* how many in sorted order have cumulative probability < typical_p */
+    for (int64_t j = 0; j < V; j++) {
+        cum += exp((double)scores[s->dpairs[j].i] - logz);
+        if (!(cum < (double)s->p.typical_p)) break;
+        last++;
+    }
+    if (last > V - 1) last = V - 1;
+    const double cut = s->dpairs[last].v;
+    for (int64_t j = 1; j < V; j++)
+        if (s->dpairs[j].v > cut) scores[s->dpairs[j].i] = -INFINITY;
+}
+
+/* Transformers' EpsilonLogitsWarper (eta == 0) and EtaLogitsWarper: tokens of probability below the cutoff
+ * go, apart from the top-scored ones. Eta's cutoff is min(eta, sqrt(eta) * exp(-entropy)). */
+static void probability_cutoff(const ha_sampler *s, float *scores, double cutoff, int eta) {
+    const int64_t V = s->vocab;
+    double m, z = softmax_norm(scores, V, &m);
+    if (!(m > -INFINITY)) return;
+    if (eta) {
+        const double logz = m + log(z);
+        double H = 0.0;
+        for (int64_t i = 0; i < V; i++)
+            if (scores[i] > -INFINITY) {
+                double lp = (double)scores[i] - logz;
+                H -= lp * exp(lp);
+            }
+        double e = sqrt(cutoff) * exp(-H);
+        cutoff = e < cutoff ? e : cutoff;
+    }
+    for (int64_t i = 0; i < V; i++)
+        if ((double)scores[i] < m && exp((double)scores[i] - m) / z < cutoff) scores[i] = -INFINITY;
+}
+
+/* Transformers' LogitNormalization: log_softmax. */
+static void renormalize(const ha_sampler *s, float *scores) {
+    double m, z = softmax_norm(scores, s->vocab, &m);
+    if (!(m > -INFINITY)) return;
+    const double logz = m + log(z);
+    for (int64_t i = 0; i < s->vocab; i++) scores[i] = (float)((double)scores[i] - logz);
+}
+
+ha_status ha_sampler_process(ha_sampler *s, float *scores, int64_t row, const int32_t *history, int64_t n_history,
+                             int64_t step) {
+    const ha_sampling_params *p = &s->p;
+    const int64_t V = s->vocab;
+    const int32_t *h = history ? history : (const int32_t *)"";
+    const int64_t n = history ? n_history : 0;
+    if (p->sequence_bias.n) sequence_bias(s, scores, &p->sequence_bias, h, n);
+    if (p->repetition_penalty != 1.0f) repetition_penalty(s, scores, h, n);
+    if (p->no_repeat_ngram_size > 0) no_repeat_ngram(s, scores, h, n);
+    if (p->bad_words.n) {
+        ha_token_seqs banned = p->bad_words;
+        banned.values = NULL;
+        sequence_bias(s, scores, &banned, h, n);
+    }
+    if (step < p->min_new_tokens) set_tokens(scores, p->eos, p->n_eos, -INFINITY);
+    if (p->n_forced_bos && step == 0) force(scores, V, p->forced_bos, p->n_forced_bos);
+    if (p->n_forced_eos && step == p->forced_eos_step) force(scores, V, p->forced_eos, p->n_forced_eos);
+    if (p->remove_invalid_values)
+        for (int64_t i = 0; i < V; i++)
+            scores[i] = isnan(scores[i]) ? 0.0f : scores[i] == INFINITY ? FLT_MAX : scores[i] == -INFINITY ? -FLT_MAX : scores[i];
+    if (p->decay_factor > 0.0f && step > p->decay_start) {
+        const float f = (float)(pow((double)p->decay_factor, (double)(step - p->decay_start)) - 1.0);
+        for (int64_t i = 0; i < p->n_eos; i++) scores[p->eos[i]] += fabsf(scores[p->eos[i]]) * f;
+    }
+    set_tokens(scores, p->suppress, p->n_suppress, -INFINITY);
+    if (step == p->begin_suppress_step) set_tokens(scores, p->begin_suppress, p->n_begin_suppress, -INFINITY);
+    if (p->on_logits && p->on_logits(p->logits_user, row, h, n, scores, V) != 0)
+        return ha_fail(HA_ERR_CALLBACK, "generation stopped by a logits processor");
+    if (p->do_sample) {
+        if (p->temperature != 1.0f)
+            for (int64_t i = 0; i < V; i++) scores[i] /= p->temperature;
+        top_k(s, scores);
+        top_p(s, scores);
+        if (p->min_p > 0.0f) min_p(s, scores);
+        if (p->typical_p > 0.0f && p->typical_p < 1.0f) typical_p(s, scores);
+        if (p->epsilon_cutoff > 0.0f) probability_cutoff(s, scores, (double)p->epsilon_cutoff, 0);
+        if (p->eta_cutoff > 0.0f) probability_cutoff(s, scores, (double)p->eta_cutoff, 1);
+    }
+    if (p->renormalize) renormalize(s, scores);
+    return HA_OK;
 }
 
 int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
@@ -157,17 +398,6 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
 
 int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position) {
     return ha_sampler_choose_keyed(s, scores, row, position, HA_RNG_SAMPLE);
-}
-
-/* max and sum of exp(scores - max), in double; max is -inf when every score is. */
-static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
-    double m = -INFINITY, z = 0.0;
-    for (int64_t i = 0; i < vocab; i++)
-        if (scores[i] > m) m = scores[i];
-    if (m > -INFINITY)
-        for (int64_t i = 0; i < vocab; i++) z += exp((double)scores[i] - m);
-    *mx = m;
-    return z;
 }
 
 double ha_softmax_at(const float *scores, int64_t vocab, int32_t t) {

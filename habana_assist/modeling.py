@@ -16,11 +16,30 @@ import numpy as np
 from . import _core
 from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError
 from .generation import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig
+from .generate_args import _callables as _callables_of, logits_callback, processing_args, stop_callback
 from .hub import resolve
 from .loading import load_checkpoint
+from .stopping import StopStringCriteria
 from .streamers import stop_streamer
+from .tensors import convert_output, to_numpy
 
 _seed_source = np.random.default_rng()
+
+# generate() arguments of Transformers' that this package refuses (other than GenerationConfig fields, which
+# GenerationConfig.check_supported refuses): flag -> why, and what to use instead.
+_REFUSED_ARGUMENTS = {
+    "prefix_allowed_tokens_fn": "constrained decoding by a prefix function is not implemented; pass a "
+                                "logits_processor that sets the scores of disallowed tokens to -inf",
+    "negative_prompt_ids": "classifier-free guidance is not implemented; leave guidance_scale unset",
+    "negative_prompt_attention_mask": "classifier-free guidance is not implemented; leave guidance_scale unset",
+    "assistant_tokenizer": "a draft with another tokenizer (universal assisted decoding) is not implemented; use a "
+                           "draft that shares the target's tokenizer",
+    "synced_gpus": "there is one CPU process here, nothing to synchronize; leave it unset",
+    "use_model_defaults": "generation always starts from the model's generation_config (use_model_defaults=True); "
+                          "pass generation_config=GenerationConfig() for Transformers' global defaults",
+}
+# Values of those arguments that are accepted, since they change nothing here (default: None only).
+_ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
 
 
 def set_seed(seed):
@@ -182,6 +201,19 @@ class LlamaForCausalLM:
                     float(cfg.rms_norm_eps), np.ascontiguousarray(cfg.rope_inv_freq(), dtype=np.float64))
         self._core = _core.Model(core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"),
                                  mat("lm_head.weight"), layers)
+        self._weights = w  # name -> loading.Weight, for save_pretrained and num_parameters
+        # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
+        self._parts = (core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"), mat("lm_head.weight"), layers)
+        self._early_exit = {}  # N -> _core.Model over the first N layers
+
+    def _early_exit_core(self, n_layers):
+        """A core model of this model's first n_layers layers, its final norm and its head, over the same weight
+        buffers (no copy): Transformers' assistant_early_exit draft (LayerSkip's self-speculation)."""
+        if n_layers not in self._early_exit:
+            core_cfg, embed, norm, head, layers = self._parts
+            cfg = (core_cfg[0], core_cfg[1], core_cfg[2], n_layers) + core_cfg[4:]
+            self._early_exit[n_layers] = _core.Model(cfg, embed, norm, head, layers[:n_layers])
+        return self._early_exit[n_layers]
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
@@ -190,6 +222,55 @@ class LlamaForCausalLM:
     @property
     def vocab_size(self):
         return self.config.vocab_size
+
+    # ---- the rest of the model surface scripts written for Transformers touch ----------------------------
+
+    def eval(self):
+        """Inference is all this model does (no dropout, no gradients): returns self, as torch's eval()."""
+        return self
+
+    def train(self, mode=True):
+        if mode:
+            raise InvalidInputError("this model only runs inference; training is not supported (use model.eval())")
+        return self
+
+    def to(self, *args, **kwargs):
+        """model.to("cpu") (or torch.device("cpu")) returns self; another device or a dtype is refused: load with
+        from_pretrained(path, dtype=...) to change the dtype."""
+        for value in list(args) + list(kwargs.values()):
+            name = str(value)
+            if name.split(":")[0] != "cpu":
+                raise InvalidInputError(f"model.to({value!r}): this model runs on the CPU only, with dtypes chosen at "
+                                        "load time; use model.to('cpu'), or from_pretrained(path, dtype=...) for a "
+                                        "dtype")
+        return self
+
+    def cpu(self):
+        return self
+
+    def num_parameters(self, only_trainable=False, exclude_embeddings=False):
+        """Parameters as Transformers counts them: each tensor of the checkpoint once (a tied head not again);
+        exclude_embeddings leaves out the embedding (and an untied head, as Transformers' count of embedding
+        parameters does: nn.Embedding only, so the head stays)."""
+        total, seen = 0, set()
+        for name, weight in self._weights.items():
+            if id(weight.array) in seen or (exclude_embeddings and name == "model.embed_tokens.weight"):
+                continue  # a tied head is the embedding's own tensor
+            seen.add(id(weight.array))
+            if weight.array.ndim == 1:
+                total += weight.array.size
+            else:
+                total += (weight.rows if weight.rows is not None else weight.array.shape[0]) * weight.cols
+        return int(total)
+
+    def can_generate(self):
+        return True
+
+    def save_pretrained(self, save_directory, **kwargs):
+        """Writes config.json, generation_config.json and model.safetensors (shards and an index above
+        max_shard_size) that from_pretrained loads back to bitwise-equal logits; see saving.save_model."""
+        from .saving import save_model
+        return save_model(self, save_directory, **kwargs)
 
     @property
     def weight_bytes(self):
@@ -208,6 +289,11 @@ class LlamaForCausalLM:
 
         Without past_key_values the sequence runs through a fresh cache; with one, the tokens are appended
         to it (use_cache is accepted for Transformers compatibility; a passed cache is always extended)."""
+        if input_ids is None:
+            raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
+        input_ids, kind = to_numpy(input_ids, "input_ids")
+        if attention_mask is not None:
+            attention_mask, _ = to_numpy(attention_mask, "attention_mask")
         ids = _input_ids(input_ids, self.vocab_size)
         B, S = ids.shape
         cache = past_key_values
@@ -242,14 +328,16 @@ class LlamaForCausalLM:
             if cache is not None:
                 cache._mask = np.concatenate([cache._mask, mask], axis=1)
         logits[rows, cols] = out
-        return CausalLMOutput(logits=logits, past_key_values=cache)
+        return convert_output(CausalLMOutput(logits=logits, past_key_values=cache), kind)
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
-                 **kwargs):
+                 logits_processor=None, stopping_criteria=None, tokenizer=None, **kwargs):
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
-        -> np.int64 (batch, prompt + new): the prompt as given, then the new tokens; rows that stopped at
-        an eos are padded with pad_token_id. With return_dict_in_generate=True, a GenerateDecoderOnlyOutput.
+        -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
+        that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
+        GenerateDecoderOnlyOutput. input_ids and attention_mask may be numpy arrays, lists or torch tensors;
+        torch in, torch out (every array of the result), numpy otherwise.
 
         assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
         tokens, this model verifies them in one pass; greedy output (and sampled output with
@@ -257,7 +345,17 @@ class LlamaForCausalLM:
         assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
         num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
         from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
-        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model.
+        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
+        assistant_early_exit=N with this model's own first N layers (and its final norm and head).
+
+        logits_processor: callables f(input_ids, scores) -> scores applied after the built-in processors and
+        before the sampling warpers, once per row and position: input_ids int64 (1, n) that row's tokens (its
+        prompt without padding, then what it generated), scores float32 (1, vocab); torch tensors if input_ids
+        came as one. In assisted generation they process the draft's scores too, so exactness holds for
+        processors that depend only on their arguments. stopping_criteria: callables f(input_ids, scores) ->
+        bool (or a bool array of shape (1,)) asked after every decided token (input_ids including it), in order
+        also in assisted generation; True ends that row. stop_strings (with tokenizer=) stop a row right after
+        the token that completes one (Transformers' StopStringCriteria).
 
         streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
         then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only.
@@ -266,7 +364,8 @@ class LlamaForCausalLM:
         if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
             raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
         try:
-            result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer, kwargs)
+            result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
+                                    logits_processor, stopping_criteria, tokenizer, kwargs)
         except BaseException as error:
             if streamer is not None:
                 stop_streamer(streamer, error)
@@ -276,11 +375,15 @@ class LlamaForCausalLM:
                 streamer.end()
         return result
 
-    def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, kwargs):
-        """generate() up to the streamer's end (or stop)."""
+    def _generate_config(self, generation_config, assistant_model, kwargs):
+        """The call's GenerationConfig: the model's (or the one passed), the assistant's keys, then kwargs."""
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
             raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
                                     "pass GenerationConfig(**your_dict) or the arguments themselves")
+        for flag, why in _REFUSED_ARGUMENTS.items():
+            if flag in kwargs and not any(kwargs[flag] is v for v in _ACCEPTED.get(flag, (None,))):
+                raise InvalidInputError(f"`{flag}` (={kwargs[flag]!r}) is not supported: {why}")
+        kwargs = {k: v for k, v in kwargs.items() if k not in _REFUSED_ARGUMENTS}
         gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
         if assistant_model is not None:
             if not isinstance(assistant_model, LlamaForCausalLM):
@@ -294,7 +397,25 @@ class LlamaForCausalLM:
             raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
                                     "spelling against GenerationConfig")
         gc.validate()
+        if hasattr(gc, "check_supported"):
+            gc.check_supported()
+        return gc
+
+    def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
+                  stopping_criteria, tokenizer, kwargs):
+        """generate() up to the streamer's end (or stop)."""
+        gc = self._generate_config(generation_config, assistant_model, kwargs)
+        if input_ids is None:
+            raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
+        input_ids, kind = to_numpy(input_ids, "input_ids")
+        if attention_mask is not None:
+            attention_mask, _ = to_numpy(attention_mask, "attention_mask")
         ids = _input_ids(input_ids, self.vocab_size)
+        n_return = getattr(gc, "num_return_sequences", 1) or 1
+        if n_return > 1:  # Transformers' _expand_inputs_for_generation: each prompt's copies next to each other
+            ids = np.repeat(ids, n_return, axis=0)
+            if attention_mask is not None:
+                attention_mask = np.repeat(np.asarray(attention_mask).reshape(-1, ids.shape[1]), n_return, axis=0)
         B, S = ids.shape
         eos = gc.eos_token_ids()
         pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
@@ -323,13 +444,38 @@ class LlamaForCausalLM:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
                                      f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
+        early_exit = getattr(gc, "assistant_early_exit", None)
+        assisted = assistant_model is not None or gc.prompt_lookup_num_tokens is not None or early_exit is not None
         if assistant_model is not None:
             self._check_assistant(assistant_model, gc, need)
+        if early_exit is not None:
+            if assistant_model is not None or gc.prompt_lookup_num_tokens is not None:
+                raise InvalidInputError("`assistant_early_exit` drafts with this model's own first layers; pass it "
+                                        "without assistant_model and prompt_lookup_num_tokens")
+            if early_exit > self.config.num_hidden_layers:
+                raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
+                                        f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
+        if not getattr(gc, "use_cache", True):
+            if assisted:
+                raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
+                                        "against the KV cache")
+            if self.blas_prefill:
+                raise InvalidInputError("`use_cache=False` recomputes each sequence through the batch-invariant "
+                                        "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
+                                        "through OpenBLAS, not bitwise the same); load it without blas_prefill")
         if streamer is not None and B != 1:
             raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
-        if gc.output_scores:
-            _check_fits(f"output_scores for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
-                        4 * B * max_new * self.vocab_size, "lower max_new_tokens or leave output_scores off")
+        stops = _callables_of(stopping_criteria, "stopping_criteria")
+        stop_strings = getattr(gc, "stop_strings", None)
+        if stop_strings is not None:
+            if tokenizer is None:
+                raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
+                                        "pass tokenizer=tokenizer to generate()")
+            stops.append(StopStringCriteria(tokenizer, stop_strings))
+        for flag, on in (("output_scores", gc.output_scores), ("output_logits", getattr(gc, "output_logits", False))):
+            if on:
+                _check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
+                            4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
         seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
@@ -339,32 +485,42 @@ class LlamaForCausalLM:
         ctx = _core.Context(self._core, B, need, self.blas_prefill)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+        logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if getattr(gc, "output_logits", False) else None
+        procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
+                                logits)
         common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
-                  bool(gc.do_sample), float(gc.temperature), int(gc.top_k), float(gc.top_p),
-                  float(gc.repetition_penalty), seed, max_time)
+                  bool(gc.do_sample), float(gc.temperature), int(gc.top_k or 0), float(gc.top_p),
+                  float(gc.repetition_penalty), seed, max_time, procs)
         extra = {}
-        if assistant_model is None and gc.prompt_lookup_num_tokens is None:
+        if not assisted:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
-            draft_ctx = (_core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
-                         if assistant_model is not None else None)
+            if assistant_model is not None:
+                draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
+            elif early_exit is not None:
+                draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
+            else:
+                draft_ctx = None
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
             steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
                 SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                 ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
                 int(gc.max_matching_ngram_size or 2), out, scores, proposed, accepted, on_tokens)
-            if assistant_model is not None and gc.num_assistant_tokens_schedule == "heuristic":
-                assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            drafter = assistant_model if assistant_model is not None else self if early_exit is not None else None
+            if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
+                drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
             used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
             extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
                          num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
                          accepted_per_position=accepted[:used])
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:
-            return sequences
-        return GenerateDecoderOnlyOutput(sequences=sequences,
-                                         scores=tuple(scores[:steps]) if scores is not None else None, **extra)
+            return convert_output(sequences, kind)
+        if logits is not None:
+            extra["logits"] = tuple(logits[:steps])
+        return convert_output(GenerateDecoderOnlyOutput(
+            sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra), kind)
 
     def _check_assistant(self, assistant, gc, need):
         """Raises ValueError unless assistant can draft for this model in this call."""

@@ -122,11 +122,16 @@ static int interrupt_end(interrupt_scope *s) {
     return 1;
 }
 
-/* A Python callable called as callback(row, tokens: list of int) from inside a generation loop that runs
- * without the GIL: the GIL is taken for the call, and an exception it raises stops the loop and is re-raised
- * when the loop returns. */
+static int get_buffer(PyObject *obj, const char *fmt, int writable, const char *what, Py_buffer *view);
+
+/* Python callables called from inside a generation loop that runs without the GIL: the GIL is taken for each
+ * call, and an exception one raises stops the loop and is re-raised when the loop returns (the three share that
+ * slot: the loop stops at the first). fn(row, tokens: list of int) is told decided tokens; logits_fn(row,
+ * tokens: bytes of int32, scores: bytearray of float32) processes scores and returns None (changed in place) or
+ * an object with a float32 buffer of vocab items; stop_fn(row, tokens: bytes of int32, scores: bytes of float32)
+ * returns true to end the row. Any may be NULL. */
 typedef struct py_callback {
-    PyObject *fn;
+    PyObject *fn, *logits_fn, *stop_fn;
     PyObject *exc_type, *exc_value, *exc_tb;
 } py_callback;
 
@@ -143,6 +148,52 @@ static int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n
     }
     Py_XDECREF(res);
     Py_XDECREF(list);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static int call_logits(void *user, int64_t row, const int32_t *tokens, int64_t n, float *scores, int64_t vocab) {
+    py_callback *cb = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 1;
+    Py_buffer view = { 0 };
+    PyObject *ids = PyBytes_FromStringAndSize((const char *)tokens, (Py_ssize_t)(n * 4));
+    PyObject *buf = PyByteArray_FromStringAndSize((const char *)scores, (Py_ssize_t)(vocab * 4)), *res = NULL;
+    if (ids && buf) res = PyObject_CallFunction(cb->logits_fn, "LOO", (long long)row, ids, buf);
+    if (res == Py_None) {
+        memcpy(scores, PyByteArray_AS_STRING(buf), (size_t)vocab * 4);
+        rc = 0;
+    } else if (res && get_buffer(res, "f", 0, "the scores a logits processor returned", &view) == 0) {
+        if (view.len == vocab * 4) {
+            memcpy(scores, view.buf, (size_t)vocab * 4);
+            rc = 0;
+        } else {
+            PyErr_Format(InvalidInputError, "a logits processor returned %zd scores for a vocabulary of %lld; return "
+                         "scores of the shape it was given", view.len / 4, (long long)vocab);
+        }
+        PyBuffer_Release(&view);
+    }
+    if (rc) PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+    Py_XDECREF(res);
+    Py_XDECREF(buf);
+    Py_XDECREF(ids);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static int call_stop(void *user, int64_t row, const int32_t *tokens, int64_t n, const float *scores, int64_t vocab) {
+    py_callback *cb = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 2;
+    PyObject *ids = PyBytes_FromStringAndSize((const char *)tokens, (Py_ssize_t)(n * 4));
+    PyObject *sc = PyBytes_FromStringAndSize((const char *)scores, (Py_ssize_t)(vocab * 4)), *res = NULL;
+    if (ids && sc) res = PyObject_CallFunction(cb->stop_fn, "LOO", (long long)row, ids, sc);
+    int truth = res ? PyObject_IsTrue(res) : -1;
+    if (truth >= 0) rc = truth;
+    else PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+    Py_XDECREF(res);
+    Py_XDECREF(sc);
+    Py_XDECREF(ids);
     PyGILState_Release(g);
     return rc;
 }
@@ -556,72 +607,146 @@ static PyTypeObject ContextType = {
 
 /* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
  * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
- * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, max_time
- * (seconds, 0: none), then (at the end) out int32
- * (B, N), scores float32 (N, B, V) | None and callback(row, tokens) | None. */
+ * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, max_time (seconds, 0: none),
+ * procs (a tuple, below), then (at the end) out int32 (B, N), scores float32 (N, B, V) | None and
+ * callback(row, tokens) | None.
+ * procs = (sequence_bias (tokens int32, offsets int64, values float32), no_repeat_ngram_size,
+ *          bad_words (tokens int32, offsets int64), forced_bos int32 (k,), forced_eos int32 (k,), forced_eos_step,
+ *          remove_invalid_values, decay_factor, decay_start, suppress int32 (k,), begin_suppress int32 (k,),
+ *          begin_suppress_step, min_p, typical_p, epsilon_cutoff, eta_cutoff, renormalize,
+ *          logits_fn | None, stop_fn | None, logits_out float32 (N, B, V) | None, no_cache)
+ * (ha.h's ha_sampling_params and ha_generate_params say what each means; empty arrays mean none.) */
+enum { G_PROMPT, G_START, G_EOS, G_OUT, G_SCORES, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, G_BAD_TOK, G_BAD_OFF, G_BOS,
+       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_NBUF };
+
 typedef struct gen_args {
-    Py_buffer prompt, start, eos, out, scores;
+    Py_buffer buf[G_NBUF];
     int held; /* bit per buffer above */
     ha_generate_params p;
     py_callback cb;
 } gen_args;
 
 static void release_gen(gen_args *g) {
-    Py_buffer *bufs[] = { &g->prompt, &g->start, &g->eos, &g->out, &g->scores };
-    for (int i = 0; i < 5; i++)
-        if (g->held & (1 << i)) PyBuffer_Release(bufs[i]);
+    for (int i = 0; i < G_NBUF; i++)
+        if (g->held & (1 << i)) PyBuffer_Release(&g->buf[i]);
     g->held = 0;
+}
+
+/* Takes buffer i of obj (None allowed where optional) into g; -1 with an exception on failure. */
+static int take_buf(gen_args *g, int i, PyObject *obj, const char *fmt, int writable, int optional, const char *what) {
+    if (obj == Py_None && optional) return 0;
+    if (get_buffer(obj, fmt, writable, what, &g->buf[i]) != 0) return -1;
+    g->held |= 1 << i;
+    return 0;
+}
+
+/* A token list (k,) as pointer and count (NULL, 0 when empty). */
+static const int32_t *tokens_of(const gen_args *g, int i, int64_t *n) {
+    *n = g->buf[i].len / 4;
+    return *n ? g->buf[i].buf : NULL;
+}
+
+/* Sequences from tokens buffer t and offsets buffer o (n + 1,), values v (n,) or -1; checks their sizes. */
+static int take_seqs(gen_args *g, int t, int o, int v, ha_token_seqs *q, const char *what) {
+    const int64_t n_off = g->buf[o].len / 8;
+    *q = (ha_token_seqs){ 0 };
+    if (n_off <= 1) return 0;
+    if (g->buf[o].ndim != 1 || ((const int64_t *)g->buf[o].buf)[n_off - 1] != g->buf[t].len / 4 ||
+        (v >= 0 && g->buf[v].len / 4 != n_off - 1)) {
+        PyErr_Format(InvalidInputError, "generate: %s's tokens, offsets and values disagree in size", what);
+        return -1;
+    }
+    *q = (ha_token_seqs){ .tokens = g->buf[t].buf, .offsets = g->buf[o].buf, .values = v >= 0 ? g->buf[v].buf : NULL,
+                          .n = n_off - 1 };
+    return 0;
 }
 
 /* Acquires the buffers and checks them against batch B and vocabulary V dimension by dimension (no product
  * that could wrap); on failure sets an exception, releases what it took and returns -1. */
 static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
                     PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
-                    double rep, unsigned long long seed, double max_time, PyObject *out_o, PyObject *scores_o, PyObject *cb_o, int64_t B,
-                    int64_t V) {
-    const char *fmt[] = { "i", "q", "i", "i", "f" }, *what[] = { "prompt", "start", "eos", "out", "scores" };
-    PyObject *objs[] = { prompt_o, start_o, eos_o, out_o, scores_o };
-    Py_buffer *bufs[] = { &g->prompt, &g->start, &g->eos, &g->out, &g->scores };
-    for (int i = 0; i < 5; i++) {
-        if (objs[i] == Py_None && i == 4) continue;
-        if (get_buffer(objs[i], fmt[i], i >= 3, what[i], bufs[i]) != 0) {
-            release_gen(g);
-            return -1;
-        }
-        g->held |= 1 << i;
+                    double rep, unsigned long long seed, double max_time, PyObject *procs_o, PyObject *out_o,
+                    PyObject *scores_o, PyObject *cb_o, int64_t B, int64_t V) {
+    PyObject *bias_t, *bias_o, *bias_v, *bad_t, *bad_o, *bos_o, *feos_o, *sup_o, *begin_o, *logits_fn, *stop_fn, *lout_o;
+    long long no_repeat, feos_step, decay_start, begin_step;
+    int remove_invalid, renormalize, no_cache;
+    double decay_factor, min_p, typical_p, eps, eta;
+    if (!PyTuple_Check(procs_o)) {
+        PyErr_SetString(InvalidInputError, "generate: procs must be a tuple");
+        return -1;
     }
-    const Py_buffer *sc = (g->held & 16) ? &g->scores : NULL;
-    if (max_new < 1 || g->prompt.ndim != 2 || g->prompt.shape[0] != B || g->start.ndim != 1 || g->start.shape[0] != B ||
-        g->out.ndim != 2 || g->out.shape[0] != B || g->out.shape[1] != max_new ||
-        (sc && (sc->ndim != 3 || sc->shape[0] != max_new || sc->shape[1] != B || sc->shape[2] != V))) {
+    if (!PyArg_ParseTuple(procs_o, "OOOLOOOOLpdLOOLddddpOOOp:procs", &bias_t, &bias_o, &bias_v, &no_repeat, &bad_t,
+                          &bad_o, &bos_o, &feos_o, &feos_step, &remove_invalid, &decay_factor, &decay_start, &sup_o,
+                          &begin_o, &begin_step, &min_p, &typical_p, &eps, &eta, &renormalize, &logits_fn, &stop_fn,
+                          &lout_o, &no_cache))
+        return -1;
+    if (take_buf(g, G_PROMPT, prompt_o, "i", 0, 0, "prompt") || take_buf(g, G_START, start_o, "q", 0, 0, "start") ||
+        take_buf(g, G_EOS, eos_o, "i", 0, 0, "eos") || take_buf(g, G_OUT, out_o, "i", 1, 0, "out") ||
+        take_buf(g, G_SCORES, scores_o, "f", 1, 1, "scores") ||
+        take_buf(g, G_BIAS_TOK, bias_t, "i", 0, 0, "sequence_bias tokens") ||
+        take_buf(g, G_BIAS_OFF, bias_o, "q", 0, 0, "sequence_bias offsets") ||
+        take_buf(g, G_BIAS_VAL, bias_v, "f", 0, 0, "sequence_bias values") ||
+        take_buf(g, G_BAD_TOK, bad_t, "i", 0, 0, "bad_words_ids tokens") ||
+        take_buf(g, G_BAD_OFF, bad_o, "q", 0, 0, "bad_words_ids offsets") ||
+        take_buf(g, G_BOS, bos_o, "i", 0, 0, "forced_bos_token_id") ||
+        take_buf(g, G_FEOS, feos_o, "i", 0, 0, "forced_eos_token_id") ||
+        take_buf(g, G_SUPPRESS, sup_o, "i", 0, 0, "suppress_tokens") ||
+        take_buf(g, G_BEGIN, begin_o, "i", 0, 0, "begin_suppress_tokens") ||
+        take_buf(g, G_LOGITS, lout_o, "f", 1, 1, "logits_out"))
+        goto fail;
+    const Py_buffer *pr = &g->buf[G_PROMPT], *st = &g->buf[G_START], *out = &g->buf[G_OUT];
+    const Py_buffer *sc = (g->held & (1 << G_SCORES)) ? &g->buf[G_SCORES] : NULL;
+    const Py_buffer *lo = (g->held & (1 << G_LOGITS)) ? &g->buf[G_LOGITS] : NULL;
+    if (max_new < 1 || pr->ndim != 2 || pr->shape[0] != B || st->ndim != 1 || st->shape[0] != B || out->ndim != 2 ||
+        out->shape[0] != B || out->shape[1] != max_new ||
+        (sc && (sc->ndim != 3 || sc->shape[0] != max_new || sc->shape[1] != B || sc->shape[2] != V)) ||
+        (lo && (lo->ndim != 3 || lo->shape[0] != max_new || lo->shape[1] != B || lo->shape[2] != V))) {
         PyErr_Format(InvalidInputError, "generate: buffer shapes disagree with batch %lld, max_new_tokens %lld", (long long)B,
                      max_new);
-        release_gen(g);
-        return -1;
+        goto fail;
     }
-    if (cb_o != Py_None && !PyCallable_Check(cb_o)) { /* else the prefill would run before the first call fails */
-        PyErr_SetString(InvalidInputError, "generate: the token callback must be callable or None");
-        release_gen(g);
-        return -1;
-    }
-    g->cb = (py_callback){ .fn = cb_o };
+    PyObject *fns[] = { cb_o, logits_fn, stop_fn };
+    for (int i = 0; i < 3; i++)
+        if (fns[i] != Py_None && !PyCallable_Check(fns[i])) { /* else the prefill would run before the first call fails */
+            PyErr_SetString(InvalidInputError, "generate: the token, logits and stop callbacks must be callable or None");
+            goto fail;
+        }
+    g->cb = (py_callback){ .fn = cb_o, .logits_fn = logits_fn, .stop_fn = stop_fn };
+    ha_sampling_params sp = {
+        .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
+        .repetition_penalty = (float)rep, .seed = seed, .no_repeat_ngram_size = no_repeat, .min_new_tokens = min_new,
+        .forced_eos_step = feos_step, .remove_invalid_values = remove_invalid, .decay_factor = (float)decay_factor,
+        .decay_start = decay_start, .begin_suppress_step = begin_step, .min_p = (float)min_p,
+        .typical_p = (float)typical_p, .epsilon_cutoff = (float)eps, .eta_cutoff = (float)eta, .renormalize = renormalize,
+        .on_logits = logits_fn != Py_None ? call_logits : NULL, .logits_user = &g->cb,
+    };
+    sp.eos = tokens_of(g, G_EOS, &sp.n_eos);
+    sp.forced_bos = tokens_of(g, G_BOS, &sp.n_forced_bos);
+    sp.forced_eos = tokens_of(g, G_FEOS, &sp.n_forced_eos);
+    sp.suppress = tokens_of(g, G_SUPPRESS, &sp.n_suppress);
+    sp.begin_suppress = tokens_of(g, G_BEGIN, &sp.n_begin_suppress);
+    if (take_seqs(g, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, &sp.sequence_bias, "sequence_bias") ||
+        take_seqs(g, G_BAD_TOK, G_BAD_OFF, -1, &sp.bad_words, "bad_words_ids"))
+        goto fail;
     g->p = (ha_generate_params){
-        .max_new_tokens = max_new, .min_new_tokens = min_new, .eos = g->eos.buf, .n_eos = g->eos.len / 4,
-        .pad_token_id = pad, .max_time = max_time,
-        .sampling = { .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
-                      .repetition_penalty = (float)rep, .seed = seed },
-        .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
+        .max_new_tokens = max_new, .eos = sp.eos, .n_eos = sp.n_eos, .pad_token_id = pad, .max_time = max_time,
+        .sampling = sp, .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
+        .should_stop = stop_fn != Py_None ? call_stop : NULL, .stop_user = &g->cb,
+        .logits_out = lo ? lo->buf : NULL, .no_cache = no_cache,
     };
     return 0;
+fail:
+    release_gen(g);
+    return -1;
 }
 
-#define GEN_FORMAT "OOLLOipdLddKd"
+#define GEN_FORMAT "OOLLOipdLddKdO"
 #define GEN_ARGS(g) &g##prompt_o, &g##start_o, &g##max_new, &g##min_new, &g##eos_o, &g##pad, &g##do_sample, \
-    &g##temperature, &g##top_k, &g##top_p, &g##rep, &g##seed, &g##max_time
+    &g##temperature, &g##top_k, &g##top_p, &g##rep, &g##seed, &g##max_time, &g##procs_o
 #define GEN_VALUES g_prompt_o, g_start_o, g_max_new, g_min_new, g_eos_o, g_pad, g_do_sample, g_temperature, g_top_k, \
-    g_top_p, g_rep, g_seed, g_max_time
+    g_top_p, g_rep, g_seed, g_max_time, g_procs_o
 #define GEN_DECLARE                                                                                            \
-    PyObject *g_prompt_o, *g_start_o, *g_eos_o;                                                                \
+    PyObject *g_prompt_o, *g_start_o, *g_eos_o, *g_procs_o;                                                    \
     long long g_max_new, g_min_new, g_top_k;                                                                   \
     int g_pad, g_do_sample;                                                                                    \
     double g_temperature, g_top_p, g_rep, g_max_time;                                                          \
@@ -646,8 +771,8 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
         interrupt_scope intr;
         interrupt_begin(&intr);
         Py_BEGIN_ALLOW_THREADS
-        st = ha_generate(lm, &g.p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
-                         (g.held & 16) ? g.scores.buf : NULL, &steps);
+        st = ha_generate(lm, &g.p, g.buf[G_PROMPT].buf, g.buf[G_PROMPT].shape[1], g.buf[G_START].buf, g.buf[G_OUT].buf,
+                         (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps);
         Py_END_ALLOW_THREADS
         ctx->busy = 0;
         if (!end_call(st, &intr, &g.cb)) result = PyLong_FromLongLong(steps);
@@ -705,8 +830,8 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     interrupt_scope intr;
     interrupt_begin(&intr);
     Py_BEGIN_ALLOW_THREADS
-    st = ha_generate_assisted(lm, dlm, &p, g.prompt.buf, g.prompt.shape[1], g.start.buf, g.out.buf,
-                              (g.held & 16) ? g.scores.buf : NULL, &steps, &stats);
+    st = ha_generate_assisted(lm, dlm, &p, g.buf[G_PROMPT].buf, g.buf[G_PROMPT].shape[1], g.buf[G_START].buf,
+                              g.buf[G_OUT].buf, (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
     if (end_call(st, &intr, &g.cb)) goto cleanup;
     result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,

@@ -1374,7 +1374,7 @@ static void test_sampler_greedy_first_argmax(void) {
     ha_sampler *g = sampler_new(p, 6);
     float x[6];
     memcpy(x, a, sizeof x);
-    ha_sampler_process(g, x, NULL, 0);
+    CHECK_OK(ha_sampler_process(g, x, 0, NULL, 0, 0));
     CHECK_SAME_FLOATS(a, x, 6, "greedy processing with temperature, top_k and top_p set");
     ha_sampler_free(g);
     ha_sampler_free(s);
@@ -1406,7 +1406,7 @@ static void test_sampler_top_k_keeps_ties(void) {
         ha_sampler *s = sampler_new(sample_params(1.0f, cases[c].k, 1.0f), 7);
         float x[7];
         memcpy(x, in, sizeof x);
-        ha_sampler_process(s, x, NULL, 0);
+        CHECK_OK(ha_sampler_process(s, x, 0, NULL, 0, 0));
         snprintf(what, sizeof what, "top_k=%lld", (long long)cases[c].k);
         check_kept(what, in, x, cases[c].keep, 7);
         ha_sampler_free(s);
@@ -1431,7 +1431,7 @@ static void test_sampler_top_p_transformers_semantics(void) {
         ha_sampler *s = sampler_new(sample_params(1.0f, 0, cases[c].top_p), 4);
         float x[4];
         memcpy(x, in, sizeof x);
-        ha_sampler_process(s, x, NULL, 0);
+        CHECK_OK(ha_sampler_process(s, x, 0, NULL, 0, 0));
         snprintf(what, sizeof what, "top_p=%g", (double)cases[c].top_p);
         check_kept(what, in, x, cases[c].keep, 4);
         ha_sampler_free(s);
@@ -1443,10 +1443,10 @@ static void test_sampler_top_p_transformers_semantics(void) {
     ha_sampler *kp = sampler_new(sample_params(1.0f, 3, 0.75f), 4), *p = sampler_new(sample_params(1.0f, 0, 0.75f), 4);
     float x[4];
     memcpy(x, q, sizeof x);
-    ha_sampler_process(kp, x, NULL, 0);
+    CHECK_OK(ha_sampler_process(kp, x, 0, NULL, 0, 0));
     check_kept("top_k=3 then top_p=0.75", q, x, keep_kp, 4);
     memcpy(x, q, sizeof x);
-    ha_sampler_process(p, x, NULL, 0);
+    CHECK_OK(ha_sampler_process(p, x, 0, NULL, 0, 0));
     check_kept("top_p=0.75 alone", q, x, keep_p, 4);
     ha_sampler_free(kp);
     ha_sampler_free(p);
@@ -1455,7 +1455,7 @@ static void test_sampler_top_p_transformers_semantics(void) {
     const float y0[5] = { -INFINITY, logf(0.5f), logf(0.5f), -INFINITY, logf(1e-3f) };
     const int keep_y[5] = { 0, 1, 1, 0, 0 };
     ha_sampler *s = sampler_new(sample_params(1.0f, 0, 0.9f), 5);
-    ha_sampler_process(s, y, NULL, 0);
+    CHECK_OK(ha_sampler_process(s, y, 0, NULL, 0, 0));
     check_kept("top_p=0.9 with -inf scores", y0, y, keep_y, 5);
     ha_sampler_free(s);
 }
@@ -1466,16 +1466,16 @@ static void test_sampler_repetition_penalty_and_temperature(void) {
     ha_sampler *s = sampler_new(p, 6);
     float x[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f };
     const int32_t hist[8] = { 1, 3, 1, 1, 3, -1, 6, 5 }; /* repeats; ids out of range are ignored */
-    ha_sampler_process(s, x, hist, 8);
+    CHECK_OK(ha_sampler_process(s, x, 0, hist, 8, 0));
     const float want[6] = { -1.0f, 1.0f, 0.5f, -6.0f, 4.0f, 0.0f };
     CHECK_SAME_FLOATS(want, x, 6, "repetition_penalty 2 over history {1, 3, 1, 1, 3, -1, 6, 5}");
     /* nothing is remembered between calls */
     float y[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f }, y0[6];
     memcpy(y0, y, sizeof y);
-    ha_sampler_process(s, y, NULL, 0);
+    CHECK_OK(ha_sampler_process(s, y, 0, NULL, 0, 0));
     CHECK_SAME_FLOATS(y0, y, 6, "processing with an empty history after a penalized call");
     const int32_t h2[1] = { 4 };
-    ha_sampler_process(s, y, h2, 1);
+    CHECK_OK(ha_sampler_process(s, y, 0, h2, 1, 0));
     CHECK(y[1] == 2.0f && y[4] == 2.0f, "second history {4}: expected token 1 unpenalized (2) and token 4 halved (2), got %g, %g",
           (double)y[1], (double)y[4]);
     ha_sampler_free(s);
@@ -1486,7 +1486,7 @@ static void test_sampler_repetition_penalty_and_temperature(void) {
     ha_sampler *t = sampler_new(q, 6);
     float z[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f };
     const int32_t h3[2] = { 0, 4 };
-    ha_sampler_process(t, z, h3, 2);
+    CHECK_OK(ha_sampler_process(t, z, 0, h3, 2, 0));
     const float wz[6] = { (-1.0f * 1.5f) / 0.7f, 2.0f / 0.7f, 0.5f / 0.7f, -3.0f / 0.7f, (4.0f / 1.5f) / 0.7f, 0.0f / 0.7f };
     CHECK_SAME_FLOATS(wz, z, 6, "repetition_penalty 1.5 then temperature 0.7");
     ha_sampler_free(t);
@@ -1500,7 +1500,7 @@ static void test_sampler_frequencies_match_softmax(void) {
         ha_sampler *s = sampler_new(sample_params(temperature, 0, 1.0f), V);
         float x[V];
         memcpy(x, logits, sizeof x);
-        ha_sampler_process(s, x, NULL, 0);
+        CHECK_OK(ha_sampler_process(s, x, 0, NULL, 0, 0));
         double p[V], z = 0.0;
         for (int i = 0; i < V; i++) z += p[i] = exp((double)logits[i] / temperature);
         int count[V] = { 0 };
@@ -1534,7 +1534,7 @@ static void test_sampler_all_removed_returns_minus_one(void) {
     CHECK(ha_sampler_choose(s, nans, 0, 0) == -1, "sampling over NaN/-inf expected -1, got %d", ha_sampler_choose(s, nans, 0, 0));
     float x[4];
     memcpy(x, none, sizeof x);
-    ha_sampler_process(s, x, NULL, 0);
+    CHECK_OK(ha_sampler_process(s, x, 0, NULL, 0, 0));
     CHECK_SAME_FLOATS(none, x, 4, "processing all -inf scores");
     ha_sampler_free(g);
     ha_sampler_free(s);
@@ -1601,7 +1601,7 @@ static void manual_generate(const ha_llama *m, const ha_sampling_params *sp, int
     CHECK_OK(append_seq(c, 0, nh, hist, logits));
     float *cur = logits + (nh - 1) * TV;
     for (int64_t step = 0; step < N; step++) {
-        ha_sampler_process(s, cur, hist, nh);
+        CHECK_OK(ha_sampler_process(s, cur, b, hist, nh, step));
         memcpy(scores + step * TV, cur, TV * sizeof(float));
         int32_t t = ha_sampler_choose(s, cur, (uint32_t)b, (uint32_t)nh);
         CHECK(t >= 0, "manual loop: no token chosen");
@@ -1618,7 +1618,7 @@ static void manual_generate(const ha_llama *m, const ha_sampling_params *sp, int
 }
 
 static ha_generate_params gen_params(int64_t N, ha_sampling_params sp) {
-    return (ha_generate_params){ .max_new_tokens = N, .min_new_tokens = 0, .eos = NULL, .n_eos = 0, .pad_token_id = -7, .sampling = sp };
+    return (ha_generate_params){ .max_new_tokens = N, .eos = NULL, .n_eos = 0, .pad_token_id = -7, .sampling = sp };
 }
 
 static void test_generate_greedy_equals_manual_loop(void) {
@@ -1799,9 +1799,9 @@ static void test_generate_min_new_tokens_suppresses_eos(void) {
     float *scores = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
     ha_llama_context *c = ctx_new(t->m, 2, 16);
     ha_generate_params p = gen_params(N, sp);
-    p.eos = &eos;
-    p.n_eos = 1;
-    p.min_new_tokens = MIN;
+    p.eos = p.sampling.eos = &eos;
+    p.n_eos = p.sampling.n_eos = 1;
+    p.sampling.min_new_tokens = MIN;
     int64_t steps = -1;
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
     CHECK(steps >= MIN, "min_new_tokens=%lld: expected at least %lld steps, got %lld", (long long)MIN, (long long)MIN, (long long)steps);
@@ -1819,7 +1819,7 @@ static void test_generate_min_new_tokens_suppresses_eos(void) {
     ha_llama_context_free(c);
     /* without min_new_tokens, row 0 stops at once */
     c = ctx_new(t->m, 2, 16);
-    p.min_new_tokens = 0;
+    p.sampling.min_new_tokens = 0;
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
     CHECK(out[0] == eos && (steps == 1 || out[1] == p.pad_token_id), "min_new_tokens=0: expected row 0 to end with eos %d at once, got %d %d",
           eos, out[0], out[1]);
@@ -1850,7 +1850,7 @@ static void test_generate_rejects_bad_input(void) {
     CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
     CHECK_MSG("max_new_tokens");
     q = p;
-    q.min_new_tokens = -1;
+    q.sampling.min_new_tokens = -1;
     CHECK_STATUS(ha_generate(LM(c), &q, GPROMPT, GW, GSTART, out, NULL, &steps), HA_ERR_INVALID);
     CHECK_MSG("min_new_tokens");
     q = p;

@@ -525,7 +525,6 @@ static gen_case decode_gen(fz *f, ha_lm *lm) {
     uint8_t pb = u8(f);
     g.p = (ha_generate_params){
         .max_new_tokens = N,
-        .min_new_tokens = PICK(f, 0, 3, -1, INT64_MAX, N),
         .eos = pb == 255 ? NULL : eos,
         .n_eos = n_eos,
         .pad_token_id = (int32_t)PICK(f, 0, V - 1, -1, INT32_MIN, V),
@@ -534,8 +533,11 @@ static gen_case decode_gen(fz *f, ha_lm *lm) {
                       .top_k = u8(f) < 160 ? 0 : PICK(f, 1, V + 1, -1, INT64_MAX, INT64_MIN),
                       .top_p = u8(f) < 160 ? 1.0f : pick_float(f, 0.01f, 1.0f),
                       .repetition_penalty = u8(f) < 160 ? 1.0f : pick_float(f, 0.3f, 3.0f),
-                      .seed = u64(f) },
+                      .seed = u64(f),
+                      .min_new_tokens = PICK(f, 0, 3, -1, INT64_MAX, N) },
     };
+    g.p.sampling.eos = g.p.eos; /* min_new_tokens suppresses the stop tokens */
+    g.p.sampling.n_eos = g.p.n_eos;
     const uint8_t mt = u8(f); /* max_time: mostly off; else tiny (stops after the first step), or invalid */
     if (mt >= 240) g.p.max_time = (const double[]){ 1e-9, 1e-4, -1.0, NAN, INFINITY, -0.0, 1e300, 0.5 }[mt % 8];
     const uint8_t cb = u8(f);
@@ -783,7 +785,7 @@ static void run_sampler(fz *f) {
         scores[i] = sm < 200 ? rnd_float(&seed, 5.0f) : pick_float(f, -20.0f, 20.0f);
     for (int64_t i = 0; i < nh; i++) hist[i] = (int32_t)PICK(f, 0, V - 1, -1, V, INT32_MIN, INT32_MAX);
     current = "ha_sampler_process";
-    ha_sampler_process(s, scores, u8(f) == 255 ? NULL : hist, nh);
+    ha_sampler_process(s, scores, 0, u8(f) == 255 ? NULL : hist, nh, u8(f));
     int any = 0;
     for (int64_t i = 0; i < V; i++) any |= scores[i] > -INFINITY;
     uint32_t row = u32(f), pos = u32(f);

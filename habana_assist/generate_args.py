@@ -1,0 +1,134 @@
+"""generate()'s arguments as the core takes them: the logits processors' parameters (the `procs` tuple of
+csrc/bindings/module.c, which ha.h's ha_sampling_params documents) and the Python callbacks that run the
+caller's logits_processor and stopping_criteria lists from inside the core's loop.
+
+Transformers' semantics are kept where they are decided here: which processors a GenerationConfig turns on,
+at which step the position-dependent ones act (forced_bos at cur_len == 1, forced_eos at cur_len == max_length
+- 1, begin_suppress at the first new token, one later after a forced bos), and the bad words that
+NoBadWordsLogitsProcessor drops (a single eos token).
+"""
+
+import numpy as np
+
+from .errors import InvalidInputError
+from .tensors import from_numpy, is_torch_tensor
+
+_NO_TOKENS = np.zeros(0, dtype=np.int32)
+
+
+def _ids(value):
+    """An int or a list of ints -> list of ints ([] for None)."""
+    if value is None:
+        return []
+    return [int(value)] if isinstance(value, (int, np.integer)) else [int(v) for v in value]
+
+
+def _sequences(pairs):
+    """[(token ids, value)] -> (tokens int32, offsets int64 (n + 1,), values float32 (n,)) for ha_token_seqs."""
+    lengths = [len(ids) for ids, _ in pairs]
+    tokens = np.array([t for ids, _ in pairs for t in ids], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float32)
+    return tokens, offsets, values
+
+
+def sequence_bias_pairs(sequence_bias):
+    """Transformers' two forms ({(ids...): bias} or [[ids, bias], ...]) -> [(ids tuple, bias)], a later
+    duplicate replacing an earlier one's value in its place, as the dict Transformers builds does."""
+    if sequence_bias is None:
+        return []
+    items = sequence_bias.items() if isinstance(sequence_bias, dict) else ((s[0], s[1]) for s in sequence_bias)
+    merged = {}
+    for ids, bias in items:
+        merged[tuple(int(t) for t in ids)] = float(bias)
+    return list(merged.items())
+
+
+def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_out):
+    """The `procs` tuple for _core.generate*: gc a validated GenerationConfig, prompt_width the padded prompt's
+    columns (Transformers' input_ids_seq_length), eos the eos ids (list), logits_fn/stop_fn the callbacks or None,
+    logits_out float32 (max_new, batch, vocab) or None."""
+    bias = _sequences(sequence_bias_pairs(getattr(gc, "sequence_bias", None)))
+    bad = [tuple(_ids(s)) for s in (getattr(gc, "bad_words_ids", None) or [])]
+    bad = [s for s in dict.fromkeys(bad) if not (len(s) == 1 and s[0] in eos)]  # NoBadWordsLogitsProcessor keeps eos
+    bad_tokens, bad_offsets, _ = _sequences([(s, 0.0) for s in bad])
+    forced_bos = getattr(gc, "forced_bos_token_id", None)
+    forced_bos = [forced_bos] if forced_bos is not None and prompt_width == 1 else []  # cur_len == 1 at step 0
+    decay = getattr(gc, "exponential_decay_length_penalty", None)
+    decay_start, decay_factor = (int(decay[0]), float(decay[1])) if decay is not None else (0, 0.0)
+    # SuppressTokensAtBeginLogitsProcessor's begin_index: the prompt's width, one more after a forced bos
+    begin_step = 0 if prompt_width > 1 or getattr(gc, "forced_bos_token_id", None) is None else 1
+    min_p = getattr(gc, "min_p", None)
+    typical_p = getattr(gc, "typical_p", 1.0)
+    epsilon = getattr(gc, "epsilon_cutoff", 0.0) or 0.0
+    eta = getattr(gc, "eta_cutoff", 0.0) or 0.0
+    return (bias[0], bias[1], bias[2], int(getattr(gc, "no_repeat_ngram_size", 0) or 0), bad_tokens, bad_offsets,
+            np.array(forced_bos, dtype=np.int32), np.array(_ids(getattr(gc, "forced_eos_token_id", None)), dtype=np.int32),
+            max_new - 1, bool(getattr(gc, "remove_invalid_values", False)), decay_factor, decay_start,
+            np.array(_ids(getattr(gc, "suppress_tokens", None)), dtype=np.int32),
+            np.array(_ids(getattr(gc, "begin_suppress_tokens", None)), dtype=np.int32), begin_step,
+            float(min_p or 0.0), float(typical_p if typical_p is not None and typical_p < 1.0 else 0.0),
+            float(epsilon), float(eta), bool(getattr(gc, "renormalize_logits", False)), logits_fn, stop_fn,
+            logits_out, not getattr(gc, "use_cache", True))
+
+
+def _callables(value, flag):
+    """A list (or LogitsProcessorList / StoppingCriteriaList) of callables -> that list; None -> []."""
+    if value is None:
+        return []
+    if callable(value) and not isinstance(value, (list, tuple)):
+        return [value]  # a single processor, or a *List object called as a whole
+    if not isinstance(value, (list, tuple)) or not all(callable(v) for v in value):
+        raise InvalidInputError(f"`{flag}` must be a list of callables f(input_ids, scores), got {value!r}; pass e.g. "
+                                f"{flag}=[my_function]")
+    return list(value)
+
+
+def _as_numpy(x):
+    if is_torch_tensor(x):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def logits_callback(logits_processor, kind):
+    """The core's logits_fn for the caller's processors, or None: called with (row, tokens int32 bytes, scores
+    float32 bytearray), it calls each processor with input_ids int64 (1, n) and scores float32 (1, vocab) (torch
+    tensors for kind "torch") and returns the processed scores as float32."""
+    processors = _callables(logits_processor, "logits_processor")
+    if not processors:
+        return None
+
+    def run(row, tokens, scores):
+        ids = from_numpy(np.frombuffer(tokens, dtype=np.int32).astype(np.int64)[None, :], kind)
+        s = from_numpy(np.frombuffer(scores, dtype=np.float32)[None, :], kind)
+        for processor in processors:
+            s = processor(ids, s)
+            if s is None:
+                raise InvalidInputError(f"the logits processor {processor!r} returned None; it must return the "
+                                        "scores (input_ids, scores) -> scores")
+        return np.ascontiguousarray(_as_numpy(s), dtype=np.float32)
+
+    return run
+
+
+def stop_callback(stopping_criteria, kind):
+    """The core's stop_fn for the caller's criteria, or None: called with (row, tokens int32 bytes, scores float32
+    bytes) after each decided token; every criterion is called (a stateful one sees every token, as in
+    Transformers' StoppingCriteriaList) and the row stops if any returns True."""
+    criteria = _callables(stopping_criteria, "stopping_criteria")
+    if not criteria:
+        return None
+
+    def run(row, tokens, scores):
+        ids = from_numpy(np.frombuffer(tokens, dtype=np.int32).astype(np.int64)[None, :], kind)
+        s = from_numpy(np.frombuffer(scores, dtype=np.float32)[None, :], kind)
+        stop = False
+        for criterion in criteria:
+            result = _as_numpy(criterion(ids, s))
+            if result.dtype != bool or result.size != 1:
+                raise InvalidInputError(f"the stopping criterion {criterion!r} returned {result!r}; it must return a "
+                                        "bool or a bool array of shape (batch,), here (1,)")
+            stop |= bool(result.reshape(-1)[0])
+        return stop
+
+    return run
