@@ -162,10 +162,13 @@ def _vector(name, weight, model_dtype):
 
 
 def _model_dtype(model, weights):
+    """The dtype of the model's matrices (that of its first layer's, as model.dtype says)."""
     dtype = getattr(model, "dtype", None)
+    dtype = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")  # a torch.dtype, np.float32...
     if dtype in _STORED:
         return dtype
-    return weights["model.embed_tokens.weight"].dtype
+    first = "model.layers.0.self_attn.q_proj.weight"
+    return weights[first if first in weights else "model.embed_tokens.weight"].dtype
 
 
 def _plan(model):

@@ -22,7 +22,7 @@ KINDS = ("numpy", "list", "torch")
 
 def torch_available():
     """Whether torch can be found on sys.path (cheap: it is not imported)."""
-    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+    return importlib.util.find_spec("torch") is not None  # consults sys.modules first: a blocked None is False
 
 
 def is_torch_tensor(x):
