@@ -6,7 +6,10 @@ Target: the random bfloat16 checkpoint with TinyLlama-1.1B's shape that bench_de
     never agrees with the target, so this row measures the engine's costs;
   - the target itself (every draft accepted, c = 1): what verifying K + 1 tokens in one pass costs;
   - prompt lookup (no draft model, c ~ 0), on a prompt that repeats itself;
-and, when the package ships it, the trained pair (pycode in float32 with pycode-draft) on held-out prompts.
+and, when the package ships it, the trained pair (pycode in float32 with pycode-draft) on held-out prompts,
+also with Python callbacks in the loop: a user logits_processor (a numpy function that bans one token) and
+stop_strings (a string that never occurs, so every token is checked), each as the fraction its callbacks add
+to the time of a token, plain and assisted.
 For each: tokens/s plain and assisted (greedy, prefill included in both), whether the outputs are identical,
 the acceptance rate a (accepted / drafts tested, a draft being tested when all before it in its round were
 accepted), mean tokens per target pass, the cost ratio c (one draft decode step over one target decode step,
@@ -87,6 +90,7 @@ def main():
                                                                                           args.repeats)
         for i, ids in enumerate(prompts):
             rows.append(measure(f"shipped pair, held-out {i + 1}", pycode, pydraft, ids, c_pair, 4 * n, k, args.repeats))
+        callbacks = measure_callbacks(pycode, pydraft, tok, prompts[0], 4 * n, k, args.repeats)
 
     print(f"habana_assist assisted benchmark: greedy, K={k}, constant schedule, no confidence threshold; "
           f"kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
@@ -98,6 +102,41 @@ def main():
         print(f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
               f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
               f"{r['measured_over_ideal']:10.2f}")
+    if os.path.isdir(os.path.join(MODELS_DIR, "pycode")):
+        print(f"  callbacks on the shipped pair, held-out 1, {4 * n} new tokens: tokens/s without, with, and the "
+              "fraction the callbacks add to a token's time")
+        print(f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} {'stop_strings t/s':>17s} "
+              f"{'added':>7s}")
+        for mode, r in callbacks.items():
+            print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} {r['none'] / r['logits_processor'] - 1:7.1%} "
+                  f"{r['stop_strings']:17.2f} {r['none'] / r['stop_strings'] - 1:7.1%}")
+
+
+def measure_callbacks(target, draft, tok, ids, n, k, repeats):
+    """{"plain" | "assisted": {"none" | "logits_processor" | "stop_strings": tokens/s}}, all in this run; the
+    outputs with the callbacks are checked against the outputs without (the processor bans a token the output
+    does not hold, the stop string never occurs), so the same tokens are timed."""
+    plain = target.generate(ids, max_new_tokens=n, eos_token_id=[])
+    banned = int(next(t for t in range(3, target.vocab_size) if t not in plain))
+
+    def ban(input_ids, scores):
+        scores[:, banned] = -np.inf
+        return scores
+
+    cases = {"none": {}, "logits_processor": dict(logits_processor=[ban]),
+             "stop_strings": dict(stop_strings=["\x00never\x00"], tokenizer=tok)}
+    modes = {"plain": {}, "assisted": dict(assistant_model=draft, num_assistant_tokens=k,
+                                           num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)}
+    result = {}
+    for mode, mkw in modes.items():
+        result[mode] = {}
+        for case, ckw in cases.items():
+            out = target.generate(ids, max_new_tokens=n, eos_token_id=[], **mkw, **ckw)
+            if not np.array_equal(out, plain):
+                raise SystemExit(f"{mode} with {case}: the output differs from plain generation's")
+            result[mode][case] = n / timed(lambda: target.generate(ids, max_new_tokens=n, eos_token_id=[], **mkw, **ckw),
+                                           repeats)
+    return result
 
 
 def measure(name, target, draft, ids, c, n, k, repeats):
