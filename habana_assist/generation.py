@@ -412,7 +412,7 @@ class GenerationConfig:
 
     def _comparable(self, use_diff):
         d = self.to_diff_dict() if use_diff else self.to_dict()
-        for key in METADATA_FIELDS:
+        for key in METADATA_FIELDS + ("compile_config",):  # what a saved file does not keep
             d.pop(key, None)
         try:
             return _json_ready(d, strict=False)
@@ -568,9 +568,10 @@ class GenerationConfig:
         for flag in ("constraints", "force_words_ids"):
             if getattr(self, flag) is not None and not isinstance(getattr(self, flag), (list, tuple)):
                 self._bad(flag, "must be a list or None", f"pass {flag}=None")
-        w = self.watermarking_config
-        if w is not None and not isinstance(w, dict) and not callable(getattr(w, "to_dict", None)):
-            self._bad("watermarking_config", "must be a dict or None", "pass watermarking_config=None")
+        for flag in ("watermarking_config", "cache_config", "compile_config"):
+            v = getattr(self, flag)
+            if v is not None and not isinstance(v, dict) and not callable(getattr(v, "to_dict", None)):
+                self._bad(flag, "must be a dict (or a config object) or None", f"pass {flag}=None")
 
     def _validate_warpers(self):
         t = self.temperature
