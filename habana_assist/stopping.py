@@ -306,7 +306,8 @@ class StopStringCriteria(StoppingCriteria):
         self.stop_strings = _check_stop_strings(stop_strings)
         if tokenizer is None or not all(callable(getattr(tokenizer, m, None)) for m in ("encode", "decode", "__len__")):
             raise InvalidInputError(f"StopStringCriteria needs the model's tokenizer (with encode, decode and len), "
-                                    f"got {type(tokenizer).__name__}; pass tokenizer=AutoTokenizer.from_pretrained(path)")
+                                    f"got {type(tokenizer).__name__}; pass "
+                                    "tokenizer=AutoTokenizer.from_pretrained(path)")
         vocab = _vocabulary(tokenizer)
         keys = self.stop_strings
         if vocab.byte_mode:

@@ -371,3 +371,176 @@ def test_logits_processor_list_passes_keyword_arguments_as_transformers():
     assert seen == [7, {"cur_len": 7, "other": 1}]
     with pytest.raises(InvalidInputError, match="cur_len"):
         lst(None, np.zeros((1, 2)))
+
+
+# ---- generate(): stop_strings and stopping_criteria end to end ----------------------------------------------
+
+DRAFT = os.path.join(ROOT, "habana_assist", "models", "pycode-draft")
+GEN_PROMPTS = ["def fib(n):", "class Stack:\n    def", "name = \"caf\u00e9\"\ndef"]
+NEW = 40
+
+
+@pytest.fixture(scope="module")
+def target():
+    return ha.AutoModelForCausalLM.from_pretrained(TARGET)
+
+
+@pytest.fixture(scope="module")
+def draft():
+    return ha.AutoModelForCausalLM.from_pretrained(DRAFT)
+
+
+@pytest.fixture(scope="module")
+def unstopped(target, tok):
+    """prompt -> (prompt ids, greedy output ids) with nothing but max_new_tokens to stop it."""
+    out = {}
+    for prompt in GEN_PROMPTS:
+        ids = tok([prompt], return_tensors="np")["input_ids"]
+        out[prompt] = (ids, target.generate(input_ids=ids, max_new_tokens=NEW)[0].tolist())
+    return out
+
+
+def _ascii(b):
+    return b.isascii() and b.strip() != b""
+
+
+def stop_strings_from(full, n0, texts):
+    """Stop strings cut from the generated text: one spanning two tokens, one ending inside a token, one
+    spanning three tokens (each taken a few tokens in, so that the generation stops early)."""
+    t = [texts[i] for i in full]
+    picks = []
+    for k in range(n0 + 3, len(full) - 2):
+        a, b, c = t[k], t[k + 1], t[k + 2]
+        if not (_ascii(a) and _ascii(b) and _ascii(c)):
+            continue
+        if len(picks) == 0:
+            picks.append((a[-2:] + b[:1]).decode())
+        elif len(picks) == 1 and len(b) >= 3:
+            picks.append((a[-1:] + b[:2]).decode())
+        elif len(picks) == 2:
+            picks.append((a[-1:] + b + c[:1]).decode())
+            break
+    assert len(picks) == 3, (full, picks)
+    return picks
+
+
+def first_stop(full, n0, stops, texts):
+    """The length at which Transformers' rule first holds after the prompt, or None."""
+    for j in range(n0 + 1, len(full) + 1):
+        if reference(full[:j], stops, texts):
+            return j
+    return None
+
+
+def test_generation_stops_right_after_the_completing_token(target, tok, texts, unstopped):
+    stopped_early = 0
+    for prompt, (ids, full) in unstopped.items():
+        n0 = ids.shape[1]
+        span, mid, three = stop_strings_from(full, n0, texts)
+        for stops in (["\n"], span, [mid], [three], [three, span, "\n"], ["\u00e9"], ["zzzq", "\U0001F600"]):
+            want = first_stop(full, n0, [stops] if isinstance(stops, str) else stops, texts)
+            got = target.generate(input_ids=ids, max_new_tokens=NEW, stop_strings=stops, tokenizer=tok)[0].tolist()
+            assert got == (full[:want] if want else full), (prompt, stops, want)
+            stopped_early += want is not None and want < len(full)
+            if want is None:
+                continue
+            prompt_text = tok.decode(full[:n0])
+            for s in [stops] if isinstance(stops, str) else stops:
+                if s in prompt_text:
+                    continue
+                # the output holds a stop string and no shorter output does: the decoded text says so too
+                prefixes = [s in tok.decode(got[:k]) for k in range(n0, len(got) + 1)]
+                assert not any(prefixes[:-1]), (prompt, s)
+            assert any(s in tok.decode(got) for s in ([stops] if isinstance(stops, str) else stops))
+    assert stopped_early >= 12, stopped_early
+
+
+def test_stop_string_only_in_the_prompt_leaves_generation_whole(target, tok, texts, unstopped):
+    """The third prompt holds "é" (as byte pieces), "caf" and "é\"\\n"; none of them may stop the generation."""
+    ids, full = unstopped[GEN_PROMPTS[2]]
+    stops = ["\u00e9", "caf", "\u00e9\"\n"]
+    assert all(s in tok.decode(ids[0]) for s in stops) and first_stop(full, ids.shape[1], stops, texts) is None
+    got = target.generate(input_ids=ids, max_new_tokens=NEW, stop_strings=stops, tokenizer=tok)
+    assert got[0].tolist() == full
+
+
+def test_batched_rows_stop_on_their_own(target, tok, texts, unstopped):
+    enc = tok(GEN_PROMPTS, return_tensors="np", padding=True)
+    stops = ["\n", "):"]
+    got = target.generate(**enc, max_new_tokens=NEW, stop_strings=stops, tokenizer=tok)
+    pad = target.generation_config.pad_token_id
+    for r, prompt in enumerate(GEN_PROMPTS):
+        ids, full = unstopped[prompt]
+        n0 = ids.shape[1]
+        want = full[:first_stop(full, n0, stops, texts) or len(full)]
+        row = got[r].tolist()[enc["input_ids"].shape[1] - n0:]  # drop the left padding
+        assert row[:len(want)] == want and set(row[len(want):]) <= {pad}, (prompt, row, want)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "coupled_sampling"])
+def test_assisted_generation_equals_plain_with_stop_strings(target, draft, tok, unstopped, texts, mode):
+    kw = dict(max_new_tokens=NEW, tokenizer=tok)
+    if mode == "coupled_sampling":
+        kw.update(do_sample=True, seed=11, temperature=0.8, assisted_sampling="coupled", max_new_tokens=20)
+    stopped = 0
+    for prompt, (ids, full) in unstopped.items():
+        span, mid, three = stop_strings_from(full, ids.shape[1], texts)
+        for stops in (["\n"], span, [mid, three], ["self", "("])[::1 if mode == "greedy" else 3]:
+            plain = target.generate(input_ids=ids, stop_strings=stops, **kw)
+            stopped += plain.shape[1] < ids.shape[1] + kw["max_new_tokens"]
+            for extra in (dict(assistant_model=draft, num_assistant_tokens=5), dict(assistant_model=draft),
+                          dict(prompt_lookup_num_tokens=3)):
+                assisted = target.generate(input_ids=ids, stop_strings=stops, **kw, **extra)
+                assert assisted.tolist() == plain.tolist(), (mode, prompt, stops, sorted(extra))
+    assert stopped >= 3, stopped
+
+
+def test_assisted_generation_equals_plain_with_a_stopping_criterion(target, draft, tok, unstopped):
+    """A criterion sees every decided token once, in order, in assisted generation as in plain; the row ends
+    right after the token it stops on, even inside an accepted draft."""
+    for prompt, (ids, full) in unstopped.items():
+        n0 = ids.shape[1]
+        for stop_len in (n0 + 1, n0 + 11):
+            runs = []
+            for extra in ({}, dict(assistant_model=draft, num_assistant_tokens=6), dict(prompt_lookup_num_tokens=3)):
+                seen = []
+
+                def criterion(input_ids, scores, seen=seen):
+                    seen.append(input_ids[0].tolist())
+                    return input_ids.shape[1] >= stop_len
+
+                out = target.generate(input_ids=ids, max_new_tokens=NEW, stopping_criteria=[criterion], **extra)
+                runs.append((out[0].tolist(), seen))
+            assert runs[0][0] == full[:stop_len]
+            assert runs[0][1] == [full[:k] for k in range(n0 + 1, stop_len + 1)]
+            for run in runs[1:]:
+                assert run == runs[0], (prompt, stop_len)
+
+
+def test_stopping_criteria_returning_arrays_and_tensors(target, tok, unstopped):
+    torch = pytest.importorskip("torch")
+    ids, full = unstopped[GEN_PROMPTS[0]]
+    n0 = ids.shape[1]
+    newline = full.index(4, n0) + 1 if 4 in full[n0:] else None
+    cases = {
+        "numpy bool array": ([lambda i, s: np.array([i.shape[1] >= n0 + 5])], n0 + 5),
+        "torch bool tensor": ([lambda i, s: torch.tensor([i.shape[1] >= n0 + 6])], n0 + 6),
+        "StoppingCriteriaList": (ha.StoppingCriteriaList([ha.MaxLengthCriteria(n0 + 4)]), n0 + 4),
+        "MaxLengthCriteria": ([ha.MaxLengthCriteria(n0 + 3)], n0 + 3),
+        "EosTokenCriteria on newline": ([ha.EosTokenCriteria([4, 9999])], newline),
+        "StopStringCriteria object": ([ha.StopStringCriteria(tok, ["\n"])], newline),
+    }
+    for name, (criteria, length) in cases.items():
+        assert length is not None
+        got = target.generate(input_ids=ids, max_new_tokens=NEW, stopping_criteria=criteria)
+        assert got[0].tolist() == full[:length], name
+    # torch in: the criterion gets torch tensors and the result is torch
+    kinds = []
+
+    def torch_criterion(input_ids, scores):
+        kinds.append((type(input_ids), type(scores), input_ids.dtype, tuple(scores.shape)))
+        return torch.tensor([input_ids.shape[1] >= n0 + 2])
+
+    got = target.generate(input_ids=torch.from_numpy(ids), max_new_tokens=NEW, stopping_criteria=[torch_criterion])
+    assert isinstance(got, torch.Tensor) and got[0].tolist() == full[:n0 + 2]
+    assert kinds == [(torch.Tensor, torch.Tensor, torch.int64, (1, len(tok)))] * 2
