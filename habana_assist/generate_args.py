@@ -32,44 +32,27 @@ def _sequences(pairs):
     return tokens, offsets, values
 
 
-def sequence_bias_pairs(sequence_bias):
-    """Transformers' two forms ({(ids...): bias} or [[ids, bias], ...]) -> [(ids tuple, bias)], a later
-    duplicate replacing an earlier one's value in its place, as the dict Transformers builds does."""
-    if sequence_bias is None:
-        return []
-    items = sequence_bias.items() if isinstance(sequence_bias, dict) else ((s[0], s[1]) for s in sequence_bias)
-    merged = {}
-    for ids, bias in items:
-        merged[tuple(int(t) for t in ids)] = float(bias)
-    return list(merged.items())
-
-
 def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_out):
     """The `procs` tuple for _core.generate*: gc a validated GenerationConfig, prompt_width the padded prompt's
     columns (Transformers' input_ids_seq_length), eos the eos ids (list), logits_fn/stop_fn the callbacks or None,
     logits_out float32 (max_new, batch, vocab) or None."""
-    bias = _sequences(sequence_bias_pairs(getattr(gc, "sequence_bias", None)))
-    bad = [tuple(_ids(s)) for s in (getattr(gc, "bad_words_ids", None) or [])]
+    bias = _sequences(gc.sequence_bias_pairs())
+    bad = [tuple(_ids(s)) for s in (gc.bad_words_ids or [])]
     bad = [s for s in dict.fromkeys(bad) if not (len(s) == 1 and s[0] in eos)]  # NoBadWordsLogitsProcessor keeps eos
     bad_tokens, bad_offsets, _ = _sequences([(s, 0.0) for s in bad])
-    forced_bos = getattr(gc, "forced_bos_token_id", None)
-    forced_bos = [forced_bos] if forced_bos is not None and prompt_width == 1 else []  # cur_len == 1 at step 0
-    decay = getattr(gc, "exponential_decay_length_penalty", None)
+    forced_bos = [gc.forced_bos_token_id] if gc.forced_bos_token_id is not None and prompt_width == 1 else []
+    decay = gc.exponential_decay_length_penalty
     decay_start, decay_factor = (int(decay[0]), float(decay[1])) if decay is not None else (0, 0.0)
     # SuppressTokensAtBeginLogitsProcessor's begin_index: the prompt's width, one more after a forced bos
-    begin_step = 0 if prompt_width > 1 or getattr(gc, "forced_bos_token_id", None) is None else 1
-    min_p = getattr(gc, "min_p", None)
-    typical_p = getattr(gc, "typical_p", 1.0)
-    epsilon = getattr(gc, "epsilon_cutoff", 0.0) or 0.0
-    eta = getattr(gc, "eta_cutoff", 0.0) or 0.0
-    return (bias[0], bias[1], bias[2], int(getattr(gc, "no_repeat_ngram_size", 0) or 0), bad_tokens, bad_offsets,
-            np.array(forced_bos, dtype=np.int32), np.array(_ids(getattr(gc, "forced_eos_token_id", None)), dtype=np.int32),
-            max_new - 1, bool(getattr(gc, "remove_invalid_values", False)), decay_factor, decay_start,
-            np.array(_ids(getattr(gc, "suppress_tokens", None)), dtype=np.int32),
-            np.array(_ids(getattr(gc, "begin_suppress_tokens", None)), dtype=np.int32), begin_step,
-            float(min_p or 0.0), float(typical_p if typical_p is not None and typical_p < 1.0 else 0.0),
-            float(epsilon), float(eta), bool(getattr(gc, "renormalize_logits", False)), logits_fn, stop_fn,
-            logits_out, not getattr(gc, "use_cache", True))
+    begin_step = 0 if prompt_width > 1 or gc.forced_bos_token_id is None else 1
+    typical_p = gc.effective("typical_p")
+    return (bias[0], bias[1], bias[2], int(gc.effective("no_repeat_ngram_size")), bad_tokens, bad_offsets,
+            np.array(forced_bos, dtype=np.int32), np.array(gc.forced_eos_token_ids(), dtype=np.int32), max_new - 1,
+            bool(gc.remove_invalid_values), decay_factor, decay_start,
+            np.array(_ids(gc.suppress_tokens), dtype=np.int32), np.array(_ids(gc.begin_suppress_tokens), dtype=np.int32),
+            begin_step, float(gc.effective("min_p")), float(typical_p if typical_p < 1.0 else 0.0),
+            float(gc.effective("epsilon_cutoff")), float(gc.effective("eta_cutoff")), bool(gc.renormalize_logits),
+            logits_fn, stop_fn, logits_out, gc.use_cache is False)
 
 
 def _callables(value, flag):

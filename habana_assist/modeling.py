@@ -397,8 +397,7 @@ class LlamaForCausalLM:
             raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
                                     "spelling against GenerationConfig")
         gc.validate()
-        if hasattr(gc, "check_supported"):
-            gc.check_supported()
+        gc.check_supported()
         return gc
 
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
@@ -411,7 +410,7 @@ class LlamaForCausalLM:
         if attention_mask is not None:
             attention_mask, _ = to_numpy(attention_mask, "attention_mask")
         ids = _input_ids(input_ids, self.vocab_size)
-        n_return = getattr(gc, "num_return_sequences", 1) or 1
+        n_return = gc.num_return_sequences or 1
         if n_return > 1:  # Transformers' _expand_inputs_for_generation: each prompt's copies next to each other
             ids = np.repeat(ids, n_return, axis=0)
             if attention_mask is not None:
@@ -444,7 +443,7 @@ class LlamaForCausalLM:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
                                      f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
-        early_exit = getattr(gc, "assistant_early_exit", None)
+        early_exit = gc.assistant_early_exit
         assisted = assistant_model is not None or gc.prompt_lookup_num_tokens is not None or early_exit is not None
         if assistant_model is not None:
             self._check_assistant(assistant_model, gc, need)
@@ -455,7 +454,7 @@ class LlamaForCausalLM:
             if early_exit > self.config.num_hidden_layers:
                 raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
                                         f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
-        if not getattr(gc, "use_cache", True):
+        if gc.use_cache is False:
             if assisted:
                 raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
                                         "against the KV cache")
@@ -466,13 +465,13 @@ class LlamaForCausalLM:
         if streamer is not None and B != 1:
             raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
         stops = _callables_of(stopping_criteria, "stopping_criteria")
-        stop_strings = getattr(gc, "stop_strings", None)
+        stop_strings = gc.stop_strings
         if stop_strings is not None:
             if tokenizer is None:
                 raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
                                         "pass tokenizer=tokenizer to generate()")
             stops.append(StopStringCriteria(tokenizer, stop_strings))
-        for flag, on in (("output_scores", gc.output_scores), ("output_logits", getattr(gc, "output_logits", False))):
+        for flag, on in (("output_scores", gc.output_scores), ("output_logits", gc.effective("output_logits"))):
             if on:
                 _check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
                             4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
@@ -485,12 +484,12 @@ class LlamaForCausalLM:
         ctx = _core.Context(self._core, B, need, self.blas_prefill)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-        logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if getattr(gc, "output_logits", False) else None
+        logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
         procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
                                 logits)
         common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
-                  bool(gc.do_sample), float(gc.temperature), int(gc.top_k or 0), float(gc.top_p),
-                  float(gc.repetition_penalty), seed, max_time, procs)
+                  bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
+                  float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
         extra = {}
         if not assisted:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)

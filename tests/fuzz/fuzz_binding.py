@@ -287,8 +287,45 @@ class Spec:
 
 # ---- generation -----------------------------------------------------------------------------------------------
 
+def gen_procs(r, N, B, V):
+    """The 14th generation argument, the processors' tuple (csrc/bindings/module.c's procs): mostly all off,
+    else fuzzed values, arrays, callbacks and a logits_out buffer (sometimes of the wrong shape or type)."""
+    none_i, none_q = np.zeros(0, np.int32), np.zeros(1, np.int64)
+    procs = [none_i, np.zeros(1, np.int64), np.zeros(0, np.float32), 0, none_i, none_q, none_i, none_i, N - 1, False,
+             0.0, 0, none_i, none_i, 0, 0.0, 0.0, 0.0, 0.0, False, None, None, None, False]
+    if r.random() < 0.5:
+        return tuple(procs)
+    toks = np.array([r.randrange(V) for _ in range(4)], np.int32)
+    if r.random() < 0.1:
+        toks[0] = r.choice([-1, V, 2**31 - 1])
+    offs = np.array([0, 1, r.choice([2, 3, 1, 5]), 4], np.int64)
+    for i, v in ((0, toks), (1, offs), (2, np.array([r.uniform(-5, 5) for _ in range(3)], np.float32)), (4, toks),
+                 (5, offs), (6, toks[:1]), (7, toks[:2]), (12, toks[:3]), (13, toks[1:])):
+        if r.random() < 0.3:
+            procs[i] = mutate_array(r, v)
+    for i, (lo, hi) in ((3, (0, 4)), (8, (0, N)), (11, (0, 3)), (14, (0, 2))):
+        if r.random() < 0.3:
+            procs[i] = some_int(r, lo, hi, 0.1)
+    for i in (9, 19, 23):
+        procs[i] = r.random() < 0.3
+    for i, (lo, hi) in ((10, (0.5, 2.0)), (15, (0.0, 1.0)), (16, (0.0, 1.0)), (17, (0.0, 0.5)), (18, (0.0, 0.5))):
+        if r.random() < 0.3:
+            procs[i] = some_float(r, lo, hi, 0.1)
+    if r.random() < 0.3:
+        procs[20] = r.choice([lambda row, ids, s: None, lambda row, ids, s: np.zeros(V, np.float32),
+                              lambda row, ids, s: np.zeros(V + 1, np.float32), lambda row, ids, s: b"xx", 5])
+    if r.random() < 0.3:
+        procs[21] = r.choice([lambda row, ids, s: len(ids) > 3, lambda row, ids, s: 1 / 0, lambda row, ids, s: None, 7])
+    if r.random() < 0.3:
+        procs[22] = r.choice([np.zeros((N, B, V), np.float32), np.zeros((N, B, V + 1), np.float32),
+                              np.zeros((N, B, V), np.float64), "logits"])
+    if r.random() < 0.05:
+        return tuple(procs[:r.randrange(len(procs))])
+    return tuple(procs)
+
+
 def gen_args(r, run, ctx_B, V, cap, held):
-    """The 13 leading generation arguments and the out/scores buffers for a context of ctx_B rows; held collects
+    """The 14 leading generation arguments and the out/scores buffers for a context of ctx_B rows; held collects
     arrays a callback may rewrite."""
     B = ctx_B if r.random() > 0.03 else some_int(r, 0, ctx_B + 1, 0.3)
     B = int(B) if type(B) is int and 0 <= B <= 16 else ctx_B
@@ -312,7 +349,8 @@ def gen_args(r, run, ctx_B, V, cap, held):
             some_float(r, 0.2, 2.0) if r.random() < 0.5 else 1.0, some_int(r, 0, V + 1) if r.random() < 0.3 else 0,
             some_float(r, 0.05, 1.0) if r.random() < 0.3 else 1.0,
             some_float(r, 0.5, 2.0) if r.random() < 0.3 else 1.0, some_int(r, 0, 2**64 - 1),
-            some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0]  # max_time
+            some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0,  # max_time
+            gen_procs(r, N, B, V) if r.random() > 0.02 else r.choice([None, (), 3])]
     if r.random() < 0.05:  # alias the written buffer with an input
         which = r.randrange(3)
         if which == 0 and B:
@@ -528,7 +566,7 @@ def misc_case(r, run):
         run.call("Context.length uninit", c.length, 0)
         run.call("Context uninit model", _core.Context, m, 1, 4)
         lead = [np.zeros((1, 1), np.int32), np.zeros(1, np.int64), 1, 0, np.zeros(0, np.int32), 0, False, 1.0, 0, 1.0, 1.0,
-                0, 0.0]
+                0, 0.0, gen_procs(r, 1, 1, 4)]
         out = np.zeros((1, 1), np.int32)
         run.call("generate uninit", _core.generate, c, *lead, out, None, None)
         run.call("generate_assisted uninit", _core.generate_assisted, c, None, *lead, 1, 0, 0.0, 0, 1, 1, out, None,

@@ -761,6 +761,36 @@ static void run_sampler(fz *f) {
         .seed = u64(f),
     };
     int64_t V = PICK(f, 1, 300, 0, -1, INT32_MAX, (int64_t)INT32_MAX + 1, 1 << 26);
+    /* the processors added for Transformers' other flags: mostly off, else in range, else invalid */
+    const float cuts[] = { 0.0f, 0.0f, 0.05f, 0.5f, 0.999f, 1.0f, -0.1f, NAN };
+    p.min_p = cuts[u8(f) % 8];
+    p.typical_p = cuts[u8(f) % 8];
+    p.epsilon_cutoff = cuts[u8(f) % 8];
+    p.eta_cutoff = cuts[u8(f) % 8];
+    p.no_repeat_ngram_size = PICK(f, 0, 4, -1);
+    p.renormalize = u8(f) & 1;
+    p.remove_invalid_values = u8(f) & 1;
+    p.decay_factor = cuts[u8(f) % 8] * 3.0f;
+    p.decay_start = PICK(f, 0, 3, -1);
+    int32_t *lists = keep(6 * 4);
+    int64_t *offs = keep(4 * 8);
+    float *vals = keep(3 * 4);
+    if (!lists || !offs || !vals) return;
+    for (int i = 0; i < 6; i++) lists[i] = (int32_t)PICK(f, 0, 8, -1, V, INT32_MAX);
+    offs[0] = PICK(f, 0, 1, 0);
+    offs[1] = PICK(f, 1, 2, 0);
+    offs[2] = PICK(f, 2, 4, 1);
+    offs[3] = PICK(f, 3, 6, 2); /* offsets past the 6 tokens would break the buffer contract itself */
+    for (int i = 0; i < 3; i++) vals[i] = cuts[u8(f) % 8] * 10.0f - 2.0f;
+    const int64_t n_seqs = PICK(f, 0, 3, -1);
+    const uint8_t which = u8(f);
+    if (which & 1) p.sequence_bias = (ha_token_seqs){ .tokens = lists, .offsets = offs, .values = vals, .n = n_seqs };
+    if (which & 2) p.bad_words = (ha_token_seqs){ .tokens = lists, .offsets = offs, .n = n_seqs };
+    if (which & 4) p.suppress = lists, p.n_suppress = PICK(f, 0, 6, -1);
+    if (which & 8) p.begin_suppress = lists + 1, p.n_begin_suppress = PICK(f, 0, 5, -1), p.begin_suppress_step = PICK(f, 0, 2, -1);
+    if (which & 16) p.forced_bos = lists + 2, p.n_forced_bos = PICK(f, 0, 1, 4);
+    if (which & 32) p.forced_eos = lists + 3, p.n_forced_eos = PICK(f, 0, 2, 3), p.forced_eos_step = PICK(f, 0, 2);
+    if (which & 64) p.eos = lists + 4, p.n_eos = PICK(f, 0, 2, -1), p.min_new_tokens = PICK(f, 0, 3, -1);
     ha_sampler *s = NULL;
     ha_status st = CALL("ha_sampler_create", ha_sampler_create(u8(f) == 255 ? NULL : &p, V, &s));
     if (st != HA_OK) {
