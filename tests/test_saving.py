@@ -71,8 +71,8 @@ def _read_raw(path):
     (n,) = struct.unpack("<Q", blob[:8])
     assert n % 8 == 0, f"{path}: header of {n} bytes, expected a multiple of 8 (padded as the reference writer)"
     text = blob[8:8 + n].decode("utf-8")
-    assert text == text.rstrip(" ") + " " * (len(text) - len(text.rstrip(" "))) and text.rstrip(" ").endswith("}"), \
-        f"{path}: the header must be JSON padded with trailing spaces only"
+    assert text.startswith("{") and text.rstrip(" ").endswith("}") and len(text) - len(text.rstrip(" ")) < 8, \
+        f"{path}: the header must be a JSON object padded with fewer than 8 trailing spaces, got ...{text[-12:]!r}"
     header = json.loads(text)
     data = blob[8 + n:]
     assert header.get("__metadata__") == {"format": "pt"}, f"{path}: metadata {header.get('__metadata__')}"
