@@ -287,7 +287,8 @@ def test_rejection_sampling_draws_the_targets_processed_distribution(tiny_pair, 
     first, joint = joint_two(target, flags)
     assert 0.1 < accepted / drafted < 0.9, (
         f"{name}: the unrelated draft should be rejected often but not always, accepted {accepted} of {drafted}")
-    for what, counts, probs in (("first new token", first_counts, first), ("first two new tokens", joint_counts, joint)):
+    for what, counts, probs in (("first new token", first_counts, first),
+                                ("first two new tokens", joint_counts, joint)):
         impossible = int(counts[probs == 0].sum())
         assert impossible == 0, f"{name}: {impossible} of {DRAWS} draws of the {what} have probability 0 (removed)"
         stat, df, p = chi_square(counts, probs)

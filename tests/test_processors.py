@@ -39,8 +39,11 @@ NEW = 16  # max_new_tokens of most cases
 CASES = {
     # history-dependent processors
     "repetition_penalty": ("import", dict(repetition_penalty=1.3)),
+    "repetition_penalty_below_1": ("class", dict(repetition_penalty=0.7)),  # rewards repeats
     "no_repeat_ngram_size_3": ("import", dict(no_repeat_ngram_size=3)),
     "no_repeat_ngram_size_1": ("class", dict(no_repeat_ngram_size=1)),
+    # a row shorter than n at first: nothing to ban until it holds a whole n-gram
+    "no_repeat_ngram_size_short_row": ("bos", dict(no_repeat_ngram_size=2)),
     # [[EOS]] is dropped (Transformers lets generation end), the others hold
     "bad_words_single": ("import", dict(bad_words_ids=[[SYS], [IMPORT_TOKEN], [EOS]])),
     "bad_words_multi": ("import", dict(bad_words_ids=[[NEWLINE, IMPORT_TOKEN], [SYS, NEWLINE, OS]])),
@@ -55,6 +58,8 @@ CASES = {
                                                                  (IMPORT_TOKEN,): 1.0})),
     # length-dependent processors
     "min_new_tokens": ("class", dict(min_new_tokens=6)),
+    # every eos id of a list is suppressed (and ends the row)
+    "min_new_tokens_two_eos": ("class", dict(min_new_tokens=6, eos_token_id=[EOS, 4026])),
     "min_length": ("import", dict(min_length=len(IMPORT) + 4)),
     "forced_bos_token_id": ("bos", dict(forced_bos_token_id=IMPORT_TOKEN)),
     "forced_bos_then_begin_suppress": ("bos", dict(forced_bos_token_id=IMPORT_TOKEN, begin_suppress_tokens=[SYS, OS])),
@@ -74,6 +79,7 @@ CASES = {
     "epsilon_cutoff": ("class", dict(do_sample=True, epsilon_cutoff=3e-3, top_k=None)),
     "eta_cutoff": ("class", dict(do_sample=True, eta_cutoff=3e-3, top_k=None)),
     "top_k_none": ("class", dict(do_sample=True, top_k=None, temperature=1.3)),
+    "top_k_zero": ("class", dict(do_sample=True, top_k=0, temperature=1.3)),  # 0: no top-k either
     "warpers_are_off_when_greedy": ("class", dict(min_p=0.5, typical_p=0.2, epsilon_cutoff=0.1, eta_cutoff=0.1,
                                                   top_k=2, top_p=0.1, temperature=0.3)),
     "renormalize_after_warpers": ("class", dict(do_sample=True, renormalize_logits=True, temperature=0.8, top_p=0.9)),
@@ -89,7 +95,7 @@ CASES = {
                                   renormalize_logits=True)),
 }
 
-RUN_KEYS = ("max_new_tokens", "seed")  # generate() arguments the reference does not need
+RUN_KEYS = ("max_new_tokens", "seed", "eos_token_id")  # generate() arguments the reference does not need
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
@@ -195,7 +201,7 @@ def run_and_check(model, rows, flags, new=NEW, seed=0, logits_processor=None, eo
                     f"{where}: greedy chose {token} (score {got[token]}), argmax is {int(np.argmax(got))} "
                     f"(score {got.max()})")
             checked[r] = t + 1
-            if token == eos:
+            if token in P._ids(eos):
                 break
     return res, checked
 
@@ -212,8 +218,9 @@ def flag_acts(model, rows, flags, res, off):
         n = int(mask[r].sum())
         for t in range(len(res.scores)):
             args = (np.asarray(res.logits[t][r]), row[:n + t], t)
-            a = P.process(*args, gc, S, NEW, EOS)
-            b = P.process(*args, without, S, NEW, EOS)
+            eos = flags.get("eos_token_id", EOS)
+            a = P.process(*args, gc, S, NEW, eos)
+            b = P.process(*args, without, S, NEW, eos)
             if not np.array_equal(np.isneginf(a), np.isneginf(b)) or not np.allclose(a[np.isfinite(a)],
                                                                                       b[np.isfinite(a)]):
                 return True
@@ -311,7 +318,7 @@ def test_processed_scores_equal_transformers_reference(pair, prompts, case):
         with pytest.warns(UserWarning, match="only used when sampling"):  # as Transformers warns
             res, checked = run_and_check(draft, prompts[prompt], flags)
     else:
-        res, checked = run_and_check(draft, prompts[prompt], flags)
+        res, checked = run_and_check(draft, prompts[prompt], flags, eos=flags.get("eos_token_id", EOS))
     assert sum(checked.values()) >= 3, f"{case}: expected several steps to check, got {checked}"
     if case != "warpers_are_off_when_greedy":
         meaningful = [k for k in flags if k not in ("do_sample", "top_k")] or ["top_k"]
@@ -328,12 +335,15 @@ def test_processed_scores_equal_transformers_reference_on_the_target(pair, promp
 
 
 @pytest.mark.parametrize("flags", [
-    dict(no_repeat_ngram_size=2, repetition_penalty=1.2, sequence_bias={(4, 639): -2.0}),
-    dict(do_sample=True, no_repeat_ngram_size=1, bad_words_ids=[[4, 639]], top_k=None, min_p=0.05),
+    dict(no_repeat_ngram_size=2, repetition_penalty=1.2, sequence_bias={(4, 639): -2.0},
+         min_length=21, exponential_decay_length_penalty=(4, 1.3)),
+    dict(do_sample=True, no_repeat_ngram_size=1, bad_words_ids=[[4, 639]], top_k=None, min_p=0.05,
+         begin_suppress_tokens=[SYS, 4026], forced_eos_token_id=EOS),
 ], ids=["greedy", "sampled"])
 def test_left_padded_batch_rows_see_their_own_tokens(pair, prompts, flags):
     """Row 0 is padded on the left with PAD (3); its history-dependent processors see its prompt without the
-    padding (the repetition penalty and no_repeat_ngram_size=1 would otherwise act on PAD), as the reference."""
+    padding (the repetition penalty and no_repeat_ngram_size=1 would otherwise act on PAD), as the reference.
+    The length-dependent ones count from the padded width (18), as Transformers' input_ids.shape[-1] does."""
     _, draft = pair
     rows = [prompts["import"][0][:5], prompts["class"][0]]
     assert PAD not in rows[0] and PAD not in rows[1]
