@@ -266,7 +266,8 @@ HA_API double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uin
 
 typedef struct ha_sampler ha_sampler;
 /* Scratch for processing rows of V logits; allocated once per generation. Checks every parameter (token ids
- * in [0, V), offsets, ranges); the arrays p points to are borrowed for the sampler's life. */
+ * in [0, V), offsets, ranges) and copies the arrays p points to (a caller's callback may rewrite its own
+ * during a generation; the sampler goes on with what it checked). */
 HA_API ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab_size, ha_sampler **out);
 HA_API void ha_sampler_free(ha_sampler *s);
 /* In place: scores (V,) raw logits of row `row` -> processed scores (-INFINITY where removed). history (n,)

@@ -41,7 +41,33 @@ struct ha_sampler {
     uint8_t *mark;      /* (V,) per-token marks, all 0 between calls */
     float *bias;        /* (V,) sequence bias being summed, all 0 between calls */
     int32_t *touched;   /* (V,) tokens whose mark or bias is set */
+    void *lists;        /* the sampler's own copies of p's token lists, sequences and values */
 };
+
+/* Bytes of p's arrays (token lists, sequences' tokens, offsets and values), checked first by check_params. */
+static size_t lists_bytes(const ha_sampling_params *p) {
+    const ha_token_seqs *q[2] = { &p->sequence_bias, &p->bad_words };
+    size_t n = (size_t)(p->n_eos + p->n_forced_bos + p->n_forced_eos + p->n_suppress + p->n_begin_suppress) * 4;
+    for (int i = 0; i < 2; i++)
+        if (q[i]->n) n += (size_t)q[i]->offsets[q[i]->n] * 4 + (size_t)(q[i]->n + 1) * 8 + (size_t)q[i]->n * 4;
+    return n;
+}
+
+/* Copies n items of size es from *src into the arena at *at and points *src there: the sampler reads only
+ * its own copies, so a caller's callback that rewrites its arrays mid-generation cannot reach past V. */
+static void own(const void **src, size_t n, size_t es, char **at) {
+    if (!n) return;
+    memcpy(*at, *src, n * es);
+    *src = *at;
+    *at += n * es;
+}
+
+/* A sequence list's tokens and values (its offsets are copied first, for alignment: see ha_sampler_create). */
+static void own_seqs(ha_token_seqs *q, size_t n_tok, char **at) {
+    if (!q->n) return;
+    own((const void **)&q->tokens, n_tok, 4, at);
+    if (q->values) own((const void **)&q->values, (size_t)q->n, 4, at);
+}
 
 /* Checks a token list (n,) against the vocabulary; on failure names it. */
 static ha_status check_tokens(const char *what, const int32_t *t, int64_t n, int64_t vocab) {
@@ -113,13 +139,27 @@ ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampl
         s->mark = calloc((size_t)vocab, 1);
         s->bias = calloc((size_t)vocab, sizeof(float));
         s->touched = malloc((size_t)vocab * sizeof(int32_t));
+        s->lists = malloc(lists_bytes(p) + 8);
     }
-    if (!s || !s->pairs || (typical && !s->dpairs) || !s->mark || !s->bias || !s->touched) {
+    if (!s || !s->pairs || (typical && !s->dpairs) || !s->mark || !s->bias || !s->touched || !s->lists) {
         ha_sampler_free(s);
         return ha_fail(HA_ERR_NOMEM, "out of memory creating a sampler for %lld tokens", (long long)vocab);
     }
     s->p = *p;
     s->vocab = vocab;
+    char *at = s->lists;
+    ha_token_seqs *q[2] = { &s->p.sequence_bias, &s->p.bad_words };
+    size_t n_tok[2];
+    for (int i = 0; i < 2; i++) { /* the 8-byte offsets first, so the malloc'd arena keeps them aligned */
+        n_tok[i] = q[i]->n ? (size_t)q[i]->offsets[q[i]->n] : 0;
+        if (q[i]->n) own((const void **)&q[i]->offsets, (size_t)q[i]->n + 1, 8, &at);
+    }
+    for (int i = 0; i < 2; i++) own_seqs(q[i], n_tok[i], &at);
+    own((const void **)&s->p.eos, (size_t)p->n_eos, 4, &at);
+    own((const void **)&s->p.forced_bos, (size_t)p->n_forced_bos, 4, &at);
+    own((const void **)&s->p.forced_eos, (size_t)p->n_forced_eos, 4, &at);
+    own((const void **)&s->p.suppress, (size_t)p->n_suppress, 4, &at);
+    own((const void **)&s->p.begin_suppress, (size_t)p->n_begin_suppress, 4, &at);
     *out = s;
     return HA_OK;
 }
@@ -131,6 +171,7 @@ void ha_sampler_free(ha_sampler *s) {
     free(s->mark);
     free(s->bias);
     free(s->touched);
+    free(s->lists);
     free(s);
 }
 

@@ -52,6 +52,12 @@ _DEFAULTS = {
 }
 _FIX = "use the config.json that was saved with this checkpoint"
 
+# Transformers' PretrainedConfig attributes a script may read though config.json rarely holds them.
+_PRETRAINED_DEFAULTS = {"is_encoder_decoder": False, "is_decoder": False, "use_cache": True, "return_dict": True,
+                        "output_attentions": False, "output_hidden_states": False, "add_cross_attention": False,
+                        "tie_encoder_decoder": False, "chunk_size_feed_forward": 0, "problem_type": None,
+                        "name_or_path": "", "_name_or_path": ""}
+
 
 def _is_int(x):
     return isinstance(x, int) and not isinstance(x, bool)
@@ -261,6 +267,17 @@ class LlamaConfig:
             is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
             inv_freq = np.where(is_medium, smoothed, scaled)
         return inv_freq
+
+    def __getattr__(self, name):
+        # Called only for attributes config.json did not set: Transformers' PretrainedConfig defaults that
+        # scripts read (model.config.is_encoder_decoder...), never written back by to_dict().
+        if name in _PRETRAINED_DEFAULTS:
+            return _PRETRAINED_DEFAULTS[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def get_text_config(self, decoder=None):
+        """This config itself: a decoder-only text model (Transformers' PretrainedConfig.get_text_config)."""
+        return self
 
     def __eq__(self, other):
         return isinstance(other, LlamaConfig) and self.to_dict() == other.to_dict()

@@ -11,7 +11,7 @@ NoBadWordsLogitsProcessor drops (a single eos token).
 import numpy as np
 
 from .errors import InvalidInputError
-from .tensors import from_numpy, is_torch_tensor
+from .tensors import from_numpy, to_numpy
 
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 
@@ -68,9 +68,8 @@ def _callables(value, flag):
 
 
 def _as_numpy(x):
-    if is_torch_tensor(x):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+    """A callback's result (numpy, torch of any dtype, a bool...) as a numpy array."""
+    return to_numpy(x, "a callback's result")[0] if not isinstance(x, (bool, np.bool_)) else np.asarray(x)
 
 
 def logits_callback(logits_processor, kind):

@@ -772,8 +772,41 @@ def _warn(message, depth):
     warnings.warn(message, UserWarning, stacklevel=depth + 2)
 
 
+class ModelOutput:
+    """Transformers' ModelOutput access for a dataclass: out.field, out["field"], out[0] or out[:2] (over the
+    fields that are not None, in order, as to_tuple()), keys(), values(), items(), iteration over the keys."""
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            if key not in self.keys():
+                raise KeyError(key)
+            return getattr(self, key)
+        return self.to_tuple()[key]
+
+    def keys(self):
+        return [k for k, v in self.__dict__.items() if v is not None]
+
+    def values(self):
+        return [getattr(self, k) for k in self.keys()]
+
+    def items(self):
+        return [(k, getattr(self, k)) for k in self.keys()]
+
+    def to_tuple(self):
+        return tuple(self.values())
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self.keys())
+
+    def __contains__(self, key):
+        return key in self.keys()
+
+
 @dataclass
-class GenerateDecoderOnlyOutput:
+class GenerateDecoderOnlyOutput(ModelOutput):
     """What generate(return_dict_in_generate=True) returns.
 
     sequences: np.int64 (batch, prompt + new). scores: with output_scores, one float32 (batch, vocab) array
@@ -787,15 +820,12 @@ class GenerateDecoderOnlyOutput:
     sequences: np.ndarray
     scores: Optional[Tuple[np.ndarray, ...]] = None
     logits: Optional[Tuple[np.ndarray, ...]] = None
+    attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
+    hidden_states: None = None  # output_hidden_states are refused; the KV cache is the generation's own)
+    past_key_values: None = None
     num_draft_tokens: Optional[int] = None
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
     num_draft_passes: Optional[int] = None
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
-
-    def __getitem__(self, key):
-        return getattr(self, key)
-
-    def keys(self):
-        return [k for k, v in self.__dict__.items() if v is not None]

@@ -8,6 +8,7 @@ import contextlib
 import os
 import random
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -15,7 +16,8 @@ import numpy as np
 
 from . import _core
 from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError
-from .generation import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig
+from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig,
+                         ModelOutput)
 from .generate_args import _callables as _callables_of, logits_callback, processing_args, stop_callback
 from .hub import resolve
 from .loading import load_checkpoint
@@ -62,14 +64,11 @@ def get_num_threads():
 
 
 @dataclass
-class CausalLMOutput:
+class CausalLMOutput(ModelOutput):
     """logits: float32 (batch, seq, vocab); 0 at padded positions. past_key_values: the cache used, if any."""
 
     logits: np.ndarray
     past_key_values: Optional["Cache"] = None
-
-    def __getitem__(self, key):
-        return getattr(self, key)
 
 
 def _check_fits(what, nbytes, fix):
@@ -205,6 +204,11 @@ class LlamaForCausalLM:
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
         self._parts = (core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"), mat("lm_head.weight"), layers)
         self._early_exit = {}  # N -> _core.Model over the first N layers
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
+        """As AutoModelForCausalLM.from_pretrained (Transformers' LlamaForCausalLM.from_pretrained)."""
+        return AutoModelForCausalLM.from_pretrained(pretrained_model_name_or_path, **kwargs)
 
     def _early_exit_core(self, n_layers):
         """A core model of this model's first n_layers layers, its final norm and its head, over the same weight
@@ -444,16 +448,20 @@ class LlamaForCausalLM:
                                      f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
         early_exit = gc.assistant_early_exit
+        # Transformers' _get_candidate_generator: early exit, else prompt lookup, else the assistant model
+        if early_exit is not None or gc.prompt_lookup_num_tokens is not None:
+            unused = [name for name, on in (("assistant_model", assistant_model is not None), (
+                "prompt_lookup_num_tokens", early_exit is not None and gc.prompt_lookup_num_tokens is not None)) if on]
+            if unused:
+                warnings.warn(f"{' and '.join(unused)} not used: {'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
+                              "drafts instead, as in Transformers", UserWarning, stacklevel=4)
+            assistant_model = None
         assisted = assistant_model is not None or gc.prompt_lookup_num_tokens is not None or early_exit is not None
         if assistant_model is not None:
             self._check_assistant(assistant_model, gc, need)
-        if early_exit is not None:
-            if assistant_model is not None or gc.prompt_lookup_num_tokens is not None:
-                raise InvalidInputError("`assistant_early_exit` drafts with this model's own first layers; pass it "
-                                        "without assistant_model and prompt_lookup_num_tokens")
-            if early_exit > self.config.num_hidden_layers:
-                raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
-                                        f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
+        if early_exit is not None and early_exit > self.config.num_hidden_layers:
+            raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
+                                    f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
         if gc.use_cache is False:
             if assisted:
                 raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
@@ -494,10 +502,10 @@ class LlamaForCausalLM:
         if not assisted:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
-            if assistant_model is not None:
-                draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
-            elif early_exit is not None:
+            if early_exit is not None:
                 draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
+            elif assistant_model is not None:
+                draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
             else:
                 draft_ctx = None
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
@@ -506,7 +514,7 @@ class LlamaForCausalLM:
                 SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                 ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
                 int(gc.max_matching_ngram_size or 2), out, scores, proposed, accepted, on_tokens)
-            drafter = assistant_model if assistant_model is not None else self if early_exit is not None else None
+            drafter = self if early_exit is not None else assistant_model
             if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
                 drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
             used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
@@ -521,11 +529,35 @@ class LlamaForCausalLM:
         return convert_output(GenerateDecoderOnlyOutput(
             sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra), kind)
 
+    def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
+        """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
+        (batch, steps) float32, from generate(..., output_scores=True, return_dict_in_generate=True)'s sequences
+        and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. Rows that had
+        stopped score -inf there (their scores are -inf). Torch in, torch out."""
+        if beam_indices is not None:
+            raise InvalidInputError("beam_indices is for beam search, which is not implemented here; pass "
+                                    "compute_transition_scores(sequences, scores)")
+        seq, kind = to_numpy(sequences, "sequences")
+        if not isinstance(scores, (tuple, list)) or not scores:
+            raise InvalidInputError("scores must be the tuple of per-step (batch, vocab) arrays that generate(..., "
+                                    "output_scores=True, return_dict_in_generate=True) returns")
+        steps = np.stack([to_numpy(step, "scores")[0] for step in scores]).astype(np.float32)  # (steps, batch, vocab)
+        if seq.ndim != 2 or steps.ndim != 3 or steps.shape[1] != seq.shape[0] or steps.shape[0] > seq.shape[1]:
+            raise InvalidInputError(f"sequences {seq.shape} and scores ({len(scores)} steps of "
+                                    f"{steps.shape[1:]}) do not belong together; pass both from one generate() result")
+        if normalize_logits:
+            m = steps.max(axis=2, keepdims=True)
+            m = np.where(np.isfinite(m), m, 0)
+            with np.errstate(divide="ignore"):
+                steps = steps - m - np.log(np.exp(steps - m).sum(axis=2, keepdims=True))
+        tokens = seq[:, seq.shape[1] - steps.shape[0]:]  # (batch, steps): the token chosen at each step
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= steps.shape[2]):
+            raise InvalidInputError("sequences hold token ids outside the scores' vocabulary")
+        result = np.take_along_axis(steps.transpose(1, 0, 2), tokens[:, :, None].astype(np.int64), axis=2)[:, :, 0]
+        return convert_output(np.ascontiguousarray(result), kind)
+
     def _check_assistant(self, assistant, gc, need):
         """Raises ValueError unless assistant can draft for this model in this call."""
-        if gc.prompt_lookup_num_tokens is not None:
-            raise InvalidInputError("`prompt_lookup_num_tokens` and `assistant_model` cannot be used together: prompt lookup "
-                             "drafts without a model; pass one or the other")
         if assistant.vocab_size != self.vocab_size:
             raise InvalidInputError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
                              f"({self.vocab_size}); the draft must share the target's tokenizer")
@@ -539,6 +571,38 @@ class LlamaForCausalLM:
                                      f"max_cache_len={assistant.max_cache_len}; load it with a larger max_cache_len")
 
 
+def _is_cpu(device):
+    return device is None or str(device) in ("cpu", "auto") or (isinstance(device, dict) and all(
+        str(v) in ("cpu", "auto") for v in device.values()))
+
+
+# from_pretrained arguments of Transformers that change nothing here: name -> (accepts(value), why not otherwise)
+_LOAD_ARGUMENTS = {
+    "device_map": (_is_cpu, "this package runs on the CPU only: pass device_map='cpu' or leave it unset"),
+    "low_cpu_mem_usage": (lambda v: v in (None, True, False), "pass True or False (loading always streams here)"),
+    "attn_implementation": (lambda v: v in (None, "eager", "sdpa"),
+                            "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset"),
+    "use_safetensors": (lambda v: v in (None, True), "only safetensors checkpoints are read here"),
+    "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
+    "revision": (lambda v: True, ""), "token": (lambda v: True, ""), "cache_dir": (lambda v: True, ""),
+    "local_files_only": (lambda v: True, ""), "force_download": (lambda v: True, ""), "proxies": (lambda v: True, ""),
+    "subfolder": (lambda v: v in (None, ""), "pass the subfolder's path itself"),
+    "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
+                                     "of a checkpoint without one"),
+}
+
+
+def _check_load_arguments(kwargs):
+    """Refuses an unknown from_pretrained argument, or a known one whose value would change the result."""
+    for name, value in kwargs.items():
+        if name not in _LOAD_ARGUMENTS:
+            raise InvalidInputError(f"from_pretrained() got an unexpected argument {name!r}; see "
+                                    "AutoModelForCausalLM.from_pretrained's docstring for what it takes")
+        accepts, why = _LOAD_ARGUMENTS[name]
+        if not accepts(value):
+            raise InvalidInputError(f"from_pretrained({name}={value!r}) is not supported: {why}")
+
+
 class AutoModelForCausalLM:
     """Transformers-style entry point: from_pretrained(directory) -> LlamaForCausalLM."""
 
@@ -547,8 +611,14 @@ class AutoModelForCausalLM:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True):
+                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, **kwargs):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
+
+        Transformers' loading arguments that change nothing here are accepted with those values only (see
+        _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU), low_cpu_mem_usage (loading
+        always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation), use_safetensors
+        None/True, trust_remote_code (no checkpoint code is ever run), and hub arguments (revision, token,
+        cache_dir, local_files_only, force_download...) for the local directories this package reads.
 
         dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
         "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
@@ -571,6 +641,7 @@ class AutoModelForCausalLM:
         8 tokens 1.1-1.3x as fast as with row-major weights. repack=False keeps float weights row-major, as
         stored (views of the file's memory map: no copy at load, pages shared between processes), with
         kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only."""
+        _check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
             raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
         for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):

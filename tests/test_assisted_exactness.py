@@ -573,10 +573,17 @@ def test_confidence_threshold_outside_unit_interval_is_refused(special):
         t.generate(PROMPT, max_new_tokens=4, assistant_model=t, assistant_confidence_threshold=1.5)
 
 
-def test_prompt_lookup_with_an_assistant_model_is_refused(special):
+def test_prompt_lookup_with_an_assistant_model_drafts_by_lookup_and_warns_the_assistant_is_unused(special):
+    """Transformers' precedence (_get_candidate_generator): prompt lookup drafts, the assistant is not used; we
+    say so with a warning rather than silently."""
     t = special["target"]
-    with pytest.raises(ha.InvalidInputError, match=r"prompt_lookup_num_tokens.*assistant_model"):
-        t.generate(PROMPT, max_new_tokens=4, assistant_model=t, prompt_lookup_num_tokens=3)
+    with pytest.warns(UserWarning, match=r"assistant_model not used: prompt_lookup_num_tokens drafts"):
+        both = t.generate(PROMPT, max_new_tokens=8, assistant_model=t, prompt_lookup_num_tokens=3,
+                          return_dict_in_generate=True)
+    lookup = t.generate(PROMPT, max_new_tokens=8, prompt_lookup_num_tokens=3, return_dict_in_generate=True)
+    assert np.array_equal(both.sequences, lookup.sequences)
+    assert (both.num_draft_passes, both.num_target_passes) == (lookup.num_draft_passes, lookup.num_target_passes), \
+        "expected the prompt-lookup run's pass counts (no draft model passes)"
 
 
 @pytest.mark.parametrize("do_sample", (True, False))

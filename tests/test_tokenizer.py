@@ -252,7 +252,7 @@ def test_unequal_lengths_with_np_and_no_padding_raise_invalid_input_naming_paddi
 
 
 def test_bad_call_arguments_raise_invalid_input(tok):
-    for kwargs in (dict(text=[]), dict(text=[1, 2]), dict(text=None), dict(text="a", return_tensors="pt"),
+    for kwargs in (dict(text=[]), dict(text=[1, 2]), dict(text=None), dict(text="a", return_tensors="tf"),
                    dict(text="a", padding="sideways"), dict(text="a", truncation=True, max_length=0)):
         with pytest.raises(InvalidInputError):
             tok(**kwargs)
