@@ -63,6 +63,7 @@ PROCESSORS = {
     "forced_bos_token_id": ("bos", dict(forced_bos_token_id=IMPORT_TOKEN, begin_suppress_tokens=[SYS])),
     "forced_eos_token_id": ("class", dict(forced_eos_token_id=EOS)),
     "min_new_tokens": ("class", dict(min_new_tokens=8)),
+    "min_length": ("class", dict(min_length=24)),  # the prompt is 18 tokens: eos is out for 6 steps
     "remove_invalid_values": ("import", dict(remove_invalid_values=True, no_repeat_ngram_size=2)),
     "exponential_decay_length_penalty": ("class", dict(exponential_decay_length_penalty=(2, 1.6))),
     "renormalize_logits": ("class", dict(renormalize_logits=True, repetition_penalty=1.2)),
