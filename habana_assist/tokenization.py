@@ -22,6 +22,23 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 _SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 _DEFAULT_MAX_LENGTH = 1 << 30  # model_max_length when tokenizer_config.json has none
+# from_pretrained's keyword arguments: read as tokenizer_config.json's keys; set as special tokens; ignored.
+_CONFIG_ARGUMENTS = frozenset({"padding_side", "truncation_side", "model_max_length", "add_bos_token",
+                               "add_eos_token", "add_prefix_space", "legacy"})
+_TOKEN_ARGUMENTS = frozenset(_SPECIAL_NAMES)
+_IGNORED_ARGUMENTS = frozenset({"use_fast", "trust_remote_code", "revision", "token", "use_auth_token", "cache_dir",
+                                "local_files_only", "force_download", "resume_download", "proxies"})
+
+
+def _check_config_arguments(overrides):
+    """InvalidInputError for a from_pretrained argument that tokenizer_config.json could not hold either."""
+    for key, value in overrides.items():
+        if key in ("padding_side", "truncation_side") and value not in ("left", "right"):
+            raise InvalidInputError(f"{key}={value!r}; use 'left' or 'right'")
+        if key in ("add_bos_token", "add_eos_token") and not isinstance(value, bool):
+            raise InvalidInputError(f"{key}={value!r}; pass True or False")
+        if key == "model_max_length" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise InvalidInputError(f"model_max_length={value!r}; pass a positive integer")
 
 
 class BatchEncoding(dict):
@@ -61,9 +78,9 @@ def _read_json(path):
     return data
 
 
-def _proto_fields(data):
-    """Top-level fields of serialized protobuf bytes -> [(field number, bytes for a length-delimited field or
-    None)]; ValueError where the bytes are not protobuf."""
+def _proto_fields(data, varints=False):
+    """Top-level fields of serialized protobuf bytes -> [(field number, bytes for a length-delimited field, else
+    None; with varints=True the value of a varint field too)]; ValueError where the bytes are not protobuf."""
     fields, i = [], 0
 
     def varint():
@@ -83,7 +100,8 @@ def _proto_fields(data):
         key = varint()
         wire, value = key & 7, None
         if wire == 0:
-            varint()
+            number = varint()
+            value = number if varints else None
         elif wire == 1 or wire == 5:
             i += 8 if wire == 1 else 4
         elif wire == 2:
@@ -126,10 +144,65 @@ def _token_text(value):
     return value.get("content") if isinstance(value, dict) else value
 
 
+def _normalizer_spec(proto):
+    """A serialized sentencepiece ModelProto -> (normalizer name, add_dummy_prefix, remove_extra_whitespaces) of its
+    normalizer_spec (ModelProto field 3; in it name is 1, the two flags 3 and 4, both true when absent). Repeated
+    specs merge field by field, as protobuf does."""
+    name, dummy_prefix, extra_whitespaces = "", True, True
+    try:
+        for number, spec in _proto_fields(proto):
+            if number != 3 or spec is None:
+                continue
+            for field, value in _proto_fields(spec, varints=True):
+                if field == 1 and isinstance(value, bytes):
+                    name = value.decode("utf-8", "replace")
+                elif field == 3 and isinstance(value, int):
+                    dummy_prefix = bool(value)
+                elif field == 4 and isinstance(value, int):
+                    extra_whitespaces = bool(value)
+    except ValueError:
+        pass  # sentencepiece loaded it, so this cannot happen; the defaults are sentencepiece's
+    return name, dummy_prefix, extra_whitespaces
+
+
+# Appended to a ModelProto: a normalizer_spec (field 3) holding add_dummy_prefix (its field 3) = false, which
+# protobuf merges into the model's spec. Transformers turns the dummy prefix off the same way (a MergeFrom).
+_NO_DUMMY_PREFIX = b"\x1a\x02\x18\x00"
+_SPIECE_UNDERLINE = "\u2581"
+
+
+class _SpecialToken:
+    """The attributes bos_token / bos_token_id (and eos, unk, pad) of LlamaTokenizer, linked as in Transformers'
+    SpecialTokensMixin: one stored token text per name; the *_id attribute reads its id and sets it by id. Only
+    tokens of the vocabulary are accepted, since the model's embedding cannot grow."""
+
+    def __init__(self, name, as_id):
+        self.name, self.as_id = name, as_id
+
+    def __get__(self, tok, owner=None):
+        if tok is None:
+            return self
+        text = tok._special_tokens[self.name]
+        if not self.as_id or text is None:
+            return text
+        return tok.sp.piece_to_id(text)
+
+    def __set__(self, tok, value):
+        tok._special_tokens[self.name] = tok._token_of_id(self.name, value) if self.as_id else \
+            tok._vocabulary_token(self.name, value)
+
+
 class LlamaTokenizer:
     """A SentencePiece tokenizer (Llama's kind). Build it with AutoTokenizer.from_pretrained(path)."""
 
-    def __init__(self, model_file, config=None, special_tokens_map=None):
+    bos_token, bos_token_id = _SpecialToken("bos_token", False), _SpecialToken("bos_token", True)
+    eos_token, eos_token_id = _SpecialToken("eos_token", False), _SpecialToken("eos_token", True)
+    unk_token, unk_token_id = _SpecialToken("unk_token", False), _SpecialToken("unk_token", True)
+    pad_token, pad_token_id = _SpecialToken("pad_token", False), _SpecialToken("pad_token", True)
+
+    def __init__(self, model_file, config=None, special_tokens_map=None, arguments=()):
+        """arguments: the keys of config that came from from_pretrained's keyword arguments, not from the file
+        (their refusals are InvalidInputError naming the argument rather than CheckpointError naming the file)."""
         try:
             import sentencepiece
         except ImportError:
@@ -166,8 +239,9 @@ class LlamaTokenizer:
                                       "of valid UTF-8 — fix the file")
         self.add_bos_token = bool(config.get("add_bos_token", True))
         self.add_eos_token = bool(config.get("add_eos_token", False))
-        self.padding_side = config.get("padding_side", "right")
-        self.truncation_side = config.get("truncation_side", "right")
+        self._padding_side = config.get("padding_side", "right")
+        self._truncation_side = config.get("truncation_side", "right")
+        self._set_prefix_space(config, arguments, model_file)
         max_length = config.get("model_max_length")
         if max_length is None:
             max_length = _DEFAULT_MAX_LENGTH
@@ -182,27 +256,180 @@ class LlamaTokenizer:
                 raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or 'right'")
         defaults = {"bos_token": self.sp.bos_id(), "eos_token": self.sp.eos_id(), "unk_token": self.sp.unk_id(),
                     "pad_token": self.sp.pad_id()}
+        self._special_tokens = {}  # name -> token text or None; the *_token and *_token_id attributes read it
         for name, default in defaults.items():
             text = tokens.get(name)
             tid = self.sp.piece_to_id(text) if text else default
             if text and (tid == self.sp.unk_id() and text != self.sp.id_to_piece(self.sp.unk_id())):
                 raise CheckpointError(f"the {name} {text!r} of tokenizer_config.json is not in {model_file}; fix the config")
-            tid = tid if tid is not None and tid >= 0 else None
-            setattr(self, name + "_id", tid)
-            setattr(self, name, self.sp.id_to_piece(tid) if tid is not None else None)
-        self._loaded_tokens = {name: (getattr(self, name), getattr(self, name + "_id")) for name in _SPECIAL_NAMES}
-        self._special = {t for t in (self.bos_token_id, self.eos_token_id, self.unk_token_id, self.pad_token_id)
-                         if t is not None} | {i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)}
+            self._special_tokens[name] = self.sp.id_to_piece(tid) if tid is not None and tid >= 0 else None
+        # Ids decode() treats as special: the control pieces and the special tokens as loaded (Transformers keeps
+        # those in added_tokens_decoder); the current ones are added at each decode.
+        self._special = {self.sp.piece_to_id(t) for t in self._special_tokens.values() if t is not None} | \
+            {i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)}
+
+    def _set_prefix_space(self, config, arguments, model_file):
+        """add_prefix_space and legacy (tokenizer_config.json or from_pretrained's arguments), with the meaning
+        Transformers' Llama tokenizers give them on text without special tokens: add_prefix_space=True puts one
+        "\u2581" (a space) before a non-empty text and decode() drops one leading space of its result;
+        add_prefix_space=False puts none (a model whose normalizer adds a dummy prefix is loaded with it off, as
+        Transformers does); legacy=False without add_prefix_space means add_prefix_space=True. Unset: the text
+        as sentencepiece's own normalizer treats it (Transformers' slow LlamaTokenizer in its legacy mode)."""
+        for key in ("add_prefix_space", "legacy"):
+            value = config.get(key)
+            if value not in (None, True, False):
+                if key in arguments:
+                    raise InvalidInputError(f"{key}={value!r}; pass True, False or None")
+                raise CheckpointError(f"tokenizer_config.json: {key}={value!r} must be true, false or null; fix the file")
+        self.add_prefix_space, self.legacy = config.get("add_prefix_space"), config.get("legacy")
+        want = self.add_prefix_space if self.add_prefix_space is not None else (True if self.legacy is False else None)
+        name, dummy_prefix, extra_whitespaces = _normalizer_spec(self._proto)
+        self._prepend_space = bool(want) and not dummy_prefix  # a dummy prefix already gives the space
+        if want is None or want == dummy_prefix:
+            return
+        if name not in ("identity", "") or extra_whitespaces:
+            # Transformers' converted (fast) tokenizer skips these normalizations, its slow one applies them: no
+            # single meaning to reproduce.
+            key = "add_prefix_space" if self.add_prefix_space is not None else "legacy"
+            fix = "leave it unset (the tokenizer then follows sentencepiece's own normalizer)"
+            message = (f"{key}={config[key]!r} changes where this tokenizer puts a leading space, which is exact only "
+                       f"for an 'identity' sentencepiece normalizer that keeps whitespace; {model_file} has "
+                       f"normalizer {name!r} with remove_extra_whitespaces={extra_whitespaces}: {fix}")
+            if key in arguments:
+                raise InvalidInputError(message)
+            raise CheckpointError(f"tokenizer_config.json: {message}")
+        if not want:  # the model's normalizer adds a dummy prefix: load it with that off
+            self.sp.load_from_serialized_proto(self._proto + _NO_DUMMY_PREFIX)
+
+    @property
+    def padding_side(self):
+        """"left" or "right": where padding goes."""
+        return self._padding_side
+
+    @padding_side.setter
+    def padding_side(self, value):
+        if value not in ("left", "right"):
+            raise InvalidInputError(f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or 'right'")
+        self._padding_side = value
+
+    @property
+    def truncation_side(self):
+        """"left" or "right": where truncation cuts."""
+        return self._truncation_side
+
+    @truncation_side.setter
+    def truncation_side(self, value):
+        if value not in ("left", "right"):
+            raise InvalidInputError(f"truncation_side={value!r}; use 'left' or 'right'")
+        self._truncation_side = value
+
+    # ---- special tokens (Transformers' SpecialTokensMixin, limited to the vocabulary) -----------------------
+
+    def _vocabulary_token(self, name, value):
+        """A value set as bos_token (eos, unk, pad) -> its text; InvalidInputError unless None or a token of the
+        vocabulary (a str, or an object with a str .content such as tokenizers' AddedToken)."""
+        if value is None:
+            return None
+        content = value if isinstance(value, str) else getattr(value, "content", None)
+        if not isinstance(content, str):
+            raise InvalidInputError(f"cannot set a non-string value as the {name}: got {value!r}; set a token string "
+                                    f"(e.g. tokenizer.{name} = tokenizer.eos_token) or None")
+        content = str(content)
+        unk = self.sp.unk_id()
+        if not _encodable(content) or (self.sp.piece_to_id(content) == unk and content != self.sp.id_to_piece(unk)):
+            raise InvalidInputError(
+                f"{name}={content!r} is not a token of this vocabulary ({self.vocab_size} tokens). Transformers would "
+                "add it as a new token, but the model's embedding cannot grow here: use a token the vocabulary has, "
+                f"e.g. tokenizer.{name} = tokenizer.eos_token")
+        return content
+
+    def _token_of_id(self, name, value):
+        """A value set as bos_token_id (eos, unk, pad) -> the text of that token, or None."""
+        if value is None:
+            return None
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and \
+                0 <= value < self.vocab_size:
+            return self.sp.id_to_piece(int(value))
+        raise InvalidInputError(f"{name}_id={value!r} is not a token id of this vocabulary [0, {self.vocab_size}); "
+                                f"set an id in that range (e.g. tokenizer.{name}_id = tokenizer.eos_token_id) or None")
+
+    @property
+    def special_tokens_map(self):
+        """{name: token text} for the special tokens that are set (bos, eos, unk, pad)."""
+        return {name: text for name, text in self._special_tokens.items() if text is not None}
+
+    @property
+    def all_special_tokens(self):
+        """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, pad)."""
+        return list(dict.fromkeys(self.special_tokens_map.values()))
+
+    @property
+    def all_special_ids(self):
+        return [self.sp.piece_to_id(t) for t in self.all_special_tokens]
+
+    def add_special_tokens(self, special_tokens_dict, replace_additional_special_tokens=True):
+        """Transformers' add_special_tokens for bos/eos/unk/pad_token whose token the vocabulary has: sets them and
+        returns 0 (the number of tokens added). A token not in the vocabulary, and the other kinds (sep, cls, mask,
+        additional_special_tokens), would grow the vocabulary, which the model's embedding cannot follow here:
+        refused, nothing set."""
+        if not isinstance(special_tokens_dict, dict):
+            raise InvalidInputError(f"add_special_tokens takes a dict such as {{'pad_token': tokenizer.eos_token}}, got "
+                                    f"{type(special_tokens_dict).__name__}")
+        texts = {}
+        for key, value in special_tokens_dict.items():
+            if key not in _SPECIAL_NAMES:
+                raise InvalidInputError(
+                    f"add_special_tokens: {key!r} is not supported; this tokenizer keeps {', '.join(_SPECIAL_NAMES)} "
+                    "and cannot add tokens to the vocabulary (the model's embedding cannot grow here)")
+            texts[key] = self._vocabulary_token(key, value)
+        self._special_tokens.update(texts)  # all checked first: a refusal leaves every token as it was
+        return 0
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path):
+    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
+        """A directory (or a shipped model's name) -> LlamaTokenizer. Keyword arguments, as Transformers':
+
+        - padding_side, truncation_side ("left"/"right"), model_max_length (int >= 1), add_bos_token,
+          add_eos_token (bool): override tokenizer_config.json (and are saved by save_pretrained);
+        - bos_token, eos_token, unk_token, pad_token: a token of the vocabulary (set as tokenizer.pad_token = ...);
+        - add_prefix_space, legacy (True/False/None): see _set_prefix_space;
+        - subfolder: the tokenizer files are in that folder of the directory;
+        - use_fast (True/False): accepted and changes nothing: there is one tokenizer, sentencepiece's;
+        - trust_remote_code, revision, token, use_auth_token, cache_dir, local_files_only, force_download,
+          resume_download, proxies: hub arguments, accepted and ignored, since the tokenizer is always read from a
+          local directory (nothing is downloaded, and no code from a checkpoint is ever run).
+        Anything else raises InvalidInputError naming it."""
+        if inputs:
+            raise InvalidInputError(f"from_pretrained takes the path and keyword arguments only; got {len(inputs)} "
+                                    "more positional argument(s)")
+        unknown = sorted(set(kwargs) - _CONFIG_ARGUMENTS - _TOKEN_ARGUMENTS - _IGNORED_ARGUMENTS - {"subfolder"})
+        if unknown:
+            raise InvalidInputError(
+                f"AutoTokenizer.from_pretrained: {', '.join(f'{k}={kwargs[k]!r}' for k in unknown)} is not supported "
+                "(it would change tokenization in a way this sentencepiece tokenizer does not reproduce); leave it "
+                f"out. Accepted: {', '.join(sorted(_CONFIG_ARGUMENTS | _TOKEN_ARGUMENTS | {'subfolder', 'use_fast'}))} "
+                "and the hub arguments")
+        use_fast = kwargs.get("use_fast", True)
+        if not isinstance(use_fast, bool):
+            raise InvalidInputError(f"use_fast={use_fast!r}; pass True or False (both give this sentencepiece tokenizer)")
+        overrides = {k: kwargs[k] for k in _CONFIG_ARGUMENTS if k in kwargs}
+        _check_config_arguments(overrides)
         directory = resolve(pretrained_model_name_or_path)
+        subfolder = kwargs.get("subfolder")
+        if subfolder:
+            if not isinstance(subfolder, str) or not os.path.isdir(os.path.join(directory, subfolder)):
+                raise InvalidInputError(f"subfolder={subfolder!r}: no such folder in {directory}")
+            directory = os.path.join(directory, subfolder)
         model_file = os.path.join(directory, TOKENIZER_FILE)
         if not os.path.exists(model_file):
             raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_FILE}; this package reads SentencePiece "
                                           "tokenizers (tokenizer.model) only")
-        return cls(model_file, _read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)),
-                   _read_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE)))
+        config = {**_read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)), **overrides}
+        tok = cls(model_file, config, _read_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE)),
+                  arguments=set(overrides))
+        for name in _TOKEN_ARGUMENTS & set(kwargs):
+            setattr(tok, name, kwargs[name])
+        return tok
 
     def __len__(self):
         return self.sp.get_piece_size()
@@ -221,11 +448,15 @@ class LlamaTokenizer:
         """str -> list of ids (<s> first when the config says add_bos_token)."""
         if not isinstance(text, str):
             raise InvalidInputError(f"encode takes a str, got {type(text).__name__}")
-        ids = self.sp.encode(text)
+        ids = self._text_ids(text)
         if add_special_tokens:
             ids = ([self.bos_token_id] if self.add_bos_token and self.bos_token_id is not None else []) + ids + \
                   ([self.eos_token_id] if self.add_eos_token and self.eos_token_id is not None else [])
         return ids
+
+    def _text_ids(self, text):
+        """str -> the ids of its tokens, no <s> or </s>; "\u2581" first for add_prefix_space (see _set_prefix_space)."""
+        return self.sp.encode(_SPIECE_UNDERLINE + text if self._prepend_space and text else text)
 
     def _encode_truncated(self, text, add_special_tokens, limit):
         """encode(), keeping at most `limit` ids: the text's tokens are cut on truncation_side, <s> and </s> stay."""
@@ -233,15 +464,16 @@ class LlamaTokenizer:
             return self.encode(text, add_special_tokens)
         bos = [self.bos_token_id] if add_special_tokens and self.add_bos_token and self.bos_token_id is not None else []
         eos = [self.eos_token_id] if add_special_tokens and self.add_eos_token and self.eos_token_id is not None else []
-        body, room = self.sp.encode(text), max(0, limit - len(bos) - len(eos))
+        body, room = self._text_ids(text), max(0, limit - len(bos) - len(eos))
         body = body[:room] if self.truncation_side == "right" else body[max(0, len(body) - room):]
         return (bos + body + eos)[:limit] if self.truncation_side == "right" else (bos + body + eos)[-limit:]
 
     def __call__(self, text, padding=False, truncation=False, max_length=None, return_tensors=None,
-                 add_special_tokens=True, return_attention_mask=True):
+                 add_special_tokens=True, return_attention_mask=True, padding_side=None):
         """str or list of str -> BatchEncoding(input_ids, attention_mask), Transformers' semantics.
 
-        padding: False, True / "longest", or "max_length"; on the tokenizer's padding_side. truncation with
+        padding: False, True / "longest", or "max_length"; with pad_token_id, on padding_side (this call's, else
+        the tokenizer's). truncation with
         max_length (default model_max_length) cuts on truncation_side. return_tensors="np" gives int64 arrays
         (batch, seq), "pt" torch int64 tensors (batch, seq) where torch is importable; None gives lists (a flat
         list for a single str)."""
@@ -252,7 +484,11 @@ class LlamaTokenizer:
         if return_tensors not in (None, "np", "pt"):
             raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy), 'pt' "
                                     "(torch) or None (lists)")
+        if padding_side not in (None, "left", "right"):
+            raise InvalidInputError(f"padding_side={padding_side!r}; use 'left', 'right' or None (the tokenizer's)")
+        side = padding_side or self.padding_side
         torch = _import_torch() if return_tensors == "pt" else None
+        requested = padding
         if padding is True:
             padding = "longest"
         if padding not in (False, "longest", "max_length", "do_not_pad"):
@@ -268,15 +504,17 @@ class LlamaTokenizer:
             width = max(width, max_length)
         masks = [[1] * len(s) for s in ids]
         if padding in ("longest", "max_length"):
-            if self.pad_token_id is None:
-                raise InvalidInputError("this tokenizer has no pad token; set tokenizer.pad_token_id (e.g. to "
-                                        "tokenizer.eos_token_id) before padding")
+            pad_id = self.pad_token_id
+            if pad_id is None:
+                raise InvalidInputError(f"padding={requested!r}: asking to pad but the tokenizer does not have a padding "
+                                        "token; set one, e.g. `tokenizer.pad_token = tokenizer.eos_token`, or pass "
+                                        "padding=False")
             for i, s in enumerate(ids):
                 fill = width - len(s)
-                if self.padding_side == "left":
-                    ids[i], masks[i] = [self.pad_token_id] * fill + s, [0] * fill + masks[i]
+                if side == "left":
+                    ids[i], masks[i] = [pad_id] * fill + s, [0] * fill + masks[i]
                 else:
-                    ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
+                    ids[i], masks[i] = s + [pad_id] * fill, masks[i] + [0] * fill
         if return_tensors is not None:
             if len({len(s) for s in ids}) > 1:
                 raise InvalidInputError("the texts have different lengths; pass padding=True to make one array")
@@ -303,10 +541,12 @@ class LlamaTokenizer:
 
     def decode(self, ids, skip_special_tokens=False):
         """ids (an int, a list, a 1-D numpy array or torch tensor) -> str; special tokens written as their text
-        unless skipped."""
+        unless skipped. With add_prefix_space (where this tokenizer adds the space itself), one leading space of
+        the result is dropped, as Transformers' decoder strips the space it added."""
         out, run = [], []
+        special = self._special | {self.sp.piece_to_id(t) for t in self._special_tokens.values() if t is not None}
         for i in self._check_ids(ids):
-            if i in self._special:
+            if i in special:
                 out.append(self.sp.decode(run))
                 run = []
                 if not skip_special_tokens:
@@ -314,7 +554,8 @@ class LlamaTokenizer:
             else:
                 run.append(i)
         out.append(self.sp.decode(run))
-        return "".join(out)
+        text = "".join(out)
+        return text[1:] if self._prepend_space and text.startswith(" ") else text
 
     def batch_decode(self, sequences, skip_special_tokens=False):
         """(batch, seq) ids (a numpy array, a torch tensor, or a list of rows, which may differ in length) ->
@@ -333,28 +574,6 @@ class LlamaTokenizer:
         return {self.sp.id_to_piece(i): i for i in range(self.sp.get_piece_size())}
 
     # ---- saving ---------------------------------------------------------------------------------------------
-
-    def _current_token(self, name):
-        """The special token `name` as a script left it: pad_token = "</s>" and pad_token_id = 2 both count
-        (whichever changed since loading; the text if both did), None if unset."""
-        text, tid = getattr(self, name), getattr(self, name + "_id")
-        loaded_text, loaded_id = self._loaded_tokens[name]
-        if text == loaded_text and tid != loaded_id:
-            if tid is None:
-                return None
-            if not (isinstance(tid, (int, np.integer)) and 0 <= tid < self.vocab_size):
-                raise InvalidInputError(f"save_pretrained: {name}_id={tid!r} is not a token id of this vocabulary "
-                                        f"[0, {self.vocab_size}); set it to an id, or set {name} to a token")
-            return self.sp.id_to_piece(int(tid))
-        if text is None or text == loaded_text:
-            return text
-        if not (isinstance(text, str) and _encodable(text)):
-            raise InvalidInputError(f"save_pretrained: {name}={text!r} must be a str (a token of the vocabulary) or "
-                                    "None")
-        if self.sp.piece_to_id(text) == self.sp.unk_id() and text != self.sp.id_to_piece(self.sp.unk_id()):
-            raise InvalidInputError(f"save_pretrained: {name}={text!r} is not a token of this vocabulary, so the saved "
-                                    f"tokenizer would not load; set it to one (e.g. {name} = tokenizer.eos_token)")
-        return text
 
     def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
         """Writes tokenizer.model (the bytes that were loaded), tokenizer_config.json and special_tokens_map.json
@@ -379,7 +598,7 @@ class LlamaTokenizer:
         save_directory = os.fspath(save_directory)
         if os.path.isfile(save_directory):
             raise InvalidInputError(f"save_pretrained: {save_directory} is a file; pass a directory")
-        tokens = {name: self._current_token(name) for name in _SPECIAL_NAMES}
+        tokens = dict(self._special_tokens)  # each a token of the vocabulary or None (the setters see to it)
         special = copy.deepcopy(self._loaded_special)
         config = copy.deepcopy(self._loaded_config)
         for name, text in tokens.items():
@@ -393,6 +612,9 @@ class LlamaTokenizer:
         config.setdefault("tokenizer_class", "LlamaTokenizer")
         config.update(add_bos_token=bool(self.add_bos_token), add_eos_token=bool(self.add_eos_token),
                       padding_side=self.padding_side, truncation_side=self.truncation_side)
+        for key in ("add_prefix_space", "legacy"):  # fixed at load; written where set, as Transformers does
+            if getattr(self, key) is not None:
+                config[key] = getattr(self, key)
         if "model_max_length" in config or self.model_max_length != _DEFAULT_MAX_LENGTH:
             config["model_max_length"] = self.model_max_length
         chat_template = getattr(self, "chat_template", None)
@@ -442,5 +664,6 @@ class AutoTokenizer:
         raise TypeError("use AutoTokenizer.from_pretrained(path)")
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path):
-        return LlamaTokenizer.from_pretrained(pretrained_model_name_or_path)
+    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
+        """See LlamaTokenizer.from_pretrained for the keyword arguments."""
+        return LlamaTokenizer.from_pretrained(pretrained_model_name_or_path, *inputs, **kwargs)
