@@ -280,7 +280,8 @@ class LlamaTokenizer:
             if value not in (None, True, False):
                 if key in arguments:
                     raise InvalidInputError(f"{key}={value!r}; pass True, False or None")
-                raise CheckpointError(f"tokenizer_config.json: {key}={value!r} must be true, false or null; fix the file")
+                raise CheckpointError(f"tokenizer_config.json: {key}={value!r} must be true, false or null; "
+                                      "fix the file")
         self.add_prefix_space, self.legacy = config.get("add_prefix_space"), config.get("legacy")
         want = self.add_prefix_space if self.add_prefix_space is not None else (True if self.legacy is False else None)
         name, dummy_prefix, extra_whitespaces = _normalizer_spec(self._proto)
@@ -309,7 +310,8 @@ class LlamaTokenizer:
     @padding_side.setter
     def padding_side(self, value):
         if value not in ("left", "right"):
-            raise InvalidInputError(f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or 'right'")
+            raise InvalidInputError(f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or "
+                                    "'right'")
         self._padding_side = value
 
     @property
@@ -373,8 +375,8 @@ class LlamaTokenizer:
         additional_special_tokens), would grow the vocabulary, which the model's embedding cannot follow here:
         refused, nothing set."""
         if not isinstance(special_tokens_dict, dict):
-            raise InvalidInputError(f"add_special_tokens takes a dict such as {{'pad_token': tokenizer.eos_token}}, got "
-                                    f"{type(special_tokens_dict).__name__}")
+            raise InvalidInputError("add_special_tokens takes a dict such as {'pad_token': tokenizer.eos_token}, "
+                                    f"got {type(special_tokens_dict).__name__}")
         texts = {}
         for key, value in special_tokens_dict.items():
             if key not in _SPECIAL_NAMES:
@@ -411,7 +413,8 @@ class LlamaTokenizer:
                 "and the hub arguments")
         use_fast = kwargs.get("use_fast", True)
         if not isinstance(use_fast, bool):
-            raise InvalidInputError(f"use_fast={use_fast!r}; pass True or False (both give this sentencepiece tokenizer)")
+            raise InvalidInputError(f"use_fast={use_fast!r}; pass True or False (both give this sentencepiece "
+                                    "tokenizer)")
         overrides = {k: kwargs[k] for k in _CONFIG_ARGUMENTS if k in kwargs}
         _check_config_arguments(overrides)
         directory = resolve(pretrained_model_name_or_path)
@@ -506,9 +509,9 @@ class LlamaTokenizer:
         if padding in ("longest", "max_length"):
             pad_id = self.pad_token_id
             if pad_id is None:
-                raise InvalidInputError(f"padding={requested!r}: asking to pad but the tokenizer does not have a padding "
-                                        "token; set one, e.g. `tokenizer.pad_token = tokenizer.eos_token`, or pass "
-                                        "padding=False")
+                raise InvalidInputError(f"padding={requested!r}: asking to pad but the tokenizer does not have a "
+                                        "padding token; set one, e.g. `tokenizer.pad_token = tokenizer.eos_token`, "
+                                        "or pass padding=False")
             for i, s in enumerate(ids):
                 fill = width - len(s)
                 if side == "left":

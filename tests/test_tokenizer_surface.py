@@ -76,7 +76,8 @@ def test_pad_token_id_set_by_id_moves_pad_token_and_padding(tok):
 def test_each_special_token_and_its_id_stay_linked(tok, name):
     piece = tok.convert_ids_to_tokens([7])[0]
     setattr(tok, name, piece)
-    assert getattr(tok, name + "_id") == 7, f"{name} = {piece!r} should give {name}_id 7, got {getattr(tok, name + '_id')}"
+    got = getattr(tok, name + "_id")
+    assert got == 7, f"{name} = {piece!r} should give {name}_id 7, got {got}"
     setattr(tok, name + "_id", 5)
     expected = tok.convert_ids_to_tokens([5])[0]
     assert getattr(tok, name) == expected, f"{name}_id = 5 should give {name} {expected!r}, got {getattr(tok, name)!r}"
@@ -147,7 +148,7 @@ def test_add_special_tokens_refuses_what_would_grow_the_vocabulary_and_changes_n
     before = dict(tok.special_tokens_map)
     with pytest.raises(InvalidInputError, match=match):
         tok.add_special_tokens(tokens)
-    assert tok.special_tokens_map == before, f"a refused add_special_tokens changed {before} to {tok.special_tokens_map}"
+    assert tok.special_tokens_map == before, f"a refused call changed {before} to {tok.special_tokens_map}"
 
 
 def test_padding_without_a_pad_token_asks_for_pad_token_equal_eos_token(tok):
@@ -283,7 +284,7 @@ def test_add_prefix_space_treats_the_first_word_as_any_other_word(tok):
     word = spaced(["string"], add_special_tokens=False).input_ids[0]
     assert word == tok([" string"], add_special_tokens=False).input_ids[0] != tok.encode("string", False), \
         f"'string' with add_prefix_space should tokenize as ' string' does without: {word}"
-    assert spaced.decode(spaced.encode("string x"), skip_special_tokens=True) == "string x", "the added space is dropped"
+    assert spaced.decode(spaced.encode("string x"), skip_special_tokens=True) == "string x", "added space dropped"
     assert spaced.decode(spaced.encode("string x")) == "<s> string x", "after <s> the space stays (Transformers' Strip)"
     assert spaced.encode("") == [tok.bos_token_id], "an empty text gets no space"
     for text in TEXTS[:-1]:
