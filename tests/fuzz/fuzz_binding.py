@@ -287,6 +287,10 @@ class Spec:
 
 # ---- generation -----------------------------------------------------------------------------------------------
 
+def stop_raising(row, ids, scores):
+    raise CallbackStop("a stopping criterion raised")  # re-raised by the call, as any callback's exception
+
+
 def gen_procs(r, N, B, V):
     """The 14th generation argument, the processors' tuple (csrc/bindings/module.c's procs): mostly all off,
     else fuzzed values, arrays, callbacks and a logits_out buffer (sometimes of the wrong shape or type)."""
@@ -315,7 +319,7 @@ def gen_procs(r, N, B, V):
         procs[20] = r.choice([lambda row, ids, s: None, lambda row, ids, s: np.zeros(V, np.float32),
                               lambda row, ids, s: np.zeros(V + 1, np.float32), lambda row, ids, s: b"xx", 5])
     if r.random() < 0.3:
-        procs[21] = r.choice([lambda row, ids, s: len(ids) > 3, lambda row, ids, s: 1 / 0, lambda row, ids, s: None, 7])
+        procs[21] = r.choice([lambda row, ids, s: len(ids) > 3, stop_raising, lambda row, ids, s: None, 7])
     if r.random() < 0.3:
         procs[22] = r.choice([np.zeros((N, B, V), np.float32), np.zeros((N, B, V + 1), np.float32),
                               np.zeros((N, B, V), np.float64), "logits"])
