@@ -751,6 +751,8 @@ static void run_convert(fz *f) {
 
 /* ---- sampling ---------------------------------------------------------------------------------------------- */
 
+static int64_t clamp_count(int64_t n, int64_t max) { return n > max ? max : n; }
+
 static void run_sampler(fz *f) {
     ha_sampling_params p = {
         .do_sample = u8(f) & 1,
@@ -778,19 +780,22 @@ static void run_sampler(fz *f) {
     if (!lists || !offs || !vals) return;
     for (int i = 0; i < 6; i++) lists[i] = (int32_t)PICK(f, 0, 8, -1, V, INT32_MAX);
     offs[0] = PICK(f, 0, 1, 0);
-    offs[1] = PICK(f, 1, 2, 0);
-    offs[2] = PICK(f, 2, 4, 1);
-    offs[3] = PICK(f, 3, 6, 2); /* offsets past the 6 tokens would break the buffer contract itself */
+    offs[1] = clamp_count(PICK(f, 1, 2, 0), 6); /* never past the 6 tokens: that would break the buffer contract */
+    offs[2] = clamp_count(PICK(f, 2, 4, 1), 6);
+    offs[3] = clamp_count(PICK(f, 3, 6, 2), 6);
     for (int i = 0; i < 3; i++) vals[i] = cuts[u8(f) % 8] * 10.0f - 2.0f;
-    const int64_t n_seqs = PICK(f, 0, 3, -1);
+    /* counts never past the arrays made here (-1 and 0 are fair; more would break the buffer contract itself) */
+#define COUNT_UP_TO(max) clamp_count(PICK(f, 0, (max), -1), (max))
+    const int64_t n_seqs = COUNT_UP_TO(3);
     const uint8_t which = u8(f);
     if (which & 1) p.sequence_bias = (ha_token_seqs){ .tokens = lists, .offsets = offs, .values = vals, .n = n_seqs };
     if (which & 2) p.bad_words = (ha_token_seqs){ .tokens = lists, .offsets = offs, .n = n_seqs };
-    if (which & 4) p.suppress = lists, p.n_suppress = PICK(f, 0, 6, -1);
-    if (which & 8) p.begin_suppress = lists + 1, p.n_begin_suppress = PICK(f, 0, 5, -1), p.begin_suppress_step = PICK(f, 0, 2, -1);
-    if (which & 16) p.forced_bos = lists + 2, p.n_forced_bos = PICK(f, 0, 1, 4);
-    if (which & 32) p.forced_eos = lists + 3, p.n_forced_eos = PICK(f, 0, 2, 3), p.forced_eos_step = PICK(f, 0, 2);
-    if (which & 64) p.eos = lists + 4, p.n_eos = PICK(f, 0, 2, -1), p.min_new_tokens = PICK(f, 0, 3, -1);
+    if (which & 4) p.suppress = lists, p.n_suppress = COUNT_UP_TO(6);
+    if (which & 8) p.begin_suppress = lists + 1, p.n_begin_suppress = COUNT_UP_TO(5), p.begin_suppress_step = PICK(f, 0, 2, -1);
+    if (which & 16) p.forced_bos = lists + 2, p.n_forced_bos = COUNT_UP_TO(4);
+    if (which & 32) p.forced_eos = lists + 3, p.n_forced_eos = COUNT_UP_TO(3), p.forced_eos_step = PICK(f, 0, 2, -1);
+    if (which & 64) p.eos = lists + 4, p.n_eos = COUNT_UP_TO(2), p.min_new_tokens = PICK(f, 0, 3, -1);
+#undef COUNT_UP_TO
     ha_sampler *s = NULL;
     ha_status st = CALL("ha_sampler_create", ha_sampler_create(u8(f) == 255 ? NULL : &p, V, &s));
     if (st != HA_OK) {
