@@ -310,19 +310,24 @@ static void min_p(const ha_sampler *s, float *scores) {
         if ((double)scores[i] < m && exp((double)scores[i] - m) < (double)s->p.min_p) scores[i] = -INFINITY;
 }
 
+/* -sum p log p of softmax(scores), logz its log normalizer; removed tokens (-inf) add nothing. */
+static double entropy(const float *scores, int64_t vocab, double logz) {
+    double H = 0.0;
+    for (int64_t i = 0; i < vocab; i++)
+        if (scores[i] > -INFINITY) {
+            double lp = (double)scores[i] - logz;
+            H -= lp * exp(lp);
+        }
+    return H;
+}
+
 /* Transformers' TypicalLogitsWarper: tokens sorted by |-log p_i - H| (H the entropy); the smallest set in that
  * order whose mass reaches typical_p stays (ties with its last member too, and always the first). */
 static void typical_p(ha_sampler *s, float *scores) {
     const int64_t V = s->vocab;
     double m, z = softmax_norm(scores, V, &m);
     if (!(m > -INFINITY)) return;
-    const double logz = m + log(z);
-    double H = 0.0;
-    for (int64_t i = 0; i < V; i++)
-        if (scores[i] > -INFINITY) {
-            double lp = (double)scores[i] - logz;
-            H -= lp * exp(lp);
-        }
+    const double logz = m + log(z), H = entropy(scores, V, logz);
     for (int64_t i = 0; i < V; i++) {
         double lp = (double)scores[i] - logz;
         s->dpairs[i] = (dscored){ scores[i] > -INFINITY ? fabs(-lp - H) : INFINITY, (int32_t)i };
@@ -348,14 +353,7 @@ static void probability_cutoff(const ha_sampler *s, float *scores, double cutoff
     double m, z = softmax_norm(scores, V, &m);
     if (!(m > -INFINITY)) return;
     if (eta) {
-        const double logz = m + log(z);
-        double H = 0.0;
-        for (int64_t i = 0; i < V; i++)
-            if (scores[i] > -INFINITY) {
-                double lp = (double)scores[i] - logz;
-                H -= lp * exp(lp);
-            }
-        double e = sqrt(cutoff) * exp(-H);
+        double e = sqrt(cutoff) * exp(-entropy(scores, V, m + log(z)));
         cutoff = e < cutoff ? e : cutoff;
     }
     for (int64_t i = 0; i < V; i++)

@@ -72,6 +72,13 @@ def _as_numpy(x):
     return to_numpy(x, "a callback's result")[0] if not isinstance(x, (bool, np.bool_)) else np.asarray(x)
 
 
+def _arguments(tokens, scores, kind):
+    """The core's (tokens int32 bytes, scores float32 buffer) -> Transformers' (input_ids int64 (1, n), scores
+    float32 (1, vocab)), torch tensors for kind "torch"; scores view the buffer (writable if it is)."""
+    ids = np.frombuffer(tokens, dtype=np.int32).astype(np.int64)[None, :]
+    return from_numpy(ids, kind), from_numpy(np.frombuffer(scores, dtype=np.float32)[None, :], kind)
+
+
 def logits_callback(logits_processor, kind):
     """The core's logits_fn for the caller's processors, or None: called with (row, tokens int32 bytes, scores
     float32 bytearray), it calls each processor with input_ids int64 (1, n) and scores float32 (1, vocab) (torch
@@ -81,8 +88,7 @@ def logits_callback(logits_processor, kind):
         return None
 
     def run(row, tokens, scores):
-        ids = from_numpy(np.frombuffer(tokens, dtype=np.int32).astype(np.int64)[None, :], kind)
-        s = from_numpy(np.frombuffer(scores, dtype=np.float32)[None, :], kind)
+        ids, s = _arguments(tokens, scores, kind)
         for processor in processors:
             s = processor(ids, s)
             if s is None:
@@ -102,8 +108,7 @@ def stop_callback(stopping_criteria, kind):
         return None
 
     def run(row, tokens, scores):
-        ids = from_numpy(np.frombuffer(tokens, dtype=np.int32).astype(np.int64)[None, :], kind)
-        s = from_numpy(np.frombuffer(scores, dtype=np.float32)[None, :], kind)
+        ids, s = _arguments(tokens, scores, kind)
         stop = False
         for criterion in criteria:
             result = _as_numpy(criterion(ids, s))

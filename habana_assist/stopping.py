@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from .errors import InvalidInputError
+from .tokenization import _encodable
 
 __all__ = ["StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria", "MaxTimeCriteria", "EosTokenCriteria",
            "StopStringCriteria"]
@@ -352,11 +353,3 @@ class StopStringCriteria(StoppingCriteria):
         for table in self._tables:
             done |= table.match(flipped, self._vocab.lengths)
         return done
-
-
-def _encodable(text):
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi2_sf  # noqa: E402
+from stats import chi2_sf, chi_square  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "models")
@@ -172,7 +172,6 @@ DRAWS = 6000          # seeded assisted calls per configuration: seeds FIRST_SEE
 # with 200,000 other seeds (p = 0.03) and 600,000 more (p = 0.86), so there is no bias to find, only that block.
 FIRST_SEED = 10_000
 P_CRITICAL = 1e-3     # fails when the chi-square p-value is below this
-MIN_EXPECTED = 5.0    # cells expected fewer times are pooled
 TEMPERATURE = 2.0     # spreads the tiny models' distributions (logit std ~4) over several tokens
 K = 2                 # drafts a round: both of the first two new tokens go through draft-and-verify
 
@@ -226,31 +225,6 @@ def joint_two(model, flags):
         if first[x] > 0:
             probs[x] = first[x] * next_token_distribution(model, (x,), flags)
     return first, probs.ravel()
-
-
-def chi_square(counts, probs):
-    """(statistic, degrees of freedom, p-value) of observed counts against exact probabilities, cells expected
-    fewer than MIN_EXPECTED times pooled (the pool joins the smallest cell if still small).  An observed outcome
-    of probability 0 gives an infinite statistic."""
-    n = counts.sum()
-    expected = probs * n
-    if (counts[probs == 0] > 0).any():
-        return math.inf, 0, 0.0
-    small = expected < MIN_EXPECTED
-    obs, exp = list(counts[~small].astype(float)), list(expected[~small])
-    pool_o, pool_e = float(counts[small].sum()), float(expected[small].sum())
-    if pool_e > 0:
-        if pool_e < MIN_EXPECTED and exp:
-            i = int(np.argmin(exp))
-            obs[i] += pool_o
-            exp[i] += pool_e
-        else:
-            obs.append(pool_o)
-            exp.append(pool_e)
-    obs, exp = np.array(obs), np.array(exp)
-    stat = float(((obs - exp) ** 2 / exp).sum())
-    df = len(exp) - 1
-    return stat, df, chi2_sf(stat, df)
 
 
 @pytest.fixture(scope="module")

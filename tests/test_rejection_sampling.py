@@ -25,14 +25,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi2_sf  # noqa: E402
+from stats import chi2_sf, chi_square  # noqa: E402
 
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)
 PROMPT = [1, 2, 3]
 DRAWS = 8000           # generate() calls per distribution test (and draws per simulated sampler)
 P_CRITICAL = 1e-3      # a sampler fails when the chi-square p-value is below this
-MIN_EXPECTED = 5.0     # cells expected fewer times are merged
 TEMPERATURE = 2.0      # logits have a std of ~3; at 2.0 each distribution spreads over several tokens
 
 # name: (K, max_new_tokens, {processors besides temperature}, assistant_confidence_threshold)
@@ -49,31 +48,6 @@ CONFIGS = {
 
 
 # ---------------------------------------------------------------------------------------------- statistics
-
-
-def chi_square(counts, probs):
-    """(statistic, degrees of freedom, p-value) of observed counts against exact probabilities; the cells
-    expected fewer than MIN_EXPECTED times are pooled (and the pool joins the smallest cell if still small).
-    An outcome of probability 0 that was observed gives an infinite statistic."""
-    n = counts.sum()
-    expected = probs * n
-    if (counts[probs == 0] > 0).any():
-        return math.inf, 0, 0.0
-    small = expected < MIN_EXPECTED
-    obs, exp = list(counts[~small].astype(float)), list(expected[~small])
-    pool_o, pool_e = float(counts[small].sum()), float(expected[small].sum())
-    if pool_e > 0:
-        if pool_e < MIN_EXPECTED and exp:
-            i = int(np.argmin(exp))
-            obs[i] += pool_o
-            exp[i] += pool_e
-        else:
-            obs.append(pool_o)
-            exp.append(pool_e)
-    obs, exp = np.array(obs), np.array(exp)
-    stat = float(((obs - exp) ** 2 / exp).sum())
-    df = len(exp) - 1
-    return stat, df, chi2_sf(stat, df)
 
 
 def outcome_counts(tokens, T):
