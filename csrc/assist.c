@@ -166,10 +166,9 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
          * plain generation asks it. */
         int64_t kept = n + 1, done = 0;
         for (int64_t j = 0; j < kept && !done; j++) {
-            int stop = p->gen.should_stop ? p->gen.should_stop(p->gen.stop_user, r->row, r->tok, r->L + j + 1,
-                                                               b->p + j * V, V) : 0;
-            if (stop != 0 && stop != 1) return ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion");
-            if (stop || ha_is_eos(&p->gen, r->tok[r->L + j])) {
+            const int ends = ha_row_ends(&p->gen, r->row, r->tok, r->L + j + 1, b->p + j * V, V);
+            if (ends < 0) return HA_ERR_CALLBACK;
+            if (ends) {
                 kept = j + 1;
                 done = 1;
             }

@@ -95,12 +95,12 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));
             out[b * N + step] = t;
             h[hist_n[b]++] = t;
-            int stop = p->should_stop ? p->should_stop(p->stop_user, b, h, hist_n[b], s, V) : 0;
-            if (stop != 0 && stop != 1) {
-                st = ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion at step %lld", (long long)step);
+            const int ends = ha_row_ends(p, b, h, hist_n[b], s, V);
+            if (ends < 0) {
+                st = HA_ERR_CALLBACK;
                 break;
             }
-            if (stop || ha_is_eos(p, t)) done[b] = 1;
+            done[b] = (uint8_t)ends;
             if (p->on_tokens && p->on_tokens(p->user, b, &t, 1) != 0) {
                 st = ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback at step %lld", (long long)step);
                 break;

@@ -267,6 +267,19 @@ static inline int ha_is_eos(const ha_generate_params *p, int32_t t) {
     return 0;
 }
 
+/* After the row decided tokens[n - 1]: 1 if the row ends there (an eos, or the caller's stopping criteria said
+ * so), 0 if it goes on, -1 with HA_ERR_CALLBACK recorded if the criteria asked to stop the whole work. scores
+ * (vocab,) are the processed scores the token was chosen from. */
+static inline int ha_row_ends(const ha_generate_params *p, int64_t row, const int32_t *tokens, int64_t n,
+                              const float *scores, int64_t vocab) {
+    const int stop = p->should_stop ? p->should_stop(p->stop_user, row, tokens, n, scores, vocab) : 0;
+    if (stop != 0 && stop != 1) {
+        ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion in row %lld", (long long)row);
+        return -1;
+    }
+    return stop || ha_is_eos(p, tokens[n - 1]);
+}
+
 /* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
 ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
 
