@@ -24,6 +24,7 @@ from .loading import load_checkpoint
 from .stopping import StopStringCriteria
 from .streamers import stop_streamer
 from .tensors import convert_output, to_numpy
+from . import universal as _universal
 
 _seed_source = np.random.default_rng()
 
@@ -34,8 +35,6 @@ _REFUSED_ARGUMENTS = {
                                 "logits_processor that sets the scores of disallowed tokens to -inf",
     "negative_prompt_ids": "classifier-free guidance is not implemented; leave guidance_scale unset",
     "negative_prompt_attention_mask": "classifier-free guidance is not implemented; leave guidance_scale unset",
-    "assistant_tokenizer": "a draft with another tokenizer (universal assisted decoding) is not implemented; use a "
-                           "draft that shares the target's tokenizer",
     "synced_gpus": "there is one CPU process here, nothing to synchronize; leave it unset",
     "use_model_defaults": "generation always starts from the model's generation_config (use_model_defaults=True); "
                           "pass generation_config=GenerationConfig() for Transformers' global defaults",
@@ -351,6 +350,10 @@ class LlamaForCausalLM:
         from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
         max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
         assistant_early_exit=N with this model's own first N layers (and its final norm and head).
+        A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
+        model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
+        into candidates, and the output is still exactly this model's (see universal.py); a pair whose
+        tokenizers have the identical vocabulary takes the same-tokenizer path.
 
         logits_processor: callables f(input_ids, scores) -> scores applied after the built-in processors and
         before the sampling warpers, once per row and position: input_ids int64 (1, n) that row's tokens (its
@@ -407,6 +410,11 @@ class LlamaForCausalLM:
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
                   stopping_criteria, tokenizer, kwargs):
         """generate() up to the streamer's end (or stop)."""
+        kwargs = dict(kwargs)
+        assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
+        if assistant_tokenizer is not None and assistant_model is None:
+            raise InvalidInputError("`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
+                                    "too, or leave assistant_tokenizer unset")
         gc = self._generate_config(generation_config, assistant_model, kwargs)
         if input_ids is None:
             raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
@@ -457,7 +465,10 @@ class LlamaForCausalLM:
                               "drafts instead, as in Transformers", UserWarning, stacklevel=4)
             assistant_model = None
         assisted = assistant_model is not None or gc.prompt_lookup_num_tokens is not None or early_exit is not None
-        if assistant_model is not None:
+        # universal assisted decoding: a draft with another tokenizer drafts through text (universal.py)
+        universal = assistant_model is not None and _universal.different_tokenizers(
+            self, assistant_model, tokenizer, assistant_tokenizer)
+        if assistant_model is not None and not universal:
             self._check_assistant(assistant_model, gc, need)
         if early_exit is not None and early_exit > self.config.num_hidden_layers:
             raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
@@ -489,7 +500,7 @@ class LlamaForCausalLM:
         if streamer is not None:
             streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
         on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-        ctx = _core.Context(self._core, B, need, self.blas_prefill)
+        ctx = None if universal else _core.Context(self._core, B, need, self.blas_prefill)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
         logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
@@ -499,7 +510,14 @@ class LlamaForCausalLM:
                   bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
                   float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
         extra = {}
-        if not assisted:
+        if universal:
+            _universal.check_supported(procs, gc)
+            out[:], steps, extra, k_final = _universal.generate(
+                self, assistant_model, tokenizer, assistant_tokenizer, gc, procs, ids, real, max_new, min_new, eos, pad,
+                seed, max_time, procs[21], on_tokens, scores, logits)
+            if gc.num_assistant_tokens_schedule == "heuristic":
+                assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+        elif not assisted:
             steps = _core.generate(ctx, *common, out, scores, on_tokens)
         else:
             if early_exit is not None:

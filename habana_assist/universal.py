@@ -1,0 +1,465 @@
+"""Assisted generation with a draft whose tokenizer differs from the target's (Transformers' universal assisted
+decoding: generate(assistant_model=draft, tokenizer=tok, assistant_tokenizer=draft_tok)).
+
+The draft works in its own tokens and its proposal reaches the target through text; the target verifies all
+candidates in one append and keeps exactly the tokens it would have chosen itself. One round, per row:
+
+  1. Context: the target's tokens decided since the last round are decoded to text and appended to the
+     draft's ids, re-encoding a window of the draft's last `assistant_lookbehind` ids with it (so that a word
+     split over the boundary is tokenized as the draft's tokenizer would tokenize it); the draft's KV cache
+     is cropped only where the ids changed.
+  2. Draft: up to K tokens, each the draft's argmax (K, its schedule and the confidence threshold as in the
+     same-tokenizer path, counted in draft tokens); it stops at its eos.
+  3. Translate: the text of those tokens is appended to the text of a window of the target's last
+     `target_lookbehind` tokens (a window that re-encodes to itself) and re-encoded; the candidates are the
+     target ids after the window, kept only as far as the window's ids extend exactly and their decoded
+     text is the draft's text. Where the target's last token and the new text would merge into other
+     tokens, the target's ids cannot change, so fewer (or no) candidates are proposed.
+  4. Verify: the target appends the candidates and scores them in one pass; each position's token is the
+     one plain generation chooses (the same processors, argmax or the same position-keyed Gumbel noise), and
+     candidates are kept while they equal it. So greedy output is bitwise the target's plain greedy output,
+     and sampled output is the target's plain sampled output for the same seed, with either
+     assisted_sampling value (no draft distribution exists over the target's vocabulary, so the rejection
+     rule has no q: the coupled rule is used, as Transformers does for different tokenizers).
+
+Work per round is bounded by the windows (lookbehind + K + new tokens), never by the whole sequence; the
+prompt is decoded and encoded once. The target's processors run here in Python, with the C core's exact
+arithmetic (float32 where it computes in float, libm's log for the Gumbel noise, the same Philox counter);
+the ones not written here are refused with a message.
+"""
+
+import math
+import time
+
+import numpy as np
+
+from . import _core
+from .errors import InvalidInputError
+
+_RNG_SAMPLE = 1  # csrc/ha.h HA_RNG_SAMPLE
+_MASK32 = np.uint64(0xFFFFFFFF)
+_HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
+
+# processing_args' entries this module does not implement: index -> (flag, its off value)
+_UNSUPPORTED = {0: "sequence_bias", 4: "bad_words_ids", 6: "forced_bos_token_id", 7: "forced_eos_token_id",
+                9: "remove_invalid_values", 10: "exponential_decay_length_penalty", 15: "min_p", 16: "typical_p",
+                17: "epsilon_cutoff", 18: "eta_cutoff", 19: "renormalize_logits"}
+
+
+# ---- which path: the check of tokenizer / assistant_tokenizer ---------------------------------------------
+
+def _vocab(tok, name):
+    get = getattr(tok, "get_vocab", None)
+    if not callable(get) or not callable(getattr(tok, "encode", None)) or not callable(getattr(tok, "decode", None)):
+        raise InvalidInputError(f"`{name}` must be a tokenizer with encode(), decode() and get_vocab() (e.g. from "
+                                f"ha.AutoTokenizer.from_pretrained), got {type(tok).__name__}")
+    return get()
+
+
+def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
+    """Whether assistant drafts through text (True) or in the target's own ids (False); raises Transformers'
+    errors (_validate_assistant) where the arguments do not say which: a draft with another vocabulary needs
+    both tokenizers. A pair whose tokenizers have the identical vocabulary (token -> id) takes the same-tokenizer
+    path even if both are passed."""
+    if assistant_tokenizer is None:
+        if assistant.vocab_size != target.vocab_size:
+            raise InvalidInputError(
+                f"the main and assistant models have different tokenizers (vocab_size {target.vocab_size} and "
+                f"{assistant.vocab_size}); pass tokenizer= (the target's) and assistant_tokenizer= (the assistant's) "
+                "to generate() for universal assisted decoding")
+        return False
+    if tokenizer is None:
+        raise InvalidInputError("`assistant_tokenizer` was passed without `tokenizer`: universal assisted decoding "
+                                "needs both, pass tokenizer= (the target's tokenizer) too")
+    same = _vocab(tokenizer, "tokenizer") == _vocab(assistant_tokenizer, "assistant_tokenizer")
+    if same and assistant.vocab_size == target.vocab_size:
+        return False
+    return True
+
+
+def check_supported(procs, gc):
+    """Refuses the processors this path does not implement (procs: generate_args.processing_args' tuple)."""
+    on = [flag for i, flag in _UNSUPPORTED.items()
+          if (len(procs[i]) > 0 if isinstance(procs[i], np.ndarray) else bool(procs[i]))]
+    if on:
+        raise InvalidInputError(f"{', '.join(on)} cannot be used with a draft of another tokenizer "
+                                "(assistant_tokenizer=): leave it unset, or draft with a model that shares the "
+                                "target's tokenizer")
+    if gc.output_logits:
+        pass  # raw logits are what the target's appends return: supported
+
+
+# ---- the target's token choice, as csrc/sampling.c makes it -------------------------------------------------
+
+def _philox_uniform(seed, row, position, purpose, index):
+    """ha_rng_uniform for an array of indices: float64 in (0, 1), bitwise the core's."""
+    c0 = index.astype(np.uint64)
+    c1 = np.full_like(c0, position)
+    c2 = np.full_like(c0, row)
+    c3 = np.full_like(c0, purpose)
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+    m0, m1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+    s32 = np.uint64(32)
+    for _ in range(10):
+        p0, p1 = m0 * c0, m1 * c2  # < 2^64: exact
+        n0 = (p1 >> s32) ^ c1 ^ k0
+        n2 = (p0 >> s32) ^ c3 ^ k1
+        c1, c3, c0, c2 = p1 & _MASK32, p0 & _MASK32, n0, n2
+        k0 = (k0 + np.uint64(0x9E3779B9)) & _MASK32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & _MASK32
+    bits = ((c0 << s32) | c1) >> np.uint64(11)
+    return (bits.astype(np.float64) + 0.5) * 2.0 ** -53
+
+
+class TargetChooser:
+    """ha_sampler_process + ha_sampler_choose for one generate() call, over float32 scores (V,)."""
+
+    def __init__(self, gc, procs, eos, min_new, seed, vocab):
+        self.do_sample = bool(gc.do_sample)
+        self.temperature = np.float32(gc.effective("temperature"))
+        self.top_k = int(gc.effective("top_k"))
+        self.top_p = float(np.float32(gc.effective("top_p")))
+        self.rp = np.float32(gc.effective("repetition_penalty"))
+        self.no_repeat = int(procs[3])
+        self.suppress, self.begin_suppress, self.begin_step = procs[12], procs[13], procs[14]
+        self.logits_fn = procs[20]
+        self.eos = np.asarray(eos, dtype=np.int64)
+        self.min_new, self.seed, self.vocab = min_new, seed, vocab
+
+    def process(self, scores, row, history, step):
+        """scores float32 (V,) processed in place (and returned); history int32 the row's tokens before it."""
+        s = scores
+        if self.rp != np.float32(1.0) and len(history):
+            seen = np.unique(history)
+            v = s[seen]
+            s[seen] = np.where(v < 0, v * self.rp, v / self.rp)
+        if self.no_repeat > 0 and len(history) + 1 >= self.no_repeat:
+            n, size = len(history), self.no_repeat
+            prefix = history[n - (size - 1):]
+            for i in range(n - size + 1):
+                if np.array_equal(history[i:i + size - 1], prefix):
+                    s[history[i + size - 1]] = -np.inf
+        if step < self.min_new and len(self.eos):
+            s[self.eos] = -np.inf
+        if len(self.suppress):
+            s[self.suppress] = -np.inf
+        if step == self.begin_step and len(self.begin_suppress):
+            s[self.begin_suppress] = -np.inf
+        if self.logits_fn is not None:
+            out = self.logits_fn(row, np.ascontiguousarray(history, dtype=np.int32).tobytes(), bytearray(s.tobytes()))
+            if out.size != self.vocab:
+                raise InvalidInputError(f"a logits processor returned {out.size} scores for a vocabulary of "
+                                        f"{self.vocab}; it must return scores of the shape it was given")
+            s[:] = out.reshape(-1)
+        if self.do_sample:
+            if self.temperature != np.float32(1.0):
+                s /= self.temperature
+            if 0 < self.top_k < self.vocab:
+                kth = np.sort(s)[self.vocab - self.top_k]
+                s[s < kth] = -np.inf
+            if self.top_p < 1.0:
+                self._top_p(s)
+        return s
+
+    def _top_p(self, s):
+        idx = np.nonzero(s > -np.inf)[0]
+        if idx.size <= 1:
+            return
+        order = idx[np.lexsort((idx, s[idx]))]  # ascending by score, ties by id (cmp_scored)
+        vals = [float(v) for v in s[order]]
+        mx = vals[-1]
+        z = 0.0
+        for v in vals:
+            z += math.exp(v - mx)
+        cum, cut = 0.0, 1.0 - self.top_p
+        for i in range(len(vals) - 1):
+            cum += math.exp(vals[i] - mx) / z
+            if cum > cut:
+                break
+            s[order[i]] = -np.inf
+
+    def choose(self, s, row, position):
+        """The token plain generation picks from processed scores s at this absolute position; -1 if none."""
+        if not self.do_sample:
+            finite = np.where(np.isnan(s), -np.inf, s)
+            best = int(np.argmax(finite))
+            return best if finite[best] > -np.inf else -1
+        idx = np.nonzero(s > -np.inf)[0]
+        if idx.size == 0:
+            return -1
+        u = _philox_uniform(self.seed, row, position, _RNG_SAMPLE, idx)
+        g = s[idx].astype(np.float64) - np.log(-np.log(u))
+        top = g.max()
+        # numpy's log may differ from libm's by an ulp: decide among the near-best with math.log, first wins
+        near = np.nonzero(g >= top - 1e-9 * max(1.0, abs(top)))[0]
+        best, bv = -1, -math.inf
+        for j in near:
+            v = float(s[idx[j]]) - math.log(-math.log(float(u[j])))
+            if v > bv:
+                best, bv = int(idx[j]), v
+        return best
+
+
+# ---- text between the two tokenizers -----------------------------------------------------------------------
+
+def _decode(tok, ids):
+    return tok.decode(list(ids), skip_special_tokens=True) if len(ids) else ""
+
+
+def _encode(tok, text):
+    return [int(i) for i in tok.encode(text, add_special_tokens=False)] if text else []
+
+
+def _text_added(tok, ids, a, b, context=8):
+    """The text ids[a:b] add after ids[:a] (decoded with up to `context` ids before a), or None where that is
+    not a clean suffix (the decode of the shorter run is not a prefix, or a character is still incomplete)."""
+    base = max(0, a - context)
+    left, full = _decode(tok, ids[base:a]), _decode(tok, ids[base:b])
+    if not full.startswith(left):
+        return None
+    text = full[len(left):]
+    return None if text.endswith("\ufffd") else text
+
+
+def _common_prefix(a, b):
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _stable_window(tok, ids, lo, hi, width):
+    """A start w in [lo, hi) with hi - w <= width (nearest to that first) such that ids[w:hi] re-encodes from its
+    own text to exactly itself, and that text; (None, None) if none. Costs O(width) encodes of <= width ids."""
+    first = max(lo, hi - width)
+    for w in list(range(first, hi)) + list(range(first - 1, max(lo, first - width) - 1, -1)):
+        text = _decode(tok, ids[w:hi])
+        if _encode(tok, text) == list(ids[w:hi]):
+            return w, text
+    if hi == lo:
+        return hi, ""
+    return None, None
+
+
+class _Row:
+    """One row's state between rounds. T: the target's tokens (list); A: the draft's ids for T's text (list);
+    cached: the ids in the draft's cache; sent: how many of T have reached A as text."""
+
+    def __init__(self, ttok, dtok, prompt, draft_vocab, t_special):
+        self.T = [int(t) for t in prompt]
+        self.t_floor = 0
+        while self.t_floor < len(self.T) - 1 and self.T[self.t_floor] in t_special:
+            self.t_floor += 1  # leading special tokens (<s>): never inside a window
+        text = _decode(ttok, self.T)
+        body = _encode(dtok, text)
+        full = [int(i) for i in dtok.encode(text, add_special_tokens=True)]
+        lead = full[:len(full) - len(body)] if full[len(full) - len(body):] == body else []
+        self.A = lead + body
+        self.a_floor = len(lead)
+        bad = [i for i in self.A if not 0 <= i < draft_vocab]
+        if bad:
+            raise InvalidInputError(f"assistant_tokenizer gives token id {bad[0]}, outside the assistant model's "
+                                    f"vocabulary of {draft_vocab}; pass the assistant's own tokenizer")
+        self.cached = []  # the ids the draft's cache holds, in order
+        self.sent = len(self.T)
+
+
+def _sync_draft(row, ttok, dtok, width):
+    """Step 1: the text of the target's tokens T[sent:] appended to A, re-encoding A's last `width` ids with it."""
+    L = len(row.T)
+    for end in range(L, max(row.sent, L - _HOLD_BACK) - 1, -1):
+        if end == row.sent:
+            return
+        new = _text_added(ttok, row.T, row.sent, end)
+        if new is not None:
+            break
+    else:
+        return
+    row.sent = end
+    if not new:
+        return
+    w, text = _stable_window(dtok, row.A, row.a_floor, len(row.A), width)
+    if w is None:
+        row.A = row.A + _encode(dtok, new)  # no window re-encodes to itself: the new text alone
+    else:
+        row.A = row.A[:w] + _encode(dtok, text + new)
+
+
+def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
+    """Step 3: the target ids that the draft's tokens `drafts` propose after T (possibly none)."""
+    ends_eos = bool(drafts) and drafts[-1] in draft_eos
+    if ends_eos:
+        drafts = drafts[:-1]
+    ext = row.A + drafts
+    new = None
+    while drafts:
+        new = _text_added(dtok, ext, len(row.A), len(row.A) + len(drafts))
+        if new:
+            break
+        drafts = drafts[:-1]  # a character still incomplete at the end: leave those ids out
+    L = len(row.T)
+    if not drafts or not new:
+        return [target_eos] if ends_eos and not drafts and target_eos is not None else []
+    w, text = _stable_window(ttok, row.T, row.t_floor, L, width)
+    if w is None:
+        return []
+    window = row.T[w:L]
+    E = _encode(ttok, text + new)
+    cands = E[len(window):] if E[:len(window)] == window else _encode(ttok, new)
+    # keep the longest prefix that extends the window's text by a prefix of the draft's text
+    goal = text + new
+    while cands:
+        got = _decode(ttok, window + cands)
+        if got.startswith(text) and goal.startswith(got) and len(got) > len(text):
+            break
+        cands = cands[:-1]
+    if cands and ends_eos and target_eos is not None and _decode(ttok, window + cands) == goal:
+        cands = cands + [target_eos]
+    return cands
+
+
+# ---- the loop ----------------------------------------------------------------------------------------------
+
+def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, eos, pad, seed, max_time,
+             stop_fn, on_tokens, scores_out, logits_out):
+    """Universal assisted generation of ids int32 (B, S) (left-padded, real tokens per row in `real`), row by
+    row. Writes scores_out / logits_out (max_new, B, V) where given. -> (out int32 (B, max_new), steps, stats
+    dict of GenerateDecoderOnlyOutput's assisted fields, the final K)."""
+    B, S = ids.shape
+    V = target.vocab_size
+    chooser = TargetChooser(gc, procs, eos, min_new, seed, V)
+    eos_set = set(int(e) for e in eos)
+    draft_eos = set(draft.generation_config.eos_token_ids()) | (
+        {int(dtok.eos_token_id)} if getattr(dtok, "eos_token_id", None) is not None else set())
+    t_special = set(int(i) for i in (getattr(ttok, "all_special_ids", None) or ())) | eos_set
+    lookbehind_t = max(int(gc.target_lookbehind if gc.target_lookbehind is not None else 10), 2)
+    lookbehind_a = max(int(gc.assistant_lookbehind if gc.assistant_lookbehind is not None else 10), 2)
+    adaptive = gc.num_assistant_tokens_schedule != "constant"
+    threshold = float(gc.assistant_confidence_threshold or 0.0)
+    deadline = time.monotonic() + max_time if max_time > 0 else math.inf
+    out = np.full((B, max_new), pad, dtype=np.int32)
+    stats = dict(num_draft_tokens=0, num_accepted_tokens=0, num_target_passes=0, num_draft_passes=0)
+    proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
+    generated = np.zeros(B, dtype=np.int64)
+    K = int(gc.num_assistant_tokens)
+    for b in range(B):
+        K = int(gc.num_assistant_tokens)
+        prompt = ids[b, S - int(real[b]):]
+        row = _Row(ttok, dtok, prompt, draft.vocab_size, t_special)
+        tctx = _core.Context(target._core, 1, len(prompt) + max_new + 1, target.blas_prefill)
+        dcap = draft.max_cache_len
+        dctx = _core.Context(draft._core, 1, dcap, draft.blas_prefill)
+        Vd = draft.vocab_size
+        # 0. The prompt alone, as plain generation appends it; P[0] scores position L of the first round.
+        P = np.empty((1, V), dtype=np.float32)
+        L0 = len(row.T)
+        want = np.zeros(L0, dtype=np.uint8)
+        want[-1] = 1
+        tctx.append(np.zeros(L0, dtype=np.int32), np.asarray(row.T, dtype=np.int32), want, P)
+        target_len, scored = L0, True
+        while generated[b] < max_new:
+            if generated[b] > 0 and time.monotonic() >= deadline:
+                break
+            L = len(row.T)
+            room = max_new - int(generated[b]) - 1
+            cands = []
+            if room > 0:
+                _sync_draft(row, ttok, dtok, lookbehind_a)
+                drafts = []
+                if len(row.A) + K <= dcap:
+                    # 2. Draft: its cache keeps the ids it holds that A still starts with, catches up on the
+                    # rest of A, then up to K argmax tokens (the last one is never appended).
+                    keep = min(_common_prefix(row.cached, row.A), len(row.A) - 1)
+                    dctx.crop(0, keep)
+                    q = np.empty((1, Vd), dtype=np.float32)
+                    pending = row.A[keep:]
+                    while len(drafts) < K:
+                        if drafts:
+                            pending = [drafts[-1]]
+                        n = len(pending)
+                        w = np.zeros(n, dtype=np.uint8)
+                        w[-1] = 1
+                        dctx.append(np.zeros(n, dtype=np.int32), np.asarray(pending, dtype=np.int32), w, q)
+                        stats["num_draft_passes"] += 1
+                        scores_d = np.where(np.isnan(q[0]), -np.inf, q[0])
+                        x = int(np.argmax(scores_d))
+                        drafts.append(x)
+                        if x in draft_eos:
+                            break
+                        if threshold > 0:
+                            p = 1.0 / float(np.sum(np.exp(scores_d.astype(np.float64) - float(scores_d[x]))))
+                            if p < threshold:
+                                break
+                    row.cached = row.A + drafts[:-1]
+                    # 3. Translate into target ids.
+                    cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None,
+                                        lookbehind_t)[:room]
+            # 4. Verify: the target appends T[target_len:L] + candidates, scores positions L .. L + k.
+            k = len(cands)
+            logits = np.empty((k + 1, V), dtype=np.float32)
+            if scored:
+                logits[0] = P[0]
+            fresh = row.T[target_len:L] + cands
+            if fresh:
+                n_want = k + 1 - int(scored)
+                want = np.zeros(len(fresh), dtype=np.uint8)
+                if n_want:
+                    want[len(fresh) - n_want:] = 1
+                tctx.append(np.zeros(len(fresh), dtype=np.int32), np.asarray(fresh, dtype=np.int32), want,
+                            logits[int(scored):])
+            target_len = L + k
+            stats["num_target_passes"] += 1
+            raw = logits.copy() if logits_out is not None else None
+            hist = np.asarray(row.T + cands, dtype=np.int32)
+            chosen = []
+            for j in range(k + 1):
+                s = chooser.process(logits[j], b, hist[:L + j], int(generated[b]) + j)
+                t = chooser.choose(s, b, L + j)
+                if t < 0:
+                    raise InvalidInputError(f"row {b}: every token was removed or NaN; check the weights and the "
+                                            "sampling arguments")
+                chosen.append(t)
+                if j == k or t != cands[j]:
+                    break
+            n = len(chosen) - 1
+            kept, done = len(chosen), False
+            for j in range(kept):
+                toks = np.asarray(row.T + chosen[:j + 1], dtype=np.int32)
+                stop = bool(stop_fn(b, toks.tobytes(), logits[j].tobytes())) if stop_fn is not None else False
+                if stop or chosen[j] in eos_set:
+                    kept, done = j + 1, True
+                    break
+            for j in range(kept):
+                at = int(generated[b]) + j
+                out[b, at] = chosen[j]
+                if scores_out is not None:
+                    scores_out[at, b] = logits[j]
+                if logits_out is not None:
+                    logits_out[at, b] = raw[j]
+            if on_tokens is not None:
+                on_tokens(b, chosen[:kept])
+            stats["num_draft_tokens"] += k
+            stats["num_accepted_tokens"] += min(n, kept)
+            proposed[:k] += 1
+            accepted[:n] += 1
+            row.T.extend(chosen[:kept])
+            generated[b] += kept
+            # 5. The target's cache keeps decided tokens only; the newest is appended next round.
+            target_len = min(target_len, len(row.T) - 1)
+            tctx.crop(0, target_len)
+            scored = False
+            if adaptive and room > 0:
+                K = K + 2 if k > 0 and n == k else max(1, K - 1)
+            if done:
+                break
+    steps = int(generated.max()) if B else 0
+    for b in range(B):
+        for at in range(int(generated[b]), steps):
+            if scores_out is not None:
+                scores_out[at, b] = -np.inf
+            if logits_out is not None:
+                logits_out[at, b] = -np.inf
+    used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+    stats.update(proposed_per_position=proposed[:used], accepted_per_position=accepted[:used])
+    return out, steps, stats, K
