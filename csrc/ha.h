@@ -368,6 +368,24 @@ HA_API ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assi
                                       int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
                                       int64_t *n_steps, ha_assist_stats *stats);
 
+/* ---- BPE merges (tokenizer.json's BPE model; csrc/bpe.c) ---------------------------------------------
+ * A word's first symbols are its code points' ids (chars[i] -> char_ids[i]); a code point not among them becomes
+ * the ids of its UTF-8 bytes where byte_ids (256 entries, -1 for a byte without one) has all of them (byte
+ * fallback), else unk_id (consecutive unknown code points fused into one unk where fuse_unk). Then the adjacent
+ * pair of lowest rank is merged into its result until none is left, leftmost first on ties: Hugging Face
+ * tokenizers' Word::merge_all. merges: (n_merges, 3) int32 rows of left id, right id, result id; a row's rank is
+ * its index, and a pair listed twice keeps its later rank. Every id is checked against vocab_size at create. */
+typedef struct ha_bpe ha_bpe;
+HA_API ha_status ha_bpe_create(const int32_t *merges, int64_t n_merges, const uint32_t *chars, const int32_t *char_ids,
+                               int64_t n_chars, const int32_t *byte_ids, int32_t unk_id, int fuse_unk,
+                               int64_t vocab_size, ha_bpe **out);
+HA_API void ha_bpe_free(ha_bpe *b);
+/* word: n code points -> ids[0 .. *n_ids); cap >= 4 n (byte fallback gives up to 4 ids per code point). Reads
+ * only b, so one ha_bpe serves any number of threads. HA_ERR_INVALID for a value above U+10FFFF or a code point
+ * with no id, no byte fallback and no unk_id. */
+HA_API ha_status ha_bpe_encode(const ha_bpe *b, const uint32_t *word, int64_t n, int32_t *ids, int64_t cap,
+                               int64_t *n_ids);
+
 /* ---- threads, kernels, measurement ---------------------------------------------------------------- */
 
 /* Threads used by every core call (the caller's thread counts as one); n >= 1. */
