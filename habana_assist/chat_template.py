@@ -113,12 +113,17 @@ def _where(lineno, line):
     return f"line {lineno} ({line!r})" if lineno is not None else "an unknown line"
 
 
-@functools.lru_cache(maxsize=64)
 def compile_chat_template(source):
     """Template source (str) -> jinja2.Template in Transformers' environment; compiled once per source.
     A syntax error is a ChatTemplateError naming the line."""
     if not isinstance(source, str):
-        raise InvalidInputError(f"a chat template is a str of Jinja source, not {type(source).__name__}")
+        raise InvalidInputError(f"a chat template is a str of Jinja source, not {type(source).__name__}; set "
+                                "tokenizer.chat_template (or pass chat_template=) to the template's text")
+    return _compile(source)
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(source):
     try:
         return _environment().from_string(source)
     except jinja2.TemplateSyntaxError as e:
@@ -161,6 +166,12 @@ def get_chat_template(tokenizer, chat_template=None, tools=None):
     listing the names. tokenizer.chat_template a str or None: chat_template, else the tokenizer's, else an error
     saying how to set one."""
     own = getattr(tokenizer, "chat_template", None)
+    if isinstance(own, (list, tuple)):  # tokenizer_config.json's form of named templates
+        try:
+            own = {entry["name"]: entry["template"] for entry in own}
+        except (TypeError, KeyError):
+            raise InvalidInputError("tokenizer.chat_template is a list: it must hold {'name': ..., 'template': ...} "
+                                    "dicts (named templates); set a str or a dict name -> template") from None
     if chat_template is not None and not isinstance(chat_template, str):
         raise InvalidInputError(f"chat_template={type(chat_template).__name__}; pass a template's Jinja source or "
                                 "the name of one of the tokenizer's named templates (a str)")

@@ -547,3 +547,23 @@ def test_batch_tokenize_pads_and_truncates_as_the_tokenizer(sp_tokenizer):
 def test_tokenizer_kwargs_reach_the_tokenizer(sp_tokenizer):
     out = apply_chat_template(sp_tokenizer, TURNS, return_dict=True, tokenizer_kwargs={"return_attention_mask": False})
     assert "attention_mask" not in out and out["input_ids"] == apply_chat_template(sp_tokenizer, TURNS)
+
+
+def test_template_that_is_not_text_is_refused():
+    with pytest.raises(InvalidInputError, match="a chat template is a str of Jinja source, not list"):
+        apply_chat_template(Holder({"default": ["x"]}), TURNS, tokenize=False)
+    with pytest.raises(InvalidInputError, match=r"\{'name': \.\.\., 'template': \.\.\.\}"):
+        apply_chat_template(Holder(["x"]), TURNS, tokenize=False)
+
+
+def test_named_templates_in_tokenizer_config_list_form():
+    holder = Holder([{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}])
+    assert apply_chat_template(holder, TURNS, tokenize=False) == "D"
+    assert apply_chat_template(holder, TURNS, tokenize=False, tools=[WEATHER_TOOL]) == "T"
+
+
+def test_error_inside_a_filter_names_the_template_line():
+    """tojson of something JSON cannot hold fails inside Python's json module; the line is still the template's."""
+    with pytest.raises(ChatTemplateError) as info:
+        _render("ok\n\n{{ messages | tojson }}\n", [{"role": "user", "content": {1, 2}}])
+    assert info.value.lineno == 3 and "TypeError" in str(info.value) and "not JSON serializable" in str(info.value)
