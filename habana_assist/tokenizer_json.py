@@ -584,6 +584,27 @@ def _model(cfg):
 
 # ---- the tokenizer ------------------------------------------------------------------------------------------
 
+def _trie_pattern(strings):
+    """Literal strings -> a regex matching the longest of them that starts at a position: their trie, each
+    node's children tried before the node's own end (a checkpoint has thousands of added tokens, which a flat
+    alternation would try one by one at every character)."""
+    trie = {}
+    for s in strings:
+        node = trie
+        for c in s:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def emit(node):
+        ends = "" in node
+        branches = [regex.escape(c) + emit(child) for c, child in sorted(node.items()) if c]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 and not ends else "(?:" + "|".join(branches) + ")"
+        return body + "?" if ends else body
+    return emit(trie)
+
+
 class TokenizerJSON:
     """A tokenizer.json pipeline. Build it with TokenizerJSON.load(path) or from_dict(data)."""
 
@@ -683,7 +704,7 @@ class TokenizerJSON:
         return new
 
     def _rebuild_splitters(self):
-        """One alternation per kind of added token, longest first: leftmost-longest matching, as the Rust
+        """One pattern per kind of added token (raw or normalized), matching leftmost-longest as the Rust
         library's Aho-Corasick automaton does."""
         self.special_ids = {t.id for t in self.added_tokens if t.special}
         self._by_content = {}
@@ -702,11 +723,9 @@ class TokenizerJSON:
         if regex is None and (raw or norm):
             raise _Bad("added tokens need python3-regex: apt-get install python3-regex (scripts/setup.sh does)")
         if raw:
-            self._raw_split = regex.compile("|".join(regex.escape(c) for c in sorted(set(raw), key=len,
-                                                                                    reverse=True)))
+            self._raw_split = regex.compile(_trie_pattern(raw))
         if norm:
-            self._norm_split = regex.compile("|".join(regex.escape(c) for c in sorted(set(norm), key=len,
-                                                                                     reverse=True)))
+            self._norm_split = regex.compile(_trie_pattern(norm))
 
     def _find_added(self, s, pattern, kind):
         """s -> [(piece, added token id or None)] as Rust's AddedVocabulary::find_matches: single_word matches
