@@ -332,7 +332,8 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
     eos_set = set(int(e) for e in eos)
     draft_eos = set(draft.generation_config.eos_token_ids()) | (
         {int(dtok.eos_token_id)} if getattr(dtok, "eos_token_id", None) is not None else set())
-    t_special = set(int(i) for i in (getattr(ttok, "all_special_ids", None) or ())) | eos_set
+    t_special = set(int(i) for i in (getattr(ttok, "all_special_ids", None) or getattr(ttok, "special_ids", None)
+                                      or ())) | eos_set
     lookbehind_t = max(int(gc.target_lookbehind if gc.target_lookbehind is not None else 10), 2)
     lookbehind_a = max(int(gc.assistant_lookbehind if gc.assistant_lookbehind is not None else 10), 2)
     adaptive = gc.num_assistant_tokens_schedule != "constant"
