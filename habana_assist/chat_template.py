@@ -17,9 +17,12 @@ Every failure of a template (its syntax, or an error while rendering, ``raise_ex
 """
 
 import functools
+import inspect
 import json
 import re
 import traceback
+import types
+import typing
 from datetime import datetime
 
 import jinja2
@@ -192,6 +195,112 @@ def get_chat_template(tokenizer, chat_template=None, tools=None):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Tools given as Python functions: Transformers' get_json_schema (type hints + a Google-style docstring)
+
+_JSON_TYPES = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
+               bool: {"type": "boolean"}, typing.Any: {}, type(None): {"type": "null"}}
+
+
+def _hint_schema(hint, where):
+    """A type hint -> its JSON schema: basic types, Optional/Union (a list of types, or anyOf; "nullable" with None),
+    list[...] (items), tuple[...] (prefixItems), dict[str, ...] (additionalProperties); other classes are objects."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is None:
+        return dict(_JSON_TYPES.get(hint, {"type": "object"}))
+    if origin is typing.Union or origin is types.UnionType:
+        subtypes = [_hint_schema(a, where) for a in args if a is not type(None)]
+        if len(subtypes) == 1:
+            out = subtypes[0]
+        elif all(isinstance(t.get("type"), str) for t in subtypes):
+            out = {"type": sorted(t["type"] for t in subtypes)}
+        else:
+            out = {"anyOf": subtypes}
+        if type(None) in args:
+            out["nullable"] = True
+        return out
+    if origin is list:
+        return {"type": "array", "items": _hint_schema(args[0], where)} if args else {"type": "array"}
+    if origin is tuple:
+        if not args:
+            return {"type": "array"}
+        if len(args) == 1 or ... in args:
+            raise InvalidInputError(f"{where}: a tuple hint needs two or more fixed element types ({hint}); use "
+                                    "list[...] for a variable-length argument")
+        return {"type": "array", "prefixItems": [_hint_schema(a, where) for a in args]}
+    if origin is dict:
+        out = {"type": "object"}
+        if len(args) == 2:
+            out["additionalProperties"] = _hint_schema(args[1], where)
+        return out
+    raise InvalidInputError(f"{where}: the type hint {hint} has no JSON schema here; use int, float, str, bool, "
+                            "list, tuple, dict, Optional or Union of those, or pass the tool's JSON schema")
+
+
+def _parse_docstring(doc):
+    """Google-style docstring -> (description, {argument: description}, returns description or None)."""
+    description = re.match(r"(.*?)\s*(?:Args:|Returns:|Raises:|\Z)", doc, re.S).group(1).strip()
+    block = re.search(r"\n\s*Args:\n\s*(.*?)\s*(?:Returns:|Raises:|\Z)", doc, re.S)
+    arguments = {}
+    if block:
+        lines = "\n".join(line for line in block.group(1).split("\n") if line.strip())
+        for name, text in re.findall(r"(?:^|\n)\s*(\w+):\s*(.*?)\s*(?=\n\s*\w+:|\Z)", lines, re.S):
+            arguments[name] = re.sub(r"\s*\n+\s*", " ", text.strip())
+    returns = re.search(r"\n\s*Returns:\n\s*(.*?)\s*(?:Raises:|\Z)", doc, re.S)
+    return description, arguments, returns.group(1).strip() if returns else None
+
+
+def get_json_schema(func):
+    """A Python function -> its tool schema {"type": "function", "function": {"name", "description",
+    "parameters": {"type": "object", "properties", "required"}, "return"?}}, as Transformers' get_json_schema:
+    every argument needs a type hint and a description under "Args:" in the docstring; a description ending in
+    "(choices: [...])" becomes an "enum"."""
+    name = getattr(func, "__name__", repr(func))
+    doc = inspect.getdoc(func)
+    if not doc:
+        raise InvalidInputError(f"cannot build a JSON schema for tool {name}: it has no docstring; give it one "
+                                "(a description, then 'Args:' with one 'name: description' line per argument)")
+    description, described, returns = _parse_docstring(doc.strip())
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as e:  # noqa: BLE001 - an unresolvable annotation raises NameError, TypeError...
+        raise InvalidInputError(f"cannot build a JSON schema for tool {name}: its type hints do not resolve "
+                                f"({type(e).__name__}: {e})") from None
+    required = []
+    for parameter in inspect.signature(func).parameters.values():
+        if parameter.annotation is inspect.Parameter.empty:
+            raise InvalidInputError(f"cannot build a JSON schema for tool {name}: argument {parameter.name} has no "
+                                    "type hint; annotate it (e.g. city: str)")
+        if parameter.default is inspect.Parameter.empty:
+            required.append(parameter.name)
+    properties = {arg: _hint_schema(hint, f"tool {name}, argument {arg}") for arg, hint in hints.items()}
+    returned = properties.pop("return", None)
+    if returned is not None and returns is not None:
+        returned["description"] = returns
+    for arg, schema in properties.items():
+        if arg not in described:
+            raise InvalidInputError(f"cannot build a JSON schema for tool {name}: the docstring has no description "
+                                    f"for the argument '{arg}'; add '{arg}: <description>' under 'Args:'")
+        text = described[arg]
+        choices = re.search(r"\(choices:\s*(.*?)\)\s*$", text, flags=re.IGNORECASE)
+        if choices:
+            try:
+                values = json.loads(choices.group(1))
+            except ValueError:
+                raise InvalidInputError(f"tool {name}, argument {arg}: '(choices: ...)' must hold a JSON list, e.g. "
+                                        '(choices: ["tea", "coffee"])') from None
+            schema["enum"] = [v.strip() if isinstance(v, str) else v for v in values]
+            text = text[:choices.start()].strip()
+        schema["description"] = text
+    parameters = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+    function = {"name": name, "description": description, "parameters": parameters}
+    if returned is not None:
+        function["return"] = returned
+    return {"type": "function", "function": function}
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Rendering
 
 def _is_chat(value):
@@ -203,22 +312,23 @@ def _messages(chat):
 
 
 def _tool_schemas(tools):
+    """tools -> their JSON schemas: dicts as given, Python functions through get_json_schema."""
     if tools is None:
         return None
     if not isinstance(tools, (list, tuple)):
-        raise InvalidInputError(f"tools={type(tools).__name__}; pass a list of JSON schemas (dicts), e.g. "
-                                "[{'type': 'function', 'function': {'name': ..., 'description': ..., "
-                                "'parameters': {...}}}]")
+        raise InvalidInputError(f"tools={type(tools).__name__}; pass a list of JSON schemas (dicts) or Python "
+                                "functions with type hints and a Google-style docstring")
+    schemas = []
     for i, tool in enumerate(tools):
         if isinstance(tool, dict):
-            continue
-        if callable(tool):
-            raise InvalidInputError(f"tools[{i}] is a Python callable ({getattr(tool, '__name__', tool)!r}); this "
-                                    "package does not build JSON schemas from functions: pass the tool's JSON schema "
-                                    "(a dict: {'type': 'function', 'function': {'name': ..., 'description': ..., "
-                                    "'parameters': {...}}})")
-        raise InvalidInputError(f"tools[{i}] is a {type(tool).__name__}; tools should be JSON schemas (dicts)")
-    return list(tools)
+            schemas.append(tool)
+        elif inspect.isfunction(tool):
+            schemas.append(get_json_schema(tool))
+        else:
+            raise InvalidInputError(f"tools[{i}] is a {type(tool).__name__}; tools should either be a JSON schema "
+                                    "(a dict) or a Python function with type hints and a docstring suitable for "
+                                    "auto-conversion to a schema")
+    return schemas
 
 
 def _with_continue_tag(messages):
@@ -303,7 +413,8 @@ def apply_chat_template(tokenizer, conversation, tools=None, documents=None, cha
     **tokenizer_kwargs): a list of int (a list of lists for a batch; arrays/tensors with return_tensors), or with
     return_dict=True the whole BatchEncoding (input_ids, attention_mask). kwargs are template variables (e.g.
     enable_thinking=False for Qwen3) and override the special tokens of the same name.
-    Refused: return_assistant_tokens_mask=True, and tools given as Python functions (pass JSON schemas)."""
+    tools: JSON schemas (dicts) or Python functions (converted by get_json_schema).
+    Refused: return_assistant_tokens_mask=True (it needs each token's character offsets)."""
     if return_dict and not tokenize:
         raise InvalidInputError("`return_dict=True` is incompatible with `tokenize=False`, because there is no dict "
                                 "of tokenizer outputs to return.")

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from datetime import datetime
+from typing import Any, Optional, Union
 
 import jinja2
 import numpy as np
@@ -22,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tokenizer_fixture  # noqa: E402
 from habana_assist import AutoTokenizer  # noqa: E402
-from habana_assist.chat_template import ChatTemplateError, apply_chat_template, get_chat_template  # noqa: E402
+from habana_assist.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,  # noqa: E402
+                                         get_json_schema)
 from habana_assist.errors import InvalidInputError  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -333,17 +335,88 @@ def test_context_holds_special_tokens_kwargs_tools_documents():
     assert apply_chat_template(holder, TURNS, tokenize=False, bos_token="[B]").startswith("[B]|</s>|null|null|False|")
 
 
-def test_tools_as_python_functions_are_refused_with_the_fix():
-    def get_weather(city: str):
-        """Weather.
+def multiply(x: float, y: float):
+    """
+    A function that multiplies two numbers
+
+    Args:
+        x: The first number to multiply
+        y: The second number to multiply
+    """
+    return x * y
+
+
+def drink_beverage(beverage: str, size: Optional[int] = None, extras: list[str] = (),
+                   notes: Union[str, dict[str, int]] = "", anything: Union[int, Any] = 0) -> bool:
+    """Drinks a beverage,
+    slowly.
+
+    Args:
+        beverage: The beverage to drink (choices: ["tea", "coffee"])
+        size: Cup size in ml,
+            if it matters
+        extras: Things to add
+        notes: Free text, or counts
+        anything: Any value
+
+    Returns:
+        Whether it was good.
+    """
+
+
+def test_get_json_schema_matches_transformers_documented_examples():
+    """Transformers' get_json_schema docstring shows multiply's schema; drink_beverage adds its other rules: enum from
+    "(choices: ...)", multi-line descriptions joined, Optional -> nullable, Union -> list of types or anyOf, the
+    return value, required = arguments without a default."""
+    assert get_json_schema(multiply) == {"type": "function", "function": {
+        "name": "multiply", "description": "A function that multiplies two numbers",
+        "parameters": {"type": "object", "properties": {
+            "x": {"type": "number", "description": "The first number to multiply"},
+            "y": {"type": "number", "description": "The second number to multiply"}}, "required": ["x", "y"]}}}
+    assert get_json_schema(drink_beverage) == {"type": "function", "function": {
+        "name": "drink_beverage", "description": "Drinks a beverage,\nslowly.",
+        "parameters": {"type": "object", "properties": {
+            "beverage": {"type": "string", "enum": ["tea", "coffee"], "description": "The beverage to drink"},
+            "size": {"type": "integer", "nullable": True, "description": "Cup size in ml, if it matters"},
+            "extras": {"type": "array", "items": {"type": "string"}, "description": "Things to add"},
+            # a Union whose members all have a "type" keeps only the type names (as Transformers: the dict's
+            # additionalProperties is dropped)
+            "notes": {"type": ["object", "string"], "description": "Free text, or counts"},
+            "anything": {"anyOf": [{"type": "integer"}, {}], "description": "Any value"}},
+            "required": ["beverage"]},
+        "return": {"type": "boolean", "description": "Whether it was good."}}}
+
+
+def test_tools_as_python_functions_render_as_their_schemas():
+    template = ConfigTemplate("qwen3")
+    by_function = apply_chat_template(template, TURNS, tools=[multiply, WEATHER_TOOL], tokenize=False)
+    by_schema = apply_chat_template(template, TURNS, tools=[get_json_schema(multiply), WEATHER_TOOL], tokenize=False)
+    assert by_function == by_schema and '"name": "multiply"' in by_function
+
+
+def test_tools_that_cannot_become_schemas_are_refused_with_the_fix():
+    def no_doc(x: int):
+        pass
+
+    def no_hint(x):
+        """Doc.
 
         Args:
-            city: the city
+            x: the x
         """
-    with pytest.raises(InvalidInputError, match=r"tools\[0\] is a Python callable .*JSON schema"):
-        apply_chat_template(ConfigTemplate("qwen3"), TURNS, tools=[get_weather], tokenize=False)
-    with pytest.raises(InvalidInputError, match="tools should be JSON schemas"):
-        apply_chat_template(ConfigTemplate("qwen3"), TURNS, tools=["get_weather"], tokenize=False)
+
+    def undocumented_argument(x: int, y: int):
+        """Doc.
+
+        Args:
+            x: the x
+        """
+    for tool, message in ((no_doc, "has no docstring"), (no_hint, "argument x has no type hint"),
+                          (undocumented_argument, "no description for the argument 'y'"),
+                          ("get_weather", r"tools\[0\] is a str; tools should either be a JSON schema"),
+                          (print, r"tools\[0\] is a builtin_function_or_method")):
+        with pytest.raises(InvalidInputError, match=message):
+            apply_chat_template(ConfigTemplate("qwen3"), TURNS, tools=[tool], tokenize=False)
     with pytest.raises(InvalidInputError, match="documents should be a list of dicts"):
         apply_chat_template(ConfigTemplate("qwen3"), TURNS, documents=["text"], tokenize=False)
 
