@@ -142,7 +142,8 @@ def test_add_special_tokens_sets_tokens_of_the_vocabulary_and_adds_none(tok):
 @pytest.mark.parametrize("tokens, match", [({"pad_token": "[PAD]"}, r"pad_token='\[PAD\]' is not a token"),
                                            ({"bos_token": "<unk>", "pad_token": "[PAD]"}, "not a token"),
                                            ({"sep_token": "</s>"}, "'sep_token' is not supported"),
-                                           ({"additional_special_tokens": ["<s>"]}, "additional_special_tokens"),
+                                           ({"additional_special_tokens": ["<s>", "[X]"]},
+                                            r"additional_special_tokens='\[X\]' is not a token"),
                                            ("pad_token", "takes a dict")])
 def test_add_special_tokens_refuses_what_would_grow_the_vocabulary_and_changes_nothing(tok, tokens, match):
     before = dict(tok.special_tokens_map)
@@ -257,7 +258,7 @@ def test_from_pretrained_subfolder(tmp_path):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(split_special_tokens=True), "split_special_tokens=True is not supported"),
-    (dict(clean_up_tokenization_spaces=True), "clean_up_tokenization_spaces=True is not supported"),
+    (dict(clean_up_tokenization_spaces="yes"), "clean_up_tokenization_spaces='yes'"),
     (dict(padding_side="middle"), "padding_side='middle'"),
     (dict(truncation_side=None), "truncation_side=None"),
     (dict(model_max_length=0), "model_max_length=0"),
@@ -282,7 +283,7 @@ def test_from_pretrained_refuses_extra_positional_arguments():
 def test_add_prefix_space_treats_the_first_word_as_any_other_word(tok):
     spaced = ha.AutoTokenizer.from_pretrained(PYCODE, add_prefix_space=True)
     word = spaced(["string"], add_special_tokens=False).input_ids[0]
-    assert word == tok([" string"], add_special_tokens=False).input_ids[0] != tok.encode("string", False), \
+    assert word == tok([" string"], add_special_tokens=False).input_ids[0] != tok.encode("string", add_special_tokens=False), \
         f"'string' with add_prefix_space should tokenize as ' string' does without: {word}"
     assert spaced.decode(spaced.encode("string x"), skip_special_tokens=True) == "string x", "added space dropped"
     assert spaced.decode(spaced.encode("string x")) == "<s> string x", "after <s> the space stays (Transformers' Strip)"
