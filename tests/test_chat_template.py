@@ -640,3 +640,69 @@ def test_error_inside_a_filter_names_the_template_line():
     with pytest.raises(ChatTemplateError) as info:
         _render("ok\n\n{{ messages | tojson }}\n", [{"role": "user", "content": {1, 2}}])
     assert info.value.lineno == 3 and "TypeError" in str(info.value) and "not JSON serializable" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The three families through their real tokenizer (AutoTokenizer on tokenizer.json)
+
+@pytest.fixture(scope="module")
+def family_tokenizers():
+    return {family: AutoTokenizer.from_pretrained(_family_dir(family)) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_tokenizer_renders_what_the_reference_cases_render(family, family_tokenizers):
+    """The tokenizer a user loads gives the template the same special tokens as the reference cases above."""
+    tok = family_tokenizers[family]
+    for messages in ([SYSTEM] + TURNS, TRICKY_TURNS):
+        assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
+            apply_chat_template(ConfigTemplate(family), messages, tokenize=False, add_generation_prompt=True)
+
+
+# (special token the template writes once per message, how many times it appears for [SYSTEM] + TURNS with the
+# generation prompt; the bos the template writes itself, or None)
+_MARKERS = {"llama3": ("<|start_header_id|>", 5, "<|begin_of_text|>"),
+            "qwen3": ("<|im_start|>", 5, None),
+            "gemma3": ("<start_of_turn>", 4, "<bos>")}  # Gemma 3 folds the system message into the first user turn
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_tokenizer_ids_are_the_rendered_texts_without_added_special_tokens(family, family_tokenizers):
+    tok = family_tokenizers[family]
+    messages = [SYSTEM] + TURNS
+    text = apply_chat_template(tok, messages, tokenize=False, add_generation_prompt=True)
+    ids = apply_chat_template(tok, messages, add_generation_prompt=True)
+    assert ids == tok.encode(text, add_special_tokens=False)
+    assert tok.apply_chat_template(messages, add_generation_prompt=True) == ids
+    marker, count, bos = _MARKERS[family]
+    assert ids.count(tok.convert_tokens_to_ids(marker)) == count, (family, ids)
+    if bos is not None:  # written by the template once, not added again by the tokenizer
+        bos_id = tok.convert_tokens_to_ids(bos)
+        assert ids[0] == bos_id and ids.count(bos_id) == 1, (family, ids[:5])
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_tokenizer_return_dict_and_tensors(family, family_tokenizers):
+    tok = family_tokenizers[family]
+    ids = apply_chat_template(tok, TURNS, add_generation_prompt=True)
+    out = apply_chat_template(tok, TURNS, add_generation_prompt=True, return_dict=True)
+    assert out["input_ids"] == ids and out["attention_mask"] == [1] * len(ids)
+    arrays = tok.apply_chat_template(TURNS, add_generation_prompt=True, return_dict=True, return_tensors="np")
+    assert arrays["input_ids"].shape == arrays["attention_mask"].shape == (1, len(ids))
+    assert arrays["input_ids"].dtype == np.int64 and arrays["input_ids"][0].tolist() == ids
+
+
+@pytest.mark.parametrize("family", ("qwen3", "gemma3"))  # Llama 3's tokenizer has no pad token to pad with
+def test_real_tokenizer_batch_pads(family, family_tokenizers):
+    tok = family_tokenizers[family]
+    batch = [[SYSTEM] + TURNS, TURNS[:1]]
+    singles = [apply_chat_template(tok, c, add_generation_prompt=True) for c in batch]
+    out = apply_chat_template(tok, batch, add_generation_prompt=True, padding=True, return_dict=True,
+                              return_tensors="np")
+    width = max(map(len, singles))
+    assert out["input_ids"].shape == (2, width)
+    for row, single in enumerate(singles):
+        kept = out["attention_mask"][row].astype(bool)
+        assert out["input_ids"][row][kept].tolist() == single
+        assert (out["input_ids"][row][~kept] == tok.pad_token_id).all()
