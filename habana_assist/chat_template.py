@@ -6,7 +6,8 @@ Jinja2 in an ``ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=Tru
 extension, the ``{% generation %}`` tag, the globals ``raise_exception`` and ``strftime_now`` and Transformers'
 ``tojson`` filter; the render context is the tokenizer's special tokens map, then ``messages``, ``tools``,
 ``documents``, ``add_generation_prompt`` and the caller's keyword arguments. The rendered text is tokenized with
-``add_special_tokens=False`` (the template writes bos itself).
+``add_special_tokens=False`` (the template writes bos itself). Tools given as Python functions become JSON schemas
+as Transformers' ``get_json_schema`` builds them. Not offered: ``return_assistant_tokens_mask`` (refused).
 
 The tokenizer is duck-typed: ``chat_template`` (str, dict name -> str, or None), ``special_tokens_map``
 (dict name -> str) and ``__call__(text, padding=, truncation=, max_length=, add_special_tokens=,
