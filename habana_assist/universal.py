@@ -125,11 +125,12 @@ class TargetChooser:
         self.logits_fn = procs[20]
         self.eos = np.asarray(eos, dtype=np.int64)
         self.min_new, self.seed, self.vocab = min_new, seed, vocab
+        self.needs_history = self.rp != np.float32(1.0) or self.no_repeat > 0 or self.logits_fn is not None
 
     def process(self, scores, row, history, step):
         """scores float32 (V,) processed in place (and returned); history int32 the row's tokens before it."""
         s = scores
-        if self.rp != np.float32(1.0) and len(history):
+        if self.rp != np.float32(1.0) and len(history):  # history is None unless needs_history
             seen = np.unique(history)
             v = s[seen]
             s[seen] = np.where(v < 0, v * self.rp, v / self.rp)
@@ -221,14 +222,6 @@ def _text_added(tok, ids, a, b, context=8):
     return None if text.endswith("\ufffd") else text
 
 
-def _common_prefix(a, b):
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _stable_window(tok, ids, lo, hi, width):
     """A start w in [lo, hi) with hi - w <= width (nearest to that first) such that ids[w:hi] re-encodes from its
     own text to exactly itself, and that text; (None, None) if none. Costs O(width) encodes of <= width ids."""
@@ -244,7 +237,8 @@ def _stable_window(tok, ids, lo, hi, width):
 
 class _Row:
     """One row's state between rounds. T: the target's tokens (list); A: the draft's ids for T's text (list);
-    cached: the ids in the draft's cache; sent: how many of T have reached A as text."""
+    cached: the ids in the draft's cache; sent: how many of T have reached A as text. The lists change only at
+    their ends (del / extend), so a round's work is bounded by the windows, not by their lengths."""
 
     def __init__(self, ttok, dtok, prompt, draft_vocab, t_special):
         self.T = [int(t) for t in prompt]
@@ -262,6 +256,7 @@ class _Row:
             raise InvalidInputError(f"assistant_tokenizer gives token id {bad[0]}, outside the assistant model's "
                                     f"vocabulary of {draft_vocab}; pass the assistant's own tokenizer")
         self.cached = []  # the ids the draft's cache holds, in order
+        self.dirty = 0  # A[:dirty] is unchanged since the draft's cache last caught up on A
         self.sent = len(self.T)
 
 
@@ -281,9 +276,10 @@ def _sync_draft(row, ttok, dtok, width):
         return
     w, text = _stable_window(dtok, row.A, row.a_floor, len(row.A), width)
     if w is None:
-        row.A = row.A + _encode(dtok, new)  # no window re-encodes to itself: the new text alone
-    else:
-        row.A = row.A[:w] + _encode(dtok, text + new)
+        w, text = len(row.A), ""  # no window re-encodes to itself: the new text alone
+    row.dirty = min(row.dirty, w)
+    del row.A[w:]
+    row.A.extend(_encode(dtok, text + new))
 
 
 def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
@@ -291,10 +287,10 @@ def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
     ends_eos = bool(drafts) and drafts[-1] in draft_eos
     if ends_eos:
         drafts = drafts[:-1]
-    ext = row.A + drafts
+    ctx = row.A[-8:]
     new = None
     while drafts:
-        new = _text_added(dtok, ext, len(row.A), len(row.A) + len(drafts))
+        new = _text_added(dtok, ctx + drafts, len(ctx), len(ctx) + len(drafts))
         if new:
             break
         drafts = drafts[:-1]  # a character still incomplete at the end: leave those ids out
@@ -371,7 +367,10 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                 if len(row.A) + K <= dcap:
                     # 2. Draft: its cache keeps the ids it holds that A still starts with, catches up on the
                     # rest of A, then up to K argmax tokens (the last one is never appended).
-                    keep = min(_common_prefix(row.cached, row.A), len(row.A) - 1)
+                    keep = min(len(row.cached), row.dirty)
+                    while keep < min(len(row.cached), len(row.A)) and row.cached[keep] == row.A[keep]:
+                        keep += 1  # over the re-encoded window only
+                    keep = min(keep, len(row.A) - 1)
                     dctx.crop(0, keep)
                     q = np.empty((1, Vd), dtype=np.float32)
                     pending = row.A[keep:]
@@ -392,7 +391,10 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                             p = 1.0 / float(np.sum(np.exp(scores_d.astype(np.float64) - float(scores_d[x]))))
                             if p < threshold:
                                 break
-                    row.cached = row.A + drafts[:-1]
+                    del row.cached[keep:]
+                    row.cached.extend(row.A[keep:])
+                    row.cached.extend(drafts[:-1])
+                    row.dirty = len(row.A)
                     # 3. Translate into target ids.
                     cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None,
                                         lookbehind_t)[:room]
@@ -412,10 +414,10 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             target_len = L + k
             stats["num_target_passes"] += 1
             raw = logits.copy() if logits_out is not None else None
-            hist = np.asarray(row.T + cands, dtype=np.int32)
+            hist = np.asarray(row.T + cands, dtype=np.int32) if chooser.needs_history else None
             chosen = []
             for j in range(k + 1):
-                s = chooser.process(logits[j], b, hist[:L + j], int(generated[b]) + j)
+                s = chooser.process(logits[j], b, hist[:L + j] if hist is not None else None, int(generated[b]) + j)
                 t = chooser.choose(s, b, L + j)
                 if t < 0:
                     raise InvalidInputError(f"row {b}: every token was removed or NaN; check the weights and the "
@@ -426,8 +428,10 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             n = len(chosen) - 1
             kept, done = len(chosen), False
             for j in range(kept):
-                toks = np.asarray(row.T + chosen[:j + 1], dtype=np.int32)
-                stop = bool(stop_fn(b, toks.tobytes(), logits[j].tobytes())) if stop_fn is not None else False
+                stop = False
+                if stop_fn is not None:  # the criteria's contract: the row's whole sequence, as the core passes it
+                    toks = np.asarray(row.T + chosen[:j + 1], dtype=np.int32)
+                    stop = bool(stop_fn(b, toks.tobytes(), logits[j].tobytes()))
                 if stop or chosen[j] in eos_set:
                     kept, done = j + 1, True
                     break
