@@ -48,11 +48,32 @@ def stop_streamer(streamer, error):
 class TextStreamer(BaseStreamer):
     """Decodes the tokens it is given and prints the text as soon as it cannot change any more.
 
-    skip_prompt: leave the prompt out. decode_kwargs go to tokenizer.decode (e.g. skip_special_tokens=True)."""
+    skip_prompt: leave the prompt out. decode_kwargs go to tokenizer.decode (e.g. skip_special_tokens=True).
+
+    What is final: the text up to its last space (Transformers' rule; all of it after a CJK character), never a
+    trailing U+FFFD (a multi-byte character whose other bytes are still to come, in byte-level BPE or byte
+    fallback), and, where decode cleans up tokenization spaces, never a trailing space or start of a cleanup
+    pattern (" ." would become "."). The streamed pieces join to decode(all tokens): after a finished line the
+    cache restarts from the line's last token as context, so that decoders that treat the first token apart
+    (Metaspace's leading space) see it in the middle, as in the whole decode."""
 
     def __init__(self, tokenizer, skip_prompt=False, **decode_kwargs):
         self.tokenizer, self.skip_prompt, self.decode_kwargs = tokenizer, skip_prompt, decode_kwargs
         self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
+        self._context, self._context_text = [], ""  # the token before the cache, and its decoded text
+
+    def _decode_cache(self):
+        """The text of token_cache, decoded after the context token (without the context's own text)."""
+        if not self._context:
+            return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
+        text = self.tokenizer.decode(self._context + self.token_cache, **self.decode_kwargs)
+        if text.startswith(self._context_text):
+            return text[len(self._context_text):]
+        return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
+
+    def _cleans_up(self):
+        value = self.decode_kwargs.get("clean_up_tokenization_spaces")
+        return bool(getattr(self.tokenizer, "clean_up_tokenization_spaces", False) if value is None else value)
 
     def put(self, value):
         value = np.asarray(value)
@@ -63,26 +84,53 @@ class TextStreamer(BaseStreamer):
             return
         self.next_tokens_are_prompt = False
         self.token_cache.extend(int(t) for t in value.reshape(-1))
-        text = self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
-        if text.endswith("\n"):  # a finished line: flush it and start a new cache
+        text = self._decode_cache()
+        if text.endswith("\n"):  # a finished line: flush it and start a new cache after its last token
             printable = text[self.print_len:]
+            self._context = self.token_cache[-1:]
+            self._context_text = self.tokenizer.decode(self._context, **self.decode_kwargs)
             self.token_cache, self.print_len = [], 0
-        else:  # up to the last space; a trailing partial UTF-8 sequence (U+FFFD) may still change
-            cut = text.rfind(" ") + 1
-            if text.endswith("\ufffd"):
-                cut = min(cut, len(text.rstrip("\ufffd")))
+        else:
+            cut = len(text) if text and _is_cjk(text[-1]) else text.rfind(" ") + 1
+            cut = min(cut, len(text.rstrip("\ufffd")))  # a partial UTF-8 sequence may still change
+            if self._cleans_up():
+                cut = min(cut, len(text) - _cleanup_hold(text))
             printable = text[self.print_len:cut] if cut > self.print_len else ""
             self.print_len += len(printable)
         self.on_finalized_text(printable)
 
     def end(self):
-        text = self.tokenizer.decode(self.token_cache, **self.decode_kwargs) if self.token_cache else ""
+        text = self._decode_cache() if self.token_cache else ""
         printable = text[self.print_len:]
         self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
+        self._context, self._context_text = [], ""
         self.on_finalized_text(printable, stream_end=True)
 
     def on_finalized_text(self, text, stream_end=False):
         print(text, flush=True, end="" if not stream_end else None)
+
+
+# Transformers' clean_up_tokenization patterns; a text ending in a proper prefix of one may still lose a space.
+_CLEANUP_PATTERNS = (" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're")
+
+
+def _cleanup_hold(text):
+    """How many characters at the end of text a later token could still change through the cleanup: the longest
+    suffix that is a proper prefix of a cleanup pattern (each starts with a space)."""
+    for n in range(min(len(text), 4), 0, -1):
+        tail = text[-n:]
+        if any(p.startswith(tail) and p != tail for p in _CLEANUP_PATTERNS):
+            return n
+    return 0
+
+
+def _is_cjk(char):
+    """Transformers' TextStreamer._is_chinese_char: the CJK Unified Ideographs blocks, whose characters are words
+    of their own (printed without waiting for a space)."""
+    cp = ord(char)
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+            or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
+            or 0x2F800 <= cp <= 0x2FA1F)
 
 
 class TextIteratorStreamer(TextStreamer):

@@ -1084,13 +1084,13 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         self._special_tokens = {name: tokens.get(name) for name in _SPECIAL_NAMES}
         self._additional_special_tokens = self._additional_from(config, special_tokens_map)
         # Transformers adds every special token the tokenizer lacks as an added (special) token.
-        specs = []
+        specs, added = [], {t.content for t in self._tok.added_tokens}
         for name, value in [(n, config.get(n, (special_tokens_map or {}).get(n))) for n in _SPECIAL_NAMES]:
             text = self._special_tokens[name]
-            if text is not None and not self._is_added(text):
+            if text is not None and not self._is_added(text, added):
                 specs.append(_token_spec(value if isinstance(value, dict) else text, True, name))
         specs += [_token_spec(t, True, "additional_special_tokens") for t in self._additional_special_tokens
-                  if not self._is_added(t)]
+                  if not self._is_added(t, added)]
         self._add_new_tokens(specs)
         self._extra_special_tokens = self._extra_from(config)
         # add_bos_token / add_eos_token: Transformers' update_post_processor, where its class would call it.
@@ -1145,8 +1145,9 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         raise CheckpointError(f"tokenizer_config.json: {key}={value!r} is not supported: {why}; remove the key "
                               "(or load tokenizer.model with use_fast=False)")
 
-    def _is_added(self, text):
-        return any(t.content == text for t in self._tok.added_tokens)
+    def _is_added(self, text, added=None):
+        """Whether text is an added token (added: a set of their contents, to reuse across many questions)."""
+        return text in (added if added is not None else {t.content for t in self._tok.added_tokens})
 
     def _add_config_tokens(self, config, json_file):
         """tokenizer_config.json's added_tokens_decoder {"id": {"content", flags}}: tokens tokenizer.json lacks
@@ -1155,7 +1156,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         table = config.get("added_tokens_decoder") or {}
         if not isinstance(table, dict):
             raise CheckpointError("tokenizer_config.json: added_tokens_decoder must be an object {id: token}")
-        entries = []
+        entries, added = [], {t.content for t in self._tok.added_tokens}
         for key, value in table.items():
             if not (isinstance(key, str) and key.isdigit() and isinstance(value, dict) and
                     isinstance(value.get("content"), str) and value["content"] and _encodable(value["content"])):
@@ -1172,7 +1173,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
             if have is not None and have != want:
                 raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want} but "
                                       f"{json_file} has it at id {have}; the files do not belong together")
-            if have is not None and self._is_added(content):
+            if have is not None and content in added:
                 continue
             flags = {f: value[f] for f in ("special", "single_word", "lstrip", "rstrip", "normalized") if f in value}
             self._tok.add_tokens([AddedToken(content, **flags)])
