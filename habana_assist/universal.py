@@ -64,9 +64,9 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
     if assistant_tokenizer is None:
         if assistant.vocab_size != target.vocab_size:
             raise InvalidInputError(
-                f"the main and assistant models have different tokenizers (vocab_size {target.vocab_size} and "
-                f"{assistant.vocab_size}); pass tokenizer= (the target's) and assistant_tokenizer= (the assistant's) "
-                "to generate() for universal assisted decoding")
+                f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's ({target.vocab_size}): "
+                "the main and assistant models have different tokenizers; pass tokenizer= (this model's) and "
+                "assistant_tokenizer= (the assistant's) to generate() for universal assisted decoding")
         return False
     if tokenizer is None:
         raise InvalidInputError("`assistant_tokenizer` was passed without `tokenizer`: universal assisted decoding "
