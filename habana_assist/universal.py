@@ -77,7 +77,7 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
     return True
 
 
-def check_supported(procs, gc):
+def check_supported(procs):
     """Refuses the processors this path does not implement (procs: generate_args.processing_args' tuple)."""
     on = [flag for i, flag in _UNSUPPORTED.items()
           if (len(procs[i]) > 0 if isinstance(procs[i], np.ndarray) else bool(procs[i]))]
@@ -85,8 +85,6 @@ def check_supported(procs, gc):
         raise InvalidInputError(f"{', '.join(on)} cannot be used with a draft of another tokenizer "
                                 "(assistant_tokenizer=): leave it unset, or draft with a model that shares the "
                                 "target's tokenizer")
-    if gc.output_logits:
-        pass  # raw logits are what the target's appends return: supported
 
 
 # ---- the target's token choice, as csrc/sampling.c makes it -------------------------------------------------
