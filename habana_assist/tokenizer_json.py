@@ -235,8 +235,13 @@ def _split_pieces(pieces, first, pattern, behavior, invert=False):
 
 def _metaspace_scheme(cfg, kind):
     scheme = _field(cfg, kind, "prepend_scheme", str)
-    if scheme is None:  # files written before prepend_scheme: add_prefix_space alone
-        scheme = "always" if _field(cfg, kind, "add_prefix_space", bool, True) else "never"
+    prefix = _field(cfg, kind, "add_prefix_space", bool)
+    if prefix is False:  # as Rust's loader: add_prefix_space false means never, and contradicts any other scheme
+        _need(scheme in (None, "never"), f"{kind} Metaspace: add_prefix_space false does not match prepend_scheme "
+                                         f"{scheme!r}")
+        scheme = "never"
+    if scheme is None:  # files written before prepend_scheme: add_prefix_space alone (true when absent)
+        scheme = "always"
     _need(scheme in ("first", "always", "never"), f"{kind} Metaspace: prepend_scheme={scheme!r} is not "
                                                   "first, always or never")
     replacement = _field(cfg, kind, "replacement", str, required=True)

@@ -834,6 +834,52 @@ static void run_sampler(fz *f) {
     if (!(u > 0.0 && u < 1.0)) finding("ha_rng_uniform gave %.17g", u);
 }
 
+/* BPE: random merge tables (ids in range, out of range, duplicated pairs), characters, byte fallback and unk, then
+ * words of random code points (some above U+10FFFF) with capacities around the 4 n contract. */
+static void run_bpe(fz *f) {
+    int64_t vocab = PICK(f, 1, 64, 0, -1, INT32_MAX, (int64_t)INT32_MAX + 1);
+    int64_t n_merges = clamp_count(PICK(f, 0, 40, -1), 40), n_chars = clamp_count(PICK(f, 0, 8, -1), 8);
+    int32_t *merges = keep(40 * 3 * 4), *char_ids = keep(8 * 4), *byte_ids = keep(256 * 4);
+    uint32_t *chars = keep(8 * 4);
+    if (!merges || !char_ids || !byte_ids || !chars) return;
+    int64_t span = vocab > 0 && vocab < 64 ? vocab : 64;
+    for (int i = 0; i < 40 * 3; i++) merges[i] = u8(f) < 250 ? (int32_t)(u8(f) % span) : (int32_t)PICK(f, 0, 0, -1, 64);
+    for (int i = 0; i < 8; i++) {
+        chars[i] = u8(f) < 250 ? (uint32_t)('a' + u8(f) % 6) : u32(f);
+        char_ids[i] = u8(f) < 250 ? (int32_t)(u8(f) % span) : (int32_t)PICK(f, 0, 0, -1, 64);
+    }
+    for (int i = 0; i < 256; i++) byte_ids[i] = (int32_t)(i % 7 == 0 ? -1 : i % span);
+    int use_bytes = u8(f) & 1;
+    int32_t unk = (int32_t)PICK(f, -1, span - 1, -2, 64);
+    ha_bpe *b = NULL;
+    ha_status st = CALL("ha_bpe_create", ha_bpe_create(merges, n_merges < 0 ? 0 : n_merges, chars, char_ids,
+                                                       n_chars < 0 ? 0 : n_chars, use_bytes ? byte_ids : NULL, unk,
+                                                       u8(f) & 1, vocab, &b));
+    if (st != HA_OK) {
+        if (b) finding("ha_bpe_create failed but handed out a handle");
+        return;
+    }
+    for (int w = 0; w < 4; w++) {
+        int64_t n = clamp_count(PICK(f, 0, 200, -1), 200);
+        if (n < 0) n = 0;
+        uint32_t *word = keep((size_t)n * 4 + 4);
+        int64_t extra = PICK(f, 0, 2, -1); /* the buffer is made for cap: never more than it holds */
+        int64_t cap = 4 * n + (extra < -1 ? -1 : extra > 2 ? 2 : extra);
+        int32_t *ids = keep((size_t)(cap > 0 ? cap : 0) * 4 + 4);
+        if (!word || !ids) break;
+        for (int64_t i = 0; i < n; i++) word[i] = u8(f) < 240 ? (uint32_t)('a' + u8(f) % 8) : u8(f) < 128 ? u32(f) : 0xE9;
+        int64_t n_ids = -1;
+        st = CALL("ha_bpe_encode", ha_bpe_encode(b, word, n, ids, cap, &n_ids));
+        if (st == HA_OK) {
+            if (n_ids < 0 || n_ids > cap) finding("ha_bpe_encode gave %lld ids for capacity %lld", (long long)n_ids,
+                                                  (long long)cap);
+            for (int64_t i = 0; i < n_ids; i++)
+                if (ids[i] < 0 || ids[i] >= vocab) finding("ha_bpe_encode gave id %d outside the vocabulary", ids[i]);
+        }
+    }
+    ha_bpe_free(b);
+}
+
 /* ---- the entry point ---------------------------------------------------------------------------------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -844,6 +890,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t th = u8(&f);
     int threads = th < 200 ? 1 : th < 245 ? 2 : (int)PICK(&f, 3, 4, 0, -1, 257, INT32_MIN);
     (void)CALL("ha_set_num_threads", ha_set_num_threads(threads));
+    if (head >= 0xF8) { /* BPE merges: the top eight heads, so that the older corpus keeps its meaning */
+        run_bpe(&f);
+        arena_free();
+        return 0;
+    }
     switch (head % 8) {
     case 0: case 1: case 2: case 3: run_model(&f, 0); break;
     case 4: run_model(&f, 1); break;
