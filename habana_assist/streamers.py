@@ -146,7 +146,8 @@ class TextIteratorStreamer(TextStreamer):
         if text:
             self.text_queue.put(text, timeout=self.timeout)
         if stream_end:
-            self.text_queue.put(self.stop_signal if self._error is None else _Stopped(self._error), timeout=self.timeout)
+            marker = self.stop_signal if self._error is None else _Stopped(self._error)
+            self.text_queue.put(marker, timeout=self.timeout)
 
     def stop(self, error):
         """The consumer gets the text put so far, then GenerationStoppedError (caused by error) instead of the end."""

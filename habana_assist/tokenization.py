@@ -276,7 +276,8 @@ class PreTrainedTokenizerBase:
         self._truncation_side = config.get("truncation_side", "right")
         for side in ("padding_side", "truncation_side"):
             if getattr(self, side) not in ("left", "right"):
-                raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or 'right'")
+                raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or "
+                                      "'right'")
         max_length = config.get("model_max_length")
         self._model_max_length_set = max_length is not None
         if max_length is None:
@@ -841,7 +842,8 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             text = tokens.get(name)
             tid = self._token_to_id(text) if text else default
             if text and tid is None:
-                raise CheckpointError(f"the {name} {text!r} of tokenizer_config.json is not in {model_file}; fix the config")
+                raise CheckpointError(f"the {name} {text!r} of tokenizer_config.json is not in {model_file}; fix the "
+                                      "config")
             self._special_tokens[name] = self.sp.id_to_piece(tid) if tid is not None and tid >= 0 else None
         # Ids decode() treats as special: the control pieces and the special tokens as loaded (Transformers keeps
         # those in added_tokens_decoder); the current ones are added at each decode.
@@ -910,7 +912,8 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         if new:
             name = new[0].get("name")
             raise InvalidInputError(
-                f"{name + '=' if name else ''}{new[0]['content']!r} is not a token of this vocabulary ({self.vocab_size} tokens) and a SentencePiece "
+                f"{name + '=' if name else ''}{new[0]['content']!r} is not a token of this vocabulary "
+                f"({self.vocab_size} tokens) and a SentencePiece "
                 "tokenizer cannot grow here (nor can the model's embedding); use a token the vocabulary has, e.g. "
                 "tokenizer.pad_token = tokenizer.eos_token")
         return 0
@@ -1120,7 +1123,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         """CheckpointError (InvalidInputError for an argument) for config keys with which Transformers would
         tokenize differently from tokenizer.json and which are not reproduced here."""
         for key in _REBUILDING_KEYS:
-            if config.get(key) not in (None, False) or (key == "do_lower_case" and config.get(key) is True):
+            if config.get(key) not in (None, False):
                 self._refuse(key, config[key], arguments, "Transformers rebuilds the tokenizer.json pipeline from it "
                              "(or converts the slow tokenizer), which this package does not reproduce")
         value = config.get("add_prefix_space")

@@ -228,7 +228,8 @@ def test_refused_arguments_name_themselves(toks):
 def test_decode_flags(toks):
     tok = toks["llama3"]
     ids = [128000] + tok.encode("Hello , world . It 's", add_special_tokens=False) + [128001]
-    assert tok.decode(ids, clean_up_tokenization_spaces=False) == "<|begin_of_text|>Hello , world . It 's<|end_of_text|>"
+    shown = tok.decode(ids, clean_up_tokenization_spaces=False)
+    assert shown == "<|begin_of_text|>Hello , world . It 's<|end_of_text|>", shown
     assert tok.decode(ids, skip_special_tokens=True) == "Hello, world. It's", "the config's clean-up is on"
     assert tok.batch_decode(np.array([ids, ids]), skip_special_tokens=True, clean_up_tokenization_spaces=False) == \
         ["Hello , world . It 's"] * 2
@@ -342,7 +343,8 @@ def test_config_model_max_length_as_a_huge_float_is_read(tmp_path):
 
 # ---- streaming --------------------------------------------------------------------------------------------------
 
-STREAM_TEXTS = ["Hi \U0001F600\U0001F680 \u4e2d\u6587\u5b57 ok\n\u65e5\u672c\u8a9e\n caf\u00e9", "\U0001F44D\U0001F3FD!",
+STREAM_TEXTS = ["Hi \U0001F600\U0001F680 \u4e2d\u6587\u5b57 ok\n\u65e5\u672c\u8a9e\n caf\u00e9",
+                "\U0001F44D\U0001F3FD!",
                 "line one\n  indented \u00e9\u00e8 \U0001F600", "It 's fine , really .\nYes ."]
 
 
