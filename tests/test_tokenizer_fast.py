@@ -360,3 +360,33 @@ def test_streamer_prints_each_character_once_and_whole(toks, family):
         pieces = list(streamer)
         assert "".join(pieces) == tok.decode(ids), f"{family} {text!r}: {pieces}"
         assert not any("\ufffd" in p for p in pieces), f"{family}: a partial character was printed: {pieces}"
+
+
+# ---- the same surface on the SentencePiece backend (Transformers' slow tokenizer's rules) -------------------------
+
+PYCODE = os.path.join(os.path.dirname(ha.__file__), "models", "pycode")
+
+
+def test_sentencepiece_pairs_truncate_one_token_at_a_time_and_give_type_ids():
+    tok = ha.AutoTokenizer.from_pretrained(PYCODE, add_eos_token=True)  # <s> A </s> <s> B </s>
+    a = tok.encode("x = 1 + 2 + 3 + 4", add_special_tokens=False)
+    b = tok.encode("y = 5 + 6 + 7 + 8", add_special_tokens=False)
+    assert len(a) == len(b) >= 6, (a, b)
+    bos, eos = tok.bos_token_id, tok.eos_token_id
+    got = tok("x = 1 + 2 + 3 + 4", "y = 5 + 6 + 7 + 8", truncation=True, max_length=9, return_token_type_ids=True)
+    # 5 ids left for two equal sequences: the slow rule takes ties from the second, leaving 3 and 2.
+    assert got["input_ids"] == [bos] + a[:3] + [eos, bos] + b[:2] + [eos], got["input_ids"]
+    assert got["token_type_ids"] == [0] * 5 + [1] * 4, got["token_type_ids"]
+    assert "token_type_ids" not in tok("x"), "LlamaTokenizer's model_input_names leave them out"
+
+
+def test_sentencepiece_clean_up_and_pad_to_multiple_of():
+    tok = ha.AutoTokenizer.from_pretrained(PYCODE, clean_up_tokenization_spaces=True)
+    ids = tok.encode("f(a , b) .", add_special_tokens=False)
+    assert tok.decode(ids) == "f(a, b).", tok.decode(ids)
+    assert tok.decode(ids, clean_up_tokenization_spaces=False) == "f(a , b) ."
+    enc = tok(["a", "bb cc"], padding=True, pad_to_multiple_of=8, return_tensors="np")
+    assert enc["input_ids"].shape == (2, 8) and enc["attention_mask"].sum() == len(tok.encode("a")) + \
+        len(tok.encode("bb cc"))
+    with pytest.raises(InvalidInputError, match="multiple of pad_to_multiple_of"):
+        tok(["a"], padding=True, truncation=True, max_length=10, pad_to_multiple_of=8)
