@@ -222,9 +222,14 @@ class _SpecialToken:
         return tok._token_to_id(text)
 
     def __set__(self, tok, value):
+        before = tok._special_tokens[self.name]
         tok._special_tokens[self.name] = tok._token_of_id(self.name, value) if self.as_id else \
             tok._known_token(self.name, value)
-        tok._special_tokens_changed()
+        try:
+            tok._special_tokens_changed()
+        except InvalidInputError:  # e.g. bos_token = None while add_bos_token: refused, nothing changed
+            tok._special_tokens[self.name] = before
+            raise
 
 
 def _flag(config, key, default, source=TOKENIZER_CONFIG_FILE):

@@ -292,6 +292,11 @@ def test_add_bos_and_eos_token_rewrite_the_post_processor(tmp_path):
                                     *tok.encode("b", add_special_tokens=False), 128001]
     tok.add_eos_token = False
     assert tok.encode("Hi there") == [128000] + body
+    with pytest.raises(InvalidInputError, match="add_bos_token is true but bos_token is null"):
+        tok.bos_token = None
+    assert tok.bos_token == "<|begin_of_text|>" and tok.encode("Hi there") == [128000] + body, "refused: unchanged"
+    tok.bos_token = "<|end_of_text|>"  # the template follows the token, as LlamaTokenizer's encode does
+    assert tok.encode("Hi there") == [128001] + body
     llama2 = ha.AutoTokenizer.from_pretrained(_checkpoint(tmp_path, "llama2", {"add_bos_token": False}))
     assert llama2.encode("Hi") == llama2.encode("Hi", add_special_tokens=False)
 
