@@ -511,7 +511,6 @@ class LlamaForCausalLM:
                   float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
         extra = {}
         if universal:
-            _universal.check_supported(procs)
             out[:], steps, extra, k_final = _universal.generate(
                 self, assistant_model, tokenizer, assistant_tokenizer, gc, procs, ids, real, max_new, min_new, eos, pad,
                 seed, max_time, procs[21], on_tokens, scores, logits)

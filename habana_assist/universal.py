@@ -22,10 +22,9 @@ candidates in one append and keeps exactly the tokens it would have chosen itsel
      assisted_sampling value (no draft distribution exists over the target's vocabulary, so the rejection
      rule has no q: the coupled rule is used, as Transformers does for different tokenizers).
 
-Work per round is bounded by the windows (lookbehind + K + new tokens), never by the whole sequence; the
-prompt is decoded and encoded once. The target's processors run here in Python, with the C core's exact
-arithmetic (float32 where it computes in float, libm's log for the Gumbel noise, the same Philox counter);
-the ones not written here are refused with a message.
+Tokenizer work per round is bounded by the windows (lookbehind + K + new tokens), never by the whole sequence;
+the prompt is decoded and encoded once. The target's processors and choice are the C core's own sampler
+(_core.Sampler over csrc/sampling.c), which reads the row's history as plain generation does.
 """
 
 import math
@@ -36,15 +35,7 @@ import numpy as np
 from . import _core
 from .errors import InvalidInputError
 
-_RNG_SAMPLE = 1  # csrc/ha.h HA_RNG_SAMPLE
-_MASK32 = np.uint64(0xFFFFFFFF)
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
-
-# processing_args' entries this module does not implement: index -> (flag, its off value)
-_UNSUPPORTED = {0: "sequence_bias", 4: "bad_words_ids", 6: "forced_bos_token_id", 7: "forced_eos_token_id",
-                9: "remove_invalid_values", 10: "exponential_decay_length_penalty", 15: "min_p", 16: "typical_p",
-                17: "epsilon_cutoff", 18: "eta_cutoff", 19: "renormalize_logits"}
-
 
 # ---- which path: the check of tokenizer / assistant_tokenizer ---------------------------------------------
 
@@ -77,126 +68,27 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
     return True
 
 
-def check_supported(procs):
-    """Refuses the processors this path does not implement (procs: generate_args.processing_args' tuple)."""
-    on = [flag for i, flag in _UNSUPPORTED.items()
-          if (len(procs[i]) > 0 if isinstance(procs[i], np.ndarray) else bool(procs[i]))]
-    if on:
-        raise InvalidInputError(f"{', '.join(on)} cannot be used with a draft of another tokenizer "
-                                "(assistant_tokenizer=): leave it unset, or draft with a model that shares the "
-                                "target's tokenizer")
-
-
-# ---- the target's token choice, as csrc/sampling.c makes it -------------------------------------------------
-
-def _philox_uniform(seed, row, position, purpose, index):
-    """ha_rng_uniform for an array of indices: float64 in (0, 1), bitwise the core's."""
-    c0 = index.astype(np.uint64)
-    c1 = np.full_like(c0, position)
-    c2 = np.full_like(c0, row)
-    c3 = np.full_like(c0, purpose)
-    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
-    m0, m1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
-    s32 = np.uint64(32)
-    for _ in range(10):
-        p0, p1 = m0 * c0, m1 * c2  # < 2^64: exact
-        n0 = (p1 >> s32) ^ c1 ^ k0
-        n2 = (p0 >> s32) ^ c3 ^ k1
-        c1, c3, c0, c2 = p1 & _MASK32, p0 & _MASK32, n0, n2
-        k0 = (k0 + np.uint64(0x9E3779B9)) & _MASK32
-        k1 = (k1 + np.uint64(0xBB67AE85)) & _MASK32
-    bits = ((c0 << s32) | c1) >> np.uint64(11)
-    return (bits.astype(np.float64) + 0.5) * 2.0 ** -53
-
+# ---- the target's token choice: the C core's sampler ----------------------------------------------------------
 
 class TargetChooser:
-    """ha_sampler_process + ha_sampler_choose for one generate() call, over float32 scores (V,)."""
+    """The target's processors and token choice for one generate() call: csrc/sampling.c through _core.Sampler,
+    built from generate()'s own sampling arguments, so each position's token is the one plain generation
+    chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
 
     def __init__(self, gc, procs, eos, min_new, seed, vocab):
-        self.do_sample = bool(gc.do_sample)
-        self.temperature = np.float32(gc.effective("temperature"))
-        self.top_k = int(gc.effective("top_k"))
-        self.top_p = float(np.float32(gc.effective("top_p")))
-        self.rp = np.float32(gc.effective("repetition_penalty"))
-        self.no_repeat = int(procs[3])
-        self.suppress, self.begin_suppress, self.begin_step = procs[12], procs[13], procs[14]
-        self.logits_fn = procs[20]
-        self.eos = np.asarray(eos, dtype=np.int64)
-        self.min_new, self.seed, self.vocab = min_new, seed, vocab
-        self.needs_history = self.rp != np.float32(1.0) or self.no_repeat > 0 or self.logits_fn is not None
+        self.core = _core.Sampler(vocab, min_new, np.asarray(eos, dtype=np.int32), bool(gc.do_sample),
+                                  float(gc.effective("temperature")), int(gc.effective("top_k")),
+                                  float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, procs)
 
     def process(self, scores, row, history, step):
-        """scores float32 (V,) processed in place (and returned); history int32 the row's tokens before it."""
-        s = scores
-        if self.rp != np.float32(1.0) and len(history):  # history is None unless needs_history
-            seen = np.unique(history)
-            v = s[seen]
-            s[seen] = np.where(v < 0, v * self.rp, v / self.rp)
-        if self.no_repeat > 0 and len(history) + 1 >= self.no_repeat:
-            n, size = len(history), self.no_repeat
-            prefix = history[n - (size - 1):]
-            for i in range(n - size + 1):
-                if np.array_equal(history[i:i + size - 1], prefix):
-                    s[history[i + size - 1]] = -np.inf
-        if step < self.min_new and len(self.eos):
-            s[self.eos] = -np.inf
-        if len(self.suppress):
-            s[self.suppress] = -np.inf
-        if step == self.begin_step and len(self.begin_suppress):
-            s[self.begin_suppress] = -np.inf
-        if self.logits_fn is not None:
-            out = self.logits_fn(row, np.ascontiguousarray(history, dtype=np.int32).tobytes(), bytearray(s.tobytes()))
-            if out.size != self.vocab:
-                raise InvalidInputError(f"a logits processor returned {out.size} scores for a vocabulary of "
-                                        f"{self.vocab}; it must return scores of the shape it was given")
-            s[:] = out.reshape(-1)
-        if self.do_sample:
-            if self.temperature != np.float32(1.0):
-                s /= self.temperature
-            if 0 < self.top_k < self.vocab:
-                kth = np.sort(s)[self.vocab - self.top_k]
-                s[s < kth] = -np.inf
-            if self.top_p < 1.0:
-                self._top_p(s)
-        return s
+        """scores float32 (V,) raw logits -> processed in place (and returned); history int32 (n,) the row's
+        tokens before the scored position; step the index of the new token."""
+        self.core.process(scores, row, history, step)
+        return scores
 
-    def _top_p(self, s):
-        idx = np.nonzero(s > -np.inf)[0]
-        if idx.size <= 1:
-            return
-        order = idx[np.lexsort((idx, s[idx]))]  # ascending by score, ties by id (cmp_scored)
-        vals = [float(v) for v in s[order]]
-        mx = vals[-1]
-        z = 0.0
-        for v in vals:
-            z += math.exp(v - mx)
-        cum, cut = 0.0, 1.0 - self.top_p
-        for i in range(len(vals) - 1):
-            cum += math.exp(vals[i] - mx) / z
-            if cum > cut:
-                break
-            s[order[i]] = -np.inf
-
-    def choose(self, s, row, position):
-        """The token plain generation picks from processed scores s at this absolute position; -1 if none."""
-        if not self.do_sample:
-            finite = np.where(np.isnan(s), -np.inf, s)
-            best = int(np.argmax(finite))
-            return best if finite[best] > -np.inf else -1
-        idx = np.nonzero(s > -np.inf)[0]
-        if idx.size == 0:
-            return -1
-        u = _philox_uniform(self.seed, row, position, _RNG_SAMPLE, idx)
-        g = s[idx].astype(np.float64) - np.log(-np.log(u))
-        top = g.max()
-        # numpy's log may differ from libm's by an ulp: decide among the near-best with math.log, first wins
-        near = np.nonzero(g >= top - 1e-9 * max(1.0, abs(top)))[0]
-        best, bv = -1, -math.inf
-        for j in near:
-            v = float(s[idx[j]]) - math.log(-math.log(float(u[j])))
-            if v > bv:
-                best, bv = int(idx[j]), v
-        return best
+    def choose(self, scores, row, position):
+        """The token chosen from processed scores at this absolute position; -1 if every score was removed."""
+        return self.core.choose(scores, row, position)
 
 
 # ---- text between the two tokenizers -----------------------------------------------------------------------
@@ -412,10 +304,10 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             target_len = L + k
             stats["num_target_passes"] += 1
             raw = logits.copy() if logits_out is not None else None
-            hist = np.asarray(row.T + cands, dtype=np.int32) if chooser.needs_history else None
+            hist = np.asarray(row.T + cands, dtype=np.int32)  # the processors' history, as the core passes it
             chosen = []
             for j in range(k + 1):
-                s = chooser.process(logits[j], b, hist[:L + j] if hist is not None else None, int(generated[b]) + j)
+                s = chooser.process(logits[j], b, hist[:L + j], int(generated[b]) + j)
                 t = chooser.choose(s, b, L + j)
                 if t < 0:
                     raise InvalidInputError(f"row {b}: every token was removed or NaN; check the weights and the "

@@ -13,13 +13,11 @@ import numpy as np
 import pytest
 
 import habana_assist as ha
-from habana_assist import _core
 from habana_assist.errors import InvalidInputError
 from habana_assist.hub import MODELS_DIR
 from habana_assist.safetensors import read_safetensors, save_file
 from habana_assist.stdlib_split import stdlib_files
 from habana_assist.tokenizer_json import TokenizerJSON
-from habana_assist.universal import _philox_uniform
 
 PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n",
            "import os\n\n\nclass Config:\n    def __init__(self, path):\n        self.",
@@ -204,14 +202,6 @@ def test_universal_assisted_sampling_is_plain_sampling_for_the_same_seed(models,
                 f"{which}, {mode}, seed {seed}, {knobs}: expected plain sampled\n{plain}\ngot\n{res.sequences}"
 
 
-def test_philox_noise_is_the_cores(models):
-    idx = np.array([0, 1, 2, 77, 4095, 2 ** 31 + 5], dtype=np.uint32)
-    for seed, row, position in ((0, 0, 0), (2 ** 63 + 12345, 3, 900), (42, 1, 17)):
-        got = _philox_uniform(seed, row, position, 1, idx)
-        want = [_core.rng_uniform(seed, row, position, 1, int(i)) for i in idx]
-        assert got.tolist() == want, f"expected the core's uniforms {want}, got {got.tolist()}"
-
-
 def test_processors_scores_and_stopping_are_plain_generations(models, one_core_thread):
     tok, target = models["tok"], models["target"]
     draft, draft_tok = models["bytes"]
@@ -230,7 +220,12 @@ def test_processors_scores_and_stopping_are_plain_generations(models, one_core_t
     cases = [dict(repetition_penalty=1.3), dict(no_repeat_ngram_size=3), dict(min_new_tokens=20, eos_token_id=ban),
              dict(suppress_tokens=[ban]), dict(begin_suppress_tokens=[ban]), dict(eos_token_id=ban),
              dict(logits_processor=[halve_last_seen]), dict(stopping_criteria=[stop_after_colon]),
-             dict(output_scores=True, output_logits=True)]
+             dict(output_scores=True, output_logits=True),
+             # the rest of the core's processors, which the sampler shared with plain generation runs too
+             dict(sequence_bias={(ban,): -4.0}), dict(bad_words_ids=[[ban]]), dict(forced_eos_token_id=ban),
+             dict(exponential_decay_length_penalty=(4, 1.5), eos_token_id=ban), dict(renormalize_logits=True),
+             dict(do_sample=True, seed=3, min_p=0.05), dict(do_sample=True, seed=4, typical_p=0.9),
+             dict(do_sample=True, seed=5, epsilon_cutoff=3e-4), dict(do_sample=True, seed=6, eta_cutoff=1e-3)]
     for d, dt in ((draft, draft_tok), (pdraft, ptok)):
         for extra in cases:
             plain = target.generate(**inputs, max_new_tokens=24, return_dict_in_generate=True, **extra)
@@ -304,8 +299,5 @@ def test_universal_argument_errors_name_the_fix(models):
         target.generate(**inputs, max_new_tokens=4, tokenizer=tok, assistant_tokenizer=byte_tok)
     with pytest.raises(InvalidInputError, match="encode\\(\\), decode\\(\\) and get_vocab"):
         target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer="gpt2")
-    with pytest.raises(InvalidInputError, match="sequence_bias cannot be used with a draft of another tokenizer"):
-        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok,
-                        assistant_tokenizer=byte_tok, sequence_bias={(5,): -1.0})
     with pytest.raises(InvalidInputError, match="outside the assistant model's vocabulary"):
         target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer=tok)

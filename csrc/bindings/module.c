@@ -663,13 +663,15 @@ static int take_seqs(gen_args *g, int t, int o, int v, ha_token_seqs *q, const c
 
 /* Acquires the buffers and checks them against batch B and vocabulary V dimension by dimension (no product
  * that could wrap); on failure sets an exception, releases what it took and returns -1. */
-static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
-                    PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
-                    double rep, unsigned long long seed, double max_time, PyObject *procs_o, PyObject *out_o,
-                    PyObject *scores_o, PyObject *cb_o, int64_t B, int64_t V) {
-    PyObject *bias_t, *bias_o, *bias_v, *bad_t, *bad_o, *bos_o, *feos_o, *sup_o, *begin_o, *logits_fn, *stop_fn, *lout_o;
+/* The sampling part of the generation arguments (min_new_tokens, eos, do_sample .. seed, procs) -> g's buffers,
+ * g->cb's logits_fn and stop_fn, and *sp; *stop_fn_o, *lout_o, *no_cache the rest of procs. -1 with an
+ * exception on failure (the caller releases what was taken). Shared by generation and the Sampler type. */
+static int take_sampling(gen_args *g, long long min_new, PyObject *eos_o, int do_sample, double temperature,
+                         long long top_k, double top_p, double rep, unsigned long long seed, PyObject *procs_o,
+                         ha_sampling_params *sp, PyObject **stop_fn_o, PyObject **lout_o, int *no_cache) {
+    PyObject *bias_t, *bias_o, *bias_v, *bad_t, *bad_o, *bos_o, *feos_o, *sup_o, *begin_o, *logits_fn;
     long long no_repeat, feos_step, decay_start, begin_step;
-    int remove_invalid, renormalize, no_cache;
+    int remove_invalid, renormalize;
     double decay_factor, min_p, typical_p, eps, eta;
     if (!PyTuple_Check(procs_o)) {
         PyErr_SetString(InvalidInputError, "generate: procs must be a tuple");
@@ -677,12 +679,10 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
     }
     if (!PyArg_ParseTuple(procs_o, "OOOLOOOOLpdLOOLddddpOOOp:procs", &bias_t, &bias_o, &bias_v, &no_repeat, &bad_t,
                           &bad_o, &bos_o, &feos_o, &feos_step, &remove_invalid, &decay_factor, &decay_start, &sup_o,
-                          &begin_o, &begin_step, &min_p, &typical_p, &eps, &eta, &renormalize, &logits_fn, &stop_fn,
-                          &lout_o, &no_cache))
+                          &begin_o, &begin_step, &min_p, &typical_p, &eps, &eta, &renormalize, &logits_fn, stop_fn_o,
+                          lout_o, no_cache))
         return -1;
-    if (take_buf(g, G_PROMPT, prompt_o, "i", 0, 0, "prompt") || take_buf(g, G_START, start_o, "q", 0, 0, "start") ||
-        take_buf(g, G_EOS, eos_o, "i", 0, 0, "eos") || take_buf(g, G_OUT, out_o, "i", 1, 0, "out") ||
-        take_buf(g, G_SCORES, scores_o, "f", 1, 1, "scores") ||
+    if (take_buf(g, G_EOS, eos_o, "i", 0, 0, "eos") ||
         take_buf(g, G_BIAS_TOK, bias_t, "i", 0, 0, "sequence_bias tokens") ||
         take_buf(g, G_BIAS_OFF, bias_o, "q", 0, 0, "sequence_bias offsets") ||
         take_buf(g, G_BIAS_VAL, bias_v, "f", 0, 0, "sequence_bias values") ||
@@ -691,7 +691,46 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
         take_buf(g, G_BOS, bos_o, "i", 0, 0, "forced_bos_token_id") ||
         take_buf(g, G_FEOS, feos_o, "i", 0, 0, "forced_eos_token_id") ||
         take_buf(g, G_SUPPRESS, sup_o, "i", 0, 0, "suppress_tokens") ||
-        take_buf(g, G_BEGIN, begin_o, "i", 0, 0, "begin_suppress_tokens") ||
+        take_buf(g, G_BEGIN, begin_o, "i", 0, 0, "begin_suppress_tokens"))
+        return -1;
+    PyObject *fns[] = { logits_fn, *stop_fn_o };
+    for (int i = 0; i < 2; i++)
+        if (fns[i] != Py_None && !PyCallable_Check(fns[i])) { /* else the prefill would run before the first call fails */
+            PyErr_SetString(InvalidInputError, "generate: the token, logits and stop callbacks must be callable or None");
+            return -1;
+        }
+    g->cb.logits_fn = logits_fn;
+    g->cb.stop_fn = *stop_fn_o;
+    *sp = (ha_sampling_params){
+        .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
+        .repetition_penalty = (float)rep, .seed = seed, .no_repeat_ngram_size = no_repeat, .min_new_tokens = min_new,
+        .forced_eos_step = feos_step, .remove_invalid_values = remove_invalid, .decay_factor = (float)decay_factor,
+        .decay_start = decay_start, .begin_suppress_step = begin_step, .min_p = (float)min_p,
+        .typical_p = (float)typical_p, .epsilon_cutoff = (float)eps, .eta_cutoff = (float)eta, .renormalize = renormalize,
+        .on_logits = logits_fn != Py_None ? call_logits : NULL, .logits_user = &g->cb,
+    };
+    sp->eos = tokens_of(g, G_EOS, &sp->n_eos);
+    sp->forced_bos = tokens_of(g, G_BOS, &sp->n_forced_bos);
+    sp->forced_eos = tokens_of(g, G_FEOS, &sp->n_forced_eos);
+    sp->suppress = tokens_of(g, G_SUPPRESS, &sp->n_suppress);
+    sp->begin_suppress = tokens_of(g, G_BEGIN, &sp->n_begin_suppress);
+    if (take_seqs(g, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, &sp->sequence_bias, "sequence_bias") ||
+        take_seqs(g, G_BAD_TOK, G_BAD_OFF, -1, &sp->bad_words, "bad_words_ids"))
+        return -1;
+    return 0;
+}
+
+static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
+                    PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
+                    double rep, unsigned long long seed, double max_time, PyObject *procs_o, PyObject *out_o,
+                    PyObject *scores_o, PyObject *cb_o, int64_t B, int64_t V) {
+    PyObject *stop_fn, *lout_o;
+    int no_cache;
+    ha_sampling_params sp;
+    if (take_sampling(g, min_new, eos_o, do_sample, temperature, top_k, top_p, rep, seed, procs_o, &sp, &stop_fn,
+                      &lout_o, &no_cache) ||
+        take_buf(g, G_PROMPT, prompt_o, "i", 0, 0, "prompt") || take_buf(g, G_START, start_o, "q", 0, 0, "start") ||
+        take_buf(g, G_OUT, out_o, "i", 1, 0, "out") || take_buf(g, G_SCORES, scores_o, "f", 1, 1, "scores") ||
         take_buf(g, G_LOGITS, lout_o, "f", 1, 1, "logits_out"))
         goto fail;
     const Py_buffer *pr = &g->buf[G_PROMPT], *st = &g->buf[G_START], *out = &g->buf[G_OUT];
@@ -705,29 +744,11 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
                      max_new);
         goto fail;
     }
-    PyObject *fns[] = { cb_o, logits_fn, stop_fn };
-    for (int i = 0; i < 3; i++)
-        if (fns[i] != Py_None && !PyCallable_Check(fns[i])) { /* else the prefill would run before the first call fails */
-            PyErr_SetString(InvalidInputError, "generate: the token, logits and stop callbacks must be callable or None");
-            goto fail;
-        }
-    g->cb = (py_callback){ .fn = cb_o, .logits_fn = logits_fn, .stop_fn = stop_fn };
-    ha_sampling_params sp = {
-        .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
-        .repetition_penalty = (float)rep, .seed = seed, .no_repeat_ngram_size = no_repeat, .min_new_tokens = min_new,
-        .forced_eos_step = feos_step, .remove_invalid_values = remove_invalid, .decay_factor = (float)decay_factor,
-        .decay_start = decay_start, .begin_suppress_step = begin_step, .min_p = (float)min_p,
-        .typical_p = (float)typical_p, .epsilon_cutoff = (float)eps, .eta_cutoff = (float)eta, .renormalize = renormalize,
-        .on_logits = logits_fn != Py_None ? call_logits : NULL, .logits_user = &g->cb,
-    };
-    sp.eos = tokens_of(g, G_EOS, &sp.n_eos);
-    sp.forced_bos = tokens_of(g, G_BOS, &sp.n_forced_bos);
-    sp.forced_eos = tokens_of(g, G_FEOS, &sp.n_forced_eos);
-    sp.suppress = tokens_of(g, G_SUPPRESS, &sp.n_suppress);
-    sp.begin_suppress = tokens_of(g, G_BEGIN, &sp.n_begin_suppress);
-    if (take_seqs(g, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, &sp.sequence_bias, "sequence_bias") ||
-        take_seqs(g, G_BAD_TOK, G_BAD_OFF, -1, &sp.bad_words, "bad_words_ids"))
+    if (cb_o != Py_None && !PyCallable_Check(cb_o)) {
+        PyErr_SetString(InvalidInputError, "generate: the token, logits and stop callbacks must be callable or None");
         goto fail;
+    }
+    g->cb.fn = cb_o;
     g->p = (ha_generate_params){
         .max_new_tokens = max_new, .eos = sp.eos, .n_eos = sp.n_eos, .pad_token_id = pad, .max_time = max_time,
         .sampling = sp, .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
@@ -989,6 +1010,132 @@ static PyObject *py_rng_uniform(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(ha_rng_uniform(seed, row, position, purpose, index));
 }
 
+/* ---- Sampler ------------------------------------------------------------------------------------------- */
+
+/* One generation's token choice, for loops that run in Python (universal assisted generation): the processors
+ * and the choice of csrc/sampling.c, so a token chosen here is the one generate() would choose. */
+typedef struct {
+    PyObject_HEAD
+    ha_sampler *s;
+    int64_t vocab;
+    py_callback cb;  /* logits_fn (kept alive by procs) and the exception it raised */
+    PyObject *procs; /* holds logits_fn */
+} SamplerObject;
+
+static void Sampler_dealloc(SamplerObject *self) {
+    ha_sampler_free(self->s);
+    Py_XDECREF(self->cb.exc_type);
+    Py_XDECREF(self->cb.exc_value);
+    Py_XDECREF(self->cb.exc_tb);
+    Py_XDECREF(self->procs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Sampler(vocab, min_new_tokens, eos, do_sample, temperature, top_k, top_p, repetition_penalty, seed, procs):
+ * generate()'s sampling arguments (see gen_args); the stop callback, logits_out and no_cache of procs are not
+ * used. The sampler copies every list at create, so no buffer is held after. */
+static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    long long vocab, min_new, top_k;
+    PyObject *eos_o, *procs_o, *stop_fn, *lout_o;
+    int do_sample, no_cache;
+    double temperature, top_p, rep;
+    unsigned long long seed;
+    if (self->s) {
+        PyErr_SetString(InvalidInputError, "Sampler is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "LLOpdLddKO", &vocab, &min_new, &eos_o, &do_sample, &temperature, &top_k, &top_p, &rep,
+                          &seed, &procs_o))
+        return -1;
+    gen_args g = { .held = 0 };
+    ha_sampling_params sp;
+    int rc = -1;
+    if (take_sampling(&g, min_new, eos_o, do_sample, temperature, top_k, top_p, rep, seed, procs_o, &sp, &stop_fn,
+                      &lout_o, &no_cache) == 0) {
+        sp.logits_user = &self->cb;
+        ha_status st = ha_sampler_create(&sp, vocab, &self->s);
+        if (st != HA_OK) {
+            raise_status(st);
+        } else {
+            self->vocab = vocab;
+            self->cb.logits_fn = g.cb.logits_fn;
+            Py_INCREF(procs_o);
+            self->procs = procs_o;
+            rc = 0;
+        }
+    }
+    release_gen(&g);
+    return rc;
+}
+
+/* process(scores float32 (V,) writable, row, history int32 (n,), step): ha_sampler_process in place; raises
+ * what the logits callback raised. */
+static PyObject *Sampler_process(SamplerObject *self, PyObject *args) {
+    PyObject *scores_o, *hist_o, *result = NULL;
+    long long row, step;
+    Py_buffer scores = { 0 }, hist = { 0 };
+    if (!self->s) return PyErr_Format(InvalidInputError, "Sampler is not initialized");
+    if (!PyArg_ParseTuple(args, "OLOL", &scores_o, &row, &hist_o, &step)) return NULL;
+    if (get_buffer(scores_o, "f", 1, "scores", &scores) != 0) return NULL;
+    if (get_buffer(hist_o, "i", 0, "history", &hist) != 0) goto cleanup;
+    if (scores.len != self->vocab * 4 || row < 0 || step < 0) {
+        PyErr_Format(InvalidInputError, "Sampler.process: scores must hold %lld floats; row and step >= 0",
+                     (long long)self->vocab);
+        goto cleanup;
+    }
+    ha_status st = ha_sampler_process(self->s, scores.buf, row, hist.buf, hist.len / 4, step);
+    if (self->cb.exc_type) {
+        PyErr_Restore(self->cb.exc_type, self->cb.exc_value, self->cb.exc_tb);
+        self->cb.exc_type = self->cb.exc_value = self->cb.exc_tb = NULL;
+    } else if (st != HA_OK) {
+        raise_status(st);
+    } else {
+        result = Py_NewRef(Py_None);
+    }
+cleanup:
+    if (hist.obj) PyBuffer_Release(&hist);
+    PyBuffer_Release(&scores);
+    return result;
+}
+
+/* choose(scores float32 (V,), row, position) -> the token ha_sampler_choose picks, or -1. */
+static PyObject *Sampler_choose(SamplerObject *self, PyObject *args) {
+    PyObject *scores_o;
+    unsigned int row, position;
+    Py_buffer scores = { 0 };
+    if (!self->s) return PyErr_Format(InvalidInputError, "Sampler is not initialized");
+    if (!PyArg_ParseTuple(args, "OII", &scores_o, &row, &position)) return NULL;
+    if (get_buffer(scores_o, "f", 0, "scores", &scores) != 0) return NULL;
+    if (scores.len != self->vocab * 4) {
+        PyBuffer_Release(&scores);
+        return PyErr_Format(InvalidInputError, "Sampler.choose: scores must hold %lld floats", (long long)self->vocab);
+    }
+    int32_t t = ha_sampler_choose(self->s, scores.buf, row, position);
+    PyBuffer_Release(&scores);
+    return PyLong_FromLong(t);
+}
+
+static PyMethodDef Sampler_methods[] = {
+    { "process", (PyCFunction)Sampler_process, METH_VARARGS,
+      "process(scores, row, history, step): the processors, in place (see ha_sampler_process)" },
+    { "choose", (PyCFunction)Sampler_choose, METH_VARARGS,
+      "choose(scores, row, position) -> token or -1 (see ha_sampler_choose)" },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyTypeObject SamplerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "habana_assist._core.Sampler",
+    .tp_basicsize = sizeof(SamplerObject),
+    .tp_dealloc = (destructor)Sampler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One generation's token choice: csrc/sampling.c's processors and choice.",
+    .tp_init = (initproc)Sampler_init,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = Sampler_methods,
+};
+
 /* ---- BPE ------------------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1140,12 +1287,15 @@ PyMODINIT_FUNC PyInit__core(void) {
     Py_XDECREF(ident);
     if (PyErr_Occurred()) return NULL;
     (void)pthread_atfork(NULL, NULL, interrupt_after_fork);
-    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0 || PyType_Ready(&BPEType) < 0) return NULL;
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&ContextType) < 0 || PyType_Ready(&BPEType) < 0 ||
+        PyType_Ready(&SamplerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Model", (PyObject *)&ModelType) < 0 ||
         PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
-        PyModule_AddObjectRef(m, "BPE", (PyObject *)&BPEType) < 0) {
+        PyModule_AddObjectRef(m, "BPE", (PyObject *)&BPEType) < 0 ||
+        PyModule_AddObjectRef(m, "Sampler", (PyObject *)&SamplerType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
