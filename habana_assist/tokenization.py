@@ -749,11 +749,11 @@ def _chat_template(value, source):
 _UNIMPLEMENTED = {"is_split_into_words": False, "return_overflowing_tokens": False,
                   "return_special_tokens_mask": False, "return_offsets_mapping": False, "return_length": False,
                   "text_target": None, "text_pair_target": None, "split_special_tokens": False,
-                  "spaces_between_special_tokens": None, "use_source_tokenizer": False}
+                  "spaces_between_special_tokens": False, "use_source_tokenizer": False}
 
 
 def _refuse_unimplemented(kwargs, where):
-    bad = {k: v for k, v in kwargs.items() if k not in _UNIMPLEMENTED or v != _UNIMPLEMENTED[k]}
+    bad = {k: v for k, v in kwargs.items() if k not in _UNIMPLEMENTED or (v is not None and v != _UNIMPLEMENTED[k])}
     if bad:
         raise InvalidInputError(f"{where}: {', '.join(f'{k}={v!r}' for k, v in bad.items())} is not supported here; "
                                 "leave it out")
