@@ -349,7 +349,8 @@ def _byte_level_ids(family, hex_bytes):
 
 
 def load_bytes_to_unicode():
-    """GPT-2's byte -> printable char map (bytes that print stand for themselves, the others 256 + n)."""
+    """GPT-2's byte -> printable char map (bytes that print stand for themselves, the others 256 + n), written
+    here from its definition rather than taken from the engine under test."""
     keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
     table, n = {}, 0
     for b in range(256):

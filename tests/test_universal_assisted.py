@@ -17,7 +17,7 @@ from habana_assist.errors import InvalidInputError
 from habana_assist.hub import MODELS_DIR
 from habana_assist.safetensors import read_safetensors, save_file
 from habana_assist.stdlib_split import stdlib_files
-from habana_assist.tokenizer_json import TokenizerJSON
+from habana_assist.tokenizer_json import BYTE_TO_CHAR, TokenizerJSON
 
 PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n",
            "import os\n\n\nclass Config:\n    def __init__(self, path):\n        self.",
@@ -43,25 +43,12 @@ class PermutedTokenizer:
         return {piece: int(self.perm[i]) for piece, i in self.base.get_vocab().items()}
 
 
-def _byte_symbols():
-    """GPT-2's byte -> printable character map (what a ByteLevel pre-tokenizer writes)."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return chars
-
-
 def _write_byte_draft(directory):
     """A byte-level tokenizer.json (<s> = 0, byte b = b + 1) and a one-layer Llama whose logits are the log
     probabilities of a byte bigram counted over training source files: every layer's projections are zero (the
     residual passes the embedding through), the embedding is one-hot and the head holds log P(next | byte)."""
     os.makedirs(directory, exist_ok=True)
-    symbols = _byte_symbols()
+    symbols = BYTE_TO_CHAR  # GPT-2's byte -> printable character map (what a ByteLevel pre-tokenizer writes)
     vocab = {"<s>": 0, **{symbols[b]: b + 1 for b in range(256)}}
     spec = {"version": "1.0", "truncation": None, "padding": None,
             "added_tokens": [{"id": 0, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
