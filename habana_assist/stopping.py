@@ -15,6 +15,7 @@ so that a character spelt in byte pieces still matches; lengths are then counted
 """
 
 import collections
+import inspect
 import re
 import threading
 import time
@@ -180,12 +181,18 @@ class _Vocabulary:
                     byte_of[i] = int(m.group(1), 16)
         self.byte_mode = bool(byte_of)
         prefix = list(tokenizer.encode(_STATIC_PREFIX, add_special_tokens=False))
+        # each token's own text: without the clean-up of " ." into "." that a config may turn on for decode()
+        try:
+            plain = "clean_up_tokenization_spaces" in inspect.signature(tokenizer.decode).parameters
+        except (TypeError, ValueError):  # a decode() without a signature (a builtin)
+            plain = False
+        options = {"clean_up_tokenization_spaces": False} if plain else {}
         values = []
         for i in range(self.size):
             if i in byte_of:
                 values.append(bytes([byte_of[i]]))
                 continue
-            text = tokenizer.decode(prefix + [i])
+            text = tokenizer.decode(prefix + [i], **options)
             at = text.find(_STATIC_PREFIX)
             if at < 0:
                 raise InvalidInputError(f"StopStringCriteria: the tokenizer does not give {_STATIC_PREFIX!r} back "

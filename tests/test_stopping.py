@@ -544,3 +544,17 @@ def test_stopping_criteria_returning_arrays_and_tensors(target, tok, unstopped):
     got = target.generate(input_ids=torch.from_numpy(ids), max_new_tokens=NEW, stopping_criteria=[torch_criterion])
     assert isinstance(got, torch.Tensor) and got[0].tolist() == full[:n0 + 2]
     assert kinds == [(torch.Tensor, torch.Tensor, torch.int64, (1, len(tok)))] * 2
+
+
+def test_stop_strings_read_each_tokens_text_without_decodes_clean_up(tmp_path):
+    # Llama 3's tokenizer_config.json turns clean_up_tokenization_spaces on, which makes decode() write " ." as
+    # "."; a stop string " ." must still be found after the token " ." (Transformers reads tokens, not cleaned text).
+    import shutil
+    import tokenizer_data as td
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(os.path.dirname(td.tokenizer_path("llama3")), name), tmp_path / name)
+    tok = ha.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert tok.decode(tok.encode("fine .", add_special_tokens=False)) == "fine.", "the config's clean-up is on"
+    ids = np.array([tok.encode("It is fine .", add_special_tokens=False)])
+    assert StopStringCriteria(tok, [" ."])(ids, None).tolist() == [True]
+    assert StopStringCriteria(tok, ["e."])(ids, None).tolist() == [False]
