@@ -42,6 +42,24 @@ def test_mutated_inputs_give_a_valid_result_or_a_clear_error(short_run, target):
         f"expected the mutations to reach both the valid path and the error path of {target}, came {outcomes}")
 
 
+def test_the_tokenizer_json_seeds_on_disk_are_what_their_generator_writes():
+    seeds = dict(fp.corpus_seeds("tokenizer_json"))
+    made = fp.tokenizer_json_seeds()
+    assert sorted(seeds) == sorted(made) and all(seeds[n] == made[n] for n in made), (
+        "expected tests/fuzz/corpus/tokenizer_json/ to hold exactly what tokenizer_json_seeds() writes; rewrite "
+        "it with: /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json")
+    assert all(len(data) < 16384 for files in made.values() for data in files.values()), (
+        "expected tiny seeds (a few KB a file): the worker's memory cap grows with the largest seed")
+
+
+def test_tokenizer_json_mutations_reach_the_components_and_the_chat_template():
+    seeds = fp.corpus_seeds("tokenizer_json")
+    kinds = {step.split(":")[0] for i in range(ITERATIONS) for step in fp.make_input("tokenizer_json", SEED, i,
+                                                                                    seeds)[2]}
+    assert {"component", "template", "json", "bytes", "removed"} <= kinds, (
+        f"expected every kind of tokenizer_json mutation among the first {ITERATIONS} inputs, came {sorted(kinds)}")
+
+
 def test_every_kept_crasher_now_gives_a_valid_result_or_a_clear_error():
     kept = fp.crasher_dirs()
     on_disk = sorted(d for d in os.listdir(fp.CRASHERS_DIR) if os.path.isdir(os.path.join(fp.CRASHERS_DIR, d)))

@@ -4,6 +4,7 @@
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --seconds 600 --seed 1          # the long run, time split evenly
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --replay tests/fuzz/crashers    # the kept regression inputs
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus                   # rewrite tests/fuzz/corpus/
+    /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json   # only that target's
 
 The promise under test (DESIGN.md, promise 3): every input gives a valid result or a ``HabanaAssistError``
 (whose classes also derive from ValueError / FileNotFoundError); never a crash, a hang, another exception type
@@ -17,9 +18,14 @@ Targets (each input is a directory, a seed from corpus/<target>/<name>/ with one
     generation_config  GenerationConfig.from_pretrained (generation_config.json), validate(), eos_token_ids()
     tokenizer          AutoTokenizer.from_pretrained (tokenizer.model, tokenizer_config.json,
                        special_tokens_map.json), then encode / decode / a padded batch with the result
+    tokenizer_json     AutoTokenizer.from_pretrained of a tokenizer.json checkpoint (tokenizer.json,
+                       tokenizer_config.json, special_tokens_map.json, chat_template.jinja: four tiny hand-built
+                       ones in the real formats, written by tokenizer_json_seeds()), then texts holding its
+                       special and added tokens encoded, decoded, batched with truncation and padding, and each
+                       chat template rendered; mutations aim at the pipeline components and the template too
     load               AutoModelForCausalLM.from_pretrained of a whole tiny checkpoint (config.json, weights,
                        generation_config.json), then a forward and a 2-token generate()
-tokenizer.json is not fuzzed: the package does not read it (tokenization.py reads tokenizer.model only).
+ChatTemplateError (an InvalidInputError) is the clear error of a broken chat template.
 
 Input i of target t under seed s is a pure function of (s, t, i) and the corpus: a seed directory and 1-4
 stacked mutations drawn from random.Random(f"{s}:{t}:{i}"), so any reported input can be rebuilt and saved.
@@ -57,7 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CORPUS_DIR = os.path.join(HERE, "corpus")
 CRASHERS_DIR = os.path.join(HERE, "crashers")
-TARGETS = ("safetensors", "sharded", "config", "generation_config", "tokenizer", "load")
+TARGETS = ("safetensors", "sharded", "config", "generation_config", "tokenizer", "tokenizer_json", "load")
 
 MEMORY_SLACK_BYTES = 96 << 20  # room for ordinary work: Python objects, numpy temporaries, a small KV cache
 MEMORY_FACTOR = 16             # ... plus this many times the input's size
@@ -104,9 +110,9 @@ def write_input_dir(directory, files, target=None):
 
 def make_corpus(corpus_dir=CORPUS_DIR):
     """Write the seed corpus: tiny valid checkpoints (tests/checkpoints.py), the shipped pair's JSON files and
-    tokenizer.model, and four small sentencepiece models (unigram, bpe with byte fallback, char, word) trained
-    on textwrap.py. Run once; the result is committed (sentencepiece training is not bitwise reproducible
-    across versions)."""
+    tokenizer.model, four small sentencepiece models (unigram, bpe with byte fallback, char, word) trained
+    on textwrap.py, and tokenizer_json's seeds. Run once; the result is committed (sentencepiece training is not
+    bitwise reproducible across versions)."""
     sys.path.insert(0, os.path.dirname(HERE))
     from checkpoints import write_random_checkpoint
 
@@ -202,6 +208,221 @@ def make_corpus(corpus_dir=CORPUS_DIR):
         if model_type in ("unigram", "bpe"):
             with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
                 json.dump({"pad_token": "<pad>", "additional_special_tokens": []}, f, indent=2)
+    make_tokenizer_json_corpus(corpus_dir)
+
+
+# ---- tokenizer.json seeds (small hand-built checkpoints in the real formats of Llama 3, Llama 2, Gemma, Qwen) ----
+
+def _byte_chars():
+    """GPT-2's byte -> printable character table (byte-level BPE's alphabet), written here from its rule so the
+    seeds do not take it from the code under test: printable Latin-1 bytes stand for themselves, the other 68
+    for chr(256 + their rank)."""
+    keep = set(range(33, 127)) | set(range(161, 173)) | set(range(174, 256))
+    out, extra = [], 0
+    for b in range(256):
+        out.append(chr(b) if b in keep else chr(256 + extra))
+        extra += b not in keep
+    return out
+
+
+def _bpe(vocab, merges, pair_form=False, **model):
+    """-> a BPE model object: vocab (list of tokens, ids in order) grown by the merges' results."""
+    table = {t: i for i, t in enumerate(vocab)}
+    for a, b in merges:
+        table.setdefault(a + b, len(table))
+    return dict({"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False},
+                **model, vocab=table, merges=[[a, b] if pair_form else f"{a} {b}" for a, b in merges])
+
+
+def _added(start, *specs):
+    """-> tokenizer.json added_tokens from (content, special, {flags}) specs, ids from start."""
+    return [{"id": start + i, "content": c, "single_word": f.get("single_word", False),
+             "lstrip": f.get("lstrip", False), "rstrip": f.get("rstrip", False),
+             "normalized": f.get("normalized", not special), "special": special}
+            for i, (c, special, f) in enumerate(specs)]
+
+
+def _decoder_table(added):
+    """tokenizer_config.json's added_tokens_decoder for tokenizer.json's added tokens."""
+    return {str(t["id"]): {k: t[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+            for t in added}
+
+
+def _template(single, pair, specials):
+    """TemplateProcessing: single/pair are lists of "$A" / "$B" / special token strings (type id 1 after $B)."""
+    def items(seq):
+        out, type_id = [], 0
+        for s in seq:
+            type_id = 1 if s == "$B" else type_id
+            out.append({"Sequence": {"id": s[1], "type_id": type_id}} if s.startswith("$") else
+                       {"SpecialToken": {"id": s, "type_id": type_id}})
+        return out
+    return {"type": "TemplateProcessing", "single": items(single), "pair": items(pair),
+            "special_tokens": {s: {"id": s, "ids": [i], "tokens": [s]} for s, i in specials.items()}}
+
+
+_SPLIT_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+_CHAT_LLAMA3 = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+                "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+_CHAT_LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system = "
+                "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system = false %}"
+                "{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 "
+                "== 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+                "{% endif %}{% if loop.index0 == 0 and system != false %}{% set content = '<<SYS>>\\n' + system + "
+                "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+                "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+                "{% elif message['role'] == 'assistant' %}{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}"
+                "{% endfor %}")
+_CHAT_GEMMA = ("{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' "
+               "else message['role'] %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
+               "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}"
+               "{% endif %}")
+_CHAT_TOOLS = ("{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
+               "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}{{ 'tools:' + (tools | length | string) }}")
+_CHAT_QWEN = ("{%- if tools %}{{- '<|im_start|>system\\n# Tools\\n' }}{%- for tool in tools %}{{- '\\n' }}"
+              "{{- tool | tojson }}{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}{%- for message in messages %}"
+              "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}"
+              "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and "
+              "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}\n")
+
+
+def tokenizer_json_seeds():
+    """-> {seed name: {file name: bytes}}: four tiny tokenizer.json checkpoints, a few KB each, in the formats of
+    real ones (tests/data/npm's Llama 3, Llama 2, Gemma 3 and Qwen3 files are the models) with every component
+    kind the package reads: byte-level BPE (Split + ByteLevel, ignore_merges, merges as strings or pairs),
+    byte-fallback BPE (Prepend + Replace normalizers, TemplateProcessing, a Sequence decoder with ByteFallback,
+    Fuse and Strip), Metaspace with Digits, NFKC/NFC, added tokens with lstrip/rstrip/single_word, chat
+    templates as a string, as named templates and as chat_template.jinja, tokenizer.json padding/truncation."""
+    chars = _byte_chars()
+    g = chars[ord(" ")]  # the byte-level space, "Ġ"
+    seeds = {}
+
+    # Llama 3 style: byte-level BPE, Split regex + ByteLevel, a Sequence post-processor adding bos.
+    merges = [(g, "t"), ("h", "e"), (g + "t", "he"), ("a", "t"), (g, "c"), (g + "c", "at"), ("i", "n"),
+              ("o", "n"), (g, "s"), (g + "s", "at"), ("1", "2"), ("12", "3"), (g, g), ("e", "r")]
+    model = _bpe(chars, merges, ignore_merges=True)
+    added = _added(len(model["vocab"]), ("<|begin_of_text|>", True, {}), ("<|end_of_text|>", True, {}),
+                   ("<|start_header_id|>", True, {}), ("<|end_header_id|>", True, {}), ("<|eot_id|>", True, {}),
+                   ("<mask>", True, {"lstrip": True}), ("[tool]", False, {"rstrip": True, "normalized": False}),
+                   ("cat", False, {"single_word": True}))
+    bos_id = added[0]["id"]
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": _SPLIT_LLAMA3}, "behavior": "Isolated", "invert": False},
+               {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+           "post_processor": {"type": "Sequence", "processors": [
+               {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+               _template(["<|begin_of_text|>", "$A"], ["<|begin_of_text|>", "$A", "<|begin_of_text|>", "$B"],
+                         {"<|begin_of_text|>": bos_id})]},
+           "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+           "model": model}
+    config = {"added_tokens_decoder": _decoder_table(added), "bos_token": "<|begin_of_text|>",
+              "chat_template": _CHAT_LLAMA3, "clean_up_tokenization_spaces": True, "eos_token": "<|eot_id|>",
+              "pad_token": "<|end_of_text|>", "model_input_names": ["input_ids", "attention_mask"],
+              "model_max_length": 131072, "tokenizer_class": "PreTrainedTokenizerFast"}
+    seeds["byte_level_bpe"] = {"tokenizer.json": doc, "tokenizer_config.json": config}
+
+    # Llama 2 style: byte-fallback BPE on "▁"-marked text, no pre-tokenizer, TemplateProcessing, a Sequence decoder.
+    sp = "\u2581"
+    base = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [sp] + list("abcdefghijklmnopqrstuvwxyz"
+                                                                                        "TH0123456789.,!?'\u00e9")
+    merges = [(sp, "t"), ("h", "e"), (sp + "t", "he"), ("a", "t"), (sp, "c"), (sp + "c", "at"), ("i", "n"),
+              (sp, "s"), (sp + "s", "at"), (sp, sp), ("e", "r"), (sp, "T"), (sp + "T", "he")]
+    model = _bpe(base, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True)
+    added = _added(0, ("<unk>", True, {}), ("<s>", True, {}), ("</s>", True, {}))
+    added += _added(len(model["vocab"]), ("[INST]", False, {"lstrip": True, "rstrip": True}),
+                    ("<<SYS>>", False, {"single_word": True, "normalized": True}))
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": {"type": "Sequence", "normalizers": [
+               {"type": "Prepend", "prepend": sp}, {"type": "Replace", "pattern": {"String": " "}, "content": sp}]},
+           "pre_tokenizer": None,
+           "post_processor": _template(["<s>", "$A"], ["<s>", "$A", "<s>", "$B"], {"<s>": 1}),
+           "decoder": {"type": "Sequence", "decoders": [
+               {"type": "Replace", "pattern": {"String": sp}, "content": " "}, {"type": "ByteFallback"},
+               {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+           "model": model}
+    config = {"add_bos_token": True, "add_eos_token": False, "added_tokens_decoder": _decoder_table(added[:3]),
+              "bos_token": {"__type": "AddedToken", "content": "<s>", "lstrip": False, "normalized": False,
+                            "rstrip": False, "single_word": False},
+              "chat_template": _CHAT_LLAMA2, "clean_up_tokenization_spaces": False, "eos_token": "</s>",
+              "legacy": True, "model_max_length": 4096, "pad_token": "<unk>", "padding_side": "left",
+              "sp_model_kwargs": {}, "spaces_between_special_tokens": False, "tokenizer_class": "LlamaTokenizer",
+              "unk_token": "<unk>", "use_default_system_prompt": False}
+    seeds["byte_fallback_bpe"] = {"tokenizer.json": doc, "tokenizer_config.json": config}
+
+    # Gemma / Mistral style: NFKC, Metaspace (prepend_scheme first) + Digits, eos added by the template, named
+    # chat templates, tokenizer.json's own padding and truncation.
+    base = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + [sp] + list(
+        "abcdefghijklmnopqrstuvwxyz0123456789.,:!?")
+    merges = [(sp, "t"), ("h", "e"), (sp + "t", "he"), (sp, "w"), ("o", "r"), (sp + "w", "or"), ("l", "d"),
+              (sp + "wor", "ld"), (sp, "h"), ("e", "l"), (sp + "h", "el")]
+    model = _bpe(base, merges, pair_form=True, unk_token="<unk>", fuse_unk=True, byte_fallback=True)
+    added = _added(0, ("<pad>", True, {}), ("<eos>", True, {}), ("<bos>", True, {}), ("<unk>", True, {}))
+    added += _added(len(model["vocab"]), ("<start_of_turn>", True, {}), ("<end_of_turn>", True, {}),
+                    ("<mask>", True, {"lstrip": True, "rstrip": True}),
+                    ("hello", False, {"single_word": True, "normalized": True}))
+    doc = {"version": "1.0", "truncation": {"direction": "Left", "max_length": 64, "strategy": "LongestFirst",
+                                            "stride": 0},
+           "padding": {"strategy": "BatchLongest", "direction": "Left", "pad_to_multiple_of": None, "pad_id": 0,
+                       "pad_type_id": 0, "pad_token": "<pad>"},
+           "added_tokens": added, "normalizer": {"type": "NFKC"},
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Digits", "individual_digits": True},
+               {"type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True}]},
+           "post_processor": _template(["<bos>", "$A", "<eos>"], ["<bos>", "$A", "<eos>", "$B", "<eos>"],
+                                       {"<bos>": 2, "<eos>": 1}),
+           "decoder": {"type": "Sequence", "decoders": [
+               {"type": "ByteFallback"}, {"type": "Fuse"},
+               {"type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True}]},
+           "model": model}
+    config = {"added_tokens_decoder": _decoder_table(added), "bos_token": "<bos>", "eos_token": "<end_of_turn>",
+              "unk_token": "<unk>", "pad_token": "<pad>", "additional_special_tokens": ["<start_of_turn>"],
+              "chat_template": [{"name": "default", "template": _CHAT_GEMMA},
+                                {"name": "tool_use", "template": _CHAT_TOOLS}],
+              "model_max_length": 32768, "tokenizer_class": "PreTrainedTokenizerFast"}
+    seeds["metaspace_digits"] = {"tokenizer.json": doc, "tokenizer_config.json": config}
+
+    # Qwen style: NFC, Split + ByteLevel, merges as pairs, a ByteLevel post-processor (no bos), the template in
+    # chat_template.jinja, a special_tokens_map.json.
+    merges = [(g, "t"), ("h", "e"), (g + "t", "he"), ("i", "n"), (g, "w"), ("o", "r"), ("l", "d"), (g + "w", "or"),
+              (g + "wor", "ld"), ("\u00c3", "\u00a9")]
+    model = _bpe(chars, merges, pair_form=True, continuing_subword_prefix="", end_of_word_suffix="")
+    added = _added(len(model["vocab"]), ("<|endoftext|>", True, {}), ("<|im_start|>", True, {}),
+                   ("<|im_end|>", True, {}), ("<think>", False, {}), ("</think>", False, {}))
+    doc = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": {"type": "NFC"},
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": _SPLIT_LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")},
+                "behavior": "Isolated", "invert": False},
+               {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+           "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                              "use_regex": False},
+           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+           "model": model}
+    config = {"add_bos_token": False, "add_prefix_space": False, "added_tokens_decoder": _decoder_table(added),
+              "additional_special_tokens": ["<|im_start|>", "<|im_end|>"], "bos_token": None,
+              "clean_up_tokenization_spaces": False, "eos_token": "<|im_end|>", "errors": "replace",
+              "model_max_length": 131072, "pad_token": "<|endoftext|>", "split_special_tokens": False,
+              "tokenizer_class": "Qwen2Tokenizer", "unk_token": None}
+    special = {"eos_token": {"content": "<|im_end|>", "lstrip": False, "normalized": False, "rstrip": False,
+                             "single_word": False}, "pad_token": "<|endoftext|>",
+               "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]}
+    seeds["qwen_byte_level"] = {"tokenizer.json": doc, "tokenizer_config.json": config,
+                                "special_tokens_map.json": special, "chat_template.jinja": _CHAT_QWEN}
+    return {name: {f: (v.encode() if isinstance(v, str) else (json.dumps(v, indent=2, ensure_ascii=False) + "\n")
+                       .encode()) for f, v in files.items()} for name, files in seeds.items()}
+
+
+def make_tokenizer_json_corpus(corpus_dir=CORPUS_DIR):
+    """Write corpus/tokenizer_json/ (only): it is built from code alone, so rewriting it is reproducible."""
+    root = os.path.join(corpus_dir, "tokenizer_json")
+    if os.path.isdir(root):
+        shutil.rmtree(root)
+    for name, files in tokenizer_json_seeds().items():
+        write_input_dir(os.path.join(root, name), files)
 
 
 # ---- mutations ------------------------------------------------------------------------------------------------
@@ -521,6 +742,90 @@ def mutate_proto(rng, data, depth=0):
     return encode_proto(fields)
 
 
+# ---- tokenizer.json and chat template mutations -----------------------------------------------------------------
+
+# Values worth putting into a pipeline component: the other components' type names, the enum strings of their
+# fields, patterns (invalid, empty-matching, backtracking, lookaround) and token strings.
+TOKENIZER_JSON_STRINGS = (
+    "BPE", "WordPiece", "Unigram", "ByteLevel", "Metaspace", "Split", "Sequence", "Digits", "Whitespace",
+    "WhitespaceSplit", "Punctuation", "TemplateProcessing", "RobertaProcessing", "BertProcessing", "NFC", "NFD",
+    "NFKC", "NFKD", "Lowercase", "Strip", "StripAccents", "Replace", "Prepend", "ByteFallback", "Fuse",
+    "Precompiled", "Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous", "first", "always",
+    "never", "Left", "Right", "LongestFirst", "BatchLongest", "$A", "$B", "$C", "A", "B", "", " ", "\u2581", "(",
+    "[", "\\", "(?!", "a*", "(a*)*b", "(?<=a)", "\\p{L}+", "\\p{Xx}", "(?i:x)", "\\b", "^", "$", "\\s*", ".",
+    "<0x41>", "<0xZZ>", "<0x100>", "<unk>", "<s>", "\ud800", "\x00", "\u00e9", "\U0001F600", "x" * 500)
+COMPONENT_KEYS = ("model", "normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens",
+                  "truncation", "padding")
+# Pieces spliced into a chat template: syntax errors, undefined names and attributes, the globals Transformers
+# offers, filters, loops, deep nesting, a sandbox escape attempt and a large (but bounded) output.
+TEMPLATE_PIECES = (
+    "{{", "}}", "{%", "%}", "{#", "{% endfor %}", "{% if %}", "{{ undefined_name.attr }}", "{{ messages[99] }}",
+    "{{ messages[0]['content'] | tojson }}", "{{ raise_exception('fuzz') }}", "{{ strftime_now('%Y') }}",
+    "{{ messages | tojson(indent=2) }}", "{% for m in messages %}{{ m }}{% endfor %}", "{{ bos_token * 1000 }}",
+    "{% generation %}x{% endgeneration %}", "{{ ''.__class__.__mro__ }}", "{{ tools | length }}",
+    "{% set x = namespace(a=1) %}{{ x.a }}", "{{ 1 / 0 }}", "{{ '%s' % 1 }}", "{{ range(3) | list }}",
+    "{{ (messages | first).role | upper }}", "{% break %}", "{{ loop.index }}", "{{ " * 300 + "1" + " }}" * 300,
+    "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{{ 'x' | indent(4) }}", "{{ content[::-1] }}", "\ud800")
+
+
+def mutate_component(rng, doc):
+    """One mutation aimed at a pipeline component of a tokenizer.json document (its vocab and merges would
+    otherwise draw nearly every plain JSON mutation): a node under a component replaced or edited as by
+    mutate_json_value, or a string in it (a type name, a pattern) replaced by TOKENIZER_JSON_STRINGS."""
+    keys = [k for k in COMPONENT_KEYS if k in doc]
+    if not keys:
+        return mutate_json_value(rng, doc)
+    k = rng.choice(keys)
+    sub = doc[k]
+    if k == "model" and isinstance(sub, dict):  # its scalars only (vocab and merges are the plain mutations')
+        sub = {key: v for key, v in sub.items() if key not in ("vocab", "merges")}
+    strings = [p for p, v in _nodes(sub) if isinstance(v, str) and p]
+    if strings and rng.random() < 0.4:
+        path = rng.choice(strings)
+        _get(sub, path[:-1])[path[-1]] = rng.choice(TOKENIZER_JSON_STRINGS)
+    else:
+        sub = mutate_json_value(rng, sub)
+    if k == "model" and isinstance(doc[k], dict) and isinstance(sub, dict):
+        doc[k] = {**{key: doc[k][key] for key in ("vocab", "merges") if key in doc[k]}, **sub}
+    else:
+        doc[k] = sub
+    return doc
+
+
+def mutate_template(rng, text):
+    """A Jinja template's text with a TEMPLATE_PIECES piece inserted, or a span of it cut or repeated."""
+    pos = rng.randrange(len(text) + 1)
+    r = rng.random()
+    if r < 0.6:
+        return text[:pos] + rng.choice(TEMPLATE_PIECES) + text[pos:]
+    end = min(len(text), pos + rng.choice((1, 2, 5, 20, 200)))
+    return text[:pos] + text[end:] if r < 0.8 else text[:end] + text[pos:]
+
+
+def _mutate_chat_template(rng, files):
+    """-> (file name, new bytes) with the checkpoint's chat template mutated, or None: chat_template.jinja
+    where present, else tokenizer_config.json's chat_template (a string or one named template)."""
+    if "chat_template.jinja" in files:
+        text = files["chat_template.jinja"].decode("utf-8", "surrogateescape")
+        return "chat_template.jinja", mutate_template(rng, text).encode("utf-8", "surrogatepass")
+    try:
+        config = json.loads(files.get("tokenizer_config.json", b""))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    value = config.get("chat_template")
+    if isinstance(value, str):
+        config["chat_template"] = mutate_template(rng, value)
+    elif isinstance(value, list) and value and isinstance(value[0], dict) and isinstance(
+            value[0].get("template"), str):
+        entry = rng.choice([e for e in value if isinstance(e, dict) and isinstance(e.get("template"), str)])
+        entry["template"] = mutate_template(rng, entry["template"])
+    else:
+        return None
+    return "tokenizer_config.json", dump_json(rng, config)
+
+
 def make_input(target, seed, iteration, seeds):
     """-> (seed name, {file name: bytes}, [mutation descriptions]) for input `iteration` of `target`."""
     rng = random.Random(f"{seed}:{target}:{iteration}")
@@ -533,7 +838,22 @@ def make_input(target, seed, iteration, seeds):
         data = files[fname]
         new, kind = None, "bytes"
         r = rng.random()
-        if fname.endswith(".json") and r < 0.75:
+        if target == "tokenizer_json" and r < 0.15:  # the chat template, wherever the checkpoint keeps it
+            changed = _mutate_chat_template(rng, files)
+            if changed is not None:
+                fname, new = changed
+                kind = "template"
+        elif target == "tokenizer_json" and fname == "tokenizer.json" and r < 0.5:
+            try:
+                doc = json.loads(data)
+            except (ValueError, RecursionError):
+                doc = None
+            if isinstance(doc, dict):
+                try:
+                    new, kind = dump_json(rng, mutate_component(rng, doc)), "component"
+                except RecursionError:
+                    new = None
+        elif fname.endswith(".json") and r < 0.75:
             try:
                 doc = json.loads(data)
             except (ValueError, RecursionError):  # an earlier step broke it, or nested it too deep
@@ -555,6 +875,12 @@ def make_input(target, seed, iteration, seeds):
     if target == "tokenizer" and rng.random() < 0.05:  # an optional JSON file removed
         for f in ("tokenizer_config.json", "special_tokens_map.json"):
             files.pop(f, None)
+    if target == "tokenizer_json" and rng.random() < 0.05:  # one optional file removed
+        optional = sorted(set(files) - {"tokenizer.json"})
+        if optional:
+            f = rng.choice(optional)
+            del files[f]
+            steps.append(f"removed:{f}")
     return name, files, steps
 
 
@@ -620,6 +946,44 @@ def run_tokenizer(d):
     return len(text)
 
 
+# A conversation for the chat templates: a system turn, alternating user/assistant turns with special-token text.
+_CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12 + 3? <s> \u00e9"},
+         {"role": "assistant", "content": "15 </s>"}, {"role": "user", "content": " the cat sat "}]
+_TOOL = {"type": "function", "function": {"name": "add", "description": "Adds.", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+
+
+def run_tokenizer_json(d):
+    """AutoTokenizer.from_pretrained of a tokenizer.json checkpoint, then texts with its special and added tokens
+    inside encoded (single, pair, tokenize), decoded both ways, a truncated and a padded batch, every id
+    decoded, and each chat template rendered (tokenize=False; then tokenized)."""
+    import habana_assist as ha
+    tok = ha.AutoTokenizer.from_pretrained(d)
+    repr(tok)
+    marks = sorted(set(tok.all_special_tokens) | {t.content for t in tok.added_tokens_decoder.values()})[:12]
+    texts = ["the cat sat on the mat 123 \u00e9\u4e2d \U0001F600\n\tdef f(x):  return x",
+             " ".join(marks) + " hello world", "".join(f"{m}x{m} " for m in marks), "", " ", "\u2581\u2581a <0x41>"]
+    for text in texts:
+        ids = tok.encode(text)
+        tok.decode(ids)
+        tok.decode(ids, skip_special_tokens=True)
+        tok.convert_ids_to_tokens(ids)
+        tok.tokenize(text)
+    tok.encode(texts[0], texts[1])
+    tok.decode(list(range(min(len(tok), 600))))
+    tok(texts[:3], truncation=True, max_length=5)
+    if tok.pad_token_id is not None:
+        tok(texts[:3], texts[3:], padding=True, return_tensors="np")
+    templates = tok.chat_template
+    for name in (sorted(templates) if isinstance(templates, dict) else [None] if templates is not None else []):
+        text = tok.apply_chat_template(_CHAT, tokenize=False, add_generation_prompt=True, chat_template=name,
+                                       tools=[_TOOL] if name == "tool_use" else None)
+        assert isinstance(text, str), f"apply_chat_template(tokenize=False) gave {type(text).__name__}"
+        tok.apply_chat_template(_CHAT[:2], tokenize=True, chat_template=name,
+                                tools=[_TOOL] if name == "tool_use" else None)
+    return len(tok)
+
+
 def run_load(d):
     import numpy as np
     import habana_assist as ha
@@ -657,7 +1021,8 @@ def run_selftest(d):
 
 
 RUNNERS = {"selftest": run_selftest, "safetensors": run_safetensors, "sharded": run_sharded, "config": run_config,
-           "generation_config": run_generation_config, "tokenizer": run_tokenizer, "load": run_load}
+           "generation_config": run_generation_config, "tokenizer": run_tokenizer,
+           "tokenizer_json": run_tokenizer_json, "load": run_load}
 
 
 def _signature(exc):
@@ -907,7 +1272,7 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, help="inputs per target")
     ap.add_argument("--seconds", type=float, help="total time, split evenly between the targets")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
+    ap.add_argument("--targets", default=None, help=f"comma-separated, of {', '.join(TARGETS)} (default: all)")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds one input may take")
     ap.add_argument("--no-memory-limit", action="store_true")
     ap.add_argument("--save", default=None, help="directory for failing inputs (default: none kept)")
@@ -919,9 +1284,14 @@ def main(argv=None):
     if args.worker:
         return worker_main(args)
     if args.make_corpus:
-        make_corpus()
+        if args.targets is None:
+            make_corpus()
+        elif args.targets == "tokenizer_json":
+            make_tokenizer_json_corpus()
+        else:  # the others' seeds come from sentencepiece training and random weights, written all together
+            ap.error("--make-corpus --targets: only tokenizer_json's seeds are rewritten alone")
         return 0
-    targets = [t for t in args.targets.split(",") if t]
+    targets = [t for t in (args.targets or ",".join(TARGETS)).split(",") if t]
     unknown = set(targets) - set(TARGETS)
     if unknown:
         ap.error(f"unknown targets {sorted(unknown)}; choose among {', '.join(TARGETS)}")
