@@ -135,6 +135,9 @@ def _compile(source):
         raise ChatTemplateError(f"the chat template has a syntax error at {_where(lineno, line)}: {e.message}; fix "
                                 "the template (tokenizer.chat_template or the chat_template argument)",
                                 lineno, line) from None
+    except SyntaxError as e:  # Jinja compiled it to Python that Python refuses ({% break %} outside a loop)
+        raise ChatTemplateError(f"the chat template compiles to invalid code ({e.msg}); fix the template "
+                                "(tokenizer.chat_template or the chat_template argument)") from None
     except (RecursionError, MemoryError) as e:  # absurdly deep nesting: the parser gives up
         raise ChatTemplateError(f"the chat template could not be compiled ({type(e).__name__}: {e}); simplify the "
                                 "template's nesting") from None

@@ -35,6 +35,7 @@ import numpy as np
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from .hub import resolve
 from .tensors import is_torch_tensor, to_numpy
+from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping.py and the backends)
 
 TOKENIZER_FILE = "tokenizer.model"
 TOKENIZER_JSON_FILE = "tokenizer.json"
@@ -117,15 +118,6 @@ def _read_json(path):
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} must hold a JSON object; fix or delete the file")
     return data
-
-
-def _encodable(text):
-    """Whether text is valid Unicode that UTF-8 can carry (JSON's "\\ud800" gives a lone surrogate that it cannot)."""
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 def _token_text(value):

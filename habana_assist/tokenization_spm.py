@@ -8,6 +8,7 @@ import copy
 import os
 
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from .tokenizer_json import check_text
 from .tokenization import (_TOKEN_ARGUMENTS, TOKENIZER_FILE, PreTrainedTokenizerBase, _flag, _read_directory,
                            _special_token_texts)
 
@@ -218,6 +219,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
 
     def _text_ids(self, text):
         """str -> the ids of its tokens, no <s> or </s>; "\u2581" first for add_prefix_space (see _set_prefix_space)."""
+        check_text(text)
         return self.sp.encode(_SPIECE_UNDERLINE + text if self._prepend_space and text else text)
 
     def _specials_around(self):

@@ -51,6 +51,23 @@ CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 _LATIN1_TO_BYTE_CHARS = {b: c for b, c in BYTE_TO_CHAR.items()}  # str.translate table over latin-1 text
 
 
+def _encodable(text):
+    """Whether text is valid Unicode that UTF-8 can carry (no lone surrogate such as JSON's "\\ud800")."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def check_text(text):
+    """InvalidInputError for a str that holds a lone surrogate: it has no UTF-8 bytes to tokenize."""
+    if not _encodable(text):
+        raise InvalidInputError("the text holds a lone surrogate (e.g. '\\ud800'), which is not Unicode text and "
+                                "has no UTF-8 bytes to tokenize; fix the string (e.g. decode your bytes with "
+                                "errors='replace')")
+
+
 def _is_space(c):
     """Rust's char::is_whitespace (Unicode White_Space): Python's isspace() without U+001C..U+001F."""
     return c.isspace() and not "\x1c" <= c <= "\x1f"
@@ -446,7 +463,9 @@ def _template_pieces(items, kind, specials):
         (key, value), = item.items()
         _need(key in ("SpecialToken", "Sequence") and isinstance(value, dict), f"{kind}: template piece {item!r}")
         name, type_id = value.get("id"), value.get("type_id", 0)
-        _need(isinstance(type_id, int), f"{kind}: type_id {type_id!r} must be an integer")
+        _need(isinstance(name, str), f"{kind}: template piece {item!r} has an id that is not a string")
+        _need(isinstance(type_id, int) and not isinstance(type_id, bool) and 0 <= type_id < 1 << 32,
+              f"{kind}: type_id {type_id!r} must be an integer in [0, 2^32) (Rust's u32)")
         if key == "Sequence":
             _need(name in ("A", "B"), f"{kind}: sequence {name!r} must be A or B")
         else:
@@ -519,6 +538,10 @@ class _BPE:
         self.vocab = vocab
         self.size = len(vocab)
         self.max_id = max(vocab.values(), default=-1)
+        # Ids index arrays here (Rust keeps a map): a vocabulary is dense in real files, so an id far beyond the
+        # number of tokens is a corrupt file, not something to allocate for.
+        _need(self.max_id < 2 * self.size + 65536, f"model BPE: the vocab's largest id is {self.max_id} for "
+                                                   f"{self.size} tokens; ids must be about 0 to the vocab's size")
         unk = _field(cfg, kind, "unk_token", str)
         _need(unk is None or unk in vocab, f"model BPE: unk_token {unk!r} is not in the vocab")
         self.unk_id = vocab[unk] if unk is not None else -1
@@ -590,7 +613,7 @@ def _model(cfg):
 # ---- the tokenizer ------------------------------------------------------------------------------------------
 
 def _trie_pattern(strings):
-    """Literal strings -> a regex matching the longest of them that starts at a position: their trie, each
+    """Literal strings -> a compiled regex matching the longest of them that starts at a position: their trie, each
     node's children tried before the node's own end (a checkpoint has thousands of added tokens, which a flat
     alternation would try one by one at every character)."""
     trie = {}
@@ -602,12 +625,23 @@ def _trie_pattern(strings):
 
     def emit(node):
         ends = "" in node
-        branches = [regex.escape(c) + emit(child) for c, child in sorted(node.items()) if c]
+        branches = []
+        for c, child in sorted(node.items()):
+            if not c:
+                continue
+            run = c  # a chain of single-child nodes is one literal (no recursion along a long token)
+            while len(child) == 1 and "" not in child:
+                (c2, child), = child.items()
+                run += c2
+            branches.append(regex.escape(run) + emit(child))
         if not branches:
             return ""
         body = branches[0] if len(branches) == 1 and not ends else "(?:" + "|".join(branches) + ")"
         return body + "?" if ends else body
-    return emit(trie)
+    try:
+        return regex.compile(emit(trie))
+    except (RecursionError, regex.error):  # thousands of nested prefixes: the flat alternation, longest first
+        return regex.compile("|".join(regex.escape(s) for s in sorted(set(strings), key=len, reverse=True)))
 
 
 class TokenizerJSON:
@@ -728,9 +762,9 @@ class TokenizerJSON:
         if regex is None and (raw or norm):
             raise _Bad("added tokens need python3-regex: apt-get install python3-regex (scripts/setup.sh does)")
         if raw:
-            self._raw_split = regex.compile(_trie_pattern(raw))
+            self._raw_split = _trie_pattern(raw)
         if norm:
-            self._norm_split = regex.compile(_trie_pattern(norm))
+            self._norm_split = _trie_pattern(norm)
 
     def _find_added(self, s, pattern, kind):
         """s -> [(piece, added token id or None)] as Rust's AddedVocabulary::find_matches: single_word matches
@@ -766,6 +800,7 @@ class TokenizerJSON:
         """str -> ids: added tokens, normalization, pre-tokenization and the model; no post-processing."""
         if not isinstance(text, str):
             raise InvalidInputError(f"the tokenizer encodes str, got {type(text).__name__}")
+        check_text(text)
         ids = []
         pieces = self._find_added(text, self._raw_split, "r") if self._raw_split is not None else [(text, None)]
         offset = 0

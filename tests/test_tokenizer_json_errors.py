@@ -240,3 +240,27 @@ def test_random_bytes_file_fails_cleanly(tmp_path):
     blob = bytes(rng.getrandbits(8) for _ in range(4 << 20))
     _load_error(tmp_path, blob, "tokenizer.json")
     _load_error(tmp_path, b'{"model": {"type": "BPE", "vocab": {"' + blob, "tokenizer.json")
+
+
+# ---- found by the parser fuzzer (tests/fuzz/crashers/tokenizer-json-*, chat-template-*) ---------------------
+
+def test_sparse_vocab_id_is_refused_before_allocating(tmp_path):
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 200_000_000}
+    _load_error(tmp_path, _tiny_model(vocab=vocab), "largest id", "200000000")
+
+
+@pytest.mark.parametrize("piece, words", [
+    ({"SpecialToken": {"id": {"x": 1}, "type_id": 0}}, ("not a string",)),
+    ({"Sequence": {"id": "A", "type_id": 10 ** 30}}, ("type_id", "2^32")),
+    ({"Sequence": {"id": "A", "type_id": -1}}, ("type_id",)),
+])
+def test_template_piece_of_the_wrong_kind_is_refused(tmp_path, piece, words):
+    post = {"type": "TemplateProcessing", "single": [piece], "pair": [], "special_tokens": {}}
+    _load_error(tmp_path, _tiny(post_processor=post), *words)
+
+
+def test_lone_surrogate_text_is_refused_by_name(tmp_path):
+    tok = TokenizerJSON.load(td.write_json(str(tmp_path), _tiny()))
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        tok.encode("ab\ud800c")
+    assert tok.encode("abc") == [5], "valid text still encodes"
