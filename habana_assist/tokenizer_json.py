@@ -48,7 +48,6 @@ def _bytes_to_unicode():
 
 BYTE_TO_CHAR = _bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
-_LATIN1_TO_BYTE_CHARS = {b: c for b, c in BYTE_TO_CHAR.items()}  # str.translate table over latin-1 text
 
 
 def _encodable(text):
@@ -280,7 +279,7 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
                 pieces = [p if p.startswith(" ") else " " + p for p in pieces]
             if gpt2 is not None:
                 pieces, first = _split_pieces(pieces, first, gpt2, "Isolated")
-            return [p.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_CHARS) for p in pieces], first
+            return [p.encode("utf-8").decode("latin-1").translate(BYTE_TO_CHAR) for p in pieces], first
         return byte_level
     if t == "Split":
         pattern = _compile(_field(cfg, kind, "pattern", dict, required=True), f"{kind} Split")
@@ -344,9 +343,6 @@ def _byte_level_decode(tokens):
         except KeyError:  # a token outside the byte alphabet (an added token) stands for its own UTF-8
             out += t.encode("utf-8")
     return [out.decode("utf-8", errors="replace")]
-
-
-_BYTE_TOKEN = None
 
 
 def _byte_fallback_decode(tokens):
@@ -474,7 +470,7 @@ def _template_pieces(items, kind, specials):
     return out
 
 
-def _post_processor(cfg, token_to_id, kind="post_processor"):
+def _post_processor(cfg, kind="post_processor"):
     """A post_processor config -> _Template or None (no special tokens: ByteLevel, null)."""
     if cfg is None:
         return None
@@ -506,7 +502,7 @@ def _post_processor(cfg, token_to_id, kind="post_processor"):
             pair = [(n, 0) for n, _ in pair]
         return _Template(single, pair, specials)
     if t == "Sequence":
-        parts = [_post_processor(c, token_to_id, kind) for c in _field(cfg, kind, "processors", list, required=True)]
+        parts = [_post_processor(c, kind) for c in _field(cfg, kind, "processors", list, required=True)]
         parts = [p for p in parts if p is not None]
         _need(len(parts) <= 1, f"{kind} Sequence: more than one processor that adds special tokens is not "
                                "supported")
@@ -704,7 +700,7 @@ class TokenizerJSON:
             _need(want is None or got == want, f"added token {item['content']!r} has id {want} but the vocab gives "
                                                f"it id {got} (a duplicate or a gap in added_tokens)")
         self._rebuild_splitters()
-        self._template = _post_processor(data.get("post_processor"), self._token_to_id)
+        self._template = _post_processor(data.get("post_processor"))
         if self._template is not None:
             for name, ids in self._template.specials.items():
                 for i in ids:
