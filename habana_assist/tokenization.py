@@ -182,10 +182,26 @@ class PreTrainedTokenizerBase:
         num_special_tokens_to_add(pair=False) -> int
         _decode_ids([id], skip_special_tokens) -> str                         (ids checked in range)
         _token_to_id(text) -> id or None ; _id_to_token(id) -> str
-        vocab_size, __len__, get_vocab(), _add_new_tokens(tokens), _files_to_save() and from_pretrained
+        vocab_size, __len__, get_vocab(), _add_new_tokens(tokens), _files_to_save()
+        _FILE (the file it reads) and __init__(path of _FILE, config, special_tokens_map, arguments)
     and sets in __init__: _special_tokens {name: text or None}, _additional_special_tokens [text],
     padding_side, truncation_side, model_max_length, clean_up_tokenization_spaces, chat_template, model_input_names.
     """
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
+        """A directory (or a shipped model's name) with this backend's file -> the tokenizer; see
+        AutoTokenizer.from_pretrained for the keyword arguments."""
+        directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
+        path = os.path.join(directory, cls._FILE)
+        if not os.path.exists(path):
+            raise CheckpointNotFoundError(f"{directory}: no {cls._FILE}, which {cls.__name__} reads; use "
+                                          "AutoTokenizer.from_pretrained, which reads tokenizer.json or "
+                                          "tokenizer.model")
+        tok = cls(path, config, special_map, arguments=set(overrides))
+        for name in _TOKEN_ARGUMENTS & set(kwargs):  # Transformers adds a new one; here it must be a token
+            setattr(tok, name, kwargs[name])
+        return tok
 
     bos_token, bos_token_id = _SpecialToken("bos_token", False), _SpecialToken("bos_token", True)
     eos_token, eos_token_id = _SpecialToken("eos_token", False), _SpecialToken("eos_token", True)

@@ -7,11 +7,10 @@ everything here; build one with AutoTokenizer.from_pretrained or PreTrainedToken
 
 import copy
 import json
-import os
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
-from .tokenization import (_SPECIAL_NAMES, _TOKEN_ARGUMENTS, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
-                           PreTrainedTokenizerBase, _encodable, _flag, _int_list, _read_directory,
+from .errors import CheckpointError, InvalidInputError
+from .tokenization import (_SPECIAL_NAMES, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
+                           PreTrainedTokenizerBase, _encodable, _flag, _int_list,
                            _special_token_texts, _token_spec, _token_text)
 
 
@@ -38,6 +37,8 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     add_bos_token/add_eos_token (they rewrite the post-processor as Transformers' update_post_processor: always for
     the Llama and Gemma classes, where either key is set for the others), and the keys of
     PreTrainedTokenizerBase."""
+
+    _FILE = TOKENIZER_JSON_FILE  # what from_pretrained reads
 
     _fast_truncation = True
     _default_max_length = _VERY_LARGE_INTEGER
@@ -311,17 +312,3 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
             for t in sorted(self._tok.added_tokens, key=lambda t: t.id)}
         data = json.dumps(self._tok.to_dict(), indent=2, ensure_ascii=False) + "\n"
         return [(TOKENIZER_JSON_FILE, data.encode("utf-8"))]
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
-        """A directory (or a shipped model's name) with tokenizer.json -> PreTrainedTokenizerFast; see
-        AutoTokenizer.from_pretrained for the keyword arguments."""
-        directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
-        json_file = os.path.join(directory, TOKENIZER_JSON_FILE)
-        if not os.path.exists(json_file):
-            raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_JSON_FILE}, which PreTrainedTokenizerFast "
-                                          "reads; use AutoTokenizer.from_pretrained, which reads tokenizer.model too")
-        tok = cls(json_file, config, special_map, arguments=set(overrides))
-        for name in _TOKEN_ARGUMENTS & set(kwargs):  # Transformers adds a new one; here it must be a token
-            setattr(tok, name, kwargs[name])
-        return tok

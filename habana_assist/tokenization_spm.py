@@ -5,11 +5,10 @@ which re-exports everything here; build one with AutoTokenizer.from_pretrained o
 """
 
 import copy
-import os
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from .errors import CheckpointError, InvalidInputError
 from .tokenizer_json import check_text
-from .tokenization import (_TOKEN_ARGUMENTS, TOKENIZER_FILE, PreTrainedTokenizerBase, _flag, _read_directory,
+from .tokenization import (TOKENIZER_FILE, PreTrainedTokenizerBase, _flag,
                            _special_token_texts)
 
 
@@ -98,6 +97,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
     use_fast=False) or LlamaTokenizer.from_pretrained(path)."""
 
     model_input_names = ["input_ids", "attention_mask"]
+    _FILE = TOKENIZER_FILE  # what from_pretrained reads
 
     def __init__(self, model_file, config=None, special_tokens_map=None, arguments=()):
         """arguments: the keys of config that came from from_pretrained's keyword arguments, not from the file
@@ -269,20 +269,3 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
         return [(TOKENIZER_FILE, self._proto)]
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
-        """A directory (or a shipped model's name) with tokenizer.model -> LlamaTokenizer; see
-        AutoTokenizer.from_pretrained for the keyword arguments."""
-        directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
-        model_file = os.path.join(directory, TOKENIZER_FILE)
-        if not os.path.exists(model_file):
-            raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_FILE}, which LlamaTokenizer reads; use "
-                                          "AutoTokenizer.from_pretrained, which reads tokenizer.json too")
-        tok = cls(model_file, config, special_map, arguments=set(overrides))
-        tok._apply_token_arguments(kwargs)
-        return tok
-
-    def _apply_token_arguments(self, kwargs):
-        for name in _TOKEN_ARGUMENTS & set(kwargs):
-            setattr(self, name, kwargs[name])
