@@ -138,6 +138,9 @@ static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p,
         /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens. */
         int64_t room = N - r->generated - 1, k = 0;
         int64_t k_max = draft ? (*K < room ? *K : room) : (p->prompt_lookup_num_tokens < room ? p->prompt_lookup_num_tokens : room);
+        /* ... nor more than a model with sliding-window rings can take back (ha_lm.max_rollback) */
+        if (k_max > target->max_rollback) k_max = target->max_rollback;
+        if (draft && k_max > draft->max_rollback) k_max = draft->max_rollback;
         if (k_max > 0) {
             if (draft) st = draft_candidates(draft, p, sampler, r, b, k_max, &k, stats);
             else k = lookup_candidates(p, r, k_max);

@@ -101,7 +101,34 @@ typedef struct ha_vector {
     int64_t n;
 } ha_vector;
 
-/* ---- the Llama-family model (Llama, Mistral, Qwen2) ---------------------------------------------- */
+/* ---- the decoder model (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2/3, SmolLM3, GPT-2) -----------------
+ * One pre-norm decoder with the switches these families differ by. Per layer:
+ *   h = norm(x; attn_norm, attn_norm_b)
+ *   q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv   (or one fused Wqkv, rows q | k | v, and bqkv)
+ *   q, k = per-head norm(q; q_norm), norm(k; k_norm)   (if given), then rotary over each head's first rope_dim
+ *   a = softmax(softcap(attn_scale * q.k) over the visible keys) v;  a = a Wo^T + bo;  a = norm(a; post_attn_norm)
+ *   x = x + a
+ *   h = norm(x; ffn_norm, ffn_norm_b)
+ *   m = act(h Wgate^T + bgate) * (h Wup^T + bup)   (gated; fused Wgate_up rows gate | up), or act(h Wup^T + bup)
+ *   m = m Wdown^T + bdown;  m = norm(m; post_ffn_norm);  x = x + m
+ * with x0 = embed_scale * embed[token] (+ pos_embed[position]) and logits = softcap(norm(x; final_norm) lm_head^T).
+ * Every norm is of the config's kind; absent optional pieces are skipped. */
+
+typedef enum ha_norm {
+    HA_NORM_RMS = 0,          /* w * x / sqrt(mean(x^2) + eps)        (Llama's RMSNorm) */
+    HA_NORM_RMS_ONE_PLUS = 1, /* (1 + w) * x / sqrt(mean(x^2) + eps)  (Gemma's) */
+    HA_NORM_LAYER = 2         /* w * (x - mean) / sqrt(var + eps) + b (LayerNorm; b optional) */
+} ha_norm;
+
+typedef enum ha_act {
+    HA_ACT_SILU = 0,      /* x * sigmoid(x) */
+    HA_ACT_GELU_TANH = 1, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    HA_ACT_GELU = 2,      /* 0.5 x (1 + erf(x / sqrt(2))) */
+    HA_ACT_RELU = 3
+} ha_act;
+
+/* Which rotary table a layer uses. */
+typedef enum ha_rope { HA_ROPE_GLOBAL = 0, HA_ROPE_LOCAL = 1, HA_ROPE_NONE = 2 } ha_rope;
 
 typedef struct ha_llama_config {
     int64_t vocab_size;         /* V */
@@ -110,26 +137,48 @@ typedef struct ha_llama_config {
     int64_t n_layers;
     int64_t n_heads;            /* nh */
     int64_t n_kv_heads;         /* nkv; nh % nkv == 0 (GQA), nkv == 1 is MQA */
-    int64_t head_dim;           /* hd, even, <= HA_MAX_HEAD_DIM */
-    int64_t sliding_window;     /* 0: attend to the whole past; w > 0: key j visible from p iff p - j < w */
-    float rms_norm_eps;
-    const double *rope_inv_freq; /* (hd/2,) with any rope scaling already applied; copied at create */
+    int64_t head_dim;           /* hd, <= HA_MAX_HEAD_DIM */
+    float norm_eps;             /* > 0 */
+    ha_norm norm;
+    ha_act act;
+    int ungated_mlp;            /* 0: act(gate) * up; 1: act(up), no gate (GPT-2) */
+    float embed_scale;          /* multiplies embedding rows; 0 means 1 */
+    float attn_softcap;         /* > 0: scores s -> cap * tanh(s / cap); 0: off */
+    float final_softcap;        /* > 0: logits likewise; 0: off */
+    int64_t rope_dim;           /* rotary over each head's first rope_dim dims, pairs (j, j + rope_dim/2); even,
+                                   <= hd; 0 means hd when rope_inv_freq is given, else no rotary */
+    const double *rope_inv_freq;       /* (rope_dim/2,) any scaling applied; NULL: no rotary; copied at create */
+    const double *rope_inv_freq_long;  /* (rope_dim/2,) or NULL: used instead for positions >= rope_long_from */
+    int64_t rope_long_from;
+    const double *rope_inv_freq_local; /* (rope_dim/2,) or NULL: the table of layers with rope HA_ROPE_LOCAL */
+    float rope_scale;           /* multiplies cos and sin (longrope's attention factor); 0 means 1 */
 } ha_llama_config;
 
 #define HA_MAX_HEAD_DIM 512
 
 typedef struct ha_llama_layer {
-    ha_vector attn_norm;                 /* (d,) */
-    ha_matrix wq, wk, wv, wo;            /* (nh*hd, d), (nkv*hd, d), (nkv*hd, d), (d, nh*hd) */
-    ha_vector bq, bk, bv, bo;            /* optional biases (nh*hd,), (nkv*hd,), (nkv*hd,), (d,) */
-    ha_vector ffn_norm;                  /* (d,) */
-    ha_matrix w_gate, w_up, w_down;      /* (f, d), (f, d), (d, f) */
+    ha_vector attn_norm, attn_norm_b;    /* (d,), optional (d,) (LayerNorm's bias) */
+    ha_matrix wq, wk, wv;                /* (nh*hd, d), (nkv*hd, d), (nkv*hd, d); or all absent and */
+    ha_matrix wqkv;                      /* (nh*hd + 2*nkv*hd, d) fused, rows q | k | v */
+    ha_matrix wo;                        /* (d, nh*hd) */
+    ha_vector bq, bk, bv, bqkv, bo;      /* optional biases (nh*hd,), (nkv*hd,), (nkv*hd,), (nh*hd+2*nkv*hd,), (d,) */
+    ha_vector q_norm, k_norm;            /* optional, both or neither: (hd,) per-head norms before rotary */
+    ha_vector post_attn_norm;            /* optional (d,): norm of the attention output before the residual add */
+    ha_vector ffn_norm, ffn_norm_b;      /* (d,), optional (d,) */
+    ha_matrix w_gate, w_up;              /* (f, d) each (no w_gate when ungated); or both absent and */
+    ha_matrix w_gate_up;                 /* (2f, d) fused, rows gate | up */
+    ha_matrix w_down;                    /* (d, f) */
     ha_vector b_gate, b_up, b_down;      /* optional (f,), (f,), (d,) */
+    ha_vector post_ffn_norm;             /* optional (d,): norm of the MLP output before the residual add */
+    int64_t window;                      /* 0: attend to the whole past; w > 0: key j visible from p iff p - j < w */
+    ha_rope rope;
+    float attn_scale;                    /* multiplies q.k; 0 means 1/sqrt(hd) */
 } ha_llama_layer;
 
 typedef struct ha_llama_weights {
     ha_matrix embed;             /* (V, d) */
-    ha_vector final_norm;        /* (d,) */
+    ha_matrix pos_embed;         /* optional (P, d): learned positions, added to the embedding; P bounds a cache */
+    ha_vector final_norm, final_norm_b; /* (d,), optional (d,) */
     ha_matrix lm_head;           /* (V, d); may be the same buffer as embed (tied) */
     const ha_llama_layer *layers; /* (n_layers,) copied at create; the buffers they point to are borrowed */
 } ha_llama_weights;
@@ -165,13 +214,18 @@ typedef struct ha_lm {
      * sequence are in order). For each i with want[i] != 0 (want == NULL: every i), in order, one row of
      * logits (V,) is written to logits (n_wanted, V). Requires 0 <= tokens[i] < V, 0 <= seq[i] < n_seq,
      * and room in each sequence's cache; otherwise returns an error having appended nothing (as it does
-     * when the interrupt stops it: HA_ERR_INTERRUPTED). Each row's
+     * when the interrupt stops it: HA_ERR_INTERRUPTED; except that a model with sliding-window rings empties a
+     * sequence whose rings the stopped append had already overwritten, as the message says). Each row's
      * logits are bitwise the same whatever else is in the call and whatever the thread count (a native
      * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create). */
     ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
                         const uint8_t *want, float *logits);
-    /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq). */
+    /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq), and where the model
+     * keeps sliding-window layers in rings, that no position above len + max_rollback was written since the
+     * positions the window needs below len were (else HA_ERR_UNSUPPORTED, nothing changed): dropping up to
+     * max_rollback positions from the end always works. */
     ha_status (*crop)(void *self, int32_t seq, int64_t len);
+    int64_t max_rollback; /* >= 1; INT64_MAX where every crop works */
     /* Positions held by sequence seq (0 if seq is out of range). */
     int64_t (*length)(const void *self, int32_t seq);
 } ha_lm;
@@ -179,7 +233,9 @@ typedef struct ha_lm {
 typedef struct ha_llama_context ha_llama_context;
 
 /* A KV cache for n_seq sequences of up to `capacity` positions each, plus every activation buffer the
- * forward needs: allocated here once, so append never allocates.
+ * forward needs: allocated here once, so append never allocates. A layer with a window w keeps only
+ * w + 256 positions per sequence, in a ring, when that is fewer than capacity (then lm.max_rollback is 256). A
+ * model with learned positions (pos_embed) refuses a capacity beyond its rows.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
  * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
  * about as fast as the kernels with float weights, slower with int8 weights and about 1.2x faster with int4

@@ -1,9 +1,16 @@
-/* The native Llama-family model (Llama, Mistral, Qwen2): weights borrowed from the caller, a context
- * holding the KV cache and every activation buffer, and the chunk forward behind the model interface.
+/* The native decoder (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2/3, SmolLM3, GPT-2; ha.h gives the layer's
+ * math): weights borrowed from the caller, a context holding the KV cache and every activation buffer, and the
+ * chunk forward behind the model interface.
  *
  * Batch invariance: a token's logits depend only on its own inputs and its sequence's cache. Matmuls
  * compute each output element whole (kernel order fixed by n), attention runs per (token, head) over
- * blocks of keys fixed by position, norms are per row; nothing reduces across the tokens of a chunk. */
+ * blocks of keys fixed by position, norms are per row, rotary tables per token; nothing reduces across the
+ * tokens of a chunk.
+ *
+ * Sliding-window layers keep their keys and values in rings: a layer with window w holds w + HA_RING_SLACK
+ * positions per sequence (position p at slot p mod that), when that is less than the cache's capacity. The
+ * slack covers one chunk's writes before its attention reads (a chunk of T tokens needs T - 1 <= slack) and
+ * the positions a crop may take back (ha_lm.max_rollback). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +22,17 @@
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
 #define SMALL_JOB (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool
                                costs more, and far more when other processes hold the cores */
+#define HA_RING_SLACK 256 /* positions a sliding layer's ring holds beyond its window */
+_Static_assert(HA_RING_SLACK >= HA_BLAS_BLOCK - 1 && HA_RING_SLACK >= CHUNK - 1,
+               "a chunk's own writes must not overwrite keys its first token still sees");
 
 struct ha_llama {
-    ha_llama_config cfg;  /* cfg.rope_inv_freq points at inv_freq */
-    double *inv_freq;     /* (hd/2,) */
+    ha_llama_config cfg;  /* cfg's rope tables point at rope[] */
+    double *rope[3];      /* (r2,) each: global, long (or NULL), local (or NULL) */
     ha_llama_weights w;   /* w.layers points at layers */
     ha_llama_layer *layers; /* (n_layers,) */
     int64_t q_dim, kv_dim; /* nh*hd, nkv*hd */
+    int64_t r2;           /* rope_dim / 2: rotary pairs per head */
 };
 
 struct ha_llama_context {
@@ -32,10 +43,13 @@ struct ha_llama_context {
     int blas;             /* prompt blocks go through OpenBLAS (ha_llama_context_create's blas_prefill) */
     int blas_now;         /* the forward in progress is such a block */
     int64_t *len;         /* (n_seq,) positions held */
+    int64_t *top;         /* (n_seq,) the highest position written since the sequence was last empty (-1) */
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
     int64_t *blas_left;   /* (n_seq,) scratch: tokens of the current append still due to go through OpenBLAS */
-    float *kcache;        /* (n_layers, n_seq, capacity, kv_dim) */
-    float *vcache;        /* (n_layers, n_seq, capacity, kv_dim) */
+    int64_t *slots;       /* (n_layers,) positions a layer holds per sequence: capacity, or a ring's size */
+    size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, slots[l], kv_dim) block starts in the caches */
+    float *kcache;        /* every layer's (n_seq, slots[l], kv_dim) block, one after the other */
+    float *vcache;        /* the same for values */
     /* Activations of one forward of up to R tokens: R = HA_BLAS_BLOCK with blas, else CHUNK. */
     float *x;             /* (R, d) residual stream */
     float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
@@ -44,7 +58,8 @@ struct ha_llama_context {
     float *att;           /* (R, q_dim) attention output */
     float *tmp;           /* (R, d) projection output before the residual add */
     float *gate, *up;     /* (R, f) */
-    float *rope_cos, *rope_sin; /* (R, hd/2) */
+    float *fused;         /* (R, max(q_dim + 2 kv_dim, 2f)) a fused projection's output; NULL if none is fused */
+    float *rope_cos, *rope_sin; /* (2, R, r2): the global (or long) and the local table's values per token */
     int64_t *pos;         /* (R,) */
     int32_t *seq;         /* (R,) */
     float *wide;          /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
@@ -86,6 +101,13 @@ static ha_status check_vector(const char *name, int64_t layer, const ha_vector *
     return HA_OK;
 }
 
+static ha_status check_table(const char *name, const double *t, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(t[i]) || t[i] < 0)
+            return ha_fail(HA_ERR_INVALID, "%s[%lld]=%g must be finite and >= 0", name, (long long)i, t[i]);
+    return HA_OK;
+}
+
 static ha_status check_config(const ha_llama_config *c) {
 #define POSITIVE(f, max)                                                                                  \
     if (c->f < 1 || c->f > (max))                                                                        \
@@ -101,43 +123,110 @@ static ha_status check_config(const ha_llama_config *c) {
     if (c->n_heads % c->n_kv_heads)
         return ha_fail(HA_ERR_INVALID, "n_heads=%lld is not a multiple of n_kv_heads=%lld", (long long)c->n_heads,
                        (long long)c->n_kv_heads);
-    if (c->head_dim % 2) return ha_fail(HA_ERR_INVALID, "head_dim=%lld must be even for rotary embeddings", (long long)c->head_dim);
-    if (c->sliding_window < 0) return ha_fail(HA_ERR_INVALID, "sliding_window=%lld must be >= 0", (long long)c->sliding_window);
-    if (!(c->rms_norm_eps > 0.0f) || !isfinite(c->rms_norm_eps))
-        return ha_fail(HA_ERR_INVALID, "rms_norm_eps=%g must be a positive finite number", (double)c->rms_norm_eps);
-    if (!c->rope_inv_freq) return ha_fail(HA_ERR_INVALID, "rope_inv_freq is missing");
-    for (int64_t i = 0; i < c->head_dim / 2; i++)
-        if (!isfinite(c->rope_inv_freq[i]) || c->rope_inv_freq[i] < 0)
-            return ha_fail(HA_ERR_INVALID, "rope_inv_freq[%lld]=%g must be finite and >= 0", (long long)i, c->rope_inv_freq[i]);
+    if (!(c->norm_eps > 0.0f) || !isfinite(c->norm_eps))
+        return ha_fail(HA_ERR_INVALID, "norm_eps=%g must be a positive finite number", (double)c->norm_eps);
+    if ((unsigned)c->norm > HA_NORM_LAYER) return ha_fail(HA_ERR_INVALID, "unknown norm kind %d", (int)c->norm);
+    if ((unsigned)c->act > HA_ACT_RELU) return ha_fail(HA_ERR_INVALID, "unknown activation %d", (int)c->act);
+    const struct { const char *name; float v; } scalars[] = {
+        { "embed_scale", c->embed_scale }, { "attn_softcap", c->attn_softcap },
+        { "final_softcap", c->final_softcap }, { "rope_scale", c->rope_scale } };
+    for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
+        if (!(scalars[i].v >= 0.0f) || !isfinite(scalars[i].v))
+            return ha_fail(HA_ERR_INVALID, "%s=%g must be a finite number >= 0 (0: off)", scalars[i].name, (double)scalars[i].v);
+    if (!c->rope_inv_freq) {
+        if (c->rope_dim || c->rope_inv_freq_long || c->rope_inv_freq_local)
+            return ha_fail(HA_ERR_INVALID, "rope_inv_freq is missing but rope_dim=%lld or another rotary table is given",
+                           (long long)c->rope_dim);
+        return HA_OK;
+    }
+    const int64_t rd = c->rope_dim ? c->rope_dim : c->head_dim;
+    if (rd < 2 || rd > c->head_dim || rd % 2)
+        return ha_fail(HA_ERR_INVALID, "the rotary dimension %lld must be even and in 2..head_dim=%lld (rope_dim, or "
+                       "head_dim when rope_dim is 0)", (long long)rd, (long long)c->head_dim);
+    if (c->rope_inv_freq_long && c->rope_long_from < 0)
+        return ha_fail(HA_ERR_INVALID, "rope_long_from=%lld must be >= 0", (long long)c->rope_long_from);
+    ha_status st = check_table("rope_inv_freq", c->rope_inv_freq, rd / 2);
+    if (st == HA_OK && c->rope_inv_freq_long) st = check_table("rope_inv_freq_long", c->rope_inv_freq_long, rd / 2);
+    if (st == HA_OK && c->rope_inv_freq_local) st = check_table("rope_inv_freq_local", c->rope_inv_freq_local, rd / 2);
+    return st;
+}
+
+/* A fused matrix replaces its parts: not both forms (a missing part is reported by check_matrix). */
+static ha_status check_fused(const char *fused, const char *parts, int64_t layer, int has_fused, int n_parts) {
+    if (has_fused && n_parts)
+        return ha_fail(HA_ERR_INVALID, "layer %lld: give either %s or the fused %s, not both", (long long)layer, parts, fused);
     return HA_OK;
 }
 
 static ha_status check_weights(const ha_llama_config *c, const ha_llama_weights *w) {
-    int64_t d = c->hidden_size, f = c->intermediate_size, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    int64_t d = c->hidden_size, f = c->intermediate_size, hd = c->head_dim, qd = c->n_heads * hd,
+            kvd = c->n_kv_heads * hd;
     ha_status st;
 #define TRY(e) if ((st = (e)) != HA_OK) return st
     TRY(check_matrix("embed", -1, &w->embed, c->vocab_size, d));
+    if (w->pos_embed.data) {
+        TRY(check_matrix("pos_embed", -1, &w->pos_embed, w->pos_embed.rows, d));
+        if (w->pos_embed.rows < 1 || ha_dtype_is_int(w->pos_embed.dtype))
+            return ha_fail(HA_ERR_INVALID, "pos_embed needs >= 1 row of float weights");
+    }
     TRY(check_vector("final_norm", -1, &w->final_norm, d, 1));
+    TRY(check_vector("final_norm_b", -1, &w->final_norm_b, d, 0));
     TRY(check_matrix("lm_head", -1, &w->lm_head, c->vocab_size, d));
     if (!w->layers) return ha_fail(HA_ERR_INVALID, "the layer weights are missing");
     for (int64_t l = 0; l < c->n_layers; l++) {
         const ha_llama_layer *L = &w->layers[l];
         TRY(check_vector("attn_norm", l, &L->attn_norm, d, 1));
-        TRY(check_matrix("wq", l, &L->wq, qd, d));
-        TRY(check_matrix("wk", l, &L->wk, kvd, d));
-        TRY(check_matrix("wv", l, &L->wv, kvd, d));
+        TRY(check_vector("attn_norm_b", l, &L->attn_norm_b, d, 0));
+        TRY(check_fused("wqkv", "wq, wk, wv", l, L->wqkv.data != NULL,
+                        (L->wq.data != NULL) + (L->wk.data != NULL) + (L->wv.data != NULL)));
+        if (L->wqkv.data) {
+            TRY(check_matrix("wqkv", l, &L->wqkv, qd + 2 * kvd, d));
+        } else {
+            TRY(check_matrix("wq", l, &L->wq, qd, d));
+            TRY(check_matrix("wk", l, &L->wk, kvd, d));
+            TRY(check_matrix("wv", l, &L->wv, kvd, d));
+        }
         TRY(check_matrix("wo", l, &L->wo, d, qd));
         TRY(check_vector("bq", l, &L->bq, qd, 0));
         TRY(check_vector("bk", l, &L->bk, kvd, 0));
         TRY(check_vector("bv", l, &L->bv, kvd, 0));
+        TRY(check_vector("bqkv", l, &L->bqkv, qd + 2 * kvd, 0));
+        if (L->bqkv.data && (L->bq.data || L->bk.data || L->bv.data))
+            return ha_fail(HA_ERR_INVALID, "layer %lld: give either bq, bk, bv or the fused bqkv", (long long)l);
         TRY(check_vector("bo", l, &L->bo, d, 0));
+        TRY(check_vector("q_norm", l, &L->q_norm, hd, 0));
+        TRY(check_vector("k_norm", l, &L->k_norm, hd, 0));
+        if (!L->q_norm.data != !L->k_norm.data)
+            return ha_fail(HA_ERR_INVALID, "layer %lld: q_norm and k_norm come together", (long long)l);
+        TRY(check_vector("post_attn_norm", l, &L->post_attn_norm, d, 0));
         TRY(check_vector("ffn_norm", l, &L->ffn_norm, d, 1));
-        TRY(check_matrix("w_gate", l, &L->w_gate, f, d));
-        TRY(check_matrix("w_up", l, &L->w_up, f, d));
+        TRY(check_vector("ffn_norm_b", l, &L->ffn_norm_b, d, 0));
+        if (c->ungated_mlp) {
+            if (L->w_gate.data || L->w_gate_up.data || L->b_gate.data)
+                return ha_fail(HA_ERR_INVALID, "layer %lld: an ungated MLP has no gate weights", (long long)l);
+            TRY(check_matrix("w_up", l, &L->w_up, f, d));
+        } else {
+            TRY(check_fused("w_gate_up", "w_gate, w_up", l, L->w_gate_up.data != NULL,
+                            (L->w_gate.data != NULL) + (L->w_up.data != NULL)));
+            if (L->w_gate_up.data) {
+                TRY(check_matrix("w_gate_up", l, &L->w_gate_up, 2 * f, d));
+            } else {
+                TRY(check_matrix("w_gate", l, &L->w_gate, f, d));
+                TRY(check_matrix("w_up", l, &L->w_up, f, d));
+            }
+        }
         TRY(check_matrix("w_down", l, &L->w_down, d, f));
         TRY(check_vector("b_gate", l, &L->b_gate, f, 0));
         TRY(check_vector("b_up", l, &L->b_up, f, 0));
         TRY(check_vector("b_down", l, &L->b_down, d, 0));
+        TRY(check_vector("post_ffn_norm", l, &L->post_ffn_norm, d, 0));
+        if (L->window < 0) return ha_fail(HA_ERR_INVALID, "layer %lld: window=%lld must be >= 0", (long long)l, (long long)L->window);
+        if ((unsigned)L->rope > HA_ROPE_NONE) return ha_fail(HA_ERR_INVALID, "layer %lld: unknown rope %d", (long long)l, (int)L->rope);
+        if (L->rope == HA_ROPE_LOCAL && !c->rope_inv_freq_local)
+            return ha_fail(HA_ERR_INVALID, "layer %lld uses the local rotary table but rope_inv_freq_local is missing", (long long)l);
+        if (!(L->attn_scale >= 0.0f) || !isfinite(L->attn_scale))
+            return ha_fail(HA_ERR_INVALID, "layer %lld: attn_scale=%g must be finite and >= 0 (0: 1/sqrt(head_dim))",
+                           (long long)l, (double)L->attn_scale);
     }
 #undef TRY
     return HA_OK;
@@ -149,50 +238,68 @@ ha_status ha_llama_create(const ha_llama_config *cfg, const ha_llama_weights *w,
     ha_status st = check_config(cfg);
     if (st == HA_OK) st = check_weights(cfg, w);
     if (st != HA_OK) return st;
+    const int64_t r2 = cfg->rope_inv_freq ? (cfg->rope_dim ? cfg->rope_dim : cfg->head_dim) / 2 : 0;
+    const double *tables[3] = { cfg->rope_inv_freq, cfg->rope_inv_freq_long, cfg->rope_inv_freq_local };
     ha_llama *m = calloc(1, sizeof *m);
-    if (m) {
-        m->inv_freq = malloc((size_t)(cfg->head_dim / 2) * sizeof(double));
-        m->layers = malloc((size_t)cfg->n_layers * sizeof(ha_llama_layer));
-    }
-    if (!m || !m->inv_freq || !m->layers) {
+    int ok = m != NULL;
+    if (ok) m->layers = malloc((size_t)cfg->n_layers * sizeof(ha_llama_layer));
+    ok = ok && m->layers;
+    for (int i = 0; ok && i < 3; i++)
+        if (tables[i]) {
+            m->rope[i] = malloc((size_t)r2 * sizeof(double));
+            if ((ok = m->rope[i] != NULL)) memcpy(m->rope[i], tables[i], (size_t)r2 * sizeof(double));
+        }
+    if (!ok) {
         ha_llama_free(m);
         return ha_fail(HA_ERR_NOMEM, "out of memory creating the model");
     }
-    memcpy(m->inv_freq, cfg->rope_inv_freq, (size_t)(cfg->head_dim / 2) * sizeof(double));
     memcpy(m->layers, w->layers, (size_t)cfg->n_layers * sizeof(ha_llama_layer));
     m->cfg = *cfg;
-    m->cfg.rope_inv_freq = m->inv_freq;
+    m->cfg.rope_dim = 2 * r2;
+    m->cfg.rope_inv_freq = m->rope[0];
+    m->cfg.rope_inv_freq_long = m->rope[1];
+    m->cfg.rope_inv_freq_local = m->rope[2];
+    if (m->cfg.embed_scale == 0.0f) m->cfg.embed_scale = 1.0f;
+    if (m->cfg.rope_scale == 0.0f) m->cfg.rope_scale = 1.0f;
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        if (m->layers[l].attn_scale == 0.0f) m->layers[l].attn_scale = (float)(1.0 / sqrt((double)cfg->head_dim));
+        if (!r2) m->layers[l].rope = HA_ROPE_NONE;
+    }
     m->w = *w;
     m->w.layers = m->layers;
     m->q_dim = cfg->n_heads * cfg->head_dim;
     m->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    m->r2 = r2;
     *out = m;
     return HA_OK;
 }
 
 void ha_llama_free(ha_llama *m) {
     if (!m) return;
-    free(m->inv_freq);
+    for (int i = 0; i < 3; i++) free(m->rope[i]);
     free(m->layers);
     free(m);
 }
 
-/* The matrices of one layer. */
-#define LAYER_MATRICES 7
+/* The matrices of one layer (absent ones have data == NULL). */
+#define LAYER_MATRICES 9
 static void layer_matrices(const ha_llama_layer *L, const ha_matrix *out[LAYER_MATRICES]) {
-    const ha_matrix *mats[LAYER_MATRICES] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+    const ha_matrix *mats[LAYER_MATRICES] = { &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->w_gate, &L->w_up,
+                                              &L->w_gate_up, &L->w_down };
     memcpy(out, mats, sizeof mats);
 }
 
 int64_t ha_llama_weight_bytes(const ha_llama *m) {
-    int64_t total = (int64_t)m->w.lm_head.nbytes + m->cfg.hidden_size * 4;
+    int64_t total = (int64_t)m->w.lm_head.nbytes + m->cfg.hidden_size * 4 * (m->w.final_norm_b.data ? 2 : 1);
     for (int64_t l = 0; l < m->cfg.n_layers; l++) {
         const ha_llama_layer *L = &m->layers[l];
         const ha_matrix *mats[LAYER_MATRICES];
         layer_matrices(L, mats);
-        for (int i = 0; i < LAYER_MATRICES; i++) total += (int64_t)mats[i]->nbytes;
-        const ha_vector *vecs[] = { &L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->bo,
-                                    &L->b_gate, &L->b_up, &L->b_down };
+        for (int i = 0; i < LAYER_MATRICES; i++)
+            if (mats[i]->data) total += (int64_t)mats[i]->nbytes;
+        const ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b, &L->bq, &L->bk, &L->bv, &L->bqkv, &L->bo,
+                                    &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b,
+                                    &L->b_gate, &L->b_up, &L->b_down, &L->post_ffn_norm };
         for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
             if (vecs[i]->data) total += vecs[i]->n * 4;
     }
@@ -261,29 +368,34 @@ typedef struct attention_job {
     int64_t layer;
 } attention_job;
 
-/* Tasks are (token i, head h) pairs, i * nh + h. */
+/* Tasks are (token i, head h) pairs, i * nh + h. Keys are read from the layer's slots (a ring: position t at
+ * slot t mod slots); blocks of keys start at the first visible position, so they depend on the position alone. */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
     const ha_llama *m = c->m;
+    const ha_llama_layer *L = &m->layers[j->layer];
     const ha_kernels *k = c->kern;
     const int64_t nh = m->cfg.n_heads, hd = m->cfg.head_dim, group = nh / m->cfg.n_kv_heads, kvd = m->kv_dim;
-    const float scale = (float)(1.0 / sqrt((double)hd));
+    const int64_t S = c->slots[j->layer], w = L->window;
+    const float scale = L->attn_scale, cap = m->cfg.attn_softcap;
     float acc[HA_MAX_HEAD_DIM], sc[KEY_BLOCK];
     for (int64_t task = b; task < e; task++) {
         int64_t i = task / nh, h = task % nh, p = c->pos[i];
         const float *q = c->q + i * m->q_dim + h * hd;
-        size_t base = ((size_t)(j->layer * c->n_seq + c->seq[i]) * (size_t)c->capacity) * (size_t)kvd + (size_t)((h / group) * hd);
+        size_t base = c->layer_at[j->layer] + (size_t)c->seq[i] * (size_t)S * (size_t)kvd + (size_t)((h / group) * hd);
         const float *K = c->kcache + base, *V = c->vcache + base;
-        int64_t lo = m->cfg.sliding_window > 0 && p + 1 > m->cfg.sliding_window ? p + 1 - m->cfg.sliding_window : 0;
+        int64_t lo = w > 0 && p + 1 > w ? p + 1 - w : 0;
         float mx = -INFINITY, sum = 0.0f;
         memset(acc, 0, (size_t)hd * sizeof(float));
         for (int64_t kb = lo; kb <= p; kb += KEY_BLOCK) {
             int64_t ke = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
             float bm = -INFINITY;
             for (int64_t t = kb; t < ke; t++) {
-                sc[t - kb] = k->dot(q, K + (size_t)t * (size_t)kvd, hd) * scale;
-                if (sc[t - kb] > bm) bm = sc[t - kb];
+                float s = k->dot(q, K + (size_t)(t % S) * (size_t)kvd, hd) * scale;
+                if (cap > 0.0f) s = cap * tanhf(s / cap);
+                sc[t - kb] = s;
+                if (s > bm) bm = s;
             }
             if (bm > mx) {
                 if (mx > -INFINITY) {
@@ -296,7 +408,7 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
             for (int64_t t = kb; t < ke; t++) {
                 float ex = expf(sc[t - kb] - mx);
                 sum += ex;
-                k->axpy(ex, V + (size_t)t * (size_t)kvd, acc, hd);
+                k->axpy(ex, V + (size_t)(t % S) * (size_t)kvd, acc, hd);
             }
         }
         float *o = c->att + i * m->q_dim + h * hd;
@@ -306,12 +418,32 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
 
 /* ---- the forward -------------------------------------------------------------------------------------- */
 
-/* y (d,) = x (d,) / sqrt(mean(x^2) + eps) * w (d,), as Transformers' LlamaRMSNorm in float32. */
-static void rms_norm(const float *x, const float *w, float *y, int64_t d, float eps) {
+/* y (d,) = the config's norm of x (d,) with weight w (d,) and bias b (d,; LayerNorm only, may be NULL), in
+ * float32 as Transformers' modules compute it (sums in double); y may be x. */
+static void norm(const ha_llama_config *cfg, const float *x, const float *w, const float *b, float *y, int64_t d) {
+    const double eps = (double)cfg->norm_eps;
+    if (cfg->norm == HA_NORM_LAYER) {
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < d; i++) mean += (double)x[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++) var += ((double)x[i] - mean) * ((double)x[i] - mean);
+        const float r = (float)(1.0 / sqrt(var / (double)d + eps)), mu = (float)mean;
+        for (int64_t i = 0; i < d; i++) y[i] = (x[i] - mu) * r * w[i] + (b ? b[i] : 0.0f);
+        return;
+    }
     double ss = 0.0;
     for (int64_t i = 0; i < d; i++) ss += (double)x[i] * (double)x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
-    for (int64_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
+    const float r = (float)(1.0 / sqrt(ss / (double)d + eps));
+    if (cfg->norm == HA_NORM_RMS_ONE_PLUS)
+        for (int64_t i = 0; i < d; i++) y[i] = (x[i] * r) * (1.0f + w[i]);
+    else
+        for (int64_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
+}
+
+/* Each of the T rows of x (T, d) normed in place by the optional vector v (and bias vb); nothing if v is absent. */
+static void norm_rows(const ha_llama_config *cfg, float *x, const ha_vector *v, const ha_vector *vb, int64_t T, int64_t d) {
+    if (!v->data) return;
+    for (int64_t i = 0; i < T; i++) norm(cfg, x + i * d, v->data, vb ? vb->data : NULL, x + i * d, d);
 }
 
 static void add_bias(float *y, const ha_vector *b, int64_t T, int64_t n) {
@@ -320,19 +452,51 @@ static void add_bias(float *y, const ha_vector *b, int64_t T, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b->data[i];
 }
 
-/* Rotates heads (T, n_heads*hd) in place, pairs (j, j + hd/2), Transformers' rotate_half convention. */
-static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads) {
-    const int64_t hd = c->m->cfg.head_dim, h2 = hd / 2;
+/* The activation of ha.h's ha_act, in float32. */
+static float activate(ha_act act, float x) {
+    switch (act) {
+    case HA_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case HA_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    case HA_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+/* Rotates heads (T, n_heads*hd) in place with table `table` (0: global or long, 1: local): in each head, pairs
+ * (j, j + r2) for j < r2, Transformers' rotate_half convention over the first 2 r2 dims; the rest pass. */
+static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads, int table) {
+    const int64_t hd = c->m->cfg.head_dim, h2 = c->m->r2, R = c->blas ? HA_BLAS_BLOCK : CHUNK;
     for (int64_t i = 0; i < T; i++)
         for (int64_t h = 0; h < n_heads; h++) {
             float *x = v + (i * n_heads + h) * hd;
-            const float *cs = c->rope_cos + i * h2, *sn = c->rope_sin + i * h2;
+            const float *cs = c->rope_cos + (table * R + i) * h2, *sn = c->rope_sin + (table * R + i) * h2;
             for (int64_t j = 0; j < h2; j++) {
                 float a = x[j], b = x[j + h2];
                 x[j] = a * cs[j] - b * sn[j];
                 x[j + h2] = b * cs[j] + a * sn[j];
             }
         }
+}
+
+/* cos and sin of position * table for the chunk's tokens, times rope_scale: row i of table slot `into`. */
+static void rope_tables(ha_llama_context *c, int64_t T, int into, const double *table, const double *long_table) {
+    const ha_llama_config *cfg = &c->m->cfg;
+    const int64_t h2 = c->m->r2, R = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    for (int64_t i = 0; i < T; i++) {
+        const double *t = long_table && c->pos[i] >= cfg->rope_long_from ? long_table : table;
+        for (int64_t j = 0; j < h2; j++) {
+            double a = (double)c->pos[i] * t[j];
+            c->rope_cos[(into * R + i) * h2 + j] = (float)cos(a) * cfg->rope_scale;
+            c->rope_sin[(into * R + i) * h2 + j] = (float)sin(a) * cfg->rope_scale;
+        }
+    }
+}
+
+/* Y (T, rows) of a fused projection into parts: part p takes columns [off_p, off_p + n_p) into dst_p (T, n_p). */
+static void split_rows(const float *Y, int64_t T, int64_t rows, int parts, float *const *dst, const int64_t *n) {
+    for (int64_t i = 0; i < T; i++)
+        for (int p = 0, off = 0; p < parts; off += (int)n[p], p++)
+            memcpy(dst[p] + i * n[p], Y + i * rows + off, (size_t)n[p] * sizeof(float));
 }
 
 /* Forward of T tokens (T <= CHUNK, or T == HA_BLAS_BLOCK with c->blas_now) whose seq/pos are set in c;
@@ -342,66 +506,114 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
     const ha_kernels *k = c->kern;
-    const int64_t d = cfg->hidden_size, f = cfg->intermediate_size, h2 = cfg->head_dim / 2, kvd = m->kv_dim;
+    const int64_t d = cfg->hidden_size, f = cfg->intermediate_size, hd = cfg->head_dim, kvd = m->kv_dim, qd = m->q_dim;
 
+    float *row = c->tmp; /* scratch for a learned position's row */
     for (int64_t i = 0; i < T; i++) {
-        const ha_matrix *E = &m->w.embed;
+        const ha_matrix *E = &m->w.embed, *P = &m->w.pos_embed;
+        float *x = c->x + i * d;
         if (ha_dtype_is_panels(E->dtype)) /* a tied embedding packed for the output layer: one column at a time */
-            for (int64_t j = 0; j < d; j++) c->x[i * d + j] = ha_panel_at(E->data, E->dtype, d, tokens[i], j);
-        else k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * ha_row_bytes(E->dtype, d), c->x + i * d, d);
-        for (int64_t j = 0; j < h2; j++) {
-            double a = (double)c->pos[i] * cfg->rope_inv_freq[j];
-            c->rope_cos[i * h2 + j] = (float)cos(a);
-            c->rope_sin[i * h2 + j] = (float)sin(a);
+            for (int64_t j = 0; j < d; j++) x[j] = ha_panel_at(E->data, E->dtype, d, tokens[i], j);
+        else k->to_f32[E->dtype]((const char *)E->data + (size_t)tokens[i] * ha_row_bytes(E->dtype, d), x, d);
+        if (cfg->embed_scale != 1.0f)
+            for (int64_t j = 0; j < d; j++) x[j] *= cfg->embed_scale;
+        if (P->data) {
+            if (ha_dtype_is_panels(P->dtype))
+                for (int64_t j = 0; j < d; j++) row[j] = ha_panel_at(P->data, P->dtype, d, c->pos[i], j);
+            else k->to_f32[P->dtype]((const char *)P->data + (size_t)c->pos[i] * ha_row_bytes(P->dtype, d), row, d);
+            for (int64_t j = 0; j < d; j++) x[j] += row[j];
         }
     }
+    if (m->r2) rope_tables(c, T, 0, cfg->rope_inv_freq, cfg->rope_inv_freq_long);
+    if (m->r2 && cfg->rope_inv_freq_local) rope_tables(c, T, 1, cfg->rope_inv_freq_local, NULL);
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
-        for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->attn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(c, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
-        add_bias(c->q, &L->bq, T, m->q_dim);
+        for (int64_t i = 0; i < T; i++) norm(cfg, c->x + i * d, L->attn_norm.data, L->attn_norm_b.data, c->xn + i * d, d);
+        if (L->wqkv.data) {
+            matmul(c, 1, (const ha_matrix *[]){ &L->wqkv }, (float *[]){ c->fused }, c->xn, T);
+            add_bias(c->fused, &L->bqkv, T, qd + 2 * kvd);
+            split_rows(c->fused, T, qd + 2 * kvd, 3, (float *[]){ c->q, c->k, c->v }, (const int64_t[]){ qd, kvd, kvd });
+        } else {
+            matmul(c, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
+        }
+        add_bias(c->q, &L->bq, T, qd);
         add_bias(c->k, &L->bk, T, kvd);
         add_bias(c->v, &L->bv, T, kvd);
-        rope(c, c->q, T, cfg->n_heads);
-        rope(c, c->k, T, cfg->n_kv_heads);
+        if (L->q_norm.data) { /* per head, before rotary */
+            norm_rows(cfg, c->q, &L->q_norm, NULL, T * cfg->n_heads, hd);
+            norm_rows(cfg, c->k, &L->k_norm, NULL, T * cfg->n_kv_heads, hd);
+        }
+        if (L->rope != HA_ROPE_NONE) {
+            rope(c, c->q, T, cfg->n_heads, L->rope == HA_ROPE_LOCAL);
+            rope(c, c->k, T, cfg->n_kv_heads, L->rope == HA_ROPE_LOCAL);
+        }
+        const int64_t S = c->slots[l];
         for (int64_t i = 0; i < T; i++) {
-            size_t off = ((size_t)(l * c->n_seq + c->seq[i]) * (size_t)c->capacity + (size_t)c->pos[i]) * (size_t)kvd;
+            size_t off = c->layer_at[l] + ((size_t)c->seq[i] * (size_t)S + (size_t)(c->pos[i] % S)) * (size_t)kvd;
             memcpy(c->kcache + off, c->k + i * kvd, (size_t)kvd * sizeof(float));
             memcpy(c->vcache + off, c->v + i * kvd, (size_t)kvd * sizeof(float));
         }
         attention_job aj = { c, l };
-        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * cfg->head_dim < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
+        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
         else ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
         matmul(c, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
+        norm_rows(cfg, c->tmp, &L->post_attn_norm, NULL, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
 
-        for (int64_t i = 0; i < T; i++) rms_norm(c->x + i * d, L->ffn_norm.data, c->xn + i * d, d, cfg->rms_norm_eps);
-        matmul(c, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
-        add_bias(c->gate, &L->b_gate, T, f);
-        add_bias(c->up, &L->b_up, T, f);
-        for (int64_t i = 0; i < T * f; i++) {
-            float g = c->gate[i];
-            c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+        for (int64_t i = 0; i < T; i++) norm(cfg, c->x + i * d, L->ffn_norm.data, L->ffn_norm_b.data, c->xn + i * d, d);
+        if (cfg->ungated_mlp) {
+            matmul(c, 1, (const ha_matrix *[]){ &L->w_up }, (float *[]){ c->gate }, c->xn, T);
+            add_bias(c->gate, &L->b_up, T, f);
+            for (int64_t i = 0; i < T * f; i++) c->gate[i] = activate(cfg->act, c->gate[i]);
+        } else {
+            if (L->w_gate_up.data) {
+                matmul(c, 1, (const ha_matrix *[]){ &L->w_gate_up }, (float *[]){ c->fused }, c->xn, T);
+                split_rows(c->fused, T, 2 * f, 2, (float *[]){ c->gate, c->up }, (const int64_t[]){ f, f });
+            } else {
+                matmul(c, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
+            }
+            add_bias(c->gate, &L->b_gate, T, f);
+            add_bias(c->up, &L->b_up, T, f);
+            for (int64_t i = 0; i < T * f; i++) c->gate[i] = activate(cfg->act, c->gate[i]) * c->up[i];
         }
         matmul(c, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);
+        norm_rows(cfg, c->tmp, &L->post_ffn_norm, NULL, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
     }
     int64_t nw = 0;
     for (int64_t i = 0; i < T; i++)
-        if (!want || want[i]) rms_norm(c->x + i * d, m->w.final_norm.data, c->xn + (nw++) * d, d, cfg->rms_norm_eps);
+        if (!want || want[i])
+            norm(cfg, c->x + i * d, m->w.final_norm.data, m->w.final_norm_b.data, c->xn + (nw++) * d, d);
     if (nw) matmul(c, 1, (const ha_matrix *[]){ &m->w.lm_head }, (float *[]){ logits }, c->xn, nw);
+    const float cap = cfg->final_softcap;
+    for (int64_t i = 0; cap > 0.0f && i < nw * cfg->vocab_size; i++) logits[i] = cap * tanhf(logits[i] / cap);
     return 0;
 }
 
 /* ---- the model interface -------------------------------------------------------------------------------- */
 
+static int ring_keeps(const ha_llama_context *c, int32_t s, int64_t len);
+
 /* An append stopped by the interrupt after its first n tokens were given positions: those positions are
- * taken back, so the cache holds what it held before the append. */
+ * taken back, so the cache holds what it held before the append; except a sequence whose rings the append
+ * overwrote past what its window needs (more than HA_RING_SLACK new positions), which is emptied. */
 static ha_status interrupted_append(ha_llama_context *c, const int32_t *seq, int64_t n) {
     for (int64_t i = 0; i < n; i++) c->len[seq[i]]--;
+    int emptied = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t s = seq[i];
+        if (c->len[s] > 0 && !ring_keeps(c, s, c->len[s])) {
+            c->len[s] = 0;
+            emptied = 1;
+        }
+        if (c->len[s] == 0) c->top[s] = -1;
+    }
+    if (emptied)
+        return ha_fail(HA_ERR_INTERRUPTED, "interrupted; a sequence whose sliding-window layers this append had "
+                       "overwritten was emptied, the others hold what they held before this append");
     return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this append");
 }
 
@@ -453,14 +665,27 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
             while (T < CHUNK && b + T < n && c->blas_left[seq[b + T]] == 0) T++;
         }
         for (int64_t i = 0; i < T; i++) {
-            c->seq[i] = seq[b + i];
-            c->pos[i] = c->len[seq[b + i]]++;
+            const int32_t s = seq[b + i];
+            c->seq[i] = s;
+            c->pos[i] = c->len[s]++;
+            if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
         }
         if (forward_chunk(c, tokens + b, T, want ? want + b : NULL, logits)) return interrupted_append(c, seq, b + T);
         for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
         if (logits) logits += w0 * V;
     }
     return HA_OK;
+}
+
+/* Whether keeping len positions of sequence s leaves every ring layer holding the keys the next position sees:
+ * positions q in [len - w + 1, len) are lost iff a position q + slots was written after them, and every
+ * position written since the sequence was last empty is at most top[s]. */
+static int ring_keeps(const ha_llama_context *c, int32_t s, int64_t len) {
+    for (int64_t l = 0; l < c->m->cfg.n_layers; l++) {
+        const int64_t w = c->m->layers[l].window, first = len - w + 1 > 0 ? len - w + 1 : 0;
+        if (c->slots[l] < c->capacity && first + c->slots[l] <= c->top[s]) return 0;
+    }
+    return 1;
 }
 
 static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
@@ -470,7 +695,13 @@ static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
     if (len < 0 || len > c->len[seq])
         return ha_fail(HA_ERR_INVALID, "crop: cannot keep %lld positions of sequence %d, which holds %lld",
                        (long long)len, seq, (long long)c->len[seq]);
+    if (len > 0 && len < c->len[seq] && !ring_keeps(c, seq, len))
+        return ha_fail(HA_ERR_UNSUPPORTED, "crop: sequence %d has held up to %lld positions; its sliding-window layers keep "
+                       "only %d positions beyond their window, so it cannot go back to %lld (crop at most %d positions "
+                       "after an append, or crop to 0 and append again)", seq, (long long)c->top[seq] + 1,
+                       HA_RING_SLACK, (long long)len, HA_RING_SLACK);
     c->len[seq] = len;
+    if (len == 0) c->top[seq] = -1;
     return HA_OK;
 }
 
@@ -487,7 +718,20 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     if (capacity < 1 || capacity > INT32_MAX)
         return ha_fail(HA_ERR_INVALID, "cache capacity %lld is out of range 1..%d", (long long)capacity, INT32_MAX);
     const ha_llama_config *cfg = &m->cfg;
-    double cache_elems = (double)cfg->n_layers * (double)n_seq * (double)capacity * (double)m->kv_dim;
+    if (m->w.pos_embed.data && capacity > m->w.pos_embed.rows)
+        return ha_fail(HA_ERR_CAPACITY, "a cache of %lld positions is longer than the model's %lld learned positions "
+                       "(n_positions); use max_cache_len <= %lld", (long long)capacity, (long long)m->w.pos_embed.rows,
+                       (long long)m->w.pos_embed.rows);
+    /* Positions each layer holds: a sliding layer's ring where that is smaller than the capacity. */
+    double per_seq = 0.0; /* positions over all layers, per sequence */
+    int ring = 0;
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        const int64_t w = m->layers[l].window;
+        const int64_t slots = w > 0 && w + HA_RING_SLACK < capacity ? w + HA_RING_SLACK : capacity;
+        ring |= slots < capacity;
+        per_seq += (double)slots;
+    }
+    double cache_elems = per_seq * (double)n_seq * (double)m->kv_dim;
     if (cache_elems * 8.0 > 0.9 * (double)SIZE_MAX)
         return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions is too large to address", (long long)n_seq,
                        (long long)capacity);
@@ -501,14 +745,18 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     ha_llama_context *c = calloc(1, sizeof *c);
     if (!c) return ha_fail(HA_ERR_NOMEM, "out of memory creating a context");
     const size_t d = (size_t)cfg->hidden_size, f = (size_t)cfg->intermediate_size, fl = sizeof(float);
+    const size_t nl = (size_t)cfg->n_layers, r2 = (size_t)(m->r2 ? m->r2 : 1);
     c->m = m;
     c->n_seq = n_seq;
     c->capacity = capacity;
     c->blas = blas_prefill != 0;
     const size_t R = c->blas ? HA_BLAS_BLOCK : CHUNK;
     c->len = calloc((size_t)n_seq, sizeof(int64_t));
+    c->top = malloc((size_t)n_seq * sizeof(int64_t));
     c->adding = calloc((size_t)n_seq, sizeof(int64_t));
     c->blas_left = calloc((size_t)n_seq, sizeof(int64_t));
+    c->slots = malloc(nl * sizeof(int64_t));
+    c->layer_at = malloc(nl * sizeof(size_t));
     c->kcache = malloc((size_t)cache_elems * fl);
     c->vcache = malloc((size_t)cache_elems * fl);
     c->x = malloc(R * d * fl);
@@ -520,24 +768,26 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->tmp = malloc(R * d * fl);
     c->gate = malloc(R * f * fl);
     c->up = malloc(R * f * fl);
-    c->rope_cos = malloc(R * (size_t)(cfg->head_dim / 2) * fl);
-    c->rope_sin = malloc(R * (size_t)(cfg->head_dim / 2) * fl);
+    c->rope_cos = malloc(2 * R * r2 * fl);
+    c->rope_sin = malloc(2 * R * r2 * fl);
     c->pos = malloc(R * sizeof(int64_t));
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
-    int any_int = ha_dtype_is_int(m->w.lm_head.dtype);
+    int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_fused = 0;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_matrix *mats[LAYER_MATRICES];
         layer_matrices(&m->layers[l], mats);
-        for (int i = 0; i < LAYER_MATRICES; i++) {
-            all_f32 &= mats[i]->dtype == HA_F32;
-            any_int |= ha_dtype_is_int(mats[i]->dtype);
-        }
+        for (int i = 0; i < LAYER_MATRICES; i++)
+            if (mats[i]->data) {
+                all_f32 &= mats[i]->dtype == HA_F32;
+                any_int |= ha_dtype_is_int(mats[i]->dtype);
+            }
+        any_fused |= m->layers[l].wqkv.data || m->layers[l].w_gate_up.data;
     }
     /* The widest matmul input: d, f, or q_dim (wo's, which may pass both: n_heads * head_dim need not be d). */
     size_t widest = d > f ? d : f;
     if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
-    int wide_ok = 1, xq_ok = 1;
+    int wide_ok = 1, xq_ok = 1, fused_ok = 1;
     if (c->blas && !all_f32) {
         c->wide = malloc((size_t)HA_BLAS_SLICE * widest * fl);
         wide_ok = c->wide != NULL;
@@ -547,12 +797,24 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         c->xq_scale = malloc(R * fl);
         xq_ok = c->xq && c->xq_scale;
     }
-    if (!c->len || !c->adding || !c->blas_left || !c->kcache || !c->vcache || !c->x || !c->xn || !c->q || !c->k ||
-        !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos || !c->rope_sin || !c->pos || !c->seq ||
-        !wide_ok || !xq_ok) {
+    if (any_fused) {
+        const size_t qkv = (size_t)(m->q_dim + 2 * m->kv_dim);
+        c->fused = malloc(R * (qkv > 2 * f ? qkv : 2 * f) * fl);
+        fused_ok = c->fused != NULL;
+    }
+    if (!c->len || !c->top || !c->adding || !c->blas_left || !c->slots || !c->layer_at || !c->kcache || !c->vcache ||
+        !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos ||
+        !c->rope_sin || !c->pos || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
+    }
+    for (int64_t s = 0; s < n_seq; s++) c->top[s] = -1;
+    for (size_t l = 0, at = 0; l < nl; l++) {
+        const int64_t w = m->layers[l].window;
+        c->slots[l] = w > 0 && w + HA_RING_SLACK < capacity ? w + HA_RING_SLACK : capacity;
+        c->layer_at[l] = at;
+        at += (size_t)n_seq * (size_t)c->slots[l] * (size_t)m->kv_dim;
     }
     /* Start the pool now, so that a failure to start threads surfaces here and not inside a forward (where
      * the work would run on the calling thread alone). */
@@ -562,15 +824,17 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         return st;
     }
     c->lm = (ha_lm){ .self = c, .vocab_size = cfg->vocab_size, .n_seq = n_seq, .capacity = capacity,
-                     .append = ctx_append, .crop = ctx_crop, .length = ctx_length };
+                     .append = ctx_append, .crop = ctx_crop, .length = ctx_length,
+                     .max_rollback = ring ? HA_RING_SLACK : INT64_MAX };
     *out = c;
     return HA_OK;
 }
 
 void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
-    void *bufs[] = { c->len, c->adding, c->blas_left, c->kcache, c->vcache, c->x, c->xn, c->q, c->k, c->v, c->att,
-                     c->tmp, c->gate, c->up, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq, c->xq_scale };
+    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->kcache, c->vcache, c->x, c->xn,
+                     c->q, c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos,
+                     c->seq, c->wide, c->xq, c->xq_scale };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

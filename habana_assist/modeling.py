@@ -20,7 +20,7 @@ from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateD
                          ModelOutput)
 from .generate_args import _callables as _callables_of, logits_callback, processing_args, stop_callback
 from .hub import resolve
-from .loading import load_checkpoint
+from .loading import expected_weights, load_checkpoint
 from .stopping import StopStringCriteria
 from .streamers import stop_streamer
 from .tensors import convert_output, to_numpy
@@ -157,16 +157,32 @@ class Cache:
             self._mask = mask
 
 
+def _float_dtype(checkpoint):
+    """The dtype the model's float values are held in ("float32", "bfloat16", "float16"): Transformers rounds
+    some constants to it (Gemma's embedding scale). Integer-quantized models keep their stored dtype."""
+    held = getattr(checkpoint, "float_dtype", None)
+    if held:
+        return held
+    dtypes = {weight.dtype for weight in checkpoint.weights.values() if weight.array.ndim == 2}
+    for name in ("float32", "bfloat16", "float16"):
+        if dtypes == {name} or (name in dtypes and dtypes <= {name, "int8", "int4"}):
+            return name
+    stored = str(getattr(checkpoint.config, "torch_dtype", None) or "float32").removeprefix("torch.")
+    return stored if stored in ("float32", "bfloat16", "float16") else "float32"
+
+
 class LlamaForCausalLM:
-    """A Llama, Mistral or Qwen2 decoder on the C core. Build it with AutoModelForCausalLM.from_pretrained."""
+    """A decoder of any supported family (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2/3, SmolLM3, GPT-2) on the C
+    core; type(model).__name__ is the checkpoint's architecture. Build it with AutoModelForCausalLM.from_pretrained."""
 
     def __init__(self, checkpoint, max_cache_len=None, blas_prefill=False):
         cfg, w = checkpoint.config, checkpoint.weights
         self.config = cfg
         self.name_or_path = checkpoint.path
         self.device = "cpu"
-        self.dtype = w["model.layers.0.self_attn.q_proj.weight"].dtype if cfg.num_hidden_layers else w[
-            "model.embed_tokens.weight"].dtype
+        specs = expected_weights(cfg)
+        layer_matrices = [spec.name for spec in specs if spec.is_matrix and spec.layer is not None]
+        self.dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype  # the layers', else the embedding's
         self.blas_prefill = bool(blas_prefill)  # None: False
         self.repacked = any(weight.panels for weight in w.values())  # float matrices in panels (repack=True)
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
@@ -180,28 +196,20 @@ class LlamaForCausalLM:
                 return (weight.array, weight.dtype + "-panels", weight.cols, weight.rows)
             return (weight.array, weight.dtype, weight.cols)
 
-        def vec(name):
-            return w[name].array if name in w else None
-
-        layers = []
-        for i in range(cfg.num_hidden_layers):
-            p = f"model.layers.{i}."
-            a, m = p + "self_attn.", p + "mlp."
-            layers.append((vec(p + "input_layernorm.weight"),
-                           mat(a + "q_proj.weight"), mat(a + "k_proj.weight"), mat(a + "v_proj.weight"),
-                           mat(a + "o_proj.weight"),
-                           vec(a + "q_proj.bias"), vec(a + "k_proj.bias"), vec(a + "v_proj.bias"), vec(a + "o_proj.bias"),
-                           vec(p + "post_attention_layernorm.weight"),
-                           mat(m + "gate_proj.weight"), mat(m + "up_proj.weight"), mat(m + "down_proj.weight"),
-                           vec(m + "gate_proj.bias"), vec(m + "up_proj.bias"), vec(m + "down_proj.bias")))
-        core_cfg = (cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers,
-                    cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.sliding_window or 0,
-                    float(cfg.rms_norm_eps), np.ascontiguousarray(cfg.rope_inv_freq(), dtype=np.float64))
-        self._core = _core.Model(core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"),
-                                 mat("lm_head.weight"), layers)
+        # The core's fields (csrc/ha.h): the config's switches and per-layer settings, then each tensor under
+        # the role the loader gives it.
+        core_cfg = cfg.core_config(_float_dtype(checkpoint))
+        parts = {}
+        layers = [dict(settings) for settings in cfg.layer_settings()]
+        for spec in specs:
+            value = mat(spec.name) if spec.is_matrix else w[spec.name].array
+            (parts if spec.layer is None else layers[spec.layer])[spec.role] = value
+        if "lm_head" not in parts:  # tied: the embedding's own buffer
+            parts["lm_head"] = parts["embed"]
+        self._core = _core.Model(core_cfg, parts, layers)
         self._weights = w  # name -> loading.Weight, for save_pretrained and num_parameters
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
-        self._parts = (core_cfg, mat("model.embed_tokens.weight"), vec("model.norm.weight"), mat("lm_head.weight"), layers)
+        self._parts = (core_cfg, parts, layers)
         self._early_exit = {}  # N -> _core.Model over the first N layers
 
     @classmethod
@@ -213,9 +221,8 @@ class LlamaForCausalLM:
         """A core model of this model's first n_layers layers, its final norm and its head, over the same weight
         buffers (no copy): Transformers' assistant_early_exit draft (LayerSkip's self-speculation)."""
         if n_layers not in self._early_exit:
-            core_cfg, embed, norm, head, layers = self._parts
-            cfg = (core_cfg[0], core_cfg[1], core_cfg[2], n_layers) + core_cfg[4:]
-            self._early_exit[n_layers] = _core.Model(cfg, embed, norm, head, layers[:n_layers])
+            core_cfg, parts, layers = self._parts
+            self._early_exit[n_layers] = _core.Model(dict(core_cfg, n_layers=n_layers), parts, layers[:n_layers])
         return self._early_exit[n_layers]
 
     def __repr__(self):

@@ -323,76 +323,234 @@ static void Model_dealloc(ModelObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-#define LAYER_FIELDS 16
+/* ---- Model(config, weights, layers): dicts of named fields (ha.h's ha_llama_config, _weights, _layer) ---- */
 
-/* Model(config, embed, final_norm, lm_head, layers)
- * config: (vocab, hidden, intermediate, n_layers, n_heads, n_kv_heads, head_dim, sliding_window,
- *          rms_norm_eps, rope_inv_freq float64 array (head_dim/2,))
- * embed, lm_head: (array, dtype, cols); final_norm: float32 array
- * layers: sequence of n_layers tuples (attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, ffn_norm, w_gate, w_up,
- *         w_down, b_gate, b_up, b_down): matrices as (array, dtype, cols), vectors float32 arrays or None. */
+/* Fails naming the first key of d not in allowed (NULL-terminated): a misspelt field is an error, not a default. */
+static int check_keys(PyObject *d, const char *const *allowed, const char *what) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!name) {
+            PyErr_Clear();
+            PyErr_Format(InvalidInputError, "%s: keys must be strings", what);
+            return -1;
+        }
+        int known = 0;
+        for (const char *const *a = allowed; *a && !known; a++) known = strcmp(*a, name) == 0;
+        if (!known) {
+            PyErr_Format(InvalidInputError, "%s: unknown field %R", what, key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* d[key] or NULL (borrowed) when absent or None. */
+static PyObject *field(PyObject *d, const char *key) {
+    PyObject *v = PyDict_GetItemString(d, key);
+    return v == Py_None ? NULL : v;
+}
+
+static int int_field(PyObject *d, const char *key, int required, long long dflt, int64_t *out) {
+    PyObject *v = field(d, key);
+    if (!v) {
+        if (required) {
+            PyErr_Format(InvalidInputError, "model config: field %s is required", key);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (!PyLong_Check(v)) {
+        PyErr_Format(InvalidInputError, "model config: %s must be an int, got %R", key, v);
+        return -1;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+
+static int float_field(PyObject *d, const char *key, int required, double dflt, float *out) {
+    PyObject *v = field(d, key);
+    if (!v) {
+        if (required) {
+            PyErr_Format(InvalidInputError, "model config: field %s is required", key);
+            return -1;
+        }
+        *out = (float)dflt;
+        return 0;
+    }
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) return -1;
+    *out = (float)x;
+    return 0;
+}
+
+/* One of names (NULL-terminated) -> its index; absent: dflt. */
+static int choice_field(PyObject *d, const char *key, const char *const *names, int dflt, int *out) {
+    PyObject *v = field(d, key);
+    *out = dflt;
+    if (!v) return 0;
+    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    PyErr_Clear();
+    PyErr_Format(InvalidInputError, "%s=%R is not one of the supported values", key, v);
+    return -1;
+}
+
+/* A float64 rotary table held in views, or NULL when absent. */
+static int table_field(ModelObject *self, PyObject *d, const char *key, int64_t n, const double **out) {
+    PyObject *v = field(d, key);
+    *out = NULL;
+    if (!v) return 0;
+    Py_buffer *b = &self->views[self->n_views];
+    if (get_buffer(v, "d", 0, key, b) != 0) return -1;
+    self->n_views++;
+    if (b->ndim != 1 || b->shape[0] != n) {
+        PyErr_Format(InvalidInputError, "%s must be a 1-D float64 array of rope_dim/2 = %lld elements", key, (long long)n);
+        return -1;
+    }
+    *out = b->buf;
+    return 0;
+}
+
+static int matrix_field(ModelObject *self, PyObject *d, const char *key, ha_matrix *out) {
+    PyObject *v = field(d, key);
+    *out = (ha_matrix){ 0 };
+    return v ? take_matrix(self, v, key, out) : 0;
+}
+
+static int vector_field(ModelObject *self, PyObject *d, const char *key, ha_vector *out) {
+    PyObject *v = field(d, key);
+    return take_vector(self, v ? v : Py_None, key, out);
+}
+
+static const char *const CONFIG_KEYS[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "n_layers", "n_heads", "n_kv_heads", "head_dim", "norm_eps",
+    "norm", "act", "gated_mlp", "embed_scale", "attn_softcap", "final_softcap", "rope_dim", "rope_inv_freq",
+    "rope_inv_freq_long", "rope_long_from", "rope_inv_freq_local", "rope_scale", NULL };
+static const char *const WEIGHT_KEYS[] = { "embed", "pos_embed", "final_norm", "final_norm_bias", "lm_head", NULL };
+#define LAYER_MATRIX_KEYS "wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_gate_up", "w_down"
+#define LAYER_VECTOR_KEYS "attn_norm", "attn_norm_bias", "bq", "bk", "bv", "bqkv", "bo", "q_norm", "k_norm", \
+    "post_attn_norm", "ffn_norm", "ffn_norm_bias", "b_gate", "b_up", "b_down", "post_ffn_norm"
+static const char *const LAYER_MATRICES_[] = { LAYER_MATRIX_KEYS, NULL };
+static const char *const LAYER_VECTORS_[] = { LAYER_VECTOR_KEYS, NULL };
+static const char *const LAYER_KEYS[] = { LAYER_MATRIX_KEYS, LAYER_VECTOR_KEYS, "window", "rope", "attn_scale", NULL };
+#define LAYER_BUFFERS 25 /* matrices and vectors a layer may hold */
+
+static int take_config(ModelObject *self, PyObject *d, ha_llama_config *c) {
+    static const char *const norms[] = { "rms", "rms_one_plus", "layer", NULL };
+    static const char *const acts[] = { "silu", "gelu_tanh", "gelu", "relu", NULL };
+    int norm, act, gated = 1;
+    int64_t rope_dim;
+    if (check_keys(d, CONFIG_KEYS, "model config") || int_field(d, "vocab_size", 1, 0, &c->vocab_size) ||
+        int_field(d, "hidden_size", 1, 0, &c->hidden_size) || int_field(d, "intermediate_size", 1, 0, &c->intermediate_size) ||
+        int_field(d, "n_layers", 1, 0, &c->n_layers) || int_field(d, "n_heads", 1, 0, &c->n_heads) ||
+        int_field(d, "n_kv_heads", 1, 0, &c->n_kv_heads) || int_field(d, "head_dim", 1, 0, &c->head_dim) ||
+        float_field(d, "norm_eps", 1, 0.0, &c->norm_eps) || choice_field(d, "norm", norms, 0, &norm) ||
+        choice_field(d, "act", acts, 0, &act) || float_field(d, "embed_scale", 0, 1.0, &c->embed_scale) ||
+        float_field(d, "attn_softcap", 0, 0.0, &c->attn_softcap) ||
+        float_field(d, "final_softcap", 0, 0.0, &c->final_softcap) ||
+        int_field(d, "rope_dim", 0, c->head_dim, &rope_dim) || int_field(d, "rope_long_from", 0, 0, &c->rope_long_from) ||
+        float_field(d, "rope_scale", 0, 1.0, &c->rope_scale))
+        return -1;
+    PyObject *g = field(d, "gated_mlp");
+    if (g && (gated = PyObject_IsTrue(g)) < 0) return -1;
+    c->norm = (ha_norm)norm;
+    c->act = (ha_act)act;
+    c->ungated_mlp = !gated;
+    c->rope_dim = rope_dim;
+    const int64_t n = rope_dim > 0 && rope_dim <= 2 * HA_MAX_HEAD_DIM ? rope_dim / 2 : 0;
+    if (rope_dim > 0 && !field(d, "rope_inv_freq")) {
+        PyErr_Format(InvalidInputError, "model config: rope_dim=%lld needs rope_inv_freq", (long long)rope_dim);
+        return -1;
+    }
+    if (rope_dim == 0 && (field(d, "rope_inv_freq") || field(d, "rope_inv_freq_long") || field(d, "rope_inv_freq_local"))) {
+        PyErr_SetString(InvalidInputError, "model config: rope_dim=0 (no rotary) with a rotary table");
+        return -1;
+    }
+    if (rope_dim < 0 || (rope_dim > 0 && !n)) {
+        PyErr_Format(InvalidInputError, "model config: rope_dim=%lld is out of range", (long long)rope_dim);
+        return -1;
+    }
+    return table_field(self, d, "rope_inv_freq", n, &c->rope_inv_freq) ||
+           table_field(self, d, "rope_inv_freq_long", n, &c->rope_inv_freq_long) ||
+           table_field(self, d, "rope_inv_freq_local", n, &c->rope_inv_freq_local) ? -1 : 0;
+}
+
+static int take_layer(ModelObject *self, PyObject *d, Py_ssize_t l, ha_llama_layer *L) {
+    static const char *const ropes[] = { "global", "local", "none", NULL };
+    char what[48];
+    snprintf(what, sizeof what, "layer %zd", l);
+    if (!PyDict_Check(d)) {
+        PyErr_Format(InvalidInputError, "%s must be a dict", what);
+        return -1;
+    }
+    ha_matrix *mats[] = { &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up, &L->w_down };
+    ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b, &L->bq, &L->bk, &L->bv, &L->bqkv, &L->bo, &L->q_norm,
+                          &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b, &L->b_gate, &L->b_up,
+                          &L->b_down, &L->post_ffn_norm };
+    _Static_assert(sizeof mats / sizeof *mats + sizeof vecs / sizeof *vecs == LAYER_BUFFERS, "a view per buffer");
+    if (check_keys(d, LAYER_KEYS, what)) return -1;
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+        if (matrix_field(self, d, LAYER_MATRICES_[i], mats[i])) return -1;
+    for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
+        if (vector_field(self, d, LAYER_VECTORS_[i], vecs[i])) return -1;
+    int rope;
+    if (int_field(d, "window", 0, 0, &L->window) || choice_field(d, "rope", ropes, 0, &rope) ||
+        float_field(d, "attn_scale", 0, 0.0, &L->attn_scale))
+        return -1;
+    L->rope = (ha_rope)rope;
+    return 0;
+}
+
+/* Model(config: dict, weights: dict, layers: sequence of dicts); see ha.h for each field and
+ * habana_assist/modeling.py for how a checkpoint fills them. Matrices are (array, dtype, cols[, rows]),
+ * vectors float32 1-D arrays, absent ones None or left out; rotary tables float64 arrays (rope_dim/2,). */
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;
-    PyObject *cfg_obj, *embed, *final_norm, *lm_head, *layers, *inv_obj, *seq = NULL;
-    ha_llama_config cfg;
+    PyObject *cfg_obj, *weights, *layers, *seq = NULL;
+    ha_llama_config cfg = { 0 };
     ha_llama_layer *L = NULL;
-    Py_buffer inv = { 0 };
-    int inv_held = 0, rc = -1;
+    int rc = -1;
     if (self->m || self->views) { /* also while another thread is initializing it */
         PyErr_SetString(InvalidInputError, "Model is already initialized");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!OOOO", &PyTuple_Type, &cfg_obj, &embed, &final_norm, &lm_head, &layers)) return -1;
-    long long vocab, hidden, inter, n_layers, n_heads, n_kv, head_dim, window;
-    double eps;
-    if (!PyArg_ParseTuple(cfg_obj, "LLLLLLLLdO", &vocab, &hidden, &inter, &n_layers, &n_heads, &n_kv, &head_dim, &window,
-                          &eps, &inv_obj))
-        return -1;
-    if (get_buffer(inv_obj, "d", 0, "rope_inv_freq", &inv) != 0) return -1;
-    inv_held = 1;
-    if (inv.ndim != 1 || head_dim < 2 || inv.shape[0] != head_dim / 2) {
-        PyErr_Format(InvalidInputError, "rope_inv_freq must have head_dim/2 = %lld elements", head_dim / 2);
-        goto cleanup;
-    }
-    cfg = (ha_llama_config){ vocab, hidden, inter, n_layers, n_heads, n_kv, head_dim, window, (float)eps, inv.buf };
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyDict_Type, &cfg_obj, &PyDict_Type, &weights, &layers)) return -1;
     seq = PySequence_Fast(layers, "layers must be a sequence");
-    if (!seq) goto cleanup;
+    if (!seq) return -1;
     Py_ssize_t nl = PySequence_Fast_GET_SIZE(seq);
-    if (nl != n_layers) {
-        PyErr_Format(InvalidInputError, "got %zd layers but the config says n_layers=%lld", nl, n_layers);
-        goto cleanup;
-    }
-    self->views = PyMem_Calloc((size_t)(3 + nl * LAYER_FIELDS), sizeof(Py_buffer));
+    self->views = PyMem_Calloc((size_t)(8 + nl * LAYER_BUFFERS), sizeof(Py_buffer));
     L = PyMem_Calloc((size_t)(nl ? nl : 1), sizeof *L);
     if (!self->views || !L) {
         PyErr_NoMemory();
         goto cleanup;
     }
-    ha_llama_weights w = { .layers = L };
-    if (take_matrix(self, embed, "embed", &w.embed) || take_vector(self, final_norm, "final_norm", &w.final_norm) ||
-        take_matrix(self, lm_head, "lm_head", &w.lm_head))
+    if (take_config(self, cfg_obj, &cfg)) goto cleanup;
+    if (nl != cfg.n_layers) {
+        PyErr_Format(InvalidInputError, "got %zd layers but the config says n_layers=%lld", nl, (long long)cfg.n_layers);
         goto cleanup;
-    for (Py_ssize_t l = 0; l < nl; l++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(seq, l);
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != LAYER_FIELDS) {
-            PyErr_Format(InvalidInputError, "layer %zd must be a tuple of %d fields", l, LAYER_FIELDS);
-            goto cleanup;
-        }
-#define V(i, field) take_vector(self, PyTuple_GET_ITEM(t, i), #field, &L[l].field)
-#define M(i, field) take_matrix(self, PyTuple_GET_ITEM(t, i), #field, &L[l].field)
-        if (V(0, attn_norm) || M(1, wq) || M(2, wk) || M(3, wv) || M(4, wo) || V(5, bq) || V(6, bk) || V(7, bv) ||
-            V(8, bo) || V(9, ffn_norm) || M(10, w_gate) || M(11, w_up) || M(12, w_down) || V(13, b_gate) ||
-            V(14, b_up) || V(15, b_down))
-            goto cleanup;
-#undef V
-#undef M
     }
+    ha_llama_weights w = { .layers = L };
+    if (check_keys(weights, WEIGHT_KEYS, "model weights") || matrix_field(self, weights, "embed", &w.embed) ||
+        matrix_field(self, weights, "pos_embed", &w.pos_embed) || vector_field(self, weights, "final_norm", &w.final_norm) ||
+        vector_field(self, weights, "final_norm_bias", &w.final_norm_b) || matrix_field(self, weights, "lm_head", &w.lm_head))
+        goto cleanup;
+    for (Py_ssize_t l = 0; l < nl; l++)
+        if (take_layer(self, PySequence_Fast_GET_ITEM(seq, l), l, &L[l])) goto cleanup;
     ha_status st = ha_llama_create(&cfg, &w, &self->m); /* checks only, cheap: the GIL stays held */
     if (st != HA_OK) {
         raise_status(st);
         goto cleanup;
     }
-    self->vocab_size = vocab;
+    self->vocab_size = cfg.vocab_size;
     rc = 0;
 cleanup:
     if (rc != 0) { /* leave no half-built model: release every buffer taken so far */
@@ -403,7 +561,6 @@ cleanup:
     }
     PyMem_Free(L);
     Py_XDECREF(seq);
-    if (inv_held) PyBuffer_Release(&inv);
     return rc;
 }
 

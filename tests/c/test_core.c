@@ -576,13 +576,14 @@ static tiny *tiny_build(ha_dtype dtype, int bias, int tied, int64_t window, uint
     t->bias = bias;
     for (int j = 0; j < THD / 2; j++) t->inv_freq[j] = pow(10000.0, -2.0 * j / THD);
     t->cfg = (ha_llama_config){ .vocab_size = TV, .hidden_size = TD, .intermediate_size = TF, .n_layers = TL, .n_heads = TNH,
-                                .n_kv_heads = TNKV, .head_dim = THD, .sliding_window = window, .rms_norm_eps = 1e-5f,
+                                .n_kv_heads = TNKV, .head_dim = THD, .norm_eps = 1e-5f,
                                 .rope_inv_freq = t->inv_freq };
     t->w.embed = tiny_matrix(t, &r, TV, TD, 1.0);
     t->w.final_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
     t->w.lm_head = tied ? t->w.embed : tiny_matrix(t, &r, TV, TD, 1.0);
     for (int l = 0; l < TL; l++) {
         ha_llama_layer *L = &t->layers[l];
+        L->window = window;
         L->attn_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
         L->wq = tiny_matrix(t, &r, TQ, TD, 0.5);
         L->wk = tiny_matrix(t, &r, TKV, TD, 0.5);
@@ -789,7 +790,7 @@ static void test_model_blas_prefill_wide_attention_output(void) {
         double inv[HD / 2];
         for (int j = 0; j < HD / 2; j++) inv[j] = pow(10000.0, -2.0 * j / HD);
         ha_llama_config cfg = { .vocab_size = V, .hidden_size = D, .intermediate_size = F, .n_layers = 1, .n_heads = NH,
-                                .n_kv_heads = NH, .head_dim = HD, .rms_norm_eps = 1e-5f, .rope_inv_freq = inv };
+                                .n_kv_heads = NH, .head_dim = HD, .norm_eps = 1e-5f, .rope_inv_freq = inv };
         void *bufs[9];
         ha_matrix mats[7];
         const int64_t shapes[7][2] = { { V, D }, { Q, D }, { Q, D }, { Q, D }, { D, Q }, { F, D }, { F, D } };
@@ -1007,6 +1008,122 @@ static void test_model_sliding_window_limits_attention(void) {
         tiny_free(full);
         tiny_free(w1);
         tiny_free(w16);
+    }
+}
+
+/* A window-4 model's cache of 700 positions keeps its layers in rings of 4 + 256 slots, wrapping twice. Two
+ * sequences whose tokens differ only where no checked position can see them must give those positions the
+ * same logits bitwise (a ring slot read for the wrong position would show the difference), and the others
+ * different ones; appended in chunks of varying size. Crops within the ring's slack continue bitwise; deeper
+ * ones are refused with nothing changed; crop to 0 always works. */
+static void test_model_ring_cache_keeps_the_window(void) {
+    enum { N = 700, W = 4 };
+    tiny *t = tiny_build(HA_F32, 1, 0, W, 6);
+    ha_llama_context *c = ctx_new(t->m, 2, 1000);
+    CHECK(LM(c)->max_rollback == 256, "a window-4 model with capacity 1000 expected max_rollback 256, got %lld",
+          (long long)LM(c)->max_rollback);
+    rng r = { 8 };
+    int32_t *x = xmalloc(N * sizeof(int32_t)), *y = xmalloc(N * sizeof(int32_t));
+    float *a = xmalloc((size_t)N * TV * sizeof(float)), *b = xmalloc((size_t)N * TV * sizeof(float));
+    random_tokens(&r, x, N);
+    for (int i = 0; i < N; i++) y[i] = i % 50 < 20 ? (x[i] + 1) % TV : x[i]; /* differ where i mod 50 < 20 */
+    static const int steps[] = { 1, 7, 32, 45, 3, 128, 19, 64 };
+    for (int i = 0, k = 0; i < N; k++) {
+        int n = steps[k % COUNT(steps)] < N - i ? steps[k % COUNT(steps)] : N - i;
+        CHECK_OK(append_seq(c, 0, n, x + i, a + (size_t)i * TV));
+        CHECK_OK(append_seq(c, 1, n, y + i, b + (size_t)i * TV));
+        i += n;
+    }
+    for (int p = 0; p < N; p++) {
+        /* through TL layers a position sees TL * (W - 1) positions back: all outside the differing stretch */
+        int same_window = p % 50 >= 20 + TL * (W - 1);
+        if (same_window)
+            CHECK_SAME_FLOATS(a + (size_t)p * TV, b + (size_t)p * TV, TV, "position %d sees the same tokens", p);
+        else if (p % 50 < 20)
+            CHECK(memcmp(a + (size_t)p * TV, b + (size_t)p * TV, TV * sizeof(float)) != 0,
+                  "position %d's own token differs but its logits do not", p);
+    }
+    /* Back 200 positions (within the slack) and forward again: the same logits. */
+    float *again = xmalloc((size_t)200 * TV * sizeof(float));
+    CHECK_OK(LM(c)->crop(LM(c)->self, 0, N - 200));
+    CHECK_OK(append_seq(c, 0, 200, x + N - 200, again));
+    CHECK_SAME_FLOATS(a + (size_t)(N - 200) * TV, again, (size_t)200 * TV, "the last 200 positions after a crop");
+    /* Back 300 (past the slack): refused, the sequence unchanged. */
+    CHECK_STATUS(LM(c)->crop(LM(c)->self, 0, N - 300), HA_ERR_UNSUPPORTED);
+    CHECK_MSG("sliding-window");
+    CHECK(LEN(c, 0) == N, "a refused crop changed the length to %lld", (long long)LEN(c, 0));
+    CHECK_OK(LM(c)->crop(LM(c)->self, 0, 0));
+    CHECK_OK(append_seq(c, 0, 10, x, again));
+    CHECK_SAME_FLOATS(a, again, (size_t)10 * TV, "after crop to 0, the first 10 positions");
+    ha_llama_context_free(c);
+    /* A cache no longer than window + slack is not a ring, and crops anywhere. */
+    c = ctx_new(t->m, 1, W + 256);
+    CHECK(LM(c)->max_rollback == INT64_MAX, "capacity 260 expected no ring, max_rollback %lld", (long long)LM(c)->max_rollback);
+    CHECK_OK(append_seq(c, 0, 250, x, NULL));
+    CHECK_OK(LM(c)->crop(LM(c)->self, 0, 1));
+    ha_llama_context_free(c);
+    free(x);
+    free(y);
+    free(a);
+    free(b);
+    free(again);
+    tiny_free(t);
+}
+
+/* Concatenates the bytes of matrices of one dtype (row-major rows, or whole panels) into one fused matrix. */
+static ha_matrix fuse(tiny *t, const ha_matrix *parts, int n) {
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        rows += parts[i].rows;
+        bytes += parts[i].nbytes;
+    }
+    char *p = tiny_keep(t, xmalloc(bytes)), *at = p;
+    for (int i = 0; i < n; i++) {
+        memcpy(at, parts[i].data, parts[i].nbytes);
+        at += parts[i].nbytes;
+    }
+    return (ha_matrix){ .data = p, .dtype = parts[0].dtype, .rows = rows, .cols = parts[0].cols, .nbytes = bytes };
+}
+
+/* Fused wqkv (with bqkv) and w_gate_up, made of the same rows, give the split model's logits bitwise, in every
+ * dtype (the parts' rows are whole panels: 32, 16, 16 and 48, 48). */
+static void test_model_fused_projections_equal_split(void) {
+    for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc++) {
+        tiny *t = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc), *u = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc);
+        for (int l = 0; l < TL; l++) {
+            ha_llama_layer *L = &u->layers[l];
+            const ha_matrix qkv[3] = { L->wq, L->wk, L->wv }, gu[2] = { L->w_gate, L->w_up };
+            float *bqkv = tiny_keep(u, xmalloc((TQ + 2 * TKV) * sizeof(float)));
+            memcpy(bqkv, L->bq.data, TQ * sizeof(float));
+            memcpy(bqkv + TQ, L->bk.data, TKV * sizeof(float));
+            memcpy(bqkv + TQ + TKV, L->bv.data, TKV * sizeof(float));
+            L->wqkv = fuse(u, qkv, 3);
+            L->w_gate_up = fuse(u, gu, 2);
+            L->bqkv = (ha_vector){ bqkv, TQ + 2 * TKV };
+            L->wq = L->wk = L->wv = L->w_gate = L->w_up = (ha_matrix){ 0 };
+            L->bq = L->bk = L->bv = (ha_vector){ 0 };
+        }
+        ha_llama *fused = NULL;
+        CHECK_OK(ha_llama_create(&u->cfg, &u->w, &fused));
+        rng r = { 3 };
+        int32_t tok[20];
+        float a[20 * TV], b[20 * TV];
+        random_tokens(&r, tok, 20);
+        ha_llama_context *ca = ctx_new(t->m, 1, 32), *cb = ctx_new(fused, 1, 32);
+        CHECK_OK(append_seq(ca, 0, 20, tok, a));
+        CHECK_OK(append_seq(cb, 0, 20, tok, b));
+        CHECK_SAME_FLOATS(a, b, 20 * TV, "case %zu: fused vs split projections", mc);
+        /* both forms at once: refused */
+        u->layers[1].wq = t->layers[1].wq;
+        ha_llama *both = NULL;
+        CHECK_STATUS(ha_llama_create(&u->cfg, &u->w, &both), HA_ERR_INVALID);
+        CHECK_MSG("fused wqkv");
+        ha_llama_context_free(ca);
+        ha_llama_context_free(cb);
+        ha_llama_free(fused);
+        tiny_free(t);
+        tiny_free(u);
     }
 }
 
@@ -1233,8 +1350,8 @@ static void test_create_rejects_bad_config(void) {
     t->cfg = saved;
     const float bad_eps[] = { 0.0f, -1e-5f, NAN, INFINITY };
     for (size_t i = 0; i < COUNT(bad_eps); i++) {
-        t->cfg.rms_norm_eps = bad_eps[i];
-        EXPECT_CREATE_FAILS(t, "rms_norm_eps", "positive");
+        t->cfg.norm_eps = bad_eps[i];
+        EXPECT_CREATE_FAILS(t, "norm_eps", "positive");
     }
     t->cfg = saved;
     t->inv_freq[2] = NAN;
@@ -1245,13 +1362,15 @@ static void test_create_rejects_bad_config(void) {
     EXPECT_CREATE_FAILS(t, "rope_inv_freq[2]", ">= 0");
     t->inv_freq[2] = pow(10000.0, -4.0 / THD);
     t->cfg.rope_inv_freq = NULL;
+    t->cfg.rope_dim = THD;
     EXPECT_CREATE_FAILS(t, "rope_inv_freq", "missing");
     t->cfg = saved;
     t->cfg.vocab_size = 0;
     EXPECT_CREATE_FAILS(t, "vocab_size", "range");
     t->cfg = saved;
-    t->cfg.sliding_window = -1;
-    EXPECT_CREATE_FAILS(t, "sliding_window", ">= 0");
+    t->layers[1].window = -1;
+    EXPECT_CREATE_FAILS(t, "layer 1: window=-1", ">= 0");
+    t->layers[1].window = 0;
     t->cfg = saved;
     t->cfg.n_layers = 0;
     EXPECT_CREATE_FAILS(t, "n_layers", "range");
@@ -2917,6 +3036,8 @@ static const test_case TESTS[] = {
     T(model_thread_count_gives_identical_logits),
     T(model_kernel_variants_agree),
     T(model_sliding_window_limits_attention),
+    T(model_ring_cache_keeps_the_window),
+    T(model_fused_projections_equal_split),
     T(kv_capacity_error_appends_nothing),
     T(kv_invalid_token_appends_nothing),
     T(kv_bad_sequence_and_crop_rejected),

@@ -316,14 +316,31 @@ static void build_model(fz *f, model *out, int huge) {
                               : PICK(f, 1, 8, 0, -1, HA_MAX_HEAD_DIM / 2, HA_MAX_HEAD_DIM / 2 + 1);
     c.head_dim = mul_or(half, 2, half);
     if (u8(f) >= 245 && c.head_dim < INT64_MAX) c.head_dim += 1; /* odd */
-    c.sliding_window = u8(f) < 128 ? 0 : PICK(f, 1, 8, -1, 0, INT64_MAX);
-    c.rms_norm_eps = u8(f) < 200 ? 1e-5f : pick_float(f, 1e-6f, 1e-1f);
+    const int64_t window = u8(f) < 128 ? 0 : PICK(f, 1, 8, -1, 0, INT64_MAX);
+    c.norm_eps = u8(f) < 200 ? 1e-5f : pick_float(f, 1e-6f, 1e-1f);
+    /* the family switches: norm kind, activation, gating, scales and caps (out-of-range codes mixed in) */
+    const uint8_t fam = u8(f);
+    c.norm = (ha_norm)(fam % 4);      /* 3: unknown */
+    c.act = (ha_act)((fam >> 2) % 5); /* 4: unknown */
+    c.ungated_mlp = (fam >> 5) & 1;
+    const uint8_t caps = u8(f);
+    c.embed_scale = caps & 1 ? 0.0f : pick_float(f, 0.0f, 40.0f);
+    c.attn_softcap = caps & 2 ? pick_float(f, -1.0f, 8.0f) : 0.0f;
+    c.final_softcap = caps & 4 ? pick_float(f, 0.0f, 8.0f) : 0.0f;
+    c.rope_scale = caps & 8 ? pick_float(f, 0.0f, 2.0f) : 0.0f;
     int64_t h2 = c.head_dim > 1 && c.head_dim <= 2 * HA_MAX_HEAD_DIM ? c.head_dim / 2 : 1;
     double *inv = keep((size_t)h2 * sizeof(double));
     for (int64_t j = 0; inv && j < h2; j++) inv[j] = pow(10000.0, -2.0 * (double)j / (double)(2 * h2));
     uint8_t rm = u8(f);
     if (inv && rm >= 240) inv[rm % h2] = rm % 3 == 0 ? NAN : rm % 3 == 1 ? -1.0 : INFINITY;
     c.rope_inv_freq = rm == 239 ? NULL : inv;
+    const uint8_t rope = u8(f); /* partial rotary, a long table from some position, a local table */
+    if (rope & 1) c.rope_dim = PICK(f, 1, 2 * h2, 0, 2, 2 * h2 - 1, 2 * h2 + 2);
+    if (rope & 2) {
+        c.rope_inv_freq_long = inv;
+        c.rope_long_from = PICK(f, 1, 8, 0, -1);
+    }
+    if (rope & 4) c.rope_inv_freq_local = inv;
     out->cfg = c;
     out->m = NULL;
 
@@ -335,21 +352,44 @@ static void build_model(fz *f, model *out, int huge) {
     W.embed = make_matrix(&w, V, d, 1.0f);
     W.final_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
     W.lm_head = (wb & 0x80) ? W.embed : make_matrix(&w, V, d, 1.0f); /* tied */
+    const uint8_t extra = u8(f);
+    if (extra & 1) W.pos_embed = make_matrix(&w, PICK(f, 1, 64, 0, 1), d, 1.0f); /* learned positions */
+    if (extra & 2) W.final_norm_b = make_vector(&w, d, 0.0f, 0.2f, 1);
     const int64_t nl = c.n_layers >= 1 && c.n_layers <= 4096 ? c.n_layers : 1;
     ha_llama_layer *L = keep((size_t)nl * sizeof *L);
     if (!L) return;
     memset(L, 0, (size_t)nl * sizeof *L);
     const int64_t distinct = nl < 3 ? nl : 3; /* later layers share these layers' buffers (allowed: borrowed) */
     for (int64_t l = 0; l < distinct; l++) {
-        int bias = u8(f) & 1;
+        const uint8_t lb = u8(f);
+        int bias = lb & 1, fused = (lb >> 1) & 3, qk_norm = (lb >> 3) & 1, post = (lb >> 4) & 1;
+        L[l].window = window;
+        L[l].rope = (ha_rope)((lb >> 5) % 4); /* 3: unknown */
+        L[l].attn_scale = (lb >> 7) ? pick_float(f, -1.0f, 2.0f) : 0.0f;
         L[l].attn_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
-        L[l].wq = make_matrix(&w, qd, d, 0.5f);
-        L[l].wk = make_matrix(&w, kvd, d, 0.5f);
-        L[l].wv = make_matrix(&w, kvd, d, 0.5f);
+        if (fused & 1) {
+            L[l].wqkv = make_matrix(&w, mul_or(2, kvd, -1) + qd, d, 0.5f); /* fused: q | k | v */
+        } else {
+            L[l].wq = make_matrix(&w, qd, d, 0.5f);
+            L[l].wk = make_matrix(&w, kvd, d, 0.5f);
+            L[l].wv = make_matrix(&w, kvd, d, 0.5f);
+        }
         L[l].wo = make_matrix(&w, d, qd, 0.3f);
+        if (qk_norm) {
+            L[l].q_norm = make_vector(&w, c.head_dim, 1.0f, 0.2f, 0);
+            L[l].k_norm = make_vector(&w, c.head_dim, 1.0f, 0.2f, 0);
+        }
         L[l].ffn_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
-        L[l].w_gate = make_matrix(&w, ff, d, 0.4f);
-        L[l].w_up = make_matrix(&w, ff, d, 0.4f);
+        if (post) {
+            L[l].post_attn_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
+            L[l].post_ffn_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
+        }
+        if (fused & 2) {
+            L[l].w_gate_up = make_matrix(&w, mul_or(2, ff, -1), d, 0.4f); /* fused: gate | up */
+        } else {
+            if (!c.ungated_mlp || u8(f) == 0) L[l].w_gate = make_matrix(&w, ff, d, 0.4f);
+            L[l].w_up = make_matrix(&w, ff, d, 0.4f);
+        }
         L[l].w_down = make_matrix(&w, d, ff, 0.3f);
         if (bias) {
             L[l].bq = make_vector(&w, qd, 0.0f, 0.2f, 1);
