@@ -248,6 +248,8 @@ HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64
 HA_API void ha_llama_context_free(ha_llama_context *c);
 /* The context's model interface; valid for the context's life. */
 HA_API ha_lm *ha_llama_context_lm(ha_llama_context *c);
+/* 1 if crop(seq, len) would succeed now, else 0 (a caller cropping several sequences checks them all first). */
+HA_API int ha_llama_context_can_crop(const ha_llama_context *c, int32_t seq, int64_t len);
 
 /* ---- sampling --------------------------------------------------------------------------------------
  * Logits processing with Transformers' semantics and in its order (GenerationMixin._get_logits_processor):

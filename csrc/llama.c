@@ -695,7 +695,7 @@ static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
     if (len < 0 || len > c->len[seq])
         return ha_fail(HA_ERR_INVALID, "crop: cannot keep %lld positions of sequence %d, which holds %lld",
                        (long long)len, seq, (long long)c->len[seq]);
-    if (len > 0 && len < c->len[seq] && !ring_keeps(c, seq, len))
+    if (!ha_llama_context_can_crop(c, seq, len))
         return ha_fail(HA_ERR_UNSUPPORTED, "crop: sequence %d has held up to %lld positions; its sliding-window layers keep "
                        "only %d positions beyond their window, so it cannot go back to %lld (crop at most %d positions "
                        "after an append, or crop to 0 and append again)", seq, (long long)c->top[seq] + 1,
@@ -840,3 +840,8 @@ void ha_llama_context_free(ha_llama_context *c) {
 }
 
 ha_lm *ha_llama_context_lm(ha_llama_context *c) { return c ? &c->lm : NULL; }
+
+int ha_llama_context_can_crop(const ha_llama_context *c, int32_t seq, int64_t len) {
+    if (!c || seq < 0 || seq >= c->n_seq || len < 0 || len > c->len[seq]) return 0;
+    return len == 0 || len == c->len[seq] || ring_keeps(c, seq, len);
+}

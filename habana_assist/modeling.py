@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
-from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError
+from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError, UnsupportedModelError
 from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig,
                          ModelOutput)
 from .generate_args import _callables as _callables_of, logits_callback, processing_args, stop_callback
@@ -152,8 +152,14 @@ class Cache:
             if not 0 <= keep <= n:
                 raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
             mask = self._mask[:, :keep]
-            for b, length in enumerate(mask.sum(axis=1)):
-                self._ctx.crop(b, int(length))
+            lengths = [int(length) for length in mask.sum(axis=1)]
+            if not all(self._ctx.can_crop(b, length) for b, length in enumerate(lengths)):
+                raise UnsupportedModelError(
+                    f"crop({max_length}): this model's sliding-window layers keep {self._ctx.max_rollback} positions "
+                    "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
+                    "forward, or crop(0) and run the tokens again")
+            for b, length in enumerate(lengths):
+                self._ctx.crop(b, length)
             self._mask = mask
 
 
@@ -334,7 +340,16 @@ class LlamaForCausalLM:
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():
             if rows.size:
-                ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
+                try:
+                    ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
+                except KeyboardInterrupt:
+                    if cache is not None and any(ctx.length(b) != n for b, n in enumerate(cache._mask.sum(axis=1))):
+                        # a stopped append that had overwritten a row's sliding-window ring empties that row
+                        # (csrc/ha.h, ha_lm.append): this cache starts over, empty, rather than hold rows apart
+                        for b in range(B):
+                            ctx.crop(b, 0)
+                        cache._mask = np.zeros((B, 0), dtype=bool)
+                    raise
             if cache is not None:
                 cache._mask = np.concatenate([cache._mask, mask], axis=1)
         logits[rows, cols] = out

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from . import _core
-from .errors import InvalidInputError
+from .errors import InvalidInputError, UnsupportedModelError
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
 
@@ -261,7 +261,11 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                     while keep < min(len(row.cached), len(row.A)) and row.cached[keep] == row.A[keep]:
                         keep += 1  # over the re-encoded window only
                     keep = min(keep, len(row.A) - 1)
-                    dctx.crop(0, keep)
+                    try:
+                        dctx.crop(0, keep)
+                    except UnsupportedModelError:  # a sliding-window ring cannot go back that far: start over
+                        keep = 0
+                        dctx.crop(0, 0)
                     q = np.empty((1, Vd), dtype=np.float32)
                     pending = row.A[keep:]
                     while len(drafts) < K:
@@ -286,8 +290,9 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                     row.cached.extend(drafts[:-1])
                     row.dirty = len(row.A)
                     # 3. Translate into target ids.
+                    # (never more than a sliding-window ring can take back: Context.max_rollback)
                     cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None,
-                                        lookbehind_t)[:room]
+                                        lookbehind_t)[:min(room, tctx.max_rollback)]
             # 4. Verify: the target appends T[target_len:L] + candidates, scores positions L .. L + k.
             k = len(cands)
             logits = np.empty((k + 1, V), dtype=np.float32)

@@ -713,6 +713,14 @@ static PyObject *Context_crop(ContextObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Context_can_crop(ContextObject *self, PyObject *args) {
+    int seq;
+    long long n;
+    if (!PyArg_ParseTuple(args, "iL", &seq, &n)) return NULL;
+    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    return PyBool_FromLong(ha_llama_context_can_crop(self->c, seq, n));
+}
+
 static PyObject *Context_length(ContextObject *self, PyObject *args) {
     int seq;
     if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
@@ -728,7 +736,7 @@ static PyObject *Context_get(ContextObject *self, void *which) {
     if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = ha_llama_context_lm(self->c);
     intptr_t w = (intptr_t)which;
-    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : lm->vocab_size);
+    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size : lm->max_rollback);
 }
 
 static PyMethodDef Context_methods[] = {
@@ -736,6 +744,8 @@ static PyMethodDef Context_methods[] = {
       "append(seq, tokens, want, logits): run tokens (int32) into sequences seq (int32); logits rows for want" },
     { "crop", (PyCFunction)Context_crop, METH_VARARGS, "crop(seq, n): keep the first n positions of sequence seq" },
     { "length", (PyCFunction)Context_length, METH_VARARGS, "length(seq): positions held by sequence seq" },
+    { "can_crop", (PyCFunction)Context_can_crop, METH_VARARGS,
+      "can_crop(seq, n): whether crop(seq, n) would succeed now (sliding-window rings refuse going back too far)" },
     { NULL, NULL, 0, NULL },
 };
 
@@ -743,6 +753,7 @@ static PyGetSetDef Context_getset[] = {
     { "n_seq", (getter)Context_get, NULL, "number of sequences", (void *)0 },
     { "capacity", (getter)Context_get, NULL, "positions per sequence", (void *)1 },
     { "vocab_size", (getter)Context_get, NULL, "logits per token", (void *)2 },
+    { "max_rollback", (getter)Context_get, NULL, "positions a crop can always take back (ha.h: ha_lm.crop)", (void *)3 },
     { NULL, NULL, NULL, NULL, NULL },
 };
 
