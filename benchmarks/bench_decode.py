@@ -25,7 +25,11 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
     process, and our speed over its;
   - int8 and int4 against float: top-1 agreement and relative logit error, on this checkpoint (against
     bfloat16) and on small test checkpoints (against the float64 reference of tests/reference.py).
+  - the model families at real shapes (Qwen3-0.6B, Gemma-3-1B and GPT-2-large in bfloat16, Phi-4-mini in int8:
+    its bfloat16 weights are written to disk, 7.7 GB, and quantized at load), random weights under each family's
+    own tensor names: decode ms/token and the best step against the bandwidth roofline.
 Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dtypes bfloat16,int8,int4] [--no-torch] [--json]
+       [--families qwen3-0.6b,gemma-3-1b,phi-4-mini,gpt2-large] [--families-only]
 """
 
 import argparse
@@ -195,6 +199,108 @@ def run_child(kind, directory, dtype, repeats):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# ---- the model families at real sizes ---------------------------------------------------------------------
+
+# config.json of each family at a real checkpoint's shape (random weights): the published configs' shape and
+# math fields. Phi-4-mini (3.8B) is measured in int8: its float32 weights (15 GB) would not leave this 24 GB
+# machine room, and bfloat16 (7.7 GB) is written to disk once and quantized at load.
+FAMILIES = {
+    "qwen3-0.6b": ("bfloat16", {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024,
+        "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16"}),
+    "gemma-3-1b": ("bfloat16", {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
+        "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
+        "num_key_value_heads": 1, "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 512,
+        "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0,
+        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
+    "phi-4-mini": ("int8", {
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072,
+        "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "partial_rotary_factor": 0.75, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0 + i / 8 for i in range(48)],
+                         "short_factor": [1.0] * 48},
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "sliding_window": 262144, "tie_word_embeddings": True,
+        "hidden_act": "silu", "torch_dtype": "bfloat16"}),
+    "gpt2-large": ("bfloat16", {
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 50257, "n_embd": 1280,
+        "n_layer": 36, "n_head": 20, "n_positions": 1024, "n_inner": None, "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5, "torch_dtype": "bfloat16"}),
+}
+
+
+def write_family_checkpoint(directory, config, seed=0):
+    """config.json + model.safetensors of random bfloat16 weights under the family's own tensor names and
+    stored shapes (the loader's expected_weights), unless already there."""
+    from habana_assist.configuration import LlamaConfig
+    from habana_assist.loading import expected_weights
+    weights_path = os.path.join(directory, "model.safetensors")
+    if os.path.exists(weights_path) and os.path.exists(os.path.join(directory, "config.json")):
+        return
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for spec in expected_weights(LlamaConfig.from_dict(config)):
+        shape = tuple(size for size, _ in spec.dims)
+        tensors[spec.name] = (random_bf16(rng, shape, -6 if spec.is_matrix else -1), "BF16")
+    save_file(tensors, weights_path, metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as fh:
+        json.dump(config, fh, indent=2)
+
+
+def child_family(directory, dtype, repeats):
+    """Decode steps of a family's checkpoint, one token appended at a time to a 16-token cache, with bandwidth
+    readings between them (as child_ours does for the roofline)."""
+    model = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=CACHE_LEN)
+    V = model.vocab_size
+    prompt = np.random.default_rng(1).integers(3, V, size=(1, 16))
+    model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
+    gen = lambda n: model.generate(prompt, max_new_tokens=n)  # noqa: E731
+    decode_s = (timed(lambda: gen(33), repeats) - timed(lambda: gen(1), repeats)) / 32
+    bandwidth, steps = [], []
+    for _ in range(3):
+        cache = model.create_cache(1, CACHE_LEN)
+        model(prompt, past_key_values=cache)
+        ctx, out = cache._ctx, np.empty((1, V), dtype=np.float32)
+        for i in range(24):
+            t0 = time.perf_counter()
+            ctx.append(np.zeros(1, dtype=np.int32), np.array([100 + i], dtype=np.int32), None, out)
+            steps.append(time.perf_counter() - t0)
+        bandwidth.append(ha._core.measure_read_bandwidth(1 << 30, 8))
+    return {"architecture": type(model).__name__, "dtype": model.dtype, "weight_bytes": model.weight_bytes,
+            "decode_s": decode_s, "step_s": min(steps), "bandwidth": bandwidth, "peak_rss": peak_rss_bytes()}
+
+
+def families_table(names, root, repeats):
+    """{name: child_family's figures} for each family, the bandwidth around each run included."""
+    rows = {}
+    for name in names:
+        dtype, config = FAMILIES[name]
+        directory = os.path.join(root, name + "-random-bf16")
+        t0 = time.perf_counter()
+        write_family_checkpoint(directory, config)
+        write_s = time.perf_counter() - t0
+        before = measure_bw()
+        r = run_child("family", directory, dtype, repeats)
+        r["bandwidth"] += [before, measure_bw()]
+        r["write_s"] = write_s
+        rows[name] = r
+    return rows
+
+
+def print_families(rows):
+    print("\n  model families at real shapes (random weights): decode against the bandwidth roofline")
+    print(f"    {'checkpoint':12s} {'architecture':19s} {'dtype':9s} {'weights GB':>10s} {'ms/token':>9s} "
+          f"{'roofline ms':>11s} {'best step / roofline':>21s}")
+    for name, r in rows.items():
+        roof = r["weight_bytes"] / max(r["bandwidth"])
+        print(f"    {name:12s} {r['architecture']:19s} {r['dtype']:9s} {r['weight_bytes'] / 1e9:10.3f} "
+              f"{r['decode_s'] * 1e3:9.1f} {roof * 1e3:11.1f} {roof / r['step_s']:21.3f}")
+
+
 # ---- int8 and int4 accuracy --------------------------------------------------------------------------------
 
 def agreement(got, ref):
@@ -229,11 +335,27 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the best is kept)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer even if torch is installed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
-    ap.add_argument("--child", choices=("ours", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help=f"family checkpoints to measure at real shapes, comma-separated (of {', '.join(FAMILIES)}; "
+                         "'' for none)")
+    ap.add_argument("--families-only", action="store_true", help="measure only the families' table")
+    ap.add_argument("--child", choices=("ours", "torch", "family"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        fn = child_ours if args.child == "ours" else child_torch
+        fn = {"ours": child_ours, "torch": child_torch, "family": child_family}[args.child]
         print(json.dumps(fn(args.dir, args.dtypes, args.repeats)))
+        return
+    families = [f for f in args.families.split(",") if f]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        ap.error(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}")
+    if args.families_only:
+        rows = families_table(families, os.path.dirname(args.dir), args.repeats)
+        if args.json:
+            print(json.dumps(rows))
+        else:
+            print(f"habana_assist decode benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
+            print_families(rows)
         return
 
     t0 = time.perf_counter()
@@ -267,11 +389,12 @@ def main():
     measure_macs()
     mac_rate, mac_rate_q8 = max(macs), max(macs_q8)
     accuracy = [row for d in ("int8", "int4") if d in dtypes for row in integer_accuracy(args.dir, d)]
+    family_rows = families_table(families, os.path.dirname(args.dir), args.repeats)
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
               "mac_rate": mac_rate, "mac_rate_integer_weights": mac_rate_q8, "bandwidth_before": bw_before,
               "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
-              "integer_accuracy": accuracy}
+              "integer_accuracy": accuracy, "families": family_rows}
     if args.json:
         print(json.dumps(report))
         return
@@ -316,6 +439,8 @@ def main():
         print("\n  int8 and int4 against float: top-1 agreement, max |logit error| / max |logit|")
         for name, agree, err in accuracy:
             print(f"    {name:54s} {agree:6.3f}  {err:.4f}")
+    if family_rows:
+        print_families(family_rows)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
+from .configuration import SUPPORTED_ARCHITECTURES
 from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError, UnsupportedModelError
 from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig,
                          ModelOutput)
@@ -642,8 +643,26 @@ def _check_load_arguments(kwargs):
             raise InvalidInputError(f"from_pretrained({name}={value!r}) is not supported: {why}")
 
 
+# One class per supported architecture, named as Transformers names it (Qwen3ForCausalLM, GPT2LMHeadModel...), so
+# that type(model).__name__ and isinstance checks read as they do with Transformers; every one is the decoder above.
+ARCHITECTURE_CLASSES = {"LlamaForCausalLM": LlamaForCausalLM}
+for _name in SUPPORTED_ARCHITECTURES:
+    if _name not in ARCHITECTURE_CLASSES:
+        ARCHITECTURE_CLASSES[_name] = type(_name, (LlamaForCausalLM,), {
+            "__module__": __name__, "__doc__": f"A {_name} checkpoint on the C core (see LlamaForCausalLM)."})
+
+
+def _model_class(config):
+    """The class of config's architecture: the supported one its "architectures" names, else its model_type's."""
+    for name in config.architectures or ():
+        if name in ARCHITECTURE_CLASSES:
+            return ARCHITECTURE_CLASSES[name]
+    by_type = {model_type: name for name, model_type in SUPPORTED_ARCHITECTURES.items()}
+    return ARCHITECTURE_CLASSES[by_type.get(config.family, "LlamaForCausalLM")]
+
+
 class AutoModelForCausalLM:
-    """Transformers-style entry point: from_pretrained(directory) -> LlamaForCausalLM."""
+    """Transformers-style entry point: from_pretrained(directory) -> the checkpoint architecture's class."""
 
     def __init__(self):
         raise TypeError("use AutoModelForCausalLM.from_pretrained(path)")
@@ -699,4 +718,4 @@ class AutoModelForCausalLM:
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
                                      repack)
-        return LlamaForCausalLM(checkpoint, max_cache_len, blas_prefill)
+        return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
