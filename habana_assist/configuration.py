@@ -1,56 +1,139 @@
-"""The model configuration of the Llama family (Llama, Mistral, Qwen2), read from a checkpoint's config.json.
+"""The model configuration of every supported family, read from a checkpoint's config.json.
 
-Field names and defaults are Transformers' (LlamaConfig, MistralConfig, Qwen2Config); every other key of
-config.json is kept as an attribute, as Transformers does. Validation splits two ways:
-UnsupportedModelError for a valid model this package does not implement (another architecture, activation or
-RoPE scaling), CheckpointError for a config.json that cannot describe any model (missing shape fields,
-non-positive sizes, heads that do not divide).
+One config class (PretrainedConfig; LlamaConfig and AutoConfig are the same class) for the nine families of
+SUPPORTED_ARCHITECTURES. Field names and defaults are Transformers' per model_type (LlamaConfig,
+MistralConfig, Qwen2Config, Qwen3Config, Phi3Config, Gemma2Config, Gemma3TextConfig, SmolLM3Config,
+GPT2Config); every other key of config.json is kept as an attribute, as Transformers does. GPT-2's own names
+(n_embd, n_layer, n_head, n_positions, n_inner) are what it stores; hidden_size, num_hidden_layers,
+num_attention_heads, max_position_embeddings, intermediate_size, num_key_value_heads and head_dim read
+through to them, as GPT2Config's attribute_map does.
+
+Validation splits two ways: UnsupportedModelError for a valid model this package does not implement
+(another architecture, a mixture of experts, an activation or a RoPE scaling the core does not compute),
+CheckpointError for a config.json that cannot describe any model (missing shape fields, non-positive sizes,
+heads that do not divide, an odd rotary dimension, layer lists of the wrong length). Each message names the
+field.
+
+What the core computes from a config: core_config(dtype) (the model-level dict of _core.Model, see
+csrc/ha.h) and layer_settings() (each layer's window, rotary table and attention scale). Where Transformers
+versions differ, the newest semantics are followed:
+- longrope (Phi-3): rope_scaling's "factor" when given, else max_position_embeddings /
+  original_max_position_embeddings; the short table below original_max_position_embeddings, the long one
+  from it on, decided per token (the core's rope_long_from). Transformers decides per forward pass (the long
+  table for every token once max position + 1 > original_max_position_embeddings), which gives the same
+  result for each token decoded one at a time, and keeps this forward batch-invariant.
+- SmolLM3 without layer_types: with use_sliding_window, the layers without rotary slide (Transformers'
+  SmolLM3Config), not Qwen2's i >= max_window_layers rule.
+- rope_parameters (Transformers >= 5) is read as rope_theta plus rope_scaling; Gemma 3's per-layer-type form
+  ({"full_attention": ..., "sliding_attention": ...}) as rope_theta/rope_scaling and rope_local_base_freq.
 """
 
 import copy
 import json
 import math
 import os
+from collections import namedtuple
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointNotFoundError, UnsupportedModelError
+from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError
+from .safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
 
-__all__ = ["LlamaConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES", "SUPPORTED_ROPE_TYPES"]
+__all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
+           "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]
 
 CONFIG_NAME = "config.json"
 SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2"}
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3",
+                           "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+                           "SmolLM3ForCausalLM": "smollm3", "GPT2LMHeadModel": "gpt2"}
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
+# Transformers' ACT2FN name -> the core's activation (csrc/ha.h, ha_act). gelu_new, gelu_fast and
+# gelu_pytorch_tanh are the same function: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+SUPPORTED_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                         "gelu_fast": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+_OTHER_LAYER_TYPES = ("chunked_attention", "linear_attention")  # valid in Transformers, not computed here
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-
-# The shape of the weights: no default, since a default would describe some other model.
-_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-
-# Transformers' defaults per model_type, for the fields not required above.
-_COMMON_DEFAULTS = {
-    "num_key_value_heads": None,  # None -> num_attention_heads
-    "head_dim": None,             # None -> hidden_size // num_attention_heads
-    "hidden_act": "silu",
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
-    "rope_scaling": None,
-    "tie_word_embeddings": False,
-    "attention_bias": False,
-    "mlp_bias": False,
-    "sliding_window": None,
-    "pad_token_id": None,
-    "torch_dtype": None,
-}
-_DEFAULTS = {
-    "llama": {**_COMMON_DEFAULTS, "max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2},
-    "mistral": {**_COMMON_DEFAULTS, "max_position_embeddings": 4096 * 32, "bos_token_id": 1, "eos_token_id": 2,
-                "num_key_value_heads": 8, "sliding_window": 4096},
-    "qwen2": {**_COMMON_DEFAULTS, "max_position_embeddings": 32768, "bos_token_id": None,
-              "eos_token_id": None, "num_key_value_heads": 32, "sliding_window": 4096,
-              "use_sliding_window": False, "max_window_layers": 28},
-}
 _FIX = "use the config.json that was saved with this checkpoint"
+
+# How each family differs, in one table. Fields:
+#   required: shape fields with no default (a default would describe some other model)
+#   defaults: Transformers' defaults of the fields read here (head_dim None: hidden_size // num_attention_heads)
+#   norm: the core's norm kind; eps: the field holding its epsilon; act: the field naming the activation
+#   attention_bias: "qkv" (always q, k, v biases), "field" (q, k, v, o biases iff attention_bias), None (none)
+#   mlp_bias: whether mlp_bias adds biases to gate/up/down; qk_norm: per-head q_norm/k_norm
+#   windows: which layers slide: "all" (every layer when sliding_window is set), "from_layer" (layer_types,
+#     else i >= max_window_layers, when use_sliding_window), "nope" (layer_types, else the layers without
+#     rotary, when use_sliding_window), "alternate" (layer_types, else even layers), "pattern" (layer_types,
+#     else (i + 1) % sliding_window_pattern != 0), None (none)
+Family = namedtuple("Family", "architecture required defaults norm eps act attention_bias mlp_bias qk_norm windows")
+
+_SHAPE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+_LLAMA_LIKE = {"num_key_value_heads": None, "head_dim": None, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+               "rope_theta": 10000.0, "rope_scaling": None, "tie_word_embeddings": False, "attention_bias": False,
+               "mlp_bias": False, "sliding_window": None, "pad_token_id": None, "torch_dtype": None}
+_GEMMA = {"num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+          "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": True,
+          "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096, "layer_types": None,
+          "torch_dtype": None}
+_FAMILIES = {
+    "llama": Family("LlamaForCausalLM", _SHAPE,
+                    {**_LLAMA_LIKE, "max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2},
+                    "rms", "rms_norm_eps", "hidden_act", "field", True, False, None),
+    "mistral": Family("MistralForCausalLM", _SHAPE,
+                      {**_LLAMA_LIKE, "max_position_embeddings": 4096 * 32, "bos_token_id": 1, "eos_token_id": 2,
+                       "num_key_value_heads": 8, "sliding_window": 4096},
+                      "rms", "rms_norm_eps", "hidden_act", None, False, False, "all"),
+    "qwen2": Family("Qwen2ForCausalLM", _SHAPE,
+                    {**_LLAMA_LIKE, "max_position_embeddings": 32768, "bos_token_id": None, "eos_token_id": None,
+                     "num_key_value_heads": 32, "sliding_window": 4096, "use_sliding_window": False,
+                     "max_window_layers": 28, "layer_types": None},
+                    "rms", "rms_norm_eps", "hidden_act", "qkv", False, False, "from_layer"),
+    "qwen3": Family("Qwen3ForCausalLM", _SHAPE,
+                    {**_LLAMA_LIKE, "max_position_embeddings": 32768, "bos_token_id": None, "eos_token_id": None,
+                     "num_key_value_heads": 32, "head_dim": 128, "sliding_window": 4096,
+                     "use_sliding_window": False, "max_window_layers": 28, "layer_types": None},
+                    "rms", "rms_norm_eps", "hidden_act", "field", False, True, "from_layer"),
+    "phi3": Family("Phi3ForCausalLM", _SHAPE,
+                   {**_LLAMA_LIKE, "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+                    "rms_norm_eps": 1e-5, "partial_rotary_factor": 1.0, "bos_token_id": 1, "eos_token_id": 32000,
+                    "pad_token_id": 32000},
+                   "rms", "rms_norm_eps", "hidden_act", None, False, False, "all"),
+    "gemma2": Family("Gemma2ForCausalLM", _SHAPE,
+                     {**_GEMMA, "max_position_embeddings": 8192, "rope_theta": 10000.0, "rope_scaling": None,
+                      "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
+                      "use_bidirectional_attention": None},
+                     "rms_one_plus", "rms_norm_eps", "hidden_activation", "field", False, False, "alternate"),
+    "gemma3_text": Family("Gemma3ForCausalLM", _SHAPE,
+                          {**_GEMMA, "max_position_embeddings": 131072, "rope_theta": 1000000.0, "rope_scaling": None,
+                           "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+                           "final_logit_softcapping": None, "attn_logit_softcapping": None,
+                           "use_bidirectional_attention": False},
+                          "rms_one_plus", "rms_norm_eps", "hidden_activation", "field", False, True, "pattern"),
+    "smollm3": Family("SmolLM3ForCausalLM", _SHAPE,
+                      {**_LLAMA_LIKE, "max_position_embeddings": 32768, "num_key_value_heads": 4,
+                       "rope_theta": 2000000.0, "pad_token_id": 128004, "bos_token_id": 128000,
+                       "eos_token_id": 128001, "use_sliding_window": False, "no_rope_layers": None,
+                       "no_rope_layer_interval": 4, "layer_types": None, "tie_word_embeddings": True},
+                      "rms", "rms_norm_eps", "hidden_act", "field", True, False, "nope"),
+    "gpt2": Family("GPT2LMHeadModel", ("vocab_size", "n_embd", "n_layer", "n_head"),
+                   {"n_positions": 1024, "n_inner": None, "activation_function": "gelu_new",
+                    "layer_norm_epsilon": 1e-5, "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
+                    "reorder_and_upcast_attn": False, "bos_token_id": 50256, "eos_token_id": 50256,
+                    "pad_token_id": None, "tie_word_embeddings": True, "torch_dtype": None},
+                   "layer", "layer_norm_epsilon", "activation_function", None, False, False, None),
+}
+# GPT2Config's attribute_map: the generic name -> the field GPT-2 stores.
+_GPT2_ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+                 "max_position_embeddings": "n_positions"}
+
+# Mixture-of-experts: model types and config keys that say so (a dense family's forward would be wrong).
+_MOE_MODEL_TYPES = ("mixtral", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "gpt_oss", "arctic", "llama4",
+                    "llama4_text", "minimax", "jetmoe")
+_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
+             "num_shared_experts")
 
 # Transformers' PretrainedConfig attributes a script may read though config.json rarely holds them.
 _PRETRAINED_DEFAULTS = {"is_encoder_decoder": False, "is_decoder": False, "use_cache": True, "return_dict": True,
@@ -73,110 +156,243 @@ def _is_number(x):
         return False
 
 
+def _is_size(x):
+    """A positive int the core can take as int64."""
+    return _is_int(x) and 0 < x < 2**63
+
+
 def _bad(field, value, problem):
-    return CheckpointError(f"config.json: field {field!r} is {value!r}: {problem}; {_FIX}")
+    return CheckpointError(f"config.json: field {field!r} is {_short(value)}: {problem}; {_FIX}")
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _supported_list():
+    return ", ".join(f"{a} (model_type {t!r})" for a, t in SUPPORTED_ARCHITECTURES.items())
+
+
+def _is_moe_name(name):
+    lowered = name.lower()
+    return "moe" in lowered or "mixtral" in lowered or lowered in _MOE_MODEL_TYPES
 
 
 def _family(d):
-    """-> "llama" | "mistral" | "qwen2" from "architectures", else from "model_type"."""
-    supported = ", ".join(SUPPORTED_ARCHITECTURES)
+    """-> the model_type of a supported family, from "architectures", else from "model_type"."""
     architectures = d.get("architectures")
+    model_type = d.get("model_type")
     if architectures is not None:
         if not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
             raise _bad("architectures", architectures, "expected a list of class names")
         found = [a for a in architectures if a in SUPPORTED_ARCHITECTURES]
-        if len(found) != 1:
+        if len(found) == 1:
+            return SUPPORTED_ARCHITECTURES[found[0]]
+        moe = [a for a in architectures if _is_moe_name(a)]
+        if moe and not found:
             raise UnsupportedModelError(
-                f"config.json: architectures {architectures} "
-                f"{'names several' if found else 'names none'} of the supported architectures ({supported}); "
-                "this package runs exactly one of those per checkpoint")
-        return SUPPORTED_ARCHITECTURES[found[0]]
-    model_type = d.get("model_type")
-    if isinstance(model_type, str) and model_type in _DEFAULTS:  # a list or object would not hash
-        return model_type
-    raise UnsupportedModelError(
-        f"config.json: no 'architectures' and model_type {model_type!r}; supported: architectures {supported} "
-        f"or model_type {', '.join(_DEFAULTS)}")
-
-
-def _check_rope_scaling(rope_scaling):
-    """-> the rope type ("default", "linear" or "llama3"); validates its parameters."""
-    if rope_scaling is None:
-        return "default"
-    if not isinstance(rope_scaling, dict):
-        raise _bad("rope_scaling", rope_scaling, "expected null or an object")
-    rope_type = rope_scaling.get("rope_type", rope_scaling.get("type"))
-    if rope_type is None:
-        raise _bad("rope_scaling", rope_scaling, "it has neither 'rope_type' nor 'type'")
-    if rope_type not in SUPPORTED_ROPE_TYPES:
+                f"config.json: architectures {architectures} name a mixture-of-experts model ({moe[0]}), which "
+                f"is not supported; supported (dense models): {_supported_list()}")
         raise UnsupportedModelError(
-            f"config.json: rope_scaling type {rope_type!r} is not supported (supported: "
-            f"{', '.join(SUPPORTED_ROPE_TYPES)}); use a checkpoint whose rope_scaling is one of those, or null")
-    needed = {"default": (), "linear": ("factor",), "llama3": _LLAMA3_KEYS}[rope_type]
+            f"config.json: architectures {_short(architectures)} "
+            f"{'names several' if found else 'names none'} of the supported architectures; this package runs "
+            f"exactly one of {_supported_list()}")
+    if isinstance(model_type, str) and model_type in _FAMILIES:  # a list or object would not hash
+        return model_type
+    if isinstance(model_type, str) and _is_moe_name(model_type):
+        raise UnsupportedModelError(
+            f"config.json: model_type {model_type!r} is a mixture-of-experts model, which is not supported; "
+            f"supported (dense models): {_supported_list()}")
+    raise UnsupportedModelError(
+        f"config.json: no 'architectures' and model_type {_short(model_type)} is not supported; supported: "
+        f"{_supported_list()}")
+
+
+def _check_moe(d):
+    """UnsupportedModelError if config.json describes a mixture of experts under a dense family's name."""
+    for key, value in d.items():
+        if not (key in _MOE_KEYS or key.startswith("moe_")):
+            continue
+        if value is True or (_is_number(value) and value > 0):
+            raise UnsupportedModelError(
+                f"config.json: {key!r} is {_short(value)}: a mixture-of-experts model, which is not supported "
+                "(only dense models are); use the dense checkpoint of this family")
+
+
+def _rope_type(scaling, family, field="rope_scaling"):
+    """rope_scaling (or None) -> "default" | "linear" | "llama3" | "longrope"; validates its scalar parameters
+    (longrope's factor lists are checked where the rotary dimension is known: _longrope)."""
+    if scaling is None:
+        return "default"
+    if not isinstance(scaling, dict):
+        raise _bad(field, scaling, "expected null or an object")
+    rope_type = scaling.get("rope_type", scaling.get("type"))
+    if rope_type is None:
+        raise _bad(field, scaling, "it has neither 'rope_type' nor 'type'")
+    if family == "phi3" and rope_type in ("su", "yarn"):  # Phi3Config's names of longrope in older checkpoints
+        rope_type = "longrope"
+    if not isinstance(rope_type, str) or rope_type not in SUPPORTED_ROPE_TYPES:
+        raise UnsupportedModelError(
+            f"config.json: {field} type {_short(rope_type)} is not supported (supported: "
+            f"{', '.join(SUPPORTED_ROPE_TYPES)}); use a checkpoint whose {field} is one of those, or null")
+    if family == "phi3" and rope_type not in ("default", "longrope"):
+        raise _bad(field, scaling, f"Phi-3 takes rope type 'default' or 'longrope', not {rope_type!r}")
+    if family == "gemma3_text" and rope_type == "longrope":
+        raise UnsupportedModelError(f"config.json: {field} type 'longrope' is not supported for Gemma 3 (its "
+                                    "sliding layers have their own rotary); supported there: default, linear, llama3")
+    needed = {"default": (), "linear": ("factor",), "llama3": _LLAMA3_KEYS, "longrope": ()}[rope_type]
     for key in needed:
-        if not (_is_number(rope_scaling.get(key)) and rope_scaling[key] > 0):
-            raise _bad("rope_scaling", rope_scaling,
-                       f"rope type {rope_type!r} needs a positive number {key!r}")
-    if rope_type == "llama3" and not rope_scaling["high_freq_factor"] > rope_scaling["low_freq_factor"]:
-        raise _bad("rope_scaling", rope_scaling, "llama3 needs high_freq_factor > low_freq_factor")
+        if not (_is_number(scaling.get(key)) and scaling[key] > 0):
+            raise _bad(field, scaling, f"rope type {rope_type!r} needs a positive number {key!r}")
+    if rope_type == "llama3" and not scaling["high_freq_factor"] > scaling["low_freq_factor"]:
+        raise _bad(field, scaling, "llama3 needs high_freq_factor > low_freq_factor")
+    if rope_type == "llama3" and not _is_size(scaling["original_max_position_embeddings"]):
+        raise _bad(field, scaling, "llama3 needs original_max_position_embeddings, a positive integer")
+    if rope_type == "longrope":
+        for key in ("factor", "attention_factor"):
+            if scaling.get(key) is not None and not (_is_number(scaling[key]) and scaling[key] > 0):
+                raise _bad(field, scaling, f"longrope's {key!r} must be a positive number or absent")
+        original = scaling.get("original_max_position_embeddings")
+        if original is not None and not _is_size(original):
+            raise _bad(field, scaling, "longrope's 'original_max_position_embeddings' must be a positive integer")
     return rope_type
 
 
-class LlamaConfig:
-    """Hyperparameters of a Llama, Mistral or Qwen2 causal LM; attributes are config.json's keys.
+def _base_inv_freq(theta, dim):
+    """Transformers' default rope: 1 / theta ** (2i / dim), i < dim / 2, in float64 (dim,)/2."""
+    return 1.0 / float(theta) ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
 
-    Derived: qkv_bias (q/k/v projections have biases), o_bias (o_proj has a bias), rope_type.
+
+def _llama3(inv_freq, s):
+    """Transformers' _compute_llama3_parameters on a float64 table."""
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_context_len = s["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context_len / low, old_context_len / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return np.where(is_medium, smoothed, scaled)
+
+
+def _factor_table(scaling, key, n):
+    """longrope's short_factor / long_factor -> float64 (n,), checked."""
+    values = scaling.get(key)
+    if not (isinstance(values, list) and all(_is_number(v) and v > 0 for v in values)):
+        raise _bad("rope_scaling", scaling, f"longrope's {key!r} must be a list of positive numbers")
+    if len(values) != n:
+        raise _bad("rope_scaling", scaling, f"longrope's {key!r} has {len(values)} values but the rotary dimension "
+                   f"{2 * n} needs {n} (rotary dimension / 2)")
+    return np.array(values, dtype=np.float64)
+
+
+# A rotary variant as the core takes it: inv_freq (rope_dim/2,) float64, inv_freq_long (or None) for positions
+# >= long_from, scale multiplying cos and sin.
+Rope = namedtuple("Rope", "inv_freq inv_freq_long long_from scale")
+
+
+class PretrainedConfig:
+    """Hyperparameters of a causal LM of a supported family; attributes are config.json's keys (Transformers'
+    defaults filled in). LlamaConfig and AutoConfig name this same class.
+
+    Derived: family (the model_type), rope_type, rope_dim, activation (the core's name), qkv_bias (q/k/v
+    projections have biases), o_bias (o_proj has one), mlp_biases (gate/up/down have them), qk_norm.
     """
 
     def __init__(self, /, **kwargs):
-        methods = sorted(k for k in kwargs if hasattr(LlamaConfig, k) and not isinstance(getattr(LlamaConfig, k),
-                                                                                        property))
+        methods = sorted(k for k in kwargs if hasattr(PretrainedConfig, k)
+                         and not isinstance(getattr(PretrainedConfig, k), property))
         if methods:  # data in place of _validate, to_dict... would break every later call
-            raise CheckpointError(f"config.json: key(s) {methods} name LlamaConfig methods or attributes, not config "
+            raise CheckpointError(f"config.json: key(s) {methods} name config methods or attributes, not config "
                                   f"fields; {_FIX}")
         d = copy.deepcopy(kwargs)
         family = _family(d)
-        missing = [k for k in _REQUIRED if k not in d]
+        _check_moe(d)
+        spec = _FAMILIES[family]
+        if family == "gpt2":
+            for alias, name in _GPT2_ALIASES.items():  # GPT2Config(hidden_size=...) sets n_embd
+                if alias in d:
+                    value = d.pop(alias)
+                    if name in d and d[name] != value:
+                        raise _bad(alias, value, f"it disagrees with {name}={_short(d[name])} (GPT-2 stores {name})")
+                    d[name] = value
+        missing = [k for k in spec.required if k not in d]
         if missing:
             raise CheckpointError(f"config.json: required field(s) {', '.join(missing)} missing; {_FIX}")
-        for key, value in _DEFAULTS[family].items():
+        for key, value in spec.defaults.items():
             d.setdefault(key, value)
         d.setdefault("model_type", family)
         d.setdefault("architectures", None)
         if "torch_dtype" not in kwargs and "dtype" in d:  # Transformers >= 5 writes "dtype"
             d["torch_dtype"] = d["dtype"]
-        rope_parameters = d.get("rope_parameters")  # Transformers >= 5 folds theta and scaling in here
-        if isinstance(rope_parameters, dict):
-            if "rope_theta" not in kwargs and "rope_theta" in rope_parameters:
-                d["rope_theta"] = rope_parameters["rope_theta"]
-            if kwargs.get("rope_scaling") is None and rope_parameters.get("rope_type", "default") != "default":
-                d["rope_scaling"] = rope_parameters
-        if d["num_key_value_heads"] is None:
-            d["num_key_value_heads"] = d["num_attention_heads"]
-        if family == "qwen2" and not d["use_sliding_window"]:
-            d["sliding_window"] = None  # as Qwen2Config: the window only exists when switched on
+        if family != "gpt2":
+            self._read_rope_parameters(d, kwargs)
+            if d["num_key_value_heads"] is None:
+                d["num_key_value_heads"] = d["num_attention_heads"]
+        if family in ("qwen2", "qwen3") and not d["use_sliding_window"]:
+            d["sliding_window"] = None  # as Qwen2Config/Qwen3Config: the window only exists when switched on
         self.__dict__.update(d)
         self._validate(family)
-        if self.head_dim is None:
+        if family != "gpt2" and self.head_dim is None:
             self.head_dim = self.hidden_size // self.num_attention_heads
 
+    @staticmethod
+    def _read_rope_parameters(d, kwargs):
+        """Transformers >= 5 folds rope_theta, rope_scaling and partial_rotary_factor into rope_parameters, per
+        layer type for Gemma 3: copy them out where config.json does not set them itself."""
+        rope_parameters = d.get("rope_parameters")
+        if not isinstance(rope_parameters, dict) or not rope_parameters:
+            return
+        nested = set(rope_parameters) <= set(_LAYER_TYPES)
+        full = rope_parameters.get("full_attention") if nested else rope_parameters
+        if isinstance(full, dict):
+            if "rope_theta" not in kwargs and "rope_theta" in full:
+                d["rope_theta"] = full["rope_theta"]
+            if "partial_rotary_factor" not in kwargs and "partial_rotary_factor" in full:
+                d["partial_rotary_factor"] = full["partial_rotary_factor"]
+            if kwargs.get("rope_scaling") is None and full.get("rope_type", full.get("type", "default")) != "default":
+                d["rope_scaling"] = full
+        local = rope_parameters.get("sliding_attention") if nested else None
+        if isinstance(local, dict):
+            if "rope_local_base_freq" not in kwargs and "rope_theta" in local:
+                d["rope_local_base_freq"] = local["rope_theta"]
+            if local.get("rope_type", local.get("type", "default")) != "default":
+                raise UnsupportedModelError(
+                    f"config.json: rope_parameters['sliding_attention'] has rope type "
+                    f"{_short(local.get('rope_type', local.get('type')))}; only 'default' is supported for the "
+                    "sliding layers' rotary")
+
+    # ---- validation ----------------------------------------------------------------------------------------
+
     def _validate(self, family):
-        for key in _REQUIRED + ("num_key_value_heads", "max_position_embeddings"):
+        spec = _FAMILIES[family]
+        gpt2 = family == "gpt2"
+        sizes = spec.required + (("n_positions",) if gpt2 else ("num_key_value_heads", "max_position_embeddings"))
+        for key in sizes:
             value = getattr(self, key)
-            if not (_is_int(value) and 0 < value < 2**63):  # the core takes sizes as int64
+            if not _is_size(value):  # the core takes sizes as int64
                 raise _bad(key, value, "expected a positive integer (below 2**63)")
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise _bad("num_key_value_heads", self.num_key_value_heads,
-                       f"it must divide num_attention_heads ({self.num_attention_heads})")
-        head_dim = self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
-        if not (_is_int(head_dim) and head_dim > 0 and head_dim % 2 == 0):
-            raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
-                       head_dim, "rotary embeddings need a positive even head dimension")
-        for key in ("rms_norm_eps", "rope_theta"):
-            value = getattr(self, key)
-            if not (_is_number(value) and value > 0):
-                raise _bad(key, value, "expected a positive number")
-        for key in ("tie_word_embeddings", "attention_bias", "mlp_bias"):
+        if gpt2:
+            if self.n_inner is not None and not _is_size(self.n_inner):
+                raise _bad("n_inner", self.n_inner, "expected a positive integer (below 2**63) or null (4 * n_embd)")
+            if self.n_embd % self.n_head:
+                raise _bad("n_embd", self.n_embd, f"it must be a multiple of n_head ({self.n_head})")
+        else:
+            if self.num_attention_heads % self.num_key_value_heads:
+                raise _bad("num_key_value_heads", self.num_key_value_heads,
+                           f"it must divide num_attention_heads ({self.num_attention_heads})")
+            head_dim = self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
+            if not _is_size(head_dim):
+                raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
+                           head_dim, "expected a positive integer")
+        eps = getattr(self, spec.eps)
+        if not (_is_number(eps) and eps > 0):
+            raise _bad(spec.eps, eps, "expected a positive number")
+        bools = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "scale_attn_weights",
+                 "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
+        for key in (k for k in bools if k in spec.defaults):
             if not isinstance(getattr(self, key), bool):
                 raise _bad(key, getattr(self, key), "expected true or false")
         for key in ("bos_token_id", "pad_token_id"):
@@ -186,21 +402,86 @@ class LlamaConfig:
         eos = self.eos_token_id
         if not (eos is None or _is_int(eos) or (isinstance(eos, list) and all(_is_int(e) for e in eos))):
             raise _bad("eos_token_id", eos, "expected an integer, a list of integers or null")
-        if self.sliding_window is not None and not (_is_int(self.sliding_window) and 0 < self.sliding_window < 2**63):
-            raise _bad("sliding_window", self.sliding_window, "expected a positive integer (below 2**63) or null")
-        if self.hidden_act != "silu":
+        act = getattr(self, spec.act)
+        if not isinstance(act, str) or act not in SUPPORTED_ACTIVATIONS:
             raise UnsupportedModelError(
-                f"config.json: hidden_act {self.hidden_act!r} is not supported (supported: 'silu', the SwiGLU "
-                "MLP of Llama, Mistral and Qwen2); this checkpoint is not a Llama-family model")
-        if family == "qwen2" and self.use_sliding_window is not False:
-            raise UnsupportedModelError(
-                f"config.json: use_sliding_window {self.use_sliding_window!r} is not supported for Qwen2 "
-                "(supported: false, full attention in every layer)")
+                f"config.json: {spec.act} {_short(act)} is not supported (supported: "
+                f"{', '.join(repr(a) for a in SUPPORTED_ACTIVATIONS)}); the core computes those activations only")
+        if gpt2:
+            return
+        self._validate_attention(family)
+        self._validate_rotary(family)
+
+    def _validate_attention(self, family):
+        """Windows, layer lists, Gemma's attention scale and softcaps."""
+        spec = _FAMILIES[family]
+        n = self.num_hidden_layers
+        if spec.windows is not None or family == "llama":
+            window = self.sliding_window
+            if window is not None and not _is_size(window):
+                raise _bad("sliding_window", window, "expected a positive integer (below 2**63) or null")
+        if (spec.windows == "from_layer" and self.use_sliding_window and self.layer_types is None
+                and not (_is_int(self.max_window_layers) and self.max_window_layers >= 0)):
+            raise _bad("max_window_layers", self.max_window_layers, "expected a non-negative integer")
+        if spec.windows in ("from_layer", "nope", "alternate", "pattern") and self.layer_types is not None:
+            types = self.layer_types
+            if not isinstance(types, list) or len(types) != n:
+                raise _bad("layer_types", types, f"expected a list of num_hidden_layers={n} layer types")
+            for t in types:
+                if isinstance(t, str) and t in _OTHER_LAYER_TYPES:
+                    raise UnsupportedModelError(f"config.json: layer_types holds {t!r}, which is not supported "
+                                                f"(supported: {', '.join(_LAYER_TYPES)})")
+                if not (isinstance(t, str) and t in _LAYER_TYPES):
+                    raise _bad("layer_types", types, f"{_short(t)} is not a layer type (expected "
+                               f"{' or '.join(repr(x) for x in _LAYER_TYPES)})")
+        if family == "smollm3":
+            if self.no_rope_layers is None and not _is_size(self.no_rope_layer_interval):
+                raise _bad("no_rope_layer_interval", self.no_rope_layer_interval, "expected a positive integer")
+            flags = self.no_rope_layers
+            if flags is not None and not (isinstance(flags, list) and len(flags) >= n
+                                          and all(isinstance(v, (int, bool)) and v in (0, 1) for v in flags)):
+                raise _bad("no_rope_layers", flags, f"expected a list of at least num_hidden_layers={n} values, each "
+                           "1 (the layer has rotary) or 0 (it has none)")
+        if family == "gemma3_text" and not _is_size(self.sliding_window_pattern):
+            raise _bad("sliding_window_pattern", self.sliding_window_pattern, "expected a positive integer")
+        if spec.norm == "rms_one_plus":
+            if not (_is_number(self.query_pre_attn_scalar) and self.query_pre_attn_scalar > 0):
+                raise _bad("query_pre_attn_scalar", self.query_pre_attn_scalar, "expected a positive number")
+            for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+                value = getattr(self, key)
+                if value is not None and not (_is_number(value) and value > 0):
+                    raise _bad(key, value, "expected a positive number, or null for no soft-capping")
+            if self.use_bidirectional_attention not in (None, False):
+                raise UnsupportedModelError(
+                    f"config.json: use_bidirectional_attention {_short(self.use_bidirectional_attention)} is not "
+                    "supported (a causal language model only; supported: false or null)")
+
+    def _validate_rotary(self, family):
+        for key in ("rope_theta",) + (("rope_local_base_freq",) if family == "gemma3_text" else ()):
+            value = getattr(self, key)
+            if not (_is_number(value) and value > 0):
+                raise _bad(key, value, "expected a positive number")
         partial = getattr(self, "partial_rotary_factor", 1.0)
-        if partial not in (None, 1, 1.0):
-            raise UnsupportedModelError(f"config.json: partial_rotary_factor {partial!r} is not supported "
-                                        "(supported: 1.0, rotary embedding over the whole head)")
-        _check_rope_scaling(self.rope_scaling)
+        head_dim = self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
+        if family == "phi3":
+            if not (_is_number(partial) and 0 < partial <= 1):
+                raise _bad("partial_rotary_factor", partial, "expected a number in (0, 1]")
+            rope_dim = int(head_dim * partial)
+            if rope_dim <= 0 or rope_dim % 2:
+                raise _bad("partial_rotary_factor", partial,
+                           f"the rotary dimension int(head_dim={head_dim} * {partial}) = {rope_dim} must be even and "
+                           "positive")
+        elif partial not in (None, 1, 1.0):
+            raise UnsupportedModelError(f"config.json: partial_rotary_factor {_short(partial)} is not supported for "
+                                        f"{family} (supported: 1.0, rotary embedding over the whole head; partial "
+                                        "rotary: Phi-3)")
+        elif head_dim % 2 and any(s["rope"] != "none" for s in self._plan()):
+            raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
+                       head_dim, "rotary embeddings need a positive even head dimension")
+        _rope_type(self.rope_scaling, family)
+        self._global_rope(head_dim)  # longrope's tables and lengths
+
+    # ---- construction ---------------------------------------------------------------------------------------
 
     @classmethod
     def from_dict(cls, config_dict):
@@ -225,52 +506,221 @@ class LlamaConfig:
             raise CheckpointError(f"{path}: not valid UTF-8 JSON ({e}); fix or re-download config.json") from None
         return cls.from_dict(config_dict)
 
+    # ---- derived values -------------------------------------------------------------------------------------
+
     @property
     def family(self):
-        """"llama" | "mistral" | "qwen2": which architecture's layer layout the weights follow."""
+        """The model_type of the family whose layer layout the weights follow ("llama", ..., "gpt2")."""
         return _family(self.__dict__)
 
     @property
     def rope_type(self):
-        """"default" | "linear" | "llama3", from rope_scaling."""
-        return _check_rope_scaling(self.rope_scaling)
+        """"default" | "linear" | "llama3" | "longrope", from rope_scaling; None for GPT-2 (learned positions)."""
+        family = self.family
+        return None if family == "gpt2" else _rope_type(self.rope_scaling, family)
+
+    @property
+    def rope_dim(self):
+        """Rotary dimensions of each head: head_dim, int(head_dim * partial_rotary_factor) for Phi-3, 0 for GPT-2."""
+        family = self.family
+        if family == "gpt2":
+            return 0
+        return int(self.head_dim * self.partial_rotary_factor) if family == "phi3" else self.head_dim
+
+    @property
+    def activation(self):
+        """The core's activation ("silu" | "gelu_tanh" | "gelu" | "relu")."""
+        return SUPPORTED_ACTIVATIONS[getattr(self, _FAMILIES[self.family].act)]
 
     @property
     def qkv_bias(self):
-        """Whether q_proj, k_proj and v_proj have biases (always for Qwen2)."""
-        return True if self.family == "qwen2" else self.attention_bias
+        """Whether q, k and v have biases (always for Qwen2; with attention_bias for Llama, Qwen3, Gemma, SmolLM3;
+        GPT-2's fused c_attn always has one)."""
+        rule = _FAMILIES[self.family].attention_bias
+        return rule == "qkv" or (rule == "field" and self.attention_bias) or self.family == "gpt2"
 
     @property
     def o_bias(self):
-        """Whether o_proj has a bias (never for Qwen2)."""
-        return False if self.family == "qwen2" else self.attention_bias
+        """Whether the attention output projection has a bias (never for Qwen2, Mistral, Phi-3; always GPT-2)."""
+        rule = _FAMILIES[self.family].attention_bias
+        return (rule == "field" and self.attention_bias) or self.family == "gpt2"
+
+    @property
+    def mlp_biases(self):
+        """Whether the MLP's projections have biases (mlp_bias for Llama and SmolLM3; always for GPT-2)."""
+        family = self.family
+        return family == "gpt2" or (_FAMILIES[family].mlp_bias and self.mlp_bias)
+
+    @property
+    def qk_norm(self):
+        """Whether attention has per-head q_norm and k_norm (Qwen3, Gemma 3)."""
+        return _FAMILIES[self.family].qk_norm
 
     def to_dict(self):
         """A deep copy of every config.json field (derived values excluded): from_dict(to_dict()) == self."""
         return copy.deepcopy(self.__dict__)
 
     def rope_inv_freq(self):
-        """Rotary inverse frequencies, np.float64 (head_dim // 2,), with rope_scaling applied as Transformers."""
-        exponents = np.arange(0, self.head_dim, 2, dtype=np.float64) / self.head_dim
-        inv_freq = 1.0 / float(self.rope_theta) ** exponents
-        if self.rope_type == "linear":
-            inv_freq = inv_freq / self.rope_scaling["factor"]
-        elif self.rope_type == "llama3":  # Transformers' _compute_llama3_parameters
-            s = self.rope_scaling
-            factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
-            old_context_len = s["original_max_position_embeddings"]
-            low_freq_wavelen, high_freq_wavelen = old_context_len / low, old_context_len / high
-            wavelen = 2 * math.pi / inv_freq
-            scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-            smooth = (old_context_len / wavelen - low) / (high - low)
-            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-            is_medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
-            inv_freq = np.where(is_medium, smoothed, scaled)
-        return inv_freq
+        """Rotary inverse frequencies of the (global) layers, np.float64 (rope_dim // 2,), with rope_scaling
+        applied as Transformers (longrope: the short table); None for GPT-2."""
+        if self.family == "gpt2":
+            return None
+        return self._global_rope(self.head_dim).inv_freq
+
+    def _global_rope(self, head_dim):
+        """-> Rope of the layers with rotary "global" (rope_theta and rope_scaling)."""
+        family = self.family
+        dim = int(head_dim * self.partial_rotary_factor) if family == "phi3" else head_dim
+        scaling = self.rope_scaling
+        rope_type = _rope_type(scaling, family)
+        inv_freq = _base_inv_freq(self.rope_theta, dim)
+        if rope_type == "linear":
+            return Rope(inv_freq / scaling["factor"], None, 0, 1.0)
+        if rope_type == "llama3":
+            return Rope(_llama3(inv_freq, scaling), None, 0, 1.0)
+        if rope_type == "longrope":
+            return self._longrope(scaling, dim)
+        return Rope(inv_freq, None, 0, 1.0)
+
+    def _longrope(self, scaling, dim):
+        """Transformers' _compute_longrope_parameters (newest): the short and long tables, the position the long
+        one starts at (original_max_position_embeddings) and the attention factor that scales cos and sin."""
+        original = getattr(self, "original_max_position_embeddings", None)  # Phi-3 keeps it at the top level
+        if original is None:
+            original = scaling.get("original_max_position_embeddings", self.max_position_embeddings)
+        if not _is_size(original):
+            raise _bad("original_max_position_embeddings", original, "expected a positive integer (below 2**63)")
+        factor = scaling.get("factor")
+        if factor is None:
+            factor = self.max_position_embeddings / original
+        attention_factor = scaling.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        exponents = np.arange(0, dim, 2, dtype=np.float64) / dim
+        base = float(self.rope_theta) ** exponents
+        short = _factor_table(scaling, "short_factor", dim // 2)
+        long_ = _factor_table(scaling, "long_factor", dim // 2)
+        return Rope(1.0 / (short * base), 1.0 / (long_ * base), int(original), float(attention_factor))
+
+    def _layer_types(self):
+        """Per layer "sliding_attention" or "full_attention", by the family's rule (before the window is known
+        to be set)."""
+        family, n = self.family, self.num_hidden_layers
+        rule = _FAMILIES[family].windows
+        given = getattr(self, "layer_types", None) if rule in ("from_layer", "nope", "alternate", "pattern") else None
+        if given is not None:
+            return list(given)
+        if rule == "all":
+            return ["sliding_attention"] * n
+        if rule == "from_layer":
+            return ["sliding_attention" if i >= self.max_window_layers else "full_attention" for i in range(n)]
+        if rule == "nope":
+            rope = self._has_rope()
+            return ["full_attention" if rope[i] else "sliding_attention" for i in range(n)]
+        if rule == "alternate":
+            return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+        if rule == "pattern":
+            return ["sliding_attention" if (i + 1) % self.sliding_window_pattern else "full_attention"
+                    for i in range(n)]
+        return ["full_attention"] * n
+
+    def _has_rope(self):
+        """SmolLM3: per layer whether it has rotary (no_rope_layers, else every no_rope_layer_interval-th has none)."""
+        n = self.num_hidden_layers
+        if self.no_rope_layers is not None:
+            return [bool(v) for v in self.no_rope_layers[:n]]
+        return [(i + 1) % self.no_rope_layer_interval != 0 for i in range(n)]
+
+    def _window(self):
+        """The window of the sliding layers, or None when nothing slides."""
+        family = self.family
+        rule = _FAMILIES[family].windows
+        if rule is None:
+            return None
+        if rule in ("from_layer", "nope") and not self.use_sliding_window:
+            return None
+        return self.sliding_window
+
+    def _plan(self):
+        """layer_settings() without attention scales: [{"window": int, "rope": str}]."""
+        family, n = self.family, self.num_hidden_layers
+        if family == "gpt2":
+            return [{"window": 0, "rope": "none"} for _ in range(n)]
+        window = self._window()
+        types = self._layer_types()
+        rope = self._has_rope() if family == "smollm3" else [True] * n
+        plan = []
+        for i in range(n):
+            sliding = types[i] == "sliding_attention"
+            kind = "none" if not rope[i] else "local" if family == "gemma3_text" and sliding else "global"
+            plan.append({"window": window if sliding and window is not None else 0, "rope": kind})
+        return plan
+
+    def layer_settings(self):
+        """Per layer (num_hidden_layers dicts) what the core's layer dict takes besides weights: "window" (0:
+        full attention; w: key j visible from query p iff p - j < w), "rope" ("global" | "local" | "none"), and
+        "attn_scale" only where it is not 1/sqrt(head_dim): Gemma's query_pre_attn_scalar ** -0.5, GPT-2's 1.0
+        without scale_attn_weights and its division by (layer index + 1) with scale_attn_by_inverse_layer_idx."""
+        family = self.family
+        plan = self._plan()
+        if family in ("gemma2", "gemma3_text") and self.query_pre_attn_scalar != self.head_dim:
+            for settings in plan:
+                settings["attn_scale"] = float(self.query_pre_attn_scalar) ** -0.5
+        if family == "gpt2":
+            for i, settings in enumerate(plan):
+                scale = 1.0 / math.sqrt(self.head_dim) if self.scale_attn_weights else 1.0
+                if self.scale_attn_by_inverse_layer_idx:
+                    scale /= float(i + 1)
+                if not (self.scale_attn_weights and (i == 0 or not self.scale_attn_by_inverse_layer_idx)):
+                    settings["attn_scale"] = scale
+        return plan
+
+    def core_config(self, dtype):
+        """The model-level config dict of _core.Model (csrc/ha.h, ha_llama_config). dtype ("float32" | "bfloat16" |
+        "float16"): the dtype the model's float values are held in (integer-quantized models: their stored
+        dtype), to which Gemma's embedding scale sqrt(hidden_size) is rounded as Transformers rounds it (a
+        float32 tensor cast to the weights' dtype)."""
+        if dtype not in FLOAT_DTYPES:
+            raise InvalidInputError(f"core_config: dtype={dtype!r} must be one of {', '.join(FLOAT_DTYPES)}")
+        family = self.family
+        spec = _FAMILIES[family]
+        config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                  "intermediate_size": self.intermediate_size, "n_layers": self.num_hidden_layers,
+                  "n_heads": self.num_attention_heads, "n_kv_heads": self.num_key_value_heads,
+                  "head_dim": self.head_dim, "norm_eps": float(getattr(self, spec.eps)), "norm": spec.norm,
+                  "act": self.activation, "gated_mlp": family != "gpt2", "embed_scale": 1.0, "attn_softcap": 0.0,
+                  "final_softcap": 0.0, "rope_dim": self.rope_dim, "rope_inv_freq": None,
+                  "rope_inv_freq_long": None, "rope_long_from": 0, "rope_inv_freq_local": None, "rope_scale": 1.0}
+        if family == "gpt2":
+            return config
+        rope = self._global_rope(self.head_dim)
+        config.update(rope_inv_freq=rope.inv_freq, rope_inv_freq_long=rope.inv_freq_long,
+                      rope_long_from=rope.long_from, rope_scale=rope.scale)
+        if family == "gemma3_text":
+            config["rope_inv_freq_local"] = _base_inv_freq(self.rope_local_base_freq, self.head_dim)
+        if spec.norm == "rms_one_plus":
+            config["embed_scale"] = _round_to(self.hidden_size ** 0.5, dtype)
+            config["attn_softcap"] = float(self.attn_logit_softcapping or 0.0)
+            config["final_softcap"] = float(self.final_logit_softcapping or 0.0)
+        return config
 
     def __getattr__(self, name):
-        # Called only for attributes config.json did not set: Transformers' PretrainedConfig defaults that
-        # scripts read (model.config.is_encoder_decoder...), never written back by to_dict().
+        # Called only for attributes config.json did not set: GPT-2's generic names, then Transformers'
+        # PretrainedConfig defaults that scripts read (model.config.is_encoder_decoder...); never written back by
+        # to_dict().
+        d = self.__dict__
+        archs = d.get("architectures")
+        if ("GPT2LMHeadModel" in archs) if isinstance(archs, list) else d.get("model_type") == "gpt2":
+            if name in _GPT2_ALIASES:
+                return d[_GPT2_ALIASES[name]]
+            if name == "intermediate_size":
+                return d["n_inner"] if d.get("n_inner") is not None else 4 * d["n_embd"]
+            if name == "num_key_value_heads":
+                return d["n_head"]
+            if name == "head_dim":
+                return d["n_embd"] // d["n_head"]
+        if name == "partial_rotary_factor":
+            return 1.0
         if name in _PRETRAINED_DEFAULTS:
             return _PRETRAINED_DEFAULTS[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
@@ -280,9 +730,24 @@ class LlamaConfig:
         return self
 
     def __eq__(self, other):
-        return isinstance(other, LlamaConfig) and self.to_dict() == other.to_dict()
+        return isinstance(other, PretrainedConfig) and self.to_dict() == other.to_dict()
 
     __hash__ = None
 
     def __repr__(self):
         return f"{type(self).__name__} {json.dumps(self.to_dict(), indent=2, sort_keys=True, default=repr)}"
+
+
+def _round_to(value, dtype):
+    """A Python float as Transformers holds it in a tensor of `dtype`: float32 first (torch.tensor's default),
+    then rounded to nearest even in bfloat16 or float16."""
+    f32 = np.array([value], dtype=np.float32)
+    if dtype == "bfloat16":
+        return float(bfloat16_bits_to_float32(to_bfloat16_bits(f32))[0])
+    if dtype == "float16":
+        return float(f32.astype(np.float16)[0])
+    return float(f32[0])
+
+
+LlamaConfig = PretrainedConfig
+AutoConfig = PretrainedConfig

@@ -1,11 +1,13 @@
-"""Load a Hugging Face Llama-family checkpoint directory into named, shape-checked numpy weights.
+"""Load a Hugging Face checkpoint directory of any supported family into named, shape-checked numpy weights.
 
 load_checkpoint() reads config.json and the safetensors weights (single file or sharded), picks out the
-tensors a Llama/Mistral/Qwen2 decoder needs, and checks each one's stored dtype and its shape against
-config.json before the C core ever sees it. Float matrices are repacked into the core's panels (a copy), or
-with repack=False keep the stored dtype as read-only views of the file's memory map unless a dtype is asked
-for; vectors (norms, biases) are always float32, since they are small and the kernels add them in float32.
-Unknown extra tensors (e.g. rotary_emb.inv_freq) are ignored, as in Transformers.
+tensors the family's decoder needs (expected_weights: each family's own names, and the role each tensor plays
+in the core), and checks each one's stored dtype and its shape against config.json before the C core ever
+sees it. Float matrices are repacked into the core's panels (a copy), or with repack=False keep the stored
+dtype as read-only views of the file's memory map unless a dtype is asked for; vectors (norms, biases) are
+always float32, since they are small and the kernels add them in float32. GPT-2's Conv1D matrices, stored (in,
+out), are held transposed in the core's (out, in) like every other matrix, so they are always copies. Unknown
+extra tensors (e.g. rotary_emb.inv_freq, GPT-2's attn.bias masks) are ignored, as in Transformers.
 
 Files that change. Every byte the load converts, packs, quantizes or copies is read with pread on one open
 descriptor per file (the one its header came from), about 8 MB at a time (_read_rows), never through a memory
@@ -13,10 +15,11 @@ map: a file truncated by another process meanwhile gives CheckpointError naming 
 rewritten in place meanwhile (size or modification time changed) gives CheckpointError at the end of the
 load. After the load, with repack=True (the default) the model holds no part of any file, whatever the dtype:
 the files may be deleted, replaced, truncated or rewritten. With repack=False the matrices kept in their
-stored dtype (all float matrices without a dtype; the untied embedding table with int8 or int4) are views of
-the file's memory map: replacing the file by rename (a new inode) is safe, since the map keeps the old one,
-but truncating it in place makes the next read of a lost page raise SIGBUS, killing the process, and
-rewriting it in place changes those weights under the model.
+stored dtype (float matrices without a dtype, GPT-2's Conv1D ones excepted; the untied embedding table and
+GPT-2's learned positions with int8 or int4) are views of the file's memory map: replacing the file by
+rename (a new inode) is safe, since the map keeps the old one, but truncating it in place makes the next read
+of a lost page raise SIGBUS, killing the process, and rewriting it in place changes those weights under the
+model.
 """
 
 import os
@@ -25,11 +28,11 @@ from collections import namedtuple
 import numpy as np
 
 from . import _core
-from .configuration import LlamaConfig
+from .configuration import PretrainedConfig
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
-__all__ = ["Weight", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
+__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
 
 # array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "int4"; cols: elements
 # per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of the
@@ -46,7 +49,8 @@ _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
 class Checkpoint:
-    """A loaded checkpoint: path (the directory), config (LlamaConfig), weights ({HF tensor name: Weight})."""
+    """A loaded checkpoint: path (the directory), config (PretrainedConfig), weights ({HF tensor name: Weight},
+    every matrix in the core's (out, in) orientation)."""
 
     def __init__(self, path, config, weights):
         self.path = os.fspath(path)
@@ -59,39 +63,114 @@ class Checkpoint:
                 f"tensors={len(self.weights)}, dtypes={dtypes})")
 
 
+# One tensor a family's checkpoint holds. name: the tensor name as Transformers saves it; is_matrix; dims:
+# ((size, "config.json fields it comes from"), ...) of the STORED shape; layer: the layer index, or None for a
+# model-level tensor; role: the key of the core's weights dict (layer None: "embed", "pos_embed", "final_norm",
+# "final_norm_bias", "lm_head") or layer dict ("wq", "bq", "attn_norm"...: csrc/bindings/module.c, LAYER_KEYS);
+# transposed: a GPT-2 Conv1D matrix stored (in, out), which the loader turns into the core's (out, in).
+WeightSpec = namedtuple("WeightSpec", "name is_matrix dims layer role transposed", defaults=(None, None, False))
+
+_GPT2_PREFIX = "transformer."
+
+
 def expected_weights(config):
-    """-> [(tensor name, is_matrix, ((size, "config.json fields it comes from"), ...))] for this config."""
+    """-> [WeightSpec] of every tensor the checkpoint of this config must hold, in the order they are checked.
+
+    Names are each family's own (Transformers' modeling_*.py): Llama/Mistral/Qwen2/SmolLM3 q/k/v/o_proj and
+    gate/up/down_proj; Qwen3 and Gemma 3 add self_attn.q_norm/k_norm; Phi-3 fuses self_attn.qkv_proj (rows
+    q | k | v) and mlp.gate_up_proj (rows gate | up); Gemma 2/3 have pre_feedforward_layernorm and
+    post_feedforward_layernorm besides post_attention_layernorm (which they apply to the attention output);
+    GPT-2's are transformer.wte/wpe/h.{i}.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/mlp.c_proj/ln_f with biases
+    (load_checkpoint also reads them without the "transformer." prefix). A tied head (tie_word_embeddings) has no
+    lm_head.weight: the core's lm_head is the embedding."""
+    if config.family == "gpt2":
+        return _gpt2_weights(config)
     c = config
+    family = c.family
+    gemma = family in ("gemma2", "gemma3_text")
     vocab = (c.vocab_size, f"vocab_size={c.vocab_size}")
     hidden = (c.hidden_size, f"hidden_size={c.hidden_size}")
     inter = (c.intermediate_size, f"intermediate_size={c.intermediate_size}")
+    head = (c.head_dim, f"head_dim={c.head_dim}")
     q = (c.num_attention_heads * c.head_dim, f"num_attention_heads={c.num_attention_heads} * head_dim={c.head_dim}")
     kv = (c.num_key_value_heads * c.head_dim,
           f"num_key_value_heads={c.num_key_value_heads} * head_dim={c.head_dim}")
-    out = {"q_proj": q, "k_proj": kv, "v_proj": kv, "o_proj": hidden,
-           "gate_proj": inter, "up_proj": inter, "down_proj": hidden}
-    into = {"q_proj": hidden, "k_proj": hidden, "v_proj": hidden, "o_proj": q,
-            "gate_proj": hidden, "up_proj": hidden, "down_proj": inter}
+    qkv = (q[0] + 2 * kv[0], f"(num_attention_heads={c.num_attention_heads} + 2 * num_key_value_heads="
+                             f"{c.num_key_value_heads}) * head_dim={c.head_dim}")
+    gate_up = (2 * c.intermediate_size, f"2 * intermediate_size={c.intermediate_size}")
 
-    specs = [("model.embed_tokens.weight", True, (vocab, hidden))]
+    specs = [WeightSpec("model.embed_tokens.weight", True, (vocab, hidden), None, "embed")]
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
-        specs.append((p + "input_layernorm.weight", False, (hidden,)))
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            specs.append((f"{p}self_attn.{proj}.weight", True, (out[proj], into[proj])))
-        for proj in ("q_proj", "k_proj", "v_proj"):
-            if c.qkv_bias:
-                specs.append((f"{p}self_attn.{proj}.bias", False, (out[proj],)))
+
+        def add(name, dims, role, matrix=False):
+            specs.append(WeightSpec(p + name, matrix, dims, i, role))
+
+        add("input_layernorm.weight", (hidden,), "attn_norm")
+        if family == "phi3":
+            add("self_attn.qkv_proj.weight", (qkv, hidden), "wqkv", True)
+        else:
+            for proj, rows, short in (("q_proj", q, "q"), ("k_proj", kv, "k"), ("v_proj", kv, "v")):
+                add(f"self_attn.{proj}.weight", (rows, hidden), "w" + short, True)
+                if c.qkv_bias:
+                    add(f"self_attn.{proj}.bias", (rows,), "b" + short)
+        if c.qk_norm:
+            add("self_attn.q_norm.weight", (head,), "q_norm")
+            add("self_attn.k_norm.weight", (head,), "k_norm")
+        add("self_attn.o_proj.weight", (hidden, q), "wo", True)
         if c.o_bias:
-            specs.append((f"{p}self_attn.o_proj.bias", False, (hidden,)))
-        specs.append((p + "post_attention_layernorm.weight", False, (hidden,)))
-        for proj in ("gate_proj", "up_proj", "down_proj"):
-            specs.append((f"{p}mlp.{proj}.weight", True, (out[proj], into[proj])))
-            if c.mlp_bias:
-                specs.append((f"{p}mlp.{proj}.bias", False, (out[proj],)))
-    specs.append(("model.norm.weight", False, (hidden,)))
+            add("self_attn.o_proj.bias", (hidden,), "bo")
+        if gemma:  # Gemma's post_attention_layernorm normalizes the attention output; pre_feedforward the MLP input
+            add("post_attention_layernorm.weight", (hidden,), "post_attn_norm")
+            add("pre_feedforward_layernorm.weight", (hidden,), "ffn_norm")
+        else:
+            add("post_attention_layernorm.weight", (hidden,), "ffn_norm")
+        if family == "phi3":
+            add("mlp.gate_up_proj.weight", (gate_up, hidden), "w_gate_up", True)
+        else:
+            for proj, short in (("gate_proj", "gate"), ("up_proj", "up")):
+                add(f"mlp.{proj}.weight", (inter, hidden), "w_" + short, True)
+                if c.mlp_biases:
+                    add(f"mlp.{proj}.bias", (inter,), "b_" + short)
+        add("mlp.down_proj.weight", (hidden, inter), "w_down", True)
+        if c.mlp_biases:
+            add("mlp.down_proj.bias", (hidden,), "b_down")
+        if gemma:
+            add("post_feedforward_layernorm.weight", (hidden,), "post_ffn_norm")
+    specs.append(WeightSpec("model.norm.weight", False, (hidden,), None, "final_norm"))
     if not c.tie_word_embeddings:
-        specs.append(("lm_head.weight", True, (vocab, hidden)))
+        specs.append(WeightSpec("lm_head.weight", True, (vocab, hidden), None, "lm_head"))
+    return specs
+
+
+def _gpt2_weights(c):
+    """GPT2LMHeadModel's tensors: Conv1D weights stored (in, out), transposed=True."""
+    P = _GPT2_PREFIX
+    vocab = (c.vocab_size, f"vocab_size={c.vocab_size}")
+    d = (c.n_embd, f"n_embd={c.n_embd}")
+    d3 = (3 * c.n_embd, f"3 * n_embd={c.n_embd}")
+    inner = (c.intermediate_size, f"n_inner={c.n_inner}" if c.n_inner is not None else f"4 * n_embd={c.n_embd}")
+    positions = (c.n_positions, f"n_positions={c.n_positions}")
+    specs = [WeightSpec(P + "wte.weight", True, (vocab, d), None, "embed"),
+             WeightSpec(P + "wpe.weight", True, (positions, d), None, "pos_embed")]
+    for i in range(c.n_layer):
+        p = f"{P}h.{i}."
+        specs += [WeightSpec(p + "ln_1.weight", False, (d,), i, "attn_norm"),
+                  WeightSpec(p + "ln_1.bias", False, (d,), i, "attn_norm_bias"),
+                  WeightSpec(p + "attn.c_attn.weight", True, (d, d3), i, "wqkv", True),
+                  WeightSpec(p + "attn.c_attn.bias", False, (d3,), i, "bqkv"),
+                  WeightSpec(p + "attn.c_proj.weight", True, (d, d), i, "wo", True),
+                  WeightSpec(p + "attn.c_proj.bias", False, (d,), i, "bo"),
+                  WeightSpec(p + "ln_2.weight", False, (d,), i, "ffn_norm"),
+                  WeightSpec(p + "ln_2.bias", False, (d,), i, "ffn_norm_bias"),
+                  WeightSpec(p + "mlp.c_fc.weight", True, (d, inner), i, "w_up", True),
+                  WeightSpec(p + "mlp.c_fc.bias", False, (inner,), i, "b_up"),
+                  WeightSpec(p + "mlp.c_proj.weight", True, (inner, d), i, "w_down", True),
+                  WeightSpec(p + "mlp.c_proj.bias", False, (d,), i, "b_down")]
+    specs += [WeightSpec(P + "ln_f.weight", False, (d,), None, "final_norm"),
+              WeightSpec(P + "ln_f.bias", False, (d,), None, "final_norm_bias")]
+    if not c.tie_word_embeddings:
+        specs.append(WeightSpec("lm_head.weight", True, (vocab, d), None, "lm_head"))
     return specs
 
 
@@ -119,20 +198,12 @@ def _read_rows(tensor, start, stop, out):
     """The loader's one reader of weight bytes: rows start..stop of tensor (a _Stored) into out, a C-contiguous
     array of the stored element type, by pread on the file's descriptor. A file that shrank meanwhile gives
     CheckpointError naming it (where reading a memory map of it would raise SIGBUS and kill the process)."""
-    tensor.file.read_into(out, tensor.offset + start * tensor.row_bytes, tensor.name)
+    tensor.read(start, stop, out)
 
 
-class _Stored:
-    """A tensor in an open safetensors file: file (SafetensorsFile), name, shape, element (numpy dtype of the
-    stored bytes), offset (of its data in the file), rows (its first dimension; 1 for a scalar), row_bytes
-    (bytes per row)."""
-
-    def __init__(self, file, name):
-        dtype, self.shape, _, _ = file.entries[name]
-        self.file, self.name, self.element = file, name, DTYPES[dtype]
-        self.offset = file.offset(name)
-        self.rows = self.shape[0] if self.shape else 1
-        self.row_bytes = self.element.itemsize * int(np.prod(self.shape[1:], dtype=np.int64))
+class _Rows:
+    """What the converters read a matrix through: name, shape, element (numpy dtype of the stored values), rows
+    (its first dimension; 1 for a scalar), row_bytes (bytes per row), read(start, stop, out)."""
 
     def step(self, multiple=1):
         """Rows per step: about _CHUNK_BYTES, a multiple of `multiple`."""
@@ -147,6 +218,38 @@ class _Stored:
             rows = buffer[:min(step, self.rows - start)]
             _read_rows(self, start, start + rows.shape[0], rows)
             yield start, rows
+
+
+class _Stored(_Rows):
+    """A tensor in an open safetensors file; file (SafetensorsFile), offset (of its data in the file)."""
+
+    def __init__(self, file, name):
+        dtype, self.shape, _, _ = file.entries[name]
+        self.file, self.name, self.element = file, name, DTYPES[dtype]
+        self.offset = file.offset(name)
+        self.rows = self.shape[0] if self.shape else 1
+        self.row_bytes = self.element.itemsize * int(np.prod(self.shape[1:], dtype=np.int64))
+
+    def read(self, start, stop, out):
+        self.file.read_into(out, self.offset + start * self.row_bytes, self.name)
+
+
+class _Transposed(_Rows):
+    """A GPT-2 Conv1D matrix stored (in, out) read as the core's (out, in): the stored rows are read in chunks (as
+    every tensor is) into one transposed copy of the stored element type, which the converters then read. So such
+    a matrix is never a zero-copy view of the file, and loading it holds one extra copy of it for a moment."""
+
+    def __init__(self, stored):
+        inputs, outputs = stored.shape
+        self.name, self.element = stored.name, stored.element
+        self.array = np.empty((outputs, inputs), dtype=stored.element)  # (out, in)
+        for r, chunk in stored.chunks():
+            self.array[:, r:r + chunk.shape[0]] = chunk.T
+        self.shape, self.rows = (outputs, inputs), outputs
+        self.row_bytes = self.element.itemsize * inputs
+
+    def read(self, start, stop, out):
+        out[...] = self.array[start:stop]
 
 
 _CHUNK_BYTES = 8 << 20  # bytes of a tensor read, converted and packed or quantized at a time
@@ -179,13 +282,16 @@ def _pack(tensor, source, target):
 def _copy(tensor, source, target):
     """The tensor holding `source` values -> a C-contiguous read-only copy holding `target` values, shaped
     as stored; read and converted about 8 MB at a time."""
-    out = np.empty(tensor.shape, dtype=_ELEMENT[target])
-    if source == target:  # straight into the copy, in the same steps
+    if source == target and isinstance(tensor, _Transposed):  # already a copy of its own
+        out = tensor.array
+    elif source == target:  # straight into the copy, in the same steps
+        out = np.empty(tensor.shape, dtype=_ELEMENT[target])
         rows = out.reshape(tensor.rows, tensor.row_bytes // tensor.element.itemsize)
         step = tensor.step()
         for r in range(0, tensor.rows, step):
             _read_rows(tensor, r, min(r + step, tensor.rows), rows[r:r + step])
     else:
+        out = np.empty(tensor.shape, dtype=_ELEMENT[target])
         rows = out.reshape((tensor.rows,) + tuple(tensor.shape[1:]))
         for r, chunk in tensor.chunks():
             rows[r:r + chunk.shape[0]] = _convert(tensor.name, chunk, source, target)
@@ -213,18 +319,21 @@ def _convert(name, array, source, target):
 
 
 def load_checkpoint(directory, dtype=None, repack=True):
-    """Load config.json and the weights of a Llama/Mistral/Qwen2 checkpoint directory -> Checkpoint.
+    """Load config.json and the weights of a checkpoint directory of any supported family -> Checkpoint.
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
     "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8" and "int4"
-    quantize them (a float32 scale per 64 int8 or 32 int4 weights), except an untied embedding table, which
-    stays as stored. Vectors (norms, biases) are rounded to a float dtype too, then held as float32 (copies);
-    with "int8" or "int4" they stay as stored. repack (the default) copies float matrices into the core's
-    panels (Weight.panels), for the kernels that verify and prefill many tokens at once; an untied embedding,
-    read a row per token, is copied row-major, so that no weight maps the file. repack=False keeps matrices
-    row-major, those in their stored dtype as views of the file's memory map (see the module docstring for
-    what that means when the file changes). With tie_word_embeddings, weights["lm_head.weight"] is the
-    embedding's Weight object itself.
+    quantize them (a float32 scale per 64 int8 or 32 int4 weights), except the tables read a row per token (an
+    untied embedding, GPT-2's learned positions), which stay as stored. Vectors (norms, biases) are rounded to a
+    float dtype too, then held as float32 (copies); with "int8" or "int4" they stay as stored. repack (the
+    default) copies float matrices into the core's panels (Weight.panels), for the kernels that verify and
+    prefill many tokens at once; the row-per-token tables are copied row-major, so that no weight maps the file.
+    repack=False keeps matrices row-major, those in their stored dtype as views of the file's memory map (see the
+    module docstring for what that means when the file changes), except GPT-2's Conv1D matrices: stored (in,
+    out), they are held transposed to the core's (out, in), so they are always copies. With tie_word_embeddings,
+    weights["lm_head.weight"] is the embedding's Weight object itself. Every matrix Weight is (out, in): cols is
+    the input features. GPT-2 tensors are found with or without the "transformer." prefix (GPT2LMHeadModel saves
+    it, the original gpt2 files do not) and kept under the prefixed names.
     Raises CheckpointNotFoundError, CheckpointError (also when a file changes while it is read),
     UnsupportedModelError or InvalidInputError.
     """
@@ -233,7 +342,7 @@ def load_checkpoint(directory, dtype=None, repack=True):
         raise InvalidInputError(f"load_checkpoint: repack={repack!r} must be True or False")
     if not os.path.isdir(directory):
         raise CheckpointNotFoundError(f"{directory}: no such checkpoint directory; check the path")
-    config = LlamaConfig.from_pretrained(directory)
+    config = PretrainedConfig.from_pretrained(directory)
     files, origin = open_checkpoint(directory)
     try:
         weights = _load_weights(directory, config, files, origin, target, repack)
@@ -243,8 +352,24 @@ def load_checkpoint(directory, dtype=None, repack=True):
         for f in files.values():
             f.close()
     if config.tie_word_embeddings:
-        weights["lm_head.weight"] = weights["model.embed_tokens.weight"]
+        weights["lm_head.weight"] = weights[_embedding_name(config)]
     return Checkpoint(directory, config, weights)
+
+
+def _embedding_name(config):
+    return _GPT2_PREFIX + "wte.weight" if config.family == "gpt2" else "model.embed_tokens.weight"
+
+
+def _file_names(directory, config, origin, searched):
+    """-> f(expected name) = the name the checkpoint stores it under: GPT-2 checkpoints exist with and without
+    the "transformer." prefix (lm_head.weight has none either way)."""
+    if config.family != "gpt2" or _GPT2_PREFIX + "wte.weight" in origin:
+        return lambda name: name
+    if "wte.weight" in origin:
+        return lambda name: name[len(_GPT2_PREFIX):] if name.startswith(_GPT2_PREFIX) else name
+    raise CheckpointError(f"{directory}: tensor 'transformer.wte.weight' (or 'wte.weight', as the original GPT-2 "
+                          f"files name it) not found in {searched}; the checkpoint is incomplete or is not a GPT-2 "
+                          "model — re-download it")
 
 
 def _load_weights(directory, config, files, origin, target, repack):
@@ -254,8 +379,10 @@ def _load_weights(directory, config, files, origin, target, repack):
         raise CheckpointError(f"{directory}: config.json says num_hidden_layers={config.num_hidden_layers} but "
                               f"{searched} hold only {len(origin)} tensors; the weights and config.json do not "
                               "match — use the config.json saved with these weights")
+    stored_name = _file_names(directory, config, origin, searched)
     weights = {}
-    for name, is_matrix, dims in expected_weights(config):
+    for spec in expected_weights(config):
+        name = stored_name(spec.name)
         if name not in origin:
             hint = (" (or, if this model ties its output layer to the embedding, set \"tie_word_embeddings\": "
                     "true in config.json)" if name == "lm_head.weight" else "")
@@ -267,33 +394,41 @@ def _load_weights(directory, config, files, origin, target, repack):
         if stored not in _STORED:
             raise CheckpointError(f"{where} has dtype {stored}; weights must be F32, BF16 or F16 — re-save the "
                                   "checkpoint in one of those (quantized checkpoints are not supported)")
-        expected = tuple(size for size, _ in dims)
+        expected = tuple(size for size, _ in spec.dims)
         if shape != expected:
-            fields = ", ".join(field for _, field in dims)
+            fields = ", ".join(field for _, field in spec.dims)
             raise CheckpointError(f"{where} has shape {list(shape)} but config.json ({fields}) expects "
                                   f"{list(expected)}; the weights and config.json do not match — use the "
                                   "config.json saved with these weights")
-        tensor = _Stored(file, name)
-        source = _STORED[stored]
-        held = target or source
-        untied_embedding = name == "model.embed_tokens.weight" and not config.tie_word_embeddings
-        if untied_embedding and held in _INTEGER:
-            held = source  # one row is read per token: int8 would save no bandwidth and cost accuracy
-        if is_matrix and held in _INTEGER:
-            weights[name] = Weight(_quantize(tensor, source, held), held, shape[1])
-        elif is_matrix and held == source and not repack:
-            # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file
-            # truncated meanwhile is caught by check_unchanged() before anything reads the map.
-            weights[name] = Weight(file.view(name), held, shape[1])
-        elif is_matrix and repack and not untied_embedding:
-            weights[name] = _pack(tensor, source, held)
-        elif is_matrix:  # converted, or the untied embedding copied as stored (repack=True maps nothing)
-            weights[name] = Weight(_copy(tensor, source, held), held, shape[1])
-        else:  # rounded to the requested float precision, as a Transformers model cast to it is, then float32
-            held = source if held in _INTEGER else held
-            vector = np.empty(shape, dtype=np.float32)
-            for r, chunk in tensor.chunks():
-                vector[r:r + chunk.shape[0]] = _convert(name, _convert(name, chunk, source, held), held, "float32")
-            vector.flags.writeable = False
-            weights[name] = Weight(vector, "float32", shape[-1])
+        weights[spec.name] = _load_one(spec, _Stored(file, name), file, config, target, repack)
     return weights
+
+
+def _load_one(spec, tensor, file, config, target, repack):
+    """One checked tensor -> its Weight (see load_checkpoint for what each dtype and repack give)."""
+    source = _STORED[file.entries[tensor.name][0]]
+    held = target or source
+    # tables the core reads a row per token: int8 would save no bandwidth and cost accuracy; panels no speed
+    row_read = spec.role == "pos_embed" or (spec.role == "embed" and not config.tie_word_embeddings)
+    if row_read and held in _INTEGER:
+        held = source
+    if spec.is_matrix and spec.transposed:
+        tensor = _Transposed(tensor)  # the core's (out, in), a copy
+    if spec.is_matrix and held in _INTEGER:
+        return Weight(_quantize(tensor, source, held), held, tensor.shape[1])
+    if spec.is_matrix and held == source and not repack and not spec.transposed:
+        # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file
+        # truncated meanwhile is caught by check_unchanged() before anything reads the map.
+        return Weight(file.view(tensor.name), held, tensor.shape[1])
+    if spec.is_matrix and repack and not row_read:
+        return _pack(tensor, source, held)
+    if spec.is_matrix:  # converted, transposed, or a row-per-token table copied as stored (repack maps nothing)
+        return Weight(_copy(tensor, source, held), held, tensor.shape[1])
+    # a vector: rounded to the requested float precision, as a Transformers model cast to it is, then float32
+    held = source if held in _INTEGER else held
+    vector = np.empty(tensor.shape, dtype=np.float32)
+    for r, chunk in tensor.chunks():
+        vector[r:r + chunk.shape[0]] = _convert(tensor.name, _convert(tensor.name, chunk, source, held), held,
+                                                "float32")
+    vector.flags.writeable = False
+    return Weight(vector, "float32", tensor.shape[-1])

@@ -2,8 +2,10 @@
 
 save_model() writes config.json, generation_config.json and the weights as Transformers' save_pretrained
 does: model.safetensors, or above max_shard_size the shards model-00001-of-0000N.safetensors with
-model.safetensors.index.json. Tensor names are Transformers' (lm_head.weight left out when the embedding is
-tied), in the order of Transformers' state_dict, and the shards are cut as huggingface_hub cuts them.
+model.safetensors.index.json. Tensor names are Transformers' for the model's family (lm_head.weight left out
+when the embedding is tied; GPT-2's with the "transformer." prefix GPT2LMHeadModel saves), in the order of
+Transformers' state_dict, and the shards are cut as huggingface_hub cuts them. GPT-2's Conv1D matrices, which
+the model holds (out, in), are written back (in, out), as stored.
 
 Weights are the model's own, bit for bit: float matrices held in the core's panels (repack=True) are unpacked
 back to row-major (unpack_panels, the inverse of csrc/quant.c's ha_pack), matrices held row-major are written
@@ -27,7 +29,7 @@ import numpy as np
 from .configuration import SUPPORTED_ARCHITECTURES
 from .errors import InvalidInputError
 from .generation import GENERATION_CONFIG_NAME
-from .loading import PANEL_ROWS
+from .loading import PANEL_ROWS, expected_weights
 from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, to_bfloat16_bits
 
 __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names", "CONFIG_NAME"]
@@ -64,21 +66,50 @@ def parse_shard_size(max_shard_size):
 
 
 def state_dict_names(config):
-    """The tensor names a Transformers LlamaForCausalLM (Mistral, Qwen2) of this config saves, in its state_dict
-    order (modules in registration order: attention, MLP, then the two norms of each layer)."""
+    """The tensor names a Transformers model of this config's family saves, in its state_dict order: modules in
+    the registration order of each family's modeling_*.py __init__ (per layer the attention, the MLP, then the
+    norms; Phi-3's attention registers o_proj before qkv_proj; q_norm/k_norm after o_proj), a tied lm_head left
+    out as save_pretrained leaves it out."""
+    if config.family == "gpt2":
+        return _gpt2_state_dict_names(config)
+    family = config.family
     names = ["model.embed_tokens.weight"]
     for i in range(config.num_hidden_layers):
         p = f"model.layers.{i}."
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            names.append(f"{p}self_attn.{proj}.weight")
-            if config.qkv_bias if proj != "o_proj" else config.o_bias:
-                names.append(f"{p}self_attn.{proj}.bias")
-        for proj in ("gate_proj", "up_proj", "down_proj"):
-            names.append(f"{p}mlp.{proj}.weight")
-            if config.mlp_bias:
-                names.append(f"{p}mlp.{proj}.bias")
+        if family == "phi3":
+            names += [p + "self_attn.o_proj.weight", p + "self_attn.qkv_proj.weight"]
+        else:
+            for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+                names.append(f"{p}self_attn.{proj}.weight")
+                if config.qkv_bias if proj != "o_proj" else config.o_bias:
+                    names.append(f"{p}self_attn.{proj}.bias")
+        if config.qk_norm:
+            names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
+        if family == "phi3":
+            names += [p + "mlp.gate_up_proj.weight", p + "mlp.down_proj.weight"]
+        else:
+            for proj in ("gate_proj", "up_proj", "down_proj"):
+                names.append(f"{p}mlp.{proj}.weight")
+                if config.mlp_biases:
+                    names.append(f"{p}mlp.{proj}.bias")
         names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
+        if family in ("gemma2", "gemma3_text"):
+            names += [p + "pre_feedforward_layernorm.weight", p + "post_feedforward_layernorm.weight"]
     names.append("model.norm.weight")
+    if not config.tie_word_embeddings:
+        names.append("lm_head.weight")
+    return names
+
+
+def _gpt2_state_dict_names(config):
+    """GPT2LMHeadModel: transformer.wte, wpe, each block's ln_1, attn (c_attn, c_proj), ln_2, mlp (c_fc, c_proj),
+    then ln_f; each Conv1D and LayerNorm its weight, then its bias."""
+    names = ["transformer.wte.weight", "transformer.wpe.weight"]
+    for i in range(config.n_layer):
+        p = f"transformer.h.{i}."
+        for module in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"):
+            names += [f"{p}{module}.weight", f"{p}{module}.bias"]
+    names += ["transformer.ln_f.weight", "transformer.ln_f.bias"]
     if not config.tie_word_embeddings:
         names.append("lm_head.weight")
     return names
@@ -121,9 +152,16 @@ class _Tensor:
         self.chunks = chunks
 
 
-def _matrix(name, weight):
-    """A float matrix Weight -> _Tensor of its row-major values in its own dtype."""
+def _matrix(name, weight, transposed=False):
+    """A float matrix Weight -> _Tensor of its row-major values in its own dtype; transposed: written as its
+    transpose (GPT-2's Conv1D weights, held (out, in) by the model, are stored (in, out)), one full copy made."""
     dtype = _STORED[weight.dtype]
+    if transposed:
+        rows = weight.rows if weight.panels else weight.array.shape[0]
+        held = (unpack_panels(weight.array, weight.dtype, rows, weight.cols) if weight.panels
+                else weight.array.reshape(rows, weight.cols))
+        return _matrix(name, weight._replace(array=np.ascontiguousarray(held.T), cols=rows, panels=False,
+                                             rows=None))
     if weight.panels:
         rows, cols = weight.rows, weight.cols
         step = max(1, _CHUNK_BYTES // max(1, weight.array.itemsize * cols * PANEL_ROWS))
@@ -167,8 +205,9 @@ def _model_dtype(model, weights):
     dtype = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")  # a torch.dtype, np.float32...
     if dtype in _STORED:
         return dtype
-    first = "model.layers.0.self_attn.q_proj.weight"
-    return weights[first if first in weights else "model.embed_tokens.weight"].dtype
+    specs = expected_weights(model.config)
+    layer_matrices = [spec.name for spec in specs if spec.is_matrix and spec.layer is not None]
+    return weights[layer_matrices[0] if layer_matrices else specs[0].name].dtype
 
 
 def _plan(model):
@@ -184,11 +223,12 @@ def _plan(model):
         raise InvalidInputError(f"saving {'/'.join(quantized)} weights is not supported: load the original checkpoint "
                                 "with dtype=None or a float dtype to save it")
     model_dtype = _model_dtype(model, weights)
+    transposed = {spec.name for spec in expected_weights(config) if spec.transposed}
     tensors = []
     for name in state_dict_names(config):
         weight = weights[name]
         matrix = weight.panels or np.ndim(weight.array) == 2
-        tensors.append(_matrix(name, weight) if matrix else _vector(name, weight, model_dtype))
+        tensors.append(_matrix(name, weight, name in transposed) if matrix else _vector(name, weight, model_dtype))
     return tensors, model_dtype
 
 

@@ -275,8 +275,8 @@ def test_int32_matrix_is_an_unsupported_weight_dtype(tmp_path):
 # --- config.json the package does not support or that cannot be right ------------------------------------
 
 def test_unsupported_architecture(tmp_path):
-    with pytest.raises(UnsupportedModelError, match=r"GPT2LMHeadModel.*LlamaForCausalLM"):
-        load_checkpoint(write_checkpoint(tmp_path / "m", architectures=["GPT2LMHeadModel"], model_type="gpt2"))
+    with pytest.raises(UnsupportedModelError, match=r"FalconForCausalLM.*LlamaForCausalLM.*GPT2LMHeadModel"):
+        load_checkpoint(write_checkpoint(tmp_path / "m", architectures=["FalconForCausalLM"], model_type="falcon"))
 
 
 def test_unsupported_rope_scaling_type(tmp_path):
@@ -285,8 +285,8 @@ def test_unsupported_rope_scaling_type(tmp_path):
 
 
 def test_unsupported_hidden_act(tmp_path):
-    with pytest.raises(UnsupportedModelError, match=r"hidden_act 'gelu' .*'silu'"):
-        load_checkpoint(write_checkpoint(tmp_path / "m", hidden_act="gelu"))
+    with pytest.raises(UnsupportedModelError, match=r"hidden_act 'quick_gelu' .*'silu'.*'gelu_pytorch_tanh'"):
+        load_checkpoint(write_checkpoint(tmp_path / "m", hidden_act="quick_gelu"))
 
 
 def test_config_json_not_json(tmp_path):
