@@ -200,7 +200,7 @@ def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_siz
                             num_layers=2, num_heads=4, num_kv_heads=2, head_dim=None, intermediate_size=48,
                             tie_word_embeddings=None, sliding_window=None, max_position_embeddings=128,
                             gpt2_prefix=True, gpt2_mask_buffers=False, scale=1.0, perturb=None, permute_vocab=None,
-                            **config_keys):
+                            omit=(), **config_keys):
     """Write a random ``family`` checkpoint into ``directory``; return (config dict, {name: float64 values}).
 
     family: a model_type (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, gpt2).
@@ -218,6 +218,8 @@ def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_siz
         with the unperturbed model often but not always.
     permute_vocab: a permutation of the vocabulary: row i of the embedding and of the head moves to row
         permute_vocab[i], so that the model predicts in a vocabulary whose id i is id permute_vocab[i] here.
+    omit: config.json keys left out (after the weights' shapes are chosen: e.g. head_dim, so that its config
+        class's default applies).
     config_keys: config.json keys set after the family's defaults (a value None writes null); layer_types="auto"
         writes the list Transformers derives (as save_pretrained does).
     """
@@ -252,6 +254,8 @@ def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_siz
             moved[np.asarray(permute_vocab)] = value
             value = moved
         to_file[name], tensors64[name] = _stored(value, dtype)
+    for key in omit:
+        config.pop(key, None)
     if family == "gpt2" and gpt2_mask_buffers:
         p, n = ("transformer." if gpt2_prefix else ""), config["n_positions"]
         for i in range(num_layers):

@@ -77,11 +77,15 @@ def num_kv_heads_of(config):
 
 
 def head_dim_of(config):
-    """Phi-3 and GPT-2 have no head_dim key (hidden // heads); the others use it when set."""
-    if family_of(config) in ("gpt2", "phi3"):
+    """Phi-3 and GPT-2 have no head_dim key (hidden // heads); the others use it when set, else their config
+    class's default: 128 for Qwen3, 256 for Gemma, hidden // heads for the rest."""
+    family = family_of(config)
+    if family in ("gpt2", "phi3"):
         return hidden_size_of(config) // num_heads_of(config)
     hd = config.get("head_dim")
-    return int(hd) if hd else hidden_size_of(config) // num_heads_of(config)
+    if hd:
+        return int(hd)
+    return {"qwen3": 128, "gemma2": 256, "gemma3_text": 256}.get(family, hidden_size_of(config) // num_heads_of(config))
 
 
 def intermediate_size_of(config):
@@ -218,9 +222,13 @@ def make_rope(config, base, scaling):
         medium = ~(wavelen < old_len / high) & ~(wavelen > old_len / low)
         return Rope(np.where(medium, smoothed, out))
     if rope_type in ("longrope", "su"):
-        # Phi-3 keeps original_max_position_embeddings at the top level, which wins (standardize_rope_params).
-        original = config.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
-        original = int(original or config["max_position_embeddings"])
+        # Phi-3's config class has original_max_position_embeddings (default 4096) at the top level, which wins
+        # over rope_scaling's (standardize_rope_params); other families read rope_scaling's, else
+        # max_position_embeddings.
+        if family_of(config) == "phi3":
+            original = int(_get(config, "original_max_position_embeddings", 4096))
+        else:
+            original = int(scaling.get("original_max_position_embeddings") or config["max_position_embeddings"])
         factor = scaling.get("factor")
         if factor is None:
             factor = float(config["max_position_embeddings"]) / original

@@ -9,7 +9,7 @@ family's own config keys and tensor names (tests/family_checkpoints.py):
 - greedy generation equal to the reference's argmax chain (prompts chosen so that every argmax wins by far more
   than float32 error);
 - decoding token by token, in chunks, and after crops back across sliding windows' edges and across the wrap of
-  their rings, bitwise the full forward;
+  their rings, bitwise the full forward; left-padded batch rows bitwise each prompt alone;
 - greedy assisted generation bitwise plain greedy: drafts of the same family (the target perturbed, a smaller
   random model, the target itself) over 44 new tokens with windows of 4-6 and 5-8 draft tokens per round, so
   that rejections and rollbacks straddle the windows' edges many times, and over 300 with rings wrapping; drafts
@@ -55,6 +55,7 @@ CASES = {
     "qwen3_bf16_mqa_tied_bias": ("qwen3", dict(dtype="BF16", num_kv_heads=1, tie_word_embeddings=True,
                                                attention_bias=True)),
     "qwen3_sliding_f16": ("qwen3", dict(dtype="F16", num_layers=3, sliding_window=5, max_window_layers=1)),
+    "qwen3_default_head_dim_128": ("qwen3", dict(num_heads=2, num_kv_heads=1, head_dim=128, omit=("head_dim",))),
     "phi3_f32_mha": ("phi3", dict(num_kv_heads=4)),
     "phi4mini_bf16_gqa_partial_tied": ("phi3", dict(dtype="BF16", hidden_size=64, intermediate_size=64,
                                                     tie_word_embeddings=True, partial_rotary_factor=0.75)),
@@ -65,10 +66,17 @@ CASES = {
                                                    original_max_position_embeddings=16,
                                                    rope_scaling=longrope_scaling(8, seed=2, key="rope_type"))),
     "phi3_window5_f32": ("phi3", dict(sliding_window=5)),
+    # original_max_position_embeddings only inside rope_scaling: Phi3Config's own (default 4096) wins
+    "phi3_longrope_original_max_default": ("phi3", dict(max_position_embeddings=64, omit=(
+        "original_max_position_embeddings",), rope_scaling=dict(longrope_scaling(8, seed=5),
+                                                                original_max_position_embeddings=16))),
     "gemma2_f32_gqa": ("gemma2", dict(num_layers=3, sliding_window=4)),
     "gemma2_bf16_mqa_hd16": ("gemma2", dict(dtype="BF16", hidden_size=48, num_kv_heads=1, head_dim=16,
                                             sliding_window=5)),
     "gemma2_f16_untied": ("gemma2", dict(dtype="F16", hidden_size=48, tie_word_embeddings=False, sliding_window=6)),
+    "gemma2_default_head_dim_256_no_scalar": ("gemma2", dict(num_heads=2, num_kv_heads=1, head_dim=256,
+                                                             sliding_window=4,
+                                                             omit=("head_dim", "query_pre_attn_scalar"))),
     "gemma3_f32_pattern2_linear": ("gemma3_text", dict(num_layers=3, sliding_window=4,
                                                        rope_scaling={"rope_type": "linear", "factor": 2.0})),
     "gemma3_bf16_layer_types_mqa": ("gemma3_text", dict(dtype="BF16", hidden_size=48, num_kv_heads=1, num_layers=3,
@@ -308,6 +316,23 @@ def test_incremental_decoding_is_bitwise_the_full_forward(store, case):
                                                f"{cache.get_seq_length()}"
         again = model(TOKENS[None, keep:keep + more], past_key_values=cache).logits[0]
         assert_bitwise(again, full[keep:keep + more], f"{case}: crop({keep}) then tokens {keep}..{keep + more - 1}")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_left_padded_batch_rows_are_each_prompt_alone(store, case):
+    """A row's positions (learned positions, rotary, longrope's switch, windows) count from its first real token:
+    a left-padded batch gives each row bitwise its prompt's logits and generation alone."""
+    model = store.model(case)
+    a, b = tokens(5, 20), tokens(6, 9)
+    ids, mask = np.zeros((2, 20), dtype=np.int64), np.zeros((2, 20), dtype=np.int64)
+    ids[0], mask[0] = a, 1
+    ids[1, 11:], mask[1, 11:] = b, 1
+    out = model(ids, attention_mask=mask).logits
+    assert_bitwise(out[0], model(a[None]).logits[0], f"{case}: batch row 0 vs the prompt alone")
+    assert_bitwise(out[1, 11:], model(b[None]).logits[0], f"{case}: left-padded batch row 1 vs the prompt alone")
+    both = model.generate(ids, attention_mask=mask, max_new_tokens=12)
+    assert_tokens(both[0], generate(model, a[None], max_new_tokens=12)[0], f"{case}: batch row 0 generation")
+    assert_tokens(both[1, 11:], generate(model, b[None], max_new_tokens=12)[0], f"{case}: batch row 1 generation")
 
 
 @pytest.mark.parametrize("case", list(CASES))
