@@ -14,7 +14,7 @@ family's own config keys and tensor names (tests/family_checkpoints.py):
   random model, the target itself) over 44 new tokens with windows of 4-6 and 5-8 draft tokens per round, so
   that rejections and rollbacks straddle the windows' edges many times, and over 300 with rings wrapping; drafts
   with another tokenizer (a permuted vocabulary of the same family, and other families) through the
-  different-tokenizer path;
+  different-tokenizer path; coupled assisted sampling, early-exit drafts and prompt lookup equal plain generation;
 - int8 / int4 logits equal to the reference's on weights quantized as csrc/ha.h documents (every matrix of every
   family along its input dimension), close to the float model's, generating and assisting exactly; repack=False
   (row-major) weights against the reference and bitwise against themselves.
@@ -402,6 +402,27 @@ def test_assisted_greedy_within_the_family_is_bitwise_plain_greedy(store, family
                     accepted += res.num_accepted_tokens
     assert 0 < accepted < proposed, (f"{family}: the perturbed draft should be accepted sometimes and rejected "
                                      f"sometimes (rollbacks), got {accepted} of {proposed}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_coupled_sampling_early_exit_and_prompt_lookup_are_plain_generation(store, family, one_core_thread):
+    """The other exact paths on every family: coupled assisted sampling is plain sampling for the same seed; an
+    early-exit draft (the target's first layers, its final norm, softcap and head) and prompt lookup are plain
+    greedy."""
+    target, drafts = _assisted_models(store, family)
+    prompt = tokens(13, 6)[None]
+    for seed in (0, 3):
+        plain = generate(target, prompt, max_new_tokens=44, do_sample=True, seed=seed, temperature=0.8, top_k=0)
+        for name in ("perturbed", "small"):
+            res = generate(target, prompt, max_new_tokens=44, do_sample=True, seed=seed, temperature=0.8, top_k=0,
+                           assistant_model=drafts[name], assisted_sampling="coupled", num_assistant_tokens=6)
+            assert_tokens(res, plain, f"{family}, {name} draft, coupled sampling, seed {seed}")
+    plain = generate(target, prompt, max_new_tokens=44)
+    for layers in (1, 2):
+        assert_tokens(generate(target, prompt, max_new_tokens=44, assistant_early_exit=layers), plain,
+                      f"{family}, early exit after {layers} layers")
+    assert_tokens(generate(target, prompt, max_new_tokens=44, prompt_lookup_num_tokens=5), plain,
+                  f"{family}, prompt lookup")
 
 
 SLIDING = ("mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "smollm3")
