@@ -196,11 +196,28 @@ def _random(rng, family, config, kind, shape, scale):
     raise ValueError(kind)
 
 
+def _to_v5(config, family):
+    """In place: Transformers 5's config.json keys for the rope and the dtype."""
+    config["dtype"] = config.pop("torch_dtype")
+    if family == "gpt2":
+        return
+    scaling = dict(config.pop("rope_scaling", None) or {"rope_type": "default"})
+    scaling["rope_type"] = scaling.pop("type", scaling.get("rope_type", "default"))
+    scaling["rope_theta"] = config.pop("rope_theta")
+    if "partial_rotary_factor" in config:
+        scaling["partial_rotary_factor"] = config.pop("partial_rotary_factor")
+    if family == "gemma3_text":
+        local = {"rope_type": "default", "rope_theta": config.pop("rope_local_base_freq")}
+        config["rope_parameters"] = {"full_attention": scaling, "sliding_attention": local}
+    else:
+        config["rope_parameters"] = scaling
+
+
 def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_size=96, hidden_size=32,
                             num_layers=2, num_heads=4, num_kv_heads=2, head_dim=None, intermediate_size=48,
                             tie_word_embeddings=None, sliding_window=None, max_position_embeddings=128,
                             gpt2_prefix=True, gpt2_mask_buffers=False, scale=1.0, perturb=None, permute_vocab=None,
-                            omit=(), **config_keys):
+                            omit=(), v5=False, **config_keys):
     """Write a random ``family`` checkpoint into ``directory``; return (config dict, {name: float64 values}).
 
     family: a model_type (llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, smollm3, gpt2).
@@ -218,6 +235,9 @@ def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_siz
         with the unperturbed model often but not always.
     permute_vocab: a permutation of the vocabulary: row i of the embedding and of the head moves to row
         permute_vocab[i], so that the model predicts in a vocabulary whose id i is id permute_vocab[i] here.
+    v5: write the config as Transformers >= 5 saves it: "dtype" for "torch_dtype", and rope_theta, rope_scaling
+        and partial_rotary_factor folded into rope_parameters (Gemma 3: one dict per layer type, the sliding
+        one from rope_local_base_freq).
     omit: config.json keys left out (after the weights' shapes are chosen: e.g. head_dim, so that its config
         class's default applies).
     config_keys: config.json keys set after the family's defaults (a value None writes null); layer_types="auto"
@@ -254,6 +274,8 @@ def write_family_checkpoint(directory, family, *, dtype="F32", seed=0, vocab_siz
             moved[np.asarray(permute_vocab)] = value
             value = moved
         to_file[name], tensors64[name] = _stored(value, dtype)
+    if v5:
+        _to_v5(config, family)
     for key in omit:
         config.pop(key, None)
     if family == "gpt2" and gpt2_mask_buffers:

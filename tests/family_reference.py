@@ -175,8 +175,21 @@ def layer_plan(config):
 # ------------------------------------------------------------------------------------------------- rope
 
 
+def _rope_parameters(config):
+    """Transformers >= 5's rope_parameters as (full-attention dict, sliding-attention dict or None), or None."""
+    params = config.get("rope_parameters")
+    if not params:
+        return None
+    if set(params) <= {"full_attention", "sliding_attention"}:  # one dict per layer type (Gemma 3)
+        return params["full_attention"], params.get("sliding_attention")
+    return params, None
+
+
 def rope_dim_of(config):
-    return int(head_dim_of(config) * float(_get(config, "partial_rotary_factor", 1.0)))
+    factor = config.get("partial_rotary_factor")
+    if factor is None and _rope_parameters(config):
+        factor = _rope_parameters(config)[0].get("partial_rotary_factor")
+    return int(head_dim_of(config) * float(1.0 if factor is None else factor))
 
 
 class Rope:
@@ -248,6 +261,14 @@ def ropes_of(config):
     if family == "gpt2":
         return {}
     default_theta = {"qwen3": 1000000.0, "gemma3_text": 1000000.0, "smollm3": 2000000.0}.get(family, 10000.0)
+    v5 = _rope_parameters(config)
+    if v5 is not None:  # Transformers >= 5: theta and scaling in one dict (per layer type for Gemma 3)
+        full, sliding = v5
+        ropes = {"global": make_rope(config, float(full.get("rope_theta", default_theta)), full)}
+        if family == "gemma3_text":
+            sliding = sliding or {"rope_type": "default", "rope_theta": 10000.0}
+            ropes["local"] = make_rope(config, float(sliding.get("rope_theta", 10000.0)), sliding)
+        return ropes
     theta = float(_get(config, "rope_theta", default_theta))
     ropes = {"global": make_rope(config, theta, config.get("rope_scaling"))}
     if family == "gemma3_text":

@@ -55,6 +55,9 @@ CASES = {
     "qwen3_bf16_mqa_tied_bias": ("qwen3", dict(dtype="BF16", num_kv_heads=1, tie_word_embeddings=True,
                                                attention_bias=True)),
     "qwen3_sliding_f16": ("qwen3", dict(dtype="F16", num_layers=3, sliding_window=5, max_window_layers=1)),
+    "qwen3_v5_rope_parameters_llama3": ("qwen3", dict(dtype="BF16", v5=True, rope_scaling={
+        "rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16})),
     "qwen3_default_head_dim_128": ("qwen3", dict(num_heads=2, num_kv_heads=1, head_dim=128, omit=("head_dim",))),
     "phi3_f32_mha": ("phi3", dict(num_kv_heads=4)),
     "phi4mini_bf16_gqa_partial_tied": ("phi3", dict(dtype="BF16", hidden_size=64, intermediate_size=64,
@@ -66,6 +69,10 @@ CASES = {
                                                    original_max_position_embeddings=16,
                                                    rope_scaling=longrope_scaling(8, seed=2, key="rope_type"))),
     "phi3_window5_f32": ("phi3", dict(sliding_window=5)),
+    "phi4mini_v5_rope_parameters_longrope": ("phi3", dict(hidden_size=64, intermediate_size=64, v5=True,
+                                                          partial_rotary_factor=0.75, max_position_embeddings=64,
+                                                          original_max_position_embeddings=16,
+                                                          rope_scaling=longrope_scaling(12, seed=6))),
     # original_max_position_embeddings only inside rope_scaling: Phi3Config's own (default 4096) wins
     "phi3_longrope_original_max_default": ("phi3", dict(max_position_embeddings=64, omit=(
         "original_max_position_embeddings",), rope_scaling=dict(longrope_scaling(8, seed=5),
@@ -86,6 +93,9 @@ CASES = {
     "gemma3_f16_final_softcap_untied": ("gemma3_text", dict(dtype="F16", num_layers=3, sliding_window=6,
                                                             sliding_window_pattern=3, final_logit_softcapping=10.0,
                                                             tie_word_embeddings=False)),
+    "gemma3_v5_rope_parameters_per_layer_type": ("gemma3_text", dict(num_layers=3, sliding_window=4, v5=True,
+                                                                     layer_types="auto", rope_scaling={
+                                                                         "rope_type": "linear", "factor": 4.0})),
     "smollm3_f32_nope": ("smollm3", dict(num_layers=4)),
     "smollm3_bf16_no_rope_list_untied_mqa": ("smollm3", dict(dtype="BF16", num_layers=3, no_rope_layers=[1, 0, 1],
                                                              tie_word_embeddings=False, num_kv_heads=1)),
@@ -93,6 +103,7 @@ CASES = {
     "smollm3_sliding_layer_types_f16": ("smollm3", dict(dtype="F16", num_layers=4, sliding_window=5, layer_types=[
         "sliding_attention", "full_attention", "sliding_attention", "full_attention"])),
     "gpt2_f32": ("gpt2", dict()),
+    "gpt2_v5_dtype_key": ("gpt2", dict(dtype="BF16", v5=True)),
     "gpt2_bf16_no_prefix_inverse_layer_idx": ("gpt2", dict(dtype="BF16", num_layers=3, gpt2_prefix=False,
                                                            scale_attn_by_inverse_layer_idx=True)),
     "gpt2_f16_gelu_erf_unscaled_upcast": ("gpt2", dict(dtype="F16", activation_function="gelu",
