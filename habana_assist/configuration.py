@@ -57,6 +57,7 @@ _LAYER_TYPES = ("full_attention", "sliding_attention")
 _OTHER_LAYER_TYPES = ("chunked_attention", "linear_attention")  # valid in Transformers, not computed here
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 _FIX = "use the config.json that was saved with this checkpoint"
+MAX_HEAD_DIM = 512  # the core's limit (csrc/ha.h, HA_MAX_HEAD_DIM)
 
 # How each family differs, in one table. Fields:
 #   required: shape fields with no default (a default would describe some other model)
@@ -387,6 +388,10 @@ class PretrainedConfig:
             if not _is_size(head_dim):
                 raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
                            head_dim, "expected a positive integer")
+        head_dim = self.n_embd // self.n_head if gpt2 else head_dim
+        if head_dim > MAX_HEAD_DIM:
+            raise UnsupportedModelError(f"config.json: a head dimension of {head_dim} is not supported (the core "
+                                        f"computes heads of up to {MAX_HEAD_DIM})")
         eps = getattr(self, spec.eps)
         if not (_is_number(eps) and eps > 0):
             raise _bad(spec.eps, eps, "expected a positive number")
@@ -475,7 +480,7 @@ class PretrainedConfig:
             raise UnsupportedModelError(f"config.json: partial_rotary_factor {_short(partial)} is not supported for "
                                         f"{family} (supported: 1.0, rotary embedding over the whole head; partial "
                                         "rotary: Phi-3)")
-        elif head_dim % 2 and any(s["rope"] != "none" for s in self._plan()):
+        elif head_dim % 2 and self._any_rope():
             raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
                        head_dim, "rotary embeddings need a positive even head dimension")
         _rope_type(self.rope_scaling, family)
@@ -594,6 +599,9 @@ class PretrainedConfig:
         if factor is None:
             factor = self.max_position_embeddings / original
         attention_factor = scaling.get("attention_factor")
+        if attention_factor is None and factor > 1.0 and original == 1:
+            raise _bad("original_max_position_embeddings", original, "longrope's attention factor sqrt(1 + "
+                       "ln(factor) / ln(original_max_position_embeddings)) needs it above 1")
         if attention_factor is None:
             attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
         exponents = np.arange(0, dim, 2, dtype=np.float64) / dim
@@ -631,6 +639,14 @@ class PretrainedConfig:
             return [bool(v) for v in self.no_rope_layers[:n]]
         return [(i + 1) % self.no_rope_layer_interval != 0 for i in range(n)]
 
+    def _any_rope(self):
+        """Whether some layer has rotary (all but a SmolLM3 whose every layer is NoPE); without listing the layers."""
+        if self.family != "smollm3":
+            return True
+        if self.no_rope_layers is not None:
+            return any(self.no_rope_layers[:self.num_hidden_layers])
+        return self.no_rope_layer_interval > 1
+
     def _window(self):
         """The window of the sliding layers, or None when nothing slides."""
         family = self.family
@@ -647,7 +663,8 @@ class PretrainedConfig:
         if family == "gpt2":
             return [{"window": 0, "rope": "none"} for _ in range(n)]
         window = self._window()
-        types = self._layer_types()
+        # which layers slide matters with a window, and for Gemma 3's local rotary
+        types = self._layer_types() if window is not None or family == "gemma3_text" else ["full_attention"] * n
         rope = self._has_rope() if family == "smollm3" else [True] * n
         plan = []
         for i in range(n):

@@ -5,6 +5,7 @@
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --replay tests/fuzz/crashers    # the kept regression inputs
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus                   # rewrite tests/fuzz/corpus/
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json   # only that target's
+    /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets config   # only the families' config seeds
 
 The promise under test (DESIGN.md, promise 3): every input gives a valid result or a ``HabanaAssistError``
 (whose classes also derive from ValueError / FileNotFoundError); never a crash, a hang, another exception type
@@ -14,7 +15,8 @@ memory far beyond the input's size.
 Targets (each input is a directory, a seed from corpus/<target>/<name>/ with one of its files mutated):
     safetensors        read_safetensors + read_metadata of model.safetensors, every array read through
     sharded            checkpoint_files of model.safetensors.index.json and the shards it names
-    config             LlamaConfig.from_pretrained (config.json), its derived properties and a from_dict round trip
+    config             PretrainedConfig.from_pretrained (config.json) of every family, its derived properties, a
+                       from_dict round trip, core_config(), layer_settings() and the expected tensor names
     generation_config  GenerationConfig.from_pretrained (generation_config.json), validate(), eos_token_ids()
     tokenizer          AutoTokenizer.from_pretrained (tokenizer.model, tokenizer_config.json,
                        special_tokens_map.json), then encode / decode / a padded batch with the result
@@ -178,6 +180,7 @@ def make_corpus(corpus_dir=CORPUS_DIR):
         os.makedirs(d)
         shutil.copy(os.path.join(corpus_dir, "load", name, "config.json"), os.path.join(d, "config.json"))
     copy_shipped(os.path.join(corpus_dir, "config", "shipped"), "config.json")
+    make_config_family_corpus(corpus_dir)
 
     copy_shipped(os.path.join(corpus_dir, "generation_config", "shipped"), "generation_config.json")
     d = os.path.join(corpus_dir, "generation_config", "sampling")
@@ -209,6 +212,68 @@ def make_corpus(corpus_dir=CORPUS_DIR):
             with open(os.path.join(d, "special_tokens_map.json"), "w") as f:
                 json.dump({"pad_token": "<pad>", "additional_special_tokens": []}, f, indent=2)
     make_tokenizer_json_corpus(corpus_dir)
+
+
+# ---- config.json seeds of the other families (miniatures of their hub configs) ----------------------------------
+
+def family_config_seeds():
+    """{seed name: {"config.json": bytes}}: one small config.json per family beyond the load corpus's Llama,
+    Mistral and Qwen2, with the keys their hub checkpoints carry (Qwen2.5 with a sliding window, Qwen3, Phi-4-mini's
+    partial rotary and longrope, Gemma 2's softcaps, Gemma 3 in both Transformers 4 and 5 layouts, SmolLM3's
+    NoPE layers, the original GPT-2)."""
+    shape = {"vocab_size": 32, "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 4,
+             "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64}
+    gemma = {**shape, "head_dim": 8, "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 8,
+             "rms_norm_eps": 1e-6, "sliding_window": 4, "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 1}
+    configs = {
+        "qwen2_sliding": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", **shape,
+                          "use_sliding_window": True, "sliding_window": 8, "max_window_layers": 2,
+                          "rope_theta": 1000000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16"},
+        "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **shape, "head_dim": 16,
+                  "attention_bias": False, "rope_theta": 1000000.0, "rope_scaling": None, "use_sliding_window": False,
+                  "sliding_window": None, "max_window_layers": 4, "layer_types": ["full_attention"] * 4,
+                  "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2},
+        "phi3_longrope": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **shape,
+                          "max_position_embeddings": 256, "original_max_position_embeddings": 32,
+                          "partial_rotary_factor": 0.75, "rope_theta": 10000.0, "sliding_window": 128,
+                          "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.01, 1.02],
+                                           "long_factor": [1.0, 2.5, 6.0]},
+                          "hidden_act": "silu", "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": [2, 3],
+                          "pad_token_id": 0, "tie_word_embeddings": True},
+        "gemma2": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **gemma,
+                   "hidden_act": "gelu_pytorch_tanh", "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "rope_theta": 10000.0,
+                   "cache_implementation": "hybrid"},
+        "gemma3_text": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **gemma,
+                        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 2,
+                        "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "attn_logit_softcapping": None,
+                        "final_logit_softcapping": None,
+                        "layer_types": ["sliding_attention", "full_attention"] * 2},
+        "gemma3_text_v5": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **gemma,
+                           "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                                  "rope_theta": 1000000.0},
+                                               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                           "dtype": "bfloat16"},
+        "smollm3": {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", **shape,
+                    "no_rope_layers": [1, 1, 1, 0], "no_rope_layer_interval": 4, "use_sliding_window": False,
+                    "sliding_window": None, "rope_theta": 5000000.0, "pad_token_id": 0, "bos_token_id": None,
+                    "eos_token_id": 2, "tie_word_embeddings": True},
+        "gpt2": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 32, "n_embd": 16,
+                 "n_layer": 2, "n_head": 2, "n_positions": 64, "n_ctx": 64, "activation_function": "gelu_new",
+                 "layer_norm_epsilon": 1e-5, "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": True,
+                 "reorder_and_upcast_attn": False, "bos_token_id": 30, "eos_token_id": 31, "resid_pdrop": 0.1},
+    }
+    return {f"family_{name}": {"config.json": (json.dumps(config, indent=2) + "\n").encode()}
+            for name, config in configs.items()}
+
+
+def make_config_family_corpus(corpus_dir=CORPUS_DIR):
+    """Write corpus/config/family_*/ (only): built from code alone, so rewriting it is reproducible."""
+    root = os.path.join(corpus_dir, "config")
+    for name in os.listdir(root) if os.path.isdir(root) else ():
+        if name.startswith("family_"):
+            shutil.rmtree(os.path.join(root, name))
+    for name, files in family_config_seeds().items():
+        write_input_dir(os.path.join(root, name), files)
 
 
 # ---- tokenizer.json seeds (small hand-built checkpoints in the real formats of Llama 3, Llama 2, Gemma, Qwen) ----
@@ -437,7 +502,10 @@ INTERESTING_STRINGS = ("", "F32", "BF16", "F16", "F64", "I64", "I8", "U8", "BOOL
                        "x" * 3000, "../outside.safetensors", "/etc/hostname", "model.safetensors",
                        "model.safetensors.index.json", "config.json", "LlamaForCausalLM", "Qwen2ForCausalLM",
                        "MistralForCausalLM", "GPT2LMHeadModel", "llama", "qwen2", "mistral", "heuristic",
-                       "coupled", "rejection", "constant", "1e400", "NaN", "true", "null", "0")
+                       "coupled", "rejection", "constant", "1e400", "NaN", "true", "null", "0",
+                       "gelu_pytorch_tanh", "gelu_new", "relu", "longrope", "su", "sliding_attention",
+                       "full_attention", "chunked_attention", "gemma2", "gemma3_text", "gpt2", "phi3", "qwen3",
+                       "smollm3", "qwen3_moe", "Gemma3ForCausalLM", "Phi3ForCausalLM", "Qwen3ForCausalLM")
 FLOAT32_VALUES = (0.0, -0.0, 0.5, -1.5, 1e-45, 3.4e38, -3.4e38, float("inf"), float("-inf"), float("nan"))
 # Keys worth adding: the fields the parsers read, and names that collide with attributes and methods.
 INTERESTING_KEYS = ("dtype", "shape", "data_offsets", "__metadata__", "weight_map", "metadata", "vocab_size",
@@ -455,7 +523,13 @@ INTERESTING_KEYS = ("dtype", "shape", "data_offsets", "__metadata__", "weight_ma
                     "add_eos_token", "padding_side", "truncation_side", "model_max_length", "content",
                     "__class__", "__dict__", "__init__", "to_dict", "validate", "update", "eos_token_ids",
                     "_validate", "from_dict", "family", "rope_type", "qkv_bias", "rope_inv_freq", "__eq__",
-                    "__repr__", "sp", "encode", "decode", "vocab_size", "")
+                    "__repr__", "sp", "encode", "decode", "vocab_size", "", "n_embd", "n_layer", "n_head",
+                    "n_positions", "n_inner", "activation_function", "hidden_activation", "layer_types",
+                    "sliding_window_pattern", "query_pre_attn_scalar", "attn_logit_softcapping",
+                    "final_logit_softcapping", "rope_local_base_freq", "no_rope_layers", "no_rope_layer_interval",
+                    "max_window_layers", "short_factor", "long_factor", "attention_factor", "num_experts",
+                    "use_bidirectional_attention", "scale_attn_by_inverse_layer_idx", "scale_attn_weights",
+                    "full_attention", "sliding_attention", "core_config", "layer_settings")
 # Text values spliced in after serialization (json.dumps cannot write them): deep nesting, huge literals.
 RAW_VALUES = ("[" * 100000 + "]" * 100000, "[" * 400 + "]" * 400, "[" * 900 + "]" * 900, "{\"a\":" * 50000 + "1" + "}" * 50000, "1" * 5000, "-" + "9" * 4400,
               "1e999999", "-1e400", "0.0000000000000000000000000000001e-400", "Infinity", "-Infinity", "NaN",
@@ -913,10 +987,22 @@ def run_sharded(d):
 
 
 def run_config(d):
-    from habana_assist.configuration import LlamaConfig
-    c = LlamaConfig.from_pretrained(d)
-    _ = (c.family, c.rope_type, c.qkv_bias, c.o_bias, repr(c))
-    assert LlamaConfig.from_dict(c.to_dict()) == c, "from_dict(to_dict()) differs"
+    from habana_assist.configuration import FLOAT_DTYPES, PretrainedConfig
+    from habana_assist.loading import expected_weights
+    from habana_assist.saving import state_dict_names
+    c = PretrainedConfig.from_pretrained(d)
+    _ = (c.family, c.rope_type, c.qkv_bias, c.o_bias, c.mlp_biases, c.qk_norm, c.activation, repr(c))
+    assert PretrainedConfig.from_dict(c.to_dict()) == c, "from_dict(to_dict()) differs"
+    for dtype in FLOAT_DTYPES:  # what the model is built from: the core's config, its rotary tables
+        core = c.core_config(dtype)
+        for key in ("rope_inv_freq", "rope_inv_freq_long", "rope_inv_freq_local"):
+            table = core[key]
+            assert table is None or table.shape == (core["rope_dim"] // 2,), f"{key} of shape {table.shape}"
+    if c.num_hidden_layers <= 4096:  # (a config may say 2**62 layers: the loader refuses it against the tensors)
+        settings = c.layer_settings()
+        assert len(settings) == c.num_hidden_layers, f"{len(settings)} layer settings"
+        names = [spec.name for spec in expected_weights(c)]
+        assert sorted(names) == sorted(state_dict_names(c)), "expected_weights and state_dict_names differ"
     return c.family
 
 
@@ -1288,8 +1374,10 @@ def main(argv=None):
             make_corpus()
         elif args.targets == "tokenizer_json":
             make_tokenizer_json_corpus()
+        elif args.targets == "config":  # the families' seeds; the others come with the load corpus's checkpoints
+            make_config_family_corpus()
         else:  # the others' seeds come from sentencepiece training and random weights, written all together
-            ap.error("--make-corpus --targets: only tokenizer_json's seeds are rewritten alone")
+            ap.error("--make-corpus --targets: only tokenizer_json's and config's family seeds are rewritten alone")
         return 0
     targets = [t for t in (args.targets or ",".join(TARGETS)).split(",") if t]
     unknown = set(targets) - set(TARGETS)
