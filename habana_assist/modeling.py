@@ -453,10 +453,11 @@ class LlamaForCausalLM:
         B, S = ids.shape
         eos = gc.eos_token_ids()
         pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
-        for flag, values in (("eos_token_id", eos), ("pad_token_id", [pad])):
-            if any(v >= self.vocab_size for v in values):
-                raise InvalidInputError(f"`{flag}` (={values}) is outside the vocabulary (vocab_size={self.vocab_size}); "
-                                        "pass ids from the model's tokenizer")
+        if any(v >= self.vocab_size for v in eos):  # processors index the scores at eos ids (min_new_tokens...)
+            raise InvalidInputError(f"`eos_token_id` (={eos}) is outside the vocabulary (vocab_size={self.vocab_size}); "
+                                    "pass ids from the model's tokenizer")
+        if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
+            raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
         if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
                 and (ids == gc.pad_token_id).any():
             attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token

@@ -412,8 +412,16 @@ def test_generate_rejects_eos_list_with_an_id_beyond_vocab(model):
     raises(ValueError, gen(model, eos_token_id=[2, VOCAB + 1]), "eos_token_id", str(VOCAB + 1), "vocab")
 
 
-def test_generate_rejects_pad_token_id_beyond_vocab(model):
-    raises(ValueError, gen(model, pad_token_id=VOCAB), "pad_token_id", str(VOCAB), "vocab")
+def test_generate_pads_with_a_pad_token_id_beyond_vocab_as_transformers(model):
+    """Transformers only writes pad_token_id into the rows that stopped early (a config's class default may lie
+    outside a small vocabulary); one beyond 32 bits is refused."""
+    prompts = np.array([[3, 4, 5], [9, 8, 7]])
+    plain = model.generate(prompts, max_new_tokens=4)[:, 3:]
+    row = 0 if plain[0, 0] not in plain[1] else 1  # a row whose first token the other row never generates
+    assert plain[row, 0] not in plain[1 - row], f"no row stops alone: {plain}"
+    out = model.generate(prompts, max_new_tokens=4, eos_token_id=int(plain[row, 0]), pad_token_id=VOCAB + 5)
+    assert (out[row, 4:] == VOCAB + 5).all() and (out[1 - row, 3:] == plain[1 - row]).all(), out
+    raises(ValueError, gen(model, pad_token_id=2 ** 31), "pad_token_id", "32 bits")
 
 
 def test_generate_rejects_negative_seed(model):

@@ -11,7 +11,8 @@ import habana_assist as ha
 from habana_assist import _core
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
-SUITES = ["test_cache_exactness.py", "test_logits_reference.py", "test_assisted_exactness.py"]
+SUITES = ["test_cache_exactness.py", "test_logits_reference.py", "test_assisted_exactness.py", "test_model_families.py",
+          "test_sliding_ring.py"]
 VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
 
 
