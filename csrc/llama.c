@@ -710,6 +710,12 @@ static int64_t ctx_length(const void *self, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->len[seq] : 0;
 }
 
+/* Positions a layer with window w keeps per sequence in a cache of `capacity`: a ring of w + HA_RING_SLACK when
+ * that is fewer (written so that a window near INT64_MAX does not overflow). */
+static int64_t layer_slots(int64_t w, int64_t capacity) {
+    return w > 0 && w < capacity - HA_RING_SLACK ? w + HA_RING_SLACK : capacity;
+}
+
 ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
                                   ha_llama_context **out) {
     if (!m || !out) return ha_fail(HA_ERR_INVALID, "ha_llama_context_create: NULL argument");
@@ -726,8 +732,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     double per_seq = 0.0; /* positions over all layers, per sequence */
     int ring = 0;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
-        const int64_t w = m->layers[l].window;
-        const int64_t slots = w > 0 && w + HA_RING_SLACK < capacity ? w + HA_RING_SLACK : capacity;
+        const int64_t slots = layer_slots(m->layers[l].window, capacity);
         ring |= slots < capacity;
         per_seq += (double)slots;
     }
@@ -811,8 +816,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     for (int64_t s = 0; s < n_seq; s++) c->top[s] = -1;
     for (size_t l = 0, at = 0; l < nl; l++) {
-        const int64_t w = m->layers[l].window;
-        c->slots[l] = w > 0 && w + HA_RING_SLACK < capacity ? w + HA_RING_SLACK : capacity;
+        c->slots[l] = layer_slots(m->layers[l].window, capacity);
         c->layer_at[l] = at;
         at += (size_t)n_seq * (size_t)c->slots[l] * (size_t)m->kv_dim;
     }

@@ -717,7 +717,9 @@ class PretrainedConfig:
             config["rope_inv_freq_local"] = _base_inv_freq(self.rope_local_base_freq, self.head_dim)
         if spec.norm == "rms_one_plus":
             config["embed_scale"] = _round_to(self.hidden_size ** 0.5, dtype)
-            config["attn_softcap"] = float(self.attn_logit_softcapping or 0.0)
+            # Transformers' Gemma 3 attention ignores attn_logit_softcapping (null in every Gemma 3 config):
+            # only Gemma 2 caps attention logits.
+            config["attn_softcap"] = float(self.attn_logit_softcapping or 0.0) if family == "gemma2" else 0.0
             config["final_softcap"] = float(self.final_logit_softcapping or 0.0)
         return config
 

@@ -267,11 +267,13 @@ class LlamaForCausalLM:
 
     def num_parameters(self, only_trainable=False, exclude_embeddings=False):
         """Parameters as Transformers counts them: each tensor of the checkpoint once (a tied head not again);
-        exclude_embeddings leaves out the embedding (and an untied head, as Transformers' count of embedding
-        parameters does: nn.Embedding only, so the head stays)."""
+        exclude_embeddings leaves out the embeddings (the token embedding, and GPT-2's learned positions), as
+        Transformers' count does: nn.Embedding modules only, so an untied head stays."""
+        embeddings = {id(self._weights[spec.name].array) for spec in expected_weights(self.config)
+                      if spec.role in ("embed", "pos_embed")}
         total, seen = 0, set()
-        for name, weight in self._weights.items():
-            if id(weight.array) in seen or (exclude_embeddings and name == "model.embed_tokens.weight"):
+        for weight in self._weights.values():
+            if id(weight.array) in seen or (exclude_embeddings and id(weight.array) in embeddings):
                 continue  # a tied head is the embedding's own tensor
             seen.add(id(weight.array))
             if weight.array.ndim == 1:

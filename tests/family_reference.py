@@ -430,7 +430,9 @@ def reference_logits(config, tensors, tokens, dtype=None):
     gemma = family in GEMMA
     eps = float(_get(config, "layer_norm_epsilon", 1e-5)) if family == "gpt2" else float(
         _get(config, "rms_norm_eps", 1e-6 if gemma else 1e-5))
-    attn_cap = float(_get(config, "attn_logit_softcapping", 0.0)) if gemma else 0.0
+    # Gemma 3's attention never passes attn_logit_softcapping to the attention function (modeling_gemma3.py):
+    # only Gemma 2 caps attention logits.
+    attn_cap = float(_get(config, "attn_logit_softcapping", 0.0)) if family == "gemma2" else 0.0
     final_cap = float(_get(config, "final_logit_softcapping", 0.0)) if gemma else 0.0
 
     def norm(x, weight, bias=None):

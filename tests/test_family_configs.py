@@ -175,6 +175,9 @@ def test_gemma_softcaps_come_from_the_config_and_null_is_off():
     assert (c["attn_softcap"], c["final_softcap"]) == (0.0, 0.0)
     c = make("gemma3_text").core_config("float32")
     assert (c["attn_softcap"], c["final_softcap"]) == (0.0, 0.0), "Gemma 3's defaults are null"
+    # Transformers' Gemma 3 attention does not pass attn_logit_softcapping on: a value changes nothing there
+    c = make("gemma3_text", attn_logit_softcapping=20.0, final_logit_softcapping=15.0).core_config("float32")
+    assert (c["attn_softcap"], c["final_softcap"]) == (0.0, 15.0)
     assert make("llama").core_config("float32")["embed_scale"] == 1.0
 
 

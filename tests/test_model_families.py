@@ -631,3 +631,16 @@ def test_quantized_models_generate_and_assist_exactly(store, family, dtype, one_
     parts = [model(TOKENS[None, :4], past_key_values=cache).logits[0]]
     parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(4, SEQ)]
     assert_bitwise(np.concatenate(parts), full, f"{case} as {dtype}: decoded one token at a time vs full")
+
+
+@pytest.mark.parametrize("case", ["gpt2_f32", "qwen3_bf16_mqa_tied_bias", "gemma2_f16_untied"])
+def test_num_parameters_counts_each_tensor_once_and_leaves_out_the_embeddings(store, case):
+    """As Transformers: every tensor once (a tied head not again); exclude_embeddings drops the nn.Embedding
+    modules, the token embedding and GPT-2's learned positions."""
+    _, config, tensors = store.checkpoint(case)
+    model = store.model(case)
+    total = sum(v.size for v in tensors.values())
+    embeddings = sum(v.size for name, v in tensors.items() if name.endswith(("wte.weight", "wpe.weight",
+                                                                           "embed_tokens.weight")))
+    assert model.num_parameters() == total
+    assert model.num_parameters(exclude_embeddings=True) == total - embeddings

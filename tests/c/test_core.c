@@ -1056,6 +1056,12 @@ static void test_model_ring_cache_keeps_the_window(void) {
     CHECK_OK(append_seq(c, 0, 10, x, again));
     CHECK_SAME_FLOATS(a, again, (size_t)10 * TV, "after crop to 0, the first 10 positions");
     ha_llama_context_free(c);
+    /* A window near INT64_MAX is no ring (and its size does not overflow). */
+    tiny *huge = tiny_build(HA_F32, 1, 0, INT64_MAX, 6);
+    c = ctx_new(huge->m, 1, 16);
+    CHECK_OK(append_seq(c, 0, 16, x, again));
+    ha_llama_context_free(c);
+    tiny_free(huge);
     /* A cache no longer than window + slack is not a ring, and crops anywhere. */
     c = ctx_new(t->m, 1, W + 256);
     CHECK(LM(c)->max_rollback == INT64_MAX, "capacity 260 expected no ring, max_rollback %lld", (long long)LM(c)->max_rollback);
