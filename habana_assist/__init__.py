@@ -1,4 +1,5 @@
-"""habana_assist: exact, fast assisted generation for Hugging Face Llama-family checkpoints, on a C core.
+"""habana_assist: exact, fast assisted generation for Hugging Face checkpoints (Llama, Mistral, Qwen2/3, Phi-3/4,
+Gemma 2/3, SmolLM3, GPT-2), on a C core.
 
     import habana_assist as ha
     model = ha.AutoModelForCausalLM.from_pretrained(path)
@@ -7,7 +8,7 @@
 
 from . import errors
 from ._core import kernels_name
-from .configuration import LlamaConfig
+from .configuration import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
 from .generation import GenerateDecoderOnlyOutput, GenerationConfig
@@ -16,14 +17,19 @@ from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, Sto
                        StopStringCriteria)
 from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
-from .modeling import (AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM, get_num_threads, set_num_threads,
-                       set_seed)
+from .modeling import (ARCHITECTURE_CLASSES, AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM,
+                       get_num_threads, set_num_threads, set_seed)
+
+# Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
+globals().update(ARCHITECTURE_CLASSES)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutoModelForCausalLM", "LlamaForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
-    "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "GenerationConfig", "GenerateDecoderOnlyOutput",
+    "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
+    *ARCHITECTURE_CLASSES,
+    "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
+    "GenerationConfig", "GenerateDecoderOnlyOutput",
     "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",

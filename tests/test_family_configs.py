@@ -635,6 +635,16 @@ def test_a_missing_gemma_norm_is_named(tmp_path):
         load_checkpoint(tmp_path)
 
 
+def test_a_phi3_checkpoint_missing_its_fused_projection_is_named(tmp_path):
+    """A Phi-3 checkpoint saved with split q/k/v (a Llama layout) instead of the fused qkv_proj is refused by name."""
+    write_checkpoint(tmp_path, "phi3")
+    tensors = {k: v for k, v in read_safetensors(tmp_path / "model.safetensors").items()
+               if k != "model.layers.0.self_attn.qkv_proj.weight"}
+    save_file({k: (a, d) for k, (a, d) in tensors.items()}, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.self_attn\.qkv_proj\.weight' not found"):
+        load_checkpoint(tmp_path)
+
+
 # ---- saving: every family round trips bit for bit ------------------------------------------------------------------
 
 def _raw_tensors(path):
