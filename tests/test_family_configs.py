@@ -10,6 +10,7 @@ package's code. Full forwards of each family are tests/test_model_families.py's.
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -626,22 +627,15 @@ def test_phi3_fused_matrix_of_the_wrong_shape_names_the_fields(tmp_path):
         load_checkpoint(tmp_path)
 
 
-def test_a_missing_gemma_norm_is_named(tmp_path):
-    write_checkpoint(tmp_path, "gemma2")
-    tensors = {k: v for k, v in read_safetensors(tmp_path / "model.safetensors").items()
-               if k != "model.layers.1.pre_feedforward_layernorm.weight"}
-    save_file({k: (a, d) for k, (a, d) in tensors.items()}, tmp_path / "model.safetensors")
-    with pytest.raises(CheckpointError, match=r"'model\.layers\.1\.pre_feedforward_layernorm\.weight' not found"):
-        load_checkpoint(tmp_path)
-
-
-def test_a_phi3_checkpoint_missing_its_fused_projection_is_named(tmp_path):
-    """A Phi-3 checkpoint saved with split q/k/v (a Llama layout) instead of the fused qkv_proj is refused by name."""
-    write_checkpoint(tmp_path, "phi3")
-    tensors = {k: v for k, v in read_safetensors(tmp_path / "model.safetensors").items()
-               if k != "model.layers.0.self_attn.qkv_proj.weight"}
-    save_file({k: (a, d) for k, (a, d) in tensors.items()}, tmp_path / "model.safetensors")
-    with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.self_attn\.qkv_proj\.weight' not found"):
+@pytest.mark.parametrize("family, missing", [
+    ("gemma2", "model.layers.1.pre_feedforward_layernorm.weight"),
+    ("phi3", "model.layers.0.self_attn.qkv_proj.weight"),  # saved with split q/k/v (a Llama layout): refused
+])
+def test_a_missing_tensor_of_the_family_is_named(tmp_path, family, missing):
+    write_checkpoint(tmp_path, family)
+    tensors = {k: v for k, v in read_safetensors(tmp_path / "model.safetensors").items() if k != missing}
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match=re.escape(repr(missing)) + " not found"):
         load_checkpoint(tmp_path)
 
 

@@ -352,15 +352,23 @@ static PyObject *field(PyObject *d, const char *key) {
     return v == Py_None ? NULL : v;
 }
 
-static int int_field(PyObject *d, const char *key, int required, long long dflt, int64_t *out) {
+/* d[key] like field(); *err = -1 with the error set when it is absent but required, else 0. */
+static PyObject *scalar_field(PyObject *d, const char *key, int required, int *err) {
     PyObject *v = field(d, key);
+    *err = 0;
+    if (!v && required) {
+        PyErr_Format(InvalidInputError, "model config: field %s is required", key);
+        *err = -1;
+    }
+    return v;
+}
+
+static int int_field(PyObject *d, const char *key, int required, long long dflt, int64_t *out) {
+    int err;
+    PyObject *v = scalar_field(d, key, required, &err);
     if (!v) {
-        if (required) {
-            PyErr_Format(InvalidInputError, "model config: field %s is required", key);
-            return -1;
-        }
         *out = dflt;
-        return 0;
+        return err;
     }
     if (!PyLong_Check(v)) {
         PyErr_Format(InvalidInputError, "model config: %s must be an int, got %R", key, v);
@@ -373,14 +381,11 @@ static int int_field(PyObject *d, const char *key, int required, long long dflt,
 }
 
 static int float_field(PyObject *d, const char *key, int required, double dflt, float *out) {
-    PyObject *v = field(d, key);
+    int err;
+    PyObject *v = scalar_field(d, key, required, &err);
     if (!v) {
-        if (required) {
-            PyErr_Format(InvalidInputError, "model config: field %s is required", key);
-            return -1;
-        }
         *out = (float)dflt;
-        return 0;
+        return err;
     }
     double x = PyFloat_AsDouble(v);
     if (x == -1.0 && PyErr_Occurred()) return -1;
