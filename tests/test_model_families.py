@@ -644,3 +644,22 @@ def test_num_parameters_counts_each_tensor_once_and_leaves_out_the_embeddings(st
                                                                            "embed_tokens.weight")))
     assert model.num_parameters() == total
     assert model.num_parameters(exclude_embeddings=True) == total - embeddings
+
+
+def test_assisted_greedy_across_tokenizers_with_ring_caches_is_plain_greedy(store, one_core_thread):
+    """The different-tokenizer path over sliding-window rings (caches longer than window + 256): its candidates are
+    capped by the rings' max_rollback and every crop stays exact, through 300 new tokens past two wraps."""
+    built = {}
+    for role, merges, seed in (("target", 32, 5), ("draft", 16, 6)):
+        path = os.path.join(store.root, f"ring-cross-{role}")
+        os.makedirs(path, exist_ok=True)
+        vocab = _write_char_tokenizer(path, ALPHABET, merges, seed)
+        write_family_checkpoint(path, "mistral" if role == "target" else "gemma2", seed=seed + 40, vocab_size=vocab,
+                                num_layers=2, sliding_window=4, max_position_embeddings=1024)
+        built[role] = (ha.AutoModelForCausalLM.from_pretrained(path), ha.AutoTokenizer.from_pretrained(path))
+    (target, tok), (draft, draft_tok) = built["target"], built["draft"]
+    ids = np.array([tok.encode("the cat sat on the mat. " * 12)], dtype=np.int64)
+    plain = generate(target, ids, max_new_tokens=300)
+    res = generate(target, ids, max_new_tokens=300, assistant_model=draft, tokenizer=tok,
+                   assistant_tokenizer=draft_tok, num_assistant_tokens=6)
+    assert_tokens(res, plain, "mistral target, gemma2 draft, rings")
