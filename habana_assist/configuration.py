@@ -294,6 +294,32 @@ def _factor_table(scaling, key, n):
 Rope = namedtuple("Rope", "inv_freq inv_freq_long long_from scale")
 
 
+# Multimodal architectures whose text model is a supported one: its config.json nests the text model's config in
+# "text_config" (Gemma 3 4B/12B/27B are Gemma3ForConditionalGeneration checkpoints).
+_TEXT_MODELS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "gemma3_text")}
+
+
+def _text_model(d):
+    """d, or for a multimodal config in _TEXT_MODELS its text model's config: text_config, with the top level's
+    token ids and dtype (what Transformers' generate and from_pretrained read) where given; the vision part is
+    left out (loading reads only the text model's tensors)."""
+    archs = d.get("architectures")
+    name = next((a for a in archs if isinstance(a, str) and a in _TEXT_MODELS), None) if isinstance(archs, list) else None
+    if name is None:
+        return d
+    text = d.get("text_config")
+    if not isinstance(text, dict):
+        raise _bad("text_config", text, f"{name} needs its text model's config object")
+    architecture, model_type = _TEXT_MODELS[name]
+    out = copy.deepcopy(text)
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "dtype"):
+        if key in d:
+            out[key] = d[key]
+    out["architectures"] = [architecture]
+    out.setdefault("model_type", model_type)
+    return out
+
+
 class PretrainedConfig:
     """Hyperparameters of a causal LM of a supported family; attributes are config.json's keys (Transformers'
     defaults filled in). LlamaConfig and AutoConfig name this same class.
@@ -308,7 +334,7 @@ class PretrainedConfig:
         if methods:  # data in place of _validate, to_dict... would break every later call
             raise CheckpointError(f"config.json: key(s) {methods} name config methods or attributes, not config "
                                   f"fields; {_FIX}")
-        d = copy.deepcopy(kwargs)
+        d = _text_model(copy.deepcopy(kwargs))
         family = _family(d)
         _check_moe(d)
         spec = _FAMILIES[family]

@@ -362,7 +362,14 @@ def _embedding_name(config):
 
 def _file_names(directory, config, origin, searched):
     """-> f(expected name) = the name the checkpoint stores it under: GPT-2 checkpoints exist with and without
-    the "transformer." prefix (lm_head.weight has none either way)."""
+    the "transformer." prefix (lm_head.weight has none either way); a Gemma 3 text model may sit inside a
+    Gemma3ForConditionalGeneration checkpoint."""
+    if config.family == "gemma3_text" and "model.embed_tokens.weight" not in origin:
+        # Gemma3ForConditionalGeneration's text model: model.language_model.* and lm_head.* (Transformers >= 4.52
+        # saves), or language_model.model.* and language_model.lm_head.* (earlier)
+        for prefix, head in (("model.language_model.", ""), ("language_model.model.", "language_model.")):
+            if prefix + "embed_tokens.weight" in origin:
+                return lambda name: prefix + name[len("model."):] if name.startswith("model.") else head + name
     if config.family != "gpt2" or _GPT2_PREFIX + "wte.weight" in origin:
         return lambda name: name
     if "wte.weight" in origin:

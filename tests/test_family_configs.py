@@ -386,7 +386,7 @@ BAD = [
      r"FalconForCausalLM.*names none.*LlamaForCausalLM.*Gemma3ForCausalLM \(model_type 'gemma3_text'\)"
      r".*GPT2LMHeadModel"),
     ("gemma3_text", {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"},
-     UnsupportedModelError, r"Gemma3ForConditionalGeneration.*names none"),
+     CheckpointError, r"'text_config' is None: Gemma3ForConditionalGeneration needs its text model's config"),
     ("llama", {"architectures": None, "model_type": "bert"}, UnsupportedModelError,
      r"model_type 'bert' is not supported.*SmolLM3ForCausalLM"),
     ("llama", {"architectures": ["LlamaForCausalLM", "GPT2LMHeadModel"]}, UnsupportedModelError, r"names several"),
@@ -637,6 +637,35 @@ def test_a_missing_tensor_of_the_family_is_named(tmp_path, family, missing):
     save_file(tensors, tmp_path / "model.safetensors")
     with pytest.raises(CheckpointError, match=re.escape(repr(missing)) + " not found"):
         load_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("layout", ["model.language_model.", "language_model.model."])
+def test_gemma3_for_conditional_generation_loads_its_text_model(tmp_path, layout):
+    """A Gemma 3 4B-style checkpoint (Gemma3ForConditionalGeneration: text_config nested, the text model's tensors
+    under Transformers' >= 4.52 or earlier prefix, a vision tower beside them) gives the text model's logits
+    bitwise, with the top level's token ids."""
+    text = tmp_path / "text"
+    config, _ = write_checkpoint(text, "gemma3_text", seed=4)
+    mm = tmp_path / "multimodal"
+    os.makedirs(mm)
+    top = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+           "text_config": {k: v for k, v in config.items() if k not in ("architectures", "eos_token_id")},
+           "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8}, "eos_token_id": [1, 7],
+           "torch_dtype": config["torch_dtype"]}
+    with open(mm / "config.json", "w") as f:
+        json.dump(top, f)
+    tensors = {layout + k[len("model."):] if k.startswith("model.") else k: v
+               for k, v in read_safetensors(text / "model.safetensors").items()}
+    tensors["vision_tower.vision_model.embeddings.patch_embedding.weight"] = (np.ones((8, 3), np.float32), "F32")
+    save_file(tensors, mm / "model.safetensors")
+    a, b = ha.AutoModelForCausalLM.from_pretrained(str(text)), ha.AutoModelForCausalLM.from_pretrained(str(mm))
+    assert type(b).__name__ == "Gemma3ForCausalLM" and b.config.eos_token_id == [1, 7]
+    ids = np.arange(1, 20)[None]
+    assert np.array_equal(a(ids).logits, b(ids).logits)
+    with open(mm / "config.json", "w") as f:
+        json.dump({k: v for k, v in top.items() if k != "text_config"}, f)
+    with pytest.raises(CheckpointError, match="text_config"):
+        ha.AutoModelForCausalLM.from_pretrained(str(mm))
 
 
 # ---- saving: every family round trips bit for bit ------------------------------------------------------------------
