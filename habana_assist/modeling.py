@@ -1,4 +1,4 @@
-"""The Llama-family causal LM on the C core: from_pretrained, forward, KV cache objects and generate().
+"""The causal LM of every supported family on the C core: from_pretrained, forward, KV cache objects and generate().
 
 Batches follow Transformers' generate() conventions: attention_mask marks real tokens, positions count
 from each row's first real token, so a padded row computes exactly what it computes alone.
