@@ -390,9 +390,10 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
         memset(acc, 0, (size_t)hd * sizeof(float));
         for (int64_t kb = lo; kb <= p; kb += KEY_BLOCK) {
             int64_t ke = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
+            const int64_t slot0 = kb % S; /* the block's first slot; later ones follow it, wrapping at S */
             float bm = -INFINITY;
-            for (int64_t t = kb; t < ke; t++) {
-                float s = k->dot(q, K + (size_t)(t % S) * (size_t)kvd, hd) * scale;
+            for (int64_t t = kb, slot = slot0; t < ke; t++, slot = slot + 1 == S ? 0 : slot + 1) {
+                float s = k->dot(q, K + (size_t)slot * (size_t)kvd, hd) * scale;
                 if (cap > 0.0f) s = cap * tanhf(s / cap);
                 sc[t - kb] = s;
                 if (s > bm) bm = s;
@@ -405,10 +406,10 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
                 }
                 mx = bm;
             }
-            for (int64_t t = kb; t < ke; t++) {
+            for (int64_t t = kb, slot = slot0; t < ke; t++, slot = slot + 1 == S ? 0 : slot + 1) {
                 float ex = expf(sc[t - kb] - mx);
                 sum += ex;
-                k->axpy(ex, V + (size_t)(t % S) * (size_t)kvd, acc, hd);
+                k->axpy(ex, V + (size_t)slot * (size_t)kvd, acc, hd);
             }
         }
         float *o = c->att + i * m->q_dim + h * hd;
