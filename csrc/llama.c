@@ -453,13 +453,26 @@ static void add_bias(float *y, const ha_vector *b, int64_t T, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b->data[i];
 }
 
-/* The activation of ha.h's ha_act, in float32. */
-static float activate(ha_act act, float x) {
+/* y[i] = act(x[i]) (times up[i] when up is given) for i < n: ha.h's ha_act in float32, one loop per kind. */
+static void activate(ha_act act, float *x, const float *up, int64_t n) {
     switch (act) {
-    case HA_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case HA_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-    case HA_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    default: return x / (1.0f + expf(-x));
+    case HA_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            const float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * (up ? up[i] : 1.0f);
+        }
+        break;
+    case HA_ACT_GELU:
+        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f)) * (up ? up[i] : 1.0f);
+        break;
+    case HA_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) * (up ? up[i] : 1.0f);
+        break;
+    default:
+        if (up)
+            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
+        else
+            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
     }
 }
 
@@ -567,7 +580,7 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
         if (cfg->ungated_mlp) {
             matmul(c, 1, (const ha_matrix *[]){ &L->w_up }, (float *[]){ c->gate }, c->xn, T);
             add_bias(c->gate, &L->b_up, T, f);
-            for (int64_t i = 0; i < T * f; i++) c->gate[i] = activate(cfg->act, c->gate[i]);
+            activate(cfg->act, c->gate, NULL, T * f);
         } else {
             if (L->w_gate_up.data) {
                 matmul(c, 1, (const ha_matrix *[]){ &L->w_gate_up }, (float *[]){ c->fused }, c->xn, T);
@@ -577,7 +590,7 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
             }
             add_bias(c->gate, &L->b_gate, T, f);
             add_bias(c->up, &L->b_up, T, f);
-            for (int64_t i = 0; i < T * f; i++) c->gate[i] = activate(cfg->act, c->gate[i]) * c->up[i];
+            activate(cfg->act, c->gate, c->up, T * f);
         }
         matmul(c, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);
