@@ -79,6 +79,9 @@ static ha_status check_matrix(const char *name, int64_t layer, const ha_matrix *
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)",
                        name, (long long)layer, (long long)m->rows, (long long)m->cols, (long long)rows, (long long)cols);
     size_t need = ha_matrix_bytes(m->dtype, rows, cols), align = ha_dtype_align(m->dtype);
+    if (need == 0 && rows > 0 && cols > 0) /* ha_matrix_bytes' 0 for a size beyond size_t */
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld): (%lld, %lld) is too large to address", name,
+                       (long long)layer, (long long)rows, (long long)cols);
     if (m->nbytes != need)
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld): buffer of %zu bytes for (%lld, %lld) %s, which needs %zu",
                        name, (long long)layer, m->nbytes, (long long)rows, (long long)cols, ha_dtype_name(m->dtype), need);
@@ -166,8 +169,8 @@ static ha_status check_weights(const ha_llama_config *c, const ha_llama_weights 
     TRY(check_matrix("embed", -1, &w->embed, c->vocab_size, d));
     if (w->pos_embed.data) {
         TRY(check_matrix("pos_embed", -1, &w->pos_embed, w->pos_embed.rows, d));
-        if (w->pos_embed.rows < 1 || ha_dtype_is_int(w->pos_embed.dtype))
-            return ha_fail(HA_ERR_INVALID, "pos_embed needs >= 1 row of float weights");
+        if (w->pos_embed.rows < 1 || w->pos_embed.rows > INT32_MAX || ha_dtype_is_int(w->pos_embed.dtype))
+            return ha_fail(HA_ERR_INVALID, "pos_embed needs 1..%d rows of float weights", INT32_MAX);
     }
     TRY(check_vector("final_norm", -1, &w->final_norm, d, 1));
     TRY(check_vector("final_norm_b", -1, &w->final_norm_b, d, 0));
