@@ -202,6 +202,11 @@ static int64_t mul_or(int64_t a, int64_t b, int64_t fallback) {
     return __builtin_mul_overflow(a, b, &r) ? fallback : r;
 }
 
+static int64_t add_or(int64_t a, int64_t b, int64_t fallback) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? fallback : r;
+}
+
 typedef struct wctx {
     fz *f;
     ha_dtype dtype; /* the model's dtype; a matrix may differ */
@@ -368,7 +373,7 @@ static void build_model(fz *f, model *out, int huge) {
         L[l].attn_scale = (lb >> 7) ? pick_float(f, -1.0f, 2.0f) : 0.0f;
         L[l].attn_norm = make_vector(&w, d, 1.0f, 0.2f, 0);
         if (fused & 1) {
-            L[l].wqkv = make_matrix(&w, mul_or(2, kvd, -1) + qd, d, 0.5f); /* fused: q | k | v */
+            L[l].wqkv = make_matrix(&w, add_or(mul_or(2, kvd, -1), qd, -1), d, 0.5f); /* fused: q | k | v */
         } else {
             L[l].wq = make_matrix(&w, qd, d, 0.5f);
             L[l].wk = make_matrix(&w, kvd, d, 0.5f);
