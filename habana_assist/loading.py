@@ -50,12 +50,15 @@ _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 class Checkpoint:
     """A loaded checkpoint: path (the directory), config (PretrainedConfig), weights ({HF tensor name: Weight},
-    every matrix in the core's (out, in) orientation)."""
+    every matrix in the core's (out, in) orientation), float_dtype (the float dtype the model is held in: the
+    requested one, or with none or an integer one the embedding's stored dtype; Transformers rounds some constants
+    to the model's dtype, Gemma's embedding scale)."""
 
-    def __init__(self, path, config, weights):
+    def __init__(self, path, config, weights, float_dtype="float32"):
         self.path = os.fspath(path)
         self.config = config
         self.weights = weights
+        self.float_dtype = float_dtype
 
     def __repr__(self):
         dtypes = sorted({w.dtype for w in self.weights.values()})
@@ -345,7 +348,7 @@ def load_checkpoint(directory, dtype=None, repack=True):
     config = PretrainedConfig.from_pretrained(directory)
     files, origin = open_checkpoint(directory)
     try:
-        weights = _load_weights(directory, config, files, origin, target, repack)
+        weights, float_dtype = _load_weights(directory, config, files, origin, target, repack)
         for f in files.values():  # a file rewritten in place meanwhile (same size) could have given mixed bytes
             f.check_unchanged()
     finally:
@@ -353,7 +356,7 @@ def load_checkpoint(directory, dtype=None, repack=True):
             f.close()
     if config.tie_word_embeddings:
         weights["lm_head.weight"] = weights[_embedding_name(config)]
-    return Checkpoint(directory, config, weights)
+    return Checkpoint(directory, config, weights, float_dtype)
 
 
 def _embedding_name(config):
@@ -380,7 +383,7 @@ def _file_names(directory, config, origin, searched):
 
 
 def _load_weights(directory, config, files, origin, target, repack):
-    """-> {HF tensor name: Weight} for load_checkpoint, from the open files."""
+    """-> ({HF tensor name: Weight}, the model's float dtype) for load_checkpoint, from the open files."""
     searched = ", ".join(sorted(files)) or "the checkpoint's safetensors files (no tensors)"
     if config.num_hidden_layers > len(origin):  # each layer has tensors; and expected_weights lists every one
         raise CheckpointError(f"{directory}: config.json says num_hidden_layers={config.num_hidden_layers} but "
@@ -408,7 +411,9 @@ def _load_weights(directory, config, files, origin, target, repack):
                                   f"{list(expected)}; the weights and config.json do not match — use the "
                                   "config.json saved with these weights")
         weights[spec.name] = _load_one(spec, _Stored(file, name), file, config, target, repack)
-    return weights
+        if spec.role == "embed":
+            float_dtype = target if target is not None and target not in _INTEGER else _STORED[stored]
+    return weights, float_dtype
 
 
 def _load_one(spec, tensor, file, config, target, repack):

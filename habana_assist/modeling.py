@@ -164,20 +164,6 @@ class Cache:
             self._mask = mask
 
 
-def _float_dtype(checkpoint):
-    """The dtype the model's float values are held in ("float32", "bfloat16", "float16"): Transformers rounds
-    some constants to it (Gemma's embedding scale). Integer-quantized models keep their stored dtype."""
-    held = getattr(checkpoint, "float_dtype", None)
-    if held:
-        return held
-    dtypes = {weight.dtype for weight in checkpoint.weights.values() if weight.array.ndim == 2}
-    for name in ("float32", "bfloat16", "float16"):
-        if dtypes == {name} or (name in dtypes and dtypes <= {name, "int8", "int4"}):
-            return name
-    stored = str(getattr(checkpoint.config, "torch_dtype", None) or "float32").removeprefix("torch.")
-    return stored if stored in ("float32", "bfloat16", "float16") else "float32"
-
-
 class LlamaForCausalLM:
     """A decoder of any supported family (Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2/3, SmolLM3, GPT-2) on the C
     core; type(model).__name__ is the checkpoint's architecture. Build it with AutoModelForCausalLM.from_pretrained."""
@@ -205,7 +191,7 @@ class LlamaForCausalLM:
 
         # The core's fields (csrc/ha.h): the config's switches and per-layer settings, then each tensor under
         # the role the loader gives it.
-        core_cfg = cfg.core_config(_float_dtype(checkpoint))
+        core_cfg = cfg.core_config(checkpoint.float_dtype)
         parts = {}
         layers = [dict(settings) for settings in cfg.layer_settings()]
         for spec in specs:
