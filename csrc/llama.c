@@ -42,6 +42,7 @@ struct ha_llama_context {
     int64_t n_seq, capacity;
     int blas;             /* prompt blocks go through OpenBLAS (ha_llama_context_create's blas_prefill) */
     int blas_now;         /* the forward in progress is such a block */
+    int64_t rows;         /* R, the tokens one forward holds: HA_BLAS_BLOCK with blas, else CHUNK */
     int64_t *len;         /* (n_seq,) positions held */
     int64_t *top;         /* (n_seq,) the highest position written since the sequence was last empty (-1) */
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
@@ -50,7 +51,7 @@ struct ha_llama_context {
     size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, slots[l], kv_dim) block starts in the caches */
     float *kcache;        /* every layer's (n_seq, slots[l], kv_dim) block, one after the other */
     float *vcache;        /* the same for values */
-    /* Activations of one forward of up to R tokens: R = HA_BLAS_BLOCK with blas, else CHUNK. */
+    /* Activations of one forward of up to R = rows tokens. */
     float *x;             /* (R, d) residual stream */
     float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
     float *q;             /* (R, q_dim) */
@@ -482,7 +483,7 @@ static void activate(ha_act act, float *x, const float *up, int64_t n) {
 /* Rotates heads (T, n_heads*hd) in place with table `table` (0: global or long, 1: local): in each head, pairs
  * (j, j + r2) for j < r2, Transformers' rotate_half convention over the first 2 r2 dims; the rest pass. */
 static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads, int table) {
-    const int64_t hd = c->m->cfg.head_dim, h2 = c->m->r2, R = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    const int64_t hd = c->m->cfg.head_dim, h2 = c->m->r2, R = c->rows;
     for (int64_t i = 0; i < T; i++)
         for (int64_t h = 0; h < n_heads; h++) {
             float *x = v + (i * n_heads + h) * hd;
@@ -498,7 +499,7 @@ static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads
 /* cos and sin of position * table for the chunk's tokens, times rope_scale: row i of table slot `into`. */
 static void rope_tables(ha_llama_context *c, int64_t T, int into, const double *table, const double *long_table) {
     const ha_llama_config *cfg = &c->m->cfg;
-    const int64_t h2 = c->m->r2, R = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    const int64_t h2 = c->m->r2, R = c->rows;
     for (int64_t i = 0; i < T; i++) {
         const double *t = long_table && c->pos[i] >= cfg->rope_long_from ? long_table : table;
         for (int64_t j = 0; j < h2; j++) {
@@ -772,7 +773,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->n_seq = n_seq;
     c->capacity = capacity;
     c->blas = blas_prefill != 0;
-    const size_t R = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    c->rows = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    const size_t R = (size_t)c->rows;
     c->len = calloc((size_t)n_seq, sizeof(int64_t));
     c->top = malloc((size_t)n_seq * sizeof(int64_t));
     c->adding = calloc((size_t)n_seq, sizeof(int64_t));
