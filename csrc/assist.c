@@ -2,41 +2,64 @@
  * one append, the acceptance step keeps what the target itself would have produced, and both caches are
  * cropped to the accepted length. Models are driven only through the model interface (ha_lm).
  *
+ * The rows of a batch run together, round by round: each round every unfinished row gets its own K, the rows
+ * still drafting share one draft append per draft step, and one target append verifies every row's candidates;
+ * then each row accepts, ends or goes on by itself. Every row's logits are bitwise what it would get alone
+ * (ha_lm.append is batch-invariant), so each row's output is bitwise the row run alone.
+ *
  * Per row, the invariant between rounds: tok[0, L) are the row's tokens (prompt then generated); the target's
  * cache holds a prefix of them and the draft's cache another prefix; each model first catches up on the
  * tokens it has not seen. Noise is keyed by (seed, row, position), so which tokens are drawn at a position
- * never depends on how many were drafted or accepted before it. */
+ * never depends on how many were drafted or accepted before it, nor on the other rows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* The cost schedule's largest K, and the per-position acceptance it tracks. */
+#define COST_K_MAX 32
+
 typedef struct row_state {
     int32_t row;
-    int32_t *tok;        /* (capacity,) the row's real tokens, then drafts */
+    int32_t *tok;        /* (prompt + max_new + 1,) the row's real tokens, then this round's drafts */
     int64_t L;           /* tokens decided so far */
     int64_t target_len;  /* positions in the target's cache */
     int64_t draft_len;   /* positions in the draft's cache */
     int64_t generated;   /* new tokens decided so far */
+    int64_t K;           /* constant and heuristic schedules: this row's K */
+    int done;            /* ended: an eos, a stopping criterion, or max_new_tokens */
+    /* this round */
+    int64_t k_max;       /* most candidates */
+    int64_t k;           /* candidates proposed: tok[L, L + k) */
+    int drafting;        /* still drafting (model draft) */
+    const float **p;     /* (max_new + 1,) position L + j's processed target scores */
+    const float **raw;   /* (max_new + 1,) position L + j's raw target logits, with logits_out */
+    const float **q;     /* (max_new,) candidate j's processed draft scores */
 } row_state;
 
+/* Work buffers of a call; rows of V floats grow with the largest round seen. */
 typedef struct buffers {
-    int32_t *seq;        /* (n,) append scratch: sequence ids */
-    uint8_t *want;       /* (n,) append scratch */
-    float *p;            /* (max_new + 1, V) target's processed scores for the verified positions */
-    float *q;            /* (max_new, V) draft's processed scores for its proposals */
-    float *raw;          /* (max_new + 1, V) the target's raw logits of p's rows, when they are asked for */
+    int64_t V;
+    int32_t *seq, *tok;  /* (n_append,) append scratch */
+    uint8_t *want;       /* (n_append,) */
+    float *first;        /* (B, V) the prefill's logits at each row's last prompt token */
+    float *first_raw;    /* (B, V) their raw copy, with logits_out */
+    float *P, *raw, *Q;  /* (cap_p, V), (cap_p, V) with logits_out, (cap_q, V): a round's target and draft rows */
+    int64_t cap_p, cap_raw, cap_q;
 } buffers;
 
-/* Appends tok[from, to) of row r to lm, logits for the last `n_logits` of them. */
-static ha_status catch_up(ha_lm *lm, const row_state *r, buffers *b, int64_t from, int64_t to, int64_t n_logits,
-                          float *logits) {
-    for (int64_t i = from; i < to; i++) {
-        b->seq[i - from] = r->row;
-        b->want[i - from] = i >= to - n_logits;
-    }
-    return lm->append(lm->self, to - from, b->seq, r->tok + from, b->want, logits);
+/* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
+static ha_status grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
+    if (rows <= *cap) return HA_OK;
+    const int64_t want = rows > 2 * *cap ? rows : 2 * *cap;
+    float *n = ha_malloc_array((size_t)want, (size_t)V, sizeof(float));
+    if (!n) return ha_fail(HA_ERR_NOMEM, "out of memory for the scores of %lld verified positions over a vocabulary of "
+                           "%lld", (long long)want, (long long)V);
+    free(*buf);
+    *buf = n;
+    *cap = want;
+    return HA_OK;
 }
 
 /* Transformers' PromptLookupCandidateGenerator: the last n tokens (n from max_ngram down to 1) looked up in
@@ -59,47 +82,73 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
     return 0;
 }
 
-/* Draft up to k_max tokens with the draft model into tok[L, L + k), their processed scores into b->q. */
-static ha_status draft_candidates(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *r, buffers *b,
-                                  int64_t k_max, int64_t *k_out, ha_assist_stats *stats) {
-    const int64_t V = draft->vocab_size;
-    int64_t k = 0;
-    ha_status st = catch_up(draft, r, b, r->draft_len, r->L, 1, b->q);
-    if (st != HA_OK) return st;
-    r->draft_len = r->L;
-    stats->num_draft_passes++;
-    while (k < k_max) {
-        int64_t pos = r->L + k;
-        float *q = b->q + k * V;
-        if ((st = ha_sampler_process(sampler, q, r->row, r->tok, pos, r->generated + k)) != HA_OK) return st;
-        int32_t x = ha_sampler_choose(sampler, q, (uint32_t)r->row, (uint32_t)pos);
-        if (x < 0) return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld; check its weights", (long long)pos);
-        r->tok[pos] = x;
-        k++;
-        if (ha_is_eos(&p->gen, x)) break;
-        if (p->confidence_threshold > 0 && ha_softmax_at(q, V, x) < (double)p->confidence_threshold) break;
-        if (k == k_max) break;
-        st = catch_up(draft, r, b, pos, pos + 1, 1, b->q + k * V);
-        if (st != HA_OK) return st;
-        r->draft_len = pos + 1;
-        stats->num_draft_passes++;
+/* The model draft for every row with k_max > 0, together: step 0 appends each such row's tokens the draft has
+ * not seen (its catch-up; at the first round its prompt), step s > 0 the candidate each row still drafting
+ * chose at step s - 1; one append per step over the rows still drafting. A row stops after k_max candidates, an
+ * eos, or a candidate below the confidence threshold. Candidates go to tok[L, L + k), their scores to r->q. */
+static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                             buffers *b, ha_assist_stats *stats) {
+    const int64_t V = b->V;
+    int64_t q_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        r->drafting = !r->done && r->k_max > 0;
+        q_rows += r->drafting ? r->k_max : 0;
     }
-    *k_out = k;
-    return HA_OK;
+    ha_status st = grow(&b->Q, &b->cap_q, q_rows, V);
+    if (st != HA_OK) return st;
+    float *q = b->Q;
+    for (int64_t s = 0;; s++) {
+        /* One append: every drafting row's unseen tokens, logits at its last. */
+        int64_t n = 0, n_rows = 0;
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (!r->drafting) continue;
+            const int64_t to = r->L + s;
+            for (int64_t j = r->draft_len; j < to; j++) {
+                b->seq[n] = r->row;
+                b->tok[n] = r->tok[j];
+                b->want[n++] = j == to - 1;
+            }
+            r->draft_len = to;
+            r->q[s] = q + n_rows++ * V;
+            stats->num_draft_passes++;
+        }
+        if (n_rows == 0) return HA_OK;
+        if ((st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
+        q += n_rows * V;
+        /* Each drafting row chooses its candidate s. */
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (!r->drafting) continue;
+            const int64_t pos = r->L + s;
+            float *qs = (float *)r->q[s];
+            if ((st = ha_sampler_process(sampler, qs, r->row, r->tok, pos, r->generated + s)) != HA_OK) return st;
+            const int32_t x = ha_sampler_choose(sampler, qs, (uint32_t)r->row, (uint32_t)pos);
+            if (x < 0)
+                return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld of row %d; check its "
+                               "weights", (long long)pos, r->row);
+            r->tok[pos] = x;
+            r->k = s + 1;
+            if (r->k == r->k_max || ha_is_eos(&p->gen, x) ||
+                (p->confidence_threshold > 0 && ha_softmax_at(qs, V, x) < (double)p->confidence_threshold))
+                r->drafting = 0;
+        }
+    }
 }
 
-/* The acceptance step over k candidates tok[L, L + k) with target scores p (k + 1, V) and, for a model draft,
- * draft scores q (k, V). Returns n accepted and writes the target's own next token to *next. */
-static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r, const float *P,
-                      const float *Q, int64_t k, int64_t V, int32_t *next) {
+/* The acceptance step over r's k candidates tok[L, L + k) with target scores r->p[0 .. k] and, for a model
+ * draft, draft scores r->q[0 .. k - 1]. Returns n accepted and writes the target's own next token to *next. */
+static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r, int model_draft,
+                      int64_t V, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
-    const int64_t L = r->L;
+    const int64_t L = r->L, k = r->k;
     int64_t n = 0;
-    if (!p->gen.sampling.do_sample || p->acceptance == HA_ACCEPT_COUPLED || !Q) {
+    if (!p->gen.sampling.do_sample || p->acceptance == HA_ACCEPT_COUPLED || !model_draft) {
         /* Greedy, coupled, or a draft without distributions: keep candidates while they equal the target's
          * own choice at their position (argmax, or its sample under the shared noise). */
         for (;; n++) {
-            int32_t t = ha_sampler_choose(sampler, P + n * V, row, (uint32_t)(L + n));
+            int32_t t = ha_sampler_choose(sampler, r->p[n], row, (uint32_t)(L + n));
             if (n == k || t != r->tok[L + n]) {
                 *next = t;
                 return n;
@@ -108,100 +157,249 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     }
     for (; n < k; n++) {
         int32_t x = r->tok[L + n];
-        double px = ha_softmax_at(P + n * V, V, x), qx = ha_softmax_at(Q + n * V, V, x);
+        double px = ha_softmax_at(r->p[n], V, x), qx = ha_softmax_at(r->q[n], V, x);
         double u = ha_rng_uniform(p->gen.sampling.seed, row, (uint32_t)(L + n), HA_RNG_ACCEPT, 0);
         if (!(qx > 0.0) || u > px / qx) { /* q(x) = 0 cannot come from the draft; reject it if it does */
-            *next = ha_sample_residual(sampler, P + n * V, Q + n * V, row, (uint32_t)(L + n));
+            *next = ha_sample_residual(sampler, r->p[n], r->q[n], row, (uint32_t)(L + n));
             return n;
         }
     }
-    *next = ha_sampler_choose(sampler, P + k * V, row, (uint32_t)(L + k)); /* the bonus token, from p */
+    *next = ha_sampler_choose(sampler, r->p[k], row, (uint32_t)(L + k)); /* the bonus token, from p */
     return k;
 }
 
-static ha_status run_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *r,
-                         buffers *b, int64_t *K, int32_t *out, float *scores, ha_assist_stats *stats, double deadline) {
-    const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq;
-    const int adaptive = p->schedule != HA_SCHEDULE_CONSTANT;
-    ha_status st = HA_OK;
-    /* 0. The prompt alone, as plain generation appends it, so that a context with blas_prefill sends the same
-     * prompt blocks to OpenBLAS in both; the logits at its last token score position L for the first round. */
-    if (r->target_len == 0) {
-        if ((st = catch_up(target, r, b, 0, r->L, 1, b->p)) != HA_OK) return st;
-        r->target_len = r->L;
+/* ---- the cost schedule ----------------------------------------------------------------------------------
+ * A round in which the rows propose k_r candidates costs about D * max_r k_r (the draft steps, shared by the rows
+ * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E(k_r) tokens in expectation, where
+ * E(k) = 1 + sum_{i=1..k} prod_{j<i} a_j and a_j is the chance candidate j is accepted given that those before it
+ * were. Each round chooses the k_r that maximize yield / cost: starting from every k_r = 0, it adds one candidate
+ * at a time to the row where that gives the best rate, up to each row's cap, and keeps the best configuration
+ * seen on that path (for one row: every k from 0 to its cap). */
+typedef struct cost_model {
+    double D;                   /* one draft step, in units of t(1) */
+    const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
+    int64_t n_t;
+    double acc[COST_K_MAX];     /* candidates accepted at position j, over the call's rows */
+    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
+} cost_model;
+
+/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
+static double verify_cost(const cost_model *c, int64_t T) {
+    if (T <= c->n_t) return c->t[T - 1];
+    const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
+    return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
+}
+
+/* prefix[i] = prod_{j<i} a_j for i = 0 .. COST_K_MAX: the chance that candidates 0 .. i - 1 are all accepted.
+ * a_j = (accepted_j + 2 a_{j-1}) / (tested_j + 2): the running rate at position j, pulled towards the rate
+ * before it while position j has been tested little (a_{-1} = 1/2). */
+static void acceptance_prefix(const cost_model *c, double *prefix) {
+    double prior = 0.5;
+    prefix[0] = 1.0;
+    for (int64_t j = 0; j < COST_K_MAX; j++) {
+        const double a = (c->acc[j] + 2.0 * prior) / (c->tested[j] + 2.0);
+        prefix[j + 1] = prefix[j] * a;
+        prior = a;
     }
-    while (r->generated < N) {
-        /* Between rounds: the interrupt poll, and max_time once the row has had its first round (a row is never
-         * left without a token, as plain generation's first step is never skipped). */
-        if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted in row %d", r->row);
-        if (r->generated > 0 && ha_now() >= deadline) break;
-        /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens. */
-        int64_t room = N - r->generated - 1, k = 0;
-        int64_t k_max = draft ? (*K < room ? *K : room) : (p->prompt_lookup_num_tokens < room ? p->prompt_lookup_num_tokens : room);
-        /* ... nor more than a model with sliding-window rings can take back (ha_lm.max_rollback) */
-        if (k_max > target->max_rollback) k_max = target->max_rollback;
-        if (draft && k_max > draft->max_rollback) k_max = draft->max_rollback;
-        if (k_max > 0) {
-            if (draft) st = draft_candidates(draft, p, sampler, r, b, k_max, &k, stats);
-            else k = lookup_candidates(p, r, k_max);
-            if (st != HA_OK) return st;
+}
+
+/* Sets k_max of every running row (cap: its k_max as it comes in) by the cost model. */
+static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+    double prefix[COST_K_MAX + 1];
+    acceptance_prefix(c, prefix);
+    int64_t cap[64], best_k[64], n_rows = 0;
+    row_state *in[64];
+    /* Rows beyond 64 in a round are scheduled in groups of 64, each group on its own. */
+    for (int64_t i = 0; i <= B; i++) {
+        if (i < B && !rows[i].done) {
+            in[n_rows] = &rows[i];
+            cap[n_rows] = rows[i].k_max < COST_K_MAX ? rows[i].k_max : COST_K_MAX;
+            rows[i].k_max = 0;
+            n_rows++;
         }
-        /* 2. Verify: the target catches up and scores positions L .. L + k in one append (position L is
-         * already scored, in b->p, right after the prompt's append). */
-        const int64_t scored = r->target_len == r->L;
-        if (r->L + k > r->target_len)
-            st = catch_up(target, r, b, r->target_len, r->L + k, k + 1 - scored, b->p + scored * V);
-        if (st != HA_OK) return st;
-        r->target_len = r->L + k;
-        stats->num_target_passes++;
-        if (p->gen.logits_out) memcpy(b->raw, b->p, (size_t)(k + 1) * (size_t)V * sizeof(float));
-        for (int64_t j = 0; j <= k; j++)
-            if ((st = ha_sampler_process(sampler, b->p + j * V, r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
-                return st;
-        /* 3. Accept n candidates and the target's next token; an eos among them ends the row there. */
-        int32_t next;
-        int64_t n = accept(p, sampler, r, b->p, draft ? b->q : NULL, k, V, &next);
-        if (next < 0)
-            return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
-                           "arguments", r->row);
-        r->tok[r->L + n] = next;
-        /* The row ends after an eos, or where a stopping criterion says so, asked token by token in order as
-         * plain generation asks it. */
-        int64_t kept = n + 1, done = 0;
-        for (int64_t j = 0; j < kept && !done; j++) {
-            const int ends = ha_row_ends(&p->gen, r->row, r->tok, r->L + j + 1, b->p + j * V, V);
-            if (ends < 0) return HA_ERR_CALLBACK;
-            if (ends) {
-                kept = j + 1;
-                done = 1;
+        if (n_rows == 0 || (n_rows < 64 && i < B)) continue;
+        int64_t total = n_rows, max_k = 0; /* tokens verified, draft steps */
+        double yield = (double)n_rows, best = yield / verify_cost(c, total);
+        for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
+        for (;;) {
+            int64_t pick = -1;
+            double pick_rate = -1.0;
+            for (int64_t r = 0; r < n_rows; r++) {
+                const int64_t k = in[r]->k_max;
+                if (k >= cap[r]) continue;
+                const int64_t steps = k + 1 > max_k ? k + 1 : max_k;
+                const double rate = (yield + prefix[k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
+                if (rate > pick_rate) {
+                    pick = r;
+                    pick_rate = rate;
+                }
+            }
+            if (pick < 0) break;
+            yield += prefix[++in[pick]->k_max];
+            total++;
+            if (in[pick]->k_max > max_k) max_k = in[pick]->k_max;
+            if (pick_rate > best) {
+                best = pick_rate;
+                for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
             }
         }
-        for (int64_t j = 0; j < kept; j++) {
-            out[r->row * N + r->generated + j] = r->tok[r->L + j];
-            const int64_t at = ((r->generated + j) * B + r->row) * V;
-            if (scores) memcpy(scores + at, b->p + j * V, (size_t)V * sizeof(float));
-            if (p->gen.logits_out) memcpy(p->gen.logits_out + at, b->raw + j * V, (size_t)V * sizeof(float));
+        for (int64_t r = 0; r < n_rows; r++) in[r]->k_max = best_k[r];
+        n_rows = 0;
+    }
+}
+
+/* ---- the rounds ------------------------------------------------------------------------------------------ */
+
+/* The target's append for a round: each running row's unseen tokens up to its last candidate, logits at its
+ * candidates' positions and the one after (position L is already scored after the prefill). Points r->p (and
+ * r->raw) at its rows and processes them. */
+static ha_status verify_round(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                              buffers *b) {
+    const int64_t V = b->V;
+    int64_t n = 0, n_rows = 0;
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done) n_rows += rows[i].k + 1;
+    ha_status st = grow(&b->P, &b->cap_p, n_rows, V);
+    if (st == HA_OK && p->gen.logits_out) st = grow(&b->raw, &b->cap_raw, n_rows, V);
+    if (st != HA_OK) return st;
+    n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        const int64_t to = r->L + r->k, scored = r->target_len == r->L;
+        if (scored) {
+            r->p[0] = b->first + i * V;
+            if (r->raw) r->raw[0] = b->first_raw + i * V;
         }
-        if (p->gen.on_tokens && p->gen.on_tokens(p->gen.user, r->row, r->tok + r->L, kept) != 0)
-            return ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback");
-        stats->num_draft_tokens += k;
-        stats->num_accepted_tokens += n < kept ? n : kept;
-        for (int64_t j = 0; j < k; j++) {
-            if (stats->proposed_at) stats->proposed_at[j]++;
-            if (stats->accepted_at && j < n) stats->accepted_at[j]++;
+        for (int64_t j = r->target_len; j < to; j++) {
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[j];
+            b->want[n++] = j >= r->L - 1;
         }
-        /* 4. Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
-        r->L += kept;
-        r->generated += kept;
-        if (r->target_len > r->L - 1) r->target_len = r->L - 1;
-        if (r->draft_len > r->L - 1) r->draft_len = r->L - 1;
-        if ((st = target->crop(target->self, r->row, r->target_len)) != HA_OK) return st;
-        if (draft && (st = draft->crop(draft->self, r->row, r->draft_len)) != HA_OK) return st;
-        /* 5. Schedule, as Transformers' AssistedCandidateGenerator.update_candidate_strategy. */
-        if (adaptive && draft) *K = n == *K ? *K + 2 : (*K - 1 > 1 ? *K - 1 : 1);
-        if (done) break;
+        for (int64_t j = scored; j <= r->k; j++) {
+            r->p[j] = b->P + n_rows * V;
+            if (r->raw) r->raw[j] = b->raw + n_rows * V;
+            n_rows++;
+        }
+        r->target_len = to;
+    }
+    if (n > 0 && (st = target->append(target->self, n, b->seq, b->tok, b->want, b->P)) != HA_OK) return st;
+    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        for (int64_t j = 0; j <= r->k; j++)
+            if ((st = ha_sampler_process(sampler, (float *)r->p[j], r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
+                return st;
     }
     return HA_OK;
+}
+
+/* After the verify: row r accepts, ends or goes on; its decided tokens go to out, scores, the callbacks and
+ * the statistics, and both caches drop what was not decided. */
+static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const ha_sampler *sampler,
+                            row_state *r, int32_t *out, float *scores, ha_assist_stats *stats, cost_model *cost) {
+    const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
+    int32_t next;
+    const int64_t n = accept(p, sampler, r, draft != NULL, V, &next);
+    if (next < 0)
+        return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
+                       "arguments", r->row);
+    r->tok[r->L + n] = next;
+    /* The row ends after an eos, or where a stopping criterion says so, asked token by token in order as
+     * plain generation asks it. */
+    int64_t kept = n + 1;
+    for (int64_t j = 0; j < kept && !r->done; j++) {
+        const int ends = ha_row_ends(&p->gen, r->row, r->tok, r->L + j + 1, r->p[j], V);
+        if (ends < 0) return HA_ERR_CALLBACK;
+        if (ends) {
+            kept = j + 1;
+            r->done = 1;
+        }
+    }
+    for (int64_t j = 0; j < kept; j++) {
+        out[r->row * N + r->generated + j] = r->tok[r->L + j];
+        const int64_t at = ((r->generated + j) * B + r->row) * V;
+        if (scores) memcpy(scores + at, r->p[j], (size_t)V * sizeof(float));
+        if (p->gen.logits_out) memcpy(p->gen.logits_out + at, r->raw[j], (size_t)V * sizeof(float));
+    }
+    if (p->gen.on_tokens && p->gen.on_tokens(p->gen.user, r->row, r->tok + r->L, kept) != 0)
+        return ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback");
+    stats->num_target_passes++;
+    stats->num_draft_tokens += k;
+    stats->num_accepted_tokens += n < kept ? n : kept;
+    for (int64_t j = 0; j < k; j++) {
+        if (stats->proposed_at) stats->proposed_at[j]++;
+        if (stats->accepted_at && j < n) stats->accepted_at[j]++;
+    }
+    for (int64_t j = 0; j < k && j <= n && j < COST_K_MAX; j++) {
+        cost->tested[j] += 1.0;
+        cost->acc[j] += j < n;
+    }
+    /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
+    r->L += kept;
+    r->generated += kept;
+    if (r->generated == N) r->done = 1;
+    if (r->target_len > r->L - 1) r->target_len = r->L - 1;
+    if (r->draft_len > r->L - 1) r->draft_len = r->L - 1;
+    ha_status st = target->crop(target->self, r->row, r->target_len);
+    if (st == HA_OK && draft) st = draft->crop(draft->self, r->row, r->draft_len);
+    if (st != HA_OK) return st;
+    /* The heuristic schedules, as Transformers' AssistedCandidateGenerator.update_candidate_strategy. */
+    if (draft && (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT))
+        r->K = n == r->K ? r->K + 2 : (r->K - 1 > 1 ? r->K - 1 : 1);
+    return HA_OK;
+}
+
+static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler,
+                            row_state *rows, buffers *b, int32_t *out, float *scores, ha_assist_stats *stats,
+                            int64_t *n_rounds, double deadline) {
+    const int64_t B = target->n_seq, N = p->gen.max_new_tokens;
+    /* The cost schedule's costs in units of one target step: p->costs is (draft step, t(1), ..., t(n)). */
+    double t_rel[64];
+    cost_model cost = { .t = t_rel };
+    if (p->schedule == HA_SCHEDULE_COST) {
+        cost.D = p->costs[0] / p->costs[1];
+        cost.n_t = p->n_costs - 1;
+        for (int64_t T = 0; T < cost.n_t; T++) t_rel[T] = p->costs[1 + T] / p->costs[1];
+    }
+    ha_status st = HA_OK;
+    for (int64_t round = 0;; round++) {
+        int64_t running = 0;
+        for (int64_t i = 0; i < B; i++) running += !rows[i].done;
+        if (running == 0) return HA_OK;
+        /* Between rounds: the interrupt poll, and max_time once every row has had its first round (a row is
+         * never left without a token, as plain generation's first step is never skipped). */
+        if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after %lld rounds", (long long)round);
+        if (round > 0 && ha_now() >= deadline) return HA_OK;
+        /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens, nor more
+         * than a model with sliding-window rings can take back (ha_lm.max_rollback). */
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (r->done) continue;
+            int64_t k_max = draft ? r->K : p->prompt_lookup_num_tokens;
+            const int64_t room = N - r->generated - 1;
+            if (k_max > room) k_max = room;
+            if (k_max > target->max_rollback) k_max = target->max_rollback;
+            if (draft && k_max > draft->max_rollback) k_max = draft->max_rollback;
+            r->k_max = k_max;
+            r->k = 0;
+        }
+        if (p->schedule == HA_SCHEDULE_COST) cost_schedule(&cost, rows, B);
+        if (draft) {
+            if ((st = draft_round(draft, p, sampler, rows, B, b, stats)) != HA_OK) return st;
+        } else {
+            for (int64_t i = 0; i < B; i++)
+                if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
+        }
+        /* 2. Verify every row's candidates in one target append. */
+        if ((st = verify_round(target, p, sampler, rows, B, b)) != HA_OK) return st;
+        *n_rounds = round + 1;
+        /* 3. Accept, row by row. */
+        for (int64_t i = 0; i < B; i++)
+            if (!rows[i].done && (st = finish_row(target, draft, p, sampler, &rows[i], out, scores, stats, &cost)) != HA_OK)
+                return st;
+    }
 }
 
 ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const int32_t *prompt,
@@ -228,8 +426,15 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         return ha_fail(HA_ERR_INVALID, "prompt lookup needs prompt_lookup_num_tokens >= 1 and max_matching_ngram_size >= 1 "
                        "(got %lld, %lld)", (long long)p->prompt_lookup_num_tokens, (long long)p->max_matching_ngram_size);
     }
-    if ((unsigned)p->schedule > HA_SCHEDULE_HEURISTIC_TRANSIENT || (unsigned)p->acceptance > HA_ACCEPT_COUPLED)
+    if ((unsigned)p->schedule > HA_SCHEDULE_COST || (unsigned)p->acceptance > HA_ACCEPT_COUPLED)
         return ha_fail(HA_ERR_INVALID, "unknown schedule %d or acceptance %d", (int)p->schedule, (int)p->acceptance);
+    if (p->schedule == HA_SCHEDULE_COST) {
+        int ok = p->costs && p->n_costs >= 2 && p->n_costs <= 65 && isfinite(p->costs[0]) && p->costs[0] >= 0.0;
+        for (int64_t i = 1; ok && i < p->n_costs; i++) ok = isfinite(p->costs[i]) && p->costs[i] > 0.0;
+        if (!ok)
+            return ha_fail(HA_ERR_INVALID, "the cost schedule needs costs: a draft step >= 0 and 1..64 target append "
+                           "times > 0, all finite");
+    }
 
     ha_assist_stats stats = { 0 };
     if (stats_out) {
@@ -238,54 +443,71 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     }
     ha_sampler *sampler = NULL;
     if ((st = ha_sampler_create(&p->gen.sampling, V, &sampler)) != HA_OK) return st;
-    const int64_t cap = prompt_width + N + 1;
-    buffers b = { .seq = malloc((size_t)cap * sizeof(int32_t)), .want = malloc((size_t)cap),
-                  .p = ha_malloc_array((size_t)N + 1, (size_t)V, sizeof(float)),
-                  .q = ha_malloc_array((size_t)N, (size_t)V, sizeof(float)),
-                  .raw = p->gen.logits_out ? ha_malloc_array((size_t)N + 1, (size_t)V, sizeof(float)) : NULL };
-    int32_t *tok = malloc((size_t)cap * sizeof(int32_t));
-    int64_t *generated = calloc((size_t)B, sizeof(int64_t)); /* (B,) new tokens per row */
-    /* (B,) the rows' starts as checked: read once here, since a token callback of an earlier row may rewrite the
-     * caller's array (a start changed to -2^31 made a later row's prompt length negative) */
-    int64_t *first = malloc((size_t)B * sizeof(int64_t));
-    if (!b.seq || !b.want || !b.p || !b.q || (p->gen.logits_out && !b.raw) || !tok || !generated || !first) {
-        st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld tokens over a vocabulary of %lld",
-                     (long long)N, (long long)V);
+    /* The largest append: every row's prompt and generated tokens (a draft catching up after rounds of K = 0). */
+    const int64_t row_cap = prompt_width + N + 1;
+    const size_t n_append = (size_t)B * (size_t)row_cap;
+    buffers b = { .V = V, .seq = malloc(n_append * sizeof(int32_t)), .tok = malloc(n_append * sizeof(int32_t)),
+                  .want = malloc(n_append), .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
+                  .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
+    row_state *rows = calloc((size_t)B, sizeof(row_state));
+    int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
+    const float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
+    if (!b.seq || !b.tok || !b.want || !b.first || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
+        st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
+                     "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
     }
-    memcpy(first, start, (size_t)B * sizeof(int64_t));
-    int64_t K = p->num_assistant_tokens, steps = 0;
-    const double deadline = ha_deadline(&p->gen); /* max_time counts from the call, over every row */
-    for (int64_t row = 0; row < B && st == HA_OK; row++) {
-        /* Every row starts from the call's K and adapts it on its own; the last row's K is reported. */
-        row_state r = { .row = (int32_t)row, .tok = tok, .L = prompt_width - first[row] };
-        memcpy(tok, prompt + row * prompt_width + first[row], (size_t)r.L * sizeof(int32_t));
-        K = p->num_assistant_tokens;
-        st = run_row(target, draft, p, sampler, &r, &b, &K, out, scores, &stats, deadline);
-        generated[row] = r.generated;
-        if (r.generated > steps) steps = r.generated;
+    /* Every row as ha_generate starts it: all prompts in one append, logits at each row's last token (so that a
+     * context with blas_prefill sends the same prompt blocks to OpenBLAS in both). start is read once here: a
+     * token callback may rewrite the caller's array. */
+    int64_t n = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        const int64_t first = start[i];
+        *r = (row_state){ .row = (int32_t)i, .tok = tok + i * row_cap, .L = prompt_width - first,
+                          .K = p->num_assistant_tokens, .p = ptrs + i * (3 * N + 2) };
+        r->raw = p->gen.logits_out ? r->p + N + 1 : NULL;
+        r->q = r->p + 2 * N + 2;
+        memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
+        for (int64_t j = 0; j < r->L; j++) {
+            b.seq[n] = (int32_t)i;
+            b.tok[n] = r->tok[j];
+            b.want[n++] = j == r->L - 1;
+        }
+        r->target_len = r->L;
     }
+    if ((st = target->append(target->self, n, b.seq, b.tok, b.want, b.first)) != HA_OK) goto cleanup;
+    if (p->gen.logits_out) memcpy(b.first_raw, b.first, (size_t)B * (size_t)V * sizeof(float));
+    int64_t n_rounds = 0;
+    st = run_rounds(target, draft, p, sampler, rows, &b, out, scores, &stats, &n_rounds, ha_deadline(&p->gen));
+    if (st != HA_OK) goto cleanup;
     /* Rows that stopped early are padded up to max_new_tokens and their scores are -inf up to the longest
      * row, as in ha_generate. */
-    for (int64_t row = 0; row < B && st == HA_OK; row++)
-        for (int64_t j = generated[row]; j < N; j++) {
-            out[row * N + j] = p->gen.pad_token_id;
-            for (int64_t i = 0; j < steps && scores && i < V; i++) scores[(j * B + row) * V + i] = -INFINITY;
-            for (int64_t i = 0; j < steps && p->gen.logits_out && i < V; i++) p->gen.logits_out[(j * B + row) * V + i] = -INFINITY;
+    int64_t steps = 0;
+    for (int64_t i = 0; i < B; i++) steps = rows[i].generated > steps ? rows[i].generated : steps;
+    for (int64_t i = 0; i < B; i++)
+        for (int64_t j = rows[i].generated; j < N; j++) {
+            out[i * N + j] = p->gen.pad_token_id;
+            for (int64_t v = 0; j < steps && scores && v < V; v++) scores[(j * B + i) * V + v] = -INFINITY;
+            for (int64_t v = 0; j < steps && p->gen.logits_out && v < V; v++) p->gen.logits_out[(j * B + i) * V + v] = -INFINITY;
         }
     *n_steps = steps;
-    stats.num_assistant_tokens = K;
+    stats.num_assistant_tokens = rows[B - 1].K;
+    stats.num_rounds = n_rounds;
     if (stats_out) *stats_out = stats;
 
 cleanup:
     ha_sampler_free(sampler);
     free(b.seq);
+    free(b.tok);
     free(b.want);
-    free(b.p);
-    free(b.q);
+    free(b.first);
+    free(b.first_raw);
+    free(b.P);
     free(b.raw);
+    free(b.Q);
+    free(rows);
     free(tok);
-    free(generated);
-    free(first);
+    free(ptrs);
     return st;
 }

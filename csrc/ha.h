@@ -359,7 +359,7 @@ typedef struct ha_generate_params {
     int32_t pad_token_id;       /* written after a row has stopped */
     double max_time;            /* seconds; > 0: no step starts once this much time has passed since the call
                                    began, and the tokens so far are returned (Transformers' max_time); assisted
-                                   generation runs rows one after another and gives each row its first round
+                                   generation checks it between rounds and gives every row its first round
                                    even past it (rows then padded are not rows that met an eos); 0: off */
     ha_sampling_params sampling;
     ha_token_callback on_tokens; /* NULL: none */
@@ -389,7 +389,11 @@ HA_API ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32
 typedef enum ha_schedule {
     HA_SCHEDULE_CONSTANT = 0,            /* K stays num_assistant_tokens */
     HA_SCHEDULE_HEURISTIC = 1,           /* K += 2 after a draft fully accepted, else K = max(1, K - 1) */
-    HA_SCHEDULE_HEURISTIC_TRANSIENT = 2  /* the same rule; the caller resets K at each call */
+    HA_SCHEDULE_HEURISTIC_TRANSIENT = 2, /* the same rule; the caller resets K at each call */
+    HA_SCHEDULE_COST = 3                 /* each round, each row's K in 0 .. num_assistant_tokens (at most 32) that
+                                            maximizes expected tokens per unit of time, from `costs` and the call's
+                                            running acceptance by draft position (pooled over its rows); K = 0 is a
+                                            plain decoding step */
 } ha_schedule;
 
 typedef enum ha_acceptance {
@@ -405,6 +409,11 @@ typedef struct ha_assist_params {
     ha_acceptance acceptance;         /* used when gen.sampling.do_sample */
     int64_t prompt_lookup_num_tokens; /* without a draft model: tokens proposed by n-gram lookup, >= 1 */
     int64_t max_matching_ngram_size;  /* without a draft model: largest n-gram tried, >= 1 */
+    const double *costs;              /* HA_SCHEDULE_COST: (n_costs,) = one draft step's time (>= 0; 0 for prompt
+                                         lookup), then a target append's time for T = 1 .. n_costs - 1 tokens (> 0),
+                                         in any one unit; past the table t(T) follows the line through its last two
+                                         points. 2 <= n_costs <= 65. Else unused. */
+    int64_t n_costs;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {
@@ -414,14 +423,18 @@ typedef struct ha_assist_stats {
     int64_t num_draft_passes;     /* draft appends */
     int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on); each row
                                      starts from the call's K, and this is the last row's */
+    int64_t num_rounds;           /* rounds: target appends that verified (all rows' together) */
     int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;
 
 /* Assisted generation for the n_seq rows of target (and draft: the same n_seq and vocabulary; NULL for
- * prompt lookup), caches empty. Arguments as ha_generate; every row is its own sequence in both models and
- * runs its own draft/verify loop. Greedy output is bitwise the output of ha_generate; so is coupled
- * sampling's. Rejection sampling's output is distributed exactly as the target's. stats may be NULL. */
+ * prompt lookup), caches empty. Arguments as ha_generate; every row is its own sequence in both models, with its
+ * own K, acceptance and end, and the rows run together: all prompts in one target append (as ha_generate), then
+ * rounds of one draft append per draft step over the rows still drafting and one target append verifying every
+ * unfinished row. Greedy output is bitwise the output of ha_generate, row by row; so is coupled sampling's.
+ * Rejection sampling's output is distributed exactly as the target's. stats may be NULL; its counts other than
+ * num_rounds are sums over the rows of what each row did. */
 HA_API ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const int32_t *prompt,
                                       int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
                                       int64_t *n_steps, ha_assist_stats *stats);

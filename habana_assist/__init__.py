@@ -12,6 +12,7 @@ from .configuration import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
 from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .assisted_costs import AssistedCosts
 from .processing import LogitsProcessor, LogitsProcessorList
 from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
                        StopStringCriteria)
@@ -29,7 +30,7 @@ __all__ = [
     "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
-    "GenerationConfig", "GenerateDecoderOnlyOutput",
+    "GenerationConfig", "GenerateDecoderOnlyOutput", "AssistedCosts",
     "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",

@@ -139,7 +139,7 @@ CACHE_IMPLEMENTATIONS = ("dynamic", "static", "offloaded", "offloaded_static", "
 _MAX_COUNT = 2 ** 31 - 1  # token counts, positions and token ids are 32-bit in the core
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
-SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+SCHEDULES = ("constant", "heuristic", "heuristic_transient", "cost")  # index = the core's ha_schedule
 ASSISTED_SAMPLING = ("rejection", "coupled")
 
 _BIAS_KEY = re.compile(r"^\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\)$")  # "(5, 6)": a tuple key as str() wrote it
@@ -815,7 +815,9 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     processor), else None. With assisted generation (assistant_model= or prompt_lookup_num_tokens=), also:
     num_draft_tokens (proposed), num_accepted_tokens (proposed and kept), num_target_passes and
     num_draft_passes (appends, prefill included), proposed_per_position and accepted_per_position (np.int64 (K,):
-    drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position)."""
+    drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position);
+    each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
+    rows' candidates together; num_target_passes at batch 1)."""
 
     sequences: np.ndarray
     scores: Optional[Tuple[np.ndarray, ...]] = None
@@ -827,5 +829,6 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
     num_draft_passes: Optional[int] = None
+    num_rounds: Optional[int] = None
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None

@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
+from . import assisted_costs as _assisted_costs
 from .configuration import SUPPORTED_ARCHITECTURES
 from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError, UnsupportedModelError
 from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig,
@@ -204,6 +205,7 @@ class LlamaForCausalLM:
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
         self._parts = (core_cfg, parts, layers)
         self._early_exit = {}  # N -> _core.Model over the first N layers
+        self._costs = _assisted_costs.CostTable()  # drafter -> AssistedCosts (the cost schedule's)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
@@ -217,6 +219,43 @@ class LlamaForCausalLM:
             core_cfg, parts, layers = self._parts
             self._early_exit[n_layers] = _core.Model(dict(core_cfg, n_layers=n_layers), parts, layers[:n_layers])
         return self._early_exit[n_layers]
+
+    def assisted_costs(self, assistant_model=None, remeasure=False, assistant_early_exit=None):
+        """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
+        assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
+        None) and one append of T = 1..16 tokens to this model, in seconds. Measured on first use (a few
+        hundred appends: well under a second for the shipped pair, seconds for a 1B model) and kept on this
+        model; remeasure=True measures again."""
+        drafter = self._drafter(assistant_model, assistant_early_exit)
+        costs = None if remeasure else self._costs.get(drafter)
+        if costs is None:
+            draft_core = None if drafter is None else (
+                self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
+            costs = _assisted_costs.measure(self._core, draft_core, self.vocab_size)
+            self._costs.put(drafter, costs)
+        return costs
+
+    def set_assisted_costs(self, costs, assistant_model=None, assistant_early_exit=None):
+        """Pins the costs of this model with assistant_model (or its early exit, or prompt lookup) that
+        num_assistant_tokens_schedule="cost" uses: an AssistedCosts (e.g. one assisted_costs() returned and saved),
+        so K choices no longer depend on a measurement."""
+        if not isinstance(costs, _assisted_costs.AssistedCosts):
+            raise InvalidInputError(f"costs must be an AssistedCosts (ha.AssistedCosts(draft_step=..., target=(...))), "
+                                    f"got {type(costs).__name__}")
+        self._costs.put(self._drafter(assistant_model, assistant_early_exit), costs)
+
+    def _drafter(self, assistant_model, assistant_early_exit):
+        """The cost table's key: the draft model, the early-exit depth, or None for prompt lookup."""
+        if assistant_early_exit is not None:
+            if isinstance(assistant_early_exit, bool) or not isinstance(assistant_early_exit, (int, np.integer)) or \
+                    not 1 <= assistant_early_exit <= self.config.num_hidden_layers:
+                raise InvalidInputError(f"assistant_early_exit={assistant_early_exit!r} must be 1.."
+                                        f"{self.config.num_hidden_layers}")
+            return int(assistant_early_exit)
+        if assistant_model is not None and not isinstance(assistant_model, LlamaForCausalLM):
+            raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained, got "
+                                    f"{type(assistant_model).__name__}")
+        return assistant_model
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
@@ -485,6 +524,9 @@ class LlamaForCausalLM:
         if early_exit is not None and early_exit > self.config.num_hidden_layers:
             raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
                                     f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
+        if gc.num_assistant_tokens_schedule == "cost" and universal:
+            raise InvalidInputError("num_assistant_tokens_schedule='cost' is not implemented for a draft with another "
+                                    "tokenizer (universal assisted decoding); pass 'heuristic' or 'constant'")
         if gc.use_cache is False:
             if assisted:
                 raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
@@ -537,18 +579,20 @@ class LlamaForCausalLM:
                 draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
             else:
                 draft_ctx = None
+            costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
+                if gc.num_assistant_tokens_schedule == "cost" else None
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-            steps, n_draft, n_accepted, n_target, n_draft_passes, k_final = _core.generate_assisted(
+            steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds = _core.generate_assisted(
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
                 SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                 ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                int(gc.max_matching_ngram_size or 2), out, scores, proposed, accepted, on_tokens)
+                int(gc.max_matching_ngram_size or 2), costs, out, scores, proposed, accepted, on_tokens)
             drafter = self if early_exit is not None else assistant_model
             if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
                 drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
             used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
             extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                         num_draft_passes=n_draft_passes, proposed_per_position=proposed[:used],
+                         num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
                          accepted_per_position=accepted[:used])
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:

@@ -976,21 +976,24 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
 }
 
 /* generate_assisted(target_ctx, draft_ctx | None, <generation arguments>, num_assistant_tokens, schedule,
- *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size, out,
- *                   scores, proposed_at int64 (N,), accepted_at int64 (N,), callback)
- * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens) */
+ *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size,
+ *                   costs float64 (1 + n,) | None (the cost schedule's: draft step, t(1) .. t(n)), out, scores,
+ *                   proposed_at int64 (N,), accepted_at int64 (N,), callback)
+ * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
+ *     num_rounds) */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
+    PyObject *tctx_o, *dctx_o, *costs_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
     GEN_DECLARE;
     long long K, pl_num, pl_ngram;
     int schedule, acceptance, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
-    Py_buffer prop = { 0 }, acc = { 0 };
+    Py_buffer prop = { 0 }, acc = { 0 }, costs = { 0 };
     int stats_held = 0;
-    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
-                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &out_o, &scores_o, &prop_o, &acc_o, &cb_o))
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
+                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &costs_o, &out_o, &scores_o, &prop_o,
+                          &acc_o, &cb_o))
         return NULL;
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
@@ -1005,6 +1008,14 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     stats_held |= 1;
     if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
     stats_held |= 2;
+    if (costs_o != Py_None) {
+        if (get_buffer(costs_o, "d", 0, "costs", &costs) != 0) goto cleanup;
+        stats_held |= 4;
+        if (costs.ndim != 1) {
+            PyErr_Format(InvalidInputError, "generate_assisted: costs must be 1-D float64 (draft step, t(1), ...)");
+            goto cleanup;
+        }
+    }
     if (prop.ndim != 1 || prop.shape[0] != g_max_new || acc.ndim != 1 || acc.shape[0] != g_max_new) {
         PyErr_Format(InvalidInputError, "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries",
                      g_max_new);
@@ -1013,6 +1024,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     ha_assist_params p = {
         .gen = g.p, .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
         .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
+        .costs = (stats_held & 4) ? costs.buf : NULL, .n_costs = (stats_held & 4) ? costs.shape[0] : 0,
     };
     ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
     if (enter(tctx) != 0) goto cleanup;
@@ -1028,14 +1040,16 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
                               g.buf[G_OUT].buf, (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
     if (end_call(st, &intr, &g.cb)) goto cleanup;
-    result = Py_BuildValue("LLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
+    result = Py_BuildValue("LLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
                            (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
-                           (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens);
+                           (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
+                           (long long)stats.num_rounds);
 cleanup:
     if (entered & 1) tctx->busy = 0;
     if (entered & 2) dctx->busy = 0;
     if (stats_held & 1) PyBuffer_Release(&prop);
     if (stats_held & 2) PyBuffer_Release(&acc);
+    if (stats_held & 4) PyBuffer_Release(&costs);
     release_gen(&g);
     return result;
 }

@@ -2035,12 +2035,15 @@ static void test_assisted_equals_plain(void) {
             if (!with_eos) eos = plain[3]; /* in the second round, row 0 stops at its first such token */
             for (int d = 0; d < 3; d++)           /* another model, the same model, prompt lookup */
                 for (int64_t K = 1; K <= 5; K += 2)
-                    for (int sched = 0; sched < 2; sched++) {
+                    for (int sched = 0; sched < 3; sched++) {
                         const tiny *dm = d == 0 ? other : d == 1 ? target : NULL;
+                        static const double costs[] = { 0.05, 1.0, 1.1, 1.2, 1.3 };
                         ha_assist_params ap = { .gen = gp, .num_assistant_tokens = K,
-                                                .schedule = sched ? HA_SCHEDULE_HEURISTIC : HA_SCHEDULE_CONSTANT,
+                                                .schedule = sched == 2 ? HA_SCHEDULE_COST : sched ? HA_SCHEDULE_HEURISTIC
+                                                                                              : HA_SCHEDULE_CONSTANT,
                                                 .confidence_threshold = 0.0f, .acceptance = HA_ACCEPT_COUPLED,
-                                                .prompt_lookup_num_tokens = K, .max_matching_ngram_size = 2 };
+                                                .prompt_lookup_num_tokens = K, .max_matching_ngram_size = 2,
+                                                .costs = costs, .n_costs = 5 };
                         ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = dm ? ctx_new(dm->m, 2, 16) : NULL;
                         int64_t steps = -1;
                         for (int i = 0; i < 2 * 10; i++) got[i] = -999;
@@ -2060,6 +2063,9 @@ static void test_assisted_equals_plain(void) {
                             }
                         CHECK(stats.num_accepted_tokens <= stats.num_draft_tokens, "accepted %lld of %lld drafts",
                               (long long)stats.num_accepted_tokens, (long long)stats.num_draft_tokens);
+                        CHECK(stats.num_rounds >= 1 && stats.num_rounds <= stats.num_target_passes,
+                              "%lld rounds for %lld target passes over the rows", (long long)stats.num_rounds,
+                              (long long)stats.num_target_passes);
                         if (d == 1 && !sampled)
                             CHECK(stats.num_accepted_tokens == stats.num_draft_tokens && stats.num_draft_tokens > 0,
                                   "greedy, the target as its own draft, K=%lld: expected every draft accepted, got %lld of %lld",
@@ -2073,6 +2079,62 @@ static void test_assisted_equals_plain(void) {
     free(gs);
     tiny_free(target);
     tiny_free(other);
+}
+
+/* The cost schedule: costs that make every draft a loss give plain decoding (no draft, one target pass per
+ * token); free drafts and a flat verify cost never propose past max_new_tokens; malformed costs are refused. */
+static void test_assisted_cost_schedule_edges(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_F32, 0, 0, 0, 65);
+    const int64_t N = 6;
+    int32_t plain[2 * 6], got[2 * 6];
+    ha_generate_params gp = gen_params(N, greedy_params());
+    int64_t plain_steps = plain_generate(target->m, &gp, plain, NULL);
+    const double dear[] = { 100.0, 1.0, 1.0 }, free_drafts[] = { 0.0, 1.0, 1.0, 1.0 };
+    for (int c = 0; c < 2; c++) {
+        for (int64_t n_new = 1; n_new <= N; n_new++) {
+            int64_t proposed[6] = { 0 }, accepted[6] = { 0 }, steps = -1;
+            ha_assist_params ap = { .gen = gen_params(n_new, greedy_params()), .num_assistant_tokens = 20,
+                                    .schedule = HA_SCHEDULE_COST, .costs = c ? free_drafts : dear, .n_costs = c ? 4 : 3 };
+            ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
+            ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
+            CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, &stats));
+            CHECK(steps == (n_new < plain_steps ? n_new : plain_steps), "max_new_tokens=%lld: %lld steps", (long long)n_new,
+                  (long long)steps);
+            for (int b = 0; b < 2; b++)
+                for (int64_t i = 0; i < steps; i++)
+                    CHECK(got[b * n_new + i] == plain[b * N + i], "costs %d, max_new_tokens=%lld: row %d step %lld expected "
+                          "%d, got %d", c, (long long)n_new, b, (long long)i, plain[b * N + i], got[b * n_new + i]);
+            if (!c) {
+                CHECK(stats.num_draft_tokens == 0 && stats.num_draft_passes == 0 && stats.num_target_passes == 2 * n_new,
+                      "drafts dearer than they gain: expected plain decoding (0 drafts, %lld passes), got %lld drafts in "
+                      "%lld draft passes, %lld target passes", (long long)(2 * n_new), (long long)stats.num_draft_tokens,
+                      (long long)stats.num_draft_passes, (long long)stats.num_target_passes);
+            } else {
+                /* the target drafting for itself, for free: every round drafts all the room there is */
+                CHECK(stats.num_draft_tokens == 2 * (n_new - 1) && proposed[n_new - 1] == 0,
+                      "free drafts, max_new_tokens=%lld: expected %lld drafts over the 2 rows, none at position %lld; got "
+                      "%lld", (long long)n_new, (long long)(2 * (n_new - 1)), (long long)(n_new - 1),
+                      (long long)stats.num_draft_tokens);
+            }
+            ha_llama_context_free(tc);
+            ha_llama_context_free(dc);
+        }
+    }
+    const double nan_costs[] = { 0.1, NAN }, negative[] = { -1.0, 1.0 }, zero_t[] = { 0.1, 0.0 };
+    const double *bad[] = { nan_costs, negative, zero_t, dear };
+    const int64_t n_bad[] = { 2, 2, 2, 1 };
+    for (int i = 0; i < 5; i++) {
+        ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_COST,
+                                .costs = i < 4 ? bad[i] : NULL, .n_costs = i < 4 ? n_bad[i] : 3 };
+        ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
+        int64_t steps = -1;
+        CHECK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, NULL) == HA_ERR_INVALID,
+              "malformed costs %d: expected HA_ERR_INVALID", i);
+        ha_llama_context_free(tc);
+        ha_llama_context_free(dc);
+    }
+    tiny_free(target);
 }
 
 /* A token callback that rewrites the caller's start array while row 0 runs (as a Python streamer may, with the
@@ -3067,6 +3129,7 @@ static const test_case TESTS[] = {
     T(generate_rejects_bad_input),
     T(assisted_equals_plain),
     T(assisted_reads_start_once),
+    T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),
     T(threads_set_get_and_reject),
     T(threads_switching_keeps_results),
