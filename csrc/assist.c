@@ -47,6 +47,7 @@ typedef struct buffers {
     float *first_raw;    /* (B, V) their raw copy, with logits_out */
     float *P, *raw, *Q;  /* (cap_p, V), (cap_p, V) with logits_out, (cap_q, V): a round's target and draft rows */
     int64_t cap_p, cap_raw, cap_q;
+    struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
 } buffers;
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
@@ -170,17 +171,22 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
 
 /* ---- the cost schedule ----------------------------------------------------------------------------------
  * A round in which the rows propose k_r candidates costs about D * max_r k_r (the draft steps, shared by the rows
- * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E(k_r) tokens in expectation, where
- * E(k) = 1 + sum_{i=1..k} prod_{j<i} a_j and a_j is the chance candidate j is accepted given that those before it
- * were. Each round chooses the k_r that maximize yield / cost: starting from every k_r = 0, it adds one candidate
- * at a time to the row where that gives the best rate, up to each row's cap, and keeps the best configuration
- * seen on that path (for one row: every k from 0 to its cap). */
+ * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r(k_r) tokens in expectation, where
+ * E_r(k) = 1 + sum_{i=1..k} prod_{j<i} a_rj and a_rj is the chance that row r's candidate j is accepted given that
+ * those before it were. Each round chooses the k_r that maximize yield / cost: starting from every k_r = 0, it
+ * adds one candidate at a time to the row where that gives the best rate, up to each row's cap, and keeps the
+ * best configuration seen on that path (for one row: every k from 0 to its cap). */
+typedef struct acceptance {
+    double acc[COST_K_MAX];     /* candidates accepted at draft position j */
+    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
+} acceptance;
+
 typedef struct cost_model {
     double D;                   /* one draft step, in units of t(1) */
     const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
     int64_t n_t;
-    double acc[COST_K_MAX];     /* candidates accepted at position j, over the call's rows */
-    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
+    acceptance call;            /* over the call's rows */
+    acceptance *rows;           /* (B,) each row's own */
 } cost_model;
 
 /* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
@@ -190,34 +196,38 @@ static double verify_cost(const cost_model *c, int64_t T) {
     return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
 }
 
-/* prefix[i] = prod_{j<i} a_j for i = 0 .. COST_K_MAX: the chance that candidates 0 .. i - 1 are all accepted.
- * a_j = (accepted_j + 2 a_{j-1}) / (tested_j + 2): the running rate at position j, pulled towards the rate
- * before it while position j has been tested little (a_{-1} = 1/2). */
-static void acceptance_prefix(const cost_model *c, double *prefix) {
-    double prior = 0.5;
-    prefix[0] = 1.0;
-    for (int64_t j = 0; j < COST_K_MAX; j++) {
-        const double a = (c->acc[j] + 2.0 * prior) / (c->tested[j] + 2.0);
-        prefix[j + 1] = prefix[j] * a;
-        prior = a;
-    }
+/* a[j] = (accepted_j + 2 prior_j) / (tested_j + 2): the running rate at position j, pulled towards prior_j while
+ * position j has been tested little. */
+static void acceptance_rates(const acceptance *s, const double *prior, double *a) {
+    for (int64_t j = 0; j < COST_K_MAX; j++) a[j] = (s->acc[j] + 2.0 * prior[j]) / (s->tested[j] + 2.0);
 }
 
-/* Sets k_max of every running row (cap: its k_max as it comes in) by the cost model. */
+/* Sets k_max of every running row (cap: its k_max as it comes in) by the cost model. A row's rates lean on the
+ * call's, and the call's at position j on its own at j - 1 (1/2 before any); so a row that has just started, or
+ * a position rarely reached, is estimated from what is known nearest to it. */
 static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
-    double prefix[COST_K_MAX + 1];
-    acceptance_prefix(c, prefix);
-    int64_t cap[64], best_k[64], n_rows = 0;
-    row_state *in[64];
+    double call[COST_K_MAX], chain[COST_K_MAX];
+    for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
+        chain[j] = j == 0 ? 0.5 : call[j - 1];
+        call[j] = (c->call.acc[j] + 2.0 * chain[j]) / (c->call.tested[j] + 2.0);
+    }
+    enum { GROUP = 64 };
+    double prefix[GROUP][COST_K_MAX + 1]; /* prefix[r][i] = prod_{j<i} a_rj: candidates 0 .. i - 1 all accepted */
+    int64_t cap[GROUP], best_k[GROUP], n_rows = 0;
+    row_state *in[GROUP];
     /* Rows beyond 64 in a round are scheduled in groups of 64, each group on its own. */
     for (int64_t i = 0; i <= B; i++) {
         if (i < B && !rows[i].done) {
+            double a[COST_K_MAX];
+            acceptance_rates(&c->rows[i], call, a);
+            prefix[n_rows][0] = 1.0;
+            for (int64_t j = 0; j < COST_K_MAX; j++) prefix[n_rows][j + 1] = prefix[n_rows][j] * a[j];
             in[n_rows] = &rows[i];
             cap[n_rows] = rows[i].k_max < COST_K_MAX ? rows[i].k_max : COST_K_MAX;
             rows[i].k_max = 0;
             n_rows++;
         }
-        if (n_rows == 0 || (n_rows < 64 && i < B)) continue;
+        if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
         int64_t total = n_rows, max_k = 0; /* tokens verified, draft steps */
         double yield = (double)n_rows, best = yield / verify_cost(c, total);
         for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
@@ -228,14 +238,14 @@ static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
                 const int64_t steps = k + 1 > max_k ? k + 1 : max_k;
-                const double rate = (yield + prefix[k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
+                const double rate = (yield + prefix[r][k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
                     pick_rate = rate;
                 }
             }
             if (pick < 0) break;
-            yield += prefix[++in[pick]->k_max];
+            yield += prefix[pick][++in[pick]->k_max];
             total++;
             if (in[pick]->k_max > max_k) max_k = in[pick]->k_max;
             if (pick_rate > best) {
@@ -245,6 +255,14 @@ static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         }
         for (int64_t r = 0; r < n_rows; r++) in[r]->k_max = best_k[r];
         n_rows = 0;
+    }
+}
+
+/* Counts the round of a row that proposed k candidates and had n accepted. */
+static void count_acceptance(acceptance *s, int64_t k, int64_t n) {
+    for (int64_t j = 0; j < k && j <= n && j < COST_K_MAX; j++) {
+        s->tested[j] += 1.0;
+        s->acc[j] += j < n;
     }
 }
 
@@ -332,10 +350,8 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
         if (stats->proposed_at) stats->proposed_at[j]++;
         if (stats->accepted_at && j < n) stats->accepted_at[j]++;
     }
-    for (int64_t j = 0; j < k && j <= n && j < COST_K_MAX; j++) {
-        cost->tested[j] += 1.0;
-        cost->acc[j] += j < n;
-    }
+    count_acceptance(&cost->call, k, n);
+    count_acceptance(&cost->rows[r->row], k, n);
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
     r->L += kept;
     r->generated += kept;
@@ -357,7 +373,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int64_t B = target->n_seq, N = p->gen.max_new_tokens;
     /* The cost schedule's costs in units of one target step: p->costs is (draft step, t(1), ..., t(n)). */
     double t_rel[64];
-    cost_model cost = { .t = t_rel };
+    cost_model cost = { .t = t_rel, .rows = b->acceptance };
     if (p->schedule == HA_SCHEDULE_COST) {
         cost.D = p->costs[0] / p->costs[1];
         cost.n_t = p->n_costs - 1;
@@ -449,10 +465,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     buffers b = { .V = V, .seq = malloc(n_append * sizeof(int32_t)), .tok = malloc(n_append * sizeof(int32_t)),
                   .want = malloc(n_append), .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
                   .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
+    b.acceptance = calloc((size_t)B, sizeof(*b.acceptance));
     row_state *rows = calloc((size_t)B, sizeof(row_state));
     int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
     const float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
-    if (!b.seq || !b.tok || !b.want || !b.first || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
+    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -506,6 +523,7 @@ cleanup:
     free(b.P);
     free(b.raw);
     free(b.Q);
+    free(b.acceptance);
     free(rows);
     free(tok);
     free(ptrs);

@@ -18,8 +18,9 @@ from .errors import InvalidInputError
 
 MEASURED_T = 16      # target append sizes measured: T = 1 .. MEASURED_T
 MAX_T = 64           # most target times the core takes
-_PREFIX = 64         # positions already in the cache when a cost is timed
-_REPEATS = 5         # each cost is the best of this many timings, taken interleaved
+_PREFIX = 256        # positions already in the cache when a cost is timed (fewer where the cache is smaller):
+                     # attention's share of a step grows with the position, and prompts are often this long
+_REPEATS = 3         # each cost is the best of this many timings (and a warm-up), taken interleaved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,31 +51,33 @@ class AssistedCosts:
         return np.array((self.draft_step,) + self.target, dtype=np.float64)
 
 
-def _append_times(core_model, sizes, vocab_size, repeats=_REPEATS):
-    """{T: seconds} of one append of T tokens to a sequence holding _PREFIX positions, best of `repeats` rounds
-    that time every T once (the machine's speed drifts; each round sees the same drift)."""
-    ctx = _core.Context(core_model, 1, _PREFIX + max(sizes) + 1, False)
-    prefix = (np.arange(_PREFIX, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
+def _append_times(core_model, max_cache_len, sizes, vocab_size, repeats=_REPEATS):
+    """{T: seconds} of one append of T tokens to a sequence holding _PREFIX positions (fewer if max_cache_len
+    leaves less room), best of `repeats` rounds that time every T once (the machine's speed drifts; each round
+    sees the same drift)."""
+    n_prefix = max(1, min(_PREFIX, max_cache_len - max(sizes)))
+    ctx = _core.Context(core_model, 1, n_prefix + max(sizes), False)
+    prefix = (np.arange(n_prefix + max(sizes), dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
     logits = np.empty((max(sizes), vocab_size), dtype=np.float32)
-    last = np.zeros(_PREFIX, np.uint8)
+    last = np.zeros(n_prefix, np.uint8)
     last[-1] = 1
-    ctx.append(np.zeros(_PREFIX, np.int32), prefix, last, logits[:1])
+    ctx.append(np.zeros(n_prefix, np.int32), prefix[:n_prefix], last, logits[:1])
     best = dict.fromkeys(sizes, math.inf)
     for _ in range(repeats + 1):  # the first round warms caches and the thread pool; it counts as any other
         for T in sizes:
-            tokens = prefix[:T] if T <= _PREFIX else np.resize(prefix, T)
             t0 = time.perf_counter()
-            ctx.append(np.zeros(T, np.int32), tokens, np.ones(T, np.uint8), logits[:T])
+            ctx.append(np.zeros(T, np.int32), prefix[n_prefix:n_prefix + T], np.ones(T, np.uint8), logits[:T])
             best[T] = min(best[T], time.perf_counter() - t0)
-            ctx.crop(0, _PREFIX)
+            ctx.crop(0, n_prefix)
     return best
 
 
-def measure(target_core, draft_core, vocab_size):
-    """AssistedCosts of a target and a draft core model (None: prompt lookup)."""
+def measure(target, draft_core, draft_cache_len):
+    """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
+    draft_cache_len positions."""
     sizes = list(range(1, MEASURED_T + 1))
-    t = _append_times(target_core, sizes, vocab_size)
-    d = _append_times(draft_core, [1], vocab_size)[1] if draft_core is not None else 0.0
+    t = _append_times(target._core, max(target.max_cache_len, MEASURED_T + 1), sizes, target.vocab_size)
+    d = _append_times(draft_core, max(draft_cache_len, 2), [1], target.vocab_size)[1] if draft_core is not None else 0.0
     return AssistedCosts(draft_step=d, target=tuple(t[T] for T in sizes))
 
 

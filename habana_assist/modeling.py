@@ -231,7 +231,8 @@ class LlamaForCausalLM:
         if costs is None:
             draft_core = None if drafter is None else (
                 self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
-            costs = _assisted_costs.measure(self._core, draft_core, self.vocab_size)
+            costs = _assisted_costs.measure(self, draft_core, self.max_cache_len if isinstance(drafter, int) or drafter is None
+                                            else drafter.max_cache_len)
             self._costs.put(drafter, costs)
         return costs
 
