@@ -72,8 +72,11 @@ def _assist(args, draft):
         return dict(kw, prompt_lookup_num_tokens=args.prompt_lookup)
     if draft is None:
         return {}
-    return dict(kw, assistant_model=draft, num_assistant_tokens=args.num_assistant_tokens,
-                num_assistant_tokens_schedule="constant", assistant_confidence_threshold=args.confidence_threshold)
+    cost = args.schedule == "cost"
+    k = args.num_assistant_tokens if args.num_assistant_tokens is not None else 16 if cost else 4
+    threshold = args.confidence_threshold if args.confidence_threshold is not None else 0.0 if cost else 0.4
+    return dict(kw, assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule=args.schedule,
+                assistant_confidence_threshold=threshold)
 
 
 def cmd_generate(args):
@@ -89,7 +92,7 @@ def cmd_generate(args):
         print(tok.decode(res.sequences[0] if args.show_prompt else res.sequences[0, inputs["input_ids"].shape[1]:],
                          skip_special_tokens=True))
     stats = f"{new} tokens in {dt:.2f} s ({new / dt:.1f} tokens/s)"
-    if res.num_draft_tokens:
+    if res.num_draft_tokens is not None:  # assisted (the cost schedule may have found no draft worth it)
         stats += f"; drafts accepted {res.num_accepted_tokens}/{res.num_draft_tokens}"
     print(f"\n[{stats}]", file=sys.stderr)
 
@@ -187,7 +190,7 @@ def demo_prompts(n, lines):
 def cmd_demo(args):
     ha, tok, model, draft = _load(args)
     print(f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.dtype}) assisted by "
-          f"{args.assistant}, greedy, {args.max_new_tokens} new tokens per prompt\n")
+          f"{args.assistant} (schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens per prompt\n")
     model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
     totals_plain, totals_assisted, drafted, accepted = np.zeros(4), np.zeros(4), 0, 0
     identical = True
@@ -221,10 +224,16 @@ def build_parser():
         p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "int4"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
-        p.add_argument("--num-assistant-tokens", type=int, default=4,
-                       help="most tokens the draft proposes per step (default 4)")
-        p.add_argument("--confidence-threshold", type=float, default=0.4,
-                       help="the draft stops proposing after a token it gives less probability (default 0.4)")
+        p.add_argument("--schedule", choices=["cost", "constant", "heuristic", "heuristic_transient"], default="cost",
+                       help="how many tokens the draft proposes each round: 'cost' chooses it from the pair's measured "
+                            "costs and the acceptance so far (default); 'constant' always --num-assistant-tokens; "
+                            "'heuristic' Transformers' +2 / -1 rule")
+        p.add_argument("--num-assistant-tokens", type=int, default=None,
+                       help="tokens the draft proposes per round ('constant'), its start ('heuristic') or its most "
+                            "('cost') (default 4, or 16 with 'cost')")
+        p.add_argument("--confidence-threshold", type=float, default=None,
+                       help="the draft stops proposing after a token it gives less probability (default 0.4, or 0 "
+                            "(off) with 'cost')")
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
                        help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")

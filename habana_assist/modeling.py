@@ -398,7 +398,10 @@ class LlamaForCausalLM:
         assisted_sampling="coupled") is bit for bit what generate() without it returns, and
         assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
         num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
-        from assistant_model.generation_config unless passed here. prompt_lookup_num_tokens (with
+        from assistant_model.generation_config unless passed here; num_assistant_tokens_schedule="cost" (ours)
+        chooses each round's K, up to num_assistant_tokens, from this pair's measured costs (assisted_costs())
+        and the acceptance so far. A batch runs its rows together, round by round, each with its own K and end;
+        each row's output is what it gives alone. prompt_lookup_num_tokens (with
         max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
         assistant_early_exit=N with this model's own first N layers (and its final norm and head).
         A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this

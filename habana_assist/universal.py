@@ -361,5 +361,7 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             if logits_out is not None:
                 logits_out[at, b] = -np.inf
     used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-    stats.update(proposed_per_position=proposed[:used], accepted_per_position=accepted[:used])
+    # rows run one after another here, each round its own target append
+    stats.update(num_rounds=stats["num_target_passes"], proposed_per_position=proposed[:used],
+                 accepted_per_position=accepted[:used])
     return out, steps, stats, K
