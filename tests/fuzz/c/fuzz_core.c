@@ -652,14 +652,23 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
     if (!g.ok) return;
     g.p.user = &g.stop;
     if (draft && u8(f) < 230) reset(draft);
+    /* the cost schedule's costs: none, sensible ones, a free draft with a flat verify, a draft dearer than any gain,
+     * malformed ones */
+    static const double sensible[] = { 0.05, 1.0, 1.2, 1.4, 1.6 }, free_flat[] = { 0.0, 1.0, 1.0 }, dear[] = { 1e9, 1.0 },
+                        bad[] = { NAN, -1.0, 0.0, INFINITY };
+    static const double *const cost_sets[] = { NULL, sensible, free_flat, dear, bad, bad + 1 };
+    static const int64_t cost_n[] = { 0, 5, 3, 2, 4, 3 };
+    const int cs = u8(f) % 6;
     ha_assist_params p = {
         .gen = g.p,
         .num_assistant_tokens = PICK(f, 1, 6, 0, -1, INT64_MAX),
-        .schedule = (ha_schedule)PICK(f, 0, 2, 3, -1),
+        .schedule = (ha_schedule)PICK(f, 0, 3, 4, -1),
         .confidence_threshold = u8(f) < 160 ? 0.0f : pick_float(f, 0.0f, 0.99f),
         .acceptance = (ha_acceptance)PICK(f, 0, 1, 2, -1),
         .prompt_lookup_num_tokens = PICK(f, 1, 6, 0, -1, INT64_MAX),
         .max_matching_ngram_size = PICK(f, 1, 3, 0, -1, INT64_MAX),
+        .costs = cost_sets[cs],
+        .n_costs = u8(f) < 240 ? cost_n[cs] : PICK(f, 0, cost_n[cs], -1, INT64_MIN), /* never past the array */
     };
     const int64_t N = g.p.max_new_tokens, n_stats = N >= 1 && N <= lm->capacity ? N : 1;
     ha_assist_stats stats = { 0 };
