@@ -2,8 +2,8 @@
 
 The cost schedule (csrc/assist.c) chooses each round's K from two measured costs of the model pair: one draft
 decode step, and one target append of T tokens for T = 1 .. 16 (a verification of K = T - 1 candidates). They
-are measured once per (target, draft) pair, on first use, and kept on the target model; `remeasure=True`
-measures again (after set_num_threads, say), and `set_assisted_costs` pins them (reproducible K choices: with
+are measured once per (target, draft) pair and thread count, on first use, and kept on the target model;
+`remeasure=True` measures again, and `set_assisted_costs` pins them (reproducible K choices: with
 rejection sampling the tokens a seed gives depend on the K of each round)."""
 
 import dataclasses
@@ -83,7 +83,8 @@ def measure(target, draft_core, draft_cache_len):
 
 class CostTable:
     """A target model's costs per drafter: a draft model (held weakly, so that a dropped draft is forgotten),
-    an early-exit depth, or prompt lookup (None)."""
+    an early-exit depth, or prompt lookup (None). A measured entry holds for the thread count it was measured
+    with; a pinned one (set_assisted_costs) for any."""
 
     def __init__(self):
         self._by_model = weakref.WeakKeyDictionary()
@@ -94,9 +95,12 @@ class CostTable:
             self._other, drafter)
 
     def get(self, drafter):
+        """The costs for drafter at today's thread count, or None."""
         table, key = self._slot(drafter)
-        return table.get(key)
+        costs, threads = table.get(key, (None, None))
+        return costs if threads is None or threads == _core.get_num_threads() else None
 
-    def put(self, drafter, costs):
+    def put(self, drafter, costs, measured):
+        """measured: the costs hold for today's thread count only; else (pinned) for any."""
         table, key = self._slot(drafter)
-        table[key] = costs
+        table[key] = (costs, _core.get_num_threads() if measured else None)

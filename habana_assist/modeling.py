@@ -225,7 +225,7 @@ class LlamaForCausalLM:
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
         None) and one append of T = 1..16 tokens to this model, in seconds. Measured on first use (a few
         hundred appends: well under a second for the shipped pair, seconds for a 1B model) and kept on this
-        model; remeasure=True measures again."""
+        model for the thread count it was measured with; remeasure=True measures again."""
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter)
         if costs is None:
@@ -233,7 +233,7 @@ class LlamaForCausalLM:
                 self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
             costs = _assisted_costs.measure(self, draft_core, self.max_cache_len if isinstance(drafter, int) or drafter is None
                                             else drafter.max_cache_len)
-            self._costs.put(drafter, costs)
+            self._costs.put(drafter, costs, measured=True)
         return costs
 
     def set_assisted_costs(self, costs, assistant_model=None, assistant_early_exit=None):
@@ -243,7 +243,7 @@ class LlamaForCausalLM:
         if not isinstance(costs, _assisted_costs.AssistedCosts):
             raise InvalidInputError(f"costs must be an AssistedCosts (ha.AssistedCosts(draft_step=..., target=(...))), "
                                     f"got {type(costs).__name__}")
-        self._costs.put(self._drafter(assistant_model, assistant_early_exit), costs)
+        self._costs.put(self._drafter(assistant_model, assistant_early_exit), costs, measured=False)
 
     def _drafter(self, assistant_model, assistant_early_exit):
         """The cost table's key: the draft model, the early-exit depth, or None for prompt lookup."""
