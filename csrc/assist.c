@@ -30,9 +30,15 @@ typedef struct row_state {
     int64_t K;           /* constant and heuristic schedules: this row's K */
     int done;            /* ended: an eos, a stopping criterion, or max_new_tokens */
     /* this round */
-    int64_t k_max;       /* most candidates */
+    int64_t k_cap;       /* most candidates: room, rollback, num_assistant_tokens */
+    int64_t k_max;       /* candidates planned (the cost schedule drafts at all iff > 0, and then as long as one more
+                            is worth it, up to k_cap); other schedules: k_cap */
     int64_t k;           /* candidates proposed: tok[L, L + k) */
     int drafting;        /* still drafting (model draft) */
+    double *conf;        /* (max_new,) candidate j's draft probability, with the cost schedule */
+    double rate[COST_K_MAX]; /* cost schedule: the row's acceptance rate at each draft position, this round */
+    double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
+    double yield;        /* cost schedule: tokens the round is expected to give the row */
     const float **p;     /* (max_new + 1,) position L + j's processed target scores */
     const float **raw;   /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     const float **q;     /* (max_new,) candidate j's processed draft scores */
@@ -48,6 +54,7 @@ typedef struct buffers {
     float *P, *raw, *Q;  /* (cap_p, V), (cap_p, V) with logits_out, (cap_q, V): a round's target and draft rows */
     int64_t cap_p, cap_raw, cap_q;
     struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
+    double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
 } buffers;
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
@@ -83,18 +90,175 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
     return 0;
 }
 
+/* ---- the cost schedule ----------------------------------------------------------------------------------
+ * A round in which the rows propose k_r candidates costs about D * max_r k_r (the draft steps, shared by the rows
+ * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
+ * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): cost_schedule
+ *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
+ *   the best rate, up to each row's cap, and keeps the best configuration seen on that path); a row drafts this
+ *   round iff its plan is k > 0;
+ * - while drafting, from the probability the draft gave its candidate, through the call's running acceptance of
+ *   candidates in each tenth of that probability (the draft's confidence tells a safe candidate from a
+ *   guess): after each candidate, a row drafts one more iff drafting m more (at its positional rates, m up to 8)
+ *   would raise the round's expected tokens per unit time. */
+#define COST_BINS 10
+#define COST_LOOKAHEAD 8
+
+typedef struct acceptance {
+    double acc[COST_K_MAX];     /* candidates accepted at draft position j */
+    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
+} acceptance;
+
+typedef struct cost_model {
+    double D;                   /* one draft step, in units of t(1) */
+    const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
+    int64_t n_t;
+    acceptance call;            /* over the call's rows */
+    acceptance *rows;           /* (B,) each row's own */
+    double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
+    double bin_tested[COST_BINS];
+} cost_model;
+
+/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
+static double verify_cost(const cost_model *c, int64_t T) {
+    if (T <= c->n_t) return c->t[T - 1];
+    const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
+    return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
+}
+
+static int64_t conf_bin(double conf) {
+    const int64_t b = (int64_t)(conf * COST_BINS);
+    return b < 0 ? 0 : b >= COST_BINS ? COST_BINS - 1 : b;
+}
+
+/* The chance a candidate the draft gave probability conf is accepted: the running rate of its tenth, pulled
+ * towards the tenth's middle while little tested. */
+static double conf_rate(const cost_model *c, double conf) {
+    const int64_t b = conf_bin(conf);
+    return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
+}
+
+/* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
+static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+    double call[COST_K_MAX];
+    for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
+        const double prior = j == 0 ? 0.5 : call[j - 1];
+        call[j] = (c->call.acc[j] + 2.0 * prior) / (c->call.tested[j] + 2.0);
+    }
+    enum { GROUP = 64 };
+    double prefix[GROUP][COST_K_MAX + 1]; /* prefix[r][i] = prod_{j<i} a_rj: candidates 0 .. i - 1 all accepted */
+    int64_t cap[GROUP], best_k[GROUP], n_rows = 0;
+    row_state *in[GROUP];
+    /* Rows beyond 64 in a round are planned in groups of 64, each group on its own. */
+    for (int64_t i = 0; i <= B; i++) {
+        if (i < B && !rows[i].done) {
+            row_state *r = &rows[i];
+            const acceptance *own = &c->rows[i];
+            prefix[n_rows][0] = 1.0;
+            for (int64_t j = 0; j < COST_K_MAX; j++) {
+                r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
+                prefix[n_rows][j + 1] = prefix[n_rows][j] * r->rate[j];
+            }
+            in[n_rows] = r;
+            cap[n_rows] = r->k_cap < COST_K_MAX ? r->k_cap : COST_K_MAX;
+            r->k_max = 0;
+            n_rows++;
+        }
+        if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
+        int64_t total = n_rows, max_k = 0; /* tokens verified, draft steps */
+        double yield = (double)n_rows, best = yield / verify_cost(c, total);
+        for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
+        for (;;) {
+            int64_t pick = -1;
+            double pick_rate = -1.0;
+            for (int64_t r = 0; r < n_rows; r++) {
+                const int64_t k = in[r]->k_max;
+                if (k >= cap[r]) continue;
+                const int64_t steps = k + 1 > max_k ? k + 1 : max_k;
+                const double rate = (yield + prefix[r][k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
+                if (rate > pick_rate) {
+                    pick = r;
+                    pick_rate = rate;
+                }
+            }
+            if (pick < 0) break;
+            yield += prefix[pick][++in[pick]->k_max];
+            total++;
+            if (in[pick]->k_max > max_k) max_k = in[pick]->k_max;
+            if (pick_rate > best) {
+                best = pick_rate;
+                for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
+            }
+        }
+        for (int64_t r = 0; r < n_rows; r++) in[r]->k_max = best_k[r];
+        n_rows = 0;
+    }
+    for (int64_t i = 0; i < B; i++) {
+        rows[i].all_accepted = 1.0;
+        rows[i].yield = 1.0;
+    }
+}
+
+/* After draft step s (every row still drafting has s + 1 candidates, their yield counted): whether each goes on,
+ * by the round's expected tokens per unit time. */
+static void cost_continue(const cost_model *c, row_state *rows, int64_t B, int64_t s) {
+    double yield = 0.0;
+    int64_t tokens = 0, n_drafting = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        n_drafting += r->drafting;
+        yield += r->yield;
+        tokens += r->k + 1;
+    }
+    const double now = yield / (c->D * (double)(s + 1) + verify_cost(c, tokens));
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        int go = 0;
+        double gain = 0.0, chain = r->all_accepted;
+        for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
+            chain *= r->rate[r->k + m - 1];
+            gain += chain;
+            /* the draft steps are shared by the rows drafting: each is charged its share */
+            const double cost = c->D * ((double)(s + 1) + (double)m / (double)n_drafting) + verify_cost(c, tokens + m);
+            go = (yield + gain) / cost > now;
+        }
+        if (!go) r->drafting = 0;
+    }
+}
+
+/* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
+ * and had n accepted. */
+static void count_acceptance(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n) {
+    for (int64_t j = 0; j < k && j <= n; j++) {
+        if (j < COST_K_MAX) {
+            c->call.tested[j] += 1.0;
+            c->call.acc[j] += j < n;
+            row->tested[j] += 1.0;
+            row->acc[j] += j < n;
+        }
+        if (conf) {
+            c->bin_tested[conf_bin(conf[j])] += 1.0;
+            c->bin_acc[conf_bin(conf[j])] += j < n;
+        }
+    }
+}
+
 /* The model draft for every row with k_max > 0, together: step 0 appends each such row's tokens the draft has
  * not seen (its catch-up; at the first round its prompt), step s > 0 the candidate each row still drafting
- * chose at step s - 1; one append per step over the rows still drafting. A row stops after k_max candidates, an
- * eos, or a candidate below the confidence threshold. Candidates go to tok[L, L + k), their scores to r->q. */
+ * chose at step s - 1; one append per step over the rows still drafting. A row stops after k_cap candidates (the
+ * cost schedule: sooner, when one more is not worth it), an eos, or a candidate below the confidence threshold.
+ * Candidates go to tok[L, L + k), their scores to r->q. cost: the cost schedule's model, else NULL. */
 static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
-                             buffers *b, ha_assist_stats *stats) {
+                             buffers *b, const cost_model *cost, ha_assist_stats *stats) {
     const int64_t V = b->V;
     int64_t q_rows = 0;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         r->drafting = !r->done && r->k_max > 0;
-        q_rows += r->drafting ? r->k_max : 0;
+        q_rows += r->drafting ? r->k_cap : 0;
     }
     ha_status st = grow(&b->Q, &b->cap_q, q_rows, V);
     if (st != HA_OK) return st;
@@ -131,10 +295,15 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                                "weights", (long long)pos, r->row);
             r->tok[pos] = x;
             r->k = s + 1;
-            if (r->k == r->k_max || ha_is_eos(&p->gen, x) ||
-                (p->confidence_threshold > 0 && ha_softmax_at(qs, V, x) < (double)p->confidence_threshold))
-                r->drafting = 0;
+            const double conf = cost || p->confidence_threshold > 0 ? ha_softmax_at(qs, V, x) : 1.0;
+            if (cost) { /* the chance that this candidate and every one before it is accepted */
+                r->conf[s] = conf;
+                r->all_accepted *= conf_rate(cost, conf);
+                r->yield += r->all_accepted;
+            }
+            if (r->k == r->k_cap || ha_is_eos(&p->gen, x) || conf < (double)p->confidence_threshold) r->drafting = 0;
         }
+        if (cost) cost_continue(cost, rows, B, s);
     }
 }
 
@@ -167,103 +336,6 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     }
     *next = ha_sampler_choose(sampler, r->p[k], row, (uint32_t)(L + k)); /* the bonus token, from p */
     return k;
-}
-
-/* ---- the cost schedule ----------------------------------------------------------------------------------
- * A round in which the rows propose k_r candidates costs about D * max_r k_r (the draft steps, shared by the rows
- * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r(k_r) tokens in expectation, where
- * E_r(k) = 1 + sum_{i=1..k} prod_{j<i} a_rj and a_rj is the chance that row r's candidate j is accepted given that
- * those before it were. Each round chooses the k_r that maximize yield / cost: starting from every k_r = 0, it
- * adds one candidate at a time to the row where that gives the best rate, up to each row's cap, and keeps the
- * best configuration seen on that path (for one row: every k from 0 to its cap). */
-typedef struct acceptance {
-    double acc[COST_K_MAX];     /* candidates accepted at draft position j */
-    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
-} acceptance;
-
-typedef struct cost_model {
-    double D;                   /* one draft step, in units of t(1) */
-    const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
-    int64_t n_t;
-    acceptance call;            /* over the call's rows */
-    acceptance *rows;           /* (B,) each row's own */
-} cost_model;
-
-/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
-static double verify_cost(const cost_model *c, int64_t T) {
-    if (T <= c->n_t) return c->t[T - 1];
-    const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
-    return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
-}
-
-/* a[j] = (accepted_j + 2 prior_j) / (tested_j + 2): the running rate at position j, pulled towards prior_j while
- * position j has been tested little. */
-static void acceptance_rates(const acceptance *s, const double *prior, double *a) {
-    for (int64_t j = 0; j < COST_K_MAX; j++) a[j] = (s->acc[j] + 2.0 * prior[j]) / (s->tested[j] + 2.0);
-}
-
-/* Sets k_max of every running row (cap: its k_max as it comes in) by the cost model. A row's rates lean on the
- * call's, and the call's at position j on its own at j - 1 (1/2 before any); so a row that has just started, or
- * a position rarely reached, is estimated from what is known nearest to it. */
-static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
-    double call[COST_K_MAX], chain[COST_K_MAX];
-    for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
-        chain[j] = j == 0 ? 0.5 : call[j - 1];
-        call[j] = (c->call.acc[j] + 2.0 * chain[j]) / (c->call.tested[j] + 2.0);
-    }
-    enum { GROUP = 64 };
-    double prefix[GROUP][COST_K_MAX + 1]; /* prefix[r][i] = prod_{j<i} a_rj: candidates 0 .. i - 1 all accepted */
-    int64_t cap[GROUP], best_k[GROUP], n_rows = 0;
-    row_state *in[GROUP];
-    /* Rows beyond 64 in a round are scheduled in groups of 64, each group on its own. */
-    for (int64_t i = 0; i <= B; i++) {
-        if (i < B && !rows[i].done) {
-            double a[COST_K_MAX];
-            acceptance_rates(&c->rows[i], call, a);
-            prefix[n_rows][0] = 1.0;
-            for (int64_t j = 0; j < COST_K_MAX; j++) prefix[n_rows][j + 1] = prefix[n_rows][j] * a[j];
-            in[n_rows] = &rows[i];
-            cap[n_rows] = rows[i].k_max < COST_K_MAX ? rows[i].k_max : COST_K_MAX;
-            rows[i].k_max = 0;
-            n_rows++;
-        }
-        if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
-        int64_t total = n_rows, max_k = 0; /* tokens verified, draft steps */
-        double yield = (double)n_rows, best = yield / verify_cost(c, total);
-        for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
-        for (;;) {
-            int64_t pick = -1;
-            double pick_rate = -1.0;
-            for (int64_t r = 0; r < n_rows; r++) {
-                const int64_t k = in[r]->k_max;
-                if (k >= cap[r]) continue;
-                const int64_t steps = k + 1 > max_k ? k + 1 : max_k;
-                const double rate = (yield + prefix[r][k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
-                if (rate > pick_rate) {
-                    pick = r;
-                    pick_rate = rate;
-                }
-            }
-            if (pick < 0) break;
-            yield += prefix[pick][++in[pick]->k_max];
-            total++;
-            if (in[pick]->k_max > max_k) max_k = in[pick]->k_max;
-            if (pick_rate > best) {
-                best = pick_rate;
-                for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
-            }
-        }
-        for (int64_t r = 0; r < n_rows; r++) in[r]->k_max = best_k[r];
-        n_rows = 0;
-    }
-}
-
-/* Counts the round of a row that proposed k candidates and had n accepted. */
-static void count_acceptance(acceptance *s, int64_t k, int64_t n) {
-    for (int64_t j = 0; j < k && j <= n && j < COST_K_MAX; j++) {
-        s->tested[j] += 1.0;
-        s->acc[j] += j < n;
-    }
 }
 
 /* ---- the rounds ------------------------------------------------------------------------------------------ */
@@ -350,8 +422,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
         if (stats->proposed_at) stats->proposed_at[j]++;
         if (stats->accepted_at && j < n) stats->accepted_at[j]++;
     }
-    count_acceptance(&cost->call, k, n);
-    count_acceptance(&cost->rows[r->row], k, n);
+    if (p->schedule == HA_SCHEDULE_COST) count_acceptance(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, n);
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
     r->L += kept;
     r->generated += kept;
@@ -398,12 +469,14 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             if (k_max > room) k_max = room;
             if (k_max > target->max_rollback) k_max = target->max_rollback;
             if (draft && k_max > draft->max_rollback) k_max = draft->max_rollback;
-            r->k_max = k_max;
+            r->k_cap = r->k_max = k_max;
             r->k = 0;
         }
         if (p->schedule == HA_SCHEDULE_COST) cost_schedule(&cost, rows, B);
         if (draft) {
-            if ((st = draft_round(draft, p, sampler, rows, B, b, stats)) != HA_OK) return st;
+            if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL, stats))
+                != HA_OK)
+                return st;
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
@@ -466,10 +539,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                   .want = malloc(n_append), .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
                   .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
     b.acceptance = calloc((size_t)B, sizeof(*b.acceptance));
+    b.conf = ha_malloc_array((size_t)B, (size_t)N, sizeof(double));
     row_state *rows = calloc((size_t)B, sizeof(row_state));
     int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
     const float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
-    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
+    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -485,6 +559,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                           .K = p->num_assistant_tokens, .p = ptrs + i * (3 * N + 2) };
         r->raw = p->gen.logits_out ? r->p + N + 1 : NULL;
         r->q = r->p + 2 * N + 2;
+        r->conf = b.conf + i * N;
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
             b.seq[n] = (int32_t)i;
@@ -524,6 +599,7 @@ cleanup:
     free(b.raw);
     free(b.Q);
     free(b.acceptance);
+    free(b.conf);
     free(rows);
     free(tok);
     free(ptrs);
