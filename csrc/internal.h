@@ -194,6 +194,15 @@ typedef struct ha_kernels {
     void (*axpy)(float a, const float *x, float *y, int64_t n);
     /* y (n,) *= a */
     void (*scale)(float a, float *y, int64_t n);
+    /* Attention's two inner loops over nk keys (or values) of one sequence, the t-th at slot (slot0 + t) % S of a
+     * cache whose slots are ld floats apart, each bitwise what the variant's dot and axpy give key by key (one
+     * call over a block instead of a call per key: no call overhead, acc kept in registers):
+     * attn_scores: s[t] = dot(q, K + slot_t * ld, n) * scale for t < nk;
+     * attn_values: acc (n,) += w[t] * (V + slot_t * ld) for t = 0 .. nk - 1 in order, as axpy(w[t], ...) calls. */
+    void (*attn_scores)(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
+                        float scale, float *s);
+    void (*attn_values)(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
+                        float *acc);
     /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */
     int (*quant_q8)(const float *x, int64_t len, void *blk);
     /* x (len,) -> one HA_Q4 block, bitwise as ha_quant_q4_ref; 0 if x holds NaN or inf */

@@ -417,6 +417,68 @@ AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* Four keys at a time, each its own dot_avx2 (the same accumulation and hsum), so that the four chains of
+ * multiply-adds overlap. */
+AVX2 static void attn_scores_avx2(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
+                                  int64_t n, float scale, float *s) {
+    const int64_t nv = n - n % 8;
+    int64_t t = 0, slot = slot0;
+    const float *k4[4];
+    for (; t + 4 <= nk; t += 4) {
+        for (int i = 0; i < 4; i++, slot = slot + 1 == S ? 0 : slot + 1) k4[i] = K + slot * ld;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nv; k += 8) {
+            const __m256 x = _mm256_loadu_ps(q + k);
+            a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[0] + k), a0);
+            a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[1] + k), a1);
+            a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[2] + k), a2);
+            a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[3] + k), a3);
+        }
+        float y;
+        FINISH(f32, a0, q, k4[0], nv, n, y);
+        s[t] = y * scale;
+        FINISH(f32, a1, q, k4[1], nv, n, y);
+        s[t + 1] = y * scale;
+        FINISH(f32, a2, q, k4[2], nv, n, y);
+        s[t + 2] = y * scale;
+        FINISH(f32, a3, q, k4[3], nv, n, y);
+        s[t + 3] = y * scale;
+    }
+    for (; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) s[t] = dot_avx2(q, K + slot * ld, n) * scale;
+}
+
+/* 32 accumulators at a time held in four registers over all nk values, each updated in key order as axpy_avx2
+ * updates it. */
+AVX2 static void attn_values_avx2(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
+                                  int64_t n, float *acc) {
+    const int64_t nv = n - n % 8;
+    int64_t c = 0;
+    for (; c + 32 <= nv; c += 32) {
+        __m256 y0 = _mm256_loadu_ps(acc + c), y1 = _mm256_loadu_ps(acc + c + 8), y2 = _mm256_loadu_ps(acc + c + 16),
+               y3 = _mm256_loadu_ps(acc + c + 24);
+        for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) {
+            const float *x = V + slot * ld + c;
+            const __m256 a = _mm256_set1_ps(w[t]);
+            y0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(x), y0);
+            y1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 8), y1);
+            y2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 16), y2);
+            y3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 24), y3);
+        }
+        _mm256_storeu_ps(acc + c, y0);
+        _mm256_storeu_ps(acc + c + 8, y1);
+        _mm256_storeu_ps(acc + c + 16, y2);
+        _mm256_storeu_ps(acc + c + 24, y3);
+    }
+    for (; c < nv; c += 8) {
+        __m256 y = _mm256_loadu_ps(acc + c);
+        for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+            y = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(V + slot * ld + c), y);
+        _mm256_storeu_ps(acc + c, y);
+    }
+    for (int64_t t = 0, slot = slot0; nv < n && t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+        for (int64_t i = nv; i < n; i++) acc[i] += w[t] * V[slot * ld + i];
+}
+
 AVX2 static void scale_avx2(float a, float *y, int64_t n) {
     __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -566,6 +628,8 @@ const ha_kernels ha_kernels_avx2 = {
     .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
+    .attn_scores = attn_scores_avx2,
+    .attn_values = attn_values_avx2,
     .scale = scale_avx2,
     .quant_q8 = quant_q8_avx2,
     .quant_q4 = quant_q4_avx2,

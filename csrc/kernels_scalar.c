@@ -133,6 +133,17 @@ static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+static void attn_scores_scalar(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
+                               int64_t n, float scale, float *s) {
+    for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+        s[t] = dot_scalar(q, K + slot * ld, n) * scale;
+}
+
+static void attn_values_scalar(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
+                               int64_t n, float *acc) {
+    for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) axpy_scalar(w[t], V + slot * ld, acc, n);
+}
+
 static void scale_scalar(float a, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
@@ -162,6 +173,8 @@ const ha_kernels ha_kernels_scalar = {
     .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
+    .attn_scores = attn_scores_scalar,
+    .attn_values = attn_values_scalar,
     .scale = scale_scalar,
     .quant_q8 = ha_quant_q8_ref,
     .quant_q4 = ha_quant_q4_ref,

@@ -22,6 +22,9 @@
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
 #define SMALL_JOB (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool
                                costs more, and far more when other processes hold the cores */
+#define ATTN_SMALL_JOB (1 << 14) /* the same for attention (query-key pairs times head_dim): a key costs two
+                                   multiply-adds per dimension and an expf, so even one decode token's heads over
+                                   a few hundred positions are worth both threads */
 #define HA_RING_SLACK 256 /* positions a sliding layer's ring holds beyond its window */
 _Static_assert(HA_RING_SLACK >= HA_BLAS_BLOCK - 1 && HA_RING_SLACK >= CHUNK - 1,
                "a chunk's own writes must not overwrite keys its first token still sees");
@@ -393,14 +396,13 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
         float mx = -INFINITY, sum = 0.0f;
         memset(acc, 0, (size_t)hd * sizeof(float));
         for (int64_t kb = lo; kb <= p; kb += KEY_BLOCK) {
-            int64_t ke = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
+            const int64_t nk = (kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1) - kb;
             const int64_t slot0 = kb % S; /* the block's first slot; later ones follow it, wrapping at S */
+            k->attn_scores(q, K, kvd, slot0, S, nk, hd, scale, sc);
             float bm = -INFINITY;
-            for (int64_t t = kb, slot = slot0; t < ke; t++, slot = slot + 1 == S ? 0 : slot + 1) {
-                float s = k->dot(q, K + (size_t)slot * (size_t)kvd, hd) * scale;
-                if (cap > 0.0f) s = cap * tanhf(s / cap);
-                sc[t - kb] = s;
-                if (s > bm) bm = s;
+            for (int64_t t = 0; t < nk; t++) {
+                if (cap > 0.0f) sc[t] = cap * tanhf(sc[t] / cap);
+                if (sc[t] > bm) bm = sc[t];
             }
             if (bm > mx) {
                 if (mx > -INFINITY) {
@@ -410,11 +412,11 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
                 }
                 mx = bm;
             }
-            for (int64_t t = kb, slot = slot0; t < ke; t++, slot = slot + 1 == S ? 0 : slot + 1) {
-                float ex = expf(sc[t - kb] - mx);
-                sum += ex;
-                k->axpy(ex, V + (size_t)slot * (size_t)kvd, acc, hd);
+            for (int64_t t = 0; t < nk; t++) { /* the block's weights, in place of its scores */
+                sc[t] = expf(sc[t] - mx);
+                sum += sc[t];
             }
+            k->attn_values(sc, V, kvd, slot0, S, nk, hd, acc);
         }
         float *o = c->att + i * m->q_dim + h * hd;
         for (int64_t d = 0; d < hd; d++) o[d] = acc[d] / sum;
@@ -573,7 +575,7 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
             memcpy(c->vcache + off, c->v + i * kvd, (size_t)kvd * sizeof(float));
         }
         attention_job aj = { c, l };
-        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
+        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < ATTN_SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
         else ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
         matmul(c, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
