@@ -17,7 +17,8 @@
 
 #include "internal.h"
 
-#define CHUNK 32          /* tokens per forward step; longer appends are cut into chunks */
+#define CHUNK 64          /* tokens per forward step; longer appends are cut into chunks (a batch of 8 rows verifying
+                             K = 4 each is one chunk: a second one reads every weight again) */
 #define KEY_BLOCK 128     /* keys per online-softmax block */
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
 #define SMALL_JOB (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool

@@ -702,7 +702,7 @@ static void test_model_chunk_equals_token_by_token(void) {
     }
 }
 
-/* Appends longer than the forward's internal chunk (32 tokens), two sequences interleaved. */
+/* Appends longer than the forward's internal chunk (64 tokens), two sequences interleaved. */
 static void test_model_long_append_equals_token_by_token(void) {
     one_thread();
     FOR_EACH_MODEL(t, vname) {
@@ -2823,21 +2823,21 @@ static void test_interrupt_stops_append_and_keeps_the_cache(void) {
     CHECK_OK(ha_set_num_threads(2));
     tiny *t = tiny_build(HA_BF16P, 1, 0, 0, 71);
     rng r = { 13 };
-    int32_t first[5], more[40]; /* 40 tokens: two chunks, each polled before it and before each layer */
+    int32_t first[5], more[80]; /* 80 tokens: two chunks (of 64), each polled before it and before each layer */
     random_tokens(&r, first, 5);
-    random_tokens(&r, more, 40);
-    float *got = xmalloc(40 * TV * sizeof(float)), *want = xmalloc(40 * TV * sizeof(float));
-    ha_llama_context *ref = ctx_new(t->m, 1, 64);
+    random_tokens(&r, more, 80);
+    float *got = xmalloc(80 * TV * sizeof(float)), *want = xmalloc(80 * TV * sizeof(float));
+    ha_llama_context *ref = ctx_new(t->m, 1, 96);
     CHECK_OK(append_seq(ref, 0, 5, first, NULL));
-    CHECK_OK(append_seq(ref, 0, 40, more, want));
+    CHECK_OK(append_seq(ref, 0, 80, more, want));
     counting_poll cp;
     ha_interrupt it;
     int64_t fire = 0;
     for (;; fire++) {
-        ha_llama_context *c = ctx_new(t->m, 1, 64);
+        ha_llama_context *c = ctx_new(t->m, 1, 96);
         CHECK_OK(append_seq(c, 0, 5, first, NULL));
         set_poll(&cp, &it, fire);
-        ha_status st = append_seq(c, 0, 40, more, got);
+        ha_status st = append_seq(c, 0, 80, more, got);
         CHECK(cp.foreign == 0, "the poll expected on the calling thread only; %d calls came from pool workers", cp.foreign);
         if (st == HA_OK) {
             ha_set_interrupt(NULL);
@@ -2852,8 +2852,8 @@ static void test_interrupt_stops_append_and_keeps_the_cache(void) {
         CHECK(LEN(c, 0) == 5, "an interrupted append expected to leave length 5, got %lld", (long long)LEN(c, 0));
         CHECK_STATUS(append_seq(c, 0, 1, more, got), HA_ERR_INTERRUPTED); /* still stopped until set again */
         ha_set_interrupt(NULL);
-        CHECK_OK(append_seq(c, 0, 40, more, got));
-        CHECK_SAME_FLOATS(want, got, 40 * TV, "append after an interrupt at poll %lld vs a cache that never saw it", (long long)fire);
+        CHECK_OK(append_seq(c, 0, 80, more, got));
+        CHECK_SAME_FLOATS(want, got, 80 * TV, "append after an interrupt at poll %lld vs a cache that never saw it", (long long)fire);
         ha_llama_context_free(c);
     }
     /* 2 chunks x (1 + TL layers) polls */
