@@ -1,27 +1,41 @@
 #!/usr/bin/python3
-"""Plain against assisted generation on the same prompts, every figure measured in this one run.
+"""Plain against assisted generation, every figure measured in this one run (interleaved rounds, best of each).
 
-Target: the random bfloat16 checkpoint with TinyLlama-1.1B's shape that bench_decode.py writes. Drafts:
-  - a small random model with the same vocabulary (4 layers, hidden 512, MQA, tied embeddings): it almost
-    never agrees with the target, so this row measures the engine's costs;
-  - the target itself (every draft accepted, c = 1): what verifying K + 1 tokens in one pass costs;
-  - prompt lookup (no draft model, c ~ 0), on a prompt that repeats itself;
-and, when the package ships it, the trained pair (pycode in float32 with pycode-draft) on held-out prompts,
-also with Python callbacks in the loop: a user logits_processor (a numpy function that bans one token) and
-stop_strings (a string that never occurs, so every token is checked), each as the fraction its callbacks add
-to the time of a token, plain and assisted.
-For each: tokens/s plain and assisted (greedy, prefill included in both), whether the outputs are identical,
-the acceptance rate a (accepted / drafts tested, a draft being tested when all before it in its round were
-accepted), mean tokens per target pass, the cost ratio c (one draft decode step over one target decode step,
-both measured here), the ideal speed-up of Leviathan et al. (1 - a^(K+1)) / ((1 - a)(K c + 1)), and
-measured over ideal.
-Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens N] [--k K]
+The shipped pair: the target `habana-assist/pycode` held in float32 with `habana-assist/pycode-draft`, greedy,
+on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out standard-library files),
+--new-tokens new tokens per row (eos_token_id=[]: every row makes them all). Two tables:
+
+1. Batch 1, the schedules on the first 4 held-out prompts (the demo's): plain; "cost" (K per round from the
+   pair's measured costs, up to 16); "constant" K = 4; "heuristic" (Transformers' rule from K = 4 with its
+   confidence threshold 0.4, transient so calls do not carry K); Transformers' defaults (constant K = 20,
+   threshold 0.4). For each: tokens/s generation-only (the call less the prompt's prefill: a max_new_tokens=1
+   call of the target, and for assisted cases also of the draft, which prefills the prompt too; as llama.cpp
+   reports "eval" apart from "prompt eval") and end to end, speed-up over plain, acceptance (accepted /
+   proposed), tokens per round, the ideal speed-up and measured over ideal. The ideal is the cost model's
+   (Leviathan et al. with measured costs): from the call's own counts (rounds with exactly k drafts, from
+   proposed_per_position and num_target_passes) and the pair's measured costs (model.assisted_costs: a draft
+   step d, a target append of T tokens t(T), timed at position 256), ideal time = sum over rounds of
+   k d + t(k + 1), ideal speed-up = new tokens x t(1) / ideal time; measured over ideal = the generation-only
+   speed-up / the ideal speed-up.
+2. Batches of 1, 2, 4 and 8 held-out prompts (left-padded): plain and assisted ("cost" and constant K = 4)
+   tokens/s (all rows' new tokens), generation-only and end to end, speed-up, and assisted throughput over
+   batch 1's. Measured over ideal for a batch: ideal time = rounds x (s d_b + t_b(T)), T the mean tokens a
+   round verifies over all rows, s the mean candidates per row and round (a lower bound on the draft steps of a
+   round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
+   spread over b sequences at position 256.
+The targets of issue 18 are printed with the figures they concern.
+Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
+--random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
+itself as draft, and prompt lookup.
+Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
+       [--random]
 """
 
 import argparse
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -30,7 +44,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import habana_assist as ha  # noqa: E402
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
 from habana_assist.cli import demo_prompts  # noqa: E402
-from habana_assist.hub import MODELS_DIR  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
@@ -56,60 +69,243 @@ def ideal_speedup(a, k, c):
     return gain / (k * c + 1)
 
 
+def rounds_by_k(res):
+    """{k: rounds in which a row proposed exactly k drafts} from a result's counts."""
+    prop = [int(x) for x in res.proposed_per_position] + [0]
+    out = {0: res.num_target_passes - prop[0]}
+    for k in range(1, len(prop)):
+        out[k] = prop[k - 1] - prop[k]
+    return out
+
+
+def ideal_time(res, costs):
+    """Seconds the cost model gives a batch-1 call's rounds: sum over rounds of k d + t(k + 1)."""
+    t = costs.target
+
+    def verify(T):  # past the measured table, on the line through its last two points (as the core)
+        return t[T - 1] if T <= len(t) else t[-1] + (T - len(t)) * max(0.0, t[-1] - t[-2])
+
+    return sum(n * (k * costs.draft_step + verify(k + 1)) for k, n in rounds_by_k(res).items())
+
+
+def append_time(core, rows, tokens, vocab_size, repeats, at=256):
+    """Seconds of one append of `tokens` tokens spread evenly over `rows` sequences each holding `at`
+    positions, best of repeats (what a batched round's verification or draft step costs)."""
+    ctx = ha.modeling._core.Context(core, rows, at + tokens + 1, False)
+    prefix = (np.arange(at) * 7919 % vocab_size).astype(np.int32)
+    for r in range(rows):
+        last = np.zeros(at, np.uint8)
+        last[-1] = 1
+        ctx.append(np.full(at, r, np.int32), prefix, last, np.empty((1, vocab_size), np.float32))
+    seq = np.sort(np.arange(tokens) % rows).astype(np.int32)
+    toks = prefix[:tokens] if tokens <= at else np.resize(prefix, tokens)
+    logits = np.empty((tokens, vocab_size), np.float32)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        ctx.append(seq, toks, np.ones(tokens, np.uint8), logits)
+        best = min(best, time.perf_counter() - t0)
+        for r in range(rows):
+            ctx.crop(r, at)
+    return best
+
+
+def interleaved(calls, repeats):
+    """{key: best seconds} of calls {key: fn}, timed in rounds that call every fn once (the machine's speed
+    drifts from minute to minute; every case sees the same drift)."""
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            best[key] = min(best[key], time.perf_counter() - t0)
+    return best
+
+
+def pass_fail(value, target):
+    return f"{value:.2f} ({'meets' if value >= target else 'below'} {target})"
+
+
+def shipped_schedules(target, draft, tok, n_new, repeats):
+    """Table 1: batch 1 on the demo's 4 held-out prompts, plain and each schedule."""
+    prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
+    schedules = {
+        "cost (K <= 16)": dict(num_assistant_tokens=16, num_assistant_tokens_schedule="cost",
+                               assistant_confidence_threshold=0.0),
+        "constant K=4": dict(num_assistant_tokens=4, num_assistant_tokens_schedule="constant",
+                             assistant_confidence_threshold=0.0),
+        "heuristic from K=4": dict(num_assistant_tokens=4, num_assistant_tokens_schedule="heuristic_transient",
+                                   assistant_confidence_threshold=0.4),
+        "Transformers' defaults": dict(num_assistant_tokens=20, num_assistant_tokens_schedule="constant",
+                                       assistant_confidence_threshold=0.4),
+    }
+    costs = target.assisted_costs(draft)
+    base = dict(max_new_tokens=n_new, eos_token_id=[])
+    calls = {}
+    for i, ids in enumerate(prompts):
+        calls["prefill", i] = lambda ids=ids: target.generate(ids, max_new_tokens=1)
+        calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
+        calls["plain", i] = lambda ids=ids: target.generate(ids, **base)
+        for name, kw in schedules.items():
+            calls[name, i] = lambda ids=ids, kw=kw: target.generate(ids, assistant_model=draft, **base, **kw)
+    best = interleaved(calls, repeats)
+    plain_out = [target.generate(ids, **base) for ids in prompts]
+    t_prefill = sum(best["prefill", i] for i in range(len(prompts)))
+    t_prefill_a = t_prefill + sum(best["draft prefill", i] for i in range(len(prompts)))
+    t_plain = sum(best["plain", i] for i in range(len(prompts)))
+    n_all = n_new * len(prompts)
+    rows = [dict(case="plain", gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain, speed_gen=1.0, speed_e2e=1.0,
+                 a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"), same=True)]
+    for name, kw in schedules.items():
+        results = [target.generate(ids, assistant_model=draft, return_dict_in_generate=True, **base, **kw)
+                   for ids in prompts]
+        t_all = sum(best[name, i] for i in range(len(prompts)))
+        proposed = sum(r.num_draft_tokens for r in results)
+        accepted = sum(r.num_accepted_tokens for r in results)
+        t_ideal = sum(ideal_time(r, costs) for r in results)
+        speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
+        ideal = n_all * costs.target[0] / t_ideal
+        rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
+                         speed_e2e=t_plain / t_all, a=accepted / max(proposed, 1),
+                         per_round=n_all / sum(r.num_rounds for r in results), ideal=ideal,
+                         meas_ideal=speed_gen / ideal,
+                         same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out))))
+    return rows, costs, t_prefill / t_plain
+
+
+def shipped_batches(target, draft, tok, n_new, repeats, batches):
+    """Table 2: batches of held-out prompts, plain and assisted."""
+    tok.padding_side = "left"
+    texts = [text for _, text in demo_prompts(max(batches), 30)]
+    modes = {"plain": {}, "cost": dict(assistant_model=draft, num_assistant_tokens=16,
+                                       num_assistant_tokens_schedule="cost", assistant_confidence_threshold=0.0),
+             "constant K=4": dict(assistant_model=draft, num_assistant_tokens=4,
+                                  num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)}
+    base = dict(max_new_tokens=n_new, eos_token_id=[])
+    encs = {b: tok(texts[:b], return_tensors="np", padding=True) for b in batches}
+    calls = {}
+    for b, enc in encs.items():
+        calls[b, "prefill"] = lambda enc=enc: target.generate(**enc, max_new_tokens=1)
+        calls[b, "draft prefill"] = lambda enc=enc: draft.generate(**enc, max_new_tokens=1)
+        for mode, kw in modes.items():
+            calls[b, mode] = lambda enc=enc, kw=kw: target.generate(**enc, **base, **kw)
+    best = interleaved(calls, repeats)
+    costs = target.assisted_costs(draft)
+    d1 = costs.draft_step
+    table = []
+    for b, enc in encs.items():
+        plain = target.generate(**enc, **base)
+        t_plain = best[b, "plain"]
+        for mode in modes:
+            n_all = b * n_new
+            t_all = best[b, mode]
+            t_pre = best[b, "prefill"] + (best[b, "draft prefill"] if mode != "plain" else 0.0)
+            row = dict(batch=b, mode=mode, gen=n_all / (t_all - t_pre), e2e=n_all / t_all,
+                       speed_gen=(t_plain - best[b, "prefill"]) / (t_all - t_pre), speed_e2e=t_plain / t_all,
+                       meas_ideal=None, same=True)
+            if mode != "plain":
+                res = target.generate(**enc, return_dict_in_generate=True, **base, **modes[mode])
+                row["same"] = bool(np.array_equal(res.sequences, plain))
+                T = round((res.num_target_passes + res.num_draft_tokens) / res.num_rounds)
+                k_mean = res.num_draft_tokens / res.num_target_passes
+                d_b = d1 if b == 1 else append_time(draft._core, b, b, target.vocab_size, 3)
+                t_b = append_time(target._core, b, max(T, b), target.vocab_size, 3)
+                row["meas_ideal"] = res.num_rounds * (k_mean * d_b + t_b) / (t_all - t_pre)
+            table.append(row)
+    return table
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.join(tempfile.gettempdir(), "habana_assist_bench")
     ap.add_argument("--dir", default=root, help="where the random checkpoints are written (reused if present)")
-    ap.add_argument("--new-tokens", type=int, default=32)
-    ap.add_argument("--k", type=int, default=4, help="num_assistant_tokens (constant schedule)")
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--k", type=int, default=4, help="num_assistant_tokens of the --random rows (constant schedule)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="32 new tokens, 2 repeats, batches 1 and 8")
+    ap.add_argument("--callbacks", action="store_true", help="also the cost of Python callbacks in the loop")
+    ap.add_argument("--random", action="store_true", help="also the random TinyLlama-shape target (slow)")
     args = ap.parse_args()
+    n_new, repeats, batches = args.new_tokens, args.repeats, (1, 2, 4, 8)
+    if args.quick:
+        n_new, repeats, batches = 32, 2, (1, 8)
 
-    target_dir, draft_dir = os.path.join(args.dir, "tinyllama-1.1b-random-bf16"), os.path.join(args.dir, "draft-random-bf16")
-    write_checkpoint(target_dir)
-    write_checkpoint(draft_dir, SMALL_DRAFT, seed=7, exponent=-5)
-    n, k = args.new_tokens, args.k
-    target = ha.AutoModelForCausalLM.from_pretrained(target_dir, max_cache_len=256)
-    small = ha.AutoModelForCausalLM.from_pretrained(draft_dir, max_cache_len=256)
-    rng = np.random.default_rng(3)
-    prompt = rng.integers(3, target.vocab_size, size=(1, 16))
-    repeating = np.tile(rng.integers(3, target.vocab_size, size=(1, 12)), (1, 4))
-
-    target.generate(prompt, max_new_tokens=2)  # warm-up: pages of the memory maps, thread pool
-    t_step = decode_step_time(target, prompt, 8, args.repeats)
-    c_small = decode_step_time(small, prompt, 16, args.repeats) / t_step
-    rows = [measure("random: small random draft", target, small, prompt, c_small, n, k, args.repeats),
-            measure("random: target as own draft", target, target, prompt, 1.0, n, k, args.repeats),
-            measure("random: prompt lookup", target, None, repeating, 0.0, n, k, args.repeats)]
-    if os.path.isdir(os.path.join(MODELS_DIR, "pycode")):
-        tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
-        pycode = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
-        pydraft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
-        prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(2, 30)]
-        c_pair = decode_step_time(pydraft, prompts[0], 16, args.repeats) / decode_step_time(pycode, prompts[0], 16,
-                                                                                          args.repeats)
-        for i, ids in enumerate(prompts):
-            rows.append(measure(f"shipped pair, held-out {i + 1}", pycode, pydraft, ids, c_pair, 4 * n, k, args.repeats))
-        callbacks = measure_callbacks(pycode, pydraft, tok, prompts[0], 4 * n, k, args.repeats)
-
-    print(f"habana_assist assisted benchmark: greedy, K={k}, constant schedule, no confidence threshold; "
-          f"kernels={ha.kernels_name()}, threads={ha.get_num_threads()}")
-    print(f"  random: TinyLlama-1.1B-shape random bf16 target (decode step {t_step * 1e3:.1f} ms), {n} new tokens; "
-          f"shipped pair: pycode (float32) with pycode-draft, held-out prompts, {4 * n} new tokens")
-    print(f"  {'case':30s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
-          f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}")
+    tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
+    target = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
+    draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+    target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
+    print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
+          f"shipped pair (pycode float32 + pycode-draft), greedy, {n_new} new tokens per row, best of {repeats} "
+          "interleaved rounds")
+    rows, costs, prefill_share = shipped_schedules(target, draft, tok, n_new, repeats)
+    t1 = costs.target[0]
+    print(f"\n1. batch 1, the demo's 4 held-out prompts. Measured costs (position 256): draft step "
+          f"{costs.draft_step * 1e3:.3f} ms (c = {costs.draft_step / t1:.3f}), target t(1) {t1 * 1e3:.2f} ms, "
+          f"t(T)/t(1) for T = 2, 5, 9, 16: " + ", ".join(f"{costs.target[T - 1] / t1:.2f}" for T in (2, 5, 9, 16)) +
+          f"; prefill is {prefill_share:.0%} of plain's end-to-end time")
+    print(f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
+          f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
     for r in rows:
-        print(f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
-              f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
-              f"{r['measured_over_ideal']:10.2f}")
-    if os.path.isdir(os.path.join(MODELS_DIR, "pycode")):
-        print(f"  callbacks on the shipped pair, held-out 1, {4 * n} new tokens: tokens/s without, with, and the "
+        print(f"  {r['case']:24s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
+              f"{r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} {r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
+    cost_row = rows[1]
+    print(f"  targets (cost schedule): generation-only speed-up {pass_fail(cost_row['speed_gen'], 2.2)}, end to end "
+          f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}")
+
+    table = shipped_batches(target, draft, tok, n_new, repeats, batches)
+    print(f"\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
+    print(f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
+          f"{'meas/ideal':>10s} {'x batch 1':>9s}")
+    one = {r["mode"]: r for r in table if r["batch"] == 1}
+    for r in table:
+        mi = f"{r['meas_ideal']:10.2f}" if r["meas_ideal"] is not None else f"{'-':>10s}"
+        print(f"  {r['batch']:5d} {r['mode']:14s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
+              f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {mi} {r['gen'] / one[r['mode']]['gen']:9.2f}")
+    top = max(batches)
+    b8 = next(r for r in table if r["batch"] == top and r["mode"] == "cost")
+    print(f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
+          f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}")
+
+    if args.callbacks:
+        ids = tok(demo_prompts(1, 30)[0][1], return_tensors="np")["input_ids"]
+        callbacks = measure_callbacks(target, draft, tok, ids, n_new, args.k, repeats)
+        print(f"\n3. callbacks on the shipped pair, held-out 1, {n_new} new tokens: tokens/s without, with, and the "
               "fraction the callbacks add to a token's time")
         print(f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} {'stop_strings t/s':>17s} "
               f"{'added':>7s}")
         for mode, r in callbacks.items():
             print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} {r['none'] / r['logits_processor'] - 1:7.1%} "
                   f"{r['stop_strings']:17.2f} {r['none'] / r['stop_strings'] - 1:7.1%}")
+    if args.random:
+        random_rows(args)
+
+
+def random_rows(args):
+    """The random TinyLlama-1.1B-shape bf16 target with a small random draft (almost never agrees: the
+    engine's costs), itself as draft (every draft accepted: what verifying K + 1 tokens costs), and prompt
+    lookup on a prompt that repeats itself; constant K, 32 new tokens."""
+    target_dir, draft_dir = os.path.join(args.dir, "tinyllama-1.1b-random-bf16"), os.path.join(args.dir, "draft-random-bf16")
+    write_checkpoint(target_dir)
+    write_checkpoint(draft_dir, SMALL_DRAFT, seed=7, exponent=-5)
+    n, k = 32, args.k
+    target = ha.AutoModelForCausalLM.from_pretrained(target_dir, max_cache_len=256)
+    small = ha.AutoModelForCausalLM.from_pretrained(draft_dir, max_cache_len=256)
+    rng = np.random.default_rng(3)
+    prompt = rng.integers(3, target.vocab_size, size=(1, 16))
+    repeating = np.tile(rng.integers(3, target.vocab_size, size=(1, 12)), (1, 4))
+    target.generate(prompt, max_new_tokens=2)
+    t_step = decode_step_time(target, prompt, 8, 2)
+    c_small = decode_step_time(small, prompt, 16, 2) / t_step
+    rows = [measure("random: small random draft", target, small, prompt, c_small, n, k, 2),
+            measure("random: target as own draft", target, target, prompt, 1.0, n, k, 2),
+            measure("random: prompt lookup", target, None, repeating, 0.0, n, k, 2)]
+    print(f"\n4. random TinyLlama-1.1B-shape bf16 target (decode step {t_step * 1e3:.1f} ms), {n} new tokens, K={k}")
+    print(f"  {'case':30s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
+          f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}")
+    for r in rows:
+        print(f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
+              f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
+              f"{r['measured_over_ideal']:10.2f}")
 
 
 def measure_callbacks(target, draft, tok, ids, n, k, repeats):

@@ -91,8 +91,8 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
 }
 
 /* ---- the cost schedule ----------------------------------------------------------------------------------
- * A round in which the rows propose k_r candidates costs about D * max_r k_r (the draft steps, shared by the rows
- * drafting) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
+ * the n_s rows with k_r > s) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
  * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
  * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): cost_schedule
  *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
@@ -111,11 +111,13 @@ typedef struct acceptance {
 } acceptance;
 
 typedef struct cost_model {
-    double D;                   /* one draft step, in units of t(1) */
+    const double *d;            /* (n_d,) d(n) / t(1): a draft step for n = 1 .. n_d rows */
+    int64_t n_d;
     const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
     int64_t n_t;
     acceptance call;            /* over the call's rows */
     acceptance *rows;           /* (B,) each row's own */
+    double steps_cost;          /* this round's draft steps so far */
     double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
     double bin_tested[COST_BINS];
 } cost_model;
@@ -125,6 +127,14 @@ static double verify_cost(const cost_model *c, int64_t T) {
     if (T <= c->n_t) return c->t[T - 1];
     const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
     return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
+}
+
+/* d(n) / t(1) for n rows drafting (0 for none); past the table on the line through its last two points. */
+static double draft_cost(const cost_model *c, int64_t n) {
+    if (n <= 0) return 0.0;
+    if (n <= c->n_d) return c->d[n - 1];
+    const double slope = c->n_d >= 2 ? fmax(0.0, c->d[c->n_d - 1] - c->d[c->n_d - 2]) : 0.0;
+    return c->d[c->n_d - 1] + (double)(n - c->n_d) * slope;
 }
 
 static int64_t conf_bin(double conf) {
@@ -166,8 +176,8 @@ static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
             n_rows++;
         }
         if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
-        int64_t total = n_rows, max_k = 0; /* tokens verified, draft steps */
-        double yield = (double)n_rows, best = yield / verify_cost(c, total);
+        int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
+        double yield = (double)n_rows, drafting = 0.0, best = yield / verify_cost(c, total);
         for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
         for (;;) {
             int64_t pick = -1;
@@ -175,17 +185,20 @@ static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
             for (int64_t r = 0; r < n_rows; r++) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
-                const int64_t steps = k + 1 > max_k ? k + 1 : max_k;
-                const double rate = (yield + prefix[r][k + 1]) / (c->D * (double)steps + verify_cost(c, total + 1));
+                /* one more candidate: row r joins draft step k */
+                const double more = draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+                const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
                     pick_rate = rate;
                 }
             }
             if (pick < 0) break;
-            yield += prefix[pick][++in[pick]->k_max];
+            const int64_t k = in[pick]->k_max++;
+            drafting += draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+            at_step[k]++;
+            yield += prefix[pick][k + 1];
             total++;
-            if (in[pick]->k_max > max_k) max_k = in[pick]->k_max;
             if (pick_rate > best) {
                 best = pick_rate;
                 for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
@@ -202,17 +215,22 @@ static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
 
 /* After draft step s (every row still drafting has s + 1 candidates, their yield counted): whether each goes on,
  * by the round's expected tokens per unit time. */
-static void cost_continue(const cost_model *c, row_state *rows, int64_t B, int64_t s) {
+static void cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
     double yield = 0.0;
-    int64_t tokens = 0, n_drafting = 0;
+    int64_t tokens = 0, n_drafting = 0, n_stepped = 0;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (r->done) continue;
         n_drafting += r->drafting;
+        n_stepped += r->k == s + 1;
         yield += r->yield;
         tokens += r->k + 1;
     }
-    const double now = yield / (c->D * (double)(s + 1) + verify_cost(c, tokens));
+    c->steps_cost += draft_cost(c, n_stepped); /* step s appended a token for each row with s + 1 candidates */
+    /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
+     * steps to come, each row charged its share of a step's growth for one more row drafting */
+    const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);
+    const double now = yield / (c->steps_cost + verify_cost(c, tokens));
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
@@ -221,9 +239,7 @@ static void cost_continue(const cost_model *c, row_state *rows, int64_t B, int64
         for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
             chain *= r->rate[r->k + m - 1];
             gain += chain;
-            /* the draft steps are shared by the rows drafting: each is charged its share */
-            const double cost = c->D * ((double)(s + 1) + (double)m / (double)n_drafting) + verify_cost(c, tokens + m);
-            go = (yield + gain) / cost > now;
+            go = (yield + gain) / (c->steps_cost + (double)m * share + verify_cost(c, tokens + m)) > now;
         }
         if (!go) r->drafting = 0;
     }
@@ -252,7 +268,7 @@ static void count_acceptance(cost_model *c, acceptance *row, const double *conf,
  * cost schedule: sooner, when one more is not worth it), an eos, or a candidate below the confidence threshold.
  * Candidates go to tok[L, L + k), their scores to r->q. cost: the cost schedule's model, else NULL. */
 static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
-                             buffers *b, const cost_model *cost, ha_assist_stats *stats) {
+                             buffers *b, cost_model *cost, ha_assist_stats *stats) {
     const int64_t V = b->V;
     int64_t q_rows = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -442,13 +458,15 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                             row_state *rows, buffers *b, int32_t *out, float *scores, ha_assist_stats *stats,
                             int64_t *n_rounds, double deadline) {
     const int64_t B = target->n_seq, N = p->gen.max_new_tokens;
-    /* The cost schedule's costs in units of one target step: p->costs is (draft step, t(1), ..., t(n)). */
-    double t_rel[64];
-    cost_model cost = { .t = t_rel, .rows = b->acceptance };
+    /* The cost schedule's costs in units of one target step. */
+    double t_rel[64], d_rel[64];
+    cost_model cost = { .t = t_rel, .d = d_rel, .rows = b->acceptance };
     if (p->schedule == HA_SCHEDULE_COST) {
-        cost.D = p->costs[0] / p->costs[1];
-        cost.n_t = p->n_costs - 1;
-        for (int64_t T = 0; T < cost.n_t; T++) t_rel[T] = p->costs[1 + T] / p->costs[1];
+        const double t1 = p->target_costs[0];
+        cost.n_t = p->n_target_costs;
+        cost.n_d = p->n_draft_costs;
+        for (int64_t T = 0; T < cost.n_t; T++) t_rel[T] = p->target_costs[T] / t1;
+        for (int64_t n = 0; n < cost.n_d; n++) d_rel[n] = p->draft_costs[n] / t1;
     }
     ha_status st = HA_OK;
     for (int64_t round = 0;; round++) {
@@ -472,7 +490,10 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             r->k_cap = r->k_max = k_max;
             r->k = 0;
         }
-        if (p->schedule == HA_SCHEDULE_COST) cost_schedule(&cost, rows, B);
+        if (p->schedule == HA_SCHEDULE_COST) {
+            cost_schedule(&cost, rows, B);
+            cost.steps_cost = 0.0;
+        }
         if (draft) {
             if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL, stats))
                 != HA_OK)
@@ -518,11 +539,13 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     if ((unsigned)p->schedule > HA_SCHEDULE_COST || (unsigned)p->acceptance > HA_ACCEPT_COUPLED)
         return ha_fail(HA_ERR_INVALID, "unknown schedule %d or acceptance %d", (int)p->schedule, (int)p->acceptance);
     if (p->schedule == HA_SCHEDULE_COST) {
-        int ok = p->costs && p->n_costs >= 2 && p->n_costs <= 65 && isfinite(p->costs[0]) && p->costs[0] >= 0.0;
-        for (int64_t i = 1; ok && i < p->n_costs; i++) ok = isfinite(p->costs[i]) && p->costs[i] > 0.0;
+        int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
+                 p->n_target_costs >= 1 && p->n_target_costs <= 64;
+        for (int64_t i = 0; ok && i < p->n_draft_costs; i++) ok = isfinite(p->draft_costs[i]) && p->draft_costs[i] >= 0.0;
+        for (int64_t i = 0; ok && i < p->n_target_costs; i++) ok = isfinite(p->target_costs[i]) && p->target_costs[i] > 0.0;
         if (!ok)
-            return ha_fail(HA_ERR_INVALID, "the cost schedule needs costs: a draft step >= 0 and 1..64 target append "
-                           "times > 0, all finite");
+            return ha_fail(HA_ERR_INVALID, "the cost schedule needs costs: 1..64 draft step times >= 0 and 1..64 target "
+                           "append times > 0, all finite");
     }
 
     ha_assist_stats stats = { 0 };

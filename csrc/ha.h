@@ -391,7 +391,7 @@ typedef enum ha_schedule {
     HA_SCHEDULE_HEURISTIC = 1,           /* K += 2 after a draft fully accepted, else K = max(1, K - 1) */
     HA_SCHEDULE_HEURISTIC_TRANSIENT = 2, /* the same rule; the caller resets K at each call */
     HA_SCHEDULE_COST = 3                 /* each round, each row's K in 0 .. num_assistant_tokens (at most 32) that
-                                            maximizes expected tokens per unit of time, from `costs` and the call's
+                                            maximizes expected tokens per unit of time, from the costs and the call's
                                             running acceptance by draft position (pooled over its rows); K = 0 is a
                                             plain decoding step */
 } ha_schedule;
@@ -409,11 +409,15 @@ typedef struct ha_assist_params {
     ha_acceptance acceptance;         /* used when gen.sampling.do_sample */
     int64_t prompt_lookup_num_tokens; /* without a draft model: tokens proposed by n-gram lookup, >= 1 */
     int64_t max_matching_ngram_size;  /* without a draft model: largest n-gram tried, >= 1 */
-    const double *costs;              /* HA_SCHEDULE_COST: (n_costs,) = one draft step's time (>= 0; 0 for prompt
-                                         lookup), then a target append's time for T = 1 .. n_costs - 1 tokens (> 0),
-                                         in any one unit; past the table t(T) follows the line through its last two
-                                         points. 2 <= n_costs <= 65. Else unused. */
-    int64_t n_costs;
+    /* HA_SCHEDULE_COST's costs, in any one unit: draft_costs (n_draft_costs,) one draft append of one token for
+     * each of 1 .. n_draft_costs rows drafting together (n_draft_costs >= 1, each >= 0; prompt lookup: {0}), and
+     * target_costs (n_target_costs,) one target append of T = 1 .. n_target_costs tokens (1..64 values, each > 0).
+     * Past either table the cost follows the line through its last two points (the draft's one point: flat; the
+     * target's: T * t(1)). Else unused. */
+    const double *draft_costs;
+    int64_t n_draft_costs;
+    const double *target_costs;
+    int64_t n_target_costs;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {

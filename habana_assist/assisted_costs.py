@@ -1,7 +1,9 @@
 """What a round of assisted generation costs on this machine, for num_assistant_tokens_schedule="cost".
 
-The cost schedule (csrc/assist.c) chooses each round's K from two measured costs of the model pair: one draft
-decode step, and one target append of T tokens for T = 1 .. 16 (a verification of K = T - 1 candidates). They
+The cost schedule (csrc/assist.c) chooses each round's K from measured costs of the model pair: one draft
+decode step (and one for n = 2 .. 8 rows drafting together, for batches), and one target append of T tokens
+(a verification of K = T - 1 candidates, or of a batch's candidates together) for T = 1 .. 16, 24, 32, 48
+and 64, the sizes between those past 16 on straight lines (forwards run in chunks of 64 tokens). They
 are measured once per (target, draft) pair and thread count, on first use, and kept on the target model;
 `remeasure=True` measures again, and `set_assisted_costs` pins them (reproducible K choices: with
 rejection sampling the tokens a seed gives depend on the K of each round)."""
@@ -10,75 +12,107 @@ import dataclasses
 import math
 import time
 import weakref
+from typing import Optional
 
 import numpy as np
 
 from . import _core
 from .errors import InvalidInputError
 
-MEASURED_T = 16      # target append sizes measured: T = 1 .. MEASURED_T
-MAX_T = 64           # most target times the core takes
+MEASURED_T = tuple(range(1, 17)) + (24, 32, 48, 64)  # target append sizes measured
+DRAFT_ROWS = 8       # draft steps measured for 1 .. DRAFT_ROWS rows
+MAX_T = 64           # most target (and draft) times the core takes
 _PREFIX = 256        # positions already in the cache when a cost is timed (fewer where the cache is smaller):
                      # attention's share of a step grows with the position, and prompts are often this long
 _REPEATS = 3         # each cost is the best of this many timings (and a warm-up), taken interleaved
 
 
+def _times(values, what, lo_ok):
+    """values as a tuple of 1..MAX_T finite floats (> 0, or >= 0 where lo_ok), else InvalidInputError."""
+    try:
+        t = tuple(float(x) for x in values if not isinstance(x, (bool, str, bytes)))
+        ok = len(t) == len(tuple(values))
+    except (TypeError, ValueError):
+        t, ok = (), False
+    if not ok or not 1 <= len(t) <= MAX_T or not all(math.isfinite(x) and (x >= 0 if lo_ok else x > 0) for x in t):
+        raise InvalidInputError(f"AssistedCosts.{what}={values!r} must hold 1..{MAX_T} finite times "
+                                f"{'>= 0' if lo_ok else '> 0'} in seconds")
+    return t
+
+
 @dataclasses.dataclass(frozen=True)
 class AssistedCosts:
     """draft_step: seconds of one draft decode step (0.0 for prompt lookup, which drafts without a model).
-    target: seconds of one target append of T tokens, for T = 1 .. len(target)."""
+    target: seconds of one target append of T tokens, for T = 1 .. len(target).
+    draft_rows: seconds of one draft step of n rows together (one token each), n = 1 .. len(draft_rows); None:
+    draft_step whatever the rows (past the table, the line through its last two points)."""
 
     draft_step: float
     target: tuple
+    draft_rows: Optional[tuple] = None
 
     def __post_init__(self):
         d = self.draft_step
         if isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)) or not math.isfinite(d) or d < 0:
             raise InvalidInputError(f"AssistedCosts.draft_step={d!r} must be a finite number of seconds >= 0")
-        try:
-            t = tuple(float(x) for x in self.target if not isinstance(x, (bool, str, bytes)))
-            ok = len(t) == len(tuple(self.target))
-        except TypeError:
-            t, ok = (), False
-        if not ok or not 1 <= len(t) <= MAX_T or not all(math.isfinite(x) and x > 0 for x in t):
-            raise InvalidInputError(f"AssistedCosts.target={self.target!r} must hold 1..{MAX_T} finite times > 0 in "
-                                    "seconds: a target append of T = 1, 2, ... tokens")
         object.__setattr__(self, "draft_step", float(d))
-        object.__setattr__(self, "target", t)
+        object.__setattr__(self, "target", _times(self.target, "target", lo_ok=False))
+        if self.draft_rows is not None:
+            object.__setattr__(self, "draft_rows", _times(self.draft_rows, "draft_rows", lo_ok=True))
 
     def as_core(self):
-        """float64 (1 + len(target),): the draft step, then t(1) .. t(n), as ha_assist_params.costs."""
-        return np.array((self.draft_step,) + self.target, dtype=np.float64)
+        """(draft float64 (n,), target float64 (m,)): the core's draft_costs and target_costs."""
+        draft = self.draft_rows if self.draft_rows is not None else (self.draft_step,)
+        return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64)
 
 
-def _append_times(core_model, max_cache_len, sizes, vocab_size, repeats=_REPEATS):
-    """{T: seconds} of one append of T tokens to a sequence holding _PREFIX positions (fewer if max_cache_len
-    leaves less room), best of `repeats` rounds that time every T once (the machine's speed drifts; each round
-    sees the same drift)."""
-    n_prefix = max(1, min(_PREFIX, max_cache_len - max(sizes)))
-    ctx = _core.Context(core_model, 1, n_prefix + max(sizes), False)
-    prefix = (np.arange(n_prefix + max(sizes), dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
-    logits = np.empty((max(sizes), vocab_size), dtype=np.float32)
+def _append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_REPEATS):
+    """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
+    positions (fewer if max_cache_len leaves less room), best of `repeats` rounds that time every T once (the
+    machine's speed drifts; each round sees the same drift)."""
+    most = max(sizes)
+    n_prefix = max(1, min(_PREFIX, max_cache_len - most))
+    ctx = _core.Context(core_model, rows, n_prefix + most, False)
+    tokens = (np.arange(n_prefix + most, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
+    logits = np.empty((most, vocab_size), dtype=np.float32)
     last = np.zeros(n_prefix, np.uint8)
     last[-1] = 1
-    ctx.append(np.zeros(n_prefix, np.int32), prefix[:n_prefix], last, logits[:1])
+    for r in range(rows):
+        ctx.append(np.full(n_prefix, r, np.int32), tokens[:n_prefix], last, logits[:1])
     best = dict.fromkeys(sizes, math.inf)
-    for _ in range(repeats + 1):  # the first round warms caches and the thread pool; it counts as any other
+    rounds, r = repeats + 1, 0  # the first round warms caches and the thread pool; it counts as any other
+    while r < rounds:
+        start = time.perf_counter()
         for T in sizes:
+            seq = (np.arange(T) * rows // T).astype(np.int32)  # rows' tokens in order, as evenly as they go
             t0 = time.perf_counter()
-            ctx.append(np.zeros(T, np.int32), prefix[n_prefix:n_prefix + T], np.ones(T, np.uint8), logits[:T])
+            ctx.append(seq, tokens[n_prefix:n_prefix + T], np.ones(T, np.uint8), logits[:T])
             best[T] = min(best[T], time.perf_counter() - t0)
-            ctx.crop(0, n_prefix)
+            for row in range(rows):
+                ctx.crop(row, n_prefix)
+        if r == 0 and time.perf_counter() - start > 1.0:
+            rounds = 2  # a big model: one more round, not `repeats` (each round takes seconds)
+        r += 1
     return best
+
+
+def _per_row_step(draft_core, cache_len, vocab_size):
+    """(seconds of a draft step of n rows for n = 1 .. DRAFT_ROWS), best of _REPEATS each."""
+    out = []
+    for n in range(1, DRAFT_ROWS + 1):
+        out.append(_append_times(draft_core, cache_len, [n], vocab_size, rows=n)[n])
+    return tuple(out)
 
 
 def measure(target, draft_core, draft_cache_len):
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
     draft_cache_len positions."""
-    sizes = list(range(1, MEASURED_T + 1))
-    t = _append_times(target._core, max(target.max_cache_len, MEASURED_T + 1), sizes, target.vocab_size)
-    d = _append_times(draft_core, max(draft_cache_len, 2), [1], target.vocab_size)[1] if draft_core is not None else 0.0
-    return AssistedCosts(draft_step=d, target=tuple(t[T] for T in sizes))
+    t = _append_times(target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size)
+    table = np.interp(np.arange(1, max(MEASURED_T) + 1), MEASURED_T, [t[T] for T in MEASURED_T])
+    if draft_core is None:
+        return AssistedCosts(draft_step=0.0, target=tuple(table))
+    rows = _per_row_step(draft_core, max(draft_cache_len, 2), target.vocab_size)
+    return AssistedCosts(draft_step=rows[0], target=tuple(table), draft_rows=rows)
 
 
 class CostTable:

@@ -223,9 +223,10 @@ class LlamaForCausalLM:
     def assisted_costs(self, assistant_model=None, remeasure=False, assistant_early_exit=None):
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
-        None) and one append of T = 1..16 tokens to this model, in seconds. Measured on first use (a few
-        hundred appends: well under a second for the shipped pair, seconds for a 1B model) and kept on this
-        model for the thread count it was measured with; remeasure=True measures again."""
+        None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
+        for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds. Measured on first use (under a
+        second for the shipped pair, tens of seconds for a 1B model) and kept on this model for the thread count
+        it was measured with; remeasure=True measures again."""
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter)
         if costs is None:
@@ -584,13 +585,13 @@ class LlamaForCausalLM:
             else:
                 draft_ctx = None
             costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
-                if gc.num_assistant_tokens_schedule == "cost" else None
+                if gc.num_assistant_tokens_schedule == "cost" else (None, None)
             proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
             steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds = _core.generate_assisted(
                 ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
                 SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                 ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                int(gc.max_matching_ngram_size or 2), costs, out, scores, proposed, accepted, on_tokens)
+                int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, on_tokens)
             drafter = self if early_exit is not None else assistant_model
             if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
                 drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call

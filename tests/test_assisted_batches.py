@@ -294,7 +294,7 @@ def test_assisted_costs_are_measured_once_and_kept(models):
     target, draft = models
     fresh = ha.AutoModelForCausalLM.from_pretrained(target.name_or_path)
     costs = fresh.assisted_costs(draft)
-    assert isinstance(costs, ha.AssistedCosts) and len(costs.target) == 16, costs
+    assert isinstance(costs, ha.AssistedCosts) and len(costs.target) == 64 and len(costs.draft_rows) == 8, costs
     assert all(t > 0 for t in costs.target) and costs.draft_step > 0, costs
     assert fresh.assisted_costs(draft) is costs, "a second call must return the kept measurement"
     assert fresh.assisted_costs(draft, remeasure=True) is not costs, "remeasure=True must measure again"
@@ -308,7 +308,8 @@ def test_assisted_costs_are_measured_once_and_kept(models):
     dict(draft_step=0.1, target=()), dict(draft_step=0.1, target=(1.0, 0.0)),
     dict(draft_step=0.1, target=(1.0, float("inf"))), dict(draft_step=0.1, target=tuple([1.0] * 65)),
     dict(draft_step="fast", target=(1.0,)), dict(draft_step=0.1, target=("slow",)),
-    dict(draft_step=0.1, target=None),
+    dict(draft_step=0.1, target=None), dict(draft_step=0.1, target=(1.0,), draft_rows=(-1.0,)),
+    dict(draft_step=0.1, target=(1.0,), draft_rows=()), dict(draft_step=0.1, target=(1.0,), draft_rows=(float("nan"),)),
 ])
 def test_malformed_costs_are_refused(bad):
     with pytest.raises(ha.InvalidInputError, match="AssistedCosts"):

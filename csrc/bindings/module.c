@@ -977,23 +977,24 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
 
 /* generate_assisted(target_ctx, draft_ctx | None, <generation arguments>, num_assistant_tokens, schedule,
  *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size,
- *                   costs float64 (1 + n,) | None (the cost schedule's: draft step, t(1) .. t(n)), out, scores,
+ *                   draft_costs float64 (n,) | None, target_costs float64 (m,) | None (the cost schedule's: a draft
+ *                   step for 1 .. n rows, a target append of 1 .. m tokens), out, scores,
  *                   proposed_at int64 (N,), accepted_at int64 (N,), callback)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
  *     num_rounds) */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *costs_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
+    PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
     GEN_DECLARE;
     long long K, pl_num, pl_ngram;
     int schedule, acceptance, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
-    Py_buffer prop = { 0 }, acc = { 0 }, costs = { 0 };
+    Py_buffer prop = { 0 }, acc = { 0 }, dcosts = { 0 }, tcosts = { 0 };
     int stats_held = 0;
-    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
-                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &costs_o, &out_o, &scores_o, &prop_o,
-                          &acc_o, &cb_o))
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
+                          &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &dcosts_o, &tcosts_o, &out_o, &scores_o,
+                          &prop_o, &acc_o, &cb_o))
         return NULL;
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
@@ -1008,13 +1009,17 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     stats_held |= 1;
     if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
     stats_held |= 2;
-    if (costs_o != Py_None) {
-        if (get_buffer(costs_o, "d", 0, "costs", &costs) != 0) goto cleanup;
+    if (dcosts_o != Py_None) {
+        if (get_buffer(dcosts_o, "d", 0, "draft_costs", &dcosts) != 0) goto cleanup;
         stats_held |= 4;
-        if (costs.ndim != 1) {
-            PyErr_Format(InvalidInputError, "generate_assisted: costs must be 1-D float64 (draft step, t(1), ...)");
-            goto cleanup;
-        }
+    }
+    if (tcosts_o != Py_None) {
+        if (get_buffer(tcosts_o, "d", 0, "target_costs", &tcosts) != 0) goto cleanup;
+        stats_held |= 8;
+    }
+    if (((stats_held & 4) && dcosts.ndim != 1) || ((stats_held & 8) && tcosts.ndim != 1)) {
+        PyErr_Format(InvalidInputError, "generate_assisted: draft_costs and target_costs must be 1-D float64");
+        goto cleanup;
     }
     if (prop.ndim != 1 || prop.shape[0] != g_max_new || acc.ndim != 1 || acc.shape[0] != g_max_new) {
         PyErr_Format(InvalidInputError, "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries",
@@ -1024,7 +1029,8 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     ha_assist_params p = {
         .gen = g.p, .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
         .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
-        .costs = (stats_held & 4) ? costs.buf : NULL, .n_costs = (stats_held & 4) ? costs.shape[0] : 0,
+        .draft_costs = (stats_held & 4) ? dcosts.buf : NULL, .n_draft_costs = (stats_held & 4) ? dcosts.shape[0] : 0,
+        .target_costs = (stats_held & 8) ? tcosts.buf : NULL, .n_target_costs = (stats_held & 8) ? tcosts.shape[0] : 0,
     };
     ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
     if (enter(tctx) != 0) goto cleanup;
@@ -1049,7 +1055,8 @@ cleanup:
     if (entered & 2) dctx->busy = 0;
     if (stats_held & 1) PyBuffer_Release(&prop);
     if (stats_held & 2) PyBuffer_Release(&acc);
-    if (stats_held & 4) PyBuffer_Release(&costs);
+    if (stats_held & 4) PyBuffer_Release(&dcosts);
+    if (stats_held & 8) PyBuffer_Release(&tcosts);
     release_gen(&g);
     return result;
 }

@@ -2037,13 +2037,14 @@ static void test_assisted_equals_plain(void) {
                 for (int64_t K = 1; K <= 5; K += 2)
                     for (int sched = 0; sched < 3; sched++) {
                         const tiny *dm = d == 0 ? other : d == 1 ? target : NULL;
-                        static const double costs[] = { 0.05, 1.0, 1.1, 1.2, 1.3 };
+                        static const double draft_costs[] = { 0.05, 0.06 }, target_costs[] = { 1.0, 1.1, 1.2, 1.3 };
                         ha_assist_params ap = { .gen = gp, .num_assistant_tokens = K,
                                                 .schedule = sched == 2 ? HA_SCHEDULE_COST : sched ? HA_SCHEDULE_HEURISTIC
                                                                                               : HA_SCHEDULE_CONSTANT,
                                                 .confidence_threshold = 0.0f, .acceptance = HA_ACCEPT_COUPLED,
                                                 .prompt_lookup_num_tokens = K, .max_matching_ngram_size = 2,
-                                                .costs = costs, .n_costs = 5 };
+                                                .draft_costs = draft_costs, .n_draft_costs = 2,
+                                                .target_costs = target_costs, .n_target_costs = 4 };
                         ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = dm ? ctx_new(dm->m, 2, 16) : NULL;
                         int64_t steps = -1;
                         for (int i = 0; i < 2 * 10; i++) got[i] = -999;
@@ -2090,12 +2091,13 @@ static void test_assisted_cost_schedule_edges(void) {
     int32_t plain[2 * 6], got[2 * 6];
     ha_generate_params gp = gen_params(N, greedy_params());
     int64_t plain_steps = plain_generate(target->m, &gp, plain, NULL);
-    const double dear[] = { 100.0, 1.0, 1.0 }, free_drafts[] = { 0.0, 1.0, 1.0, 1.0 };
+    const double dear[] = { 100.0 }, free_drafts[] = { 0.0 }, flat[] = { 1.0, 1.0, 1.0 };
     for (int c = 0; c < 2; c++) {
         for (int64_t n_new = 1; n_new <= N; n_new++) {
             int64_t proposed[6] = { 0 }, accepted[6] = { 0 }, steps = -1;
             ha_assist_params ap = { .gen = gen_params(n_new, greedy_params()), .num_assistant_tokens = 20,
-                                    .schedule = HA_SCHEDULE_COST, .costs = c ? free_drafts : dear, .n_costs = c ? 4 : 3 };
+                                    .schedule = HA_SCHEDULE_COST, .draft_costs = c ? free_drafts : dear,
+                                    .n_draft_costs = 1, .target_costs = flat, .n_target_costs = c ? 3 : 2 };
             ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
             ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
             CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, &stats));
@@ -2121,12 +2123,17 @@ static void test_assisted_cost_schedule_edges(void) {
             ha_llama_context_free(dc);
         }
     }
-    const double nan_costs[] = { 0.1, NAN }, negative[] = { -1.0, 1.0 }, zero_t[] = { 0.1, 0.0 };
-    const double *bad[] = { nan_costs, negative, zero_t, dear };
-    const int64_t n_bad[] = { 2, 2, 2, 1 };
-    for (int i = 0; i < 5; i++) {
+    /* (draft, target) pairs: a NaN target time, a negative draft step, a zero target time, no target times, no
+     * draft, 65 target times */
+    static const double ok_d[] = { 0.1 }, nan_t[] = { 1.0, NAN }, neg_d[] = { -1.0 }, zero_t[] = { 1.0, 0.0 };
+    static double many[65];
+    for (int i = 0; i < 65; i++) many[i] = 1.0;
+    const double *bad_d[] = { ok_d, neg_d, ok_d, ok_d, NULL, ok_d }, *bad_t[] = { nan_t, flat, zero_t, flat, flat, many };
+    const int64_t n_bad_d[] = { 1, 1, 1, 1, 1, 1 }, n_bad_t[] = { 2, 1, 2, 0, 1, 65 };
+    for (int i = 0; i < 6; i++) {
         ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_COST,
-                                .costs = i < 4 ? bad[i] : NULL, .n_costs = i < 4 ? n_bad[i] : 3 };
+                                .draft_costs = bad_d[i], .n_draft_costs = n_bad_d[i], .target_costs = bad_t[i],
+                                .n_target_costs = n_bad_t[i] };
         ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
         int64_t steps = -1;
         CHECK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, NULL) == HA_ERR_INVALID,

@@ -429,11 +429,12 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     prop = mutate_array(r, np.zeros(N, np.int64))
     acc = mutate_array(r, np.zeros(N, np.int64)) if r.random() > 0.02 else prop
     dctx = draft if r.random() > 0.03 else r.choice([ctx, 5, "draft"])
-    # costs: the cost schedule's (draft step, t(1), ...), sometimes malformed
-    costs = r.choice([None, None, mutate_array(r, np.array([0.1, 1.0, 1.2, 1.4])), np.array([np.nan, 1.0]),
-                      np.zeros(0), np.array([0.1] * 70)])
+    # the cost schedule's draft and target costs, sometimes malformed
+    costs = r.choice([(None, None), (None, None), (mutate_array(r, np.array([0.1, 0.12])), mutate_array(
+        r, np.array([1.0, 1.2, 1.4]))), (np.array([0.1]), np.array([np.nan, 1.0])), (np.zeros(0), np.zeros(0)),
+        (np.array([0.1] * 70), np.array([1.0] * 70)), (np.array([0.1]), None)])
     args = [ctx, dctx, *lead, some_int(r, 1, 6), some_int(r, 0, 3), some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
-            some_int(r, 0, 1), some_int(r, 1, 5), some_int(r, 1, 3), costs, out, scores, prop, acc, cb]
+            some_int(r, 0, 1), some_int(r, 1, 5), some_int(r, 1, 3), *costs, out, scores, prop, acc, cb]
     if r.random() < 0.02:
         args = args[:r.randrange(len(args))]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
@@ -576,8 +577,8 @@ def misc_case(r, run):
                 0, 0.0, gen_procs(r, 1, 1, 4)]
         out = np.zeros((1, 1), np.int32)
         run.call("generate uninit", _core.generate, c, *lead, out, None, None)
-        run.call("generate_assisted uninit", _core.generate_assisted, c, None, *lead, 1, 0, 0.0, 0, 1, 1, None, out,
-                 None, np.zeros(1, np.int64), np.zeros(1, np.int64), None)
+        run.call("generate_assisted uninit", _core.generate_assisted, c, None, *lead, 1, 0, 0.0, 0, 1, 1, None, None,
+                 out, None, np.zeros(1, np.int64), np.zeros(1, np.int64), None)
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])
         run.call("random args", fn, *[wild_scalar(r) for _ in range(r.randrange(25))])

@@ -652,12 +652,13 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
     if (!g.ok) return;
     g.p.user = &g.stop;
     if (draft && u8(f) < 230) reset(draft);
-    /* the cost schedule's costs: none, sensible ones, a free draft with a flat verify, a draft dearer than any gain,
-     * malformed ones */
-    static const double sensible[] = { 0.05, 1.0, 1.2, 1.4, 1.6 }, free_flat[] = { 0.0, 1.0, 1.0 }, dear[] = { 1e9, 1.0 },
-                        bad[] = { NAN, -1.0, 0.0, INFINITY };
-    static const double *const cost_sets[] = { NULL, sensible, free_flat, dear, bad, bad + 1 };
-    static const int64_t cost_n[] = { 0, 5, 3, 2, 4, 3 };
+    /* the cost schedule's costs (draft, target): none, sensible ones, a free draft with a flat verify, a draft
+     * dearer than any gain, malformed ones */
+    static const double d_ok[] = { 0.05, 0.07 }, d_free[] = { 0.0 }, d_dear[] = { 1e9 }, d_bad[] = { -1.0, NAN },
+                        t_ok[] = { 1.0, 1.2, 1.4, 1.6 }, t_flat[] = { 1.0, 1.0 }, t_bad[] = { NAN, 0.0, INFINITY };
+    static const double *const d_sets[] = { NULL, d_ok, d_free, d_dear, d_bad, d_ok };
+    static const double *const t_sets[] = { NULL, t_ok, t_flat, t_ok, t_ok, t_bad };
+    static const int64_t d_n[] = { 0, 2, 1, 1, 2, 2 }, t_n[] = { 0, 4, 2, 4, 4, 3 };
     const int cs = u8(f) % 6;
     ha_assist_params p = {
         .gen = g.p,
@@ -667,8 +668,10 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
         .acceptance = (ha_acceptance)PICK(f, 0, 1, 2, -1),
         .prompt_lookup_num_tokens = PICK(f, 1, 6, 0, -1, INT64_MAX),
         .max_matching_ngram_size = PICK(f, 1, 3, 0, -1, INT64_MAX),
-        .costs = cost_sets[cs],
-        .n_costs = u8(f) < 240 ? cost_n[cs] : PICK(f, 0, cost_n[cs], -1, INT64_MIN), /* never past the array */
+        .draft_costs = d_sets[cs],
+        .n_draft_costs = u8(f) < 240 ? d_n[cs] : PICK(f, 0, d_n[cs], -1, INT64_MIN), /* never past the array */
+        .target_costs = t_sets[cs],
+        .n_target_costs = u8(f) < 240 ? t_n[cs] : PICK(f, 0, t_n[cs], -1, INT64_MIN),
     };
     const int64_t N = g.p.max_new_tokens, n_stats = N >= 1 && N <= lm->capacity ? N : 1;
     ha_assist_stats stats = { 0 };
