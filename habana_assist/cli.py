@@ -27,6 +27,8 @@ def _load(args):
     draft = None
     if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
         draft = ha.AutoModelForCausalLM.from_pretrained(args.assistant, **how)
+    if draft is not None and args.schedule == "cost":
+        model.assisted_costs(draft)  # measured now (about a second for the shipped pair), not in a timed call
     return ha, tok, model, draft
 
 
