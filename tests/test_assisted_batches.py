@@ -168,21 +168,12 @@ def test_batch_statistics_are_the_rows_alone_summed(models, kind, schedule):
 # ----------------------------------------------------------------------------------- rejection sampling
 
 
-V = 8
-TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)
-TEMPERATURE = 2.0
+# the chi-square pair of test_rejection_sampling.py (a target and an unrelated draft over a vocabulary of 8)
+from test_rejection_sampling import TEMPERATURE, V, pair  # noqa: E402,F401  (pair: a pytest fixture)
+
 CHI_PROMPTS = [[1, 2, 3], [4, 5, 6, 7, 1]]   # two rows of different lengths, left-padded
 T_NEW = 2
 DRAWS = 3000
-
-
-@pytest.fixture(scope="module")
-def small_pair(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("batched_rejection"))
-    write_random_checkpoint(os.path.join(root, "target"), seed=11, **TINY)
-    write_random_checkpoint(os.path.join(root, "draft"), seed=12, **TINY)
-    return (ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "target")),
-            ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "draft")))
 
 
 def exact_joint(model, prompt):
@@ -199,8 +190,8 @@ def exact_joint(model, prompt):
 
 
 @pytest.mark.parametrize("schedule", ("constant", "cost"))
-def test_batched_rejection_sampling_draws_each_row_from_the_target(small_pair, schedule):
-    target, draft = small_pair
+def test_batched_rejection_sampling_draws_each_row_from_the_target(pair, schedule):
+    target, draft = pair
     target.set_assisted_costs(ha.AssistedCosts(draft_step=0.01, target=(1.0, 1.05, 1.1)), draft)
     ids, mask = left_padded(CHI_PROMPTS)
     width = ids.shape[1]
