@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha  # noqa: E402
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
+from habana_assist.assisted_costs import append_times  # noqa: E402
 from habana_assist.cli import demo_prompts  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
@@ -86,28 +87,6 @@ def ideal_time(res, costs):
         return t[T - 1] if T <= len(t) else t[-1] + (T - len(t)) * max(0.0, t[-1] - t[-2])
 
     return sum(n * (k * costs.draft_step + verify(k + 1)) for k, n in rounds_by_k(res).items())
-
-
-def append_time(core, rows, tokens, vocab_size, repeats, at=256):
-    """Seconds of one append of `tokens` tokens spread evenly over `rows` sequences each holding `at`
-    positions, best of repeats (what a batched round's verification or draft step costs)."""
-    ctx = ha.modeling._core.Context(core, rows, at + tokens + 1, False)
-    prefix = (np.arange(at) * 7919 % vocab_size).astype(np.int32)
-    for r in range(rows):
-        last = np.zeros(at, np.uint8)
-        last[-1] = 1
-        ctx.append(np.full(at, r, np.int32), prefix, last, np.empty((1, vocab_size), np.float32))
-    seq = np.sort(np.arange(tokens) % rows).astype(np.int32)
-    toks = prefix[:tokens] if tokens <= at else np.resize(prefix, tokens)
-    logits = np.empty((tokens, vocab_size), np.float32)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        ctx.append(seq, toks, np.ones(tokens, np.uint8), logits)
-        best = min(best, time.perf_counter() - t0)
-        for r in range(rows):
-            ctx.crop(r, at)
-    return best
 
 
 def interleaved(calls, repeats):
@@ -206,10 +185,10 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
             if mode != "plain":
                 res = target.generate(**enc, return_dict_in_generate=True, **base, **modes[mode])
                 row["same"] = bool(np.array_equal(res.sequences, plain))
-                T = round((res.num_target_passes + res.num_draft_tokens) / res.num_rounds)
+                T = max(round((res.num_target_passes + res.num_draft_tokens) / res.num_rounds), b)
                 k_mean = res.num_draft_tokens / res.num_target_passes
-                d_b = d1 if b == 1 else append_time(draft._core, b, b, target.vocab_size, 3)
-                t_b = append_time(target._core, b, max(T, b), target.vocab_size, 3)
+                d_b = d1 if b == 1 else append_times(draft._core, 256 + b, [b], target.vocab_size, rows=b)[b]
+                t_b = append_times(target._core, 256 + T, [T], target.vocab_size, rows=b)[T]
                 row["meas_ideal"] = res.num_rounds * (k_mean * d_b + t_b) / (t_all - t_pre)
             table.append(row)
     return table

@@ -39,9 +39,9 @@ typedef struct row_state {
     double rate[COST_K_MAX]; /* cost schedule: the row's acceptance rate at each draft position, this round */
     double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
     double yield;        /* cost schedule: tokens the round is expected to give the row */
-    const float **p;     /* (max_new + 1,) position L + j's processed target scores */
-    const float **raw;   /* (max_new + 1,) position L + j's raw target logits, with logits_out */
-    const float **q;     /* (max_new,) candidate j's processed draft scores */
+    float **p;           /* (max_new + 1,) position L + j's processed target scores */
+    float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
+    float **q;           /* (max_new,) candidate j's processed draft scores */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -303,7 +303,7 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             row_state *r = &rows[i];
             if (!r->drafting) continue;
             const int64_t pos = r->L + s;
-            float *qs = (float *)r->q[s];
+            float *qs = r->q[s];
             if ((st = ha_sampler_process(sampler, qs, r->row, r->tok, pos, r->generated + s)) != HA_OK) return st;
             const int32_t x = ha_sampler_choose(sampler, qs, (uint32_t)r->row, (uint32_t)pos);
             if (x < 0)
@@ -395,7 +395,7 @@ static ha_status verify_round(ha_lm *target, const ha_assist_params *p, ha_sampl
         row_state *r = &rows[i];
         if (r->done) continue;
         for (int64_t j = 0; j <= r->k; j++)
-            if ((st = ha_sampler_process(sampler, (float *)r->p[j], r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
+            if ((st = ha_sampler_process(sampler, r->p[j], r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
                 return st;
     }
     return HA_OK;
@@ -565,7 +565,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     b.conf = ha_malloc_array((size_t)B, (size_t)N, sizeof(double));
     row_state *rows = calloc((size_t)B, sizeof(row_state));
     int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
-    const float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
+    float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);

@@ -66,7 +66,7 @@ class AssistedCosts:
         return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64)
 
 
-def _append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_REPEATS):
+def append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_REPEATS):
     """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
     positions (fewer if max_cache_len leaves less room), best of `repeats` rounds that time every T once (the
     machine's speed drifts; each round sees the same drift)."""
@@ -100,14 +100,14 @@ def _per_row_step(draft_core, cache_len, vocab_size):
     """(seconds of a draft step of n rows for n = 1 .. DRAFT_ROWS), best of _REPEATS each."""
     out = []
     for n in range(1, DRAFT_ROWS + 1):
-        out.append(_append_times(draft_core, cache_len, [n], vocab_size, rows=n)[n])
+        out.append(append_times(draft_core, cache_len, [n], vocab_size, rows=n)[n])
     return tuple(out)
 
 
 def measure(target, draft_core, draft_cache_len):
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
     draft_cache_len positions."""
-    t = _append_times(target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size)
+    t = append_times(target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size)
     table = np.interp(np.arange(1, max(MEASURED_T) + 1), MEASURED_T, [t[T] for T in MEASURED_T])
     if draft_core is None:
         return AssistedCosts(draft_step=0.0, target=tuple(table))

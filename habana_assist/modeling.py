@@ -447,10 +447,7 @@ class LlamaForCausalLM:
                 raise InvalidInputError(f"`{flag}` (={kwargs[flag]!r}) is not supported: {why}")
         kwargs = {k: v for k, v in kwargs.items() if k not in _REFUSED_ARGUMENTS}
         gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
-        if assistant_model is not None:
-            if not isinstance(assistant_model, LlamaForCausalLM):
-                raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained, "
-                                        f"got {type(assistant_model).__name__}")
+        if self._drafter(assistant_model, None) is not None:  # refuses what is not a model
             for key in ASSISTANT_KEYS:  # Transformers keeps these on the assistant's generation config
                 if key not in kwargs:
                     setattr(gc, key, getattr(assistant_model.generation_config, key, getattr(gc, key)))
