@@ -369,6 +369,8 @@ DEFINE_PANEL_TILE(f16p)
 
 /* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
 #define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
+/* One token alone streams four panels without software prefetch (kernels_panels.h); more share a prefetched group. */
+#define PANEL_ALONE(S) ((S) == 1 ? 4 : 0)
 
 #define MAX_S 6 /* tokens per panel tile (a bare literal: kernels_panels.h pastes it) */
 HA_DEFINE_MATMUL_PANELS(AVX2, f32p, HA_F32P)

@@ -84,7 +84,7 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 }
 
 #define MAX_P 8       /* panels per tile */
-#define MAX_S 8       /* tokens per tile (a bare literal: kernels_panels.h pastes it) */
+#define MAX_S 6       /* tokens per tile (a bare literal: kernels_panels.h pastes it) */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
@@ -123,10 +123,15 @@ DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
-/* Panels per group for tiles of S tokens: 8 to 16 accumulators. */
-#define PANEL_GROUP(S) ((S) == 1 ? 8 : (S) <= 3 ? 4 : 2)
+/* Panels per group for tiles of S tokens sharing a prefetched group: two (T = 6 as one tile, T = 7 .. 12 as
+ * two, ...; 8 to 12 accumulators), measured 3-11% faster from memory than four panels for the tiles of T = 7
+ * and 9, and T = 8 as 4 + 4 than as one tile of 8 (14-16 accumulators). A matmul of up to 5 tokens alone:
+ * as many panels as fit 16 accumulators (8 at T = 1 and 2; 5, 4, 3 at T = 3, 4, 5), measured 12-18%
+ * faster at T = 2 .. 4 and 4-7% at T = 5 than two or four panels with prefetch (benchmarks: 104 MB of float32
+ * panels, two threads, alternating). */
+#define PANEL_GROUP(S) ((S) == 1 ? 8 : 2)
+#define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) == 5 ? 3 : 0)
 
-/* T = 8 is one tile, which reads each weight once; T = 16 is 8 + 8 (kernels_panels.h). */
 HA_DEFINE_MATMUL_PANELS(AVX512, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX512, bf16p, HA_BF16P)
 HA_DEFINE_MATMUL_PANELS(AVX512, f16p, HA_F16P)

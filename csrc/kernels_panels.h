@@ -3,16 +3,20 @@
  *   ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf)
  * (panels panel + p * pbytes for p < P, the first holding row `row`, times tokens s < S of X (S, n), into
  * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
- * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S) and
- * MAX_S (tokens per tile: 6 or 8, a bare literal); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines
- * matmul_SUF.
+ * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S),
+ * PANEL_ALONE(S) (panels per group for a matmul of S tokens run as one tile without software prefetch, or 0
+ * for one run as groups of PANEL_GROUP(S) with it) and MAX_S (tokens per tile: 6 or 8, a bare literal); then
+ * HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines matmul_SUF.
  *
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
- * (AVX2, MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
- * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). With more than one token the tiles share
- * out the prefetch of the next group into L2 (with several tiles the first reads the group from memory and
- * the others from L2); one token alone streams its panels with the hardware prefetcher only (software
- * prefetch measured slower there on AVX2). */
+ * (MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
+ * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T tokens with PANEL_ALONE(T)
+ * (T = 1 everywhere; on AVX-512 every T up to 5) is one tile over groups of that many panels, streamed with the
+ * hardware prefetcher only: many panels side by side are many streams, which it follows best (software
+ * prefetch measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory with
+ * narrow groups and prefetch). Otherwise the tiles share out the prefetch of the next group into L2 (with
+ * several tiles the first reads the group from memory and the others from L2). Tiling never changes a
+ * result: every output is its own chain over k in order. */
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H
 
@@ -25,28 +29,35 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         if (b + i >= r0 && b + i < r1) y[b + i] = v[i];
 }
 
-/* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_GROUP(S) if the group has
- * that many panels, else (a narrower tile, or the range's last group cut short) runs of 4, 3, 2 and 1
- * panels (each only where PANEL_GROUP(S) exceeds it), so that a cut group still reads several panels side by
- * side (AVX2 at one token: exactly the tiles it ran before this driver was shared). */
+/* The widest group tiles of S tokens are run over. */
+#define HA_PANEL_WIDEST(S) (PANEL_ALONE(S) > PANEL_GROUP(S) ? PANEL_ALONE(S) : PANEL_GROUP(S))
+
+/* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_ALONE(S) or PANEL_GROUP(S)
+ * if the group has that many panels, else (a narrower tile, or the range's last group cut short) runs of 4,
+ * 3, 2 and 1 panels (each only where the widest of the two exceeds it), so that a cut group still reads
+ * several panels side by side (AVX2 at one token: exactly the tiles it ran before this driver was shared). */
 #define HA_PANEL_TILE_RUN(SUF, P, S)                                                                    \
     ptile_##SUF(P, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf)
 #define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
     case S: {                                                                                           \
         int64_t p = 0;                                                                                  \
+        if (PANEL_ALONE(S) > 0 && np == PANEL_ALONE(S)) {                                               \
+            HA_PANEL_TILE_RUN(SUF, PANEL_ALONE(S), S);                                                  \
+            break;                                                                                      \
+        }                                                                                               \
         if (np == PANEL_GROUP(S)) {                                                                     \
             HA_PANEL_TILE_RUN(SUF, PANEL_GROUP(S), S);                                                  \
             break;                                                                                      \
         }                                                                                               \
-        if (PANEL_GROUP(S) > 4 && np - p >= 4) {                                                        \
+        if (HA_PANEL_WIDEST(S) > 4 && np - p >= 4) {                                                    \
             HA_PANEL_TILE_RUN(SUF, 4, S);                                                               \
             p += 4;                                                                                     \
         }                                                                                               \
-        if (PANEL_GROUP(S) > 3 && np - p >= 3) {                                                        \
+        if (HA_PANEL_WIDEST(S) > 3 && np - p >= 3) {                                                    \
             HA_PANEL_TILE_RUN(SUF, 3, S);                                                               \
             p += 3;                                                                                     \
         }                                                                                               \
-        if (PANEL_GROUP(S) > 2 && np - p >= 2) {                                                        \
+        if (HA_PANEL_WIDEST(S) > 2 && np - p >= 2) {                                                    \
             HA_PANEL_TILE_RUN(SUF, 2, S);                                                               \
             p += 2;                                                                                     \
         }                                                                                               \
@@ -67,14 +78,15 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
                                   int64_t T, float *Y, int64_t ldy) {                                   \
         if (T < 1 || r0 >= r1) return;                                                                  \
         const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t tiles = (T + MAX_S - 1) / MAX_S, G = PANEL_GROUP((T + tiles - 1) / tiles);        \
+        const int64_t tiles = (T + MAX_S - 1) / MAX_S, alone = tiles == 1 ? PANEL_ALONE(T) : 0;      \
+        const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                         \
         const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
         const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
         for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
             const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
             const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
             ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
-            ha_prefetcher *pf = T > 1 ? &ahead : NULL;                                                  \
+            ha_prefetcher *pf = alone ? NULL : &ahead;                                                  \
             const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
             int64_t t = 0;                                                                              \
             for (int64_t i = 0; i < tiles; i++) {                                                       \
