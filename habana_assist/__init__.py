@@ -19,7 +19,7 @@ from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, Sto
 from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
 from .modeling import (ARCHITECTURE_CLASSES, AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM,
-                       get_num_threads, set_num_threads, set_seed)
+                       WrappedModel, get_num_threads, set_num_threads, set_seed, wrap)
 
 # Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
 globals().update(ARCHITECTURE_CLASSES)
@@ -31,7 +31,7 @@ __all__ = [
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "AssistedCosts",
-    "CausalLMOutput", "Cache", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
+    "CausalLMOutput", "Cache", "wrap", "WrappedModel", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
     "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",

@@ -817,7 +817,9 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_draft_passes (appends, prefill included), proposed_per_position and accepted_per_position (np.int64 (K,):
     drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position);
     each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
-    rows' candidates together; num_target_passes at batch 1)."""
+    rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
+    num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
+    measured disagreement between a chunked and a one-token forward (0 where that is 0: external.py)."""
 
     sequences: np.ndarray
     scores: Optional[Tuple[np.ndarray, ...]] = None
@@ -832,3 +834,4 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_rounds: Optional[int] = None
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
+    num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap): external.py

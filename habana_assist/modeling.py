@@ -27,6 +27,7 @@ from .stopping import StopStringCriteria
 from .streamers import stop_streamer
 from .tensors import convert_output, to_numpy
 from . import universal as _universal
+from . import external as _external
 
 _seed_source = np.random.default_rng()
 
@@ -255,8 +256,8 @@ class LlamaForCausalLM:
                                         f"{self.config.num_hidden_layers}")
             return int(assistant_early_exit)
         if assistant_model is not None and not isinstance(assistant_model, LlamaForCausalLM):
-            raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained, got "
-                                    f"{type(assistant_model).__name__}")
+            raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained or "
+                                    f"habana_assist.wrap(model), got {type(assistant_model).__name__}")
         return assistant_model
 
     def __repr__(self):
@@ -463,6 +464,9 @@ class LlamaForCausalLM:
                   stopping_criteria, tokenizer, kwargs):
         """generate() up to the streamer's end (or stop)."""
         kwargs = dict(kwargs)
+        if assistant_model is not None and not isinstance(assistant_model, LlamaForCausalLM) and \
+                _external.follows_convention(assistant_model):
+            assistant_model = wrap(assistant_model)  # another framework's model, passed directly
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
             raise InvalidInputError("`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
@@ -556,7 +560,9 @@ class LlamaForCausalLM:
         if streamer is not None:
             streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
         on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-        ctx = None if universal else _core.Context(self._core, B, need, self.blas_prefill)
+        if _external.is_external(self) or _external.is_external(assistant_model):
+            _external.check_call(B, gc, universal)
+        ctx = None if universal else self._context(B, need)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
         logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
@@ -578,7 +584,7 @@ class LlamaForCausalLM:
             if early_exit is not None:
                 draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
             elif assistant_model is not None:
-                draft_ctx = _core.Context(assistant_model._core, B, need, assistant_model.blas_prefill)
+                draft_ctx = assistant_model._context(B, need, draft=True)
             else:
                 draft_ctx = None
             costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
@@ -596,6 +602,8 @@ class LlamaForCausalLM:
             extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
                          num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
                          accepted_per_position=accepted[:used])
+        if _external.is_external(self):
+            extra["num_narrow_margins"] = self.narrow_margins
         sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
         if not gc.return_dict_in_generate:
             return convert_output(sequences, kind)
@@ -603,6 +611,11 @@ class LlamaForCausalLM:
             extra["logits"] = tuple(logits[:steps])
         return convert_output(GenerateDecoderOnlyOutput(
             sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra), kind)
+
+    def _context(self, batch_size, capacity, draft=False):
+        """The core's model interface and cache for one generate() call, as target or draft (external.py's
+        models give their own)."""
+        return _core.Context(self._core, batch_size, capacity, self.blas_prefill)
 
     def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
         """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
@@ -754,3 +767,49 @@ class AutoModelForCausalLM:
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
                                      repack)
         return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
+
+
+class WrappedModel(_external.ExternalModel, LlamaForCausalLM):
+    """A model of another framework with this package's generate() (habana_assist.wrap; external.py)."""
+
+    def __call__(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def _unsupported(self, what):
+        raise InvalidInputError(f"{what} is for native models; this one is wrapped ({type(self.model).__name__}): use "
+                                "its own framework for that")
+
+    def assisted_costs(self, *args, **kwargs):
+        self._unsupported("assisted_costs()")
+
+    def set_assisted_costs(self, *args, **kwargs):
+        self._unsupported("set_assisted_costs()")
+
+    def save_pretrained(self, *args, **kwargs):
+        self._unsupported("save_pretrained()")
+
+    def create_cache(self, *args, **kwargs):
+        self._unsupported("create_cache()")
+
+    def num_parameters(self, *args, **kwargs):
+        self._unsupported("num_parameters()")
+
+    def to(self, *args, **kwargs):
+        self._unsupported("to()")
+
+    @property
+    def weight_bytes(self):
+        self._unsupported("weight_bytes")
+
+
+def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None):
+    """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
+    usable as assistant_model=) run by this package's loop; see habana_assist/external.py. vocab_size and
+    max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
+    with its config's special tokens."""
+    if isinstance(model, LlamaForCausalLM):
+        raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
+    return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config)

@@ -594,17 +594,51 @@ static PyTypeObject ModelType = {
 
 /* ---- Context ----------------------------------------------------------------------------------------- */
 
+/* A model interface (ha.h ha_lm) and its cache: a native context (c), or an external model's (adapter, made by
+ * external_context: habana_assist/external.py drives a model of another framework through it). */
 typedef struct {
     PyObject_HEAD
     ha_llama_context *c;
     PyObject *model; /* keeps the weights alive */
     int busy;        /* set (under the GIL) while a call, or the initialization, runs without it */
+    /* external: adapter.append(tokens, want) and adapter.crop(length) (external_append says how), the interface
+     * over them (ext, self = this object), the positions held, and the exception a callback raised (to re-raise
+     * when the core call returns) */
+    PyObject *adapter;
+    ha_lm ext;
+    int64_t ext_len;
+    PyObject *exc_type, *exc_value, *exc_tb;
 } ContextObject;
 
 static void Context_dealloc(ContextObject *self) {
     ha_llama_context_free(self->c);
     Py_XDECREF(self->model);
+    Py_XDECREF(self->adapter);
+    Py_XDECREF(self->exc_type);
+    Py_XDECREF(self->exc_value);
+    Py_XDECREF(self->exc_tb);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The context's model interface, NULL if it is neither initialized nor external. */
+static ha_lm *ctx_lm(ContextObject *self) {
+    return self->c ? ha_llama_context_lm(self->c) : self->adapter ? &self->ext : NULL;
+}
+
+/* Moves an exception an external model's callback raised during a core call into cb's slot (where end_call
+ * raises it), unless cb holds one already (the loop stopped at the first). */
+static void adopt_external_error(ContextObject *self, py_callback *cb) {
+    if (!self || !self->exc_type) return;
+    if (cb->exc_type) {
+        Py_CLEAR(self->exc_type);
+        Py_CLEAR(self->exc_value);
+        Py_CLEAR(self->exc_tb);
+        return;
+    }
+    cb->exc_type = self->exc_type;
+    cb->exc_value = self->exc_value;
+    cb->exc_tb = self->exc_tb;
+    self->exc_type = self->exc_value = self->exc_tb = NULL;
 }
 
 static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
@@ -612,7 +646,7 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
     PyObject *model;
     long long n_seq, capacity;
     int blas_prefill = 0;
-    if (self->c || self->busy) {
+    if (self->c || self->busy || self->adapter) {
         PyErr_SetString(InvalidInputError, "Context is already initialized");
         return -1;
     }
@@ -641,7 +675,7 @@ static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
 
 /* Marks the context busy for a call made without the GIL; two threads may not drive one cache at once. */
 static int enter(ContextObject *self) {
-    if (!self->c) {
+    if (!ctx_lm(self)) {
         PyErr_SetString(InvalidInputError, "Context is not initialized");
         return -1;
     }
@@ -682,22 +716,24 @@ static PyObject *Context_append(ContextObject *self, PyObject *args) {
         if (get_buffer(out_o, "f", 1, "logits", &out) != 0) goto cleanup;
         held |= 8;
     }
-    int64_t V = self->c ? ha_llama_context_lm(self->c)->vocab_size : 0;
+    int64_t V = ctx_lm(self) ? ctx_lm(self)->vocab_size : 0;
     if (wanted > 0 && (out_o == Py_None || out.len < (Py_ssize_t)(wanted * V * 4))) {
         PyErr_Format(InvalidInputError, "logits buffer holds %zd floats; %zd rows of %lld are needed", out.len / 4, wanted,
                      (long long)V);
         goto cleanup;
     }
     if (enter(self) != 0) goto cleanup;
-    ha_lm *lm = ha_llama_context_lm(self->c);
+    ha_lm *lm = ctx_lm(self);
     ha_status st;
     interrupt_scope intr;
+    py_callback cb = { 0 };
     interrupt_begin(&intr);
     Py_BEGIN_ALLOW_THREADS
     st = lm->append(lm->self, n, seq.buf, tok.buf, (held & 4) ? want.buf : NULL, (held & 8) ? out.buf : NULL);
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    if (end_call(st, &intr, NULL)) goto cleanup;
+    adopt_external_error(self, &cb);
+    if (end_call(st, &intr, &cb)) goto cleanup;
     result = Py_NewRef(Py_None);
 cleanup:
     if (held & 1) PyBuffer_Release(&seq);
@@ -711,9 +747,15 @@ static PyObject *Context_crop(ContextObject *self, PyObject *args) {
     int seq;
     long long n;
     if (!PyArg_ParseTuple(args, "iL", &seq, &n) || enter(self) != 0) return NULL;
-    ha_lm *lm = ha_llama_context_lm(self->c);
+    ha_lm *lm = ctx_lm(self);
     ha_status st = lm->crop(lm->self, seq, n);
     self->busy = 0;
+    py_callback cb = { 0 };
+    adopt_external_error(self, &cb);
+    if (cb.exc_type) {
+        PyErr_Restore(cb.exc_type, cb.exc_value, cb.exc_tb);
+        return NULL;
+    }
     if (st != HA_OK) return raise_status(st);
     Py_RETURN_NONE;
 }
@@ -722,26 +764,133 @@ static PyObject *Context_can_crop(ContextObject *self, PyObject *args) {
     int seq;
     long long n;
     if (!PyArg_ParseTuple(args, "iL", &seq, &n)) return NULL;
-    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (!ctx_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (!self->c) return PyBool_FromLong(seq == 0 && n >= 0 && n <= self->ext_len); /* external: any crop back */
     return PyBool_FromLong(ha_llama_context_can_crop(self->c, seq, n));
 }
 
 static PyObject *Context_length(ContextObject *self, PyObject *args) {
     int seq;
     if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
-    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (!ctx_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
     if (self->busy) return PyErr_Format(InvalidInputError, "this cache is in use by another thread; give each thread its own");
-    ha_lm *lm = ha_llama_context_lm(self->c);
+    ha_lm *lm = ctx_lm(self);
     if (seq < 0 || seq >= lm->n_seq)
         return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq, (long long)lm->n_seq);
     return PyLong_FromLongLong(lm->length(lm->self, seq));
 }
 
 static PyObject *Context_get(ContextObject *self, void *which) {
-    if (!self->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
-    ha_lm *lm = ha_llama_context_lm(self->c);
+    if (!ctx_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ctx_lm(self);
     intptr_t w = (intptr_t)which;
     return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size : lm->max_rollback);
+}
+
+/* ---- external models --------------------------------------------------------------------------------------
+ * The model interface over adapter (habana_assist/external.py), one sequence: append checks what the core's own
+ * append checks (sequence 0, token ids, capacity), then with the GIL calls adapter.append(tokens, want):
+ * tokens bytes of int32 (n,), want bytes of uint8 (n,) or None (every position), which returns the wanted
+ * positions' logits as an object with a C-contiguous float32 buffer of n_wanted * vocab items (external.py
+ * hands a CPU tensor's memory over DLPack, no copy); they are copied into the core's logits (which the loop
+ * then processes in place: it never writes into the model's tensor). NaN logits, a wrong size, or an
+ * exception the adapter raised stop the call: HA_ERR_CALLBACK, the exception kept on the context (the adapter
+ * puts its cache back as it was before the append). crop(0, len) calls adapter.crop(len). */
+static PyTypeObject ContextType;
+
+static ha_status external_fail(ContextObject *self) {
+    Py_XDECREF(self->exc_type);
+    Py_XDECREF(self->exc_value);
+    Py_XDECREF(self->exc_tb);
+    PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb);
+    return HA_ERR_CALLBACK;
+}
+
+static ha_status external_append(void *self_, int64_t n, const int32_t *seq, const int32_t *tokens,
+                                 const uint8_t *want, float *logits) {
+    ContextObject *self = self_;
+    const int64_t V = self->ext.vocab_size;
+    int64_t wanted = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (seq[i] != 0 || tokens[i] < 0 || tokens[i] >= V) return HA_ERR_INVALID;
+        wanted += !want || want[i];
+    }
+    if (n <= 0) return n == 0 ? HA_OK : HA_ERR_INVALID;
+    if (self->ext_len + n > self->ext.capacity) return HA_ERR_CAPACITY;
+    PyGILState_STATE g = PyGILState_Ensure();
+    ha_status st = HA_OK;
+    Py_buffer view = { 0 };
+    PyObject *ids = PyBytes_FromStringAndSize((const char *)tokens, (Py_ssize_t)(n * 4));
+    PyObject *w = want ? PyBytes_FromStringAndSize((const char *)want, (Py_ssize_t)n) : Py_NewRef(Py_None);
+    PyObject *res = ids && w ? PyObject_CallMethod(self->adapter, "append", "OO", ids, w) : NULL;
+    if (!res || get_buffer(res, "f", 0, "the logits an external model's append returned", &view) != 0) {
+        st = external_fail(self);
+    } else {
+        if (view.len != (Py_ssize_t)(wanted * V * 4)) {
+            PyErr_Format(InvalidInputError, "an external model returned %zd logits for %lld positions of a vocabulary "
+                         "of %lld; its forward must give logits of shape (batch, positions, vocab_size)",
+                         view.len / 4, (long long)wanted, (long long)V);
+            st = external_fail(self);
+        } else {
+            const float *src = view.buf;
+            int64_t bad = -1;
+            for (int64_t i = 0; i < wanted * V && bad < 0; i++)
+                if (src[i] != src[i]) bad = i;
+            if (bad >= 0) {
+                PyErr_Format(InvalidInputError, "an external model returned NaN logits (position %lld of this forward, "
+                             "token id %lld): its forward overflowed or is broken; check it in float32, with the "
+                             "same inputs, outside generate()", (long long)(bad / V), (long long)(bad % V));
+                st = external_fail(self);
+            } else if (logits && wanted) {
+                memcpy(logits, src, (size_t)(wanted * V) * sizeof(float));
+            }
+        }
+        PyBuffer_Release(&view);
+    }
+    if (st == HA_OK) self->ext_len += n;
+    Py_XDECREF(res);
+    Py_XDECREF(w);
+    Py_XDECREF(ids);
+    PyGILState_Release(g);
+    return st;
+}
+
+static ha_status external_crop(void *self_, int32_t seq, int64_t len) {
+    ContextObject *self = self_;
+    if (seq != 0 || len < 0 || len > self->ext_len) return HA_ERR_INVALID;
+    if (len == self->ext_len) return HA_OK;
+    PyGILState_STATE g = PyGILState_Ensure();
+    ha_status st = HA_OK;
+    PyObject *res = PyObject_CallMethod(self->adapter, "crop", "L", (long long)len);
+    if (!res) st = external_fail(self);
+    else self->ext_len = len;
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    return st;
+}
+
+static int64_t external_length(const void *self_, int32_t seq) {
+    const ContextObject *self = self_;
+    return seq == 0 ? self->ext_len : 0;
+}
+
+/* external_context(adapter, vocab_size, capacity) -> a Context of one sequence whose model is adapter's. */
+static PyObject *py_external_context(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *adapter;
+    long long V, capacity;
+    if (!PyArg_ParseTuple(args, "OLL", &adapter, &V, &capacity)) return NULL;
+    if (V < 1 || capacity < 1)
+        return PyErr_Format(InvalidInputError, "external_context: vocab_size (%lld) and capacity (%lld) must be positive",
+                            V, capacity);
+    if (!PyObject_HasAttrString(adapter, "append") || !PyObject_HasAttrString(adapter, "crop"))
+        return PyErr_Format(InvalidInputError, "external_context: the adapter needs append(tokens, want) and crop(length)");
+    ContextObject *self = (ContextObject *)PyType_GenericNew(&ContextType, NULL, NULL);
+    if (!self) return NULL;
+    self->adapter = Py_NewRef(adapter);
+    self->ext = (ha_lm){ .self = self, .vocab_size = V, .n_seq = 1, .capacity = capacity, .append = external_append,
+                         .crop = external_crop, .max_rollback = INT64_MAX, .length = external_length };
+    return (PyObject *)self;
 }
 
 static PyMethodDef Context_methods[] = {
@@ -955,8 +1104,8 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!" GEN_FORMAT "OOO", &ContextType, &ctx_o, GEN_ARGS(g_), &out_o, &scores_o, &cb_o))
         return NULL;
     ContextObject *ctx = (ContextObject *)ctx_o;
-    if (!ctx->c) return PyErr_Format(InvalidInputError, "Context is not initialized");
-    ha_lm *lm = ha_llama_context_lm(ctx->c);
+    if (!ctx_lm(ctx)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ctx_lm(ctx);
     if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
     PyObject *result = NULL;
     if (enter(ctx) == 0) {
@@ -969,6 +1118,7 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
                          (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps);
         Py_END_ALLOW_THREADS
         ctx->busy = 0;
+        adopt_external_error(ctx, &g.cb);
         if (!end_call(st, &intr, &g.cb)) result = PyLong_FromLongLong(steps);
     }
     release_gen(&g);
@@ -1002,8 +1152,8 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
             return PyErr_Format(InvalidInputError, "the draft needs a Context of its own (not the target's)");
         dctx = (ContextObject *)dctx_o;
     }
-    if (!tctx->c || (dctx && !dctx->c)) return PyErr_Format(InvalidInputError, "Context is not initialized");
-    ha_lm *lm = ha_llama_context_lm(tctx->c), *dlm = dctx ? ha_llama_context_lm(dctx->c) : NULL;
+    if (!ctx_lm(tctx) || (dctx && !ctx_lm(dctx))) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = ctx_lm(tctx), *dlm = dctx ? ctx_lm(dctx) : NULL;
     if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
     if (get_buffer(prop_o, "q", 1, "proposed_at", &prop) != 0) goto cleanup;
     stats_held |= 1;
@@ -1045,6 +1195,8 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     st = ha_generate_assisted(lm, dlm, &p, g.buf[G_PROMPT].buf, g.buf[G_PROMPT].shape[1], g.buf[G_START].buf,
                               g.buf[G_OUT].buf, (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps, &stats);
     Py_END_ALLOW_THREADS
+    adopt_external_error(tctx, &g.cb);
+    adopt_external_error(dctx, &g.cb);
     if (end_call(st, &intr, &g.cb)) goto cleanup;
     result = Py_BuildValue("LLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
                            (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
@@ -1431,6 +1583,9 @@ static PyTypeObject BPEType = {
 
 static PyMethodDef module_methods[] = {
     { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
+    { "external_context", py_external_context, METH_VARARGS,
+      "external_context(adapter, vocab_size, capacity): a Context of one sequence over an external model's "
+      "adapter.append(tokens, want) and adapter.crop(length) (habana_assist/external.py)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
     { "quantize", py_quantize, METH_VARARGS,

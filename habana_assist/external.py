@@ -1,0 +1,226 @@
+"""Models of other frameworks behind the core's model interface: habana_assist.wrap(model).
+
+A wrapped model is any object that follows Transformers' causal-LM calling convention,
+model(input_ids=, attention_mask=, position_ids=, past_key_values=, use_cache=True) returning `.logits`
+(batch, positions, vocab) and `.past_key_values` (a cache with crop(n), such as DynamicCache, or a tuple of
+(key, value) tensors of shape (batch, heads, positions, head_dim)), on whatever device it lives. generate() on
+it, or on a native model with it as assistant_model= (or the two the other way round, or both wrapped), runs the
+core's loop: drafting, verification, the acceptance step, the statistics and every processor stay in C, which
+calls back into Python only for the wrapped model's forward and crop (bindings/module.c: external_append).
+
+What crosses per forward: the new token ids (4 bytes each) in, and the logits of the positions the loop reads
+out (4 * vocab bytes per position: the last prompt position at prefill, K + 1 per verification, 1 per draft
+step). Logits are taken over DLPack (`__dlpack__`): a CPU tensor's memory is read where it is (np.from_dlpack,
+no copy) and copied once into the loop's buffer, which the loop processes in place; a tensor on another device
+has its wanted rows selected there and only those rows cross to the host. float16 and bfloat16 logits are
+widened to float32 (exact) on their device.
+
+Exactness: greedy (and coupled sampling) give what the wrapped model gives without a draft whenever its
+forward over K + 1 positions gives the logits of K + 1 one-token forwards. Where it does not (most GPU kernels),
+the first generate() measures the disagreement: the largest |difference| between the logits of a forward over
+8 probe positions and of the same positions one at a time (`batch_disagreement`); each call then counts the
+target's logits rows whose top two logits differ by less than that (`num_narrow_margins` in the result, also
+`model.narrow_margins`): the positions where a chunked forward could have decided another token.
+Rejection sampling stays exact in distribution whatever the kernels do. One row at a time (batch 1).
+"""
+
+import numpy as np
+
+from . import _core
+from .errors import InvalidInputError, UnsupportedModelError
+from .generation import GenerationConfig
+
+_PROBE = 8     # positions of the batch-invariance probe
+_KDLCPU = 1    # DLPack's device type of host memory
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # wrap() needs the model's framework, which is torch for every model it takes today
+        raise InvalidInputError("habana_assist.wrap needs torch (Debian: apt-get install python3-torch)") from e
+    return torch
+
+
+def _field(out, name, index):
+    """out.name, out[name] or out[index] (Transformers' ModelOutput, a dict, or a tuple)."""
+    if hasattr(out, name):
+        return getattr(out, name)
+    if isinstance(out, dict) and name in out:
+        return out[name]
+    if isinstance(out, (tuple, list)) and len(out) > index:
+        return out[index]
+    raise InvalidInputError(f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must return "
+                            "an object with .logits and .past_key_values (Transformers' CausalLMOutputWithPast)")
+
+
+def crop_cache(cache, length):
+    """cache kept to its first `length` positions: cache.crop(length) (DynamicCache), or a tuple of (key, value)
+    tensors (batch, heads, positions, head_dim) sliced; UnsupportedModelError for anything else."""
+    if cache is None:
+        return None
+    if callable(getattr(cache, "crop", None)):
+        cache.crop(length)
+        return cache
+    if isinstance(cache, (tuple, list)) and all(isinstance(layer, (tuple, list)) and len(layer) >= 2 for layer in cache):
+        return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
+    raise UnsupportedModelError(f"the wrapped model's cache ({type(cache).__name__}) cannot be cropped: assisted "
+                                "generation takes back rejected drafts; use a cache with crop(n) (Transformers' "
+                                "DynamicCache) or the tuple of (key, value) tensors")
+
+
+def host_rows(logits):
+    """logits (n, vocab), any DLPack tensor (or numpy array) -> numpy float32 (n, vocab), C-contiguous; read in
+    place where it is host memory in float32 already."""
+    if hasattr(logits, "float") and str(getattr(logits, "dtype", "")) in ("torch.float16", "torch.bfloat16"):
+        logits = logits.float()  # widened on its device, exactly
+    if not isinstance(logits, np.ndarray):
+        if not hasattr(logits, "__dlpack__") or not hasattr(logits, "__dlpack_device__"):
+            raise InvalidInputError(f"the wrapped model's logits ({type(logits).__name__}) export no DLPack "
+                                    "(__dlpack__); return a torch tensor or a numpy array")
+        if logits.__dlpack_device__()[0] != _KDLCPU:
+            if not callable(getattr(logits, "cpu", None)):
+                raise InvalidInputError("the wrapped model's logits are on a device this package cannot copy from "
+                                        "(no .cpu()); return them on the host or as a torch tensor")
+            logits = logits.cpu()
+        try:
+            logits = np.from_dlpack(logits)
+        except (BufferError, TypeError, RuntimeError) as e:
+            raise InvalidInputError(f"the wrapped model's logits cannot be read over DLPack: {e}") from e
+    if logits.dtype != np.float32:
+        raise InvalidInputError(f"the wrapped model's logits are {logits.dtype}; return float32 logits (float16 and "
+                                "bfloat16 are widened here; others: logits.float() in the forward)")
+    return np.ascontiguousarray(logits)
+
+
+class _Adapter:
+    """One generate() call's link from the core (bindings/module.c) to the wrapped model: its cache and
+    position. append(tokens, want) and crop(length) are called by the core's loop, with the GIL."""
+
+    def __init__(self, owner, count_margins):
+        self.owner, self.count_margins = owner, count_margins
+        self.cache, self.length = None, 0
+
+    def append(self, tokens, want):
+        torch, model = _torch(), self.owner.model
+        ids = np.frombuffer(tokens, dtype=np.int32).astype(np.int64)
+        n, before = len(ids), self.length
+        device = self.owner.device
+        try:
+            with torch.no_grad():
+                out = model(input_ids=torch.from_numpy(ids)[None].to(device),
+                            attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
+                            position_ids=torch.arange(before, before + n, device=device)[None],
+                            past_key_values=self.cache, use_cache=True)
+            logits, cache = _field(out, "logits", 0), _field(out, "past_key_values", 1)
+        except BaseException:
+            self.cache = crop_cache(self.cache, before)  # nothing appended, as the core's own append on an error
+            raise
+        self.cache, self.length = cache, before + n
+        shape = tuple(getattr(logits, "shape", ()))
+        if len(shape) != 3 or shape[0] != 1 or shape[1] != n or shape[2] != self.owner.vocab_size:
+            self.cache, self.length = crop_cache(cache, before), before
+            raise InvalidInputError(f"the wrapped model returned logits of shape {shape} for 1 row of {n} positions; "
+                                    f"expected (1, {n}, {self.owner.vocab_size}) (vocab_size from its config)")
+        rows = logits[0]
+        if want is not None:
+            idx = np.flatnonzero(np.frombuffer(want, dtype=np.uint8))
+            if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
+                rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
+                    rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
+        host = host_rows(rows)
+        if self.count_margins and len(host):
+            top2 = np.partition(host, -2, axis=1)[:, -2:] if host.shape[1] > 1 else np.zeros((len(host), 2))
+            self.owner.narrow_margins += int(np.count_nonzero(top2[:, 1] - top2[:, 0] < self.owner.batch_disagreement))
+        return host
+
+    def crop(self, length):
+        self.cache, self.length = crop_cache(self.cache, length), length
+
+
+class ExternalModel:
+    """A model of another framework (see the module's docstring), with generate() as a native model's. Build it
+    with habana_assist.wrap(model)."""
+
+    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None):
+        _torch()
+        if not callable(model):
+            raise InvalidInputError(f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
+                                    f"use_cache=True); got {type(model).__name__}, which is not callable")
+        config = getattr(model, "config", None)
+        vocab = vocab_size if vocab_size is not None else getattr(config, "vocab_size", None)
+        if isinstance(vocab, bool) or not isinstance(vocab, (int, np.integer)) or vocab < 1:
+            raise InvalidInputError(f"wrap(): the model's vocab_size is unknown ({vocab!r}); pass wrap(model, "
+                                    "vocab_size=...) or give the model a config with vocab_size")
+        self.model, self.config = model, config
+        self._vocab = int(vocab)
+        cap = max_cache_len if max_cache_len is not None else getattr(config, "max_position_embeddings", None) or 4096
+        self.max_cache_len = int(cap)
+        params = getattr(model, "parameters", None)
+        first = next(iter(params()), None) if callable(params) else None
+        self.device = first.device if first is not None else "cpu"
+        if generation_config is None:
+            generation_config = GenerationConfig(**{k: getattr(config, k) for k in (
+                "bos_token_id", "eos_token_id", "pad_token_id") if getattr(config, k, None) is not None})
+        self.generation_config = generation_config
+        self.blas_prefill = False
+        self.batch_disagreement = None  # measured at the first generate() as target (measure_disagreement)
+        self.narrow_margins = 0         # of the last generate() as target
+
+    @property
+    def vocab_size(self):
+        return self._vocab
+
+    def __repr__(self):
+        return f"ExternalModel({type(self.model).__name__}, vocab_size={self._vocab}, device={self.device})"
+
+    def measure_disagreement(self):
+        """The largest |difference| between the logits of one forward over _PROBE positions and of the same
+        positions one at a time (0.0: this model's forward is batch-invariant here, and assisted greedy output is
+        its plain greedy output)."""
+        tokens = (np.arange(_PROBE, dtype=np.int32) * 7919 + 11) % self._vocab
+        want = bytes([1] * _PROBE)
+        chunked = _Adapter(self, False).append(tokens.tobytes(), want).copy()
+        one = _Adapter(self, False)
+        single = np.concatenate([one.append(tokens[i:i + 1].tobytes(), b"\x01").copy() for i in range(_PROBE)])
+        if not (np.isfinite(chunked).all() and np.isfinite(single).all()):
+            raise InvalidInputError("the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
+                                    "forward overflowed or is broken; check it in float32 outside generate()")
+        self.batch_disagreement = float(np.max(np.abs(chunked - single)))
+        return self.batch_disagreement
+
+    def _context(self, batch_size, capacity, draft=False):
+        """A core context over this model for one generate() call; as the target, margins are counted."""
+        if not draft and self.batch_disagreement is None:
+            self.measure_disagreement()
+        if not draft:
+            self.narrow_margins = 0
+        return _core.external_context(_Adapter(self, not draft and self.batch_disagreement > 0), self._vocab, capacity)
+
+
+def is_external(model):
+    return isinstance(model, ExternalModel)
+
+
+def follows_convention(obj):
+    """Whether obj looks like a model of another framework that wrap() takes (callable, with a config or
+    parameters), rather than a mistake to refuse."""
+    return callable(obj) and (hasattr(obj, "config") or callable(getattr(obj, "parameters", None)))
+
+
+def check_call(batch_size, gc, universal):
+    """Refuses what an external model cannot do in this generate() call."""
+    if universal:
+        raise InvalidInputError("a wrapped model drafts or verifies in the target's own token ids; a draft with "
+                                "another tokenizer (universal assisted decoding) is for native models")
+    if gc.assistant_early_exit is not None:
+        raise InvalidInputError("assistant_early_exit drafts with a native model's own first layers; a wrapped model "
+                                "has none here: pass assistant_model= instead")
+    if batch_size != 1:
+        raise InvalidInputError(f"a wrapped model (habana_assist.wrap) generates one row at a time; got a batch of "
+                                f"{batch_size}: call generate() per prompt")
+    if gc.num_assistant_tokens_schedule == "cost":
+        raise InvalidInputError("num_assistant_tokens_schedule='cost' measures native models' costs; with a wrapped "
+                                "model pass 'heuristic' or 'constant'")
+    if gc.use_cache is False:
+        raise InvalidInputError("a wrapped model generates through its cache: use_cache=False is not supported")

@@ -1,0 +1,194 @@
+"""habana_assist.wrap: a torch model (tests/torch_causal_lm.py, Transformers' calling convention) behind the core's
+model interface, as target, as draft, or both; exactness where its forward is batch-invariant, the disagreement
+report where it is not, rejection sampling's distribution, and clear errors for what does not follow the
+convention (habana_assist/external.py)."""
+
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")  # tests/test_torch_io.py asserts torch is installed by the test set-up
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import habana_assist as ha  # noqa: E402
+from checkpoints import write_random_checkpoint  # noqa: E402
+from stats import chi_square  # noqa: E402
+from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402
+                                     pair)  # noqa: F401 (the fixture)
+from torch_causal_lm import TorchCausalLM  # noqa: E402
+
+SMALL = dict(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48)
+IDS = np.array([[1, 17, 5, 40, 33, 8]])
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(target dir, draft dir, native target, native draft): two random models over one vocabulary."""
+    root = str(tmp_path_factory.mktemp("external"))
+    write_random_checkpoint(os.path.join(root, "t"), seed=31, **SMALL)
+    write_random_checkpoint(os.path.join(root, "d"), seed=32, **SMALL)
+    t, d = os.path.join(root, "t"), os.path.join(root, "d")
+    return t, d, ha.AutoModelForCausalLM.from_pretrained(t), ha.AutoModelForCausalLM.from_pretrained(d)
+
+
+def test_torch_model_logits_agree_with_the_native_model_on_the_shipped_target():
+    native = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
+    model = TorchCausalLM(native.name_or_path)
+    ids = np.array([[1, 500, 600, 700, 800, 901, 1000]])
+    got = model(torch.from_numpy(ids)).logits.numpy()
+    want = native(ids).logits
+    scale = float(np.abs(want).max())
+    assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-5 * scale, (
+        f"the torch model's logits should agree with the native model's to float32 rounding: largest difference "
+        f"{float(np.abs(got - want).max()):.3g} on logits up to {scale:.3g}")
+
+
+@pytest.mark.parametrize("tuple_cache", [False, True])
+def test_every_mixed_pair_gives_plain_greedy_output_when_the_forward_is_batch_invariant(small, tuple_cache):
+    t, d, native_t, native_d = small
+    ext_t = ha.wrap(TorchCausalLM(t, one_at_a_time=True, tuple_cache=tuple_cache))
+    ext_d = ha.wrap(TorchCausalLM(d, tuple_cache=tuple_cache))
+    assert ext_t.measure_disagreement() == 0.0
+    plain = ext_t.generate(IDS, max_new_tokens=24)
+    assert np.array_equal(plain, native_t.generate(IDS, max_new_tokens=24)), "torch and native greedy differ"
+    for name, target, draft in (("external target, native draft", ext_t, native_d),
+                                ("external target, external draft", ext_t, ext_d),
+                                ("native target, external draft", native_t, ext_d)):
+        for K in (1, 4):
+            res = target.generate(IDS, max_new_tokens=24, assistant_model=draft, num_assistant_tokens=K,
+                                  num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
+            assert np.array_equal(res.sequences, plain), f"{name}, K={K}: assisted greedy differs from plain"
+            assert res.num_draft_tokens > 0 and 0 <= res.num_accepted_tokens <= res.num_draft_tokens
+            if target is ext_t:
+                assert res.num_narrow_margins == 0
+    lookup = ext_t.generate(IDS, max_new_tokens=24, prompt_lookup_num_tokens=3)
+    assert np.array_equal(lookup, plain), "prompt lookup on an external target differs from plain greedy"
+
+
+def test_torch_model_passed_directly_as_assistant_is_wrapped(small):
+    t, d, native_t, _ = small
+    plain = native_t.generate(IDS, max_new_tokens=16)
+    res = native_t.generate(IDS, max_new_tokens=16, assistant_model=TorchCausalLM(d), return_dict_in_generate=True)
+    assert np.array_equal(res.sequences, plain) and res.num_draft_tokens > 0
+
+
+def test_coupled_sampling_equals_plain_sampling_through_the_wrapper(small):
+    t, d, _, native_d = small
+    ext_t = ha.wrap(TorchCausalLM(t, one_at_a_time=True))
+    for seed in range(6):
+        kw = dict(do_sample=True, seed=seed, max_new_tokens=16, temperature=1.5, top_k=0)
+        plain = ext_t.generate(IDS, **kw)
+        coupled = ext_t.generate(IDS, assistant_model=native_d, assisted_sampling="coupled", **kw)
+        assert np.array_equal(plain, coupled), f"seed {seed}: coupled assisted sampling differs from plain sampling"
+
+
+class Perturbed(TorchCausalLM):
+    """A forward over several positions adds `by` to logit 0 of each: not batch-invariant, by a known amount."""
+
+    def __init__(self, directory, by):
+        super().__init__(directory)
+        self.by = by
+
+    def forward(self, input_ids, **kw):
+        out = super().forward(input_ids, **kw)
+        if input_ids.shape[1] > 1:
+            out.logits[..., 0] += self.by
+        return out
+
+    __call__ = forward
+
+
+def test_disagreement_is_measured_and_narrow_margins_are_reported(small):
+    t, _, _, native_d = small
+    invariant = ha.wrap(TorchCausalLM(t, one_at_a_time=True))
+    res = invariant.generate(IDS, max_new_tokens=12, assistant_model=native_d, return_dict_in_generate=True)
+    assert invariant.batch_disagreement == 0.0 and res.num_narrow_margins == 0
+    chunked = ha.wrap(TorchCausalLM(t))
+    assert chunked.measure_disagreement() < 1e-4  # float32 rounding only
+    big = ha.wrap(Perturbed(t, 1e4))  # every margin is narrower than this disagreement
+    res = big.generate(IDS, max_new_tokens=12, assistant_model=native_d, num_assistant_tokens=3,
+                       num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
+    assert big.batch_disagreement == pytest.approx(1e4, rel=1e-3), "the probe should measure the injected disagreement"
+    # the rows the target's appends returned: the prompt's last, then K + 1 per verification of K drafts
+    rows = 1 + res.num_draft_tokens + (res.num_target_passes - 1)
+    assert res.num_narrow_margins == rows == big.narrow_margins, (
+        f"every one of the target's {rows} logits rows has a margin below 1e4; reported {res.num_narrow_margins}")
+
+
+def test_rejection_sampling_through_the_wrapper_draws_the_target_distribution(pair, one_core_thread):
+    target, draft = pair
+    ext = ha.wrap(TorchCausalLM(target.name_or_path))
+    K, T, draws = 2, 3, 6000
+    probs = joint(distributions(target, T), T)  # the native twin's: equal to float32 rounding
+    rows, drafted, accepted = [], 0, 0
+    for seed in range(draws):
+        res = ext.generate(np.array([PROMPT]), assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=T,
+                           temperature=TEMPERATURE, top_k=0, num_assistant_tokens=K,
+                           num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
+        rows.append(res.sequences[0, len(PROMPT):])
+        drafted += res.num_draft_tokens
+        accepted += res.num_accepted_tokens
+    stat, df, p = chi_square(outcome_counts(np.array(rows), T), probs)
+    assert p >= 1e-3, f"chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.3g} < 1e-3"
+    assert 0.1 < accepted / drafted < 0.9, f"accepted {accepted} of {drafted}"
+
+
+# ------------------------------------------------------------------------------------------------- errors
+
+
+class Returns(torch.nn.Module):
+    """A model whose forward returns what make(n, cache) gives."""
+
+    def __init__(self, make, vocab=TINY["vocab_size"]):
+        super().__init__()
+        self.config = SimpleNamespace(vocab_size=vocab, max_position_embeddings=64, eos_token_id=None)
+        self.make, self.w = make, torch.nn.Parameter(torch.zeros(1), requires_grad=False)
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=True):
+        return self.make(input_ids.shape[1], past_key_values)
+
+
+def _good(n, cache, dtype=torch.float32, vocab=TINY["vocab_size"]):
+    cache = cache if cache is not None else SimpleNamespace(crop=lambda m: None)
+    return SimpleNamespace(logits=torch.arange(n * vocab, dtype=dtype).reshape(1, n, vocab) % 7, past_key_values=cache)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda n, c: SimpleNamespace(past_key_values=c), "without `logits`"),
+    (lambda n, c: _good(n, c, vocab=5), "shape"),
+    (lambda n, c: _good(n, c, dtype=torch.float64), "float64"),
+    (lambda n, c: _good(n, c, dtype=torch.int32), "int32"),
+    (lambda n, c: SimpleNamespace(logits=torch.full((1, n, TINY["vocab_size"]), float("nan")),
+                                  past_key_values=SimpleNamespace(crop=lambda m: None)), "NaN"),
+    (lambda n, c: SimpleNamespace(logits=_good(n, c).logits, past_key_values=object()), "cannot be cropped"),
+])
+def test_models_that_break_the_convention_get_clear_errors(pair, make, message):
+    _, draft = pair
+    model = ha.wrap(Returns(make))
+    with pytest.raises(ha.HabanaAssistError, match=message):
+        model.generate(np.array([PROMPT]), max_new_tokens=6, assistant_model=draft)
+    with pytest.raises(ha.HabanaAssistError, match=message):
+        draft.generate(np.array([PROMPT]), max_new_tokens=6, assistant_model=model)
+
+
+def test_wrap_refuses_what_it_cannot_drive(pair, small):
+    target, draft = pair
+    with pytest.raises(ha.InvalidInputError, match="not callable"):
+        ha.wrap(42)
+    with pytest.raises(ha.InvalidInputError, match="vocab_size"):
+        ha.wrap(torch.nn.Linear(2, 2))
+    with pytest.raises(ha.InvalidInputError, match="already"):
+        ha.wrap(target)
+    with pytest.raises(ha.InvalidInputError, match="assistant_model must be"):
+        target.generate(np.array([PROMPT]), max_new_tokens=3, assistant_model="draft")
+    ext = ha.wrap(TorchCausalLM(small[0]))
+    with pytest.raises(ha.InvalidInputError, match="one row at a time"):
+        ext.generate(np.array([[1, 2], [3, 4]]), max_new_tokens=3)
+    with pytest.raises(ha.InvalidInputError, match="'cost'"):
+        ext.generate(IDS, max_new_tokens=3, assistant_model=small[3], num_assistant_tokens_schedule="cost")
+    with pytest.raises(ha.InvalidInputError, match="native models"):
+        ext.save_pretrained("/nonexistent")
