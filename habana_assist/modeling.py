@@ -525,6 +525,8 @@ class LlamaForCausalLM:
         # universal assisted decoding: a draft with another tokenizer drafts through text (universal.py)
         universal = assistant_model is not None and _universal.different_tokenizers(
             self, assistant_model, tokenizer, assistant_tokenizer)
+        if _external.is_external(self) or _external.is_external(assistant_model):
+            _external.check_call(B, gc, universal)
         if assistant_model is not None and not universal:
             self._check_assistant(assistant_model, gc, need)
         if early_exit is not None and early_exit > self.config.num_hidden_layers:
@@ -560,8 +562,6 @@ class LlamaForCausalLM:
         if streamer is not None:
             streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
         on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-        if _external.is_external(self) or _external.is_external(assistant_model):
-            _external.check_call(B, gc, universal)
         ctx = None if universal else self._context(B, need)
         out = np.empty((B, max_new), dtype=np.int32)
         scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None

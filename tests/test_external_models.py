@@ -190,5 +190,7 @@ def test_wrap_refuses_what_it_cannot_drive(pair, small):
         ext.generate(np.array([[1, 2], [3, 4]]), max_new_tokens=3)
     with pytest.raises(ha.InvalidInputError, match="'cost'"):
         ext.generate(IDS, max_new_tokens=3, assistant_model=small[3], num_assistant_tokens_schedule="cost")
+    with pytest.raises(ha.InvalidInputError, match="assistant_early_exit"):
+        ha.wrap(Returns(_good)).generate(np.array([PROMPT]), max_new_tokens=3, assistant_early_exit=1)
     with pytest.raises(ha.InvalidInputError, match="native models"):
         ext.save_pretrained("/nonexistent")
