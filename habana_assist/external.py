@@ -106,20 +106,27 @@ class _Adapter:
         ids = np.frombuffer(tokens, dtype=np.int32).astype(np.int64)
         n, before = len(ids), self.length
         device = self.owner.device
-        try:
+        try:  # any failure leaves nothing appended, as the core's own append on an error
             with torch.no_grad():
                 out = model(input_ids=torch.from_numpy(ids)[None].to(device),
                             attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
                             position_ids=torch.arange(before, before + n, device=device)[None],
                             past_key_values=self.cache, use_cache=True)
-            logits, cache = _field(out, "logits", 0), _field(out, "past_key_values", 1)
+            logits, self.cache = _field(out, "logits", 0), _field(out, "past_key_values", 1)
+            host = self._wanted_rows(logits, n, want)
         except BaseException:
-            self.cache = crop_cache(self.cache, before)  # nothing appended, as the core's own append on an error
+            self.cache = crop_cache(self.cache, before)
             raise
-        self.cache, self.length = cache, before + n
-        shape = tuple(getattr(logits, "shape", ()))
+        self.length = before + n
+        if self.count_margins and len(host):
+            top2 = np.partition(host, -2, axis=1)[:, -2:] if host.shape[1] > 1 else np.zeros((len(host), 2))
+            self.owner.narrow_margins += int(np.count_nonzero(top2[:, 1] - top2[:, 0] < self.owner.batch_disagreement))
+        return host
+
+    def _wanted_rows(self, logits, n, want):
+        """The rows of logits (1, n, vocab) that want marks (all for None) as host float32 (n_wanted, vocab)."""
+        torch, shape = _torch(), tuple(getattr(logits, "shape", ()))
         if len(shape) != 3 or shape[0] != 1 or shape[1] != n or shape[2] != self.owner.vocab_size:
-            self.cache, self.length = crop_cache(cache, before), before
             raise InvalidInputError(f"the wrapped model returned logits of shape {shape} for 1 row of {n} positions; "
                                     f"expected (1, {n}, {self.owner.vocab_size}) (vocab_size from its config)")
         rows = logits[0]
@@ -128,11 +135,7 @@ class _Adapter:
             if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
                 rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
                     rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
-        host = host_rows(rows)
-        if self.count_margins and len(host):
-            top2 = np.partition(host, -2, axis=1)[:, -2:] if host.shape[1] > 1 else np.zeros((len(host), 2))
-            self.owner.narrow_margins += int(np.count_nonzero(top2[:, 1] - top2[:, 0] < self.owner.batch_disagreement))
-        return host
+        return host_rows(rows)
 
     def crop(self, length):
         self.cache, self.length = crop_cache(self.cache, length), length
