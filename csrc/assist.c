@@ -423,8 +423,10 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
             r->done = 1;
         }
     }
+    const uint8_t own = k == 0 ? HA_SOURCE_PLAIN : n == k ? HA_SOURCE_BONUS : HA_SOURCE_CORRECTED;
     for (int64_t j = 0; j < kept; j++) {
         out[r->row * N + r->generated + j] = r->tok[r->L + j];
+        if (p->gen.sources) p->gen.sources[r->row * N + r->generated + j] = j < n ? HA_SOURCE_ACCEPTED : own;
         const int64_t at = ((r->generated + j) * B + r->row) * V;
         if (scores) memcpy(scores + at, r->p[j], (size_t)V * sizeof(float));
         if (p->gen.logits_out) memcpy(p->gen.logits_out + at, r->raw[j], (size_t)V * sizeof(float));
@@ -603,6 +605,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     for (int64_t i = 0; i < B; i++)
         for (int64_t j = rows[i].generated; j < N; j++) {
             out[i * N + j] = p->gen.pad_token_id;
+            if (p->gen.sources) p->gen.sources[i * N + j] = HA_SOURCE_NONE;
             for (int64_t v = 0; j < steps && scores && v < V; v++) scores[(j * B + i) * V + v] = -INFINITY;
             for (int64_t v = 0; j < steps && p->gen.logits_out && v < V; v++) p->gen.logits_out[(j * B + i) * V + v] = -INFINITY;
         }

@@ -76,6 +76,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         for (int64_t b = 0; b < B; b++) {
             if (!done[b]) continue;
             out[b * N + step] = p->pad_token_id;
+            if (p->sources) p->sources[b * N + step] = HA_SOURCE_NONE;
             for (int64_t i = 0; scores && i < V; i++) scores[(step * B + b) * V + i] = -INFINITY;
             for (int64_t i = 0; p->logits_out && i < V; i++) p->logits_out[(step * B + b) * V + i] = -INFINITY;
         }
@@ -94,6 +95,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             }
             if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));
             out[b * N + step] = t;
+            if (p->sources) p->sources[b * N + step] = HA_SOURCE_PLAIN;
             h[hist_n[b]++] = t;
             const int ends = ha_row_ends(p, b, h, hist_n[b], s, V);
             if (ends < 0) {
@@ -133,7 +135,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
 
     if (st == HA_OK) /* columns past the last step, as ha_generate_assisted leaves them */
         for (int64_t b = 0; b < B; b++)
-            for (int64_t j = *n_steps; j < N; j++) out[b * N + j] = p->pad_token_id;
+            for (int64_t j = *n_steps; j < N; j++) {
+                out[b * N + j] = p->pad_token_id;
+                if (p->sources) p->sources[b * N + j] = HA_SOURCE_NONE;
+            }
 
 cleanup:
     ha_sampler_free(sampler);

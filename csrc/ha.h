@@ -340,6 +340,15 @@ HA_API int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint3
 
 /* ---- generation ----------------------------------------------------------------------------------- */
 
+/* How a generated token was decided (ha_generate_params.sources). */
+typedef enum ha_token_source {
+    HA_SOURCE_NONE = 0,      /* no token: the row had stopped (or the call ended) before this column */
+    HA_SOURCE_PLAIN = 1,     /* the target's own, with nothing drafted for it (plain decoding, a round of K = 0) */
+    HA_SOURCE_ACCEPTED = 2,  /* a draft token the target accepted */
+    HA_SOURCE_CORRECTED = 3, /* the target's own, after it rejected the draft token at this position */
+    HA_SOURCE_BONUS = 4      /* the target's own, after it accepted every draft token of the round */
+} ha_token_source;
+
 /* Told the tokens a step decided for one row, as soon as they are decided (plain generation: one token per
  * running row per step; assisted: a row's accepted tokens and the target's own, together). Returns 0 to go
  * on; anything else stops the generation, which then returns HA_ERR_CALLBACK. */
@@ -368,6 +377,9 @@ typedef struct ha_generate_params {
     void *stop_user;
     float *logits_out;           /* NULL, or (max_new_tokens, n_seq, V): each step's raw logits, as the scores
                                     argument holds processed ones (Transformers' output_logits) */
+    uint8_t *sources;            /* NULL, or (n_seq, max_new_tokens): how each new token was decided, an
+                                    ha_token_source (ha_generate: HA_SOURCE_PLAIN), HA_SOURCE_NONE where out is
+                                    padding */
     int no_cache;                /* ha_generate only: each step recomputes every running row's whole sequence
                                     from an empty cache (use_cache=False): the same logits, bitwise, by batch
                                     invariance, at quadratic cost */

@@ -11,7 +11,8 @@ from ._core import kernels_name
 from .configuration import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
-from .generation import GenerateDecoderOnlyOutput, GenerationConfig
+from .generation import GenerateDecoderOnlyOutput, GenerationConfig, TokenSource
+from .display import plot_acceptance
 from .assisted_costs import AssistedCosts
 from .processing import LogitsProcessor, LogitsProcessorList
 from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
@@ -30,7 +31,7 @@ __all__ = [
     "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
-    "GenerationConfig", "GenerateDecoderOnlyOutput", "AssistedCosts",
+    "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",
     "CausalLMOutput", "Cache", "wrap", "WrappedModel", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",

@@ -12,6 +12,8 @@ assisted_sampling). Three layers of checks:
 """
 
 import copy
+import dataclasses
+import enum
 import json
 import math
 import os
@@ -784,7 +786,7 @@ class ModelOutput:
         return self.to_tuple()[key]
 
     def keys(self):
-        return [k for k, v in self.__dict__.items() if v is not None]
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
 
     def values(self):
         return [getattr(self, k) for k in self.keys()]
@@ -805,7 +807,17 @@ class ModelOutput:
         return key in self.keys()
 
 
-@dataclass
+class TokenSource(enum.IntEnum):
+    """How a generated token was decided: the values of GenerateDecoderOnlyOutput.token_sources (the core's
+    ha_token_source)."""
+    NONE = 0       # no token: padding after the row stopped
+    PLAIN = 1      # the target's own, with nothing drafted for it (plain decoding; a round of K = 0)
+    ACCEPTED = 2   # a draft token the target accepted
+    CORRECTED = 3  # the target's own, after it rejected the draft token at this position
+    BONUS = 4      # the target's own, after it accepted every draft token of the round
+
+
+@dataclass(repr=False)
 class GenerateDecoderOnlyOutput(ModelOutput):
     """What generate(return_dict_in_generate=True) returns.
 
@@ -819,7 +831,14 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
-    measured disagreement between a chunked and a one-token forward (0 where that is 0: external.py)."""
+    measured disagreement between a chunked and a one-token forward (0 where that is 0: external.py).
+    token_sources: np.uint8 (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
+    decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
+    decoding, NONE where the row had stopped). Its ACCEPTED count is num_accepted_tokens; each round ends in
+    one target token (PLAIN, CORRECTED or BONUS) unless eos or max_new_tokens cut it.
+
+    In a notebook the result shows itself as its text, each token marked by its source, and a summary
+    (_repr_html_, to_html()); habana_assist.plot_acceptance(result) plots acceptance by draft position."""
 
     sequences: np.ndarray
     scores: Optional[Tuple[np.ndarray, ...]] = None
@@ -835,3 +854,29 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
     num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap): external.py
+    token_sources: Optional[np.ndarray] = None
+    _tokenizer = None  # the view's tokenizer, or a checkpoint path to load it from (not a field)
+
+    def __repr__(self):
+        """Short: shapes and counts, never the arrays' contents."""
+        parts = []
+        for name in self.keys():
+            v = getattr(self, name)
+            if hasattr(v, "shape") and hasattr(v, "dtype"):
+                parts.append(f"{name}=<{str(v.dtype).replace('torch.', '')} {tuple(v.shape)}>")
+            elif isinstance(v, tuple):
+                parts.append(f"{name}=<{len(v)} steps>")
+            else:
+                parts.append(f"{name}={v!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_html(self, tokenizer=None, row=0):
+        """The HTML view of row `row`: its generated text, each token marked by its TokenSource, and a summary
+        line. tokenizer: to decode the tokens (default: the one passed to generate(), else the model's checkpoint's;
+        token ids are shown where there is none)."""
+        from .display import result_html
+        return result_html(self, tokenizer, row)
+
+    def _repr_html_(self):
+        from .display import result_html
+        return result_html(self, None, None)

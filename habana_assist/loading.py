@@ -28,6 +28,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _core
+from . import progress as _progress
 from .configuration import PretrainedConfig
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
@@ -224,10 +225,12 @@ class _Rows:
 
 
 class _Stored(_Rows):
-    """A tensor in an open safetensors file; file (SafetensorsFile), offset (of its data in the file)."""
+    """A tensor in an open safetensors file; file (SafetensorsFile), offset (of its data in the file); meter(n),
+    if given, is told the bytes of each read."""
 
-    def __init__(self, file, name):
+    def __init__(self, file, name, meter=None):
         dtype, self.shape, _, _ = file.entries[name]
+        self.meter = meter
         self.file, self.name, self.element = file, name, DTYPES[dtype]
         self.offset = file.offset(name)
         self.rows = self.shape[0] if self.shape else 1
@@ -235,6 +238,8 @@ class _Stored(_Rows):
 
     def read(self, start, stop, out):
         self.file.read_into(out, self.offset + start * self.row_bytes, self.name)
+        if self.meter is not None:
+            self.meter(out.nbytes)
 
 
 class _Transposed(_Rows):
@@ -321,7 +326,7 @@ def _convert(name, array, source, target):
     return np.ascontiguousarray(result)
 
 
-def load_checkpoint(directory, dtype=None, repack=True):
+def load_checkpoint(directory, dtype=None, repack=True, progress=None):
     """Load config.json and the weights of a checkpoint directory of any supported family -> Checkpoint.
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
@@ -336,7 +341,8 @@ def load_checkpoint(directory, dtype=None, repack=True):
     out), they are held transposed to the core's (out, in), so they are always copies. With tie_word_embeddings,
     weights["lm_head.weight"] is the embedding's Weight object itself. Every matrix Weight is (out, in): cols is
     the input features. GPT-2 tensors are found with or without the "transformer." prefix (GPT2LMHeadModel saves
-    it, the original gpt2 files do not) and kept under the prefixed names.
+    it, the original gpt2 files do not) and kept under the prefixed names. progress: a bar over the bytes of
+    weights read (progress.py: None shows one from progress.MIN_BYTES).
     Raises CheckpointNotFoundError, CheckpointError (also when a file changes while it is read),
     UnsupportedModelError or InvalidInputError.
     """
@@ -348,7 +354,7 @@ def load_checkpoint(directory, dtype=None, repack=True):
     config = PretrainedConfig.from_pretrained(directory)
     files, origin = open_checkpoint(directory)
     try:
-        weights, float_dtype = _load_weights(directory, config, files, origin, target, repack)
+        weights, float_dtype = _load_weights(directory, config, files, origin, target, repack, progress)
         for f in files.values():  # a file rewritten in place meanwhile (same size) could have given mixed bytes
             f.check_unchanged()
     finally:
@@ -382,7 +388,7 @@ def _file_names(directory, config, origin, searched):
                           "model — re-download it")
 
 
-def _load_weights(directory, config, files, origin, target, repack):
+def _load_weights(directory, config, files, origin, target, repack, progress=None):
     """-> ({HF tensor name: Weight}, the model's float dtype) for load_checkpoint, from the open files."""
     searched = ", ".join(sorted(files)) or "the checkpoint's safetensors files (no tensors)"
     if config.num_hidden_layers > len(origin):  # each layer has tensors; and expected_weights lists every one
@@ -390,8 +396,22 @@ def _load_weights(directory, config, files, origin, target, repack):
                               f"{searched} hold only {len(origin)} tensors; the weights and config.json do not "
                               "match — use the config.json saved with these weights")
     stored_name = _file_names(directory, config, origin, searched)
+    specs = expected_weights(config)
+    stored = [files[origin[n]].entries[n] for n in map(stored_name, (s.name for s in specs)) if n in origin]
+    total = sum(end - begin for _, _, begin, end in stored)  # bytes of weights this load reads
+    meter = _progress.bar(progress, total, _progress.MIN_BYTES, total, f"loading {os.path.basename(directory)}", "B")
+    try:
+        return _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched,
+                           meter.update if meter else None)
+    finally:
+        if meter is not None:
+            meter.close()
+
+
+def _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched, meter):
+    """_load_weights' loop over the expected tensors; meter(n) is told the bytes read."""
     weights = {}
-    for spec in expected_weights(config):
+    for spec in specs:
         name = stored_name(spec.name)
         if name not in origin:
             hint = (" (or, if this model ties its output layer to the embedding, set \"tie_word_embeddings\": "
@@ -410,7 +430,7 @@ def _load_weights(directory, config, files, origin, target, repack):
             raise CheckpointError(f"{where} has shape {list(shape)} but config.json ({fields}) expects "
                                   f"{list(expected)}; the weights and config.json do not match — use the "
                                   "config.json saved with these weights")
-        weights[spec.name] = _load_one(spec, _Stored(file, name), file, config, target, repack)
+        weights[spec.name] = _load_one(spec, _Stored(file, name, meter), file, config, target, repack)
         if spec.role == "embed":
             float_dtype = target if target is not None and target not in _INTEGER else _STORED[stored]
     return weights, float_dtype
@@ -431,6 +451,8 @@ def _load_one(spec, tensor, file, config, target, repack):
     if spec.is_matrix and held == source and not repack and not spec.transposed:
         # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file
         # truncated meanwhile is caught by check_unchanged() before anything reads the map.
+        if tensor.meter is not None:
+            tensor.meter(tensor.rows * tensor.row_bytes)
         return Weight(file.view(tensor.name), held, tensor.shape[1])
     if spec.is_matrix and repack and not row_read:
         return _pack(tensor, source, held)

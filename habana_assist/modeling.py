@@ -28,6 +28,7 @@ from .streamers import stop_streamer
 from .tensors import convert_output, to_numpy
 from . import universal as _universal
 from . import external as _external
+from . import progress as _progress
 
 _seed_source = np.random.default_rng()
 
@@ -64,6 +65,15 @@ def set_num_threads(n):
 def get_num_threads():
     return _core.get_num_threads()
 
+
+
+def _metered(on_tokens, meter):
+    """The token callback with a progress bar told each decided token (on_tokens may be None)."""
+    def told(row, tokens):
+        meter.update(len(tokens))
+        if on_tokens is not None:
+            on_tokens(row, tokens)
+    return told
 
 @dataclass
 class CausalLMOutput(ModelOutput):
@@ -387,7 +397,7 @@ class LlamaForCausalLM:
         return convert_output(CausalLMOutput(logits=logits, past_key_values=cache), kind)
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
-                 logits_processor=None, stopping_criteria=None, tokenizer=None, **kwargs):
+                 logits_processor=None, stopping_criteria=None, tokenizer=None, progress=None, **kwargs):
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
         -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
@@ -423,12 +433,16 @@ class LlamaForCausalLM:
         streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
         then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only.
         If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is told
-        (stop_streamer: its stop(error), or end()) so that nobody waits on it forever."""
+        (stop_streamer: its stop(error), or end()) so that nobody waits on it forever.
+
+        progress (ours): a tqdm bar over the new tokens (progress.py): None (the default) shows one for a call of
+        1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the environment turns that
+        off), True always, False never."""
         if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
             raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
         try:
             result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
-                                    logits_processor, stopping_criteria, tokenizer, kwargs)
+                                    logits_processor, stopping_criteria, tokenizer, progress, kwargs)
         except BaseException as error:
             if streamer is not None:
                 stop_streamer(streamer, error)
@@ -461,7 +475,7 @@ class LlamaForCausalLM:
         return gc
 
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
-                  stopping_criteria, tokenizer, kwargs):
+                  stopping_criteria, tokenizer, progress, kwargs):
         """generate() up to the streamer's end (or stop)."""
         kwargs = dict(kwargs)
         if assistant_model is not None and not isinstance(assistant_model, LlamaForCausalLM) and \
@@ -562,55 +576,65 @@ class LlamaForCausalLM:
         if streamer is not None:
             streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
         on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-        ctx = None if universal else self._context(B, need)
-        out = np.empty((B, max_new), dtype=np.int32)
-        scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-        logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
-        procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
-                                logits)
-        common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
-                  bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
-                  float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
-        extra = {}
-        if universal:
-            out[:], steps, extra, k_final = _universal.generate(
-                self, assistant_model, tokenizer, assistant_tokenizer, gc, procs, ids, real, max_new, min_new, eos, pad,
-                seed, max_time, procs[21], on_tokens, scores, logits)
-            if gc.num_assistant_tokens_schedule == "heuristic":
-                assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
-        elif not assisted:
-            steps = _core.generate(ctx, *common, out, scores, on_tokens)
-        else:
-            if early_exit is not None:
-                draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
-            elif assistant_model is not None:
-                draft_ctx = assistant_model._context(B, need, draft=True)
+        # a bar for long calls: by size, never time (streamed text is its own progress)
+        meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
+                              "generating", "tok")
+        if meter is not None:
+            on_tokens = _metered(on_tokens, meter)
+        with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
+            ctx = None if universal else self._context(B, need)
+            out = np.empty((B, max_new), dtype=np.int32)
+            scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+            logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
+            sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
+            procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
+                                    logits)
+            common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
+                      bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
+                      float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
+            extra = {}
+            if universal:
+                out[:], steps, extra, k_final = _universal.generate(
+                    self, assistant_model, tokenizer, assistant_tokenizer, gc, procs, ids, real, max_new, min_new, eos, pad,
+                    seed, max_time, procs[21], on_tokens, scores, logits, sources)
+                if gc.num_assistant_tokens_schedule == "heuristic":
+                    assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            elif not assisted:
+                steps = _core.generate(ctx, *common, out, scores, sources, on_tokens)
             else:
-                draft_ctx = None
-            costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
-                if gc.num_assistant_tokens_schedule == "cost" else (None, None)
-            proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-            steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds = _core.generate_assisted(
-                ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
-                SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
-                ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, on_tokens)
-            drafter = self if early_exit is not None else assistant_model
-            if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
-                drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
-            used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-            extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                         num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
-                         accepted_per_position=accepted[:used])
-        if _external.is_external(self):
-            extra["num_narrow_margins"] = self.narrow_margins
-        sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
-        if not gc.return_dict_in_generate:
-            return convert_output(sequences, kind)
-        if logits is not None:
-            extra["logits"] = tuple(logits[:steps])
-        return convert_output(GenerateDecoderOnlyOutput(
-            sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra), kind)
+                if early_exit is not None:
+                    draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
+                elif assistant_model is not None:
+                    draft_ctx = assistant_model._context(B, need, draft=True)
+                else:
+                    draft_ctx = None
+                costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
+                    if gc.num_assistant_tokens_schedule == "cost" else (None, None)
+                proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
+                steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds = _core.generate_assisted(
+                    ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
+                    SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
+                    ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
+                    int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens)
+                drafter = self if early_exit is not None else assistant_model
+                if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
+                    drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
+                used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+                extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                             num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
+                             accepted_per_position=accepted[:used])
+            if _external.is_external(self):
+                extra["num_narrow_margins"] = self.narrow_margins
+            sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
+            if not gc.return_dict_in_generate:
+                return convert_output(sequences, kind)
+            if logits is not None:
+                extra["logits"] = tuple(logits[:steps])
+            result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
+                                               else None, token_sources=np.ascontiguousarray(sources[:, :steps]), **extra)
+            # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
+            result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
+            return convert_output(result, kind)
 
     def _context(self, batch_size, capacity, draft=False):
         """The core's model interface and cache for one generate() call, as target or draft (external.py's
@@ -717,7 +741,8 @@ class AutoModelForCausalLM:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, **kwargs):
+                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, progress=None,
+                        **kwargs):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         Transformers' loading arguments that change nothing here are accepted with those values only (see
@@ -746,7 +771,11 @@ class AutoModelForCausalLM:
         index order. On the measured machine (1.1B shape, bfloat16) decode ran 1.1-1.2x and verification of
         8 tokens 1.1-1.3x as fast as with row-major weights. repack=False keeps float weights row-major, as
         stored (views of the file's memory map: no copy at load, pages shared between processes), with
-        kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only."""
+        kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only.
+
+        progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
+        one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
+        False never."""
         _check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
             raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
@@ -765,7 +794,7 @@ class AutoModelForCausalLM:
         if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
-                                     repack)
+                                     repack, progress)
         return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
 
 

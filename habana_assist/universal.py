@@ -34,6 +34,7 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidInputError, UnsupportedModelError
+from .generation import TokenSource
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
 
@@ -208,9 +209,9 @@ def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
 # ---- the loop ----------------------------------------------------------------------------------------------
 
 def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, eos, pad, seed, max_time,
-             stop_fn, on_tokens, scores_out, logits_out):
+             stop_fn, on_tokens, scores_out, logits_out, sources=None):
     """Universal assisted generation of ids int32 (B, S) (left-padded, real tokens per row in `real`), row by
-    row. Writes scores_out / logits_out (max_new, B, V) where given. -> (out int32 (B, max_new), steps, stats
+    row. Writes scores_out / logits_out (max_new, B, V) and sources (B, max_new) (TokenSource) where given. -> (out int32 (B, max_new), steps, stats
     dict of GenerateDecoderOnlyOutput's assisted fields, the final K)."""
     B, S = ids.shape
     V = target.vocab_size
@@ -333,6 +334,9 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             for j in range(kept):
                 at = int(generated[b]) + j
                 out[b, at] = chosen[j]
+                if sources is not None:
+                    sources[b, at] = TokenSource.ACCEPTED if j < n else TokenSource.PLAIN if k == 0 else \
+                        TokenSource.BONUS if n == k else TokenSource.CORRECTED
                 if scores_out is not None:
                     scores_out[at, b] = logits[j]
                 if logits_out is not None:

@@ -33,19 +33,19 @@ def test_core_generate_refuses_buffers_whose_shape_disagrees_even_when_sizes_wra
     huge = 2 ** 62 + 1  # 4 * huge wraps to 4 bytes: a one-element buffer must still be refused
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
         _core.generate(ctx, prompt, start, huge, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 1), np.int32), None,
-                       None)
+                       None, None)
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
         _core.generate(ctx, prompt, start, 4, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 3), np.int32), None,
-                       None)
+                       None, None)
     out = np.zeros((1, 4), np.int32)
-    assert _core.generate(ctx, prompt, start, 4, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, out, None, None) == 4
+    assert _core.generate(ctx, prompt, start, 4, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, out, None, None, None) == 4
 
 
 def test_core_generate_refuses_more_new_tokens_than_the_cache_holds(model):
     ctx = _core.Context(model._core, 1, 8)
     with pytest.raises(ha.InvalidInputError, match="cache capacity"):
         _core.generate(ctx, np.array([[1]], np.int32), np.zeros(1, np.int64), 9, 0, np.zeros(0, np.int32), 0, False,
-                       1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 9), np.int32), None, None)
+                       1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 9), np.int32), None, None, None)
 
 
 def test_a_model_or_context_cannot_be_initialized_twice(model):

@@ -930,8 +930,8 @@ static PyTypeObject ContextType = {
 /* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
  * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
  * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, max_time (seconds, 0: none),
- * procs (a tuple, below), then (at the end) out int32 (B, N), scores float32 (N, B, V) | None and
- * callback(row, tokens) | None.
+ * procs (a tuple, below), then (at the end) out int32 (B, N), scores float32 (N, B, V) | None, sources uint8
+ * (B, N) | None (how each new token was decided: ha_token_source) and callback(row, tokens) | None.
  * procs = (sequence_bias (tokens int32, offsets int64, values float32), no_repeat_ngram_size,
  *          bad_words (tokens int32, offsets int64), forced_bos int32 (k,), forced_eos int32 (k,), forced_eos_step,
  *          remove_invalid_values, decay_factor, decay_start, suppress int32 (k,), begin_suppress int32 (k,),
@@ -939,7 +939,7 @@ static PyTypeObject ContextType = {
  *          logits_fn | None, stop_fn | None, logits_out float32 (N, B, V) | None, no_cache)
  * (ha.h's ha_sampling_params and ha_generate_params say what each means; empty arrays mean none.) */
 enum { G_PROMPT, G_START, G_EOS, G_OUT, G_SCORES, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, G_BAD_TOK, G_BAD_OFF, G_BOS,
-       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_NBUF };
+       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_SOURCES, G_NBUF };
 
 typedef struct gen_args {
     Py_buffer buf[G_NBUF];
@@ -1045,7 +1045,7 @@ static int take_sampling(gen_args *g, long long min_new, PyObject *eos_o, int do
 static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long long max_new, long long min_new,
                     PyObject *eos_o, int pad, int do_sample, double temperature, long long top_k, double top_p,
                     double rep, unsigned long long seed, double max_time, PyObject *procs_o, PyObject *out_o,
-                    PyObject *scores_o, PyObject *cb_o, int64_t B, int64_t V) {
+                    PyObject *scores_o, PyObject *src_o, PyObject *cb_o, int64_t B, int64_t V) {
     PyObject *stop_fn, *lout_o;
     int no_cache;
     ha_sampling_params sp;
@@ -1053,15 +1053,17 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
                       &lout_o, &no_cache) ||
         take_buf(g, G_PROMPT, prompt_o, "i", 0, 0, "prompt") || take_buf(g, G_START, start_o, "q", 0, 0, "start") ||
         take_buf(g, G_OUT, out_o, "i", 1, 0, "out") || take_buf(g, G_SCORES, scores_o, "f", 1, 1, "scores") ||
-        take_buf(g, G_LOGITS, lout_o, "f", 1, 1, "logits_out"))
+        take_buf(g, G_LOGITS, lout_o, "f", 1, 1, "logits_out") || take_buf(g, G_SOURCES, src_o, "B", 1, 1, "sources"))
         goto fail;
     const Py_buffer *pr = &g->buf[G_PROMPT], *st = &g->buf[G_START], *out = &g->buf[G_OUT];
     const Py_buffer *sc = (g->held & (1 << G_SCORES)) ? &g->buf[G_SCORES] : NULL;
     const Py_buffer *lo = (g->held & (1 << G_LOGITS)) ? &g->buf[G_LOGITS] : NULL;
+    const Py_buffer *so = (g->held & (1 << G_SOURCES)) ? &g->buf[G_SOURCES] : NULL;
     if (max_new < 1 || pr->ndim != 2 || pr->shape[0] != B || st->ndim != 1 || st->shape[0] != B || out->ndim != 2 ||
         out->shape[0] != B || out->shape[1] != max_new ||
         (sc && (sc->ndim != 3 || sc->shape[0] != max_new || sc->shape[1] != B || sc->shape[2] != V)) ||
-        (lo && (lo->ndim != 3 || lo->shape[0] != max_new || lo->shape[1] != B || lo->shape[2] != V))) {
+        (lo && (lo->ndim != 3 || lo->shape[0] != max_new || lo->shape[1] != B || lo->shape[2] != V)) ||
+        (so && (so->ndim != 2 || so->shape[0] != B || so->shape[1] != max_new))) {
         PyErr_Format(InvalidInputError, "generate: buffer shapes disagree with batch %lld, max_new_tokens %lld", (long long)B,
                      max_new);
         goto fail;
@@ -1075,7 +1077,7 @@ static int take_gen(gen_args *g, PyObject *prompt_o, PyObject *start_o, long lon
         .max_new_tokens = max_new, .eos = sp.eos, .n_eos = sp.n_eos, .pad_token_id = pad, .max_time = max_time,
         .sampling = sp, .on_tokens = cb_o != Py_None ? call_python : NULL, .user = &g->cb,
         .should_stop = stop_fn != Py_None ? call_stop : NULL, .stop_user = &g->cb,
-        .logits_out = lo ? lo->buf : NULL, .no_cache = no_cache,
+        .logits_out = lo ? lo->buf : NULL, .sources = so ? so->buf : NULL, .no_cache = no_cache,
     };
     return 0;
 fail:
@@ -1095,18 +1097,18 @@ fail:
     double g_temperature, g_top_p, g_rep, g_max_time;                                                          \
     unsigned long long g_seed
 
-/* generate(ctx, <generation arguments>, out, scores, callback) -> steps taken; see gen_args. */
+/* generate(ctx, <generation arguments>, out, scores, sources, callback) -> steps taken; see gen_args. */
 static PyObject *py_generate(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *ctx_o, *out_o, *scores_o, *cb_o;
+    PyObject *ctx_o, *out_o, *scores_o, *src_o, *cb_o;
     GEN_DECLARE;
     gen_args g = { .held = 0 };
-    if (!PyArg_ParseTuple(args, "O!" GEN_FORMAT "OOO", &ContextType, &ctx_o, GEN_ARGS(g_), &out_o, &scores_o, &cb_o))
+    if (!PyArg_ParseTuple(args, "O!" GEN_FORMAT "OOOO", &ContextType, &ctx_o, GEN_ARGS(g_), &out_o, &scores_o, &src_o, &cb_o))
         return NULL;
     ContextObject *ctx = (ContextObject *)ctx_o;
     if (!ctx_lm(ctx)) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = ctx_lm(ctx);
-    if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
+    if (take_gen(&g, GEN_VALUES, out_o, scores_o, src_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
     PyObject *result = NULL;
     if (enter(ctx) == 0) {
         ha_status st;
@@ -1129,12 +1131,12 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
  *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size,
  *                   draft_costs float64 (n,) | None, target_costs float64 (m,) | None (the cost schedule's: a draft
  *                   step for 1 .. n rows, a target append of 1 .. m tokens), out, scores,
- *                   proposed_at int64 (N,), accepted_at int64 (N,), callback)
+ *                   proposed_at int64 (N,), accepted_at int64 (N,), sources, callback)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
  *     num_rounds) */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *cb_o, *result = NULL;
+    PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *src_o, *cb_o, *result = NULL;
     GEN_DECLARE;
     long long K, pl_num, pl_ngram;
     int schedule, acceptance, entered = 0;
@@ -1142,9 +1144,9 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     gen_args g = { .held = 0 };
     Py_buffer prop = { 0 }, acc = { 0 }, dcosts = { 0 }, tcosts = { 0 };
     int stats_held = 0;
-    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
                           &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &dcosts_o, &tcosts_o, &out_o, &scores_o,
-                          &prop_o, &acc_o, &cb_o))
+                          &prop_o, &acc_o, &src_o, &cb_o))
         return NULL;
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
@@ -1154,7 +1156,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     }
     if (!ctx_lm(tctx) || (dctx && !ctx_lm(dctx))) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = ctx_lm(tctx), *dlm = dctx ? ctx_lm(dctx) : NULL;
-    if (take_gen(&g, GEN_VALUES, out_o, scores_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
+    if (take_gen(&g, GEN_VALUES, out_o, scores_o, src_o, cb_o, lm->n_seq, lm->vocab_size) != 0) return NULL;
     if (get_buffer(prop_o, "q", 1, "proposed_at", &prop) != 0) goto cleanup;
     stats_held |= 1;
     if (get_buffer(acc_o, "q", 1, "accepted_at", &acc) != 0) goto cleanup;
