@@ -2095,9 +2095,12 @@ static void test_assisted_cost_schedule_edges(void) {
     for (int c = 0; c < 2; c++) {
         for (int64_t n_new = 1; n_new <= N; n_new++) {
             int64_t proposed[6] = { 0 }, accepted[6] = { 0 }, steps = -1;
+            uint8_t sources[2 * 6];
+            memset(sources, 0xff, sizeof sources);
             ha_assist_params ap = { .gen = gen_params(n_new, greedy_params()), .num_assistant_tokens = 20,
                                     .schedule = HA_SCHEDULE_COST, .draft_costs = c ? free_drafts : dear,
                                     .n_draft_costs = 1, .target_costs = flat, .n_target_costs = c ? 3 : 2 };
+            ap.gen.sources = sources;
             ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
             ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
             CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, &stats));
@@ -2107,6 +2110,14 @@ static void test_assisted_cost_schedule_edges(void) {
                 for (int64_t i = 0; i < steps; i++)
                     CHECK(got[b * n_new + i] == plain[b * N + i], "costs %d, max_new_tokens=%lld: row %d step %lld expected "
                           "%d, got %d", c, (long long)n_new, b, (long long)i, plain[b * N + i], got[b * n_new + i]);
+            /* how each token was decided: dear drafts, plain decoding; free ones, every draft accepted and the
+             * target's bonus token last (nothing to draft when one token is left: plain) */
+            for (int b = 0; b < 2 && steps == n_new; b++)
+                for (int64_t i = 0; i < n_new; i++) {
+                    const int want = !c || n_new == 1 ? HA_SOURCE_PLAIN : i < n_new - 1 ? HA_SOURCE_ACCEPTED : HA_SOURCE_BONUS;
+                    CHECK(sources[b * n_new + i] == want, "costs %d, max_new_tokens=%lld: row %d token %lld: source %d, "
+                          "expected %d", c, (long long)n_new, b, (long long)i, sources[b * n_new + i], want);
+                }
             if (!c) {
                 CHECK(stats.num_draft_tokens == 0 && stats.num_draft_passes == 0 && stats.num_target_passes == 2 * n_new,
                       "drafts dearer than they gain: expected plain decoding (0 drafts, %lld passes), got %lld drafts in "
