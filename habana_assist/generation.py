@@ -832,7 +832,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
     measured disagreement between a chunked and a one-token forward (0 where that is 0: external.py).
-    token_sources: np.uint8 (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
+    token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
+    (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
     decoding, NONE where the row had stopped). Its ACCEPTED count is num_accepted_tokens; each round ends in
     one target token (PLAIN, CORRECTED or BONUS) unless eos or max_new_tokens cut it.
@@ -854,8 +855,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
     num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap): external.py
-    token_sources: Optional[np.ndarray] = None
-    _tokenizer = None  # the view's tokenizer, or a checkpoint path to load it from (not a field)
+    # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
+    # has exactly the keys sequences and scores)
+    token_sources = None  # np.uint8 (batch, new tokens), see above
+    _tokenizer = None  # the view's tokenizer, or a checkpoint path to load it from
 
     def __repr__(self):
         """Short: shapes and counts, never the arrays' contents."""
@@ -868,6 +871,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
                 parts.append(f"{name}=<{len(v)} steps>")
             else:
                 parts.append(f"{name}={v!r}")
+        if self.token_sources is not None:
+            parts.append(f"token_sources=<{self.token_sources.dtype} {tuple(self.token_sources.shape)}>")
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def to_html(self, tokenizer=None, row=0):

@@ -631,7 +631,8 @@ class LlamaForCausalLM:
             if logits is not None:
                 extra["logits"] = tuple(logits[:steps])
             result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
-                                               else None, token_sources=np.ascontiguousarray(sources[:, :steps]), **extra)
+                                               else None, **extra)
+            result.token_sources = np.ascontiguousarray(sources[:, :steps])
             # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
             result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
             return convert_output(result, kind)
