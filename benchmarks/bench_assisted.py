@@ -152,6 +152,45 @@ def shipped_schedules(target, draft, tok, n_new, repeats):
     return rows, costs, t_prefill / t_plain
 
 
+def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
+    """Table 3: batch 1, sampled (temperature 0.8, the given top_k), plain against rejection and coupled assisted
+    sampling (constant K = 4, confidence threshold 0.4: issue 21's setting), on the demo's 4 held-out prompts x
+    `seeds` seeds; figures as table 1's, summed over all the calls."""
+    prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
+    base = dict(max_new_tokens=n_new, eos_token_id=[], do_sample=True, temperature=0.8, top_k=top_k)
+    assist = dict(assistant_model=draft, num_assistant_tokens=4, num_assistant_tokens_schedule="constant",
+                  assistant_confidence_threshold=0.4)
+    modes = {"plain": {}, "rejection": dict(assist, assisted_sampling="rejection"),
+             "coupled": dict(assist, assisted_sampling="coupled")}
+    costs = target.assisted_costs(draft)
+    calls = {}
+    for i, ids in enumerate(prompts):
+        calls["prefill", i] = lambda ids=ids: target.generate(ids, max_new_tokens=1)
+        calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
+        for seed in range(seeds):
+            for name, kw in modes.items():
+                calls[name, i, seed] = lambda ids=ids, kw=kw, seed=seed: target.generate(ids, seed=seed, **base, **kw)
+    best = interleaved(calls, repeats)
+    t_prefill = seeds * sum(best["prefill", i] for i in range(len(prompts)))
+    t_prefill_a = t_prefill + seeds * sum(best["draft prefill", i] for i in range(len(prompts)))
+    n_all = n_new * len(prompts) * seeds
+    t_plain = sum(best["plain", i, seed] for i in range(len(prompts)) for seed in range(seeds))
+    rows = [dict(case="plain", gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain, speed_gen=1.0, speed_e2e=1.0,
+                 a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"), same=True)]
+    for name, kw in list(modes.items())[1:]:
+        results = [(target.generate(ids, seed=seed, return_dict_in_generate=True, **base, **kw),
+                    target.generate(ids, seed=seed, **base)) for ids in prompts for seed in range(seeds)]
+        t_all = sum(best[name, i, seed] for i in range(len(prompts)) for seed in range(seeds))
+        speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
+        ideal = n_all * costs.target[0] / sum(ideal_time(r, costs) for r, _ in results)
+        rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
+                         speed_e2e=t_plain / t_all,
+                         a=sum(r.num_accepted_tokens for r, _ in results) / max(sum(r.num_draft_tokens for r, _ in results), 1),
+                         per_round=n_all / sum(r.num_rounds for r, _ in results), ideal=ideal, meas_ideal=speed_gen / ideal,
+                         same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None))
+    return rows
+
+
 def shipped_batches(target, draft, tok, n_new, repeats, batches):
     """Table 2: batches of held-out prompts, plain and assisted."""
     tok.padding_side = "left"
@@ -204,6 +243,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="32 new tokens, 2 repeats, batches 1 and 8")
     ap.add_argument("--callbacks", action="store_true", help="also the cost of Python callbacks in the loop")
     ap.add_argument("--random", action="store_true", help="also the random TinyLlama-shape target (slow)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per prompt of the sampled table")
+    ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
+    ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
     args = ap.parse_args()
     n_new, repeats, batches = args.new_tokens, args.repeats, (1, 2, 4, 8)
     if args.quick:
@@ -216,6 +258,9 @@ def main():
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
           f"shipped pair (pycode float32 + pycode-draft), greedy, {n_new} new tokens per row, best of {repeats} "
           "interleaved rounds")
+    if args.sampling_only:
+        print_sampling(target, draft, tok, n_new, repeats, args)
+        return
     rows, costs, prefill_share = shipped_schedules(target, draft, tok, n_new, repeats)
     t1 = costs.target[0]
     print(f"\n1. batch 1, the demo's 4 held-out prompts. Measured costs (position 256): draft step "
@@ -245,6 +290,7 @@ def main():
     print(f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
           f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}")
 
+    print_sampling(target, draft, tok, n_new, repeats, args)
     if args.callbacks:
         ids = tok(demo_prompts(1, 30)[0][1], return_tensors="np")["input_ids"]
         callbacks = measure_callbacks(target, draft, tok, ids, n_new, args.k, repeats)
@@ -257,6 +303,21 @@ def main():
                   f"{r['stop_strings']:17.2f} {r['none'] / r['stop_strings'] - 1:7.1%}")
     if args.random:
         random_rows(args)
+
+
+def print_sampling(target, draft, tok, n_new, repeats, args):
+    rows = shipped_sampling(target, draft, tok, n_new, repeats, args.seeds, args.top_k)
+    print(f"\n3. batch 1, sampled (temperature 0.8, top_k {args.top_k}; K = 4, threshold 0.4), the demo's 4 held-out "
+          f"prompts x {args.seeds} seeds; same: coupled equals plain sampling")
+    print(f"  {'case':12s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
+          f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
+    for r in rows:
+        print(f"  {r['case']:12s} {str(r['same'] if r['same'] is not None else '-'):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
+              f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} {r['ideal']:7.2f} "
+              f"{r['meas_ideal']:10.2f}")
+    for r in rows[1:]:
+        print(f"  target ({r['case']}): measured over ideal {pass_fail(r['meas_ideal'], 0.9)}; faster than plain "
+              f"where the ideal says so: {r['speed_gen'] > 1.0 or r['ideal'] <= 1.0}")
 
 
 def random_rows(args):

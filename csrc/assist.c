@@ -42,6 +42,7 @@ typedef struct row_state {
     float **p;           /* (max_new + 1,) position L + j's processed target scores */
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
+    ha_normalizer *qn;         /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -55,6 +56,7 @@ typedef struct buffers {
     int64_t cap_p, cap_raw, cap_q;
     struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
     double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
+    ha_normalizer *qn;                   /* (B, max_new) row_state.qn */
 } buffers;
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
@@ -262,6 +264,12 @@ static void count_acceptance(cost_model *c, acceptance *row, const double *conf,
     }
 }
 
+/* Whether the draft's candidates need q's normalization: for their probability (the cost schedule, the confidence
+ * threshold) or for rejection sampling's acceptance step, which then reads it from row_state.qn. */
+static int norm_q(const ha_assist_params *p, const cost_model *cost) {
+    return cost || p->confidence_threshold > 0 || (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION);
+}
+
 /* The model draft for every row with k_max > 0, together: step 0 appends each such row's tokens the draft has
  * not seen (its catch-up; at the first round its prompt), step s > 0 the candidate each row still drafting
  * chose at step s - 1; one append per step over the rows still drafting. A row stops after k_cap candidates (the
@@ -311,7 +319,12 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                                "weights", (long long)pos, r->row);
             r->tok[pos] = x;
             r->k = s + 1;
-            const double conf = cost || p->confidence_threshold > 0 ? ha_softmax_at(qs, V, x) : 1.0;
+            /* one pass of exps over q, for the confidence and the acceptance step alike */
+            double conf = 1.0;
+            if (norm_q(p, cost)) {
+                r->qn[s] = ha_softmax_norm(qs, V);
+                conf = ha_norm_at(qs, V, r->qn[s], x);
+            }
             if (cost) { /* the chance that this candidate and every one before it is accepted */
                 r->conf[s] = conf;
                 r->all_accepted *= conf_rate(cost, conf);
@@ -343,10 +356,11 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     }
     for (; n < k; n++) {
         int32_t x = r->tok[L + n];
-        double px = ha_softmax_at(r->p[n], V, x), qx = ha_softmax_at(r->q[n], V, x);
+        const ha_normalizer np = ha_softmax_norm(r->p[n], V);
+        double px = ha_norm_at(r->p[n], V, np, x), qx = ha_norm_at(r->q[n], V, r->qn[n], x);
         double u = ha_rng_uniform(p->gen.sampling.seed, row, (uint32_t)(L + n), HA_RNG_ACCEPT, 0);
         if (!(qx > 0.0) || u > px / qx) { /* q(x) = 0 cannot come from the draft; reject it if it does */
-            *next = ha_sample_residual(sampler, r->p[n], r->q[n], row, (uint32_t)(L + n));
+            *next = ha_sample_residual(sampler, r->p[n], np, r->q[n], r->qn[n], row, (uint32_t)(L + n));
             return n;
         }
     }
@@ -565,10 +579,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                   .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
     b.acceptance = calloc((size_t)B, sizeof(*b.acceptance));
     b.conf = ha_malloc_array((size_t)B, (size_t)N, sizeof(double));
+    b.qn = ha_malloc_array((size_t)B, (size_t)N, sizeof(ha_normalizer));
     row_state *rows = calloc((size_t)B, sizeof(row_state));
     int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
     float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
-    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
+    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -585,6 +600,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         r->raw = p->gen.logits_out ? r->p + N + 1 : NULL;
         r->q = r->p + 2 * N + 2;
         r->conf = b.conf + i * N;
+        r->qn = b.qn + i * N;
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
             b.seq[n] = (int32_t)i;
@@ -626,6 +642,7 @@ cleanup:
     free(b.Q);
     free(b.acceptance);
     free(b.conf);
+    free(b.qn);
     free(rows);
     free(tok);
     free(ptrs);

@@ -23,11 +23,22 @@ static void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
     }
 }
 
-double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
+/* The 53 random bits of the uniform (seed, row, position, purpose, index). */
+static uint64_t rng_bits(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
     uint32_t c[4] = { index, position, row, purpose };
     philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
-    uint64_t bits = ((uint64_t)c[0] << 32 | c[1]) >> 11; /* 53 bits */
-    return ((double)bits + 0.5) * 0x1p-53;               /* in (0, 1), never 0 or 1 */
+    return ((uint64_t)c[0] << 32 | c[1]) >> 11;
+}
+
+/* The uniform in (0, 1) of 53 bits: (bits + 1/2) 2^-53, never 0; its rounding would give 1 for the largest bits
+ * (where -log(-log u) would be +inf: that token would win whatever its score), so the largest is 1 - 2^-53. */
+static double bits_uniform(uint64_t bits) {
+    const double u = ((double)bits + 0.5) * 0x1p-53;
+    return u < 1.0 ? u : 0x1.fffffffffffffp-1;
+}
+
+double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
+    return bits_uniform(rng_bits(seed, row, position, purpose, index));
 }
 
 typedef struct scored { float v; int32_t i; } scored;
@@ -269,13 +280,37 @@ static void force(float *scores, int64_t vocab, const int32_t *t, int64_t n) {
 }
 
 /* Transformers' TopKLogitsWarper: keep scores >= the k-th largest (ties with it are kept). */
+/* Whether score a ranks below b in top_k's order: NaN lowest (as never kept), then by value. */
+static int below(float a, float b) {
+    return isnan(a) ? !isnan(b) : a < b;
+}
+
+/* Transformers' TopKLogitsWarper: scores below the k-th highest go (ties with it stay). The k-th highest is
+ * found with a min-heap of the k highest seen, O(V log k): most scores fall below the heap's least at once. */
 static void top_k(ha_sampler *s, float *scores) {
     int64_t V = s->vocab, k = s->p.top_k;
     if (k <= 0 || k >= V) return;
-    for (int64_t i = 0; i < V; i++) s->pairs[i] = (scored){ scores[i], (int32_t)i };
-    /* Partial selection would do; a full sort of V floats is simple and off the model's hot path. */
-    qsort(s->pairs, (size_t)V, sizeof(scored), cmp_scored);
-    float kth = s->pairs[V - k].v;
+    scored *heap = s->pairs; /* heap[0 .. k).v: a min-heap in `below` order */
+    for (int64_t i = 0; i < V; i++) {
+        const float v = scores[i];
+        int64_t at;
+        if (i < k) { /* sift up */
+            for (at = i; at > 0 && below(v, heap[(at - 1) / 2].v); at = (at - 1) / 2) heap[at].v = heap[(at - 1) / 2].v;
+        } else if (below(heap[0].v, v)) { /* replaces the least: sift down */
+            for (at = 0;;) {
+                int64_t c = 2 * at + 1;
+                if (c >= k) break;
+                if (c + 1 < k && below(heap[c + 1].v, heap[c].v)) c++;
+                if (!below(heap[c].v, v)) break;
+                heap[at].v = heap[c].v;
+                at = c;
+            }
+        } else {
+            continue;
+        }
+        heap[at].v = v;
+    }
+    const float kth = heap[0].v;
     for (int64_t i = 0; i < V; i++)
         if (scores[i] < kth) scores[i] = -INFINITY;
 }
@@ -422,12 +457,30 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
             }
         return best;
     }
-    double bv = -INFINITY;
+    /* argmax_i scores[i] - log(-log(u_i)) over the tokens not removed (nor NaN), the first on ties; the keys are
+     * computed (two logs each) only for tokens that can still win. With the uniform's bits r and c = 2^53 - r >= 1,
+     * u as computed (bits_uniform) has 1 - u >= c 2^-54, so -log(-log u) <= -log(1 - u) <= (54 - floor(log2 c)) ln 2
+     * (as -log u >= 1 - u), and at most 54 ln 2 for any noise. So a token whose
+     * score plus that bound (and a margin far above the logs' rounding) is below the best key so far cannot
+     * win, and its key is never needed: the result is the full pass's, bit for bit. The highest score goes
+     * first, so that the best key is high from the start. */
+    const uint64_t seed = s->p.seed;
+    float top = -INFINITY;
+    for (int64_t i = 0; i < s->vocab; i++)
+        if (scores[i] > top) {
+            top = scores[i];
+            best = (int32_t)i;
+        }
+    if (best < 0) return -1;
+    double bv = (double)top - log(-log(bits_uniform(rng_bits(seed, row, position, purpose, (uint32_t)best))));
+    const double margin = 1e-6, ln2 = 0.69314718055994530942;
     for (int64_t i = 0; i < s->vocab; i++) {
-        if (!(scores[i] > -INFINITY)) continue; /* removed, or NaN */
-        double u = ha_rng_uniform(s->p.seed, row, position, purpose, (uint32_t)i);
-        double g = (double)scores[i] - log(-log(u));
-        if (g > bv) {
+        const double v = (double)scores[i];
+        if (!(v > -INFINITY) || i == best || v + 54.0 * ln2 + margin < bv) continue; /* removed, NaN, or hopeless */
+        const uint64_t r = rng_bits(seed, row, position, purpose, (uint32_t)i);
+        if (v + (double)(54 - ilogb((double)((UINT64_C(1) << 53) - r))) * ln2 + margin < bv) continue;
+        const double g = v - log(-log(bits_uniform(r)));
+        if (g > bv || (g == bv && i < best)) {
             bv = g;
             best = (int32_t)i;
         }
@@ -439,14 +492,24 @@ int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row
     return ha_sampler_choose_keyed(s, scores, row, position, HA_RNG_SAMPLE);
 }
 
-double ha_softmax_at(const float *scores, int64_t vocab, int32_t t) {
-    double m, z = softmax_norm(scores, vocab, &m);
-    if (!(m > -INFINITY) || t < 0 || t >= vocab) return 0.0;
-    return exp((double)scores[t] - m) / z;
+ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab) {
+    ha_normalizer n;
+    n.z = softmax_norm(scores, vocab, &n.m);
+    return n;
 }
 
-int32_t ha_sample_residual(const ha_sampler *s, const float *p, const float *q, uint32_t row, uint32_t position) {
-    double mp, mq, zp = softmax_norm(p, s->vocab, &mp), zq = softmax_norm(q, s->vocab, &mq);
+double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t) {
+    if (!(n.m > -INFINITY) || t < 0 || t >= vocab) return 0.0;
+    return exp((double)scores[t] - n.m) / n.z;
+}
+
+double ha_softmax_at(const float *scores, int64_t vocab, int32_t t) {
+    return ha_norm_at(scores, vocab, ha_softmax_norm(scores, vocab), t);
+}
+
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq, uint32_t row,
+                           uint32_t position) {
+    const double mp = np.m, zp = np.z, mq = nq.m, zq = nq.z;
     if (!(mp > -INFINITY)) return -1;
     int32_t best = -1;
     double bv = -INFINITY;

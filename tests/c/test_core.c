@@ -1538,6 +1538,65 @@ static void test_sampler_top_k_keeps_ties(void) {
     }
 }
 
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The sampler's shortcuts against the full passes they replace, on random scores (spreads from 0.01 to 200,
+ * ties, removed and NaN entries): top_k's heap selection keeps what a sort's k-th largest keeps, and the Gumbel
+ * choice that skips the keys of hopeless tokens returns the argmax of every key (first index on ties). */
+static void test_sampler_shortcuts_equal_full_passes(void) {
+    rng r = { 7 };
+    enum { VMAX = 300 };
+    float x[VMAX], y[VMAX], sorted[VMAX];
+    for (int trial = 0; trial < 3000; trial++) {
+        const int64_t V = 1 + (int64_t)(rng_next(&r) % VMAX), k = 1 + (int64_t)(rng_next(&r) % (uint64_t)V);
+        const double scale = pow(10.0, rng_uniform(&r, -2.0, 2.3));
+        const int levels = (int)(rng_next(&r) % 4); /* 0: continuous; else few distinct values (ties) */
+        for (int64_t i = 0; i < V; i++) {
+            double v = rng_uniform(&r, -scale, scale);
+            if (levels) v = floor(v * levels / scale);
+            const uint64_t odd = rng_next(&r) % 50;
+            x[i] = odd == 0 ? -INFINITY : odd == 1 && trial % 3 == 0 ? NAN : (float)v;
+        }
+        /* top_k, on NaN-free scores (a sort has no order for NaN) */
+        int64_t n = 0;
+        for (int64_t i = 0; i < V; i++) {
+            y[i] = isnan(x[i]) ? -INFINITY : x[i];
+            sorted[n++] = y[i];
+        }
+        qsort(sorted, (size_t)n, sizeof(float), cmp_float);
+        const float kth = sorted[V - k];
+        ha_sampler *s = sampler_new(sample_params(1.0f, k, 1.0f), V);
+        CHECK_OK(ha_sampler_process(s, y, 0, NULL, 0, 0));
+        for (int64_t i = 0; i < V; i++) {
+            const float want = (isnan(x[i]) ? -INFINITY : x[i]) < kth ? -INFINITY : (isnan(x[i]) ? -INFINITY : x[i]);
+            CHECK(y[i] == want || (isinf(want) && isinf(y[i])), "trial %d, V=%lld, top_k=%lld: token %lld kept %g, "
+                  "expected %g", trial, (long long)V, (long long)k, (long long)i, (double)y[i], (double)want);
+        }
+        ha_sampler_free(s);
+        /* Gumbel-max */
+        ha_sampling_params sp = sample_params(1.0f, 0, 1.0f);
+        sp.seed = rng_next(&r);
+        s = sampler_new(sp, V);
+        const uint32_t row = (uint32_t)(trial % 5), position = (uint32_t)trial;
+        int32_t best = -1;
+        double bv = -INFINITY;
+        for (int64_t i = 0; i < V; i++) {
+            if (!(x[i] > -INFINITY)) continue;
+            const double g = (double)x[i] - log(-log(ha_rng_uniform(sp.seed, row, position, HA_RNG_SAMPLE, (uint32_t)i)));
+            if (g > bv) {
+                bv = g;
+                best = (int32_t)i;
+            }
+        }
+        const int32_t got = ha_sampler_choose(s, x, row, position);
+        CHECK(got == best, "trial %d, V=%lld, scale %g: chose %d, the full pass %d", trial, (long long)V, scale, got, best);
+        ha_sampler_free(s);
+    }
+}
+
 /* Transformers' TopPLogitsWarper: sort ascending, cumulative softmax, remove where cum <= 1 - top_p,
  * the most likely token always kept. Probabilities 0.15 0.5 0.05 0.3 (ascending: 0.05, 0.15, 0.3, 0.5;
  * cumulative 0.05, 0.2, 0.5, 1.0). Thresholds are chosen away from the cumulative values. */
@@ -3134,6 +3193,7 @@ static const test_case TESTS[] = {
     T(rng_uniform_properties),
     T(sampler_greedy_first_argmax),
     T(sampler_top_k_keeps_ties),
+    T(sampler_shortcuts_equal_full_passes),
     T(sampler_top_p_transformers_semantics),
     T(sampler_repetition_penalty_and_temperature),
     T(sampler_frequencies_match_softmax),
