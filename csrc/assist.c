@@ -42,7 +42,7 @@ typedef struct row_state {
     float **p;           /* (max_new + 1,) position L + j's processed target scores */
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
-    ha_normalizer *qn;         /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
+    ha_normalizer *qn;   /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -56,7 +56,7 @@ typedef struct buffers {
     int64_t cap_p, cap_raw, cap_q;
     struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
     double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
-    ha_normalizer *qn;                   /* (B, max_new) row_state.qn */
+    ha_normalizer *qn;             /* (B, max_new) row_state.qn */
 } buffers;
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */

@@ -300,15 +300,13 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
  * double, in index order. Computed once per distribution and reused (a pass of V exps). */
 typedef struct ha_normalizer { double m, z; } ha_normalizer;
 ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab);
-/* softmax(scores)[t], in double, from its normalization n (0 where every score is -inf); as ha_softmax_at. */
+/* softmax(scores)[t], in double, from its normalization n (0 where every score is -inf). */
 double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t);
-/* softmax(scores)[t], in double. */
-double ha_softmax_at(const float *scores, int64_t vocab, int32_t t);
 /* A draw from max(0, softmax(p) - softmax(q)) renormalized, with HA_RNG_RESIDUAL noise; from softmax(p)
  * if that residual is zero everywhere (p == q up to rounding). np, nq: ha_softmax_norm of p and q. -1 if p is
  * empty. */
-int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq, uint32_t row,
-                           uint32_t position);
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq,
+                           uint32_t row, uint32_t position);
 
 /* ---- interrupts and time (interrupt.c) ------------------------------------------------------------- */
 /* Polls the calling thread's interrupt (ha.h, ha_set_interrupt): nonzero if it asked to stop, now or at an

@@ -279,7 +279,6 @@ static void force(float *scores, int64_t vocab, const int32_t *t, int64_t n) {
     set_tokens(scores, t, n, 0.0f);
 }
 
-/* Transformers' TopKLogitsWarper: keep scores >= the k-th largest (ties with it are kept). */
 /* Whether score a ranks below b in top_k's order: NaN lowest (as never kept), then by value. */
 static int below(float a, float b) {
     return isnan(a) ? !isnan(b) : a < b;
@@ -503,12 +502,8 @@ double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t
     return exp((double)scores[t] - n.m) / n.z;
 }
 
-double ha_softmax_at(const float *scores, int64_t vocab, int32_t t) {
-    return ha_norm_at(scores, vocab, ha_softmax_norm(scores, vocab), t);
-}
-
-int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq, uint32_t row,
-                           uint32_t position) {
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq,
+                           uint32_t row, uint32_t position) {
     const double mp = np.m, zp = np.z, mq = nq.m, zq = nq.z;
     if (!(mp > -INFINITY)) return -1;
     int32_t best = -1;

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import InvalidInputError
 from .generation import TokenSource
+from .tensors import to_numpy
 
 # TokenSource -> (CSS class, colour, legend); NONE is never drawn (padding after a row stopped)
 STYLES = {
@@ -25,18 +26,10 @@ PROMPT_TAIL = 160    # characters of the prompt shown before the generated text
 WINDOW = 8           # tokens decoded before a token to find its own text (see token_texts)
 
 
-def _array(x, what):
-    """A numpy view of a result's array (numpy or torch)."""
-    try:
-        return np.asarray(x.numpy() if hasattr(x, "numpy") and not isinstance(x, np.ndarray) else x)
-    except Exception as e:  # a tensor on a device, say
-        raise InvalidInputError(f"{what} of the result cannot be read as a numpy array ({e})") from None
-
-
 def _sources(result):
     if getattr(result, "token_sources", None) is None:
         raise InvalidInputError("this result has no token_sources: pass return_dict_in_generate=True to generate()")
-    return _array(result.token_sources, "token_sources")
+    return to_numpy(result.token_sources, "token_sources")[0]
 
 
 def rounds_of(sources):
@@ -94,7 +87,7 @@ def _summary(result, n_rows):
     rounds = sum(len(rounds_of(row)) for row in src)
     parts = [f"{new} new token{'s' if new != 1 else ''}" + (f" in {n_rows} rows" if n_rows > 1 else "")]
     if getattr(result, "num_target_passes", None) is not None:
-        parts.append(f"{result.num_target_passes} target passes (prefill included)")
+        parts.append(f"{result.num_target_passes} target passes")
         parts.append(f"{new / max(rounds, 1):.2f} tokens per pass")
         drafted, accepted = result.num_draft_tokens, result.num_accepted_tokens
         rate = f" ({accepted / drafted:.0%})" if drafted else ""
@@ -107,7 +100,7 @@ def _summary(result, n_rows):
 def result_html(result, tokenizer=None, row=None):
     """HTML of a result: row `row`, or (None) the first MAX_ROWS rows; see GenerateDecoderOnlyOutput.to_html."""
     src = _sources(result)
-    seq = _array(result.sequences, "sequences")
+    seq = to_numpy(result.sequences, "sequences")[0]  # torch where the call's input was
     B, n_new = src.shape
     if row is not None and not 0 <= row < B:
         raise InvalidInputError(f"row={row} is outside the batch of {B}; pass 0..{B - 1}")
@@ -162,8 +155,8 @@ def plot_acceptance(result):
     if proposed is None:
         raise InvalidInputError("plot_acceptance needs the result of an assisted generation (assistant_model= or "
                                 "prompt_lookup_num_tokens=) with return_dict_in_generate=True")
-    proposed = _array(proposed, "proposed_per_position").astype(np.int64)
-    accepted = _array(result.accepted_per_position, "accepted_per_position").astype(np.int64)
+    proposed = to_numpy(proposed, "proposed_per_position")[0].astype(np.int64)
+    accepted = to_numpy(result.accepted_per_position, "accepted_per_position")[0].astype(np.int64)
     rounds = [n for row in _sources(result) for n in rounds_of(row)]
     fig = AcceptanceFigure(figsize=(9, 3.2), layout="constrained")
     ax, bx = fig.subplots(1, 2)
