@@ -116,9 +116,15 @@ draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
 inputs = tokenizer(["import os\\n"] * 4, return_tensors="np")
 before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
         assert reply["status"] == "ok", reply
-        # a long call (4 rows x 1000 tokens, seconds): interrupted as soon as it has started
-        msg_id = client.execute("print('started', flush=True)\n"
-                                "model.generate(**inputs, max_new_tokens=1000, assistant_model=draft, progress=False)\n"
+        # a long call (4 rows x 1000 tokens, seconds), interrupted once its first token is decided: a stopping
+        # criterion (called inside generate()) says so once
+        msg_id = client.execute("told = []\n"
+                                "def tell(input_ids, scores):\n"
+                                "    if not told:\n"
+                                "        told.append(print('started', flush=True))\n"
+                                "    return False\n"
+                                "model.generate(**inputs, max_new_tokens=1000, assistant_model=draft, progress=False,\n"
+                                "               stopping_criteria=[tell])\n"
                                 "print('finished')", stop_on_error=False)  # else the kernel aborts a request
         # sent at once after the error as queued behind it (a user's next cell comes later)
         started = False
@@ -126,7 +132,6 @@ before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
             msg = client.get_iopub_msg(timeout=60)
             started = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
                 and "started" in msg["content"]["text"]
-        time.sleep(0.2)  # inside generate() by now
         manager.interrupt_kernel()
         reply = client.get_shell_msg(timeout=60)["content"]
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
