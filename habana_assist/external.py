@@ -8,12 +8,18 @@ it, or on a native model with it as assistant_model= (or the two the other way r
 core's loop: drafting, verification, the acceptance step, the statistics and every processor stay in C, which
 calls back into Python only for the wrapped model's forward and crop (bindings/module.c: external_append).
 
-What crosses per forward: the new token ids (4 bytes each) in, and the logits of the positions the loop reads
-out (4 * vocab bytes per position: the last prompt position at prefill, K + 1 per verification, 1 per draft
-step). Logits are taken over DLPack (`__dlpack__`): a CPU tensor's memory is read where it is (np.from_dlpack,
-no copy) and copied once into the loop's buffer, which the loop processes in place; a tensor on another device
-has its wanted rows selected there and only those rows cross to the host. float16 and bfloat16 logits are
-widened to float32 (exact) on their device.
+What crosses per forward, for a model on an accelerator: the new token ids in (8 bytes each, int64), and out
+only the positions the loop reads (the last prompt position at prefill, K + 1 per verification, 1 per draft
+step), selected on the device, 4 * vocab bytes each. As the target of a greedy call that reads nothing but each
+row's argmax (no sampling, no processor, no scores, logits or stopping criteria given the scores:
+generate_args.reads_argmax_only) with a vocabulary of at least REDUCE_FROM_VOCAB, each position is reduced on
+the device to its two largest logits and their ids (top_two): 32 bytes cross per position, and the core rebuilds
+the row as those two and -inf elsewhere, from which the loop decides the same token and counts the same narrow
+margins. `model.transfer_bytes` counts both directions over the last generate(). Logits are taken over DLPack
+(`__dlpack__`): a CPU tensor's memory is read where it is (np.from_dlpack, no copy: nothing crosses) and copied
+once into the loop's buffer, which the loop processes in place. float16 and bfloat16 logits are widened to
+float32 (exact) on their device. wrap(model, reduce_logits=) overrides the choice: None (by the rule above),
+True (wherever the call allows it, also on the host), False (never).
 
 Exactness: greedy (and coupled sampling) give what the wrapped model gives without a draft whenever its
 forward over K + 1 positions gives the logits of K + 1 one-token forwards. Where it does not (most GPU kernels),
@@ -32,6 +38,10 @@ from .generation import GenerationConfig
 
 _PROBE = 8     # positions of the batch-invariance probe
 _KDLCPU = 1    # DLPack's device type of host memory
+# reduce_logits=None reduces a device's rows to their top two from this vocabulary size up: below it, the
+# reduction's kernel launches cost more than the whole rows' transfer (measured: benchmarks/bench_external.py
+# --reduce-sweep on an H200, see README)
+REDUCE_FROM_VOCAB = 32768
 
 
 def _torch():
@@ -69,6 +79,26 @@ def crop_cache(cache, length):
                                 "DynamicCache) or the tuple of (key, value) tensors")
 
 
+def top_two(rows):
+    """rows (m, vocab), a torch tensor on any device (or numpy) -> host float64 (m, 4): for each row the largest
+    logit and its index (the first of equals, as the core's argmax), then the largest of the others and its index
+    (vocab 1: the same again), reduced on the rows' device so that only these cross. The core (bindings/module.c:
+    external_top_two) rebuilds each row as those two and -inf elsewhere: the same argmax and top-two margin."""
+    torch = _torch()
+    rows = torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
+    if rows.dtype in (torch.float16, torch.bfloat16):
+        rows = rows.float()
+    if rows.dtype != torch.float32:
+        raise InvalidInputError(f"the wrapped model's logits are {rows.dtype}; return float32 logits (float16 and "
+                                "bfloat16 are widened here; others: logits.float() in the forward)")
+    first, at = rows.max(dim=1, keepdim=True)  # torch: the first index of the maximum; NaN wins (the core reports it)
+    if rows.shape[1] > 1:
+        second, at2 = rows.scatter(1, at, float("-inf")).max(dim=1, keepdim=True)
+    else:
+        second, at2 = first, at
+    return torch.cat([first.double(), at.double(), second.double(), at2.double()], dim=1).cpu().numpy()
+
+
 def host_rows(logits):
     """logits (n, vocab), any DLPack tensor (or numpy array) -> numpy float32 (n, vocab), C-contiguous; read in
     place where it is host memory in float32 already."""
@@ -97,8 +127,9 @@ class _Adapter:
     """One generate() call's link from the core (bindings/module.c) to the wrapped model: its cache and
     position. append(tokens, want) and crop(length) are called by the core's loop, with the GIL."""
 
-    def __init__(self, owner, count_margins):
+    def __init__(self, owner, count_margins, argmax_only=False):
         self.owner, self.count_margins = owner, count_margins
+        self.argmax_only = argmax_only  # this call's loop reads only each row's argmax (reads_argmax_only)
         self.cache, self.length = None, 0
 
     def append(self, tokens, want):
@@ -107,6 +138,8 @@ class _Adapter:
         n, before = len(ids), self.length
         device = self.owner.device
         try:  # any failure leaves nothing appended, as the core's own append on an error
+            if str(device) != "cpu":
+                self.owner.transfer_bytes["to_device"] += ids.nbytes
             with torch.no_grad():
                 out = model(input_ids=torch.from_numpy(ids)[None].to(device),
                             attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
@@ -119,8 +152,12 @@ class _Adapter:
             raise
         self.length = before + n
         if self.count_margins and len(host):
-            top2 = np.partition(host, -2, axis=1)[:, -2:] if host.shape[1] > 1 else np.zeros((len(host), 2))
-            self.owner.narrow_margins += int(np.count_nonzero(top2[:, 1] - top2[:, 0] < self.owner.batch_disagreement))
+            if host.dtype == np.float64:  # top two (top_two)
+                margin = host[:, 0] - host[:, 2]
+            else:
+                top2 = np.partition(host, -2, axis=1)[:, -2:] if host.shape[1] > 1 else np.zeros((len(host), 2))
+                margin = top2[:, 1] - top2[:, 0]
+            self.owner.narrow_margins += int(np.count_nonzero(margin < self.owner.batch_disagreement))
         return host
 
     def _wanted_rows(self, logits, n, want):
@@ -135,7 +172,14 @@ class _Adapter:
             if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
                 rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
                     rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
-        return host_rows(rows)
+        on_host = isinstance(rows, np.ndarray) or not hasattr(rows, "__dlpack_device__") or \
+            rows.__dlpack_device__()[0] == _KDLCPU
+        wish = self.owner.reduce_logits
+        reduce = self.argmax_only and isinstance(rows, (np.ndarray, torch.Tensor)) and (
+            wish or (wish is None and not on_host and self.owner.vocab_size >= REDUCE_FROM_VOCAB))
+        if not on_host:  # what crosses: 4 numbers per position (top_two), else the rows whole
+            self.owner.transfer_bytes["to_host"] += (32 if reduce else 4 * self.owner.vocab_size) * int(rows.shape[0])
+        return top_two(rows) if reduce else host_rows(rows)
 
     def crop(self, length):
         self.cache, self.length = crop_cache(self.cache, length), length
@@ -145,7 +189,7 @@ class ExternalModel:
     """A model of another framework (see the module's docstring), with generate() as a native model's. Build it
     with habana_assist.wrap(model)."""
 
-    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None):
+    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None):
         _torch()
         if not callable(model):
             raise InvalidInputError(f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
@@ -169,6 +213,11 @@ class ExternalModel:
         self.blas_prefill = False
         self.batch_disagreement = None  # measured at the first generate() as target (measure_disagreement)
         self.narrow_margins = 0         # of the last generate() as target
+        if reduce_logits not in (None, True, False):
+            raise InvalidInputError(f"wrap(reduce_logits=) takes None (reduce on an accelerator), True or False; got "
+                                    f"{reduce_logits!r}")
+        self.reduce_logits = reduce_logits
+        self.transfer_bytes = {"to_device": 0, "to_host": 0}  # over the last generate(): see the module's docstring
 
     @property
     def vocab_size(self):
@@ -192,13 +241,16 @@ class ExternalModel:
         self.batch_disagreement = float(np.max(np.abs(chunked - single)))
         return self.batch_disagreement
 
-    def _context(self, batch_size, capacity, draft=False):
-        """A core context over this model for one generate() call; as the target, margins are counted."""
+    def _context(self, batch_size, capacity, draft=False, argmax_only=False):
+        """A core context over this model for one generate() call; as the target, margins are counted, and with
+        argmax_only (the call reads nothing else of the target's rows) the rows may be reduced on the device."""
         if not draft and self.batch_disagreement is None:
             self.measure_disagreement()
         if not draft:
             self.narrow_margins = 0
-        return _core.external_context(_Adapter(self, not draft and self.batch_disagreement > 0), self._vocab, capacity)
+        self.transfer_bytes = {"to_device": 0, "to_host": 0}
+        adapter = _Adapter(self, not draft and self.batch_disagreement > 0, argmax_only and not draft)
+        return _core.external_context(adapter, self._vocab, capacity)
 
 
 def is_external(model):

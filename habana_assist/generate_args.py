@@ -55,6 +55,19 @@ def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_o
             logits_fn, stop_fn, logits_out, gc.use_cache is False)
 
 
+def reads_argmax_only(gc, procs, min_new):
+    """Whether a call with these arguments (procs from processing_args, min_new the new tokens before eos may
+    come) reads nothing of a target's logits row but its argmax: greedy, every processor off, no scores or logits
+    kept, no callback given the scores. A wrapped model on an accelerator then sends only each row's top two
+    (external.py); the decided tokens are the same either way."""
+    (bias_tokens, _, _, ngram, bad_tokens, _, forced_bos, forced_eos, _, remove_invalid, decay_factor, _, suppress,
+     begin_suppress, _, min_p, typical, epsilon, eta, _, logits_fn, stop_fn, logits_out, _) = procs
+    return (not gc.do_sample and not gc.output_scores and float(gc.effective("repetition_penalty")) == 1.0 and min_new == 0
+            and ngram == 0 and not remove_invalid and decay_factor == 0.0 and min_p == typical == epsilon == eta == 0.0
+            and logits_fn is None and stop_fn is None and logits_out is None
+            and all(len(a) == 0 for a in (bias_tokens, bad_tokens, forced_bos, forced_eos, suppress, begin_suppress)))
+
+
 def _callables(value, flag):
     """A list (or LogitsProcessorList / StoppingCriteriaList) of callables -> that list; None -> []."""
     if value is None:

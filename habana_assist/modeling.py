@@ -20,7 +20,7 @@ from .configuration import SUPPORTED_ARCHITECTURES
 from .errors import CacheCapacityError, InvalidInputError, OutOfMemoryError, UnsupportedModelError
 from .generation import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput, GenerationConfig,
                          ModelOutput)
-from .generate_args import _callables as _callables_of, logits_callback, processing_args, stop_callback
+from .generate_args import _callables as _callables_of, logits_callback, processing_args, reads_argmax_only, stop_callback
 from .hub import resolve
 from .loading import expected_weights, load_checkpoint
 from .stopping import StopStringCriteria
@@ -582,13 +582,13 @@ class LlamaForCausalLM:
         if meter is not None:
             on_tokens = _metered(on_tokens, meter)
         with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
-            ctx = None if universal else self._context(B, need)
             out = np.empty((B, max_new), dtype=np.int32)
             scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
             logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
             sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
             procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
                                     logits)
+            ctx = None if universal else self._context(B, need, argmax_only=reads_argmax_only(gc, procs, min_new))
             common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
                       bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
                       float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
@@ -637,9 +637,9 @@ class LlamaForCausalLM:
             result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
             return convert_output(result, kind)
 
-    def _context(self, batch_size, capacity, draft=False):
+    def _context(self, batch_size, capacity, draft=False, argmax_only=False):
         """The core's model interface and cache for one generate() call, as target or draft (external.py's
-        models give their own)."""
+        models give their own; argmax_only is for theirs)."""
         return _core.Context(self._core, batch_size, capacity, self.blas_prefill)
 
     def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
@@ -835,11 +835,14 @@ class WrappedModel(_external.ExternalModel, LlamaForCausalLM):
         self._unsupported("weight_bytes")
 
 
-def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None):
+def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None):
     """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
     usable as assistant_model=) run by this package's loop; see habana_assist/external.py. vocab_size and
     max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
-    with its config's special tokens."""
+    with its config's special tokens. reduce_logits: where a greedy call reads only the argmax, send each
+    position's top two from the device instead of its whole row: None on an accelerator, True always, False
+    never."""
     if isinstance(model, LlamaForCausalLM):
         raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
-    return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config)
+    return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config,
+                        reduce_logits=reduce_logits)

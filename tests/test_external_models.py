@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")  # tests/test_torch_io.py asserts torch is 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
+from habana_assist import _core, external  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 from stats import chi_square  # noqa: E402
 from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402
@@ -117,6 +118,84 @@ def test_disagreement_is_measured_and_narrow_margins_are_reported(small):
     rows = 1 + res.num_draft_tokens + (res.num_target_passes - 1)
     assert res.num_narrow_margins == rows == big.narrow_margins, (
         f"every one of the target's {rows} logits rows has a margin below 1e4; reported {res.num_narrow_margins}")
+
+
+def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_same(small, monkeypatch):
+    """reduce_logits=True runs on the host what an accelerator's logits get by default: the same tokens, the same
+    narrow-margin count (margins are read from the top two), and only where the call reads nothing but the argmax."""
+    t, d, _, native_d = small
+    calls = []
+    real = external.top_two
+    monkeypatch.setattr(external, "top_two", lambda rows: calls.append(int(rows.shape[0])) or real(rows))
+    whole, reduced = ha.wrap(Perturbed(t, 0.5), reduce_logits=False), ha.wrap(Perturbed(t, 0.5), reduce_logits=True)
+    kw = dict(max_new_tokens=20, num_assistant_tokens=3, num_assistant_tokens_schedule="constant",
+              return_dict_in_generate=True)
+    for assistant in (None, native_d):
+        a = whole.generate(IDS, assistant_model=assistant, **kw)
+        assert not calls
+        b = reduced.generate(IDS, assistant_model=assistant, **kw)
+        assert np.array_equal(a.sequences, b.sequences) and a.num_narrow_margins == b.num_narrow_margins
+        if assistant is not None:
+            assert a.num_accepted_tokens == b.num_accepted_tokens
+        assert 0 < a.num_narrow_margins, "0.5 should be wider than some margins (else the count is not compared)"
+        # every row the target's appends returned was reduced: the prompt's last, then one per step (plain) or
+        # K + 1 per verification of K drafts (the probe's forwards are not reduced)
+        rows = b.sequences.shape[1] - IDS.shape[1] if assistant is None else 1 + b.num_draft_tokens + b.num_target_passes - 1
+        assert sum(calls) == rows, f"{sum(calls)} rows reduced of {rows}"
+        calls.clear()
+    assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, "nothing crosses on the host"
+    for extra in (dict(output_scores=True, return_dict_in_generate=True), dict(repetition_penalty=1.2), dict(min_new_tokens=3),
+                  dict(do_sample=True, seed=1), dict(logits_processor=[lambda ids, s: s]),
+                  dict(stopping_criteria=[lambda ids, s, **k: False]), dict(output_logits=True, return_dict_in_generate=True),
+                  dict(suppress_tokens=[3]), dict(no_repeat_ngram_size=2)):
+        reduced.generate(IDS, max_new_tokens=6, assistant_model=native_d, **extra)
+        assert not calls, f"{extra} reads more of the target's rows than their argmax; they must cross whole"
+    with pytest.raises(ha.InvalidInputError, match="reduce_logits"):
+        ha.wrap(TorchCausalLM(t), reduce_logits="yes")
+
+
+@pytest.mark.parametrize("case", ["distinct", "ties", "all -inf", "one token"])
+def test_top_two_are_the_largest_logits_and_the_first_of_equals(case):
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((6, 1 if case == "one token" else 9)).astype(np.float32)
+    if case == "ties":
+        rows[1] = rng.integers(-2, 3, size=9)
+        rows[4, [2, 7]] = 5.0
+    if case == "all -inf":
+        rows[1] = -np.inf
+    top = external.top_two(torch.from_numpy(rows.copy()))
+    assert top.shape == (len(rows), 4) and top.dtype == np.float64
+    for full, (v1, i1, v2, i2) in zip(rows, top):
+        assert v1 == full.max() and i1 == np.argmax(full)  # numpy's argmax: the first of equals
+        if len(full) > 1:
+            others = np.delete(full, int(i1))
+            assert v2 == others.max() and full[int(i2)] == v2 and i2 != i1 or v2 == -np.inf
+        else:
+            assert (v2, i2) == (v1, i1)
+
+
+@pytest.mark.parametrize("top, message", [
+    ([[1.0, 70.0, 0.5, 1.0]], "outside the vocabulary"),
+    ([[1.0, 2.5, 0.5, 1.0]], "outside the vocabulary"),
+    ([[1.0, 2.0, 1.5, 1.0]], "not the largest"),
+    ([[1.0, 2.0, 0.5, 2.0]], "not the largest"),
+    ([[float("nan"), 2.0, 0.5, 1.0]], "NaN logits .position 0 of this forward, token id 2"),
+    ([[1.0, 2.0, 0.5, 1.0, 0.0]], "expected 4 per position"),
+    (np.zeros((1, 4), dtype=np.int64), "format '[lq]'"),
+    ("text", "must return float32 logits"),
+])
+def test_the_core_checks_an_adapters_top_two(top, message):
+    class Adapter:
+        def append(self, tokens, want):
+            return np.asarray(top) if not isinstance(top, str) else top
+
+        def crop(self, length):
+            pass
+
+    ctx = _core.external_context(Adapter(), 64, 16)
+    with pytest.raises(ha.InvalidInputError, match=message):
+        ctx.append(np.zeros(1, dtype=np.int32), np.array([1], dtype=np.int32), None, np.empty((1, 64), dtype=np.float32))
+    assert ctx.length(0) == 0
 
 
 def test_rejection_sampling_through_the_wrapper_draws_the_target_distribution(pair, one_core_thread):

@@ -8,7 +8,8 @@ grouped-query attention with a causal mask, SiLU MLP; untied or tied head). forw
 attention_mask, position_ids, past_key_values, use_cache) -> CausalLMOutput(logits (1, n, vocab) float32,
 past_key_values: a KVCache, Transformers' DynamicCache shape: per layer keys and values (1, kv_heads, positions,
 head_dim), crop(n), get_seq_length()). one_at_a_time=True runs a forward of n positions as n one-position
-forwards inside (batch-invariant: its logits for a position never depend on how many came with it).
+forwards inside (batch-invariant: its logits for a position never depend on how many came with it). device= puts
+the weights and every computation on a torch device ("cuda" for benchmarks/bench_external.py --device cuda).
 """
 
 import json
@@ -47,8 +48,9 @@ class KVCache:
 
 
 class TorchCausalLM(torch.nn.Module):
-    def __init__(self, directory, one_at_a_time=False, tuple_cache=False):
+    def __init__(self, directory, one_at_a_time=False, tuple_cache=False, device="cpu"):
         super().__init__()
+        self.device = torch.device(device)
         with open(os.path.join(directory, "config.json")) as f:
             cfg = json.load(f)
         self.config = SimpleNamespace(**cfg)
@@ -61,8 +63,8 @@ class TorchCausalLM(torch.nn.Module):
         def tensor(name):
             array, dtype = raw[name]
             if dtype == "BF16":  # bfloat16 is the top half of a float32
-                return torch.from_numpy((np.ascontiguousarray(array).view(np.uint16).astype(np.uint32) << 16).view(np.float32))
-            return torch.from_numpy(np.ascontiguousarray(array).astype(np.float32))
+                array = (np.ascontiguousarray(array).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+            return torch.from_numpy(np.ascontiguousarray(array).astype(np.float32)).to(self.device)
 
         self.embed = torch.nn.Parameter(tensor("model.embed_tokens.weight"), requires_grad=False)
         head = "lm_head.weight" if "lm_head.weight" in raw else "model.embed_tokens.weight"
@@ -76,7 +78,7 @@ class TorchCausalLM(torch.nn.Module):
                 for name in names} | {"ln1": tensor(p + "input_layernorm.weight"),
                                        "ln2": tensor(p + "post_attention_layernorm.weight")})
         theta = getattr(c, "rope_theta", 10000.0)
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
+        self.inv_freq = (1.0 / (theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))).to(self.device)
 
     def _rms(self, x, w):
         return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.config.rms_norm_eps))
@@ -100,7 +102,7 @@ class TorchCausalLM(torch.nn.Module):
             cache = KVCache(len(self.layers))
         n, start = input_ids.shape[1], cache.get_seq_length()
         if position_ids is None:
-            position_ids = torch.arange(start, start + n)[None]
+            position_ids = torch.arange(start, start + n, device=self.device)[None]
         if self.one_at_a_time and n > 1:
             outs = [self._forward(input_ids[:, i:i + 1], position_ids[:, i:i + 1], cache) for i in range(n)]
             logits = torch.cat(outs, dim=1)
@@ -118,7 +120,7 @@ class TorchCausalLM(torch.nn.Module):
         p = pos[0]
         total = start + n
         # causal: query i (at position start + i) sees keys 0 .. start + i
-        mask = torch.arange(total)[None, :] > (start + torch.arange(n))[:, None]
+        mask = torch.arange(total, device=self.device)[None, :] > (start + torch.arange(n, device=self.device))[:, None]
         for i, L in enumerate(self.layers):
             h = self._rms(x, L["ln1"])
             q = self._rope((h @ L["q_proj"].T).view(n, self.nh, self.hd).transpose(0, 1)[None], p)

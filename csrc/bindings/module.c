@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -806,6 +807,43 @@ static ha_status external_fail(ContextObject *self) {
     return HA_ERR_CALLBACK;
 }
 
+static void external_nan_error(int64_t position, int64_t id) {
+    PyErr_Format(InvalidInputError, "an external model returned NaN logits (position %lld of this forward, token id "
+                 "%lld): its forward overflowed or is broken; check it in float32, with the same inputs, outside "
+                 "generate()", (long long)position, (long long)id);
+}
+
+/* Rows of logits (wanted, V) from each position's two largest logits, top (wanted, 4) float64: value, id of the
+ * largest (the first of equals), value, id of the largest of the others (V == 1: the same again); every other
+ * entry -inf, so that argmax and the top-two margin read the same as on the full row. logits may be NULL (the
+ * rows are only checked). 0, or -1 with the Python exception set. */
+static int external_top_two(const double *top, int64_t wanted, int64_t V, float *logits) {
+    for (int64_t r = 0; r < wanted; r++) {
+        const double *t = top + 4 * r;
+        for (int k = 1; k < 4; k += 2)
+            if (!(t[k] >= 0.0 && t[k] < (double)V && t[k] == floor(t[k]))) {
+                PyErr_Format(InvalidInputError, "an external model's top two name token id %g at position %lld, outside "
+                             "the vocabulary of %lld", t[k], (long long)r, (long long)V);
+                return -1;
+            }
+        if (t[0] != t[0] || t[2] != t[2]) {
+            external_nan_error(r, (int64_t)(t[0] != t[0] ? t[1] : t[3]));
+            return -1;
+        }
+        if (t[2] > t[0] || (t[1] == t[3] && V > 1 && t[2] > -INFINITY)) {
+            PyErr_Format(InvalidInputError, "an external model's top two at position %lld are not the largest and the "
+                         "next (%g at %g, %g at %g)", (long long)r, t[0], t[1], t[2], t[3]);
+            return -1;
+        }
+        if (!logits) continue;
+        float *row = logits + r * V;
+        for (int64_t i = 0; i < V; i++) row[i] = -INFINITY;
+        row[(int64_t)t[3]] = (float)t[2];
+        row[(int64_t)t[1]] = (float)t[0];
+    }
+    return 0;
+}
+
 static ha_status external_append(void *self_, int64_t n, const int32_t *seq, const int32_t *tokens,
                                  const uint8_t *want, float *logits) {
     ContextObject *self = self_;
@@ -823,10 +861,29 @@ static ha_status external_append(void *self_, int64_t n, const int32_t *seq, con
     PyObject *ids = PyBytes_FromStringAndSize((const char *)tokens, (Py_ssize_t)(n * 4));
     PyObject *w = want ? PyBytes_FromStringAndSize((const char *)want, (Py_ssize_t)n) : Py_NewRef(Py_None);
     PyObject *res = ids && w ? PyObject_CallMethod(self->adapter, "append", "OO", ids, w) : NULL;
-    if (!res || get_buffer(res, "f", 0, "the logits an external model's append returned", &view) != 0) {
+    if (!res) {
+        st = external_fail(self);
+    } else if (PyObject_GetBuffer(res, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+        PyErr_Clear();
+        PyErr_Format(InvalidInputError, "an external model's append must return float32 logits (n_wanted, vocab) or "
+                     "float64 top two (n_wanted, 4); got %s", Py_TYPE(res)->tp_name);
         st = external_fail(self);
     } else {
-        if (view.len != (Py_ssize_t)(wanted * V * 4)) {
+        const char *f = view.format ? view.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@') f++;
+        if (strcmp(f, "d") == 0 && view.itemsize == 8) {
+            if (view.len != (Py_ssize_t)(wanted * 4 * 8)) {
+                PyErr_Format(InvalidInputError, "an external model's top two hold %zd numbers for %lld positions; "
+                             "expected 4 per position (value, id, value, id)", view.len / 8, (long long)wanted);
+                st = external_fail(self);
+            } else if (external_top_two(view.buf, wanted, V, logits) != 0) {
+                st = external_fail(self);
+            }
+        } else if (strcmp(f, "f") != 0 || view.itemsize != 4) {
+            PyErr_Format(InvalidInputError, "an external model's append returned logits of format '%s'; expected "
+                         "float32 ('f') rows or float64 ('d') top two", f);
+            st = external_fail(self);
+        } else if (view.len != (Py_ssize_t)(wanted * V * 4)) {
             PyErr_Format(InvalidInputError, "an external model returned %zd logits for %lld positions of a vocabulary "
                          "of %lld; its forward must give logits of shape (batch, positions, vocab_size)",
                          view.len / 4, (long long)wanted, (long long)V);
@@ -837,9 +894,7 @@ static ha_status external_append(void *self_, int64_t n, const int32_t *seq, con
             for (int64_t i = 0; i < wanted * V && bad < 0; i++)
                 if (src[i] != src[i]) bad = i;
             if (bad >= 0) {
-                PyErr_Format(InvalidInputError, "an external model returned NaN logits (position %lld of this forward, "
-                             "token id %lld): its forward overflowed or is broken; check it in float32, with the "
-                             "same inputs, outside generate()", (long long)(bad / V), (long long)(bad % V));
+                external_nan_error(bad / V, bad % V);
                 st = external_fail(self);
             } else if (logits && wanted) {
                 memcpy(logits, src, (size_t)(wanted * V) * sizeof(float));
