@@ -27,7 +27,8 @@ the first generate() measures the disagreement: the largest |difference| between
 8 probe positions and of the same positions one at a time (`batch_disagreement`); each call then counts the
 target's logits rows whose top two logits differ by less than that (`num_narrow_margins` in the result, also
 `model.narrow_margins`): the positions where a chunked forward could have decided another token.
-Rejection sampling stays exact in distribution whatever the kernels do. One row at a time (batch 1).
+Rejection sampling stays exact in distribution whatever the kernels do. A batch runs row by row (_Adapter), each
+row's logits as it would get them alone.
 """
 
 import numpy as np
@@ -124,33 +125,35 @@ def host_rows(logits):
 
 
 class _Adapter:
-    """One generate() call's link from the core (bindings/module.c) to the wrapped model: its cache and
-    position. append(tokens, want) and crop(length) are called by the core's loop, with the GIL."""
+    """One generate() call's link from the core (bindings/module.c) to the wrapped model: each batch row's cache
+    and length. append(seq, tokens, want) and crop(seq, length) are called by the core's loop, with the GIL. The
+    rows of a batch run as one forward each (batch 1, their own cache): rows of different lengths need no padding,
+    and each row's logits are those it would get alone."""
 
-    def __init__(self, owner, count_margins, argmax_only=False):
+    def __init__(self, owner, n_seq, count_margins, argmax_only=False):
         self.owner, self.count_margins = owner, count_margins
         self.argmax_only = argmax_only  # this call's loop reads only each row's argmax (reads_argmax_only)
-        self.cache, self.length = None, 0
+        self.cache, self.length = [None] * n_seq, [0] * n_seq
 
-    def append(self, tokens, want):
-        torch, model = _torch(), self.owner.model
+    def append(self, seq, tokens, want):
+        rows = np.frombuffer(seq, dtype=np.int32)
         ids = np.frombuffer(tokens, dtype=np.int32).astype(np.int64)
-        n, before = len(ids), self.length
-        device = self.owner.device
-        try:  # any failure leaves nothing appended, as the core's own append on an error
-            if str(device) != "cpu":
-                self.owner.transfer_bytes["to_device"] += ids.nbytes
-            with torch.no_grad():
-                out = model(input_ids=torch.from_numpy(ids)[None].to(device),
-                            attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
-                            position_ids=torch.arange(before, before + n, device=device)[None],
-                            past_key_values=self.cache, use_cache=True)
-            logits, self.cache = _field(out, "logits", 0), _field(out, "past_key_values", 1)
-            host = self._wanted_rows(logits, n, want)
+        wanted = np.ones(len(ids), dtype=bool) if want is None else np.frombuffer(want, dtype=np.uint8) != 0
+        order = list(dict.fromkeys(rows.tolist()))  # the rows in order of their first token here
+        before = [self.length[b] for b in order]
+        positions, parts = [], []  # per row: the wanted positions of this append, their logits (or top two)
+        try:  # any failure leaves nothing appended to any row, as the core's own append on an error
+            for b in order:
+                at = np.flatnonzero(rows == b)
+                positions.append(at[wanted[at]])
+                parts.append(self._forward(b, ids[at], wanted[at]))
         except BaseException:
-            self.cache = crop_cache(self.cache, before)
+            for b, n in zip(order, before):
+                self.cache[b], self.length[b] = crop_cache(self.cache[b], n), n
             raise
-        self.length = before + n
+        host = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(parts) > 1 and not (np.diff(np.concatenate(positions)) > 0).all():
+            host = host[np.argsort(np.concatenate(positions), kind="stable")]  # the core's order: by position
         if self.count_margins and len(host):
             if host.dtype == np.float64:  # top two (top_two)
                 margin = host[:, 0] - host[:, 2]
@@ -160,18 +163,34 @@ class _Adapter:
             self.owner.narrow_margins += int(np.count_nonzero(margin < self.owner.batch_disagreement))
         return host
 
-    def _wanted_rows(self, logits, n, want):
-        """The rows of logits (1, n, vocab) that want marks (all for None) as host float32 (n_wanted, vocab)."""
+    def _forward(self, b, ids, wanted):
+        """Row b's forward over ids (n,) int64 from its cache; its wanted rows (wanted (n,) bool) on the host."""
+        torch, model, device = _torch(), self.owner.model, self.owner.device
+        n, before = len(ids), self.length[b]
+        if str(device) != "cpu":
+            self.owner.transfer_bytes["to_device"] += ids.nbytes
+        with torch.no_grad():
+            out = model(input_ids=torch.from_numpy(ids)[None].to(device),
+                        attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
+                        position_ids=torch.arange(before, before + n, device=device)[None],
+                        past_key_values=self.cache[b], use_cache=True)
+        logits, self.cache[b] = _field(out, "logits", 0), _field(out, "past_key_values", 1)
+        host = self._wanted_rows(logits, n, wanted)
+        self.length[b] = before + n
+        return host
+
+    def _wanted_rows(self, logits, n, wanted):
+        """The rows of logits (1, n, vocab) that wanted (n,) bool marks, on the host: float32 (n_wanted, vocab), or
+        float64 (n_wanted, 4) from top_two where this call reduces them."""
         torch, shape = _torch(), tuple(getattr(logits, "shape", ()))
         if len(shape) != 3 or shape[0] != 1 or shape[1] != n or shape[2] != self.owner.vocab_size:
             raise InvalidInputError(f"the wrapped model returned logits of shape {shape} for 1 row of {n} positions; "
                                     f"expected (1, {n}, {self.owner.vocab_size}) (vocab_size from its config)")
         rows = logits[0]
-        if want is not None:
-            idx = np.flatnonzero(np.frombuffer(want, dtype=np.uint8))
-            if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
-                rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
-                    rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
+        idx = np.flatnonzero(wanted)
+        if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
+            rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
+                rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
         on_host = isinstance(rows, np.ndarray) or not hasattr(rows, "__dlpack_device__") or \
             rows.__dlpack_device__()[0] == _KDLCPU
         wish = self.owner.reduce_logits
@@ -181,8 +200,8 @@ class _Adapter:
             self.owner.transfer_bytes["to_host"] += (32 if reduce else 4 * self.owner.vocab_size) * int(rows.shape[0])
         return top_two(rows) if reduce else host_rows(rows)
 
-    def crop(self, length):
-        self.cache, self.length = crop_cache(self.cache, length), length
+    def crop(self, b, length):
+        self.cache[b], self.length[b] = crop_cache(self.cache[b], length), length
 
 
 class ExternalModel:
@@ -232,9 +251,10 @@ class ExternalModel:
         its plain greedy output)."""
         tokens = (np.arange(_PROBE, dtype=np.int32) * 7919 + 11) % self._vocab
         want = bytes([1] * _PROBE)
-        chunked = _Adapter(self, False).append(tokens.tobytes(), want).copy()
-        one = _Adapter(self, False)
-        single = np.concatenate([one.append(tokens[i:i + 1].tobytes(), b"\x01").copy() for i in range(_PROBE)])
+        row0 = bytes(4 * _PROBE)  # sequence 0 for each token
+        chunked = _Adapter(self, 1, False).append(row0, tokens.tobytes(), want).copy()
+        one = _Adapter(self, 1, False)
+        single = np.concatenate([one.append(row0[:4], tokens[i:i + 1].tobytes(), b"\x01").copy() for i in range(_PROBE)])
         if not (np.isfinite(chunked).all() and np.isfinite(single).all()):
             raise InvalidInputError("the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
                                     "forward overflowed or is broken; check it in float32 outside generate()")
@@ -249,8 +269,8 @@ class ExternalModel:
         if not draft:
             self.narrow_margins = 0
         self.transfer_bytes = {"to_device": 0, "to_host": 0}
-        adapter = _Adapter(self, not draft and self.batch_disagreement > 0, argmax_only and not draft)
-        return _core.external_context(adapter, self._vocab, capacity)
+        adapter = _Adapter(self, batch_size, not draft and self.batch_disagreement > 0, argmax_only and not draft)
+        return _core.external_context(adapter, self._vocab, capacity, batch_size)
 
 
 def is_external(model):
@@ -263,7 +283,7 @@ def follows_convention(obj):
     return callable(obj) and (hasattr(obj, "config") or callable(getattr(obj, "parameters", None)))
 
 
-def check_call(batch_size, gc, universal):
+def check_call(gc, universal):
     """Refuses what an external model cannot do in this generate() call."""
     if universal:
         raise InvalidInputError("a wrapped model drafts or verifies in the target's own token ids; a draft with "
@@ -271,9 +291,6 @@ def check_call(batch_size, gc, universal):
     if gc.assistant_early_exit is not None:
         raise InvalidInputError("assistant_early_exit drafts with a native model's own first layers; a wrapped model "
                                 "has none here: pass assistant_model= instead")
-    if batch_size != 1:
-        raise InvalidInputError(f"a wrapped model (habana_assist.wrap) generates one row at a time; got a batch of "
-                                f"{batch_size}: call generate() per prompt")
     if gc.num_assistant_tokens_schedule == "cost":
         raise InvalidInputError("num_assistant_tokens_schedule='cost' measures native models' costs; with a wrapped "
                                 "model pass 'heuristic' or 'constant'")

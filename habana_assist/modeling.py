@@ -540,7 +540,7 @@ class LlamaForCausalLM:
         universal = assistant_model is not None and _universal.different_tokenizers(
             self, assistant_model, tokenizer, assistant_tokenizer)
         if _external.is_external(self) or _external.is_external(assistant_model):
-            _external.check_call(B, gc, universal)
+            _external.check_call(gc, universal)
         if assistant_model is not None and not universal:
             self._check_assistant(assistant_model, gc, need)
         if early_exit is not None and early_exit > self.config.num_hidden_layers:

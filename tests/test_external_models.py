@@ -18,6 +18,7 @@ import habana_assist as ha  # noqa: E402
 from habana_assist import _core, external  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 from stats import chi_square  # noqa: E402
+from test_assisted_batches import left_padded  # noqa: E402
 from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402
                                      pair)  # noqa: F401 (the fixture)
 from torch_causal_lm import TorchCausalLM  # noqa: E402
@@ -68,6 +69,75 @@ def test_every_mixed_pair_gives_plain_greedy_output_when_the_forward_is_batch_in
                 assert res.num_narrow_margins == 0
     lookup = ext_t.generate(IDS, max_new_tokens=24, prompt_lookup_num_tokens=3)
     assert np.array_equal(lookup, plain), "prompt lookup on an external target differs from plain greedy"
+
+
+BATCH = [[17, 3], [9, 21, 40, 9, 21, 40, 13, 9, 21], [1, 17, 5, 40, 33, 8, 60, 2, 11, 5, 7, 12, 30, 41]]
+
+
+def test_a_batch_of_wrapped_rows_gives_each_row_what_it_gives_alone(small):
+    """Rows of very different lengths, left-padded: plain, assisted (each mixed pair) and prompt lookup give each
+    row what it gives alone, and what the native twin gives the batch; an eos ends one row while others run on."""
+    t, d, native_t, native_d = small
+    ext_t, ext_d = ha.wrap(TorchCausalLM(t, one_at_a_time=True)), ha.wrap(TorchCausalLM(d))
+    ids, mask = left_padded(BATCH)
+    alone = [ext_t.generate(np.array([p]), max_new_tokens=16, eos_token_id=[])[0, len(p):] for p in BATCH]
+    # as eos, a token the last row decides at step 3 or later and the others never: it ends there, they run on
+    eos = next(int(tok) for tok in alone[2][3:] if tok not in alone[0] and tok not in alone[1])
+    kw = dict(attention_mask=mask, max_new_tokens=16, eos_token_id=eos, pad_token_id=0)
+    want = native_t.generate(ids, **kw)
+    for name, target, assistant, extra in (
+            ("plain", ext_t, None, {}), ("external target, native draft", ext_t, native_d, {}),
+            ("external target, external draft", ext_t, ext_d, {}), ("native target, external draft", native_t, ext_d, {}),
+            ("prompt lookup", ext_t, None, dict(prompt_lookup_num_tokens=3))):
+        got = target.generate(ids, assistant_model=assistant, **kw, **extra)
+        assert np.array_equal(got, want), f"{name}: the batch differs from the native batch"
+    for row, (p, tokens) in enumerate(zip(BATCH, alone)):
+        ends = [j for j, tok in enumerate(tokens) if tok == eos]
+        n = ends[0] + 1 if ends else len(tokens)
+        assert np.array_equal(want[row, ids.shape[1]:ids.shape[1] + n], tokens[:n]), f"row {row} differs from alone"
+        assert (want[row, ids.shape[1] + n:] == 0).all()
+    assert eos in want[2, ids.shape[1]:] and (want[2, -1] == 0) and want.shape[1] == ids.shape[1] + 16
+    kw = dict(attention_mask=mask, max_new_tokens=12, do_sample=True, seed=3, top_k=0, eos_token_id=[])
+    assert np.array_equal(ext_t.generate(ids, assistant_model=native_d, assisted_sampling="coupled", **kw),
+                          ext_t.generate(ids, **kw)), "coupled sampling of a batch differs from plain sampling"
+
+
+class FailsAt(TorchCausalLM):
+    """Raises from its forward on its `at`-th call."""
+
+    def __init__(self, directory, at):
+        super().__init__(directory, one_at_a_time=True)
+        self.at, self.calls = at, 0
+
+    def forward(self, *args, **kw):
+        self.calls += 1
+        if self.calls == self.at:
+            raise RuntimeError("device lost")
+        return super().forward(*args, **kw)
+
+    __call__ = forward
+
+
+def test_a_failing_row_leaves_no_row_appended_and_the_next_call_is_whole(small):
+    t, _, _, native_d = small
+    ids, mask = left_padded(BATCH)
+    want = ha.wrap(TorchCausalLM(t, one_at_a_time=True)).generate(ids, attention_mask=mask, max_new_tokens=10,
+                                                                  assistant_model=native_d)
+    # calls: the probe's 1 + 8, then the prefill's three rows, then each round's; the 14th fails mid-round
+    model = FailsAt(t, 14)
+    ext = ha.wrap(model)
+    with pytest.raises(RuntimeError, match="device lost"):
+        ext.generate(ids, attention_mask=mask, max_new_tokens=10, assistant_model=native_d)
+    assert model.calls == 14
+    assert np.array_equal(ext.generate(ids, attention_mask=mask, max_new_tokens=10, assistant_model=native_d), want)
+    # one append over two rows whose second row's forward fails: the first row's positions are taken back too
+    adapter = external._Adapter(ha.wrap(FailsAt(t, 2)), 2, False)
+    ctx = _core.external_context(adapter, SMALL["vocab_size"], 16, 2)
+    with pytest.raises(RuntimeError, match="device lost"):
+        ctx.append(np.array([0, 0, 1, 1], dtype=np.int32), np.array([5, 6, 7, 8], dtype=np.int32), None,
+                   np.empty((4, SMALL["vocab_size"]), dtype=np.float32))
+    assert ctx.length(0) == ctx.length(1) == 0 and adapter.length == [0, 0]
+    assert adapter.cache[0].get_seq_length() == 0, "row 0's cache keeps the positions of a failed append"
 
 
 def test_torch_model_passed_directly_as_assistant_is_wrapped(small):
@@ -186,10 +256,10 @@ def test_top_two_are_the_largest_logits_and_the_first_of_equals(case):
 ])
 def test_the_core_checks_an_adapters_top_two(top, message):
     class Adapter:
-        def append(self, tokens, want):
+        def append(self, seq, tokens, want):
             return np.asarray(top) if not isinstance(top, str) else top
 
-        def crop(self, length):
+        def crop(self, seq, length):
             pass
 
     ctx = _core.external_context(Adapter(), 64, 16)
@@ -265,8 +335,6 @@ def test_wrap_refuses_what_it_cannot_drive(pair, small):
     with pytest.raises(ha.InvalidInputError, match="assistant_model must be"):
         target.generate(np.array([PROMPT]), max_new_tokens=3, assistant_model="draft")
     ext = ha.wrap(TorchCausalLM(small[0]))
-    with pytest.raises(ha.InvalidInputError, match="one row at a time"):
-        ext.generate(np.array([[1, 2], [3, 4]]), max_new_tokens=3)
     with pytest.raises(ha.InvalidInputError, match="'cost'"):
         ext.generate(IDS, max_new_tokens=3, assistant_model=small[3], num_assistant_tokens_schedule="cost")
     with pytest.raises(ha.InvalidInputError, match="assistant_early_exit"):

@@ -21,7 +21,7 @@ import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402
 import interrupt_child  # noqa: E402
 
-STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled")
+STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "wrapped")
 
 
 @pytest.fixture(scope="module")

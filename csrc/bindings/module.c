@@ -607,7 +607,7 @@ typedef struct {
      * when the core call returns) */
     PyObject *adapter;
     ha_lm ext;
-    int64_t ext_len;
+    int64_t *ext_len; /* (ext.n_seq,) */
     PyObject *exc_type, *exc_value, *exc_tb;
 } ContextObject;
 
@@ -615,6 +615,7 @@ static void Context_dealloc(ContextObject *self) {
     ha_llama_context_free(self->c);
     Py_XDECREF(self->model);
     Py_XDECREF(self->adapter);
+    PyMem_Free(self->ext_len);
     Py_XDECREF(self->exc_type);
     Py_XDECREF(self->exc_value);
     Py_XDECREF(self->exc_tb);
@@ -766,7 +767,8 @@ static PyObject *Context_can_crop(ContextObject *self, PyObject *args) {
     long long n;
     if (!PyArg_ParseTuple(args, "iL", &seq, &n)) return NULL;
     if (!ctx_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
-    if (!self->c) return PyBool_FromLong(seq == 0 && n >= 0 && n <= self->ext_len); /* external: any crop back */
+    if (!self->c) /* external: any crop back */
+        return PyBool_FromLong(seq >= 0 && seq < self->ext.n_seq && n >= 0 && n <= self->ext_len[seq]);
     return PyBool_FromLong(ha_llama_context_can_crop(self->c, seq, n));
 }
 
@@ -789,14 +791,15 @@ static PyObject *Context_get(ContextObject *self, void *which) {
 }
 
 /* ---- external models --------------------------------------------------------------------------------------
- * The model interface over adapter (habana_assist/external.py), one sequence: append checks what the core's own
- * append checks (sequence 0, token ids, capacity), then with the GIL calls adapter.append(tokens, want):
- * tokens bytes of int32 (n,), want bytes of uint8 (n,) or None (every position), which returns the wanted
- * positions' logits as an object with a C-contiguous float32 buffer of n_wanted * vocab items (external.py
- * hands a CPU tensor's memory over DLPack, no copy); they are copied into the core's logits (which the loop
- * then processes in place: it never writes into the model's tensor). NaN logits, a wrong size, or an
- * exception the adapter raised stop the call: HA_ERR_CALLBACK, the exception kept on the context (the adapter
- * puts its cache back as it was before the append). crop(0, len) calls adapter.crop(len). */
+ * The model interface over adapter (habana_assist/external.py), n_seq sequences: append checks what the core's
+ * own append checks (sequence ids, token ids, each sequence's capacity), then with the GIL calls
+ * adapter.append(seq, tokens, want): seq and tokens bytes of int32 (n,), want bytes of uint8 (n,) or None (every
+ * position), which returns the wanted positions' logits, in order, as an object with a C-contiguous buffer: float32
+ * of n_wanted * vocab items (external.py hands a CPU tensor's memory over DLPack, no copy), copied into the core's
+ * logits (which the loop then processes in place: it never writes into the model's tensor), or float64 of
+ * n_wanted * 4 (each position's top two: external_top_two). NaN logits, a wrong size, or an exception the adapter
+ * raised stop the call: HA_ERR_CALLBACK, the exception kept on the context (the adapter puts its caches back as
+ * they were before the append). crop(seq, len) calls adapter.crop(seq, len). */
 static PyTypeObject ContextType;
 
 static ha_status external_fail(ContextObject *self) {
@@ -850,17 +853,22 @@ static ha_status external_append(void *self_, int64_t n, const int32_t *seq, con
     const int64_t V = self->ext.vocab_size;
     int64_t wanted = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (seq[i] != 0 || tokens[i] < 0 || tokens[i] >= V) return HA_ERR_INVALID;
+        if (seq[i] < 0 || seq[i] >= self->ext.n_seq || tokens[i] < 0 || tokens[i] >= V) return HA_ERR_INVALID;
         wanted += !want || want[i];
     }
     if (n <= 0) return n == 0 ? HA_OK : HA_ERR_INVALID;
-    if (self->ext_len + n > self->ext.capacity) return HA_ERR_CAPACITY;
+    for (int64_t b = 0; b < self->ext.n_seq; b++) {
+        int64_t more = 0;
+        for (int64_t i = 0; i < n; i++) more += seq[i] == b;
+        if (self->ext_len[b] + more > self->ext.capacity) return HA_ERR_CAPACITY;
+    }
     PyGILState_STATE g = PyGILState_Ensure();
     ha_status st = HA_OK;
     Py_buffer view = { 0 };
+    PyObject *rows = PyBytes_FromStringAndSize((const char *)seq, (Py_ssize_t)(n * 4));
     PyObject *ids = PyBytes_FromStringAndSize((const char *)tokens, (Py_ssize_t)(n * 4));
     PyObject *w = want ? PyBytes_FromStringAndSize((const char *)want, (Py_ssize_t)n) : Py_NewRef(Py_None);
-    PyObject *res = ids && w ? PyObject_CallMethod(self->adapter, "append", "OO", ids, w) : NULL;
+    PyObject *res = rows && ids && w ? PyObject_CallMethod(self->adapter, "append", "OOO", rows, ids, w) : NULL;
     if (!res) {
         st = external_fail(self);
     } else if (PyObject_GetBuffer(res, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
@@ -902,23 +910,24 @@ static ha_status external_append(void *self_, int64_t n, const int32_t *seq, con
         }
         PyBuffer_Release(&view);
     }
-    if (st == HA_OK) self->ext_len += n;
+    for (int64_t i = 0; st == HA_OK && i < n; i++) self->ext_len[seq[i]]++;
     Py_XDECREF(res);
     Py_XDECREF(w);
     Py_XDECREF(ids);
+    Py_XDECREF(rows);
     PyGILState_Release(g);
     return st;
 }
 
 static ha_status external_crop(void *self_, int32_t seq, int64_t len) {
     ContextObject *self = self_;
-    if (seq != 0 || len < 0 || len > self->ext_len) return HA_ERR_INVALID;
-    if (len == self->ext_len) return HA_OK;
+    if (seq < 0 || seq >= self->ext.n_seq || len < 0 || len > self->ext_len[seq]) return HA_ERR_INVALID;
+    if (len == self->ext_len[seq]) return HA_OK;
     PyGILState_STATE g = PyGILState_Ensure();
     ha_status st = HA_OK;
-    PyObject *res = PyObject_CallMethod(self->adapter, "crop", "L", (long long)len);
+    PyObject *res = PyObject_CallMethod(self->adapter, "crop", "iL", (int)seq, (long long)len);
     if (!res) st = external_fail(self);
-    else self->ext_len = len;
+    else self->ext_len[seq] = len;
     Py_XDECREF(res);
     PyGILState_Release(g);
     return st;
@@ -926,24 +935,32 @@ static ha_status external_crop(void *self_, int32_t seq, int64_t len) {
 
 static int64_t external_length(const void *self_, int32_t seq) {
     const ContextObject *self = self_;
-    return seq == 0 ? self->ext_len : 0;
+    return seq >= 0 && seq < self->ext.n_seq ? self->ext_len[seq] : 0;
 }
 
-/* external_context(adapter, vocab_size, capacity) -> a Context of one sequence whose model is adapter's. */
+/* external_context(adapter, vocab_size, capacity, n_seq=1) -> a Context of n_seq sequences whose model is
+ * adapter's. */
 static PyObject *py_external_context(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *adapter;
-    long long V, capacity;
-    if (!PyArg_ParseTuple(args, "OLL", &adapter, &V, &capacity)) return NULL;
-    if (V < 1 || capacity < 1)
-        return PyErr_Format(InvalidInputError, "external_context: vocab_size (%lld) and capacity (%lld) must be positive",
-                            V, capacity);
+    long long V, capacity, n_seq = 1;
+    if (!PyArg_ParseTuple(args, "OLL|L", &adapter, &V, &capacity, &n_seq)) return NULL;
+    if (V < 1 || V > INT32_MAX || capacity < 1 || n_seq < 1 || n_seq > INT32_MAX)
+        return PyErr_Format(InvalidInputError, "external_context: vocab_size (%lld), capacity (%lld) and n_seq (%lld) must "
+                            "be positive 32-bit counts", V, capacity, n_seq);
     if (!PyObject_HasAttrString(adapter, "append") || !PyObject_HasAttrString(adapter, "crop"))
-        return PyErr_Format(InvalidInputError, "external_context: the adapter needs append(tokens, want) and crop(length)");
+        return PyErr_Format(InvalidInputError, "external_context: the adapter needs append(seq, tokens, want) and "
+                            "crop(seq, length)");
+    int64_t *len = PyMem_Calloc((size_t)n_seq, sizeof(int64_t));
+    if (!len) return PyErr_NoMemory();
     ContextObject *self = (ContextObject *)PyType_GenericNew(&ContextType, NULL, NULL);
-    if (!self) return NULL;
+    if (!self) {
+        PyMem_Free(len);
+        return NULL;
+    }
     self->adapter = Py_NewRef(adapter);
-    self->ext = (ha_lm){ .self = self, .vocab_size = V, .n_seq = 1, .capacity = capacity, .append = external_append,
+    self->ext_len = len;
+    self->ext = (ha_lm){ .self = self, .vocab_size = V, .n_seq = n_seq, .capacity = capacity, .append = external_append,
                          .crop = external_crop, .max_rollback = INT64_MAX, .length = external_length };
     return (PyObject *)self;
 }
@@ -1641,8 +1658,8 @@ static PyTypeObject BPEType = {
 static PyMethodDef module_methods[] = {
     { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
     { "external_context", py_external_context, METH_VARARGS,
-      "external_context(adapter, vocab_size, capacity): a Context of one sequence over an external model's "
-      "adapter.append(tokens, want) and adapter.crop(length) (habana_assist/external.py)" },
+      "external_context(adapter, vocab_size, capacity, n_seq=1): a Context of n_seq sequences over an external model's "
+      "adapter.append(seq, tokens, want) and adapter.crop(seq, length) (habana_assist/external.py)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
     { "quantize", py_quantize, METH_VARARGS,
