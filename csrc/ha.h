@@ -435,8 +435,8 @@ typedef struct ha_assist_params {
 typedef struct ha_assist_stats {
     int64_t num_draft_tokens;     /* proposed */
     int64_t num_accepted_tokens;  /* proposed and kept */
-    int64_t num_target_passes;    /* target appends (prefill included) */
-    int64_t num_draft_passes;     /* draft appends */
+    int64_t num_target_passes;    /* verifying target appends, one per round and row (the prefill not counted) */
+    int64_t num_draft_passes;     /* draft appends (the first also takes in the prompt) */
     int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on); each row
                                      starts from the call's K, and this is the last row's */
     int64_t num_rounds;           /* rounds: target appends that verified (all rows' together) */

@@ -4,7 +4,8 @@
 Usage: /usr/bin/python3 examples/quickstart.py [TARGET_DIR [DRAFT_DIR]]
 Without arguments it writes two small random Llama checkpoints (Hugging Face layout) to a temporary
 directory, so it runs anywhere; with real checkpoints (same tokenizer for both) it runs on those.
-Token ids are printed as numbers: the tokenizer comes with a later release.
+Token ids are printed as numbers, since the random checkpoints have no tokenizer (the notebooks in examples/
+show text, with the shipped pair and its tokenizer).
 """
 import json
 import os
