@@ -175,6 +175,10 @@ class _Adapter:
                         position_ids=torch.arange(before, before + n, device=device)[None],
                         past_key_values=self.cache[b], use_cache=True)
         logits, self.cache[b] = _field(out, "logits", 0), _field(out, "past_key_values", 1)
+        if self.cache[b] is not None and any(c is self.cache[b] for i, c in enumerate(self.cache) if i != b):
+            raise UnsupportedModelError("the wrapped model returned one cache object for two rows of the batch (a cache "
+                                        "it keeps itself?); each row needs its own: return a new cache when "
+                                        "past_key_values is None, or generate() per prompt")
         host = self._wanted_rows(logits, n, wanted)
         self.length[b] = before + n
         return host

@@ -21,7 +21,7 @@ from stats import chi_square  # noqa: E402
 from test_assisted_batches import left_padded  # noqa: E402
 from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402
                                      pair)  # noqa: F401 (the fixture)
-from torch_causal_lm import TorchCausalLM  # noqa: E402
+from torch_causal_lm import KVCache, TorchCausalLM  # noqa: E402
 
 SMALL = dict(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48)
 IDS = np.array([[1, 17, 5, 40, 33, 8]])
@@ -324,6 +324,17 @@ def test_models_that_break_the_convention_get_clear_errors(pair, make, message):
         draft.generate(np.array([PROMPT]), max_new_tokens=6, assistant_model=model)
 
 
+class KeepsItsCache(TorchCausalLM):
+    """Uses one cache object of its own, whatever past_key_values it is given."""
+
+    def forward(self, input_ids, past_key_values=None, **kw):
+        if not hasattr(self, "kept"):
+            self.kept = KVCache(len(self.layers))
+        return super().forward(input_ids, past_key_values=self.kept, **kw)
+
+    __call__ = forward
+
+
 def test_wrap_refuses_what_it_cannot_drive(pair, small):
     target, draft = pair
     with pytest.raises(ha.InvalidInputError, match="not callable"):
@@ -341,3 +352,5 @@ def test_wrap_refuses_what_it_cannot_drive(pair, small):
         ha.wrap(Returns(_good)).generate(np.array([PROMPT]), max_new_tokens=3, assistant_early_exit=1)
     with pytest.raises(ha.InvalidInputError, match="native models"):
         ext.save_pretrained("/nonexistent")
+    with pytest.raises(ha.UnsupportedModelError, match="one cache object for two rows"):
+        ha.wrap(KeepsItsCache(small[0])).generate(np.array([[1, 2], [3, 4]]), max_new_tokens=3)
