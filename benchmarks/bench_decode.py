@@ -46,6 +46,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import habana_assist as ha  # noqa: E402
+os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from habana_assist.safetensors import save_file  # noqa: E402
 
 TINYLLAMA = {
