@@ -21,7 +21,6 @@ the native draft. benchmarks/cuda_external.sh builds the package and runs this o
 
     /usr/bin/python3 benchmarks/bench_external.py [--new-tokens 64] [--repeats 3] [--device cuda] [--transformers]
         [--reduce-sweep]
-    /usr/bin/python3 benchmarks/bench_external.py [--new-tokens 64] [--repeats 3] [--device cuda] [--transformers]
 """
 
 import argparse
@@ -89,14 +88,26 @@ def reduce_sweep(device, new_tokens=64, repeats=5):
         ids = np.array([[1, 2, 3]])
         models = (ha.wrap(model, reduce_logits=False), ha.wrap(model, reduce_logits=True))
         best, outs = [float("inf")] * 2, [None, None]
-        for _ in range(repeats + 1):  # the first round warms up
+        for round_ in range(repeats + 1):  # round 0 warms up
             for i, m in enumerate(models):
                 t0 = time.perf_counter()
                 outs[i] = m.generate(ids, max_new_tokens=new_tokens, eos_token_id=[])
-                best[i] = min(best[i], time.perf_counter() - t0) if _ else best[i]
+                if round_:
+                    best[i] = min(best[i], time.perf_counter() - t0)
         same = np.array_equal(*outs)
         print(f"    {vocab:7d} {new_tokens / best[0]:11.1f} {new_tokens / best[1]:13.1f} {best[0] / best[1]:13.2f} "
               f"{str(same):>5s}")
+
+
+def ours(target, assistant, kw):
+    """A case run by this package: generate(ids) -> (sequences, drafted, accepted, target passes, the target if it
+    is wrapped (for its transfer_bytes) else None)."""
+    def run(ids):
+        res = target.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
+        wrapped = target if isinstance(target, ha.modeling.WrappedModel) else None
+        passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]  # plain: one forward per token
+        return res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes, wrapped
+    return run
 
 
 def transformers_cases(directory, draft_directory, device, native_draft, kw):
@@ -128,15 +139,8 @@ def transformers_cases(directory, draft_directory, device, native_draft, kw):
             return out.cpu().numpy(), 0, 0, 0, None
         return run
 
-    def ours(assistant):
-        def run(ids):
-            res = wrapped.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
-            passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]
-            return res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes, wrapped
-        return run
-
     return {"HF plain (its generate)": theirs(None), "HF + HF draft (its assisted)": theirs(hf_draft),
-            "HF wrapped plain": ours(None), "HF wrapped + native draft": ours(native_draft)}
+            "HF wrapped plain": ours(wrapped, None, kw), "HF wrapped + native draft": ours(wrapped, native_draft, kw)}
 
 
 def main():
@@ -156,20 +160,13 @@ def main():
     kw = dict(max_new_tokens=args.new_tokens, eos_token_id=[], num_assistant_tokens=4,
               num_assistant_tokens_schedule="constant")
 
-    def ours(target, assistant):
-        def run(ids):
-            res = target.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
-            external = target if isinstance(target, ha.modeling.WrappedModel) else None
-            passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]  # plain: one forward per token
-            return res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes, external
-        return run
-
-    cases = {"torch plain": ours(torch_target, None), "torch + native draft": ours(torch_target, draft)}
+    cases = {"torch plain": ours(torch_target, None, kw), "torch + native draft": ours(torch_target, draft, kw)}
     plain_of = {"torch plain": "torch plain", "torch + native draft": "torch plain"}
     if args.device != "cpu":  # the shipped vocabulary (4096) is below REDUCE_FROM_VOCAB: the rows cross whole
         reduced = ha.wrap(torch_target.model, reduce_logits=True)
-        cases["torch + native draft, top two"], plain_of["torch + native draft, top two"] = ours(reduced, draft), "torch plain"
-    cases |= {"native plain": ours(native, None), "native + native draft": ours(native, draft)}
+        cases["torch + native draft, top two"] = ours(reduced, draft, kw)
+        plain_of["torch + native draft, top two"] = "torch plain"
+    cases |= {"native plain": ours(native, None, kw), "native + native draft": ours(native, draft, kw)}
     plain_of |= {"native plain": "native plain", "native + native draft": "native plain"}
     if args.transformers:
         hf = transformers_cases(native.name_or_path, draft.name_or_path, args.device, draft, kw)

@@ -86,12 +86,9 @@ def top_two(rows):
     (vocab 1: the same again), reduced on the rows' device so that only these cross. The core (bindings/module.c:
     external_top_two) rebuilds each row as those two and -inf elsewhere: the same argmax and top-two margin."""
     torch = _torch()
-    rows = torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
-    if rows.dtype in (torch.float16, torch.bfloat16):
-        rows = rows.float()
+    rows = _widened(torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows)
     if rows.dtype != torch.float32:
-        raise InvalidInputError(f"the wrapped model's logits are {rows.dtype}; return float32 logits (float16 and "
-                                "bfloat16 are widened here; others: logits.float() in the forward)")
+        raise _not_float32(rows.dtype)
     first, at = rows.max(dim=1, keepdim=True)  # torch: the first index of the maximum; NaN wins (the core reports it)
     if rows.shape[1] > 1:
         second, at2 = rows.scatter(1, at, float("-inf")).max(dim=1, keepdim=True)
@@ -100,11 +97,22 @@ def top_two(rows):
     return torch.cat([first.double(), at.double(), second.double(), at2.double()], dim=1).cpu().numpy()
 
 
+def _widened(logits):
+    """A torch float16 or bfloat16 tensor widened to float32 on its device (exactly); anything else as it is."""
+    if hasattr(logits, "float") and str(getattr(logits, "dtype", "")) in ("torch.float16", "torch.bfloat16"):
+        return logits.float()
+    return logits
+
+
+def _not_float32(dtype):
+    return InvalidInputError(f"the wrapped model's logits are {dtype}; return float32 logits (float16 and bfloat16 are "
+                             "widened here; others: logits.float() in the forward)")
+
+
 def host_rows(logits):
     """logits (n, vocab), any DLPack tensor (or numpy array) -> numpy float32 (n, vocab), C-contiguous; read in
     place where it is host memory in float32 already."""
-    if hasattr(logits, "float") and str(getattr(logits, "dtype", "")) in ("torch.float16", "torch.bfloat16"):
-        logits = logits.float()  # widened on its device, exactly
+    logits = _widened(logits)
     if not isinstance(logits, np.ndarray):
         if not hasattr(logits, "__dlpack__") or not hasattr(logits, "__dlpack_device__"):
             raise InvalidInputError(f"the wrapped model's logits ({type(logits).__name__}) export no DLPack "
@@ -119,8 +127,7 @@ def host_rows(logits):
         except (BufferError, TypeError, RuntimeError) as e:
             raise InvalidInputError(f"the wrapped model's logits cannot be read over DLPack: {e}") from e
     if logits.dtype != np.float32:
-        raise InvalidInputError(f"the wrapped model's logits are {logits.dtype}; return float32 logits (float16 and "
-                                "bfloat16 are widened here; others: logits.float() in the forward)")
+        raise _not_float32(logits.dtype)
     return np.ascontiguousarray(logits)
 
 
