@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -40,11 +41,20 @@ def run_scenarios(names, delay=0.05, timeout=600, env=None):
     """Runs a child over `names`, interrupting each scenario `delay` seconds after it is ready (so that the signal
     finds the work inside the core, not in the Python around it) -> list of result dicts, each with latency_s
     (SIGINT sent -> KeyboardInterrupt caught). A child that has not finished within `timeout` seconds (a hang)
-    is killed and its output raised as an AssertionError."""
+    is killed and its output raised as an AssertionError, with every thread's stack as it hung (the child's
+    faulthandler, on SIGUSR1). The child's stderr goes to a file, so that however much it writes it never
+    blocks on a pipe nobody reads until the end."""
+    err = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([PYTHON, os.path.abspath(__file__), *names], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=default_sigint,
+                            stderr=err, text=True, cwd=ROOT, preexec_fn=default_sigint,
                             env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
-    watchdog = threading.Timer(timeout, proc.kill)
+
+    def hung():
+        proc.send_signal(signal.SIGUSR1)  # the stacks, written before the kill (faulthandler writes at once)
+        time.sleep(1)
+        proc.kill()
+
+    watchdog = threading.Timer(timeout, hung)
     watchdog.start()
     sent, results = {}, []
     try:
@@ -59,13 +69,15 @@ def run_scenarios(names, delay=0.05, timeout=600, env=None):
                 if r["name"] in sent and r.get("caught") is not None:
                     r["latency_s"] = r["caught"] - sent[r["name"]]
                 results.append(r)
-        stderr = proc.stderr.read()
         code = proc.wait()
+        err.seek(0)
+        stderr = err.read()
     finally:
         watchdog.cancel()
+        err.close()
     if code != 0 or len(results) != len(names):
         raise AssertionError(f"the interrupt child exited {code} with {len(results)} of {len(names)} results; "
-                             f"stderr:\n{stderr[-4000:]}")
+                             f"stderr:\n{stderr[-8000:]}")
     return results
 
 
@@ -96,10 +108,13 @@ def _pool_threads_idle():
 
 
 def _child(names):
+    import faulthandler
+
     import numpy as np
 
     import habana_assist as ha
 
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # run_scenarios asks for the stacks of a hang
     tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
     model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
