@@ -372,7 +372,8 @@ DEFINE_PANEL_TILE(f16p)
 /* One token alone streams four panels without software prefetch (kernels_panels.h); more share a prefetched group. */
 #define PANEL_ALONE(S) ((S) == 1 ? 4 : 0)
 
-#define MAX_S 6 /* tokens per panel tile (a bare literal: kernels_panels.h pastes it) */
+#define MAX_S 6 /* tokens per panel tile */
+#define MAX_CASE 6 /* the same, as a bare literal kernels_panels.h pastes */
 HA_DEFINE_MATMUL_PANELS(AVX2, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX2, bf16p, HA_BF16P)
 HA_DEFINE_MATMUL_PANELS(AVX2, f16p, HA_F16P)

@@ -5,13 +5,14 @@
  * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
  * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S),
  * PANEL_ALONE(S) (panels per group for a matmul of S tokens run as one tile without software prefetch, or 0
- * for one run as groups of PANEL_GROUP(S) with it) and MAX_S (tokens per tile: 6 or 8, a bare literal); then
- * HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines matmul_SUF.
+ * for one run as groups of PANEL_GROUP(S) with it), MAX_S (tokens per tile of a matmul cut into tiles) and
+ * MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6 or 8); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
+ * defines matmul_SUF.
  *
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
- * (MAX_S = 6: T = 8 is 4 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
- * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T tokens with PANEL_ALONE(T)
- * (T = 1 everywhere; on AVX-512 every T up to 5) is one tile over groups of that many panels, streamed with the
+ * (MAX_S = 6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
+ * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
+ * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 8) is one tile over groups of that many panels, streamed with the
  * hardware prefetcher only: many panels side by side are many streams, which it follows best (software
  * prefetch measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory with
  * narrow groups and prefetch). Otherwise the tiles share out the prefetch of the next group into L2 (with
@@ -65,7 +66,7 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         break;                                                                                          \
     }
 
-/* The cases S = 1 .. M (MAX_S, a bare literal: 6 or 8). */
+/* The cases S = 1 .. M (MAX_CASE, a bare literal: 6 or 8). */
 #define HA_PANEL_TILE_CASES(M, SUF) HA_PANEL_TILE_CASES_(M, SUF)
 #define HA_PANEL_TILE_CASES_(M, SUF) HA_PANEL_TILE_CASES_##M(SUF)
 #define HA_PANEL_TILE_CASES_6(SUF)                                                                      \
@@ -78,7 +79,8 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
                                   int64_t T, float *Y, int64_t ldy) {                                   \
         if (T < 1 || r0 >= r1) return;                                                                  \
         const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t tiles = (T + MAX_S - 1) / MAX_S, alone = tiles == 1 ? PANEL_ALONE(T) : 0;      \
+        const int64_t alone = T <= MAX_CASE ? PANEL_ALONE(T) : 0;                                      \
+        const int64_t tiles = alone ? 1 : (T + MAX_S - 1) / MAX_S;                                      \
         const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                         \
         const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
         const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
@@ -93,7 +95,7 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
                 const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
                 const float *x = X + t * n;                                                             \
                 float *y = Y + t * ldy;                                                                 \
-                switch (S) { HA_PANEL_TILE_CASES(MAX_S, SUF) }                                          \
+                switch (S) { HA_PANEL_TILE_CASES(MAX_CASE, SUF) }                                          \
                 t += S;                                                                                 \
             }                                                                                           \
         }                                                                                               \

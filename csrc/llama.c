@@ -316,6 +316,16 @@ int64_t ha_llama_weight_bytes(const ha_llama *m) {
 
 /* ---- parallel pieces -------------------------------------------------------------------------------- */
 
+/* The feed-forward block's first half after its matmuls (mlp_range): biases, then the activation, into gate. */
+typedef struct mlp_step {
+    int gated;                /* act(gate) * up, else act(up) (GPT-2's ungated block, whose one matrix is W[0]) */
+    ha_act act;
+    int64_t f;                /* intermediate size */
+    const float *b_gate, *b_up; /* (f,) or NULL; ungated: b_gate is the one matrix's bias */
+    float *gate, *up;         /* (T, f): the output, and the up projection's rows (separate matrices) */
+    float *fused;             /* (T, 2f) a fused gate-up matrix's output, or NULL */
+} mlp_step;
+
 /* Up to three matmuls sharing one input, split by output rows across threads as one job:
  * Y[i] (T, W[i].rows) = X (T, n) @ W[i]^T. */
 typedef struct matmul_job {
@@ -327,20 +337,95 @@ typedef struct matmul_job {
     const int16_t *Xq; /* X quantized by quant_act, for integer weights */
     const float *xq_scale;
     int64_t T;
+    const mlp_step *mlp; /* mlp_range's job: the rest of a feed-forward block's first half (NULL for matmul_range) */
 } matmul_job;
+
+/* Rows [lo, hi) of W (rows, n) times X into Y (T, ldy), through the kernel W's dtype takes. */
+static void matmul_rows(const matmul_job *j, const ha_matrix *W, int64_t lo, int64_t hi, float *Y, int64_t ldy) {
+    if (lo >= hi) return;
+    if (ha_dtype_is_int(W->dtype)) j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
+    else j->k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, Y, ldy);
+}
 
 static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     const matmul_job *j = ctx;
-    const ha_kernels *k = j->k;
     int64_t b = ub * ROW_UNIT, e = ue * ROW_UNIT, base = 0; /* rows in the concatenation of the W[i] */
     for (int i = 0; i < j->count; i++) {
         const ha_matrix *W = j->W[i];
         int64_t lo = b > base ? b - base : 0, hi = e - base < W->rows ? e - base : W->rows;
-        if (lo < hi && ha_dtype_is_int(W->dtype))
-            k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, j->Y[i], W->rows);
-        else if (lo < hi) k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, j->Y[i], W->rows);
+        matmul_rows(j, W, lo, hi, j->Y[i], W->rows);
         base += W->rows;
     }
+}
+
+/* y = act(x) in float32, each kind as Transformers' module computes it; activate's element. */
+static inline float act_one(ha_act act, float x) {
+    switch (act) {
+    case HA_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case HA_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    case HA_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    default: return x / (1.0f + expf(-x));
+    }
+}
+
+/* The elementwise rest of the feed-forward block's first half for rows [lo, hi) of the f: for each token t,
+ * biases added to the gate's and (gated) the up projection's outputs, then gate[t, r] = act(gate) * up (act(up)
+ * when ungated); each element the float32 operations, in the order, that add_bias then an activation loop give. */
+static void mlp_finish(const mlp_step *s, int64_t T, int64_t lo, int64_t hi) {
+    const int64_t f = s->f;
+    for (int64_t t = 0; t < T; t++) {
+        float *g = s->gate + t * f;
+        const float *fg = s->fused ? s->fused + t * 2 * f : g, *fu = s->fused ? s->fused + t * 2 * f + f : s->up + t * f;
+        for (int64_t r = lo; r < hi; r++) {
+            float x = fg[r];
+            if (s->b_gate) x += s->b_gate[r];
+            if (!s->gated) {
+                g[r] = act_one(s->act, x);
+                continue;
+            }
+            float u = fu[r];
+            if (s->b_up) u += s->b_up[r];
+            g[r] = act_one(s->act, x) * u;
+        }
+    }
+}
+
+/* Units of ROW_UNIT of the f rows r of the block's first projection, each the gate's (or the ungated block's
+ * one matrix's) and the up projection's rows r for every token, then mlp_finish on them: the activation runs
+ * on the threads, on outputs still in cache. */
+static void mlp_range(void *ctx, int64_t ub, int64_t ue) {
+    const matmul_job *j = ctx;
+    const mlp_step *s = j->mlp;
+    const int64_t f = s->f, lo = ub * ROW_UNIT, hi = ue * ROW_UNIT < f ? ue * ROW_UNIT : f;
+    if (s->fused) { /* (2f, n): gate rows r, up rows f + r, into fused (T, 2f) */
+        matmul_rows(j, j->W[0], lo, hi, s->fused, 2 * f);
+        matmul_rows(j, j->W[0], f + lo, f + hi, s->fused, 2 * f);
+    } else {
+        matmul_rows(j, j->W[0], lo, hi, s->gate, f);
+        if (s->gated) matmul_rows(j, j->W[1], lo, hi, s->up, f);
+    }
+    mlp_finish(s, j->T, lo, hi);
+}
+
+/* Fills j for Y[i] = X @ W[i]^T (X (T, W[0].cols)), quantizing X once for integer weights; the rows of all
+ * the W[i]. */
+static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int count, const ha_matrix *const *W,
+                              float *const *Y, const float *X, int64_t T) {
+    *j = (matmul_job){ .k = c->kern, .count = count, .X = X, .T = T };
+    int64_t rows = 0, quantize = 0;
+    for (int i = 0; i < count; i++) {
+        j->W[i] = W[i];
+        j->Y[i] = Y ? Y[i] : NULL;
+        rows += W[i]->rows;
+        quantize |= ha_dtype_is_int(W[i]->dtype);
+    }
+    if (quantize) { /* each token's row on its own, once, shared by the threads (T * n: small beside the matmul) */
+        const int64_t n = W[0]->cols, width = ha_act_width(n);
+        for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
+        j->Xq = c->xq;
+        j->xq_scale = c->xq_scale;
+    }
+    return rows;
 }
 
 static void matmul(const ha_llama_context *c, int count, const ha_matrix *const *W, float *const *Y, const float *X,
@@ -351,20 +436,8 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
         for (int i = 0; i < count; i++) ha_blas_matmul(c->kern, W[i], X, T, Y[i], W[i]->rows, c->wide);
         return;
     }
-    matmul_job j = { .k = c->kern, .count = count, .X = X, .T = T };
-    int64_t rows = 0, quantize = 0;
-    for (int i = 0; i < count; i++) {
-        j.W[i] = W[i];
-        j.Y[i] = Y[i];
-        rows += W[i]->rows;
-        quantize |= ha_dtype_is_int(W[i]->dtype);
-    }
-    if (quantize) { /* each token's row on its own, once, shared by the threads (T * n: small beside the matmul) */
-        const int64_t n = W[0]->cols, width = ha_act_width(n);
-        for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
-        j.Xq = c->xq;
-        j.xq_scale = c->xq_scale;
-    }
+    matmul_job j;
+    const int64_t rows = matmul_prepare(c, &j, count, W, Y, X, T);
     /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. */
     int64_t units = (rows + ROW_UNIT - 1) / ROW_UNIT;
     if (rows * W[0]->cols * T < SMALL_JOB) matmul_range(&j, 0, units);
@@ -460,29 +533,6 @@ static void add_bias(float *y, const ha_vector *b, int64_t T, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b->data[i];
 }
 
-/* y[i] = act(x[i]) (times up[i] when up is given) for i < n: ha.h's ha_act in float32, one loop per kind. */
-static void activate(ha_act act, float *x, const float *up, int64_t n) {
-    switch (act) {
-    case HA_ACT_GELU_TANH:
-        for (int64_t i = 0; i < n; i++) {
-            const float v = x[i];
-            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * (up ? up[i] : 1.0f);
-        }
-        break;
-    case HA_ACT_GELU:
-        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f)) * (up ? up[i] : 1.0f);
-        break;
-    case HA_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) * (up ? up[i] : 1.0f);
-        break;
-    default:
-        if (up)
-            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
-        else
-            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
-    }
-}
-
 /* Rotates heads (T, n_heads*hd) in place with table `table` (0: global or long, 1: local): in each head, pairs
  * (j, j + r2) for j < r2, Transformers' rotate_half convention over the first 2 r2 dims; the rest pass. */
 static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads, int table) {
@@ -520,6 +570,29 @@ static void split_rows(const float *Y, int64_t T, int64_t rows, int parts, float
             memcpy(dst[p] + i * n[p], Y + i * rows + off, (size_t)n[p] * sizeof(float));
 }
 
+/* The feed-forward block's first half, from c->xn (T, d) into c->gate (T, f): act(xn W_gate^T + b_gate) *
+ * (xn W_up^T + b_up), or act(xn W_up^T + b_up) for an ungated block; a fused gate-up matrix's output goes
+ * through c->fused. In a prompt block through OpenBLAS, the matmuls and then the same elementwise step here. */
+static void mlp_in(const ha_llama_context *c, const ha_llama_layer *L, int64_t T) {
+    const ha_llama_config *cfg = &c->m->cfg;
+    const int gated = !cfg->ungated_mlp, fused = gated && L->w_gate_up.data;
+    const mlp_step s = { .gated = gated, .act = cfg->act, .f = cfg->intermediate_size,
+                         .b_gate = gated ? L->b_gate.data : L->b_up.data, .b_up = gated ? L->b_up.data : NULL,
+                         .gate = c->gate, .up = c->up, .fused = fused ? c->fused : NULL };
+    const ha_matrix *W[2] = { !gated ? &L->w_up : fused ? &L->w_gate_up : &L->w_gate, &L->w_up };
+    const int count = gated && !fused ? 2 : 1;
+    if (c->blas_now && T >= HA_BLAS_BLOCK / 4) {
+        matmul(c, count, W, (float *[]){ fused ? c->fused : c->gate, c->up }, c->xn, T);
+        mlp_finish(&s, T, 0, s.f);
+        return;
+    }
+    matmul_job j;
+    const int64_t rows = matmul_prepare(c, &j, count, W, NULL, c->xn, T), units = (s.f + ROW_UNIT - 1) / ROW_UNIT;
+    j.mlp = &s;
+    if (rows * W[0]->cols * T < SMALL_JOB) mlp_range(&j, 0, units);
+    else ha_parallel_for(mlp_range, &j, units);
+}
+
 /* Forward of T tokens (T <= CHUNK, or T == HA_BLAS_BLOCK with c->blas_now) whose seq/pos are set in c;
  * their K/V go into the cache. Rows with want != NULL && want[i] get logits, packed, into logits. Returns
  * nonzero, with the forward unfinished, if the interrupt asked to stop (polled before each layer). */
@@ -527,7 +600,7 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
     const ha_kernels *k = c->kern;
-    const int64_t d = cfg->hidden_size, f = cfg->intermediate_size, hd = cfg->head_dim, kvd = m->kv_dim, qd = m->q_dim;
+    const int64_t d = cfg->hidden_size, hd = cfg->head_dim, kvd = m->kv_dim, qd = m->q_dim;
 
     float *row = c->tmp; /* scratch for a learned position's row */
     for (int64_t i = 0; i < T; i++) {
@@ -584,21 +657,7 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
 
         for (int64_t i = 0; i < T; i++) norm(cfg, c->x + i * d, L->ffn_norm.data, L->ffn_norm_b.data, c->xn + i * d, d);
-        if (cfg->ungated_mlp) {
-            matmul(c, 1, (const ha_matrix *[]){ &L->w_up }, (float *[]){ c->gate }, c->xn, T);
-            add_bias(c->gate, &L->b_up, T, f);
-            activate(cfg->act, c->gate, NULL, T * f);
-        } else {
-            if (L->w_gate_up.data) {
-                matmul(c, 1, (const ha_matrix *[]){ &L->w_gate_up }, (float *[]){ c->fused }, c->xn, T);
-                split_rows(c->fused, T, 2 * f, 2, (float *[]){ c->gate, c->up }, (const int64_t[]){ f, f });
-            } else {
-                matmul(c, 2, (const ha_matrix *[]){ &L->w_gate, &L->w_up }, (float *[]){ c->gate, c->up }, c->xn, T);
-            }
-            add_bias(c->gate, &L->b_gate, T, f);
-            add_bias(c->up, &L->b_up, T, f);
-            activate(cfg->act, c->gate, c->up, T * f);
-        }
+        mlp_in(c, L, T);
         matmul(c, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);
         norm_rows(cfg, c->tmp, &L->post_ffn_norm, NULL, T, d);
