@@ -197,10 +197,11 @@ typedef struct ha_kernels {
     /* Attention's two inner loops over nk keys (or values) of one sequence, the t-th at slot (slot0 + t) % S of a
      * cache whose slots are ld floats apart, each bitwise what the variant's dot and axpy give key by key (one
      * call over a block instead of a call per key: no call overhead, acc kept in registers):
-     * attn_scores: s[t] = dot(q, K + slot_t * ld, n) * scale for t < nk;
+     * attn_scores: s[i * lds + t] = dot(q + i * qs, K + slot_t * ld, n) * scale for queries i < nq, t < nk
+     * (several queries against the same keys: each key is read once for them all);
      * attn_values: acc (n,) += w[t] * (V + slot_t * ld) for t = 0 .. nk - 1 in order, as axpy(w[t], ...) calls. */
-    void (*attn_scores)(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
-                        float scale, float *s);
+    void (*attn_scores)(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0, int64_t S,
+                        int64_t nk, int64_t n, float scale, float *s, int64_t lds);
     void (*attn_values)(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
                         float *acc);
     /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */

@@ -420,42 +420,82 @@ AVX2 static void axpy_avx2(float a, const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* Four keys at a time, each its own dot_avx2 (the same accumulation and hsum), so that the four chains of
- * multiply-adds overlap. */
-AVX2 static void attn_scores_avx2(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
-                                  int64_t n, float scale, float *s) {
-    const int64_t nv = n - n % 8;
-    int64_t t = 0, slot = slot0;
-    const float *k4[4];
-    for (; t + 4 <= nk; t += 4) {
-        for (int i = 0; i < 4; i++, slot = slot + 1 == S ? 0 : slot + 1) k4[i] = K + slot * ld;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int64_t k = 0; k < nv; k += 8) {
-            const __m256 x = _mm256_loadu_ps(q + k);
-            a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[0] + k), a0);
-            a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[1] + k), a1);
-            a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[2] + k), a2);
-            a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k4[3] + k), a3);
-        }
-        float y;
-        FINISH(f32, a0, q, k4[0], nv, n, y);
-        s[t] = y * scale;
-        FINISH(f32, a1, q, k4[1], nv, n, y);
-        s[t + 1] = y * scale;
-        FINISH(f32, a2, q, k4[2], nv, n, y);
-        s[t + 2] = y * scale;
-        FINISH(f32, a3, q, k4[3], nv, n, y);
-        s[t + 3] = y * scale;
-    }
-    for (; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) s[t] = dot_avx2(q, K + slot * ld, n) * scale;
+/* hsum of each of a0..a3, [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]: the same tree on the four at once (its
+ * first step on pairs of halves, the next two on lanes side by side), each addition the one hsum makes with
+ * the same operands. */
+AVX2 static inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    /* lanes j < 4: l_j + l_{j+4}, of a0 (low half) and a1 (high half); of a2 and a3 */
+    const __m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    const __m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    /* per half: [u0 + u2, u1 + u3, w0 + w2, w1 + w3] for u of s01 and w of s23 */
+    const __m256 c = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lanes 0, 4, 2, 6: (u0 + u2) + (u1 + u3) of a0, a1, a2, a3 */
+    const __m256 d = _mm256_add_ps(c, _mm256_movehdup_ps(c));
+    return _mm256_castps256_ps128(_mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6)));
 }
 
-/* 32 accumulators at a time held in four registers over all nk values, each updated in key order as axpy_avx2
- * updates it. */
+/* Queries two at a time against keys four at a time (eight accumulators), each dot dot_avx2's accumulation
+ * and hsum (hsum4), so that eight chains of multiply-adds overlap and each key is loaded once per two queries;
+ * a head size that is not a multiple of 8, the keys past the last four and an odd last query: dot_avx2. */
+AVX2 static void attn_scores_avx2(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
+                                  int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
+    const __m128 vs = _mm_set1_ps(scale);
+    int64_t t = 0, slot = slot0;
+    for (; n % 8 == 0 && t + 4 <= nk; t += 4) {
+        const float *k4[4];
+        for (int i = 0; i < 4; i++, slot = slot + 1 == S ? 0 : slot + 1) k4[i] = K + slot * ld;
+        int64_t i = 0;
+        for (; i + 2 <= nq; i += 2) {
+            const float *qa = q + i * qs, *qb = qa + qs;
+            __m256 a[4], b[4];
+            for (int r = 0; r < 4; r++) a[r] = b[r] = _mm256_setzero_ps();
+            for (int64_t k = 0; k < n; k += 8) {
+                const __m256 xa = _mm256_loadu_ps(qa + k), xb = _mm256_loadu_ps(qb + k);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const __m256 y = _mm256_loadu_ps(k4[r] + k);
+                    a[r] = _mm256_fmadd_ps(xa, y, a[r]);
+                    b[r] = _mm256_fmadd_ps(xb, y, b[r]);
+                }
+            }
+            _mm_storeu_ps(s + i * lds + t, _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]), vs));
+            _mm_storeu_ps(s + (i + 1) * lds + t, _mm_mul_ps(hsum4(b[0], b[1], b[2], b[3]), vs));
+        }
+        if (i < nq) {
+            const float *qa = q + i * qs;
+            __m256 a[4];
+            for (int r = 0; r < 4; r++) a[r] = _mm256_setzero_ps();
+            for (int64_t k = 0; k < n; k += 8) {
+                const __m256 xa = _mm256_loadu_ps(qa + k);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) a[r] = _mm256_fmadd_ps(xa, _mm256_loadu_ps(k4[r] + k), a[r]);
+            }
+            _mm_storeu_ps(s + i * lds + t, _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]), vs));
+        }
+    }
+    for (; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+        for (int64_t i = 0; i < nq; i++) s[i * lds + t] = dot_avx2(q + i * qs, K + slot * ld, n) * scale;
+}
+
+/* 64 accumulators at a time held in eight registers over all nk values (eight chains of multiply-adds in
+ * flight, where four waited on their latency), then 32 in four, each updated in key order as axpy_avx2 updates
+ * it. */
 AVX2 static void attn_values_avx2(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
                                   int64_t n, float *acc) {
     const int64_t nv = n - n % 8;
     int64_t c = 0;
+    for (; c + 64 <= nv; c += 64) {
+        __m256 y[8];
+        for (int r = 0; r < 8; r++) y[r] = _mm256_loadu_ps(acc + c + 8 * r);
+        for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) {
+            const float *x = V + slot * ld + c;
+            const __m256 a = _mm256_set1_ps(w[t]);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) y[r] = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 8 * r), y[r]);
+        }
+        for (int r = 0; r < 8; r++) _mm256_storeu_ps(acc + c + 8 * r, y[r]);
+    }
     for (; c + 32 <= nv; c += 32) {
         __m256 y0 = _mm256_loadu_ps(acc + c), y1 = _mm256_loadu_ps(acc + c + 8), y2 = _mm256_loadu_ps(acc + c + 16),
                y3 = _mm256_loadu_ps(acc + c + 24);

@@ -133,10 +133,11 @@ static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static void attn_scores_scalar(const float *q, const float *K, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
-                               int64_t n, float scale, float *s) {
-    for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
-        s[t] = dot_scalar(q, K + slot * ld, n) * scale;
+static void attn_scores_scalar(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
+                               int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
+    for (int64_t i = 0; i < nq; i++)
+        for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+            s[i * lds + t] = dot_scalar(q + i * qs, K + slot * ld, n) * scale;
 }
 
 static void attn_values_scalar(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,

@@ -4,7 +4,7 @@
  *
  * Batch invariance: a token's logits depend only on its own inputs and its sequence's cache. Matmuls
  * compute each output element whole (kernel order fixed by n), attention runs per (token, head) over
- * blocks of keys fixed by position, norms are per row, rotary tables per token; nothing reduces across the
+ * blocks of keys fixed by position (a kv head's query heads side by side, each its own sums), norms are per row, rotary tables per token; nothing reduces across the
  * tokens of a chunk.
  *
  * Sliding-window layers keep their keys and values in rings: a layer with window w holds w + HA_RING_SLACK
@@ -52,8 +52,9 @@ struct ha_llama_context {
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
     int64_t *blas_left;   /* (n_seq,) scratch: tokens of the current append still due to go through OpenBLAS */
     int64_t *slots;       /* (n_layers,) positions a layer holds per sequence: capacity, or a ring's size */
-    size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, slots[l], kv_dim) block starts in the caches */
-    float *kcache;        /* every layer's (n_seq, slots[l], kv_dim) block, one after the other */
+    size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, n_kv_heads, slots[l], head_dim) block starts in the caches */
+    float *kcache;        /* every layer's (n_seq, n_kv_heads, slots[l], head_dim) block, one after the other: a head's
+                             keys side by side, the rows one attention task reads */
     float *vcache;        /* the same for values */
     /* Activations of one forward of up to R = rows tokens. */
     float *x;             /* (R, d) residual stream */
@@ -449,51 +450,66 @@ typedef struct attention_job {
     int64_t layer;
 } attention_job;
 
-/* Tasks are (token i, head h) pairs, i * nh + h. Keys are read from the layer's slots (a ring: position t at
- * slot t mod slots); blocks of keys start at the first visible position, so they depend on the position alone. */
+/* Query heads per attention task: a kv head's heads of one token, up to this many, read each key once. */
+#define ATTN_QUERIES 8
+
+/* Tasks are (token i, kv head g, piece u of its query heads) triples, (i * nkv + g) * pieces + u; a piece holds
+ * up to ATTN_QUERIES of the group's heads, whose scores attn_scores takes together (each key read once for
+ * them all). Keys are read from the layer's slots (a ring: position t at slot t mod slots); blocks of keys
+ * start at the first visible position, so they depend on the position alone. Each head's online softmax and
+ * its sums are its own, in key order, whatever the heads beside it. */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
     const ha_llama *m = c->m;
     const ha_llama_layer *L = &m->layers[j->layer];
     const ha_kernels *k = c->kern;
-    const int64_t nh = m->cfg.n_heads, hd = m->cfg.head_dim, group = nh / m->cfg.n_kv_heads, kvd = m->kv_dim;
+    const int64_t nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim, group = m->cfg.n_heads / nkv;
+    const int64_t pieces = (group + ATTN_QUERIES - 1) / ATTN_QUERIES;
     const int64_t S = c->slots[j->layer], w = L->window;
     const float scale = L->attn_scale, cap = m->cfg.attn_softcap;
-    float acc[HA_MAX_HEAD_DIM], sc[KEY_BLOCK];
+    float acc[ATTN_QUERIES][HA_MAX_HEAD_DIM], sc[ATTN_QUERIES][KEY_BLOCK], mx[ATTN_QUERIES], sum[ATTN_QUERIES];
     for (int64_t task = b; task < e; task++) {
-        int64_t i = task / nh, h = task % nh, p = c->pos[i];
-        const float *q = c->q + i * m->q_dim + h * hd;
-        size_t base = c->layer_at[j->layer] + (size_t)c->seq[i] * (size_t)S * (size_t)kvd + (size_t)((h / group) * hd);
-        const float *K = c->kcache + base, *V = c->vcache + base;
+        const int64_t i = task / (nkv * pieces), g = task / pieces % nkv, h0 = g * group + task % pieces * ATTN_QUERIES;
+        const int64_t nq = g * group + group - h0 < ATTN_QUERIES ? g * group + group - h0 : ATTN_QUERIES, p = c->pos[i];
+        const float *q = c->q + i * m->q_dim + h0 * hd; /* (nq, hd): the heads of a token are side by side */
+        size_t base = c->layer_at[j->layer] + ((size_t)c->seq[i] * (size_t)nkv + (size_t)g) * (size_t)S * (size_t)hd;
+        const float *K = c->kcache + base, *V = c->vcache + base; /* (S, hd) */
         int64_t lo = w > 0 && p + 1 > w ? p + 1 - w : 0;
-        float mx = -INFINITY, sum = 0.0f;
-        memset(acc, 0, (size_t)hd * sizeof(float));
+        for (int64_t h = 0; h < nq; h++) {
+            mx[h] = -INFINITY;
+            sum[h] = 0.0f;
+            memset(acc[h], 0, (size_t)hd * sizeof(float));
+        }
         for (int64_t kb = lo; kb <= p; kb += KEY_BLOCK) {
             const int64_t nk = (kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1) - kb;
             const int64_t slot0 = kb % S; /* the block's first slot; later ones follow it, wrapping at S */
-            k->attn_scores(q, K, kvd, slot0, S, nk, hd, scale, sc);
-            float bm = -INFINITY;
-            for (int64_t t = 0; t < nk; t++) {
-                if (cap > 0.0f) sc[t] = cap * tanhf(sc[t] / cap);
-                if (sc[t] > bm) bm = sc[t];
-            }
-            if (bm > mx) {
-                if (mx > -INFINITY) {
-                    float f = expf(mx - bm);
-                    sum *= f;
-                    k->scale(f, acc, hd);
+            k->attn_scores(q, nq, hd, K, hd, slot0, S, nk, hd, scale, sc[0], KEY_BLOCK);
+            for (int64_t h = 0; h < nq; h++) {
+                float *s = sc[h], bm = -INFINITY;
+                for (int64_t t = 0; t < nk; t++) {
+                    if (cap > 0.0f) s[t] = cap * tanhf(s[t] / cap);
+                    if (s[t] > bm) bm = s[t];
                 }
-                mx = bm;
+                if (bm > mx[h]) {
+                    if (mx[h] > -INFINITY) {
+                        float f = expf(mx[h] - bm);
+                        sum[h] *= f;
+                        k->scale(f, acc[h], hd);
+                    }
+                    mx[h] = bm;
+                }
+                for (int64_t t = 0; t < nk; t++) { /* the block's weights, in place of its scores */
+                    s[t] = expf(s[t] - mx[h]);
+                    sum[h] += s[t];
+                }
+                k->attn_values(s, V, hd, slot0, S, nk, hd, acc[h]);
             }
-            for (int64_t t = 0; t < nk; t++) { /* the block's weights, in place of its scores */
-                sc[t] = expf(sc[t] - mx);
-                sum += sc[t];
-            }
-            k->attn_values(sc, V, kvd, slot0, S, nk, hd, acc);
         }
-        float *o = c->att + i * m->q_dim + h * hd;
-        for (int64_t d = 0; d < hd; d++) o[d] = acc[d] / sum;
+        for (int64_t h = 0; h < nq; h++) {
+            float *o = c->att + i * m->q_dim + (h0 + h) * hd;
+            for (int64_t d = 0; d < hd; d++) o[d] = acc[h][d] / sum[h];
+        }
     }
 }
 
@@ -644,13 +660,17 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
         }
         const int64_t S = c->slots[l];
         for (int64_t i = 0; i < T; i++) {
-            size_t off = c->layer_at[l] + ((size_t)c->seq[i] * (size_t)S + (size_t)(c->pos[i] % S)) * (size_t)kvd;
-            memcpy(c->kcache + off, c->k + i * kvd, (size_t)kvd * sizeof(float));
-            memcpy(c->vcache + off, c->v + i * kvd, (size_t)kvd * sizeof(float));
+            for (int64_t g = 0; g < cfg->n_kv_heads; g++) {
+                size_t off = c->layer_at[l] + (((size_t)c->seq[i] * (size_t)cfg->n_kv_heads + (size_t)g) * (size_t)S +
+                                               (size_t)(c->pos[i] % S)) * (size_t)hd;
+                memcpy(c->kcache + off, c->k + i * kvd + g * hd, (size_t)hd * sizeof(float));
+                memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
+            }
         }
         attention_job aj = { c, l };
-        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < ATTN_SMALL_JOB) attention_range(&aj, 0, T * cfg->n_heads);
-        else ha_parallel_for(attention_range, &aj, T * cfg->n_heads);
+        const int64_t tasks = T * cfg->n_kv_heads * ((cfg->n_heads / cfg->n_kv_heads + ATTN_QUERIES - 1) / ATTN_QUERIES);
+        if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < ATTN_SMALL_JOB) attention_range(&aj, 0, tasks);
+        else ha_parallel_for(attention_range, &aj, tasks);
         matmul(c, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
         add_bias(c->tmp, &L->bo, T, d);
         norm_rows(cfg, c->tmp, &L->post_attn_norm, NULL, T, d);
