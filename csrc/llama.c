@@ -359,35 +359,42 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     }
 }
 
-/* y = act(x) in float32, each kind as Transformers' module computes it; activate's element. */
-static inline float act_one(ha_act act, float x) {
+/* x[i] = act(x[i]) (times up[i] when up is given) for i < n: ha.h's ha_act in float32, one loop per kind. */
+static void activate(ha_act act, float *x, const float *up, int64_t n) {
     switch (act) {
-    case HA_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case HA_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-    case HA_ACT_RELU: return x > 0.0f ? x : 0.0f;
-    default: return x / (1.0f + expf(-x));
+    case HA_ACT_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            const float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * (up ? up[i] : 1.0f);
+        }
+        break;
+    case HA_ACT_GELU:
+        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f)) * (up ? up[i] : 1.0f);
+        break;
+    case HA_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) * (up ? up[i] : 1.0f);
+        break;
+    default:
+        if (up)
+            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
+        else
+            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
     }
 }
 
-/* The elementwise rest of the feed-forward block's first half for rows [lo, hi) of the f: for each token t,
- * biases added to the gate's and (gated) the up projection's outputs, then gate[t, r] = act(gate) * up (act(up)
- * when ungated); each element the float32 operations, in the order, that add_bias then an activation loop give. */
+/* The elementwise rest of the feed-forward block's first half for rows [lo, hi) of the f, token by token: a
+ * fused output's gate half copied into gate, the biases added (in place, in gate and in the up rows), then
+ * gate = act(gate) * up (act(gate) when ungated): per element, what split_rows, add_bias and activate give. */
 static void mlp_finish(const mlp_step *s, int64_t T, int64_t lo, int64_t hi) {
-    const int64_t f = s->f;
+    const int64_t f = s->f, n = hi - lo;
     for (int64_t t = 0; t < T; t++) {
-        float *g = s->gate + t * f;
-        const float *fg = s->fused ? s->fused + t * 2 * f : g, *fu = s->fused ? s->fused + t * 2 * f + f : s->up + t * f;
-        for (int64_t r = lo; r < hi; r++) {
-            float x = fg[r];
-            if (s->b_gate) x += s->b_gate[r];
-            if (!s->gated) {
-                g[r] = act_one(s->act, x);
-                continue;
-            }
-            float u = fu[r];
-            if (s->b_up) u += s->b_up[r];
-            g[r] = act_one(s->act, x) * u;
-        }
+        float *g = s->gate + t * f, *u = s->fused ? s->fused + t * 2 * f + f : s->up + t * f;
+        if (s->fused) memcpy(g + lo, s->fused + t * 2 * f + lo, (size_t)n * sizeof(float));
+        if (s->b_gate)
+            for (int64_t r = lo; r < hi; r++) g[r] += s->b_gate[r];
+        if (s->gated && s->b_up)
+            for (int64_t r = lo; r < hi; r++) u[r] += s->b_up[r];
+        activate(s->act, g + lo, s->gated ? u + lo : NULL, n);
     }
 }
 
