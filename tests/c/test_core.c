@@ -467,6 +467,49 @@ static void test_kernels_dot_axpy_scale_match_double(void) {
     }
 }
 
+/* Attention's block kernels against the variant's own dot and axpy key by key, bitwise (their contract):
+ * several queries at once (the heads of a kv group), key counts around the four keys scored together, head
+ * sizes with and without a tail past the last 8, and a block that wraps around the end of a ring of slots. */
+static void test_kernels_attention_blocks_equal_dot_axpy(void) {
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    int nk_ = kernel_variants(ks, kn);
+    rng r = { 11 };
+    const int64_t NS[] = { 8, 12, 64, 72 }, NQ[] = { 1, 2, 3, 5, 8 }, NKEYS[] = { 1, 3, 4, 7, 13 }, S = 13, lds = 16;
+    for (int v = 0; v < nk_; v++)
+        for (size_t a = 0; a < COUNT(NS); a++)
+            for (size_t b = 0; b < COUNT(NQ); b++)
+                for (size_t c = 0; c < COUNT(NKEYS); c++) {
+                    const int64_t n = NS[a], nq = NQ[b], nk = NKEYS[c], ld = n + 3, qs = n + 1, slot0 = 9;
+                    const float scale = 0.125f;
+                    float *q = make_floats((size_t)(nq * qs), &r, -2.0, 2.0), *K = make_floats((size_t)(S * ld), &r, -2.0, 2.0);
+                    float *sc = make_floats((size_t)(nq * lds), &r, -1.0, 1.0);
+                    ks[v]->attn_scores(q, nq, qs, K, ld, slot0, S, nk, n, scale, sc, lds);
+                    for (int64_t i = 0; i < nq; i++)
+                        for (int64_t t = 0; t < nk; t++) {
+                            const float want = ks[v]->dot(q + i * qs, K + (slot0 + t) % S * ld, n) * scale;
+                            CHECK(fbits(sc[i * lds + t]) == fbits(want),
+                                  "%s attn_scores n=%lld nq=%lld nk=%lld: s[%lld][%lld] expected %.9g (dot), got %.9g", kn[v],
+                                  (long long)n, (long long)nq, (long long)nk, (long long)i, (long long)t, (double)want,
+                                  (double)sc[i * lds + t]);
+                        }
+                    float *w = make_floats((size_t)nk, &r, 0.0, 1.0), *acc = make_floats((size_t)n, &r, -1.0, 1.0);
+                    float *want = xmalloc((size_t)n * sizeof(float));
+                    memcpy(want, acc, (size_t)n * sizeof(float));
+                    for (int64_t t = 0; t < nk; t++) ks[v]->axpy(w[t], K + (slot0 + t) % S * ld, want, n);
+                    ks[v]->attn_values(w, K, ld, slot0, S, nk, n, acc);
+                    for (int64_t i = 0; i < n; i++)
+                        CHECK(fbits(acc[i]) == fbits(want[i]), "%s attn_values n=%lld nk=%lld: acc[%lld] expected %.9g (axpy), got %.9g",
+                              kn[v], (long long)n, (long long)nk, (long long)i, (double)want[i], (double)acc[i]);
+                    free(q);
+                    free(K);
+                    free(sc);
+                    free(w);
+                    free(acc);
+                    free(want);
+                }
+}
+
 /* ---- 2. batch invariance of the kernels -------------------------------------------------------------- */
 
 static void test_kernels_matmul_batch_invariant(void) {
@@ -3166,6 +3209,7 @@ static const test_case TESTS[] = {
     T(kernels_matmul_int_variants_bitwise),
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
+    T(kernels_attention_blocks_equal_dot_axpy),
     T(kernels_matmul_batch_invariant),
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
