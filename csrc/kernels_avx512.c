@@ -125,9 +125,10 @@ DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
-/* Panels per group for tiles of S tokens sharing a prefetched group: two (T = 6 as one tile, T = 7 .. 12 as
- * two, ...; 8 to 12 accumulators), measured 3-11% faster from memory than four panels for the tiles of T = 7
- * and 9, and T = 8 as 4 + 4 than as one tile of 8 (14-16 accumulators). A matmul of up to 5 tokens alone:
+/* Panels per group for tiles of S tokens sharing a prefetched group: two (T = 9 .. 12 as two tiles, ...; 8 to
+ * 12 accumulators), measured 3-11% faster from memory than four panels for the tiles of T = 7 and 9 (when those
+ * were cut into tiles), and three panels with tiles of up to 8 tokens measured within 5% either way at
+ * T = 9 .. 64 (this session's notes, 2026-11-26). A matmul of up to 5 tokens alone:
  * as many panels as fit 16 accumulators (8 at T = 1 and 2; 5, 4, 3 at T = 3, 4, 5), measured 12-18%
  * faster at T = 2 .. 4 and 4-7% at T = 5 than two or four panels with prefetch (benchmarks: 104 MB of float32
  * panels, two threads, alternating). T = 6 .. 8 alone as three panels (18 to 24 accumulators of the 32

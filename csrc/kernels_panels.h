@@ -12,8 +12,8 @@
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
  * (MAX_S = 6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
- * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 8) is one tile over groups of that many panels, streamed with the
- * hardware prefetcher only: many panels side by side are many streams, which it follows best (software
+ * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 8) is one tile over groups of that many panels,
+ * streamed with the hardware prefetcher only: many panels side by side are many streams, which it follows best (software
  * prefetch measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory with
  * narrow groups and prefetch). Otherwise the tiles share out the prefetch of the next group into L2 (with
  * several tiles the first reads the group from memory and the others from L2). Tiling never changes a

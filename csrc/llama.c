@@ -4,8 +4,8 @@
  *
  * Batch invariance: a token's logits depend only on its own inputs and its sequence's cache. Matmuls
  * compute each output element whole (kernel order fixed by n), attention runs per (token, head) over
- * blocks of keys fixed by position (a kv head's query heads side by side, each its own sums), norms are per row, rotary tables per token; nothing reduces across the
- * tokens of a chunk.
+ * blocks of keys fixed by position (a kv head's query heads side by side, each with its own sums), norms
+ * are per row, rotary tables per token; nothing reduces across the tokens of a chunk.
  *
  * Sliding-window layers keep their keys and values in rings: a layer with window w holds w + HA_RING_SLACK
  * positions per sequence (position p at slot p mod that), when that is less than the cache's capacity. The
