@@ -435,9 +435,29 @@ AVX2 static inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm256_castps256_ps128(_mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 4, 2, 6, 0, 4, 2, 6)));
 }
 
-/* Queries two at a time against keys four at a time (eight accumulators), each dot dot_avx2's accumulation
- * and hsum (hsum4), so that eight chains of multiply-adds overlap and each key is loaded once per two queries;
- * a head size that is not a multiple of 8, the keys past the last four and an odd last query: dot_avx2. */
+/* Dots of NQ (1 or 2, a literal) queries q + i * qs with four keys k4, times scale, into s[i * lds + r] for
+ * i < NQ, r < 4: each dot_avx2's accumulation (n % 8 == 0) and hsum (hsum4). */
+AVX2 static inline __attribute__((always_inline)) void scores_tile(int NQ, const float *q, int64_t qs,
+                                                                   const float *const *k4, int64_t n, __m128 vs,
+                                                                   float *s, int64_t lds) {
+    __m256 a[2][4];
+    for (int i = 0; i < NQ; i++)
+        for (int r = 0; r < 4; r++) a[i][r] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k += 8) {
+        __m256 x[2];
+        for (int i = 0; i < NQ; i++) x[i] = _mm256_loadu_ps(q + i * qs + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m256 y = _mm256_loadu_ps(k4[r] + k);
+            for (int i = 0; i < NQ; i++) a[i][r] = _mm256_fmadd_ps(x[i], y, a[i][r]);
+        }
+    }
+    for (int i = 0; i < NQ; i++) _mm_storeu_ps(s + i * lds, _mm_mul_ps(hsum4(a[i][0], a[i][1], a[i][2], a[i][3]), vs));
+}
+
+/* Queries two at a time against keys four at a time (eight accumulators, scores_tile), so that eight chains of
+ * multiply-adds overlap and each key is loaded once per two queries; a head size that is not a multiple of 8,
+ * the keys past the last four: dot_avx2. */
 AVX2 static void attn_scores_avx2(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
                                   int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
     const __m128 vs = _mm_set1_ps(scale);
@@ -446,33 +466,8 @@ AVX2 static void attn_scores_avx2(const float *q, int64_t nq, int64_t qs, const 
         const float *k4[4];
         for (int i = 0; i < 4; i++, slot = slot + 1 == S ? 0 : slot + 1) k4[i] = K + slot * ld;
         int64_t i = 0;
-        for (; i + 2 <= nq; i += 2) {
-            const float *qa = q + i * qs, *qb = qa + qs;
-            __m256 a[4], b[4];
-            for (int r = 0; r < 4; r++) a[r] = b[r] = _mm256_setzero_ps();
-            for (int64_t k = 0; k < n; k += 8) {
-                const __m256 xa = _mm256_loadu_ps(qa + k), xb = _mm256_loadu_ps(qb + k);
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    const __m256 y = _mm256_loadu_ps(k4[r] + k);
-                    a[r] = _mm256_fmadd_ps(xa, y, a[r]);
-                    b[r] = _mm256_fmadd_ps(xb, y, b[r]);
-                }
-            }
-            _mm_storeu_ps(s + i * lds + t, _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]), vs));
-            _mm_storeu_ps(s + (i + 1) * lds + t, _mm_mul_ps(hsum4(b[0], b[1], b[2], b[3]), vs));
-        }
-        if (i < nq) {
-            const float *qa = q + i * qs;
-            __m256 a[4];
-            for (int r = 0; r < 4; r++) a[r] = _mm256_setzero_ps();
-            for (int64_t k = 0; k < n; k += 8) {
-                const __m256 xa = _mm256_loadu_ps(qa + k);
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) a[r] = _mm256_fmadd_ps(xa, _mm256_loadu_ps(k4[r] + k), a[r]);
-            }
-            _mm_storeu_ps(s + i * lds + t, _mm_mul_ps(hsum4(a[0], a[1], a[2], a[3]), vs));
-        }
+        for (; i + 2 <= nq; i += 2) scores_tile(2, q + i * qs, qs, k4, n, vs, s + i * lds + t, lds);
+        if (i < nq) scores_tile(1, q + i * qs, qs, k4, n, vs, s + i * lds + t, lds);
     }
     for (; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
         for (int64_t i = 0; i < nq; i++) s[i * lds + t] = dot_avx2(q + i * qs, K + slot * ld, n) * scale;

@@ -452,13 +452,14 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
     else ha_parallel_for(matmul_range, &j, units);
 }
 
+/* Query heads per attention task: a kv head's heads of one token, up to this many, read each key once. */
+#define ATTN_QUERIES 8
+
 typedef struct attention_job {
     const ha_llama_context *c;
     int64_t layer;
+    int64_t pieces; /* tasks per (token, kv head): the group's query heads in pieces of up to ATTN_QUERIES */
 } attention_job;
-
-/* Query heads per attention task: a kv head's heads of one token, up to this many, read each key once. */
-#define ATTN_QUERIES 8
 
 /* Tasks are (token i, kv head g, piece u of its query heads) triples, (i * nkv + g) * pieces + u; a piece holds
  * up to ATTN_QUERIES of the group's heads, whose scores attn_scores takes together (each key read once for
@@ -471,8 +472,7 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
     const ha_llama *m = c->m;
     const ha_llama_layer *L = &m->layers[j->layer];
     const ha_kernels *k = c->kern;
-    const int64_t nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim, group = m->cfg.n_heads / nkv;
-    const int64_t pieces = (group + ATTN_QUERIES - 1) / ATTN_QUERIES;
+    const int64_t nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim, group = m->cfg.n_heads / nkv, pieces = j->pieces;
     const int64_t S = c->slots[j->layer], w = L->window;
     const float scale = L->attn_scale, cap = m->cfg.attn_softcap;
     float acc[ATTN_QUERIES][HA_MAX_HEAD_DIM], sc[ATTN_QUERIES][KEY_BLOCK], mx[ATTN_QUERIES], sum[ATTN_QUERIES];
@@ -674,8 +674,8 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
                 memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
             }
         }
-        attention_job aj = { c, l };
-        const int64_t tasks = T * cfg->n_kv_heads * ((cfg->n_heads / cfg->n_kv_heads + ATTN_QUERIES - 1) / ATTN_QUERIES);
+        attention_job aj = { c, l, (cfg->n_heads / cfg->n_kv_heads + ATTN_QUERIES - 1) / ATTN_QUERIES };
+        const int64_t tasks = T * cfg->n_kv_heads * aj.pieces;
         if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < ATTN_SMALL_JOB) attention_range(&aj, 0, tasks);
         else ha_parallel_for(attention_range, &aj, tasks);
         matmul(c, 1, (const ha_matrix *[]){ &L->wo }, (float *[]){ c->tmp }, c->att, T);
