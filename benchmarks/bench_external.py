@@ -4,10 +4,13 @@ this one run (interleaved rounds, best of each).
 The shipped target `habana-assist/pycode` as a torch model in float32 (tests/torch_causal_lm.py: the calling
 convention of Transformers' causal LMs, wrapped by habana_assist.wrap) with the native draft
 `habana-assist/pycode-draft`, greedy, on the demo's first two held-out prompts, --new-tokens new tokens each,
-num_assistant_tokens=4 (constant). Printed: tokens/s end to end of plain and assisted for the torch target and for
-the native target, the speed-ups, whether assisted equals plain, acceptance, and the callback overhead per
+num_assistant_tokens=--k (4; constant). Printed: tokens/s end to end of plain and assisted for the torch target and
+for the native target, the speed-ups, whether assisted equals plain, acceptance, and the callback overhead per
 target forward: the time in the adapter's append (habana_assist/external.py: building the inputs, reading the
-logits over DLPack, counting margins) outside the model's own forward, as a fraction of that forward.
+logits over DLPack, counting margins) outside the model's own forward, as a fraction of that forward. The case
+"ahead" is the torch target wrapped with overlap=True: the native draft drafts the next round on its threads while
+the target's forward runs (the other wrapped cases pass overlap=False); printed with how many draft passes it made
+ahead and how many later rounds used.
 
 On an accelerator (--device cuda: the torch target there, the native draft on the host's cores) each wrapped
 target's case also prints the bytes that crossed per target pass (the prefill's included; token ids in, logits
@@ -19,8 +22,8 @@ it is installed; Debian does not package it) on the same device: its own generat
 assisted generation (the draft also on the device), against habana_assist.wrap of the same model, plain and with
 the native draft. benchmarks/cuda_external.sh builds the package and runs this on a CUDA machine.
 
-    /usr/bin/python3 benchmarks/bench_external.py [--new-tokens 64] [--repeats 3] [--device cuda] [--transformers]
-        [--reduce-sweep]
+    /usr/bin/python3 benchmarks/bench_external.py [--new-tokens 64] [--repeats 3] [--k 4] [--device cuda]
+        [--transformers] [--reduce-sweep]
 """
 
 import argparse
@@ -100,19 +103,20 @@ def reduce_sweep(device, new_tokens=64, repeats=5):
 
 
 def ours(target, assistant, kw):
-    """A case run by this package: generate(ids) -> (sequences, drafted, accepted, target passes, the target if it
-    is wrapped (for its transfer_bytes) else None)."""
+    """A case run by this package: generate(ids) -> (sequences, drafted, accepted, target passes, draft passes, the
+    target if it is wrapped (for its transfer_bytes and drafted_ahead) else None)."""
     def run(ids):
         res = target.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
         wrapped = target if isinstance(target, ha.modeling.WrappedModel) else None
         passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]  # plain: one forward per token
-        return res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes, wrapped
+        return (res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes,
+                res.num_draft_passes or 0, wrapped)
     return run
 
 
 def transformers_cases(directory, draft_directory, device, native_draft, kw):
-    """The checkpoint as Transformers' own model on device: {case: generate(ids) -> (sequences, drafted, accepted,
-    target forwards, model or None)}, or {} with the reason printed where Transformers is not installed."""
+    """The checkpoint as Transformers' own model on device: {case: generate(ids) -> as ours()}, or {} with the
+    reason printed where Transformers is not installed."""
     try:
         import transformers
     except ImportError as e:
@@ -129,18 +133,19 @@ def transformers_cases(directory, draft_directory, device, native_draft, kw):
     hf_draft.generation_config.num_assistant_tokens = kw["num_assistant_tokens"]
     hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
     hf_draft.generation_config.assistant_confidence_threshold = native_draft.generation_config.assistant_confidence_threshold
-    wrapped = ha.wrap(hf)
+    wrapped, ahead = ha.wrap(hf, overlap=False), ha.wrap(hf, overlap=True)
 
     def theirs(assistant):
         def run(ids):
             with torch.no_grad():
                 out = hf.generate(torch.from_numpy(ids).to(device), max_new_tokens=kw["max_new_tokens"], do_sample=False,
                                   assistant_model=assistant)
-            return out.cpu().numpy(), 0, 0, 0, None
+            return out.cpu().numpy(), 0, 0, 0, 0, None
         return run
 
     return {"HF plain (its generate)": theirs(None), "HF + HF draft (its assisted)": theirs(hf_draft),
-            "HF wrapped plain": ours(wrapped, None, kw), "HF wrapped + native draft": ours(wrapped, native_draft, kw)}
+            "HF wrapped plain": ours(wrapped, None, kw), "HF wrapped + native draft": ours(wrapped, native_draft, kw),
+            "HF wrapped + native draft, ahead": ours(ahead, native_draft, kw)}
 
 
 def main():
@@ -148,6 +153,7 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", help="the torch target's device (cpu, cuda)")
+    ap.add_argument("--k", type=int, default=4, help="num_assistant_tokens (constant)")
     ap.add_argument("--transformers", action="store_true", help="also Transformers' own model and generate()")
     ap.add_argument("--reduce-sweep", action="store_true", help="also rows whole against their top two by vocabulary")
     args = ap.parse_args()
@@ -155,15 +161,16 @@ def main():
     native = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
     timed = Timed(native.name_or_path, device=args.device)
-    torch_target = ha.wrap(timed)
+    torch_target = ha.wrap(timed, overlap=False)
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(2, 30)]
-    kw = dict(max_new_tokens=args.new_tokens, eos_token_id=[], num_assistant_tokens=4,
+    kw = dict(max_new_tokens=args.new_tokens, eos_token_id=[], num_assistant_tokens=args.k,
               num_assistant_tokens_schedule="constant")
 
-    cases = {"torch plain": ours(torch_target, None, kw), "torch + native draft": ours(torch_target, draft, kw)}
-    plain_of = {"torch plain": "torch plain", "torch + native draft": "torch plain"}
+    cases = {"torch plain": ours(torch_target, None, kw), "torch + native draft": ours(torch_target, draft, kw),
+             "torch + native draft, ahead": ours(ha.wrap(timed, overlap=True), draft, kw)}
+    plain_of = dict.fromkeys(cases, "torch plain")
     if args.device != "cpu":  # the shipped vocabulary (4096) is below REDUCE_FROM_VOCAB: the rows cross whole
-        reduced = ha.wrap(torch_target.model, reduce_logits=True)
+        reduced = ha.wrap(torch_target.model, reduce_logits=True, overlap=False)
         cases["torch + native draft, top two"] = ours(reduced, draft, kw)
         plain_of["torch + native draft, top two"] = "torch plain"
     cases |= {"native plain": ours(native, None, kw), "native + native draft": ours(native, draft, kw)}
@@ -187,19 +194,23 @@ def main():
 
     external._Adapter.append = timed_append
     best = dict.fromkeys(cases, float("inf"))
-    outputs, stats, crossed = {}, {}, {}
+    outputs, stats, crossed, ahead = {}, {}, {}, {}
     for run in cases.values():  # warm-up (and each wrapped target's batch-invariance probe)
         run(prompts[0])
     timed.forward_s, timed.forwards, append_s[:] = 0.0, 0, [0.0, 0]
     for _ in range(args.repeats):
         for name, run in cases.items():
             t0, outs, drafted, accepted, passes, moved = time.perf_counter(), [], 0, 0, 0, 0
+            drafted_ahead = [0, 0, 0]  # passes made ahead, of them used, draft passes
             for ids in prompts:
-                sequences, d, a, p, wrapped = run(ids)
+                sequences, d, a, p, dp, wrapped = run(ids)
                 outs.append(np.asarray(sequences)[:, :ids.shape[1] + args.new_tokens])
                 drafted, accepted, passes = drafted + d, accepted + a, passes + (p or 0)
                 if wrapped is not None:
                     moved += sum(wrapped.transfer_bytes.values())
+                    drafted_ahead = [drafted_ahead[0] + wrapped.drafted_ahead["passes"],
+                                     drafted_ahead[1] + wrapped.drafted_ahead["used"], drafted_ahead[2] + dp]
+            ahead[name] = drafted_ahead
             best[name] = min(best[name], time.perf_counter() - t0)
             outputs[name], stats[name], crossed[name] = outs, (drafted, accepted), (moved, passes)
     external._Adapter.append = original
@@ -209,7 +220,7 @@ def main():
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"habana_assist external-model benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
           f"pycode float32 as a torch model on {device} (torch threads {torch.get_num_threads()}) and natively, "
-          f"draft pycode-draft (native, host), greedy, K = 4, {len(prompts)} prompts x {args.new_tokens} new tokens, "
+          f"draft pycode-draft (native, host), greedy, K = {args.k}, {len(prompts)} prompts x {args.new_tokens} new tokens, "
           f"best of {args.repeats} interleaved rounds")
     print(f"  {'case':34s} {'tok/s':>8s} {'speed-up':>8s} {'same':>5s} {'accept':>7s} {'bytes/pass':>10s}")
     for name in cases:
@@ -220,6 +231,10 @@ def main():
         per = f"{moved / passes:10.0f}" if passes and args.device != "cpu" else f"{'-':>10s}"
         print(f"  {name:34s} {tokens / best[name]:8.1f} {best[plain] / best[name]:8.2f} {str(same):>5s} "
               f"{accepted / drafted if drafted else float('nan'):7.3f} {per}")
+    for name, (made, used, draft_passes) in ahead.items():
+        if made:
+            print(f"  {name}: {made} draft passes made ahead beside the target's forwards, {used} of them used "
+                  f"({used / max(draft_passes, 1):.0%} of the {draft_passes} draft passes; the last round's counts)")
     print(f"  callback overhead per torch forward: {overhead * 1e3:.3f} ms outside a mean forward of "
           f"{per_forward * 1e3:.2f} ms ({overhead / per_forward:.1%}); batch disagreement of the torch target "
           f"{torch_target.batch_disagreement:.3g}; its last call's narrow margins {torch_target.narrow_margins}")

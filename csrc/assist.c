@@ -12,6 +12,8 @@
  * tokens it has not seen. Noise is keyed by (seed, row, position), so which tokens are drawn at a position
  * never depends on how many were drafted or accepted before it, nor on the other rows. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +45,12 @@ typedef struct row_state {
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
     ha_normalizer *qn;   /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
+    /* drafting ahead (ha_assist_params.overlap; see "drafting ahead" below) */
+    int64_t ahead_cap;   /* this round: logits rows the thread may draft ahead for the row (0: none) */
+    int64_t ahead_n;     /* rows drafted ahead: row j scores position L + k + j, after appending tok[L + k + j - 1] */
+    float *ahead;        /* (ahead_cap, V) their raw logits */
+    int64_t covered;     /* next round: draft steps 0 .. covered - 1 read cover's rows instead of appending */
+    const float *cover;  /* (covered, V) */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -57,6 +65,8 @@ typedef struct buffers {
     struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
     double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
     ha_normalizer *qn;             /* (B, max_new) row_state.qn */
+    float *A;                      /* (cap_a, V) every row's logits drafted ahead (row_state.ahead) */
+    int64_t cap_a;
 } buffers;
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
@@ -288,12 +298,16 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
     if (st != HA_OK) return st;
     float *q = b->Q;
     for (int64_t s = 0;; s++) {
-        /* One append: every drafting row's unseen tokens, logits at its last. */
+        /* One append: every drafting row's unseen tokens, logits at its last; then the rows whose logits for this
+         * step were drafted ahead (copied: the thread drafting ahead reuses its buffer during this round's verify). */
         int64_t n = 0, n_rows = 0;
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
-            if (!r->drafting) continue;
+            if (!r->drafting || s < r->covered) continue;
             const int64_t to = r->L + s;
+            if (r->draft_len >= to)
+                return ha_fail(HA_ERR_INTERNAL, "assist.c draft_round: row %d's draft holds %lld positions at step %lld of "
+                               "a round from %lld", r->row, (long long)r->draft_len, (long long)s, (long long)r->L);
             for (int64_t j = r->draft_len; j < to; j++) {
                 b->seq[n] = r->row;
                 b->tok[n] = r->tok[j];
@@ -303,8 +317,17 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             r->q[s] = q + n_rows++ * V;
             stats->num_draft_passes++;
         }
+        const int64_t appended = n_rows;
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (!r->drafting || s >= r->covered) continue;
+            r->q[s] = q + n_rows++ * V;
+            memcpy(r->q[s], r->cover + s * V, (size_t)V * sizeof(float));
+            stats->num_draft_passes++;
+            stats->num_ahead_used++;
+        }
         if (n_rows == 0) return HA_OK;
-        if ((st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
+        if (appended > 0 && (st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
         q += n_rows * V;
         /* Each drafting row chooses its candidate s. */
         for (int64_t i = 0; i < B; i++) {
@@ -368,13 +391,134 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     return k;
 }
 
+/* ---- drafting ahead (ha_assist_params.overlap) ----------------------------------------------------------------
+ * While the target's append verifies a round (on an accelerator, or in another framework's forward that leaves the
+ * host's cores idle), a second thread drafts on for every row as if the round will accept all its candidates: it
+ * appends the row's last candidate, takes the draft's own choice at the position after it as its guess of the
+ * target's token there, then drafts the next round's candidates after that guess, one append per step over the rows
+ * still going, until the target's append returns, the next round's cap, or an eos. Where the round does accept every
+ * candidate and the target's token is the guess, the next round's draft steps read those logits instead of appending
+ * (draft_round: covered rows); otherwise finish_row crops the draft's cache back as it does anyway. The draft's
+ * append is batch-invariant and the thread processes and chooses as draft_round does, with the same position-keyed
+ * noise: the same candidates, tokens, scores and counts as without drafting ahead, however far it got. The thread
+ * touches only the draft, the sampler and the rows' drafted-ahead state, none of which the caller's thread uses
+ * until it has joined it; it never calls back into the caller (no on_logits: ha_generate_assisted checks). */
+
+typedef struct ahead {
+    ha_lm *draft;
+    ha_sampler *sampler;
+    const ha_generate_params *gen;
+    row_state *rows;
+    int64_t B, V;
+    int32_t *seq, *tok;   /* (B,) an append's tokens: one per row going */
+    float *logits;        /* (B, V) its logits */
+    float *scores;        /* (V,) a row's logits, processed to choose its token */
+    atomic_int stop;      /* set once the target's append has returned */
+    int64_t passes;       /* appends made ahead, per row */
+    pthread_t thread;
+} ahead;
+
+/* Whether row r drafts ahead at step j: the steps before went through and its cap is not reached. */
+static int ahead_going(const row_state *r, int64_t j) { return r->ahead_n == j && j < r->ahead_cap; }
+
+static void *ahead_main(void *arg) {
+    ahead *a = arg;
+    const int64_t V = a->V;
+    for (int64_t j = 0; !atomic_load_explicit(&a->stop, memory_order_acquire); j++) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < a->B; i++) {
+            const row_state *r = &a->rows[i];
+            if (!ahead_going(r, j)) continue;
+            a->seq[n] = r->row;
+            a->tok[n++] = r->tok[r->L + r->k + j - 1];
+        }
+        /* a failed append appended nothing: every row keeps the steps it has */
+        if (n == 0 || a->draft->append(a->draft->self, n, a->seq, a->tok, NULL, a->logits) != HA_OK) break;
+        n = 0;
+        for (int64_t i = 0; i < a->B; i++) {
+            row_state *r = &a->rows[i];
+            if (!ahead_going(r, j)) continue;
+            const float *row = a->logits + n++ * V;
+            memcpy(r->ahead + j * V, row, (size_t)V * sizeof(float));
+            r->draft_len++;
+            r->ahead_n++;
+            a->passes++;
+            /* the token at position L + k + j, as draft_round would choose it there */
+            const int64_t pos = r->L + r->k + j;
+            memcpy(a->scores, row, (size_t)V * sizeof(float));
+            int32_t x = -1;
+            if (ha_sampler_process(a->sampler, a->scores, r->row, r->tok, pos, r->generated + r->k + j) == HA_OK)
+                x = ha_sampler_choose(a->sampler, a->scores, (uint32_t)r->row, (uint32_t)pos);
+            if (x >= 0) r->tok[pos] = x;
+            if (x < 0 || ha_is_eos(a->gen, x)) r->ahead_cap = r->ahead_n; /* drafting would stop there too */
+        }
+    }
+    return NULL;
+}
+
+/* Plans each running row's drafting ahead for this round and starts the thread; returns 1 if it runs, 0 if no row
+ * drafts ahead (or the thread or its buffer could not be had: the round goes on without). */
+static int ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params *p, row_state *rows, int64_t B,
+                       buffers *b) {
+    const int64_t N = p->gen.max_new_tokens;
+    int64_t total = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        r->ahead_n = r->ahead_cap = 0;
+        const int64_t last = r->L + r->k - 1; /* the last candidate's position */
+        if (r->done || r->k == 0 || ha_is_eos(&p->gen, r->tok[last])) continue;
+        /* The next round's cap if this one accepts every candidate (finish_row's schedule, run_rounds' limits) */
+        int64_t K = r->K;
+        if (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT)
+            K = r->k == r->K ? r->K + 2 : (r->K - 1 > 1 ? r->K - 1 : 1);
+        const int64_t room = N - (r->generated + r->k + 1) - 1;
+        K = K < room ? K : room;
+        K = K < target->max_rollback ? K : target->max_rollback;
+        K = K < draft->max_rollback ? K : draft->max_rollback;
+        /* logits rows: the guess, then K candidates; within what a crop after this round may take back of the
+         * draft (everything after L) and the draft's capacity */
+        int64_t n_rows = K + 1;
+        if (n_rows > draft->max_rollback - (r->k - 1)) n_rows = draft->max_rollback - (r->k - 1);
+        if (n_rows > draft->capacity - last) n_rows = draft->capacity - last;
+        if (n_rows < 2) continue;
+        /* the draft holds exactly the positions before the last candidate (more where this round's steps read rows
+         * drafted ahead and stopped before their end) */
+        if (r->draft_len > last && draft->crop(draft->self, r->row, last) == HA_OK) r->draft_len = last;
+        if (r->draft_len != last) continue;
+        r->ahead_cap = n_rows;
+        total += n_rows;
+    }
+    if (total == 0 || grow(&b->A, &b->cap_a, total, b->V) != HA_OK) {
+        for (int64_t i = 0; i < B; i++) rows[i].ahead_cap = 0;
+        return 0;
+    }
+    for (int64_t i = 0, at = 0; i < B; i++) {
+        rows[i].ahead = b->A + at * b->V;
+        at += rows[i].ahead_cap;
+    }
+    atomic_store_explicit(&a->stop, 0, memory_order_release);
+    a->passes = 0;
+    if (pthread_create(&a->thread, NULL, ahead_main, a) != 0) {
+        for (int64_t i = 0; i < B; i++) rows[i].ahead_cap = 0;
+        return 0;
+    }
+    return 1;
+}
+
+/* Stops the thread after its current step and waits for it. */
+static void ahead_finish(ahead *a, ha_assist_stats *stats) {
+    atomic_store_explicit(&a->stop, 1, memory_order_release);
+    pthread_join(a->thread, NULL);
+    stats->num_ahead_passes += a->passes;
+}
+
 /* ---- the rounds ------------------------------------------------------------------------------------------ */
 
 /* The target's append for a round: each running row's unseen tokens up to its last candidate, logits at its
  * candidates' positions and the one after (position L is already scored after the prefill). Points r->p (and
- * r->raw) at its rows and processes them. */
-static ha_status verify_round(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
-                              buffers *b) {
+ * r->raw) at its rows and processes them. a: drafting ahead beside the append (NULL: none). */
+static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler,
+                              row_state *rows, int64_t B, buffers *b, ahead *a, ha_assist_stats *stats) {
     const int64_t V = b->V;
     int64_t n = 0, n_rows = 0;
     for (int64_t i = 0; i < B; i++)
@@ -403,7 +547,11 @@ static ha_status verify_round(ha_lm *target, const ha_assist_params *p, ha_sampl
         }
         r->target_len = to;
     }
-    if (n > 0 && (st = target->append(target->self, n, b->seq, b->tok, b->want, b->P)) != HA_OK) return st;
+    /* the draft drafts ahead beside the target's append (a: overlap), stopped and joined as soon as it returns */
+    const int beside = n > 0 && a && ahead_start(a, target, draft, p, rows, B, b);
+    if (n > 0) st = target->append(target->self, n, b->seq, b->tok, b->want, b->P);
+    if (beside) ahead_finish(a, stats);
+    if (st != HA_OK) return st;
     if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
@@ -425,6 +573,11 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     if (next < 0)
         return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
                        "arguments", r->row);
+    /* drafted ahead (this round's, taken here): the thread's guess at position L + k, which the target's own token
+     * overwrites */
+    const int64_t ahead_n = r->ahead_n;
+    r->ahead_n = 0;
+    const int32_t guess = ahead_n >= 2 ? r->tok[r->L + k] : -1;
     r->tok[r->L + n] = next;
     /* The row ends after an eos, or where a stopping criterion says so, asked token by token in order as
      * plain generation asks it. */
@@ -460,7 +613,15 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     r->generated += kept;
     if (r->generated == N) r->done = 1;
     if (r->target_len > r->L - 1) r->target_len = r->L - 1;
-    if (r->draft_len > r->L - 1) r->draft_len = r->L - 1;
+    /* The draft keeps what it drafted ahead where the round accepted every candidate, the target's own token is the
+     * guess and the row goes on: the next round's first steps read those rows. */
+    r->covered = 0;
+    if (guess >= 0 && n == k && next == guess && !r->done) {
+        r->covered = ahead_n - 1;
+        r->cover = r->ahead + V;
+    } else if (r->draft_len > r->L - 1) {
+        r->draft_len = r->L - 1;
+    }
     ha_status st = target->crop(target->self, r->row, r->target_len);
     if (st == HA_OK && draft) st = draft->crop(draft->self, r->row, r->draft_len);
     if (st != HA_OK) return st;
@@ -471,7 +632,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
 }
 
 static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler,
-                            row_state *rows, buffers *b, int32_t *out, float *scores, ha_assist_stats *stats,
+                            row_state *rows, buffers *b, ahead *a, int32_t *out, float *scores, ha_assist_stats *stats,
                             int64_t *n_rounds, double deadline) {
     const int64_t B = target->n_seq, N = p->gen.max_new_tokens;
     /* The cost schedule's costs in units of one target step. */
@@ -519,7 +680,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
         }
         /* 2. Verify every row's candidates in one target append. */
-        if ((st = verify_round(target, p, sampler, rows, B, b)) != HA_OK) return st;
+        if ((st = verify_round(target, draft, p, sampler, rows, B, b, a, stats)) != HA_OK) return st;
         *n_rounds = round + 1;
         /* 3. Accept, row by row. */
         for (int64_t i = 0; i < B; i++)
@@ -570,6 +731,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         stats.accepted_at = stats_out->accepted_at;
     }
     ha_sampler *sampler = NULL;
+    ahead a = { 0 }; /* drafting ahead's buffers, allocated below with overlap */
     if ((st = ha_sampler_create(&p->gen.sampling, V, &sampler)) != HA_OK) return st;
     /* The largest append: every row's prompt and generated tokens (a draft catching up after rounds of K = 0). */
     const int64_t row_cap = prompt_width + N + 1;
@@ -611,8 +773,23 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     }
     if ((st = target->append(target->self, n, b.seq, b.tok, b.want, b.first)) != HA_OK) goto cleanup;
     if (p->gen.logits_out) memcpy(b.first_raw, b.first, (size_t)B * (size_t)V * sizeof(float));
+    /* Drafting ahead: a model draft, and no callback that must run on this thread (on_logits) */
+    a = (ahead){ .draft = draft, .sampler = sampler, .gen = &p->gen, .rows = rows, .B = B, .V = V };
+    const int overlap = p->overlap && draft && !p->gen.sampling.on_logits;
+    if (overlap) {
+        a.seq = malloc((size_t)B * sizeof(int32_t));
+        a.tok = malloc((size_t)B * sizeof(int32_t));
+        a.logits = ha_malloc_array((size_t)B, (size_t)V, sizeof(float));
+        a.scores = ha_malloc_array(1, (size_t)V, sizeof(float));
+        if (!a.seq || !a.tok || !a.logits || !a.scores) {
+            st = ha_fail(HA_ERR_NOMEM, "out of memory for drafting ahead over %lld rows of a vocabulary of %lld",
+                         (long long)B, (long long)V);
+            goto cleanup;
+        }
+    }
     int64_t n_rounds = 0;
-    st = run_rounds(target, draft, p, sampler, rows, &b, out, scores, &stats, &n_rounds, ha_deadline(&p->gen));
+    st = run_rounds(target, draft, p, sampler, rows, &b, overlap ? &a : NULL, out, scores, &stats, &n_rounds,
+                    ha_deadline(&p->gen));
     if (st != HA_OK) goto cleanup;
     /* Rows that stopped early are padded up to max_new_tokens and their scores are -inf up to the longest
      * row, as in ha_generate. */
@@ -632,6 +809,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
 
 cleanup:
     ha_sampler_free(sampler);
+    free(a.seq);
+    free(a.tok);
+    free(a.logits);
+    free(a.scores);
+    free(b.A);
     free(b.seq);
     free(b.tok);
     free(b.want);

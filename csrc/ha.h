@@ -430,6 +430,13 @@ typedef struct ha_assist_params {
     int64_t n_draft_costs;
     const double *target_costs;
     int64_t n_target_costs;
+    /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (assist.c: the next round's
+     * candidates after a guess of the target's token, used where the round accepts every candidate and the guess is
+     * right). Same output, scores and statistics as without; for a target whose append leaves the host's cores idle
+     * (an accelerator behind a callback). The draft's append is then called from that thread too, so it must not
+     * need the caller's thread (a native context's does not; the binding passes 0 for other drafts). Off
+     * without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
+    int overlap;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {
@@ -440,6 +447,10 @@ typedef struct ha_assist_stats {
     int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on); each row
                                      starts from the call's K, and this is the last row's */
     int64_t num_rounds;           /* rounds: target appends that verified (all rows' together) */
+    int64_t num_ahead_passes;     /* with overlap: draft appends made ahead, beside the target's (per row; not in
+                                     num_draft_passes) */
+    int64_t num_ahead_used;       /* with overlap: draft passes that read logits drafted ahead instead of appending
+                                     (counted in num_draft_passes, as the passes they stand for) */
     int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;

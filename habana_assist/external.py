@@ -21,6 +21,13 @@ once into the loop's buffer, which the loop processes in place. float16 and bflo
 float32 (exact) on their device. wrap(model, reduce_logits=) overrides the choice: None (by the rule above),
 True (wherever the call allows it, also on the host), False (never).
 
+Drafting ahead: as the target with a native draft, on a device other than the CPU (wrap(model, overlap=) None,
+or True anywhere, False never), the core's loop drafts the next round on its own threads while the wrapped
+forward runs (the Python call and the device's work alike): it guesses the target's token after the candidates
+by the draft's own choice and drafts after it; a round that accepts every candidate with the guessed token
+starts from those drafts instead of drafting. The same tokens and counts either way; `model.drafted_ahead`
+counts the draft passes made ahead and those a later round used, over the last generate().
+
 Exactness: greedy (and coupled sampling) give what the wrapped model gives without a draft whenever its
 forward over K + 1 positions gives the logits of K + 1 one-token forwards. Where it does not (most GPU kernels),
 the first generate() measures the disagreement: the largest |difference| between the logits of a forward over
@@ -219,7 +226,8 @@ class ExternalModel:
     """A model of another framework (see the module's docstring), with generate() as a native model's. Build it
     with habana_assist.wrap(model)."""
 
-    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None):
+    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None,
+                 overlap=None):
         _torch()
         if not callable(model):
             raise InvalidInputError(f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
@@ -247,7 +255,12 @@ class ExternalModel:
             raise InvalidInputError(f"wrap(reduce_logits=) takes None (reduce on an accelerator), True or False; got "
                                     f"{reduce_logits!r}")
         self.reduce_logits = reduce_logits
+        if overlap not in (None, True, False):
+            raise InvalidInputError(f"wrap(overlap=) takes None (draft ahead when the model is not on the CPU), True or "
+                                    f"False; got {overlap!r}")
+        self.overlap = overlap
         self.transfer_bytes = {"to_device": 0, "to_host": 0}  # over the last generate(): see the module's docstring
+        self.drafted_ahead = {"passes": 0, "used": 0}  # over the last generate() as target: see draft_ahead
 
     @property
     def vocab_size(self):
@@ -282,6 +295,15 @@ class ExternalModel:
         self.transfer_bytes = {"to_device": 0, "to_host": 0}
         adapter = _Adapter(self, batch_size, not draft and self.batch_disagreement > 0, argmax_only and not draft)
         return _core.external_context(adapter, self._vocab, capacity, batch_size)
+
+
+def draft_ahead(target, draft):
+    """Whether a generate() call of target with the native draft `draft` drafts ahead beside the target's forward
+    (the core's overlap, csrc/assist.c): target wrapped, with overlap=True, or overlap=None and not on the CPU
+    (a forward on the host's cores would share them with the draft's threads)."""
+    if not isinstance(target, ExternalModel) or draft is None or isinstance(draft, ExternalModel):
+        return False
+    return target.overlap if target.overlap is not None else str(target.device) != "cpu"
 
 
 def is_external(model):

@@ -611,11 +611,16 @@ class LlamaForCausalLM:
                 costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
                     if gc.num_assistant_tokens_schedule == "cost" else (None, None)
                 proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-                steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds = _core.generate_assisted(
-                    ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
-                    SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
-                    ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                    int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens)
+                overlap = early_exit is None and _external.draft_ahead(self, assistant_model)
+                steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
+                    _core.generate_assisted(
+                        ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
+                        SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
+                        ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
+                        int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
+                        overlap)
+                if _external.is_external(self):
+                    self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
                 drafter = self if early_exit is not None else assistant_model
                 if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
                     drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
@@ -835,14 +840,15 @@ class WrappedModel(_external.ExternalModel, LlamaForCausalLM):
         self._unsupported("weight_bytes")
 
 
-def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None):
+def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None, overlap=None):
     """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
     usable as assistant_model=) run by this package's loop; see habana_assist/external.py. vocab_size and
     max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
     with its config's special tokens. reduce_logits: where a greedy call reads only the argmax, send each
     position's top two from the device instead of its whole row: None on an accelerator, True always, False
-    never."""
+    never. overlap: as the target with a native draft, draft the next round ahead while its forward runs: None
+    where it is not on the CPU, True always, False never (the same output either way)."""
     if isinstance(model, LlamaForCausalLM):
         raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
     return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config,
-                        reduce_logits=reduce_logits)
+                        reduce_logits=reduce_logits, overlap=overlap)

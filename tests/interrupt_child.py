@@ -149,7 +149,7 @@ def _child(names):
     if "wrapped" in names:  # the shipped target as a torch model (ha.wrap) with the native draft
         sys.path.insert(0, os.path.join(ROOT, "tests"))
         from torch_causal_lm import TorchCausalLM
-        wrapped = ha.wrap(TorchCausalLM(model.name_or_path))
+        wrapped = ha.wrap(TorchCausalLM(model.name_or_path), overlap=True)  # drafting ahead beside its forward
         wrapped_reference = wrapped.generate(**prompt, max_new_tokens=8, assistant_model=draft)
 
     def generation(kwargs, batch=False, target=None):

@@ -5,6 +5,7 @@ convention (habana_assist/external.py)."""
 
 import os
 import sys
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -155,6 +156,59 @@ def test_coupled_sampling_equals_plain_sampling_through_the_wrapper(small):
         plain = ext_t.generate(IDS, **kw)
         coupled = ext_t.generate(IDS, assistant_model=native_d, assisted_sampling="coupled", **kw)
         assert np.array_equal(plain, coupled), f"seed {seed}: coupled assisted sampling differs from plain sampling"
+
+
+class Slow(TorchCausalLM):
+    """Sleeps 3 ms in each forward: a target slower than the draft, as one on an accelerator."""
+
+    def forward(self, *args, **kw):
+        time.sleep(0.003)
+        return super().forward(*args, **kw)
+
+    __call__ = forward
+
+
+STATS = ("num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes", "num_rounds")
+
+
+def test_drafting_ahead_beside_a_wrapped_target_changes_nothing(small):
+    """overlap=True: the native draft drafts the next round while the wrapped forward runs; the same tokens, sources
+    and counts as overlap=False for greedy, coupled and rejection sampling, both schedules, a batch; over the calls
+    the thread drafted ahead, and where the draft is the target's own weights (every guess right) rounds used it.
+    The default (None) does not draft ahead on the CPU; tests/c/test_core.c tests the core's side in detail."""
+    t, _, native_t, native_d = small
+    ext = ha.wrap(Slow(t, one_at_a_time=True))
+    assert ext.overlap is None
+    ext.generate(IDS, max_new_tokens=8, assistant_model=native_d)
+    assert ext.drafted_ahead == {"passes": 0, "used": 0}, "overlap=None drafted ahead beside a model on the CPU"
+    ids, mask = left_padded(BATCH)
+    passes = used_when_right = 0
+    for draft in (native_d, native_t):
+        for kw in (dict(), dict(do_sample=True, seed=4, assisted_sampling="coupled"),
+                   dict(do_sample=True, seed=4, assisted_sampling="rejection", top_k=0)):
+            for schedule, prompt in (("constant", dict(input_ids=IDS)), ("heuristic", dict(input_ids=ids,
+                                                                                           attention_mask=mask))):
+                results = []
+                for overlap in (False, True):
+                    ext.overlap = overlap
+                    results.append(ext.generate(**prompt, max_new_tokens=14, assistant_model=draft, eos_token_id=[],
+                                                num_assistant_tokens=3, num_assistant_tokens_schedule=schedule,
+                                                return_dict_in_generate=True, **kw))
+                    if not overlap:
+                        assert ext.drafted_ahead == {"passes": 0, "used": 0}
+                without, with_ = results
+                what = f"draft {'target' if draft is native_t else 'other'}, {kw}, {schedule}"
+                assert np.array_equal(without.sequences, with_.sequences), f"{what}: drafting ahead changed the tokens"
+                assert np.array_equal(without.token_sources, with_.token_sources), f"{what}: the sources differ"
+                for name in STATS:
+                    assert getattr(without, name) == getattr(with_, name), f"{what}: {name} differs"
+                assert np.array_equal(without.accepted_per_position, with_.accepted_per_position)
+                assert 0 <= ext.drafted_ahead["used"] <= with_.num_draft_passes
+                passes += ext.drafted_ahead["passes"]
+                used_when_right += ext.drafted_ahead["used"] if draft is native_t and not kw else 0
+    assert passes > 0 and used_when_right > 0, (passes, used_when_right)
+    with pytest.raises(ha.InvalidInputError, match="overlap"):
+        ha.wrap(TorchCausalLM(t), overlap="yes")
 
 
 class Perturbed(TorchCausalLM):

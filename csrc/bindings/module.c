@@ -1203,22 +1203,23 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
  *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size,
  *                   draft_costs float64 (n,) | None, target_costs float64 (m,) | None (the cost schedule's: a draft
  *                   step for 1 .. n rows, a target append of 1 .. m tokens), out, scores,
- *                   proposed_at int64 (N,), accepted_at int64 (N,), sources, callback)
+ *                   proposed_at int64 (N,), accepted_at int64 (N,), sources, callback, overlap)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
- *     num_rounds) */
+ *     num_rounds, num_ahead_passes, num_ahead_used)
+ * overlap (ha_assist_params.overlap) is honoured only with a native draft, whose append may run on another thread. */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *src_o, *cb_o, *result = NULL;
     GEN_DECLARE;
     long long K, pl_num, pl_ngram;
-    int schedule, acceptance, entered = 0;
+    int schedule, acceptance, overlap, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
     Py_buffer prop = { 0 }, acc = { 0 }, dcosts = { 0 }, tcosts = { 0 };
     int stats_held = 0;
-    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOOO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOOOp", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
                           &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &dcosts_o, &tcosts_o, &out_o, &scores_o,
-                          &prop_o, &acc_o, &src_o, &cb_o))
+                          &prop_o, &acc_o, &src_o, &cb_o, &overlap))
         return NULL;
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
@@ -1255,6 +1256,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
         .draft_costs = (stats_held & 4) ? dcosts.buf : NULL, .n_draft_costs = (stats_held & 4) ? dcosts.shape[0] : 0,
         .target_costs = (stats_held & 8) ? tcosts.buf : NULL, .n_target_costs = (stats_held & 8) ? tcosts.shape[0] : 0,
+        .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
     };
     ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
     if (enter(tctx) != 0) goto cleanup;
@@ -1272,10 +1274,11 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     adopt_external_error(tctx, &g.cb);
     adopt_external_error(dctx, &g.cb);
     if (end_call(st, &intr, &g.cb)) goto cleanup;
-    result = Py_BuildValue("LLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
+    result = Py_BuildValue("LLLLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
                            (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
                            (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
-                           (long long)stats.num_rounds);
+                           (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
+                           (long long)stats.num_ahead_used);
 cleanup:
     if (entered & 1) tctx->busy = 0;
     if (entered & 2) dctx->busy = 0;

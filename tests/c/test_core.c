@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../csrc/internal.h"
 
@@ -2291,6 +2292,147 @@ static void test_assisted_reads_start_once(void) {
     tiny_free(t);
 }
 
+/* Drafting ahead (ha_assist_params.overlap): a model interface around a native context. As the draft it counts
+ * the appends made on a thread other than the one that created it (the thread drafting ahead); as the target (with
+ * wait) each append first waits until its draft has made two such appends since the append began, or 20 ms have passed: a
+ * target slower than the draft, as an accelerator's behind a callback, without the test depending on timing for
+ * anything but how far ahead the thread got (the outputs must not depend on it). */
+typedef struct ahead_lm {
+    ha_lm lm;
+    ha_lm *inner;
+    struct ahead_lm *draft; /* the target's draft; NULL in the draft */
+    int wait;               /* the target: wait for the draft as above (only when it drafts ahead) */
+    int calls;              /* the target's appends so far */
+    pthread_t owner;
+    atomic_long off_owner;  /* the draft's appends made on another thread */
+} ahead_lm;
+
+static ha_status ahead_lm_append(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
+                                 float *logits) {
+    ahead_lm *a = self;
+    if (!a->draft) {
+        if (!pthread_equal(pthread_self(), a->owner)) atomic_fetch_add(&a->off_owner, 1);
+    } else if (a->wait && a->calls++ > 0) { /* not the prefill */
+        const long before = atomic_load(&a->draft->off_owner);
+        const struct timespec nap = { .tv_nsec = 20000 };
+        for (const double until = ha_now() + 0.02; atomic_load(&a->draft->off_owner) < before + 2 && ha_now() < until;)
+            nanosleep(&nap, NULL);
+    }
+    return a->inner->append(a->inner->self, n, seq, tokens, want, logits);
+}
+
+static ha_status ahead_lm_crop(void *self, int32_t seq, int64_t len) {
+    ahead_lm *a = self;
+    return a->inner->crop(a->inner->self, seq, len);
+}
+
+static int64_t ahead_lm_length(const void *self, int32_t seq) {
+    const ahead_lm *a = self;
+    return a->inner->length(a->inner->self, seq);
+}
+
+static void ahead_lm_init(ahead_lm *a, ha_lm *inner, ahead_lm *draft) {
+    *a = (ahead_lm){ .lm = *inner, .inner = inner, .draft = draft, .owner = pthread_self() };
+    a->lm.self = a;
+    a->lm.append = ahead_lm_append;
+    a->lm.crop = ahead_lm_crop;
+    a->lm.length = ahead_lm_length;
+}
+
+/* The same tokens, scores, sources and statistics with drafting ahead as without, for drafts that agree with the
+ * target (every guess right) and that do not, greedy, coupled and rejection sampling, constant and heuristic
+ * schedules, an eos ending a row, a cache too small for the whole chain; and the thread does draft ahead. */
+static void test_assisted_drafting_ahead_changes_nothing(void) {
+    one_thread();
+    /* drafts: another model (few rounds accept everything), the target's weights in int4 (many do, and some of
+     * those have a wrong guess), the target itself (every guess right) */
+    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_F32, 0, 0, 0, 62),
+         *near = tiny_build(HA_Q4, 1, 0, 0, 61);
+    enum { N = 10 };
+    const int64_t V = TV;
+    float *scores[2] = { xmalloc((size_t)(N * 2 * V) * sizeof(float)), xmalloc((size_t)(N * 2 * V) * sizeof(float)) };
+    int64_t ahead_passes = 0, used_when_right = 0;
+    for (int mode = 0; mode < 3; mode++) { /* greedy, coupled, rejection */
+        ha_sampling_params sp = mode ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_p = 0.95f,
+                                                             .repetition_penalty = 1.2f, .seed = 78 }
+                                     : greedy_params();
+        for (int d = 0; d < 3; d++)
+            for (int64_t K = 1; K <= 3; K += 2)
+                for (int sched = 0; sched < 2; sched++)
+                    for (int with_eos = 0; with_eos < 2; with_eos++) {
+                        const tiny *dm = d == 0 ? other : d == 1 ? near : target;
+                        int32_t out[2][2 * N], eos = 9;
+                        uint8_t sources[2][2 * N];
+                        int64_t proposed[2][N] = { { 0 } }, accepted[2][N] = { { 0 } }, steps[2] = { -1, -1 };
+                        ha_assist_stats stats[2];
+                        for (int overlap = 0; overlap < 2; overlap++) {
+                            ha_assist_params ap = { .gen = gen_params(N, sp), .num_assistant_tokens = K,
+                                                    .schedule = sched ? HA_SCHEDULE_HEURISTIC : HA_SCHEDULE_CONSTANT,
+                                                    .acceptance = mode == 2 ? HA_ACCEPT_REJECTION : HA_ACCEPT_COUPLED,
+                                                    .overlap = overlap };
+                            ap.gen.eos = with_eos ? &eos : NULL;
+                            ap.gen.n_eos = with_eos;
+                            ap.gen.sources = sources[overlap];
+                            stats[overlap] = (ha_assist_stats){ .proposed_at = proposed[overlap],
+                                                                .accepted_at = accepted[overlap] };
+                            ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(dm->m, 2, 16);
+                            ahead_lm t, dr;
+                            ahead_lm_init(&dr, LM(dc), NULL);
+                            ahead_lm_init(&t, LM(tc), &dr);
+                            t.wait = overlap;
+                            CHECK_OK(ha_generate_assisted(&t.lm, &dr.lm, &ap, GPROMPT, GW, GSTART, out[overlap],
+                                                          scores[overlap], &steps[overlap], &stats[overlap]));
+                            const long off = atomic_load(&dr.off_owner); /* appends of one or two rows each */
+                            CHECK(overlap ? stats[1].num_ahead_passes >= off && (off > 0) == (stats[1].num_ahead_passes > 0)
+                                          : stats[0].num_ahead_passes == 0 && off == 0,
+                                  "overlap %d: %lld passes made ahead, %ld draft appends off the caller's thread",
+                                  overlap, (long long)stats[overlap].num_ahead_passes, off);
+                            ha_llama_context_free(tc);
+                            ha_llama_context_free(dc);
+                        }
+                        char what[160];
+                        snprintf(what, sizeof what, "mode %d, draft %s, K=%lld, schedule %d, eos %d", mode,
+                                 d == 0 ? "another model" : d == 1 ? "the target in int4" : "the target", (long long)K,
+                                 sched, with_eos);
+                        CHECK(steps[0] == steps[1], "%s: %lld steps without drafting ahead, %lld with", what,
+                              (long long)steps[0], (long long)steps[1]);
+                        for (int i = 0; i < 2 * N; i++)
+                            CHECK(out[0][i] == out[1][i] && sources[0][i] == sources[1][i], "%s: token %d: %d (source %d) "
+                                  "without drafting ahead, %d (source %d) with", what, i, out[0][i], sources[0][i],
+                                  out[1][i], sources[1][i]);
+                        CHECK_SAME_FLOATS(scores[0], scores[1], steps[0] * 2 * V, "%s: scores", what);
+                        const ha_assist_stats *a = &stats[0], *b = &stats[1];
+                        CHECK(a->num_draft_tokens == b->num_draft_tokens && a->num_accepted_tokens == b->num_accepted_tokens &&
+                              a->num_target_passes == b->num_target_passes && a->num_draft_passes == b->num_draft_passes &&
+                              a->num_rounds == b->num_rounds && a->num_assistant_tokens == b->num_assistant_tokens,
+                              "%s: statistics without drafting ahead (drafts %lld, accepted %lld, target passes %lld, draft "
+                              "passes %lld, rounds %lld, K %lld) and with (%lld, %lld, %lld, %lld, %lld, %lld)", what,
+                              (long long)a->num_draft_tokens, (long long)a->num_accepted_tokens,
+                              (long long)a->num_target_passes, (long long)a->num_draft_passes, (long long)a->num_rounds,
+                              (long long)a->num_assistant_tokens, (long long)b->num_draft_tokens,
+                              (long long)b->num_accepted_tokens, (long long)b->num_target_passes,
+                              (long long)b->num_draft_passes, (long long)b->num_rounds, (long long)b->num_assistant_tokens);
+                        for (int j = 0; j < N; j++)
+                            CHECK(proposed[0][j] == proposed[1][j] && accepted[0][j] == accepted[1][j],
+                                  "%s: draft position %d: %lld of %lld accepted without drafting ahead, %lld of %lld with",
+                                  what, j, (long long)accepted[0][j], (long long)proposed[0][j], (long long)accepted[1][j],
+                                  (long long)proposed[1][j]);
+                        CHECK(b->num_ahead_used <= b->num_draft_passes, "%s: %lld of %lld draft passes read what was "
+                              "drafted ahead", what, (long long)b->num_ahead_used, (long long)b->num_draft_passes);
+                        ahead_passes += b->num_ahead_passes;
+                        if (d == 2 && mode == 0) used_when_right += b->num_ahead_used; /* every guess right */
+                    }
+    }
+    /* how far the thread gets in a round depends on the machine; over all these rounds it must have got somewhere */
+    CHECK(ahead_passes > 0 && used_when_right > 0, "%lld passes made ahead; %lld draft passes read them where every "
+          "guess was right", (long long)ahead_passes, (long long)used_when_right);
+    free(scores[0]);
+    free(scores[1]);
+    tiny_free(target);
+    tiny_free(other);
+    tiny_free(near);
+}
+
 /* Rejection sampling runs clean (tokens in range, stats consistent) and rejects bad arguments. */
 static void test_assisted_rejection_runs_and_rejects_bad_args(void) {
     one_thread();
@@ -3253,6 +3395,7 @@ static const test_case TESTS[] = {
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),
+    T(assisted_drafting_ahead_changes_nothing),
     T(threads_set_get_and_reject),
     T(threads_switching_keeps_results),
     T(threads_parallel_for_covers_range),
