@@ -402,7 +402,8 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
  * append is batch-invariant and the thread processes and chooses as draft_round does, with the same position-keyed
  * noise: the same candidates, tokens, scores and counts as without drafting ahead, however far it got. The thread
  * touches only the draft, the sampler and the rows' drafted-ahead state, none of which the caller's thread uses
- * until it has joined it; it never calls back into the caller (no on_logits: ha_generate_assisted checks). */
+ * until it has joined it; it never calls back into the caller (no on_logits: ha_generate_assisted checks), and it
+ * drafts on its own core (ha_pool_alone), not on the pool's. */
 
 typedef struct ahead {
     ha_lm *draft;
@@ -424,6 +425,11 @@ static int ahead_going(const row_state *r, int64_t j) { return r->ahead_n == j &
 static void *ahead_main(void *arg) {
     ahead *a = arg;
     const int64_t V = a->V;
+    /* One core: the caller's thread runs the target's forward meanwhile (on an accelerator, a Python thread that
+     * launches kernels, which the pool's workers on every core slowed by more than drafting ahead gained). Measured
+     * with benchmarks/bench_external.py on an H100 host of 16 cores, K = 4: drafting ahead on the pool's 16 threads
+     * 198 tok/s against 330 without drafting ahead; on this thread alone 364 against 350. */
+    ha_pool_alone(1);
     for (int64_t j = 0; !atomic_load_explicit(&a->stop, memory_order_acquire); j++) {
         int64_t n = 0;
         for (int64_t i = 0; i < a->B; i++) {

@@ -330,5 +330,8 @@ typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
 void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);
 /* Starts the pool if none runs (so that a failure to start threads is reported where it can be). */
 ha_status ha_pool_ensure(void);
+/* on != 0: the calling thread's jobs run on that thread alone, leaving the pool's workers asleep (assist.c's thread
+ * drafting ahead, so that it takes one core beside a caller's thread that is busy elsewhere); 0: on the pool. */
+void ha_pool_alone(int on);
 
 #endif /* HA_INTERNAL_H */
