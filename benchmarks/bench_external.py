@@ -8,7 +8,7 @@ num_assistant_tokens=--k (4; constant). Printed: tokens/s end to end of plain an
 for the native target, the speed-ups, whether assisted equals plain, acceptance, and the callback overhead per
 target forward: the time in the adapter's append (habana_assist/external.py: building the inputs, reading the
 logits over DLPack, counting margins) outside the model's own forward, as a fraction of that forward. The case
-"ahead" is the torch target wrapped with overlap=True: the native draft drafts the next round on its threads while
+"ahead" is the torch target wrapped with overlap=True: the native draft drafts the next round on one core while
 the target's forward runs (the other wrapped cases pass overlap=False); printed with how many draft passes it made
 ahead and how many later rounds used.
 
@@ -234,7 +234,7 @@ def main():
     for name, (made, used, draft_passes) in ahead.items():
         if made:
             print(f"  {name}: {made} draft passes made ahead beside the target's forwards, {used} of them used "
-                  f"({used / max(draft_passes, 1):.0%} of the {draft_passes} draft passes; the last round's counts)")
+                  f"({used / max(draft_passes, 1):.0%} of the {draft_passes} draft passes; the last repeat's counts)")
     print(f"  callback overhead per torch forward: {overhead * 1e3:.3f} ms outside a mean forward of "
           f"{per_forward * 1e3:.2f} ms ({overhead / per_forward:.1%}); batch disagreement of the torch target "
           f"{torch_target.batch_disagreement:.3g}; its last call's narrow margins {torch_target.narrow_margins}")

@@ -391,6 +391,22 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     return k;
 }
 
+/* K after a round that accepted n of a row's candidates under the heuristic schedules, as Transformers'
+ * AssistedCandidateGenerator.update_candidate_strategy: K + 2 after a draft fully accepted, else max(1, K - 1). */
+static int64_t heuristic_k(int64_t K, int64_t n) { return n == K ? K + 2 : (K - 1 > 1 ? K - 1 : 1); }
+
+/* A round's most candidates for a row that wants k and has `generated` tokens: never more than leave room for the
+ * target's own token within max_new_tokens, nor more than a model with sliding-window rings can take back
+ * (ha_lm.max_rollback). */
+static int64_t candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
+                             const ha_lm *draft) {
+    const int64_t room = p->gen.max_new_tokens - generated - 1;
+    if (k > room) k = room;
+    if (k > target->max_rollback) k = target->max_rollback;
+    if (draft && k > draft->max_rollback) k = draft->max_rollback;
+    return k;
+}
+
 /* ---- drafting ahead (ha_assist_params.overlap) ----------------------------------------------------------------
  * While the target's append verifies a round (on an accelerator, or in another framework's forward that leaves the
  * host's cores idle), a second thread drafts on for every row as if the round will accept all its candidates: it
@@ -466,7 +482,6 @@ static void *ahead_main(void *arg) {
  * drafts ahead (or the thread or its buffer could not be had: the round goes on without). */
 static int ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params *p, row_state *rows, int64_t B,
                        buffers *b) {
-    const int64_t N = p->gen.max_new_tokens;
     int64_t total = 0;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
@@ -474,13 +489,9 @@ static int ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_pa
         const int64_t last = r->L + r->k - 1; /* the last candidate's position */
         if (r->done || r->k == 0 || ha_is_eos(&p->gen, r->tok[last])) continue;
         /* The next round's cap if this one accepts every candidate (finish_row's schedule, run_rounds' limits) */
-        int64_t K = r->K;
-        if (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT)
-            K = r->k == r->K ? r->K + 2 : (r->K - 1 > 1 ? r->K - 1 : 1);
-        const int64_t room = N - (r->generated + r->k + 1) - 1;
-        K = K < room ? K : room;
-        K = K < target->max_rollback ? K : target->max_rollback;
-        K = K < draft->max_rollback ? K : draft->max_rollback;
+        const int heuristic = p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT;
+        const int64_t K = candidate_cap(heuristic ? heuristic_k(r->K, r->k) : r->K, r->generated + r->k + 1, p, target,
+                                        draft);
         /* logits rows: the guess, then K candidates; within what a crop after this round may take back of the
          * draft (everything after L) and the draft's capacity */
         int64_t n_rows = K + 1;
@@ -631,16 +642,15 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     ha_status st = target->crop(target->self, r->row, r->target_len);
     if (st == HA_OK && draft) st = draft->crop(draft->self, r->row, r->draft_len);
     if (st != HA_OK) return st;
-    /* The heuristic schedules, as Transformers' AssistedCandidateGenerator.update_candidate_strategy. */
     if (draft && (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT))
-        r->K = n == r->K ? r->K + 2 : (r->K - 1 > 1 ? r->K - 1 : 1);
+        r->K = heuristic_k(r->K, n);
     return HA_OK;
 }
 
 static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler,
                             row_state *rows, buffers *b, ahead *a, int32_t *out, float *scores, ha_assist_stats *stats,
                             int64_t *n_rounds, double deadline) {
-    const int64_t B = target->n_seq, N = p->gen.max_new_tokens;
+    const int64_t B = target->n_seq;
     /* The cost schedule's costs in units of one target step. */
     double t_rel[64], d_rel[64];
     cost_model cost = { .t = t_rel, .d = d_rel, .rows = b->acceptance };
@@ -660,17 +670,11 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
          * never left without a token, as plain generation's first step is never skipped). */
         if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after %lld rounds", (long long)round);
         if (round > 0 && ha_now() >= deadline) return HA_OK;
-        /* 1. Candidates: never more than leave room for the target's own token within max_new_tokens, nor more
-         * than a model with sliding-window rings can take back (ha_lm.max_rollback). */
+        /* 1. Candidates, within candidate_cap. */
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
             if (r->done) continue;
-            int64_t k_max = draft ? r->K : p->prompt_lookup_num_tokens;
-            const int64_t room = N - r->generated - 1;
-            if (k_max > room) k_max = room;
-            if (k_max > target->max_rollback) k_max = target->max_rollback;
-            if (draft && k_max > draft->max_rollback) k_max = draft->max_rollback;
-            r->k_cap = r->k_max = k_max;
+            r->k_cap = r->k_max = candidate_cap(draft ? r->K : p->prompt_lookup_num_tokens, r->generated, p, target, draft);
             r->k = 0;
         }
         if (p->schedule == HA_SCHEDULE_COST) {

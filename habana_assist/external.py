@@ -22,7 +22,7 @@ float32 (exact) on their device. wrap(model, reduce_logits=) overrides the choic
 True (wherever the call allows it, also on the host), False (never).
 
 Drafting ahead: as the target with a native draft, on a device other than the CPU (wrap(model, overlap=) None,
-or True anywhere, False never), the core's loop drafts the next round on its own threads while the wrapped
+or True anywhere, False never), the core's loop drafts the next round on a thread of its own while the wrapped
 forward runs (the Python call and the device's work alike): it guesses the target's token after the candidates
 by the draft's own choice and drafts after it; a round that accepts every candidate with the guessed token
 starts from those drafts instead of drafting. The same tokens and counts either way; `model.drafted_ahead`
@@ -300,7 +300,7 @@ class ExternalModel:
 def draft_ahead(target, draft):
     """Whether a generate() call of target with the native draft `draft` drafts ahead beside the target's forward
     (the core's overlap, csrc/assist.c): target wrapped, with overlap=True, or overlap=None and not on the CPU
-    (a forward on the host's cores would share them with the draft's threads)."""
+    (a forward on the host's cores would share them with the draft's thread)."""
     if not isinstance(target, ExternalModel) or draft is None or isinstance(draft, ExternalModel):
         return False
     return target.overlap if target.overlap is not None else str(target.device) != "cpu"

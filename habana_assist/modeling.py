@@ -611,7 +611,7 @@ class LlamaForCausalLM:
                 costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
                     if gc.num_assistant_tokens_schedule == "cost" else (None, None)
                 proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-                overlap = early_exit is None and _external.draft_ahead(self, assistant_model)
+                overlap = _external.draft_ahead(self, assistant_model)  # None with early exit (no draft model)
                 steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
                     _core.generate_assisted(
                         ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
