@@ -204,6 +204,11 @@ typedef struct ha_kernels {
                         int64_t nk, int64_t n, float scale, float *s, int64_t lds);
     void (*attn_values)(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
                         float *acc);
+    /* The two places a forward takes exponentials, each element bitwise what ha_expf gives (the scalar loops
+     * in kernels_scalar.c are the definition): exp_shift: s[i] = ha_expf(s[i] - m) for i < n (softmax
+     * weights); silu: x[i] = x[i] / (1 + ha_expf(-x[i])), times up[i] when up is given, for i < n. */
+    void (*exp_shift)(float *s, int64_t n, float m);
+    void (*silu)(float *x, const float *up, int64_t n);
     /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */
     int (*quant_q8)(const float *x, int64_t len, void *blk);
     /* x (len,) -> one HA_Q4 block, bitwise as ha_quant_q4_ref; 0 if x holds NaN or inf */
@@ -214,6 +219,22 @@ typedef struct ha_kernels {
     /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_int's multiplies. */
     double (*mac_burst_q8)(int64_t n);
 } ha_kernels;
+
+/* exp(x) in float32, the one exponential of a forward (kernels_scalar.c; the vector kernels' exp_shift and
+ * silu give it bitwise). glibc's expf algorithm (from ARM's optimized routines) as its FMA build runs it, in
+ * double: k + r = x * 32 / ln 2 (k the nearest integer, through the shift), 2^(k/32) from the table below,
+ * 2^(r/32) by a cubic, one rounding to float at the end; on glibc 2.36 (Debian 12) it equals expf for every
+ * float input (checked exhaustively; the C tests check a sweep), so the logits are what libm's expf gave.
+ * |x| >= 88, inf and NaN go through the same special cases as glibc's. */
+float ha_expf(float x);
+/* HA_EXP2_TAB[i] = the bits of 2^(i/32) rounded to double, minus i << 47 (so that adding k << 47 for
+ * k = i mod 32 gives the bits of 2^(k/32)); the cubic's coefficients, scaled by 1/32 per power of r. */
+extern const uint64_t HA_EXP2_TAB[32];
+#define HA_EXP_INVLN2N (0x1.71547652b82fep+0 * 32.0)
+#define HA_EXP_SHIFT 0x1.8p+52
+#define HA_EXP_C0 (0x1.c6af84b912394p-5 / 32.0 / 32.0 / 32.0)
+#define HA_EXP_C1 (0x1.ebfce50fac4f3p-3 / 32.0 / 32.0)
+#define HA_EXP_C2 (0x1.62e42ff0c52d6p-1 / 32.0)
 
 extern const ha_kernels ha_kernels_scalar;
 extern const ha_kernels ha_kernels_avx2;

@@ -625,6 +625,55 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
     *scale = amax / HA_ACT_MAX;
 }
 
+/* ---- exponentials: ha_expf's steps on four lanes in double (internal.h), bitwise its result ---- */
+
+/* ha_expf of four floats none of which is special (|x| < 88). */
+AVX2 static inline __m128 exp4(__m128 x) {
+    const __m256d xd = _mm256_cvtps_pd(x), invln2n = _mm256_set1_pd(HA_EXP_INVLN2N), shift = _mm256_set1_pd(HA_EXP_SHIFT);
+    __m256d kd = _mm256_fmadd_pd(invln2n, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    const __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
+    const __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    const __m256i t = _mm256_add_epi64(_mm256_i64gather_epi64((const long long *)HA_EXP2_TAB, i, 8), _mm256_slli_epi64(ki, 47));
+    const __m256d p = _mm256_fmadd_pd(r, _mm256_set1_pd(HA_EXP_C0), _mm256_set1_pd(HA_EXP_C1));
+    const __m256d y = _mm256_fmadd_pd(r, _mm256_set1_pd(HA_EXP_C2), _mm256_set1_pd(1.0));
+    return _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_fmadd_pd(p, _mm256_mul_pd(r, r), y), _mm256_castsi256_pd(t)));
+}
+
+/* ha_expf of eight floats into out; 0 (nothing written) if a lane is special: |x| >= 88, inf or NaN. */
+AVX2 static inline int exp8(__m256 x, __m256 *out) {
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+    if (!_mm256_testz_si256(_mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x42afffff)), _mm256_set1_epi32(-1))) return 0;
+    *out = _mm256_set_m128(exp4(_mm256_extractf128_ps(x, 1)), exp4(_mm256_castps256_ps128(x)));
+    return 1;
+}
+
+AVX2 static void exp_shift_avx2(float *s, int64_t n, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    int64_t i = 0;
+    for (__m256 e; i + 8 <= n; i += 8)
+        if (exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm), &e)) _mm256_storeu_ps(s + i, e);
+        else
+            for (int64_t j = i; j < i + 8; j++) s[j] = ha_expf(s[j] - m);
+    for (; i < n; i++) s[i] = ha_expf(s[i] - m);
+}
+
+AVX2 static void silu_avx2(float *x, const float *up, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (__m256 e; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (exp8(_mm256_xor_ps(v, sign), &e)) {
+            const __m256 a = _mm256_div_ps(v, _mm256_add_ps(one, e));
+            _mm256_storeu_ps(x + i, up ? _mm256_mul_ps(a, _mm256_loadu_ps(up + i)) : a);
+        } else {
+            for (int64_t j = i; j < i + 8; j++) x[j] = x[j] / (1.0f + ha_expf(-x[j])) * (up ? up[j] : 1.0f);
+        }
+    }
+    for (; i < n; i++) x[i] = x[i] / (1.0f + ha_expf(-x[i])) * (up ? up[i] : 1.0f);
+}
+
 /* 12 chains of 8-lane FMAs: more than latency (4) x ports (2) needs to keep both FMA ports busy. */
 AVX2 static double mac_burst_avx2(int64_t n) {
     __m256 a[12];
@@ -669,6 +718,8 @@ const ha_kernels ha_kernels_avx2 = {
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
     .scale = scale_avx2,
+    .exp_shift = exp_shift_avx2,
+    .silu = silu_avx2,
     .quant_q8 = quant_q8_avx2,
     .quant_q4 = quant_q4_avx2,
     .mac_burst = mac_burst_avx2,

@@ -149,6 +149,53 @@ static void scale_scalar(float a, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
 
+const uint64_t HA_EXP2_TAB[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+/* The vector kernels do these steps lane by lane (the same operations: the three products that glibc's FMA
+ * build fuses are fma() here; fma() is exact wherever it runs). */
+float ha_expf(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t top = (u >> 20) & 0x7ff;
+    if (top >= 0x42b) {                      /* |x| >= 88, inf or NaN: glibc's special cases */
+        if (u == 0xff800000u) return 0.0f;   /* -inf */
+        if (top >= 0x7f8) return x + x;      /* inf, NaN */
+        if (x > 0x1.62e42ep6f) return HUGE_VALF;
+        if (x < -0x1.9fe368p6f) return 0.0f;
+        if (x < -0x1.9d1d9ep6f) return 0x1p-149f; /* below the smallest subnormal's log: rounds up to it */
+    }
+    const double xd = (double)x;
+    double kd = fma(HA_EXP_INVLN2N, xd, HA_EXP_SHIFT); /* k in its low bits */
+    uint64_t ki, t;
+    memcpy(&ki, &kd, sizeof ki);
+    kd -= HA_EXP_SHIFT;
+    const double r = fma(HA_EXP_INVLN2N, xd, -kd); /* in [-1/2, 1/2] */
+    t = HA_EXP2_TAB[ki % 32] + (ki << 47);
+    double s;
+    memcpy(&s, &t, sizeof s);
+    const double p = fma(r, HA_EXP_C0, HA_EXP_C1), r2 = r * r, y = fma(r, HA_EXP_C2, 1.0);
+    return (float)(fma(p, r2, y) * s);
+}
+
+static void exp_shift_scalar(float *s, int64_t n, float m) {
+    for (int64_t i = 0; i < n; i++) s[i] = ha_expf(s[i] - m);
+}
+
+static void silu_scalar(float *x, const float *up, int64_t n) {
+    if (up)
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + ha_expf(-x[i])) * up[i];
+    else
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + ha_expf(-x[i]));
+}
+
 static double mac_burst_scalar(int64_t n) {
     float a[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
     for (int64_t r = 0; r < n; r++)
@@ -177,6 +224,8 @@ const ha_kernels ha_kernels_scalar = {
     .attn_scores = attn_scores_scalar,
     .attn_values = attn_values_scalar,
     .scale = scale_scalar,
+    .exp_shift = exp_shift_scalar,
+    .silu = silu_scalar,
     .quant_q8 = ha_quant_q8_ref,
     .quant_q4 = ha_quant_q4_ref,
     .mac_burst = mac_burst_scalar,

@@ -359,8 +359,9 @@ static void matmul_range(void *ctx, int64_t ub, int64_t ue) {
     }
 }
 
-/* x[i] = act(x[i]) (times up[i] when up is given) for i < n: ha.h's ha_act in float32, one loop per kind. */
-static void activate(ha_act act, float *x, const float *up, int64_t n) {
+/* x[i] = act(x[i]) (times up[i] when up is given) for i < n: ha.h's ha_act in float32, one loop per kind
+ * (SiLU the variant's, bitwise the same everywhere). */
+static void activate(const ha_kernels *k, ha_act act, float *x, const float *up, int64_t n) {
     switch (act) {
     case HA_ACT_GELU_TANH:
         for (int64_t i = 0; i < n; i++) {
@@ -375,17 +376,14 @@ static void activate(ha_act act, float *x, const float *up, int64_t n) {
         for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) * (up ? up[i] : 1.0f);
         break;
     default:
-        if (up)
-            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
-        else
-            for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        k->silu(x, up, n);
     }
 }
 
 /* The elementwise rest of the feed-forward block's first half for rows [lo, hi) of the f, token by token: a
  * fused output's gate half copied into gate, the biases added (in place, in gate and in the up rows), then
  * gate = act(gate) * up (act(gate) when ungated): per element, what split_rows, add_bias and activate give. */
-static void mlp_finish(const mlp_step *s, int64_t T, int64_t lo, int64_t hi) {
+static void mlp_finish(const ha_kernels *k, const mlp_step *s, int64_t T, int64_t lo, int64_t hi) {
     const int64_t f = s->f, n = hi - lo;
     for (int64_t t = 0; t < T; t++) {
         float *g = s->gate + t * f, *u = s->fused ? s->fused + t * 2 * f + f : s->up + t * f;
@@ -394,7 +392,7 @@ static void mlp_finish(const mlp_step *s, int64_t T, int64_t lo, int64_t hi) {
             for (int64_t r = lo; r < hi; r++) g[r] += s->b_gate[r];
         if (s->gated && s->b_up)
             for (int64_t r = lo; r < hi; r++) u[r] += s->b_up[r];
-        activate(s->act, g + lo, s->gated ? u + lo : NULL, n);
+        activate(k, s->act, g + lo, s->gated ? u + lo : NULL, n);
     }
 }
 
@@ -412,7 +410,7 @@ static void mlp_range(void *ctx, int64_t ub, int64_t ue) {
         matmul_rows(j, j->W[0], lo, hi, s->gate, f);
         if (s->gated) matmul_rows(j, j->W[1], lo, hi, s->up, f);
     }
-    mlp_finish(s, j->T, lo, hi);
+    mlp_finish(j->k, s, j->T, lo, hi);
 }
 
 /* Fills j for Y[i] = X @ W[i]^T (X (T, W[0].cols)), quantizing X once for integer weights; the rows of all
@@ -500,16 +498,14 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
                 }
                 if (bm > mx[h]) {
                     if (mx[h] > -INFINITY) {
-                        float f = expf(mx[h] - bm);
+                        float f = ha_expf(mx[h] - bm);
                         sum[h] *= f;
                         k->scale(f, acc[h], hd);
                     }
                     mx[h] = bm;
                 }
-                for (int64_t t = 0; t < nk; t++) { /* the block's weights, in place of its scores */
-                    s[t] = expf(s[t] - mx[h]);
-                    sum[h] += s[t];
-                }
+                k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
+                for (int64_t t = 0; t < nk; t++) sum[h] += s[t];
                 k->attn_values(s, V, hd, slot0, S, nk, hd, acc[h]);
             }
         }
@@ -606,7 +602,7 @@ static void mlp_in(const ha_llama_context *c, const ha_llama_layer *L, int64_t T
     const int count = gated && !fused ? 2 : 1;
     if (c->blas_now && T >= HA_BLAS_BLOCK / 4) {
         matmul(c, count, W, (float *[]){ fused ? c->fused : c->gate, c->up }, c->xn, T);
-        mlp_finish(&s, T, 0, s.f);
+        mlp_finish(c->kern, &s, T, 0, s.f);
         return;
     }
     matmul_job j;

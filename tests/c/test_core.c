@@ -511,6 +511,81 @@ static void test_kernels_attention_blocks_equal_dot_axpy(void) {
                 }
 }
 
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The forward's one exponential: ha_expf is glibc's expf (where glibc's FMA build is the one expf runs: it was
+ * what the forward called before; exhaustively equal on Debian 12, here a sweep of every 16411th float and
+ * the edges of its special cases), its table is 2^(i/32), and every variant's exp_shift and silu give it
+ * bitwise, specials inside vector blocks and tails included. */
+static void test_kernels_exp_bitwise_ha_expf(void) {
+    for (int i = 0; i < 32; i++) {
+        const double want = (double)powl(2.0L, (long double)i / 32.0L);
+        uint64_t w, got = HA_EXP2_TAB[i] + ((uint64_t)i << 47);
+        memcpy(&w, &want, sizeof w);
+        CHECK(got == w, "HA_EXP2_TAB[%d] + (%d << 47): expected the bits of 2^(%d/32) %016llx, got %016llx", i, i, i,
+              (unsigned long long)w, (unsigned long long)got);
+    }
+    /* inputs: a vector block of each of the two floats (found by an exhaustive search) whose result changes
+     * when the reduction r = x * 32 / ln 2 - k is not one fused multiply-add (the other fused steps change no
+     * result) and of their negations (for silu), then the sweep, then the special cases' edges and neighbours */
+    static const uint32_t HARD[] = { 0x4202422fu, 0xc27c65d9u, 0xc202422fu, 0x427c65d9u };
+    static const uint32_t EDGES[] = { 0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                      0x42b00000u, 0xc2b00000u, 0x42b17217u, 0x42b17218u, 0xc2cff1b4u, 0xc2cff1b5u,
+                                      0xc2ce8ecfu, 0xc2ce8ed0u, 0x00000001u, 0x3f800000u, 0xbf800000u, 0xc2aeac50u };
+    const size_t n_hard = 8 * COUNT(HARD), n_sweep = (size_t)(0xffffffffu / 16411u) + 1;
+    const size_t n = n_hard + n_sweep + 3 * COUNT(EDGES);
+    float *x = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n_hard; i++) x[i] = from_bits(HARD[i / 8]);
+    for (size_t i = 0; i < n_sweep; i++) x[n_hard + i] = from_bits((uint32_t)(i * 16411u));
+    for (size_t i = 0; i < COUNT(EDGES); i++)
+        for (int d = -1; d <= 1; d++) x[n_hard + n_sweep + 3 * i + (size_t)(d + 1)] = from_bits(EDGES[i] + (uint32_t)d);
+#if defined(__GLIBC__) && (defined(__x86_64__) || defined(__i386__))
+    if (__builtin_cpu_supports("fma"))
+        for (size_t i = 0; i < n; i++) {
+            const float a = ha_expf(x[i]), e = expf(x[i]);
+            CHECK(fbits(a) == fbits(e) || (isnan(a) && isnan(e)), "ha_expf(%a) = %a, glibc's expf gives %a", (double)x[i],
+                  (double)a, (double)e);
+        }
+#endif
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    const int nk = kernel_variants(ks, kn);
+    float *s = xmalloc(n * sizeof(float)), *up = xmalloc(n * sizeof(float)), *g = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) up[i] = x[(i * 7919u) % n];
+    for (int v = 0; v < nk; v++) {
+        /* the hard blocks, pieces of every length up to 19 (tails, blocks with a special lane), the rest at once */
+        static const float M[] = { 0.0f, 3.5f, -INFINITY };
+        for (size_t mi = 0; mi < COUNT(M); mi++) {
+            memcpy(s, x, n * sizeof(float));
+            for (size_t at = 0, len = n_hard; at < n; at += len, len = len < 19 ? len + 1 : n - at)
+                ks[v]->exp_shift(s + at, (int64_t)len, M[mi]);
+            for (size_t i = 0; i < n; i++) {
+                const float want = ha_expf(x[i] - M[mi]);
+                CHECK(fbits(s[i]) == fbits(want) || (isnan(s[i]) && isnan(want)), "%s exp_shift(%a - %g) = %a, ha_expf gives %a",
+                      kn[v], (double)x[i], (double)M[mi], (double)s[i], (double)want);
+            }
+        }
+        for (int gated = 0; gated < 2; gated++) {
+            memcpy(g, x, n * sizeof(float));
+            for (size_t at = 0, len = n_hard; at < n; at += len, len = len < 19 ? len + 1 : n - at)
+                ks[v]->silu(g + at, gated ? up + at : NULL, (int64_t)len);
+            for (size_t i = 0; i < n; i++) {
+                const float a = x[i] / (1.0f + ha_expf(-x[i])), want = gated ? a * up[i] : a;
+                CHECK(fbits(g[i]) == fbits(want) || (isnan(g[i]) && isnan(want)), "%s silu(%a)%s = %a, expected %a", kn[v],
+                      (double)x[i], gated ? " * up" : "", (double)g[i], (double)want);
+            }
+        }
+    }
+    free(x);
+    free(s);
+    free(up);
+    free(g);
+}
+
 /* ---- 2. batch invariance of the kernels -------------------------------------------------------------- */
 
 static void test_kernels_matmul_batch_invariant(void) {
@@ -3352,6 +3427,7 @@ static const test_case TESTS[] = {
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
     T(kernels_attention_blocks_equal_dot_axpy),
+    T(kernels_exp_bitwise_ha_expf),
     T(kernels_matmul_batch_invariant),
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
