@@ -649,14 +649,14 @@ AVX2 static inline int exp8(__m256 x, __m256 *out) {
     return 1;
 }
 
+/* Eight at a time; a block with a special lane, and the tail, go to the scalar definition. */
 AVX2 static void exp_shift_avx2(float *s, int64_t n, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     int64_t i = 0;
     for (__m256 e; i + 8 <= n; i += 8)
         if (exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm), &e)) _mm256_storeu_ps(s + i, e);
-        else
-            for (int64_t j = i; j < i + 8; j++) s[j] = ha_expf(s[j] - m);
-    for (; i < n; i++) s[i] = ha_expf(s[i] - m);
+        else ha_kernels_scalar.exp_shift(s + i, 8, m);
+    if (i < n) ha_kernels_scalar.exp_shift(s + i, n - i, m);
 }
 
 AVX2 static void silu_avx2(float *x, const float *up, int64_t n) {
@@ -668,10 +668,10 @@ AVX2 static void silu_avx2(float *x, const float *up, int64_t n) {
             const __m256 a = _mm256_div_ps(v, _mm256_add_ps(one, e));
             _mm256_storeu_ps(x + i, up ? _mm256_mul_ps(a, _mm256_loadu_ps(up + i)) : a);
         } else {
-            for (int64_t j = i; j < i + 8; j++) x[j] = x[j] / (1.0f + ha_expf(-x[j])) * (up ? up[j] : 1.0f);
+            ha_kernels_scalar.silu(x + i, up ? up + i : NULL, 8);
         }
     }
-    for (; i < n; i++) x[i] = x[i] / (1.0f + ha_expf(-x[i])) * (up ? up[i] : 1.0f);
+    if (i < n) ha_kernels_scalar.silu(x + i, up ? up + i : NULL, n - i);
 }
 
 /* 12 chains of 8-lane FMAs: more than latency (4) x ports (2) needs to keep both FMA ports busy. */

@@ -511,12 +511,6 @@ static void test_kernels_attention_blocks_equal_dot_axpy(void) {
                 }
 }
 
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* The forward's one exponential: ha_expf is glibc's expf (where glibc's FMA build is the one expf runs: it was
  * what the forward called before; exhaustively equal on Debian 12, here a sweep of every 16411th float and
  * the edges of its special cases), its table is 2^(i/32), and every variant's exp_shift and silu give it
@@ -539,10 +533,10 @@ static void test_kernels_exp_bitwise_ha_expf(void) {
     const size_t n_hard = 8 * COUNT(HARD), n_sweep = (size_t)(0xffffffffu / 16411u) + 1;
     const size_t n = n_hard + n_sweep + 3 * COUNT(EDGES);
     float *x = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n_hard; i++) x[i] = from_bits(HARD[i / 8]);
-    for (size_t i = 0; i < n_sweep; i++) x[n_hard + i] = from_bits((uint32_t)(i * 16411u));
+    for (size_t i = 0; i < n_hard; i++) x[i] = bits_f(HARD[i / 8]);
+    for (size_t i = 0; i < n_sweep; i++) x[n_hard + i] = bits_f((uint32_t)(i * 16411u));
     for (size_t i = 0; i < COUNT(EDGES); i++)
-        for (int d = -1; d <= 1; d++) x[n_hard + n_sweep + 3 * i + (size_t)(d + 1)] = from_bits(EDGES[i] + (uint32_t)d);
+        for (int d = -1; d <= 1; d++) x[n_hard + n_sweep + 3 * i + (size_t)(d + 1)] = bits_f(EDGES[i] + (uint32_t)d);
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(__i386__))
     if (__builtin_cpu_supports("fma"))
         for (size_t i = 0; i < n; i++) {
