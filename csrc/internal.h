@@ -199,11 +199,13 @@ typedef struct ha_kernels {
      * call over a block instead of a call per key: no call overhead, acc kept in registers):
      * attn_scores: s[i * lds + t] = dot(q + i * qs, K + slot_t * ld, n) * scale for queries i < nq, t < nk
      * (several queries against the same keys: each key is read once for them all);
-     * attn_values: acc (n,) += w[t] * (V + slot_t * ld) for t = 0 .. nk - 1 in order, as axpy(w[t], ...) calls. */
+     * attn_values: for each of nq heads h, acc + h * lda (n,) += w[h * ldw + t] * (V + slot_t * ld) for
+     * t = 0 .. nk - 1 in order, as axpy(w[h * ldw + t], ...) calls (several heads of a group: each value row is
+     * read once for them all). */
     void (*attn_scores)(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0, int64_t S,
                         int64_t nk, int64_t n, float scale, float *s, int64_t lds);
-    void (*attn_values)(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk, int64_t n,
-                        float *acc);
+    void (*attn_values)(const float *w, int64_t ldw, int64_t nq, const float *V, int64_t ld, int64_t slot0, int64_t S,
+                        int64_t nk, int64_t n, float *acc, int64_t lda);
     /* The two places a forward takes exponentials, each element bitwise what ha_expf gives (the scalar loops
      * in kernels_scalar.c are the definition): exp_shift: s[i] = ha_expf(s[i] - m) for i < n (softmax
      * weights); silu: x[i] = x[i] / (1 + ha_expf(-x[i])), times up[i] when up is given, for i < n. */

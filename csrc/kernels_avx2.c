@@ -476,7 +476,7 @@ AVX2 static void attn_scores_avx2(const float *q, int64_t nq, int64_t qs, const 
 /* 64 accumulators at a time held in eight registers over all nk values (eight chains of multiply-adds in
  * flight, where four waited on their latency), then 32 in four, each updated in key order as axpy_avx2 updates
  * it. */
-AVX2 static void attn_values_avx2(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
+AVX2 static void values_head_avx2(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
                                   int64_t n, float *acc) {
     const int64_t nv = n - n % 8;
     int64_t c = 0;
@@ -515,6 +515,12 @@ AVX2 static void attn_values_avx2(const float *w, const float *V, int64_t ld, in
     }
     for (int64_t t = 0, slot = slot0; nv < n && t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
         for (int64_t i = nv; i < n; i++) acc[i] += w[t] * V[slot * ld + i];
+}
+
+/* The heads one after the other (values_head_avx2). */
+AVX2 static void attn_values_avx2(const float *w, int64_t ldw, int64_t nq, const float *V, int64_t ld, int64_t slot0,
+                                  int64_t S, int64_t nk, int64_t n, float *acc, int64_t lda) {
+    for (int64_t h = 0; h < nq; h++) values_head_avx2(w + h * ldw, V, ld, slot0, S, nk, n, acc + h * lda);
 }
 
 AVX2 static void scale_avx2(float a, float *y, int64_t n) {

@@ -140,9 +140,11 @@ static void attn_scores_scalar(const float *q, int64_t nq, int64_t qs, const flo
             s[i * lds + t] = dot_scalar(q + i * qs, K + slot * ld, n) * scale;
 }
 
-static void attn_values_scalar(const float *w, const float *V, int64_t ld, int64_t slot0, int64_t S, int64_t nk,
-                               int64_t n, float *acc) {
-    for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) axpy_scalar(w[t], V + slot * ld, acc, n);
+static void attn_values_scalar(const float *w, int64_t ldw, int64_t nq, const float *V, int64_t ld, int64_t slot0,
+                               int64_t S, int64_t nk, int64_t n, float *acc, int64_t lda) {
+    for (int64_t h = 0; h < nq; h++)
+        for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1)
+            axpy_scalar(w[h * ldw + t], V + slot * ld, acc + h * lda, n);
 }
 
 static void scale_scalar(float a, float *y, int64_t n) {

@@ -506,8 +506,8 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
                 }
                 k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
                 for (int64_t t = 0; t < nk; t++) sum[h] += s[t];
-                k->attn_values(s, V, hd, slot0, S, nk, hd, acc[h]);
             }
+            k->attn_values(sc[0], KEY_BLOCK, nq, V, hd, slot0, S, nk, hd, acc[0], HA_MAX_HEAD_DIM);
         }
         for (int64_t h = 0; h < nq; h++) {
             float *o = c->att + i * m->q_dim + (h0 + h) * hd;

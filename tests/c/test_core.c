@@ -469,14 +469,17 @@ static void test_kernels_dot_axpy_scale_match_double(void) {
 }
 
 /* Attention's block kernels against the variant's own dot and axpy key by key, bitwise (their contract):
- * several queries at once (the heads of a kv group), key counts around the four keys scored together, head
- * sizes with and without a tail past the last 8, and a block that wraps around the end of a ring of slots. */
+ * several queries at once (the heads of a kv group; AVX-512's values take heads four at a time, 5 and 8 give a
+ * remainder and two full tiles), key counts around the four keys scored together, head sizes with and without
+ * a tail past the last 8 or 16 (and 128 and 136: two tiles of 64 columns), and a block that wraps around the end
+ * of a ring of slots. */
 static void test_kernels_attention_blocks_equal_dot_axpy(void) {
     const ha_kernels *ks[NVARIANTS];
     const char *kn[NVARIANTS];
     int nk_ = kernel_variants(ks, kn);
     rng r = { 11 };
-    const int64_t NS[] = { 8, 12, 64, 72 }, NQ[] = { 1, 2, 3, 5, 8 }, NKEYS[] = { 1, 3, 4, 7, 13 }, S = 13, lds = 16;
+    const int64_t NS[] = { 8, 12, 16, 40, 64, 72, 128, 136 }, NQ[] = { 1, 2, 3, 5, 8 }, NKEYS[] = { 1, 3, 4, 7, 13 },
+                  S = 13, lds = 16;
     for (int v = 0; v < nk_; v++)
         for (size_t a = 0; a < COUNT(NS); a++)
             for (size_t b = 0; b < COUNT(NQ); b++)
@@ -494,14 +497,19 @@ static void test_kernels_attention_blocks_equal_dot_axpy(void) {
                                   (long long)n, (long long)nq, (long long)nk, (long long)i, (long long)t, (double)want,
                                   (double)sc[i * lds + t]);
                         }
-                    float *w = make_floats((size_t)nk, &r, 0.0, 1.0), *acc = make_floats((size_t)n, &r, -1.0, 1.0);
-                    float *want = xmalloc((size_t)n * sizeof(float));
-                    memcpy(want, acc, (size_t)n * sizeof(float));
-                    for (int64_t t = 0; t < nk; t++) ks[v]->axpy(w[t], K + (slot0 + t) % S * ld, want, n);
-                    ks[v]->attn_values(w, K, ld, slot0, S, nk, n, acc);
-                    for (int64_t i = 0; i < n; i++)
-                        CHECK(fbits(acc[i]) == fbits(want[i]), "%s attn_values n=%lld nk=%lld: acc[%lld] expected %.9g (axpy), got %.9g",
-                              kn[v], (long long)n, (long long)nk, (long long)i, (double)want[i], (double)acc[i]);
+                    /* values: the nq heads' weights nk + 2 apart, their accumulators n + 5 apart (the gaps must
+                     * stay as they were) */
+                    const int64_t ldw = nk + 2, lda = n + 5;
+                    float *w = make_floats((size_t)(nq * ldw), &r, 0.0, 1.0), *acc = make_floats((size_t)(nq * lda), &r, -1.0, 1.0);
+                    float *want = xmalloc((size_t)(nq * lda) * sizeof(float));
+                    memcpy(want, acc, (size_t)(nq * lda) * sizeof(float));
+                    for (int64_t h = 0; h < nq; h++)
+                        for (int64_t t = 0; t < nk; t++) ks[v]->axpy(w[h * ldw + t], K + (slot0 + t) % S * ld, want + h * lda, n);
+                    ks[v]->attn_values(w, ldw, nq, K, ld, slot0, S, nk, n, acc, lda);
+                    for (int64_t i = 0; i < nq * lda; i++)
+                        CHECK(fbits(acc[i]) == fbits(want[i]),
+                              "%s attn_values n=%lld nq=%lld nk=%lld: acc[%lld] expected %.9g (axpy), got %.9g", kn[v],
+                              (long long)n, (long long)nq, (long long)nk, (long long)i, (double)want[i], (double)acc[i]);
                     free(q);
                     free(K);
                     free(sc);
