@@ -470,21 +470,22 @@ static void test_kernels_dot_axpy_scale_match_double(void) {
 
 /* Attention's block kernels against the variant's own dot and axpy key by key, bitwise (their contract):
  * several queries at once (the heads of a kv group; AVX-512's values take heads four at a time, 5 and 8 give a
- * remainder and two full tiles), key counts around the four keys scored together, head sizes with and without
- * a tail past the last 8 or 16 (and 128 and 136: two tiles of 64 columns), and a block that wraps around the end
- * of a ring of slots. */
+ * remainder and two full tiles), key counts around the four (AVX2) and sixteen (AVX-512) keys scored together,
+ * head sizes with and without a tail past the last 8 or 16 (and 128 and 136: two tiles of 64 columns), and
+ * blocks that wrap around the end of a ring of slots. */
 static void test_kernels_attention_blocks_equal_dot_axpy(void) {
     const ha_kernels *ks[NVARIANTS];
     const char *kn[NVARIANTS];
     int nk_ = kernel_variants(ks, kn);
     rng r = { 11 };
-    const int64_t NS[] = { 8, 12, 16, 40, 64, 72, 128, 136 }, NQ[] = { 1, 2, 3, 5, 8 }, NKEYS[] = { 1, 3, 4, 7, 13 },
-                  S = 13, lds = 16;
+    const int64_t NS[] = { 8, 12, 16, 40, 64, 72, 128, 136 }, NQ[] = { 1, 2, 3, 5, 8 },
+                  NKEYS[] = { 1, 3, 4, 7, 13, 16, 17, 33 }, S = 37, lds = 40;
     for (int v = 0; v < nk_; v++)
         for (size_t a = 0; a < COUNT(NS); a++)
             for (size_t b = 0; b < COUNT(NQ); b++)
                 for (size_t c = 0; c < COUNT(NKEYS); c++) {
-                    const int64_t n = NS[a], nq = NQ[b], nk = NKEYS[c], ld = n + 3, qs = n + 1, slot0 = 9;
+                    const int64_t n = NS[a], nq = NQ[b], nk = NKEYS[c], ld = n + 3, qs = n + 1;
+                    const int64_t slot0 = c % 2 ? 30 : 21; /* 21: the 16th key at the ring's last slot */
                     const float scale = 0.125f;
                     float *q = make_floats((size_t)(nq * qs), &r, -2.0, 2.0), *K = make_floats((size_t)(S * ld), &r, -2.0, 2.0);
                     float *sc = make_floats((size_t)(nq * lds), &r, -1.0, 1.0);
