@@ -114,8 +114,9 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
             ha_prefetch_step(pf);                                                                       \
             for (int64_t k = k0; k < ke; k++) {                                                         \
                 _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                   \
-                    __builtin_prefetch(panel + (size_t)p * pbytes + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3); \
-                    const __m512 w = p16_##SUF(panel + (size_t)p * pbytes, k);                          \
+                    const char *pp = panel + (size_t)p * pbytes;                                        \
+                    __builtin_prefetch(pp + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3);      \
+                    const __m512 w = p16_##SUF(pp, k);                                                  \
                     _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)                                 \
                         acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);        \
                 }                                                                                       \
@@ -368,8 +369,10 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
             __m512 acc[8];
             _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) acc[m] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
-                const __m512 qb = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(qi + 8 * b))));
-                _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) acc[m] = _mm512_fmadd_ps(qb, pairs[b * 8 + m], acc[m]);
+                const __m256d qd = _mm256_loadu_pd((const double *)(qi + 8 * b)); /* 8 floats, as doubles */
+                const __m512 qb = _mm512_castpd_ps(_mm512_broadcast_f64x4(qd));
+                _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+                    acc[m] = _mm512_fmadd_ps(qb, pairs[b * 8 + m], acc[m]);
             }
             const __m512 lo = scores_step2(scores_step1(acc[0], acc[1]), scores_step1(acc[2], acc[3]));
             const __m512 hi = scores_step2(scores_step1(acc[4], acc[5]), scores_step1(acc[6], acc[7]));

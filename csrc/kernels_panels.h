@@ -13,10 +13,11 @@
  * (MAX_S = 6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
  * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 8) is one tile over groups of that many panels,
- * streamed without prefetching the next group: many panels side by side are many streams (prefetching the next group
- * of narrow groups measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory; the
- * AVX-512 tiles prefetch each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the tiles share out the prefetch of the next group into L2 (with
- * several tiles the first reads the group from memory and the others from L2). Tiling never changes a
+ * streamed without prefetching the next group: many panels side by side are many streams (prefetching the next
+ * group of narrow groups measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory;
+ * the AVX-512 tiles prefetch each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the
+ * tiles share out the prefetch of the next group into L2 (with several tiles the first reads the group from
+ * memory and the others from L2). Tiling never changes a
  * result: every output is its own chain over k in order. */
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H

@@ -460,9 +460,10 @@ typedef struct attention_job {
 } attention_job;
 
 /* Tasks are (token i, kv head g, piece u of its query heads) triples, (i * nkv + g) * pieces + u; a piece holds
- * up to ATTN_QUERIES of the group's heads, whose scores attn_scores takes together (each key read once for
- * them all). Keys are read from the layer's slots (a ring: position t at slot t mod slots); blocks of keys
- * start at the first visible position, so they depend on the position alone. Each head's online softmax and
+ * up to ATTN_QUERIES of the group's heads, whose scores attn_scores and whose value sums attn_values take
+ * together (each key and value row read once for them all). Keys are read from the layer's slots (a ring:
+ * position t at slot t mod slots); blocks of keys start at the first visible position, so they depend on the
+ * position alone. Each head's online softmax and
  * its sums are its own, in key order, whatever the heads beside it. */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
