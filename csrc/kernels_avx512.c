@@ -87,8 +87,8 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 /* Each panel's stream is prefetched into L1 PANEL_AHEAD columns ahead of the column a tile reads (2 KB of float32,
  * 1 KB of bfloat16 or float16: measured best of 16, 32 and 64 columns for both). Without it the FMAs waiting on
  * weights from memory filled the scheduler, and a tile of several tokens streamed slower than one token:
- * appends of the shipped target (float32, from memory) at T = 2, 5, 8 took 0.83-0.85, 0.77, 0.75 of their
- * time before (bfloat16: 0.85-0.87; T = 1 and T = 16, 40 the same or faster; two builds alternating in one
+ * appends of the shipped target (float32, from memory) at T = 2, 5, 8 took 0.80-0.88 of their time before
+ * (bfloat16: 0.90-0.97; T = 1 the same, T = 16 and 40 the same or faster; two builds alternating in one
  * process). The column's size is a literal: computed from pbytes / n in the loop, the division stayed in it
  * and made the tiles 1.3-1.6x slower. */
 #define PANEL_AHEAD 32

@@ -463,8 +463,8 @@ typedef struct attention_job {
  * up to ATTN_QUERIES of the group's heads, whose scores attn_scores and whose value sums attn_values take
  * together (each key and value row read once for them all). Keys are read from the layer's slots (a ring:
  * position t at slot t mod slots); blocks of keys start at the first visible position, so they depend on the
- * position alone. Each head's online softmax and
- * its sums are its own, in key order, whatever the heads beside it. */
+ * position alone. Each head's online softmax and its sums are its own, in key order, whatever the heads beside
+ * it. */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
