@@ -14,6 +14,9 @@
  * Debian's alternatives select may be another implementation's. */
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
+
+const char *ha_blas_core(void) { return openblas_get_corename(); }
 
 /* A slice [r0, r0 + nr) of W's rows, in units of UNIT rows spread over the pool: each unit is widened (if W
  * is not float32) and multiplied by one single-threaded sgemm of its own. Units, not threads' shares, are

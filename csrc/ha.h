@@ -494,6 +494,9 @@ HA_API int ha_get_num_threads(void);
 HA_API const char *ha_kernels_name(void);
 /* Chooses a variant by name; HA_ERR_UNSUPPORTED if this CPU or build lacks it. */
 HA_API ha_status ha_kernels_select(const char *name);
+/* The kernels OpenBLAS (blas_prefill's sgemm) chose for this CPU ("SkylakeX", "Haswell", "Prescott", ...): chosen
+ * once, from cpuid or the OPENBLAS_CORETYPE environment variable, when the process first loads the library. */
+HA_API const char *ha_blas_core(void);
 /* Bytes of memory this process can still take: the kernel's MemAvailable, or less where the memory cgroup
  * mounted at /sys/fs/cgroup allows less; -1 where MemAvailable cannot be read (not Linux). */
 HA_API double ha_available_memory(void);

@@ -799,9 +799,28 @@ class AutoModelForCausalLM:
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
+        if blas_prefill:
+            _warn_if_blas_generic()
         checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
                                      repack, progress)
         return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
+
+
+# OpenBLAS's cores with AVX2 sgemm kernels or wider. OpenBLAS picks its core once, when the process loads it (numpy
+# does, before habana_assist); Debian 12's 0.3.21 falls back to "Prescott" (SSE3) on CPUs newer than itself: on a
+# 2-core Xeon of 2026 (model 207) its sgemm ran 33 GFLOP/s there against 137-225 with SkylakeX's kernels.
+_BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"}
+
+
+def _warn_if_blas_generic():
+    """A RuntimeWarning naming the fix when OpenBLAS runs older kernels than this CPU has (our own variant shows
+    what it has: "avx512" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
+    core, ours = _core.blas_core(), _core.kernels_name()
+    if ours in ("avx2", "avx512") and core not in _BLAS_AVX2_CORES:
+        want = "SkylakeX" if ours == "avx512" else "Haswell"
+        warnings.warn(f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "
+                      f"times slower than the CPU allows; start Python with OPENBLAS_CORETYPE={want} in the "
+                      "environment (OpenBLAS reads it once, when numpy first loads it)", RuntimeWarning, stacklevel=3)
 
 
 class WrappedModel(_external.ExternalModel, LlamaForCausalLM):

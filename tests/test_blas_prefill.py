@@ -167,3 +167,35 @@ def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path)
         ha.set_num_threads(old)
     assert np.array_equal(got[0], got[1]), (
         f"blas_prefill logits differ between 1 and 2 threads in {int((got[0] != got[1]).sum())} places")
+
+
+OWN_CORE = {"avx512": "SkylakeX", "avx2": "Haswell"}  # the OpenBLAS core that matches each of our variants
+
+
+@pytest.mark.parametrize("forced", ["Prescott", "matching"])
+def test_blas_prefill_warns_where_openblas_runs_older_kernels_than_the_cpu_has(checkpoints, forced):
+    """OpenBLAS picks its kernels once per process, from OPENBLAS_CORETYPE or cpuid; Debian 12's falls back to
+    Prescott's (SSE3) on CPUs newer than itself. A process forced to Prescott is warned, with the fix, where our
+    kernels show AVX2 or AVX-512 (the fix's core then runs here); one given the matching core is not."""
+    import subprocess
+    ours = ha.kernels_name()
+    core = OWN_CORE.get(ours, "Prescott") if forced == "matching" else "Prescott"
+    code = ("import warnings, habana_assist as ha\n"
+            "from habana_assist import _core\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=True)\n"
+            "    ha.AutoModelForCausalLM.from_pretrained(" + repr(checkpoints['F32'][0]) + ", blas_prefill=False)\n"
+            "print(_core.blas_core(), _core.kernels_name())\n"
+            "print('\\n'.join(str(w.message) for w in seen if w.category is RuntimeWarning))\n")
+    env = dict(os.environ, OPENBLAS_CORETYPE=core, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{core} {ours}", f"OPENBLAS_CORETYPE={core}: OpenBLAS and our kernels reported {lines[0]!r}"
+    warned = [line for line in lines[1:] if line]
+    if ours in OWN_CORE and core == "Prescott":
+        assert len(warned) == 1 and f"OPENBLAS_CORETYPE={OWN_CORE[ours]}" in warned[0] and "Prescott" in warned[0], (
+            f"expected one warning naming the fix, got {warned}")
+    else:
+        assert warned == [], f"OpenBLAS on {core} with our {ours} kernels: unexpected warnings {warned}"

@@ -1382,6 +1382,12 @@ static PyObject *py_kernels_name(PyObject *mod, PyObject *unused) {
     return PyUnicode_FromString(ha_kernels_name());
 }
 
+static PyObject *py_blas_core(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    return PyUnicode_FromString(ha_blas_core());
+}
+
 static PyObject *py_select_kernels(PyObject *mod, PyObject *arg) {
     (void)mod;
     const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
@@ -1673,6 +1679,7 @@ static PyMethodDef module_methods[] = {
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },
     { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
+    { "blas_core", py_blas_core, METH_NOARGS, "the kernels OpenBLAS (blas_prefill) chose for this CPU" },
     { "available_memory", py_available_memory, METH_NOARGS,
       "bytes of memory this process can still take (MemAvailable, or its memory cgroup's room); -1 if unknown" },
     { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
