@@ -4,14 +4,16 @@ grouped-query attention) and a draft (about 2.5M, multi-query attention, tied em
 
 Data: the Python standard library on this machine (/usr/lib/python3.X, test suites left out), read from a
 sorted file list; whole files are held out for evaluation (those whose path hashes to 0 mod 20). Everything
-is seeded, so the same files and seed give the same pair. Debian's python3-torch and python3-sentencepiece
-are needed here only, never at run time. Training runs in float32: this machine's CPU has no bfloat16
-arithmetic, and torch's bfloat16 autocast measured 50x slower than float32 on it.
+is seeded, so the same files and seed give the same pair under the same BLAS kernels (see _openblas_core_hint).
+Debian's python3-torch and python3-sentencepiece are needed here only, never at run time. Training runs in
+float32: this machine's CPU has no bfloat16 arithmetic, and torch's bfloat16 autocast measured 50x slower than
+float32 on it.
 
 Writes, in Hugging Face layout, OUT/pycode (target) and OUT/pycode-draft (draft): config.json,
 generation_config.json, model.safetensors (bfloat16), tokenizer.model, tokenizer_config.json,
 special_tokens_map.json; and OUT/metrics.json (losses, sizes, times, greedy acceptance of the pair).
 Usage: /usr/bin/python3 training/train_pair.py --out DIR [--target-steps N] [--draft-steps N] [--smoke]
+       /usr/bin/python3 training/train_pair.py --out DIR2 --resume DIR [--draft-steps N]  (the draft, further)
 """
 
 import argparse
@@ -22,10 +24,29 @@ import os
 import sys
 import time
 
-import numpy as np
-import sentencepiece as spm
-import torch
-import torch.nn.functional as F
+
+def _openblas_core_hint():
+    """Debian 12's OpenBLAS (0.3.21) does not know CPUs newer than itself (Emerald Rapids, model 207, among them)
+    and falls back to Prescott's SSE3 kernels: torch.mm measured 33 GFLOP/s there and 137-225 with
+    OPENBLAS_CORETYPE=SkylakeX (2 cores), the target's forward 8.1 s -> 2.6 s per batch. On a CPU with AVX-512
+    (F, BW, VL, DQ, CD) SkylakeX's kernels are right, so they are asked for unless the caller chose. The variable
+    is read when OpenBLAS is loaded, so this runs before numpy and torch are imported. Other kernels round float32
+    sums differently: the shipped pair was trained under Prescott's (before this hint), a run here gets another."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"} <= set(flags):
+        os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+
+
+_openblas_core_hint()
+
+import numpy as np  # noqa: E402
+import sentencepiece as spm  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -151,6 +172,24 @@ class Llama(torch.nn.Module):
 
     def hf_tensors(self):
         """{Hugging Face tensor name: float32 numpy array}."""
+        return {k: v.detach().float().numpy() for k, v in self._hf_params().items()}
+
+    def load_exported(self, directory):
+        """Weights from a checkpoint this script exported (bfloat16 on disk, exact in float32)."""
+        from habana_assist.safetensors import bfloat16_bits_to_float32, read_checkpoint_tensors
+        stored, params = read_checkpoint_tensors(directory), self._hf_params()
+        if set(stored) != set(params):
+            raise SystemExit(f"{directory}: tensors {sorted(set(stored) ^ set(params))} do not match this shape")
+        with torch.no_grad():
+            for name, p in params.items():
+                bits, dtype = stored[name]
+                if dtype != "BF16" or tuple(bits.shape) != tuple(p.shape):
+                    raise SystemExit(f"{directory}: {name} is {dtype} {tuple(bits.shape)}, "
+                                     f"expected BF16 {tuple(p.shape)}")
+                p.copy_(torch.from_numpy(bfloat16_bits_to_float32(bits)))
+
+    def _hf_params(self):
+        """{Hugging Face tensor name: the parameter}."""
         t = {"model.embed_tokens.weight": self.embed.weight, "model.norm.weight": self.norm}
         if self.lm_head is not None:
             t["lm_head.weight"] = self.lm_head.weight
@@ -161,7 +200,7 @@ class Llama(torch.nn.Module):
                       p + "self_attn.v_proj.weight": L.v.weight, p + "self_attn.o_proj.weight": L.o.weight,
                       p + "mlp.gate_proj.weight": L.gate.weight, p + "mlp.up_proj.weight": L.up.weight,
                       p + "mlp.down_proj.weight": L.down.weight})
-        return {k: v.detach().float().numpy() for k, v in t.items()}
+        return t
 
 
 def n_params(model):
@@ -291,6 +330,15 @@ def greedy_acceptance(target_dir, draft_dir, held_stream, n_prompts, seed):
             "identical_outputs": f"{identical}/{n_prompts}"}
 
 
+def draft_stages(m):
+    """The draft's training stages in metrics m: its "draft_stages", or the one stage of a run without them."""
+    if "draft_stages" in m:
+        return list(m["draft_stages"])
+    return [{"steps": m["steps"]["draft"], "minutes": m["minutes"]["draft"],
+             "onpolicy_sequences": m.get("onpolicy", {}).get("sequences", 0),
+             "onpolicy_minutes": m["minutes"].get("onpolicy", 0.0), "train_files": m["files"]["train"]}]
+
+
 def write_card(out, m):
     """OUT/MODEL_CARD.md from the metrics of a run (metrics.json)."""
     a = m["greedy_acceptance"]
@@ -309,7 +357,8 @@ assisted generation: the draft proposes, the target verifies, the output is the 
 hidden {DRAFT['hidden_size']}, {DRAFT['num_attention_heads']} heads, 1 KV head (MQA), MLP {DRAFT['intermediate_size']}, \
 tied embeddings |
 | training | {m['steps']['target']} steps of {m['steps']['batch']} x {m['steps']['seq']} tokens, {m['minutes']['target']:.0f} min | \
-distilled from the target (KL to its distribution + cross-entropy on its argmax), {m['steps']['draft']} steps, \
+distilled from the target (KL to its distribution + cross-entropy on its argmax), \
+{' + '.join(str(st['steps']) for st in draft_stages(m))} steps, \
 {m['minutes']['draft']:.0f} min; {share:.0f}% of each batch the target's own greedy continuations \
 ({on['sequences']} of them, generated by habana_assist in {m['minutes'].get('onpolicy', 0):.0f} min) |
 | held-out loss (nats/token) | {m['held_out_loss']['target_held_out']:.3f} | {m['held_out_loss']['draft_held_out']:.3f} |
@@ -347,6 +396,10 @@ def main():
     ap.add_argument("--card-only", action="store_true", help="only (re)write OUT/MODEL_CARD.md from OUT/metrics.json")
     ap.add_argument("--target-only", action="store_true",
                     help="stop after training the target (saved as OUT/target.pt); a later run picks it up")
+    ap.add_argument("--resume", metavar="DIR",
+                    help="a pair this script exported (DIR/pycode, DIR/pycode-draft, DIR/metrics.json, such as "
+                         "habana_assist/models): keep its tokenizer and target, distill its draft further for "
+                         "--draft-steps on fresh on-policy sequences (a new stage of the draft's training)")
     args = ap.parse_args()
     if args.card_only:
         with open(os.path.join(args.out, "metrics.json")) as f:
@@ -362,7 +415,15 @@ def main():
         args.vocab, args.target_steps, args.draft_steps, args.batch, args.seq = 512, 5, 5, 2, 64
         args.onpolicy_seqs = 4
     log(f"{len(train_files)} training files, {len(held_files)} held out")
-    tok = train_tokenizer(train_files, args.vocab, args.seed)
+    prev = None
+    if args.resume:
+        with open(os.path.join(args.resume, "metrics.json")) as f:
+            prev = json.load(f)
+        with open(os.path.join(args.resume, "pycode", "tokenizer.model"), "rb") as f:
+            tok = f.read()
+        args.vocab, args.seed, args.target_steps = prev["vocab"], prev["seed"], prev["steps"]["target"]
+    else:
+        tok = train_tokenizer(train_files, args.vocab, args.seed)
     sp = spm.SentencePieceProcessor(model_proto=tok)
     train, held = encode_files(sp, train_files), encode_files(sp, held_files)
     log(f"tokens: {len(train)} training, {len(held)} held out")
@@ -373,9 +434,19 @@ def main():
     # The target's weights go to OUT/target.pt, and a run that finds them there (with the steps it was
     # trained for) skips to the draft: the phases can run apart, with the same result as one run, since
     # each phase draws from its own generator.
+    # A resumed run keeps the target and starts the draft where it was; its data (on-policy sequences, draft
+    # batches) draw from generators shifted by 1000 per earlier stage, the held-out evaluation's do not.
+    stages = draft_stages(prev) if prev else []
+    shift = 1000 * len(stages)
     ckpt = os.path.join(args.out, "target.pt")
-    saved = torch.load(ckpt) if os.path.exists(ckpt) else None
-    if saved is not None and saved["steps"] == args.target_steps:
+    saved = torch.load(ckpt) if os.path.exists(ckpt) and not prev else None
+    if prev:
+        target.load_exported(os.path.join(args.resume, "pycode"))
+        draft.load_exported(os.path.join(args.resume, "pycode-draft"))
+        t_target = prev["minutes"]["target"] * 60
+        t_start -= prev["minutes"]["total"] * 60  # the total counts the earlier stages
+        log(f"resumed from {args.resume}: target and draft loaded, draft stage {len(stages) + 1}")
+    elif saved is not None and saved["steps"] == args.target_steps:
         target.load_state_dict(saved["state"])
         t_target = saved["seconds"]
         t_start -= t_target  # the total counts the target's training where it was done
@@ -389,10 +460,13 @@ def main():
     target_dir, draft_dir = os.path.join(args.out, "pycode"), os.path.join(args.out, "pycode-draft")
     export(target, TARGET, target_dir, tok, args.vocab)
     t1 = time.time()
-    onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.seq, args.seed + 3)
+    onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.seq, args.seed + 3 + shift)
     t_onpolicy = time.time() - t1
     log(f"{len(onpolicy)} on-policy sequences of {args.seq} tokens in {t_onpolicy / 60:.1f} min")
-    t_draft = distill_draft(draft, target, train, onpolicy, args, np.random.default_rng(args.seed + 10))
+    t_draft = distill_draft(draft, target, train, onpolicy, args, np.random.default_rng(args.seed + 10 + shift))
+    stages.append({"steps": args.draft_steps, "minutes": t_draft / 60, "onpolicy_sequences": int(len(onpolicy)),
+                   "onpolicy_minutes": t_onpolicy / 60, "peak_lr": args.lr * 2, "warmup": args.warmup,
+                   "train_files": len(train_files)})
     n_eval = 4 if args.smoke else 64
     losses = {"target_held_out": held_out_loss(target, held, args.seq, n_eval, args.seed + 1),
               "draft_held_out": held_out_loss(draft, held, args.seq, n_eval, args.seed + 1)}
@@ -403,10 +477,12 @@ def main():
     metrics = {"seed": args.seed, "files": {"train": len(train_files), "held_out": len(held_files)},
                "tokens": {"train": int(len(train)), "held_out": int(len(held))}, "vocab": args.vocab,
                "params": {"target": n_params(target), "draft": n_params(draft)},
-               "steps": {"target": args.target_steps, "draft": args.draft_steps, "batch": args.batch, "seq": args.seq},
-               "onpolicy": {"sequences": int(len(onpolicy)), "share": args.onpolicy_share},
-               "minutes": {"target": t_target / 60, "onpolicy": t_onpolicy / 60, "draft": t_draft / 60,
-                           "total": (time.time() - t_start) / 60},
+               "steps": {"target": args.target_steps, "draft": sum(st["steps"] for st in stages), "batch": args.batch,
+                         "seq": args.seq},
+               "onpolicy": {"sequences": sum(st["onpolicy_sequences"] for st in stages), "share": args.onpolicy_share},
+               "minutes": {"target": t_target / 60, "onpolicy": sum(st["onpolicy_minutes"] for st in stages),
+                           "draft": sum(st["minutes"] for st in stages), "total": (time.time() - t_start) / 60},
+               "draft_stages": stages,
                "held_out_loss": losses, "greedy_acceptance": acceptance, "torch": torch.__version__}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
