@@ -6,7 +6,9 @@ Ours: one append of an N-token prompt to an empty cache (logits at its last toke
 prefill), through the batch-invariant kernels, and through OpenBLAS (blas_prefill=True, whole 128-token blocks);
 best of --repeats, the cases interleaved. llama.cpp: `llama-bench -p N -n 0 -t THREADS -r REPEATS` on the f32
 GGUF of the same weights (its "pp" test: tokens/s of a prompt of N tokens), run between our rounds. N = 64,
-128, 256, 512. Printed: tokens/s of each and ours over llama.cpp's.
+128, 256, 512. Printed: tokens/s of each, ours over llama.cpp's and OpenBLAS over the kernels, and the kernels
+OpenBLAS chose for this CPU (OPENBLAS_CORETYPE in the environment overrides its choice: Debian 12's OpenBLAS
+runs Prescott's SSE3 kernels on CPUs newer than itself).
 
 llama.cpp is not packaged by Debian: benchmarks/llamacpp_peer.sh builds llama-bench from a source snapshot and
 writes the GGUF (see there). Without it, only our figures are printed.
@@ -83,13 +85,15 @@ def main():
                 if rate is not None:
                     best["llama.cpp", n] = min(best.get(("llama.cpp", n), float("inf")), n / rate)
     print(f"prefill of the shipped target in float32 (26.7M parameters), {threads} threads, kernels "
-          f"{ha.kernels_name()}; tokens/s, best of {args.rounds} interleaved rounds of {args.repeats}")
-    print(f"  {'prompt':>6s} {'kernels':>9s} {'openblas':>9s} {'llama.cpp':>10s} {'kernels/llama.cpp':>18s}")
+          f"{ha.kernels_name()}, OpenBLAS's kernels {_core.blas_core()}; tokens/s, best of {args.rounds} interleaved "
+          f"rounds of {args.repeats}")
+    print(f"  {'prompt':>6s} {'kernels':>9s} {'openblas':>9s} {'llama.cpp':>10s} {'kernels/llama.cpp':>18s} "
+          f"{'openblas/kernels':>17s}")
     for n in LENGTHS:
         k, b = n / best["kernels", n], n / best["openblas", n]
         lc = n / best["llama.cpp", n] if ("llama.cpp", n) in best else None
         print(f"  {n:6d} {k:9.0f} {b:9.0f} {lc if lc else float('nan'):10.0f} "
-              f"{(k / lc if lc else float('nan')):18.2f}")
+              f"{(k / lc if lc else float('nan')):18.2f} {b / k:17.2f}")
     if not have_peer:
         print(f"  (no llama.cpp: build it with `bash benchmarks/llamacpp_peer.sh SNAPSHOT_DIR`; looked for "
               f"{args.llama_bench} and {args.gguf})")

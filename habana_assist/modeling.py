@@ -770,7 +770,8 @@ class AutoModelForCausalLM:
         rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
         default; None means the same) keeps every row batch-invariant: on the machine this was measured on
         OpenBLAS prefilled 0.9-1.1x as fast as the kernels with float weights, 0.6-0.9x with int8 ones and
-        1.0-1.5x with int4 ones.
+        1.0-1.5x with int4 ones. True warns (RuntimeWarning) where OpenBLAS runs older kernels than the CPU has
+        (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the OPENBLAS_CORETYPE fix.
 
         repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
         that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
