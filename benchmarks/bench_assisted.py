@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Plain against assisted generation, every figure measured in this one run (interleaved rounds, best of each).
 
-The shipped pair: the target `habana-assist/pycode` held in float32 with `habana-assist/pycode-draft`, greedy,
+The shipped pair: the target `habana-assist/pycode` held in float32 with `habana-assist/pycode-draft` held as
+the command line holds it (int8; --draft-dtype auto for bfloat16 as stored), greedy,
 on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out standard-library files),
 --new-tokens new tokens per row (eos_token_id=[]: every row makes them all). Two tables:
 
@@ -28,7 +29,7 @@ Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_proce
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
 Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
-       [--random]
+       [--random] [--draft-dtype int8|bfloat16|float32|auto]
 """
 
 import argparse
@@ -45,7 +46,7 @@ import habana_assist as ha  # noqa: E402
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
 from habana_assist.assisted_costs import append_times  # noqa: E402
-from habana_assist.cli import demo_prompts  # noqa: E402
+from habana_assist.cli import DEFAULT_DRAFT_DTYPE, demo_prompts  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
@@ -245,6 +246,8 @@ def main():
     ap.add_argument("--callbacks", action="store_true", help="also the cost of Python callbacks in the loop")
     ap.add_argument("--random", action="store_true", help="also the random TinyLlama-shape target (slow)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per prompt of the sampled table")
+    ap.add_argument("--draft-dtype", default=DEFAULT_DRAFT_DTYPE, help="how the shipped draft is held (default: the "
+                    f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)")
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
     ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
     args = ap.parse_args()
@@ -254,10 +257,11 @@ def main():
 
     tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
     target = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
-    draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+    # the draft held as the command line holds it (int8 unless --assistant-dtype), --draft-dtype to compare
+    draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"shipped pair (pycode float32 + pycode-draft), greedy, {n_new} new tokens per row, best of {repeats} "
+          f"shipped pair (pycode float32 + pycode-draft {draft.dtype}), greedy, {n_new} new tokens per row, best of {repeats} "
           "interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)

@@ -213,8 +213,21 @@ def test_no_repack_flag_reaches_both_models(pair, flags, dtype, want):
     """Float weights are repacked into panels unless --no-repack; integer weights never are."""
     from habana_assist import cli
     argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags] + (["--dtype", dtype] if dtype else [])
+    argv += ["--assistant-dtype", dtype or "auto"]
     _, _, model, draft = cli._load(cli.build_parser().parse_args(argv))
     assert (model.repacked, draft.repacked) == (want, want), f"{argv}: repacked target and draft"
+
+
+@pytest.mark.parametrize("flags, target, draft", [([], "float32", "int8"), (["--dtype", "int4"], "int4", "int8"),
+                                                  (["--assistant-dtype", "bfloat16"], "float32", "bfloat16"),
+                                                  (["--assistant-dtype", "auto"], "float32", "float32")])
+def test_the_draft_is_held_in_int8_unless_assistant_dtype_says_otherwise(pair, flags, target, draft):
+    """The draft only proposes, so the command holds it in int8 whatever the target's --dtype; --assistant-dtype
+    chooses, 'auto' as stored (the test pair is stored in float32)."""
+    from habana_assist import cli
+    argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags]
+    _, _, m, d = cli._load(cli.build_parser().parse_args(argv))
+    assert (m.dtype, d.dtype) == (target, draft), f"{argv}: dtypes of target and draft"
 
 
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):
