@@ -261,8 +261,8 @@ def main():
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"shipped pair (pycode float32 + pycode-draft {draft.dtype}), greedy, {n_new} new tokens per row, best of {repeats} "
-          "interleaved rounds")
+          f"shipped pair (pycode float32 + pycode-draft {draft.dtype}), greedy, {n_new} new tokens per row, "
+          f"best of {repeats} interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
         return

@@ -185,7 +185,7 @@ def test_blas_prefill_warns_where_openblas_runs_older_kernels_than_the_cpu_has(c
             "with warnings.catch_warnings(record=True) as seen:\n"
             "    warnings.simplefilter('always')\n"
             f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=True)\n"
-            "    ha.AutoModelForCausalLM.from_pretrained(" + repr(checkpoints['F32'][0]) + ", blas_prefill=False)\n"
+            f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=False)\n"
             "print(_core.blas_core(), _core.kernels_name())\n"
             "print('\\n'.join(str(w.message) for w in seen if w.category is RuntimeWarning))\n")
     env = dict(os.environ, OPENBLAS_CORETYPE=core, PYTHONPATH=os.pathsep.join(sys.path))
