@@ -6,8 +6,8 @@ Data: the Python standard library on this machine (/usr/lib/python3.X, test suit
 sorted file list; whole files are held out for evaluation (those whose path hashes to 0 mod 20). Everything
 is seeded, so the same files and seed give the same pair under the same BLAS kernels (see _openblas_core_hint).
 Debian's python3-torch and python3-sentencepiece are needed here only, never at run time. Training runs in
-float32: this machine's CPU has no bfloat16 arithmetic, and torch's bfloat16 autocast measured 50x slower than
-float32 on it.
+float32: the CPU it was first run on had no bfloat16 arithmetic, and torch's bfloat16 autocast measured 50x
+slower than float32 there.
 
 Writes, in Hugging Face layout, OUT/pycode (target) and OUT/pycode-draft (draft): config.json,
 generation_config.json, model.safetensors (bfloat16), tokenizer.model, tokenizer_config.json,
