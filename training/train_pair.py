@@ -31,7 +31,7 @@ def _openblas_core_hint():
     OPENBLAS_CORETYPE=SkylakeX (2 cores), the target's forward 8.1 s -> 2.6 s per batch. On a CPU with AVX-512
     (F, BW, VL, DQ, CD) SkylakeX's kernels are right, so they are asked for unless the caller chose. The variable
     is read when OpenBLAS is loaded, so this runs before numpy and torch are imported. Other kernels round float32
-    sums differently: the shipped pair was trained under Prescott's (before this hint), a run here gets another."""
+    sums differently, so a run under other kernels gives another pair."""
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
