@@ -352,13 +352,11 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
     const int64_t nb = n / 8;
     __m512 pairs[8 * SCORES_MAX_BLOCKS]; /* pairs[b * 8 + m]: block b of keys 2m, 2m + 1 */
     for (int64_t t0 = 0, slot = slot0; t0 < nk; t0 += 16) {
-        const int64_t m16 = nk - t0 < 16 ? nk - t0 : 16;
+        const int m16 = (int)(nk - t0 < 16 ? nk - t0 : 16);
+        /* the group's keys, then the last again up to sixteen (those scores are not stored) */
         const float *key[16];
-        for (int i = 0; i < 16; i++) { /* past the last key: the last again (its scores are not stored) */
-            key[i] = K + slot * ld;
-            if (i + 1 < m16) slot = slot + 1 == S ? 0 : slot + 1;
-        }
-        slot = slot + 1 == S ? 0 : slot + 1;
+        for (int i = 0; i < m16; i++, slot = slot + 1 == S ? 0 : slot + 1) key[i] = K + slot * ld;
+        for (int i = m16; i < 16; i++) key[i] = key[m16 - 1];
         for (int64_t b = 0; b < nb; b++)
             for (int m = 0; m < 8; m++)
                 pairs[b * 8 + m] = _mm512_castpd_ps(_mm512_insertf64x4(

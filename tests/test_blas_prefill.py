@@ -8,6 +8,7 @@ bitwise those of the batch-invariant kernels (checked, so that the OpenBLAS path
 """
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -177,7 +178,6 @@ def test_blas_prefill_warns_where_openblas_runs_older_kernels_than_the_cpu_has(c
     """OpenBLAS picks its kernels once per process, from OPENBLAS_CORETYPE or cpuid; Debian 12's falls back to
     Prescott's (SSE3) on CPUs newer than itself. A process forced to Prescott is warned, with the fix, where our
     kernels show AVX2 or AVX-512 (the fix's core then runs here); one given the matching core is not."""
-    import subprocess
     ours = ha.kernels_name()
     core = OWN_CORE.get(ours, "Prescott") if forced == "matching" else "Prescott"
     code = ("import warnings, habana_assist as ha\n"
