@@ -243,15 +243,20 @@ def train_target(model, stream, args, rng):
     return time.time() - t0
 
 
-def onpolicy_sequences(target_dir, stream, n, seq, seed, batch=32):
-    """(n, seq) int64: random training windows of seq // 4 tokens, each continued greedily by the target
-    (through habana_assist, in float32) to seq tokens. This is what the draft is judged on: greedy
-    verification accepts a drafted token iff it is the target's argmax after the target's own tokens."""
+def onpolicy_sequences(target_dir, stream, n, seq, prompt_len, head_share, seed, batch=32):
+    """(n, seq) int64: training windows of prompt_len tokens, each continued greedily by the target (through
+    habana_assist, in float32) to seq tokens. This is what the draft is judged on: greedy verification accepts a
+    drafted token iff it is the target's argmax after the target's own tokens. A head_share of the windows start
+    at a file's beginning (its <s>), as the demo's prompts (a file's first lines) do; the rest anywhere."""
     import habana_assist as ha
     t = ha.AutoModelForCausalLM.from_pretrained(target_dir, dtype="float32")
-    rng, prompt_len, out = np.random.default_rng(seed), seq // 4, []
+    rng, out = np.random.default_rng(seed), []
+    heads = np.flatnonzero(stream[:len(stream) - prompt_len] == SPECIAL["bos"][0])
     for b0 in range(0, n, batch):
         starts = rng.integers(0, len(stream) - prompt_len, size=min(batch, n - b0))
+        if head_share > 0:  # drawn after the windows, so head_share 0 draws what the first recipe drew
+            at_head = rng.random(len(starts)) < head_share
+            starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
         ids = np.stack([stream[s:s + prompt_len] for s in starts]).astype(np.int64)
         out.append(t.generate(ids, max_new_tokens=seq - prompt_len, eos_token_id=[], do_sample=False))
     return np.concatenate(out)
@@ -263,8 +268,9 @@ def distill_draft(draft, target, stream, onpolicy, args, rng):
     continuations (onpolicy, (n, seq)) and the rest random windows of the training text."""
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr * 2, betas=(0.9, 0.95), weight_decay=0.0)
     target.eval()
-    n_on = min(args.batch - 1, int(round(args.batch * args.onpolicy_share))) if len(onpolicy) else 0
-    data, t0, V = batches(stream, args.batch - n_on, args.seq, rng), time.time(), draft.embed.num_embeddings
+    n_on = min(args.draft_batch - 1, int(round(args.draft_batch * args.onpolicy_share))) if len(onpolicy) else 0
+    data, t0 = batches(stream, args.draft_batch - n_on, args.draft_seq, rng), time.time()
+    V = draft.embed.num_embeddings
     for step in range(args.draft_steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.draft_steps, args.lr * 2, args.warmup)
@@ -330,6 +336,24 @@ def greedy_acceptance(target_dir, draft_dir, held_stream, n_prompts, seed):
             "identical_outputs": f"{identical}/{n_prompts}"}
 
 
+def head_acceptance(target_dir, draft_dir, n_prompts, new_tokens):
+    """Acceptance as the demo meets it: greedy, K = 5, new_tokens after the first 30 lines of the first n_prompts
+    held-out files (cli.demo_prompts; their prompts run to about 500 tokens, past the 256 of a window)."""
+    import habana_assist as ha
+    from habana_assist.cli import demo_prompts
+    tok = ha.AutoTokenizer.from_pretrained(target_dir)
+    t = ha.AutoModelForCausalLM.from_pretrained(target_dir, dtype="float32")
+    d = ha.AutoModelForCausalLM.from_pretrained(draft_dir, dtype="float32")
+    drafted = accepted = 0
+    for _, text in demo_prompts(n_prompts, 30):
+        res = t.generate(tok(text, return_tensors="np")["input_ids"], max_new_tokens=new_tokens, eos_token_id=[],
+                         assistant_model=d, num_assistant_tokens=5, num_assistant_tokens_schedule="constant",
+                         assistant_confidence_threshold=0.0, return_dict_in_generate=True)
+        drafted, accepted = drafted + res.num_draft_tokens, accepted + res.num_accepted_tokens
+    return {"prompts": n_prompts, "new_tokens": new_tokens, "drafted": drafted, "accepted": accepted,
+            "acceptance": accepted / max(1, drafted)}
+
+
 def draft_stages(m):
     """The draft's training stages in metrics m: its "draft_stages", or the one stage of a run without them."""
     if "draft_stages" in m:
@@ -337,6 +361,28 @@ def draft_stages(m):
     return [{"steps": m["steps"]["draft"], "minutes": m["minutes"]["draft"],
              "onpolicy_sequences": m.get("onpolicy", {}).get("sequences", 0),
              "onpolicy_minutes": m["minutes"].get("onpolicy", 0.0), "train_files": m["files"]["train"]}]
+
+
+def _head_line(m):
+    h = m.get("head_acceptance")
+    if not h:
+        return ""
+    return (f"- Greedy acceptance after the first 30 lines of {h['prompts']} held-out files (the demo's prompts, "
+            f"{h['new_tokens']} new tokens, K = 5): {h['acceptance']:.3f}\n  ({h['accepted']} of {h['drafted']}).\n")
+
+
+def _stages_lines(m):
+    """One line per stage of the draft's training where there were several."""
+    stages = draft_stages(m)
+    if len(stages) < 2:
+        return ""
+    lines = "- The draft's training stages:\n"
+    for i, st in enumerate(stages, 1):
+        seq, batch = st.get("seq", m["steps"]["seq"]), st.get("batch", m["steps"]["batch"])
+        heads = f", {100 * st['head_share']:.0f}% of them from a file's beginning" if st.get("head_share") else ""
+        lines += (f"  {i}. {st['steps']} steps of {batch} x {seq} tokens, {st['minutes']:.0f} min; "
+                  f"{st['onpolicy_sequences']} greedy continuations of the target{heads}\n")
+    return lines
 
 
 def write_card(out, m):
@@ -370,6 +416,7 @@ distilled from the target (KL to its distribution + cross-entropy on its argmax)
 - Weights stored in bfloat16 (load with dtype="float32" to compute in float32, as the demo does).
 - Greedy acceptance of the draft on held-out prompts (K = 5, through habana_assist): {a['acceptance']:.3f}
   ({a['accepted']} of {a['drafted']} drafted tokens); assisted output identical to plain: {a['identical_outputs']}.
+{_head_line(m)}{_stages_lines(m)}\
 - Trained on {os.cpu_count()} CPU cores with torch {m['torch']} in float32, {m['minutes']['total']:.0f} minutes in all.
 - A demonstration model, not a useful code assistant: it completes Python in the standard library's style.
 """
@@ -391,6 +438,14 @@ def main():
     ap.add_argument("--onpolicy-seqs", type=int, default=3072,
                     help="target greedy continuations generated for the draft's training")
     ap.add_argument("--onpolicy-share", type=float, default=0.75, help="their share of each draft batch")
+    ap.add_argument("--draft-seq", type=int,
+                    help="tokens per window of the draft's training (default --seq). A draft follows the target only "
+                         "as far as it was trained: the first stage's (256) agreed with the target's greedy tokens "
+                         "0.87-0.88 of the time within 256 positions, 0.69-0.70 past them")
+    ap.add_argument("--draft-batch", type=int, help="windows per draft batch (default --batch)")
+    ap.add_argument("--onpolicy-prompt", type=int, help="prompt tokens of an on-policy window (default a quarter)")
+    ap.add_argument("--head-share", type=float, default=0.0,
+                    help="share of the on-policy prompts that start at a file's beginning (the rest anywhere)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--smoke", action="store_true", help="a tiny run (few files and steps) to check the recipe")
     ap.add_argument("--card-only", action="store_true", help="only (re)write OUT/MODEL_CARD.md from OUT/metrics.json")
@@ -401,6 +456,11 @@ def main():
                          "habana_assist/models): keep its tokenizer and target, distill its draft further for "
                          "--draft-steps on fresh on-policy sequences (a new stage of the draft's training)")
     args = ap.parse_args()
+    args.draft_seq, args.draft_batch = args.draft_seq or args.seq, args.draft_batch or args.batch
+    args.onpolicy_prompt = args.onpolicy_prompt or args.draft_seq // 4
+    if not 0 < args.onpolicy_prompt < args.draft_seq <= 1024 or not 0.0 <= args.head_share <= 1.0:
+        raise SystemExit("need 0 < --onpolicy-prompt < --draft-seq <= 1024 (the models' positions) and "
+                         "0 <= --head-share <= 1")
     if args.card_only:
         with open(os.path.join(args.out, "metrics.json")) as f:
             write_card(args.out, json.load(f))
@@ -413,7 +473,8 @@ def main():
     if args.smoke:
         train_files, held_files = train_files[:40], held_files[:5]
         args.vocab, args.target_steps, args.draft_steps, args.batch, args.seq = 512, 5, 5, 2, 64
-        args.onpolicy_seqs = 4
+        args.onpolicy_seqs, args.draft_seq, args.draft_batch = 4, min(args.draft_seq, 64), 2
+        args.onpolicy_prompt = min(args.onpolicy_prompt, 16)
     log(f"{len(train_files)} training files, {len(held_files)} held out")
     prev = None
     if args.resume:
@@ -460,13 +521,15 @@ def main():
     target_dir, draft_dir = os.path.join(args.out, "pycode"), os.path.join(args.out, "pycode-draft")
     export(target, TARGET, target_dir, tok, args.vocab)
     t1 = time.time()
-    onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.seq, args.seed + 3 + shift)
+    onpolicy = onpolicy_sequences(target_dir, train, args.onpolicy_seqs, args.draft_seq, args.onpolicy_prompt,
+                                  args.head_share, args.seed + 3 + shift)
     t_onpolicy = time.time() - t1
-    log(f"{len(onpolicy)} on-policy sequences of {args.seq} tokens in {t_onpolicy / 60:.1f} min")
+    log(f"{len(onpolicy)} on-policy sequences of {args.draft_seq} tokens in {t_onpolicy / 60:.1f} min")
     t_draft = distill_draft(draft, target, train, onpolicy, args, np.random.default_rng(args.seed + 10 + shift))
     stages.append({"steps": args.draft_steps, "minutes": t_draft / 60, "onpolicy_sequences": int(len(onpolicy)),
                    "onpolicy_minutes": t_onpolicy / 60, "peak_lr": args.lr * 2, "warmup": args.warmup,
-                   "train_files": len(train_files)})
+                   "train_files": len(train_files), "seq": args.draft_seq, "batch": args.draft_batch,
+                   "onpolicy_prompt": args.onpolicy_prompt, "head_share": args.head_share})
     n_eval = 4 if args.smoke else 64
     losses = {"target_held_out": held_out_loss(target, held, args.seq, n_eval, args.seed + 1),
               "draft_held_out": held_out_loss(draft, held, args.seq, n_eval, args.seed + 1)}
@@ -474,6 +537,8 @@ def main():
     export(draft, DRAFT, draft_dir, tok, args.vocab)
     acceptance = greedy_acceptance(target_dir, draft_dir, held, 2 if args.smoke else 16, args.seed + 2)
     log(f"greedy acceptance of the pair on held-out prompts: {acceptance}")
+    heads = head_acceptance(target_dir, draft_dir, 2 if args.smoke else 10, 16 if args.smoke else 128)
+    log(f"greedy acceptance after held-out files' first 30 lines: {heads}")
     metrics = {"seed": args.seed, "files": {"train": len(train_files), "held_out": len(held_files)},
                "tokens": {"train": int(len(train)), "held_out": int(len(held))}, "vocab": args.vocab,
                "params": {"target": n_params(target), "draft": n_params(draft)},
@@ -483,7 +548,8 @@ def main():
                "minutes": {"target": t_target / 60, "onpolicy": sum(st["onpolicy_minutes"] for st in stages),
                            "draft": sum(st["minutes"] for st in stages), "total": (time.time() - t_start) / 60},
                "draft_stages": stages,
-               "held_out_loss": losses, "greedy_acceptance": acceptance, "torch": torch.__version__}
+               "held_out_loss": losses, "greedy_acceptance": acceptance, "head_acceptance": heads,
+               "torch": torch.__version__}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     write_card(args.out, metrics)
