@@ -69,18 +69,22 @@ def test_impossible_draft_shapes_are_refused_by_name(tmp_path, args, says):
 
 
 def test_a_resumed_smoke_stage_records_its_windows_in_metrics_and_card(tmp_path):
-    """A tiny stage 2 of the shipped draft (--smoke): 64-token windows of 2, half of the prompts at a file's
-    beginning; metrics.json keeps the first stage and adds this one, the card lists both."""
+    """A tiny further stage of the shipped draft (--smoke): 64-token windows of 2, half of the prompts at a file's
+    beginning; metrics.json keeps the shipped stages and adds this one, the card lists them all."""
     r = subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), "--smoke", "--resume", MODELS_DIR,
                         "--head-share", "0.5", "--threads", "1"], capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, HA_PROGRESS="0"))
     assert r.returncode == 0, f"expected the smoke stage to run, got {r.returncode}: {r.stderr[-2000:]}"
     with open(tmp_path / "metrics.json") as f:
         m = json.load(f)
+    with open(os.path.join(MODELS_DIR, "metrics.json")) as f:
+        shipped = tp.draft_stages(json.load(f))
     stages = m["draft_stages"]
-    assert len(stages) == 2 and stages[0]["steps"] == 500, f"expected the shipped stage and this one, got {stages}"
-    assert (stages[1]["seq"], stages[1]["batch"], stages[1]["head_share"]) == (64, 2, 0.5), stages[1]
+    assert stages[:-1] == shipped, f"expected the shipped stages kept, got {stages[:-1]} for {shipped}"
+    assert (stages[-1]["steps"], stages[-1]["seq"], stages[-1]["batch"], stages[-1]["head_share"]) == (5, 64, 2, 0.5), \
+        stages[-1]
+    assert m["steps"]["draft"] == sum(st["steps"] for st in shipped) + 5, m["steps"]
     assert m["head_acceptance"]["prompts"] == 2 and m["head_acceptance"]["drafted"] > 0, m["head_acceptance"]
     card = (tmp_path / "MODEL_CARD.md").read_text()
-    assert "2. 5 steps of 2 x 64 tokens" in card and "50% of them from a file's beginning" in card, card
+    assert f"{len(stages)}. 5 steps of 2 x 64 tokens" in card and "50% of them from a file's beginning" in card, card
     assert os.path.exists(tmp_path / "pycode-draft" / "model.safetensors"), "expected the exported draft"

@@ -371,6 +371,15 @@ def _head_line(m):
             f"{h['new_tokens']} new tokens, K = 5): {h['acceptance']:.3f}\n  ({h['accepted']} of {h['drafted']}).\n")
 
 
+def _first_files(m):
+    """Where a later stage ran on another machine (another standard library), the files of the first."""
+    first = draft_stages(m)[0]["train_files"]
+    if first == m["files"]["train"]:
+        return ""
+    return (f";\n  the target and the draft's first stage were trained on the first machine's {first} files, the "
+            f"losses are on these held-out files")
+
+
 def _stages_lines(m):
     """One line per stage of the draft's training where there were several."""
     stages = draft_stages(m)
@@ -411,7 +420,7 @@ distilled from the target (KL to its distribution + cross-entropy on its argmax)
 
 - Data: the Python standard library of the training machine (Python {sys.version.split()[0]}), test suites left out,
   {m['files']['train']} files ({m['tokens']['train']:,} tokens) for training; {m['files']['held_out']} whole files
-  ({m['tokens']['held_out']:,} tokens) held out (habana_assist/stdlib_split.py).
+  ({m['tokens']['held_out']:,} tokens) held out (habana_assist/stdlib_split.py){_first_files(m)}.
 - Tokenizer: SentencePiece BPE, {m['vocab']} pieces, byte fallback, text kept as is (newline and indentation pieces).
 - Weights stored in bfloat16 (load with dtype="float32" to compute in float32, as the demo does).
 - Greedy acceptance of the draft on held-out prompts (K = 5, through habana_assist): {a['acceptance']:.3f}
