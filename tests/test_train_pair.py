@@ -49,6 +49,12 @@ def test_onpolicy_windows_come_from_the_stream_and_head_share_starts_them_at_a_f
         assert not all(at_file), f"expected windows anywhere in the stream, got starts {starts} (all at a file)"
 
 
+def test_head_share_without_a_file_beginning_is_refused_by_name():
+    with pytest.raises(SystemExit, match="--head-share"):
+        tp.onpolicy_sequences(os.path.join(MODELS_DIR, "pycode"), np.arange(10, 60, dtype=np.int32), 2, 12, 5, 0.5,
+                              seed=0)
+
+
 def test_head_share_zero_draws_the_windows_of_the_first_recipe(stream):
     """The shipped draft's first stage drew its windows before head_share existed: with 0 it draws the same."""
     seqs = tp.onpolicy_sequences(os.path.join(MODELS_DIR, "pycode"), stream, 4, 12, 5, 0.0, seed=7)
@@ -61,6 +67,8 @@ def test_head_share_zero_draws_the_windows_of_the_first_recipe(stream):
     (["--draft-seq", "64", "--onpolicy-prompt", "64"], "--onpolicy-prompt"),
     (["--draft-seq", "2048"], "--draft-seq <= 1024"),
     (["--head-share", "1.5"], "--head-share"),
+    (["--draft-batch", "0"], "--draft-batch >= 1"),
+    (["--onpolicy-prompt", "0"], "--onpolicy-prompt"),
 ])
 def test_impossible_draft_shapes_are_refused_by_name(tmp_path, args, says):
     r = subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), *args], capture_output=True, text=True,

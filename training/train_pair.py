@@ -13,7 +13,8 @@ Writes, in Hugging Face layout, OUT/pycode (target) and OUT/pycode-draft (draft)
 generation_config.json, model.safetensors (bfloat16), tokenizer.model, tokenizer_config.json,
 special_tokens_map.json; and OUT/metrics.json (losses, sizes, times, greedy acceptance of the pair).
 Usage: /usr/bin/python3 training/train_pair.py --out DIR [--target-steps N] [--draft-steps N] [--smoke]
-       /usr/bin/python3 training/train_pair.py --out DIR2 --resume DIR [--draft-steps N]  (the draft, further)
+       /usr/bin/python3 training/train_pair.py --out DIR2 --resume DIR [--draft-steps N] [--draft-seq N]
+           [--head-share F]  (the draft, further)
 """
 
 import argparse
@@ -252,6 +253,8 @@ def onpolicy_sequences(target_dir, stream, n, seq, prompt_len, head_share, seed,
     t = ha.AutoModelForCausalLM.from_pretrained(target_dir, dtype="float32")
     rng, out = np.random.default_rng(seed), []
     heads = np.flatnonzero(stream[:len(stream) - prompt_len] == SPECIAL["bos"][0])
+    if head_share > 0 and not len(heads):
+        raise SystemExit(f"--head-share {head_share}: no file begins {prompt_len} tokens before the stream's end")
     for b0 in range(0, n, batch):
         starts = rng.integers(0, len(stream) - prompt_len, size=min(batch, n - b0))
         if head_share > 0:  # drawn after the windows, so head_share 0 draws what the first recipe drew
@@ -465,11 +468,13 @@ def main():
                          "habana_assist/models): keep its tokenizer and target, distill its draft further for "
                          "--draft-steps on fresh on-policy sequences (a new stage of the draft's training)")
     args = ap.parse_args()
-    args.draft_seq, args.draft_batch = args.draft_seq or args.seq, args.draft_batch or args.batch
-    args.onpolicy_prompt = args.onpolicy_prompt or args.draft_seq // 4
-    if not 0 < args.onpolicy_prompt < args.draft_seq <= 1024 or not 0.0 <= args.head_share <= 1.0:
-        raise SystemExit("need 0 < --onpolicy-prompt < --draft-seq <= 1024 (the models' positions) and "
-                         "0 <= --head-share <= 1")
+    args.draft_seq = args.seq if args.draft_seq is None else args.draft_seq
+    args.draft_batch = args.batch if args.draft_batch is None else args.draft_batch
+    args.onpolicy_prompt = args.draft_seq // 4 if args.onpolicy_prompt is None else args.onpolicy_prompt
+    if not 0 < args.onpolicy_prompt < args.draft_seq <= 1024 or not 0.0 <= args.head_share <= 1.0 or \
+            args.draft_batch < 1:
+        raise SystemExit("need 0 < --onpolicy-prompt < --draft-seq <= 1024 (the models' positions), "
+                         "0 <= --head-share <= 1 and --draft-batch >= 1")
     if args.card_only:
         with open(os.path.join(args.out, "metrics.json")) as f:
             write_card(args.out, json.load(f))
