@@ -294,6 +294,19 @@ def test_assisted_costs_are_measured_once_and_kept(models):
     assert early.draft_step > 0 and early is fresh.assisted_costs(assistant_early_exit=1)
 
 
+def test_measured_costs_never_fall_with_size(models):
+    """A larger append (a draft step of more rows) never costs less in the table the cost schedule reads: an
+    outlier slowed by the machine is lowered to the least cost at its size or above."""
+    from habana_assist.assisted_costs import _never_falling
+    assert _never_falling([1.0, 1.7, 1.3, 2.0, 1.9]) == [1.0, 1.3, 1.3, 1.9, 1.9]
+    assert _never_falling([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0], "a rising table must stay as measured"
+    target, draft = models
+    fresh = ha.AutoModelForCausalLM.from_pretrained(target.name_or_path)
+    costs = fresh.assisted_costs(draft)
+    assert all(a <= b for a, b in zip(costs.target, costs.target[1:])), costs.target
+    assert all(a <= b for a, b in zip(costs.draft_rows, costs.draft_rows[1:])), costs.draft_rows
+
+
 @pytest.mark.parametrize("bad", [
     dict(draft_step=float("nan"), target=(1.0,)), dict(draft_step=-1.0, target=(1.0,)),
     dict(draft_step=0.1, target=()), dict(draft_step=0.1, target=(1.0, 0.0)),
