@@ -32,8 +32,8 @@ def stream():
 def _prompts_in_stream(seqs, stream, prompt_len):
     """Where each sequence's prompt starts in the stream (-1 where it is not a window of it)."""
     windows = np.lib.stride_tricks.sliding_window_view(stream, prompt_len)
-    return [int(np.flatnonzero((windows == s[:prompt_len]).all(1))[0]) if (windows == s[:prompt_len]).all(1).any()
-            else -1 for s in seqs]
+    found = [np.flatnonzero((windows == s[:prompt_len]).all(1)) for s in seqs]
+    return [int(at[0]) if len(at) else -1 for at in found]
 
 
 @pytest.mark.parametrize("head_share", [0.0, 1.0])
