@@ -413,6 +413,9 @@ typedef enum ha_acceptance {
     HA_ACCEPT_COUPLED = 1    /* sampling: draft and target share position-keyed noise; accept iff equal */
 } ha_acceptance;
 
+#define HA_COST_STATE 84     /* ha_assist_params.cost_state: 2 x 32 by draft position, 2 x 10 by draft probability */
+#define HA_COST_MEMORY 512.0 /* candidates the carried counts stand for at most */
+
 typedef struct ha_assist_params {
     ha_generate_params gen;
     int64_t num_assistant_tokens;     /* K at the start of the call, >= 1 */
@@ -430,6 +433,14 @@ typedef struct ha_assist_params {
     int64_t n_draft_costs;
     const double *target_costs;
     int64_t n_target_costs;
+    /* HA_SCHEDULE_COST: NULL (the call learns its acceptance from nothing, so the same call makes the same K
+     * choices), or (HA_COST_STATE,) counts of tested and accepted candidates (by draft position, and by tenth of the
+     * draft's probability) that the call starts from and leaves its own in: calls of one model pair then learn from
+     * each other, as Transformers' heuristic carries K from call to call. Zeros the first time; counts >= 0, finite,
+     * accepted <= tested, else HA_ERR_INVALID. Past HA_COST_MEMORY candidates the carried counts are scaled down
+     * (a window over the latest calls); a row that planned no candidate for 16 rounds drafts one, so that counts
+     * saying no draft is worth it are checked again. */
+    double *cost_state;
     /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (assist.c: the next round's
      * candidates after a guess of the target's token, used where the round accepts every candidate and the guess is
      * right). Same output, scores and statistics as without; for a target whose append leaves the host's cores idle

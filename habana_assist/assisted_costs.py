@@ -6,7 +6,13 @@ decode step (and one for n = 2 .. 8 rows drafting together, for batches), and on
 and 64, the sizes between those past 16 on straight lines (forwards run in chunks of 64 tokens). They
 are measured once per (target, draft) pair and thread count, on first use, and kept on the target model;
 `remeasure=True` measures again, and `set_assisted_costs` pins them (reproducible K choices: with
-rejection sampling the tokens a seed gives depend on the K of each round)."""
+rejection sampling the tokens a seed gives depend on the K of each round).
+
+What each round's candidates are worth, the schedule learns from the acceptance it counts. With measured costs,
+the calls of a pair carry those counts from one to the next (over about the last 512 candidates), as Transformers'
+heuristic schedule carries K: a call that learned from nothing drafted too little through its first rounds. K
+choices then depend on the calls before; greedy and coupled tokens never do. Rejection sampling, whose tokens
+follow the K choices, and pinned costs learn within each call only, so the same call gives the same tokens."""
 
 import dataclasses
 import math
@@ -130,15 +136,35 @@ def measure(target, draft_core, draft_cache_len):
 class CostTable:
     """A target model's costs per drafter: a draft model (held weakly, so that a dropped draft is forgotten),
     an early-exit depth, or prompt lookup (None). A measured entry holds for the thread count it was measured
-    with; a pinned one (set_assisted_costs) for any."""
+    with; a pinned one (set_assisted_costs) for any. Beside them, per drafter, the counts of tested and accepted
+    candidates the cost schedule carries from call to call (the core's cost_state)."""
 
     def __init__(self):
         self._by_model = weakref.WeakKeyDictionary()
         self._other = {}
+        self._learned_by_model = weakref.WeakKeyDictionary()
+        self._learned_other = {}
 
-    def _slot(self, drafter):
-        return (self._by_model, drafter) if drafter is not None and not isinstance(drafter, (int, str)) else (
-            self._other, drafter)
+    def _slot(self, drafter, learned=False):
+        if drafter is not None and not isinstance(drafter, (int, str)):
+            return (self._learned_by_model if learned else self._by_model), drafter
+        return (self._learned_other if learned else self._other), drafter
+
+    def learned(self, drafter):
+        """The acceptance counts the cost schedule's calls with drafter start from and add to: float64
+        (_core.COST_STATE,), zeros at first; None where drafter's costs are pinned, whose calls each learn from
+        nothing (so that the same call makes the same K choices)."""
+        if self.pinned(drafter):
+            return None
+        table, key = self._slot(drafter, learned=True)
+        if key not in table:
+            table[key] = np.zeros(_core.COST_STATE, dtype=np.float64)
+        return table[key]
+
+    def pinned(self, drafter):
+        """Whether drafter's costs were pinned (set_assisted_costs) rather than measured."""
+        table, key = self._slot(drafter)
+        return key in table and table[key][1] is None
 
     def get(self, drafter):
         """The costs for drafter at today's thread count, or None."""

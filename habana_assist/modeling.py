@@ -237,7 +237,8 @@ class LlamaForCausalLM:
         None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
         for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds. Measured on first use (under a
         second for the shipped pair, tens of seconds for a 1B model) and kept on this model for the thread count
-        it was measured with; remeasure=True measures again."""
+        it was measured with; remeasure=True measures again. Beside measured costs the schedule keeps the
+        acceptance it counted, which its next calls with this drafter go on from (not with rejection sampling)."""
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter)
         if costs is None:
@@ -251,7 +252,7 @@ class LlamaForCausalLM:
     def set_assisted_costs(self, costs, assistant_model=None, assistant_early_exit=None):
         """Pins the costs of this model with assistant_model (or its early exit, or prompt lookup) that
         num_assistant_tokens_schedule="cost" uses: an AssistedCosts (e.g. one assisted_costs() returned and saved),
-        so K choices no longer depend on a measurement."""
+        so K choices no longer depend on a measurement, nor on earlier calls (each call counts acceptance anew)."""
         if not isinstance(costs, _assisted_costs.AssistedCosts):
             raise InvalidInputError(f"costs must be an AssistedCosts (ha.AssistedCosts(draft_step=..., target=(...))), "
                                     f"got {type(costs).__name__}")
@@ -608,8 +609,13 @@ class LlamaForCausalLM:
                     draft_ctx = assistant_model._context(B, need, draft=True)
                 else:
                     draft_ctx = None
-                costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() \
-                    if gc.num_assistant_tokens_schedule == "cost" else (None, None)
+                cost = gc.num_assistant_tokens_schedule == "cost"
+                costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() if cost \
+                    else (None, None)
+                # acceptance counts carried from call to call (assisted_costs.py), except where the K choices decide
+                # the tokens (rejection sampling) or the costs were pinned
+                learned = self._costs.learned(self._drafter(assistant_model, early_exit)) if cost and not (
+                    gc.do_sample and gc.assisted_sampling == "rejection") else None
                 proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
                 overlap = _external.draft_ahead(self, assistant_model)  # None with early exit (no draft model)
                 steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
@@ -618,7 +624,7 @@ class LlamaForCausalLM:
                         SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                         ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
                         int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
-                        overlap)
+                        overlap, learned)
                 if _external.is_external(self):
                     self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
                 drafter = self if early_exit is not None else assistant_model

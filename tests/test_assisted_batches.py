@@ -307,6 +307,98 @@ def test_measured_costs_never_fall_with_size(models):
     assert all(a <= b for a, b in zip(costs.draft_rows, costs.draft_rows[1:])), costs.draft_rows
 
 
+def measured_as(model, drafter, costs):
+    """model with `costs` kept for drafter as if measured (deterministic numbers, a measured table's semantics)."""
+    model._costs.put(drafter, costs, measured=True)
+    return model
+
+
+def cost_call(model, draft, ids, mask, **kw):
+    return model.generate(ids, attention_mask=mask, assistant_model=draft, num_assistant_tokens=6,
+                          num_assistant_tokens_schedule="cost", assistant_confidence_threshold=0.0, max_new_tokens=NEW,
+                          eos_token_id=[], return_dict_in_generate=True, **kw)
+
+
+def choices(res):
+    """What a call's K choices show: rounds and the candidates proposed and accepted at each draft position."""
+    return res.num_rounds, res.proposed_per_position.tolist(), res.accepted_per_position.tolist()
+
+
+def test_measured_costs_carry_acceptance_from_call_to_call(models):
+    """With measured costs the cost schedule's acceptance counts go on from call to call (the core's cost_state,
+    kept beside the costs): each call adds its tested and accepted candidates, and the counts a call starts from
+    are all it carries (the same counts, the same K choices). Greedy tokens stay plain's."""
+    target, draft = models
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
+    ids, mask = left_padded(PROMPTS)
+    plain = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[])
+    state = fresh._costs.learned(draft)
+    assert state is not None and state.shape == (ha._core.COST_STATE,) and not state.any(), "zeros before any call"
+    K = 32  # the core's positions: acc (K,), tested (K,), then by tenth of the draft's probability
+    tested = []
+    for call in range(3):
+        before = state.copy()
+        res = cost_call(fresh, draft, ids, mask)
+        assert np.array_equal(res.sequences, plain), f"call {call + 1}: carried counts must not change greedy tokens"
+        added = state[K:2 * K].sum() - before[K:2 * K].sum()
+        assert added > 0 and added <= res.num_draft_tokens, (
+            f"call {call + 1}: its tested candidates ({added}) must be added, at most its {res.num_draft_tokens} "
+            f"proposals")
+        assert (state[:K] <= state[K:2 * K]).all() and (state[2 * K:2 * K + 10] <= state[2 * K + 10:]).all(), state
+        tested.append(state[K:2 * K].sum())
+    # the same starting counts give the same K choices
+    start = state.copy()
+    first = cost_call(fresh, draft, ids, mask)
+    state[:] = start
+    again = cost_call(fresh, draft, ids, mask)
+    assert choices(first) == choices(again), "from the same carried counts a call must make the same K choices"
+    # coupled sampling carries them too, and keeps plain sampling's tokens
+    plain_s = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[], do_sample=True, seed=3)
+    before = state.copy()
+    res = cost_call(fresh, draft, ids, mask, do_sample=True, seed=3, assisted_sampling="coupled")
+    assert np.array_equal(res.sequences, plain_s) and state[K:2 * K].sum() > before[K:2 * K].sum()
+
+
+def test_carried_acceptance_is_a_window_over_the_latest_calls(models):
+    target, draft = models
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
+    ids, mask = left_padded(PROMPTS)
+    state = fresh._costs.learned(draft)
+    K = 32
+    state[K] = 20000.0  # tested at position 0, as if from many calls
+    state[0] = 5000.0   # a quarter accepted
+    res = cost_call(fresh, draft, ids, mask)
+    assert state[K:2 * K].sum() <= 512 + res.num_draft_tokens, (
+        f"the carried counts stand for 512 candidates at most before the call's own ({res.num_draft_tokens} "
+        f"proposed); tested now {state[K:2 * K].sum()}")
+
+
+def test_pinned_costs_and_rejection_sampling_learn_within_each_call(models):
+    """Pinned costs (reproducible K choices) and rejection sampling (whose tokens follow the K choices) carry
+    nothing between calls: the same call twice gives the same choices and tokens."""
+    target, draft = models
+    ids, mask = left_padded(PROMPTS)
+    assert target._costs.learned(draft) is None, "pinned costs carry no counts"
+    assert choices(cost_call(target, draft, ids, mask)) == choices(cost_call(target, draft, ids, mask))
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
+    state = fresh._costs.learned(draft)
+    kw = dict(do_sample=True, seed=11, temperature=0.9)
+    one, two = cost_call(fresh, draft, ids, mask, **kw), cost_call(fresh, draft, ids, mask, **kw)
+    assert np.array_equal(one.sequences, two.sequences) and choices(one) == choices(two)
+    assert not state.any(), "rejection sampling must leave the carried counts alone"
+
+
+@pytest.mark.parametrize("where, value", [(0, float("nan")), (40, -1.0), (0, 3.0)])  # (0, 3.0): accepted > tested
+def test_corrupt_carried_acceptance_is_refused(models, where, value):
+    target, draft = models
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
+    ids, mask = left_padded(PROMPTS)
+    state = fresh._costs.learned(draft)
+    state[where] = value
+    with pytest.raises(ha.InvalidInputError, match="cost schedule's state"):
+        cost_call(fresh, draft, ids, mask)
+
+
 @pytest.mark.parametrize("bad", [
     dict(draft_step=float("nan"), target=(1.0,)), dict(draft_step=-1.0, target=(1.0,)),
     dict(draft_step=0.1, target=()), dict(draft_step=0.1, target=(1.0, 0.0)),

@@ -1203,23 +1203,25 @@ static PyObject *py_generate(PyObject *mod, PyObject *args) {
  *                   confidence_threshold, acceptance, prompt_lookup_num_tokens, max_matching_ngram_size,
  *                   draft_costs float64 (n,) | None, target_costs float64 (m,) | None (the cost schedule's: a draft
  *                   step for 1 .. n rows, a target append of 1 .. m tokens), out, scores,
- *                   proposed_at int64 (N,), accepted_at int64 (N,), sources, callback, overlap)
+ *                   proposed_at int64 (N,), accepted_at int64 (N,), sources, callback, overlap,
+ *                   cost_state float64 (HA_COST_STATE,) | None (ha_assist_params.cost_state: read and written))
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
  *     num_rounds, num_ahead_passes, num_ahead_used)
  * overlap (ha_assist_params.overlap) is honoured only with a native draft, whose append may run on another thread. */
 static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *src_o, *cb_o, *result = NULL;
+    PyObject *tctx_o, *dctx_o, *dcosts_o, *tcosts_o, *out_o, *scores_o, *prop_o, *acc_o, *src_o, *cb_o, *state_o,
+        *result = NULL;
     GEN_DECLARE;
     long long K, pl_num, pl_ngram;
     int schedule, acceptance, overlap, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
-    Py_buffer prop = { 0 }, acc = { 0 }, dcosts = { 0 }, tcosts = { 0 };
+    Py_buffer prop = { 0 }, acc = { 0 }, dcosts = { 0 }, tcosts = { 0 }, state = { 0 };
     int stats_held = 0;
-    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOOOp", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
+    if (!PyArg_ParseTuple(args, "O!O" GEN_FORMAT "LidiLLOOOOOOOOpO", &ContextType, &tctx_o, &dctx_o, GEN_ARGS(g_), &K,
                           &schedule, &threshold, &acceptance, &pl_num, &pl_ngram, &dcosts_o, &tcosts_o, &out_o, &scores_o,
-                          &prop_o, &acc_o, &src_o, &cb_o, &overlap))
+                          &prop_o, &acc_o, &src_o, &cb_o, &overlap, &state_o))
         return NULL;
     ContextObject *tctx = (ContextObject *)tctx_o, *dctx = NULL;
     if (dctx_o != Py_None) {
@@ -1242,6 +1244,14 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         if (get_buffer(tcosts_o, "d", 0, "target_costs", &tcosts) != 0) goto cleanup;
         stats_held |= 8;
     }
+    if (state_o != Py_None) {
+        if (get_buffer(state_o, "d", 1, "cost_state", &state) != 0) goto cleanup;
+        stats_held |= 16;
+        if (state.ndim != 1 || state.shape[0] != HA_COST_STATE) {
+            PyErr_Format(InvalidInputError, "generate_assisted: cost_state must be 1-D float64 of %d", HA_COST_STATE);
+            goto cleanup;
+        }
+    }
     if (((stats_held & 4) && dcosts.ndim != 1) || ((stats_held & 8) && tcosts.ndim != 1)) {
         PyErr_Format(InvalidInputError, "generate_assisted: draft_costs and target_costs must be 1-D float64");
         goto cleanup;
@@ -1257,6 +1267,7 @@ static PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .draft_costs = (stats_held & 4) ? dcosts.buf : NULL, .n_draft_costs = (stats_held & 4) ? dcosts.shape[0] : 0,
         .target_costs = (stats_held & 8) ? tcosts.buf : NULL, .n_target_costs = (stats_held & 8) ? tcosts.shape[0] : 0,
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
+        .cost_state = (stats_held & 16) ? state.buf : NULL,
     };
     ha_assist_stats stats = { .proposed_at = prop.buf, .accepted_at = acc.buf };
     if (enter(tctx) != 0) goto cleanup;
@@ -1286,6 +1297,7 @@ cleanup:
     if (stats_held & 2) PyBuffer_Release(&acc);
     if (stats_held & 4) PyBuffer_Release(&dcosts);
     if (stats_held & 8) PyBuffer_Release(&tcosts);
+    if (stats_held & 16) PyBuffer_Release(&state);
     release_gen(&g);
     return result;
 }
@@ -1728,7 +1740,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyModule_AddObjectRef(m, "Model", (PyObject *)&ModelType) < 0 ||
         PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
         PyModule_AddObjectRef(m, "BPE", (PyObject *)&BPEType) < 0 ||
-        PyModule_AddObjectRef(m, "Sampler", (PyObject *)&SamplerType) < 0) {
+        PyModule_AddObjectRef(m, "Sampler", (PyObject *)&SamplerType) < 0 ||
+        PyModule_AddIntConstant(m, "COST_STATE", HA_COST_STATE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -673,6 +673,16 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
         .target_costs = t_sets[cs],
         .n_target_costs = u8(f) < 240 ? t_n[cs] : PICK(f, 0, t_n[cs], -1, INT64_MIN),
     };
+    /* the cost schedule's carried counts: none, the counts earlier inputs left (the core must leave them valid), or a
+     * copy with one entry spoiled (refused) */
+    static double carried[HA_COST_STATE], spoiled[HA_COST_STATE];
+    const uint8_t ks = u8(f);
+    if (ks >= 128 && ks < 224) p.cost_state = carried;
+    if (ks >= 224) {
+        memcpy(spoiled, carried, sizeof spoiled);
+        spoiled[u8(f) % HA_COST_STATE] = (double[]){ NAN, -1.0, INFINITY, 1e300 }[u8(f) % 4];
+        p.cost_state = spoiled;
+    }
     const int64_t N = g.p.max_new_tokens, n_stats = N >= 1 && N <= lm->capacity ? N : 1;
     ha_assist_stats stats = { 0 };
     uint8_t sm = u8(f);
@@ -694,6 +704,10 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
     } else if (st == HA_ERR_CALLBACK && !(g.p.on_tokens && g.stop.calls == g.stop.stop_at)) {
         finding("HA_ERR_CALLBACK but the callback never asked to stop");
     }
+    for (int i = 0; i < HA_COST_STATE; i++) /* acc (32), tested (32), then acc (10), tested (10) by probability */
+        if (!isfinite(carried[i]) || carried[i] < 0.0 ||
+            (i < 32 && carried[i] > carried[32 + i]) || (i >= 64 && i < 74 && carried[i] > carried[i + 10]))
+            finding("the cost schedule's carried counts were left invalid at %d: %g", i, carried[i]);
 }
 
 static ha_llama_context *make_context(fz *f, const ha_llama *m, int huge) {
