@@ -119,8 +119,9 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
  * the counts of the pair's earlier calls. A call learning from nothing is pessimistic through its first rounds,
  * and a position its rate once made look poor is not drafted again, so never measured again (seen: a row stopping
  * at 2 candidates each round while the chance that both were accepted stood at 0.8-0.9, because position 2's rate
- * had fallen to 0.35). Measured on the shipped pair (the demo's first 10 prompts, 128 new tokens each, one cost
- * table): 3.64 candidates and 3.50 tokens a round learning per call, 4.8-5.1 and 4.06-4.14 carrying the counts.
+ * had fallen to 0.35). Measured on the shipped pair (the demo's first 10 prompts, 128 new tokens each; two cost
+ * tables): 3.64 / 4.28 candidates and 3.50 / 3.74 tokens a round learning per call, 4.8-5.1 / 5.3-5.4 and
+ * 4.06-4.14 / 4.24 carrying the counts.
  * Carried counts that say no candidate is worth it would be final (nothing drafted, nothing counted, in every call
  * after), so a row that planned none for COST_EXPLORE rounds in a row drafts one (and goes on while it is worth
  * it): a check on the verdict for about one draft step and one verified token per COST_EXPLORE tokens. */
