@@ -374,6 +374,9 @@ DEFINE_PANEL_TILE(f16p)
 
 #define MAX_S 6 /* tokens per panel tile */
 #define MAX_CASE 6 /* the same, as a bare literal kernels_panels.h pastes */
+#define PANEL_TILE_MAX_f32p(T) MAX_S
+#define PANEL_TILE_MAX_bf16p(T) MAX_S
+#define PANEL_TILE_MAX_f16p(T) MAX_S
 HA_DEFINE_MATMUL_PANELS(AVX2, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX2, bf16p, HA_BF16P)
 HA_DEFINE_MATMUL_PANELS(AVX2, f16p, HA_F16P)

@@ -97,18 +97,19 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 #define COLUMN_BYTES_f16p 32
 #define MAX_P 8       /* panels per tile */
 #define MAX_S 6       /* tokens per tile of a matmul cut into tiles */
-#define MAX_CASE 8    /* tokens per tile at most: a matmul of up to 8 tokens alone (a bare literal: kernels_panels.h
+#define MAX_CASE 12   /* tokens per tile at most: a matmul of up to 12 tokens alone (a bare literal: kernels_panels.h
                          pastes it) */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
- * [r0, r1). P and S are literals at every call (P * S <= 16 accumulators). */
+ * [r0, r1). P and S are literals at every call (P * S <= 24 accumulators); the loops over s unroll up to 12, all
+ * of S, so that the accumulators stay in registers (unrolled by 8, tiles of 10-12 tokens ran 1.5-1.8x slower). */
 #define DEFINE_PANEL_TILE(SUF)                                                                          \
     AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, \
                                    float *Y, int64_t ldy, int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) { \
         __m512 acc[MAX_P][MAX_CASE];                                                                       \
         _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
+            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
         for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
             const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
             ha_prefetch_step(pf);                                                                       \
@@ -117,13 +118,13 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
                     const char *pp = panel + (size_t)p * pbytes;                                        \
                     __builtin_prefetch(pp + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3);      \
                     const __m512 w = p16_##SUF(pp, k);                                                  \
-                    _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)                                 \
+                    _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                 \
                         acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);        \
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
         _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {                                       \
+            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) {                                       \
                 const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                     \
                 float *y = Y + s * ldy;                                                                 \
                 if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                               \
@@ -148,9 +149,20 @@ DEFINE_PANEL_TILE(f16p)
  * panels, two threads, alternating). T = 6 .. 8 alone as three panels (18 to 24 accumulators of the 32
  * registers): 10-20% faster than tiles of two prefetched panels (6, 4 + 4), the matmuls of the shipped target's
  * shapes, two threads, two builds alternating in one process; wider tiles at T = 3 .. 5 (6, 5, 4 panels)
- * measured no faster. */
+ * measured no faster. T = 9 .. 12 alone as two panels (18 to 24 accumulators), streaming the weights once
+ * instead of tiles of 5 + 4 .. 6 + 6 over prefetched groups that the second tile reads again from L2: 1.15-1.30x
+ * faster (48000 x 512 float32 panels from memory, one thread, two builds alternating, 2026-11-27: T = 9 / 10 / 11 /
+ * 12 1.30 / 1.23 / 1.22 / 1.15x; one panel per tile at T = 10 .. 12 was 0.89-0.93x). */
 #define PANEL_GROUP(S) ((S) == 1 ? 8 : 2)
-#define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) <= 8 ? 3 : 0)
+#define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) <= 8 ? 3 : (S) <= 12 ? 2 : 0)
+/* Float32 at T = 13 .. 20 as two tiles of up to 12 tokens over the prefetched groups of two panels (7 + 6 .. 10 +
+ * 10), not three or four of up to 6: 1.09-1.19x faster at T = 13, 16, 20 (the same benchmark as above, two runs);
+ * at 24 two tiles of 12 measured 0.94-1.06x and past it 0.93-0.99x (T = 32, 40, 64), so tiles of up to MAX_S there.
+ * bfloat16, whose columns cost a shuffle each, measured 0.91-0.97x with tiles of 12 at T = 13 .. 20 (and 1.2x alone
+ * at T = 9, about the same at 12): tiles of up to MAX_S, as float16's (not measured). */
+#define PANEL_TILE_MAX_f32p(T) ((T) <= 20 ? 12 : MAX_S)
+#define PANEL_TILE_MAX_bf16p(T) MAX_S
+#define PANEL_TILE_MAX_f16p(T) MAX_S
 
 HA_DEFINE_MATMUL_PANELS(AVX512, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX512, bf16p, HA_BF16P)

@@ -6,13 +6,14 @@
  * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S),
  * PANEL_ALONE(S) (panels per group for a matmul of S tokens run as one tile without software prefetch, or 0
  * for one run as groups of PANEL_GROUP(S) with it), MAX_S (tokens per tile of a matmul cut into tiles) and
- * MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6 or 8); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
+ * MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6, 8 or 12), PANEL_TILE_MAX_SUF(T) (tokens per tile at most
+ * for a matmul of T tokens cut into tiles, MAX_S to MAX_CASE); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
  * defines matmul_SUF.
  *
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
  * (MAX_S = 6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
- * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 8) is one tile over groups of that many panels,
+ * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 12) is one tile over groups of that many panels,
  * streamed without prefetching the next group: many panels side by side are many streams (prefetching the next
  * group of narrow groups measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory;
  * the AVX-512 tiles prefetch each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the
@@ -67,13 +68,16 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         break;                                                                                          \
     }
 
-/* The cases S = 1 .. M (MAX_CASE, a bare literal: 6 or 8). */
+/* The cases S = 1 .. M (MAX_CASE, a bare literal: 6, 8 or 12). */
 #define HA_PANEL_TILE_CASES(M, SUF) HA_PANEL_TILE_CASES_(M, SUF)
 #define HA_PANEL_TILE_CASES_(M, SUF) HA_PANEL_TILE_CASES_##M(SUF)
 #define HA_PANEL_TILE_CASES_6(SUF)                                                                      \
     HA_PANEL_TILE_CASE(SUF, 1) HA_PANEL_TILE_CASE(SUF, 2) HA_PANEL_TILE_CASE(SUF, 3)                    \
     HA_PANEL_TILE_CASE(SUF, 4) HA_PANEL_TILE_CASE(SUF, 5) HA_PANEL_TILE_CASE(SUF, 6)
 #define HA_PANEL_TILE_CASES_8(SUF) HA_PANEL_TILE_CASES_6(SUF) HA_PANEL_TILE_CASE(SUF, 7) HA_PANEL_TILE_CASE(SUF, 8)
+#define HA_PANEL_TILE_CASES_12(SUF)                                                                     \
+    HA_PANEL_TILE_CASES_8(SUF) HA_PANEL_TILE_CASE(SUF, 9) HA_PANEL_TILE_CASE(SUF, 10)                   \
+    HA_PANEL_TILE_CASE(SUF, 11) HA_PANEL_TILE_CASE(SUF, 12)
 
 #define HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)                                                       \
     ATTR static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \
@@ -81,7 +85,7 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         if (T < 1 || r0 >= r1) return;                                                                  \
         const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
         const int64_t alone = T <= MAX_CASE ? PANEL_ALONE(T) : 0;                                      \
-        const int64_t tiles = alone ? 1 : (T + MAX_S - 1) / MAX_S;                                      \
+        const int64_t tiles = alone ? 1 : (T + PANEL_TILE_MAX_##SUF(T) - 1) / PANEL_TILE_MAX_##SUF(T);  \
         const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                         \
         const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
         const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \

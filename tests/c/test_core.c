@@ -3025,7 +3025,7 @@ static void test_kernels_matmul_int_variants_bitwise(void) {
 }
 
 /* Float panels: every variant bitwise the scalar reference (one fmaf chain per output in index order), over
- * every tile shape the AVX2 and AVX-512 kernels pick (T = 1..8, 13; groups of 1..8 panels, cut short at the
+ * every tile shape the AVX2 and AVX-512 kernels pick (T = 1..13, 20, 24, 25; groups of 1..8 panels, cut short at the
  * range's end),
  * row ranges starting and ending inside panels, subnormal weights; nothing outside the range written. */
 static void test_kernels_matmul_panels_bitwise(void) {
@@ -3033,7 +3033,7 @@ static void test_kernels_matmul_panels_bitwise(void) {
     const char *kn[NVARIANTS];
     int nk = kernel_variants(ks, kn);
     rng r = { 21 };
-    static const int64_t PT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 13 };
+    static const int64_t PT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 20, 24, 25 };
     static const int64_t PR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 }, { 16, 0, 16 }, { 17, 0, 17 }, { 40, 3, 37 },
                                      { 70, 16, 70 }, { 100, 5, 99 }, { 300, 7, 290 } };
     for (int dt = HA_F32P; dt <= HA_F16P; dt++)
@@ -3041,13 +3041,13 @@ static void test_kernels_matmul_panels_bitwise(void) {
             for (size_t b = 0; b < COUNT(PR); b++) {
                 const int64_t n = KN[a], rows = PR[b][0], r0 = PR[b][1], r1 = PR[b][2], ldy = rows + 2;
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, NULL);
-                float *X = make_floats((size_t)(13 * n), &r, -1.0, 1.0);
-                float *want = xmalloc((size_t)(13 * ldy) * sizeof(float)), *got = xmalloc((size_t)(13 * ldy) * sizeof(float));
+                float *X = make_floats((size_t)(25 * n), &r, -1.0, 1.0);
+                float *want = xmalloc((size_t)(25 * ldy) * sizeof(float)), *got = xmalloc((size_t)(25 * ldy) * sizeof(float));
                 for (int v = 0; v < nk; v++) { /* T = 0 and an empty row range: nothing to do, nothing written */
-                    for (int64_t i = 0; i < 13 * ldy; i++) got[i] = bits_f(SENTINEL);
+                    for (int64_t i = 0; i < 25 * ldy; i++) got[i] = bits_f(SENTINEL);
                     ks[v]->matmul[dt](W, n, r0, r1, X, 0, got, ldy);
                     ks[v]->matmul[dt](W, n, r1 - 1, r1 - 1, X, 5, got, ldy);
-                    for (int64_t i = 0; i < 13 * ldy; i++)
+                    for (int64_t i = 0; i < 25 * ldy; i++)
                         CHECK(fbits(got[i]) == SENTINEL, "%s %s: T = 0 or an empty range wrote Y[%lld]", kn[v], dname((ha_dtype)dt),
                               (long long)i);
                 }
