@@ -613,9 +613,11 @@ class LlamaForCausalLM:
                 costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() if cost \
                     else (None, None)
                 # acceptance counts carried from call to call (assisted_costs.py), except where the K choices decide
-                # the tokens (rejection sampling) or the costs were pinned
+                # the tokens (rejection sampling) or the costs were pinned; the call counts into a copy, put back
+                # whole after it, so that calls from two threads never leave a mix of both
                 learned = self._costs.learned(self._drafter(assistant_model, early_exit)) if cost and not (
                     gc.do_sample and gc.assisted_sampling == "rejection") else None
+                counts = None if learned is None else learned.copy()
                 proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
                 overlap = _external.draft_ahead(self, assistant_model)  # None with early exit (no draft model)
                 steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
@@ -624,7 +626,9 @@ class LlamaForCausalLM:
                         SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
                         ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
                         int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
-                        overlap, learned)
+                        overlap, counts)
+                if learned is not None:
+                    learned[:] = counts
                 if _external.is_external(self):
                     self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
                 drafter = self if early_exit is not None else assistant_model
