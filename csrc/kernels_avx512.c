@@ -96,20 +96,20 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 #define COLUMN_BYTES_bf16p 32
 #define COLUMN_BYTES_f16p 32
 #define MAX_P 8       /* panels per tile */
-#define MAX_S 6       /* tokens per tile of a matmul cut into tiles */
+#define MAX_S 6       /* tokens per tile of a matmul cut into tiles (float32 of up to 20 tokens: 12) */
 #define MAX_CASE 12   /* tokens per tile at most: a matmul of up to 12 tokens alone (a bare literal: kernels_panels.h
                          pastes it) */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
  * [r0, r1). P and S are literals at every call (P * S <= 24 accumulators); the loops over s unroll up to 12, all
- * of S, so that the accumulators stay in registers (unrolled by 8, tiles of 10-12 tokens ran 1.5-1.8x slower). */
+ * of S, so that the accumulators stay in registers (unrolled by 8, tiles of 10-12 tokens ran 1.4-1.8x slower). */
 #define DEFINE_PANEL_TILE(SUF)                                                                          \
     AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, \
                                    float *Y, int64_t ldy, int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) { \
         __m512 acc[MAX_P][MAX_CASE];                                                                       \
         _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
+            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();       \
         for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
             const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
             ha_prefetch_step(pf);                                                                       \
@@ -118,13 +118,13 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
                     const char *pp = panel + (size_t)p * pbytes;                                        \
                     __builtin_prefetch(pp + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3);      \
                     const __m512 w = p16_##SUF(pp, k);                                                  \
-                    _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                 \
+                    _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                \
                         acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);        \
                 }                                                                                       \
             }                                                                                           \
         }                                                                                               \
         _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) {                                       \
+            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) {                                      \
                 const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                     \
                 float *y = Y + s * ldy;                                                                 \
                 if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                               \

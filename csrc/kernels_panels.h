@@ -10,8 +10,8 @@
  * for a matmul of T tokens cut into tiles, MAX_S to MAX_CASE); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
  * defines matmul_SUF.
  *
- * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to MAX_S tokens, as even as possible
- * (MAX_S = 6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
+ * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to PANEL_TILE_MAX_SUF(T) tokens, as even
+ * as possible (6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
  * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 12) is one tile over groups of that many panels,
  * streamed without prefetching the next group: many panels side by side are many streams (prefetching the next
