@@ -157,9 +157,9 @@ DEFINE_PANEL_TILE(f16p)
 #define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) <= 8 ? 3 : (S) <= 12 ? 2 : 0)
 /* Float32 at T = 13 .. 20 as two tiles of up to 12 tokens over the prefetched groups of two panels (7 + 6 .. 10 +
  * 10), not three or four of up to 6: 1.09-1.19x faster at T = 13, 16, 20 (the same benchmark as above, two runs);
- * at 24 two tiles of 12 measured 0.94-1.06x and past it 0.93-0.99x (T = 32, 40, 64), so tiles of up to MAX_S there.
- * bfloat16, whose columns cost a shuffle each, measured 0.91-0.97x with tiles of 12 at T = 13 .. 20 (and 1.2x alone
- * at T = 9, about the same at 12): tiles of up to MAX_S, as float16's (not measured). */
+ * at 24 two tiles of 12 measured 0.94-1.00x and past it 0.93-0.99x (T = 32, 40, 64), so tiles of up to MAX_S there.
+ * bfloat16, whose columns cost a shuffle each, measured 0.90-1.04x with tiles of 12 at T = 13 .. 20 (0.90-0.91 at
+ * 16; and 1.2x alone at T = 9, 1.0-1.05x at 12): tiles of up to MAX_S, as float16's (not measured). */
 #define PANEL_TILE_MAX_f32p(T) ((T) <= 20 ? 12 : MAX_S)
 #define PANEL_TILE_MAX_bf16p(T) MAX_S
 #define PANEL_TILE_MAX_f16p(T) MAX_S
