@@ -307,6 +307,11 @@ def test_measured_costs_never_fall_with_size(models):
     assert all(a <= b for a, b in zip(costs.draft_rows, costs.draft_rows[1:])), costs.draft_rows
 
 
+# The carried counts' layout (the core's cost_state): accepted (POSITIONS,), tested (POSITIONS,) by draft position,
+# then accepted (10,), tested (10,) by tenth of the draft's probability.
+POSITIONS = 32
+
+
 def measured_as(model, drafter, costs):
     """model with `costs` kept for drafter as if measured (deterministic numbers, a measured table's semantics)."""
     model._costs.put(drafter, costs, measured=True)
@@ -334,8 +339,7 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
     plain = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[])
     state = fresh._costs.learned(draft)
     assert state is not None and state.shape == (ha._core.COST_STATE,) and not state.any(), "zeros before any call"
-    K = 32  # the core's positions: acc (K,), tested (K,), then by tenth of the draft's probability
-    tested = []
+    K = POSITIONS
     for call in range(3):
         before = state.copy()
         res = cost_call(fresh, draft, ids, mask)
@@ -345,7 +349,6 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
             f"call {call + 1}: its tested candidates ({added}) must be added, at most its {res.num_draft_tokens} "
             f"proposals")
         assert (state[:K] <= state[K:2 * K]).all() and (state[2 * K:2 * K + 10] <= state[2 * K + 10:]).all(), state
-        tested.append(state[K:2 * K].sum())
     # the same starting counts give the same K choices
     start = state.copy()
     first = cost_call(fresh, draft, ids, mask)
@@ -364,7 +367,7 @@ def test_carried_acceptance_is_a_window_over_the_latest_calls(models):
     fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
     ids, mask = left_padded(PROMPTS)
     state = fresh._costs.learned(draft)
-    K = 32
+    K = POSITIONS
     state[K] = 20000.0  # tested at position 0, as if from many calls
     state[0] = 5000.0   # a quarter accepted
     res = cost_call(fresh, draft, ids, mask)
