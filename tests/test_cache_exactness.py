@@ -96,6 +96,20 @@ def test_incremental_decoding_is_bitwise_one_full_forward(model, threads):
         assert_bitwise(np.concatenate(parts), full, f"chunks of sizes {sizes} vs one full forward")
 
 
+def test_chunk_across_key_blocks_is_bitwise_one_token_forwards(model, threads):
+    """A chunk's tokens of one sequence are scored together against each block of 128 keys (csrc/llama.c, a run),
+    each up to its own position: 40 tokens at positions 110 .. 149 (more than one run, the first block ending
+    inside them) give each token's logits as its own one-token forward does."""
+    ids = tokens(12, 150)
+    cache = model.create_cache(batch_size=1, max_cache_len=160)
+    feed(model, cache, ids[None, :110])
+    chunk = feed(model, cache, ids[None, 110:])[0]
+    alone_cache = model.create_cache(batch_size=1, max_cache_len=160)
+    feed(model, alone_cache, ids[None, :110])
+    alone = np.concatenate([feed(model, alone_cache, ids[None, t:t + 1])[0] for t in range(110, 150)])
+    assert_bitwise(chunk, alone, "40-token chunk at positions 110..149 vs 40 one-token forwards")
+
+
 def test_crop_then_extend_is_bitwise_a_fresh_cache(model, threads):
     a, b = tokens(3, 10), tokens(4, 5)
     cache = model.create_cache(batch_size=1, max_cache_len=32)
