@@ -215,12 +215,21 @@ typedef struct ha_kernels {
     int (*quant_q8)(const float *x, int64_t len, void *blk);
     /* x (len,) -> one HA_Q4 block, bitwise as ha_quant_q4_ref; 0 if x holds NaN or inf */
     int (*quant_q4)(const float *x, int64_t len, void *blk);
+    /* bits[j] = ha_rng_bits(seed, row, position, purpose, index0 + j) for j < n (the index wrapping as uint32):
+     * sampling's noise for a block of tokens, bitwise the scalar generator's. */
+    void (*rng_bits)(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0, int64_t n,
+                     uint64_t *bits);
     /* n rounds of independent multiply-add chains from registers, the variant's peak arithmetic (a
      * measurement, ha_measure_mac_rate); returns the multiply-adds done (its value keeps them live). */
     double (*mac_burst)(int64_t n);
     /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_int's multiplies. */
     double (*mac_burst_q8)(int64_t n);
 } ha_kernels;
+
+/* The 53 random bits of the uniform (seed, row, position, purpose, index) (sampling.c): the first 64 bits of
+ * Philox4x32-10 (Salmon et al. 2011) of counter (index, position, row, purpose) under key (seed's low half,
+ * high half), shifted right by 11. */
+uint64_t ha_rng_bits(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index);
 
 /* exp(x) in float32, the one exponential of a forward (kernels_scalar.c; the vector kernels' exp_shift and
  * silu give it bitwise). glibc's expf algorithm (from ARM's optimized routines) as its FMA build runs it, in

@@ -713,6 +713,47 @@ AVX2 static double mac_burst_q8_avx2(int64_t n) {
     return (double)n * 12.0 * 16.0 + 0.0 * (double)_mm256_extract_epi32(t, 0);
 }
 
+/* Philox4x32-10 for eight counters side by side, lane l the counter (index0 + l, position, row, purpose): each
+ * round's two 32 x 32 -> 64-bit products by _mm256_mul_epu32 on the even lanes and on the odd lanes shifted
+ * down, their high and low halves blended back into lane order. Integer steps only: bitwise ha_rng_bits. */
+AVX2 static void philox8_avx2(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0,
+                              uint64_t *bits) {
+    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)index0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i c1 = _mm256_set1_epi32((int)position), c2 = _mm256_set1_epi32((int)row);
+    __m256i c3 = _mm256_set1_epi32((int)purpose);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++) {
+        const __m256i e0 = _mm256_mul_epu32(c0, m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
+        const __m256i e1 = _mm256_mul_epu32(c2, m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), m1);
+        const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
+        const __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
+        const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
+        const __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
+        const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
+        const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
+        c1 = lo1;
+        c3 = lo0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    /* (c0 << 32 | c1) >> 11 per lane: the interleaves give lanes 0, 1, 4, 5 and 2, 3, 6, 7 */
+    const __m256i a = _mm256_srli_epi64(_mm256_unpacklo_epi32(c1, c0), 11);
+    const __m256i b = _mm256_srli_epi64(_mm256_unpackhi_epi32(c1, c0), 11);
+    _mm256_storeu_si256((__m256i *)bits, _mm256_permute2x128_si256(a, b, 0x20));
+    _mm256_storeu_si256((__m256i *)(bits + 4), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Eight tokens at a time (about 5x the scalar generator's rate); the last n % 8 one by one. */
+AVX2 static void rng_bits_avx2(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0,
+                               int64_t n, uint64_t *bits) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) philox8_avx2(seed, row, position, purpose, index0 + (uint32_t)j, bits + j);
+    for (; j < n; j++) bits[j] = ha_rng_bits(seed, row, position, purpose, index0 + (uint32_t)j);
+}
+
 const ha_kernels ha_kernels_avx2 = {
     .name = "avx2",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
@@ -731,6 +772,7 @@ const ha_kernels ha_kernels_avx2 = {
     .silu = silu_avx2,
     .quant_q8 = quant_q8_avx2,
     .quant_q4 = quant_q4_avx2,
+    .rng_bits = rng_bits_avx2,
     .mac_burst = mac_burst_avx2,
     .mac_burst_q8 = mac_burst_q8_avx2,
 };

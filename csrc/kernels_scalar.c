@@ -213,6 +213,11 @@ static double mac_burst_q8_scalar(int64_t n) {
     return (double)n * 8.0 + 0.0 * (double)(a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7]);
 }
 
+static void rng_bits_scalar(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0,
+                            int64_t n, uint64_t *bits) {
+    for (int64_t j = 0; j < n; j++) bits[j] = ha_rng_bits(seed, row, position, purpose, index0 + (uint32_t)j);
+}
+
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
@@ -231,6 +236,7 @@ const ha_kernels ha_kernels_scalar = {
     .silu = silu_scalar,
     .quant_q8 = ha_quant_q8_ref,
     .quant_q4 = ha_quant_q4_ref,
+    .rng_bits = rng_bits_scalar,
     .mac_burst = mac_burst_scalar,
     .mac_burst_q8 = mac_burst_q8_scalar,
 };

@@ -23,8 +23,7 @@ static void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
     }
 }
 
-/* The 53 random bits of the uniform (seed, row, position, purpose, index). */
-static uint64_t rng_bits(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
+uint64_t ha_rng_bits(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
     uint32_t c[4] = { index, position, row, purpose };
     philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
     return ((uint64_t)c[0] << 32 | c[1]) >> 11;
@@ -38,8 +37,10 @@ static double bits_uniform(uint64_t bits) {
 }
 
 double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index) {
-    return bits_uniform(rng_bits(seed, row, position, purpose, index));
+    return bits_uniform(ha_rng_bits(seed, row, position, purpose, index));
 }
+
+#define CHOOSE_BLOCK 64 /* tokens whose random bits a choice asks the kernels for at a time */
 
 typedef struct scored { float v; int32_t i; } scored;
 typedef struct dscored { double v; int32_t i; } dscored;
@@ -462,7 +463,9 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
      * (as -log u >= 1 - u), and at most 54 ln 2 for any noise. So a token whose
      * score plus that bound (and a margin far above the logs' rounding) is below the best key so far cannot
      * win, and its key is never needed: the result is the full pass's, bit for bit. The highest score goes
-     * first, so that the best key is high from the start. */
+     * first, so that the best key is high from the start. The bits come from the kernels' rng_bits for a block
+     * of CHOOSE_BLOCK tokens at a time where one of them passes the first bound (at temperature 0.8 and no top-k,
+     * most of a 4096-token vocabulary does: one bit at a time, Philox took about 85 us of a choice's 120). */
     const uint64_t seed = s->p.seed;
     float top = -INFINITY;
     for (int64_t i = 0; i < s->vocab; i++)
@@ -471,17 +474,27 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
             best = (int32_t)i;
         }
     if (best < 0) return -1;
-    double bv = (double)top - log(-log(bits_uniform(rng_bits(seed, row, position, purpose, (uint32_t)best))));
+    double bv = (double)top - log(-log(bits_uniform(ha_rng_bits(seed, row, position, purpose, (uint32_t)best))));
     const double margin = 1e-6, ln2 = 0.69314718055994530942;
-    for (int64_t i = 0; i < s->vocab; i++) {
-        const double v = (double)scores[i];
-        if (!(v > -INFINITY) || i == best || v + 54.0 * ln2 + margin < bv) continue; /* removed, NaN, or hopeless */
-        const uint64_t r = rng_bits(seed, row, position, purpose, (uint32_t)i);
-        if (v + (double)(54 - ilogb((double)((UINT64_C(1) << 53) - r))) * ln2 + margin < bv) continue;
-        const double g = v - log(-log(bits_uniform(r)));
-        if (g > bv || (g == bv && i < best)) {
-            bv = g;
-            best = (int32_t)i;
+    const ha_kernels *k = ha_kernels_get();
+    uint64_t bits[CHOOSE_BLOCK];
+    for (int64_t i0 = 0; i0 < s->vocab; i0 += CHOOSE_BLOCK) {
+        const int64_t n = s->vocab - i0 < CHOOSE_BLOCK ? s->vocab - i0 : CHOOSE_BLOCK;
+        int64_t j = 0;
+        while (j < n && !((double)scores[i0 + j] + 54.0 * ln2 + margin >= bv)) j++; /* removed, NaN, hopeless */
+        if (j == n) continue;
+        k->rng_bits(seed, row, position, purpose, (uint32_t)(i0 + j), n - j, bits + j);
+        for (; j < n; j++) {
+            const int64_t i = i0 + j;
+            const double v = (double)scores[i];
+            if (!(v > -INFINITY) || i == best || v + 54.0 * ln2 + margin < bv) continue;
+            const uint64_t r = bits[j], c = (UINT64_C(1) << 53) - r; /* floor(log2 c) = 63 - clz(c), c >= 1 */
+            if (v + (double)(54 - (63 - __builtin_clzll(c))) * ln2 + margin < bv) continue;
+            const double g = v - log(-log(bits_uniform(r)));
+            if (g > bv || (g == bv && i < best)) {
+                bv = g;
+                best = (int32_t)i;
+            }
         }
     }
     return best;

@@ -1602,6 +1602,42 @@ static void test_rng_uniform_properties(void) {
           "draws at extreme keys expected in (0, 1)");
 }
 
+/* The generator is Philox4x32-10 (Random123's known-answer vectors: counter and key all zeros, all ones, and
+ * pi's digits), and every variant's rng_bits gives its bits for blocks of any length, at any index (wrapping
+ * past 2^32 - 1 as the scalar generator's uint32 index does). */
+static void test_rng_bits_philox_and_variants_bitwise(void) {
+    static const struct { uint64_t seed; uint32_t row, position, purpose, index; uint64_t first64; } KAT[] = {
+        { 0, 0, 0, 0, 0, 0x6627e8d5e169c58dull },
+        { UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0x408f276d41c83b0eull },
+        { 0x299f31d0a4093822ull, 0x13198a2eu, 0x85a308d3u, 0x03707344u, 0x243f6a88u, 0xd16cfe0994fdccebull },
+    };
+    for (size_t i = 0; i < COUNT(KAT); i++) {
+        const uint64_t got = ha_rng_bits(KAT[i].seed, KAT[i].row, KAT[i].position, KAT[i].purpose, KAT[i].index);
+        CHECK(got == KAT[i].first64 >> 11, "known-answer vector %zu: expected %013llx, got %013llx", i,
+              (unsigned long long)(KAT[i].first64 >> 11), (unsigned long long)got);
+    }
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    const int nk = kernel_variants(ks, kn);
+    static const uint32_t STARTS[] = { 0, 1, 7, 4093, UINT32_MAX - 10, UINT32_MAX };
+    uint64_t got[48];
+    for (int v = 0; v < nk; v++)
+        for (size_t si = 0; si < COUNT(STARTS); si++)
+            for (int64_t n = 0; n <= 40; n++) {
+                const uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(n + 1) ^ si;
+                const uint32_t row = (uint32_t)n, position = (uint32_t)(1000 + si), purpose = (uint32_t)(n % 4);
+                for (int j = 0; j < 48; j++) got[j] = UINT64_MAX; /* past n: must stay untouched */
+                ks[v]->rng_bits(seed, row, position, purpose, STARTS[si], n, got);
+                for (int64_t j = 0; j < 48; j++) {
+                    const uint64_t want = j < n ? ha_rng_bits(seed, row, position, purpose, STARTS[si] + (uint32_t)j)
+                                                : UINT64_MAX;
+                    CHECK(got[j] == want, "%s rng_bits(index0 %u, n %lld): element %lld expected %013llx, got %013llx",
+                          kn[v], STARTS[si], (long long)n, (long long)j, (unsigned long long)want,
+                          (unsigned long long)got[j]);
+                }
+            }
+}
+
 static void test_sampler_greedy_first_argmax(void) {
     ha_sampler *s = sampler_new(greedy_params(), 6);
     const float a[6] = { 1.0f, 3.0f, -2.0f, 3.0f, 2.0f, 3.0f };
@@ -3420,6 +3456,7 @@ static void test_bpe_create_rejects_bad_tables(void) {
 
 static const test_case TESTS[] = {
     T(kernels_matmul_matches_double),
+    T(rng_bits_philox_and_variants_bitwise),
     T(quantize_error_within_half_a_step),
     T(quantize_variants_match_the_reference),
     T(quantize_rejects_bad_input),
