@@ -4,13 +4,14 @@ crash of the interpreter is a failure naming the case and how to replay it, not 
 must succeed or raise a HabanaAssistError or one of the built-ins argument parsing raises (see the module's
 docstring); the long run is scripts/fuzz.sh (the same module with --seconds)."""
 import os
+import re
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
 SEED = 0
-CASES = 3000  # about 2 s; none of it is asserted
+CASES = 3000  # about 5 s; none of it is asserted
 
 
 def _run(*args):
@@ -28,6 +29,12 @@ def test_binding_random_arguments_raise_only_allowed_exceptions():
     summary = next(line for line in out.splitlines() if "outcomes:" in line)
     for outcome in ("'ok'", "'InvalidInputError'", "'TypeError'"):
         assert outcome in summary, f"expected the cases to reach {outcome} outcomes too, got: {summary}"
+    # the arguments must track the binding's signatures: a harness whose generations all fail to parse fuzzes
+    # nothing past argument parsing (as happened once their lists fell behind the binding's)
+    ran = re.search(r"generations that ran: generate (\d+), generate_assisted (\d+)", out)
+    assert ran, f"expected the count of generations that ran, got:\n{out[-3000:]}"
+    assert int(ran.group(1)) >= 20 and int(ran.group(2)) >= 20, (
+        f"expected at least 20 generate and 20 generate_assisted calls to run in {CASES} cases, got {ran.group(0)}")
 
 
 def test_binding_fuzz_reports_a_crash_and_a_bad_exception_naming_the_case():

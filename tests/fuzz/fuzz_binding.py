@@ -66,6 +66,7 @@ class Run:
         self.trace_fd = trace_fd
         self.calls = 0
         self.outcomes = collections.Counter()  # "ok", or the exception's class name
+        self.ok_calls = collections.Counter()  # calls that returned, by name
         self.findings = []
 
     def trace(self, text):
@@ -91,6 +92,7 @@ class Run:
             raise Finding(f"{name}({', '.join(short(a) for a in args)}) raised {type(e).__name__}: {e}\n"
                           f"{traceback.format_exc()}") from None
         self.outcomes["ok"] += 1
+        self.ok_calls[name] += 1
         self.last_ok = True
         return result
 
@@ -225,7 +227,7 @@ class Spec:
         except ALLOWED:
             arr = w
         arr = mutate_array(r, arr, p=self.p)
-        spec = (arr, dtype, cols)
+        spec = (arr, dtype, cols, rows) if str(dtype).endswith("-panels") else (arr, dtype, cols)  # as modeling.py
         x = r.random() * 14 * max(self.p, 1e-9) / 0.07 if self.p else 1.0
         if x < 0.03:
             spec = (arr, dtype, some_int(r, 0, cols + 1, 0.5))
@@ -246,42 +248,56 @@ class Spec:
         return mutate_array(r, v, p=self.p)
 
     def args(self, r):
-        hd = self.hd
-        inv = (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64)
-        p = self.p
-        inv = mutate_array(r, inv, p=p)
-        cfg = [self.V, self.d, self.f, self.L, self.nh, self.nkv, hd, self.window, self.eps, inv]
-        for i in range(8):
+        """_core.Model's (config, weights, layers) as modeling.py builds them (dicts of csrc/bindings/module.c's
+        keys), each piece sometimes wrong: a value, a key missing or unknown, a type."""
+        hd, p = self.hd, self.p
+        inv = mutate_array(r, (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64), p=p)
+        cfg = dict(vocab_size=self.V, hidden_size=self.d, intermediate_size=self.f, n_layers=self.L, n_heads=self.nh,
+                   n_kv_heads=self.nkv, head_dim=hd, norm_eps=self.eps, norm="rms", act="silu", gated_mlp=True,
+                   rope_dim=hd, rope_inv_freq=inv)
+        for key in ("vocab_size", "hidden_size", "intermediate_size", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+                    "rope_dim"):
             if r.random() < p / 2:
-                cfg[i] = some_int(r, -2, 2 * cfg[i] + 2, 0.5)
+                cfg[key] = some_int(r, -2, 2 * cfg[key] + 2, 0.5)
         if r.random() < p:
-            cfg[8] = some_float(r, 0.0, 1.0, 0.7)
+            cfg["norm_eps"] = some_float(r, 0.0, 1.0, 0.7)
+        if r.random() < p:
+            cfg[r.choice(["norm", "act"])] = r.choice(["rms_one_plus", "layer", "gelu", "relu", "tanh", 3, None])
         if r.random() < p / 2:
-            cfg = cfg[:r.randrange(len(cfg))] if r.random() < 0.5 else cfg + [1]
-        cfg = tuple(cfg) if r.random() > 0.01 else list(cfg)
+            cfg["gated_mlp"] = r.choice([False, 1, "yes", None])
+        if r.random() < p / 2:
+            cfg.pop(r.choice(list(cfg))) if r.random() < 0.5 else cfg.update(unknown_key=1)
         qd, kvd = self.nh * hd, self.nkv * hd
         embed = self.mat(r, self.V, self.d, 1.0)
-        lm_head = embed if r.random() < 0.3 else self.mat(r, self.V, self.d, 1.0)
+        weights = dict(embed=embed, final_norm=self.vec(r, self.d, 1.0),
+                       lm_head=embed if r.random() < 0.3 else self.mat(r, self.V, self.d, 1.0))
         layers = []
         for _ in range(self.L):
             bias = r.random() < 0.3
-            layer = [self.vec(r, self.d, 1.0), self.mat(r, qd, self.d, 0.5), self.mat(r, kvd, self.d, 0.5),
-                     self.mat(r, kvd, self.d, 0.5), self.mat(r, self.d, qd, 0.3),
-                     self.vec(r, qd, 0.0, not bias), self.vec(r, kvd, 0.0, not bias), self.vec(r, kvd, 0.0, not bias),
-                     self.vec(r, self.d, 0.0, not bias), self.vec(r, self.d, 1.0),
-                     self.mat(r, self.f, self.d, 0.4), self.mat(r, self.f, self.d, 0.4), self.mat(r, self.d, self.f, 0.3),
-                     self.vec(r, self.f, 0.0, not bias), self.vec(r, self.f, 0.0, not bias),
-                     self.vec(r, self.d, 0.0, not bias)]
+            layer = dict(window=self.window, rope="global", attn_norm=self.vec(r, self.d, 1.0),
+                         wq=self.mat(r, qd, self.d, 0.5), wk=self.mat(r, kvd, self.d, 0.5),
+                         wv=self.mat(r, kvd, self.d, 0.5), wo=self.mat(r, self.d, qd, 0.3),
+                         ffn_norm=self.vec(r, self.d, 1.0), w_gate=self.mat(r, self.f, self.d, 0.4),
+                         w_up=self.mat(r, self.f, self.d, 0.4), w_down=self.mat(r, self.d, self.f, 0.3))
+            for key, n in (("bq", qd), ("bk", kvd), ("bv", kvd), ("bo", self.d), ("b_gate", self.f),
+                           ("b_up", self.f), ("b_down", self.d)):
+                v = self.vec(r, n, 0.0, not bias)
+                if v is not None:
+                    layer[key] = v
             if r.random() < p / 2:
-                layer = layer[:r.randrange(16)]
-            layers.append(tuple(layer) if r.random() > 0.01 else layer)
+                layer.pop(r.choice(list(layer)))
+            if r.random() < p / 2:
+                layer[r.choice(["window", "rope", "attn_scale"])] = r.choice([-1, 2**40, "sideways", 0.5, None])
+            layers.append(layer if r.random() > 0.01 else tuple(layer.values()))
         if r.random() < p / 2:
             layers = layers[:-1] if r.random() < 0.5 else layers + layers[:1]
         if r.random() < p / 5:
             layers = r.choice([None, 5, iter(layers), "layers"])
-        args = [cfg, embed, self.vec(r, self.d, 1.0), lm_head, layers]
+        if r.random() < p / 5:
+            weights.pop(r.choice(list(weights)))
+        args = [cfg if r.random() > 0.01 else list(cfg.items()), weights, layers]
         if r.random() < p / 2:
-            args = args[:r.randrange(5)]
+            args = args[:r.randrange(3)]
         return args
 
 
@@ -417,8 +433,11 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
                 run.call("crop", c.crop, s, 0)
     lead, out, scores = gen_args(r, run, ctx.n_seq, V, cap, held)
     cb = make_callback(r, run, held, [c for c in (ctx, draft) if c is not None])
+    # each token's source (TokenSource, uint8 (B, max_new)), as return_dict_in_generate asks; sometimes malformed
+    src = None if r.random() < 0.5 else mutate_array(r, np.zeros(out.shape if isinstance(out, np.ndarray) else (1, 1),
+                                                                  np.uint8))
     if not assisted:
-        args = [ctx, *lead, out, scores, cb]
+        args = [ctx, *lead, out, scores, src, cb]
         if r.random() < 0.02:
             args = args[:r.randrange(len(args))]
         run.call("generate", _core.generate, *args)
@@ -433,13 +452,17 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     costs = r.choice([(None, None), (None, None), (mutate_array(r, np.array([0.1, 0.12])), mutate_array(
         r, np.array([1.0, 1.2, 1.4]))), (np.array([0.1]), np.array([np.nan, 1.0])), (np.zeros(0), np.zeros(0)),
         (np.array([0.1] * 70), np.array([1.0] * 70)), (np.array([0.1]), None)])
+    # the cost schedule's carried acceptance counts (cost_state), sometimes malformed or corrupt
+    state = r.choice([None, None, np.zeros(_core.COST_STATE), mutate_array(r, np.zeros(_core.COST_STATE)),
+                      np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1), np.zeros(_core.COST_STATE, np.float32)])
     args = [ctx, dctx, *lead, some_int(r, 1, 6), some_int(r, 0, 3), some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
-            some_int(r, 0, 1), some_int(r, 1, 5), some_int(r, 1, 3), *costs, out, scores, prop, acc, cb]
+            some_int(r, 0, 1), some_int(r, 1, 5), some_int(r, 1, 3), *costs, out, scores, prop, acc, src, cb,
+            r.random() < 0.3, state]
     if r.random() < 0.02:
         args = args[:r.randrange(len(args))]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
     if run.last_ok:
-        if not (isinstance(res, tuple) and len(res) == 7 and all(isinstance(x, int) for x in res)):
+        if not (isinstance(res, tuple) and len(res) == 9 and all(isinstance(x, int) for x in res)):
             raise Finding(f"generate_assisted returned {res!r}")
         check_out(out, V, lead[5])
 
@@ -576,9 +599,9 @@ def misc_case(r, run):
         lead = [np.zeros((1, 1), np.int32), np.zeros(1, np.int64), 1, 0, np.zeros(0, np.int32), 0, False, 1.0, 0, 1.0, 1.0,
                 0, 0.0, gen_procs(r, 1, 1, 4)]
         out = np.zeros((1, 1), np.int32)
-        run.call("generate uninit", _core.generate, c, *lead, out, None, None)
+        run.call("generate uninit", _core.generate, c, *lead, out, None, None, None)
         run.call("generate_assisted uninit", _core.generate_assisted, c, None, *lead, 1, 0, 0.0, 0, 1, 1, None, None,
-                 out, None, np.zeros(1, np.int64), np.zeros(1, np.int64), None)
+                 out, None, np.zeros(1, np.int64), np.zeros(1, np.int64), None, None, False, None)
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])
         run.call("random args", fn, *[wild_scalar(r) for _ in range(r.randrange(25))])
@@ -649,6 +672,8 @@ def worker(args):
     done = 1 if args.case is not None else i
     print(f"fuzz_binding: seed {args.seed}: {done} cases, {run.calls} calls in {time.monotonic() - t0:.1f} s; "
           f"outcomes: {dict(sorted(run.outcomes.items()))}")
+    print(f"fuzz_binding: generations that ran: generate {run.ok_calls['generate']}, "
+          f"generate_assisted {run.ok_calls['generate_assisted']}")
     for f in run.findings:
         print(f"FINDING {f}")
     print(f"fuzz_binding: {len(run.findings)} finding(s)")
