@@ -30,5 +30,5 @@ flags=(-std=c11 -O2 -ffp-contract=off -Icsrc)
 "$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
 "$cc" "${flags[@]}" -c csrc/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
 "$cc" "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/dispatch.c csrc/kernels_scalar.c csrc/error.c \
-    csrc/quant.c csrc/threadpool.c -o "$tmp/kernel_ab" -pthread -lm
+    csrc/quant.c csrc/sampling.c csrc/threadpool.c -o "$tmp/kernel_ab" -pthread -lm
 "$tmp/kernel_ab" "$@"
