@@ -469,13 +469,16 @@ typedef struct attention_job {
     const int64_t *run; /* (runs + 1,) the chunk's runs: run r is tokens run[r] .. run[r + 1] - 1 */
 } attention_job;
 
+/* The first key position a query at position p sees under a window of w (0: none). */
+static int64_t first_key(int64_t p, int64_t w) { return w > 0 && p + 1 > w ? p + 1 - w : 0; }
+
 /* Splits the chunk's T tokens into runs for a layer whose window is w (0: none): consecutive tokens of one
  * sequence whose visible keys start at the same position (always, without a window), at most `most` each, into
  * run (runs + 1,); returns the number of runs. */
 static int64_t attention_runs(const ha_llama_context *c, int64_t T, int64_t w, int64_t most, int64_t *run) {
     int64_t n = 0, lo_run = 0;
     for (int64_t i = 0; i < T; i++) {
-        const int64_t lo = w > 0 && c->pos[i] + 1 > w ? c->pos[i] + 1 - w : 0;
+        const int64_t lo = first_key(c->pos[i], w);
         if (n == 0 || c->seq[i] != c->seq[run[n - 1]] || lo != lo_run || i - run[n - 1] >= most) {
             run[n++] = i;
             lo_run = lo;
@@ -552,7 +555,7 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
         }
         size_t base = c->layer_at[j->layer] + ((size_t)c->seq[i0] * (size_t)nkv + (size_t)g) * (size_t)S * (size_t)hd;
         const float *K = c->kcache + base, *V = c->vcache + base; /* (S, hd) */
-        const int64_t lo = w > 0 && c->pos[i0] + 1 > w ? c->pos[i0] + 1 - w : 0; /* the run's first visible key */
+        const int64_t lo = first_key(c->pos[i0], w); /* the run's (every token's) first visible key */
         for (int64_t h = 0; h < nall; h++) {
             mx[h] = -INFINITY;
             sum[h] = 0.0f;
@@ -717,6 +720,11 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
     }
     if (m->r2) rope_tables(c, T, 0, cfg->rope_inv_freq, cfg->rope_inv_freq_long);
     if (m->r2 && cfg->rope_inv_freq_local) rope_tables(c, T, 1, cfg->rope_inv_freq_local, NULL);
+    /* attention's pieces of a group's heads, and tokens per run: as many as the queries a task holds fit */
+    const int64_t group = cfg->n_heads / cfg->n_kv_heads, pieces = (group + ATTN_QUERIES - 1) / ATTN_QUERIES;
+    const int64_t piece_q = group < ATTN_QUERIES ? group : ATTN_QUERIES;
+    const int64_t fit = ATTN_RUN_FLOATS / hd < ATTN_RUN_QUERIES ? ATTN_RUN_FLOATS / hd : ATTN_RUN_QUERIES;
+    const int64_t run_most = fit / piece_q > 1 ? fit / piece_q : 1;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
@@ -748,10 +756,6 @@ static int forward_chunk(ha_llama_context *c, const int32_t *tokens, int64_t T, 
                 memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
             }
         }
-        const int64_t group = cfg->n_heads / cfg->n_kv_heads, pieces = (group + ATTN_QUERIES - 1) / ATTN_QUERIES;
-        const int64_t piece_q = group < ATTN_QUERIES ? group : ATTN_QUERIES;
-        const int64_t fit = ATTN_RUN_FLOATS / hd < ATTN_RUN_QUERIES ? ATTN_RUN_FLOATS / hd : ATTN_RUN_QUERIES;
-        const int64_t run_most = fit / piece_q > 1 ? fit / piece_q : 1; /* tokens per run: their queries fit a task */
         int64_t run[STEP_MAX + 1];
         const int64_t runs = attention_runs(c, T, L->window, run_most, run);
         attention_job aj = { c, l, pieces, run };
