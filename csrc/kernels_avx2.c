@@ -25,6 +25,9 @@
 #include <string.h>
 
 #include "internal.h"
+/* The next group's prefetch is spread over its tiles' columns in steps of 8 columns (kernels_panels.h's default
+ * is 64): bursts of up to 128 lines at once measured slower on an AMD Zen 3 (below, PANEL_ALONE_f32p). */
+#define PANEL_STEP 8
 #include "kernels_panels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -369,8 +372,17 @@ DEFINE_PANEL_TILE(f16p)
 
 /* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
 #define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
-/* One token alone streams four panels without software prefetch (kernels_panels.h); more share a prefetched group. */
-#define PANEL_ALONE(S) ((S) == 1 ? 4 : 0)
+/* One token alone streams four panels without software prefetch (kernels_panels.h), and float32 two or three tokens
+ * two panels; more share a prefetched group. Measured on an AMD EPYC (Zen 3, AVX2 only, 2 cores; 2026-11-27)
+ * against the previous build (float32 panels alone only at T = 1, the next group prefetched in steps of 64
+ * columns), two builds alternating in one process (benchmarks/kernel_ab.sh, one core, 24576 x 512 and
+ * 8192 x 1408 float32 panels from memory, 3 runs): T = 2 0.75-0.81 of the time, T = 3 0.79-0.84, T = 4 .. 9
+ * 0.85-0.98, T = 16 0.93-0.96, T = 1 and 24 the same; appends of the shipped target (two threads, two builds in
+ * alternating processes): batch 1 T = 2, 3 0.86-0.96, 8 rows of 1 token 0.78-0.80. bfloat16 panels alone at
+ * T = 2, 3 measured 1.02-1.17x, so they keep the prefetched group there. */
+#define PANEL_ALONE_f32p(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 0)
+#define PANEL_ALONE_bf16p(S) ((S) == 1 ? 4 : 0)
+#define PANEL_ALONE_f16p(S) ((S) == 1 ? 4 : 0)
 
 #define MAX_S 6 /* tokens per panel tile */
 #define MAX_CASE 6 /* the same, as a bare literal kernels_panels.h pastes */

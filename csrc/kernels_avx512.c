@@ -155,6 +155,9 @@ DEFINE_PANEL_TILE(f16p)
  * 12 1.30 / 1.23 / 1.22 / 1.15x; one panel per tile at T = 10 .. 12 was 0.89-0.93x). */
 #define PANEL_GROUP(S) ((S) == 1 ? 8 : 2)
 #define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) <= 8 ? 3 : (S) <= 12 ? 2 : 0)
+#define PANEL_ALONE_f32p(S) PANEL_ALONE(S)
+#define PANEL_ALONE_bf16p(S) PANEL_ALONE(S)
+#define PANEL_ALONE_f16p(S) PANEL_ALONE(S)
 /* Float32 at T = 13 .. 20 as two tiles of up to 12 tokens over the prefetched groups of two panels (7 + 6 .. 10 +
  * 10), not three or four of up to 6: 1.09-1.19x faster at T = 13, 16, 20 (the same benchmark as above, two runs);
  * at 24 two tiles of 12 measured 0.94-1.00x and past it 0.93-0.99x (T = 32, 40, 64), so tiles of up to MAX_S there.

@@ -3,9 +3,9 @@
  *   ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf)
  * (panels panel + p * pbytes for p < P, the first holding row `row`, times tokens s < S of X (S, n), into
  * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
- * columns), PANEL_GROUP(S) (panels per tile of S tokens, a literal for a literal S, never growing with S),
- * PANEL_ALONE(S) (panels per group for a matmul of S tokens run as one tile without software prefetch, or 0
- * for one run as groups of PANEL_GROUP(S) with it), MAX_S (tokens per tile of a matmul cut into tiles) and
+ * columns: 64 unless the file defines it before including this), PANEL_GROUP(S) (panels per tile of S tokens, a
+ * literal for a literal S, never growing with S), PANEL_ALONE_SUF(S) (panels per group for a matmul of S tokens
+ * run as one tile without software prefetch, or 0 for one run as groups of PANEL_GROUP(S) with it), MAX_S (tokens per tile of a matmul cut into tiles) and
  * MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6, 8 or 12), PANEL_TILE_MAX_SUF(T) (tokens per tile at most
  * for a matmul of T tokens cut into tiles, MAX_S to MAX_CASE); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
  * defines matmul_SUF.
@@ -13,9 +13,10 @@
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to PANEL_TILE_MAX_SUF(T) tokens, as even
  * as possible (6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
- * PANEL_ALONE(T) (T = 1 everywhere; on AVX-512 every T up to 12) is one tile over groups of that many panels,
- * streamed without prefetching the next group: many panels side by side are many streams (prefetching the next
- * group of narrow groups measured slower there: AVX2 at T = 1; AVX-512 at T = 2 .. 5, 4-18% slower from memory;
+ * PANEL_ALONE_SUF(T) (T = 1 everywhere; on AVX2 float32 also T = 2, 3; on AVX-512 every T up to 12) is one tile
+ * over groups of that many panels, streamed without prefetching the next group: many panels side by side are
+ * many streams (prefetching the next group of narrow groups measured slower there: AVX2 at T = 1 .. 3; AVX-512 at
+ * T = 2 .. 5, 4-18% slower from memory;
  * the AVX-512 tiles prefetch each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the
  * tiles share out the prefetch of the next group into L2 (with several tiles the first reads the group from
  * memory and the others from L2). Tiling never changes a
@@ -23,7 +24,9 @@
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H
 
+#ifndef PANEL_STEP
 #define PANEL_STEP 64 /* columns per prefetch step */
+#endif
 
 /* A tile's outputs for the 16 rows b .. b + 15 of a panel, v (16,), into y where the row falls in [r0, r1)
  * (the part of a panel cut by the range's ends). */
@@ -32,10 +35,10 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         if (b + i >= r0 && b + i < r1) y[b + i] = v[i];
 }
 
-/* The widest group tiles of S tokens are run over. */
-#define HA_PANEL_WIDEST(S) (PANEL_ALONE(S) > PANEL_GROUP(S) ? PANEL_ALONE(S) : PANEL_GROUP(S))
+/* The widest group tiles of S tokens are run over (by the kernels of SUF). */
+#define HA_PANEL_WIDEST(SUF, S) (PANEL_ALONE_##SUF(S) > PANEL_GROUP(S) ? PANEL_ALONE_##SUF(S) : PANEL_GROUP(S))
 
-/* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_ALONE(S) or PANEL_GROUP(S)
+/* A tile of S (a literal) tokens over the group's np panels: the tile shape PANEL_ALONE_SUF(S) or PANEL_GROUP(S)
  * if the group has that many panels, else (a narrower tile, or the range's last group cut short) runs of 4,
  * 3, 2 and 1 panels (each only where the widest of the two exceeds it), so that a cut group still reads
  * several panels side by side (AVX2 at one token: exactly the tiles it ran before this driver was shared). */
@@ -44,23 +47,23 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
 #define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
     case S: {                                                                                           \
         int64_t p = 0;                                                                                  \
-        if (PANEL_ALONE(S) > 0 && np == PANEL_ALONE(S)) {                                               \
-            HA_PANEL_TILE_RUN(SUF, PANEL_ALONE(S), S);                                                  \
+        if (PANEL_ALONE_##SUF(S) > 0 && np == PANEL_ALONE_##SUF(S)) {                                   \
+            HA_PANEL_TILE_RUN(SUF, PANEL_ALONE_##SUF(S), S);                                            \
             break;                                                                                      \
         }                                                                                               \
         if (np == PANEL_GROUP(S)) {                                                                     \
             HA_PANEL_TILE_RUN(SUF, PANEL_GROUP(S), S);                                                  \
             break;                                                                                      \
         }                                                                                               \
-        if (HA_PANEL_WIDEST(S) > 4 && np - p >= 4) {                                                    \
+        if (HA_PANEL_WIDEST(SUF, S) > 4 && np - p >= 4) {                                               \
             HA_PANEL_TILE_RUN(SUF, 4, S);                                                               \
             p += 4;                                                                                     \
         }                                                                                               \
-        if (HA_PANEL_WIDEST(S) > 3 && np - p >= 3) {                                                    \
+        if (HA_PANEL_WIDEST(SUF, S) > 3 && np - p >= 3) {                                               \
             HA_PANEL_TILE_RUN(SUF, 3, S);                                                               \
             p += 3;                                                                                     \
         }                                                                                               \
-        if (HA_PANEL_WIDEST(S) > 2 && np - p >= 2) {                                                    \
+        if (HA_PANEL_WIDEST(SUF, S) > 2 && np - p >= 2) {                                               \
             HA_PANEL_TILE_RUN(SUF, 2, S);                                                               \
             p += 2;                                                                                     \
         }                                                                                               \
@@ -84,7 +87,7 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
                                   int64_t T, float *Y, int64_t ldy) {                                   \
         if (T < 1 || r0 >= r1) return;                                                                  \
         const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t alone = T <= MAX_CASE ? PANEL_ALONE(T) : 0;                                      \
+        const int64_t alone = T <= MAX_CASE ? PANEL_ALONE_##SUF(T) : 0;                                \
         const int64_t tiles = alone ? 1 : (T + PANEL_TILE_MAX_##SUF(T) - 1) / PANEL_TILE_MAX_##SUF(T);  \
         const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                         \
         const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
