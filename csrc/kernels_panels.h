@@ -5,22 +5,21 @@
  * Y[s * ldy + row + 16 p + i] for the rows in [r0, r1); P and S literals; pf advanced once per PANEL_STEP
  * columns: 64 unless the file defines it before including this), PANEL_GROUP(S) (panels per tile of S tokens, a
  * literal for a literal S, never growing with S), PANEL_ALONE_SUF(S) (panels per group for a matmul of S tokens
- * run as one tile without software prefetch, or 0 for one run as groups of PANEL_GROUP(S) with it), MAX_S (tokens per tile of a matmul cut into tiles) and
- * MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6, 8 or 12), PANEL_TILE_MAX_SUF(T) (tokens per tile at most
- * for a matmul of T tokens cut into tiles, MAX_S to MAX_CASE); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)
- * defines matmul_SUF.
+ * run as one tile without software prefetch, or 0 for one run as groups of PANEL_GROUP(S) with it), MAX_S
+ * (tokens per tile of a matmul cut into tiles) and MAX_CASE (the widest tile, >= MAX_S, a bare literal: 6, 8 or
+ * 12), PANEL_TILE_MAX_SUF(T) (tokens per tile at most for a matmul of T tokens cut into tiles, MAX_S to
+ * MAX_CASE); then HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE) defines matmul_SUF.
  *
  * Y[t, r] for r0 <= r < r1: groups of panels, each run by tiles of up to PANEL_TILE_MAX_SUF(T) tokens, as even
  * as possible (6: T = 9 is 5 + 4), the group as large as the widest tile's PANEL_GROUP (a tile whose own
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
  * PANEL_ALONE_SUF(T) (T = 1 everywhere; on AVX2 float32 also T = 2, 3; on AVX-512 every T up to 12) is one tile
  * over groups of that many panels, streamed without prefetching the next group: many panels side by side are
- * many streams (prefetching the next group of narrow groups measured slower there: AVX2 at T = 1 .. 3; AVX-512 at
- * T = 2 .. 5, 4-18% slower from memory;
- * the AVX-512 tiles prefetch each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the
- * tiles share out the prefetch of the next group into L2 (with several tiles the first reads the group from
- * memory and the others from L2). Tiling never changes a
- * result: every output is its own chain over k in order. */
+ * many streams (prefetching the next group of narrow groups measured slower there: AVX2 at T = 1, float32 1 .. 3;
+ * AVX-512 at T = 2 .. 5, 4-18% slower from memory; the AVX-512 tiles prefetch each panel's own stream a little
+ * ahead instead, kernels_avx512.c). Otherwise the tiles share out the prefetch of the next group into L2 (with
+ * several tiles the first reads the group from memory and the others from L2). Tiling never changes a result:
+ * every output is its own chain over k in order. */
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H
 
