@@ -376,7 +376,7 @@ DEFINE_PANEL_TILE(f16p)
  * two panels; more share a prefetched group. Measured on an AMD EPYC (Zen 3, AVX2 only, 2 cores; 2026-11-27)
  * against the previous build (float32 panels alone only at T = 1, the next group prefetched in steps of 64
  * columns), two builds alternating in one process (benchmarks/kernel_ab.sh, one core, 24576 x 512 and
- * 8192 x 1408 float32 panels from memory, 3 runs): T = 2 0.75-0.81 of the time, T = 3 0.79-0.84, T = 4 .. 9
+ * 8192 x 1408 float32 panels from memory, 3 runs): T = 2 0.75-0.85 of the time, T = 3 0.79-0.86, T = 4 .. 9
  * 0.85-0.98, T = 16 0.93-0.96, T = 1 and 24 the same; appends of the shipped target (two threads, two builds in
  * alternating processes): batch 1 T = 2, 3 0.86-0.96, 8 rows of 1 token 0.78-0.80. bfloat16 panels alone at
  * T = 2, 3 measured 1.02-1.17x, so they keep the prefetched group there. */
