@@ -63,6 +63,10 @@ def _check_sources(result, n_prompt):
     return rounds
 
 
+# a draft step 5% of a target step, each verified token 8% more: the shipped pair's usual proportions
+PINNED_COSTS = ha.AssistedCosts(draft_step=0.05, target=tuple(1.0 + 0.08 * t for t in range(16)))
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_token_sources_agree_with_the_counts_of_the_call(pair, mode):
     tok, model, draft = pair
@@ -75,10 +79,6 @@ def test_token_sources_agree_with_the_counts_of_the_call(pair, mode):
     finally:
         if mode == "cost":
             model.assisted_costs(draft, remeasure=True)
-
-
-# a draft step 5% of a target step, each verified token 8% more: the shipped pair's usual proportions
-PINNED_COSTS = ha.AssistedCosts(draft_step=0.05, target=tuple(1.0 + 0.08 * t for t in range(16)))
 
 
 def _sources_agree(tok, model, assistant, mode, kw):

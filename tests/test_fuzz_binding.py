@@ -11,7 +11,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
 SEED = 0
-CASES = 3000  # about 5 s; none of it is asserted
+CASES = 3000  # about 5 s (the time is not asserted)
 
 
 def _run(*args):
