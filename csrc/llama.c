@@ -57,6 +57,7 @@ struct ha_llama_context {
     float *kcache;        /* every layer's (n_seq, n_kv_heads, slots[l], head_dim) block, one after the other: a head's
                              keys side by side, the rows one attention task reads */
     float *vcache;        /* the same for values */
+    size_t cache_bytes;   /* of kcache, and of vcache (ha_alloc_streamed's) */
     /* Activations of one forward of up to R = rows tokens. */
     float *x;             /* (R, d) residual stream */
     float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
@@ -954,8 +955,9 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->blas_left = calloc((size_t)n_seq, sizeof(int64_t));
     c->slots = malloc(nl * sizeof(int64_t));
     c->layer_at = malloc(nl * sizeof(size_t));
-    c->kcache = malloc((size_t)cache_elems * fl);
-    c->vcache = malloc((size_t)cache_elems * fl);
+    c->cache_bytes = (size_t)cache_elems * fl;
+    c->kcache = ha_alloc_streamed(c->cache_bytes);
+    c->vcache = ha_alloc_streamed(c->cache_bytes);
     c->x = malloc(R * d * fl);
     c->xn = malloc(R * d * fl);
     c->q = malloc(R * (size_t)m->q_dim * fl);
@@ -1028,9 +1030,11 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
 
 void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
-    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->kcache, c->vcache, c->x, c->xn,
-                     c->q, c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos,
-                     c->seq, c->wide, c->xq, c->xq_scale };
+    ha_free_streamed(c->kcache, c->cache_bytes);
+    ha_free_streamed(c->vcache, c->cache_bytes);
+    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->x, c->xn, c->q, c->k, c->v,
+                     c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq,
+                     c->xq_scale };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

@@ -2,9 +2,14 @@
  * MemAvailable, lowered to what the memory cgroup (v2 or v1) mounted at /sys/fs/cgroup still allows (in a
  * container, its own; a limit set on a cgroup below the mount's root is not seen).
  * Requests that need more fail before allocating (ha_llama_context_create), instead of being overcommitted and
- * killed later when their pages are touched. */
+ * killed later when their pages are touched. And the KV cache's memory, in huge pages where the system has them. */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, madvise */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -45,4 +50,44 @@ double ha_available_memory(void) {
     cgroup_room("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file ", &room);                        /* v2 */
     cgroup_room("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file ", &room); /* v1 */
     return room;
+}
+
+/* Transparent huge pages are 2 MB on x86-64 (and on arm64 with 4 KB pages). */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Whether a buffer of size bytes gets a mapping of its own (else malloc's memory). Its own mapping, not
+ * posix_memalign's: advice given to memory malloc hands out stays on that memory after free(), for whatever
+ * malloc puts there next. */
+static int own_mapping(size_t size) {
+#ifdef MADV_HUGEPAGE
+    return size >= HUGE_PAGE;
+#else
+    (void)size;
+    return 0;
+#endif
+}
+
+void *ha_alloc_streamed(size_t size) {
+    if (!own_mapping(size)) return malloc(size);
+#ifdef MADV_HUGEPAGE
+    /* a mapping HUGE_PAGE larger, trimmed to start at its first 2 MB boundary and end at the page after size */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size + page - 1) / page * page;
+    char *base = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    char *p = base + (HUGE_PAGE - (uintptr_t)base % HUGE_PAGE) % HUGE_PAGE;
+    if (p > base) munmap(base, (size_t)(p - base));
+    if (base + len + HUGE_PAGE > p + len) munmap(p + len, (size_t)(base + len + HUGE_PAGE - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, the pages are 4 KB ones */
+    return p;
+#endif
+}
+
+void ha_free_streamed(void *p, size_t size) {
+    if (!p) return;
+    if (!own_mapping(size)) {
+        free(p);
+        return;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap(p, (size + page - 1) / page * page);
 }

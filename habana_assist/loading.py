@@ -22,6 +22,7 @@ of a lost page raise SIGBUS, killing the process, and rewriting it in place chan
 model.
 """
 
+import mmap
 import os
 from collections import namedtuple
 
@@ -263,23 +264,65 @@ class _Transposed(_Rows):
 _CHUNK_BYTES = 8 << 20  # bytes of a tensor read, converted and packed or quantized at a time
 
 
-def _quantize(tensor, source, target):
+class _Arena:
+    """Where a load puts the weights it makes (packed, quantized, converted): anonymous private mappings of
+    SLAB bytes advised for transparent huge pages (Linux's MADV_HUGEPAGE; an array larger than a slab gets a
+    mapping of its own), handed out in order at ALIGN-byte boundaries, so that a model's weights lie together in
+    2 MB pages. A decode step streams every weight once: in 4 KB pages that is a TLB miss every 4 KB. Measured on
+    the shipped float32 target (AMD EPYC, AVX2, 2 threads, the same checkpoint loaded twice in one process and
+    appends alternating): appends of 1-16 tokens 2-5% faster (median), 128-token generations 0.4-3%. Pages a load
+    never writes are never backed. Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
+    array keeps its mapping alive (numpy's base), which is unmapped when the last array on it is gone."""
+
+    SLAB = 32 << 20
+    ALIGN = 64
+
+    def __init__(self):
+        self._huge = hasattr(mmap, "MADV_HUGEPAGE") and os.environ.get("HA_HUGE_PAGES", "1") != "0"
+        self._slab, self._used = None, 0
+
+    def _map(self, size):
+        """A fresh writable uint8 array of size bytes (a multiple of 4096) on its own mapping."""
+        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:  # a kernel built without transparent huge pages: the mapping serves as it is
+            pass
+        return np.frombuffer(m, dtype=np.uint8)
+
+    def empty(self, shape, dtype):
+        """An uninitialized C-contiguous writable array, as np.empty(shape, dtype)."""
+        dtype = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if not self._huge or n == 0:
+            return np.empty(shape, dtype=dtype)
+        if n > self.SLAB:
+            return self._map(-(-n // mmap.PAGESIZE) * mmap.PAGESIZE)[:n].view(dtype).reshape(shape)
+        at = -(-self._used // self.ALIGN) * self.ALIGN
+        if self._slab is None or at + n > self.SLAB:
+            self._slab, at = self._map(self.SLAB), 0
+        self._used = at + n
+        return self._slab[at:at + n].view(dtype).reshape(shape)
+
+
+def _quantize(tensor, source, target, arena):
     """(rows, cols) weights holding `source` values -> `target` ("int8" or "int4") blocks (rows, bytes per
-    row), read-only; read about 8 MB at a time, so loading holds little beyond the quantized copy."""
+    row), read-only, in arena's memory; read about 8 MB at a time, so loading holds little beyond the quantized
+    copy."""
     rows, cols = tensor.shape
-    out = np.empty((rows, _core.row_bytes(target, cols)), dtype=np.uint8)
+    out = arena.empty((rows, _core.row_bytes(target, cols)), np.uint8)
     for r, chunk in tensor.chunks():
         _core.quantize(chunk, source, out[r:r + chunk.shape[0]], target)
     out.flags.writeable = False
     return out
 
 
-def _pack(tensor, source, target):
+def _pack(tensor, source, target, arena):
     """(rows, cols) weights holding `source` values -> Weight of `target` ("float32", "bfloat16" or "float16")
-    values in panels, read-only; read, converted and packed about 8 MB at a time, so loading holds little
-    beyond the packed copy."""
+    values in panels, read-only, in arena's memory; read, converted and packed about 8 MB at a time, so loading
+    holds little beyond the packed copy."""
     rows, cols = tensor.shape
-    out = np.empty((-(-rows // PANEL_ROWS) * PANEL_ROWS, cols), dtype=_ELEMENT[target])
+    out = arena.empty((-(-rows // PANEL_ROWS) * PANEL_ROWS, cols), _ELEMENT[target])
     for r, chunk in tensor.chunks(PANEL_ROWS):
         converted = _convert(tensor.name, chunk, source, target)
         _core.pack(converted, target, out[r:r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS])
@@ -287,19 +330,19 @@ def _pack(tensor, source, target):
     return Weight(out, target, cols, True, rows)
 
 
-def _copy(tensor, source, target):
+def _copy(tensor, source, target, arena):
     """The tensor holding `source` values -> a C-contiguous read-only copy holding `target` values, shaped
     as stored; read and converted about 8 MB at a time."""
     if source == target and isinstance(tensor, _Transposed):  # already a copy of its own
         out = tensor.array
     elif source == target:  # straight into the copy, in the same steps
-        out = np.empty(tensor.shape, dtype=_ELEMENT[target])
+        out = arena.empty(tensor.shape, _ELEMENT[target])
         rows = out.reshape(tensor.rows, tensor.row_bytes // tensor.element.itemsize)
         step = tensor.step()
         for r in range(0, tensor.rows, step):
             _read_rows(tensor, r, min(r + step, tensor.rows), rows[r:r + step])
     else:
-        out = np.empty(tensor.shape, dtype=_ELEMENT[target])
+        out = arena.empty(tensor.shape, _ELEMENT[target])
         rows = out.reshape((tensor.rows,) + tuple(tensor.shape[1:]))
         for r, chunk in tensor.chunks():
             rows[r:r + chunk.shape[0]] = _convert(tensor.name, chunk, source, target)
@@ -410,7 +453,7 @@ def _load_weights(directory, config, files, origin, target, repack, progress=Non
 
 def _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched, meter):
     """_load_weights' loop over the expected tensors; meter(n) is told the bytes read."""
-    weights = {}
+    weights, arena = {}, _Arena()
     for spec in specs:
         name = stored_name(spec.name)
         if name not in origin:
@@ -430,14 +473,15 @@ def _load_specs(directory, config, files, origin, target, repack, specs, stored_
             raise CheckpointError(f"{where} has shape {list(shape)} but config.json ({fields}) expects "
                                   f"{list(expected)}; the weights and config.json do not match — use the "
                                   "config.json saved with these weights")
-        weights[spec.name] = _load_one(spec, _Stored(file, name, meter), file, config, target, repack)
+        weights[spec.name] = _load_one(spec, _Stored(file, name, meter), file, config, target, repack, arena)
         if spec.role == "embed":
             float_dtype = target if target is not None and target not in _INTEGER else _STORED[stored]
     return weights, float_dtype
 
 
-def _load_one(spec, tensor, file, config, target, repack):
-    """One checked tensor -> its Weight (see load_checkpoint for what each dtype and repack give)."""
+def _load_one(spec, tensor, file, config, target, repack, arena):
+    """One checked tensor -> its Weight (see load_checkpoint for what each dtype and repack give); matrices made
+    here go in arena's memory."""
     source = _STORED[file.entries[tensor.name][0]]
     held = target or source
     # tables the core reads a row per token: int8 would save no bandwidth and cost accuracy; panels no speed
@@ -447,7 +491,7 @@ def _load_one(spec, tensor, file, config, target, repack):
     if spec.is_matrix and spec.transposed:
         tensor = _Transposed(tensor)  # the core's (out, in), a copy
     if spec.is_matrix and held in _INTEGER:
-        return Weight(_quantize(tensor, source, held), held, tensor.shape[1])
+        return Weight(_quantize(tensor, source, held, arena), held, tensor.shape[1])
     if spec.is_matrix and held == source and not repack and not spec.transposed:
         # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file
         # truncated meanwhile is caught by check_unchanged() before anything reads the map.
@@ -455,9 +499,9 @@ def _load_one(spec, tensor, file, config, target, repack):
             tensor.meter(tensor.rows * tensor.row_bytes)
         return Weight(file.view(tensor.name), held, tensor.shape[1])
     if spec.is_matrix and repack and not row_read:
-        return _pack(tensor, source, held)
+        return _pack(tensor, source, held, arena)
     if spec.is_matrix:  # converted, transposed, or a row-per-token table copied as stored (repack maps nothing)
-        return Weight(_copy(tensor, source, held), held, tensor.shape[1])
+        return Weight(_copy(tensor, source, held, arena), held, tensor.shape[1])
     # a vector: rounded to the requested float precision, as a Transformers model cast to it is, then float32
     held = source if held in _INTEGER else held
     vector = np.empty(tensor.shape, dtype=np.float32)

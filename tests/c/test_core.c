@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "../../csrc/internal.h"
@@ -1290,6 +1291,25 @@ static void test_kv_capacity_error_appends_nothing(void) {
     ha_llama_context_free(a);
     ha_llama_context_free(ref);
     tiny_free(t);
+}
+
+/* The KV cache's memory (ha_alloc_streamed): every byte writable, and given back by ha_free_streamed (malloc's,
+ * which LeakSanitizer checks, or a mapping of its own); from 2 MB up, at a 2 MB boundary where the system has
+ * transparent huge pages, so that huge pages can back it. */
+static void test_streamed_buffers_hold_their_size_at_huge_page_boundaries(void) {
+    const size_t sizes[] = { 1, 4096, ((size_t)2 << 20) - 1, (size_t)2 << 20, ((size_t)5 << 20) + 3 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = ha_alloc_streamed(sizes[i]);
+        CHECK(p != NULL, "a buffer of %zu bytes expected, got NULL", sizes[i]);
+        memset(p, 0xA5, sizes[i]);
+        CHECK(p[0] == 0xA5 && p[sizes[i] - 1] == 0xA5, "the first and last of %zu bytes expected written", sizes[i]);
+#ifdef MADV_HUGEPAGE
+        const int at_boundary = ((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) == 0;
+        if (sizes[i] >= ((size_t)2 << 20))
+            CHECK(at_boundary, "a buffer of %zu bytes expected at a 2 MB boundary, got %p", sizes[i], (void *)p);
+#endif
+        ha_free_streamed(p, sizes[i]);
+    }
 }
 
 static void test_kv_invalid_token_appends_nothing(void) {
@@ -3486,6 +3506,7 @@ static const test_case TESTS[] = {
     T(model_ring_cache_keeps_the_window),
     T(model_fused_projections_equal_split),
     T(kv_capacity_error_appends_nothing),
+    T(streamed_buffers_hold_their_size_at_huge_page_boundaries),
     T(kv_invalid_token_appends_nothing),
     T(kv_bad_sequence_and_crop_rejected),
     T(kv_crop_to_zero_equals_fresh),
