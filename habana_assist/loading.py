@@ -266,9 +266,9 @@ _CHUNK_BYTES = 8 << 20  # bytes of a tensor read, converted and packed or quanti
 
 class _Arena:
     """Where a load puts the weights it makes (packed, quantized, converted): anonymous private mappings of
-    SLAB bytes advised for transparent huge pages (Linux's MADV_HUGEPAGE; an array larger than a slab gets a
-    mapping of its own), handed out in order at ALIGN-byte boundaries, so that a model's weights lie together in
-    2 MB pages. A decode step streams every weight once: in 4 KB pages that is a TLB miss every 4 KB. Measured on
+    SLAB bytes from a 2 MB boundary, advised for transparent huge pages (Linux's MADV_HUGEPAGE; an array larger
+    than a slab gets a mapping of its own), handed out in order at ALIGN-byte boundaries, so that a model's
+    weights lie together in 2 MB pages. A decode step streams every weight once: in 4 KB pages that is a TLB miss every 4 KB. Measured on
     the shipped float32 target (AMD EPYC, AVX2, 2 threads, the same checkpoint loaded twice in one process and
     appends alternating): appends of 1-16 tokens 2-5% faster (median), 128-token generations 0.4-3%. Pages a load
     never writes are never backed. Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
@@ -281,14 +281,19 @@ class _Arena:
         self._huge = hasattr(mmap, "MADV_HUGEPAGE") and os.environ.get("HA_HUGE_PAGES", "1") != "0"
         self._slab, self._used = None, 0
 
+    HUGE = 2 << 20  # a transparent huge page (x86-64; arm64 with 4 KB pages)
+
     def _map(self, size):
-        """A fresh writable uint8 array of size bytes (a multiple of 4096) on its own mapping."""
-        m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        """A fresh writable uint8 array of size bytes on its own mapping, from a 2 MB boundary (huge pages back
+        only whole aligned 2 MB; the mapping's HUGE bytes of slack are never written, so never backed)."""
+        m = mmap.mmap(-1, size + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         try:
             m.madvise(mmap.MADV_HUGEPAGE)
         except OSError:  # a kernel built without transparent huge pages: the mapping serves as it is
             pass
-        return np.frombuffer(m, dtype=np.uint8)
+        whole = np.frombuffer(m, dtype=np.uint8)
+        at = -whole.ctypes.data % self.HUGE
+        return whole[at:at + size]
 
     def empty(self, shape, dtype):
         """An uninitialized C-contiguous writable array, as np.empty(shape, dtype)."""
@@ -297,7 +302,7 @@ class _Arena:
         if not self._huge or n == 0:
             return np.empty(shape, dtype=dtype)
         if n > self.SLAB:
-            return self._map(-(-n // mmap.PAGESIZE) * mmap.PAGESIZE)[:n].view(dtype).reshape(shape)
+            return self._map(n).view(dtype).reshape(shape)
         at = -(-self._used // self.ALIGN) * self.ALIGN
         if self._slab is None or at + n > self.SLAB:
             self._slab, at = self._map(self.SLAB), 0
