@@ -348,6 +348,8 @@ int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np
 int ha_interrupted(void);
 /* Seconds on the monotonic clock (max_time's). */
 double ha_now(void);
+/* max_time's deadline for a generation that starts now: INFINITY when max_time is off (<= 0). */
+static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
 
 /* size bytes for a buffer every forward pass reads through (the KV cache); NULL if out of memory. From 2 MB up
  * (where the system has madvise's MADV_HUGEPAGE), a private anonymous mapping of its own at a 2 MB boundary,
@@ -355,8 +357,6 @@ double ha_now(void);
  * ha_free_streamed(p, the same size). (csrc/memory.c) */
 void *ha_alloc_streamed(size_t size);
 void ha_free_streamed(void *p, size_t size);
-/* max_time's deadline for a generation that starts now: INFINITY when max_time is off (<= 0). */
-static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
 
 /* ---- thread pool ------------------------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with

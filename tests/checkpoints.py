@@ -11,6 +11,7 @@ import numpy as np
 
 from habana_assist.safetensors import bfloat16_bits_to_float32, save_file, to_bfloat16_bits
 
+
 def maps_file(array):
     """Whether array is a view of a file's memory map (an np.memmap at the end of its chain of bases), rather
     than memory of its own or of the load's (loading._Arena's mappings)."""
