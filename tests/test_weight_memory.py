@@ -71,4 +71,4 @@ def test_weights_in_huge_page_memory_equal_plain_arrays_bitwise(tmp_path, monkey
         for name in b:
             at = b[name].ctypes.data
             assert isinstance(owner(b[name]), mmap.mmap), f"{name}: expected in the load's own mapping"
-            assert any(lo <= at < hi for lo, hi in advised), f"{name} at {at:#x} is not in memory advised for huge pages"
+            assert any(lo <= at < hi for lo, hi in advised), f"{name} at {at:#x}: not in memory advised for huge pages"
