@@ -352,11 +352,12 @@ double ha_now(void);
 static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
 
 /* size bytes for a buffer every forward pass reads through (the KV cache); NULL if out of memory. From 2 MB up
- * (where the system has madvise's MADV_HUGEPAGE), a private anonymous mapping of its own at a 2 MB boundary,
- * advised for transparent huge pages, so that reading it costs fewer TLB misses; else malloc's. Freed with
- * ha_free_streamed(p, the same size). (csrc/memory.c) */
-void *ha_alloc_streamed(size_t size);
-void ha_free_streamed(void *p, size_t size);
+ * (where the system has madvise's MADV_HUGEPAGE, and unless the environment sets HA_HUGE_PAGES=0), a private
+ * anonymous mapping of its own at a 2 MB boundary, advised for transparent huge pages, so that reading it costs
+ * fewer TLB misses (*mapped = 1); else malloc's (*mapped = 0). Freed with ha_free_streamed(p, the same size, the
+ * same mapped). (csrc/memory.c) */
+void *ha_alloc_streamed(size_t size, int *mapped);
+void ha_free_streamed(void *p, size_t size, int mapped);
 
 /* ---- thread pool ------------------------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with

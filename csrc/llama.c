@@ -58,6 +58,7 @@ struct ha_llama_context {
                              keys side by side, the rows one attention task reads */
     float *vcache;        /* the same for values */
     size_t cache_bytes;   /* of kcache, and of vcache (ha_alloc_streamed's) */
+    int kmapped, vmapped; /* ha_alloc_streamed's *mapped for each */
     /* Activations of one forward of up to R = rows tokens. */
     float *x;             /* (R, d) residual stream */
     float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
@@ -956,8 +957,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->slots = malloc(nl * sizeof(int64_t));
     c->layer_at = malloc(nl * sizeof(size_t));
     c->cache_bytes = (size_t)cache_elems * fl;
-    c->kcache = ha_alloc_streamed(c->cache_bytes);
-    c->vcache = ha_alloc_streamed(c->cache_bytes);
+    c->kcache = ha_alloc_streamed(c->cache_bytes, &c->kmapped);
+    c->vcache = ha_alloc_streamed(c->cache_bytes, &c->vmapped);
     c->x = malloc(R * d * fl);
     c->xn = malloc(R * d * fl);
     c->q = malloc(R * (size_t)m->q_dim * fl);
@@ -1030,8 +1031,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
 
 void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
-    ha_free_streamed(c->kcache, c->cache_bytes);
-    ha_free_streamed(c->vcache, c->cache_bytes);
+    ha_free_streamed(c->kcache, c->cache_bytes, c->kmapped);
+    ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
     void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->x, c->xn, c->q, c->k, c->v,
                      c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq,
                      c->xq_scale };

@@ -55,36 +55,31 @@ double ha_available_memory(void) {
 /* Transparent huge pages are 2 MB on x86-64 (and on arm64 with 4 KB pages). */
 #define HUGE_PAGE ((size_t)2 << 20)
 
-/* Whether a buffer of size bytes gets a mapping of its own (else malloc's memory). Its own mapping, not
- * posix_memalign's: advice given to memory malloc hands out stays on that memory after free(), for whatever
- * malloc puts there next. */
-static int own_mapping(size_t size) {
+void *ha_alloc_streamed(size_t size, int *mapped) {
+    *mapped = 0;
 #ifdef MADV_HUGEPAGE
-    return size >= HUGE_PAGE;
-#else
-    (void)size;
-    return 0;
+    const char *env = getenv("HA_HUGE_PAGES");
+    /* A mapping of its own, not posix_memalign's memory: advice given to memory malloc hands out stays on that
+     * memory after free(), for whatever malloc puts there next. */
+    if (size >= HUGE_PAGE && !(env && strcmp(env, "0") == 0)) {
+        /* HUGE_PAGE more than needed, trimmed to start at its first 2 MB boundary and end at the page after size */
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size + page - 1) / page * page;
+        char *base = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) return NULL;
+        char *p = base + (HUGE_PAGE - (uintptr_t)base % HUGE_PAGE) % HUGE_PAGE;
+        if (p > base) munmap(base, (size_t)(p - base));
+        munmap(p + len, (size_t)(base + HUGE_PAGE - p)); /* the tail: always at least one page */
+        (void)madvise(p, len, MADV_HUGEPAGE);              /* advice: where it is refused, the pages are 4 KB ones */
+        *mapped = 1;
+        return p;
+    }
 #endif
+    return malloc(size);
 }
 
-void *ha_alloc_streamed(size_t size) {
-    if (!own_mapping(size)) return malloc(size);
-#ifdef MADV_HUGEPAGE
-    /* a mapping HUGE_PAGE larger, trimmed to start at its first 2 MB boundary and end at the page after size */
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size + page - 1) / page * page;
-    char *base = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return NULL;
-    char *p = base + (HUGE_PAGE - (uintptr_t)base % HUGE_PAGE) % HUGE_PAGE;
-    if (p > base) munmap(base, (size_t)(p - base));
-    if (base + len + HUGE_PAGE > p + len) munmap(p + len, (size_t)(base + len + HUGE_PAGE - (p + len)));
-    (void)madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, the pages are 4 KB ones */
-    return p;
-#endif
-}
-
-void ha_free_streamed(void *p, size_t size) {
+void ha_free_streamed(void *p, size_t size, int mapped) {
     if (!p) return;
-    if (!own_mapping(size)) {
+    if (!mapped) {
         free(p);
         return;
     }

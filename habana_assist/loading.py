@@ -248,10 +248,11 @@ class _Transposed(_Rows):
     every tensor is) into one transposed copy of the stored element type, which the converters then read. So such
     a matrix is never a zero-copy view of the file, and loading it holds one extra copy of it for a moment."""
 
-    def __init__(self, stored):
+    def __init__(self, stored, empty=np.empty):
+        """empty(shape, dtype): where the copy goes (an _Arena's, for a copy the model keeps as it is)."""
         inputs, outputs = stored.shape
         self.name, self.element = stored.name, stored.element
-        self.array = np.empty((outputs, inputs), dtype=stored.element)  # (out, in)
+        self.array = empty((outputs, inputs), stored.element)  # (out, in)
         for r, chunk in stored.chunks():
             self.array[:, r:r + chunk.shape[0]] = chunk.T
         self.shape, self.rows = (outputs, inputs), outputs
@@ -272,8 +273,8 @@ class _Arena:
     miss every 4 KB. (numpy advises its own arrays from 4 MB up; a small model's matrices, the shipped pair's,
     are smaller.) Measured on the shipped float32 target (AMD EPYC, AVX2, 2 threads, the same checkpoint loaded
     twice in one process and appends alternating): appends of 1-16 tokens 1-5% faster (median), 128-token
-    generations 0.4-3%. Pages a load never writes are never backed. Without MADV_HUGEPAGE (not Linux), or with
-    HA_HUGE_PAGES=0: np.empty. Each array keeps its mapping alive (numpy's base), which is unmapped when the
+    generations 0.4-3%. Memory a load never reaches is never backed (the huge page holding a slab's last array
+    may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each array keeps its mapping alive (numpy's base), which is unmapped when the
     last array on it is gone."""
 
     SLAB = 32 << 20
@@ -495,8 +496,9 @@ def _load_one(spec, tensor, file, config, target, repack, arena):
     row_read = spec.role == "pos_embed" or (spec.role == "embed" and not config.tie_word_embeddings)
     if row_read and held in _INTEGER:
         held = source
-    if spec.is_matrix and spec.transposed:
-        tensor = _Transposed(tensor)  # the core's (out, in), a copy
+    if spec.is_matrix and spec.transposed:  # the core's (out, in), a copy: the Weight's own (as stored, row-major),
+        kept = held == source and not repack  # else read once into panels or blocks and dropped
+        tensor = _Transposed(tensor, arena.empty if kept else np.empty)
     if spec.is_matrix and held in _INTEGER:
         return Weight(_quantize(tensor, source, held, arena), held, tensor.shape[1])
     if spec.is_matrix and held == source and not repack and not spec.transposed:

@@ -1294,22 +1294,30 @@ static void test_kv_capacity_error_appends_nothing(void) {
 }
 
 /* The KV cache's memory (ha_alloc_streamed): every byte writable, and given back by ha_free_streamed (malloc's,
- * which LeakSanitizer checks, or a mapping of its own); from 2 MB up, at a 2 MB boundary where the system has
- * transparent huge pages, so that huge pages can back it. */
+ * which LeakSanitizer checks, or a mapping of its own); from 2 MB up, where the system has transparent huge
+ * pages, a mapping of its own at a 2 MB boundary, so that huge pages can back it; with HA_HUGE_PAGES=0, malloc's. */
 static void test_streamed_buffers_hold_their_size_at_huge_page_boundaries(void) {
     const size_t sizes[] = { 1, 4096, ((size_t)2 << 20) - 1, (size_t)2 << 20, ((size_t)5 << 20) + 3 };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        unsigned char *p = ha_alloc_streamed(sizes[i]);
-        CHECK(p != NULL, "a buffer of %zu bytes expected, got NULL", sizes[i]);
-        memset(p, 0xA5, sizes[i]);
-        CHECK(p[0] == 0xA5 && p[sizes[i] - 1] == 0xA5, "the first and last of %zu bytes expected written", sizes[i]);
+    for (int off = 0; off <= 1; off++) {
+        if (off) setenv("HA_HUGE_PAGES", "0", 1);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            int mapped = -1;
+            unsigned char *p = ha_alloc_streamed(sizes[i], &mapped);
+            CHECK(p != NULL, "a buffer of %zu bytes expected, got NULL", sizes[i]);
+            memset(p, 0xA5, sizes[i]);
+            CHECK(p[0] == 0xA5 && p[sizes[i] - 1] == 0xA5, "the first and last of %zu bytes expected written", sizes[i]);
+            int own = 0;
 #ifdef MADV_HUGEPAGE
-        const int at_boundary = ((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) == 0;
-        if (sizes[i] >= ((size_t)2 << 20))
-            CHECK(at_boundary, "a buffer of %zu bytes expected at a 2 MB boundary, got %p", sizes[i], (void *)p);
+            own = !off && sizes[i] >= ((size_t)2 << 20);
 #endif
-        ha_free_streamed(p, sizes[i]);
+            CHECK(mapped == own, "%zu bytes (HA_HUGE_PAGES=0: %d): mapping of its own expected %d, got %d", sizes[i],
+                  off, own, mapped);
+            const int at_boundary = ((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) == 0;
+            if (own) CHECK(at_boundary, "a buffer of %zu bytes expected at a 2 MB boundary, got %p", sizes[i], (void *)p);
+            ha_free_streamed(p, sizes[i], mapped);
+        }
     }
+    unsetenv("HA_HUGE_PAGES");
 }
 
 static void test_kv_invalid_token_appends_nothing(void) {
