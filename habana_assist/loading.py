@@ -274,8 +274,8 @@ class _Arena:
     are smaller.) Measured on the shipped float32 target (AMD EPYC, AVX2, 2 threads, the same checkpoint loaded
     twice in one process and appends alternating): appends of 1-16 tokens 1-5% faster (median), 128-token
     generations 0.4-3%. Memory a load never reaches is never backed (the huge page holding a slab's last array
-    may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each array keeps its mapping alive (numpy's base), which is unmapped when the
-    last array on it is gone."""
+    may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
+    array keeps its mapping alive (numpy's base), which is unmapped when the last array on it is gone."""
 
     SLAB = 32 << 20
     ALIGN = 64

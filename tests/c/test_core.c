@@ -1305,7 +1305,8 @@ static void test_streamed_buffers_hold_their_size_at_huge_page_boundaries(void) 
             unsigned char *p = ha_alloc_streamed(sizes[i], &mapped);
             CHECK(p != NULL, "a buffer of %zu bytes expected, got NULL", sizes[i]);
             memset(p, 0xA5, sizes[i]);
-            CHECK(p[0] == 0xA5 && p[sizes[i] - 1] == 0xA5, "the first and last of %zu bytes expected written", sizes[i]);
+            CHECK(p[0] == 0xA5 && p[sizes[i] - 1] == 0xA5, "the first and last of %zu bytes expected written",
+                  sizes[i]);
             int own = 0;
 #ifdef MADV_HUGEPAGE
             own = !off && sizes[i] >= ((size_t)2 << 20);
@@ -1313,7 +1314,8 @@ static void test_streamed_buffers_hold_their_size_at_huge_page_boundaries(void) 
             CHECK(mapped == own, "%zu bytes (HA_HUGE_PAGES=0: %d): mapping of its own expected %d, got %d", sizes[i],
                   off, own, mapped);
             const int at_boundary = ((uintptr_t)p & (((uintptr_t)2 << 20) - 1)) == 0;
-            if (own) CHECK(at_boundary, "a buffer of %zu bytes expected at a 2 MB boundary, got %p", sizes[i], (void *)p);
+            if (own)
+                CHECK(at_boundary, "a buffer of %zu bytes expected at a 2 MB boundary, got %p", sizes[i], (void *)p);
             ha_free_streamed(p, sizes[i], mapped);
         }
     }
