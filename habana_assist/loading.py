@@ -279,12 +279,11 @@ class _Arena:
 
     SLAB = 32 << 20
     ALIGN = 64
+    HUGE = 2 << 20  # a transparent huge page (x86-64; arm64 with 4 KB pages)
 
     def __init__(self):
         self._huge = hasattr(mmap, "MADV_HUGEPAGE") and os.environ.get("HA_HUGE_PAGES", "1") != "0"
         self._slab, self._used = None, 0
-
-    HUGE = 2 << 20  # a transparent huge page (x86-64; arm64 with 4 KB pages)
 
     def _map(self, size):
         """A fresh writable uint8 array of size bytes on its own mapping, from a 2 MB boundary (huge pages back

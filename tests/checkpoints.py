@@ -12,12 +12,22 @@ import numpy as np
 from habana_assist.safetensors import bfloat16_bits_to_float32, save_file, to_bfloat16_bits
 
 
+def memory_chain(array):
+    """[array, then what its memory comes from, in turn]: each ndarray's base, a memoryview's object. The last is
+    the owner: the array itself when it owns its memory, else e.g. the mmap.mmap under np.memmap or np.frombuffer."""
+    chain = [array]
+    while True:
+        x = chain[-1]
+        source = x.base if isinstance(x, np.ndarray) else x.obj if isinstance(x, memoryview) else None
+        if source is None:
+            return chain
+        chain.append(source)
+
+
 def maps_file(array):
-    """Whether array is a view of a file's memory map (an np.memmap at the end of its chain of bases), rather
-    than memory of its own or of the load's (loading._Arena's mappings)."""
-    while array is not None and not isinstance(array, np.memmap):
-        array = array.base if isinstance(array, np.ndarray) else None
-    return array is not None
+    """Whether array is a view of a file's memory map (an np.memmap in its memory chain), rather than memory of
+    its own or of the load's (loading._Arena's mappings)."""
+    return any(isinstance(x, np.memmap) for x in memory_chain(array))
 
 
 _ARCH_MODEL_TYPE = {

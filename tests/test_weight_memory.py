@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from checkpoints import maps_file, write_random_checkpoint  # noqa: E402
+from checkpoints import maps_file, memory_chain, write_random_checkpoint  # noqa: E402
 from family_checkpoints import write_family_checkpoint  # noqa: E402
 
 IDS = np.array([[3, 17, 42, 5, 9, 11]])
@@ -51,13 +51,6 @@ def advised_ranges():
     return ranges
 
 
-def owner(array):
-    """The object at the end of array's chain of bases and buffers (the array itself when it owns its memory)."""
-    while isinstance(array, np.ndarray) and array.base is not None:
-        array = array.base
-    return array.obj if isinstance(array, memoryview) else array
-
-
 def matrices(model):
     """The model's matrix arrays that the load made (two dimensions, not views of the file)."""
     return {name: w.array for name, w in model._weights.items() if w.array.ndim == 2 and not maps_file(w.array)}
@@ -82,10 +75,11 @@ def test_weights_in_huge_page_memory_equal_plain_arrays_bitwise(tmp_path, monkey
         assert b[name].ctypes.data % 64 == 0, f"{name} at {b[name].ctypes.data:#x}, expected a 64-byte boundary"
     assert np.array_equal(plain(IDS).logits, huge(IDS).logits), "logits differ between the two loads"
     for name in a:
-        assert not isinstance(owner(a[name]), mmap.mmap), f"{name}: HA_HUGE_PAGES=0 still gave a mapping of its own"
+        assert not isinstance(memory_chain(a[name])[-1], mmap.mmap), \
+            f"{name}: HA_HUGE_PAGES=0 still gave a mapping of its own"
     if hasattr(mmap, "MADV_HUGEPAGE") and THP:
         advised = advised_ranges()
         for name in b:
             at = b[name].ctypes.data
-            assert isinstance(owner(b[name]), mmap.mmap), f"{name}: expected in the load's own mapping"
+            assert isinstance(memory_chain(b[name])[-1], mmap.mmap), f"{name}: expected in the load's own mapping"
             assert any(lo <= at < hi for lo, hi in advised), f"{name} at {at:#x}: not in memory advised for huge pages"
