@@ -444,13 +444,12 @@ class LlamaForCausalLM:
         try:
             result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
                                     logits_processor, stopping_criteria, tokenizer, progress, kwargs)
+            if streamer is not None:  # inside the try: a Ctrl-C that lands in end() must still release the consumer
+                streamer.end()
         except BaseException as error:
             if streamer is not None:
                 stop_streamer(streamer, error)
             raise
-        else:
-            if streamer is not None:
-                streamer.end()
         return result
 
     def _generate_config(self, generation_config, assistant_model, kwargs):
