@@ -8,7 +8,7 @@ the drafter chosen (candidate_generator.py), the core's loop run (plain or assis
 
 import contextlib
 import random
-import warnings
+from collections import namedtuple
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from ..integrations import external as _external
 from ..utils import progress as _progress
 from ..utils.inputs import check_fits, checked_attention_mask, checked_input_ids
 from ..utils.tensors import convert_output, to_numpy
-from . import universal as _universal
+from . import candidate_generator, universal as _universal
 from .configuration_utils import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput,
                                   GenerationConfig)
 from .options import _callables as _callables_of, logits_callback, processing_args, reads_argmax_only, stop_callback
@@ -26,6 +26,11 @@ from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
 
 _seed_source = np.random.default_rng()
+
+# A call's inputs, checked: ids int32 (batch, seq) left-padded; kind: the type they came in (numpy, list, torch);
+# real: int (batch,) each row's real tokens; B, S: batch and prompt columns; eos: the ids that end a row; pad: what
+# fills a row after its end; max_new, min_new: new tokens; need: cache positions (longest prompt + max_new).
+_Call = namedtuple("_Call", "ids kind real B S eos pad max_new min_new need")
 
 # generate() arguments of Transformers' that this package refuses (other than GenerationConfig fields, which
 # GenerationConfig.check_supported refuses): flag -> why, and what to use instead.
@@ -142,17 +147,79 @@ class GenerationMixin:
 
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
                   stopping_criteria, tokenizer, progress, kwargs):
-        """generate() up to the streamer's end (or stop)."""
+        """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
+        loop, the output."""
         kwargs = dict(kwargs)
-        if assistant_model is not None and not isinstance(assistant_model, GenerationMixin) and \
-                _external.follows_convention(assistant_model):
-            from ..integrations.wrap import wrap
-            assistant_model = wrap(assistant_model)  # another framework's model, passed directly
+        assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
             raise InvalidInputError("`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
                                     "too, or leave assistant_tokenizer unset")
         gc = self._generate_config(generation_config, assistant_model, kwargs)
+        call = self._prepare_inputs(input_ids, attention_mask, gc)
+        drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
+        assisted = candidate_generator.is_assisted(drafter)
+        if gc.use_cache is False:
+            if assisted:
+                raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
+                                        "against the KV cache")
+            if self.blas_prefill:
+                raise InvalidInputError("`use_cache=False` recomputes each sequence through the batch-invariant "
+                                        "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
+                                        "through OpenBLAS, not bitwise the same); load it without blas_prefill")
+        B, S, max_new = call.B, call.S, call.max_new
+        if streamer is not None and B != 1:
+            raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
+        stops = _callables_of(stopping_criteria, "stopping_criteria")
+        stop_strings = gc.stop_strings
+        if stop_strings is not None:
+            if tokenizer is None:
+                raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
+                                        "pass tokenizer=tokenizer to generate()")
+            stops.append(StopStringCriteria(tokenizer, stop_strings))
+        for flag, on in (("output_scores", gc.output_scores), ("output_logits", gc.effective("output_logits"))):
+            if on:
+                check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
+                           4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
+        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
+        # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
+        max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
+        if streamer is not None:
+            streamer.put(call.ids[0, S - int(call.real[0]):].astype(np.int64))
+        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
+        # a bar for long calls: by size, never time (streamed text is its own progress)
+        meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
+                              "generating", "tok")
+        if meter is not None:
+            on_tokens = _metered(on_tokens, meter)
+        with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
+            out = np.empty((B, max_new), dtype=np.int32)
+            scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+            logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
+            sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
+            procs = processing_args(gc, S, max_new, call.eos, logits_callback(logits_processor, call.kind),
+                                    stop_callback(stops, call.kind), logits)
+            if drafter.universal:
+                out[:], steps, extra, k_final = _universal.generate(
+                    self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
+                    call.min_new, call.eos, call.pad, seed, max_time, procs[21], on_tokens, scores, logits, sources)
+                if gc.num_assistant_tokens_schedule == "heuristic":
+                    drafter.model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            else:
+                ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
+                common = (call.ids, (S - call.real).astype(np.int64), max_new, call.min_new,
+                          np.asarray(call.eos, dtype=np.int32), call.pad, bool(gc.do_sample),
+                          float(gc.effective("temperature")), int(gc.effective("top_k")), float(gc.effective("top_p")),
+                          float(gc.effective("repetition_penalty")), seed, max_time, procs)
+                if not assisted:
+                    steps, extra = _core.generate(ctx, *common, out, scores, sources, on_tokens), {}
+                else:
+                    steps, extra = self._run_assisted(ctx, drafter, gc, call, common, out, scores, sources, on_tokens)
+            return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
+
+    def _prepare_inputs(self, input_ids, attention_mask, gc):
+        """The call's inputs checked (ids in the vocabulary, left padding, room in the cache), each prompt repeated
+        num_return_sequences times, and the lengths the loop needs, as a _Call."""
         if input_ids is None:
             raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
         input_ids, kind = to_numpy(input_ids, "input_ids")
@@ -193,130 +260,57 @@ class GenerationMixin:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
                                      f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
-        early_exit = gc.assistant_early_exit
-        # Transformers' _get_candidate_generator: early exit, else prompt lookup, else the assistant model
-        if early_exit is not None or gc.prompt_lookup_num_tokens is not None:
-            unused = [name for name, on in (("assistant_model", assistant_model is not None), (
-                "prompt_lookup_num_tokens", early_exit is not None and gc.prompt_lookup_num_tokens is not None)) if on]
-            if unused:
-                warnings.warn(f"{' and '.join(unused)} not used: {'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
-                              "drafts instead, as in Transformers", UserWarning, stacklevel=4)
-            assistant_model = None
-        assisted = assistant_model is not None or gc.prompt_lookup_num_tokens is not None or early_exit is not None
-        # universal assisted decoding: a draft with another tokenizer drafts through text (universal.py)
-        universal = assistant_model is not None and _universal.different_tokenizers(
-            self, assistant_model, tokenizer, assistant_tokenizer)
-        if _external.is_external(self) or _external.is_external(assistant_model):
-            _external.check_call(gc, universal)
-        if assistant_model is not None and not universal:
-            self._check_assistant(assistant_model, gc, need)
-        if early_exit is not None and early_exit > self.config.num_hidden_layers:
-            raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
-                                    f"{self.config.num_hidden_layers} layers; pass 1..{self.config.num_hidden_layers}")
-        if gc.num_assistant_tokens_schedule == "cost" and universal:
-            raise InvalidInputError("num_assistant_tokens_schedule='cost' is not implemented for a draft with another "
-                                    "tokenizer (universal assisted decoding); pass 'heuristic' or 'constant'")
-        if gc.use_cache is False:
-            if assisted:
-                raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
-                                        "against the KV cache")
-            if self.blas_prefill:
-                raise InvalidInputError("`use_cache=False` recomputes each sequence through the batch-invariant "
-                                        "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
-                                        "through OpenBLAS, not bitwise the same); load it without blas_prefill")
-        if streamer is not None and B != 1:
-            raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
-        stops = _callables_of(stopping_criteria, "stopping_criteria")
-        stop_strings = gc.stop_strings
-        if stop_strings is not None:
-            if tokenizer is None:
-                raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
-                                        "pass tokenizer=tokenizer to generate()")
-            stops.append(StopStringCriteria(tokenizer, stop_strings))
-        for flag, on in (("output_scores", gc.output_scores), ("output_logits", gc.effective("output_logits"))):
-            if on:
-                check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
-                            4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
-        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
-        # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
-        max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
-        if streamer is not None:
-            streamer.put(ids[0, S - int(real[0]):].astype(np.int64))
-        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
-        # a bar for long calls: by size, never time (streamed text is its own progress)
-        meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
-                              "generating", "tok")
-        if meter is not None:
-            on_tokens = _metered(on_tokens, meter)
-        with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
-            out = np.empty((B, max_new), dtype=np.int32)
-            scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-            logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
-            sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
-            procs = processing_args(gc, S, max_new, eos, logits_callback(logits_processor, kind), stop_callback(stops, kind),
-                                    logits)
-            ctx = None if universal else self._context(B, need, argmax_only=reads_argmax_only(gc, procs, min_new))
-            common = (ids, (S - real).astype(np.int64), max_new, min_new, np.asarray(eos, dtype=np.int32), pad,
-                      bool(gc.do_sample), float(gc.effective("temperature")), int(gc.effective("top_k")),
-                      float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, max_time, procs)
-            extra = {}
-            if universal:
-                out[:], steps, extra, k_final = _universal.generate(
-                    self, assistant_model, tokenizer, assistant_tokenizer, gc, procs, ids, real, max_new, min_new, eos, pad,
-                    seed, max_time, procs[21], on_tokens, scores, logits, sources)
-                if gc.num_assistant_tokens_schedule == "heuristic":
-                    assistant_model.generation_config.num_assistant_tokens = k_final  # carried to the next call
-            elif not assisted:
-                steps = _core.generate(ctx, *common, out, scores, sources, on_tokens)
-            else:
-                if early_exit is not None:
-                    draft_ctx = _core.Context(self._early_exit_core(early_exit), B, need, self.blas_prefill)
-                elif assistant_model is not None:
-                    draft_ctx = assistant_model._context(B, need, draft=True)
-                else:
-                    draft_ctx = None
-                cost = gc.num_assistant_tokens_schedule == "cost"
-                costs = self.assisted_costs(assistant_model, assistant_early_exit=early_exit).as_core() if cost \
-                    else (None, None)
-                # acceptance counts carried from call to call (assisted_costs.py), except where the K choices decide
-                # the tokens (rejection sampling) or the costs were pinned; the call counts into a copy, put back
-                # whole after it, so that calls from two threads never leave a mix of both
-                learned = self._costs.learned(self._drafter(assistant_model, early_exit)) if cost and not (
-                    gc.do_sample and gc.assisted_sampling == "rejection") else None
-                counts = None if learned is None else learned.copy()
-                proposed, accepted = np.zeros(max_new, dtype=np.int64), np.zeros(max_new, dtype=np.int64)
-                overlap = _external.draft_ahead(self, assistant_model)  # None with early exit (no draft model)
-                steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
-                    _core.generate_assisted(
-                        ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
-                        SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
-                        ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                        int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
-                        overlap, counts)
-                if learned is not None:
-                    learned[:] = counts
-                if _external.is_external(self):
-                    self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
-                drafter = self if early_exit is not None else assistant_model
-                if drafter is not None and gc.num_assistant_tokens_schedule == "heuristic":
-                    drafter.generation_config.num_assistant_tokens = k_final  # carried to the next call
-                used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-                extra = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                             num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
-                             accepted_per_position=accepted[:used])
-            if _external.is_external(self):
-                extra["num_narrow_margins"] = self.narrow_margins
-            sequences = np.concatenate([ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
-            if not gc.return_dict_in_generate:
-                return convert_output(sequences, kind)
-            if logits is not None:
-                extra["logits"] = tuple(logits[:steps])
-            result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
-                                               else None, **extra)
-            result.token_sources = np.ascontiguousarray(sources[:, :steps])
-            # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
-            result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
-            return convert_output(result, kind)
+        return _Call(ids, kind, real, B, S, eos, pad, max_new, min_new, need)
+
+    def _run_assisted(self, ctx, drafter, gc, call, common, out, scores, sources, on_tokens):
+        """The core's assisted loop over ctx (this model) and the drafter's context -> (steps, the result's
+        statistics). Acceptance counts of the cost schedule carry from call to call (assisted_costs.py), except
+        where the K choices decide the tokens (rejection sampling) or the costs were pinned; the call counts into
+        a copy, put back whole after it, so that calls from two threads never leave a mix of both."""
+        draft_ctx = candidate_generator.draft_context(self, drafter, call.B, call.need)
+        cost = gc.num_assistant_tokens_schedule == "cost"
+        costs = self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core() if cost \
+            else (None, None)
+        learned = self._costs.learned(self._drafter(drafter.model, drafter.early_exit)) if cost and not (
+            gc.do_sample and gc.assisted_sampling == "rejection") else None
+        counts = None if learned is None else learned.copy()
+        proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
+        overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
+        steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
+            _core.generate_assisted(
+                ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
+                SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
+                ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
+                int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
+                overlap, counts)
+        if learned is not None:
+            learned[:] = counts
+        if _external.is_external(self):
+            self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
+        drafting = candidate_generator.drafting_model(self, drafter)
+        if drafting is not None and gc.num_assistant_tokens_schedule == "heuristic":
+            drafting.generation_config.num_assistant_tokens = k_final  # carried to the next call
+        used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+        return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                           num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
+                           accepted_per_position=accepted[:used])
+
+    def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
+        """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the
+        inputs came in."""
+        if _external.is_external(self):
+            extra["num_narrow_margins"] = self.narrow_margins
+        sequences = np.concatenate([call.ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
+        if not gc.return_dict_in_generate:
+            return convert_output(sequences, call.kind)
+        if logits is not None:
+            extra["logits"] = tuple(logits[:steps])
+        result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
+                                           else None, **extra)
+        result.token_sources = np.ascontiguousarray(sources[:, :steps])
+        # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
+        result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
+        return convert_output(result, call.kind)
 
     def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
         """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
@@ -344,17 +338,3 @@ class GenerationMixin:
             raise InvalidInputError("sequences hold token ids outside the scores' vocabulary")
         result = np.take_along_axis(steps.transpose(1, 0, 2), tokens[:, :, None].astype(np.int64), axis=2)[:, :, 0]
         return convert_output(np.ascontiguousarray(result), kind)
-
-    def _check_assistant(self, assistant, gc, need):
-        """Raises ValueError unless assistant can draft for this model in this call."""
-        if assistant.vocab_size != self.vocab_size:
-            raise InvalidInputError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
-                             f"({self.vocab_size}); the draft must share the target's tokenizer")
-        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-            mine, theirs = getattr(self.config, key, None), getattr(assistant.config, key, None)
-            if mine is not None and theirs is not None and mine != theirs:
-                raise InvalidInputError(f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
-                                 "must share the target's tokenizer and special tokens")
-        if need > assistant.max_cache_len:
-            raise CacheCapacityError(f"this generation needs {need} cache positions, more than the assistant's "
-                                     f"max_cache_len={assistant.max_cache_len}; load it with a larger max_cache_len")
