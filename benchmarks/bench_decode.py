@@ -24,7 +24,7 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
     KV cache (benchmarks/torch_llama.py) at the same precision (bfloat16, int8; it has no int4), in its own
     process, and our speed over its;
   - int8 and int4 against float: top-1 agreement and relative logit error, on this checkpoint (against
-    bfloat16) and on small test checkpoints (against the float64 reference of tests/reference.py).
+    bfloat16) and on small test checkpoints (against the float64 reference of tests/fixtures/reference.py).
   - the model families at real shapes (Qwen3-0.6B, Gemma-3-1B and GPT-2-large in bfloat16, Phi-4-mini in int8:
     its bfloat16 weights are written to disk, 7.7 GB, and quantized at load), random weights under each family's
     own tensor names: decode ms/token and the best step against the bandwidth roofline.
@@ -315,7 +315,7 @@ def integer_accuracy(directory, dtype):
     f = ha.AutoModelForCausalLM.from_pretrained(directory, max_cache_len=64)(ids).logits[0]
     q = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=64)(ids).logits[0]
     rows.append((f"{dtype}, TinyLlama-1.1B shape, vs bfloat16",) + agreement(q, f))
-    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
     from checkpoints import write_random_checkpoint
     from reference import reference_logits
     for name, kw in (("test checkpoint F32", dict(dtype="F32")), ("test checkpoint BF16 GQA", dict(dtype="BF16")),

@@ -1,7 +1,7 @@
 """An external (torch) target behind the core's loop against the same pair fully native, every figure measured in
 this one run (interleaved rounds, best of each).
 
-The shipped target `habana-assist/pycode` as a torch model in float32 (tests/torch_causal_lm.py: the calling
+The shipped target `habana-assist/pycode` as a torch model in float32 (tests/fixtures/torch_causal_lm.py: the calling
 convention of Transformers' causal LMs, wrapped by habana_assist.wrap) with the native draft
 `habana-assist/pycode-draft`, greedy, on the demo's first two held-out prompts, --new-tokens new tokens each,
 num_assistant_tokens=--k (4; constant). Printed: tokens/s end to end of plain and assisted for the torch target and
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))  # the torch model
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))  # the torch model
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.integrations import external  # noqa: E402

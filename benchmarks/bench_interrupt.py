@@ -1,5 +1,5 @@
 """Ctrl-C latency: the time from a real SIGINT, sent by this process to a child running the shipped pair, to the
-KeyboardInterrupt caught in the child, for every kind of long work (tests/interrupt_child.py: plain, assisted,
+KeyboardInterrupt caught in the child, for every kind of long work (tests/fixtures/interrupt_child.py: plain, assisted,
 prompt-lookup, sampled and batched generation, a 1000-token forward into a cache, from_pretrained with int8).
 
     /usr/bin/python3 benchmarks/bench_interrupt.py [--rounds 5]
@@ -14,7 +14,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
 
 import interrupt_child  # noqa: E402
 

@@ -9,8 +9,8 @@ PACKAGES=(gcc libc6-dev python3 python3-dev python3-numpy python3-pytest python3
           python3-pip python3-venv python3-sentencepiece libopenblas-dev libsimde-dev
           python3-regex python3-jinja2  # tokenizer.json pre-tokenizer regexes (\p{L}); chat templates
           clang libclang-rt-14-dev  # clang and its libFuzzer runtime: tests/fuzz/c (a Recommends of clang only)
-          python3-torch  # torch interop (torch in, torch out; return_tensors="pt"): tests/test_torch_io.py needs it
-          python3-nbclient python3-ipykernel  # the notebooks in examples/, run headlessly by tests/test_notebooks.py
+          python3-torch  # torch interop (torch in, torch out; return_tensors="pt"): tests/integrations/test_torch_io.py needs it
+          python3-nbclient python3-ipykernel  # the notebooks in examples/, run headlessly by tests/usage/test_notebooks.py
           python3-matplotlib python3-tqdm)  # habana_assist.plot_acceptance; progress bars for long loads and calls
 missing=()
 for p in "${PACKAGES[@]}"; do

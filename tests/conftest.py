@@ -1,5 +1,11 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files; the helpers and references in tests/fixtures/ importable by name from
+every test folder."""
+import os
+import sys
+
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
 
 import habana_assist as ha
 

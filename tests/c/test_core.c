@@ -1,5 +1,5 @@
 /* C-level tests of the habana_assist core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
- * tests/test_c_core.py. Links every C file of csrc/ (not csrc/bindings).
+ * tests/core/test_c_core.py. Links every C file of csrc/ (not csrc/bindings).
  *
  *   ./test_core --list     the test names, one per line
  *   ./test_core NAME       runs one test: exit 0 on pass; on failure a message on stderr saying what was

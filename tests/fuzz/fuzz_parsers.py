@@ -111,11 +111,11 @@ def write_input_dir(directory, files, target=None):
 
 
 def make_corpus(corpus_dir=CORPUS_DIR):
-    """Write the seed corpus: tiny valid checkpoints (tests/checkpoints.py), the shipped pair's JSON files and
+    """Write the seed corpus: tiny valid checkpoints (tests/fixtures/checkpoints.py), the shipped pair's JSON files and
     tokenizer.model, four small sentencepiece models (unigram, bpe with byte fallback, char, word) trained
     on textwrap.py, and tokenizer_json's seeds. Run once; the result is committed (sentencepiece training is not
     bitwise reproducible across versions)."""
-    sys.path.insert(0, os.path.dirname(HERE))
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fixtures"))
     from checkpoints import write_random_checkpoint
 
     import sentencepiece as spm
@@ -1087,7 +1087,7 @@ def run_load(d):
 
 
 def run_selftest(d):
-    """The harness's own check (tests/test_fuzz_parsers.py): does what the file ACTION says, so that a test can
+    """The harness's own check (tests/fuzz/test_fuzz_parsers.py): does what the file ACTION says, so that a test can
     see a failure, a crash, a hang and an over-allocation each reported."""
     with open(os.path.join(d, "ACTION")) as f:
         action = f.read().strip()

@@ -1,5 +1,5 @@
 /* libFuzzer harness for the habana_assist C core's public entry points (csrc/ha.h), built with
- * -fsanitize=fuzzer,address,undefined by tests/test_fuzz_core.py and tests/fuzz/c/run.sh.
+ * -fsanitize=fuzzer,address,undefined by tests/fuzz/test_fuzz_core.py and tests/fuzz/c/run.sh.
  *
  * One input is decoded, byte by byte (missing bytes read as 0), into one of four scenarios:
  *   model:    an ha_llama_config (small dims, with zero, negative, huge and mismatched values mixed in), weight

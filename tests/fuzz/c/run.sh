@@ -8,7 +8,7 @@
 # --out DIR      build and work in DIR (default: a new directory under /tmp; never the repository). The inputs
 #                libFuzzer finds go to DIR/corpus; a crash is written as DIR/crash-<sha1> (keep it as a
 #                regression input in tests/fuzz/c/crashers/ once fixed)
-# --build-only   build DIR/fuzz_core and stop (tests/test_fuzz_core.py builds this way)
+# --build-only   build DIR/fuzz_core and stop (tests/fuzz/test_fuzz_core.py builds this way)
 # --kernels-O1   build kernels_avx2.c and kernels_avx512.c at -O1 like the rest. By default they are built at -O0:
 #                clang 14 takes about 30 s for each at -O1 under the sanitizers and 2 s at -O0, and they stay
 #                instrumented either way.

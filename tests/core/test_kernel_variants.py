@@ -1,0 +1,55 @@
+"""Every kernel variant this CPU has passes the exactness suites: the default run uses the best variant;
+here each variant is forced through HA_KERNELS in a child pytest run of the bitwise and reference tests.
+On a CPU without AVX-512, avx512-emulated runs the AVX-512 source through SIMDe (libsimde-dev)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import habana_assist as ha
+from habana_assist import _core
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUITES = ["test_cache_exactness.py", "test_logits_reference.py", "test_assisted_exactness.py", "test_model_families.py",
+          "test_sliding_ring.py"]
+VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
+
+
+def available_variants():
+    names = []
+    current = ha.kernels_name()
+    for name in VARIANTS:
+        try:
+            _core.select_kernels(name)
+            names.append(name)
+        except ha.UnsupportedModelError:
+            pass
+    _core.select_kernels(current)
+    return names
+
+
+@pytest.mark.parametrize("variant", available_variants())
+def test_exactness_suites_pass_on_every_kernel_variant(variant):
+    suites = [os.path.join(TESTS, s) for s in SUITES if os.path.exists(os.path.join(TESTS, s))]
+    env = dict(os.environ, HA_KERNELS=variant)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"HA_KERNELS={variant}: expected the exactness suites to pass, got:\n{r.stdout[-4000:]}"
+    assert " passed" in r.stdout, f"HA_KERNELS={variant}: expected tests to run, got:\n{r.stdout[-2000:]}"
+
+
+def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
+    r = subprocess.run([sys.executable, "-c", "import habana_assist"], env=dict(os.environ, HA_KERNELS="avx9000"),
+                       capture_output=True, text=True, cwd=os.path.dirname(TESTS), timeout=60)
+    assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, \
+        f"expected an ImportError naming HA_KERNELS and the variants, got rc={r.returncode}:\n{r.stderr[-1500:]}"
+
+
+def test_the_avx512_source_runs_here_natively_or_emulated():
+    names = available_variants()
+    if "avx2" not in names:
+        pytest.skip("this CPU has no AVX2, which the AVX-512 emulation runs on")
+    assert "avx512" in names or "avx512-emulated" in names, (
+        f"expected the AVX-512 kernels to run here natively or through SIMDe, got only {names}: the build did not find "
+        "<simde/x86/avx512.h>; install Debian's libsimde-dev (scripts/setup.sh does) and rebuild")

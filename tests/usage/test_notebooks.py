@@ -1,0 +1,144 @@
+"""The notebooks in examples/ run headlessly as a user runs them (Debian's python3-nbclient and python3-ipykernel,
+the kernel of /usr/share/jupyter/kernels/python3, working directory examples/), and every code cell's output is
+checked; the notebooks are committed without outputs; the kernel's interrupt button stops a generation and
+leaves the model usable.
+"""
+
+import os
+import re
+import time
+
+import nbformat
+import pytest
+from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+
+# Per notebook, one entry per code cell, in order: regexes its text output (stdout, text/plain) must match ("^$":
+# it shows nothing), and the rich outputs (mimetypes) it must have.
+EXPECTED = {
+    "quickstart.ipynb": [
+        ([r"^$"], []),
+        ([r"LlamaForCausalLM\('.*pycode', .*layers=8\)", r"LlamaForCausalLM\('.*pycode-draft', .*layers=2\)"], []),
+        ([r"\.py \(1, \d+\)"], []),
+        ([r"plain +\d+\.\d tokens/s", r"assisted +\d+\.\d tokens/s \(\d+\.\d\dx\)", r"identical: True"], []),
+        ([r"GenerateDecoderOnlyOutput\(sequences=<int64 \(1, \d+\)>"], ["text/html"]),
+        ([r"ACCEPTED +\d+", r"CORRECTED +\d+", r"BONUS +\d+", r"accepted == num_accepted_tokens: True"], []),
+        ([r"AcceptanceFigure size 900x320 with 2 Axes"], ["image/png"]),
+    ],
+    "sampling.ipynb": [
+        ([r"^$"], []),
+        ([r"^$"], []),
+        ([r"the same seed gives the same tokens: True"], []),
+        ([r"coupled equals plain sampling: True", r"acceptance \d+/\d+"], []),
+        ([r"rejection sampling: 48 new tokens, acceptance \d+/\d+", r"GenerateDecoderOnlyOutput"], ["text/html"]),
+    ],
+    "streaming.ipynb": [
+        ([r"^$"], []),
+        ([r"^$"], []),
+        ([r"\d+ pieces:"], []),
+        ([r"the streamed text is the generated text: True"], []),
+    ],
+}
+
+
+def _text(cell):
+    """A cell's stdout and text/plain outputs, joined."""
+    parts = []
+    for out in cell.outputs:
+        if out.output_type == "stream" and out.name == "stdout":
+            parts.append(out.text)
+        elif "data" in out and "text/plain" in out.data:
+            parts.append(out.data["text/plain"])
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_notebook_runs_and_every_cell_shows_what_it_should(name):
+    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": EXAMPLES}}).execute()
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(cells) == len(EXPECTED[name]), f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
+    for i, (cell, (patterns, mimetypes)) in enumerate(zip(cells, EXPECTED[name])):
+        errors = [o for o in cell.outputs if o.output_type == "error" or getattr(o, "name", "") == "stderr"]
+        assert not errors, f"{name} cell {i} wrote an error or to stderr: {errors}"
+        text = _text(cell)
+        for pattern in patterns:
+            assert (text == "") if pattern == "^$" else re.search(pattern, text), \
+                f"{name} cell {i}: expected {pattern!r} in its output; it showed:\n{text}"
+        shown = {m for o in cell.outputs for m in o.get("data", {})}
+        assert set(mimetypes) <= shown, f"{name} cell {i}: expected {mimetypes}; it showed {sorted(shown)}"
+    if name == "quickstart.ipynb":  # the view marks as many accepted tokens as the cell after it counted
+        html = cells[4].outputs[0].data["text/html"]
+        accepted = int(re.search(r"ACCEPTED +(\d+)", _text(cells[5])).group(1))
+        assert html.count('class="ha-accepted"') == accepted
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_notebooks_are_committed_without_outputs(name):
+    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, \
+                f"{name}: strip the outputs before committing (Kernel > Restart & Clear Output, then save)"
+
+
+def test_every_notebook_in_examples_is_tested():
+    assert sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".ipynb")) == sorted(EXPECTED)
+
+
+def _run(client, code, timeout=120):
+    """Executes code in the kernel -> (reply content, stdout text)."""
+    msg_id = client.execute(code)
+    out = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = client.get_iopub_msg(timeout=max(1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    return client.get_shell_msg(timeout=timeout)["content"], "".join(out)
+
+
+def test_the_interrupt_button_stops_a_generation_and_the_model_goes_on_exactly():
+    manager, client = start_new_kernel(kernel_name="python3", cwd=EXAMPLES)
+    try:
+        setup = nbformat.read(os.path.join(EXAMPLES, "quickstart.ipynb"), as_version=4).cells[1].source
+        reply, _ = _run(client, setup + """
+tokenizer = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
+model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
+draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+inputs = tokenizer(["import os\\n"] * 4, return_tensors="np")
+before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
+        assert reply["status"] == "ok", reply
+        # a long call (4 rows x 1000 tokens, seconds), interrupted once its first token is decided: a stopping
+        # criterion (called inside generate()) says so once
+        msg_id = client.execute("told = []\n"
+                                "def tell(input_ids, scores):\n"
+                                "    if not told:\n"
+                                "        told.append(print('started', flush=True))\n"
+                                "    return False\n"
+                                "model.generate(**inputs, max_new_tokens=1000, assistant_model=draft, progress=False,\n"
+                                "               stopping_criteria=[tell])\n"
+                                "print('finished')", stop_on_error=False)  # else the kernel aborts a request
+        # sent at once after the error as queued behind it (a user's next cell comes later)
+        started = False
+        while not started:
+            msg = client.get_iopub_msg(timeout=60)
+            started = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+                and "started" in msg["content"]["text"]
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=60)["content"]
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert any("generate" in line for line in reply["traceback"]), "the interrupt must land in generate()"
+        reply, text = _run(client, "after = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)\n"
+                                    "print('same after the interrupt:', (after == before).all())")
+        assert reply["status"] == "ok" and "same after the interrupt: True" in text, (reply, text)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
