@@ -229,10 +229,8 @@ def build_parser():
         p.add_argument("--assistant-dtype", default=DEFAULT_DRAFT_DTYPE,
                        choices=["float32", "bfloat16", "float16", "int8", "int4", "auto"],
                        help="how the draft's weights are held ('auto': as stored). Default int8: a draft only proposes "
-                            "and the target's verification keeps the output its own, whatever the draft's precision; "
-                            "measured with the shipped pair, int8 draft steps ran 2.5x as fast as float32 ones and "
-                            "1.1-1.5x as fast as bfloat16 ones (they fit the cores' L2 caches), accepting the same "
-                            "tokens at constant K on the demo's prompts")
+                            "and the target's verification keeps the output its own, whatever the draft's precision, "
+                            "and int8 steps are the fastest (docs/benchmarks.md)")
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
         p.add_argument("--schedule", choices=["cost", "constant", "heuristic", "heuristic_transient"], default="cost",
                        help="how many tokens the draft proposes each round: 'cost' chooses it from the pair's measured "
@@ -249,8 +247,8 @@ def build_parser():
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
         blas = p.add_mutually_exclusive_group()
         blas.add_argument("--blas-prefill", dest="blas_prefill", action="store_const", const=True, default=None,
-                          help="compute long prompts' 128-token blocks with OpenBLAS (not by default: on the "
-                               "machine measured it was no faster than the kernels)")
+                          help="compute long prompts' 128-token blocks with OpenBLAS (not by default: every row "
+                               "then stays bitwise a token-by-token forward's; docs/benchmarks.md compares the two)")
         blas.add_argument("--no-blas-prefill", dest="blas_prefill", action="store_const", const=False,
                           help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
                                "bitwise a token-by-token forward's; the default)")

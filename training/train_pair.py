@@ -423,7 +423,7 @@ distilled from the target (KL to its distribution + cross-entropy on its argmax)
 
 - Data: the Python standard library of the training machine (Python {sys.version.split()[0]}), test suites left out,
   {m['files']['train']} files ({m['tokens']['train']:,} tokens) for training; {m['files']['held_out']} whole files
-  ({m['tokens']['held_out']:,} tokens) held out (habana_assist/stdlib_split.py){_first_files(m)}.
+  ({m['tokens']['held_out']:,} tokens) held out (habana_assist/pretrained/stdlib_split.py){_first_files(m)}.
 - Tokenizer: SentencePiece BPE, {m['vocab']} pieces, byte fallback, text kept as is (newline and indentation pieces).
 - Weights stored in bfloat16 (load with dtype="float32" to compute in float32, as the demo does).
 - Greedy acceptance of the draft on held-out prompts (K = 5, through habana_assist): {a['acceptance']:.3f}

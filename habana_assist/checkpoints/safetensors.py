@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..utils.files import write_atomic
 
 __all__ = [
     "DTYPES",
@@ -358,18 +359,12 @@ def save_file(tensors, path, metadata=None):
     blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
     blob += b" " * (-len(blob) % 8)
 
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(len(blob).to_bytes(8, "little"))
-            f.write(blob)
-            for array in stored:
-                f.write(array.reshape(-1).view(np.uint8).data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    def write(f):
+        f.write(len(blob).to_bytes(8, "little"))
+        f.write(blob)
+        for array in stored:
+            f.write(array.reshape(-1).view(np.uint8).data)
+    write_atomic(path, write)
 
 
 def to_bfloat16_bits(a):

@@ -30,6 +30,7 @@ from ..configuration_utils import SUPPORTED_ARCHITECTURES
 from ..errors import InvalidInputError
 from ..generation.configuration_utils import GENERATION_CONFIG_NAME
 from .loading import PANEL_ROWS, expected_weights
+from ..utils.files import write_atomic
 from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, to_bfloat16_bits
 
 __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names", "CONFIG_NAME"]
@@ -250,19 +251,6 @@ def _shards(tensors, max_bytes):
     return shards
 
 
-def _write_atomic(path, write):
-    """write(f) into a file beside path, renamed to path once complete; nothing is left behind on failure."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def _write_safetensors(path, tensors):
     """tensors -> a .safetensors file: u64 header length, the JSON header (metadata {"format": "pt"}, padded
     with spaces to a multiple of 8 bytes), then the data, widest elements first so that every tensor starts at
@@ -286,7 +274,7 @@ def _write_safetensors(path, tensors):
                 written += data.nbytes
             if written != t.nbytes:  # a bug here, not the caller's: never write a file the header contradicts
                 raise AssertionError(f"tensor {t.name}: wrote {written} bytes, the header says {t.nbytes}")
-    _write_atomic(path, write)
+    write_atomic(path, write)
 
 
 def _json_default(value):
@@ -299,7 +287,7 @@ def _json_default(value):
 
 def _write_json(path, obj):
     text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
-    _write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _config_dict(model, dtype):

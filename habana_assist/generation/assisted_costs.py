@@ -114,8 +114,7 @@ def _never_falling(times):
     """times (seconds by size, in increasing size) with each value lowered to the least at its size or above. An
     append of more tokens (a step of more rows) never costs less, so a value above a larger size's was slowed by
     something else on the machine, and the cost schedule, reading it, would draft less than the pair's real costs
-    say. (On a shared 2-core Xeon one table gave t(5)/t(1) 1.70 where others gave 1.30-1.36; this lowers such an
-    outlier only as far as a larger size's own measurement shows.)"""
+    say. This lowers such an outlier only as far as a larger size's own measurement shows."""
     out, least = list(times), math.inf
     for i in range(len(out) - 1, -1, -1):
         least = out[i] = min(out[i], least)

@@ -25,6 +25,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..utils.files import write_atomic
 
 GENERATION_CONFIG_NAME = "generation_config.json"
 
@@ -407,10 +408,7 @@ class GenerationConfig:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, config_file_name or GENERATION_CONFIG_NAME)
         text = self.to_json_string(use_diff=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:  # then renamed: never a half-written file under the real name
-            f.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, lambda f: f.write(text.encode("utf-8")))  # never a half-written file under the real name
 
     def _comparable(self, use_diff):
         d = self.to_diff_dict() if use_diff else self.to_dict()

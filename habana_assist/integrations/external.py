@@ -12,7 +12,7 @@ What crosses per forward, for a model on an accelerator: the new token ids in (8
 only the positions the loop reads (the last prompt position at prefill, K + 1 per verification, 1 per draft
 step), selected on the device, 4 * vocab bytes each. As the target of a greedy call that reads nothing but each
 row's argmax (no sampling, no processor, no scores, logits or stopping criteria given the scores:
-generate_args.reads_argmax_only) with a vocabulary of at least REDUCE_FROM_VOCAB, each position is reduced on
+generation/options.py: reads_argmax_only) with a vocabulary of at least REDUCE_FROM_VOCAB, each position is reduced on
 the device to its two largest logits and their ids (top_two): 32 bytes cross per position, and the core rebuilds
 the row as those two and -inf elsewhere, from which the loop decides the same token and counts the same narrow
 margins. `model.transfer_bytes` counts both directions over the last generate(). Logits are taken over DLPack
@@ -43,21 +43,19 @@ import numpy as np
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
 from ..generation.configuration_utils import GenerationConfig
+from ..utils.tensors import import_torch
 
 _PROBE = 8     # positions of the batch-invariance probe
 _KDLCPU = 1    # DLPack's device type of host memory
 # reduce_logits=None reduces a device's rows to their top two from this vocabulary size up: below it, the
-# reduction's kernel launches cost more than the whole rows' transfer (measured: benchmarks/bench_external.py
-# --reduce-sweep on an H200, see README)
+# reduction's kernel launches cost more than the whole rows' transfer (benchmarks/bench_external.py --reduce-sweep;
+# docs/benchmarks.md)
 REDUCE_FROM_VOCAB = 32768
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError as e:  # wrap() needs the model's framework, which is torch for every model it takes today
-        raise InvalidInputError("habana_assist.wrap needs torch (Debian: apt-get install python3-torch)") from e
-    return torch
+    # wrap() needs the model's framework, which is torch for every model it takes today
+    return import_torch("habana_assist.wrap", "install Debian's python3-torch (apt-get install python3-torch)")
 
 
 def _field(out, name, index):

@@ -44,7 +44,7 @@ class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
 
 def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None, overlap=None):
     """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
-    usable as assistant_model=) run by this package's loop; see habana_assist/external.py. vocab_size and
+    usable as assistant_model=) run by this package's loop; see habana_assist/integrations/external.py. vocab_size and
     max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
     with its config's special tokens. reduce_logits: where a greedy call reads only the argmax, send each
     position's top two from the device instead of its whole row: None on an accelerator, True always, False

@@ -94,15 +94,13 @@ class AutoModelForCausalLM:
         empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit, but
         those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
         rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
-        default; None means the same) keeps every row batch-invariant: on the machine this was measured on
-        OpenBLAS prefilled 0.9-1.1x as fast as the kernels with float weights, 0.6-0.9x with int8 ones and
-        1.0-1.5x with int4 ones. True warns (RuntimeWarning) where OpenBLAS runs older kernels than the CPU has
+        default; None means the same) keeps every row batch-invariant (what OpenBLAS gains or loses against the
+        kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS runs older kernels than the CPU has
         (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the OPENBLAS_CORETYPE fix.
 
         repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
         that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
-        index order. On the measured machine (1.1B shape, bfloat16) decode ran 1.1-1.2x and verification of
-        8 tokens 1.1-1.3x as fast as with row-major weights. repack=False keeps float weights row-major, as
+        index order (faster decode and verification than row-major weights: docs/benchmarks.md). repack=False keeps float weights row-major, as
         stored (views of the file's memory map: no copy at load, pages shared between processes), with
         kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only.
 
@@ -134,8 +132,8 @@ class AutoModelForCausalLM:
 
 
 # OpenBLAS's cores with AVX2 sgemm kernels or wider. OpenBLAS picks its core once, when the process loads it (numpy
-# does, before habana_assist); Debian 12's 0.3.21 falls back to "Prescott" (SSE3) on CPUs newer than itself: on a
-# 2-core Xeon of 2026 (model 207) its sgemm ran 33 GFLOP/s there against 137-225 with SkylakeX's kernels.
+# does, before habana_assist); Debian 12's 0.3.21 falls back to "Prescott" (SSE3) on CPUs newer than itself, whose
+# sgemm is several times slower (docs/benchmarks.md).
 _BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"}
 
 

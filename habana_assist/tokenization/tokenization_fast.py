@@ -1,7 +1,7 @@
 """The tokenizer.json backend of habana_assist.tokenization: PreTrainedTokenizerFast (Hugging Face tokenizers'
 format, through habana_assist.tokenizer_json.TokenizerJSON; Transformers' fast tokenizers) and its handling of
 tokenizer_config.json (added_tokens_decoder, additional and extra special tokens, add_bos_token/add_eos_token,
-the keys it refuses). The shared surface is PreTrainedTokenizerBase in tokenization.py, which re-exports
+the keys it refuses). The shared surface is PreTrainedTokenizerBase in tokenization_utils.py, which re-exports
 everything here; build one with AutoTokenizer.from_pretrained or PreTrainedTokenizerFast.from_pretrained.
 """
 

@@ -1,6 +1,6 @@
 """The SentencePiece backend of habana_assist.tokenization: LlamaTokenizer (tokenizer.model, through Debian's
 python3-sentencepiece; Transformers' slow LlamaTokenizer) and the protobuf helpers it reads the model file with
-(_proto_fields, _bad_piece, _normalizer_spec). The shared surface is PreTrainedTokenizerBase in tokenization.py,
+(_proto_fields, _bad_piece, _normalizer_spec). The shared surface is PreTrainedTokenizerBase in tokenization_utils.py,
 which re-exports everything here; build one with AutoTokenizer.from_pretrained or LlamaTokenizer.from_pretrained.
 """
 

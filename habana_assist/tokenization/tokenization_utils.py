@@ -34,8 +34,9 @@ import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..checkpoints.hub import resolve
-from ..utils.tensors import is_torch_tensor, to_numpy
-from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping.py and the backends)
+from ..utils.files import write_atomic
+from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
+from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping_criteria.py and the backends)
 
 TOKENIZER_FILE = "tokenizer.model"
 TOKENIZER_JSON_FILE = "tokenizer.json"
@@ -798,25 +799,12 @@ def _json_bytes(obj):
 
 def _write_file(path, data):
     """Writes data to path through a file beside it, renamed into place: never a half-written file."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomic(path, lambda f: f.write(data))
 
 
 def _import_torch():
-    """torch, for return_tensors="pt"; InvalidInputError saying how to get it where it is not importable."""
-    try:
-        import torch
-    except ImportError:
-        raise InvalidInputError("return_tensors='pt' needs PyTorch (torch), which is not importable here; install "
-                                "Debian's python3-torch, or use return_tensors='np'") from None
-    return torch
+    """torch, for return_tensors="pt"."""
+    return import_torch("return_tensors='pt'", "install Debian's python3-torch, or use return_tensors='np'")
 
 
 class AutoTokenizer:

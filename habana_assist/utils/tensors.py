@@ -72,9 +72,17 @@ def to_numpy(x, name):
                             "list or a torch tensor, of shape (batch, seq) for token ids")
 
 
-def _torch():
-    import torch  # only called once the caller chose torch
+def import_torch(needed_by="this call", fix="install Debian's python3-torch"):
+    """torch (the one place the package imports it), or InvalidInputError naming what needed it and the fix."""
+    try:
+        import torch
+    except ImportError:
+        raise InvalidInputError(f"{needed_by} needs PyTorch (torch), which is not importable here; {fix}") from None
     return torch
+
+
+def _torch():
+    return import_torch()  # only called once the caller chose torch, so it is importable
 
 
 def from_numpy(array, kind):

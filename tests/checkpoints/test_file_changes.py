@@ -3,7 +3,7 @@
 Truncated or rewritten in place during the load (another process saving or copying over it): CheckpointError
 naming the file, never SIGBUS and never a model made of two files' bytes. Replaced by rename during or after the
 load: the model is the file that was opened, unchanged. After a load with repack=True nothing maps the file, so
-truncating it then is harmless too (README, "Checkpoints"; habana_assist/loading.py's docstring).
+truncating it then is harmless too (README, "Checkpoints"; habana_assist/checkpoints/loading.py's docstring).
 """
 
 import json

