@@ -20,8 +20,8 @@ from .errors import InvalidInputError, UnsupportedModelError
 from .generation import assisted_costs as _assisted_costs
 from .generation.configuration_utils import GenerationConfig, ModelOutput
 from .generation.utils import GenerationMixin
-from .utils.inputs import check_fits, checked_attention_mask, checked_input_ids
-from .utils.tensors import convert_output, to_numpy
+from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
+from .utils.tensors import convert_output
 
 
 def set_num_threads(n):
@@ -266,12 +266,7 @@ class PreTrainedCausalLM(GenerationMixin):
 
         Without past_key_values the sequence runs through a fresh cache; with one, the tokens are appended
         to it (use_cache is accepted for Transformers compatibility; a passed cache is always extended)."""
-        if input_ids is None:
-            raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
-        input_ids, kind = to_numpy(input_ids, "input_ids")
-        if attention_mask is not None:
-            attention_mask, _ = to_numpy(attention_mask, "attention_mask")
-        ids = checked_input_ids(input_ids, self.vocab_size)
+        ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         B, S = ids.shape
         cache = past_key_values
         past = cache._mask if isinstance(cache, Cache) and cache.batch_size == B else None

@@ -344,27 +344,34 @@ def save_file(tensors, path, metadata=None):
     if metadata is not None and not (isinstance(metadata, dict) and
                                      all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
         raise InvalidInputError(f"save_file: metadata must be a dict of str to str, got {metadata!r}")
-    stored, header, offset = [], {}, 0
-    if metadata is not None:
-        header["__metadata__"] = metadata
+    stored, entries = [], []
     for name in sorted(tensors):
         if not isinstance(name, str) or name == "__metadata__":
             raise InvalidInputError(f"save_file: tensor name {name!r} is not allowed; use a str other than "
                                     "'__metadata__'")
         array, dtype = _as_stored(name, tensors[name])
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + array.nbytes]}
-        offset += array.nbytes
+        entries.append((name, dtype, array.shape, array.nbytes))
         stored.append(array)
-    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    blob += b" " * (-len(blob) % 8)
+    prefix = header_prefix(entries, metadata)
 
     def write(f):
-        f.write(len(blob).to_bytes(8, "little"))
-        f.write(blob)
+        f.write(prefix)
         for array in stored:
             f.write(array.reshape(-1).view(np.uint8).data)
     write_atomic(path, write)
+
+
+def header_prefix(entries, metadata=None):
+    """The bytes before a .safetensors file's data: the header's length (u64, little-endian), then the JSON header
+    (__metadata__ if given, then each (name, dtype, shape, nbytes) of entries at consecutive offsets, in the order
+    given), padded with spaces to a multiple of 8 bytes as the reference writer does."""
+    header, offset = ({} if metadata is None else {"__metadata__": metadata}), 0
+    for name, dtype, shape, nbytes in entries:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    blob += b" " * (-len(blob) % 8)
+    return len(blob).to_bytes(8, "little") + blob
 
 
 def to_bfloat16_bits(a):

@@ -31,7 +31,7 @@ from ..errors import InvalidInputError
 from ..generation.configuration_utils import GENERATION_CONFIG_NAME
 from .loading import PANEL_ROWS, expected_weights
 from ..utils.files import write_atomic
-from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, to_bfloat16_bits
+from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, header_prefix, bfloat16_bits_to_float32, to_bfloat16_bits
 
 __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names", "CONFIG_NAME"]
 
@@ -256,16 +256,10 @@ def _write_safetensors(path, tensors):
     with spaces to a multiple of 8 bytes), then the data, widest elements first so that every tensor starts at
     a multiple of its element size (as the reference writer orders them), names sorted within a width."""
     ordered = sorted(tensors, key=lambda t: (-_ELEMENT[t.dtype].itemsize, t.name))
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for t in ordered:
-        header[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
-        offset += t.nbytes
-    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    blob += b" " * (-len(blob) % 8)
+    prefix = header_prefix([(t.name, t.dtype, t.shape, t.nbytes) for t in ordered], {"format": "pt"})
 
     def write(f):
-        f.write(len(blob).to_bytes(8, "little"))
-        f.write(blob)
+        f.write(prefix)
         for t in ordered:
             written = 0
             for chunk in t.chunks():

@@ -16,7 +16,7 @@ from .. import _core
 from ..errors import CacheCapacityError, InvalidInputError
 from ..integrations import external as _external
 from ..utils import progress as _progress
-from ..utils.inputs import check_fits, checked_attention_mask, checked_input_ids
+from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from ..utils.tensors import convert_output, to_numpy
 from . import candidate_generator, universal as _universal
 from .configuration_utils import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput,
@@ -220,12 +220,7 @@ class GenerationMixin:
     def _prepare_inputs(self, input_ids, attention_mask, gc):
         """The call's inputs checked (ids in the vocabulary, left padding, room in the cache), each prompt repeated
         num_return_sequences times, and the lengths the loop needs, as a _Call."""
-        if input_ids is None:
-            raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
-        input_ids, kind = to_numpy(input_ids, "input_ids")
-        if attention_mask is not None:
-            attention_mask, _ = to_numpy(attention_mask, "attention_mask")
-        ids = checked_input_ids(input_ids, self.vocab_size)
+        ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         n_return = gc.num_return_sequences or 1
         if n_return > 1:  # Transformers' _expand_inputs_for_generation: each prompt's copies next to each other
             ids = np.repeat(ids, n_return, axis=0)

@@ -5,6 +5,18 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError, OutOfMemoryError
+from .tensors import to_numpy
+
+
+def numpy_inputs(input_ids, attention_mask, vocab_size):
+    """-> (ids int32 (batch, seq) checked, attention_mask as numpy or None, the type input_ids came in: numpy,
+    list or torch), for a forward or a generate() call."""
+    if input_ids is None:
+        raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
+    input_ids, kind = to_numpy(input_ids, "input_ids")
+    if attention_mask is not None:
+        attention_mask, _ = to_numpy(attention_mask, "attention_mask")
+    return checked_input_ids(input_ids, vocab_size), attention_mask, kind
 
 
 def check_fits(what, nbytes, fix):
