@@ -506,8 +506,8 @@ class PretrainedConfig:
 
     @property
     def qkv_bias(self):
-        """Whether q, k and v have biases (always for Qwen2; with attention_bias for Llama, Qwen3, Gemma, SmolLM3;
-        GPT-2's fused c_attn always has one)."""
+        """Whether q, k and v have biases (always for Qwen2 and GPT-2; with attention_bias for Llama, Qwen3, Gemma,
+        SmolLM3)."""
         rule = FAMILIES[self.family].attention_bias
         return rule in ("qkv", "always") or (rule == "field" and self.attention_bias)
 

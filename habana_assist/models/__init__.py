@@ -16,13 +16,14 @@ Adding a family (Transformers' FooForCausalLM, model_type "foo"):
    it again. Import only family.py and sibling family modules here: configuration_utils imports this package.
 2. Add it to _ROWS below: SUPPORTED_ARCHITECTURES, the Auto classes and every message listing the supported
    families follow.
-3. What the rules cannot say is code: a new window, rotary or bias rule, or a new rope type, in
-   configuration_utils.py; a new role (a tensor the core does not take yet) in family.py's roles, csrc/ha.h and
-   the core's forward.
+3. What the rows cannot say yet is code: a new value of a rule (windows, rotary, attention_bias...) or a new rope
+   type in configuration_utils.py, whose family-specific checks (Phi-3's and Gemma 3's rope types, GPT-2's
+   fields) are there too; a new role (a tensor the core does not take yet) in family.py's LAYER_ROLES or
+   MODEL_ROLES, csrc/bindings/module.c's keys, csrc/ha.h and the forward.
 4. The tests keep their own copies, so that they check the package rather than repeat it: the reference forward
    in tests/family_reference.py (its config reading and forward), the checkpoint writer in
-   tests/family_checkpoints.py (names, shapes, Transformers' order), and the family lists in
-   tests/test_family_configs.py and tests/test_model_families.py.
+   tests/family_checkpoints.py (names, shapes, Transformers' order), the expected names, shapes and defaults in
+   tests/test_family_configs.py, and the family lists there and in tests/test_model_families.py.
 """
 
 from . import gemma2, gemma3, gpt2, llama, mistral, phi3, qwen2, qwen3, smollm3

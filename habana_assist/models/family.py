@@ -109,9 +109,6 @@ class Tensor:
         return len(self.shape) == 2
 
 
-_REQUIRED = object()
-
-
 @dataclasses.dataclass(frozen=True, init=False, eq=False)
 class Family:
     """One supported family: everything this package knows of it, as data. Built by keyword only (a new field
@@ -143,15 +140,16 @@ class Family:
     # rope_local_base_freq), "nope" (no_rope_layers, else every no_rope_layer_interval-th layer, have none), None
     # (no rotary: learned positions, the pos_embed tensor)
     rotary: Optional[str]
-    rope_type_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)  # older names of a rope type: {"su": "longrope"}
+    # the tensors, in Transformers' state_dict order (checkpoints.saving.state_dict_names): each layer's tensors
+    # one after the other, the model-level tensors before and after them
+    tensors: Tuple[Tensor, ...]
+    # older names of rope types in rope_scaling: {"su": "longrope"}
+    rope_type_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # the family's own names of generic fields (Transformers' attribute_map): {"hidden_size": "n_embd"}; config
     # reads the generic name through to the stored one, and takes a generic one given as the stored one
     aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # generic fields the family does not store, as functions of the config's dict: {"head_dim": ...}
     computed: Mapping[str, Callable] = dataclasses.field(default_factory=dict)
-    # the tensors in Transformers' state_dict order (the order save_pretrained writes); each layer's tensors one
-    # after the other, model-level tensors before and after them
-    tensors: Tuple[Tensor, ...] = ()
     # checkpoints exist with and without this prefix on every name but lm_head.weight's (GPT-2's "transformer.")
     optional_prefix: str = ""
     # multimodal architectures whose config.json nests this family's config in "text_config" (only the text

@@ -45,7 +45,8 @@ TENSORS = (
 )
 
 FAMILY = Family(
-    architecture="GPT2LMHeadModel", model_type="gpt2", title="GPT-2", required=("vocab_size", "n_embd", "n_layer", "n_head"),
+    architecture="GPT2LMHeadModel", model_type="gpt2", title="GPT-2",
+    required=("vocab_size", "n_embd", "n_layer", "n_head"),
     defaults={"n_positions": 1024, "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
               "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
               "bos_token_id": 50256, "eos_token_id": 50256, "pad_token_id": None, "tie_word_embeddings": True,
