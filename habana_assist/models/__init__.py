@@ -20,10 +20,11 @@ Adding a family (Transformers' FooForCausalLM, model_type "foo"):
    type in configuration_utils.py, whose family-specific checks (Phi-3's and Gemma 3's rope types, GPT-2's
    fields) are there too; a new role (a tensor the core does not take yet) in family.py's LAYER_ROLES or
    MODEL_ROLES, csrc/bindings/module.c's keys, csrc/ha.h and the forward.
-4. The tests keep their own copies, so that they check the package rather than repeat it: the reference forward
-   in tests/family_reference.py (its config reading and forward), the checkpoint writer in
-   tests/family_checkpoints.py (names, shapes, Transformers' order), the expected names, shapes and defaults in
-   tests/test_family_configs.py, and the family lists there and in tests/test_model_families.py.
+4. The tests keep their own copies, so that they check the package rather than repeat it; add the family to
+   each (under tests/): the float64 reference forward in family_reference.py (its config reading and forward),
+   the random checkpoint writer in family_checkpoints.py (names, shapes, Transformers' order), the expected
+   names, shapes, defaults and layer rules in test_family_configs.py, and the family list of
+   test_model_families.py.
 """
 
 from . import gemma2, gemma3, gpt2, llama, mistral, phi3, qwen2, qwen3, smollm3
