@@ -1,12 +1,14 @@
 """The model configuration of every supported family, read from a checkpoint's config.json.
 
 One config class (PretrainedConfig; LlamaConfig and AutoConfig are the same class) for the nine families of
-SUPPORTED_ARCHITECTURES. Field names and defaults are Transformers' per model_type (LlamaConfig,
-MistralConfig, Qwen2Config, Qwen3Config, Phi3Config, Gemma2Config, Gemma3TextConfig, SmolLM3Config,
-GPT2Config); every other key of config.json is kept as an attribute, as Transformers does. GPT-2's own names
-(n_embd, n_layer, n_head, n_positions, n_inner) are what it stores; hidden_size, num_hidden_layers,
-num_attention_heads, max_position_embeddings, intermediate_size, num_key_value_heads and head_dim read
-through to them, as GPT2Config's attribute_map does.
+SUPPORTED_ARCHITECTURES. What differs between families is data, each family's row in models/<family>.py (read
+here from the registry, models.FAMILIES): its required fields and Transformers' defaults per model_type
+(LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Phi3Config, Gemma2Config, Gemma3TextConfig,
+SmolLM3Config, GPT2Config), its norm, activation field, bias, window and rotary rules; this module is the generic
+reader and validator of those rows. Every other key of config.json is kept as an attribute, as Transformers
+does. GPT-2's own names (n_embd, n_layer, n_head, n_positions, n_inner) are what it stores; hidden_size,
+num_hidden_layers, num_attention_heads, max_position_embeddings, intermediate_size, num_key_value_heads and
+head_dim read through to them (its row's aliases and computed fields), as GPT2Config's attribute_map does.
 
 Validation splits two ways: UnsupportedModelError for a valid model this package does not implement
 (another architecture, a mixture of experts, an activation or a RoPE scaling the core does not compute),
@@ -38,15 +40,14 @@ import numpy as np
 
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError
 from .checkpoints.safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
+from .models import ARCHITECTURES, FAMILIES
 
 __all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
            "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]
 
 CONFIG_NAME = "config.json"
-SUPPORTED_ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                           "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3",
-                           "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
-                           "SmolLM3ForCausalLM": "smollm3", "GPT2LMHeadModel": "gpt2"}
+# architecture -> model_type, from the registry (models/): one row per family
+SUPPORTED_ARCHITECTURES = {name: row.model_type for name, row in ARCHITECTURES.items()}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
 # Transformers' ACT2FN name -> the core's activation (csrc/ha.h, ha_act). gelu_new, gelu_fast and
 # gelu_pytorch_tanh are the same function: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -58,77 +59,6 @@ _OTHER_LAYER_TYPES = ("chunked_attention", "linear_attention")  # valid in Trans
 _LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 _FIX = "use the config.json that was saved with this checkpoint"
 MAX_HEAD_DIM = 512  # the core's limit (csrc/ha.h, HA_MAX_HEAD_DIM)
-
-# How each family differs, in one table. Fields:
-#   required: shape fields with no default (a default would describe some other model)
-#   defaults: Transformers' defaults of the fields read here (head_dim None: hidden_size // num_attention_heads)
-#   norm: the core's norm kind; eps: the field holding its epsilon; act: the field naming the activation
-#   attention_bias: "qkv" (always q, k, v biases), "field" (q, k, v, o biases iff attention_bias), None (none)
-#   mlp_bias: whether mlp_bias adds biases to gate/up/down; qk_norm: per-head q_norm/k_norm
-#   windows: which layers slide: "all" (every layer when sliding_window is set), "from_layer" (layer_types,
-#     else i >= max_window_layers, when use_sliding_window), "nope" (layer_types, else the layers without
-#     rotary, when use_sliding_window), "alternate" (layer_types, else even layers), "pattern" (layer_types,
-#     else (i + 1) % sliding_window_pattern != 0), None (none)
-Family = namedtuple("Family", "architecture required defaults norm eps act attention_bias mlp_bias qk_norm windows")
-
-_SHAPE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-_LLAMA_LIKE = {"num_key_value_heads": None, "head_dim": None, "hidden_act": "silu", "rms_norm_eps": 1e-6,
-               "rope_theta": 10000.0, "rope_scaling": None, "tie_word_embeddings": False, "attention_bias": False,
-               "mlp_bias": False, "sliding_window": None, "pad_token_id": None, "torch_dtype": None}
-_GEMMA = {"num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-          "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": True,
-          "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096, "layer_types": None,
-          "torch_dtype": None}
-_FAMILIES = {
-    "llama": Family("LlamaForCausalLM", _SHAPE,
-                    {**_LLAMA_LIKE, "max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2},
-                    "rms", "rms_norm_eps", "hidden_act", "field", True, False, None),
-    "mistral": Family("MistralForCausalLM", _SHAPE,
-                      {**_LLAMA_LIKE, "max_position_embeddings": 4096 * 32, "bos_token_id": 1, "eos_token_id": 2,
-                       "num_key_value_heads": 8, "sliding_window": 4096},
-                      "rms", "rms_norm_eps", "hidden_act", None, False, False, "all"),
-    "qwen2": Family("Qwen2ForCausalLM", _SHAPE,
-                    {**_LLAMA_LIKE, "max_position_embeddings": 32768, "bos_token_id": None, "eos_token_id": None,
-                     "num_key_value_heads": 32, "sliding_window": 4096, "use_sliding_window": False,
-                     "max_window_layers": 28, "layer_types": None},
-                    "rms", "rms_norm_eps", "hidden_act", "qkv", False, False, "from_layer"),
-    "qwen3": Family("Qwen3ForCausalLM", _SHAPE,
-                    {**_LLAMA_LIKE, "max_position_embeddings": 32768, "bos_token_id": None, "eos_token_id": None,
-                     "num_key_value_heads": 32, "head_dim": 128, "sliding_window": 4096,
-                     "use_sliding_window": False, "max_window_layers": 28, "layer_types": None},
-                    "rms", "rms_norm_eps", "hidden_act", "field", False, True, "from_layer"),
-    "phi3": Family("Phi3ForCausalLM", _SHAPE,
-                   {**_LLAMA_LIKE, "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
-                    "rms_norm_eps": 1e-5, "partial_rotary_factor": 1.0, "bos_token_id": 1, "eos_token_id": 32000,
-                    "pad_token_id": 32000},
-                   "rms", "rms_norm_eps", "hidden_act", None, False, False, "all"),
-    "gemma2": Family("Gemma2ForCausalLM", _SHAPE,
-                     {**_GEMMA, "max_position_embeddings": 8192, "rope_theta": 10000.0, "rope_scaling": None,
-                      "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
-                      "use_bidirectional_attention": None},
-                     "rms_one_plus", "rms_norm_eps", "hidden_activation", "field", False, False, "alternate"),
-    "gemma3_text": Family("Gemma3ForCausalLM", _SHAPE,
-                          {**_GEMMA, "max_position_embeddings": 131072, "rope_theta": 1000000.0, "rope_scaling": None,
-                           "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
-                           "final_logit_softcapping": None, "attn_logit_softcapping": None,
-                           "use_bidirectional_attention": False},
-                          "rms_one_plus", "rms_norm_eps", "hidden_activation", "field", False, True, "pattern"),
-    "smollm3": Family("SmolLM3ForCausalLM", _SHAPE,
-                      {**_LLAMA_LIKE, "max_position_embeddings": 32768, "num_key_value_heads": 4,
-                       "rope_theta": 2000000.0, "pad_token_id": 128004, "bos_token_id": 128000,
-                       "eos_token_id": 128001, "use_sliding_window": False, "no_rope_layers": None,
-                       "no_rope_layer_interval": 4, "layer_types": None, "tie_word_embeddings": True},
-                      "rms", "rms_norm_eps", "hidden_act", "field", True, False, "nope"),
-    "gpt2": Family("GPT2LMHeadModel", ("vocab_size", "n_embd", "n_layer", "n_head"),
-                   {"n_positions": 1024, "n_inner": None, "activation_function": "gelu_new",
-                    "layer_norm_epsilon": 1e-5, "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
-                    "reorder_and_upcast_attn": False, "bos_token_id": 50256, "eos_token_id": 50256,
-                    "pad_token_id": None, "tie_word_embeddings": True, "torch_dtype": None},
-                   "layer", "layer_norm_epsilon", "activation_function", None, False, False, None),
-}
-# GPT2Config's attribute_map: the generic name -> the field GPT-2 stores.
-_GPT2_ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
-                 "max_position_embeddings": "n_positions"}
 
 # Mixture-of-experts: model types and config keys that say so (a dense family's forward would be wrong).
 _MOE_MODEL_TYPES = ("mixtral", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "gpt_oss", "arctic", "llama4",
@@ -199,7 +129,7 @@ def _family(d):
             f"config.json: architectures {_short(architectures)} "
             f"{'names several' if found else 'names none'} of the supported architectures; this package runs "
             f"exactly one of {_supported_list()}")
-    if isinstance(model_type, str) and model_type in _FAMILIES:  # a list or object would not hash
+    if isinstance(model_type, str) and model_type in FAMILIES:  # a list or object would not hash
         return model_type
     if isinstance(model_type, str) and _is_moe_name(model_type):
         raise UnsupportedModelError(
@@ -231,8 +161,8 @@ def _rope_type(scaling, family, field="rope_scaling"):
     rope_type = scaling.get("rope_type", scaling.get("type"))
     if rope_type is None:
         raise _bad(field, scaling, "it has neither 'rope_type' nor 'type'")
-    if family == "phi3" and rope_type in ("su", "yarn"):  # Phi3Config's names of longrope in older checkpoints
-        rope_type = "longrope"
+    if isinstance(rope_type, str):  # Phi-3's older names of longrope ("su", "yarn")
+        rope_type = FAMILIES[family].rope_type_aliases.get(rope_type, rope_type)
     if not isinstance(rope_type, str) or rope_type not in SUPPORTED_ROPE_TYPES:
         raise UnsupportedModelError(
             f"config.json: {field} type {_short(rope_type)} is not supported (supported: "
@@ -296,7 +226,7 @@ Rope = namedtuple("Rope", "inv_freq inv_freq_long long_from scale")
 
 # Multimodal architectures whose text model is a supported one: its config.json nests the text model's config in
 # "text_config" (Gemma 3 4B/12B/27B are Gemma3ForConditionalGeneration checkpoints).
-_TEXT_MODELS = {"Gemma3ForConditionalGeneration": ("Gemma3ForCausalLM", "gemma3_text")}
+_TEXT_MODELS = {name: (row.architecture, row.model_type) for row in FAMILIES.values() for name in row.multimodal}
 
 
 def _text_model(d):
@@ -320,6 +250,16 @@ def _text_model(d):
     return out
 
 
+def _named_family(d):
+    """The row of the family config dict d names (its first supported architecture, else its model_type), or
+    None; never raises (what __getattr__ reads, also on a config being copied or unpickled)."""
+    archs = d.get("architectures")
+    if isinstance(archs, list):
+        return next((ARCHITECTURES[a] for a in archs if isinstance(a, str) and a in ARCHITECTURES), None)
+    model_type = d.get("model_type")
+    return FAMILIES.get(model_type) if isinstance(model_type, str) else None
+
+
 class PretrainedConfig:
     """Hyperparameters of a causal LM of a supported family; attributes are config.json's keys (Transformers'
     defaults filled in). LlamaConfig and AutoConfig name this same class.
@@ -337,14 +277,14 @@ class PretrainedConfig:
         d = _text_model(copy.deepcopy(kwargs))
         family = _family(d)
         _check_moe(d)
-        spec = _FAMILIES[family]
-        if family == "gpt2":
-            for alias, name in _GPT2_ALIASES.items():  # GPT2Config(hidden_size=...) sets n_embd
-                if alias in d:
-                    value = d.pop(alias)
-                    if name in d and d[name] != value:
-                        raise _bad(alias, value, f"it disagrees with {name}={_short(d[name])} (GPT-2 stores {name})")
-                    d[name] = value
+        spec = FAMILIES[family]
+        for alias, name in spec.aliases.items():  # GPT2Config(hidden_size=...) sets n_embd
+            if alias in d:
+                value = d.pop(alias)
+                if name in d and d[name] != value:
+                    raise _bad(alias, value, f"it disagrees with {name}={_short(d[name])} ({spec.title} stores "
+                               f"{name})")
+                d[name] = value
         missing = [k for k in spec.required if k not in d]
         if missing:
             raise CheckpointError(f"config.json: required field(s) {', '.join(missing)} missing; {_FIX}")
@@ -354,15 +294,15 @@ class PretrainedConfig:
         d.setdefault("architectures", None)
         if "torch_dtype" not in kwargs and "dtype" in d:  # Transformers >= 5 writes "dtype"
             d["torch_dtype"] = d["dtype"]
-        if family != "gpt2":
+        if spec.rotary is not None:
             self._read_rope_parameters(d, kwargs)
-            if d["num_key_value_heads"] is None:
-                d["num_key_value_heads"] = d["num_attention_heads"]
-        if family in ("qwen2", "qwen3") and not d["use_sliding_window"]:
+        if "num_key_value_heads" in spec.defaults and d["num_key_value_heads"] is None:
+            d["num_key_value_heads"] = d["num_attention_heads"]
+        if spec.windows == "from_layer" and not d["use_sliding_window"]:
             d["sliding_window"] = None  # as Qwen2Config/Qwen3Config: the window only exists when switched on
         self.__dict__.update(d)
         self._validate(family)
-        if family != "gpt2" and self.head_dim is None:
+        if "head_dim" in spec.defaults and self.head_dim is None:
             self.head_dim = self.hidden_size // self.num_attention_heads
 
     @staticmethod
@@ -394,7 +334,7 @@ class PretrainedConfig:
     # ---- validation ----------------------------------------------------------------------------------------
 
     def _validate(self, family):
-        spec = _FAMILIES[family]
+        spec = FAMILIES[family]
         gpt2 = family == "gpt2"
         sizes = spec.required + (("n_positions",) if gpt2 else ("num_key_value_heads", "max_position_embeddings"))
         for key in sizes:
@@ -445,9 +385,9 @@ class PretrainedConfig:
 
     def _validate_attention(self, family):
         """Windows, layer lists, Gemma's attention scale and softcaps."""
-        spec = _FAMILIES[family]
+        spec = FAMILIES[family]
         n = self.num_hidden_layers
-        if spec.windows is not None or family == "llama":
+        if "sliding_window" in spec.defaults:
             window = self.sliding_window
             if window is not None and not _is_size(window):
                 raise _bad("sliding_window", window, "expected a positive integer (below 2**63) or null")
@@ -465,7 +405,7 @@ class PretrainedConfig:
                 if not (isinstance(t, str) and t in _LAYER_TYPES):
                     raise _bad("layer_types", types, f"{_short(t)} is not a layer type (expected "
                                f"{' or '.join(repr(x) for x in _LAYER_TYPES)})")
-        if family == "smollm3":
+        if spec.rotary == "nope":
             if self.no_rope_layers is None and not _is_size(self.no_rope_layer_interval):
                 raise _bad("no_rope_layer_interval", self.no_rope_layer_interval, "expected a positive integer")
             flags = self.no_rope_layers
@@ -473,7 +413,7 @@ class PretrainedConfig:
                                           and all(isinstance(v, (int, bool)) and v in (0, 1) for v in flags)):
                 raise _bad("no_rope_layers", flags, f"expected a list of at least num_hidden_layers={n} values, each "
                            "1 (the layer has rotary) or 0 (it has none)")
-        if family == "gemma3_text" and not _is_size(self.sliding_window_pattern):
+        if spec.windows == "pattern" and not _is_size(self.sliding_window_pattern):
             raise _bad("sliding_window_pattern", self.sliding_window_pattern, "expected a positive integer")
         if spec.norm == "rms_one_plus":
             if not (_is_number(self.query_pre_attn_scalar) and self.query_pre_attn_scalar > 0):
@@ -488,13 +428,14 @@ class PretrainedConfig:
                     "supported (a causal language model only; supported: false or null)")
 
     def _validate_rotary(self, family):
-        for key in ("rope_theta",) + (("rope_local_base_freq",) if family == "gemma3_text" else ()):
+        rotary = FAMILIES[family].rotary
+        for key in ("rope_theta",) + (("rope_local_base_freq",) if rotary == "local" else ()):
             value = getattr(self, key)
             if not (_is_number(value) and value > 0):
                 raise _bad(key, value, "expected a positive number")
         partial = getattr(self, "partial_rotary_factor", 1.0)
         head_dim = self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
-        if family == "phi3":
+        if rotary == "partial":
             if not (_is_number(partial) and 0 < partial <= 1):
                 raise _bad("partial_rotary_factor", partial, "expected a number in (0, 1]")
             rope_dim = int(head_dim * partial)
@@ -548,44 +489,44 @@ class PretrainedConfig:
     def rope_type(self):
         """"default" | "linear" | "llama3" | "longrope", from rope_scaling; None for GPT-2 (learned positions)."""
         family = self.family
-        return None if family == "gpt2" else _rope_type(self.rope_scaling, family)
+        return None if FAMILIES[family].rotary is None else _rope_type(self.rope_scaling, family)
 
     @property
     def rope_dim(self):
         """Rotary dimensions of each head: head_dim, int(head_dim * partial_rotary_factor) for Phi-3, 0 for GPT-2."""
-        family = self.family
-        if family == "gpt2":
+        rotary = FAMILIES[self.family].rotary
+        if rotary is None:
             return 0
-        return int(self.head_dim * self.partial_rotary_factor) if family == "phi3" else self.head_dim
+        return int(self.head_dim * self.partial_rotary_factor) if rotary == "partial" else self.head_dim
 
     @property
     def activation(self):
         """The core's activation ("silu" | "gelu_tanh" | "gelu" | "relu")."""
-        return SUPPORTED_ACTIVATIONS[getattr(self, _FAMILIES[self.family].act)]
+        return SUPPORTED_ACTIVATIONS[getattr(self, FAMILIES[self.family].act)]
 
     @property
     def qkv_bias(self):
-        """Whether q, k and v have biases (always for Qwen2; with attention_bias for Llama, Qwen3, Gemma, SmolLM3;
-        GPT-2's fused c_attn always has one)."""
-        rule = _FAMILIES[self.family].attention_bias
-        return rule == "qkv" or (rule == "field" and self.attention_bias) or self.family == "gpt2"
+        """Whether q, k and v have biases (always for Qwen2 and GPT-2; with attention_bias for Llama, Qwen3, Gemma,
+        SmolLM3)."""
+        rule = FAMILIES[self.family].attention_bias
+        return rule in ("qkv", "always") or (rule == "field" and self.attention_bias)
 
     @property
     def o_bias(self):
         """Whether the attention output projection has a bias (never for Qwen2, Mistral, Phi-3; always GPT-2)."""
-        rule = _FAMILIES[self.family].attention_bias
-        return (rule == "field" and self.attention_bias) or self.family == "gpt2"
+        rule = FAMILIES[self.family].attention_bias
+        return rule == "always" or (rule == "field" and self.attention_bias)
 
     @property
     def mlp_biases(self):
         """Whether the MLP's projections have biases (mlp_bias for Llama and SmolLM3; always for GPT-2)."""
-        family = self.family
-        return family == "gpt2" or (_FAMILIES[family].mlp_bias and self.mlp_bias)
+        rule = FAMILIES[self.family].mlp_bias
+        return rule == "always" or (rule == "field" and self.mlp_bias)
 
     @property
     def qk_norm(self):
         """Whether attention has per-head q_norm and k_norm (Qwen3, Gemma 3)."""
-        return _FAMILIES[self.family].qk_norm
+        return FAMILIES[self.family].qk_norm
 
     def to_dict(self):
         """A deep copy of every config.json field (derived values excluded): from_dict(to_dict()) == self."""
@@ -594,14 +535,14 @@ class PretrainedConfig:
     def rope_inv_freq(self):
         """Rotary inverse frequencies of the (global) layers, np.float64 (rope_dim // 2,), with rope_scaling
         applied as Transformers (longrope: the short table); None for GPT-2."""
-        if self.family == "gpt2":
+        if FAMILIES[self.family].rotary is None:
             return None
         return self._global_rope(self.head_dim).inv_freq
 
     def _global_rope(self, head_dim):
         """-> Rope of the layers with rotary "global" (rope_theta and rope_scaling)."""
         family = self.family
-        dim = int(head_dim * self.partial_rotary_factor) if family == "phi3" else head_dim
+        dim = int(head_dim * self.partial_rotary_factor) if FAMILIES[family].rotary == "partial" else head_dim
         scaling = self.rope_scaling
         rope_type = _rope_type(scaling, family)
         inv_freq = _base_inv_freq(self.rope_theta, dim)
@@ -640,7 +581,7 @@ class PretrainedConfig:
         """Per layer "sliding_attention" or "full_attention", by the family's rule (before the window is known
         to be set)."""
         family, n = self.family, self.num_hidden_layers
-        rule = _FAMILIES[family].windows
+        rule = FAMILIES[family].windows
         given = getattr(self, "layer_types", None) if rule in ("from_layer", "nope", "alternate", "pattern") else None
         if given is not None:
             return list(given)
@@ -667,7 +608,7 @@ class PretrainedConfig:
 
     def _any_rope(self):
         """Whether some layer has rotary (all but a SmolLM3 whose every layer is NoPE); without listing the layers."""
-        if self.family != "smollm3":
+        if FAMILIES[self.family].rotary != "nope":
             return True
         if self.no_rope_layers is not None:
             return any(self.no_rope_layers[:self.num_hidden_layers])
@@ -675,8 +616,7 @@ class PretrainedConfig:
 
     def _window(self):
         """The window of the sliding layers, or None when nothing slides."""
-        family = self.family
-        rule = _FAMILIES[family].windows
+        rule = FAMILIES[self.family].windows
         if rule is None:
             return None
         if rule in ("from_layer", "nope") and not self.use_sliding_window:
@@ -685,17 +625,17 @@ class PretrainedConfig:
 
     def _plan(self):
         """layer_settings() without attention scales: [{"window": int, "rope": str}]."""
-        family, n = self.family, self.num_hidden_layers
-        if family == "gpt2":
+        rotary, n = FAMILIES[self.family].rotary, self.num_hidden_layers
+        if rotary is None:
             return [{"window": 0, "rope": "none"} for _ in range(n)]
         window = self._window()
         # which layers slide matters with a window, and for Gemma 3's local rotary
-        types = self._layer_types() if window is not None or family == "gemma3_text" else ["full_attention"] * n
-        rope = self._has_rope() if family == "smollm3" else [True] * n
+        types = self._layer_types() if window is not None or rotary == "local" else ["full_attention"] * n
+        rope = self._has_rope() if rotary == "nope" else [True] * n
         plan = []
         for i in range(n):
             sliding = types[i] == "sliding_attention"
-            kind = "none" if not rope[i] else "local" if family == "gemma3_text" and sliding else "global"
+            kind = "none" if not rope[i] else "local" if rotary == "local" and sliding else "global"
             plan.append({"window": window if sliding and window is not None else 0, "rope": kind})
         return plan
 
@@ -704,12 +644,12 @@ class PretrainedConfig:
         full attention; w: key j visible from query p iff p - j < w), "rope" ("global" | "local" | "none"), and
         "attn_scale" only where it is not 1/sqrt(head_dim): Gemma's query_pre_attn_scalar ** -0.5, GPT-2's 1.0
         without scale_attn_weights and its division by (layer index + 1) with scale_attn_by_inverse_layer_idx."""
-        family = self.family
+        reads = FAMILIES[self.family].defaults  # the fields the family has
         plan = self._plan()
-        if family in ("gemma2", "gemma3_text") and self.query_pre_attn_scalar != self.head_dim:
+        if "query_pre_attn_scalar" in reads and self.query_pre_attn_scalar != self.head_dim:
             for settings in plan:
                 settings["attn_scale"] = float(self.query_pre_attn_scalar) ** -0.5
-        if family == "gpt2":
+        if "scale_attn_weights" in reads:
             for i, settings in enumerate(plan):
                 scale = 1.0 / math.sqrt(self.head_dim) if self.scale_attn_weights else 1.0
                 if self.scale_attn_by_inverse_layer_idx:
@@ -726,20 +666,20 @@ class PretrainedConfig:
         if dtype not in FLOAT_DTYPES:
             raise InvalidInputError(f"core_config: dtype={dtype!r} must be one of {', '.join(FLOAT_DTYPES)}")
         family = self.family
-        spec = _FAMILIES[family]
+        spec = FAMILIES[family]
         config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
                   "intermediate_size": self.intermediate_size, "n_layers": self.num_hidden_layers,
                   "n_heads": self.num_attention_heads, "n_kv_heads": self.num_key_value_heads,
                   "head_dim": self.head_dim, "norm_eps": float(getattr(self, spec.eps)), "norm": spec.norm,
-                  "act": self.activation, "gated_mlp": family != "gpt2", "embed_scale": 1.0, "attn_softcap": 0.0,
+                  "act": self.activation, "gated_mlp": spec.gated_mlp, "embed_scale": 1.0, "attn_softcap": 0.0,
                   "final_softcap": 0.0, "rope_dim": self.rope_dim, "rope_inv_freq": None,
                   "rope_inv_freq_long": None, "rope_long_from": 0, "rope_inv_freq_local": None, "rope_scale": 1.0}
-        if family == "gpt2":
+        if spec.rotary is None:
             return config
         rope = self._global_rope(self.head_dim)
         config.update(rope_inv_freq=rope.inv_freq, rope_inv_freq_long=rope.inv_freq_long,
                       rope_long_from=rope.long_from, rope_scale=rope.scale)
-        if family == "gemma3_text":
+        if spec.rotary == "local":
             config["rope_inv_freq_local"] = _base_inv_freq(self.rope_local_base_freq, self.head_dim)
         if spec.norm == "rms_one_plus":
             config["embed_scale"] = _round_to(self.hidden_size ** 0.5, dtype)
@@ -750,20 +690,15 @@ class PretrainedConfig:
         return config
 
     def __getattr__(self, name):
-        # Called only for attributes config.json did not set: GPT-2's generic names, then Transformers'
-        # PretrainedConfig defaults that scripts read (model.config.is_encoder_decoder...); never written back by
-        # to_dict().
+        # Called only for attributes config.json did not set: the generic names of a family with its own (GPT-2's
+        # aliases and computed fields), then Transformers' PretrainedConfig defaults that scripts read
+        # (model.config.is_encoder_decoder...); never written back by to_dict().
         d = self.__dict__
-        archs = d.get("architectures")
-        if ("GPT2LMHeadModel" in archs) if isinstance(archs, list) else d.get("model_type") == "gpt2":
-            if name in _GPT2_ALIASES:
-                return d[_GPT2_ALIASES[name]]
-            if name == "intermediate_size":
-                return d["n_inner"] if d.get("n_inner") is not None else 4 * d["n_embd"]
-            if name == "num_key_value_heads":
-                return d["n_head"]
-            if name == "head_dim":
-                return d["n_embd"] // d["n_head"]
+        spec = _named_family(d)
+        if spec is not None and name in spec.aliases:
+            return d[spec.aliases[name]]
+        if spec is not None and name in spec.computed:
+            return spec.computed[name](d)
         if name == "partial_rotary_factor":
             return 1.0
         if name in _PRETRAINED_DEFAULTS:

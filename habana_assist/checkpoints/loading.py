@@ -32,6 +32,8 @@ from .. import _core
 from ..utils import progress as _progress
 from ..configuration_utils import PretrainedConfig
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..models import FAMILIES
+from ..models.family import LAYER_ROLES, layer_tensors
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
 __all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
@@ -74,109 +76,30 @@ class Checkpoint:
 # "final_norm_bias", "lm_head") or layer dict ("wq", "bq", "attn_norm"...: csrc/bindings/module.c, LAYER_KEYS);
 # transposed: a GPT-2 Conv1D matrix stored (in, out), which the loader turns into the core's (out, in).
 WeightSpec = namedtuple("WeightSpec", "name is_matrix dims layer role transposed", defaults=(None, None, False))
-
-_GPT2_PREFIX = "transformer."
+_LAYER_ORDER = {role: k for k, role in enumerate(LAYER_ROLES)}
 
 
 def expected_weights(config):
-    """-> [WeightSpec] of every tensor the checkpoint of this config must hold, in the order they are checked.
+    """-> [WeightSpec] of every tensor the checkpoint of this config must hold, in the order they are checked:
+    the model-level tensors before the layers, each layer's in the order the layer applies them (LAYER_ROLES in
+    models/family.py), then the model-level ones after the layers.
 
-    Names are each family's own (Transformers' modeling_*.py): Llama/Mistral/Qwen2/SmolLM3 q/k/v/o_proj and
-    gate/up/down_proj; Qwen3 and Gemma 3 add self_attn.q_norm/k_norm; Phi-3 fuses self_attn.qkv_proj (rows
-    q | k | v) and mlp.gate_up_proj (rows gate | up); Gemma 2/3 have pre_feedforward_layernorm and
-    post_feedforward_layernorm besides post_attention_layernorm (which they apply to the attention output);
-    GPT-2's are transformer.wte/wpe/h.{i}.ln_1/attn.c_attn/attn.c_proj/ln_2/mlp.c_fc/mlp.c_proj/ln_f with biases
-    (load_checkpoint also reads them without the "transformer." prefix). A tied head (tie_word_embeddings) has no
-    lm_head.weight: the core's lm_head is the embedding."""
-    if config.family == "gpt2":
-        return _gpt2_weights(config)
-    c = config
-    family = c.family
-    gemma = family in ("gemma2", "gemma3_text")
-    vocab = (c.vocab_size, f"vocab_size={c.vocab_size}")
-    hidden = (c.hidden_size, f"hidden_size={c.hidden_size}")
-    inter = (c.intermediate_size, f"intermediate_size={c.intermediate_size}")
-    head = (c.head_dim, f"head_dim={c.head_dim}")
-    q = (c.num_attention_heads * c.head_dim, f"num_attention_heads={c.num_attention_heads} * head_dim={c.head_dim}")
-    kv = (c.num_key_value_heads * c.head_dim,
-          f"num_key_value_heads={c.num_key_value_heads} * head_dim={c.head_dim}")
-    qkv = (q[0] + 2 * kv[0], f"(num_attention_heads={c.num_attention_heads} + 2 * num_key_value_heads="
-                             f"{c.num_key_value_heads}) * head_dim={c.head_dim}")
-    gate_up = (2 * c.intermediate_size, f"2 * intermediate_size={c.intermediate_size}")
+    Names, stored shapes, roles and the conditions that add a tensor are the family's tensors in
+    models/<family>.py (Transformers' modeling_*.py names): Phi-3's fused projections, Gemma's four norms a layer
+    and GPT-2's Conv1D matrices among them (load_checkpoint also reads GPT-2's without their "transformer."
+    prefix). A tied head (tie_word_embeddings) has no lm_head.weight: the core's lm_head is the embedding."""
+    before, layers, after = layer_tensors(FAMILIES[config.family], config)
+    dims = {}  # id(Tensor) -> its stored shape's dims, the same in every layer
 
-    specs = [WeightSpec("model.embed_tokens.weight", True, (vocab, hidden), None, "embed")]
-    for i in range(c.num_hidden_layers):
-        p = f"model.layers.{i}."
+    def spec(name, tensor, layer):
+        if id(tensor) not in dims:
+            dims[id(tensor)] = tuple(dim(config) for dim in tensor.shape)
+        return WeightSpec(name, tensor.is_matrix, dims[id(tensor)], layer, tensor.role, tensor.transposed)
 
-        def add(name, dims, role, matrix=False):
-            specs.append(WeightSpec(p + name, matrix, dims, i, role))
-
-        add("input_layernorm.weight", (hidden,), "attn_norm")
-        if family == "phi3":
-            add("self_attn.qkv_proj.weight", (qkv, hidden), "wqkv", True)
-        else:
-            for proj, rows, short in (("q_proj", q, "q"), ("k_proj", kv, "k"), ("v_proj", kv, "v")):
-                add(f"self_attn.{proj}.weight", (rows, hidden), "w" + short, True)
-                if c.qkv_bias:
-                    add(f"self_attn.{proj}.bias", (rows,), "b" + short)
-        if c.qk_norm:
-            add("self_attn.q_norm.weight", (head,), "q_norm")
-            add("self_attn.k_norm.weight", (head,), "k_norm")
-        add("self_attn.o_proj.weight", (hidden, q), "wo", True)
-        if c.o_bias:
-            add("self_attn.o_proj.bias", (hidden,), "bo")
-        if gemma:  # Gemma's post_attention_layernorm normalizes the attention output; pre_feedforward the MLP input
-            add("post_attention_layernorm.weight", (hidden,), "post_attn_norm")
-            add("pre_feedforward_layernorm.weight", (hidden,), "ffn_norm")
-        else:
-            add("post_attention_layernorm.weight", (hidden,), "ffn_norm")
-        if family == "phi3":
-            add("mlp.gate_up_proj.weight", (gate_up, hidden), "w_gate_up", True)
-        else:
-            for proj, short in (("gate_proj", "gate"), ("up_proj", "up")):
-                add(f"mlp.{proj}.weight", (inter, hidden), "w_" + short, True)
-                if c.mlp_biases:
-                    add(f"mlp.{proj}.bias", (inter,), "b_" + short)
-        add("mlp.down_proj.weight", (hidden, inter), "w_down", True)
-        if c.mlp_biases:
-            add("mlp.down_proj.bias", (hidden,), "b_down")
-        if gemma:
-            add("post_feedforward_layernorm.weight", (hidden,), "post_ffn_norm")
-    specs.append(WeightSpec("model.norm.weight", False, (hidden,), None, "final_norm"))
-    if not c.tie_word_embeddings:
-        specs.append(WeightSpec("lm_head.weight", True, (vocab, hidden), None, "lm_head"))
-    return specs
-
-
-def _gpt2_weights(c):
-    """GPT2LMHeadModel's tensors: Conv1D weights stored (in, out), transposed=True."""
-    P = _GPT2_PREFIX
-    vocab = (c.vocab_size, f"vocab_size={c.vocab_size}")
-    d = (c.n_embd, f"n_embd={c.n_embd}")
-    d3 = (3 * c.n_embd, f"3 * n_embd={c.n_embd}")
-    inner = (c.intermediate_size, f"n_inner={c.n_inner}" if c.n_inner is not None else f"4 * n_embd={c.n_embd}")
-    positions = (c.n_positions, f"n_positions={c.n_positions}")
-    specs = [WeightSpec(P + "wte.weight", True, (vocab, d), None, "embed"),
-             WeightSpec(P + "wpe.weight", True, (positions, d), None, "pos_embed")]
-    for i in range(c.n_layer):
-        p = f"{P}h.{i}."
-        specs += [WeightSpec(p + "ln_1.weight", False, (d,), i, "attn_norm"),
-                  WeightSpec(p + "ln_1.bias", False, (d,), i, "attn_norm_bias"),
-                  WeightSpec(p + "attn.c_attn.weight", True, (d, d3), i, "wqkv", True),
-                  WeightSpec(p + "attn.c_attn.bias", False, (d3,), i, "bqkv"),
-                  WeightSpec(p + "attn.c_proj.weight", True, (d, d), i, "wo", True),
-                  WeightSpec(p + "attn.c_proj.bias", False, (d,), i, "bo"),
-                  WeightSpec(p + "ln_2.weight", False, (d,), i, "ffn_norm"),
-                  WeightSpec(p + "ln_2.bias", False, (d,), i, "ffn_norm_bias"),
-                  WeightSpec(p + "mlp.c_fc.weight", True, (d, inner), i, "w_up", True),
-                  WeightSpec(p + "mlp.c_fc.bias", False, (inner,), i, "b_up"),
-                  WeightSpec(p + "mlp.c_proj.weight", True, (inner, d), i, "w_down", True),
-                  WeightSpec(p + "mlp.c_proj.bias", False, (d,), i, "b_down")]
-    specs += [WeightSpec(P + "ln_f.weight", False, (d,), None, "final_norm"),
-              WeightSpec(P + "ln_f.bias", False, (d,), None, "final_norm_bias")]
-    if not c.tie_word_embeddings:
-        specs.append(WeightSpec("lm_head.weight", True, (vocab, d), None, "lm_head"))
-    return specs
+    specs = [spec(name, tensor, None) for name, tensor in before]
+    for i, layer in enumerate(layers):
+        specs += [spec(name, tensor, i) for name, tensor in sorted(layer, key=lambda t: _LAYER_ORDER[t[1].role])]
+    return specs + [spec(name, tensor, None) for name, tensor in after]
 
 
 def _target_dtype(dtype):
@@ -409,31 +332,37 @@ def load_checkpoint(directory, dtype=None, repack=True, progress=None):
         for f in files.values():
             f.close()
     if config.tie_word_embeddings:
-        weights["lm_head.weight"] = weights[_embedding_name(config)]
+        weights[_tensor_name(config, "lm_head")] = weights[_tensor_name(config, "embed")]
     return Checkpoint(directory, config, weights, float_dtype)
 
 
-def _embedding_name(config):
-    return _GPT2_PREFIX + "wte.weight" if config.family == "gpt2" else "model.embed_tokens.weight"
+def _tensor_name(config, role):
+    """The name of the family's model-level tensor of this role ("embed", "lm_head"...)."""
+    return FAMILIES[config.family].tensor(role).name
 
 
 def _file_names(directory, config, origin, searched):
-    """-> f(expected name) = the name the checkpoint stores it under: GPT-2 checkpoints exist with and without
-    the "transformer." prefix (lm_head.weight has none either way); a Gemma 3 text model may sit inside a
-    Gemma3ForConditionalGeneration checkpoint."""
-    if config.family == "gemma3_text" and "model.embed_tokens.weight" not in origin:
-        # Gemma3ForConditionalGeneration's text model: model.language_model.* and lm_head.* (Transformers >= 4.52
-        # saves), or language_model.model.* and language_model.lm_head.* (earlier)
-        for prefix, head in (("model.language_model.", ""), ("language_model.model.", "language_model.")):
-            if prefix + "embed_tokens.weight" in origin:
-                return lambda name: prefix + name[len("model."):] if name.startswith("model.") else head + name
-    if config.family != "gpt2" or _GPT2_PREFIX + "wte.weight" in origin:
+    """-> f(expected name) = the name the checkpoint stores it under: some families' checkpoints exist with and
+    without a prefix (GPT-2's "transformer."; lm_head.weight has none either way); a text model may sit inside a
+    multimodal checkpoint (a Gemma 3 text model inside a Gemma3ForConditionalGeneration checkpoint)."""
+    family = FAMILIES[config.family]
+    embed = _tensor_name(config, "embed")
+    if family.multimodal_prefixes and embed not in origin:
+        # the multimodal model's text model: its decoder's "model.X" under prefix + "X", its other tensors under
+        # head + name
+        for prefix, head in family.multimodal_prefixes:
+            def stored(name, prefix=prefix, head=head):
+                return prefix + name[len("model."):] if name.startswith("model.") else head + name
+            if stored(embed) in origin:
+                return stored
+    prefix = family.optional_prefix
+    if not prefix or embed in origin:
         return lambda name: name
-    if "wte.weight" in origin:
-        return lambda name: name[len(_GPT2_PREFIX):] if name.startswith(_GPT2_PREFIX) else name
-    raise CheckpointError(f"{directory}: tensor 'transformer.wte.weight' (or 'wte.weight', as the original GPT-2 "
-                          f"files name it) not found in {searched}; the checkpoint is incomplete or is not a GPT-2 "
-                          "model — re-download it")
+    if embed[len(prefix):] in origin:
+        return lambda name: name[len(prefix):] if name.startswith(prefix) else name
+    raise CheckpointError(f"{directory}: tensor {embed!r} (or {embed[len(prefix):]!r}, as the original "
+                          f"{family.title} files name it) not found in {searched}; the checkpoint is incomplete or "
+                          f"is not a {family.title} model — re-download it")
 
 
 def _load_weights(directory, config, files, origin, target, repack, progress=None):
@@ -463,7 +392,7 @@ def _load_specs(directory, config, files, origin, target, repack, specs, stored_
         name = stored_name(spec.name)
         if name not in origin:
             hint = (" (or, if this model ties its output layer to the embedding, set \"tie_word_embeddings\": "
-                    "true in config.json)" if name == "lm_head.weight" else "")
+                    "true in config.json)" if spec.role == "lm_head" and name == spec.name else "")
             raise CheckpointError(f"{directory}: tensor {name!r} not found in {searched}; the checkpoint is "
                                   f"incomplete or does not match config.json — re-download it{hint}")
         file = files[origin[name]]

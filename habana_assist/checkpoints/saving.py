@@ -26,9 +26,10 @@ import re
 
 import numpy as np
 
-from ..configuration_utils import SUPPORTED_ARCHITECTURES
 from ..errors import InvalidInputError
 from ..generation.configuration_utils import GENERATION_CONFIG_NAME
+from ..models import FAMILIES
+from ..models.family import layer_tensors
 from .loading import PANEL_ROWS, expected_weights
 from ..utils.files import write_atomic
 from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, header_prefix, bfloat16_bits_to_float32, to_bfloat16_bits
@@ -38,7 +39,6 @@ __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names"
 CONFIG_NAME = "config.json"
 _STORED = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}  # Weight.dtype -> safetensors dtype
 _ELEMENT = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}  # BF16: its bits
-_ARCHITECTURE = {family: name for name, family in SUPPORTED_ARCHITECTURES.items()}
 _SIZE_UNITS = {"TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3,
                "TIB": 2**40, "GIB": 2**30, "MIB": 2**20, "KIB": 2**10}
 _SHARD_FILE = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
@@ -67,53 +67,12 @@ def parse_shard_size(max_shard_size):
 
 
 def state_dict_names(config):
-    """The tensor names a Transformers model of this config's family saves, in its state_dict order: modules in
-    the registration order of each family's modeling_*.py __init__ (per layer the attention, the MLP, then the
-    norms; Phi-3's attention registers o_proj before qkv_proj; q_norm/k_norm after o_proj), a tied lm_head left
-    out as save_pretrained leaves it out."""
-    if config.family == "gpt2":
-        return _gpt2_state_dict_names(config)
-    family = config.family
-    names = ["model.embed_tokens.weight"]
-    for i in range(config.num_hidden_layers):
-        p = f"model.layers.{i}."
-        if family == "phi3":
-            names += [p + "self_attn.o_proj.weight", p + "self_attn.qkv_proj.weight"]
-        else:
-            for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-                names.append(f"{p}self_attn.{proj}.weight")
-                if config.qkv_bias if proj != "o_proj" else config.o_bias:
-                    names.append(f"{p}self_attn.{proj}.bias")
-        if config.qk_norm:
-            names += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
-        if family == "phi3":
-            names += [p + "mlp.gate_up_proj.weight", p + "mlp.down_proj.weight"]
-        else:
-            for proj in ("gate_proj", "up_proj", "down_proj"):
-                names.append(f"{p}mlp.{proj}.weight")
-                if config.mlp_biases:
-                    names.append(f"{p}mlp.{proj}.bias")
-        names += [p + "input_layernorm.weight", p + "post_attention_layernorm.weight"]
-        if family in ("gemma2", "gemma3_text"):
-            names += [p + "pre_feedforward_layernorm.weight", p + "post_feedforward_layernorm.weight"]
-    names.append("model.norm.weight")
-    if not config.tie_word_embeddings:
-        names.append("lm_head.weight")
-    return names
-
-
-def _gpt2_state_dict_names(config):
-    """GPT2LMHeadModel: transformer.wte, wpe, each block's ln_1, attn (c_attn, c_proj), ln_2, mlp (c_fc, c_proj),
-    then ln_f; each Conv1D and LayerNorm its weight, then its bias."""
-    names = ["transformer.wte.weight", "transformer.wpe.weight"]
-    for i in range(config.n_layer):
-        p = f"transformer.h.{i}."
-        for module in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"):
-            names += [f"{p}{module}.weight", f"{p}{module}.bias"]
-    names += ["transformer.ln_f.weight", "transformer.ln_f.bias"]
-    if not config.tie_word_embeddings:
-        names.append("lm_head.weight")
-    return names
+    """The tensor names a Transformers model of this config's family saves, in its state_dict order: the family's
+    tensors (models/<family>.py) in the order they are listed there, which is the registration order of each
+    family's modeling_*.py modules, each layer's in turn; those whose condition the config does not meet left out
+    (a tied lm_head, as save_pretrained leaves it out; biases the config does not have)."""
+    before, layers, after = layer_tensors(FAMILIES[config.family], config)
+    return [name for name, _ in before] + [name for layer in layers for name, _ in layer] + [name for name, _ in after]
 
 
 def _panel_order(dtype):
@@ -288,7 +247,7 @@ def _config_dict(model, dtype):
     """model.config as config.json: its fields, architectures named, torch_dtype the dtype saved."""
     config = model.config.to_dict()
     if not config.get("architectures"):
-        config["architectures"] = [_ARCHITECTURE[model.config.family]]
+        config["architectures"] = [FAMILIES[model.config.family].architecture]
     config["torch_dtype"] = dtype
     if "dtype" in config:  # Transformers >= 5 writes "dtype"; keep the two in agreement
         config["dtype"] = dtype
