@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "kernels/kernels.h"
 
 extern const ha_kernels kernels_a;
 #define kernels_b ha_kernels_avx2

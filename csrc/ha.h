@@ -66,7 +66,7 @@ typedef enum ha_dtype {
  * p * HA_PANEL_ROWS + i (zero past the last row) at positions ha_panel_pos(i): i itself, except in bfloat16
  * panels, where rows i < 8 sit at 2i and rows 8 + i at 2i + 1 (one 32-byte load then splits into the two
  * halves' float32 by one shift and one mask). The multiply sums each output in index order by fused
- * multiply-adds (see ha_kernels.matmul in internal.h), where row-major float weights sum 8-lane blocks. */
+ * multiply-adds (see ha_kernels.matmul in kernels/kernels.h), where row-major float weights sum 8-lane blocks. */
 #define HA_PANEL_ROWS 16
 
 /* HA_Q8, int8 weights with a scale per group: each row is ceil(cols / HA_Q8_GROUP) blocks of
@@ -441,12 +441,12 @@ typedef struct ha_assist_params {
      * (a window over the latest calls); a row that planned no candidate for 16 rounds drafts one, so that counts
      * saying no draft is worth it are checked again. */
     double *cost_state;
-    /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (assist.c: the next round's
-     * candidates after a guess of the target's token, used where the round accepts every candidate and the guess is
-     * right). Same output, scores and statistics as without; for a target whose append leaves the host's cores idle
-     * (an accelerator behind a callback). The draft's append is then called from that thread too, so it must not
-     * need the caller's thread (a native context's does not; the binding passes 0 for other drafts). Off
-     * without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
+    /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (generation/assist_ahead.c:
+     * the next round's candidates after a guess of the target's token, used where the round accepts every candidate
+     * and the guess is right). Same output, scores and statistics as without; for a target whose append leaves the
+     * host's cores idle (an accelerator behind a callback). The draft's append is then called from that thread too,
+     * so it must not need the caller's thread (a native context's does not; the binding passes 0 for other drafts).
+     * Off without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
     int overlap;
 } ha_assist_params;
 
@@ -477,7 +477,7 @@ HA_API ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assi
                                       int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
                                       int64_t *n_steps, ha_assist_stats *stats);
 
-/* ---- BPE merges (tokenizer.json's BPE model; csrc/bpe.c) ---------------------------------------------
+/* ---- BPE merges (tokenizer.json's BPE model; csrc/tokenizer/bpe.c) -----------------------------------
  * A word's first symbols are its code points' ids (chars[i] -> char_ids[i]); a code point not among them becomes
  * the ids of its UTF-8 bytes where byte_ids (256 entries, -1 for a byte without one) has all of them (byte
  * fallback), else unk_id (consecutive unknown code points fused into one unk where fuse_unk). Then the adjacent

@@ -3,7 +3,7 @@
 Written from the semantics of transformers/generation/logits_process.py and the order in which
 GenerationMixin._get_logits_processor builds its list; each function is named after the Transformers class
 it stands for and takes one row of scores (V,) float64, returning a new row (V,) float64.  The package's
-C sampler computes the same thing in float32 (csrc/sampling.c), so the tests compare the two to float32
+C sampler computes the same thing in float32 (csrc/generation/sampling.c), so the tests compare the two to float32
 rounding.
 
 Positions (how the tests call process()):

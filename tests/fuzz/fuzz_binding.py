@@ -1,4 +1,4 @@
-"""Random-argument fuzzing of the C binding, habana_assist._core (csrc/bindings/module.c).
+"""Random-argument fuzzing of the C binding, habana_assist._core (csrc/bindings/).
 
 Every call gets arguments drawn around the valid ones: tuples of the wrong length, wrong types, big and
 negative integers, NaN and infinite floats, arrays of the wrong dtype, byte order, ndim or size, non-contiguous
@@ -248,7 +248,7 @@ class Spec:
         return mutate_array(r, v, p=self.p)
 
     def args(self, r):
-        """_core.Model's (config, weights, layers) as modeling.py builds them (dicts of csrc/bindings/module.c's
+        """_core.Model's (config, weights, layers) as modeling.py builds them (dicts of csrc/bindings/model.c's
         keys), each piece sometimes wrong: a value, a key missing or unknown, a type."""
         hd, p = self.hd, self.p
         inv = mutate_array(r, (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64), p=p)

@@ -2,7 +2,7 @@
  * integer weights, and attention's scores and values; the variant's other entries (row-major float weights, activation
  * quantization, dot, axpy, scale, widening) are AVX2's, which every such CPU also runs. Panels and integer
  * weights give bitwise the results of every other variant, attention's scores and values bitwise AVX2's (the
- * contracts in internal.h), so choosing this variant over AVX2 changes no output.
+ * contracts in kernels.h), so choosing this variant over AVX2 changes no output.
  *
  * Built twice. Natively (target attributes), as "avx512", which dispatch.c chooses where cpuid and xgetbv
  * show the features. And as "avx512-emulated" by kernels_avx512_emulated.c, through SIMDe (Debian's
@@ -52,7 +52,7 @@ static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h)
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "kernels.h"
 #include "kernels_panels.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -516,6 +516,6 @@ const ha_kernels *VARIANT_FN(void) {
 }
 
 #elif !HA_AVX512_EMULATED /* not x86-64: no AVX-512 */
-#include "internal.h"
+#include "kernels.h"
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
 #endif

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../kernels/kernels.h"
+#include "generation.h"
 
 static void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
     for (int r = 0; r < 10; r++) {

@@ -13,7 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "../kernels/kernels.h"
+#include "core.h"
 
 #define STREAMS 4
 #define BLOCK (1 << 16)          /* bytes of one stream within a unit */

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ha.h"
-#include "internal.h"
+#include "../core/core.h"
 
 /* Open-addressing hash map from a 64-bit key to two int32 values; capacity a power of two, at most half full. */
 typedef struct {

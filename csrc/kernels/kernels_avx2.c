@@ -24,7 +24,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "internal.h"
+#include "kernels.h"
 /* The next group's prefetch is spread over its tiles' columns in steps of 8 columns (kernels_panels.h's default
  * is 64): bursts of up to 128 lines at once measured slower on an AMD Zen 3 (below, PANEL_ALONE_f32p). */
 #define PANEL_STEP 8
@@ -646,7 +646,7 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
     *scale = amax / HA_ACT_MAX;
 }
 
-/* ---- exponentials: ha_expf's steps on four lanes in double (internal.h), bitwise its result ---- */
+/* ---- exponentials: ha_expf's steps on four lanes in double (kernels.h), bitwise its result ---- */
 
 /* ha_expf of four floats none of which is special (|x| < 88). */
 AVX2 static inline __m128 exp4(__m128 x) {

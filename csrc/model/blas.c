@@ -4,11 +4,12 @@
  * time (the kernel table's to_f32, or panel_to_f32 for panels), so the scratch stays small.
  *
  * Results are a deterministic function of the block (whatever the thread count), but not bitwise those of
- * the kernels; llama.c therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see there). */
+ * the kernels; the append (kv_cache.c) therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see
+ * there). */
 #include <cblas.h>
 #include <pthread.h>
 
-#include "internal.h"
+#include "model.h"
 
 /* OpenBLAS's own calls (libopenblas, linked by setup.py), declared here too because the cblas.h that
  * Debian's alternatives select may be another implementation's. */
