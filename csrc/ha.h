@@ -237,10 +237,10 @@ typedef struct ha_llama_context ha_llama_context;
  * w + 256 positions per sequence, in a ring, when that is fewer than capacity (then lm.max_rollback is 256). A
  * model with learned positions (pos_embed) refuses a capacity beyond its rows.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
- * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
- * about as fast as the kernels with float weights, slower with int8 weights and about 1.2x faster with int4
- * ones; it keeps their activations float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
- * generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
+ * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill, for weights and
+ * CPUs where a tuned sgemm outruns the kernels: benchmarks/bench_prefill.py compares the two; it keeps their
+ * activations float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled
+ * assisted generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
  * forward gives (they agree to float32 rounding). 0: every row through the kernels. (The Python package
  * passes 0 unless the model is loaded with blas_prefill=True.) */
 HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,

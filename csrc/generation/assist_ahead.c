@@ -26,9 +26,8 @@ static void *ahead_main(void *arg) {
     ahead *a = arg;
     const int64_t V = a->V;
     /* One core: the caller's thread runs the target's forward meanwhile (on an accelerator, a Python thread that
-     * launches kernels, which the pool's workers on every core slowed by more than drafting ahead gained). Measured
-     * with benchmarks/bench_external.py on an H100 host of 16 cores, K = 4: drafting ahead on the pool's 16 threads
-     * 198 tok/s against 330 without drafting ahead; on this thread alone 364 against 350. */
+     * launches kernels, which the pool's workers spinning on every core would slow by more than drafting ahead
+     * gains). */
     ha_pool_alone(1);
     for (int64_t j = 0; !atomic_load_explicit(&a->stop, memory_order_acquire); j++) {
         int64_t n = 0;

@@ -14,11 +14,9 @@
  *   would raise the round's expected tokens per unit time.
  * Both rates are counts of the call's candidates, from a prior; with ha_assist_params.cost_state they go on from
  * the counts of the pair's earlier calls. A call learning from nothing is pessimistic through its first rounds,
- * and a position its rate once made look poor is not drafted again, so never measured again (seen: a row stopping
- * at 2 candidates each round while the chance that both were accepted stood at 0.8-0.9, because position 2's rate
- * had fallen to 0.35). Measured on the shipped pair (the demo's first 10 prompts, 128 new tokens each; two cost
- * tables): 3.64 / 4.28 candidates and 3.50 / 3.74 tokens a round learning per call, 4.8-5.1 / 5.3-5.4 and
- * 4.06-4.14 / 4.24 carrying the counts.
+ * and a position its rate once made look poor is not drafted again, so never measured again: a row can stop at
+ * the same short draft round after round while longer drafts would be accepted. Carried counts start a call from
+ * what the pair's earlier calls learnt instead.
  * Carried counts that say no candidate is worth it would be final (nothing drafted, nothing counted, in every call
  * after), so a row that planned none for COST_EXPLORE rounds in a row drafts one (and goes on while it is worth
  * it): a check on the verdict for about one draft step and one verified token per COST_EXPLORE tokens. */

@@ -161,10 +161,8 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
 /* Floats of queries (and of value sums) a task holds: ATTN_QUERIES heads of HA_MAX_HEAD_DIM, or more tokens'
  * heads of a smaller head (a run, below). */
 #define ATTN_RUN_FLOATS (ATTN_QUERIES * HA_MAX_HEAD_DIM)
-/* Queries (a run's tokens times a piece's heads) a task scores together at most. Scoring a verification's 5
- * tokens of the shipped target together (20 queries, not 5 tasks of 4) took 7% off its append (with the
- * softmax's maximum and sums below; 1 token: the same), 5-9% off a batch of 8 rows verifying 1-4 candidates each
- * (two builds alternating, 2026-11-27). */
+/* Queries (a run's tokens times a piece's heads) a task scores together at most: a verification's tokens are
+ * scored together, each block of keys read once for them all, rather than a task per token. */
 #define ATTN_RUN_QUERIES 32
 
 typedef struct attention_job {
