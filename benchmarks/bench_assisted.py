@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import habana_assist as ha  # noqa: E402
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
-from habana_assist.assisted_costs import append_times  # noqa: E402
+from habana_assist.generation.assisted_costs import append_times  # noqa: E402
 from habana_assist.cli import DEFAULT_DRAFT_DTYPE, demo_prompts  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)

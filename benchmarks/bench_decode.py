@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import habana_assist as ha  # noqa: E402
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
-from habana_assist.safetensors import save_file  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
 
 TINYLLAMA = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
@@ -236,8 +236,8 @@ FAMILIES = {
 def write_family_checkpoint(directory, config, seed=0):
     """config.json + model.safetensors of random bfloat16 weights under the family's own tensor names and
     stored shapes (the loader's expected_weights), unless already there."""
-    from habana_assist.configuration import LlamaConfig
-    from habana_assist.loading import expected_weights
+    from habana_assist.configuration_utils import LlamaConfig
+    from habana_assist.checkpoints.loading import expected_weights
     weights_path = os.path.join(directory, "model.safetensors")
     if os.path.exists(weights_path) and os.path.exists(os.path.join(directory, "config.json")):
         return

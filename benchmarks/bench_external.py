@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))  # the torch model
 
 import habana_assist as ha  # noqa: E402
-from habana_assist import external  # noqa: E402
+from habana_assist.integrations import external  # noqa: E402
 from habana_assist.cli import demo_prompts  # noqa: E402
 from torch_causal_lm import TorchCausalLM  # noqa: E402
 
@@ -107,7 +107,7 @@ def ours(target, assistant, kw):
     target if it is wrapped (for its transfer_bytes and drafted_ahead) else None)."""
     def run(ids):
         res = target.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
-        wrapped = target if isinstance(target, ha.modeling.WrappedModel) else None
+        wrapped = target if isinstance(target, ha.WrappedModel) else None
         passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]  # plain: one forward per token
         return (res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes,
                 res.num_draft_passes or 0, wrapped)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Encoding speed of tokenizer.json tokenizers (habana_assist.tokenizer_json), in MB of UTF-8 text per second
+"""Encoding speed of tokenizer.json tokenizers (habana_assist.tokenization.tokenizer_json), in MB of UTF-8 text per second
 on one core (this process), for real checkpoints' tokenizers on real text found on every Debian machine:
 
   - English prose: the license texts in /usr/share/common-licenses;
@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
-from habana_assist.tokenizer_json import TokenizerJSON  # noqa: E402
+from habana_assist.tokenization.tokenizer_json import TokenizerJSON  # noqa: E402
 
 FAMILIES = ("llama2", "llama3", "qwen3", "gemma3")
 

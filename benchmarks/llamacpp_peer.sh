@@ -34,8 +34,8 @@ fi
 # the checkpoint as pytorch_model.bin (float32), beside its config and tokenizer
 BIN=$OUT/pycode-bin
 mkdir -p "$BIN/stubs/tqdm"
-cp "$HERE"/habana_assist/models/pycode/{config.json,generation_config.json,special_tokens_map.json,tokenizer.model,tokenizer_config.json} "$BIN/"
-/usr/bin/python3 - "$HERE/habana_assist/models/pycode/model.safetensors" "$BIN/pytorch_model.bin" <<'EOF'
+cp "$HERE"/habana_assist/pretrained/pycode/{config.json,generation_config.json,special_tokens_map.json,tokenizer.model,tokenizer_config.json} "$BIN/"
+/usr/bin/python3 - "$HERE/habana_assist/pretrained/pycode/model.safetensors" "$BIN/pytorch_model.bin" <<'EOF'
 import json, struct, sys
 import numpy as np
 import torch

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha  # noqa: E402
-from habana_assist.evaluation import held_out_windows, perplexity  # noqa: E402
+from habana_assist.pretrained.evaluation import held_out_windows, perplexity  # noqa: E402
 
 
 def main():

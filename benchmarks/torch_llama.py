@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from habana_assist.safetensors import read_checkpoint_tensors
+from habana_assist.checkpoints.safetensors import read_checkpoint_tensors
 
 
 def _tensor(array, dtype_name):

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha  # noqa: E402
-from habana_assist.safetensors import save_file  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
 
 
 def write_random_llama(directory, layers, hidden, seed, vocab=256):

@@ -8,19 +8,21 @@ Gemma 2/3, SmolLM3, GPT-2), on a C core.
 
 from . import errors
 from ._core import kernels_name
-from .configuration import AutoConfig, LlamaConfig, PretrainedConfig
+from .configuration_utils import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
-from .generation import GenerateDecoderOnlyOutput, GenerationConfig, TokenSource
-from .display import plot_acceptance
-from .assisted_costs import AssistedCosts
-from .processing import LogitsProcessor, LogitsProcessorList
-from .stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
+from .generation.configuration_utils import GenerateDecoderOnlyOutput, GenerationConfig, TokenSource
+from .generation.display import plot_acceptance
+from .generation.assisted_costs import AssistedCosts
+from .generation.logits_process import LogitsProcessor, LogitsProcessorList
+from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
                        StopStringCriteria)
-from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
-from .tokenization import AutoTokenizer, BatchEncoding, LlamaTokenizer
-from .modeling import (ARCHITECTURE_CLASSES, AutoModelForCausalLM, Cache, CausalLMOutput, LlamaForCausalLM,
-                       WrappedModel, get_num_threads, set_num_threads, set_seed, wrap)
+from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .tokenization.tokenization_utils import AutoTokenizer, BatchEncoding, LlamaTokenizer
+from .modeling_utils import Cache, CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .generation.utils import set_seed
+from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
+from .integrations.wrap import WrappedModel, wrap
 
 # Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
 globals().update(ARCHITECTURE_CLASSES)
@@ -32,7 +34,7 @@ __all__ = [
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",
-    "CausalLMOutput", "Cache", "wrap", "WrappedModel", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
+    "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
     "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",

@@ -177,7 +177,7 @@ def cmd_bench(args):
 
 def demo_prompts(n, lines):
     """Code-completion prompts: the first `lines` lines of held-out standard-library files (never trained on)."""
-    from .stdlib_split import stdlib_files
+    from .pretrained.stdlib_split import stdlib_files
     prompts = []
     for path in stdlib_files()[1]:
         with open(path, encoding="utf-8", errors="replace") as f:

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from habana_assist.safetensors import bfloat16_bits_to_float32, save_file, to_bfloat16_bits
+from habana_assist.checkpoints.safetensors import bfloat16_bits_to_float32, save_file, to_bfloat16_bits
 
 
 def memory_chain(array):

@@ -16,7 +16,7 @@ import numpy as np
 from checkpoints import _stored
 from family_reference import (ARCHITECTURES, GEMMA, head_dim_of, hidden_size_of, intermediate_size_of,
                               layer_types_of, num_heads_of, num_kv_heads_of, num_layers_of, tied_of)
-from habana_assist.safetensors import save_file
+from habana_assist.checkpoints.safetensors import save_file
 
 ARCH_OF = {model_type: arch for arch, model_type in ARCHITECTURES.items()}
 FAMILIES = tuple(ARCH_OF)

@@ -297,7 +297,7 @@ def test_assisted_costs_are_measured_once_and_kept(models):
 def test_measured_costs_never_fall_with_size(models):
     """A larger append (a draft step of more rows) never costs less in the table the cost schedule reads: an
     outlier slowed by the machine is lowered to the least cost at its size or above."""
-    from habana_assist.assisted_costs import _never_falling
+    from habana_assist.generation.assisted_costs import _never_falling
     assert _never_falling([1.0, 1.7, 1.3, 2.0, 1.9]) == [1.0, 1.3, 1.3, 1.9, 1.9]
     assert _never_falling([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0], "a rising table must stay as measured"
     target, draft = models

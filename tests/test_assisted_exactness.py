@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from habana_assist.safetensors import save_file, to_bfloat16_bits  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 
 VOCAB = 64

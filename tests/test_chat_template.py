@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tokenizer_fixture  # noqa: E402
 from habana_assist import AutoTokenizer  # noqa: E402
-from habana_assist.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,  # noqa: E402
+from habana_assist.tokenization.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,  # noqa: E402
                                          get_json_schema)
 from habana_assist.errors import InvalidInputError  # noqa: E402
 

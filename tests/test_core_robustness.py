@@ -14,7 +14,7 @@ from habana_assist import _core
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoints import write_random_checkpoint  # noqa: E402
 
-from habana_assist.generate_args import processing_args  # noqa: E402
+from habana_assist.generation.options import processing_args  # noqa: E402
 
 # every processor off (the procs argument of _core.generate with a default GenerationConfig)
 OFF = processing_args(ha.GenerationConfig(), 3, 4, [], None, None, None)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import habana_assist as ha
-from habana_assist import progress as _progress
-from habana_assist.display import rounds_of
+from habana_assist.utils import progress as _progress
+from habana_assist.generation.display import rounds_of
 
 S = ha.TokenSource
 SPAN = re.compile(r'<span class="ha-(\w+)" style="[^"]*" title="(\d+): [^"]*">(.*?)</span>', re.S)

@@ -22,7 +22,7 @@ TEST_NAME = "test_doc_script_runs_and_its_outputs_have_the_documented_properties
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS_DIR = os.path.join(ROOT, "tests", "doc_scripts")
-MODELS = os.path.join(ROOT, "habana_assist", "models")
+MODELS = os.path.join(ROOT, "habana_assist", "pretrained")
 SCRIPTS = sorted(name for name in os.listdir(SCRIPTS_DIR) if re.fullmatch(r"s\d\d_\w+\.py", name))
 PYTHON = "/usr/bin/python3"  # Debian's, with numpy and torch (another python3 on PATH may lack them)
 

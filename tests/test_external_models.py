@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")  # tests/test_torch_io.py asserts torch is 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from habana_assist import _core, external  # noqa: E402
+from habana_assist import _core  # noqa: E402
+from habana_assist.integrations import external  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 from stats import chi_square  # noqa: E402
 from test_assisted_batches import left_padded  # noqa: E402

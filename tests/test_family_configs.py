@@ -20,12 +20,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from habana_assist.configuration import SUPPORTED_ARCHITECTURES, AutoConfig, LlamaConfig, PretrainedConfig  # noqa: E402
+from habana_assist.configuration_utils import SUPPORTED_ARCHITECTURES, AutoConfig, LlamaConfig, PretrainedConfig  # noqa: E402
 from habana_assist.errors import CheckpointError, InvalidInputError, UnsupportedModelError  # noqa: E402
-from habana_assist.loading import expected_weights, load_checkpoint  # noqa: E402
-from habana_assist.safetensors import (bfloat16_bits_to_float32, read_safetensors, save_file,  # noqa: E402
+from habana_assist.checkpoints.loading import expected_weights, load_checkpoint  # noqa: E402
+from habana_assist.checkpoints.safetensors import (bfloat16_bits_to_float32, read_safetensors, save_file,  # noqa: E402
                                        to_bfloat16_bits)
-from habana_assist.saving import save_model, state_dict_names, unpack_panels  # noqa: E402
+from habana_assist.checkpoints.saving import save_model, state_dict_names, unpack_panels  # noqa: E402
 from checkpoints import maps_file  # noqa: E402
 
 ARCH = {model_type: arch for arch, model_type in SUPPORTED_ARCHITECTURES.items()}

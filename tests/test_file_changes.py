@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import habana_assist as ha  # noqa: E402
-from habana_assist import loading  # noqa: E402
+from habana_assist.checkpoints import loading  # noqa: E402
 from habana_assist.errors import CheckpointError  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
 
@@ -146,7 +146,7 @@ RACE_LOADER = """
 import json, sys
 import numpy as np
 import habana_assist as ha
-from habana_assist import loading
+from habana_assist.checkpoints import loading
 from habana_assist.errors import CheckpointError
 loading._CHUNK_BYTES = 1 << 16  # many reads a load: many chances to meet the writer
 directory, reference, modes, n = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])

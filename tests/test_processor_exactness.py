@@ -27,7 +27,7 @@ from checkpoints import write_random_checkpoint  # noqa: E402
 from stats import chi2_sf, chi_square  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, os.pardir, "habana_assist", "models")
+MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")
 EOS = 2
 SYS, NEWLINE, IMPORT_TOKEN, OS = 872, 4, 639, 691
 # "import os\nimport sys\nimport" (its continuation repeats, so prompt lookup drafts well and the

@@ -24,7 +24,7 @@ import habana_assist as ha  # noqa: E402
 import processors_reference as P  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, os.pardir, "habana_assist", "models")
+MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")
 EOS, PAD = 2, 3  # the shipped pair's generation_config.json
 
 # Prompts in the shipped tokenizer's ids (BOS first).  IMPORT: "import os\nimport sys\nimport", whose greedy

@@ -1,4 +1,4 @@
-"""habana_assist.safetensors writes and reads the real safetensors format, zero-copy, with exact bfloat16."""
+"""habana_assist.checkpoints.safetensors writes and reads the real safetensors format, zero-copy, with exact bfloat16."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from checkpoints import maps_file  # noqa: E402
-from habana_assist.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,  # noqa: E402
+from habana_assist.checkpoints.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,  # noqa: E402
                                        read_metadata, read_safetensors, save_file, to_bfloat16_bits)
 
 

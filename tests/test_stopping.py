@@ -16,12 +16,12 @@ import pytest
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
-from habana_assist.processing import LogitsProcessor, LogitsProcessorList
-from habana_assist.stopping import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
+from habana_assist.generation.logits_process import LogitsProcessor, LogitsProcessorList
+from habana_assist.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
                                     StoppingCriteriaList, StopStringCriteria)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET = os.path.join(ROOT, "habana_assist", "models", "pycode")
+TARGET = os.path.join(ROOT, "habana_assist", "pretrained", "pycode")
 
 SNIPPETS = [
     "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
@@ -375,7 +375,7 @@ def test_logits_processor_list_passes_keyword_arguments_as_transformers():
 
 # ---- generate(): stop_strings and stopping_criteria end to end ----------------------------------------------
 
-DRAFT = os.path.join(ROOT, "habana_assist", "models", "pycode-draft")
+DRAFT = os.path.join(ROOT, "habana_assist", "pretrained", "pycode-draft")
 GEN_PROMPTS = ["def fib(n):", "class Stack:\n    def", "name = \"caf\u00e9\"\ndef"]
 NEW = 40
 

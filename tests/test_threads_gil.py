@@ -365,7 +365,7 @@ def test_second_thread_using_a_busy_cache_gets_a_clear_error_while_the_gil_is_re
 class _PausingNumpy:
     """numpy, except that the first concatenate() called from one chosen thread pauses until released.
 
-    habana_assist.modeling updates a Cache's column mask with np.concatenate after the core append; the
+    habana_assist.modeling_utils updates a Cache's column mask with np.concatenate after the core append; the
     interpreter may switch threads inside that call (after the old mask was read), so pausing there is one
     legal schedule, made deterministic."""
 
@@ -389,7 +389,7 @@ class _PausingNumpy:
 def test_cache_bookkeeping_survives_a_thread_switch_right_after_an_append(small, monkeypatch):
     """Thread A's append has finished in the core but A has not yet recorded its columns when thread B
     appends to the same cache. B must be refused or serialized; either way no column may be lost."""
-    modeling = sys.modules["habana_assist.modeling"]
+    modeling = sys.modules["habana_assist.modeling_utils"]
     cache = small.create_cache(batch_size=1, max_cache_len=64)
     small(tokens(1000, 4)[None], past_key_values=cache)
     a_chunk, b_chunk = tokens(1001, 3), tokens(1002, 2)
@@ -490,7 +490,7 @@ def test_python_threads_keep_running_during_a_long_core_call(big, restore_thread
     ha.set_num_threads(1)
     ids = tokens(700, 1536, BIG_VOCAB)[None]
     capturing = _CapturingCore()
-    monkeypatch.setattr(sys.modules["habana_assist.modeling"], "_core", capturing)
+    monkeypatch.setattr(sys.modules["habana_assist.modeling_utils"], "_core", capturing)
     if kind == "forward":
         def call():
             big(ids)

@@ -363,7 +363,7 @@ def test_pathlike_directory_is_accepted(tok_dir):
 
 
 def test_shipped_name_without_the_installed_model_says_how_to_fix(monkeypatch, tmp_path):
-    from habana_assist import hub
+    from habana_assist.checkpoints import hub
     monkeypatch.setattr(hub, "MODELS_DIR", str(tmp_path))  # a copy of the package without its models
     with pytest.raises(CheckpointNotFoundError) as e:
         ha.AutoTokenizer.from_pretrained("habana-assist/pycode")

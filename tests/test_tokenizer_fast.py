@@ -311,7 +311,7 @@ def test_chat_template_forms(tmp_path):
 
 
 def test_use_fast_false_reads_tokenizer_model_where_both_exist(tmp_path):
-    pycode = os.path.join(os.path.dirname(ha.__file__), "models", "pycode")
+    pycode = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode")
     directory = _checkpoint(tmp_path, "llama2")
     shutil.copy(os.path.join(pycode, "tokenizer.model"), directory / "tokenizer.model")
     assert type(ha.AutoTokenizer.from_pretrained(directory)).__name__ == "PreTrainedTokenizerFast"
@@ -369,7 +369,7 @@ def test_streamer_prints_each_character_once_and_whole(toks, family):
 
 # ---- the same surface on the SentencePiece backend (Transformers' slow tokenizer's rules) -------------------------
 
-PYCODE = os.path.join(os.path.dirname(ha.__file__), "models", "pycode")
+PYCODE = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode")
 
 
 def test_sentencepiece_pairs_truncate_one_token_at_a_time_and_give_type_ids():

@@ -1,4 +1,4 @@
-"""The tokenizer.json engine (habana_assist.tokenizer_json) against references, on four real checkpoint families'
+"""The tokenizer.json engine (habana_assist.tokenization.tokenizer_json) against references, on four real checkpoint families'
 files and on variants of them carrying the components real checkpoints use and these four lack.
 
 The reference is Hugging Face's JavaScript tokenizers (tests/tokenizer_reference.mjs, one Node process for the
@@ -21,7 +21,7 @@ import unicodedata
 import pytest
 
 import tokenizer_data as td
-from habana_assist.tokenizer_json import TokenizerJSON
+from habana_assist.tokenization.tokenizer_json import TokenizerJSON
 
 # ---------------------------------------------------------------------------------------------------------------
 # Corpus

@@ -10,7 +10,7 @@ import pytest
 
 import tokenizer_data as td
 from habana_assist.errors import CheckpointError, InvalidInputError
-from habana_assist.tokenizer_json import TokenizerJSON
+from habana_assist.tokenization.tokenizer_json import TokenizerJSON
 
 
 def _tiny(**overrides):

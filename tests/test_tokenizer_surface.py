@@ -15,7 +15,7 @@ import pytest
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
 
-PYCODE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "habana_assist", "models",
+PYCODE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "habana_assist", "pretrained",
                       "pycode")
 TEXTS = ["a", "longer text", "def fib(n):\n    return n", " leading space", "x  y", ""]
 NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")

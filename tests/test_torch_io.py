@@ -12,11 +12,11 @@ import torch
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
-from habana_assist.generation import GenerateDecoderOnlyOutput
-from habana_assist.modeling import CausalLMOutput
-from habana_assist.tensors import convert_output, from_numpy, to_numpy, torch_available
+from habana_assist.generation.configuration_utils import GenerateDecoderOnlyOutput
+from habana_assist.modeling_utils import CausalLMOutput
+from habana_assist.utils.tensors import convert_output, from_numpy, to_numpy, torch_available
 
-DRAFT = os.path.join(os.path.dirname(ha.__file__), "models", "pycode-draft")
+DRAFT = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode-draft")
 TEXTS = ["def fib(n):", "import os\nimport sys\n"]
 
 

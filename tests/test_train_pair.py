@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from habana_assist.hub import MODELS_DIR
+from habana_assist.checkpoints.hub import MODELS_DIR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "training", "train_pair.py")

@@ -14,10 +14,10 @@ import pytest
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
-from habana_assist.hub import MODELS_DIR
-from habana_assist.safetensors import read_safetensors, save_file
-from habana_assist.stdlib_split import stdlib_files
-from habana_assist.tokenizer_json import BYTE_TO_CHAR, TokenizerJSON
+from habana_assist.checkpoints.hub import MODELS_DIR
+from habana_assist.checkpoints.safetensors import read_safetensors, save_file
+from habana_assist.pretrained.stdlib_split import stdlib_files
+from habana_assist.tokenization.tokenizer_json import BYTE_TO_CHAR, TokenizerJSON
 
 PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n",
            "import os\n\n\nclass Config:\n    def __init__(self, path):\n        self.",

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from habana_assist.safetensors import read_checkpoint_tensors
+from habana_assist.checkpoints.safetensors import read_checkpoint_tensors
 
 
 class KVCache:

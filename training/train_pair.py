@@ -51,8 +51,8 @@ import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-from habana_assist.safetensors import save_file, to_bfloat16_bits  # noqa: E402
-from habana_assist.stdlib_split import stdlib_files  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits  # noqa: E402
+from habana_assist.pretrained.stdlib_split import stdlib_files  # noqa: E402
 
 SPECIAL = {"unk": (0, "<unk>"), "bos": (1, "<s>"), "eos": (2, "</s>"), "pad": (3, "<pad>")}
 TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
@@ -177,7 +177,7 @@ class Llama(torch.nn.Module):
 
     def load_exported(self, directory):
         """Weights from a checkpoint this script exported (bfloat16 on disk, exact in float32)."""
-        from habana_assist.safetensors import bfloat16_bits_to_float32, read_checkpoint_tensors
+        from habana_assist.checkpoints.safetensors import bfloat16_bits_to_float32, read_checkpoint_tensors
         stored, params = read_checkpoint_tensors(directory), self._hf_params()
         if set(stored) != set(params):
             raise SystemExit(f"{directory}: tensors {sorted(set(stored) ^ set(params))} do not match this shape")
@@ -465,7 +465,7 @@ def main():
                     help="stop after training the target (saved as OUT/target.pt); a later run picks it up")
     ap.add_argument("--resume", metavar="DIR",
                     help="a pair this script exported (DIR/pycode, DIR/pycode-draft, DIR/metrics.json, such as "
-                         "habana_assist/models): keep its tokenizer and target, distill its draft further for "
+                         "habana_assist/pretrained): keep its tokenizer and target, distill its draft further for "
                          "--draft-steps on fresh on-policy sequences (a new stage of the draft's training)")
     args = ap.parse_args()
     args.draft_seq = args.seq if args.draft_seq is None else args.draft_seq

@@ -119,10 +119,10 @@ def make_corpus(corpus_dir=CORPUS_DIR):
     from checkpoints import write_random_checkpoint
 
     import sentencepiece as spm
-    from habana_assist.safetensors import save_file
+    from habana_assist.checkpoints.safetensors import save_file
     import numpy as np
 
-    shipped = os.path.join(REPO, "habana_assist", "models", "pycode")
+    shipped = os.path.join(REPO, "habana_assist", "pretrained", "pycode")
     if os.path.isdir(corpus_dir):
         shutil.rmtree(corpus_dir)
 
@@ -153,7 +153,7 @@ def make_corpus(corpus_dir=CORPUS_DIR):
     rng = np.random.default_rng(0)
     st = os.path.join(corpus_dir, "safetensors")
     os.makedirs(os.path.join(st, "all_dtypes"))
-    from habana_assist.safetensors import DTYPES, to_bfloat16_bits
+    from habana_assist.checkpoints.safetensors import DTYPES, to_bfloat16_bits
     tensors = {}
     for i, (dname, dt) in enumerate(DTYPES.items()):
         a = (rng.standard_normal((2, 3)) * 10).astype(dt) if dname != "BF16" else to_bfloat16_bits(
@@ -968,7 +968,7 @@ def _touch(array):
 
 
 def run_safetensors(d):
-    from habana_assist.safetensors import read_metadata, read_safetensors
+    from habana_assist.checkpoints.safetensors import read_metadata, read_safetensors
     path = os.path.join(d, "model.safetensors")
     tensors = read_safetensors(path)
     for array, dtype in tensors.values():
@@ -979,7 +979,7 @@ def run_safetensors(d):
 
 
 def run_sharded(d):
-    from habana_assist.safetensors import checkpoint_files
+    from habana_assist.checkpoints.safetensors import checkpoint_files
     tensors, origin = checkpoint_files(d)
     for array, _ in tensors.values():
         _touch(array)
@@ -987,9 +987,9 @@ def run_sharded(d):
 
 
 def run_config(d):
-    from habana_assist.configuration import FLOAT_DTYPES, PretrainedConfig
-    from habana_assist.loading import expected_weights
-    from habana_assist.saving import state_dict_names
+    from habana_assist.configuration_utils import FLOAT_DTYPES, PretrainedConfig
+    from habana_assist.checkpoints.loading import expected_weights
+    from habana_assist.checkpoints.saving import state_dict_names
     c = PretrainedConfig.from_pretrained(d)
     _ = (c.family, c.rope_type, c.qkv_bias, c.o_bias, c.mlp_biases, c.qk_norm, c.activation, repr(c))
     assert PretrainedConfig.from_dict(c.to_dict()) == c, "from_dict(to_dict()) differs"
@@ -1008,7 +1008,7 @@ def run_config(d):
 
 def run_generation_config(d):
     from habana_assist.errors import InvalidInputError
-    from habana_assist.generation import GenerationConfig
+    from habana_assist.generation.configuration_utils import GenerationConfig
     g = GenerationConfig.from_pretrained(d)
     repr(g)
     try:

@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 
 __all__ = [
     "DTYPES",

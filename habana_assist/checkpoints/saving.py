@@ -26,9 +26,9 @@ import re
 
 import numpy as np
 
-from .configuration import SUPPORTED_ARCHITECTURES
-from .errors import InvalidInputError
-from .generation import GENERATION_CONFIG_NAME
+from ..configuration_utils import SUPPORTED_ARCHITECTURES
+from ..errors import InvalidInputError
+from ..generation.configuration_utils import GENERATION_CONFIG_NAME
 from .loading import PANEL_ROWS, expected_weights
 from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, to_bfloat16_bits
 
@@ -325,7 +325,7 @@ def _save_generation_config(model, save_directory):
 
 def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=True, push_to_hub=False, variant=None,
                **kwargs):
-    """Writes model (a LlamaForCausalLM from from_pretrained) into save_directory (created if needed) as a Hugging
+    """Writes model (a native model from from_pretrained) into save_directory (created if needed) as a Hugging
     Face checkpoint: config.json, generation_config.json, and model.safetensors, or shards of at most
     max_shard_size bytes each (a single larger tensor gets its own) with model.safetensors.index.json.
     from_pretrained(save_directory) with the same repack gives bitwise-equal logits. Returns None, as Transformers.

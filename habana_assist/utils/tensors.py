@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 __all__ = ["to_numpy", "from_numpy", "convert_output", "torch_available", "is_torch_tensor", "KINDS"]
 

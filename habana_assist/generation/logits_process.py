@@ -8,7 +8,7 @@ looks at the type: a processor returns scores of the kind it was given.
 
 import inspect
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 __all__ = ["LogitsProcessor", "LogitsProcessorList"]
 

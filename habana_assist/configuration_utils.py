@@ -37,7 +37,7 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError
-from .safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
+from .checkpoints.safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
 
 __all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
            "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]

@@ -1,14 +1,14 @@
 """Names of the models shipped inside the package, and the rule for everything else: a local directory.
 
 No model hub is ever reached. "habana-assist/pycode" and "habana-assist/pycode-draft" name the trained pair
-in habana_assist/models/ (see its MODEL_CARD.md); any other string or path is a local directory.
+in habana_assist/pretrained/ (see its MODEL_CARD.md); any other string or path is a local directory.
 """
 
 import os
 
-from .errors import CheckpointNotFoundError
+from ..errors import CheckpointNotFoundError
 
-MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pretrained")
 SHIPPED = {"habana-assist/pycode": "pycode", "habana-assist/pycode-draft": "pycode-draft"}
 
 

@@ -40,9 +40,9 @@ row's logits as it would get them alone.
 
 import numpy as np
 
-from . import _core
-from .errors import InvalidInputError, UnsupportedModelError
-from .generation import GenerationConfig
+from .. import _core
+from ..errors import InvalidInputError, UnsupportedModelError
+from ..generation.configuration_utils import GenerationConfig
 
 _PROBE = 8     # positions of the batch-invariance probe
 _KDLCPU = 1    # DLPack's device type of host memory

@@ -22,8 +22,8 @@ from typing import Optional
 
 import numpy as np
 
-from . import _core
-from .errors import InvalidInputError
+from .. import _core
+from ..errors import InvalidInputError
 
 MEASURED_T = tuple(range(1, 17)) + (24, 32, 48, 64)  # target append sizes measured
 DRAFT_ROWS = 8       # draft steps measured for 1 .. DRAFT_ROWS rows

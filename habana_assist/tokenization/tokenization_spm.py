@@ -6,9 +6,9 @@ which re-exports everything here; build one with AutoTokenizer.from_pretrained o
 
 import copy
 
-from .errors import CheckpointError, InvalidInputError
+from ..errors import CheckpointError, InvalidInputError
 from .tokenizer_json import check_text
-from .tokenization import (TOKENIZER_FILE, PreTrainedTokenizerBase, _flag,
+from .tokenization_utils import (TOKENIZER_FILE, PreTrainedTokenizerBase, _flag,
                            _special_token_texts)
 
 

@@ -13,7 +13,7 @@ installed). Without tqdm the default shows nothing and progress=True raises Impo
 import os
 import sys
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 MIN_BYTES = 512 << 20  # a checkpoint load of this many bytes of weights or more shows a bar by default
 MIN_TOKENS = 1024      # a generation of this many new tokens (batch x max_new_tokens) or more

@@ -32,9 +32,9 @@ import time
 
 import numpy as np
 
-from . import _core
-from .errors import InvalidInputError, UnsupportedModelError
-from .generation import TokenSource
+from .. import _core
+from ..errors import InvalidInputError, UnsupportedModelError
+from .configuration_utils import TokenSource
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
 

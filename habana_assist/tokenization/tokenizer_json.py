@@ -21,7 +21,7 @@ import unicodedata
 
 import numpy as np
 
-from .errors import CheckpointError, InvalidInputError
+from ..errors import CheckpointError, InvalidInputError
 
 try:
     import regex
@@ -517,7 +517,7 @@ class _BPE:
     """tokenizer.json's BPE model: vocab {token: id}, merges -> the C merge loop (habana_assist._core.BPE)."""
 
     def __init__(self, cfg):
-        from . import _core
+        from .. import _core
         kind = "model"
         self.cfg = {k: v for k, v in cfg.items() if k not in ("vocab", "merges")}
         dropout = cfg.get("dropout")

@@ -7,7 +7,7 @@ holding the weights (int8, bfloat16) keeps the model's quality.
 
 import numpy as np
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 from .stdlib_split import stdlib_files
 
 

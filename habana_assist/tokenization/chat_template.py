@@ -31,7 +31,7 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import InvalidInputError
+from ..errors import InvalidInputError
 
 # Appended to the final message's text for continue_final_message, then looked for in the render and cut there
 # (Transformers' tag: a word no template writes, with the trailing space that shows whether the template trimmed).

@@ -32,9 +32,9 @@ import os
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
-from .hub import resolve
-from .tensors import is_torch_tensor, to_numpy
+from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..checkpoints.hub import resolve
+from ..utils.tensors import is_torch_tensor, to_numpy
 from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping.py and the backends)
 
 TOKENIZER_FILE = "tokenizer.model"

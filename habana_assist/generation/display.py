@@ -10,9 +10,9 @@ import io
 
 import numpy as np
 
-from .errors import InvalidInputError
-from .generation import TokenSource
-from .tensors import to_numpy
+from ..errors import InvalidInputError
+from .configuration_utils import TokenSource
+from ..utils.tensors import to_numpy
 
 # TokenSource -> (CSS class, colour, legend); NONE is never drawn (padding after a row stopped)
 STYLES = {
@@ -56,7 +56,7 @@ def _tokenizer(result, tokenizer):
         return tokenizer
     tok = getattr(result, "_tokenizer", None)
     if isinstance(tok, str):
-        from .tokenization import AutoTokenizer
+        from ..tokenization.tokenization_utils import AutoTokenizer
         try:
             tok = AutoTokenizer.from_pretrained(tok)
         except Exception:  # a checkpoint without tokenizer files: the view shows ids

@@ -10,8 +10,8 @@ NoBadWordsLogitsProcessor drops (a single eos token).
 
 import numpy as np
 
-from .errors import InvalidInputError
-from .tensors import from_numpy, to_numpy
+from ..errors import InvalidInputError
+from ..utils.tensors import from_numpy, to_numpy
 
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 

@@ -23,8 +23,8 @@ import warnings
 
 import numpy as np
 
-from .errors import InvalidInputError
-from .tokenization import _encodable
+from ..errors import InvalidInputError
+from ..tokenization.tokenization_utils import _encodable
 
 __all__ = ["StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria", "MaxTimeCriteria", "EosTokenCriteria",
            "StopStringCriteria"]

@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 
 GENERATION_CONFIG_NAME = "generation_config.json"
 
@@ -267,7 +267,7 @@ def _same(a, b):
 
 
 def _version():
-    from . import __version__  # at call time: the package imports this module while it initializes
+    from .. import __version__  # at call time: the package imports this module while it initializes
     return __version__
 
 

@@ -13,7 +13,7 @@ import queue
 
 import numpy as np
 
-from .errors import GenerationStoppedError, InvalidInputError
+from ..errors import GenerationStoppedError, InvalidInputError
 
 
 class BaseStreamer:

@@ -8,8 +8,8 @@ everything here; build one with AutoTokenizer.from_pretrained or PreTrainedToken
 import copy
 import json
 
-from .errors import CheckpointError, InvalidInputError
-from .tokenization import (_SPECIAL_NAMES, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
+from ..errors import CheckpointError, InvalidInputError
+from .tokenization_utils import (_SPECIAL_NAMES, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
                            PreTrainedTokenizerBase, _encodable, _flag, _int_list,
                            _special_token_texts, _token_spec, _token_text)
 

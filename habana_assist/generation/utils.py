@@ -1,0 +1,340 @@
+"""generate(): Transformers' decoder-only generation on the C core, as a mixin of the native model
+(modeling_utils.PreTrainedCausalLM) and of wrapped models (integrations/wrap.py).
+
+The call runs in steps: the call's GenerationConfig (_generate_config), the inputs checked and padded rows found,
+the drafter chosen (candidate_generator.py), the core's loop run (plain or assisted), and the output built
+(GenerateDecoderOnlyOutput, or the sequences alone).
+"""
+
+import contextlib
+import random
+from collections import namedtuple
+
+import numpy as np
+
+from .. import _core
+from ..errors import CacheCapacityError, InvalidInputError
+from ..integrations import external as _external
+from ..utils import progress as _progress
+from ..utils.inputs import check_fits, checked_attention_mask, checked_input_ids
+from ..utils.tensors import convert_output, to_numpy
+from . import candidate_generator, universal as _universal
+from .configuration_utils import (ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerateDecoderOnlyOutput,
+                                  GenerationConfig)
+from .options import _callables as _callables_of, logits_callback, processing_args, reads_argmax_only, stop_callback
+from .stopping_criteria import StopStringCriteria
+from .streamers import stop_streamer
+
+_seed_source = np.random.default_rng()
+
+# A call's inputs, checked: ids int32 (batch, seq) left-padded; kind: the type they came in (numpy, list, torch);
+# real: int (batch,) each row's real tokens; B, S: batch and prompt columns; eos: the ids that end a row; pad: what
+# fills a row after its end; max_new, min_new: new tokens; need: cache positions (longest prompt + max_new).
+_Call = namedtuple("_Call", "ids kind real B S eos pad max_new min_new need")
+
+# generate() arguments of Transformers' that this package refuses (other than GenerationConfig fields, which
+# GenerationConfig.check_supported refuses): flag -> why, and what to use instead.
+_REFUSED_ARGUMENTS = {
+    "prefix_allowed_tokens_fn": "constrained decoding by a prefix function is not implemented; pass a "
+                                "logits_processor that sets the scores of disallowed tokens to -inf",
+    "negative_prompt_ids": "classifier-free guidance is not implemented; leave guidance_scale unset",
+    "negative_prompt_attention_mask": "classifier-free guidance is not implemented; leave guidance_scale unset",
+    "synced_gpus": "there is one CPU process here, nothing to synchronize; leave it unset",
+    "use_model_defaults": "generation always starts from the model's generation_config (use_model_defaults=True); "
+                          "pass generation_config=GenerationConfig() for Transformers' global defaults",
+}
+# Values of those arguments that are accepted, since they change nothing here (default: None only).
+_ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
+
+
+def set_seed(seed):
+    """Seeds every generate() call that passes no seed (and Python's and numpy's global generators)."""
+    global _seed_source
+    random.seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    _seed_source = np.random.default_rng(seed)
+
+
+def _metered(on_tokens, meter):
+    """The token callback with a progress bar told each decided token (on_tokens may be None)."""
+    def told(row, tokens):
+        meter.update(len(tokens))
+        if on_tokens is not None:
+            on_tokens(row, tokens)
+    return told
+
+
+class GenerationMixin:
+    """generate() and compute_transition_scores() for a model with the native model's surface: config,
+    generation_config, vocab_size, max_cache_len, blas_prefill, _context(), _drafter(), assisted_costs()."""
+
+    def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
+                 logits_processor=None, stopping_criteria=None, tokenizer=None, progress=None, **kwargs):
+        """Greedy or sampled generation with Transformers' arguments and semantics.
+
+        -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
+        that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
+        GenerateDecoderOnlyOutput. input_ids and attention_mask may be numpy arrays, lists or torch tensors;
+        torch in, torch out (every array of the result), numpy otherwise.
+
+        assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
+        tokens, this model verifies them in one pass; greedy output (and sampled output with
+        assisted_sampling="coupled") is bit for bit what generate() without it returns, and
+        assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
+        num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
+        from assistant_model.generation_config unless passed here; num_assistant_tokens_schedule="cost" (ours)
+        chooses each round's K, up to num_assistant_tokens, from this pair's measured costs (assisted_costs())
+        and the acceptance so far. A batch runs its rows together, round by round, each with its own K and end;
+        each row's output is what it gives alone. prompt_lookup_num_tokens (with
+        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
+        assistant_early_exit=N with this model's own first N layers (and its final norm and head).
+        A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
+        model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
+        into candidates, and the output is still exactly this model's (see universal.py); a pair whose
+        tokenizers have the identical vocabulary takes the same-tokenizer path.
+
+        logits_processor: callables f(input_ids, scores) -> scores applied after the built-in processors and
+        before the sampling warpers, once per row and position: input_ids int64 (1, n) that row's tokens (its
+        prompt without padding, then what it generated), scores float32 (1, vocab); torch tensors if input_ids
+        came as one. In assisted generation they process the draft's scores too, so exactness holds for
+        processors that depend only on their arguments. stopping_criteria: callables f(input_ids, scores) ->
+        bool (or a bool array of shape (1,)) asked after every decided token (input_ids including it), in order
+        also in assisted generation; True ends that row. stop_strings (with tokenizer=) stop a row right after
+        the token that completes one (Transformers' StopStringCriteria).
+
+        streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
+        then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only.
+        If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is told
+        (stop_streamer: its stop(error), or end()) so that nobody waits on it forever.
+
+        progress (ours): a tqdm bar over the new tokens (progress.py): None (the default) shows one for a call of
+        1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the environment turns that
+        off), True always, False never."""
+        if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
+            raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
+        try:
+            result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
+                                    logits_processor, stopping_criteria, tokenizer, progress, kwargs)
+            if streamer is not None:  # inside the try: a Ctrl-C that lands in end() must still release the consumer
+                streamer.end()
+        except BaseException as error:
+            if streamer is not None:
+                stop_streamer(streamer, error)
+            raise
+        return result
+
+    def _generate_config(self, generation_config, assistant_model, kwargs):
+        """The call's GenerationConfig: the model's (or the one passed), the assistant's keys, then kwargs."""
+        if generation_config is not None and not isinstance(generation_config, GenerationConfig):
+            raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
+                                    "pass GenerationConfig(**your_dict) or the arguments themselves")
+        for flag, why in _REFUSED_ARGUMENTS.items():
+            if flag in kwargs and not any(kwargs[flag] is v for v in _ACCEPTED.get(flag, (None,))):
+                raise InvalidInputError(f"`{flag}` (={kwargs[flag]!r}) is not supported: {why}")
+        kwargs = {k: v for k, v in kwargs.items() if k not in _REFUSED_ARGUMENTS}
+        gc = GenerationConfig(**(generation_config or self.generation_config).to_dict())
+        if self._drafter(assistant_model, None) is not None:  # refuses what is not a model
+            for key in ASSISTANT_KEYS:  # Transformers keeps these on the assistant's generation config
+                if key not in kwargs:
+                    setattr(gc, key, getattr(assistant_model.generation_config, key, getattr(gc, key)))
+        unused = gc.update(**kwargs)
+        if unused:
+            raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
+                                    "spelling against GenerationConfig")
+        gc.validate()
+        gc.check_supported()
+        return gc
+
+    def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
+                  stopping_criteria, tokenizer, progress, kwargs):
+        """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
+        loop, the output."""
+        kwargs = dict(kwargs)
+        assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
+        assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
+        if assistant_tokenizer is not None and assistant_model is None:
+            raise InvalidInputError("`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
+                                    "too, or leave assistant_tokenizer unset")
+        gc = self._generate_config(generation_config, assistant_model, kwargs)
+        call = self._prepare_inputs(input_ids, attention_mask, gc)
+        drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
+        assisted = candidate_generator.is_assisted(drafter)
+        if gc.use_cache is False:
+            if assisted:
+                raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
+                                        "against the KV cache")
+            if self.blas_prefill:
+                raise InvalidInputError("`use_cache=False` recomputes each sequence through the batch-invariant "
+                                        "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
+                                        "through OpenBLAS, not bitwise the same); load it without blas_prefill")
+        B, S, max_new = call.B, call.S, call.max_new
+        if streamer is not None and B != 1:
+            raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
+        stops = _callables_of(stopping_criteria, "stopping_criteria")
+        stop_strings = gc.stop_strings
+        if stop_strings is not None:
+            if tokenizer is None:
+                raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
+                                        "pass tokenizer=tokenizer to generate()")
+            stops.append(StopStringCriteria(tokenizer, stop_strings))
+        for flag, on in (("output_scores", gc.output_scores), ("output_logits", gc.effective("output_logits"))):
+            if on:
+                check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
+                           4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
+        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
+        # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
+        max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
+        if streamer is not None:
+            streamer.put(call.ids[0, S - int(call.real[0]):].astype(np.int64))
+        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
+        # a bar for long calls: by size, never time (streamed text is its own progress)
+        meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
+                              "generating", "tok")
+        if meter is not None:
+            on_tokens = _metered(on_tokens, meter)
+        with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
+            out = np.empty((B, max_new), dtype=np.int32)
+            scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
+            logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
+            sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
+            procs = processing_args(gc, S, max_new, call.eos, logits_callback(logits_processor, call.kind),
+                                    stop_callback(stops, call.kind), logits)
+            if drafter.universal:
+                out[:], steps, extra, k_final = _universal.generate(
+                    self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
+                    call.min_new, call.eos, call.pad, seed, max_time, procs[21], on_tokens, scores, logits, sources)
+                if gc.num_assistant_tokens_schedule == "heuristic":
+                    drafter.model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+            else:
+                ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
+                common = (call.ids, (S - call.real).astype(np.int64), max_new, call.min_new,
+                          np.asarray(call.eos, dtype=np.int32), call.pad, bool(gc.do_sample),
+                          float(gc.effective("temperature")), int(gc.effective("top_k")), float(gc.effective("top_p")),
+                          float(gc.effective("repetition_penalty")), seed, max_time, procs)
+                if not assisted:
+                    steps, extra = _core.generate(ctx, *common, out, scores, sources, on_tokens), {}
+                else:
+                    steps, extra = self._run_assisted(ctx, drafter, gc, call, common, out, scores, sources, on_tokens)
+            return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
+
+    def _prepare_inputs(self, input_ids, attention_mask, gc):
+        """The call's inputs checked (ids in the vocabulary, left padding, room in the cache), each prompt repeated
+        num_return_sequences times, and the lengths the loop needs, as a _Call."""
+        if input_ids is None:
+            raise InvalidInputError("input_ids is required: pass token ids as an integer array of shape (batch, seq)")
+        input_ids, kind = to_numpy(input_ids, "input_ids")
+        if attention_mask is not None:
+            attention_mask, _ = to_numpy(attention_mask, "attention_mask")
+        ids = checked_input_ids(input_ids, self.vocab_size)
+        n_return = gc.num_return_sequences or 1
+        if n_return > 1:  # Transformers' _expand_inputs_for_generation: each prompt's copies next to each other
+            ids = np.repeat(ids, n_return, axis=0)
+            if attention_mask is not None:
+                attention_mask = np.repeat(np.asarray(attention_mask).reshape(-1, ids.shape[1]), n_return, axis=0)
+        B, S = ids.shape
+        eos = gc.eos_token_ids()
+        pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
+        if any(v >= self.vocab_size for v in eos):  # processors index the scores at eos ids (min_new_tokens...)
+            raise InvalidInputError(f"`eos_token_id` (={eos}) is outside the vocabulary (vocab_size={self.vocab_size}); "
+                                    "pass ids from the model's tokenizer")
+        if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
+            raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
+        if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
+                and (ids == gc.pad_token_id).any():
+            attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
+        mask = checked_attention_mask(attention_mask, ids.shape)
+        real = mask.sum(axis=1)
+        if (real == 0).any():
+            raise InvalidInputError(f"row {int(np.argmin(real))} of attention_mask has no real token; every prompt "
+                                    "needs at least one")
+        if not (mask == (np.arange(S)[None, :] >= (S - real)[:, None])).all():
+            raise InvalidInputError("attention_mask is not left-padded: generation continues each row after its last "
+                                    "column, so pad on the left (tokenizer.padding_side = 'left')")
+        max_new = gc.max_new_tokens if gc.max_new_tokens is not None else gc.max_length - S
+        if max_new < 1:
+            raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
+                                    "pass max_new_tokens instead")
+        min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
+        need = int(real.max()) + max_new
+        if need > self.max_cache_len:
+            raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
+                                     f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
+                                     "prompt, lower max_new_tokens, or load with a larger max_cache_len")
+        return _Call(ids, kind, real, B, S, eos, pad, max_new, min_new, need)
+
+    def _run_assisted(self, ctx, drafter, gc, call, common, out, scores, sources, on_tokens):
+        """The core's assisted loop over ctx (this model) and the drafter's context -> (steps, the result's
+        statistics). Acceptance counts of the cost schedule carry from call to call (assisted_costs.py), except
+        where the K choices decide the tokens (rejection sampling) or the costs were pinned; the call counts into
+        a copy, put back whole after it, so that calls from two threads never leave a mix of both."""
+        draft_ctx = candidate_generator.draft_context(self, drafter, call.B, call.need)
+        cost = gc.num_assistant_tokens_schedule == "cost"
+        costs = self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core() if cost \
+            else (None, None)
+        learned = self._costs.learned(self._drafter(drafter.model, drafter.early_exit)) if cost and not (
+            gc.do_sample and gc.assisted_sampling == "rejection") else None
+        counts = None if learned is None else learned.copy()
+        proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
+        overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
+        steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
+            _core.generate_assisted(
+                ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
+                SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
+                ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
+                int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
+                overlap, counts)
+        if learned is not None:
+            learned[:] = counts
+        if _external.is_external(self):
+            self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
+        drafting = candidate_generator.drafting_model(self, drafter)
+        if drafting is not None and gc.num_assistant_tokens_schedule == "heuristic":
+            drafting.generation_config.num_assistant_tokens = k_final  # carried to the next call
+        used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
+        return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                           num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
+                           accepted_per_position=accepted[:used])
+
+    def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
+        """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the
+        inputs came in."""
+        if _external.is_external(self):
+            extra["num_narrow_margins"] = self.narrow_margins
+        sequences = np.concatenate([call.ids.astype(np.int64), out[:, :steps].astype(np.int64)], axis=1)
+        if not gc.return_dict_in_generate:
+            return convert_output(sequences, call.kind)
+        if logits is not None:
+            extra["logits"] = tuple(logits[:steps])
+        result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
+                                           else None, **extra)
+        result.token_sources = np.ascontiguousarray(sources[:, :steps])
+        # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
+        result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
+        return convert_output(result, call.kind)
+
+    def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
+        """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
+        (batch, steps) float32, from generate(..., output_scores=True, return_dict_in_generate=True)'s sequences
+        and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. Rows that had
+        stopped score -inf there (their scores are -inf). Torch in, torch out."""
+        if beam_indices is not None:
+            raise InvalidInputError("beam_indices is for beam search, which is not implemented here; pass "
+                                    "compute_transition_scores(sequences, scores)")
+        seq, kind = to_numpy(sequences, "sequences")
+        if not isinstance(scores, (tuple, list)) or not scores:
+            raise InvalidInputError("scores must be the tuple of per-step (batch, vocab) arrays that generate(..., "
+                                    "output_scores=True, return_dict_in_generate=True) returns")
+        steps = np.stack([to_numpy(step, "scores")[0] for step in scores]).astype(np.float32)  # (steps, batch, vocab)
+        if seq.ndim != 2 or steps.ndim != 3 or steps.shape[1] != seq.shape[0] or steps.shape[0] > seq.shape[1]:
+            raise InvalidInputError(f"sequences {seq.shape} and scores ({len(scores)} steps of "
+                                    f"{steps.shape[1:]}) do not belong together; pass both from one generate() result")
+        if normalize_logits:
+            m = steps.max(axis=2, keepdims=True)
+            m = np.where(np.isfinite(m), m, 0)
+            with np.errstate(divide="ignore"):
+                steps = steps - m - np.log(np.exp(steps - m).sum(axis=2, keepdims=True))
+        tokens = seq[:, seq.shape[1] - steps.shape[0]:]  # (batch, steps): the token chosen at each step
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= steps.shape[2]):
+            raise InvalidInputError("sequences hold token ids outside the scores' vocabulary")
+        result = np.take_along_axis(steps.transpose(1, 0, 2), tokens[:, :, None].astype(np.int64), axis=2)[:, :, 0]
+        return convert_output(np.ascontiguousarray(result), kind)

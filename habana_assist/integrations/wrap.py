@@ -1,0 +1,56 @@
+"""habana_assist.wrap(model): a model of another framework with this package's generate() (external.py holds the
+adapter behind the core's model interface)."""
+
+from ..errors import InvalidInputError
+from ..modeling_utils import PreTrainedCausalLM
+from . import external as _external
+
+
+class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
+    """A model of another framework with this package's generate() (habana_assist.wrap; external.py)."""
+
+    def __call__(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def _unsupported(self, what):
+        raise InvalidInputError(f"{what} is for native models; this one is wrapped ({type(self.model).__name__}): use "
+                                "its own framework for that")
+
+    def assisted_costs(self, *args, **kwargs):
+        self._unsupported("assisted_costs()")
+
+    def set_assisted_costs(self, *args, **kwargs):
+        self._unsupported("set_assisted_costs()")
+
+    def save_pretrained(self, *args, **kwargs):
+        self._unsupported("save_pretrained()")
+
+    def create_cache(self, *args, **kwargs):
+        self._unsupported("create_cache()")
+
+    def num_parameters(self, *args, **kwargs):
+        self._unsupported("num_parameters()")
+
+    def to(self, *args, **kwargs):
+        self._unsupported("to()")
+
+    @property
+    def weight_bytes(self):
+        self._unsupported("weight_bytes")
+
+
+def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None, overlap=None):
+    """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
+    usable as assistant_model=) run by this package's loop; see habana_assist/external.py. vocab_size and
+    max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
+    with its config's special tokens. reduce_logits: where a greedy call reads only the argmax, send each
+    position's top two from the device instead of its whole row: None on an accelerator, True always, False
+    never. overlap: as the target with a native draft, draft the next round ahead while its forward runs: None
+    where it is not on the CPU, True always, False never (the same output either way)."""
+    if isinstance(model, PreTrainedCausalLM):
+        raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
+    return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config,
+                        reduce_logits=reduce_logits, overlap=overlap)

@@ -1,0 +1,150 @@
+"""The Auto classes: AutoModelForCausalLM.from_pretrained picks the checkpoint architecture's class (models/),
+AutoConfig reads its config.json (configuration_utils.py)."""
+
+import warnings
+
+import numpy as np
+
+from .. import _core
+from ..checkpoints.hub import resolve
+from ..checkpoints.loading import load_checkpoint
+from ..configuration_utils import AutoConfig, SUPPORTED_ARCHITECTURES  # noqa: F401 (AutoConfig: Transformers' place)
+from ..errors import InvalidInputError
+from ..modeling_utils import PreTrainedCausalLM
+
+__all__ = ["AutoConfig", "AutoModelForCausalLM", "ARCHITECTURE_CLASSES"]
+
+
+def _is_cpu(device):
+    return device is None or str(device) in ("cpu", "auto") or (isinstance(device, dict) and all(
+        str(v) in ("cpu", "auto") for v in device.values()))
+
+
+# from_pretrained arguments of Transformers that change nothing here: name -> (accepts(value), why not otherwise)
+_LOAD_ARGUMENTS = {
+    "device_map": (_is_cpu, "this package runs on the CPU only: pass device_map='cpu' or leave it unset"),
+    "low_cpu_mem_usage": (lambda v: v in (None, True, False), "pass True or False (loading always streams here)"),
+    "attn_implementation": (lambda v: v in (None, "eager", "sdpa"),
+                            "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset"),
+    "use_safetensors": (lambda v: v in (None, True), "only safetensors checkpoints are read here"),
+    "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
+    "revision": (lambda v: True, ""), "token": (lambda v: True, ""), "cache_dir": (lambda v: True, ""),
+    "local_files_only": (lambda v: True, ""), "force_download": (lambda v: True, ""), "proxies": (lambda v: True, ""),
+    "subfolder": (lambda v: v in (None, ""), "pass the subfolder's path itself"),
+    "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
+                                     "of a checkpoint without one"),
+}
+
+
+def _check_load_arguments(kwargs):
+    """Refuses an unknown from_pretrained argument, or a known one whose value would change the result."""
+    for name, value in kwargs.items():
+        if name not in _LOAD_ARGUMENTS:
+            raise InvalidInputError(f"from_pretrained() got an unexpected argument {name!r}; see "
+                                    "AutoModelForCausalLM.from_pretrained's docstring for what it takes")
+        accepts, why = _LOAD_ARGUMENTS[name]
+        if not accepts(value):
+            raise InvalidInputError(f"from_pretrained({name}={value!r}) is not supported: {why}")
+
+
+# One class per supported architecture, named as Transformers names it (LlamaForCausalLM, Qwen3ForCausalLM,
+# GPT2LMHeadModel...), so that type(model).__name__ and isinstance checks read as they do with Transformers: each a
+# sibling subclass of the neutral PreTrainedCausalLM (one C forward for every family; the differences are data).
+ARCHITECTURE_CLASSES = {
+    name: type(name, (PreTrainedCausalLM,), {
+        "__module__": __name__, "__doc__": f"A {name} checkpoint on the C core (see PreTrainedCausalLM)."})
+    for name in SUPPORTED_ARCHITECTURES}
+
+
+def _model_class(config):
+    """The class of config's architecture: the supported one its "architectures" names, else its model_type's."""
+    for name in config.architectures or ():
+        if name in ARCHITECTURE_CLASSES:
+            return ARCHITECTURE_CLASSES[name]
+    by_type = {model_type: name for name, model_type in SUPPORTED_ARCHITECTURES.items()}
+    return ARCHITECTURE_CLASSES[by_type.get(config.family, "LlamaForCausalLM")]
+
+
+class AutoModelForCausalLM:
+    """Transformers-style entry point: from_pretrained(directory) -> the checkpoint architecture's class."""
+
+    def __init__(self):
+        raise TypeError("use AutoModelForCausalLM.from_pretrained(path)")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
+                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, progress=None,
+                        **kwargs):
+        """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
+
+        Transformers' loading arguments that change nothing here are accepted with those values only (see
+        _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU), low_cpu_mem_usage (loading
+        always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation), use_safetensors
+        None/True, trust_remote_code (no checkpoint code is ever run), and hub arguments (revision, token,
+        cache_dir, local_files_only, force_download...) for the local directories this package reads.
+
+        dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
+        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
+        64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per token).
+        Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
+        max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings). torch_dtype is an
+        alias of dtype, load_in_8bit=True of "int8", load_in_4bit=True of "int4".
+
+        blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an
+        empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit, but
+        those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
+        rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
+        default; None means the same) keeps every row batch-invariant: on the machine this was measured on
+        OpenBLAS prefilled 0.9-1.1x as fast as the kernels with float weights, 0.6-0.9x with int8 ones and
+        1.0-1.5x with int4 ones. True warns (RuntimeWarning) where OpenBLAS runs older kernels than the CPU has
+        (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the OPENBLAS_CORETYPE fix.
+
+        repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
+        that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
+        index order. On the measured machine (1.1B shape, bfloat16) decode ran 1.1-1.2x and verification of
+        8 tokens 1.1-1.3x as fast as with row-major weights. repack=False keeps float weights row-major, as
+        stored (views of the file's memory map: no copy at load, pages shared between processes), with
+        kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only.
+
+        progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
+        one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
+        False never."""
+        _check_load_arguments(kwargs)
+        if load_in_8bit and load_in_4bit:
+            raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
+        for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
+            if not flag:
+                continue
+            for arg, value in (("dtype", dtype), ("torch_dtype", torch_dtype)):
+                if value not in (None, name):
+                    raise InvalidInputError(f"load_in_{name[3:]}bit=True and {arg}={value!r} disagree; pass only one")
+            dtype = name
+        if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+            raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
+        if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
+                                          or isinstance(max_cache_len, bool) or max_cache_len < 1):
+            raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
+        if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
+            raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
+        if blas_prefill:
+            _warn_if_blas_generic()
+        checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
+                                     repack, progress)
+        return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
+
+
+# OpenBLAS's cores with AVX2 sgemm kernels or wider. OpenBLAS picks its core once, when the process loads it (numpy
+# does, before habana_assist); Debian 12's 0.3.21 falls back to "Prescott" (SSE3) on CPUs newer than itself: on a
+# 2-core Xeon of 2026 (model 207) its sgemm ran 33 GFLOP/s there against 137-225 with SkylakeX's kernels.
+_BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"}
+
+
+def _warn_if_blas_generic():
+    """A RuntimeWarning naming the fix when OpenBLAS runs older kernels than this CPU has (our own variant shows
+    what it has: "avx512" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
+    core, ours = _core.blas_core(), _core.kernels_name()
+    if ours in ("avx2", "avx512") and core not in _BLAS_AVX2_CORES:
+        want = "SkylakeX" if ours == "avx512" else "Haswell"
+        warnings.warn(f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "
+                      f"times slower than the CPU allows; start Python with OPENBLAS_CORETYPE={want} in the "
+                      "environment (OpenBLAS reads it once, when numpy first loads it)", RuntimeWarning, stacklevel=3)

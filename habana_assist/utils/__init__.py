@@ -1,0 +1,1 @@
+"""Helpers shared by the package: tensors.py (numpy and torch in and out), progress.py (progress bars)."""
