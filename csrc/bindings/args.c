@@ -45,7 +45,7 @@ const char *dtype_format(ha_dtype t) {
     return t == HA_F32 || t == HA_F32P ? "f" : t == HA_Q8 || t == HA_Q4 ? "B" : t == HA_F16 || t == HA_F16P ? "e" : "H";
 }
 
-int check_keys(PyObject *d, const char *const *allowed, const char *what) {
+int check_keys(PyObject *d, const char *const *allowed, const char *what, const char *noun) {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &key, &value)) {
@@ -58,7 +58,7 @@ int check_keys(PyObject *d, const char *const *allowed, const char *what) {
         int known = 0;
         for (const char *const *a = allowed; *a && !known; a++) known = strcmp(*a, name) == 0;
         if (!known) {
-            PyErr_Format(InvalidInputError, "%s: unknown field %R", what, key);
+            PyErr_Format(InvalidInputError, "%s: unknown %s %R", what, noun, key);
             return -1;
         }
     }

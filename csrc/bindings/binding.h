@@ -30,8 +30,9 @@ int get_buffer(PyObject *obj, const char *fmt, int writable, const char *what, P
 int parse_dtype(PyObject *name, ha_dtype *out);
 /* The buffer format of dtype t's arrays ("f", "e", "H", or "B" for int8 and int4 blocks). */
 const char *dtype_format(ha_dtype t);
-/* Fails naming the first key of d not in allowed (NULL-terminated): a misspelt field is an error, not a default. */
-int check_keys(PyObject *d, const char *const *allowed, const char *what);
+/* Fails naming the first key of d not in allowed (NULL-terminated), as "<what>: unknown <noun> 'key'": a misspelt
+ * field is an error, not a default. */
+int check_keys(PyObject *d, const char *const *allowed, const char *what, const char *noun);
 
 /* ---- interrupts.c -------------------------------------------------------------------------------------- */
 
@@ -117,20 +118,10 @@ PyObject *py_external_context(PyObject *mod, PyObject *args);
 
 /* ---- generate.c ---------------------------------------------------------------------------------------- */
 
-
-/* What both generation functions take: the buffers (held until release_gen) and the parameters, parsed from
- * the leading arguments prompt int32 (B, W), start int64 (B,), max_new_tokens, min_new_tokens, eos int32 (k,),
- * pad_token_id, do_sample, temperature, top_k, top_p, repetition_penalty, seed, max_time (seconds, 0: none),
- * procs (a tuple, below), then (at the end) out int32 (B, N), scores float32 (N, B, V) | None, sources uint8
- * (B, N) | None (how each new token was decided: ha_token_source) and callback(row, tokens) | None.
- * procs = (sequence_bias (tokens int32, offsets int64, values float32), no_repeat_ngram_size,
- *          bad_words (tokens int32, offsets int64), forced_bos int32 (k,), forced_eos int32 (k,), forced_eos_step,
- *          remove_invalid_values, decay_factor, decay_start, suppress int32 (k,), begin_suppress int32 (k,),
- *          begin_suppress_step, min_p, typical_p, epsilon_cutoff, eta_cutoff, renormalize,
- *          logits_fn | None, stop_fn | None, logits_out float32 (N, B, V) | None, no_cache)
- * (ha.h's ha_sampling_params and ha_generate_params say what each means; empty arrays mean none.) */
+/* What the generation functions take, from a dict of named options (generate.c lists them): the buffers (held
+ * until release_gen), the parameters, and the Python callables (owned until release_gen). */
 enum { G_PROMPT, G_START, G_EOS, G_OUT, G_SCORES, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, G_BAD_TOK, G_BAD_OFF, G_BOS,
-       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_SOURCES, G_NBUF };
+       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_SOURCES, G_PROPOSED, G_ACCEPTED, G_DCOSTS, G_TCOSTS, G_STATE, G_NBUF };
 
 typedef struct gen_args {
     Py_buffer buf[G_NBUF];
@@ -139,14 +130,18 @@ typedef struct gen_args {
     py_callback cb;
 } gen_args;
 
-/* Releases every buffer g holds. */
+/* Fails naming the first key of opts that is not an option of allowed (NULL-terminated), or if opts is not a
+ * dict: -1 with InvalidInputError. */
+int check_options(PyObject *opts, const char *const *allowed, const char *what);
+/* The Sampler's options: generate()'s sampling options, and stop_fn, logits_out and no_cache (allowed so that one
+ * dict serves both; not read). */
+extern const char *const SAMPLER_KEYS[];
+/* Releases every buffer and callable g holds. */
 void release_gen(gen_args *g);
-/* The sampling part of the generation arguments (min_new_tokens, eos, do_sample .. seed, procs) -> g's buffers,
- * g->cb's logits_fn and stop_fn, and *sp; *stop_fn_o, *lout_o, *no_cache the rest of procs. -1 with an
- * exception on failure (the caller releases what was taken). Shared by generation and the Sampler type. */
-int take_sampling(gen_args *g, long long min_new, PyObject *eos_o, int do_sample, double temperature,
-                  long long top_k, double top_p, double rep, unsigned long long seed, PyObject *procs_o,
-                  ha_sampling_params *sp, PyObject **stop_fn_o, PyObject **lout_o, int *no_cache);
+/* The sampling options of opts (every one required) -> g's buffers, g->cb.logits_fn and *sp. -1 with an
+ * exception naming the option on failure (the caller releases what was taken). `what` names the caller in
+ * messages. Shared by generation and the Sampler type. */
+int take_sampling(gen_args *g, PyObject *opts, const char *what, ha_sampling_params *sp);
 PyObject *py_generate(PyObject *mod, PyObject *args);
 PyObject *py_generate_assisted(PyObject *mod, PyObject *args);
 

@@ -163,7 +163,7 @@ static int take_config(ModelObject *self, PyObject *d, ha_llama_config *c) {
     static const char *const acts[] = { "silu", "gelu_tanh", "gelu", "relu", NULL };
     int norm, act, gated = 1;
     int64_t rope_dim;
-    if (check_keys(d, CONFIG_KEYS, "model config") || int_field(d, "vocab_size", 1, 0, &c->vocab_size) ||
+    if (check_keys(d, CONFIG_KEYS, "model config", "field") || int_field(d, "vocab_size", 1, 0, &c->vocab_size) ||
         int_field(d, "hidden_size", 1, 0, &c->hidden_size) || int_field(d, "intermediate_size", 1, 0, &c->intermediate_size) ||
         int_field(d, "n_layers", 1, 0, &c->n_layers) || int_field(d, "n_heads", 1, 0, &c->n_heads) ||
         int_field(d, "n_kv_heads", 1, 0, &c->n_kv_heads) || int_field(d, "head_dim", 1, 0, &c->head_dim) ||
@@ -211,7 +211,7 @@ static int take_layer(ModelObject *self, PyObject *d, Py_ssize_t l, ha_llama_lay
                           &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b, &L->b_gate, &L->b_up,
                           &L->b_down, &L->post_ffn_norm };
     _Static_assert(sizeof mats / sizeof *mats + sizeof vecs / sizeof *vecs == LAYER_BUFFERS, "a view per buffer");
-    if (check_keys(d, LAYER_KEYS, what)) return -1;
+    if (check_keys(d, LAYER_KEYS, what, "field")) return -1;
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
         if (matrix_field(self, d, LAYER_MATRICES_[i], mats[i])) return -1;
     for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
@@ -253,7 +253,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         goto cleanup;
     }
     ha_llama_weights w = { .layers = L };
-    if (check_keys(weights, WEIGHT_KEYS, "model weights") || matrix_field(self, weights, "embed", &w.embed) ||
+    if (check_keys(weights, WEIGHT_KEYS, "model weights", "field") || matrix_field(self, weights, "embed", &w.embed) ||
         matrix_field(self, weights, "pos_embed", &w.pos_embed) || vector_field(self, weights, "final_norm", &w.final_norm) ||
         vector_field(self, weights, "final_norm_bias", &w.final_norm_b) || matrix_field(self, weights, "lm_head", &w.lm_head))
         goto cleanup;

@@ -22,12 +22,15 @@ PyObject *raise_status(ha_status st) {
 }
 
 static PyMethodDef module_methods[] = {
-    { "generate", py_generate, METH_VARARGS, "plain generation over a Context (see csrc/ha.h ha_generate)" },
+    { "generate", py_generate, METH_VARARGS,
+      "generate(ctx, options): plain generation over a Context, its options a dict by name (csrc/bindings/generate.c; "
+      "csrc/ha.h ha_generate)" },
     { "external_context", py_external_context, METH_VARARGS,
       "external_context(adapter, vocab_size, capacity, n_seq=1): a Context of n_seq sequences over an external model's "
       "adapter.append(seq, tokens, want) and adapter.crop(seq, length) (habana_assist/external.py)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
-      "assisted generation over a target Context and a draft Context or None (see ha_generate_assisted)" },
+      "generate_assisted(target_ctx, draft_ctx, options): assisted generation over a target Context and a draft Context "
+      "or None, its options a dict by name (csrc/bindings/generate.c; ha_generate_assisted)" },
     { "quantize", py_quantize, METH_VARARGS,
       "quantize(src, dtype, dst, to): int8 or int4 weights, a scale per group" },
     { "pack", py_pack, METH_VARARGS, "pack(src, dtype, dst): float weights repacked into panels" },

@@ -7,8 +7,7 @@ typedef struct {
     PyObject_HEAD
     ha_sampler *s;
     int64_t vocab;
-    py_callback cb;  /* logits_fn (kept alive by procs) and the exception it raised */
-    PyObject *procs; /* holds logits_fn */
+    py_callback cb;  /* logits_fn (a reference of its own) and the exception it raised */
 } SamplerObject;
 
 static void Sampler_dealloc(SamplerObject *self) {
@@ -16,41 +15,33 @@ static void Sampler_dealloc(SamplerObject *self) {
     Py_XDECREF(self->cb.exc_type);
     Py_XDECREF(self->cb.exc_value);
     Py_XDECREF(self->cb.exc_tb);
-    Py_XDECREF(self->procs);
+    Py_XDECREF(self->cb.logits_fn);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Sampler(vocab, min_new_tokens, eos, do_sample, temperature, top_k, top_p, repetition_penalty, seed, procs):
- * generate()'s sampling arguments (see gen_args); the stop callback, logits_out and no_cache of procs are not
- * used. The sampler copies every list at create, so no buffer is held after. */
+/* Sampler(vocab, options: dict of generate()'s sampling options, by name as generate() takes them; stop_fn,
+ * logits_out and no_cache may be there too and are not read). The sampler copies every list at create, so no
+ * buffer is held after. */
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;
-    long long vocab, min_new, top_k;
-    PyObject *eos_o, *procs_o, *stop_fn, *lout_o;
-    int do_sample, no_cache;
-    double temperature, top_p, rep;
-    unsigned long long seed;
+    long long vocab;
+    PyObject *opts;
     if (self->s) {
         PyErr_SetString(InvalidInputError, "Sampler is already initialized");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "LLOpdLddKO", &vocab, &min_new, &eos_o, &do_sample, &temperature, &top_k, &top_p, &rep,
-                          &seed, &procs_o))
-        return -1;
+    if (!PyArg_ParseTuple(args, "LO:Sampler", &vocab, &opts)) return -1;
     gen_args g = { .held = 0 };
     ha_sampling_params sp;
     int rc = -1;
-    if (take_sampling(&g, min_new, eos_o, do_sample, temperature, top_k, top_p, rep, seed, procs_o, &sp, &stop_fn,
-                      &lout_o, &no_cache) == 0) {
+    if (check_options(opts, SAMPLER_KEYS, "Sampler") == 0 && take_sampling(&g, opts, "Sampler", &sp) == 0) {
         sp.logits_user = &self->cb;
         ha_status st = ha_sampler_create(&sp, vocab, &self->s);
         if (st != HA_OK) {
             raise_status(st);
         } else {
             self->vocab = vocab;
-            self->cb.logits_fn = g.cb.logits_fn;
-            Py_INCREF(procs_o);
-            self->procs = procs_o;
+            self->cb.logits_fn = Py_NewRef(g.cb.logits_fn);
             rc = 0;
         }
     }
