@@ -60,7 +60,7 @@ int interrupts_init(void);
  * slot: the loop stops at the first). fn(row, tokens: list of int) is told decided tokens; logits_fn(row,
  * tokens: bytes of int32, scores: bytearray of float32) processes scores and returns None (changed in place) or
  * an object with a float32 buffer of vocab items; stop_fn(row, tokens: bytes of int32, scores: bytes of float32)
- * returns true to end the row. Any may be NULL. */
+ * returns true to end the row. Any may be NULL or None (then the loop is not given it). */
 typedef struct py_callback {
     PyObject *fn, *logits_fn, *stop_fn;
     PyObject *exc_type, *exc_value, *exc_tb;
@@ -88,7 +88,7 @@ extern PyTypeObject ModelType;
 /* ---- context.c, external.c ----------------------------------------------------------------------------- */
 
 /* A model interface (ha.h ha_lm) and its cache: a native context (c), or an external model's (adapter, made by
- * external_context: habana_assist/external.py drives a model of another framework through it). */
+ * external_context: habana_assist/integrations/external.py drives a model of another framework through it). */
 typedef struct {
     PyObject_HEAD
     ha_llama_context *c;

@@ -1,12 +1,12 @@
-/* External models: the model interface over adapter (habana_assist/external.py), n_seq sequences: append checks
- * what the core's own append checks (sequence ids, token ids, each sequence's capacity), then with the GIL calls
+/* External models: the model interface over adapter (habana_assist/integrations/external.py), n_seq sequences: append
+ * checks what the core's own append checks (sequence ids, token ids, each sequence's capacity), then with the GIL calls
  * adapter.append(seq, tokens, want): seq and tokens bytes of int32 (n,), want bytes of uint8 (n,) or None (every
- * position), which returns the wanted positions' logits, in order, as an object with a C-contiguous buffer: float32
- * of n_wanted * vocab items (external.py hands a CPU tensor's memory over DLPack, no copy), copied into the core's
- * logits (which the loop then processes in place: it never writes into the model's tensor), or float64 of
- * n_wanted * 4 (each position's top two: external_top_two). NaN logits, a wrong size, or an exception the adapter
- * raised stop the call: HA_ERR_CALLBACK, the exception kept on the context (the adapter puts its caches back as
- * they were before the append). crop(seq, len) calls adapter.crop(seq, len). */
+ * position), which returns the wanted positions' logits, in order, as an object with a C-contiguous buffer: float32 of
+ * n_wanted * vocab items (external.py hands a CPU tensor's memory over DLPack, no copy), copied into the core's logits
+ * (which the loop then processes in place: it never writes into the model's tensor), or float64 of n_wanted * 4 (each
+ * position's top two: external_top_two). NaN logits, a wrong size, or an exception the adapter raised stop the call:
+ * HA_ERR_CALLBACK, the exception kept on the context (the adapter puts its caches back as they were before the append).
+ * crop(seq, len) calls adapter.crop(seq, len). */
 #include "binding.h"
 
 #include <math.h>

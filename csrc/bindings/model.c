@@ -225,7 +225,7 @@ static int take_layer(ModelObject *self, PyObject *d, Py_ssize_t l, ha_llama_lay
 }
 
 /* Model(config: dict, weights: dict, layers: sequence of dicts); see ha.h for each field and
- * habana_assist/modeling.py for how a checkpoint fills them. Matrices are (array, dtype, cols[, rows]),
+ * habana_assist/modeling_utils.py for how a checkpoint fills them. Matrices are (array, dtype, cols[, rows]),
  * vectors float32 1-D arrays, absent ones None or left out; rotary tables float64 arrays (rope_dim/2,). */
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     (void)kwds;

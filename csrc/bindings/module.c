@@ -27,7 +27,7 @@ static PyMethodDef module_methods[] = {
       "csrc/ha.h ha_generate)" },
     { "external_context", py_external_context, METH_VARARGS,
       "external_context(adapter, vocab_size, capacity, n_seq=1): a Context of n_seq sequences over an external model's "
-      "adapter.append(seq, tokens, want) and adapter.crop(seq, length) (habana_assist/external.py)" },
+      "adapter.append(seq, tokens, want) and adapter.crop(seq, length) (habana_assist/integrations/external.py)" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "generate_assisted(target_ctx, draft_ctx, options): assisted generation over a target Context and a draft Context "
       "or None, its options a dict by name (csrc/bindings/generate.c; ha_generate_assisted)" },
