@@ -9,6 +9,7 @@
  * once by B's quant_act (as llama.c does once per matmul), outside the timing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
