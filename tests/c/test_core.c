@@ -254,7 +254,7 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
     return n;
 }
 
-/* k's matmul for weights of dtype dt, as llama.c runs it: integer weights first quantize each token's row of
+/* k's matmul for weights of dtype dt, as model/forward.c runs it: integer weights first quantize each token's row of
  * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                        int64_t T, float *Y, int64_t ldy) {
