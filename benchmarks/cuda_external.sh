@@ -4,7 +4,7 @@
 #
 # Such a machine's python3 (a venv with torch) has no Debian OpenBLAS; its numpy wheel bundles one whose symbols
 # carry a prefix and suffix (scipy_openblas64_: 64-bit integers). So _core is built here for that python3 with a
-# three-function shim mapping the calls csrc/blas.c makes (cblas_sgemm, openblas_{get,set}_num_threads) onto
+# three-function shim mapping the calls csrc/model/blas.c makes (cblas_sgemm, openblas_{get,set}_num_threads) onto
 # them, and a minimal cblas.h; everything else is the same sources and flags as setup.py.
 #
 #     bash benchmarks/cuda_external.sh [bench_external.py's arguments]
@@ -64,7 +64,7 @@ EOF
 FLAGS=(-std=c11 -O2 -fPIC -fvisibility=hidden -ffp-contract=off -Wall -Wextra -Wno-missing-field-initializers -Wno-psabi
        -pthread -Icsrc -I"$work/include" -I"$INCLUDE")
 mkdir -p "$work/obj"
-printf '%s\n' csrc/*.c csrc/bindings/module.c "$work/shim.c" |
+{ find csrc -name '*.c' | sort; echo "$work/shim.c"; } |  # the core's folders and csrc/bindings, as setup.py
     xargs -P "$(nproc)" -I{} sh -c 'gcc "$@" -c {} -o "'"$work"'/obj/$(echo {} | tr / _).o"' _ "${FLAGS[@]}"
 gcc -shared -pthread "$work"/obj/*.o -o "habana_assist/_core$EXT" -L"$LIBDIR" -l:"$LIB" -Wl,-rpath,"$LIBDIR" -lm
 "$PY" -c "import habana_assist as ha; print('cuda_external.sh: habana_assist', ha.__version__, 'kernels', ha.kernels_name(), 'threads', ha.get_num_threads())"

@@ -6,13 +6,14 @@
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
  * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized
- * once by B's quant_act (as llama.c does once per matmul), outside the timing. */
+ * once by B's quant_act (as model/forward.c does once per matmul), outside the timing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "kernels/kernels.h"
 
 extern const ha_kernels kernels_a;
 #define kernels_b ha_kernels_avx2

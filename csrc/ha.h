@@ -66,7 +66,7 @@ typedef enum ha_dtype {
  * p * HA_PANEL_ROWS + i (zero past the last row) at positions ha_panel_pos(i): i itself, except in bfloat16
  * panels, where rows i < 8 sit at 2i and rows 8 + i at 2i + 1 (one 32-byte load then splits into the two
  * halves' float32 by one shift and one mask). The multiply sums each output in index order by fused
- * multiply-adds (see ha_kernels.matmul in internal.h), where row-major float weights sum 8-lane blocks. */
+ * multiply-adds (see ha_kernels.matmul in kernels/kernels.h), where row-major float weights sum 8-lane blocks. */
 #define HA_PANEL_ROWS 16
 
 /* HA_Q8, int8 weights with a scale per group: each row is ceil(cols / HA_Q8_GROUP) blocks of
@@ -237,10 +237,10 @@ typedef struct ha_llama_context ha_llama_context;
  * w + 256 positions per sequence, in a ring, when that is fewer than capacity (then lm.max_rollback is 256). A
  * model with learned positions (pos_embed) refuses a capacity beyond its rows.
  * blas_prefill != 0: an append that starts a sequence (empty before it) with n of its tokens computes the
- * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill: measured
- * about as fast as the kernels with float weights, slower with int8 weights and about 1.2x faster with int4
- * ones; it keeps their activations float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled assisted
- * generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
+ * first 128 * floor(n / 128) of them through OpenBLAS's sgemm, 128 at a time (prompt prefill, for weights and
+ * CPUs where a tuned sgemm outruns the kernels: benchmarks/bench_prefill.py compares the two; it keeps their
+ * activations float32). Those rows depend only on those tokens (not on the thread count), so greedy and coupled
+ * assisted generation still equal plain generation bitwise, but they are not bitwise the rows a token-by-token
  * forward gives (they agree to float32 rounding). 0: every row through the kernels. (The Python package
  * passes 0 unless the model is loaded with blas_prefill=True.) */
 HA_API ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
@@ -441,12 +441,12 @@ typedef struct ha_assist_params {
      * (a window over the latest calls); a row that planned no candidate for 16 rounds drafts one, so that counts
      * saying no draft is worth it are checked again. */
     double *cost_state;
-    /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (assist.c: the next round's
-     * candidates after a guess of the target's token, used where the round accepts every candidate and the guess is
-     * right). Same output, scores and statistics as without; for a target whose append leaves the host's cores idle
-     * (an accelerator behind a callback). The draft's append is then called from that thread too, so it must not
-     * need the caller's thread (a native context's does not; the binding passes 0 for other drafts). Off
-     * without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
+    /* Nonzero: while the target's append verifies a round, a second thread drafts ahead (generation/assist_ahead.c:
+     * the next round's candidates after a guess of the target's token, used where the round accepts every candidate
+     * and the guess is right). Same output, scores and statistics as without; for a target whose append leaves the
+     * host's cores idle (an accelerator behind a callback). The draft's append is then called from that thread too,
+     * so it must not need the caller's thread (a native context's does not; the binding passes 0 for other drafts).
+     * Off without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
     int overlap;
 } ha_assist_params;
 
@@ -477,7 +477,7 @@ HA_API ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assi
                                       int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
                                       int64_t *n_steps, ha_assist_stats *stats);
 
-/* ---- BPE merges (tokenizer.json's BPE model; csrc/bpe.c) ---------------------------------------------
+/* ---- BPE merges (tokenizer.json's BPE model; csrc/tokenizer/bpe.c) -----------------------------------
  * A word's first symbols are its code points' ids (chars[i] -> char_ids[i]); a code point not among them becomes
  * the ids of its UTF-8 bytes where byte_ids (256 entries, -1 for a byte without one) has all of them (byte
  * fallback), else unk_id (consecutive unknown code points fused into one unk where fuse_unk). Then the adjacent

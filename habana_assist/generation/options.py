@@ -1,5 +1,5 @@
-"""generate()'s arguments as the core takes them: the logits processors' parameters (the `procs` tuple of
-csrc/bindings/module.c, which ha.h's ha_sampling_params documents) and the Python callbacks that run the
+"""generate()'s arguments as the core takes them: the logits processors' parameters (the `procs` options, by name,
+of csrc/bindings/generate.c, which ha.h's ha_sampling_params documents) and the Python callbacks that run the
 caller's logits_processor and stopping_criteria lists from inside the core's loop.
 
 Transformers' semantics are kept where they are decided here: which processors a GenerationConfig turns on,
@@ -33,9 +33,9 @@ def _sequences(pairs):
 
 
 def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_out):
-    """The `procs` tuple for _core.generate*: gc a validated GenerationConfig, prompt_width the padded prompt's
-    columns (Transformers' input_ids_seq_length), eos the eos ids (list), logits_fn/stop_fn the callbacks or None,
-    logits_out float32 (max_new, batch, vocab) or None."""
+    """The processors' options, a dict by name for _core.generate* and _core.Sampler: gc a validated
+    GenerationConfig, prompt_width the padded prompt's columns (Transformers' input_ids_seq_length), eos the eos ids
+    (list), logits_fn/stop_fn the callbacks or None, logits_out float32 (max_new, batch, vocab) or None."""
     bias = _sequences(gc.sequence_bias_pairs())
     bad = [tuple(_ids(s)) for s in (gc.bad_words_ids or [])]
     bad = [s for s in dict.fromkeys(bad) if not (len(s) == 1 and s[0] in eos)]  # NoBadWordsLogitsProcessor keeps eos
@@ -46,13 +46,19 @@ def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_o
     # SuppressTokensAtBeginLogitsProcessor's begin_index: the prompt's width, one more after a forced bos
     begin_step = 0 if prompt_width > 1 or gc.forced_bos_token_id is None else 1
     typical_p = gc.effective("typical_p")
-    return (bias[0], bias[1], bias[2], int(gc.effective("no_repeat_ngram_size")), bad_tokens, bad_offsets,
-            np.array(forced_bos, dtype=np.int32), np.array(gc.forced_eos_token_ids(), dtype=np.int32), max_new - 1,
-            bool(gc.remove_invalid_values), decay_factor, decay_start,
-            np.array(_ids(gc.suppress_tokens), dtype=np.int32), np.array(_ids(gc.begin_suppress_tokens), dtype=np.int32),
-            begin_step, float(gc.effective("min_p")), float(typical_p if typical_p < 1.0 else 0.0),
-            float(gc.effective("epsilon_cutoff")), float(gc.effective("eta_cutoff")), bool(gc.renormalize_logits),
-            logits_fn, stop_fn, logits_out, gc.use_cache is False)
+    return dict(sequence_bias_tokens=bias[0], sequence_bias_offsets=bias[1], sequence_bias_values=bias[2],
+                no_repeat_ngram_size=int(gc.effective("no_repeat_ngram_size")), bad_words_tokens=bad_tokens,
+                bad_words_offsets=bad_offsets, forced_bos_token_id=np.array(forced_bos, dtype=np.int32),
+                forced_eos_token_id=np.array(gc.forced_eos_token_ids(), dtype=np.int32), forced_eos_step=max_new - 1,
+                remove_invalid_values=bool(gc.remove_invalid_values), decay_factor=decay_factor,
+                decay_start=decay_start,
+                suppress_tokens=np.array(_ids(gc.suppress_tokens), dtype=np.int32),
+                begin_suppress_tokens=np.array(_ids(gc.begin_suppress_tokens), dtype=np.int32),
+                begin_suppress_step=begin_step, min_p=float(gc.effective("min_p")),
+                typical_p=float(typical_p if typical_p < 1.0 else 0.0),
+                epsilon_cutoff=float(gc.effective("epsilon_cutoff")),
+                eta_cutoff=float(gc.effective("eta_cutoff")), renormalize_logits=bool(gc.renormalize_logits),
+                logits_fn=logits_fn, stop_fn=stop_fn, logits_out=logits_out, no_cache=gc.use_cache is False)
 
 
 def reads_argmax_only(gc, procs, min_new):
@@ -60,12 +66,13 @@ def reads_argmax_only(gc, procs, min_new):
     come) reads nothing of a target's logits row but its argmax: greedy, every processor off, no scores or logits
     kept, no callback given the scores. A wrapped model on an accelerator then sends only each row's top two
     (external.py); the decided tokens are the same either way."""
-    (bias_tokens, _, _, ngram, bad_tokens, _, forced_bos, forced_eos, _, remove_invalid, decay_factor, _, suppress,
-     begin_suppress, _, min_p, typical, epsilon, eta, _, logits_fn, stop_fn, logits_out, _) = procs
+    p = procs
     return (not gc.do_sample and not gc.output_scores and float(gc.effective("repetition_penalty")) == 1.0 and min_new == 0
-            and ngram == 0 and not remove_invalid and decay_factor == 0.0 and min_p == typical == epsilon == eta == 0.0
-            and logits_fn is None and stop_fn is None and logits_out is None
-            and all(len(a) == 0 for a in (bias_tokens, bad_tokens, forced_bos, forced_eos, suppress, begin_suppress)))
+            and p["no_repeat_ngram_size"] == 0 and not p["remove_invalid_values"] and p["decay_factor"] == 0.0
+            and p["min_p"] == p["typical_p"] == p["epsilon_cutoff"] == p["eta_cutoff"] == 0.0
+            and p["logits_fn"] is None and p["stop_fn"] is None and p["logits_out"] is None
+            and all(len(p[k]) == 0 for k in ("sequence_bias_tokens", "bad_words_tokens", "forced_bos_token_id",
+                                              "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens")))
 
 
 def _callables(value, flag):

@@ -77,9 +77,11 @@ class TargetChooser:
     chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
 
     def __init__(self, gc, procs, eos, min_new, seed, vocab):
-        self.core = _core.Sampler(vocab, min_new, np.asarray(eos, dtype=np.int32), bool(gc.do_sample),
-                                  float(gc.effective("temperature")), int(gc.effective("top_k")),
-                                  float(gc.effective("top_p")), float(gc.effective("repetition_penalty")), seed, procs)
+        self.core = _core.Sampler(vocab, dict(
+            procs, min_new_tokens=min_new, eos_token_id=np.asarray(eos, dtype=np.int32), do_sample=bool(gc.do_sample),
+            temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
+            top_p=float(gc.effective("top_p")), repetition_penalty=float(gc.effective("repetition_penalty")),
+            seed=seed))
 
     def process(self, scores, row, history, step):
         """scores float32 (V,) raw logits -> processed in place (and returned); history int32 (n,) the row's

@@ -202,19 +202,23 @@ class GenerationMixin:
             if drafter.universal:
                 out[:], steps, extra, k_final = _universal.generate(
                     self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
-                    call.min_new, call.eos, call.pad, seed, max_time, procs[21], on_tokens, scores, logits, sources)
+                    call.min_new, call.eos, call.pad, seed, max_time, procs["stop_fn"], on_tokens, scores, logits,
+                    sources)
                 if gc.num_assistant_tokens_schedule == "heuristic":
                     drafter.model.generation_config.num_assistant_tokens = k_final  # carried to the next call
             else:
                 ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
-                common = (call.ids, (S - call.real).astype(np.int64), max_new, call.min_new,
-                          np.asarray(call.eos, dtype=np.int32), call.pad, bool(gc.do_sample),
-                          float(gc.effective("temperature")), int(gc.effective("top_k")), float(gc.effective("top_p")),
-                          float(gc.effective("repetition_penalty")), seed, max_time, procs)
+                common = dict(procs, prompt=call.ids, start=(S - call.real).astype(np.int64), max_new_tokens=max_new,
+                              min_new_tokens=call.min_new, eos_token_id=np.asarray(call.eos, dtype=np.int32),
+                              pad_token_id=call.pad, do_sample=bool(gc.do_sample),
+                              temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
+                              top_p=float(gc.effective("top_p")),
+                              repetition_penalty=float(gc.effective("repetition_penalty")), seed=seed,
+                              max_time=max_time, out=out, scores=scores, sources=sources, on_tokens=on_tokens)
                 if not assisted:
-                    steps, extra = _core.generate(ctx, *common, out, scores, sources, on_tokens), {}
+                    steps, extra = _core.generate(ctx, common), {}
                 else:
-                    steps, extra = self._run_assisted(ctx, drafter, gc, call, common, out, scores, sources, on_tokens)
+                    steps, extra = self._run_assisted(ctx, drafter, gc, call, common)
             return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
 
     def _prepare_inputs(self, input_ids, attention_mask, gc):
@@ -257,7 +261,7 @@ class GenerationMixin:
                                      "prompt, lower max_new_tokens, or load with a larger max_cache_len")
         return _Call(ids, kind, real, B, S, eos, pad, max_new, min_new, need)
 
-    def _run_assisted(self, ctx, drafter, gc, call, common, out, scores, sources, on_tokens):
+    def _run_assisted(self, ctx, drafter, gc, call, common):
         """The core's assisted loop over ctx (this model) and the drafter's context -> (steps, the result's
         statistics). Acceptance counts of the cost schedule carry from call to call (assisted_costs.py), except
         where the K choices decide the tokens (rejection sampling) or the costs were pinned; the call counts into
@@ -272,12 +276,14 @@ class GenerationMixin:
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
         steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
-            _core.generate_assisted(
-                ctx, draft_ctx, *common, int(gc.num_assistant_tokens),
-                SCHEDULES.index(gc.num_assistant_tokens_schedule), float(gc.assistant_confidence_threshold or 0.0),
-                ASSISTED_SAMPLING.index(gc.assisted_sampling), int(gc.prompt_lookup_num_tokens or 1),
-                int(gc.max_matching_ngram_size or 2), *costs, out, scores, proposed, accepted, sources, on_tokens,
-                overlap, counts)
+            _core.generate_assisted(ctx, draft_ctx, dict(
+                common, num_assistant_tokens=int(gc.num_assistant_tokens),
+                schedule=SCHEDULES.index(gc.num_assistant_tokens_schedule),
+                confidence_threshold=float(gc.assistant_confidence_threshold or 0.0),
+                acceptance=ASSISTED_SAMPLING.index(gc.assisted_sampling),
+                prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
+                max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
+                target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):

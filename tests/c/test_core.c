@@ -1,5 +1,5 @@
 /* C-level tests of the habana_assist core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
- * tests/core/test_c_core.py. Links every C file of csrc/ (not csrc/bindings).
+ * tests/core/test_c_core.py. Links every C file of csrc/'s core folders (not csrc/bindings).
  *
  *   ./test_core --list     the test names, one per line
  *   ./test_core NAME       runs one test: exit 0 on pass; on failure a message on stderr saying what was
@@ -20,7 +20,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "../../csrc/internal.h"
+#include "../../csrc/core/core.h"
+#include "../../csrc/kernels/kernels.h"
+#include "../../csrc/model/model.h"
 
 /* ---- checking ------------------------------------------------------------------------------------ */
 
@@ -252,7 +254,7 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
     return n;
 }
 
-/* k's matmul for weights of dtype dt, as llama.c runs it: integer weights first quantize each token's row of
+/* k's matmul for weights of dtype dt, as model/forward.c runs it: integer weights first quantize each token's row of
  * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                        int64_t T, float *Y, int64_t ldy) {
@@ -2250,7 +2252,7 @@ static void test_generate_rejects_bad_input(void) {
     tiny_free(t);
 }
 
-/* ---- 7b. assisted generation (csrc/assist.c): promise 1 under the sanitizers ---------------------------- */
+/* ---- 7b. assisted generation (csrc/generation/assist.c): promise 1 under the sanitizers ----------------- */
 
 /* Plain generation of the two GPROMPT rows: out (2, N), scores (N, 2, V). */
 static int64_t plain_generate(const ha_llama *m, const ha_generate_params *p, int32_t *out, float *scores) {

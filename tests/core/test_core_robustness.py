@@ -16,8 +16,15 @@ from checkpoints import write_random_checkpoint  # noqa: E402
 
 from habana_assist.generation.options import processing_args  # noqa: E402
 
-# every processor off (the procs argument of _core.generate with a default GenerationConfig)
+# every processor off (the processors' options of _core.generate with a default GenerationConfig)
 OFF = processing_args(ha.GenerationConfig(), 3, 4, [], None, None, None)
+
+
+def greedy(prompt, max_new, out):
+    """_core.generate's options, by name, for a greedy call of max_new tokens with every processor off."""
+    return dict(OFF, prompt=prompt, start=np.zeros(len(prompt), np.int64), max_new_tokens=max_new, min_new_tokens=0,
+                eos_token_id=np.zeros(0, np.int32), pad_token_id=0, do_sample=False, temperature=1.0, top_k=0, top_p=1.0,
+                repetition_penalty=1.0, seed=0, max_time=0.0, out=out, scores=None, sources=None, on_tokens=None)
 
 
 @pytest.fixture(scope="module")
@@ -29,23 +36,20 @@ def model(tmp_path_factory):
 
 def test_core_generate_refuses_buffers_whose_shape_disagrees_even_when_sizes_wrap(model):
     ctx = _core.Context(model._core, 1, 16)
-    prompt, start, eos = np.array([[1, 2, 3]], np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32)
+    prompt = np.array([[1, 2, 3]], np.int32)
     huge = 2 ** 62 + 1  # 4 * huge wraps to 4 bytes: a one-element buffer must still be refused
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
-        _core.generate(ctx, prompt, start, huge, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 1), np.int32), None,
-                       None, None)
+        _core.generate(ctx, greedy(prompt, huge, np.zeros((1, 1), np.int32)))
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
-        _core.generate(ctx, prompt, start, 4, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 3), np.int32), None,
-                       None, None)
+        _core.generate(ctx, greedy(prompt, 4, np.zeros((1, 3), np.int32)))
     out = np.zeros((1, 4), np.int32)
-    assert _core.generate(ctx, prompt, start, 4, 0, eos, 0, False, 1.0, 0, 1.0, 1.0, 0, 0.0, OFF, out, None, None, None) == 4
+    assert _core.generate(ctx, greedy(prompt, 4, out)) == 4
 
 
 def test_core_generate_refuses_more_new_tokens_than_the_cache_holds(model):
     ctx = _core.Context(model._core, 1, 8)
     with pytest.raises(ha.InvalidInputError, match="cache capacity"):
-        _core.generate(ctx, np.array([[1]], np.int32), np.zeros(1, np.int64), 9, 0, np.zeros(0, np.int32), 0, False,
-                       1.0, 0, 1.0, 1.0, 0, 0.0, OFF, np.zeros((1, 9), np.int32), None, None, None)
+        _core.generate(ctx, greedy(np.array([[1]], np.int32), 9, np.zeros((1, 9), np.int32)))
 
 
 def test_a_model_or_context_cannot_be_initialized_twice(model):

@@ -1,6 +1,7 @@
-"""Random-argument fuzzing of the C binding, habana_assist._core (csrc/bindings/module.c).
+"""Random-argument fuzzing of the C binding, habana_assist._core (csrc/bindings/).
 
-Every call gets arguments drawn around the valid ones: tuples of the wrong length, wrong types, big and
+Every call gets arguments drawn around the valid ones: tuples of the wrong length, option dicts with a key
+missing or unknown, wrong types, big and
 negative integers, NaN and infinite floats, arrays of the wrong dtype, byte order, ndim or size, non-contiguous
 and read-only arrays, bytes, lists and None where a buffer goes, out-of-range token and sequence ids, buffers
 that alias one another, and generation callbacks that raise or rewrite the arrays of the running call. Each
@@ -248,7 +249,7 @@ class Spec:
         return mutate_array(r, v, p=self.p)
 
     def args(self, r):
-        """_core.Model's (config, weights, layers) as modeling_utils.py builds them (dicts of csrc/bindings/module.c's
+        """_core.Model's (config, weights, layers) as modeling_utils.py builds them (dicts of csrc/bindings/model.c's
         keys), each piece sometimes wrong: a value, a key missing or unknown, a type."""
         hd, p = self.hd, self.p
         inv = mutate_array(r, (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64), p=p)
@@ -307,14 +308,25 @@ def stop_raising(row, ids, scores):
     raise CallbackStop("a stopping criterion raised")  # re-raised by the call, as any callback's exception
 
 
+# The generation options' names (csrc/bindings/generate.c): the processors' (as generation/options.py's
+# processing_args gives them) and the leading ones.
+PROCS = ("sequence_bias_tokens", "sequence_bias_offsets", "sequence_bias_values", "no_repeat_ngram_size",
+         "bad_words_tokens", "bad_words_offsets", "forced_bos_token_id", "forced_eos_token_id", "forced_eos_step",
+         "remove_invalid_values", "decay_factor", "decay_start", "suppress_tokens", "begin_suppress_tokens",
+         "begin_suppress_step", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "renormalize_logits", "logits_fn",
+         "stop_fn", "logits_out", "no_cache")
+LEAD = ("prompt", "start", "max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id", "do_sample",
+        "temperature", "top_k", "top_p", "repetition_penalty", "seed", "max_time")
+
+
 def gen_procs(r, N, B, V):
-    """The 14th generation argument, the processors' tuple (csrc/bindings/module.c's procs): mostly all off,
-    else fuzzed values, arrays, callbacks and a logits_out buffer (sometimes of the wrong shape or type)."""
+    """The processors' options by name (csrc/bindings/generate.c): mostly all off, else fuzzed values, arrays,
+    callbacks and a logits_out buffer (sometimes of the wrong shape or type), sometimes a key missing or unknown."""
     none_i, none_q = np.zeros(0, np.int32), np.zeros(1, np.int64)
     procs = [none_i, np.zeros(1, np.int64), np.zeros(0, np.float32), 0, none_i, none_q, none_i, none_i, N - 1, False,
              0.0, 0, none_i, none_i, 0, 0.0, 0.0, 0.0, 0.0, False, None, None, None, False]
     if r.random() < 0.5:
-        return tuple(procs)
+        return dict(zip(PROCS, procs))
     toks = np.array([r.randrange(V) for _ in range(4)], np.int32)
     if r.random() < 0.1:
         toks[0] = r.choice([-1, V, 2**31 - 1])
@@ -340,13 +352,15 @@ def gen_procs(r, N, B, V):
         procs[22] = r.choice([np.zeros((N, B, V), np.float32), np.zeros((N, B, V + 1), np.float32),
                               np.zeros((N, B, V), np.float64), "logits"])
     if r.random() < 0.05:
-        return tuple(procs[:r.randrange(len(procs))])
-    return tuple(procs)
+        return dict(zip(PROCS, procs[:r.randrange(len(procs))]))
+    if r.random() < 0.03:
+        return dict(zip(PROCS, procs), **{r.choice(["top_kk", "logit_fn", "", "eos"]): 0})
+    return dict(zip(PROCS, procs))
 
 
 def gen_args(r, run, ctx_B, V, cap, held):
-    """The 14 leading generation arguments and the out/scores buffers for a context of ctx_B rows; held collects
-    arrays a callback may rewrite."""
+    """The generation options both functions take, by name, and the out/scores buffers for a context of ctx_B rows;
+    held collects arrays a callback may rewrite."""
     B = ctx_B if r.random() > 0.03 else some_int(r, 0, ctx_B + 1, 0.3)
     B = int(B) if type(B) is int and 0 <= B <= 16 else ctx_B
     W = r.randint(1, 8)
@@ -369,8 +383,7 @@ def gen_args(r, run, ctx_B, V, cap, held):
             some_float(r, 0.2, 2.0) if r.random() < 0.5 else 1.0, some_int(r, 0, V + 1) if r.random() < 0.3 else 0,
             some_float(r, 0.05, 1.0) if r.random() < 0.3 else 1.0,
             some_float(r, 0.5, 2.0) if r.random() < 0.3 else 1.0, some_int(r, 0, 2**64 - 1),
-            some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0,  # max_time
-            gen_procs(r, N, B, V) if r.random() > 0.02 else r.choice([None, (), 3])]
+            some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0]  # max_time
     if r.random() < 0.05:  # alias the written buffer with an input
         which = r.randrange(3)
         if which == 0 and B:
@@ -381,7 +394,8 @@ def gen_args(r, run, ctx_B, V, cap, held):
             lead[0] = out  # prompt is out
         else:
             lead[4] = out.reshape(-1)  # eos is out
-    return lead, mutate_array(r, out), mutate_array(r, scores) if scores is not None else None
+    opts = dict(zip(LEAD, lead), **gen_procs(r, N, B, V))
+    return opts, mutate_array(r, out), mutate_array(r, scores) if scores is not None else None
 
 
 def make_callback(r, run, held, ctxs):
@@ -425,6 +439,17 @@ def check_out(out, V, pad):
             raise Finding(f"generation returned tokens outside [0, {V}) that are not pad: {out.tolist()}")
 
 
+def options_of(r, opts):
+    """A generation's options dict, or (rarely) one with a key dropped, or not a dict at all."""
+    k = r.random()
+    if k < 0.02:
+        opts = dict(opts)
+        del opts[r.choice(sorted(opts))]
+    elif k < 0.03:
+        opts = r.choice([None, (), 3, tuple(opts.values()), [(key, v) for key, v in opts.items()]])
+    return opts
+
+
 def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     held = {}
     for c in (ctx, draft):
@@ -437,14 +462,13 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     src = None if r.random() < 0.5 else mutate_array(r, np.zeros(out.shape if isinstance(out, np.ndarray) else (1, 1),
                                                                   np.uint8))
     if not assisted:
-        args = [ctx, *lead, out, scores, src, cb]
-        if r.random() < 0.02:
-            args = args[:r.randrange(len(args))]
-        run.call("generate", _core.generate, *args)
+        opts = options_of(r, dict(lead, out=out, scores=scores, sources=src, on_tokens=cb))
+        run.call("generate", _core.generate, *[ctx, opts][:2 if r.random() > 0.01 else r.randrange(2)])
         if run.last_ok:
-            check_out(out, V, lead[5])
+            check_out(out, V, lead["pad_token_id"])
         return
-    N = lead[2] if type(lead[2]) is int and 1 <= lead[2] <= 64 else 1
+    N = lead.get("max_new_tokens")
+    N = N if type(N) is int and 1 <= N <= 64 else 1
     prop = mutate_array(r, np.zeros(N, np.int64))
     acc = mutate_array(r, np.zeros(N, np.int64)) if r.random() > 0.02 else prop
     dctx = draft if r.random() > 0.03 else r.choice([ctx, 5, "draft"])
@@ -455,16 +479,18 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     # the cost schedule's carried acceptance counts (cost_state), sometimes malformed or corrupt
     state = r.choice([None, None, np.zeros(_core.COST_STATE), mutate_array(r, np.zeros(_core.COST_STATE)),
                       np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1), np.zeros(_core.COST_STATE, np.float32)])
-    args = [ctx, dctx, *lead, some_int(r, 1, 6), some_int(r, 0, 3), some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
-            some_int(r, 0, 1), some_int(r, 1, 5), some_int(r, 1, 3), *costs, out, scores, prop, acc, src, cb,
-            r.random() < 0.3, state]
-    if r.random() < 0.02:
-        args = args[:r.randrange(len(args))]
+    opts = options_of(r, dict(
+        lead, num_assistant_tokens=some_int(r, 1, 6), schedule=some_int(r, 0, 3),
+        confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0, acceptance=some_int(r, 0, 1),
+        prompt_lookup_num_tokens=some_int(r, 1, 5), max_matching_ngram_size=some_int(r, 1, 3), draft_costs=costs[0],
+        target_costs=costs[1], out=out, scores=scores, proposed_at=prop, accepted_at=acc, sources=src, on_tokens=cb,
+        overlap=r.random() < 0.3, cost_state=state))
+    args = [ctx, dctx, opts][:3 if r.random() > 0.01 else r.randrange(3)]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
     if run.last_ok:
         if not (isinstance(res, tuple) and len(res) == 9 and all(isinstance(x, int) for x in res)):
             raise Finding(f"generate_assisted returned {res!r}")
-        check_out(out, V, lead[5])
+        check_out(out, V, lead["pad_token_id"])
 
 
 def do_append(r, run, ctx, V):
@@ -596,12 +622,14 @@ def misc_case(r, run):
         run.call("Context.crop uninit", c.crop, 0, 0)
         run.call("Context.length uninit", c.length, 0)
         run.call("Context uninit model", _core.Context, m, 1, 4)
-        lead = [np.zeros((1, 1), np.int32), np.zeros(1, np.int64), 1, 0, np.zeros(0, np.int32), 0, False, 1.0, 0, 1.0, 1.0,
-                0, 0.0, gen_procs(r, 1, 1, 4)]
-        out = np.zeros((1, 1), np.int32)
-        run.call("generate uninit", _core.generate, c, *lead, out, None, None, None)
-        run.call("generate_assisted uninit", _core.generate_assisted, c, None, *lead, 1, 0, 0.0, 0, 1, 1, None, None,
-                 out, None, np.zeros(1, np.int64), np.zeros(1, np.int64), None, None, False, None)
+        lead = dict(zip(LEAD, [np.zeros((1, 1), np.int32), np.zeros(1, np.int64), 1, 0, np.zeros(0, np.int32), 0,
+                               False, 1.0, 0, 1.0, 1.0, 0, 0.0]), **gen_procs(r, 1, 1, 4))
+        opts = dict(lead, out=np.zeros((1, 1), np.int32), scores=None, sources=None, on_tokens=None)
+        run.call("generate uninit", _core.generate, c, opts)
+        run.call("generate_assisted uninit", _core.generate_assisted, c, None, dict(
+            opts, num_assistant_tokens=1, schedule=0, confidence_threshold=0.0, acceptance=0,
+            prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None, proposed_at=np.zeros(1, np.int64),
+            accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None))
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])
         run.call("random args", fn, *[wild_scalar(r) for _ in range(r.randrange(25))])

@@ -2,11 +2,19 @@
 tests/fuzz/fuzz_binding.py (fixed seed and case count: the same inputs every time), in a subprocess, so that a
 crash of the interpreter is a failure naming the case and how to replay it, not the end of pytest. Every call
 must succeed or raise a HabanaAssistError or one of the built-ins argument parsing raises (see the module's
-docstring); the long run is scripts/fuzz.sh (the same module with --seconds)."""
+docstring); the long run is scripts/fuzz.sh (the same module with --seconds). Below it, the generation options'
+contract checked directly: they cross the binding by name, an unknown or missing one raising naming it."""
 import os
 import re
 import subprocess
 import sys
+
+import numpy as np
+import pytest
+
+import habana_assist as ha
+from habana_assist import _core
+from habana_assist.generation.options import processing_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
@@ -46,3 +54,120 @@ def test_binding_fuzz_reports_a_crash_and_a_bad_exception_naming_the_case():
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "case 5" in out and "SystemError" in out, (
         f"expected a SystemError reported as a finding in case 5, got exit {res.returncode}:\n{out[-3000:]}")
+
+
+# ---- generation options cross the binding by name (csrc/bindings/generate.c) --------------------------------
+# A dict whose every key is checked: one unknown or missing raises naming it, so adding an option can never shift
+# the others, as a positional tuple's fields would.
+
+@pytest.fixture(scope="module")
+def core_model(tmp_path_factory):
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from checkpoints import write_random_checkpoint
+    d = tmp_path_factory.mktemp("options")
+    write_random_checkpoint(str(d), vocab_size=32, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1,
+                            intermediate_size=24, seed=4)
+    return ha.AutoModelForCausalLM.from_pretrained(str(d))
+
+
+def greedy_options(max_new=3):
+    """Every option _core.generate takes, by name: a greedy call of one row with every processor off."""
+    return dict(processing_args(ha.GenerationConfig(), 4, max_new, [], None, None, None),
+                prompt=np.array([[1, 2, 3, 4]], np.int32), start=np.zeros(1, np.int64), max_new_tokens=max_new,
+                min_new_tokens=0, eos_token_id=np.zeros(0, np.int32), pad_token_id=0, do_sample=False, temperature=1.0,
+                top_k=0, top_p=1.0, repetition_penalty=1.0, seed=0, max_time=0.0,
+                out=np.zeros((1, max_new), np.int32), scores=None, sources=None, on_tokens=None)
+
+
+def assisted_options(max_new=3):
+    """Every option _core.generate_assisted takes, by name (the constant schedule, K = 2)."""
+    return dict(greedy_options(max_new), num_assistant_tokens=2, schedule=0, confidence_threshold=0.0, acceptance=0,
+                prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
+                proposed_at=np.zeros(max_new, np.int64), accepted_at=np.zeros(max_new, np.int64), overlap=False,
+                cost_state=None)
+
+
+def sampler_options():
+    """Every option _core.Sampler takes, by name."""
+    opts = greedy_options()
+    return {k: opts[k] for k in opts if k not in ("prompt", "start", "max_new_tokens", "pad_token_id", "max_time",
+                                                  "out", "scores", "sources", "on_tokens")}
+
+
+def calls(model):
+    """(name, function of an options dict) for each binding entry that takes generation options."""
+    target, draft = _core.Context(model._core, 1, 16), _core.Context(model._core, 1, 16)
+    return [("generate", lambda o: _core.generate(target, o), greedy_options),
+            ("generate_assisted", lambda o: _core.generate_assisted(target, draft, o), assisted_options),
+            ("Sampler", lambda o: _core.Sampler(model.vocab_size, o), sampler_options)]
+
+
+def test_generation_options_by_name_run_and_give_plain_greedy_tokens(core_model):
+    plain, assisted = greedy_options(), assisted_options()
+    target, draft = _core.Context(core_model._core, 1, 16), _core.Context(core_model._core, 1, 16)
+    assert _core.generate(target, plain) == 3, "expected 3 steps from a complete options dict"
+    for s in range(target.n_seq):
+        target.crop(s, 0)
+    steps = _core.generate_assisted(target, draft, dict(reversed(list(assisted.items()))))  # any order of keys
+    assert steps[0] == 3 and (assisted["out"] == plain["out"]).all(), (
+        f"expected assisted greedy tokens {plain['out'].tolist()} in 3 steps, got {assisted['out'].tolist()} in "
+        f"{steps[0]}")
+    assert _core.Sampler(core_model.vocab_size, sampler_options()) is not None
+
+
+@pytest.mark.parametrize("key", ["topk", "eos", "logit_fn", "max_new"])
+def test_an_unknown_generation_option_raises_naming_it(core_model, key):
+    for name, call, options in calls(core_model):
+        with pytest.raises(ha.InvalidInputError) as err:
+            call(dict(options(), **{key: 0}))
+        assert f"{name}: unknown option '{key}'" in str(err.value), (
+            f"expected {name} to name the unknown option {key!r}, got: {err.value}")
+
+
+@pytest.mark.parametrize("key", ["top_k", "eos_token_id", "logits_fn", "seed"])
+def test_a_missing_generation_option_raises_naming_it(core_model, key):
+    for name, call, options in calls(core_model):
+        opts = options()
+        del opts[key]
+        with pytest.raises(ha.InvalidInputError) as err:
+            call(opts)
+        assert f"{name}: option '{key}' is required" in str(err.value), (
+            f"expected {name} to name the missing option {key!r}, got: {err.value}")
+
+
+@pytest.mark.parametrize("key", ["out", "max_new_tokens", "on_tokens"])
+def test_generate_requires_its_own_options_too(core_model, key):
+    generate, assisted = calls(core_model)[:2]
+    for (name, call, options), extra in ((generate, None), (assisted, "cost_state")):
+        for k in (key, extra) if extra else (key,):
+            opts = options()
+            del opts[k]
+            with pytest.raises(ha.InvalidInputError, match=f"{name}: option '{k}' is required"):
+                call(opts)
+
+
+def test_generation_options_of_a_wrong_type_name_the_option(core_model):
+    for name, call, options in calls(core_model):
+        with pytest.raises(TypeError) as err:
+            call(dict(options(), top_k="3"))
+        assert f"{name}: option 'top_k'" in str(err.value), f"expected the message to name top_k, got: {err.value}"
+        with pytest.raises(ha.InvalidInputError, match=f"{name}: the options must be a dict"):
+            call(tuple(options().values()))
+
+
+def test_a_callback_that_empties_the_options_dict_mid_call_leaves_the_call_its_own_references(core_model):
+    """The binding holds what it took from the dict (callables included) until the call returns: emptying the dict
+    from inside the loop must neither crash nor change the tokens."""
+    plain = greedy_options(max_new=5)
+    ctx = _core.Context(core_model._core, 1, 16)
+    assert _core.generate(ctx, plain) == 5
+    opts = greedy_options(max_new=5)
+    seen = []
+    opts["logits_fn"] = lambda row, ids, scores: None
+    opts["stop_fn"] = lambda row, ids, scores: False
+    opts["on_tokens"] = lambda row, tokens: (seen.append(tokens), opts.clear())
+    out = opts["out"]
+    ctx.crop(0, 0)
+    assert _core.generate(ctx, opts) == 5 and opts == {}, "expected 5 steps and the dict emptied by the callback"
+    assert (out == plain["out"]).all() and len(seen) == 5, (
+        f"expected tokens {plain['out'].tolist()} told 5 times, got {out.tolist()} told {len(seen)} times")

@@ -1,7 +1,7 @@
 """Batched assisted generation and the cost schedule (issue 18).
 
-A batch runs its rows together, round by round (csrc/assist.c): one draft append per draft step over the rows
-still drafting, one target append verifying every row. Each row's output must be bitwise what it gives alone
+A batch runs its rows together, round by round (csrc/generation/assist.c): one draft append per draft step over
+the rows still drafting, one target append verifying every row. Each row's output must be bitwise what it gives alone
 (greedy) and what plain generation of the same batch gives (greedy, coupled sampling, whose noise is keyed by
 the row index), whatever the rows' prompt lengths and however they end (an eos in one row while another runs
 to max_new_tokens); rejection sampling with a batch must draw each row from the target's exact distribution

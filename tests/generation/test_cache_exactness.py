@@ -97,8 +97,8 @@ def test_incremental_decoding_is_bitwise_one_full_forward(model, threads):
 
 
 def test_chunk_across_key_blocks_is_bitwise_one_token_forwards(model, threads):
-    """A chunk's tokens of one sequence are scored together against each block of 128 keys (csrc/llama.c, a run),
-    each up to its own position: 40 tokens at positions 110 .. 149 (more than one run, the first block ending
+    """A chunk's tokens of one sequence are scored together against each block of 128 keys (csrc/model/forward.c,
+    a run), each up to its own position: 40 tokens at positions 110 .. 149 (more than one run, the first block ending
     inside them) give each token's logits as its own one-token forward does."""
     ids = tokens(12, 150)
     cache = model.create_cache(batch_size=1, max_cache_len=160)

@@ -1,6 +1,6 @@
-"""Sliding-window layers keep their keys and values in rings of window + 256 positions (csrc/llama.c): checked
-against the float64 reference past several wraps, bitwise through crops, with assisted generation's rollbacks
-across the wrap, and a Cache.crop further back than the ring holds refused with nothing changed.
+"""Sliding-window layers keep their keys and values in rings of window + 256 positions (csrc/model/kv_cache.c):
+checked against the float64 reference past several wraps, bitwise through crops, with assisted generation's
+rollbacks across the wrap, and a Cache.crop further back than the ring holds refused with nothing changed.
 
 A Mistral checkpoint with a window of 4 and max_position_embeddings 700: every cache longer than 260 positions
 is a ring (the other family tests use caches too short for one).

@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../../csrc/internal.h"
+#include "../../../csrc/core/core.h"
+#include "../../../csrc/kernels/kernels.h"
 
 #define MAX_ALLOC_MB 256           /* the core's allocations above this fail (see __asan_default_options) */
 #define BUF_CAP ((size_t)4 << 20)  /* the harness's own buffers: a declared size above this is not made */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harness of the C core (tests/fuzz/c/fuzz_core.c linked with csrc/*.c, not csrc/bindings,
-# under AddressSanitizer and UndefinedBehaviorSanitizer) and runs it for N seconds.
+# Builds the libFuzzer harness of the C core (tests/fuzz/c/fuzz_core.c linked with the .c files of csrc/'s core
+# folders, not csrc/bindings, under AddressSanitizer and UndefinedBehaviorSanitizer) and runs it for N seconds.
 #
 #   bash tests/fuzz/c/run.sh [--seconds N] [--out DIR] [--build-only] [--kernels-O1] [-- LIBFUZZER_ARGS...]
 #
@@ -52,7 +52,8 @@ mkdir -p "$OUT/obj" "$OUT/corpus"
 CFLAGS=(-std=c11 -g -fno-omit-frame-pointer -fsanitize=address,undefined -ffp-contract=off -Wall -Wextra -pthread)
 pids=()
 objs=()
-for src in "$ROOT"/csrc/*.c "$HERE/fuzz_core.c"; do
+mapfile -t core < <(find "$ROOT/csrc" -name '*.c' -not -path "$ROOT/csrc/bindings/*" | sort)  # basenames are unique
+for src in "${core[@]}" "$HERE/fuzz_core.c"; do
     name="$(basename "$src" .c)"
     opt=-O1
     case "$name" in kernels_avx2|kernels_avx512) opt="$KERNELS_OPT" ;; esac

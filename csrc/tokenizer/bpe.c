@@ -1,4 +1,4 @@
-/* BPE merges: the hot loop of tokenizer.json's BPE model (habana_assist/tokenizer_json.py).
+/* BPE merges: the hot loop of tokenizer.json's BPE model (habana_assist/tokenization/tokenizer_json.py).
  *
  * A word (code points) becomes its first symbols, one per code point (its vocabulary id; else, with byte
  * fallback, one symbol per UTF-8 byte "<0xNN>"; else unk, runs of unk fused into one where fuse_unk says), then
@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ha.h"
-#include "internal.h"
+#include "../core/core.h"
 
 /* Open-addressing hash map from a 64-bit key to two int32 values; capacity a power of two, at most half full. */
 typedef struct {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "generation.h"
 
 ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start) {
     if (p->max_new_tokens < 1 || p->max_new_tokens > lm->capacity)

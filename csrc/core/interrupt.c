@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <time.h>
 
-#include "internal.h"
+#include "core.h"
 
 static _Thread_local const ha_interrupt *current; /* NULL: none */
 static _Thread_local int stopped;                 /* poll returned nonzero since current was set */

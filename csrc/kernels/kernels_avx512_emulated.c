@@ -9,6 +9,6 @@
 #endif
 
 #ifndef HA_AVX512_EMULATED
-#include "internal.h"
+#include "kernels.h"
 const ha_kernels *ha_kernels_avx512_emulated(void) { return NULL; }
 #endif

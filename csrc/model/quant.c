@@ -3,7 +3,8 @@
  * (HA_F32P, HA_BF16P, HA_F16P). */
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "../core/core.h"
+#include "../kernels/kernels.h"
 
 typedef struct quant_job {
     const ha_matrix *src;

@@ -2,18 +2,17 @@
  * disjoint parts of one buffer far larger than the caches, summing 64-bit words so no load can be skipped),
  * and the kernels' peak multiply-add rate, which bounds multi-token verification.
  *
- * Each thread reads STREAMS blocks of a unit side by side, a 64-byte line of each in turn: on the machine
- * this was written on (2 Zen 3 cores under KVM) one sequential stream per core read 23-26 GB/s and four
- * interleaved ones 27-32 GB/s (41 once), measured alternately in one process; the decode kernels, which
- * read four panels side by side, ran at 32-35 GB/s, above the one-stream figure. The bound is what the
- * memory can deliver, so it is taken the faster way. */
+ * Each thread reads STREAMS blocks of a unit side by side, a 64-byte line of each in turn, as the decode kernels
+ * read four panels (or four rows) side by side: memory may serve several interleaved streams per core faster
+ * than one, and the bound is what the memory can deliver, so it is taken the way the kernels read. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "../kernels/kernels.h"
+#include "core.h"
 
 #define STREAMS 4
 #define BLOCK (1 << 16)          /* bytes of one stream within a unit */

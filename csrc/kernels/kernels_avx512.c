@@ -2,19 +2,18 @@
  * integer weights, and attention's scores and values; the variant's other entries (row-major float weights, activation
  * quantization, dot, axpy, scale, widening) are AVX2's, which every such CPU also runs. Panels and integer
  * weights give bitwise the results of every other variant, attention's scores and values bitwise AVX2's (the
- * contracts in internal.h), so choosing this variant over AVX2 changes no output.
+ * contracts in kernels.h), so choosing this variant over AVX2 changes no output.
  *
  * Built twice. Natively (target attributes), as "avx512", which dispatch.c chooses where cpuid and xgetbv
  * show the features. And as "avx512-emulated" by kernels_avx512_emulated.c, through SIMDe (Debian's
  * libsimde-dev), whose AVX-512 intrinsics run as pairs of AVX2 ones: that is how this source runs in the
- * tests on a CPU without AVX-512 (this project's machines are AMD Zen 3). It checks the code against the
- * intrinsics' documented semantics, not against the instructions (and two intrinsics SIMDe 0.7.4 lacks,
- * _mm512_cvtepi32_ps and _mm512_cvtph_ps, against this file's own two-half stand-ins); it is never chosen by
- * itself.
+ * tests on a CPU without AVX-512. It checks the code against the intrinsics' documented semantics, not against
+ * the instructions (and two intrinsics SIMDe 0.7.4 lacks, _mm512_cvtepi32_ps and _mm512_cvtph_ps, against this
+ * file's own two-half stand-ins); it is never chosen by itself.
  *
  * The tile shapes follow the AVX2 kernels' reasoning (enough independent accumulators to cover the FMA latency on
  * two ports, each weight read once per tile of tokens), with twice the registers; they, the groups and the panels'
- * prefetch distance were measured on an Intel Xeon with AVX-512 (2 cores, this project's machines since 2026-11). */
+ * prefetch distance are the fastest of A/B runs on an AVX-512 CPU (benchmarks/kernel_ab.sh). */
 #ifndef HA_AVX512_EMULATED
 #define HA_AVX512_EMULATED 0
 #endif
@@ -52,7 +51,7 @@ static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h)
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "kernels.h"
 #include "kernels_panels.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -85,12 +84,9 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 }
 
 /* Each panel's stream is prefetched into L1 PANEL_AHEAD columns ahead of the column a tile reads (2 KB of float32,
- * 1 KB of bfloat16 or float16: measured best of 16, 32 and 64 columns for both). Without it the FMAs waiting on
- * weights from memory filled the scheduler, and a tile of several tokens streamed slower than one token:
- * appends of the shipped target (float32, from memory) at T = 2, 5, 8 took 0.80-0.88 of their time before
- * (bfloat16: 0.90-0.97; T = 1 the same, T = 16 and 40 the same or faster; two builds alternating in one
- * process). The column's size is a literal: computed from pbytes / n in the loop, the division stayed in it
- * and made the tiles 1.3-1.6x slower. */
+ * 1 KB of bfloat16 or float16). Without it the FMAs waiting on weights from memory fill the scheduler, and a tile
+ * of several tokens streams slower than one token. The column's size is a literal: computed from pbytes / n in
+ * the loop, the division stays in it. */
 #define PANEL_AHEAD 32
 #define COLUMN_BYTES_f32p 64
 #define COLUMN_BYTES_bf16p 32
@@ -103,7 +99,7 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
  * [r0, r1). P and S are literals at every call (P * S <= 24 accumulators); the loops over s unroll up to 12, all
- * of S, so that the accumulators stay in registers (unrolled by 8, tiles of 10-12 tokens ran 1.4-1.8x slower). */
+ * of S, so that the accumulators stay in registers (a loop left partly rolled indexes them in memory). */
 #define DEFINE_PANEL_TILE(SUF)                                                                          \
     AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, \
                                    float *Y, int64_t ldy, int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) { \
@@ -140,29 +136,19 @@ DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
 DEFINE_PANEL_TILE(f16p)
 
-/* Panels per group for tiles of S tokens sharing a prefetched group: two (T = 9 .. 12 as two tiles, ...; 8 to
- * 12 accumulators), measured 3-11% faster from memory than four panels for the tiles of T = 7 and 9 (when those
- * were cut into tiles), and three panels with tiles of up to 8 tokens measured within 5% either way at
- * T = 9 .. 64 (this session's notes, 2026-11-26). A matmul of up to 5 tokens alone:
- * as many panels as fit 16 accumulators (8 at T = 1 and 2; 5, 4, 3 at T = 3, 4, 5), measured 12-18%
- * faster at T = 2 .. 4 and 4-7% at T = 5 than two or four panels with prefetch (benchmarks: 104 MB of float32
- * panels, two threads, alternating). T = 6 .. 8 alone as three panels (18 to 24 accumulators of the 32
- * registers): 10-20% faster than tiles of two prefetched panels (6, 4 + 4), the matmuls of the shipped target's
- * shapes, two threads, two builds alternating in one process; wider tiles at T = 3 .. 5 (6, 5, 4 panels)
- * measured no faster. T = 9 .. 12 alone as two panels (18 to 24 accumulators), streaming the weights once
- * instead of tiles of 5 + 4 .. 6 + 6 over prefetched groups that the second tile reads again from L2: 1.15-1.30x
- * faster (48000 x 512 float32 panels from memory, one thread, two builds alternating, 2026-11-27: T = 9 / 10 / 11 /
- * 12 1.30 / 1.23 / 1.22 / 1.15x; one panel per tile at T = 10 .. 12 was 0.89-0.93x). */
+/* Panels per group for tiles of S tokens sharing a prefetched group: two (8 to 12 accumulators). A matmul of up to
+ * 12 tokens alone, streaming the weights once with no prefetched group: up to T = 5 as many panels as fit 16
+ * accumulators (8 at T = 1 and 2; 5, 4, 3 at T = 3, 4, 5); T = 6 .. 8 as three panels (18 to 24 accumulators of
+ * the 32 registers); T = 9 .. 12 as two (18 to 24), instead of tiles over prefetched groups that a second tile
+ * reads again from L2. Each is the fastest shape of A/B runs (benchmarks/kernel_ab.sh). */
 #define PANEL_GROUP(S) ((S) == 1 ? 8 : 2)
 #define PANEL_ALONE(S) ((S) <= 2 ? 8 : (S) == 3 ? 5 : (S) == 4 ? 4 : (S) <= 8 ? 3 : (S) <= 12 ? 2 : 0)
 #define PANEL_ALONE_f32p(S) PANEL_ALONE(S)
 #define PANEL_ALONE_bf16p(S) PANEL_ALONE(S)
 #define PANEL_ALONE_f16p(S) PANEL_ALONE(S)
 /* Float32 at T = 13 .. 20 as two tiles of up to 12 tokens over the prefetched groups of two panels (7 + 6 .. 10 +
- * 10), not three or four of up to 6: 1.09-1.19x faster at T = 13, 16, 20 (the same benchmark as above, two runs);
- * at 24 two tiles of 12 measured 0.94-1.00x and past it 0.93-0.99x (T = 32, 40, 64), so tiles of up to MAX_S there.
- * bfloat16, whose columns cost a shuffle each, measured 0.90-1.04x with tiles of 12 at T = 13 .. 20 (0.90-0.91 at
- * 16; and 1.2x alone at T = 9, 1.0-1.05x at 12): tiles of up to MAX_S, as float16's (not measured). */
+ * 10), not three or four of up to 6; past 20, and bfloat16 (whose columns cost a shuffle each) and float16 at any
+ * T, tiles of up to MAX_S: the faster in A/B runs (benchmarks/kernel_ab.sh; float16 follows bfloat16). */
 #define PANEL_TILE_MAX_f32p(T) ((T) <= 20 ? 12 : MAX_S)
 #define PANEL_TILE_MAX_bf16p(T) MAX_S
 #define PANEL_TILE_MAX_f16p(T) MAX_S
@@ -334,9 +320,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * half runs its key's eight chains exactly. The sixteen keys' lanes are then added across registers in
  * hsum's tree (each step one pair of shuffles and an add, on four, two and one pair of registers) and put in
  * key order by one permutation. Head sizes that are not a multiple of 8 (AVX2 adds their last products one by
- * one) or over 256 take AVX2's kernel. Measured on one core, 4 queries of 64 over 128-260 keys in L1: 0.8 of
- * AVX2's time (which sums each key's lanes on its own, four keys at a time); in a generation of the shipped
- * pair its profile share went from 5.5% to 5.0% (the pairs are built per 16 keys for only a group's queries). */
+ * one) or over 256 take AVX2's kernel (which sums each key's lanes on its own, four keys at a time). */
 #define SCORES_MAX_BLOCKS 32 /* 8-float blocks of a head: n <= 256 */
 
 /* lanes 0-3 of each 128-bit quarter: [l + l+4 of key 2m | of key 2m + 1 | of key 2m' | of key 2m' + 1] */
@@ -405,9 +389,8 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
  * A tile of NH heads x NC blocks of 16 value columns (NH * NC <= 16 accumulators) runs over all nk keys, each
  * value row's blocks loaded once for the NH heads; every output is updated in key order by one fused
  * multiply-add, as axpy_avx2 updates it (vector width does not change an element's chain). The n % 16 last
- * columns go to AVX2's kernel, which fuses and rounds them as axpy_avx2 does. Measured on one core, 4 heads
- * of 64 columns over 128-260 keys in L1: 0.35 of AVX2's time (it runs the heads one after the other, each
- * value row loaded once per head, four eight-lane chains per 32 columns). */
+ * columns go to AVX2's kernel, which fuses and rounds them as axpy_avx2 does. (AVX2's runs the heads one after
+ * the other, each value row loaded once per head.) */
 AVX512 INLINE void values_tile(int NH, int NC, const float *w, int64_t ldw, const float *V, int64_t ld,
                                int64_t slot0, int64_t S, int64_t nk, float *acc, int64_t lda) {
     __m512 y[4][4];
@@ -516,6 +499,6 @@ const ha_kernels *VARIANT_FN(void) {
 }
 
 #elif !HA_AVX512_EMULATED /* not x86-64: no AVX-512 */
-#include "internal.h"
+#include "kernels.h"
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
 #endif

@@ -3,7 +3,7 @@
  * panels: see MATMUL_PANELS_SCALAR; integer weights: see MATMUL_INT_SCALAR. */
 #include <string.h>
 
-#include "internal.h"
+#include "kernels.h"
 
 float ha_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

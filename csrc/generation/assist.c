@@ -10,68 +10,16 @@
  * Per row, the invariant between rounds: tok[0, L) are the row's tokens (prompt then generated); the target's
  * cache holds a prefix of them and the draft's cache another prefix; each model first catches up on the
  * tokens it has not seen. Noise is keyed by (seed, row, position), so which tokens are drawn at a position
- * never depends on how many were drafted or accepted before it, nor on the other rows. */
+ * never depends on how many were drafted or accepted before it, nor on the other rows.
+ *
+ * This file holds the rounds; the cost schedule is assist_cost.c, the thread drafting ahead assist_ahead.c. */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "assist.h"
 
-/* The cost schedule's largest K, and the per-position acceptance it tracks. */
-#define COST_K_MAX 32
-
-typedef struct row_state {
-    int32_t row;
-    int32_t *tok;        /* (prompt + max_new + 1,) the row's real tokens, then this round's drafts */
-    int64_t L;           /* tokens decided so far */
-    int64_t target_len;  /* positions in the target's cache */
-    int64_t draft_len;   /* positions in the draft's cache */
-    int64_t generated;   /* new tokens decided so far */
-    int64_t K;           /* constant and heuristic schedules: this row's K */
-    int done;            /* ended: an eos, a stopping criterion, or max_new_tokens */
-    /* this round */
-    int64_t k_cap;       /* most candidates: room, rollback, num_assistant_tokens */
-    int64_t k_max;       /* candidates planned (the cost schedule drafts at all iff > 0, and then as long as one more
-                            is worth it, up to k_cap); other schedules: k_cap */
-    int64_t k;           /* candidates proposed: tok[L, L + k) */
-    int drafting;        /* still drafting (model draft) */
-    double *conf;        /* (max_new,) candidate j's draft probability, with the cost schedule */
-    double rate[COST_K_MAX]; /* cost schedule: the row's acceptance rate at each draft position, this round */
-    double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
-    double yield;        /* cost schedule: tokens the round is expected to give the row */
-    int64_t idle;        /* cost schedule with carried counts: rounds in a row it planned no candidate */
-    float **p;           /* (max_new + 1,) position L + j's processed target scores */
-    float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
-    float **q;           /* (max_new,) candidate j's processed draft scores */
-    ha_normalizer *qn;   /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
-    /* drafting ahead (ha_assist_params.overlap; see "drafting ahead" below) */
-    int64_t ahead_cap;   /* this round: logits rows the thread may draft ahead for the row (0: none) */
-    int64_t ahead_n;     /* rows drafted ahead: row j scores position L + k + j, after appending tok[L + k + j - 1] */
-    float *ahead;        /* (ahead_cap, V) their raw logits */
-    int64_t covered;     /* next round: draft steps 0 .. covered - 1 read cover's rows instead of appending */
-    const float *cover;  /* (covered, V) */
-} row_state;
-
-/* Work buffers of a call; rows of V floats grow with the largest round seen. */
-typedef struct buffers {
-    int64_t V;
-    int32_t *seq, *tok;  /* (n_append,) append scratch */
-    uint8_t *want;       /* (n_append,) */
-    float *first;        /* (B, V) the prefill's logits at each row's last prompt token */
-    float *first_raw;    /* (B, V) their raw copy, with logits_out */
-    float *P, *raw, *Q;  /* (cap_p, V), (cap_p, V) with logits_out, (cap_q, V): a round's target and draft rows */
-    int64_t cap_p, cap_raw, cap_q;
-    struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
-    double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
-    ha_normalizer *qn;             /* (B, max_new) row_state.qn */
-    float *A;                      /* (cap_a, V) every row's logits drafted ahead (row_state.ahead) */
-    int64_t cap_a;
-} buffers;
-
-/* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
-static ha_status grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
+ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
     if (rows <= *cap) return HA_OK;
     const int64_t want = rows > 2 * *cap ? rows : 2 * *cap;
     float *n = ha_malloc_array((size_t)want, (size_t)V, sizeof(float));
@@ -103,234 +51,6 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
     return 0;
 }
 
-/* ---- the cost schedule ----------------------------------------------------------------------------------
- * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
- * the n_s rows with k_r > s) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
- * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
- * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): cost_schedule
- *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
- *   the best rate, up to each row's cap, and keeps the best configuration seen on that path); a row drafts this
- *   round iff its plan is k > 0;
- * - while drafting, from the probability the draft gave its candidate, through the call's running acceptance of
- *   candidates in each tenth of that probability (the draft's confidence tells a safe candidate from a
- *   guess): after each candidate, a row drafts one more iff drafting m more (at its positional rates, m up to 8)
- *   would raise the round's expected tokens per unit time.
- * Both rates are counts of the call's candidates, from a prior; with ha_assist_params.cost_state they go on from
- * the counts of the pair's earlier calls. A call learning from nothing is pessimistic through its first rounds,
- * and a position its rate once made look poor is not drafted again, so never measured again (seen: a row stopping
- * at 2 candidates each round while the chance that both were accepted stood at 0.8-0.9, because position 2's rate
- * had fallen to 0.35). Measured on the shipped pair (the demo's first 10 prompts, 128 new tokens each; two cost
- * tables): 3.64 / 4.28 candidates and 3.50 / 3.74 tokens a round learning per call, 4.8-5.1 / 5.3-5.4 and
- * 4.06-4.14 / 4.24 carrying the counts.
- * Carried counts that say no candidate is worth it would be final (nothing drafted, nothing counted, in every call
- * after), so a row that planned none for COST_EXPLORE rounds in a row drafts one (and goes on while it is worth
- * it): a check on the verdict for about one draft step and one verified token per COST_EXPLORE tokens. */
-#define COST_BINS 10
-#define COST_LOOKAHEAD 8
-#define COST_EXPLORE 16
-_Static_assert(HA_COST_STATE == 2 * COST_K_MAX + 2 * COST_BINS, "ha.h's HA_COST_STATE is the cost state's size");
-
-typedef struct acceptance {
-    double acc[COST_K_MAX];     /* candidates accepted at draft position j */
-    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
-} acceptance;
-
-typedef struct cost_model {
-    const double *d;            /* (n_d,) d(n) / t(1): a draft step for n = 1 .. n_d rows */
-    int64_t n_d;
-    const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
-    int64_t n_t;
-    acceptance call;            /* over the call's rows */
-    acceptance *rows;           /* (B,) each row's own */
-    double steps_cost;          /* this round's draft steps so far */
-    double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
-    double bin_tested[COST_BINS];
-    int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
-} cost_model;
-
-/* ha_assist_params.cost_state: acc (COST_K_MAX,), tested (COST_K_MAX,), bin_acc (COST_BINS,), bin_tested
- * (COST_BINS,), the cost model's call-wide counts. */
-static int cost_state_ok(const double *s) {
-    for (int i = 0; i < HA_COST_STATE; i++)
-        if (!isfinite(s[i]) || s[i] < 0.0) return 0;
-    for (int j = 0; j < COST_K_MAX; j++)
-        if (s[j] > s[COST_K_MAX + j]) return 0;
-    for (int j = 0; j < COST_BINS; j++)
-        if (s[2 * COST_K_MAX + j] > s[2 * COST_K_MAX + COST_BINS + j]) return 0;
-    return 1;
-}
-
-/* counts (n,) and the matching tested (n,) scaled down together so that the tested add up to HA_COST_MEMORY at
- * most. */
-static void cost_window(double *counts, double *tested, int n) {
-    double all = 0.0;
-    for (int i = 0; i < n; i++) all += tested[i];
-    if (all <= HA_COST_MEMORY) return;
-    for (int i = 0; i < n; i++) counts[i] *= HA_COST_MEMORY / all, tested[i] *= HA_COST_MEMORY / all;
-}
-
-static void cost_state_load(cost_model *c, const double *s) {
-    memcpy(c->call.acc, s, sizeof c->call.acc);
-    memcpy(c->call.tested, s + COST_K_MAX, sizeof c->call.tested);
-    memcpy(c->bin_acc, s + 2 * COST_K_MAX, sizeof c->bin_acc);
-    memcpy(c->bin_tested, s + 2 * COST_K_MAX + COST_BINS, sizeof c->bin_tested);
-    cost_window(c->call.acc, c->call.tested, COST_K_MAX);
-    cost_window(c->bin_acc, c->bin_tested, COST_BINS);
-}
-
-static void cost_state_store(const cost_model *c, double *s) {
-    memcpy(s, c->call.acc, sizeof c->call.acc);
-    memcpy(s + COST_K_MAX, c->call.tested, sizeof c->call.tested);
-    memcpy(s + 2 * COST_K_MAX, c->bin_acc, sizeof c->bin_acc);
-    memcpy(s + 2 * COST_K_MAX + COST_BINS, c->bin_tested, sizeof c->bin_tested);
-}
-
-/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
-static double verify_cost(const cost_model *c, int64_t T) {
-    if (T <= c->n_t) return c->t[T - 1];
-    const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
-    return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
-}
-
-/* d(n) / t(1) for n rows drafting (0 for none); past the table on the line through its last two points. */
-static double draft_cost(const cost_model *c, int64_t n) {
-    if (n <= 0) return 0.0;
-    if (n <= c->n_d) return c->d[n - 1];
-    const double slope = c->n_d >= 2 ? fmax(0.0, c->d[c->n_d - 1] - c->d[c->n_d - 2]) : 0.0;
-    return c->d[c->n_d - 1] + (double)(n - c->n_d) * slope;
-}
-
-static int64_t conf_bin(double conf) {
-    const int64_t b = (int64_t)(conf * COST_BINS);
-    return b < 0 ? 0 : b >= COST_BINS ? COST_BINS - 1 : b;
-}
-
-/* The chance a candidate the draft gave probability conf is accepted: the running rate of its tenth, pulled
- * towards the tenth's middle while little tested. */
-static double conf_rate(const cost_model *c, double conf) {
-    const int64_t b = conf_bin(conf);
-    return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
-}
-
-/* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
-static void cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
-    double call[COST_K_MAX];
-    for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
-        const double prior = j == 0 ? 0.5 : call[j - 1];
-        call[j] = (c->call.acc[j] + 2.0 * prior) / (c->call.tested[j] + 2.0);
-    }
-    enum { GROUP = 64 };
-    double prefix[GROUP][COST_K_MAX + 1]; /* prefix[r][i] = prod_{j<i} a_rj: candidates 0 .. i - 1 all accepted */
-    int64_t cap[GROUP], best_k[GROUP], n_rows = 0;
-    row_state *in[GROUP];
-    /* Rows beyond 64 in a round are planned in groups of 64, each group on its own. */
-    for (int64_t i = 0; i <= B; i++) {
-        if (i < B && !rows[i].done) {
-            row_state *r = &rows[i];
-            const acceptance *own = &c->rows[i];
-            prefix[n_rows][0] = 1.0;
-            for (int64_t j = 0; j < COST_K_MAX; j++) {
-                r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
-                prefix[n_rows][j + 1] = prefix[n_rows][j] * r->rate[j];
-            }
-            in[n_rows] = r;
-            cap[n_rows] = r->k_cap < COST_K_MAX ? r->k_cap : COST_K_MAX;
-            r->k_max = 0;
-            n_rows++;
-        }
-        if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
-        int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
-        double yield = (double)n_rows, drafting = 0.0, best = yield / verify_cost(c, total);
-        for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
-        for (;;) {
-            int64_t pick = -1;
-            double pick_rate = -1.0;
-            for (int64_t r = 0; r < n_rows; r++) {
-                const int64_t k = in[r]->k_max;
-                if (k >= cap[r]) continue;
-                /* one more candidate: row r joins draft step k */
-                const double more = draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
-                const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
-                if (rate > pick_rate) {
-                    pick = r;
-                    pick_rate = rate;
-                }
-            }
-            if (pick < 0) break;
-            const int64_t k = in[pick]->k_max++;
-            drafting += draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
-            at_step[k]++;
-            yield += prefix[pick][k + 1];
-            total++;
-            if (pick_rate > best) {
-                best = pick_rate;
-                for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
-            }
-        }
-        for (int64_t r = 0; r < n_rows; r++) {
-            in[r]->k_max = best_k[r];
-            in[r]->idle = best_k[r] > 0 ? 0 : in[r]->idle + 1;
-            if (c->explore && in[r]->idle >= COST_EXPLORE && cap[r] > 0) {
-                in[r]->k_max = 1;
-                in[r]->idle = 0;
-            }
-        }
-        n_rows = 0;
-    }
-    for (int64_t i = 0; i < B; i++) {
-        rows[i].all_accepted = 1.0;
-        rows[i].yield = 1.0;
-    }
-}
-
-/* After draft step s (every row still drafting has s + 1 candidates, their yield counted): whether each goes on,
- * by the round's expected tokens per unit time. */
-static void cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
-    double yield = 0.0;
-    int64_t tokens = 0, n_drafting = 0, n_stepped = 0;
-    for (int64_t i = 0; i < B; i++) {
-        row_state *r = &rows[i];
-        if (r->done) continue;
-        n_drafting += r->drafting;
-        n_stepped += r->k == s + 1;
-        yield += r->yield;
-        tokens += r->k + 1;
-    }
-    c->steps_cost += draft_cost(c, n_stepped); /* step s appended a token for each row with s + 1 candidates */
-    /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
-     * steps to come, each row charged its share of a step's growth for one more row drafting */
-    const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);
-    const double now = yield / (c->steps_cost + verify_cost(c, tokens));
-    for (int64_t i = 0; i < B; i++) {
-        row_state *r = &rows[i];
-        if (!r->drafting) continue;
-        int go = 0;
-        double gain = 0.0, chain = r->all_accepted;
-        for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
-            chain *= r->rate[r->k + m - 1];
-            gain += chain;
-            go = (yield + gain) / (c->steps_cost + (double)m * share + verify_cost(c, tokens + m)) > now;
-        }
-        if (!go) r->drafting = 0;
-    }
-}
-
-/* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
- * and had n accepted. */
-static void count_acceptance(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n) {
-    for (int64_t j = 0; j < k && j <= n; j++) {
-        if (j < COST_K_MAX) {
-            c->call.tested[j] += 1.0;
-            c->call.acc[j] += j < n;
-            row->tested[j] += 1.0;
-            row->acc[j] += j < n;
-        }
-        if (conf) {
-            c->bin_tested[conf_bin(conf[j])] += 1.0;
-            c->bin_acc[conf_bin(conf[j])] += j < n;
-        }
-    }
-}
 
 /* Whether the draft's candidates need q's normalization: for their probability (the cost schedule, the confidence
  * threshold) or for rejection sampling's acceptance step, which then reads it from row_state.qn. */
@@ -352,7 +72,7 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
         r->drafting = !r->done && r->k_max > 0;
         q_rows += r->drafting ? r->k_cap : 0;
     }
-    ha_status st = grow(&b->Q, &b->cap_q, q_rows, V);
+    ha_status st = ha_assist_grow(&b->Q, &b->cap_q, q_rows, V);
     if (st != HA_OK) return st;
     float *q = b->Q;
     for (int64_t s = 0;; s++) {
@@ -408,12 +128,12 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             }
             if (cost) { /* the chance that this candidate and every one before it is accepted */
                 r->conf[s] = conf;
-                r->all_accepted *= conf_rate(cost, conf);
+                r->all_accepted *= ha_cost_conf_rate(cost, conf);
                 r->yield += r->all_accepted;
             }
             if (r->k == r->k_cap || ha_is_eos(&p->gen, x) || conf < (double)p->confidence_threshold) r->drafting = 0;
         }
-        if (cost) cost_continue(cost, rows, B, s);
+        if (cost) ha_cost_continue(cost, rows, B, s);
     }
 }
 
@@ -449,142 +169,15 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
     return k;
 }
 
-/* K after a round that accepted n of a row's candidates under the heuristic schedules, as Transformers'
- * AssistedCandidateGenerator.update_candidate_strategy: K + 2 after a draft fully accepted, else max(1, K - 1). */
-static int64_t heuristic_k(int64_t K, int64_t n) { return n == K ? K + 2 : (K - 1 > 1 ? K - 1 : 1); }
+int64_t ha_assist_heuristic_k(int64_t K, int64_t n) { return n == K ? K + 2 : (K - 1 > 1 ? K - 1 : 1); }
 
-/* A round's most candidates for a row that wants k and has `generated` tokens: never more than leave room for the
- * target's own token within max_new_tokens, nor more than a model with sliding-window rings can take back
- * (ha_lm.max_rollback). */
-static int64_t candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
-                             const ha_lm *draft) {
+int64_t ha_assist_candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
+                                const ha_lm *draft) {
     const int64_t room = p->gen.max_new_tokens - generated - 1;
     if (k > room) k = room;
     if (k > target->max_rollback) k = target->max_rollback;
     if (draft && k > draft->max_rollback) k = draft->max_rollback;
     return k;
-}
-
-/* ---- drafting ahead (ha_assist_params.overlap) ----------------------------------------------------------------
- * While the target's append verifies a round (on an accelerator, or in another framework's forward that leaves the
- * host's cores idle), a second thread drafts on for every row as if the round will accept all its candidates: it
- * appends the row's last candidate, takes the draft's own choice at the position after it as its guess of the
- * target's token there, then drafts the next round's candidates after that guess, one append per step over the rows
- * still going, until the target's append returns, the next round's cap, or an eos. Where the round does accept every
- * candidate and the target's token is the guess, the next round's draft steps read those logits instead of appending
- * (draft_round: covered rows); otherwise finish_row crops the draft's cache back as it does anyway. The draft's
- * append is batch-invariant and the thread processes and chooses as draft_round does, with the same position-keyed
- * noise: the same candidates, tokens, scores and counts as without drafting ahead, however far it got. The thread
- * touches only the draft, the sampler and the rows' drafted-ahead state, none of which the caller's thread uses
- * until it has joined it; it never calls back into the caller (no on_logits: ha_generate_assisted checks), and it
- * drafts on its own core (ha_pool_alone), not on the pool's. */
-
-typedef struct ahead {
-    ha_lm *draft;
-    ha_sampler *sampler;
-    const ha_generate_params *gen;
-    row_state *rows;
-    int64_t B, V;
-    int32_t *seq, *tok;   /* (B,) an append's tokens: one per row going */
-    float *logits;        /* (B, V) its logits */
-    float *scores;        /* (V,) a row's logits, processed to choose its token */
-    atomic_int stop;      /* set once the target's append has returned */
-    int64_t passes;       /* appends made ahead, per row */
-    pthread_t thread;
-} ahead;
-
-/* Whether row r drafts ahead at step j: the steps before went through and its cap is not reached. */
-static int ahead_going(const row_state *r, int64_t j) { return r->ahead_n == j && j < r->ahead_cap; }
-
-static void *ahead_main(void *arg) {
-    ahead *a = arg;
-    const int64_t V = a->V;
-    /* One core: the caller's thread runs the target's forward meanwhile (on an accelerator, a Python thread that
-     * launches kernels, which the pool's workers on every core slowed by more than drafting ahead gained). Measured
-     * with benchmarks/bench_external.py on an H100 host of 16 cores, K = 4: drafting ahead on the pool's 16 threads
-     * 198 tok/s against 330 without drafting ahead; on this thread alone 364 against 350. */
-    ha_pool_alone(1);
-    for (int64_t j = 0; !atomic_load_explicit(&a->stop, memory_order_acquire); j++) {
-        int64_t n = 0;
-        for (int64_t i = 0; i < a->B; i++) {
-            const row_state *r = &a->rows[i];
-            if (!ahead_going(r, j)) continue;
-            a->seq[n] = r->row;
-            a->tok[n++] = r->tok[r->L + r->k + j - 1];
-        }
-        /* a failed append appended nothing: every row keeps the steps it has */
-        if (n == 0 || a->draft->append(a->draft->self, n, a->seq, a->tok, NULL, a->logits) != HA_OK) break;
-        n = 0;
-        for (int64_t i = 0; i < a->B; i++) {
-            row_state *r = &a->rows[i];
-            if (!ahead_going(r, j)) continue;
-            const float *row = a->logits + n++ * V;
-            memcpy(r->ahead + j * V, row, (size_t)V * sizeof(float));
-            r->draft_len++;
-            r->ahead_n++;
-            a->passes++;
-            /* the token at position L + k + j, as draft_round would choose it there */
-            const int64_t pos = r->L + r->k + j;
-            memcpy(a->scores, row, (size_t)V * sizeof(float));
-            int32_t x = -1;
-            if (ha_sampler_process(a->sampler, a->scores, r->row, r->tok, pos, r->generated + r->k + j) == HA_OK)
-                x = ha_sampler_choose(a->sampler, a->scores, (uint32_t)r->row, (uint32_t)pos);
-            if (x >= 0) r->tok[pos] = x;
-            if (x < 0 || ha_is_eos(a->gen, x)) r->ahead_cap = r->ahead_n; /* drafting would stop there too */
-        }
-    }
-    return NULL;
-}
-
-/* Plans each running row's drafting ahead for this round and starts the thread; returns 1 if it runs, 0 if no row
- * drafts ahead (or the thread or its buffer could not be had: the round goes on without). */
-static int ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params *p, row_state *rows, int64_t B,
-                       buffers *b) {
-    int64_t total = 0;
-    for (int64_t i = 0; i < B; i++) {
-        row_state *r = &rows[i];
-        r->ahead_n = r->ahead_cap = 0;
-        const int64_t last = r->L + r->k - 1; /* the last candidate's position */
-        if (r->done || r->k == 0 || ha_is_eos(&p->gen, r->tok[last])) continue;
-        /* The next round's cap if this one accepts every candidate (finish_row's schedule, run_rounds' limits) */
-        const int heuristic = p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT;
-        const int64_t K = candidate_cap(heuristic ? heuristic_k(r->K, r->k) : r->K, r->generated + r->k + 1, p, target,
-                                        draft);
-        /* logits rows: the guess, then K candidates; within what a crop after this round may take back of the
-         * draft (everything after L) and the draft's capacity */
-        int64_t n_rows = K + 1;
-        if (n_rows > draft->max_rollback - (r->k - 1)) n_rows = draft->max_rollback - (r->k - 1);
-        if (n_rows > draft->capacity - last) n_rows = draft->capacity - last;
-        if (n_rows < 2) continue;
-        /* the draft holds exactly the positions before the last candidate (more where this round's steps read rows
-         * drafted ahead and stopped before their end) */
-        if (r->draft_len > last && draft->crop(draft->self, r->row, last) == HA_OK) r->draft_len = last;
-        if (r->draft_len != last) continue;
-        r->ahead_cap = n_rows;
-        total += n_rows;
-    }
-    if (total == 0 || grow(&b->A, &b->cap_a, total, b->V) != HA_OK) {
-        for (int64_t i = 0; i < B; i++) rows[i].ahead_cap = 0;
-        return 0;
-    }
-    for (int64_t i = 0, at = 0; i < B; i++) {
-        rows[i].ahead = b->A + at * b->V;
-        at += rows[i].ahead_cap;
-    }
-    atomic_store_explicit(&a->stop, 0, memory_order_release);
-    a->passes = 0;
-    if (pthread_create(&a->thread, NULL, ahead_main, a) != 0) {
-        for (int64_t i = 0; i < B; i++) rows[i].ahead_cap = 0;
-        return 0;
-    }
-    return 1;
-}
-
-/* Stops the thread after its current step and waits for it. */
-static void ahead_finish(ahead *a, ha_assist_stats *stats) {
-    atomic_store_explicit(&a->stop, 1, memory_order_release);
-    pthread_join(a->thread, NULL);
-    stats->num_ahead_passes += a->passes;
 }
 
 /* ---- the rounds ------------------------------------------------------------------------------------------ */
@@ -598,8 +191,8 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
     int64_t n = 0, n_rows = 0;
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].k + 1;
-    ha_status st = grow(&b->P, &b->cap_p, n_rows, V);
-    if (st == HA_OK && p->gen.logits_out) st = grow(&b->raw, &b->cap_raw, n_rows, V);
+    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
+    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
     if (st != HA_OK) return st;
     n_rows = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -623,9 +216,9 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
         r->target_len = to;
     }
     /* the draft drafts ahead beside the target's append (a: overlap), stopped and joined as soon as it returns */
-    const int beside = n > 0 && a && ahead_start(a, target, draft, p, rows, B, b);
+    const int beside = n > 0 && a && ha_ahead_start(a, target, draft, p, rows, B, b);
     if (n > 0) st = target->append(target->self, n, b->seq, b->tok, b->want, b->P);
-    if (beside) ahead_finish(a, stats);
+    if (beside) ha_ahead_finish(a, stats);
     if (st != HA_OK) return st;
     if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
     for (int64_t i = 0; i < B; i++) {
@@ -682,7 +275,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
         if (stats->proposed_at) stats->proposed_at[j]++;
         if (stats->accepted_at && j < n) stats->accepted_at[j]++;
     }
-    if (p->schedule == HA_SCHEDULE_COST) count_acceptance(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, n);
+    if (p->schedule == HA_SCHEDULE_COST) ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, n);
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
     r->L += kept;
     r->generated += kept;
@@ -701,7 +294,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     if (st == HA_OK && draft) st = draft->crop(draft->self, r->row, r->draft_len);
     if (st != HA_OK) return st;
     if (draft && (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT))
-        r->K = heuristic_k(r->K, n);
+        r->K = ha_assist_heuristic_k(r->K, n);
     return HA_OK;
 }
 
@@ -718,7 +311,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         cost.n_d = p->n_draft_costs;
         for (int64_t T = 0; T < cost.n_t; T++) t_rel[T] = p->target_costs[T] / t1;
         for (int64_t n = 0; n < cost.n_d; n++) d_rel[n] = p->draft_costs[n] / t1;
-        if (p->cost_state) cost_state_load(&cost, p->cost_state);
+        if (p->cost_state) ha_cost_state_load(&cost, p->cost_state);
         cost.explore = p->cost_state != NULL;
     }
     ha_status st = HA_OK;
@@ -730,15 +323,16 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
          * never left without a token, as plain generation's first step is never skipped). */
         if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after %lld rounds", (long long)round);
         if (round > 0 && ha_now() >= deadline) return HA_OK;
-        /* 1. Candidates, within candidate_cap. */
+        /* 1. Candidates, within ha_assist_candidate_cap. */
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
             if (r->done) continue;
-            r->k_cap = r->k_max = candidate_cap(draft ? r->K : p->prompt_lookup_num_tokens, r->generated, p, target, draft);
+            r->k_cap = r->k_max = ha_assist_candidate_cap(draft ? r->K : p->prompt_lookup_num_tokens, r->generated, p,
+                                                          target, draft);
             r->k = 0;
         }
         if (p->schedule == HA_SCHEDULE_COST) {
-            cost_schedule(&cost, rows, B);
+            ha_cost_schedule(&cost, rows, B);
             cost.steps_cost = 0.0;
         }
         if (draft) {
@@ -756,7 +350,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         for (int64_t i = 0; i < B; i++)
             if (!rows[i].done && (st = finish_row(target, draft, p, sampler, &rows[i], out, scores, stats, &cost)) != HA_OK)
                 return st;
-        if (p->schedule == HA_SCHEDULE_COST && p->cost_state) cost_state_store(&cost, p->cost_state);
+        if (p->schedule == HA_SCHEDULE_COST && p->cost_state) ha_cost_state_store(&cost, p->cost_state);
     }
 }
 
@@ -794,7 +388,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         if (!ok)
             return ha_fail(HA_ERR_INVALID, "the cost schedule needs costs: 1..64 draft step times >= 0 and 1..64 target "
                            "append times > 0, all finite");
-        if (p->cost_state && !cost_state_ok(p->cost_state))
+        if (p->cost_state && !ha_cost_state_ok(p->cost_state))
             return ha_fail(HA_ERR_INVALID, "the cost schedule's state holds a count that is negative, not finite, or "
                            "accepted above tested; start from zeros");
     }

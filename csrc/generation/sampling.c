@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../kernels/kernels.h"
+#include "generation.h"
 
 static void philox4x32_10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
     for (int r = 0; r < 10; r++) {
@@ -464,8 +465,9 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
      * score plus that bound (and a margin far above the logs' rounding) is below the best key so far cannot
      * win, and its key is never needed: the result is the full pass's, bit for bit. The highest score goes
      * first, so that the best key is high from the start. The bits come from the kernels' rng_bits for a block
-     * of CHOOSE_BLOCK tokens at a time where one of them passes the first bound (at temperature 0.8 and no top-k,
-     * most of a 4096-token vocabulary does: token by token, Philox took 84-94 us and ilogb about 23 a choice). */
+     * of CHOOSE_BLOCK tokens at a time where one of them passes the first bound (without a top-k most of the
+     * vocabulary may pass it, and the kernels' blocks of bits cost far less than the scalar generator token by
+     * token). */
     const uint64_t seed = s->p.seed;
     float top = -INFINITY;
     for (int64_t i = 0; i < s->vocab; i++)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
 
 #define HA_MAX_THREADS 256
 #define SPIN_ROUNDS 20000

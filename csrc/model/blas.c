@@ -4,11 +4,12 @@
  * time (the kernel table's to_f32, or panel_to_f32 for panels), so the scratch stays small.
  *
  * Results are a deterministic function of the block (whatever the thread count), but not bitwise those of
- * the kernels; llama.c therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see there). */
+ * the kernels; the append (kv_cache.c) therefore sends only whole prompt blocks of HA_BLAS_BLOCK tokens here (see
+ * there). */
 #include <cblas.h>
 #include <pthread.h>
 
-#include "internal.h"
+#include "model.h"
 
 /* OpenBLAS's own calls (libopenblas, linked by setup.py), declared here too because the cblas.h that
  * Debian's alternatives select may be another implementation's. */
@@ -64,8 +65,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int64_t T, float *Y, int64_t ldy,
                     float *scratch) {
-    /* The pool splits the rows; OpenBLAS's own threads would fight it for the cores (measured: a third of the
-     * time went to their spinning), so each sgemm runs on the thread that calls it. The setting is
+    /* The pool splits the rows; OpenBLAS's own threads would fight it for the cores (spinning while the pool's
+     * threads need them), so each sgemm runs on the thread that calls it. The setting is
      * process-wide (numpy may share this library), hence restored; the lock keeps two contexts driven from
      * two Python threads from restoring it under each other's sgemm calls. */
     pthread_mutex_lock(&lock);

@@ -15,11 +15,10 @@
  * differs runs the group in smaller pieces: HA_PANEL_TILE_CASE). A matmul of T <= MAX_CASE tokens with
  * PANEL_ALONE_SUF(T) (T = 1 everywhere; on AVX2 float32 also T = 2, 3; on AVX-512 every T up to 12) is one tile
  * over groups of that many panels, streamed without prefetching the next group: many panels side by side are
- * many streams (prefetching the next group of narrow groups measured slower there: AVX2 at T = 1, float32 1 .. 3;
- * AVX-512 at T = 2 .. 5, 4-18% slower from memory; the AVX-512 tiles prefetch each panel's own stream a little
- * ahead instead, kernels_avx512.c). Otherwise the tiles share out the prefetch of the next group into L2 (with
- * several tiles the first reads the group from memory and the others from L2). Tiling never changes a result:
- * every output is its own chain over k in order. */
+ * many streams, which the next group's software prefetch would only compete with (the AVX-512 tiles prefetch
+ * each panel's own stream a little ahead instead, kernels_avx512.c). Otherwise the tiles share out the prefetch
+ * of the next group into L2 (with several tiles the first reads the group from memory and the others from L2).
+ * Tiling never changes a result: every output is its own chain over k in order. */
 #ifndef HA_KERNELS_PANELS_H
 #define HA_KERNELS_PANELS_H
 

@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
 
 /* The number that follows `key` at the start of a line of file `path` (key "": the first line's); 0 if there is
  * none (a missing file, or v2's "max"). */

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../core/core.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -16,17 +16,15 @@
  * its 12 accumulators in registers from the first block to the last (12 + 3 activations + 1 weight = the 16
  * ymm registers; integer weights: see tile_int). The next token tile reads the same four rows again, from
  * L1 or L2. While a row group's tiles run they prefetch the next four rows into L2. One token (decode) is
- * the 4 x 1 tile, its four rows from the four quarters of the range (four streams). Measured against widening a
- * float32 panel once per four rows and sharing it between tiles (what this replaced): 0.6-0.9 of its time at
- * T = 2..16 for f32, bf16 and (then float-activation) int8, bitwise the same results. Also measured and dropped: taking the row 512 elements at a time across the
- * tiles (so that rows and activations stay in L1), about 10% slower for bf16; prefetching two groups ahead,
- * no change. */
+ * the 4 x 1 tile, its four rows from the four quarters of the range (four streams). Weights are widened in
+ * registers by each tile, never into a float32 copy shared between tiles, whose stores and reloads would cost
+ * more than widening again. */
 #include <immintrin.h>
 #include <string.h>
 
-#include "internal.h"
+#include "kernels.h"
 /* The next group's prefetch is spread over its tiles' columns in steps of 8 columns (kernels_panels.h's default
- * is 64): bursts of up to 128 lines at once measured slower on an AMD Zen 3 (below, PANEL_ALONE_f32p). */
+ * is 64), so that it never issues a long burst of lines at once beside the tiles' own loads. */
 #define PANEL_STEP 8
 #include "kernels_panels.h"
 
@@ -147,11 +145,11 @@ AVX2 static inline __m256i w16_int(const char *blk, int k, int q4) {
  * multiplies the sixteen int16 activations of a step by sixteen of the group's weights widened to int16
  * (w16_int) and adds pairs into eight int32 lanes, summed exactly over the group's steps; then lane_j =
  * fma(float(sum_j), scale_g, lane_j). vpmaddwd takes the products 16 at a time with no widening to float32
- * (the float path widened every 8 int8 weights in two steps and multiplied them by one FMA per token):
- * measured 1.3-1.6x faster at T = 1..16 with the rows in L3. The group sums take the registers; where R * S
- * of them leave no room for the running sums (R * S > 6), those live in memory, read and written once per
- * group. Each step's sums are pinned to their register (an empty asm): integer addition being associative,
- * GCC otherwise regrouped the sums into trees and spilled their terms. GROUP, BLOCK and q4 are literals. */
+ * (the float path widened every 8 int8 weights in two steps and multiplied them by one FMA per token). The group
+ * sums take the registers; where R * S of them leave no room for the running sums (R * S > 6), those live in
+ * memory, read and written once per group. Each step's sums are pinned to their register (an empty asm): integer
+ * addition being associative, GCC otherwise regrouped the sums into trees and spilled their terms. GROUP, BLOCK
+ * and q4 are literals. */
 AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, int GROUP, int BLOCK, int q4,
                                                                 const void *const *w, const acts *a, int64_t nv,
                                                                 int64_t t, float *Y, int64_t ldy, int64_t r,
@@ -218,13 +216,12 @@ static inline int64_t n_tiles(int64_t T) {
 }
 
 /* Y[t, r] for r0 <= r < r1, t < T: four rows at a time, in tiles of up to three tokens (TILE_WIDTH), which
- * share out the prefetch of the next four rows between them (spread over all of them rather than the first:
- * measured 5-15% faster at T = 5..8); fewer rows (the end of a range): each row alone, tokens three at a
- * time. One token (decode) takes its four rows from the four quarters of the range instead, so that each
- * core reads four streams side by side, which this machine's memory serves faster than one (membw.c): decode
- * measured 1.1-1.6x faster for int8, int4 and row-major bfloat16 (model, alternating processes), with the
- * hardware prefetcher alone. LEN_SUF(n): the elements a tile's vector loop takes; STEP_SUF: elements per
- * prefetch step. */
+ * share out the prefetch of the next four rows between them (spread over all of them rather than the first, so
+ * that no tile waits behind the whole group's prefetches); fewer rows (the end of a range): each row alone,
+ * tokens three at a time. One token (decode) takes its four rows from the four quarters of the range instead, so
+ * that each core reads four streams side by side, which memory may serve faster than one (core/membw.c measures
+ * the bound that way), with the hardware prefetcher alone. LEN_SUF(n): the elements a tile's vector loop takes;
+ * STEP_SUF: elements per prefetch step. */
 #define LEN_f32(n) ((n) - (n) % 8)
 #define LEN_bf16(n) LEN_f32(n)
 #define LEN_f16(n) LEN_f32(n)
@@ -296,11 +293,9 @@ DEFINE_MATMUL_INT(q4, HA_Q4)
  * vectors of 8 rows (p16_*), each multiplied by a broadcast activation: a tile of P panels x S tokens keeps
  * 2 * P * S accumulators (each the running sum of one output, no horizontal sum at the end) and per column
  * spends P loads, at most 2 * P conversions and S broadcasts on 2 * P * S FMAs. The row-major tiles above
- * spend a conversion per 8 weights and token tile and a 32-byte activation load per 8 products. Measured on
- * one core on the same weights (8192 x 2048 bfloat16, from memory): 0.76-0.80 of their time at T = 8 and
- * 0.63-0.69 at T = 1 (four panels side by side: four streams). Every output is the chain
- * s = fma(w[k], x[k], s) over k in order, in any tile, so results do not depend on T or the row range, and
- * equal MATMUL_PANELS_SCALAR's bitwise (for finite results; where NaNs meet, which NaN survives may differ). */
+ * spend a conversion per 8 weights and token tile and a 32-byte activation load per 8 products. Every output is
+ * the chain s = fma(w[k], x[k], s) over k in order, in any tile, so results do not depend on T or the row range,
+ * and equal MATMUL_PANELS_SCALAR's bitwise (for finite results; where NaNs meet, which NaN survives may differ). */
 
 /* Rows 0-7 (lo) and 8-15 (hi) of column k of a panel, widened to float32 exactly. */
 AVX2 static inline void p16_f32p(const void *panel, int64_t k, __m256 *lo, __m256 *hi) {
@@ -344,9 +339,8 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
                         acc[p][1][s] = _mm256_fmadd_ps(hi, b, acc[p][1][s]);                            \
                     }                                                                                   \
                     /* 2 x 3: GCC otherwise loads and widens the next panel's weights early and, with both  \
-                     * panels' weights live beside the 12 sums, spills: 1.6x slower than one panel at a time; \
-                     * with this fence 1.13-1.15x faster than one (kernel_ab, one core, in L2; 1.02x from    \
-                     * memory). */                                                                          \
+                     * panels' weights live beside the 12 sums, spills; the fence keeps one panel's weights \
+                     * live at a time. */                                                                   \
                     if (P > 1 && S == 3) __asm__ volatile("" ::: "memory");                             \
                 }                                                                                       \
             }                                                                                           \
@@ -373,13 +367,8 @@ DEFINE_PANEL_TILE(f16p)
 /* Panels per group for tiles of up to S tokens: enough accumulators (8 to 12) to cover the FMA latency. */
 #define PANEL_GROUP(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 1)
 /* One token alone streams four panels without software prefetch (kernels_panels.h), and float32 two or three tokens
- * two panels; more share a prefetched group. Measured on an AMD EPYC (Zen 3, AVX2 only, 2 cores; 2026-11-27)
- * against the previous build (float32 panels alone only at T = 1, the next group prefetched in steps of 64
- * columns), two builds alternating in one process (benchmarks/kernel_ab.sh, one core, 24576 x 512 and
- * 8192 x 1408 float32 panels from memory, 3 runs): T = 2 0.75-0.85 of the time, T = 3 0.79-0.86, T = 4 .. 9
- * 0.85-0.98, T = 16 0.93-0.96, T = 1 and 24 the same; appends of the shipped target (two threads, two builds in
- * alternating processes): batch 1 T = 2, 3 0.86-0.96, 8 rows of 1 token 0.78-0.80. bfloat16 panels alone at
- * T = 2, 3 measured 1.02-1.17x, so they keep the prefetched group there. */
+ * two panels; more tokens, and bfloat16 and float16 at two or three, share a prefetched group: per dtype and T, the
+ * faster of the two in A/B runs (benchmarks/kernel_ab.sh). */
 #define PANEL_ALONE_f32p(S) ((S) == 1 ? 4 : (S) <= 3 ? 2 : 0)
 #define PANEL_ALONE_bf16p(S) ((S) == 1 ? 4 : 0)
 #define PANEL_ALONE_f16p(S) ((S) == 1 ? 4 : 0)
@@ -646,7 +635,7 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
     *scale = amax / HA_ACT_MAX;
 }
 
-/* ---- exponentials: ha_expf's steps on four lanes in double (internal.h), bitwise its result ---- */
+/* ---- exponentials: ha_expf's steps on four lanes in double (kernels.h), bitwise its result ---- */
 
 /* ha_expf of four floats none of which is special (|x| < 88). */
 AVX2 static inline __m128 exp4(__m128 x) {
@@ -711,8 +700,7 @@ AVX2 static double mac_burst_avx2(int64_t n) {
 /* 12 chains of vpmaddwd (16 int16 x int16 products added in pairs into 8 int32), the multiplies of tile_int;
  * each chain multiplies its own result, so GCC cannot share the products between chains. The adds tile_int
  * also needs run on other ports, so they are left out: with them in the chains (a = a + madd(a, w)) the rate
- * read below what tile_int itself reaches. Measured on this machine's Zen 3: about one vpmaddwd per cycle, 16
- * multiply-adds per cycle, what its 2 FMAs per cycle do. */
+ * read below what tile_int itself reaches. */
 AVX2 static double mac_burst_q8_avx2(int64_t n) {
     __m256i s[12];
     const __m256i w = _mm256_set1_epi16(3);
@@ -758,8 +746,7 @@ AVX2 static void philox8_avx2(uint64_t seed, uint32_t row, uint32_t position, ui
     _mm256_storeu_si256((__m256i *)(bits + 4), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* Eight tokens at a time (4096 tokens in 22 us against the scalar generator's 84-94, one core); the last n % 8 by
- * the scalar kernel. */
+/* Eight tokens at a time, each lane one Philox counter; the last n % 8 by the scalar kernel. */
 AVX2 static void rng_bits_avx2(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0,
                                int64_t n, uint64_t *bits) {
     int64_t j = 0;

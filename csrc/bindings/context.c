@@ -1,0 +1,211 @@
+/* The type Context: a model interface (ha.h ha_lm) and its cache, native (ha_llama_context) or an external
+ * model's (external.c); append, crop and length from Python. */
+#include "binding.h"
+
+static void Context_dealloc(ContextObject *self) {
+    ha_llama_context_free(self->c);
+    Py_XDECREF(self->model);
+    Py_XDECREF(self->adapter);
+    PyMem_Free(self->ext_len);
+    Py_XDECREF(self->exc_type);
+    Py_XDECREF(self->exc_value);
+    Py_XDECREF(self->exc_tb);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+ha_lm *context_lm(ContextObject *self) {
+    return self->c ? ha_llama_context_lm(self->c) : self->adapter ? &self->ext : NULL;
+}
+
+void adopt_external_error(ContextObject *self, py_callback *cb) {
+    if (!self || !self->exc_type) return;
+    if (cb->exc_type) {
+        Py_CLEAR(self->exc_type);
+        Py_CLEAR(self->exc_value);
+        Py_CLEAR(self->exc_tb);
+        return;
+    }
+    cb->exc_type = self->exc_type;
+    cb->exc_value = self->exc_value;
+    cb->exc_tb = self->exc_tb;
+    self->exc_type = self->exc_value = self->exc_tb = NULL;
+}
+
+static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
+    (void)kwds;
+    PyObject *model;
+    long long n_seq, capacity;
+    int blas_prefill = 0;
+    if (self->c || self->busy || self->adapter) {
+        PyErr_SetString(InvalidInputError, "Context is already initialized");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!LL|p", &ModelType, &model, &n_seq, &capacity, &blas_prefill)) return -1;
+    ModelObject *m = (ModelObject *)model;
+    if (!m->m) {
+        PyErr_SetString(InvalidInputError, "Context needs an initialized Model");
+        return -1;
+    }
+    ha_status st;
+    ha_llama_context *c = NULL;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = ha_llama_context_create(m->m, n_seq, capacity, blas_prefill, &c);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != HA_OK) {
+        raise_status(st);
+        return -1;
+    }
+    self->c = c;
+    Py_INCREF(model);
+    self->model = model;
+    return 0;
+}
+
+int context_enter(ContextObject *self) {
+    if (!context_lm(self)) {
+        PyErr_SetString(InvalidInputError, "Context is not initialized");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(InvalidInputError, "this cache is in use by another thread; give each thread its own");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+
+/* append(seq int32 (n,), tokens int32 (n,), want uint8 (n,) | None, logits float32 (n_wanted, V) | None) */
+static PyObject *Context_append(ContextObject *self, PyObject *args) {
+    PyObject *seq_o, *tok_o, *want_o, *out_o, *result = NULL;
+    Py_buffer seq = { 0 }, tok = { 0 }, want = { 0 }, out = { 0 };
+    int held = 0; /* bit per buffer */
+    if (!PyArg_ParseTuple(args, "OOOO", &seq_o, &tok_o, &want_o, &out_o)) return NULL;
+    if (get_buffer(seq_o, "i", 0, "seq", &seq) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(tok_o, "i", 0, "tokens", &tok) != 0) goto cleanup;
+    held |= 2;
+    Py_ssize_t n = seq.len / 4, wanted = n;
+    if (tok.len != seq.len) {
+        PyErr_Format(InvalidInputError, "seq and tokens differ in length (%zd, %zd)", n, tok.len / 4);
+        goto cleanup;
+    }
+    if (want_o != Py_None) {
+        if (get_buffer(want_o, "B", 0, "want", &want) != 0) goto cleanup;
+        held |= 4;
+        if (want.len != n) {
+            PyErr_Format(InvalidInputError, "want has %zd entries for %zd tokens", want.len, n);
+            goto cleanup;
+        }
+        wanted = 0;
+        for (Py_ssize_t i = 0; i < n; i++) wanted += ((const uint8_t *)want.buf)[i] != 0;
+    }
+    if (out_o != Py_None) {
+        if (get_buffer(out_o, "f", 1, "logits", &out) != 0) goto cleanup;
+        held |= 8;
+    }
+    int64_t V = context_lm(self) ? context_lm(self)->vocab_size : 0;
+    if (wanted > 0 && (out_o == Py_None || out.len < (Py_ssize_t)(wanted * V * 4))) {
+        PyErr_Format(InvalidInputError, "logits buffer holds %zd floats; %zd rows of %lld are needed", out.len / 4, wanted,
+                     (long long)V);
+        goto cleanup;
+    }
+    if (context_enter(self) != 0) goto cleanup;
+    ha_lm *lm = context_lm(self);
+    ha_status st;
+    interrupt_scope intr;
+    py_callback cb = { 0 };
+    interrupt_begin(&intr);
+    Py_BEGIN_ALLOW_THREADS
+    st = lm->append(lm->self, n, seq.buf, tok.buf, (held & 4) ? want.buf : NULL, (held & 8) ? out.buf : NULL);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    adopt_external_error(self, &cb);
+    if (end_call(st, &intr, &cb)) goto cleanup;
+    result = Py_NewRef(Py_None);
+cleanup:
+    if (held & 1) PyBuffer_Release(&seq);
+    if (held & 2) PyBuffer_Release(&tok);
+    if (held & 4) PyBuffer_Release(&want);
+    if (held & 8) PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *Context_crop(ContextObject *self, PyObject *args) {
+    int seq;
+    long long n;
+    if (!PyArg_ParseTuple(args, "iL", &seq, &n) || context_enter(self) != 0) return NULL;
+    ha_lm *lm = context_lm(self);
+    ha_status st = lm->crop(lm->self, seq, n);
+    self->busy = 0;
+    py_callback cb = { 0 };
+    adopt_external_error(self, &cb);
+    if (cb.exc_type) {
+        PyErr_Restore(cb.exc_type, cb.exc_value, cb.exc_tb);
+        return NULL;
+    }
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Context_can_crop(ContextObject *self, PyObject *args) {
+    int seq;
+    long long n;
+    if (!PyArg_ParseTuple(args, "iL", &seq, &n)) return NULL;
+    if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (!self->c) /* external: any crop back */
+        return PyBool_FromLong(seq >= 0 && seq < self->ext.n_seq && n >= 0 && n <= self->ext_len[seq]);
+    return PyBool_FromLong(ha_llama_context_can_crop(self->c, seq, n));
+}
+
+static PyObject *Context_length(ContextObject *self, PyObject *args) {
+    int seq;
+    if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
+    if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (self->busy) return PyErr_Format(InvalidInputError, "this cache is in use by another thread; give each thread its own");
+    ha_lm *lm = context_lm(self);
+    if (seq < 0 || seq >= lm->n_seq)
+        return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq, (long long)lm->n_seq);
+    return PyLong_FromLongLong(lm->length(lm->self, seq));
+}
+
+static PyObject *Context_get(ContextObject *self, void *which) {
+    if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    ha_lm *lm = context_lm(self);
+    intptr_t w = (intptr_t)which;
+    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size : lm->max_rollback);
+}
+
+
+static PyMethodDef Context_methods[] = {
+    { "append", (PyCFunction)Context_append, METH_VARARGS,
+      "append(seq, tokens, want, logits): run tokens (int32) into sequences seq (int32); logits rows for want" },
+    { "crop", (PyCFunction)Context_crop, METH_VARARGS, "crop(seq, n): keep the first n positions of sequence seq" },
+    { "length", (PyCFunction)Context_length, METH_VARARGS, "length(seq): positions held by sequence seq" },
+    { "can_crop", (PyCFunction)Context_can_crop, METH_VARARGS,
+      "can_crop(seq, n): whether crop(seq, n) would succeed now (sliding-window rings refuse going back too far)" },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef Context_getset[] = {
+    { "n_seq", (getter)Context_get, NULL, "number of sequences", (void *)0 },
+    { "capacity", (getter)Context_get, NULL, "positions per sequence", (void *)1 },
+    { "vocab_size", (getter)Context_get, NULL, "logits per token", (void *)2 },
+    { "max_rollback", (getter)Context_get, NULL, "positions a crop can always take back (ha.h: ha_lm.crop)", (void *)3 },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject ContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "habana_assist._core.Context",
+    .tp_basicsize = sizeof(ContextObject),
+    .tp_dealloc = (destructor)Context_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Context(model, n_seq, capacity, blas_prefill=False): a KV cache for n_seq sequences and the model "
+              "interface over it (blas_prefill: see ha_llama_context_create).",
+    .tp_init = (initproc)Context_init,
+    .tp_new = PyType_GenericNew,
+    .tp_methods = Context_methods,
+    .tp_getset = Context_getset,
+};

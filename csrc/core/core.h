@@ -1,0 +1,55 @@
+/* The core's services, shared by every folder of csrc/ (never by the binding): error reporting, checked
+ * allocation, the interrupt poll and the clock, the KV cache's memory, the thread pool. */
+#ifndef HA_CORE_H
+#define HA_CORE_H
+
+#include <stdlib.h>
+
+#include "../ha.h"
+
+/* ---- errors (error.c) -------------------------------------------------------------------------------- */
+/* Records a printf-style message for ha_last_error() and returns st, so callers write
+ * `return ha_fail(HA_ERR_INVALID, "...", ...);`. */
+ha_status ha_fail(ha_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* malloc of a * b elements of size es, NULL if that many bytes cannot even be counted. */
+static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
+    size_t n;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, es, &n)) return NULL;
+    return malloc(n ? n : 1);
+}
+
+/* ---- interrupts and time (interrupt.c) ------------------------------------------------------------- */
+/* Polls the calling thread's interrupt (ha.h, ha_set_interrupt): nonzero if it asked to stop, now or at an
+ * earlier poll since it was set (then poll is not called again). Cheap where the poll is: call it between
+ * pieces of work, on the thread that made the core call. */
+int ha_interrupted(void);
+/* Seconds on the monotonic clock (max_time's). */
+double ha_now(void);
+
+/* ---- memory (memory.c) ------------------------------------------------------------------------------- */
+/* size bytes for a buffer every forward pass reads through (the KV cache); NULL if out of memory. From 2 MB up
+ * (where the system has madvise's MADV_HUGEPAGE, and unless the environment sets HA_HUGE_PAGES=0), a private
+ * anonymous mapping of its own at a 2 MB boundary, advised for transparent huge pages, so that reading it costs
+ * fewer TLB misses (*mapped = 1); else malloc's (*mapped = 0). Freed with ha_free_streamed(p, the same size, the
+ * same mapped). (csrc/core/memory.c) */
+void *ha_alloc_streamed(size_t size, int *mapped);
+void ha_free_streamed(void *p, size_t size, int mapped);
+
+/* ---- thread pool (threadpool.c) ----------------------------------------------------------------------
+ * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with
+ * g = ceil(n / (8 * threads)), which the threads (the caller's among them) take in turn as they finish
+ * the last, so which thread computes an index varies but each index is computed whole by one call. Calls
+ * from several threads are serialized. */
+typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
+ * ha_parallel_for itself. */
+void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);
+/* Starts the pool if none runs (so that a failure to start threads is reported where it can be). */
+ha_status ha_pool_ensure(void);
+/* on != 0: the calling thread's jobs run on that thread alone, leaving the pool's workers asleep (the assisted
+ * loop's thread drafting ahead, generation/assist_ahead.c, so that it takes one core beside a caller's thread that
+ * is busy elsewhere); 0: on the pool. */
+void ha_pool_alone(int on);
+
+#endif /* HA_CORE_H */

@@ -1,0 +1,136 @@
+/* Shared by the assisted loop's files: assist.c (the rounds), assist_cost.c (the cost schedule) and
+ * assist_ahead.c (the thread drafting ahead). Private to them. */
+#ifndef HA_ASSIST_H
+#define HA_ASSIST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "generation.h"
+
+/* The cost schedule's largest K, and the per-position acceptance it tracks. */
+#define COST_K_MAX 32
+
+typedef struct row_state {
+    int32_t row;
+    int32_t *tok;        /* (prompt + max_new + 1,) the row's real tokens, then this round's drafts */
+    int64_t L;           /* tokens decided so far */
+    int64_t target_len;  /* positions in the target's cache */
+    int64_t draft_len;   /* positions in the draft's cache */
+    int64_t generated;   /* new tokens decided so far */
+    int64_t K;           /* constant and heuristic schedules: this row's K */
+    int done;            /* ended: an eos, a stopping criterion, or max_new_tokens */
+    /* this round */
+    int64_t k_cap;       /* most candidates: room, rollback, num_assistant_tokens */
+    int64_t k_max;       /* candidates planned (the cost schedule drafts at all iff > 0, and then as long as one more
+                            is worth it, up to k_cap); other schedules: k_cap */
+    int64_t k;           /* candidates proposed: tok[L, L + k) */
+    int drafting;        /* still drafting (model draft) */
+    double *conf;        /* (max_new,) candidate j's draft probability, with the cost schedule */
+    double rate[COST_K_MAX]; /* cost schedule: the row's acceptance rate at each draft position, this round */
+    double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
+    double yield;        /* cost schedule: tokens the round is expected to give the row */
+    int64_t idle;        /* cost schedule with carried counts: rounds in a row it planned no candidate */
+    float **p;           /* (max_new + 1,) position L + j's processed target scores */
+    float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
+    float **q;           /* (max_new,) candidate j's processed draft scores */
+    ha_normalizer *qn;   /* (max_new,) their softmax normalizations, where the round needs them (norm_q) */
+    /* drafting ahead (ha_assist_params.overlap; see assist_ahead.c) */
+    int64_t ahead_cap;   /* this round: logits rows the thread may draft ahead for the row (0: none) */
+    int64_t ahead_n;     /* rows drafted ahead: row j scores position L + k + j, after appending tok[L + k + j - 1] */
+    float *ahead;        /* (ahead_cap, V) their raw logits */
+    int64_t covered;     /* next round: draft steps 0 .. covered - 1 read cover's rows instead of appending */
+    const float *cover;  /* (covered, V) */
+} row_state;
+
+/* Work buffers of a call; rows of V floats grow with the largest round seen. */
+typedef struct buffers {
+    int64_t V;
+    int32_t *seq, *tok;  /* (n_append,) append scratch */
+    uint8_t *want;       /* (n_append,) */
+    float *first;        /* (B, V) the prefill's logits at each row's last prompt token */
+    float *first_raw;    /* (B, V) their raw copy, with logits_out */
+    float *P, *raw, *Q;  /* (cap_p, V), (cap_p, V) with logits_out, (cap_q, V): a round's target and draft rows */
+    int64_t cap_p, cap_raw, cap_q;
+    struct acceptance *acceptance; /* (B,) the cost schedule's count of each row's acceptance */
+    double *conf;                  /* (B, max_new) the cost schedule's draft probabilities of each row's candidates */
+    ha_normalizer *qn;             /* (B, max_new) row_state.qn */
+    float *A;                      /* (cap_a, V) every row's logits drafted ahead (row_state.ahead) */
+    int64_t cap_a;
+} buffers;
+
+/* ---- the cost schedule (assist_cost.c) ---------------------------------------------------------------- */
+
+#define COST_BINS 10
+
+typedef struct acceptance {
+    double acc[COST_K_MAX];     /* candidates accepted at draft position j */
+    double tested[COST_K_MAX];  /* candidates tested at position j: proposed, every one before it accepted */
+} acceptance;
+
+typedef struct cost_model {
+    const double *d;            /* (n_d,) d(n) / t(1): a draft step for n = 1 .. n_d rows */
+    int64_t n_d;
+    const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
+    int64_t n_t;
+    acceptance call;            /* over the call's rows */
+    acceptance *rows;           /* (B,) each row's own */
+    double steps_cost;          /* this round's draft steps so far */
+    double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
+    double bin_tested[COST_BINS];
+    int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
+} cost_model;
+
+/* Whether s (HA_COST_STATE,) is a valid ha_assist_params.cost_state: counts >= 0, finite, accepted <= tested. */
+int ha_cost_state_ok(const double *s);
+/* The cost model's call-wide counts from s, scaled down past HA_COST_MEMORY; and back into s. */
+void ha_cost_state_load(cost_model *c, const double *s);
+void ha_cost_state_store(const cost_model *c, double *s);
+/* The chance a candidate the draft gave probability conf is accepted. */
+double ha_cost_conf_rate(const cost_model *c, double conf);
+/* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
+void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B);
+/* After draft step s: whether each row still drafting goes on (clears r->drafting where not). */
+void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
+/* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
+ * and had n accepted. */
+void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
+
+/* ---- drafting ahead (assist_ahead.c) ------------------------------------------------------------------ */
+
+typedef struct ahead {
+    ha_lm *draft;
+    ha_sampler *sampler;
+    const ha_generate_params *gen;
+    row_state *rows;
+    int64_t B, V;
+    int32_t *seq, *tok;   /* (B,) an append's tokens: one per row going */
+    float *logits;        /* (B, V) its logits */
+    float *scores;        /* (V,) a row's logits, processed to choose its token */
+    atomic_int stop;      /* set once the target's append has returned */
+    int64_t passes;       /* appends made ahead, per row */
+    pthread_t thread;
+} ahead;
+
+/* Plans each running row's drafting ahead for this round and starts the thread; returns 1 if it runs, 0 if no row
+ * drafts ahead (or the thread or its buffer could not be had: the round goes on without). */
+int ha_ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params *p, row_state *rows, int64_t B,
+                   buffers *b);
+/* Stops the thread after its current step and waits for it. */
+void ha_ahead_finish(ahead *a, ha_assist_stats *stats);
+
+/* ---- the rounds' pieces the thread drafting ahead shares (assist.c) ----------------------------------- */
+
+/* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
+ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V);
+/* K after a round that accepted n of a row's candidates under the heuristic schedules, as Transformers'
+ * AssistedCandidateGenerator.update_candidate_strategy: K + 2 after a draft fully accepted, else max(1, K - 1). */
+int64_t ha_assist_heuristic_k(int64_t K, int64_t n);
+
+/* A round's most candidates for a row that wants k and has `generated` tokens: never more than leave room for the
+ * target's own token within max_new_tokens, nor more than a model with sliding-window rings can take back
+ * (ha_lm.max_rollback). */
+int64_t ha_assist_candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
+                                const ha_lm *draft);
+
+#endif /* HA_ASSIST_H */

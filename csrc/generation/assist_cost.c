@@ -1,0 +1,211 @@
+/* The assisted loop's cost schedule (HA_SCHEDULE_COST): each round's K per row, from the costs and the running
+ * acceptance; run_rounds (assist.c) plans with it before drafting, and draft_round asks it after each draft step.
+ *
+ * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
+ * the n_s rows with k_r > s) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
+ * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): ha_cost_schedule
+ *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
+ *   the best rate, up to each row's cap, and keeps the best configuration seen on that path); a row drafts this
+ *   round iff its plan is k > 0;
+ * - while drafting, from the probability the draft gave its candidate, through the call's running acceptance of
+ *   candidates in each tenth of that probability (the draft's confidence tells a safe candidate from a
+ *   guess): after each candidate, a row drafts one more iff drafting m more (at its positional rates, m up to 8)
+ *   would raise the round's expected tokens per unit time.
+ * Both rates are counts of the call's candidates, from a prior; with ha_assist_params.cost_state they go on from
+ * the counts of the pair's earlier calls. A call learning from nothing is pessimistic through its first rounds,
+ * and a position its rate once made look poor is not drafted again, so never measured again: a row can stop at
+ * the same short draft round after round while longer drafts would be accepted. Carried counts start a call from
+ * what the pair's earlier calls learnt instead.
+ * Carried counts that say no candidate is worth it would be final (nothing drafted, nothing counted, in every call
+ * after), so a row that planned none for COST_EXPLORE rounds in a row drafts one (and goes on while it is worth
+ * it): a check on the verdict for about one draft step and one verified token per COST_EXPLORE tokens. */
+#include <math.h>
+#include <string.h>
+
+#include "assist.h"
+
+#define COST_LOOKAHEAD 8
+#define COST_EXPLORE 16
+_Static_assert(HA_COST_STATE == 2 * COST_K_MAX + 2 * COST_BINS, "ha.h's HA_COST_STATE is the cost state's size");
+
+/* ha_assist_params.cost_state: acc (COST_K_MAX,), tested (COST_K_MAX,), bin_acc (COST_BINS,), bin_tested
+ * (COST_BINS,), the cost model's call-wide counts. */
+int ha_cost_state_ok(const double *s) {
+    for (int i = 0; i < HA_COST_STATE; i++)
+        if (!isfinite(s[i]) || s[i] < 0.0) return 0;
+    for (int j = 0; j < COST_K_MAX; j++)
+        if (s[j] > s[COST_K_MAX + j]) return 0;
+    for (int j = 0; j < COST_BINS; j++)
+        if (s[2 * COST_K_MAX + j] > s[2 * COST_K_MAX + COST_BINS + j]) return 0;
+    return 1;
+}
+
+/* counts (n,) and the matching tested (n,) scaled down together so that the tested add up to HA_COST_MEMORY at
+ * most. */
+static void cost_window(double *counts, double *tested, int n) {
+    double all = 0.0;
+    for (int i = 0; i < n; i++) all += tested[i];
+    if (all <= HA_COST_MEMORY) return;
+    for (int i = 0; i < n; i++) counts[i] *= HA_COST_MEMORY / all, tested[i] *= HA_COST_MEMORY / all;
+}
+
+void ha_cost_state_load(cost_model *c, const double *s) {
+    memcpy(c->call.acc, s, sizeof c->call.acc);
+    memcpy(c->call.tested, s + COST_K_MAX, sizeof c->call.tested);
+    memcpy(c->bin_acc, s + 2 * COST_K_MAX, sizeof c->bin_acc);
+    memcpy(c->bin_tested, s + 2 * COST_K_MAX + COST_BINS, sizeof c->bin_tested);
+    cost_window(c->call.acc, c->call.tested, COST_K_MAX);
+    cost_window(c->bin_acc, c->bin_tested, COST_BINS);
+}
+
+void ha_cost_state_store(const cost_model *c, double *s) {
+    memcpy(s, c->call.acc, sizeof c->call.acc);
+    memcpy(s + COST_K_MAX, c->call.tested, sizeof c->call.tested);
+    memcpy(s + 2 * COST_K_MAX, c->bin_acc, sizeof c->bin_acc);
+    memcpy(s + 2 * COST_K_MAX + COST_BINS, c->bin_tested, sizeof c->bin_tested);
+}
+
+/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
+static double verify_cost(const cost_model *c, int64_t T) {
+    if (T <= c->n_t) return c->t[T - 1];
+    const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
+    return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
+}
+
+/* d(n) / t(1) for n rows drafting (0 for none); past the table on the line through its last two points. */
+static double draft_cost(const cost_model *c, int64_t n) {
+    if (n <= 0) return 0.0;
+    if (n <= c->n_d) return c->d[n - 1];
+    const double slope = c->n_d >= 2 ? fmax(0.0, c->d[c->n_d - 1] - c->d[c->n_d - 2]) : 0.0;
+    return c->d[c->n_d - 1] + (double)(n - c->n_d) * slope;
+}
+
+static int64_t conf_bin(double conf) {
+    const int64_t b = (int64_t)(conf * COST_BINS);
+    return b < 0 ? 0 : b >= COST_BINS ? COST_BINS - 1 : b;
+}
+
+/* The chance a candidate the draft gave probability conf is accepted: the running rate of its tenth, pulled
+ * towards the tenth's middle while little tested. */
+double ha_cost_conf_rate(const cost_model *c, double conf) {
+    const int64_t b = conf_bin(conf);
+    return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
+}
+
+void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+    double call[COST_K_MAX];
+    for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
+        const double prior = j == 0 ? 0.5 : call[j - 1];
+        call[j] = (c->call.acc[j] + 2.0 * prior) / (c->call.tested[j] + 2.0);
+    }
+    enum { GROUP = 64 };
+    double prefix[GROUP][COST_K_MAX + 1]; /* prefix[r][i] = prod_{j<i} a_rj: candidates 0 .. i - 1 all accepted */
+    int64_t cap[GROUP], best_k[GROUP], n_rows = 0;
+    row_state *in[GROUP];
+    /* Rows beyond 64 in a round are planned in groups of 64, each group on its own. */
+    for (int64_t i = 0; i <= B; i++) {
+        if (i < B && !rows[i].done) {
+            row_state *r = &rows[i];
+            const acceptance *own = &c->rows[i];
+            prefix[n_rows][0] = 1.0;
+            for (int64_t j = 0; j < COST_K_MAX; j++) {
+                r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
+                prefix[n_rows][j + 1] = prefix[n_rows][j] * r->rate[j];
+            }
+            in[n_rows] = r;
+            cap[n_rows] = r->k_cap < COST_K_MAX ? r->k_cap : COST_K_MAX;
+            r->k_max = 0;
+            n_rows++;
+        }
+        if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
+        int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
+        double yield = (double)n_rows, drafting = 0.0, best = yield / verify_cost(c, total);
+        for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
+        for (;;) {
+            int64_t pick = -1;
+            double pick_rate = -1.0;
+            for (int64_t r = 0; r < n_rows; r++) {
+                const int64_t k = in[r]->k_max;
+                if (k >= cap[r]) continue;
+                /* one more candidate: row r joins draft step k */
+                const double more = draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+                const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
+                if (rate > pick_rate) {
+                    pick = r;
+                    pick_rate = rate;
+                }
+            }
+            if (pick < 0) break;
+            const int64_t k = in[pick]->k_max++;
+            drafting += draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+            at_step[k]++;
+            yield += prefix[pick][k + 1];
+            total++;
+            if (pick_rate > best) {
+                best = pick_rate;
+                for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
+            }
+        }
+        for (int64_t r = 0; r < n_rows; r++) {
+            in[r]->k_max = best_k[r];
+            in[r]->idle = best_k[r] > 0 ? 0 : in[r]->idle + 1;
+            if (c->explore && in[r]->idle >= COST_EXPLORE && cap[r] > 0) {
+                in[r]->k_max = 1;
+                in[r]->idle = 0;
+            }
+        }
+        n_rows = 0;
+    }
+    for (int64_t i = 0; i < B; i++) {
+        rows[i].all_accepted = 1.0;
+        rows[i].yield = 1.0;
+    }
+}
+
+/* After draft step s (every row still drafting has s + 1 candidates, their yield counted): whether each goes on,
+ * by the round's expected tokens per unit time. */
+void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
+    double yield = 0.0;
+    int64_t tokens = 0, n_drafting = 0, n_stepped = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        n_drafting += r->drafting;
+        n_stepped += r->k == s + 1;
+        yield += r->yield;
+        tokens += r->k + 1;
+    }
+    c->steps_cost += draft_cost(c, n_stepped); /* step s appended a token for each row with s + 1 candidates */
+    /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
+     * steps to come, each row charged its share of a step's growth for one more row drafting */
+    const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);
+    const double now = yield / (c->steps_cost + verify_cost(c, tokens));
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        int go = 0;
+        double gain = 0.0, chain = r->all_accepted;
+        for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
+            chain *= r->rate[r->k + m - 1];
+            gain += chain;
+            go = (yield + gain) / (c->steps_cost + (double)m * share + verify_cost(c, tokens + m)) > now;
+        }
+        if (!go) r->drafting = 0;
+    }
+}
+
+void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n) {
+    for (int64_t j = 0; j < k && j <= n; j++) {
+        if (j < COST_K_MAX) {
+            c->call.tested[j] += 1.0;
+            c->call.acc[j] += j < n;
+            row->tested[j] += 1.0;
+            row->acc[j] += j < n;
+        }
+        if (conf) {
+            c->bin_tested[conf_bin(conf[j])] += 1.0;
+            c->bin_acc[conf_bin(conf[j])] += j < n;
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/* Shared by the generation loops (generate.c, the assisted loop's assist*.c) and the sampler (sampling.c): when a
+ * row ends, the checks every loop makes, the deadline, and the sampling pieces of the acceptance step. */
+#ifndef HA_GENERATION_H
+#define HA_GENERATION_H
+
+#include <math.h>
+
+#include "../core/core.h"
+
+static inline int ha_is_eos(const ha_generate_params *p, int32_t t) {
+    for (int64_t i = 0; i < p->n_eos; i++)
+        if (p->eos[i] == t) return 1;
+    return 0;
+}
+
+/* After the row decided tokens[n - 1]: 1 if the row ends there (an eos, or the caller's stopping criteria said
+ * so), 0 if it goes on, -1 with HA_ERR_CALLBACK recorded if the criteria asked to stop the whole work. scores
+ * (vocab,) are the processed scores the token was chosen from. */
+static inline int ha_row_ends(const ha_generate_params *p, int64_t row, const int32_t *tokens, int64_t n,
+                              const float *scores, int64_t vocab) {
+    const int stop = p->should_stop ? p->should_stop(p->stop_user, row, tokens, n, scores, vocab) : 0;
+    if (stop != 0 && stop != 1) {
+        ha_fail(HA_ERR_CALLBACK, "generation stopped by a stopping criterion in row %lld", (long long)row);
+        return -1;
+    }
+    return stop || ha_is_eos(p, tokens[n - 1]);
+}
+
+/* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
+ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
+
+/* max_time's deadline for a generation that starts now: INFINITY when max_time is off (<= 0). */
+static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
+
+/* Sampling pieces for the acceptance step (sampling.c). Scores are processed scores (V,). */
+/* The token chosen as ha_sampler_choose does, with noise of the given purpose. */
+int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
+                                uint32_t purpose);
+/* softmax's normalization of scores (V,): m their max (-inf when every one is), z = sum_i exp(scores[i] - m) in
+ * double, in index order. Computed once per distribution and reused (a pass of V exps). */
+typedef struct ha_normalizer { double m, z; } ha_normalizer;
+ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab);
+/* softmax(scores)[t], in double, from its normalization n (0 where every score is -inf). */
+double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t);
+/* A draw from max(0, softmax(p) - softmax(q)) renormalized, with HA_RNG_RESIDUAL noise; from softmax(p)
+ * if that residual is zero everywhere (p == q up to rounding). np, nq: ha_softmax_norm of p and q. -1 if p is
+ * empty. */
+int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq,
+                           uint32_t row, uint32_t position);
+
+#endif /* HA_GENERATION_H */

@@ -1,0 +1,154 @@
+/* The weight formats of ha.h as every kernel reads and writes them: bytes of a row, alignment, the element
+ * at (r, k) of each dtype, and the reference quantizations (of weight groups at load, of activation rows before
+ * an integer matmul) that every kernel table gives bitwise. Shared by kernels/, model/ and the tests. */
+#ifndef HA_FORMATS_H
+#define HA_FORMATS_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../ha.h"
+
+/* The dtype's name in messages ("float32", "int8", "bfloat16 panels", ...; formats.c). */
+const char *ha_dtype_name(ha_dtype t);
+/* IEEE half bits -> float, exact (kernels_scalar.c); bfloat16 bits -> float, exact. */
+float ha_f16_to_f32(uint16_t h);
+static inline float ha_bf16_to_f32(uint16_t b) {
+    union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
+    return v.f;
+}
+/* Bytes of one row of n elements (panel dtypes: a row's share of its panel, n elements). */
+static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
+    switch (t) {
+    case HA_F32: case HA_F32P: return (size_t)n * 4;
+    case HA_Q8: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
+    default: return (size_t)n * 2;
+    }
+}
+/* The alignment a matrix buffer of dtype t needs. */
+static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4; }
+/* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
+static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
+/* Float weights in panels (ha_pack), and the panel dtype of a row-major float one (HA_NDTYPES if none). */
+static inline int ha_dtype_is_panels(ha_dtype t) { return t == HA_F32P || t == HA_BF16P || t == HA_F16P; }
+static inline ha_dtype ha_panel_dtype(ha_dtype t) {
+    return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
+}
+/* Position of row i (< HA_PANEL_ROWS) of a panel within each of its columns (ha.h). */
+static inline int64_t ha_panel_pos(ha_dtype t, int64_t i) { return t != HA_BF16P ? i : i < 8 ? 2 * i : 2 * (i - 8) + 1; }
+/* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it. */
+static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r, int64_t k) {
+    const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
+    if (t == HA_F32P) return ((const float *)W)[at];
+    const uint16_t h = ((const uint16_t *)W)[at];
+    return t == HA_F16P ? ha_f16_to_f32(h) : ha_bf16_to_f32(h);
+}
+
+/* Element j of a HA_Q8 row, exactly as every kernel computes it: scale * q. */
+static inline float ha_q8_at(const void *row, int64_t j) {
+    const char *blk = (const char *)row + (size_t)(j / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    float scale;
+    __builtin_memcpy(&scale, blk, sizeof scale);
+    return scale * (float)((const int8_t *)(blk + 4))[j % HA_Q8_GROUP];
+}
+
+/* Weight i (< HA_Q4_GROUP) of a HA_Q4 block as an integer: its nibble less 8. */
+static inline int ha_q4_q(const char *blk, int64_t i) {
+    const uint8_t b = ((const uint8_t *)blk + 4)[i % (HA_Q4_GROUP / 2)];
+    return (i < HA_Q4_GROUP / 2 ? b & 15 : b >> 4) - 8;
+}
+/* Element j of a HA_Q4 row, exactly as every kernel computes it: scale * q. */
+static inline float ha_q4_at(const void *row, int64_t j) {
+    const char *blk = (const char *)row + (size_t)(j / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
+    float scale;
+    __builtin_memcpy(&scale, blk, sizeof scale);
+    return scale * (float)ha_q4_q(blk, j % HA_Q4_GROUP);
+}
+
+/* max |x[i]| over x (n,), exact in any order for finite x; *finite = 0 if x holds NaN or inf, else left as it
+ * was (with a NaN the result is only flagged: its bits may differ between variants). */
+static inline float ha_abs_max_ref(const float *x, int64_t n, int *finite) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) *finite = 0;
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    return amax;
+}
+/* roundf(y) (halves away from zero) clamped to [-top, top]; 0 where y is not finite. */
+static inline float ha_round_clamp(float y, float top) {
+    const float v = roundf(y);
+    return isfinite(v) ? (v > top ? top : v < -top ? -top : v) : 0.0f;
+}
+
+/* A group's scale max|x| / top, written as the block's first 4 bytes; returns the factor top / max|x| (0 if
+ * x is all zeros) that quantizes it, and clears *finite if x holds NaN or inf. */
+static inline float ha_group_scale(const float *x, int64_t len, float top, void *blk, int *finite) {
+    const float amax = ha_abs_max_ref(x, len, finite), scale = amax / top;
+    __builtin_memcpy(blk, &scale, sizeof scale);
+    return amax > 0.0f ? top / amax : 0.0f;
+}
+
+/* The int8 quantization of one group, as every kernel table's quant_q8 computes it: x (len,), len <=
+ * HA_Q8_GROUP, into the HA_Q8 block blk: scale = max|x| / 127, q[i] = round(x[i] * (127 / max|x|)) (halves away
+ * from zero) clamped to [-127, 127], 0 past len (and where that product is not finite: max|x| below
+ * 127 / FLT_MAX, about 3.7e-37, where the factor overflows to inf; or x not finite). Returns 0 if x holds
+ * NaN or inf (which would poison the group), else 1. */
+static inline int ha_quant_q8_ref(const float *x, int64_t len, void *blk) {
+    int finite = 1;
+    const float inv = ha_group_scale(x, len, 127.0f, blk, &finite);
+    int8_t *q = (int8_t *)blk + 4;
+    __builtin_memset(q, 0, HA_Q8_GROUP);
+    for (int64_t i = 0; i < len; i++) q[i] = (int8_t)ha_round_clamp(x[i] * inv, 127.0f);
+    return finite;
+}
+
+/* The int4 quantization of one group, as every kernel table's quant_q4 computes it: as ha_quant_q8_ref with 7
+ * for 127 (scale = max|x| / 7, q in [-7, 7], 0 past len or where x * (7 / max|x|) is not finite), into the
+ * HA_Q4 block blk. Returns 0 if x holds NaN or inf, else 1. */
+static inline int ha_quant_q4_ref(const float *x, int64_t len, void *blk) {
+    int finite = 1;
+    const float inv = ha_group_scale(x, len, 7.0f, blk, &finite);
+    uint8_t *nib = (uint8_t *)blk + 4;
+    __builtin_memset(nib, 0x88, HA_Q4_GROUP / 2);
+    for (int64_t i = 0; i < len; i++) {
+        const int q = (int)ha_round_clamp(x[i] * inv, 7.0f);
+        const int at = (int)(i % (HA_Q4_GROUP / 2)), shift = i < HA_Q4_GROUP / 2 ? 0 : 4;
+        nib[at] = (uint8_t)((nib[at] & ~(15 << shift)) | (q + 8) << shift);
+    }
+    return finite;
+}
+
+/* ---- integer weights multiply int16 activations -------------------------------------------------------
+ * A matmul with HA_Q8 or HA_Q4 weights first quantizes each activation row x (n,) on its own (ha_quant_act_ref), to
+ * int16 q (ha_act_width(n),) and one float scale, x[i] ~ scale * q[i]; the kernel sums each group's integer x
+ * int16 products exactly in int32 and scales them in float32 (see ha_kernels.matmul_int). Rounding is about
+ * max|x| / 65534 per element at most (half a step, plus the factor's own rounding), far below the weights'
+ * (up to max|w| / 254 per group for int8, max|w| / 14 for int4). */
+#define HA_ACT_MAX 32767.0f
+/* Elements of a quantized activation row: n rounded up to whole HA_Q8 groups (zeros past n). */
+static inline int64_t ha_act_width(int64_t n) { return (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP; }
+_Static_assert(HA_Q8_GROUP % HA_Q4_GROUP == 0 && HA_Q4_GROUP % 16 == 0,
+               "an activation row covers whole int4 groups, and every group whole 16-element steps");
+
+/* The activation quantization every kernel table's quant_act computes: scale = max|x| / 32767 and q[i] =
+ * round(x[i] * (32767 / max|x|)) (halves away from zero) clamped to [-32767, 32767], 0 past n and where that
+ * product is not finite (max|x| below 32767 / FLT_MAX, about 9.6e-35). If x holds NaN or inf, q is all 0 and
+ * scale NaN, so every output of the matmul is NaN, as float activations would make it. */
+static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float *scale) {
+    int finite = 1;
+    const float amax = ha_abs_max_ref(x, n, &finite);
+    __builtin_memset(q, 0, (size_t)ha_act_width(n) * sizeof *q);
+    if (!finite) {
+        *scale = NAN;
+        return;
+    }
+    const float inv = amax > 0.0f ? HA_ACT_MAX / amax : 0.0f;
+    *scale = amax / HA_ACT_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
+    }
+}
+
+#endif /* HA_FORMATS_H */

@@ -1,0 +1,289 @@
+/* The native decoder's context (ha_llama_context): the KV cache of n_seq sequences and every activation buffer a
+ * forward needs, allocated once; the model interface (ha_lm) over it: append (through forward.c, a chunk at a
+ * time), crop and length.
+ *
+ * Sliding-window layers keep their keys and values in rings: a layer with window w holds w + HA_RING_SLACK
+ * positions per sequence (position p at slot p mod that), when that is less than the cache's capacity. The
+ * slack covers one chunk's writes before its attention reads (a chunk of T tokens needs T - 1 <= slack) and
+ * the positions a crop may take back (ha_lm.max_rollback). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ---- the model interface -------------------------------------------------------------------------------- */
+
+static int ring_keeps(const ha_llama_context *c, int32_t s, int64_t len);
+
+/* An append stopped by the interrupt after its first n tokens were given positions: those positions are
+ * taken back, so the cache holds what it held before the append; except a sequence whose rings the append
+ * overwrote past what its window needs (more than HA_RING_SLACK new positions), which is emptied. */
+static ha_status interrupted_append(ha_llama_context *c, const int32_t *seq, int64_t n) {
+    for (int64_t i = 0; i < n; i++) c->len[seq[i]]--;
+    int emptied = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t s = seq[i];
+        if (c->len[s] > 0 && !ring_keeps(c, s, c->len[s])) {
+            c->len[s] = 0;
+            emptied = 1;
+        }
+        if (c->len[s] == 0) c->top[s] = -1;
+    }
+    if (emptied)
+        return ha_fail(HA_ERR_INTERRUPTED, "interrupted; a sequence whose sliding-window layers this append had "
+                       "overwritten was emptied, the others hold what they held before this append");
+    return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this append");
+}
+
+static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
+                            float *logits) {
+    ha_llama_context *c = self;
+    const int64_t V = c->m->cfg.vocab_size;
+    if (n < 0 || (n > 0 && (!seq || !tokens))) return ha_fail(HA_ERR_INVALID, "append: bad token arrays (n=%lld)", (long long)n);
+    int64_t wanted = 0;
+    memset(c->adding, 0, (size_t)c->n_seq * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) {
+        if (seq[i] < 0 || seq[i] >= c->n_seq)
+            return ha_fail(HA_ERR_INVALID, "append: sequence %d is out of range; the cache holds %lld sequences",
+                           seq[i], (long long)c->n_seq);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return ha_fail(HA_ERR_INVALID, "token id %d at index %lld is out of range for vocab_size %lld; "
+                           "ids must be in [0, %lld)", tokens[i], (long long)i, (long long)V, (long long)V);
+        c->adding[seq[i]]++;
+        wanted += !want || want[i];
+    }
+    for (int64_t s = 0; s < c->n_seq; s++)
+        if (c->len[s] + c->adding[s] > c->capacity)
+            return ha_fail(HA_ERR_CAPACITY, "sequence %lld holds %lld positions; %lld more would pass the cache capacity "
+                           "of %lld; create the cache with a larger max_cache_len", (long long)s, (long long)c->len[s],
+                           (long long)c->adding[s], (long long)c->capacity);
+    if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append: logits requested but no output buffer given");
+    c->kern = ha_kernels_get();
+    /* With blas, a sequence this append starts (empty before it) sends its first
+     * HA_BLAS_BLOCK * floor(adding / HA_BLAS_BLOCK) tokens to OpenBLAS, in blocks of exactly HA_BLAS_BLOCK
+     * contiguous tokens of that sequence (if they are not contiguous, none of its tokens go). Such a block
+     * depends only on the prompt's tokens, so every generation mode that starts a sequence with the same
+     * prompt computes it alike; every other token goes through the batch-invariant kernels. */
+    for (int64_t s = 0; s < c->n_seq; s++)
+        c->blas_left[s] = c->blas && c->len[s] == 0 ? c->adding[s] / HA_BLAS_BLOCK * HA_BLAS_BLOCK : 0;
+    for (int64_t b = 0, T; b < n; b += T) {
+        if (ha_interrupted()) return interrupted_append(c, seq, b);
+        int64_t w0 = 0;
+        c->blas_now = 0;
+        if (c->blas_left[seq[b]] > 0) {
+            int64_t i = b + 1;
+            while (i < b + HA_BLAS_BLOCK && seq[i] == seq[b]) i++; /* blas_left <= the sequence's tokens left */
+            c->blas_now = i == b + HA_BLAS_BLOCK;
+            c->blas_left[seq[b]] = c->blas_now ? c->blas_left[seq[b]] - HA_BLAS_BLOCK : 0;
+        }
+        if (c->blas_now) {
+            T = HA_BLAS_BLOCK;
+        } else { /* up to CHUNK tokens, ending before a token that starts a block */
+            T = 1;
+            while (T < CHUNK && b + T < n && c->blas_left[seq[b + T]] == 0) T++;
+        }
+        for (int64_t i = 0; i < T; i++) {
+            const int32_t s = seq[b + i];
+            c->seq[i] = s;
+            c->pos[i] = c->len[s]++;
+            if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
+        }
+        if (ha_llama_forward(c, tokens + b, T, want ? want + b : NULL, logits)) return interrupted_append(c, seq, b + T);
+        for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
+        if (logits) logits += w0 * V;
+    }
+    return HA_OK;
+}
+
+/* Whether keeping len positions of sequence s leaves every ring layer holding the keys the next position sees:
+ * positions q in [len - w + 1, len) are lost iff a position q + slots was written after them, and every
+ * position written since the sequence was last empty is at most top[s]. */
+static int ring_keeps(const ha_llama_context *c, int32_t s, int64_t len) {
+    for (int64_t l = 0; l < c->m->cfg.n_layers; l++) {
+        const int64_t w = c->m->layers[l].window, first = len - w + 1 > 0 ? len - w + 1 : 0;
+        if (c->slots[l] < c->capacity && first + c->slots[l] <= c->top[s]) return 0;
+    }
+    return 1;
+}
+
+static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
+    ha_llama_context *c = self;
+    if (seq < 0 || seq >= c->n_seq)
+        return ha_fail(HA_ERR_INVALID, "crop: sequence %d is out of range; the cache holds %lld sequences", seq, (long long)c->n_seq);
+    if (len < 0 || len > c->len[seq])
+        return ha_fail(HA_ERR_INVALID, "crop: cannot keep %lld positions of sequence %d, which holds %lld",
+                       (long long)len, seq, (long long)c->len[seq]);
+    if (!ha_llama_context_can_crop(c, seq, len))
+        return ha_fail(HA_ERR_UNSUPPORTED, "crop: sequence %d has held up to %lld positions; its sliding-window layers keep "
+                       "only %d positions beyond their window, so it cannot go back to %lld (crop at most %d positions "
+                       "after an append, or crop to 0 and append again)", seq, (long long)c->top[seq] + 1,
+                       HA_RING_SLACK, (long long)len, HA_RING_SLACK);
+    c->len[seq] = len;
+    if (len == 0) c->top[seq] = -1;
+    return HA_OK;
+}
+
+static int64_t ctx_length(const void *self, int32_t seq) {
+    const ha_llama_context *c = self;
+    return seq >= 0 && seq < c->n_seq ? c->len[seq] : 0;
+}
+
+/* Positions a layer with window w keeps per sequence in a cache of `capacity`: a ring of w + HA_RING_SLACK when
+ * that is fewer (written so that a window near INT64_MAX does not overflow). */
+static int64_t layer_slots(int64_t w, int64_t capacity) {
+    return w > 0 && w < capacity - HA_RING_SLACK ? w + HA_RING_SLACK : capacity;
+}
+
+/* Position p of a sequence at slot p mod slots[l]: a ring where the layer keeps fewer than capacity. */
+void ha_kv_store(ha_llama_context *c, int64_t l, int64_t T) {
+    const ha_llama_config *cfg = &c->m->cfg;
+    const int64_t hd = cfg->head_dim, kvd = c->m->kv_dim;
+    const int64_t S = c->slots[l];
+    for (int64_t i = 0; i < T; i++) {
+        for (int64_t g = 0; g < cfg->n_kv_heads; g++) {
+            size_t off = c->layer_at[l] + (((size_t)c->seq[i] * (size_t)cfg->n_kv_heads + (size_t)g) * (size_t)S +
+                                           (size_t)(c->pos[i] % S)) * (size_t)hd;
+            memcpy(c->kcache + off, c->k + i * kvd + g * hd, (size_t)hd * sizeof(float));
+            memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
+        }
+    }
+}
+
+ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capacity, int blas_prefill,
+                                  ha_llama_context **out) {
+    if (!m || !out) return ha_fail(HA_ERR_INVALID, "ha_llama_context_create: NULL argument");
+    *out = NULL;
+    if (n_seq < 1 || n_seq > (1 << 20)) return ha_fail(HA_ERR_INVALID, "batch size %lld is out of range 1..%d", (long long)n_seq, 1 << 20);
+    if (capacity < 1 || capacity > INT32_MAX)
+        return ha_fail(HA_ERR_INVALID, "cache capacity %lld is out of range 1..%d", (long long)capacity, INT32_MAX);
+    const ha_llama_config *cfg = &m->cfg;
+    if (m->w.pos_embed.data && capacity > m->w.pos_embed.rows)
+        return ha_fail(HA_ERR_CAPACITY, "a cache of %lld positions is longer than the model's %lld learned positions "
+                       "(n_positions); use max_cache_len <= %lld", (long long)capacity, (long long)m->w.pos_embed.rows,
+                       (long long)m->w.pos_embed.rows);
+    /* Positions each layer holds: a sliding layer's ring where that is smaller than the capacity. */
+    double per_seq = 0.0; /* positions over all layers, per sequence */
+    int ring = 0;
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        const int64_t slots = layer_slots(m->layers[l].window, capacity);
+        ring |= slots < capacity;
+        per_seq += (double)slots;
+    }
+    double cache_elems = per_seq * (double)n_seq * (double)m->kv_dim;
+    if (cache_elems * 8.0 > 0.9 * (double)SIZE_MAX)
+        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions is too large to address", (long long)n_seq,
+                       (long long)capacity);
+    /* A cache the machine cannot hold is refused here, rather than overcommitted and the process killed when its
+     * pages are touched (the activation buffers are small beside it). */
+    const double need = cache_elems * 8.0, room = ha_available_memory();
+    if (room >= 0 && need > room)
+        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions needs %.0f MB, more than the %.0f MB of "
+                       "memory available; use a smaller max_cache_len or batch", (long long)n_seq, (long long)capacity,
+                       need / 1e6, room / 1e6);
+    ha_llama_context *c = calloc(1, sizeof *c);
+    if (!c) return ha_fail(HA_ERR_NOMEM, "out of memory creating a context");
+    const size_t d = (size_t)cfg->hidden_size, f = (size_t)cfg->intermediate_size, fl = sizeof(float);
+    const size_t nl = (size_t)cfg->n_layers, r2 = (size_t)(m->r2 ? m->r2 : 1);
+    c->m = m;
+    c->n_seq = n_seq;
+    c->capacity = capacity;
+    c->blas = blas_prefill != 0;
+    c->rows = c->blas ? HA_BLAS_BLOCK : CHUNK;
+    const size_t R = (size_t)c->rows;
+    c->len = calloc((size_t)n_seq, sizeof(int64_t));
+    c->top = malloc((size_t)n_seq * sizeof(int64_t));
+    c->adding = calloc((size_t)n_seq, sizeof(int64_t));
+    c->blas_left = calloc((size_t)n_seq, sizeof(int64_t));
+    c->slots = malloc(nl * sizeof(int64_t));
+    c->layer_at = malloc(nl * sizeof(size_t));
+    c->cache_bytes = (size_t)cache_elems * fl;
+    c->kcache = ha_alloc_streamed(c->cache_bytes, &c->kmapped);
+    c->vcache = ha_alloc_streamed(c->cache_bytes, &c->vmapped);
+    c->x = malloc(R * d * fl);
+    c->xn = malloc(R * d * fl);
+    c->q = malloc(R * (size_t)m->q_dim * fl);
+    c->k = malloc(R * (size_t)m->kv_dim * fl);
+    c->v = malloc(R * (size_t)m->kv_dim * fl);
+    c->att = malloc(R * (size_t)m->q_dim * fl);
+    c->tmp = malloc(R * d * fl);
+    c->gate = malloc(R * f * fl);
+    c->up = malloc(R * f * fl);
+    c->rope_cos = malloc(2 * R * r2 * fl);
+    c->rope_sin = malloc(2 * R * r2 * fl);
+    c->pos = malloc(R * sizeof(int64_t));
+    c->seq = malloc(R * sizeof(int32_t));
+    int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
+    int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_fused = 0;
+    for (int64_t l = 0; l < cfg->n_layers; l++) {
+        const ha_matrix *mats[LAYER_MATRICES];
+        ha_layer_matrices(&m->layers[l], mats);
+        for (int i = 0; i < LAYER_MATRICES; i++)
+            if (mats[i]->data) {
+                all_f32 &= mats[i]->dtype == HA_F32;
+                any_int |= ha_dtype_is_int(mats[i]->dtype);
+            }
+        any_fused |= m->layers[l].wqkv.data || m->layers[l].w_gate_up.data;
+    }
+    /* The widest matmul input: d, f, or q_dim (wo's, which may pass both: n_heads * head_dim need not be d). */
+    size_t widest = d > f ? d : f;
+    if ((size_t)m->q_dim > widest) widest = (size_t)m->q_dim;
+    int wide_ok = 1, xq_ok = 1, fused_ok = 1;
+    if (c->blas && !all_f32) {
+        c->wide = malloc((size_t)HA_BLAS_SLICE * widest * fl);
+        wide_ok = c->wide != NULL;
+    }
+    if (any_int) {
+        c->xq = malloc(R * (size_t)ha_act_width((int64_t)widest) * sizeof(int16_t));
+        c->xq_scale = malloc(R * fl);
+        xq_ok = c->xq && c->xq_scale;
+    }
+    if (any_fused) {
+        const size_t qkv = (size_t)(m->q_dim + 2 * m->kv_dim);
+        c->fused = malloc(R * (qkv > 2 * f ? qkv : 2 * f) * fl);
+        fused_ok = c->fused != NULL;
+    }
+    if (!c->len || !c->top || !c->adding || !c->blas_left || !c->slots || !c->layer_at || !c->kcache || !c->vcache ||
+        !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos ||
+        !c->rope_sin || !c->pos || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
+        ha_llama_context_free(c);
+        return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
+                       "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
+    }
+    for (int64_t s = 0; s < n_seq; s++) c->top[s] = -1;
+    for (size_t l = 0, at = 0; l < nl; l++) {
+        c->slots[l] = layer_slots(m->layers[l].window, capacity);
+        c->layer_at[l] = at;
+        at += (size_t)n_seq * (size_t)c->slots[l] * (size_t)m->kv_dim;
+    }
+    /* Start the pool now, so that a failure to start threads surfaces here and not inside a forward (where
+     * the work would run on the calling thread alone). */
+    ha_status st = ha_pool_ensure();
+    if (st != HA_OK) {
+        ha_llama_context_free(c);
+        return st;
+    }
+    c->lm = (ha_lm){ .self = c, .vocab_size = cfg->vocab_size, .n_seq = n_seq, .capacity = capacity,
+                     .append = ctx_append, .crop = ctx_crop, .length = ctx_length,
+                     .max_rollback = ring ? HA_RING_SLACK : INT64_MAX };
+    *out = c;
+    return HA_OK;
+}
+
+void ha_llama_context_free(ha_llama_context *c) {
+    if (!c) return;
+    ha_free_streamed(c->kcache, c->cache_bytes, c->kmapped);
+    ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
+    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->x, c->xn, c->q, c->k, c->v,
+                     c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq,
+                     c->xq_scale };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    free(c);
+}
+
+ha_lm *ha_llama_context_lm(ha_llama_context *c) { return c ? &c->lm : NULL; }
+
+int ha_llama_context_can_crop(const ha_llama_context *c, int32_t seq, int64_t len) {
+    if (!c || seq < 0 || seq >= c->n_seq || len < 0 || len > c->len[seq]) return 0;
+    return len == 0 || len == c->len[seq] || ring_keeps(c, seq, len);
+}
