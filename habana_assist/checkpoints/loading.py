@@ -73,7 +73,7 @@ class Checkpoint:
 # One tensor a family's checkpoint holds. name: the tensor name as Transformers saves it; is_matrix; dims:
 # ((size, "config.json fields it comes from"), ...) of the STORED shape; layer: the layer index, or None for a
 # model-level tensor; role: the key of the core's weights dict (layer None: "embed", "pos_embed", "final_norm",
-# "final_norm_bias", "lm_head") or layer dict ("wq", "bq", "attn_norm"...: csrc/bindings/module.c, LAYER_KEYS);
+# "final_norm_bias", "lm_head") or layer dict ("wq", "bq", "attn_norm"...: csrc/bindings/model.c, LAYER_KEYS);
 # transposed: a GPT-2 Conv1D matrix stored (in, out), which the loader turns into the core's (out, in).
 WeightSpec = namedtuple("WeightSpec", "name is_matrix dims layer role transposed", defaults=(None, None, False))
 _LAYER_ORDER = {role: k for k, role in enumerate(LAYER_ROLES)}

@@ -8,7 +8,7 @@ Transformers' state_dict, and the shards are cut as huggingface_hub cuts them. G
 the model holds (out, in), are written back (in, out), as stored.
 
 Weights are the model's own, bit for bit: float matrices held in the core's panels (repack=True) are unpacked
-back to row-major (unpack_panels, the inverse of csrc/quant.c's ha_pack), matrices held row-major are written
+back to row-major (unpack_panels, the inverse of csrc/model/quant.c's ha_pack), matrices held row-major are written
 as they are, and vectors (norms, biases), which the model holds as float32, are written in the model's dtype
 when that is exact (it is whenever the model was loaded in that dtype) and as float32 otherwise. So
 from_pretrained(directory) with the same repack gives bitwise-equal logits. Models quantized at load (int8,
@@ -76,7 +76,7 @@ def state_dict_names(config):
 
 
 def _panel_order(dtype):
-    """order[i]: where row i of a panel sits within each column (csrc/internal.h, ha_panel_pos)."""
+    """order[i]: where row i of a panel sits within each column (csrc/kernels/formats.h, ha_panel_pos)."""
     i = np.arange(PANEL_ROWS)
     if dtype != "bfloat16":
         return i

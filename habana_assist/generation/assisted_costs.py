@@ -1,6 +1,6 @@
 """What a round of assisted generation costs on this machine, for num_assistant_tokens_schedule="cost".
 
-The cost schedule (csrc/assist.c) chooses each round's K from measured costs of the model pair: one draft
+The cost schedule (csrc/generation/assist.c) chooses each round's K from measured costs of the model pair: one draft
 decode step (and one for n = 2 .. 8 rows drafting together, for batches), and one target append of T tokens
 (a verification of K = T - 1 candidates, or of a batch's candidates together) for T = 1 .. 16, 24, 32, 48
 and 64, the sizes between those past 16 on straight lines (forwards run in chunks of 64 tokens). They

@@ -24,7 +24,7 @@ candidates in one append and keeps exactly the tokens it would have chosen itsel
 
 Tokenizer work per round is bounded by the windows (lookbehind + K + new tokens), never by the whole sequence;
 the prompt is decoded and encoded once. The target's processors and choice are the C core's own sampler
-(_core.Sampler over csrc/sampling.c), which reads the row's history as plain generation does.
+(_core.Sampler over csrc/generation/sampling.c), which reads the row's history as plain generation does.
 """
 
 import math
@@ -72,7 +72,7 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
 # ---- the target's token choice: the C core's sampler ----------------------------------------------------------
 
 class TargetChooser:
-    """The target's processors and token choice for one generate() call: csrc/sampling.c through _core.Sampler,
+    """The target's processors and token choice for one generate() call: csrc/generation/sampling.c through _core.Sampler,
     built from generate()'s own sampling arguments, so each position's token is the one plain generation
     chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
 

@@ -297,7 +297,7 @@ class ExternalModel:
 
 def draft_ahead(target, draft):
     """Whether a generate() call of target with the native draft `draft` drafts ahead beside the target's forward
-    (the core's overlap, csrc/assist.c): target wrapped, with overlap=True, or overlap=None and not on the CPU
+    (the core's overlap, csrc/generation/assist.c): target wrapped, with overlap=True, or overlap=None and not on the CPU
     (a forward on the host's cores would share them with the draft's thread)."""
     if not isinstance(target, ExternalModel) or draft is None or isinstance(draft, ExternalModel):
         return False

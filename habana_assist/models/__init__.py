@@ -19,7 +19,7 @@ Adding a family (Transformers' FooForCausalLM, model_type "foo"):
 3. What the rows cannot say yet is code: a new value of a rule (windows, rotary, attention_bias...) or a new rope
    type in configuration_utils.py, whose family-specific checks (Phi-3's and Gemma 3's rope types, GPT-2's
    fields) are there too; a new role (a tensor the core does not take yet) in family.py's LAYER_ROLES or
-   MODEL_ROLES, csrc/bindings/module.c's keys, csrc/ha.h and the forward.
+   MODEL_ROLES, csrc/bindings/model.c's keys, csrc/ha.h and the forward.
 4. The tests keep their own copies, so that they check the package rather than repeat it; add the family to
    each (under tests/): the float64 reference forward in family_reference.py (its config reading and forward),
    the random checkpoint writer in family_checkpoints.py (names, shapes, Transformers' order), the expected

@@ -15,10 +15,10 @@ __all__ = ["Family", "Tensor", "MODEL_ROLES", "LAYER_ROLES", "field_dim", "vocab
            "intermediate_size", "head_dim", "query_heads", "key_value_heads", "qkv_bias", "o_bias", "mlp_biases",
            "qk_norm", "untied", "layer_tensors"]
 
-# The keys of the core's weights dict (csrc/bindings/module.c, WEIGHT_KEYS), in the order they are loaded: the
+# The keys of the core's weights dict (csrc/bindings/model.c, WEIGHT_KEYS), in the order they are loaded: the
 # model-level tensors before the layers, then those after them.
 MODEL_ROLES = ("embed", "pos_embed", "final_norm", "final_norm_bias", "lm_head")
-# The keys of the core's layer dicts (module.c, LAYER_MATRIX_KEYS and LAYER_VECTOR_KEYS) in the order a layer
+# The keys of the core's layer dicts (bindings/model.c, LAYER_MATRIX_KEYS and LAYER_VECTOR_KEYS) in the order a layer
 # applies them: the order loading reads and checks a layer's tensors (a first missing or misshapen tensor is
 # reported in it), whatever order Transformers saves them in.
 LAYER_ROLES = ("attn_norm", "attn_norm_bias", "wq", "bq", "wk", "bk", "wv", "bv", "wqkv", "bqkv", "q_norm", "k_norm",

@@ -2,7 +2,7 @@
 
 encode(text): the text is split on added tokens (special ones match the raw text; "normalized" ones match the
 normalized text), each other piece is normalized, pre-tokenized into words and the words are encoded by the
-model (BPE: merges in C, csrc/bpe.c, with a cache of words already seen); then the post-processor adds its
+model (BPE: merges in C, csrc/tokenizer/bpe.c, with a cache of words already seen); then the post-processor adds its
 special tokens. decode(ids): the ids' token strings go through the decoders. Supported components (anything
 else is a CheckpointError naming it, never a silently different tokenization):
 
