@@ -11,8 +11,8 @@ import habana_assist as ha
 from habana_assist import _core
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUITES = ["test_cache_exactness.py", "test_logits_reference.py", "test_assisted_exactness.py", "test_model_families.py",
-          "test_sliding_ring.py"]
+SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py", "generation/test_assisted_exactness.py",
+          "models/test_model_families.py", "models/test_sliding_ring.py"]
 VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
 
 
@@ -31,7 +31,9 @@ def available_variants():
 
 @pytest.mark.parametrize("variant", available_variants())
 def test_exactness_suites_pass_on_every_kernel_variant(variant):
-    suites = [os.path.join(TESTS, s) for s in SUITES if os.path.exists(os.path.join(TESTS, s))]
+    suites = [os.path.join(TESTS, s) for s in SUITES]
+    missing = [s for s in suites if not os.path.exists(s)]
+    assert not missing, f"expected the exactness suites at {missing}; update SUITES where a suite moved"
     env = dict(os.environ, HA_KERNELS=variant)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites], env=env,
                        capture_output=True, text=True, timeout=900)
