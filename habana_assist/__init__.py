@@ -11,7 +11,8 @@ from ._core import kernels_name
 from .configuration_utils import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
                      HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
-from .generation.configuration_utils import GenerateDecoderOnlyOutput, GenerationConfig, TokenSource
+from .generation.configuration_utils import GenerationConfig
+from .generation.utils import GenerateDecoderOnlyOutput, TokenSource
 from .generation.display import plot_acceptance
 from .generation.assisted_costs import AssistedCosts
 from .generation.logits_process import LogitsProcessor, LogitsProcessorList

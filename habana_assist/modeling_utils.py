@@ -18,7 +18,8 @@ from . import _core
 from .checkpoints.loading import expected_weights
 from .errors import InvalidInputError, UnsupportedModelError
 from .generation import assisted_costs as _assisted_costs
-from .generation.configuration_utils import GenerationConfig, ModelOutput
+from .generation.configuration_utils import GenerationConfig
+from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from .utils.tensors import convert_output

@@ -11,7 +11,7 @@ import io
 import numpy as np
 
 from ..errors import InvalidInputError
-from .configuration_utils import TokenSource
+from .utils import TokenSource
 from ..utils.tensors import to_numpy
 
 # TokenSource -> (CSS class, colour, legend); NONE is never drawn (padding after a row stopped)

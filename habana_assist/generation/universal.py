@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
-from .configuration_utils import TokenSource
+from .utils import TokenSource
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
 

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import CheckpointError, InvalidInputError  # noqa: E402
-from habana_assist.generation.configuration_utils import GenerateDecoderOnlyOutput  # noqa: E402
+from habana_assist.generation.utils import GenerateDecoderOnlyOutput  # noqa: E402
 
 # Written from Transformers' src/transformers/generation/configuration_utils.py (GenerationConfig.__init__, 4.x;
 # top_h from the later releases that have it).

@@ -12,7 +12,7 @@ import torch
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
-from habana_assist.generation.configuration_utils import GenerateDecoderOnlyOutput
+from habana_assist.generation.utils import GenerateDecoderOnlyOutput
 from habana_assist.modeling_utils import CausalLMOutput
 from habana_assist.utils.tensors import convert_output, from_numpy, to_numpy, torch_available
 

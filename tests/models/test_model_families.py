@@ -191,6 +191,32 @@ def generate(model, ids, **kwargs):
     return model.generate(ids, attention_mask=np.ones_like(ids), **kwargs)
 
 
+# ------------------------------------------------------------------------------------------- the classes
+
+
+def test_each_architecture_is_a_sibling_class_of_the_neutral_base():
+    """As in Transformers, each architecture's class is its own: a subclass of the neutral PreTrainedCausalLM and of
+    no other architecture's, so that isinstance(model, LlamaForCausalLM) holds for a Llama checkpoint only."""
+    names = sorted(ha.ARCHITECTURE_CLASSES)
+    assert "LlamaForCausalLM" in names and "GPT2LMHeadModel" in names, f"expected every family's class, got {names}"
+    for name in names:
+        cls = getattr(ha, name)
+        assert cls.__name__ == name and issubclass(cls, ha.PreTrainedCausalLM), \
+            f"expected ha.{name} to be a PreTrainedCausalLM named {name}, got {cls!r} with bases {cls.__mro__}"
+        others = [other for other in names if other != name and issubclass(cls, getattr(ha, other))]
+        assert not others, f"expected ha.{name} to subclass no other architecture's class, but it subclasses {others}"
+
+
+@pytest.mark.parametrize("case", ["llama_f32_gqa", "gpt2_f32"])
+def test_a_loaded_model_is_an_instance_of_its_architecture_only(store, case):
+    model = store.model(case)
+    family = CASES[case][0]
+    mine = {"llama": ha.LlamaForCausalLM, "gpt2": ha.GPT2LMHeadModel}[family]
+    other = ha.GPT2LMHeadModel if mine is ha.LlamaForCausalLM else ha.LlamaForCausalLM
+    assert type(model) is mine, f"{case}: expected a {mine.__name__}, got {type(model).__name__}"
+    assert not isinstance(model, other), f"{case}: a {mine.__name__} must not be an instance of {other.__name__}"
+
+
 # ------------------------------------------------------------------------------------------- the reference
 
 
