@@ -16,8 +16,8 @@ from .generation.utils import GenerateDecoderOnlyOutput, TokenSource
 from .generation.display import plot_acceptance
 from .generation.assisted_costs import AssistedCosts
 from .generation.logits_process import LogitsProcessor, LogitsProcessorList
-from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria, StoppingCriteriaList,
-                       StopStringCriteria)
+from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
+                                           StoppingCriteriaList, StopStringCriteria)
 from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization.tokenization_utils import AutoTokenizer, BatchEncoding, LlamaTokenizer
 from .modeling_utils import Cache, CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
@@ -35,7 +35,8 @@ __all__ = [
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",
-    "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads", "get_num_threads", "kernels_name", "errors",
+    "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
+    "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
     "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",

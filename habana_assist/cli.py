@@ -29,7 +29,7 @@ def _load(args):
     if args.assistant and args.assistant.lower() != "none" and not getattr(args, "prompt_lookup", None):
         draft = ha.AutoModelForCausalLM.from_pretrained(args.assistant, **dict(how, dtype=args.assistant_dtype))
     if draft is not None and args.schedule == "cost":
-        model.assisted_costs(draft)  # measured now (about a second for the shipped pair), not in a timed call
+        model.assisted_costs(draft)  # measured now, not inside a timed call
     return ha, tok, model, draft
 
 

@@ -155,9 +155,9 @@ class PreTrainedCausalLM(GenerationMixin):
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
         None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
-        for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds. Measured on first use (under a
-        second for the shipped pair, tens of seconds for a 1B model) and kept on this model for the thread count
-        it was measured with; remeasure=True measures again. Beside measured costs the schedule keeps the
+        for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds. Measured on first use (its time grows
+        with the model's size: docs/generation.md) and kept on this model for the thread count it was measured
+        with; remeasure=True measures again. Beside measured costs the schedule keeps the
         acceptance it counted, which its next calls with this drafter go on from (not with rejection sampling)."""
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter)

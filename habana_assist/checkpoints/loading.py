@@ -194,8 +194,8 @@ class _Arena:
     than a slab gets a mapping of its own), handed out in order at ALIGN-byte boundaries, so that a model's
     weights lie together in 2 MB pages. A decode step streams every weight once: in 4 KB pages that is a TLB
     miss every 4 KB. (numpy advises its own arrays from 4 MB up; a small model's matrices, the shipped pair's,
-    are smaller; the gain is measured in docs/benchmarks.md.) Memory a load never reaches is never backed (the huge page holding a slab's last array
-    may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
+    are smaller; the gain is measured in docs/benchmarks.md.) Memory a load never reaches is never backed (the
+    huge page holding a slab's last array may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
     array keeps its mapping alive (numpy's base), which is unmapped when the last array on it is gone."""
 
     SLAB = 32 << 20

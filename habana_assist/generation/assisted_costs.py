@@ -76,9 +76,9 @@ def append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_
     """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
     positions (fewer if max_cache_len leaves less room): for each T in turn, an untimed append, then the best of
     `repeats` appends back to back, as a generation loop runs appends of about one size. (Timed in rounds that
-    append every T once, a small append right after large ones ran about 30% slower than inside a loop: the
-    large ones' activations evict the weights from the caches and their wide FMAs lower the clock for a while;
-    t(T)/t(1) came out low and the cost schedule drafted too much.)"""
+    append every T once, a small append right after large ones runs slower than inside a loop: the large ones'
+    activations evict the weights from the caches and their wide FMAs lower the clock for a while; t(T)/t(1) came
+    out low and the cost schedule drafted too much.)"""
     most = max(sizes)
     n_prefix = max(1, min(_PREFIX, max_cache_len - most))
     ctx = _core.Context(core_model, rows, n_prefix + most, False)

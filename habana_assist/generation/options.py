@@ -65,9 +65,10 @@ def reads_argmax_only(gc, procs, min_new):
     """Whether a call with these arguments (procs from processing_args, min_new the new tokens before eos may
     come) reads nothing of a target's logits row but its argmax: greedy, every processor off, no scores or logits
     kept, no callback given the scores. A wrapped model on an accelerator then sends only each row's top two
-    (external.py); the decided tokens are the same either way."""
+    (integrations/external.py); the decided tokens are the same either way."""
     p = procs
-    return (not gc.do_sample and not gc.output_scores and float(gc.effective("repetition_penalty")) == 1.0 and min_new == 0
+    return (not gc.do_sample and not gc.output_scores and float(gc.effective("repetition_penalty")) == 1.0
+            and min_new == 0
             and p["no_repeat_ngram_size"] == 0 and not p["remove_invalid_values"] and p["decay_factor"] == 0.0
             and p["min_p"] == p["typical_p"] == p["epsilon_cutoff"] == p["eta_cutoff"] == 0.0
             and p["logits_fn"] is None and p["stop_fn"] is None and p["logits_out"] is None

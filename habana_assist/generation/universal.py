@@ -72,9 +72,9 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
 # ---- the target's token choice: the C core's sampler ----------------------------------------------------------
 
 class TargetChooser:
-    """The target's processors and token choice for one generate() call: csrc/generation/sampling.c through _core.Sampler,
-    built from generate()'s own sampling arguments, so each position's token is the one plain generation
-    chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
+    """The target's processors and token choice for one generate() call: csrc/generation/sampling.c through
+    _core.Sampler, built from generate()'s own sampling arguments, so each position's token is the one plain
+    generation chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
 
     def __init__(self, gc, procs, eos, min_new, seed, vocab):
         self.core = _core.Sampler(vocab, dict(

@@ -91,7 +91,7 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
-    measured disagreement between a chunked and a one-token forward (0 where that is 0: external.py).
+    measured disagreement between a chunked and a one-token forward (0 where that is 0: integrations/external.py).
     token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
     (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
@@ -114,7 +114,7 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_rounds: Optional[int] = None
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
-    num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap): external.py
+    num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap)
     # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
     # has exactly the keys sequences and scores)
     token_sources = None  # np.uint8 (batch, new tokens), see above
@@ -149,7 +149,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
 
 class GenerationMixin:
     """generate() and compute_transition_scores() for a model with the native model's surface: config,
-    generation_config, vocab_size, max_cache_len, blas_prefill, _context(), _drafter(), assisted_costs()."""
+    generation_config, vocab_size, max_cache_len, blas_prefill, _context(), _drafter(), assisted_costs(), _costs
+    (the cost table) and _early_exit_core() (modeling_utils.PreTrainedCausalLM; integrations/wrap.py)."""
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
                  logits_processor=None, stopping_criteria=None, tokenizer=None, progress=None, **kwargs):
@@ -190,7 +191,7 @@ class GenerationMixin:
         If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is told
         (stop_streamer: its stop(error), or end()) so that nobody waits on it forever.
 
-        progress (ours): a tqdm bar over the new tokens (progress.py): None (the default) shows one for a call of
+        progress (ours): a tqdm bar over the new tokens (utils/progress.py): None (the default) shows one for a call of
         1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the environment turns that
         off), True always, False never."""
         if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):

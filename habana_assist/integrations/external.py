@@ -6,7 +6,7 @@ model(input_ids=, attention_mask=, position_ids=, past_key_values=, use_cache=Tr
 (key, value) tensors of shape (batch, heads, positions, head_dim)), on whatever device it lives. generate() on
 it, or on a native model with it as assistant_model= (or the two the other way round, or both wrapped), runs the
 core's loop: drafting, verification, the acceptance step, the statistics and every processor stay in C, which
-calls back into Python only for the wrapped model's forward and crop (bindings/module.c: external_append).
+calls back into Python only for the wrapped model's forward and crop (bindings/external.c: external_append).
 
 What crosses per forward, for a model on an accelerator: the new token ids in (8 bytes each, int64), and out
 only the positions the loop reads (the last prompt position at prefill, K + 1 per verification, 1 per draft
@@ -88,7 +88,7 @@ def crop_cache(cache, length):
 def top_two(rows):
     """rows (m, vocab), a torch tensor on any device (or numpy) -> host float64 (m, 4): for each row the largest
     logit and its index (the first of equals, as the core's argmax), then the largest of the others and its index
-    (vocab 1: the same again), reduced on the rows' device so that only these cross. The core (bindings/module.c:
+    (vocab 1: the same again), reduced on the rows' device so that only these cross. The core (bindings/external.c:
     external_top_two) rebuilds each row as those two and -inf elsewhere: the same argmax and top-two margin."""
     torch = _torch()
     rows = _widened(torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows)
@@ -137,7 +137,7 @@ def host_rows(logits):
 
 
 class _Adapter:
-    """One generate() call's link from the core (bindings/module.c) to the wrapped model: each batch row's cache
+    """One generate() call's link from the core (bindings/external.c) to the wrapped model: each batch row's cache
     and length. append(seq, tokens, want) and crop(seq, length) are called by the core's loop, with the GIL. The
     rows of a batch run as one forward each (batch 1, their own cache): rows of different lengths need no padding,
     and each row's logits are those it would get alone."""
@@ -297,8 +297,8 @@ class ExternalModel:
 
 def draft_ahead(target, draft):
     """Whether a generate() call of target with the native draft `draft` drafts ahead beside the target's forward
-    (the core's overlap, csrc/generation/assist.c): target wrapped, with overlap=True, or overlap=None and not on the CPU
-    (a forward on the host's cores would share them with the draft's thread)."""
+    (the core's overlap, csrc/generation/assist_ahead.c): target wrapped, with overlap=True, or overlap=None and
+    not on the CPU (a forward on the host's cores would share them with the draft's thread)."""
     if not isinstance(target, ExternalModel) or draft is None or isinstance(draft, ExternalModel):
         return False
     return target.overlap if target.overlap is not None else str(target.device) != "cpu"

@@ -95,14 +95,16 @@ class AutoModelForCausalLM:
         those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
         rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
         default; None means the same) keeps every row batch-invariant (what OpenBLAS gains or loses against the
-        kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS runs older kernels than the CPU has
-        (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the OPENBLAS_CORETYPE fix.
+        kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS runs older kernels
+        than the CPU has (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the
+        OPENBLAS_CORETYPE fix.
 
         repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
         that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
-        index order (faster decode and verification than row-major weights: docs/benchmarks.md). repack=False keeps float weights row-major, as
-        stored (views of the file's memory map: no copy at load, pages shared between processes), with
-        kernels that sum 8-lane blocks; logits differ from repacked ones by float32 rounding only.
+        index order (faster decode and verification than row-major weights: docs/benchmarks.md). repack=False
+        keeps float weights row-major, as stored (views of the file's memory map: no copy at load, pages shared
+        between processes), with kernels that sum 8-lane blocks; logits differ from repacked ones by float32
+        rounding only.
 
         progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
         one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,

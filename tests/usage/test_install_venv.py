@@ -26,7 +26,11 @@ def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(tmp_pa
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = run([py, "-c", "import habana_assist as ha, numpy; print(ha.__file__); "
-               "print(ha.kernels_name()); print(ha.AutoModelForCausalLM.__name__)"], cwd=elsewhere)
-    path, kernels, name = out.split()
+               "print(ha.kernels_name()); print(ha.AutoModelForCausalLM.__name__); "
+               "print(ha.AutoModelForCausalLM.from_pretrained('habana-assist/pycode-draft').name_or_path)"],
+              cwd=elsewhere)
+    path, kernels, name, draft = out.split()
     assert path.startswith(str(venv)), f"expected habana_assist imported from the venv {venv}, got {path}"
     assert kernels in ("scalar", "avx2", "avx512") and name == "AutoModelForCausalLM", f"unexpected import result: {out!r}"
+    # the shipped pair is package data (habana_assist/pretrained/): installed with the package, not read from here
+    assert draft.startswith(str(venv)), f"expected the shipped draft loaded from the venv {venv}, got {draft}"
