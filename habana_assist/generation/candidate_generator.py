@@ -83,6 +83,10 @@ def draft_context(target, drafter, batch_size, capacity):
     return None
 
 
-def drafting_model(target, drafter):
-    """The model whose generation_config carries num_assistant_tokens from call to call (heuristic schedule)."""
-    return target if drafter.early_exit is not None else drafter.model
+def carry_heuristic_k(target, drafter, gc, k_final):
+    """With the heuristic schedule, the call's final K carried to the next call, as Transformers does: on the
+    drafting model's generation_config (the target's own for early exit, the draft model's; none for prompt
+    lookup)."""
+    model = target if drafter.early_exit is not None else drafter.model
+    if model is not None and gc.num_assistant_tokens_schedule == "heuristic":
+        model.generation_config.num_assistant_tokens = k_final

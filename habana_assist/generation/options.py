@@ -13,9 +13,6 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..utils.tensors import from_numpy, to_numpy
 
-_NO_TOKENS = np.zeros(0, dtype=np.int32)
-
-
 def _ids(value):
     """An int or a list of ints -> list of ints ([] for None)."""
     if value is None:
@@ -59,6 +56,15 @@ def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_o
                 epsilon_cutoff=float(gc.effective("epsilon_cutoff")),
                 eta_cutoff=float(gc.effective("eta_cutoff")), renormalize_logits=bool(gc.renormalize_logits),
                 logits_fn=logits_fn, stop_fn=stop_fn, logits_out=logits_out, no_cache=gc.use_cache is False)
+
+
+def sampling_options(gc, min_new, eos, seed):
+    """The token choice's options by name, beside processing_args' (the Sampler's and both generation
+    functions'): min_new the new tokens before eos may come, eos the eos ids (list), seed the call's."""
+    return dict(min_new_tokens=min_new, eos_token_id=np.asarray(eos, dtype=np.int32), do_sample=bool(gc.do_sample),
+                temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
+                top_p=float(gc.effective("top_p")), repetition_penalty=float(gc.effective("repetition_penalty")),
+                seed=seed)
 
 
 def reads_argmax_only(gc, procs, min_new):

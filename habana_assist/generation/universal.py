@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
+from .options import sampling_options
 from .utils import TokenSource
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
@@ -77,11 +78,7 @@ class TargetChooser:
     generation chooses (argmax, or the Gumbel draw keyed by seed, row and absolute position)."""
 
     def __init__(self, gc, procs, eos, min_new, seed, vocab):
-        self.core = _core.Sampler(vocab, dict(
-            procs, min_new_tokens=min_new, eos_token_id=np.asarray(eos, dtype=np.int32), do_sample=bool(gc.do_sample),
-            temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
-            top_p=float(gc.effective("top_p")), repetition_penalty=float(gc.effective("repetition_penalty")),
-            seed=seed))
+        self.core = _core.Sampler(vocab, dict(procs, **sampling_options(gc, min_new, eos, seed)))
 
     def process(self, scores, row, history, step):
         """scores float32 (V,) raw logits -> processed in place (and returned); history int32 (n,) the row's

@@ -23,7 +23,8 @@ from ..utils.generic import ModelOutput
 from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from ..utils.tensors import convert_output, to_numpy
 from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
-from .options import _callables as _callables_of, logits_callback, processing_args, reads_argmax_only, stop_callback
+from .options import (_callables as _callables_of, logits_callback, processing_args, reads_argmax_only,
+                      sampling_options, stop_callback)
 from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
 
@@ -288,16 +289,11 @@ class GenerationMixin:
                     self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
                     call.min_new, call.eos, call.pad, seed, max_time, procs["stop_fn"], on_tokens, scores, logits,
                     sources)
-                if gc.num_assistant_tokens_schedule == "heuristic":
-                    drafter.model.generation_config.num_assistant_tokens = k_final  # carried to the next call
+                candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
             else:
                 ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
-                common = dict(procs, prompt=call.ids, start=(S - call.real).astype(np.int64), max_new_tokens=max_new,
-                              min_new_tokens=call.min_new, eos_token_id=np.asarray(call.eos, dtype=np.int32),
-                              pad_token_id=call.pad, do_sample=bool(gc.do_sample),
-                              temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
-                              top_p=float(gc.effective("top_p")),
-                              repetition_penalty=float(gc.effective("repetition_penalty")), seed=seed,
+                common = dict(procs, **sampling_options(gc, call.min_new, call.eos, seed), prompt=call.ids,
+                              start=(S - call.real).astype(np.int64), max_new_tokens=max_new, pad_token_id=call.pad,
                               max_time=max_time, out=out, scores=scores, sources=sources, on_tokens=on_tokens)
                 if not assisted:
                     steps, extra = _core.generate(ctx, common), {}
@@ -372,9 +368,7 @@ class GenerationMixin:
             learned[:] = counts
         if _external.is_external(self):
             self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
-        drafting = candidate_generator.drafting_model(self, drafter)
-        if drafting is not None and gc.num_assistant_tokens_schedule == "heuristic":
-            drafting.generation_config.num_assistant_tokens = k_final  # carried to the next call
+        candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
         return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
                            num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
