@@ -208,10 +208,12 @@ def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
 # ---- the loop ----------------------------------------------------------------------------------------------
 
 def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, eos, pad, seed, max_time,
-             stop_fn, on_tokens, scores_out, logits_out, sources=None):
+             on_tokens, scores_out, logits_out, sources=None):
     """Universal assisted generation of ids int32 (B, S) (left-padded, real tokens per row in `real`), row by
-    row. Writes scores_out / logits_out (max_new, B, V) and sources (B, max_new) (TokenSource) where given. -> (out int32 (B, max_new), steps, stats
-    dict of GenerateDecoderOnlyOutput's assisted fields, the final K)."""
+    row; procs the processors' options (options.processing_args), its stop_fn the stopping criteria's callback.
+    Writes scores_out / logits_out (max_new, B, V) and sources (B, max_new) (TokenSource) where given. -> (out
+    int32 (B, max_new), steps, stats dict of GenerateDecoderOnlyOutput's assisted fields, the final K)."""
+    stop_fn = procs["stop_fn"]
     B, S = ids.shape
     V = target.vocab_size
     chooser = TargetChooser(gc, procs, eos, min_new, seed, V)

@@ -287,8 +287,7 @@ class GenerationMixin:
             if drafter.universal:
                 out[:], steps, extra, k_final = _universal.generate(
                     self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
-                    call.min_new, call.eos, call.pad, seed, max_time, procs["stop_fn"], on_tokens, scores, logits,
-                    sources)
+                    call.min_new, call.eos, call.pad, seed, max_time, on_tokens, scores, logits, sources)
                 candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
             else:
                 ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
