@@ -10,7 +10,7 @@ from . import errors
 from ._core import kernels_name
 from .configuration_utils import AutoConfig, LlamaConfig, PretrainedConfig
 from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
-                     HabanaAssistError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
+                     HabanaAssistError, HubError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
 from .generation.configuration_utils import GenerationConfig
 from .generation.utils import GenerateDecoderOnlyOutput, TokenSource
 from .generation.display import plot_acceptance
@@ -38,7 +38,7 @@ __all__ = [
     "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
     "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
-    "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError",
+    "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError", "HubError",
     "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",
     "MaxTimeCriteria", "EosTokenCriteria", "StopStringCriteria",
 ]

@@ -463,11 +463,28 @@ class PretrainedConfig:
         return cls(**config_dict)
 
     @classmethod
-    def from_pretrained(cls, directory):
-        """Read directory/config.json (directory may also be the path of the JSON file itself)."""
-        path = directory if os.path.isfile(directory) else os.path.join(directory, CONFIG_NAME)
-        if not os.path.isdir(directory) and not os.path.isfile(directory):
-            raise CheckpointNotFoundError(f"{directory}: no such checkpoint directory; check the path")
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
+        """Read config.json of a local directory, a shipped name or a Hub repo id (checkpoints/hub.py, with the
+        hub arguments revision, cache_dir, local_files_only, token, force_download, proxies, subfolder), or the
+        JSON file itself where a file's path is given.
+
+        Other keyword arguments override the file's fields, as in Transformers (num_hidden_layers=2...); one that
+        names no field raises, or with return_unused_kwargs=True is returned: (config, {unused}).
+        trust_remote_code is accepted (no checkpoint code is ever run)."""
+        from .checkpoints.hub import CONFIG_FILES, pop_hub_arguments, resolve
+        hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
+        return_unused = kwargs.pop("return_unused_kwargs", False)
+        trust_remote_code = kwargs.pop("trust_remote_code", None)
+        for key in ("_from_auto", "_from_pipeline"):
+            kwargs.pop(key, None)
+        if trust_remote_code not in (None, True, False):
+            raise InvalidInputError(f"trust_remote_code={trust_remote_code!r}: pass True or False")
+        given = os.fspath(pretrained_model_name_or_path) if isinstance(pretrained_model_name_or_path, (
+            str, os.PathLike)) else pretrained_model_name_or_path
+        if isinstance(given, str) and os.path.isfile(given):
+            path = given
+        else:
+            path = os.path.join(resolve(given, CONFIG_FILES, **hub_arguments), CONFIG_NAME)
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(
                 f"{path}: missing; a checkpoint directory needs the config.json saved with its weights")
@@ -476,7 +493,21 @@ class PretrainedConfig:
                 config_dict = json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nesting too deep
             raise CheckpointError(f"{path}: not valid UTF-8 JSON ({e}); fix or re-download config.json") from None
-        return cls.from_dict(config_dict)
+        try:
+            config = cls.from_dict(config_dict)
+            known = {k: v for k, v in kwargs.items() if k in config.__dict__}
+            if known:
+                config = cls.from_dict({**config_dict, **known})
+        except UnsupportedModelError as e:
+            from .models.auto import unsupported_family_hint
+            raise unsupported_family_hint(e, trust_remote_code) from None
+        unused = {k: v for k, v in kwargs.items() if k not in known}
+        if return_unused:
+            return config, unused
+        if unused:
+            raise InvalidInputError(f"from_pretrained: {sorted(unused)} name no field of this config; leave them out "
+                                    "(or pass return_unused_kwargs=True to get them back)")
+        return config
 
     # ---- derived values -------------------------------------------------------------------------------------
 

@@ -19,6 +19,11 @@ class CheckpointNotFoundError(HabanaAssistError, FileNotFoundError):
     """A checkpoint directory or one of its files does not exist."""
 
 
+class HubError(HabanaAssistError, OSError):
+    """The Hub refused a request (a gated or private repo without a token) or a download came out wrong; the
+    message says which and the fix (checkpoints/hub.py)."""
+
+
 class UnsupportedModelError(HabanaAssistError, ValueError):
     """The checkpoint asks for an architecture or an option this package does not implement."""
 

@@ -1,11 +1,24 @@
 """Fixtures shared by several test files; the helpers and references in tests/fixtures/ importable by name from
 every test folder."""
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures"))
+
+# No test reaches a real Hub or the user's Hugging Face cache: a name that is no directory resolves offline,
+# in an empty cache of the session's own (subprocesses inherit it). The hub tests (tests/checkpoints/test_hub.py)
+# point HF_ENDPOINT at a server of their own on 127.0.0.1 and turn offline mode off for themselves.
+for _name in ("HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE",
+              "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE", "HA_HUB_CLIENT"):
+    os.environ.pop(_name, None)
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="habana-assist-tests-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 import habana_assist as ha
 

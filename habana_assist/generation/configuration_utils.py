@@ -128,9 +128,6 @@ _NOT_SERIALIZED = ("_commit_hash", "_original_object_hash")
 # Arguments of generate() itself: a config holding one is a mistake (Transformers refuses them too).
 _GENERATE_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
                        "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask")
-# Hub arguments of from_pretrained(): meaningless for a local directory, accepted and ignored as there.
-_HUB_ARGUMENTS = ("cache_dir", "force_download", "local_files_only", "token", "revision", "proxies",
-                  "resume_download", "use_auth_token", "_from_auto", "_from_pipeline", "_commit_hash")
 CACHE_IMPLEMENTATIONS = ("dynamic", "static", "offloaded", "offloaded_static", "sliding_window", "hybrid",
                          "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked", "mamba", "quantized",
                          "paged")
@@ -286,13 +283,20 @@ class GenerationConfig:
     def from_pretrained(cls, pretrained_model_name, config_file_name=None, **kwargs):
         """Reads pretrained_model_name/[subfolder/]config_file_name (generation_config.json by default).
 
-        kwargs override the file's values, as in from_dict (return_unused_kwargs=True returns (config, unused)).
-        Hub arguments (revision, token, cache_dir...) are accepted and ignored: only local directories exist here.
+        pretrained_model_name: a local directory, a shipped name or a Hub repo id, resolved as every
+        from_pretrained resolves it (checkpoints/hub.py, with the hub arguments revision, cache_dir,
+        local_files_only, token, force_download, proxies, subfolder). kwargs override the file's values, as in
+        from_dict (return_unused_kwargs=True returns (config, unused)).
         """
-        for key in _HUB_ARGUMENTS:
+        from ..checkpoints.hub import Files, pop_hub_arguments, resolve
+        hub_arguments = pop_hub_arguments(kwargs, "GenerationConfig.from_pretrained")
+        for key in ("_from_auto", "_from_pipeline"):
             kwargs.pop(key, None)
-        subfolder = kwargs.pop("subfolder", "") or ""
-        path = os.path.join(os.fspath(pretrained_model_name), subfolder, config_file_name or GENERATION_CONFIG_NAME)
+        name = config_file_name or GENERATION_CONFIG_NAME
+        if not isinstance(name, (str, os.PathLike)):
+            raise InvalidInputError(f"config_file_name={name!r} must be a file name such as 'generation_config.json'")
+        path = os.path.join(resolve(pretrained_model_name, Files(required=[(os.fspath(name),)]), **hub_arguments),
+                            name)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)

@@ -6,10 +6,10 @@ import warnings
 import numpy as np
 
 from .. import _core
-from ..checkpoints.hub import resolve
+from ..checkpoints.hub import MODEL_FILES, pop_hub_arguments, resolve
 from ..checkpoints.loading import load_checkpoint
 from ..configuration_utils import AutoConfig, SUPPORTED_ARCHITECTURES  # noqa: F401 (AutoConfig: Transformers' place)
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UnsupportedModelError
 from ..modeling_utils import PreTrainedCausalLM
 
 __all__ = ["AutoConfig", "AutoModelForCausalLM", "ARCHITECTURE_CLASSES"]
@@ -28,12 +28,18 @@ _LOAD_ARGUMENTS = {
                             "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset"),
     "use_safetensors": (lambda v: v in (None, True), "only safetensors checkpoints are read here"),
     "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
-    "revision": (lambda v: True, ""), "token": (lambda v: True, ""), "cache_dir": (lambda v: True, ""),
-    "local_files_only": (lambda v: True, ""), "force_download": (lambda v: True, ""), "proxies": (lambda v: True, ""),
-    "subfolder": (lambda v: v in (None, ""), "pass the subfolder's path itself"),
     "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
                                      "of a checkpoint without one"),
 }
+
+
+def unsupported_family_hint(error, trust_remote_code):
+    """An UnsupportedModelError raised while loading, saying that trust_remote_code=True cannot help: no code
+    from a checkpoint is ever run, only the families listed (models/)."""
+    if not trust_remote_code:
+        return error
+    return UnsupportedModelError(f"{error} (trust_remote_code=True changes nothing here: this package never runs "
+                                 "a checkpoint's own code, it runs only the families it lists)")
 
 
 def _check_load_arguments(kwargs):
@@ -80,8 +86,13 @@ class AutoModelForCausalLM:
         Transformers' loading arguments that change nothing here are accepted with those values only (see
         _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU), low_cpu_mem_usage (loading
         always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation), use_safetensors
-        None/True, trust_remote_code (no checkpoint code is ever run), and hub arguments (revision, token,
-        cache_dir, local_files_only, force_download...) for the local directories this package reads.
+        None/True, trust_remote_code (no checkpoint code is ever run).
+
+        pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub repo
+        id ("org/name"), resolved as checkpoints/hub.py says with the hub arguments revision, cache_dir,
+        local_files_only, token (use_auth_token), force_download, proxies and subfolder: config.json,
+        generation_config.json and the safetensors weights come from the Hugging Face cache, downloaded where it
+        lacks them (progress= also decides the downloads' bars).
 
         dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
         "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
@@ -109,6 +120,7 @@ class AutoModelForCausalLM:
         progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
         one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
         False never."""
+        hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
         _check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
             raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
@@ -128,8 +140,11 @@ class AutoModelForCausalLM:
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         if blas_prefill:
             _warn_if_blas_generic()
-        checkpoint = load_checkpoint(resolve(pretrained_model_name_or_path), dtype if dtype is not None else torch_dtype,
-                                     repack, progress)
+        directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
+        try:
+            checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress)
+        except UnsupportedModelError as e:
+            raise unsupported_family_hint(e, kwargs.get("trust_remote_code")) from None
         return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)
 
 

@@ -33,7 +33,7 @@ import os
 import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
-from ..checkpoints.hub import resolve
+from ..checkpoints.hub import TOKENIZER_FILES, pop_hub_arguments, resolve
 from ..utils.files import write_atomic
 from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
 from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping_criteria.py and the backends)
@@ -52,8 +52,7 @@ _CONFIG_ARGUMENTS = frozenset({"padding_side", "truncation_side", "model_max_len
                                "add_eos_token", "add_prefix_space", "legacy", "clean_up_tokenization_spaces",
                                "split_special_tokens"})
 _TOKEN_ARGUMENTS = frozenset(_SPECIAL_NAMES)
-_IGNORED_ARGUMENTS = frozenset({"use_fast", "trust_remote_code", "revision", "token", "use_auth_token", "cache_dir",
-                                "local_files_only", "force_download", "resume_download", "proxies"})
+_IGNORED_ARGUMENTS = frozenset({"use_fast", "trust_remote_code"})
 # Truncation and padding strategies, Transformers' names; True means the first of each.
 _TRUNCATIONS = ("longest_first", "only_first", "only_second", "do_not_truncate")
 _PADDINGS = ("longest", "max_length", "do_not_pad")
@@ -762,7 +761,8 @@ def _read_directory(pretrained_model_name_or_path, inputs, kwargs):
     if inputs:
         raise InvalidInputError(f"from_pretrained takes the path and keyword arguments only; got {len(inputs)} "
                                 "more positional argument(s)")
-    unknown = sorted(set(kwargs) - _CONFIG_ARGUMENTS - _TOKEN_ARGUMENTS - _IGNORED_ARGUMENTS - {"subfolder"})
+    hub_arguments = pop_hub_arguments(kwargs, "AutoTokenizer.from_pretrained")
+    unknown = sorted(set(kwargs) - _CONFIG_ARGUMENTS - _TOKEN_ARGUMENTS - _IGNORED_ARGUMENTS)
     if unknown:
         raise InvalidInputError(
             f"AutoTokenizer.from_pretrained: {', '.join(f'{k}={kwargs[k]!r}' for k in unknown)} is not supported "
@@ -775,12 +775,9 @@ def _read_directory(pretrained_model_name_or_path, inputs, kwargs):
                                 "or False (tokenizer.model)")
     overrides = {k: kwargs[k] for k in _CONFIG_ARGUMENTS if k in kwargs}
     _check_config_arguments(overrides)
-    directory = resolve(pretrained_model_name_or_path)
-    subfolder = kwargs.get("subfolder")
-    if subfolder:
-        if not isinstance(subfolder, str) or not os.path.isdir(os.path.join(directory, subfolder)):
-            raise InvalidInputError(f"subfolder={subfolder!r}: no such folder in {directory}")
-        directory = os.path.join(directory, subfolder)
+    directory = resolve(pretrained_model_name_or_path, TOKENIZER_FILES, **hub_arguments)
+    if hub_arguments.get("subfolder") and not os.path.isdir(directory):
+        raise InvalidInputError(f"subfolder={hub_arguments['subfolder']!r}: no such folder {directory}")
     config = {**_read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)), **overrides}
     template_file = os.path.join(directory, CHAT_TEMPLATE_FILE)
     if os.path.exists(template_file):  # Transformers: chat_template.jinja overrides the config's template
@@ -827,16 +824,17 @@ class AutoTokenizer:
         - bos_token, eos_token, unk_token, pad_token: a token the tokenizer has (set as tokenizer.pad_token = ...);
         - add_prefix_space, legacy (True/False/None): see LlamaTokenizer._set_prefix_space; a tokenizer.json
           tokenizer refuses an add_prefix_space that would rewrite its pre-tokenizer;
-        - subfolder: the tokenizer files are in that folder of the directory;
         - use_fast (True/False): which file, above;
-        - trust_remote_code, revision, token, use_auth_token, cache_dir, local_files_only, force_download,
-          resume_download, proxies: hub arguments, accepted and ignored, since the tokenizer is always read from a
-          local directory (nothing is downloaded, and no code from a checkpoint is ever run).
+        - revision, cache_dir, local_files_only, token (use_auth_token), force_download, proxies, subfolder: where
+          the files come from, as every from_pretrained resolves a name (a local directory, a shipped name or a
+          Hub repo id: checkpoints/hub.py); resume_download is accepted (downloads always resume);
+        - trust_remote_code: accepted (no code from a checkpoint is ever run).
         Anything else raises InvalidInputError naming it."""
-        directory = resolve(pretrained_model_name_or_path)
-        subfolder = kwargs.get("subfolder")
-        if subfolder and isinstance(subfolder, str) and os.path.isdir(os.path.join(directory, subfolder)):
-            directory = os.path.join(directory, subfolder)
+        hub_arguments = pop_hub_arguments(kwargs, "AutoTokenizer.from_pretrained")
+        directory = resolve(pretrained_model_name_or_path, TOKENIZER_FILES, **hub_arguments)
+        if hub_arguments.get("subfolder") and not os.path.isdir(directory):
+            raise InvalidInputError(f"subfolder={hub_arguments['subfolder']!r}: no such folder {directory}")
+        pretrained_model_name_or_path = directory  # resolved once: the backend reads this directory
         has_json = os.path.exists(os.path.join(directory, TOKENIZER_JSON_FILE))
         has_model = os.path.exists(os.path.join(directory, TOKENIZER_FILE))
         if has_json and not (kwargs.get("use_fast", True) is False and has_model):
