@@ -221,9 +221,10 @@ def build_parser():
     sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
 
     def common(p, prompt=True, dtype=None):
-        p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint directory (default {DEFAULT_MODEL})")
+        p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint: a directory or a Hub repo id (default {DEFAULT_MODEL})")
         p.add_argument("--assistant", default=DEFAULT_DRAFT,
-                       help=f"draft checkpoint directory, or 'none' for plain generation (default {DEFAULT_DRAFT})")
+                       help=f"draft checkpoint (a directory or a Hub repo id), or 'none' for plain generation "
+                            f"(default {DEFAULT_DRAFT})")
         p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "int4"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--assistant-dtype", default=DEFAULT_DRAFT_DTYPE,

@@ -30,6 +30,7 @@ import importlib.util
 import json
 import os
 import re
+import threading
 
 from ..errors import CheckpointNotFoundError, HubError, InvalidInputError
 from . import hub_client
@@ -343,7 +344,7 @@ def _write_ref(storage, revision, commit):
     except OSError:
         pass
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(commit)
     os.replace(tmp, path)
@@ -352,7 +353,7 @@ def _write_ref(storage, revision, commit):
 def _link(blob, pointer):
     """snapshots/<commit>/<path> -> the blob, as a relative symlink (replacing whatever was there)."""
     os.makedirs(os.path.dirname(pointer), exist_ok=True)
-    tmp = f"{pointer}.{os.getpid()}.link"
+    tmp = f"{pointer}.{os.getpid()}.{threading.get_ident()}.link"
     if os.path.lexists(tmp):
         os.remove(tmp)
     os.symlink(os.path.relpath(blob, os.path.dirname(pointer)), tmp)

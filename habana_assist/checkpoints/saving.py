@@ -280,8 +280,9 @@ def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=T
                                 "pytorch_model.bin (torch.save's pickle format), which this package does not write; "
                                 "leave safe_serialization=True (model.safetensors, which Transformers loads too)")
     if push_to_hub:
-        raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (no model hub is reachable from "
-                                "this package); save locally and upload the directory yourself")
+        raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (this package downloads from the "
+                                "Hub but never uploads); save locally and upload the directory with huggingface-cli "
+                                "upload")
     if variant is not None:
         raise InvalidInputError(f"save_pretrained: variant={variant!r} names weight files "
                                 f"(model.{variant}.safetensors) that from_pretrained does not read; leave it unset")

@@ -394,8 +394,8 @@ class GenerationConfig:
         warnings do not stop the save. A config this package cannot run (num_beams=4) is valid and saves.
         kwargs are the hub's (token, commit_message...), meaningless without push_to_hub."""
         if push_to_hub:
-            raise InvalidInputError("`push_to_hub` (=True) is not supported: there is no model hub here; save with "
-                                    "push_to_hub=False and upload the directory with the hub's own tools")
+            raise InvalidInputError("`push_to_hub` (=True) is not supported: this package never uploads; save with "
+                                    "push_to_hub=False and upload the directory with huggingface-cli upload")
         try:
             self.validate()
         except InvalidInputError as e:

@@ -616,8 +616,9 @@ class PreTrainedTokenizerBase:
         padding_side, truncation_side, add_bos_token, add_eos_token, model_max_length, added tokens).
         from_pretrained(save_directory) then encodes and decodes alike. -> the paths written, Transformers' order."""
         if push_to_hub:
-            raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (no model hub is reachable "
-                                    "from this package); save locally and upload the directory yourself")
+            raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (this package downloads from "
+                                    "the Hub but never uploads); save locally and upload the directory with "
+                                    "huggingface-cli upload")
         self._check_legacy_format(legacy_format)
         if filename_prefix is not None:
             raise InvalidInputError(f"save_pretrained: filename_prefix={filename_prefix!r} would name files that "

@@ -375,3 +375,18 @@ def test_names_that_are_neither_directories_nor_repo_ids_say_so(tmp_path):
         assert "no such directory" in str(e.value) and "repo id" in str(e.value), e.value
     with pytest.raises(InvalidInputError, match="local_files_only"):
         ha.AutoConfig.from_pretrained(REPO, local_files_only="yes")
+
+
+def test_the_command_line_takes_repo_ids(hub, tmp_path):
+    hub.add_repo("acme/pycode-draft", _files(DRAFT))
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONIOENCODING="utf-8")
+    run = subprocess.run([sys.executable, "-m", "habana_assist", "generate", "--model", "acme/pycode-draft",
+                          "--assistant", "none", "--prompt", "def f(x):", "--max-new-tokens", "6"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode-draft")
+    model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+    inputs = tok("def f(x):", return_tensors="np")
+    out = model.generate(**inputs, max_new_tokens=6)
+    expected = tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert run.stdout == expected + "\n", (run.stdout, expected)
