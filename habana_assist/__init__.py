@@ -24,6 +24,7 @@ from .modeling_utils import Cache, CausalLMOutput, PreTrainedCausalLM, get_num_t
 from .generation.utils import set_seed
 from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
 from .integrations.wrap import WrappedModel, wrap
+from .pipelines import TextGenerationPipeline, pipeline
 
 # Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
 globals().update(ARCHITECTURE_CLASSES)
@@ -41,4 +42,5 @@ __all__ = [
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError", "HubError",
     "LogitsProcessor", "LogitsProcessorList", "StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria",
     "MaxTimeCriteria", "EosTokenCriteria", "StopStringCriteria",
+    "pipeline", "TextGenerationPipeline",
 ]
