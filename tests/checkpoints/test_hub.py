@@ -390,3 +390,15 @@ def test_the_command_line_takes_repo_ids(hub, tmp_path):
     out = model.generate(**inputs, max_new_tokens=6)
     expected = tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
     assert run.stdout == expected + "\n", (run.stdout, expected)
+
+
+def test_pipeline_takes_repo_ids_for_the_model_and_the_assistant(hub):
+    hub.add_repo("acme/pycode-draft", _files(DRAFT))
+    hub.add_repo("acme/pycode-draft-copy", _files(DRAFT))
+    pipe = ha.pipeline("text-generation", model="acme/pycode-draft", assistant_model="acme/pycode-draft-copy")
+    got = pipe("def add(a, b):", max_new_tokens=8, do_sample=False)
+    tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode-draft")
+    model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
+    ids = tok("def add(a, b):", return_tensors="np")["input_ids"]
+    expected = tok.decode(model.generate(ids, max_new_tokens=8)[0], skip_special_tokens=True)
+    assert got == [{"generated_text": expected}], (got, expected)
