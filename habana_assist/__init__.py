@@ -20,7 +20,8 @@ from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, 
                                            StoppingCriteriaList, StopStringCriteria)
 from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .tokenization.tokenization_utils import AutoTokenizer, BatchEncoding, LlamaTokenizer
-from .modeling_utils import Cache, CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .cache_utils import Cache, DynamicCache, StaticCache
 from .generation.utils import set_seed
 from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
 from .integrations.wrap import WrappedModel, wrap
@@ -36,7 +37,7 @@ __all__ = [
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",
-    "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
+    "CausalLMOutput", "Cache", "DynamicCache", "StaticCache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
     "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError", "HubError",

@@ -8,7 +8,6 @@ real token, so a padded row computes exactly what it computes alone.
 
 import contextlib
 import os
-import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -16,9 +15,10 @@ import numpy as np
 
 from . import _core
 from .checkpoints.loading import expected_weights
-from .errors import InvalidInputError, UnsupportedModelError
+from .errors import InvalidInputError
 from .generation import assisted_costs as _assisted_costs
 from .generation.configuration_utils import GenerationConfig
+from .cache_utils import Cache, DynamicCache, StaticCache
 from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
@@ -38,59 +38,89 @@ def get_num_threads():
 
 @dataclass
 class CausalLMOutput(ModelOutput):
-    """logits: float32 (batch, seq, vocab); 0 at padded positions. past_key_values: the cache used, if any."""
+    """Transformers' CausalLMOutputWithPast: loss (a 0-d float32, with labels=), logits float32 (batch, seq, vocab)
+    (0 at padded positions; the last logits_to_keep positions only, where given), past_key_values (the Cache,
+    with use_cache), hidden_states (with output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)),
+    attentions (never filled: output_attentions=True is refused)."""
 
-    logits: np.ndarray
-    past_key_values: Optional["Cache"] = None
+    loss: Optional[np.ndarray] = None
+    logits: Optional[np.ndarray] = None
+    past_key_values: Optional[Cache] = None
+    hidden_states: Optional[tuple] = None
+    attentions: None = None
 
 
-class Cache:
-    """A KV cache for batch_size rows of up to max_cache_len positions each (Transformers' StaticCache).
+def _logits_to_keep(logits_to_keep, num_logits_to_keep):
+    """logits_to_keep (or its older name num_logits_to_keep) -> an int >= 0 (0: all) or an int64 array of
+    positions."""
+    if num_logits_to_keep is not None:
+        if logits_to_keep not in (0, None) and logits_to_keep is not num_logits_to_keep:
+            raise InvalidInputError("logits_to_keep and num_logits_to_keep are one argument; pass logits_to_keep")
+        logits_to_keep = num_logits_to_keep
+    if logits_to_keep is None:
+        return 0
+    if isinstance(logits_to_keep, (int, np.integer)) and not isinstance(logits_to_keep, bool):
+        if logits_to_keep < 0:
+            raise InvalidInputError(f"logits_to_keep={logits_to_keep} must be >= 0 (0 keeps every position)")
+        return int(logits_to_keep)
+    from .utils.tensors import to_numpy
+    positions, _ = to_numpy(logits_to_keep, "logits_to_keep")
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        raise InvalidInputError("logits_to_keep must be an int or a 1-d integer array of sequence positions")
+    return positions.astype(np.int64)
 
-    Pass it as past_key_values= to the model to extend it; get_seq_length() and crop() count columns of
-    input_ids (padding included), as Transformers does."""
 
-    def __init__(self, model, batch_size, max_cache_len):
-        for name, v in (("batch_size", batch_size), ("max_cache_len", max_cache_len)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise InvalidInputError(f"{name}={v!r} must be a positive integer")
-        self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len), model.blas_prefill)
-        self._owner = model._core  # a cache holds one model's keys and values
-        self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
-        self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
-        self._lock = threading.Lock()  # the core cache and _mask change together, by one thread at a time
+def _check_positions(position_ids, cache_position, past, mask):
+    """position_ids (batch or 1, seq) and cache_position (seq,) are accepted where they equal what the cache
+    implies: a real token's position counts the real tokens of its row before it (so a padded row computes what
+    it computes alone); cache_position counts columns, padding included."""
+    from .utils.tensors import to_numpy
+    B, S = mask.shape
+    if cache_position is not None:
+        given, _ = to_numpy(cache_position, "cache_position")
+        expected = np.arange(past.shape[1], past.shape[1] + S)
+        if given.shape != (S,) or not np.array_equal(given, expected):
+            raise InvalidInputError(f"cache_position must be the columns after the {past.shape[1]} the cache has "
+                                    f"seen, arange({past.shape[1]}, {past.shape[1] + S}); leave it unset")
+    if position_ids is not None:
+        given, _ = to_numpy(position_ids, "position_ids")
+        if given.ndim == 1:
+            given = given[None]
+        if given.ndim != 2 or given.shape[1] != S or given.shape[0] not in (1, B):
+            raise InvalidInputError(f"position_ids must be (batch, seq) = ({B}, {S})")
+        expected = past.sum(axis=1, keepdims=True) + np.cumsum(mask, axis=1) - 1
+        given = np.broadcast_to(given, (B, S))
+        if not np.array_equal(given[mask], expected[mask]):
+            raise InvalidInputError(
+                "position_ids disagree with the positions this model gives: each row's real tokens count from its "
+                "first real token, after what the cache holds (attention_mask.cumsum(-1) - 1, as generate() "
+                "computes them); other positions are not supported: leave position_ids unset")
 
-    @contextlib.contextmanager
-    def _exclusive(self):
-        if not self._lock.acquire(blocking=False):
-            raise InvalidInputError("this cache is in use by another thread; give each thread its own")
-        try:
-            yield
-        finally:
-            self._lock.release()
 
-    def get_seq_length(self, layer_idx=0):
-        return self._mask.shape[1]
-
-    def crop(self, max_length):
-        """Keeps the first max_length columns (a negative value drops that many from the end)."""
-        if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
-            raise InvalidInputError(f"crop({max_length!r}): max_length must be an integer number of columns")
-        with self._exclusive():
-            n = self._mask.shape[1]
-            keep = n + int(max_length) if max_length < 0 else int(max_length)
-            if not 0 <= keep <= n:
-                raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
-            mask = self._mask[:, :keep]
-            lengths = [int(length) for length in mask.sum(axis=1)]
-            if not all(self._ctx.can_crop(b, length) for b, length in enumerate(lengths)):
-                raise UnsupportedModelError(
-                    f"crop({max_length}): this model's sliding-window layers keep {self._ctx.max_rollback} positions "
-                    "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
-                    "forward, or crop(0) and run the tokens again")
-            for b, length in enumerate(lengths):
-                self._ctx.crop(b, length)
-            self._mask = mask
+def _causal_lm_loss(logits, labels, mask, vocab_size):
+    """Transformers' ForCausalLMLoss: logits (B, S, V) at positions t predict labels at t + 1; labels -100 are not
+    counted; the mean over counted tokens (float32, computed in float64). NaN where none is counted, as torch's
+    cross_entropy gives."""
+    from .utils.tensors import to_numpy
+    labels, _ = to_numpy(labels, "labels")
+    B, S, _ = logits.shape
+    if labels.shape != (B, S) or labels.dtype.kind not in "iu":
+        raise InvalidInputError(f"labels must be integer token ids of input_ids' shape ({B}, {S}), -100 where not "
+                                "counted")
+    target = labels[:, 1:].astype(np.int64)
+    counted = target != -100
+    if ((target < 0) & counted).any() or (target >= vocab_size).any():
+        raise InvalidInputError(f"labels must be ids in [0, {vocab_size}) or -100 (not counted)")
+    if (counted & ~mask[:, :-1]).any():
+        raise InvalidInputError("labels: a counted label follows a padded position, whose logits are not computed "
+                                "here; set labels to -100 there (as at the padding itself)")
+    if not counted.any():
+        return np.array(np.nan, dtype=np.float32)
+    scores = logits[:, :-1][counted].astype(np.float64)
+    top = scores.max(axis=1, keepdims=True)
+    log_z = np.log(np.exp(scores - top).sum(axis=1)) + top[:, 0]
+    picked = scores[np.arange(scores.shape[0]), target[counted]]
+    return np.array((log_z - picked).mean(), dtype=np.float32)
 
 
 class PreTrainedCausalLM(GenerationMixin):
@@ -256,47 +286,85 @@ class PreTrainedCausalLM(GenerationMixin):
         return self._core.weight_bytes
 
     def create_cache(self, batch_size=1, max_cache_len=None):
-        """A Cache for batch_size rows of up to max_cache_len positions (default: the model's max_cache_len)."""
-        return Cache(self, batch_size, self.max_cache_len if max_cache_len is None else max_cache_len)
+        """A StaticCache bound to this model, for batch_size rows of up to max_cache_len positions (default: the
+        model's max_cache_len)."""
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidInputError(f"batch_size={batch_size!r} must be a positive integer")
+        cache = StaticCache(max_cache_len=self.max_cache_len if max_cache_len is None else max_cache_len)
+        cache._bind(self, int(batch_size))
+        return cache
 
-    def __call__(self, input_ids, attention_mask=None, past_key_values=None, **kwargs):
-        return self.forward(input_ids, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
 
-    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None):
-        """-> CausalLMOutput with logits float32 (batch, seq, vocab).
+    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
+                return_dict=None, output_hidden_states=None, output_attentions=None, position_ids=None,
+                cache_position=None, logits_to_keep=0, num_logits_to_keep=None, inputs_embeds=None, **kwargs):
+        """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
 
-        Without past_key_values the sequence runs through a fresh cache; with one, the tokens are appended
-        to it (use_cache is accepted for Transformers compatibility; a passed cache is always extended)."""
+        input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
+        Transformers takes it. past_key_values: a Cache (DynamicCache, StaticCache, model.create_cache()) that
+        this forward extends, or Transformers' legacy per-layer (key, value) tuples; use_cache (default
+        config.use_cache, True) returns the cache as past_key_values (a new DynamicCache where none was passed).
+        labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index -100, the
+        mean over counted tokens); a counted label must follow a real token (its logits are not computed after
+        padding). output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size): the embeddings, each
+        layer's output, the last one after the final norm (zeros at padded positions). logits_to_keep (alias
+        num_logits_to_keep): an int k > 0 keeps the last k positions' logits, an array of positions those.
+        position_ids and cache_position are accepted where they equal what the cache implies (positions count each
+        row's real tokens; cache_position counts columns); output_attentions=True and inputs_embeds are refused.
+        """
+        if kwargs:
+            raise InvalidInputError(f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
+                                    "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "
+                                    "return_dict, output_hidden_states, position_ids, cache_position, logits_to_keep)")
+        if inputs_embeds is not None:
+            raise InvalidInputError("inputs_embeds is not supported: the core embeds token ids itself; pass input_ids")
+        if output_attentions:
+            raise InvalidInputError("output_attentions=True is not supported: attention weights are never "
+                                    "materialized by the core; leave it unset")
+        if input_ids is None:
+            raise InvalidInputError("input_ids is required: pass token ids of shape (batch, seq)")
+        logits_to_keep = _logits_to_keep(logits_to_keep, num_logits_to_keep)
         ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         B, S = ids.shape
+        use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
         cache = past_key_values
-        past = cache._mask if isinstance(cache, Cache) and cache.batch_size == B else None
-        if past is not None and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
+        if cache is not None and not isinstance(cache, Cache):
+            if not isinstance(cache, (tuple, list)):
+                raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...), "
+                                        f"model.create_cache()) or legacy (key, value) tuples, not "
+                                        f"{type(cache).__name__}")
+            cache = DynamicCache.from_legacy_cache(cache)
+        if cache is None and use_cache:
+            cache = DynamicCache()
+        if cache is not None:
+            cache._bind(self, B, S)
+            if kind == "torch":
+                cache._kind = "torch"
+        past = cache._mask if cache is not None else np.zeros((B, 0), dtype=bool)
+        if past.shape[1] and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
             # Transformers' convention with a cache: the mask covers the past columns and the new ones.
             full = checked_attention_mask(attention_mask, (B, past.shape[1] + S))
             if not (full[:, :past.shape[1]] == past).all():
                 raise InvalidInputError("attention_mask disagrees with the mask of the tokens already in the cache")
             attention_mask = full[:, past.shape[1]:]
         mask = checked_attention_mask(attention_mask, ids.shape)
+        _check_positions(position_ids, cache_position, past, mask)
         rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
         check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
                     4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
-        if cache is None:
-            ctx = _core.Context(self._core, B, S, self.blas_prefill)
-        elif isinstance(cache, Cache):
-            if cache._owner is not self._core:
-                raise InvalidInputError("past_key_values was created by another model; create a cache with this "
-                                        "model's create_cache()")
-            if cache.batch_size != B:
-                raise InvalidInputError(f"past_key_values holds {cache.batch_size} rows but input_ids has {B}; "
-                                        "create the cache with batch_size equal to the batch")
-            ctx = cache._ctx
-        else:
-            raise InvalidInputError("past_key_values must be a Cache from model.create_cache(...)")
+        d, n_layers = self._parts[0]["hidden_size"], self._parts[0]["n_layers"]
+        hidden = np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size else None
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():
+            if cache is not None:
+                cache._make_room(int((past.sum(axis=1) + mask.sum(axis=1)).max()))
+            ctx = cache._ctx if cache is not None else _core.Context(self._core, B, max(S, 1), self.blas_prefill)
             if rows.size:
+                if hidden is not None:
+                    ctx.record_hidden(hidden, rows.size)
                 try:
                     ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
                 except KeyboardInterrupt:
@@ -306,11 +374,34 @@ class PreTrainedCausalLM(GenerationMixin):
                         for b in range(B):
                             ctx.crop(b, 0)
                         cache._mask = np.zeros((B, 0), dtype=bool)
+                        cache._tokens = np.zeros((B, 0), dtype=np.int64)
                     raise
             if cache is not None:
                 cache._mask = np.concatenate([cache._mask, mask], axis=1)
+                cache._tokens = np.concatenate([cache._tokens, np.where(mask, ids, -1)], axis=1)
         logits[rows, cols] = out
-        return convert_output(CausalLMOutput(logits=logits, past_key_values=cache), kind)
+        loss = None if labels is None else _causal_lm_loss(logits, labels, mask, self.vocab_size)
+        hidden_states = None
+        if output_hidden_states:
+            hidden_states = tuple(np.zeros((B, S, d), dtype=np.float32) for _ in range(n_layers + 1))
+            for layer, h in enumerate(hidden_states):
+                if hidden is not None:
+                    h[rows, cols] = hidden[layer]
+        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
+            logits = logits[:, -logits_to_keep:]
+        elif not isinstance(logits_to_keep, int):
+            if labels is not None:
+                raise InvalidInputError("logits_to_keep as positions with labels: the loss needs every position's "
+                                        "logits; leave logits_to_keep unset")
+            if logits_to_keep.size and (logits_to_keep.min() < -S or logits_to_keep.max() >= S):
+                raise InvalidInputError(f"logits_to_keep holds positions outside the sequence's {S}")
+            logits = logits[:, logits_to_keep]
+        output = CausalLMOutput(loss=loss, logits=logits, past_key_values=cache if use_cache else None,
+                                hidden_states=hidden_states)
+        output = convert_output(output, kind)
+        if return_dict is False:
+            return output.to_tuple()
+        return output
 
     def _context(self, batch_size, capacity, draft=False, argmax_only=False):
         """The core's model interface and cache for one generate() call, as target or draft (external.py's

@@ -491,6 +491,7 @@ def test_python_threads_keep_running_during_a_long_core_call(big, restore_thread
     ids = tokens(700, 1536, BIG_VOCAB)[None]
     capturing = _CapturingCore()
     monkeypatch.setattr(sys.modules["habana_assist.modeling_utils"], "_core", capturing)
+    monkeypatch.setattr(sys.modules["habana_assist.cache_utils"], "_core", capturing)  # the forward's DynamicCache
     if kind == "forward":
         def call():
             big(ids)

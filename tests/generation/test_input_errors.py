@@ -290,8 +290,11 @@ def test_cache_append_past_capacity_in_a_batch_names_the_row(model):
 # ---- past_key_values -------------------------------------------------------------------------------------
 
 def test_model_rejects_past_key_values_of_wrong_type(model):
-    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
+    raises(InvalidInputError, lambda: model(PROMPT, past_key_values={"layers": 1}),
            "past_key_values", "Cache", "create_cache")
+    # Transformers' legacy tuples are read, and checked
+    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
+           "from_legacy_cache", "batch, n_kv_heads")
 
 
 def test_model_rejects_past_key_values_of_wrong_batch_size(model):
