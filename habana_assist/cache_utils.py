@@ -266,3 +266,68 @@ def model_layout(model):
     """(n_layers, n_kv_heads, head_dim) of a native model's cache (the core's own config)."""
     cfg = model._parts[0]
     return cfg["n_layers"], cfg["n_kv_heads"], cfg["head_dim"]
+
+
+# ---- generate(past_key_values=...) and the cache it returns ---------------------------------------------------
+
+def check_generate_cache(model, cache, ids, real):
+    """generate()'s past_key_values: a Cache (or legacy tuples) for this model and batch, holding a beginning of
+    each row of ids (batch, S) (real: each row's real tokens, left-padded), with at least one column left ->
+    the Cache. generate() computes the prompt from its tokens in any case (the same bits the cache holds, which
+    is why this can check instead of trust: a cache of other tokens is refused)."""
+    from .integrations import external
+    if external.is_external(model):
+        raise InvalidInputError("past_key_values is for this package's own models; a wrapped model keeps its "
+                                "cache inside its own forward: leave past_key_values unset")
+    if not isinstance(cache, Cache):
+        if not isinstance(cache, (tuple, list)):
+            raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...)) or legacy "
+                                    f"(key, value) tuples, not {type(cache).__name__}")
+        cache = Cache.from_legacy_cache(cache)
+    B, S = ids.shape
+    if cache._legacy is not None:
+        cache._bind(model, B, S)
+    if not cache.is_bound:
+        return cache
+    cache._bind(model, B)  # checks the model and the batch
+    cols = cache.get_seq_length()
+    if cols >= S:
+        raise InvalidInputError(f"past_key_values holds {cols} columns and input_ids has {S}: pass input_ids with "
+                                "the cached columns and at least one new token")
+    mask = np.arange(S)[None, :] >= (S - real)[:, None]
+    known = cache._tokens >= 0
+    if not (cache._mask == mask[:, :cols]).all() or not (cache._tokens[known] == ids[:, :cols][known]).all():
+        raise InvalidInputError(f"past_key_values does not hold the first {cols} columns of input_ids (other tokens "
+                                "or padding); pass the cache of this prompt's beginning, or none")
+    return cache
+
+
+def cache_after_generate(model, ctx, cache, ids, real, out, steps):
+    """The cache generate() returns (or fills): what its core context ctx holds, as Transformers leaves it:
+    every column of the sequences (ids (batch, S), then out[:, :steps]) but the last, except the padding (the
+    prompt's, and after a row's end). ctx holds each row's real tokens through its end but the last one it
+    decided; a row that ended before the last column also gets its end token (one append). cache: the one
+    passed (filled in place: a DynamicCache takes ctx, a StaticCache copies it into its own room), or None (a
+    new DynamicCache)."""
+    B, S = ids.shape
+    held = np.array([ctx.length(b) for b in range(B)], dtype=np.int64) - real  # generated tokens held per row
+    ended = held + 1 < steps  # these rows decided their end before the last column
+    if ended.any():
+        rows = np.flatnonzero(ended).astype(np.int32)
+        ctx.append(rows, np.ascontiguousarray(out[rows, held[rows]], dtype=np.int32), np.zeros(rows.size, np.uint8),
+                   None)  # no logits wanted
+        held[rows] += 1
+    prompt_mask = np.arange(S)[None, :] >= (S - real)[:, None]
+    gen_mask = np.arange(max(steps - 1, 0))[None, :] < held[:, None]
+    mask = np.concatenate([prompt_mask, gen_mask], axis=1)
+    tokens = np.where(mask, np.concatenate([ids, out[:, :gen_mask.shape[1]]], axis=1), -1).astype(np.int64)
+    cache = DynamicCache() if cache is None else cache
+    if not cache.is_bound:
+        cache._bind(model, B)
+    with cache._exclusive():
+        if cache._grows:
+            cache._ctx = ctx
+        else:
+            cache._ctx.copy_from(ctx)
+        cache._mask, cache._tokens = mask, tokens
+    return cache

@@ -106,8 +106,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     scores: Optional[Tuple[np.ndarray, ...]] = None
     logits: Optional[Tuple[np.ndarray, ...]] = None
     attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
-    hidden_states: None = None  # output_hidden_states are refused; the KV cache is the generation's own)
-    past_key_values: None = None
+    hidden_states: None = None  # output_hidden_states are refused)
+    past_key_values: Optional[object] = None  # the Cache (cache_utils.py), with use_cache
     num_draft_tokens: Optional[int] = None
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
@@ -235,6 +235,7 @@ class GenerationMixin:
         """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
         loop, the output."""
         kwargs = dict(kwargs)
+        cache = kwargs.pop("past_key_values", None)
         assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
@@ -244,6 +245,14 @@ class GenerationMixin:
         call = self._prepare_inputs(input_ids, attention_mask, gc)
         drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
         assisted = candidate_generator.is_assisted(drafter)
+        if cache is not None:
+            if drafter.universal:
+                raise InvalidInputError("past_key_values with a draft of another tokenizer is not supported: leave "
+                                        "past_key_values unset")
+            cache = check_generate_cache(self, cache, call.ids, call.real)
+        # the cache returned (Transformers: with return_dict_in_generate and use_cache) or filled
+        keep_cache = (cache is not None or gc.return_dict_in_generate) and gc.use_cache is not False and not (
+            drafter.universal or _external.is_external(self))
         if gc.use_cache is False:
             if assisted:
                 raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
@@ -298,6 +307,9 @@ class GenerationMixin:
                     steps, extra = _core.generate(ctx, common), {}
                 else:
                     steps, extra = self._run_assisted(ctx, drafter, gc, call, common)
+                if keep_cache:
+                    cache = cache_after_generate(self, ctx, cache, call.ids, call.real, out, steps)
+                    extra["past_key_values"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
             return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
 
     def _prepare_inputs(self, input_ids, attention_mask, gc):
@@ -421,3 +433,4 @@ class GenerationMixin:
 # The drafters read this module's outputs (TokenSource), so they are imported after them, as tokenization_utils.py
 # imports its backends.
 from . import candidate_generator, universal as _universal  # noqa: E402
+from ..cache_utils import cache_after_generate, check_generate_cache  # noqa: E402

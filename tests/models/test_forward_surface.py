@@ -200,3 +200,57 @@ def test_legacy_tuples_round_trip_and_match_the_reference_keys(ckpt, model):
     torch = pytest.importorskip("torch")
     t_legacy = model(torch.from_numpy(IDS)).past_key_values.to_legacy_cache()
     assert isinstance(t_legacy[0][0], torch.Tensor)
+
+
+# ---- generate() and caches ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def eos_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("eos_model")
+    write_random_checkpoint(path, num_layers=2, max_position_embeddings=512)
+    return ha.AutoModelForCausalLM.from_pretrained(str(path))
+
+
+@pytest.mark.parametrize("assisted", (False, True), ids=("plain", "assisted"))
+def test_generate_returns_a_cache_that_continues_bit_for_bit(eos_model, assisted):
+    model = eos_model
+    ids = np.array([[1, 2, 3, 4], [0, 7, 8, 9]])
+    mask = np.array([[1, 1, 1, 1], [0, 1, 1, 1]])
+    draft = {"assistant_model": model} if assisted else {}
+    plain = model.generate(ids, attention_mask=mask, max_new_tokens=12, eos_token_id=None, pad_token_id=63)
+    # an end for one row only, decided before the last column
+    end = int(plain[0, 6])
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=12, eos_token_id=end, pad_token_id=63,
+                         return_dict_in_generate=True, **draft)
+    cache, seq = out.past_key_values, out.sequences
+    assert isinstance(cache, ha.DynamicCache) and cache.get_seq_length() == seq.shape[1] - 1
+    # the cache holds what one forward of the sequences (but the last column) holds: compare the next logits
+    full_mask = np.concatenate([mask, cache._mask[:, 4:]], axis=1)
+    last = seq[:, -1:]
+    one_shot = model(seq[:, :-1], attention_mask=full_mask)
+    fresh_cache = one_shot.past_key_values
+    want = model(last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1),
+                 past_key_values=fresh_cache).logits
+    got = model(last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1),
+                past_key_values=cache).logits
+    assert np.array_equal(got, want)
+
+
+def test_generate_takes_past_key_values_and_fills_it(model):
+    prompt = IDS[:1, :6]
+    cache = ha.DynamicCache()
+    model(prompt[:, :4], past_key_values=cache)
+    expected = model.generate(prompt, max_new_tokens=5, eos_token_id=None)
+    got = model.generate(prompt, past_key_values=cache, max_new_tokens=5, eos_token_id=None)
+    assert np.array_equal(got, expected)
+    assert cache.get_seq_length() == got.shape[1] - 1, "the cache passed is filled with the generation"
+    again = model.generate(got, past_key_values=cache, max_new_tokens=3, eos_token_id=None)
+    assert np.array_equal(again, model.generate(got, max_new_tokens=3, eos_token_id=None))
+    wrong = model(IDS[1:, :4]).past_key_values
+    with pytest.raises(InvalidInputError, match="does not hold"):
+        model.generate(prompt, past_key_values=wrong, max_new_tokens=2)
+    static = ha.StaticCache(max_cache_len=64)
+    out = model.generate(prompt, past_key_values=static, max_new_tokens=4, return_dict_in_generate=True)
+    assert out.past_key_values is static and static.get_seq_length() == out.sequences.shape[1] - 1
+    legacy = model.generate(prompt, max_new_tokens=4, return_dict_in_generate=True, return_legacy_cache=True)
+    assert isinstance(legacy.past_key_values, tuple) and legacy.past_key_values[0][0].shape[2] == 6 + 4 - 1
