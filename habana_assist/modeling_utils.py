@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
+from .checkpoints import state_dict as _state_dict
 from .checkpoints.loading import expected_weights
 from .errors import InvalidInputError
 from .generation import assisted_costs as _assisted_costs
@@ -22,7 +23,9 @@ from .cache_utils import Cache, DynamicCache, StaticCache
 from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
-from .utils.tensors import convert_output
+from .utils.tensors import convert_output, cpu_device, dtype_object
+
+_QUANTIZED = ("int8", "int4")
 
 
 def set_num_threads(n):
@@ -133,10 +136,16 @@ class PreTrainedCausalLM(GenerationMixin):
         cfg, w = checkpoint.config, checkpoint.weights
         self.config = cfg
         self.name_or_path = checkpoint.path
-        self.device = "cpu"
         specs = expected_weights(cfg)
         layer_matrices = [spec.name for spec in specs if spec.is_matrix and spec.layer is not None]
-        self.dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype  # the layers', else the embedding's
+        # how the layers' matrices are held (else the embedding): "float32" | "bfloat16" | "float16" | "int8" | "int4"
+        self.weight_dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype
+        # model.dtype's name: the float dtype the model is held in; with int8 / int4 that of the weights left
+        # unquantized, as Transformers' dtype of a bitsandbytes model (its first floating-point parameter's)
+        self._float_dtype = self.weight_dtype if self.weight_dtype not in _QUANTIZED else checkpoint.float_dtype
+        cfg.torch_dtype = self._float_dtype  # as Transformers: the config says the dtype the model was loaded in
+        if "dtype" in cfg.__dict__:
+            cfg.dtype = self._float_dtype
         self.blas_prefill = bool(blas_prefill)  # None: False
         self.repacked = any(weight.panels for weight in w.values())  # float matrices in panels (repack=True)
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
@@ -161,7 +170,7 @@ class PreTrainedCausalLM(GenerationMixin):
         if "lm_head" not in parts:  # tied: the embedding's own buffer
             parts["lm_head"] = parts["embed"]
         self._core = _core.Model(core_cfg, parts, layers)
-        self._weights = w  # name -> loading.Weight, for save_pretrained and num_parameters
+        self._weights = w  # name -> loading.Weight, for save_pretrained, num_parameters and state_dict
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
         self._parts = (core_cfg, parts, layers)
         self._early_exit = {}  # N -> _core.Model over the first N layers
@@ -223,13 +232,71 @@ class PreTrainedCausalLM(GenerationMixin):
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
-                f"dtype={self.dtype}, layers={self.config.num_hidden_layers})")
+                f"dtype={self.weight_dtype}, layers={self.config.num_hidden_layers})")
 
     @property
     def vocab_size(self):
         return self.config.vocab_size
 
     # ---- the rest of the model surface scripts written for Transformers touch ----------------------------
+
+    @property
+    def dtype(self):
+        """The dtype the model is held in, as torch.dtype where torch is importable (torch.bfloat16), else its name
+        ("bfloat16"). For an int8 / int4 model, the dtype of the weights left unquantized (the untied embedding, the
+        norms), as Transformers reports a bitsandbytes model's; weight_dtype says how the matrices are held."""
+        return dtype_object(self._float_dtype)
+
+    @property
+    def device(self):
+        """torch.device("cpu") where torch is importable, else CPUDevice (the string "cpu", with .type "cpu")."""
+        return cpu_device()
+
+    @property
+    def is_quantized(self):
+        """Whether the matrices are integers (dtype="int8" / "int4", load_in_8bit / load_in_4bit), as Transformers'."""
+        return self.weight_dtype in _QUANTIZED
+
+    @property
+    def is_loaded_in_8bit(self):
+        return self.weight_dtype == "int8"
+
+    @property
+    def is_loaded_in_4bit(self):
+        return self.weight_dtype == "int4"
+
+    def parameters(self, recurse=True):
+        """The checkpoint's tensors, each once (a tied head not again), in Transformers' state_dict order: torch
+        Parameters (requires_grad=False; not to be written into) where torch is importable, else read-only numpy
+        arrays. Views of the model's buffers where it holds a tensor in the checkpoint's layout, else copies made as
+        they are yielded (float matrices in panels, the default; int8 / int4 matrices, dequantized): see
+        checkpoints/state_dict.py."""
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, tensor) of parameters(), under Transformers' names (the state_dict keys of the checkpoint)."""
+        return _state_dict.named_parameters(self, prefix, remove_duplicate)
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """{name: tensor} of every checkpoint tensor, a tied lm_head.weight included (the embedding's own tensor), as
+        Transformers' state_dict: torch tensors sharing the parameters' memory (keep_vars=True: the Parameters), or
+        numpy arrays. destination: a dict to fill and return."""
+        out = _state_dict.state_dict(self, prefix, keep_vars)
+        if destination is None:
+            return out
+        destination.update(out)
+        return destination
+
+    def get_input_embeddings(self):
+        """The token embedding: a torch.nn.Embedding over the embedding's parameter where torch is importable, else a
+        small Embedding (weight, num_embeddings, embedding_dim, called with ids)."""
+        return _state_dict.embeddings(self, output=False)
+
+    def get_output_embeddings(self):
+        """The head: a torch.nn.Linear without bias over lm_head's parameter (a tied head's weight is the input
+        embedding's own object), else a small Linear (weight, in_features, out_features, called with hidden states)."""
+        return _state_dict.embeddings(self, output=True)
 
     def eval(self):
         """Inference is all this model does (no dropout, no gradients): returns self, as torch's eval()."""

@@ -9,6 +9,7 @@ the drafter chosen (candidate_generator.py), the core's loop run (plain or assis
 import contextlib
 import enum
 import random
+import sys
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -21,7 +22,7 @@ from ..integrations import external as _external
 from ..utils import progress as _progress
 from ..utils.generic import ModelOutput
 from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
-from ..utils.tensors import convert_output, to_numpy
+from ..utils.tensors import convert_output, optional_torch, to_numpy
 from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
 from .options import (_callables as _callables_of, logits_callback, processing_args, reads_argmax_only,
                       sampling_options, stop_callback)
@@ -50,12 +51,36 @@ _REFUSED_ARGUMENTS = {
 _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
 
 
-def set_seed(seed):
-    """Seeds every generate() call that passes no seed (and Python's and numpy's global generators)."""
+def set_seed(seed, deterministic=False):
+    """Seeds Python's, numpy's and, where it is importable, torch's global generators (transformers.set_seed), and
+    this package's own, so that the sampled generate() calls after it that pass no seed repeat: they draw their
+    seeds from torch's default generator where torch is imported (it is now), else from this package's
+    (call_seed). deterministic=True also asks torch for deterministic algorithms (torch.use_deterministic_algorithms,
+    as Transformers); this package's own kernels are deterministic always."""
     global _seed_source
     random.seed(seed)
     np.random.seed(seed % 2 ** 32)
     _seed_source = np.random.default_rng(seed)
+    torch = optional_torch()
+    if torch is not None:
+        torch.manual_seed(seed % 2 ** 64)  # what torch itself makes of a negative seed
+        if deterministic:
+            torch.use_deterministic_algorithms(True)
+
+
+def call_seed(gc):
+    """The seed of a generate() call: gc.seed where given; else, for a sampled call, a draw from torch's default
+    generator where torch is imported, torch.randint(0, 2**63 - 1, (1,)) (so that torch.manual_seed(s) before a call
+    repeats it, and successive calls differ, as sampling in Transformers does), else from set_seed's generator. A
+    greedy call uses no randomness: it draws nothing (0), and leaves both generators as they were."""
+    if gc.seed is not None:
+        return gc.seed
+    if not gc.do_sample:
+        return 0
+    torch = sys.modules.get("torch")  # imported: whoever seeded torch's generator has imported it
+    if torch is not None and hasattr(torch, "randint"):
+        return int(torch.randint(0, 2 ** 63 - 1, (1,)).item())
+    return int(_seed_source.integers(0, 2 ** 63))
 
 
 def _metered(on_tokens, meter):
@@ -275,7 +300,7 @@ class GenerationMixin:
             if on:
                 check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
                            4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
-        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
+        seed = call_seed(gc)
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
         if streamer is not None:

@@ -517,7 +517,7 @@ def test_load_in_4bit_is_dtype_int4(checkpoint):
     a = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True)
     b = ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int4")
     c = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True, torch_dtype="int4")  # agreeing
-    assert a.dtype == b.dtype == c.dtype == "int4"
+    assert a.weight_dtype == b.weight_dtype == c.weight_dtype == "int4" and a.is_loaded_in_4bit
     assert np.array_equal(a(PROMPT).logits, b(PROMPT).logits) and np.array_equal(a(PROMPT).logits, c(PROMPT).logits)
 
 

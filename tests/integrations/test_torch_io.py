@@ -87,6 +87,7 @@ def test_numpy_users_never_import_torch():
         f"model = ha.AutoModelForCausalLM.from_pretrained({DRAFT!r})\n"
         "inputs = tok(['def f(x):'], return_tensors='np')\n"
         "out = model.generate(**inputs, max_new_tokens=4, return_dict_in_generate=True, output_scores=True)\n"
+        "model.generate(**inputs, max_new_tokens=4, do_sample=True)  # its seed: set_seed's generator, not torch's\n"
         "model([[1, 5, 9]]); tok.batch_decode(out.sequences); tok.decode([1, 2])\n"
         "assert isinstance(out.sequences, np.ndarray)\n"
         "print('torch' in sys.modules)\n"

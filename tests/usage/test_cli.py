@@ -227,7 +227,7 @@ def test_the_draft_is_held_in_int8_unless_assistant_dtype_says_otherwise(pair, f
     from habana_assist import cli
     argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags]
     _, _, m, d = cli._load(cli.build_parser().parse_args(argv))
-    assert (m.dtype, d.dtype) == (target, draft), f"{argv}: dtypes of target and draft"
+    assert (m.weight_dtype, d.weight_dtype) == (target, draft), f"{argv}: dtypes of target and draft"
 
 
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):
