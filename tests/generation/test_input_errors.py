@@ -440,10 +440,15 @@ def test_generate_rejects_an_unknown_argument_and_names_all_of_them(model):
            "tempreature", "beam_width")
 
 
-def test_generate_rejects_past_key_values(model):
-    """generate() builds its own cache; a passed one must not be silently ignored."""
-    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=model.create_cache()),
-           "past_key_values")
+def test_generate_rejects_past_key_values_it_cannot_use(model):
+    """generate() continues a cache that holds the prompt's beginning (tests/models/test_forward_surface.py); one
+    that holds nothing less than the whole prompt, or is no cache, must not be silently ignored."""
+    full = model.create_cache()
+    model(PROMPT, past_key_values=full)
+    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=full), "past_key_values",
+           "at least one new token")
+    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values="cache"), "past_key_values",
+           "Cache")
 
 
 def test_generate_rejects_max_length_equal_to_prompt(model):
