@@ -9,9 +9,9 @@ import copy
 import json
 
 from ..errors import CheckpointError, InvalidInputError
-from .tokenization_utils import (_SPECIAL_NAMES, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
-                                 PreTrainedTokenizerBase, _added_tokens_decoder, _additional_special_tokens, _flag,
-                                 _int_list, _special_token_texts, _token_spec, _token_text)
+from .tokenization_utils import _VERY_LARGE_INTEGER, PreTrainedTokenizerBase, _int_list
+from .tokenizer_files import (_SPECIAL_NAMES, TOKENIZER_JSON_FILE, _added_tokens_decoder, _additional_special_tokens,
+                              _flag, _special_token_texts, _token_spec, _token_text)
 
 
 # tokenizer_class values of tokenizer_config.json whose Transformers fast class always rewrites the post-processor

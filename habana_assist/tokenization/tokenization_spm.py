@@ -11,16 +11,14 @@ behaviour) or only the text's first. Tokens the model lacks get the ids after it
 """
 
 import copy
-import json
 import os
 
 from ..errors import CheckpointError, InvalidInputError
 from .tokenizer_json import AddedToken, _trie_pattern, check_text
-from .tokenization_utils import (_SPECIAL_NAMES, TOKENIZER_FILE, PreTrainedTokenizerBase, _added_tokens_decoder,
-                                 _additional_special_tokens, _encodable, _flag, _json_bytes, _special_token_texts,
-                                 _token_spec, _token_text)
-
-ADDED_TOKENS_FILE = "added_tokens.json"  # Transformers' slow tokenizers' {content: id} of the ids past the model
+from .tokenization_utils import PreTrainedTokenizerBase
+from .tokenizer_files import (_SPECIAL_NAMES, ADDED_TOKENS_FILE, TOKENIZER_FILE, _added_tokens_decoder,
+                              _added_tokens_json, _additional_special_tokens, _flag, _json_bytes,
+                              _special_token_texts, _token_spec, _token_text)
 
 
 def _proto_fields(data, varints=False):
@@ -145,8 +143,9 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         self.add_eos_token = _flag(config, "add_eos_token", False)
         self._read_common_config(config, arguments)
         self._set_prefix_space(config, arguments, model_file)
-        self._added = {}  # id -> AddedToken: what is split out of the text before sentencepiece (Transformers'
-        self._added_ids = {}  # content -> id                                     added_tokens_decoder / encoder)
+        # What is split out of the text before sentencepiece (Transformers' added_tokens_decoder and encoder).
+        self._added = {}  # id -> AddedToken
+        self._added_ids = {}  # content -> id
         self._split = None  # the added tokens' trie, as a regex (None: no added tokens)
         self._additional_special_tokens = _additional_special_tokens(config, special_map)
         self._load_added_tokens(config, model_file, set(tokens.values()) | set(self._additional_special_tokens))
@@ -179,33 +178,18 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         unless the entry names another content (Transformers lets the entry win); ids past the model must follow
         it without gaps."""
         if "added_tokens_decoder" in config:
-            entries = _added_tokens_decoder(config)
+            entries, source = _added_tokens_decoder(config), "tokenizer_config.json: added_tokens_decoder"
         else:
-            entries = []
-            path = os.path.join(os.path.dirname(model_file), ADDED_TOKENS_FILE)
-            if os.path.exists(path):
-                try:
-                    with open(path, encoding="utf-8") as f:
-                        table = json.load(f)
-                except (OSError, ValueError, RecursionError) as e:
-                    raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
-                if not isinstance(table, dict) or not all(
-                        isinstance(k, str) and k and _encodable(k) and isinstance(v, int) and not isinstance(v, bool)
-                        and v >= 0 for k, v in table.items()):
-                    raise CheckpointError(f"{path} must map token strings to ids >= 0; fix or delete the file")
-                entries = sorted(((v, {"content": k, "special": k in special_texts,
-                                       "normalized": k not in special_texts}) for k, v in table.items()),
-                                 key=lambda e: e[0])
+            entries, source = _added_tokens_json(os.path.dirname(model_file), special_texts), ADDED_TOKENS_FILE
         for want, value in entries:
             content = value["content"]
             if content in self._added_ids and self._added_ids[content] != want:
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder gives {content!r} ids "
-                                      f"{self._added_ids[content]} and {want}; fix the file")
+                raise CheckpointError(f"{source} gives {content!r} ids {self._added_ids[content]} and {want}; fix "
+                                      "the file")
             if want >= self.sp.get_piece_size() and want != len(self) and want not in self._added:
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want}, but "
-                                      f"the next id after {model_file}'s {self.sp.get_piece_size()} pieces and the "
-                                      f"added tokens before it is {len(self)} (ids must follow without gaps); fix "
-                                      "the ids")
+                raise CheckpointError(f"{source} gives {content!r} id {want}, but the next id after {model_file}'s "
+                                      f"{self.sp.get_piece_size()} pieces and the added tokens before it is "
+                                      f"{len(self)} (ids must follow without gaps); fix the ids")
             flags = {f: value[f] for f in ("special", "single_word", "lstrip", "rstrip", "normalized") if f in value}
             self._register(AddedToken(content, **flags), want)
         self._rebuild_split()

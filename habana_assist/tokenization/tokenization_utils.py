@@ -24,14 +24,14 @@ leaves unsplit (every added token, or the special ones), and whether add_tokens(
 tokens in additional_special_tokens (the slow one does). save_pretrained(directory)
 writes the files back, so that from_pretrained(directory) encodes and decodes alike.
 
-This module holds the shared part: BatchEncoding, the config and argument helpers, PreTrainedTokenizerBase and
-AutoTokenizer. The backends are in tokenization_spm.py (LlamaTokenizer and its protobuf helpers) and
+This module holds the shared part: BatchEncoding, PreTrainedTokenizerBase and AutoTokenizer; reading and writing
+the files (tokenizer_config.json, special_tokens_map.json) is tokenizer_files.py's. The backends are in
+tokenization_spm.py (LlamaTokenizer and its protobuf helpers) and
 tokenization_fast.py (PreTrainedTokenizerFast and its tokenizer_config.json handling); they are re-exported here,
 so `from habana_assist.tokenization import LlamaTokenizer` (or PreTrainedTokenizerFast) keeps working.
 """
 
 import copy
-import json
 import os
 from collections.abc import Mapping
 
@@ -39,8 +39,11 @@ import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..checkpoints.hub import TOKENIZER_FILES, pop_hub_arguments, resolve
-from ..utils.files import write_atomic
 from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
+from .tokenizer_files import (_NULL_WHEN_UNSET, _SPECIAL_NAMES, _TOKEN_ARGUMENTS, CHAT_TEMPLATE_FILE,
+                              SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TOKENIZER_JSON_FILE,
+                              _chat_template, _flag, _json_bytes, _read_directory, _token_spec, _token_text,
+                              _write_file)
 from .tokenizer_json import AddedToken, _encodable
 
 # The public names, and those other modules import from here (pyflakes reads the re-exports as used).
@@ -49,25 +52,9 @@ __all__ = ["AddedToken", "AutoTokenizer", "BatchEncoding", "PreTrainedTokenizerB
            "_REBUILDING_KEYS", "_NO_DUMMY_PREFIX", "_SPIECE_UNDERLINE", "_bad_piece", "_normalizer_spec",
            "_proto_fields"]
 
-TOKENIZER_FILE = "tokenizer.model"
-TOKENIZER_JSON_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
-# Transformers' SPECIAL_TOKENS_ATTRIBUTES (without additional_special_tokens), in its order.
-_SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
-# Unset, these are written as null by save_pretrained (the others only where the loaded config had them).
-_NULL_WHEN_UNSET = ("bos_token", "eos_token", "unk_token", "pad_token")
 _DEFAULT_MAX_LENGTH = 1 << 30  # LlamaTokenizer's model_max_length when tokenizer_config.json has none
 _VERY_LARGE_INTEGER = int(1e30)  # Transformers' "no limit" (PreTrainedTokenizerFast's default model_max_length)
 _LARGE_INTEGER = int(1e20)  # above this, Transformers treats model_max_length as "no limit" for padding/truncation
-# from_pretrained's keyword arguments: read as tokenizer_config.json's keys; set as special tokens; ignored.
-_CONFIG_ARGUMENTS = frozenset({"padding_side", "truncation_side", "model_max_length", "add_bos_token",
-                               "add_eos_token", "add_prefix_space", "legacy", "clean_up_tokenization_spaces",
-                               "split_special_tokens"})
-_TOKEN_ARGUMENTS = frozenset(_SPECIAL_NAMES)
-_TOKEN_FLAGS = ("special", "single_word", "lstrip", "rstrip", "normalized")  # an AddedToken's flags
-_IGNORED_ARGUMENTS = frozenset({"use_fast", "trust_remote_code"})
 # Truncation and padding strategies, Transformers' names; True means the first of each.
 _TRUNCATIONS = ("longest_first", "only_first", "only_second", "do_not_truncate")
 _PADDINGS = ("longest", "max_length", "do_not_pad")
@@ -82,18 +69,6 @@ def clean_up_tokenization(text):
     for written, cleaned in _CLEANUPS:
         text = text.replace(written, cleaned)
     return text
-
-
-def _check_config_arguments(overrides):
-    """InvalidInputError for a from_pretrained argument that tokenizer_config.json could not hold either."""
-    for key, value in overrides.items():
-        if key in ("padding_side", "truncation_side") and value not in ("left", "right"):
-            raise InvalidInputError(f"{key}={value!r}; use 'left' or 'right'")
-        if key in ("add_bos_token", "add_eos_token", "clean_up_tokenization_spaces", "split_special_tokens") and \
-                not isinstance(value, bool):
-            raise InvalidInputError(f"{key}={value!r}; pass True or False")
-        if key == "model_max_length" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            raise InvalidInputError(f"model_max_length={value!r}; pass a positive integer")
 
 
 class BatchEncoding(dict):
@@ -118,28 +93,6 @@ class BatchEncoding(dict):
             else:
                 out[key] = value
         return out
-
-
-def _read_json(path):
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
-        raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} must hold a JSON object; fix or delete the file")
-    return data
-
-
-def _token_text(value):
-    """A special token in tokenizer_config.json is a string or {"content": string, ...}."""
-    return value.get("content") if isinstance(value, dict) else value
-
-
-
-
 
 
 class _SpecialToken:
@@ -167,16 +120,6 @@ class _SpecialToken:
         except InvalidInputError:  # e.g. bos_token = None while add_bos_token: refused, nothing changed
             tok._special_tokens[self.name] = before
             raise
-
-
-def _flag(config, key, default, source=TOKENIZER_CONFIG_FILE):
-    """A true/false key of a config file, or CheckpointError naming it."""
-    value = config.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{source}: {key}={value!r} must be true or false; fix the file")
-    return value
 
 
 def _int_list(ids, what):
@@ -342,8 +285,8 @@ class PreTrainedTokenizerBase:
 
     @property
     def special_tokens_map(self):
-        """{name: token text} for the special tokens that are set (bos, eos, unk, pad; additional_special_tokens
-        as a list where there are any), as Transformers 4's special_tokens_map."""
+        """{name: token text} for the special tokens that are set (bos, eos, unk, sep, pad, cls, mask;
+        additional_special_tokens as a list where there are any), as Transformers 4's special_tokens_map."""
         out = {name: text for name, text in self._special_tokens.items() if text is not None}
         if self._additional_special_tokens:
             out["additional_special_tokens"] = list(self._additional_special_tokens)
@@ -351,7 +294,8 @@ class PreTrainedTokenizerBase:
 
     @property
     def all_special_tokens(self):
-        """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, pad, additional)."""
+        """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, sep, pad, cls, mask,
+        additional)."""
         tokens = [t for t in self._special_tokens.values() if t is not None] + self._additional_special_tokens
         return list(dict.fromkeys(tokens))
 
@@ -852,18 +796,6 @@ class PreTrainedTokenizerBase:
         pass
 
 
-def _chat_template(value, source):
-    """tokenizer_config.json's chat_template -> tok.chat_template as Transformers exposes it: None, a str, or
-    {name: template} from the list form [{"name": ..., "template": ...}]."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) and
-                                       isinstance(t.get("template"), str) for t in value):
-        return {t["name"]: t["template"] for t in value}
-    raise CheckpointError(f"{source}: chat_template must be a string or a list of {{\"name\": ..., \"template\": "
-                          "...}} objects; fix the file")
-
-
 # Transformers' __call__ / encode / decode arguments this package does not implement, with the value that means
 # "not used" (accepted).
 _UNIMPLEMENTED = {"is_split_into_words": False, "return_overflowing_tokens": False,
@@ -925,122 +857,6 @@ def _batch_of(text, text_pair):
             not all(isinstance(t, str) for t in text_pair):
         raise InvalidInputError(f"text_pair must be a list of {len(text)} str, one per text")
     return list(text), list(text_pair), False
-
-
-def _token_spec(value, special, where):
-    """A token to add (a str, or an object/dict with content and tokenizers' AddedToken flags) -> {content,
-    special, single_word, lstrip, rstrip, normalized}; Transformers' defaults: normalized = not special."""
-    if isinstance(value, str):
-        content, flags = value, {}
-    elif isinstance(value, dict):
-        content, flags = value.get("content"), value
-    else:
-        content = getattr(value, "content", None)
-        flags = {k: getattr(value, k) for k in ("special", "single_word", "lstrip", "rstrip", "normalized")
-                 if hasattr(value, k)}
-    if not isinstance(content, str) or not content or not _encodable(content):
-        raise InvalidInputError(f"{where}: {value!r} is not a token (a non-empty str, or an AddedToken)")
-    spec = {"content": content, "special": bool(flags.get("special", special) or special),
-            "single_word": bool(flags.get("single_word", False)), "lstrip": bool(flags.get("lstrip", False)),
-            "rstrip": bool(flags.get("rstrip", False))}
-    spec["normalized"] = bool(flags.get("normalized", not spec["special"]))
-    spec["flags_given"] = not isinstance(value, str)  # an AddedToken (or dict) re-adds an added token's flags
-    return spec
-
-
-def _added_tokens_decoder(config):
-    """tokenizer_config.json's added_tokens_decoder {"id": {"content": ..., flags}} -> [(id, entry)] by id;
-    CheckpointError naming the entry that is not a token."""
-    table = config.get("added_tokens_decoder") or {}
-    if not isinstance(table, dict):
-        raise CheckpointError("tokenizer_config.json: added_tokens_decoder must be an object {id: token}")
-    entries = []
-    for key, value in table.items():
-        if not (isinstance(key, str) and key.isdigit() and isinstance(value, dict) and
-                isinstance(value.get("content"), str) and value["content"] and _encodable(value["content"])):
-            raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder[{key!r}] = {value!r}: expected "
-                                  "a token id and {\"content\": non-empty string, ...}; fix the file")
-        for flag in _TOKEN_FLAGS:
-            if not isinstance(value.get(flag, False), bool):
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder[{key!r}].{flag}="
-                                      f"{value[flag]!r} must be true or false; fix the file")
-        entries.append((int(key), value))
-    return sorted(entries, key=lambda e: e[0])
-
-
-def _additional_special_tokens(config, special_tokens_map):
-    """additional_special_tokens of tokenizer_config.json (else special_tokens_map.json; Transformers 5 writes the
-    list as extra_special_tokens) -> [text], each once; CheckpointError for a value that is not a list of tokens."""
-    value = config.get("additional_special_tokens", (special_tokens_map or {}).get("additional_special_tokens"))
-    extra = config.get("extra_special_tokens")
-    if value is None and isinstance(extra, list):
-        value = extra
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(_token_text(t), str) and _token_text(t) and
-                                              _encodable(_token_text(t)) for t in value):
-        raise CheckpointError(f"tokenizer_config.json: additional_special_tokens={value!r} must be a list of "
-                              "tokens (strings or {\"content\": string}); fix the file")
-    return list(dict.fromkeys(_token_text(t) for t in value))
-
-
-def _special_token_texts(config, special_tokens_map):
-    """{name: text or None} of bos/eos/unk/pad: special_tokens_map.json's, overridden by tokenizer_config.json's
-    (null there unsets); CheckpointError naming the file for a value that is not a token string."""
-    special_tokens_map = special_tokens_map or {}
-    tokens = {**{k: _token_text(v) for k, v in special_tokens_map.items() if k in _SPECIAL_NAMES},
-              **{k: _token_text(config[k]) for k in _SPECIAL_NAMES if k in config}}
-    for name in _SPECIAL_NAMES:
-        text = tokens.get(name)
-        if text is not None and not (isinstance(text, str) and _encodable(text)):
-            source = TOKENIZER_CONFIG_FILE if name in config else SPECIAL_TOKENS_MAP_FILE
-            raise CheckpointError(f"{source}: {name} is {text!r}; expected a string (or {{\"content\": string}}) "
-                                  "of valid UTF-8 — fix the file")
-    return tokens
-
-
-def _read_directory(pretrained_model_name_or_path, inputs, kwargs):
-    """from_pretrained's path and keyword arguments -> (directory, config with the arguments' overrides,
-    special_tokens_map.json, the overrides); InvalidInputError for an argument it does not take."""
-    if inputs:
-        raise InvalidInputError(f"from_pretrained takes the path and keyword arguments only; got {len(inputs)} "
-                                "more positional argument(s)")
-    hub_arguments = pop_hub_arguments(kwargs, "AutoTokenizer.from_pretrained")
-    unknown = sorted(set(kwargs) - _CONFIG_ARGUMENTS - _TOKEN_ARGUMENTS - _IGNORED_ARGUMENTS)
-    if unknown:
-        raise InvalidInputError(
-            f"AutoTokenizer.from_pretrained: {', '.join(f'{k}={kwargs[k]!r}' for k in unknown)} is not supported "
-            "(it would change tokenization in a way this package does not reproduce); leave it out. Accepted: "
-            f"{', '.join(sorted(_CONFIG_ARGUMENTS | _TOKEN_ARGUMENTS | {'subfolder', 'use_fast'}))} and the hub "
-            "arguments")
-    use_fast = kwargs.get("use_fast", True)
-    if not isinstance(use_fast, bool):
-        raise InvalidInputError(f"use_fast={use_fast!r}; pass True (tokenizer.json where the checkpoint has one) "
-                                "or False (tokenizer.model)")
-    overrides = {k: kwargs[k] for k in _CONFIG_ARGUMENTS if k in kwargs}
-    _check_config_arguments(overrides)
-    directory = resolve(pretrained_model_name_or_path, TOKENIZER_FILES, **hub_arguments)
-    if hub_arguments.get("subfolder") and not os.path.isdir(directory):
-        raise InvalidInputError(f"subfolder={hub_arguments['subfolder']!r}: no such folder {directory}")
-    config = {**_read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)), **overrides}
-    template_file = os.path.join(directory, CHAT_TEMPLATE_FILE)
-    if os.path.exists(template_file):  # Transformers: chat_template.jinja overrides the config's template
-        try:
-            with open(template_file, encoding="utf-8") as f:
-                config["chat_template"] = f.read()
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"{template_file} cannot be read as UTF-8 text ({e}); fix or delete it") from None
-    return directory, config, _read_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE)), overrides
-
-
-
-def _json_bytes(obj):
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def _write_file(path, data):
-    """Writes data to path through a file beside it, renamed into place: never a half-written file."""
-    write_atomic(path, lambda f: f.write(data))
 
 
 def _import_torch():
