@@ -146,6 +146,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         # What is split out of the text before sentencepiece (Transformers' added_tokens_decoder and encoder).
         self._added = {}  # id -> AddedToken
         self._added_ids = {}  # content -> id
+        self._past = 0  # how many of them have ids past the model's pieces
         self._split = None  # the added tokens' trie, as a regex (None: no added tokens)
         self._additional_special_tokens = _additional_special_tokens(config, special_map)
         self._load_added_tokens(config, model_file, set(tokens.values()) | set(self._additional_special_tokens))
@@ -255,7 +256,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
 
     def __len__(self):
         """The model's pieces and the added tokens past them (Transformers' len(tokenizer))."""
-        return self.sp.get_piece_size() + sum(1 for i in self._added if i >= self.sp.get_piece_size())
+        return self.sp.get_piece_size() + self._past
 
     @property
     def vocab_size(self):
@@ -277,6 +278,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         before = self._added.get(tid)
         if before is not None and before.content != token.content:
             self._added_ids.pop(before.content, None)
+        self._past += before is None and tid >= self.sp.get_piece_size()
         token.id = tid
         self._added[tid], self._added_ids[token.content] = token, tid
 

@@ -261,8 +261,8 @@ class PreTrainedTokenizerBase:
                 f"{name}={content!r} is not a token of this vocabulary ({len(self)} tokens); setting the attribute "
                 f"does not add it (Transformers would map it to the unk id). Use a token the vocabulary has, e.g. "
                 f"tokenizer.{name} = tokenizer.eos_token, or add it as a new token with "
-                f"tokenizer.add_special_tokens({{{name!r}: {content!r}}}) (its id is then past the model's "
-                "embedding, which generate() refuses)")
+                f"tokenizer.add_special_tokens({{{name!r}: {content!r}}}) (a new id, which generate() refuses where "
+                "the model's embedding has no row for it)")
         return content
 
     def _token_of_id(self, name, value):
