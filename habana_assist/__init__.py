@@ -19,7 +19,7 @@ from .generation.logits_process import LogitsProcessor, LogitsProcessorList
 from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
                                            StoppingCriteriaList, StopStringCriteria)
 from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
-from .tokenization.tokenization_utils import AutoTokenizer, BatchEncoding, LlamaTokenizer
+from .tokenization.tokenization_utils import AddedToken, AutoTokenizer, BatchEncoding, LlamaTokenizer
 from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
 from .cache_utils import Cache, DynamicCache, StaticCache
 from .generation.utils import set_seed
@@ -33,7 +33,7 @@ globals().update(ARCHITECTURE_CLASSES)
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
+    "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding", "AddedToken",
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",

@@ -8,6 +8,7 @@ real token, so a padded row computes exactly what it computes alone.
 
 import contextlib
 import os
+import types
 from dataclasses import dataclass
 from typing import Optional
 
@@ -340,6 +341,29 @@ class PreTrainedCausalLM(GenerationMixin):
 
     def can_generate(self):
         return True
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Transformers' resize_token_embeddings, for what fixed weights allow: a size the embedding already has
+        room for (e.g. len(tokenizer) after adding tokens that fit in its spare rows, as Qwen's have) changes
+        nothing, and every row stays (Transformers would cut the embedding down to that size; here logits keep
+        vocab_size columns); a larger one raises InvalidInputError, as the weights cannot grow. new_num_tokens
+        None keeps the size; pad_to_multiple_of rounds it up first, as in Transformers. -> an object with
+        nn.Embedding's num_embeddings and embedding_dim (there is no torch module to return)."""
+        size = self.vocab_size if new_num_tokens is None else new_num_tokens
+        for name, value in (("new_num_tokens", size), ("pad_to_multiple_of", pad_to_multiple_of)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or
+                                      value < 1):
+                raise InvalidInputError(f"resize_token_embeddings: {name}={value!r} must be a positive integer")
+        if pad_to_multiple_of:
+            size = -(-int(size) // int(pad_to_multiple_of)) * int(pad_to_multiple_of)
+        if size > self.vocab_size:
+            raise InvalidInputError(
+                f"resize_token_embeddings({size}): this model's token embedding has {self.vocab_size} rows and its "
+                "weights are fixed (read from the checkpoint, no training here), so it cannot grow to give new tokens "
+                "rows; generate() refuses ids >= vocab_size. Use tokens the vocabulary has (e.g. "
+                "tokenizer.pad_token = tokenizer.eos_token), or add rows and train them with Transformers, then load "
+                "that checkpoint")
+        return types.SimpleNamespace(num_embeddings=self.vocab_size, embedding_dim=self.config.hidden_size)
 
     def save_pretrained(self, save_directory, **kwargs):
         """Writes config.json, generation_config.json and model.safetensors (shards and an index above

@@ -325,7 +325,7 @@ def test_use_fast_false_reads_tokenizer_model_where_both_exist(tmp_path):
     ({"model_max_length": -3}, "model_max_length=-3"),
     ({"add_bos_token": "yes"}, "add_bos_token='yes'"),
     ({"clean_up_tokenization_spaces": 1}, "clean_up_tokenization_spaces=1"),
-    ({"split_special_tokens": True}, "split_special_tokens=true is not supported"),
+    ({"split_special_tokens": "yes"}, "split_special_tokens='yes' must be true or false"),
     ({"chat_template": 5}, "chat_template must be a string"),
     ({"bos_token": 7}, "bos_token is 7"),
     ({"add_prefix_space": True}, "add_prefix_space=True is not supported"),
