@@ -525,7 +525,8 @@ class GenerationConfig:
         if self.max_new_tokens is not None and not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             self._bad("max_new_tokens", "must be a positive integer",
                       "pass max_new_tokens >= 1 (or None to use max_length)")
-        if not (_is_int(self.max_length) and self.max_length >= 1):
+        if not (_is_int(self.max_length) and self.max_length >= 1) and not (
+                self.max_length is None and self.max_new_tokens is not None):  # None: max_new_tokens bounds it
             self._bad("max_length", "must be a positive integer", "pass max_length >= 1 or set max_new_tokens")
         if self.min_new_tokens is not None and not (_is_int(self.min_new_tokens) and self.min_new_tokens >= 0):
             self._bad("min_new_tokens", "must be a non-negative integer", "pass min_new_tokens >= 0 or None")

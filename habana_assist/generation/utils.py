@@ -10,6 +10,7 @@ import contextlib
 import enum
 import random
 import sys
+import warnings
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -49,6 +50,8 @@ _REFUSED_ARGUMENTS = {
 }
 # Values of those arguments that are accepted, since they change nothing here (default: None only).
 _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
+# The warnings given once per process, as Transformers' logger.warning_once gives its (constant) messages
+_WARNED_ONCE = set()
 
 
 def set_seed(seed, deterministic=False):
@@ -185,7 +188,12 @@ class GenerationMixin:
         -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
         that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
         GenerateDecoderOnlyOutput. input_ids and attention_mask may be numpy arrays, lists or torch tensors;
-        torch in, torch out (every array of the result), numpy otherwise.
+        torch in, torch out (every array of the result), numpy otherwise. inputs= (Transformers' name for the
+        main input) is input_ids; pass one of the two.
+
+        Warnings, where Transformers warns (UserWarning): max_length passed with max_new_tokens (max_new_tokens
+        wins; min_length and min_new_tokens alike), and, once per process, no attention_mask where pad_token_id
+        (eos_token_id's first id when unset) is an eos id, so that padding cannot be told from the tokens.
 
         assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
         tokens, this model verifies them in one pass; greedy output (and sampled output with
@@ -253,6 +261,13 @@ class GenerationMixin:
                                     "spelling against GenerationConfig")
         gc.validate()
         gc.check_supported()
+        # Transformers' _prepare_generated_length: max_length (min_length) passed to this call with max_new_tokens
+        # (min_new_tokens) set, here or in the config: the new tokens' count wins (see _prepare_inputs)
+        for new, total in (("max_new_tokens", "max_length"), ("min_new_tokens", "min_length")):
+            if kwargs.get(total) is not None and getattr(gc, new) is not None:
+                warnings.warn(f"Both `{new}` (={getattr(gc, new)}) and `{total}` (={getattr(gc, total)}) seem to have "
+                              f"been set. `{new}` will take precedence; pass only one of them", UserWarning,
+                              stacklevel=4)
         return gc
 
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
@@ -261,6 +276,14 @@ class GenerationMixin:
         loop, the output."""
         kwargs = dict(kwargs)
         cache = kwargs.pop("past_key_values", None)
+        if "inputs" in kwargs:  # Transformers' generate(inputs=None, ...): its main input, input_ids here
+            inputs = kwargs.pop("inputs")
+            if inputs is not None and input_ids is not None:
+                raise InvalidInputError("`inputs` and `input_ids` were both passed: they are the same argument "
+                                        "(Transformers' name and this model's); pass the prompt once, as "
+                                        "generate(ids), generate(inputs=ids) or generate(input_ids=ids)")
+            if inputs is not None:
+                input_ids = inputs
         assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
@@ -354,6 +377,13 @@ class GenerationMixin:
                                     "pass ids from the model's tokenizer")
         if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
             raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
+        if attention_mask is None and pad in eos:  # Transformers' _prepare_special_tokens (pad unset: eos[0])
+            if "mask not inferred" not in _WARNED_ONCE:
+                _WARNED_ONCE.add("mask not inferred")
+                warnings.warn("The attention mask is not set and cannot be inferred from input because pad token is "
+                              f"same as eos token (pad_token_id={pad}, eos_token_id={eos}). As a consequence, you may "
+                              "observe unexpected behavior. Please pass your input's `attention_mask` to obtain "
+                              "reliable results.", UserWarning, stacklevel=4)
         if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
                 and (ids == gc.pad_token_id).any():
             attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
@@ -369,7 +399,9 @@ class GenerationMixin:
         if max_new < 1:
             raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
                                     "pass max_new_tokens instead")
-        min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
+        # min_new_tokens wins over min_length, as max_new_tokens over max_length (Transformers sets min_length to
+        # min_new_tokens + the prompt's width)
+        min_new = gc.min_new_tokens if gc.min_new_tokens is not None else max(gc.min_length - S, 0)
         need = int(real.max()) + max_new
         if need > self.max_cache_len:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "

@@ -33,6 +33,8 @@ so `from habana_assist.tokenization import LlamaTokenizer` (or PreTrainedTokeniz
 
 import copy
 import os
+import sys
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -61,6 +63,18 @@ _PADDINGS = ("longest", "max_length", "do_not_pad")
 # Transformers' clean_up_tokenization: (written, cleaned), applied in this order with str.replace.
 _CLEANUPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
              (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # habana_assist/
+
+
+def _stacklevel_outside_package():
+    """warnings.warn's stacklevel, for a warning given by the function that calls this one, that reports the first
+    frame outside the package: the user's line (tok(...), tok.encode(...), apply_chat_template(...))."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def clean_up_tokenization(text):
@@ -199,6 +213,7 @@ class PreTrainedTokenizerBase:
             raise CheckpointError(f"tokenizer_config.json: model_max_length={config['model_max_length']!r} must be a "
                                   "positive integer; fix the file")
         self.model_max_length = max_length
+        self.deprecation_warnings = {}  # Transformers' name: which once-per-tokenizer warnings were given
         self.clean_up_tokenization_spaces = _flag(config, "clean_up_tokenization_spaces", False)
         self.split_special_tokens = _flag(config, "split_special_tokens", False)
         self.chat_template = _chat_template(config.get("chat_template"), TOKENIZER_CONFIG_FILE)
@@ -448,6 +463,8 @@ class PreTrainedTokenizerBase:
         ids = [r[0] for r in rows]
         types = [r[1] for r in rows]
         masks = [[1] * len(s) for s in ids]
+        if not self.is_fast:  # Transformers' slow tokenizers check each row before padding, the fast ones after
+            self._warn_if_too_long(ids, max_length, verbose)
         if padding != "do_not_pad":
             width = max(len(s) for s in ids) if padding == "longest" else max_length
             if pad_to_multiple_of and width % pad_to_multiple_of:
@@ -461,6 +478,8 @@ class PreTrainedTokenizerBase:
                 else:
                     ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
                     types[i] = types[i] + [self.pad_token_type_id] * fill
+        if self.is_fast:
+            self._warn_if_too_long(ids, max_length, verbose)
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
         if return_token_type_ids is None:
@@ -483,6 +502,21 @@ class PreTrainedTokenizerBase:
             raise InvalidInputError(f"split_special_tokens={split_special_tokens!r}; pass True, False or None (the "
                                     "tokenizer's)")
         return split_special_tokens
+
+    def _warn_if_too_long(self, rows, max_length, verbose):
+        """Transformers' _eventual_warn_about_too_long_sequence: a row longer than model_max_length, encoded with
+        no max_length (none passed, and no truncation or padding to model_max_length), warns once per tokenizer
+        (UserWarning, reported at the user's line that called into the package)."""
+        key = "sequence-length-is-longer-than-the-specified-maximum"
+        if max_length is not None or not verbose or self.deprecation_warnings.get(key):
+            return
+        first = next((len(r) for r in rows if len(r) > self.model_max_length), None)  # the first, as Transformers
+        if first is not None:
+            warnings.warn("Token indices sequence length is longer than the specified maximum sequence length for "
+                          f"this model ({first} > {self.model_max_length}). Running this sequence through the model "
+                          "will result in indexing errors; pass truncation=True to cut it to model_max_length",
+                          UserWarning, stacklevel=_stacklevel_outside_package())
+            self.deprecation_warnings[key] = True
 
     def _no_type_ids_message(self):
         return "token_type_ids are not available from this tokenizer's post-processor; pass return_token_type_ids=False"

@@ -140,6 +140,14 @@ def test_generate_rejects_missing_input_ids(model):
     raises(InvalidInputError, lambda: model.generate(max_new_tokens=2), "input_ids", "required")
 
 
+def test_generate_refuses_inputs_and_input_ids_together(model):
+    """inputs= is Transformers' name of the prompt: passed with input_ids (by position or by name) it is refused,
+    as Transformers refuses it, whether or not the two are the same array."""
+    for call in (lambda: model.generate(PROMPT, inputs=PROMPT, max_new_tokens=2),
+                 lambda: model.generate(input_ids=PROMPT, inputs=PROMPT[:, :2], max_new_tokens=2)):
+        raises(InvalidInputError, call, "`inputs`", "`input_ids`", "once")
+
+
 def test_model_rejects_ragged_input_ids(model):
     raises(ValueError, lambda: model([[1, 2], [3]]), "shape")
 

@@ -15,6 +15,7 @@ from habana_assist.errors import InvalidInputError
 from habana_assist.generation.utils import GenerateDecoderOnlyOutput
 from habana_assist.modeling_utils import CausalLMOutput
 from habana_assist.utils.tensors import convert_output, from_numpy, to_numpy, torch_available
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 DRAFT = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode-draft")
 TEXTS = ["def fib(n):", "import os\nimport sys\n"]
@@ -92,7 +93,8 @@ def test_numpy_users_never_import_torch():
         "assert isinstance(out.sequences, np.ndarray)\n"
         "print('torch' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=PACKAGE_PARENT, env=child_env(),
+                            timeout=120)
     assert result.returncode == 0, f"the script failed: {result.stderr[-2000:]}"
     assert result.stdout.strip() == "False", "numpy in and out must never import torch"
 

@@ -8,6 +8,7 @@ use_fast, add_prefix_space, legacy, the hub arguments) and the refusals of what 
 import json
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -216,6 +217,50 @@ def test_from_pretrained_truncation_side_and_model_max_length(tok):
     got_left = left("def fib(n):\n    return n", truncation=True)["input_ids"]
     got_right = right("def fib(n):\n    return n", truncation=True)["input_ids"]
     assert got_left == [ids[0]] + ids[-3:] and got_right == ids[:4], f"left {got_left}, right {got_right}, all {ids}"
+
+
+LONG = "def fib(n):\n    return n"  # more than 4 tokens
+TOO_LONG = "Token indices sequence length is longer than the specified maximum sequence length for this model"
+
+
+def too_long_warnings(fn):
+    """The messages of the too-long warnings fn() gave (every one, repeated or not)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if TOO_LONG in str(w.message)]
+
+
+def test_a_text_longer_than_model_max_length_warns_once_per_tokenizer_as_transformers(tok):
+    """Transformers' _eventual_warn_about_too_long_sequence: encoding a row longer than model_max_length with no
+    max_length warns (its logger, here a UserWarning at the caller) the first time only, per tokenizer."""
+    n = len(tok.encode(LONG))
+    short = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    assert too_long_warnings(lambda: short("a")) == [], "a row within model_max_length must not warn"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        short(["a", LONG])
+    got = [w for w in seen if TOO_LONG in str(w.message)]
+    assert len(got) == 1 and f"({n} > 4)" in str(got[0].message) and got[0].filename == __file__, \
+        f"expected one warning naming {n} > 4 at this test's line, got {[(str(w.message), w.filename) for w in seen]}"
+    assert too_long_warnings(lambda: (short(LONG), short.encode(LONG))) == [], "a tokenizer warns once only"
+    again = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        again.encode(LONG)
+    got = [w.filename for w in seen if TOO_LONG in str(w.message)]
+    assert got == [__file__], f"another tokenizer warns again (encode too), at this test's line; got {got}"
+
+
+@pytest.mark.parametrize("kwargs", [dict(truncation=True), dict(max_length=100), dict(max_length=3),
+                                    dict(padding="max_length", truncation=True), dict(verbose=False)],
+                         ids=["truncation", "max_length_above", "max_length_below", "padding_to_max", "not_verbose"])
+def test_a_long_text_encoded_with_a_max_length_or_not_verbose_does_not_warn(kwargs):
+    """The warning is for a call with no max_length: one passed, or model_max_length taken by truncation or by
+    padding='max_length', silences it, as does verbose=False (which leaves the next verbose call its warning)."""
+    short = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    assert too_long_warnings(lambda: short(LONG, **kwargs)) == [], f"{kwargs}: expected no warning"
+    assert len(too_long_warnings(lambda: short(LONG))) == 1, f"after {kwargs}, a plain call must still warn once"
 
 
 def test_from_pretrained_add_bos_and_add_eos_token(tok):
