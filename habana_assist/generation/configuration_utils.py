@@ -265,6 +265,21 @@ def _version():
     return __version__
 
 
+_MAX_NESTING = 100  # levels of lists and objects a generation_config.json may nest (deepcopy's recursion)
+
+
+def _nested_deeper_than(value, limit):
+    """Whether JSON data (dicts and lists) nests more than `limit` levels (iterative: any depth is measured)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 class GenerationConfig:
     """Arguments of generate(); unknown keys from a generation_config.json are kept as attributes."""
 
@@ -300,7 +315,8 @@ class GenerationConfig:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
-            copy.deepcopy(data)  # to_dict() copies it: nesting json accepts may still be too deep for that
+            if _nested_deeper_than(data, _MAX_NESTING):  # to_dict() copies it: no depth a copy could not take
+                raise ValueError(f"nested more than {_MAX_NESTING} levels deep")
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path} does not exist; pass the directory of a Hugging Face checkpoint")
         except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
