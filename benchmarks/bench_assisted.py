@@ -261,7 +261,7 @@ def main():
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"shipped pair (pycode float32 + pycode-draft {draft.dtype}), greedy, {n_new} new tokens per row, "
+          f"shipped pair (pycode float32 + pycode-draft {draft.weight_dtype}), greedy, {n_new} new tokens per row, "
           f"best of {repeats} interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
@@ -282,7 +282,7 @@ def main():
           f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}")
 
     table = shipped_batches(target, draft, tok, n_new, repeats, batches)
-    print(f"\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
+    print("\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
     print(f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
           f"{'meas/ideal':>10s} {'x batch 1':>9s}")
     one = {r["mode"]: r for r in table if r["batch"] == 1}

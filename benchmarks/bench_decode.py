@@ -166,7 +166,8 @@ def child_ours(directory, dtype, repeats):
             ctx.append(np.zeros(1, dtype=np.int32), np.array([100 + i], dtype=np.int32), None, out)
             steps.append(time.perf_counter() - t0)
         bandwidth.append(ha._core.measure_read_bandwidth(1 << 30, 8))  # 8 passes: samples as many as the steps'
-    return {"dtype": model.dtype, "weight_bytes": model.weight_bytes, "decode_s": min(decode_s), "step_s": min(steps),
+    return {"dtype": model.weight_dtype, "weight_bytes": model.weight_bytes, "decode_s": min(decode_s),
+            "step_s": min(steps),
             "bandwidth": bandwidth,
             "prefill_tps": 128 / t_prefill, "prefill_blas_tps": 128 / t_prefill_blas, "verify_s": verify,
             "kv_bytes": kv_bytes, "peak_rss": peak_rss}
@@ -271,7 +272,7 @@ def child_family(directory, dtype, repeats):
             ctx.append(np.zeros(1, dtype=np.int32), np.array([100 + i], dtype=np.int32), None, out)
             steps.append(time.perf_counter() - t0)
         bandwidth.append(ha._core.measure_read_bandwidth(1 << 30, 8))
-    return {"architecture": type(model).__name__, "dtype": model.dtype, "weight_bytes": model.weight_bytes,
+    return {"architecture": type(model).__name__, "dtype": model.weight_dtype, "weight_bytes": model.weight_bytes,
             "decode_s": decode_s, "step_s": min(steps), "bandwidth": bandwidth, "peak_rss": peak_rss_bytes()}
 
 
@@ -363,7 +364,8 @@ def main():
     write_checkpoint(args.dir)
     t_write = time.perf_counter() - t0
     try:
-        import torch  # noqa: F401
+        import torch
+        del torch  # only whether it imports
         have_torch = not args.no_torch
     except ImportError:
         have_torch = False

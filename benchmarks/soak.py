@@ -30,8 +30,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import habana_assist as ha  # noqa: E402
+try:
+    import habana_assist as ha  # the package on the path (an installed one, or the test suite's on PYTHONPATH)
+except ImportError:  # run from a checkout: the package is the folder above benchmarks/
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import habana_assist as ha
 from habana_assist.errors import CacheCapacityError, InvalidInputError  # noqa: E402
 
 PROMPTS = ["def fib(n):\n    ", "import os\nimport sys\n\n", "class Stack:\n    def __init__(self):\n        self.",

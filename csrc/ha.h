@@ -263,6 +263,30 @@ HA_API void ha_llama_context_free(ha_llama_context *c);
 HA_API ha_lm *ha_llama_context_lm(ha_llama_context *c);
 /* 1 if crop(seq, len) would succeed now, else 0 (a caller cropping several sequences checks them all first). */
 HA_API int ha_llama_context_can_crop(const ha_llama_context *c, int32_t seq, int64_t len);
+/* The next append, which must be of n tokens, also writes every token's hidden states into out
+ * (n_layers + 1, n, hidden_size) float32, in Transformers' output_hidden_states order: the embeddings (scaled,
+ * plus learned positions where the family has them), the output of layers 0 .. n_layers - 2, then the last
+ * layer's output after the final norm. The request lasts for that one append (whatever it returns); out == NULL
+ * cancels it. HA_ERR_INVALID for n < 1 or out_floats other than (n_layers + 1) * n * hidden_size. */
+HA_API ha_status ha_llama_context_record_hidden(ha_llama_context *c, float *out, size_t out_floats, int64_t n);
+/* Moving a cache's keys and values (the Python Cache classes' growth and Transformers' legacy tuples):
+ * copy: every sequence of src (same model, same number of sequences) into dst, whose capacity holds them; each
+ *   layer keeps what it can (a sliding window's ring its last positions), and dst's sequences then hold exactly
+ *   src's lengths;
+ * kv_first: the first position layer `layer` of sequence seq still holds (0, or later in a sliding window's ring);
+ * read_kv: positions [first, first + n) of one layer and sequence, held ones only, into k and v, each
+ *   (n_kv_heads, n, head_dim) float32 (`floats` of them, checked): keys as attention reads them (after q/k norm
+ *   and rotary);
+ * write_kv: the same layout into positions [first, first + n) (below capacity), for set_length to make them
+ *   the sequence's: set_length(seq, len) sets what it holds to positions [0, len) (len <= capacity), whatever was
+ *   written there. */
+HA_API ha_status ha_llama_context_copy(ha_llama_context *dst, const ha_llama_context *src);
+HA_API int64_t ha_llama_context_kv_first(const ha_llama_context *c, int64_t layer, int32_t seq);
+HA_API ha_status ha_llama_context_read_kv(const ha_llama_context *c, int64_t layer, int32_t seq, int64_t first,
+                                          int64_t n, float *k, float *v, size_t floats);
+HA_API ha_status ha_llama_context_write_kv(ha_llama_context *c, int64_t layer, int32_t seq, int64_t first, int64_t n,
+                                           const float *k, const float *v, size_t floats);
+HA_API ha_status ha_llama_context_set_length(ha_llama_context *c, int32_t seq, int64_t len);
 
 /* ---- sampling --------------------------------------------------------------------------------------
  * Logits processing with Transformers' semantics and in its order (GenerationMixin._get_logits_processor):

@@ -14,8 +14,11 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import habana_assist as ha  # noqa: E402
+try:
+    import habana_assist as ha
+except ImportError:  # run from a checkout of the repository: the package is the folder above examples/
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import habana_assist as ha
 from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
 
 

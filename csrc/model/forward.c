@@ -397,6 +397,12 @@ static void mlp_in(const ha_llama_context *c, const ha_llama_layer *L, int64_t T
     else ha_parallel_for(mlp_range, &j, units);
 }
 
+/* x (T, d): the forward's T tokens' hidden states at entry `entry` of the recording (ha_llama_context_record_hidden). */
+static void record_hidden(const ha_llama_context *c, int64_t entry, const float *x, int64_t T) {
+    const int64_t d = c->m->cfg.hidden_size;
+    memcpy(c->hidden + (size_t)(entry * c->hidden_n + c->hidden_at) * (size_t)d, x, (size_t)(T * d) * sizeof(float));
+}
+
 int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, const uint8_t *want, float *logits) {
     const ha_llama *m = c->m;
     const ha_llama_config *cfg = &m->cfg;
@@ -419,6 +425,7 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
             for (int64_t j = 0; j < d; j++) x[j] += row[j];
         }
     }
+    if (c->hidden) record_hidden(c, 0, c->x, T);
     if (m->r2) rope_tables(c, T, 0, cfg->rope_inv_freq, cfg->rope_inv_freq_long);
     if (m->r2 && cfg->rope_inv_freq_local) rope_tables(c, T, 1, cfg->rope_inv_freq_local, NULL);
     /* attention's pieces of a group's heads, and tokens per run: as many as the queries a task holds fit */
@@ -466,6 +473,12 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
         add_bias(c->tmp, &L->b_down, T, d);
         norm_rows(cfg, c->tmp, &L->post_ffn_norm, NULL, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
+        if (c->hidden && l + 1 < cfg->n_layers) record_hidden(c, l + 1, c->x, T);
+    }
+    if (c->hidden) { /* the last entry: every token's final norm (tmp is free now) */
+        for (int64_t i = 0; i < T; i++)
+            norm(cfg, c->x + i * d, m->w.final_norm.data, m->w.final_norm_b.data, c->tmp + i * d, d);
+        record_hidden(c, cfg->n_layers, c->tmp, T);
     }
     int64_t nw = 0;
     for (int64_t i = 0; i < T; i++)

@@ -36,9 +36,34 @@ static ha_status interrupted_append(ha_llama_context *c, const int32_t *seq, int
     return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this append");
 }
 
+static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
+                               const uint8_t *want, float *logits);
+
+/* One append, recording hidden states if asked (ha_llama_context_record_hidden): the request ends with it. */
 static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
                             float *logits) {
     ha_llama_context *c = self;
+    ha_status st = c->hidden && n != c->hidden_n
+        ? ha_fail(HA_ERR_INVALID, "append: %lld tokens, but hidden states were requested for %lld",
+                  (long long)n, (long long)c->hidden_n)
+        : append_tokens(c, n, seq, tokens, want, logits);
+    c->hidden = NULL;
+    return st;
+}
+
+HA_API ha_status ha_llama_context_record_hidden(ha_llama_context *c, float *out, size_t out_floats, int64_t n) {
+    if (!c) return ha_fail(HA_ERR_INVALID, "record_hidden: no context");
+    const ha_llama_config *cfg = &c->m->cfg;
+    if (out && (n < 1 || out_floats != (size_t)((cfg->n_layers + 1) * n * cfg->hidden_size)))
+        return ha_fail(HA_ERR_INVALID, "record_hidden: %zu floats for %lld tokens; (n_layers + 1) x n x hidden_size = "
+                       "%lld are needed", out_floats, (long long)n, (long long)((cfg->n_layers + 1) * n * cfg->hidden_size));
+    c->hidden = out;
+    c->hidden_n = out ? n : 0;
+    return HA_OK;
+}
+
+static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
+                               const uint8_t *want, float *logits) {
     const int64_t V = c->m->cfg.vocab_size;
     if (n < 0 || (n > 0 && (!seq || !tokens))) return ha_fail(HA_ERR_INVALID, "append: bad token arrays (n=%lld)", (long long)n);
     int64_t wanted = 0;
@@ -94,6 +119,7 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
             c->pos[i] = c->len[s]++;
             if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
         }
+        c->hidden_at = b;
         if (ha_llama_forward(c, tokens + b, T, want ? want + b : NULL, logits)) return interrupted_append(c, seq, b + T);
         for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
         if (logits) logits += w0 * V;
@@ -289,6 +315,108 @@ void ha_llama_context_free(ha_llama_context *c) {
 }
 
 ha_lm *ha_llama_context_lm(ha_llama_context *c) { return c ? &c->lm : NULL; }
+
+/* Where position p of sequence s, layer l, kv head g keeps its key (in kcache) and value (in vcache). */
+static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, int64_t p) {
+    const int64_t S = c->slots[l];
+    return c->layer_at[l] + (((size_t)s * (size_t)c->m->cfg.n_kv_heads + (size_t)g) * (size_t)S + (size_t)(p % S)) *
+                            (size_t)c->m->cfg.head_dim;
+}
+
+/* The first position layer l of sequence s still holds: a ring's slot p mod slots holds p until p + slots is
+ * written (every position written is at most top). */
+static int64_t kv_first(const ha_llama_context *c, int64_t l, int64_t s) {
+    const int64_t first = c->top[s] + 1 - c->slots[l];
+    return first > 0 ? first : 0;
+}
+
+HA_API int64_t ha_llama_context_kv_first(const ha_llama_context *c, int64_t layer, int32_t seq) {
+    if (!c || layer < 0 || layer >= c->m->cfg.n_layers || seq < 0 || seq >= c->n_seq) return -1;
+    const int64_t first = kv_first(c, layer, seq);
+    return first < c->len[seq] ? first : c->len[seq];
+}
+
+HA_API ha_status ha_llama_context_copy(ha_llama_context *dst, const ha_llama_context *src) {
+    if (!dst || !src || dst == src) return ha_fail(HA_ERR_INVALID, "copy: two distinct contexts are needed");
+    if (dst->m != src->m) return ha_fail(HA_ERR_INVALID, "copy: the two caches belong to different models");
+    if (dst->n_seq != src->n_seq)
+        return ha_fail(HA_ERR_INVALID, "copy: %lld sequences into a cache of %lld", (long long)src->n_seq,
+                       (long long)dst->n_seq);
+    for (int64_t s = 0; s < src->n_seq; s++)
+        if (src->len[s] > dst->capacity)
+            return ha_fail(HA_ERR_CAPACITY, "copy: sequence %lld holds %lld positions, more than the capacity %lld",
+                           (long long)s, (long long)src->len[s], (long long)dst->capacity);
+    const ha_llama_config *cfg = &src->m->cfg;
+    const size_t bytes = (size_t)cfg->head_dim * sizeof(float);
+    for (int64_t s = 0; s < src->n_seq; s++) {
+        for (int64_t l = 0; l < cfg->n_layers; l++) {
+            int64_t first = kv_first(src, l, s);
+            if (src->len[s] - dst->slots[l] > first) first = src->len[s] - dst->slots[l];
+            for (int64_t g = 0; g < cfg->n_kv_heads; g++)
+                for (int64_t p = first; p < src->len[s]; p++) {
+                    memcpy(dst->kcache + kv_at(dst, l, s, g, p), src->kcache + kv_at(src, l, s, g, p), bytes);
+                    memcpy(dst->vcache + kv_at(dst, l, s, g, p), src->vcache + kv_at(src, l, s, g, p), bytes);
+                }
+        }
+        dst->len[s] = src->len[s];
+        dst->top[s] = src->len[s] - 1;
+    }
+    return HA_OK;
+}
+
+/* The checks of read_kv and write_kv: layer, sequence and positions [first, first + n) in range (below the
+ * sequence's length when reading, below the capacity when writing). */
+static ha_status kv_range(const ha_llama_context *c, int64_t layer, int32_t seq, int64_t first, int64_t n,
+                          size_t floats, int reading, const char *what) {
+    if (!c) return ha_fail(HA_ERR_INVALID, "%s: no context", what);
+    if (layer < 0 || layer >= c->m->cfg.n_layers || seq < 0 || seq >= c->n_seq)
+        return ha_fail(HA_ERR_INVALID, "%s: layer %lld or sequence %d is out of range", what, (long long)layer, seq);
+    const int64_t end = reading ? c->len[seq] : c->capacity;
+    if (floats != (size_t)(n * c->m->cfg.n_kv_heads * c->m->cfg.head_dim))
+        return ha_fail(HA_ERR_INVALID, "%s: k and v hold %zu floats each; (n_kv_heads, %lld, head_dim) = %lld are "
+                       "needed", what, floats, (long long)n, (long long)(n * c->m->cfg.n_kv_heads * c->m->cfg.head_dim));
+    if (first < 0 || n < 0 || first + n > end)
+        return ha_fail(HA_ERR_INVALID, "%s: positions [%lld, %lld) are outside [0, %lld)", what, (long long)first,
+                       (long long)(first + n), (long long)end);
+    return HA_OK;
+}
+
+HA_API ha_status ha_llama_context_read_kv(const ha_llama_context *c, int64_t layer, int32_t seq, int64_t first,
+                                          int64_t n, float *k, float *v, size_t floats) {
+    ha_status st = kv_range(c, layer, seq, first, n, floats, 1, "read_kv");
+    if (st != HA_OK) return st;
+    if (first < kv_first(c, layer, seq))
+        return ha_fail(HA_ERR_INVALID, "read_kv: layer %lld keeps positions from %lld on (a sliding window's ring), "
+                       "not %lld", (long long)layer, (long long)kv_first(c, layer, seq), (long long)first);
+    const int64_t hd = c->m->cfg.head_dim;
+    for (int64_t g = 0; g < c->m->cfg.n_kv_heads; g++)
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(k + (g * n + i) * hd, c->kcache + kv_at(c, layer, seq, g, first + i), (size_t)hd * sizeof(float));
+            memcpy(v + (g * n + i) * hd, c->vcache + kv_at(c, layer, seq, g, first + i), (size_t)hd * sizeof(float));
+        }
+    return HA_OK;
+}
+
+HA_API ha_status ha_llama_context_write_kv(ha_llama_context *c, int64_t layer, int32_t seq, int64_t first, int64_t n,
+                                           const float *k, const float *v, size_t floats) {
+    ha_status st = kv_range(c, layer, seq, first, n, floats, 0, "write_kv");
+    if (st != HA_OK) return st;
+    const int64_t hd = c->m->cfg.head_dim;
+    for (int64_t g = 0; g < c->m->cfg.n_kv_heads; g++)
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(c->kcache + kv_at(c, layer, seq, g, first + i), k + (g * n + i) * hd, (size_t)hd * sizeof(float));
+            memcpy(c->vcache + kv_at(c, layer, seq, g, first + i), v + (g * n + i) * hd, (size_t)hd * sizeof(float));
+        }
+    return HA_OK;
+}
+
+HA_API ha_status ha_llama_context_set_length(ha_llama_context *c, int32_t seq, int64_t len) {
+    if (!c || seq < 0 || seq >= c->n_seq || len < 0 || len > c->capacity)
+        return ha_fail(HA_ERR_INVALID, "set_length: sequence %d or length %lld is out of range", seq, (long long)len);
+    c->len[seq] = len;
+    c->top[seq] = len - 1;
+    return HA_OK;
+}
 
 int ha_llama_context_can_crop(const ha_llama_context *c, int32_t seq, int64_t len) {
     if (!c || seq < 0 || seq >= c->n_seq || len < 0 || len > c->len[seq]) return 0;

@@ -65,6 +65,9 @@ struct ha_llama_context {
     int64_t *pos;         /* (R,) */
     int32_t *seq;         /* (R,) */
     float *wide;          /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
+    float *hidden;        /* NULL, or (n_layers + 1, hidden_n, d): the hidden states the current append records */
+    int64_t hidden_n;     /* tokens of that append (ha_llama_context_record_hidden) */
+    int64_t hidden_at;    /* index in that append of the forward's first token */
     int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
     float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
 };

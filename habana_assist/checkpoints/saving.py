@@ -160,8 +160,8 @@ def _vector(name, weight, model_dtype):
 
 
 def _model_dtype(model, weights):
-    """The dtype of the model's matrices (that of its first layer's, as model.dtype says)."""
-    dtype = getattr(model, "dtype", None)
+    """The dtype of the model's matrices (that of its first layer's, as model.weight_dtype says)."""
+    dtype = getattr(model, "weight_dtype", None)
     dtype = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")  # a torch.dtype, np.float32...
     if dtype in _STORED:
         return dtype

@@ -109,7 +109,7 @@ _DEFAULTS = {
     # metadata
     "_from_model_config": False,
     # ours
-    "seed": None,  # the key of the position-keyed sampler; None draws one from set_seed's generator
+    "seed": None,  # the key of the position-keyed sampler; None: a sampled call draws one (utils.call_seed)
     "assisted_sampling": "rejection",  # "rejection" (Transformers' speculative sampling) or "coupled"
 }
 _OURS = ("seed", "assisted_sampling")
@@ -525,7 +525,8 @@ class GenerationConfig:
         if self.max_new_tokens is not None and not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
             self._bad("max_new_tokens", "must be a positive integer",
                       "pass max_new_tokens >= 1 (or None to use max_length)")
-        if not (_is_int(self.max_length) and self.max_length >= 1):
+        if not (_is_int(self.max_length) and self.max_length >= 1) and not (
+                self.max_length is None and self.max_new_tokens is not None):  # None: max_new_tokens bounds it
             self._bad("max_length", "must be a positive integer", "pass max_length >= 1 or set max_new_tokens")
         if self.min_new_tokens is not None and not (_is_int(self.min_new_tokens) and self.min_new_tokens >= 0):
             self._bad("min_new_tokens", "must be a non-negative integer", "pass min_new_tokens >= 0 or None")
@@ -657,7 +658,8 @@ class GenerationConfig:
             self._bad("num_return_sequences", f"is larger than num_beams (={beams})",
                       f"pass num_return_sequences <= {beams}")
         if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2 ** 64):
-            self._bad("seed", "must be an integer in [0, 2**64)", "pass e.g. seed=0, or None to draw one from set_seed")
+            self._bad("seed", "must be an integer in [0, 2**64)",
+                      "pass e.g. seed=0, or None to draw one (from torch's generator, or set_seed's)")
 
     def _validate_assisted(self):
         self._check_count("num_assistant_tokens", 1, "pass e.g. num_assistant_tokens=5")

@@ -148,6 +148,12 @@ class TextIteratorStreamer(TextStreamer):
         if stream_end:
             marker = self.stop_signal if self._error is None else _Stopped(self._error)
             self.text_queue.put(marker, timeout=self.timeout)
+            # Every waiting consumer is woken for the end, not the one put() notifies: Ctrl-C raised inside an
+            # earlier put's notify, between releasing a waiter and removing it (its woken thread takes the lock
+            # again), leaves that stale waiter first in line to absorb the next notify, and the consumer would
+            # wait for an end already queued
+            with self.text_queue.not_empty:
+                self.text_queue.not_empty.notify_all()
 
     def stop(self, error):
         """The consumer gets the text put so far, then GenerationStoppedError (caused by error) instead of the end."""

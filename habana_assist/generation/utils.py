@@ -9,6 +9,8 @@ the drafter chosen (candidate_generator.py), the core's loop run (plain or assis
 import contextlib
 import enum
 import random
+import sys
+import warnings
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -21,7 +23,7 @@ from ..integrations import external as _external
 from ..utils import progress as _progress
 from ..utils.generic import ModelOutput
 from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
-from ..utils.tensors import convert_output, to_numpy
+from ..utils.tensors import convert_output, optional_torch, to_numpy
 from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
 from .options import (_callables as _callables_of, logits_callback, processing_args, reads_argmax_only,
                       sampling_options, stop_callback)
@@ -48,14 +50,40 @@ _REFUSED_ARGUMENTS = {
 }
 # Values of those arguments that are accepted, since they change nothing here (default: None only).
 _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
+# The warnings given once per process, as Transformers' logger.warning_once gives its (constant) messages
+_WARNED_ONCE = set()
 
 
-def set_seed(seed):
-    """Seeds every generate() call that passes no seed (and Python's and numpy's global generators)."""
+def set_seed(seed, deterministic=False):
+    """Seeds Python's, numpy's and, where it is importable, torch's global generators (transformers.set_seed), and
+    this package's own, so that the sampled generate() calls after it that pass no seed repeat: they draw their
+    seeds from torch's default generator where torch is imported (it is now), else from this package's
+    (call_seed). deterministic=True also asks torch for deterministic algorithms (torch.use_deterministic_algorithms,
+    as Transformers); this package's own kernels are deterministic always."""
     global _seed_source
     random.seed(seed)
     np.random.seed(seed % 2 ** 32)
     _seed_source = np.random.default_rng(seed)
+    torch = optional_torch()
+    if torch is not None:
+        torch.manual_seed(seed % 2 ** 64)  # what torch itself makes of a negative seed
+        if deterministic:
+            torch.use_deterministic_algorithms(True)
+
+
+def call_seed(gc):
+    """The seed of a generate() call: gc.seed where given; else, for a sampled call, a draw from torch's default
+    generator where torch is imported, torch.randint(0, 2**63 - 1, (1,)) (so that torch.manual_seed(s) before a call
+    repeats it, and successive calls differ, as sampling in Transformers does), else from set_seed's generator. A
+    greedy call uses no randomness: it draws nothing (0), and leaves both generators as they were."""
+    if gc.seed is not None:
+        return gc.seed
+    if not gc.do_sample:
+        return 0
+    torch = sys.modules.get("torch")  # imported: whoever seeded torch's generator has imported it
+    if torch is not None and hasattr(torch, "randint"):
+        return int(torch.randint(0, 2 ** 63 - 1, (1,)).item())
+    return int(_seed_source.integers(0, 2 ** 63))
 
 
 def _metered(on_tokens, meter):
@@ -106,8 +134,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     scores: Optional[Tuple[np.ndarray, ...]] = None
     logits: Optional[Tuple[np.ndarray, ...]] = None
     attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
-    hidden_states: None = None  # output_hidden_states are refused; the KV cache is the generation's own)
-    past_key_values: None = None
+    hidden_states: None = None  # output_hidden_states are refused)
+    past_key_values: Optional[object] = None  # the Cache (cache_utils.py), with use_cache
     num_draft_tokens: Optional[int] = None
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
@@ -160,7 +188,12 @@ class GenerationMixin:
         -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
         that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
         GenerateDecoderOnlyOutput. input_ids and attention_mask may be numpy arrays, lists or torch tensors;
-        torch in, torch out (every array of the result), numpy otherwise.
+        torch in, torch out (every array of the result), numpy otherwise. inputs= (Transformers' name for the
+        main input) is input_ids; pass one of the two.
+
+        Warnings, where Transformers warns (UserWarning): max_length passed with max_new_tokens (max_new_tokens
+        wins; min_length and min_new_tokens alike), and, once per process, no attention_mask where pad_token_id
+        (eos_token_id's first id when unset) is an eos id, so that padding cannot be told from the tokens.
 
         assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
         tokens, this model verifies them in one pass; greedy output (and sampled output with
@@ -228,6 +261,13 @@ class GenerationMixin:
                                     "spelling against GenerationConfig")
         gc.validate()
         gc.check_supported()
+        # Transformers' _prepare_generated_length: max_length (min_length) passed to this call with max_new_tokens
+        # (min_new_tokens) set, here or in the config: the new tokens' count wins (see _prepare_inputs)
+        for new, total in (("max_new_tokens", "max_length"), ("min_new_tokens", "min_length")):
+            if kwargs.get(total) is not None and getattr(gc, new) is not None:
+                warnings.warn(f"Both `{new}` (={getattr(gc, new)}) and `{total}` (={getattr(gc, total)}) seem to have "
+                              f"been set. `{new}` will take precedence; pass only one of them", UserWarning,
+                              stacklevel=4)
         return gc
 
     def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
@@ -235,6 +275,15 @@ class GenerationMixin:
         """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
         loop, the output."""
         kwargs = dict(kwargs)
+        cache = kwargs.pop("past_key_values", None)
+        if "inputs" in kwargs:  # Transformers' generate(inputs=None, ...): its main input, input_ids here
+            inputs = kwargs.pop("inputs")
+            if inputs is not None and input_ids is not None:
+                raise InvalidInputError("`inputs` and `input_ids` were both passed: they are the same argument "
+                                        "(Transformers' name and this model's); pass the prompt once, as "
+                                        "generate(ids), generate(inputs=ids) or generate(input_ids=ids)")
+            if inputs is not None:
+                input_ids = inputs
         assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
@@ -244,6 +293,14 @@ class GenerationMixin:
         call = self._prepare_inputs(input_ids, attention_mask, gc)
         drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
         assisted = candidate_generator.is_assisted(drafter)
+        if cache is not None:
+            if drafter.universal:
+                raise InvalidInputError("past_key_values with a draft of another tokenizer is not supported: leave "
+                                        "past_key_values unset")
+            cache = check_generate_cache(self, cache, call.ids, call.real)
+        # the cache returned (Transformers: with return_dict_in_generate and use_cache) or filled
+        keep_cache = (cache is not None or gc.return_dict_in_generate) and gc.use_cache is not False and not (
+            drafter.universal or _external.is_external(self))
         if gc.use_cache is False:
             if assisted:
                 raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
@@ -266,7 +323,7 @@ class GenerationMixin:
             if on:
                 check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
                            4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
-        seed = gc.seed if gc.seed is not None else int(_seed_source.integers(0, 2 ** 63))
+        seed = call_seed(gc)
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
         if streamer is not None:
@@ -298,6 +355,9 @@ class GenerationMixin:
                     steps, extra = _core.generate(ctx, common), {}
                 else:
                     steps, extra = self._run_assisted(ctx, drafter, gc, call, common)
+                if keep_cache:
+                    cache = cache_after_generate(self, ctx, cache, call.ids, call.real, out, steps)
+                    extra["past_key_values"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
             return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
 
     def _prepare_inputs(self, input_ids, attention_mask, gc):
@@ -317,6 +377,13 @@ class GenerationMixin:
                                     "pass ids from the model's tokenizer")
         if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
             raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
+        if attention_mask is None and pad in eos:  # Transformers' _prepare_special_tokens (pad unset: eos[0])
+            if "mask not inferred" not in _WARNED_ONCE:
+                _WARNED_ONCE.add("mask not inferred")
+                warnings.warn("The attention mask is not set and cannot be inferred from input because pad token is "
+                              f"same as eos token (pad_token_id={pad}, eos_token_id={eos}). As a consequence, you may "
+                              "observe unexpected behavior. Please pass your input's `attention_mask` to obtain "
+                              "reliable results.", UserWarning, stacklevel=4)
         if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
                 and (ids == gc.pad_token_id).any():
             attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
@@ -332,7 +399,9 @@ class GenerationMixin:
         if max_new < 1:
             raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
                                     "pass max_new_tokens instead")
-        min_new = max(gc.min_new_tokens or 0, gc.min_length - S, 0)
+        # min_new_tokens wins over min_length, as max_new_tokens over max_length (Transformers sets min_length to
+        # min_new_tokens + the prompt's width)
+        min_new = gc.min_new_tokens if gc.min_new_tokens is not None else max(gc.min_length - S, 0)
         need = int(real.max()) + max_new
         if need > self.max_cache_len:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
@@ -421,3 +490,4 @@ class GenerationMixin:
 # The drafters read this module's outputs (TokenSource), so they are imported after them, as tokenization_utils.py
 # imports its backends.
 from . import candidate_generator, universal as _universal  # noqa: E402
+from ..cache_utils import cache_after_generate, check_generate_cache  # noqa: E402

@@ -46,7 +46,7 @@ import numpy as np
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
 from ..generation.configuration_utils import GenerationConfig
-from ..utils.tensors import import_torch
+from ..utils.tensors import cpu_device, import_torch
 
 _PROBE = 8     # positions of the batch-invariance probe
 _KDLCPU = 1    # DLPack's device type of host memory
@@ -260,7 +260,7 @@ class ExternalModel:
         self.max_cache_len = int(cap)
         params = getattr(model, "parameters", None)
         first = next(iter(params()), None) if callable(params) else None
-        self.device = first.device if first is not None else "cpu"
+        self._device = first.device if first is not None else cpu_device()
         if generation_config is None:
             generation_config = GenerationConfig(**{k: getattr(config, k) for k in (
                 "bos_token_id", "eos_token_id", "pad_token_id") if getattr(config, k, None) is not None})
@@ -282,6 +282,22 @@ class ExternalModel:
     @property
     def vocab_size(self):
         return self._vocab
+
+    @property
+    def device(self):
+        """The device of the wrapped model's first parameter (torch.device), else the CPU."""
+        return self._device
+
+    @property
+    def dtype(self):
+        """The wrapped model's dtype (Transformers' model.dtype), else its first floating-point parameter's, else
+        None."""
+        dtype = getattr(self.model, "dtype", None)
+        if dtype is not None:
+            return dtype
+        params = getattr(self.model, "parameters", None)
+        floating = (p for p in params() if p.is_floating_point()) if callable(params) else iter(())
+        return next((p.dtype for p in floating), None)
 
     def __repr__(self):
         return f"ExternalModel({type(self.model).__name__}, vocab_size={self._vocab}, device={self.device})"

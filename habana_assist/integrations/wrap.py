@@ -7,7 +7,8 @@ from . import external as _external
 
 
 class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
-    """A model of another framework with this package's generate() (habana_assist.wrap; external.py)."""
+    """A model of another framework with this package's generate() (habana_assist.wrap; external.py). Its device and
+    dtype are the wrapped model's; parameters(), state_dict(), the embeddings and num_parameters() are its own."""
 
     def __call__(self, *args, **kwargs):
         return self.model(*args, **kwargs)
@@ -31,8 +32,48 @@ class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
     def create_cache(self, *args, **kwargs):
         self._unsupported("create_cache()")
 
+    def _delegate(self, name, args, kwargs):
+        """The wrapped model's own method `name` (a torch model's parameters(), state_dict()...), else refused."""
+        method = getattr(self.model, name, None)
+        if not callable(method):
+            self._unsupported(f"{name}()")
+        return method(*args, **kwargs)
+
     def num_parameters(self, *args, **kwargs):
-        self._unsupported("num_parameters()")
+        return self._delegate("num_parameters", args, kwargs)
+
+    def parameters(self, *args, **kwargs):
+        return self._delegate("parameters", args, kwargs)
+
+    def named_parameters(self, *args, **kwargs):
+        return self._delegate("named_parameters", args, kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self._delegate("state_dict", args, kwargs)
+
+    def get_input_embeddings(self):
+        return self._delegate("get_input_embeddings", (), {})
+
+    def get_output_embeddings(self):
+        return self._delegate("get_output_embeddings", (), {})
+
+    @property
+    def weight_dtype(self):
+        """The wrapped model's dtype's name ("float16"), or None."""
+        dtype = self.dtype
+        return None if dtype is None else str(dtype).removeprefix("torch.")
+
+    @property
+    def is_quantized(self):
+        return bool(getattr(self.model, "is_quantized", False))
+
+    @property
+    def is_loaded_in_8bit(self):
+        return bool(getattr(self.model, "is_loaded_in_8bit", False))
+
+    @property
+    def is_loaded_in_4bit(self):
+        return bool(getattr(self.model, "is_loaded_in_4bit", False))
 
     def to(self, *args, **kwargs):
         self._unsupported("to()")

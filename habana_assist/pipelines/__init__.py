@@ -52,7 +52,7 @@ def pipeline(task=None, model=None, config=None, tokenizer=None, feature_extract
     load ("float32", "bfloat16", "float16", "int8", "int4", or a torch dtype); with a loaded model, only "auto".
     model_kwargs: more from_pretrained arguments (max_cache_len, blas_prefill...); its hub arguments reach the
     tokenizer too. Passing dtype or device_map both here and in model_kwargs raises, as in Transformers.
-    kwargs: TextGenerationPipeline's: assistant_model (a name, loaded in the model's dtype with its tokenizer, or
+    kwargs: TextGenerationPipeline's: assistant_model (a name, loaded as model.weight_dtype with its tokenizer, or
     a model), assistant_tokenizer, batch_size, pipeline defaults such as return_full_text or prefix, and any
     generate() argument (max_new_tokens, do_sample...), which becomes the pipeline's default for every call.
     Unknown arguments raise InvalidInputError naming them."""

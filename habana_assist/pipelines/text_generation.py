@@ -31,6 +31,7 @@ from ..errors import InvalidInputError
 from ..generation import candidate_generator
 from ..generation.configuration_utils import GenerationConfig
 from ..generation.utils import _REFUSED_ARGUMENTS, GenerationMixin
+from ..utils.tensors import cpu_device
 
 
 class ReturnType(enum.Enum):
@@ -130,7 +131,7 @@ class TextGenerationPipeline:
 
     model: a habana_assist model (AutoModelForCausalLM.from_pretrained, ha.wrap(torch_model)); tokenizer: its
     tokenizer (required); task: "text-generation"; device: the CPU only (see check_cpu); batch_size: prompts
-    generated together (default 1); assistant_model: a draft model, or its name (loaded in model's dtype, with
+    generated together (default 1); assistant_model: a draft model, or its name (loaded as model.weight_dtype, with
     its tokenizer); assistant_tokenizer: the draft's tokenizer, needed where its vocabulary differs. Other
     keyword arguments are call arguments (below) that become this pipeline's defaults; GenerationConfig fields
     among them go into self.generation_config.
@@ -195,12 +196,8 @@ class TextGenerationPipeline:
     @property
     def device(self):
         """Where the model runs: torch.device("cpu") where torch is importable (as Transformers' pipelines), else
-        "cpu"."""
-        try:
-            import torch
-        except ImportError:
-            return "cpu"
-        return torch.device("cpu")
+        CPUDevice ("cpu"), as model.device."""
+        return cpu_device()
 
     # ---- construction ------------------------------------------------------------------------------------
 
@@ -229,10 +226,12 @@ class TextGenerationPipeline:
             assistant_tokenizer = AutoTokenizer.from_pretrained(assistant_tokenizer)
         loaded_tokenizer = assistant_tokenizer
         if isinstance(assistant_model, (str, os.PathLike)):
+            from ..checkpoints.loading import WEIGHT_DTYPES
             from ..models.auto import AutoModelForCausalLM
-            dtype = getattr(self.model, "dtype", None)  # Transformers moves the assistant to model's dtype
+            # Transformers moves the assistant to model's dtype; here it is held as model's matrices are (int8 too)
+            held = getattr(self.model, "weight_dtype", None)
             assistant = AutoModelForCausalLM.from_pretrained(assistant_model,
-                                                             dtype=dtype if isinstance(dtype, str) else None)
+                                                             dtype=held if held in WEIGHT_DTYPES else None)
             if loaded_tokenizer is None:
                 loaded_tokenizer = AutoTokenizer.from_pretrained(assistant_model)
         else:

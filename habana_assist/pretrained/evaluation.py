@@ -20,7 +20,8 @@ def held_out_windows(tokenizer, n_windows=24, length=256):
     for path in stdlib_files()[1]:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
-        parts.append([tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False)
+        # a whole file, cut into windows below: verbose=False, since it is no model input (no too-long warning)
+        parts.append([tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False, verbose=False)
                      + [tokenizer.eos_token_id])
     stream = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
     if len(stream) < n_windows * length:

@@ -9,9 +9,9 @@ import copy
 import json
 
 from ..errors import CheckpointError, InvalidInputError
-from .tokenization_utils import (_SPECIAL_NAMES, _VERY_LARGE_INTEGER, TOKENIZER_JSON_FILE,
-                           PreTrainedTokenizerBase, _encodable, _flag, _int_list,
-                           _special_token_texts, _token_spec, _token_text)
+from .tokenization_utils import _VERY_LARGE_INTEGER, PreTrainedTokenizerBase, _int_list
+from .tokenizer_files import (_SPECIAL_NAMES, TOKENIZER_JSON_FILE, _added_tokens_decoder, _additional_special_tokens,
+                              _flag, _special_token_texts, _token_spec, _token_text)
 
 
 # tokenizer_class values of tokenizer_config.json whose Transformers fast class always rewrites the post-processor
@@ -62,7 +62,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         if "pad_token" in defaults and "pad_token" not in tokens:
             tokens["pad_token"] = defaults["pad_token"]
         self._special_tokens = {name: tokens.get(name) for name in _SPECIAL_NAMES}
-        self._additional_special_tokens = self._additional_from(config, special_tokens_map)
+        self._additional_special_tokens = _additional_special_tokens(config, special_tokens_map)
         # Transformers adds every special token the tokenizer lacks as an added (special) token.
         specs, added = [], {t.content for t in self._tok.added_tokens}
         for name, value in [(n, config.get(n, (special_tokens_map or {}).get(n))) for n in _SPECIAL_NAMES]:
@@ -133,21 +133,8 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         """tokenizer_config.json's added_tokens_decoder {"id": {"content", flags}}: tokens tokenizer.json lacks
         are added with their flags; each must get (or have) the id the file gives it."""
         from .tokenizer_json import AddedToken
-        table = config.get("added_tokens_decoder") or {}
-        if not isinstance(table, dict):
-            raise CheckpointError("tokenizer_config.json: added_tokens_decoder must be an object {id: token}")
-        entries, added = [], {t.content for t in self._tok.added_tokens}
-        for key, value in table.items():
-            if not (isinstance(key, str) and key.isdigit() and isinstance(value, dict) and
-                    isinstance(value.get("content"), str) and value["content"] and _encodable(value["content"])):
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder[{key!r}] = {value!r}: expected "
-                                      "a token id and {\"content\": non-empty string, ...}; fix the file")
-            for flag in ("special", "single_word", "lstrip", "rstrip", "normalized"):
-                if not isinstance(value.get(flag, False), bool):
-                    raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder[{key!r}].{flag}="
-                                          f"{value[flag]!r} must be true or false; fix the file")
-            entries.append((int(key), value))
-        for want, value in sorted(entries, key=lambda e: e[0]):
+        entries, added = _added_tokens_decoder(config), {t.content for t in self._tok.added_tokens}
+        for want, value in entries:
             content = value["content"]
             have = self._tok.token_to_id(content)
             if have is not None and have != want:
@@ -163,18 +150,6 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
                                       f"added after {json_file}'s tokens it gets id {got} (ids must follow the "
                                       "vocabulary without gaps); fix the ids")
         self._bound = 0
-
-    def _additional_from(self, config, special_tokens_map):
-        value = config.get("additional_special_tokens", (special_tokens_map or {}).get("additional_special_tokens"))
-        extra = config.get("extra_special_tokens")
-        if value is None and isinstance(extra, list):  # Transformers 5 writes the list under this name
-            value = extra
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(_token_text(t), str) and _token_text(t) for t in value):
-            raise CheckpointError(f"tokenizer_config.json: additional_special_tokens={value!r} must be a list of "
-                                  "tokens (strings or {\"content\": string}); fix the file")
-        return list(dict.fromkeys(_token_text(t) for t in value))
 
     def _extra_from(self, config):
         """extra_special_tokens {name: token} (Transformers 4.50+: model-specific special tokens such as
@@ -287,11 +262,18 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
 
     def _add_new_tokens(self, tokens):
         from .tokenizer_json import AddedToken
-        return self._tok.add_tokens([AddedToken(t["content"], None, t["special"], t["single_word"], t["lstrip"],
-                                                t["rstrip"], t["normalized"]) for t in tokens]) if tokens else 0
+        return self._tok.add_tokens([AddedToken(t["content"], single_word=t["single_word"], lstrip=t["lstrip"],
+                                                rstrip=t["rstrip"], normalized=t["normalized"], special=t["special"])
+                                     for t in tokens]) if tokens else 0
 
-    def _text_ids(self, text):
-        return self._tok.text_ids(text)
+    def _text_ids(self, text, split_special_tokens=False):
+        """Rust tokenizers' encode; split_special_tokens as its encode_special_tokens (Transformers' fast
+        split_special_tokens): special added tokens stay text, the others are still split out."""
+        return self._tok.text_ids(text, split_special_tokens)
+
+    def _tokens_to_string(self, tokens):
+        """Transformers' fast convert_tokens_to_string: the tokens through tokenizer.json's decoder."""
+        return self._tok.tokens_to_string(tokens)
 
     def num_special_tokens_to_add(self, pair=False):
         return self._tok.num_special_tokens_to_add(pair)

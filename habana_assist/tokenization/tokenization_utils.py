@@ -5,54 +5,58 @@ habana_assist.tokenizer_json) where the directory has one, as Transformers' fast
 tokenizer.model (through Debian's python3-sentencepiece); use_fast=False picks tokenizer.model where both exist.
 Both read tokenizer_config.json and special_tokens_map.json (special tokens, add_bos_token/add_eos_token,
 padding_side, truncation_side, model_max_length, clean_up_tokenization_spaces, chat_template) and give the same
-surface, written once in PreTrainedTokenizerBase: __call__ (texts, pairs, padding, truncation, tensors), encode,
-decode, batch_decode, the token/id conversions, the special-token attributes, add_tokens, save_pretrained and
-apply_chat_template. The backends supply text -> ids, the special tokens around them, and ids -> text:
+surface, written once in PreTrainedTokenizerBase: __call__ (texts, pairs, padding, truncation, tensors) and its old
+names encode_plus / batch_encode_plus, pad, encode, decode, batch_decode, the token/id conversions, the
+special-token attributes, add_tokens / add_special_tokens, save_pretrained and apply_chat_template. The backends
+supply text -> ids, the special tokens around them, and ids -> text:
 
-    LlamaTokenizer            tokenizer.model: ids exactly sentencepiece's, <s>/</s> as the config says; the
-                              vocabulary cannot grow (add_tokens of a new token is refused)
+    LlamaTokenizer            tokenizer.model: Transformers' slow LlamaTokenizer: added and special tokens split
+                              out of the text (its tokens trie), sentencepiece's ids between them; added tokens get
+                              ids after the model's pieces
     PreTrainedTokenizerFast   tokenizer.json: ids exactly Rust tokenizers' (TokenizerJSON), the post-processor as
                               Transformers leaves it (add_bos_token/add_eos_token rewrite it as its Llama/Gemma
                               classes do); added tokens from tokenizer_config.json join the vocabulary
 
 Where the backends' Transformers counterparts differ (the slow and the fast tokenizer), each keeps its own:
-truncation of pairs (the slow one-token-at-a-time rule, the fast length split), and which ids decode() skips (all
-special tokens set on the tokenizer, or the special added tokens of tokenizer.json). save_pretrained(directory)
+truncation of pairs (the slow one-token-at-a-time rule, the fast length split), which ids decode() skips (all
+special tokens set on the tokenizer, or the special added tokens of tokenizer.json), what split_special_tokens
+leaves unsplit (every added token, or the special ones), and whether add_tokens(..., special_tokens=True) lists the
+tokens in additional_special_tokens (the slow one does). save_pretrained(directory)
 writes the files back, so that from_pretrained(directory) encodes and decodes alike.
 
-This module holds the shared part: BatchEncoding, the config and argument helpers, PreTrainedTokenizerBase and
-AutoTokenizer. The backends are in tokenization_spm.py (LlamaTokenizer and its protobuf helpers) and
+This module holds the shared part: BatchEncoding, PreTrainedTokenizerBase and AutoTokenizer; reading and writing
+the files (tokenizer_config.json, special_tokens_map.json) is tokenizer_files.py's. The backends are in
+tokenization_spm.py (LlamaTokenizer and its protobuf helpers) and
 tokenization_fast.py (PreTrainedTokenizerFast and its tokenizer_config.json handling); they are re-exported here,
 so `from habana_assist.tokenization import LlamaTokenizer` (or PreTrainedTokenizerFast) keeps working.
 """
 
 import copy
-import json
 import os
+import sys
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..checkpoints.hub import TOKENIZER_FILES, pop_hub_arguments, resolve
-from ..utils.files import write_atomic
 from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
-from .tokenizer_json import _encodable  # noqa: F401 (also read by stopping_criteria.py and the backends)
+from .tokenizer_files import (_NULL_WHEN_UNSET, _SPECIAL_NAMES, _TOKEN_ARGUMENTS, CHAT_TEMPLATE_FILE,
+                              SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TOKENIZER_JSON_FILE,
+                              _chat_template, _flag, _json_bytes, _read_directory, _token_spec, _token_text,
+                              _write_file)
+from .tokenizer_json import AddedToken, _encodable
 
-TOKENIZER_FILE = "tokenizer.model"
-TOKENIZER_JSON_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
-_SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+# The public names, and those other modules import from here (pyflakes reads the re-exports as used).
+__all__ = ["AddedToken", "AutoTokenizer", "BatchEncoding", "PreTrainedTokenizerBase", "PreTrainedTokenizerFast",
+           "LlamaTokenizer", "clean_up_tokenization", "_encodable", "_LLAMA_CLASSES", "_NO_TYPE_IDS_CLASSES",
+           "_REBUILDING_KEYS", "_NO_DUMMY_PREFIX", "_SPIECE_UNDERLINE", "_bad_piece", "_normalizer_spec",
+           "_proto_fields"]
+
 _DEFAULT_MAX_LENGTH = 1 << 30  # LlamaTokenizer's model_max_length when tokenizer_config.json has none
 _VERY_LARGE_INTEGER = int(1e30)  # Transformers' "no limit" (PreTrainedTokenizerFast's default model_max_length)
 _LARGE_INTEGER = int(1e20)  # above this, Transformers treats model_max_length as "no limit" for padding/truncation
-# from_pretrained's keyword arguments: read as tokenizer_config.json's keys; set as special tokens; ignored.
-_CONFIG_ARGUMENTS = frozenset({"padding_side", "truncation_side", "model_max_length", "add_bos_token",
-                               "add_eos_token", "add_prefix_space", "legacy", "clean_up_tokenization_spaces",
-                               "split_special_tokens"})
-_TOKEN_ARGUMENTS = frozenset(_SPECIAL_NAMES)
-_IGNORED_ARGUMENTS = frozenset({"use_fast", "trust_remote_code"})
 # Truncation and padding strategies, Transformers' names; True means the first of each.
 _TRUNCATIONS = ("longest_first", "only_first", "only_second", "do_not_truncate")
 _PADDINGS = ("longest", "max_length", "do_not_pad")
@@ -61,26 +65,24 @@ _CLEANUPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (
              (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # habana_assist/
+
+
+def _stacklevel_outside_package():
+    """warnings.warn's stacklevel, for a warning given by the function that calls this one, that reports the first
+    frame outside the package: the user's line (tok(...), tok.encode(...), apply_chat_template(...))."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def clean_up_tokenization(text):
     """Transformers' clean_up_tokenization: drops the space English tokenizers put before punctuation and
     contractions (" ." -> ".", " n't" -> "n't", ...). decode() applies it where clean_up_tokenization_spaces."""
     for written, cleaned in _CLEANUPS:
         text = text.replace(written, cleaned)
     return text
-
-
-def _check_config_arguments(overrides):
-    """InvalidInputError for a from_pretrained argument that tokenizer_config.json could not hold either."""
-    for key, value in overrides.items():
-        if key in ("padding_side", "truncation_side") and value not in ("left", "right"):
-            raise InvalidInputError(f"{key}={value!r}; use 'left' or 'right'")
-        if key in ("add_bos_token", "add_eos_token", "clean_up_tokenization_spaces") and not isinstance(value, bool):
-            raise InvalidInputError(f"{key}={value!r}; pass True or False")
-        if key == "model_max_length" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            raise InvalidInputError(f"model_max_length={value!r}; pass a positive integer")
-        if key == "split_special_tokens" and value is not False:
-            raise InvalidInputError(f"split_special_tokens={value!r} is not supported (special tokens in the text "
-                                    "are always single tokens here); leave it out or pass False")
 
 
 class BatchEncoding(dict):
@@ -105,28 +107,6 @@ class BatchEncoding(dict):
             else:
                 out[key] = value
         return out
-
-
-def _read_json(path):
-    if not os.path.exists(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
-        raise CheckpointError(f"{path} is not valid JSON ({e}); fix or delete the file") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} must hold a JSON object; fix or delete the file")
-    return data
-
-
-def _token_text(value):
-    """A special token in tokenizer_config.json is a string or {"content": string, ...}."""
-    return value.get("content") if isinstance(value, dict) else value
-
-
-
-
 
 
 class _SpecialToken:
@@ -156,16 +136,6 @@ class _SpecialToken:
             raise
 
 
-def _flag(config, key, default, source=TOKENIZER_CONFIG_FILE):
-    """A true/false key of a config file, or CheckpointError naming it."""
-    value = config.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{source}: {key}={value!r} must be true or false; fix the file")
-    return value
-
-
 def _int_list(ids, what):
     """ids (an int, a list, a 1-D numpy array or torch tensor) -> list of int; InvalidInputError otherwise."""
     a = to_numpy(ids, what)[0] if is_torch_tensor(ids) else np.asarray(ids)
@@ -177,15 +147,19 @@ def _int_list(ids, what):
 class PreTrainedTokenizerBase:
     """The Transformers surface both backends share. A backend provides:
 
-        _text_ids(text) -> [id]                    the text's tokens, no special tokens around them
+        _text_ids(text, split_special_tokens) -> [id]   the text's tokens (added tokens split out of it unless
+                                                   split_special_tokens says otherwise), no special tokens around
+        _tokens_to_string([token]) -> str          convert_tokens_to_string
         _post_process(ids, pair_ids, add_special_tokens) -> (ids, type_ids)   the special tokens put around them
         num_special_tokens_to_add(pair=False) -> int
         _decode_ids([id], skip_special_tokens) -> str                         (ids checked in range)
         _token_to_id(text) -> id or None ; _id_to_token(id) -> str
-        vocab_size, __len__, get_vocab(), _add_new_tokens(tokens), _files_to_save()
+        vocab_size, __len__, get_vocab(), added_tokens_decoder, _add_new_tokens(specs) -> number new,
+        _files_to_save()
         _FILE (the file it reads) and __init__(path of _FILE, config, special_tokens_map, arguments)
     and sets in __init__: _special_tokens {name: text or None}, _additional_special_tokens [text],
-    padding_side, truncation_side, model_max_length, clean_up_tokenization_spaces, chat_template, model_input_names.
+    padding_side, truncation_side, model_max_length, clean_up_tokenization_spaces, split_special_tokens, chat_template,
+    model_input_names.
     """
 
     @classmethod
@@ -199,14 +173,20 @@ class PreTrainedTokenizerBase:
                                           "AutoTokenizer.from_pretrained, which reads tokenizer.json or "
                                           "tokenizer.model")
         tok = cls(path, config, special_map, arguments=set(overrides))
-        for name in _TOKEN_ARGUMENTS & set(kwargs):  # Transformers adds a new one; here it must be a token
-            setattr(tok, name, kwargs[name])
+        for name in _TOKEN_ARGUMENTS & set(kwargs):  # a token the vocabulary lacks is added, as Transformers does
+            if kwargs[name] is None:
+                setattr(tok, name, None)
+            else:
+                tok.add_special_tokens({name: kwargs[name]})
         return tok
 
     bos_token, bos_token_id = _SpecialToken("bos_token", False), _SpecialToken("bos_token", True)
     eos_token, eos_token_id = _SpecialToken("eos_token", False), _SpecialToken("eos_token", True)
     unk_token, unk_token_id = _SpecialToken("unk_token", False), _SpecialToken("unk_token", True)
     pad_token, pad_token_id = _SpecialToken("pad_token", False), _SpecialToken("pad_token", True)
+    sep_token, sep_token_id = _SpecialToken("sep_token", False), _SpecialToken("sep_token", True)
+    cls_token, cls_token_id = _SpecialToken("cls_token", False), _SpecialToken("cls_token", True)
+    mask_token, mask_token_id = _SpecialToken("mask_token", False), _SpecialToken("mask_token", True)
     # The slow tokenizer truncates a pair one token at a time from the longer sequence (ties: the second); the fast
     # one (Rust tokenizers) splits max_length between the two. A backend says which Transformers class it follows.
     _fast_truncation = False
@@ -233,11 +213,9 @@ class PreTrainedTokenizerBase:
             raise CheckpointError(f"tokenizer_config.json: model_max_length={config['model_max_length']!r} must be a "
                                   "positive integer; fix the file")
         self.model_max_length = max_length
+        self.deprecation_warnings = {}  # Transformers' name: which once-per-tokenizer warnings were given
         self.clean_up_tokenization_spaces = _flag(config, "clean_up_tokenization_spaces", False)
-        if _flag(config, "split_special_tokens", False):
-            raise CheckpointError("tokenizer_config.json: split_special_tokens=true is not supported (special tokens "
-                                  "in the text are always single tokens here, which changes the ids): set it to "
-                                  "false or remove it")
+        self.split_special_tokens = _flag(config, "split_special_tokens", False)
         self.chat_template = _chat_template(config.get("chat_template"), TOKENIZER_CONFIG_FILE)
         names = config.get("model_input_names", self.model_input_names)
         if not (isinstance(names, list) and "input_ids" in names and
@@ -295,10 +273,11 @@ class PreTrainedTokenizerBase:
         content = str(content)
         if not _encodable(content) or self._token_to_id(content) is None:
             raise InvalidInputError(
-                f"{name}={content!r} is not a token of this vocabulary ({len(self)} tokens). Transformers would "
-                "add it as a new token, but the model's embedding cannot grow here: use a token the vocabulary has, "
-                f"e.g. tokenizer.{name} = tokenizer.eos_token (or add it first with add_special_tokens where the "
-                "tokenizer can grow)")
+                f"{name}={content!r} is not a token of this vocabulary ({len(self)} tokens); setting the attribute "
+                f"does not add it (Transformers would map it to the unk id). Use a token the vocabulary has, e.g. "
+                f"tokenizer.{name} = tokenizer.eos_token, or add it as a new token with "
+                f"tokenizer.add_special_tokens({{{name!r}: {content!r}}}) (a new id, which generate() refuses where "
+                "the model's embedding has no row for it)")
         return content
 
     def _token_of_id(self, name, value):
@@ -321,8 +300,8 @@ class PreTrainedTokenizerBase:
 
     @property
     def special_tokens_map(self):
-        """{name: token text} for the special tokens that are set (bos, eos, unk, pad; additional_special_tokens
-        as a list where there are any), as Transformers 4's special_tokens_map."""
+        """{name: token text} for the special tokens that are set (bos, eos, unk, sep, pad, cls, mask;
+        additional_special_tokens as a list where there are any), as Transformers 4's special_tokens_map."""
         out = {name: text for name, text in self._special_tokens.items() if text is not None}
         if self._additional_special_tokens:
             out["additional_special_tokens"] = list(self._additional_special_tokens)
@@ -330,13 +309,23 @@ class PreTrainedTokenizerBase:
 
     @property
     def all_special_tokens(self):
-        """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, pad, additional)."""
+        """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, sep, pad, cls, mask,
+        additional)."""
         tokens = [t for t in self._special_tokens.values() if t is not None] + self._additional_special_tokens
         return list(dict.fromkeys(tokens))
 
     @property
     def all_special_ids(self):
         return [self._token_to_id(t) for t in self.all_special_tokens]
+
+    @property
+    def added_tokens_encoder(self):
+        """{content: id} of the added tokens (special ones included), by id, as Transformers'."""
+        return {t.content: i for i, t in self.added_tokens_decoder.items()}
+
+    def get_added_vocab(self):
+        """{content: id} of the added tokens, as Transformers' get_added_vocab."""
+        return self.added_tokens_encoder
 
     def add_tokens(self, new_tokens, special_tokens=False):
         """Transformers' add_tokens: a str, an AddedToken-like object (content, single_word, lstrip, rstrip,
@@ -350,10 +339,12 @@ class PreTrainedTokenizerBase:
         return self._add_new_tokens(tokens)
 
     def add_special_tokens(self, special_tokens_dict, replace_additional_special_tokens=True):
-        """Transformers' add_special_tokens: {bos/eos/unk/pad_token: token, additional_special_tokens: [token]}
-        -> the number of tokens new to the vocabulary; each token is added as a special token where the backend
-        can grow (PreTrainedTokenizerFast), and must be one of the vocabulary where it cannot (LlamaTokenizer).
-        All are checked before anything is set: a refusal changes nothing."""
+        """Transformers' add_special_tokens: {bos/eos/unk/sep/pad/cls/mask_token: token, additional_special_tokens:
+        [token]} (a token: a str or an AddedToken) -> the number of tokens new to the vocabulary. Each is set as
+        that special token and registered as a special added token (split out of text, skipped by
+        skip_special_tokens); one the vocabulary lacks gets the next id and len(tokenizer) grows. With
+        replace_additional_special_tokens=False the list is extended instead of replaced. All are checked before
+        anything is set: a refusal changes nothing."""
         if not isinstance(special_tokens_dict, dict):
             raise InvalidInputError("add_special_tokens takes a dict such as {'pad_token': tokenizer.eos_token}, "
                                     f"got {type(special_tokens_dict).__name__}")
@@ -370,8 +361,8 @@ class PreTrainedTokenizerBase:
                 specs.append(spec)
             else:
                 raise InvalidInputError(
-                    f"add_special_tokens: {key!r} is not supported; this tokenizer keeps {', '.join(_SPECIAL_NAMES)} "
-                    "and additional_special_tokens")
+                    f"add_special_tokens: {key!r} is not a special token name; use {', '.join(_SPECIAL_NAMES)} or "
+                    "additional_special_tokens (other tokens: add_tokens)")
         added = self._add_new_tokens(specs)  # refuses (changing nothing) where the backend cannot take them
         self._special_tokens.update(named)
         if additional is not None:
@@ -421,10 +412,10 @@ class PreTrainedTokenizerBase:
                 n2 -= 1
         return cut(ids, n1), cut(pair, n2)
 
-    def _encode_one(self, text, pair, add_special_tokens, strategy, max_length):
+    def _encode_one(self, text, pair, add_special_tokens, strategy, max_length, split_special_tokens=False):
         """One text (and its pair) -> (ids, type_ids), truncated to max_length where strategy says."""
-        ids = self._text_ids(text)
-        pair_ids = self._text_ids(pair) if pair is not None else None
+        ids = self._text_ids(text, split_special_tokens)
+        pair_ids = self._text_ids(pair, split_special_tokens) if pair is not None else None
         if strategy != "do_not_truncate" and max_length is not None:
             special = self.num_special_tokens_to_add(pair is not None) if add_special_tokens else 0
             if max_length < special:
@@ -435,7 +426,8 @@ class PreTrainedTokenizerBase:
 
     def __call__(self, text=None, text_pair=None, add_special_tokens=True, padding=False, truncation=None,
                  max_length=None, stride=0, pad_to_multiple_of=None, padding_side=None, return_tensors=None,
-                 return_token_type_ids=None, return_attention_mask=None, verbose=True, **kwargs):
+                 return_token_type_ids=None, return_attention_mask=None, verbose=True, split_special_tokens=None,
+                 **kwargs):
         """str, list of str (or of (text, pair) tuples), with text_pair a str or a list -> BatchEncoding with
         input_ids, attention_mask (as model_input_names says, or return_attention_mask) and token_type_ids (where
         asked or in model_input_names), Transformers' semantics:
@@ -448,6 +440,10 @@ class PreTrainedTokenizerBase:
           a max_length and no padding, it means "longest_first", as in Transformers.
         - return_tensors: "np" int64 arrays (batch, seq), "pt" torch int64 tensors where torch is importable,
           None lists (flat for a single text).
+        - split_special_tokens (default: the tokenizer's attribute, from tokenizer_config.json): True tokenizes
+          the text of special tokens as text instead of splitting them out as their ids (the fast backend, as Rust
+          tokenizers, keeps splitting non-special added tokens; the SentencePiece one, as Transformers' slow
+          tokenizers, splits none).
         Transformers' arguments not implemented here (stride > 0, is_split_into_words, return_overflowing_tokens,
         return_special_tokens_mask, return_offsets_mapping, return_length, text_target) raise InvalidInputError."""
         _refuse_unimplemented(kwargs, "the tokenizer call")
@@ -462,10 +458,13 @@ class PreTrainedTokenizerBase:
             raise InvalidInputError(f"padding_side={padding_side!r}; use 'left', 'right' or None (the tokenizer's)")
         torch = _import_torch() if return_tensors == "pt" else None
         padding, strategy, max_length = self._strategies(padding, truncation, max_length, pad_to_multiple_of)
-        rows = [self._encode_one(t, p, add_special_tokens, strategy, max_length) for t, p in zip(texts, pairs)]
+        split = self._split_flag(split_special_tokens)
+        rows = [self._encode_one(t, p, add_special_tokens, strategy, max_length, split) for t, p in zip(texts, pairs)]
         ids = [r[0] for r in rows]
         types = [r[1] for r in rows]
         masks = [[1] * len(s) for s in ids]
+        if not self.is_fast:  # Transformers' slow tokenizers check each row before padding, the fast ones after
+            self._warn_if_too_long(ids, max_length, verbose)
         if padding != "do_not_pad":
             width = max(len(s) for s in ids) if padding == "longest" else max_length
             if pad_to_multiple_of and width % pad_to_multiple_of:
@@ -479,6 +478,8 @@ class PreTrainedTokenizerBase:
                 else:
                     ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
                     types[i] = types[i] + [self.pad_token_type_id] * fill
+        if self.is_fast:
+            self._warn_if_too_long(ids, max_length, verbose)
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
         if return_token_type_ids is None:
@@ -493,6 +494,29 @@ class PreTrainedTokenizerBase:
             as_tensor = torch.from_numpy if torch is not None else (lambda a: a)
             return BatchEncoding((k, as_tensor(np.array(v, dtype=np.int64))) for k, v in fields)
         return BatchEncoding((k, v[0] if single else v) for k, v in fields)
+
+    def _split_flag(self, split_special_tokens):
+        if split_special_tokens is None:
+            return bool(self.split_special_tokens)
+        if not isinstance(split_special_tokens, bool):
+            raise InvalidInputError(f"split_special_tokens={split_special_tokens!r}; pass True, False or None (the "
+                                    "tokenizer's)")
+        return split_special_tokens
+
+    def _warn_if_too_long(self, rows, max_length, verbose):
+        """Transformers' _eventual_warn_about_too_long_sequence: a row longer than model_max_length, encoded with
+        no max_length (none passed, and no truncation or padding to model_max_length), warns once per tokenizer
+        (UserWarning, reported at the user's line that called into the package)."""
+        key = "sequence-length-is-longer-than-the-specified-maximum"
+        if max_length is not None or not verbose or self.deprecation_warnings.get(key):
+            return
+        first = next((len(r) for r in rows if len(r) > self.model_max_length), None)  # the first, as Transformers
+        if first is not None:
+            warnings.warn("Token indices sequence length is longer than the specified maximum sequence length for "
+                          f"this model ({first} > {self.model_max_length}). Running this sequence through the model "
+                          "will result in indexing errors; pass truncation=True to cut it to model_max_length",
+                          UserWarning, stacklevel=_stacklevel_outside_package())
+            self.deprecation_warnings[key] = True
 
     def _no_type_ids_message(self):
         return "token_type_ids are not available from this tokenizer's post-processor; pass return_token_type_ids=False"
@@ -552,10 +576,140 @@ class PreTrainedTokenizerBase:
                     max_length=max_length, stride=stride, padding_side=padding_side, return_tensors=return_tensors,
                     return_attention_mask=False, return_token_type_ids=False, **kwargs)["input_ids"]
 
-    def tokenize(self, text, pair=None, add_special_tokens=False, **kwargs):
+    def tokenize(self, text, pair=None, add_special_tokens=False, split_special_tokens=None, **kwargs):
         """str -> the token strings it encodes to (no special tokens unless add_special_tokens)."""
         _refuse_unimplemented(kwargs, "tokenize")
-        return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens))
+        return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens,
+                                                      split_special_tokens=split_special_tokens))
+
+    def encode_plus(self, text, text_pair=None, **kwargs):
+        """Transformers' older name for __call__ on one text (and its pair): the same arguments, the same
+        BatchEncoding (flat lists, or (1, seq) arrays with return_tensors)."""
+        if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
+            raise InvalidInputError(f"encode_plus takes one text (a str, and a str text_pair), got "
+                                    f"{type(text).__name__}; for many texts use batch_encode_plus(texts) or "
+                                    "tokenizer(texts)")
+        return self(text, text_pair, **kwargs)
+
+    def batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
+        """Transformers' older name for __call__ on many texts: a list of str or of (text, pair) tuples, the same
+        arguments as __call__ (but no text_pair), the same BatchEncoding (a list per text)."""
+        if isinstance(batch_text_or_text_pairs, str) or "text_pair" in kwargs:
+            raise InvalidInputError("batch_encode_plus takes a list of texts, or of (text, pair) tuples; for one "
+                                    "text use encode_plus(text) or tokenizer(text)")
+        return self(batch_text_or_text_pairs, **kwargs)
+
+    # ---- padding encodings ------------------------------------------------------------------------------------
+
+    def pad(self, encoded_inputs, padding=True, max_length=None, pad_to_multiple_of=None, padding_side=None,
+            return_attention_mask=None, return_tensors=None, verbose=True):
+        """Transformers' pad: an encoding (a BatchEncoding or dict of input_ids and optionally attention_mask,
+        token_type_ids, special_tokens_mask; one sequence each, or a batch of them) or a list of such dicts (a
+        data collator's features) -> BatchEncoding padded with pad_token_id on padding_side (this call's, else the
+        tokenizer's). padding: True / "longest" (default), "max_length" (max_length, else model_max_length) or
+        False; pad_to_multiple_of rounds the length up. attention_mask is made where missing (unless
+        return_attention_mask=False, which leaves it out) and padded with 0; token_type_ids with
+        pad_token_type_id; special_tokens_mask with 1; other keys pass unchanged. Nothing is truncated.
+        return_tensors: "np", "pt" or None (default: the type input_ids came in: numpy arrays, torch tensors or
+        lists); a single sequence stays 1-D, as in Transformers."""
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and \
+                all(isinstance(e, Mapping) for e in encoded_inputs):
+            keys = list(encoded_inputs[0].keys())
+            if any(set(e.keys()) != set(keys) for e in encoded_inputs):
+                raise InvalidInputError(f"pad: every encoding in the list must have the same keys; the first has "
+                                        f"{keys}")
+            encoded_inputs = {k: [e[k] for e in encoded_inputs] for k in keys}
+        if not isinstance(encoded_inputs, Mapping):
+            raise InvalidInputError(f"pad takes an encoding (a BatchEncoding or dict with input_ids) or a list of "
+                                    f"them, got {type(encoded_inputs).__name__}")
+        if "input_ids" not in encoded_inputs:
+            raise InvalidInputError(f"pad: the encoding must include input_ids, but it has {list(encoded_inputs)}")
+        if return_tensors not in (None, "np", "pt"):
+            raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np', 'pt' or None")
+        if padding_side not in (None, "left", "right"):
+            raise InvalidInputError(f"padding_side={padding_side!r}; use 'left', 'right' or None (the tokenizer's)")
+        kind, data = None, {}
+        for key, value in encoded_inputs.items():
+            value_kind, data[key] = _as_lists(value)
+            if key == "input_ids":
+                kind = value_kind
+        return_tensors = kind if return_tensors is None else return_tensors
+        torch = _import_torch() if return_tensors == "pt" else None
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        if not return_attention_mask:
+            data.pop("attention_mask", None)
+        required = data["input_ids"]
+        if not isinstance(required, list):
+            raise InvalidInputError(f"pad: input_ids must be token ids (a list, array or tensor), got "
+                                    f"{type(required).__name__}")
+        if not required:
+            if return_attention_mask:
+                data["attention_mask"] = []
+            return BatchEncoding(data)
+        padding, _, max_length = self._strategies(padding, False, max_length, pad_to_multiple_of)
+        side = padding_side or self.padding_side
+        if not isinstance(required[0], list):  # one sequence
+            out = self._pad_one(data, padding, max_length, pad_to_multiple_of, side, return_attention_mask)
+        else:
+            n = len(required)
+            bad = [k for k, v in data.items() if not isinstance(v, list) or len(v) != n]
+            if bad:
+                raise InvalidInputError(f"pad: {bad[0]} does not hold one entry per sequence of input_ids ({n}); "
+                                        "give every key the same batch size")
+            if padding == "longest":
+                padding, max_length = "max_length", max(len(r) if isinstance(r, list) else 0 for r in required)
+            rows = [self._pad_one({k: v[i] for k, v in data.items()}, padding, max_length, pad_to_multiple_of, side,
+                                  return_attention_mask) for i in range(n)]
+            out = {k: [r[k] for r in rows] for k in rows[0]}
+        if return_tensors is None:
+            return BatchEncoding(out)
+        as_tensor = torch.from_numpy if torch is not None else (lambda a: a)
+        converted = BatchEncoding()
+        for key, value in out.items():
+            try:
+                array = np.array(value, dtype=np.int64 if key in _PADDED_KEYS else None)
+            except (ValueError, TypeError):
+                array = None
+            if array is None or array.dtype == object:
+                raise InvalidInputError(f"pad: {key} has sequences of different lengths, so it cannot be one array; "
+                                        "pad them (padding=True) or pass return_tensors=None")
+            converted[key] = as_tensor(array)
+        return converted
+
+    def _pad_one(self, row, padding, max_length, pad_to_multiple_of, side, return_attention_mask):
+        """Transformers' _pad for one sequence: {key: list} -> the same keys padded to max_length (the sequence's
+        own length for "longest", rounded up to pad_to_multiple_of); a longer sequence is left as it is."""
+        ids = row["input_ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise InvalidInputError("pad: input_ids must be token ids (integers), one list per sequence")
+        for key in _PADDED_KEYS[1:]:
+            if key in row and (not isinstance(row[key], list) or len(row[key]) != len(ids)):
+                raise InvalidInputError(f"pad: {key} must have one entry per token of input_ids ({len(ids)})")
+        row = dict(row)
+        if padding == "longest":
+            max_length = len(ids)
+        if max_length is not None and pad_to_multiple_of and max_length % pad_to_multiple_of:
+            max_length += pad_to_multiple_of - max_length % pad_to_multiple_of
+        if return_attention_mask and "attention_mask" not in row:
+            row["attention_mask"] = [1] * len(ids)
+        fill = max_length - len(ids) if padding != "do_not_pad" and max_length is not None else 0
+        if fill > 0:
+            values = {"input_ids": self.pad_token_id, "attention_mask": 0, "token_type_ids": self.pad_token_type_id,
+                      "special_tokens_mask": 1}
+            for key, value in values.items():
+                if key in row:
+                    row[key] = [value] * fill + row[key] if side == "left" else row[key] + [value] * fill
+        return row
+
+    def convert_tokens_to_string(self, tokens):
+        """Token strings (as tokenize() and convert_ids_to_tokens() give) -> the text they stand for, special and
+        added tokens written as they are: what decode() gives for their ids."""
+        if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)) or \
+                not all(isinstance(t, str) for t in tokens):
+            raise InvalidInputError("convert_tokens_to_string takes a list of token strings (e.g. from "
+                                    "tokenizer.tokenize(text))")
+        return self._tokens_to_string(list(tokens))
 
     # ---- ids -> text ----------------------------------------------------------------------------------------
 
@@ -636,7 +790,8 @@ class PreTrainedTokenizerBase:
         for name, text in self._special_tokens.items():
             if text is None:
                 special.pop(name, None)
-                config[name] = None  # null: Transformers' way of writing an unset token
+                if name in _NULL_WHEN_UNSET or name in config:
+                    config[name] = None  # null: Transformers' way of writing an unset token
                 continue
             for saved in (special, config):
                 if _token_text(saved.get(name)) != text:  # kept as loaded ({"content": ...} too) if unchanged
@@ -648,6 +803,8 @@ class PreTrainedTokenizerBase:
             special["additional_special_tokens"] = config["additional_special_tokens"]
         config.update(padding_side=self.padding_side, truncation_side=self.truncation_side,
                       clean_up_tokenization_spaces=bool(self.clean_up_tokenization_spaces))
+        if self.split_special_tokens or "split_special_tokens" in config:
+            config["split_special_tokens"] = bool(self.split_special_tokens)
         if "model_max_length" in config or self.model_max_length != self._default_max_length:
             config["model_max_length"] = self.model_max_length
         config.pop("chat_template", None)
@@ -673,23 +830,11 @@ class PreTrainedTokenizerBase:
         pass
 
 
-def _chat_template(value, source):
-    """tokenizer_config.json's chat_template -> tok.chat_template as Transformers exposes it: None, a str, or
-    {name: template} from the list form [{"name": ..., "template": ...}]."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str) and
-                                       isinstance(t.get("template"), str) for t in value):
-        return {t["name"]: t["template"] for t in value}
-    raise CheckpointError(f"{source}: chat_template must be a string or a list of {{\"name\": ..., \"template\": "
-                          "...}} objects; fix the file")
-
-
 # Transformers' __call__ / encode / decode arguments this package does not implement, with the value that means
 # "not used" (accepted).
 _UNIMPLEMENTED = {"is_split_into_words": False, "return_overflowing_tokens": False,
                   "return_special_tokens_mask": False, "return_offsets_mapping": False, "return_length": False,
-                  "text_target": None, "text_pair_target": None, "split_special_tokens": False,
+                  "text_target": None, "text_pair_target": None,
                   "spaces_between_special_tokens": False, "use_source_tokenizer": False}
 
 
@@ -698,6 +843,33 @@ def _refuse_unimplemented(kwargs, where):
     if bad:
         raise InvalidInputError(f"{where}: {', '.join(f'{k}={v!r}' for k, v in bad.items())} is not supported here; "
                                 "leave it out")
+
+
+# The keys pad() pads, and with what (input_ids first: the others must match its length).
+_PADDED_KEYS = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")
+
+
+def _as_lists(value):
+    """A value of an encoding pad() is given -> (its kind: "np", "pt" or None, the value as (nested) lists of int
+    where it is an array, a tensor or a list of them)."""
+    if is_torch_tensor(value):
+        return "pt", to_numpy(value, "pad")[0].tolist()
+    if isinstance(value, np.ndarray):
+        return "np", value.tolist()
+    if isinstance(value, (list, tuple)):
+        kind = None
+        rows = []
+        for item in value:
+            if is_torch_tensor(item) or isinstance(item, np.ndarray):
+                item_kind, item = _as_lists(item)
+                kind = kind or item_kind
+            elif isinstance(item, (list, tuple)):
+                item = [int(x) if isinstance(x, np.integer) else x for x in item]
+            elif isinstance(item, np.integer):
+                item = int(item)
+            rows.append(item)
+        return kind, rows
+    return None, value
 
 
 def _batch_of(text, text_pair):
@@ -721,85 +893,6 @@ def _batch_of(text, text_pair):
     return list(text), list(text_pair), False
 
 
-def _token_spec(value, special, where):
-    """A token to add (a str, or an object/dict with content and tokenizers' AddedToken flags) -> {content,
-    special, single_word, lstrip, rstrip, normalized}; Transformers' defaults: normalized = not special."""
-    if isinstance(value, str):
-        content, flags = value, {}
-    elif isinstance(value, dict):
-        content, flags = value.get("content"), value
-    else:
-        content = getattr(value, "content", None)
-        flags = {k: getattr(value, k) for k in ("special", "single_word", "lstrip", "rstrip", "normalized")
-                 if hasattr(value, k)}
-    if not isinstance(content, str) or not content or not _encodable(content):
-        raise InvalidInputError(f"{where}: {value!r} is not a token (a non-empty str, or an AddedToken)")
-    spec = {"content": content, "special": bool(flags.get("special", special) or special),
-            "single_word": bool(flags.get("single_word", False)), "lstrip": bool(flags.get("lstrip", False)),
-            "rstrip": bool(flags.get("rstrip", False))}
-    spec["normalized"] = bool(flags.get("normalized", not spec["special"]))
-    return spec
-
-
-def _special_token_texts(config, special_tokens_map):
-    """{name: text or None} of bos/eos/unk/pad: special_tokens_map.json's, overridden by tokenizer_config.json's
-    (null there unsets); CheckpointError naming the file for a value that is not a token string."""
-    special_tokens_map = special_tokens_map or {}
-    tokens = {**{k: _token_text(v) for k, v in special_tokens_map.items() if k in _SPECIAL_NAMES},
-              **{k: _token_text(config[k]) for k in _SPECIAL_NAMES if k in config}}
-    for name in _SPECIAL_NAMES:
-        text = tokens.get(name)
-        if text is not None and not (isinstance(text, str) and _encodable(text)):
-            source = TOKENIZER_CONFIG_FILE if name in config else SPECIAL_TOKENS_MAP_FILE
-            raise CheckpointError(f"{source}: {name} is {text!r}; expected a string (or {{\"content\": string}}) "
-                                  "of valid UTF-8 — fix the file")
-    return tokens
-
-
-def _read_directory(pretrained_model_name_or_path, inputs, kwargs):
-    """from_pretrained's path and keyword arguments -> (directory, config with the arguments' overrides,
-    special_tokens_map.json, the overrides); InvalidInputError for an argument it does not take."""
-    if inputs:
-        raise InvalidInputError(f"from_pretrained takes the path and keyword arguments only; got {len(inputs)} "
-                                "more positional argument(s)")
-    hub_arguments = pop_hub_arguments(kwargs, "AutoTokenizer.from_pretrained")
-    unknown = sorted(set(kwargs) - _CONFIG_ARGUMENTS - _TOKEN_ARGUMENTS - _IGNORED_ARGUMENTS)
-    if unknown:
-        raise InvalidInputError(
-            f"AutoTokenizer.from_pretrained: {', '.join(f'{k}={kwargs[k]!r}' for k in unknown)} is not supported "
-            "(it would change tokenization in a way this package does not reproduce); leave it out. Accepted: "
-            f"{', '.join(sorted(_CONFIG_ARGUMENTS | _TOKEN_ARGUMENTS | {'subfolder', 'use_fast'}))} and the hub "
-            "arguments")
-    use_fast = kwargs.get("use_fast", True)
-    if not isinstance(use_fast, bool):
-        raise InvalidInputError(f"use_fast={use_fast!r}; pass True (tokenizer.json where the checkpoint has one) "
-                                "or False (tokenizer.model)")
-    overrides = {k: kwargs[k] for k in _CONFIG_ARGUMENTS if k in kwargs}
-    _check_config_arguments(overrides)
-    directory = resolve(pretrained_model_name_or_path, TOKENIZER_FILES, **hub_arguments)
-    if hub_arguments.get("subfolder") and not os.path.isdir(directory):
-        raise InvalidInputError(f"subfolder={hub_arguments['subfolder']!r}: no such folder {directory}")
-    config = {**_read_json(os.path.join(directory, TOKENIZER_CONFIG_FILE)), **overrides}
-    template_file = os.path.join(directory, CHAT_TEMPLATE_FILE)
-    if os.path.exists(template_file):  # Transformers: chat_template.jinja overrides the config's template
-        try:
-            with open(template_file, encoding="utf-8") as f:
-                config["chat_template"] = f.read()
-        except (OSError, ValueError) as e:
-            raise CheckpointError(f"{template_file} cannot be read as UTF-8 text ({e}); fix or delete it") from None
-    return directory, config, _read_json(os.path.join(directory, SPECIAL_TOKENS_MAP_FILE)), overrides
-
-
-
-def _json_bytes(obj):
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def _write_file(path, data):
-    """Writes data to path through a file beside it, renamed into place: never a half-written file."""
-    write_atomic(path, lambda f: f.write(data))
-
-
 def _import_torch():
     """torch, for return_tensors="pt"."""
     return import_torch("return_tensors='pt'", "install Debian's python3-torch, or use return_tensors='np'")
@@ -820,9 +913,10 @@ class AutoTokenizer:
         arguments, as Transformers':
 
         - padding_side, truncation_side ("left"/"right"), model_max_length (int >= 1), add_bos_token,
-          add_eos_token, clean_up_tokenization_spaces (bool), split_special_tokens (False only): override
+          add_eos_token, clean_up_tokenization_spaces, split_special_tokens (bool): override
           tokenizer_config.json (and are saved by save_pretrained);
-        - bos_token, eos_token, unk_token, pad_token: a token the tokenizer has (set as tokenizer.pad_token = ...);
+        - bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token: as add_special_tokens sets
+          them (a token the vocabulary lacks is added with the next id, as Transformers does); None unsets one;
         - add_prefix_space, legacy (True/False/None): see LlamaTokenizer._set_prefix_space; a tokenizer.json
           tokenizer refuses an add_prefix_space that would rewrite its pre-tokenizer;
         - use_fast (True/False): which file, above;

@@ -73,12 +73,15 @@ def _is_space(c):
 
 
 class AddedToken:
-    """An added token of tokenizer.json (or of tokenizer_config.json's added_tokens_decoder)."""
+    """An added token: tokenizers' (and Transformers') AddedToken, with the same keyword arguments and defaults
+    (normalized: not special), so `ha.AddedToken("<x>", lstrip=True)` goes where Transformers takes one. `id` is
+    set by the tokenizer that holds it (tokenizer.json's added_tokens, tokenizer_config.json's added_tokens_decoder).
+    """
 
     __slots__ = ("content", "id", "special", "single_word", "lstrip", "rstrip", "normalized")
 
-    def __init__(self, content, id=None, special=False, single_word=False, lstrip=False, rstrip=False,
-                 normalized=None):
+    def __init__(self, content, single_word=False, lstrip=False, rstrip=False, normalized=None, special=False,
+                 id=None):
         self.content, self.id, self.special = content, id, bool(special)
         self.single_word, self.lstrip, self.rstrip = bool(single_word), bool(lstrip), bool(rstrip)
         self.normalized = (not self.special) if normalized is None else bool(normalized)
@@ -87,8 +90,12 @@ class AddedToken:
         return {"id": self.id, "content": self.content, "single_word": self.single_word, "lstrip": self.lstrip,
                 "rstrip": self.rstrip, "normalized": self.normalized, "special": self.special}
 
+    def __str__(self):
+        return self.content
+
     def __repr__(self):
-        return f"AddedToken({self.content!r}, id={self.id}, special={self.special})"
+        return (f"AddedToken({self.content!r}, rstrip={self.rstrip}, lstrip={self.lstrip}, "
+                f"single_word={self.single_word}, normalized={self.normalized}, special={self.special})")
 
 
 class _Bad(Exception):
@@ -695,7 +702,7 @@ class TokenizerJSON:
             want = item.get("id")
             _need(want is None or (isinstance(want, int) and not isinstance(want, bool) and want >= 0),
                   f"added_tokens[{k}] ({item['content']!r}): id {want!r} must be an integer >= 0")
-            token = AddedToken(item["content"], None, **{f: v for f, v in flags.items() if v is not None})
+            token = AddedToken(item["content"], **{f: v for f, v in flags.items() if v is not None})
             got = self._add(token)
             _need(want is None or got == want, f"added token {item['content']!r} has id {want} but the vocab gives "
                                                f"it id {got} (a duplicate or a gap in added_tokens)")
@@ -733,8 +740,8 @@ class TokenizerJSON:
             if not isinstance(token, AddedToken) or not isinstance(token.content, str) or not token.content:
                 raise InvalidInputError(f"add_tokens takes AddedToken objects with non-empty content, got {token!r}")
             new += token.content not in self._token_to_id
-            self._add(AddedToken(token.content, None, token.special, token.single_word, token.lstrip, token.rstrip,
-                                 token.normalized))
+            self._add(AddedToken(token.content, single_word=token.single_word, lstrip=token.lstrip,
+                                 rstrip=token.rstrip, normalized=token.normalized, special=token.special))
         self._rebuild_splitters()
         return new
 
@@ -762,13 +769,17 @@ class TokenizerJSON:
         if norm:
             self._norm_split = _trie_pattern(norm)
 
-    def _find_added(self, s, pattern, kind):
+    def _find_added(self, s, pattern, kind, split_special_tokens=False):
         """s -> [(piece, added token id or None)] as Rust's AddedVocabulary::find_matches: single_word matches
-        need non-word characters around them; lstrip/rstrip take the whitespace beside them into the token."""
+        need non-word characters around them; lstrip/rstrip take the whitespace beside them into the token;
+        split_special_tokens (Rust's encode_special_tokens) passes over the matches of special tokens, which
+        then stay text."""
         out, start_offset = [], 0
         for m in pattern.finditer(s):
             start, stop = m.span()
             token = self._by_content[(kind, m.group())]
+            if split_special_tokens and token.special:
+                continue
             if token.single_word:
                 before = start == 0 or not s[start - 1].isalnum()
                 after = stop == len(s) or not s[stop].isalnum()
@@ -792,13 +803,15 @@ class TokenizerJSON:
 
     # -- encoding --
 
-    def text_ids(self, text):
-        """str -> ids: added tokens, normalization, pre-tokenization and the model; no post-processing."""
+    def text_ids(self, text, split_special_tokens=False):
+        """str -> ids: added tokens, normalization, pre-tokenization and the model; no post-processing.
+        split_special_tokens: special added tokens in the text are not split out (tokenized as text)."""
         if not isinstance(text, str):
             raise InvalidInputError(f"the tokenizer encodes str, got {type(text).__name__}")
         check_text(text)
         ids = []
-        pieces = self._find_added(text, self._raw_split, "r") if self._raw_split is not None else [(text, None)]
+        pieces = self._find_added(text, self._raw_split, "r", split_special_tokens) if self._raw_split is not None \
+            else [(text, None)]
         offset = 0
         for piece, tid in pieces:
             at_start = offset == 0
@@ -808,8 +821,8 @@ class TokenizerJSON:
                 continue
             if self._normalize is not None:
                 piece = self._normalize(piece)
-            parts = (self._find_added(piece, self._norm_split, "n") if self._norm_split is not None
-                     else [(piece, None)])
+            parts = (self._find_added(piece, self._norm_split, "n", split_special_tokens)
+                     if self._norm_split is not None else [(piece, None)])
             for k, (part, pid) in enumerate(parts):
                 if pid is not None:
                     ids.append(pid)
@@ -879,6 +892,14 @@ class TokenizerJSON:
         """ids -> str: each id's token (special ones left out where skip_special_tokens), through the decoders
         (joined with spaces where the file has none), as the Rust library decodes."""
         tokens = [self._check_id(i) for i in ids if not (skip_special_tokens and i in self.special_ids)]
+        if self._decode is None:
+            return " ".join(tokens)
+        return "".join(self._decode(tokens))
+
+    def tokens_to_string(self, tokens):
+        """Token strings -> str through the decoders (joined with spaces where the file has none): Transformers'
+        fast convert_tokens_to_string."""
+        tokens = list(tokens)
         if self._decode is None:
             return " ".join(tokens)
         return "".join(self._decode(tokens))

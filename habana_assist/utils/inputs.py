@@ -45,7 +45,9 @@ def checked_input_ids(input_ids, vocab_size, name="input_ids"):
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         raise InvalidInputError(f"{name} holds token id {bad}, outside [0, {vocab_size}) for this model's vocab_size; "
-                                "use the tokenizer that belongs to the checkpoint")
+                                "use the tokenizer that belongs to the checkpoint (a token added with add_tokens or "
+                                "add_special_tokens past the model's embedding has no row there, and the embedding "
+                                "cannot grow: resize_token_embeddings refuses)")
     return np.ascontiguousarray(a, dtype=np.int32)
 
 

@@ -3,7 +3,11 @@
 The core reads numpy arrays. to_numpy() turns what a caller passed into one (a torch CPU tensor zero-copy,
 as a view of the tensor's memory) and says which kind it was; convert_output() turns a result back into
 that kind (torch in, torch out; lists and numpy in, numpy out). torch is imported only once the caller has
-handed in a torch tensor (or asked for one, e.g. return_tensors="pt"), so numpy users never import it.
+handed in a torch tensor or asked for one (return_tensors="pt", or one of the model's torch types: model.dtype,
+model.device, parameters()...), so numpy users never import it.
+
+The model speaks torch's types where torch is importable: dtype_object() and cpu_device() give a dtype and the
+device as torch.dtype and torch.device, and without torch as the dtype's name and CPUDevice.
 """
 
 import copy
@@ -15,7 +19,8 @@ import numpy as np
 
 from ..errors import InvalidInputError
 
-__all__ = ["to_numpy", "from_numpy", "convert_output", "torch_available", "is_torch_tensor", "KINDS"]
+__all__ = ["to_numpy", "from_numpy", "convert_output", "torch_available", "is_torch_tensor", "optional_torch",
+           "dtype_object", "cpu_device", "CPUDevice", "KINDS"]
 
 KINDS = ("numpy", "list", "torch")
 
@@ -79,6 +84,47 @@ def import_torch(needed_by="this call", fix="install Debian's python3-torch"):
     except ImportError:
         raise InvalidInputError(f"{needed_by} needs PyTorch (torch), which is not importable here; {fix}") from None
     return torch
+
+
+def optional_torch():
+    """torch where it is importable (imported now if need be), else None."""
+    if not torch_available():
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+class CPUDevice(str):
+    """The CPU as model.device names it where torch is not importable: the string "cpu" (equal to it, printed as
+    it), with torch.device's type and index."""
+
+    type = "cpu"
+    index = None
+
+    def __new__(cls, name="cpu"):  # name: what copy and pickle pass back
+        if name != "cpu":
+            raise InvalidInputError(f"CPUDevice({name!r}): the only device here is 'cpu'")
+        return super().__new__(cls, "cpu")
+
+    def __repr__(self):
+        return "device(type='cpu')"
+
+
+def cpu_device():
+    """torch.device("cpu") where torch is importable, else CPUDevice()."""
+    torch = optional_torch()
+    return CPUDevice() if torch is None else torch.device("cpu")
+
+
+def dtype_object(name):
+    """A float dtype's name ("float32", "bfloat16", "float16") as the model reports it: torch's dtype
+    (torch.bfloat16) where torch is importable, else the name itself (numpy has no bfloat16; np.dtype(name) gives
+    numpy's for the other two)."""
+    torch = optional_torch()
+    return name if torch is None else getattr(torch, name)
 
 
 def _torch():

@@ -1235,6 +1235,91 @@ static ha_matrix fuse(tiny *t, const ha_matrix *parts, int n) {
     return (ha_matrix){ .data = p, .dtype = parts[0].dtype, .rows = rows, .cols = parts[0].cols, .nbytes = bytes };
 }
 
+/* ha_llama_context_copy, read_kv / write_kv / set_length and record_hidden (the Python caches' growth, legacy
+ * tuples and output_hidden_states): a copy into a larger and into a smaller cache continues bitwise as the
+ * original does, with a sliding window's ring too; keys read out and written into a fresh cache continue the
+ * same; hidden states of one append equal those of the same tokens in pieces; bad sizes and ranges are refused. */
+static void test_model_cache_copy_kv_and_hidden_states(void) {
+    enum { N = 300, M = 20, W = 4 };
+    for (int windowed = 0; windowed < 2; windowed++) {
+        tiny *t = tiny_build(HA_F32, 1, 0, windowed ? W : 0, 77);
+        rng r = { 12 };
+        int32_t *x = xmalloc((N + M) * sizeof(int32_t));
+        random_tokens(&r, x, N + M);
+        float *want = xmalloc((size_t)M * TV * sizeof(float)), *got = xmalloc((size_t)M * TV * sizeof(float));
+        ha_llama_context *src = ctx_new(t->m, 2, N + M), *big = ctx_new(t->m, 2, 2 * (N + M)),
+                         *small = ctx_new(t->m, 2, N + M - 5), *other = ctx_new(t->m, 3, N + M);
+        CHECK_OK(append_seq(src, 1, N, x, NULL));
+        CHECK_OK(ha_llama_context_copy(big, src));
+        CHECK_OK(ha_llama_context_copy(small, src));
+        CHECK(LEN(big, 1) == N && LEN(big, 0) == 0, "copy: lengths %lld, %lld", (long long)LEN(big, 1),
+              (long long)LEN(big, 0));
+        CHECK_OK(append_seq(src, 1, M, x + N, want));
+        CHECK_OK(append_seq(big, 1, M, x + N, got));
+        CHECK_SAME_FLOATS(want, got, (size_t)M * TV, "[window %d] a copy into a larger cache continues the same",
+                          windowed * W);
+        CHECK_OK(append_seq(small, 1, M - 5, x + N, got));
+        CHECK_SAME_FLOATS(want, got, (size_t)(M - 5) * TV, "[window %d] a copy into a smaller cache", windowed * W);
+        CHECK_STATUS(ha_llama_context_copy(other, src), HA_ERR_INVALID);
+        CHECK_STATUS(ha_llama_context_copy(src, src), HA_ERR_INVALID);
+        CHECK_OK(LM(src)->crop(LM(src)->self, 1, N));
+        /* every held position of every layer out, into a fresh cache, then the same continuation */
+        ha_llama_context *fresh = ctx_new(t->m, 2, N + M);
+        float *k = xmalloc((size_t)TNKV * N * THD * sizeof(float)), *v = xmalloc((size_t)TNKV * N * THD * sizeof(float));
+        for (int l = 0; l < TL; l++) {
+            const int64_t first = ha_llama_context_kv_first(src, l, 1), n = N - first;
+            CHECK(windowed ? first > 0 : first == 0, "kv_first %lld (window %d)", (long long)first, windowed * W);
+            CHECK_OK(ha_llama_context_read_kv(src, l, 1, first, n, k, v, (size_t)(TNKV * n * THD)));
+            CHECK_OK(ha_llama_context_write_kv(fresh, l, 1, first, n, k, v, (size_t)(TNKV * n * THD)));
+            if (first > 0)
+                CHECK_STATUS(ha_llama_context_read_kv(src, l, 1, 0, 1, k, v, (size_t)(TNKV * THD)), HA_ERR_INVALID);
+        }
+        CHECK_STATUS(ha_llama_context_read_kv(src, 0, 1, 0, 2, k, v, 3), HA_ERR_INVALID); /* wrong size */
+        CHECK_STATUS(ha_llama_context_read_kv(src, 0, 1, N - 1, 2, k, v, (size_t)(TNKV * 2 * THD)), HA_ERR_INVALID);
+        CHECK_STATUS(ha_llama_context_write_kv(fresh, TL, 1, 0, 1, k, v, (size_t)(TNKV * THD)), HA_ERR_INVALID);
+        CHECK_STATUS(ha_llama_context_set_length(fresh, 1, N + M + 1), HA_ERR_INVALID);
+        CHECK_OK(ha_llama_context_set_length(fresh, 1, N));
+        CHECK_OK(append_seq(fresh, 1, M, x + N, got));
+        CHECK_SAME_FLOATS(want, got, (size_t)M * TV, "[window %d] keys and values written into a fresh cache",
+                          windowed * W);
+        /* hidden states: one append of 12 tokens vs 5 + 7 */
+        enum { H = 12 };
+        float *one = xmalloc((size_t)(TL + 1) * H * TD * sizeof(float));
+        float *a = xmalloc((size_t)(TL + 1) * 5 * TD * sizeof(float)), *b = xmalloc((size_t)(TL + 1) * 7 * TD * sizeof(float));
+        ha_llama_context *h = ctx_new(t->m, 1, H), *h2 = ctx_new(t->m, 1, H);
+        CHECK_STATUS(ha_llama_context_record_hidden(h, one, 7, H), HA_ERR_INVALID);
+        CHECK_OK(ha_llama_context_record_hidden(h, one, (size_t)(TL + 1) * H * TD, H));
+        CHECK_STATUS(append_seq(h, 0, H - 1, x, NULL), HA_ERR_INVALID); /* not the count asked for: nothing added */
+        CHECK(LEN(h, 0) == 0, "a refused append added %lld positions", (long long)LEN(h, 0));
+        CHECK_OK(ha_llama_context_record_hidden(h, one, (size_t)(TL + 1) * H * TD, H));
+        CHECK_OK(append_seq(h, 0, H, x, NULL));
+        CHECK_OK(ha_llama_context_record_hidden(h2, a, (size_t)(TL + 1) * 5 * TD, 5));
+        CHECK_OK(append_seq(h2, 0, 5, x, NULL));
+        CHECK_OK(ha_llama_context_record_hidden(h2, b, (size_t)(TL + 1) * 7 * TD, 7));
+        CHECK_OK(append_seq(h2, 0, 7, x + 5, NULL));
+        for (int e = 0; e <= TL; e++) {
+            CHECK_SAME_FLOATS(one + (size_t)e * H * TD, a + (size_t)e * 5 * TD, 5 * TD, "hidden entry %d, tokens 0..4", e);
+            CHECK_SAME_FLOATS(one + ((size_t)e * H + 5) * TD, b + (size_t)e * 7 * TD, 7 * TD, "hidden entry %d, 5..11", e);
+        }
+        ha_llama_context_free(h);
+        ha_llama_context_free(h2);
+        ha_llama_context_free(fresh);
+        ha_llama_context_free(src);
+        ha_llama_context_free(big);
+        ha_llama_context_free(small);
+        ha_llama_context_free(other);
+        free(one);
+        free(a);
+        free(b);
+        free(k);
+        free(v);
+        free(x);
+        free(want);
+        free(got);
+        tiny_free(t);
+    }
+}
+
 /* Fused wqkv (with bqkv) and w_gate_up, made of the same rows, give the split model's logits bitwise, in every
  * dtype (the parts' rows are whole panels: 32, 16, 16 and 48, 48). */
 static void test_model_fused_projections_equal_split(void) {
@@ -3661,6 +3746,7 @@ static const test_case TESTS[] = {
     T(model_kernel_variants_agree),
     T(model_sliding_window_limits_attention),
     T(model_ring_cache_keeps_the_window),
+    T(model_cache_copy_kv_and_hidden_states),
     T(model_fused_projections_equal_split),
     T(kv_capacity_error_appends_nothing),
     T(streamed_buffers_hold_their_size_at_huge_page_boundaries),

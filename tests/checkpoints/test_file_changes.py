@@ -22,9 +22,8 @@ import habana_assist as ha  # noqa: E402
 from habana_assist.checkpoints import loading  # noqa: E402
 from habana_assist.errors import CheckpointError  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PYTHON = "/usr/bin/python3"
 TIMEOUT = 300  # seconds for a child process: a hang is a failure, not a stuck test run
 IDS = np.array([[3, 17, 42, 5, 9, 11]])
 # Every way to load that leaves nothing mapped: repacked as stored, quantized, converted (repacked or not).
@@ -114,8 +113,8 @@ def test_a_file_replaced_by_rename_during_or_after_the_load_leaves_the_model_as_
 
 
 def run_child(script, *args):
-    child = subprocess.run([PYTHON, "-c", script, *map(str, args)], capture_output=True, text=True, cwd=REPO,
-                           env={**os.environ, "PYTHONPATH": REPO}, timeout=TIMEOUT)
+    child = subprocess.run([PYTHON, "-c", script, *map(str, args)], capture_output=True, text=True,
+                           cwd=PACKAGE_PARENT, env=child_env(), timeout=TIMEOUT)
     died = (f"died of signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
             else f"exited {child.returncode}")
     assert child.returncode == 0, f"the child {died}, expected exit 0; stderr:\n{child.stderr[-3000:]}"

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402
 import interrupt_child  # noqa: E402
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
 
 STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "wrapped")
 
@@ -169,10 +170,9 @@ def test_outputs_beyond_available_memory_are_refused_before_allocating(pair):
 
 
 def test_ctrl_c_ends_the_command_line_quietly_with_130():
-    proc = subprocess.Popen([interrupt_child.PYTHON, "-m", "habana_assist", "demo"], cwd=interrupt_child.ROOT,
+    proc = subprocess.Popen([PYTHON, "-m", "habana_assist", "demo"], cwd=PACKAGE_PARENT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=interrupt_child.default_sigint,
-                            env={**os.environ, "PYTHONPATH": interrupt_child.ROOT})
+                            preexec_fn=interrupt_child.default_sigint, env=child_env())
     first = proc.stdout.readline()  # the demo is under way (it runs for tens of seconds)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)

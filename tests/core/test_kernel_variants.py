@@ -3,12 +3,12 @@ here each variant is forced through HA_KERNELS in a child pytest run of the bitw
 On a CPU without AVX-512, avx512-emulated runs the AVX-512 source through SIMDe (libsimde-dev)."""
 import os
 import subprocess
-import sys
 
 import pytest
 
 import habana_assist as ha
 from habana_assist import _core
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py", "generation/test_assisted_exactness.py",
@@ -34,16 +34,15 @@ def test_exactness_suites_pass_on_every_kernel_variant(variant):
     suites = [os.path.join(TESTS, s) for s in SUITES]
     missing = [s for s in suites if not os.path.exists(s)]
     assert not missing, f"expected the exactness suites at {missing}; update SUITES where a suite moved"
-    env = dict(os.environ, HA_KERNELS=variant)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites], env=env,
-                       capture_output=True, text=True, timeout=900)
+    r = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
+                       env=child_env(HA_KERNELS=variant), capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"HA_KERNELS={variant}: expected the exactness suites to pass, got:\n{r.stdout[-4000:]}"
     assert " passed" in r.stdout, f"HA_KERNELS={variant}: expected tests to run, got:\n{r.stdout[-2000:]}"
 
 
 def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
-    r = subprocess.run([sys.executable, "-c", "import habana_assist"], env=dict(os.environ, HA_KERNELS="avx9000"),
-                       capture_output=True, text=True, cwd=os.path.dirname(TESTS), timeout=60)
+    r = subprocess.run([PYTHON, "-c", "import habana_assist"], env=child_env(HA_KERNELS="avx9000"),
+                       capture_output=True, text=True, cwd=PACKAGE_PARENT, timeout=60)
     assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, \
         f"expected an ImportError naming HA_KERNELS and the variants, got rc={r.returncode}:\n{r.stderr[-1500:]}"
 

@@ -20,6 +20,7 @@ import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402
 from habana_assist.errors import InvalidInputError  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
 
 SMALL_VOCAB = 256
 SMALL = dict(vocab_size=SMALL_VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
@@ -491,6 +492,7 @@ def test_python_threads_keep_running_during_a_long_core_call(big, restore_thread
     ids = tokens(700, 1536, BIG_VOCAB)[None]
     capturing = _CapturingCore()
     monkeypatch.setattr(sys.modules["habana_assist.modeling_utils"], "_core", capturing)
+    monkeypatch.setattr(sys.modules["habana_assist.cache_utils"], "_core", capturing)  # the forward's DynamicCache
     if kind == "forward":
         def call():
             big(ids)
@@ -557,10 +559,8 @@ print("OK")
 
 
 def test_cache_keeps_working_after_its_model_is_deleted(small_dir):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-c", ORPHAN_CACHE_SCRIPT, small_dir, str(SMALL_VOCAB)], env=env,
-                          cwd=root, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([PYTHON, "-c", ORPHAN_CACHE_SCRIPT, small_dir, str(SMALL_VOCAB)], env=child_env(),
+                          cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "OK", (
         f"expected a cache to keep its deleted model's weights alive and keep working; the child process exited "
         f"with {proc.returncode}{' (killed by a signal: a crash)' if proc.returncode < 0 else ''}, "

@@ -20,6 +20,7 @@ Exit status: 0 if no finding, 1 otherwise.
 import argparse
 import collections
 import faulthandler
+import importlib.util
 import math
 import operator
 import os
@@ -30,9 +31,9 @@ import tempfile
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+if importlib.util.find_spec("habana_assist") is None:  # else the one on the path (the suite's, an installed one)
+    # run as a script from a checkout: its package, two folders above tests/fuzz/
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import numpy as np  # noqa: E402
 
@@ -740,8 +741,8 @@ def main(argv=None):
             return res.returncode
         last = open(trace, encoding="utf-8", errors="replace").read().rstrip() if os.path.exists(trace) else "?"
         case = last.split(" ", 2)[1] if last.startswith("case ") else "?"
-        print(f"FINDING the worker died (exit {res.returncode}) in {last}\nreplay: /usr/bin/python3 "
-              f"tests/fuzz/fuzz_binding.py --seed {args.seed} --case {case}", flush=True)
+        print(f"FINDING the worker died (exit {res.returncode}) in {last}\nreplay: {sys.executable} "
+              f"{os.path.relpath(os.path.abspath(__file__))} --seed {args.seed} --case {case}", flush=True)
         return 1
 
 

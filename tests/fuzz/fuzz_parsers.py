@@ -47,8 +47,8 @@ are limited (MALLOC_ARENA_MAX) so that a thread's first allocation does not rese
 """
 
 import argparse
+import importlib.util
 import json
-import math
 import os
 import random
 import resource
@@ -1240,8 +1240,10 @@ class Report:
 
 
 def _start_worker(job, stderr_file):
+    import habana_assist  # the worker imports the package this process imports (the test suite's, or main()'s)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(habana_assist.__file__)))
     env = dict(os.environ, MALLOC_ARENA_MAX="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")])))
     p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=stderr_file, env=env, cwd=REPO)
     p.stdin.write((json.dumps(job) + "\n").encode())
@@ -1400,5 +1402,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, REPO)  # run as a script from anywhere: import the package of this checkout
+    if importlib.util.find_spec("habana_assist") is None:  # else the one on the path (installed, or on PYTHONPATH)
+        sys.path.insert(0, REPO)  # run as a script from a checkout: its package
     sys.exit(main())

@@ -15,6 +15,7 @@ import pytest
 import habana_assist as ha
 from habana_assist import _core
 from habana_assist.generation.options import processing_args
+from package_under_test import PYTHON, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
@@ -23,9 +24,9 @@ CASES = 3000  # about 5 s (the time is not asserted)
 
 
 def _run(*args):
-    env = dict(os.environ)
+    env = child_env()  # the package under test (fuzz_binding.py takes the checkout's only where none is on the path)
     env.pop("HA_KERNELS", None)
-    return subprocess.run([sys.executable, "-W", "ignore", FUZZ, *args], capture_output=True, text=True, timeout=600,
+    return subprocess.run([PYTHON, "-W", "ignore", FUZZ, *args], capture_output=True, text=True, timeout=600,
                           env=env, cwd=ROOT)
 
 

@@ -140,6 +140,14 @@ def test_generate_rejects_missing_input_ids(model):
     raises(InvalidInputError, lambda: model.generate(max_new_tokens=2), "input_ids", "required")
 
 
+def test_generate_refuses_inputs_and_input_ids_together(model):
+    """inputs= is Transformers' name of the prompt: passed with input_ids (by position or by name) it is refused,
+    as Transformers refuses it, whether or not the two are the same array."""
+    for call in (lambda: model.generate(PROMPT, inputs=PROMPT, max_new_tokens=2),
+                 lambda: model.generate(input_ids=PROMPT, inputs=PROMPT[:, :2], max_new_tokens=2)):
+        raises(InvalidInputError, call, "`inputs`", "`input_ids`", "once")
+
+
 def test_model_rejects_ragged_input_ids(model):
     raises(ValueError, lambda: model([[1, 2], [3]]), "shape")
 
@@ -290,8 +298,11 @@ def test_cache_append_past_capacity_in_a_batch_names_the_row(model):
 # ---- past_key_values -------------------------------------------------------------------------------------
 
 def test_model_rejects_past_key_values_of_wrong_type(model):
-    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
+    raises(InvalidInputError, lambda: model(PROMPT, past_key_values={"layers": 1}),
            "past_key_values", "Cache", "create_cache")
+    # Transformers' legacy tuples are read, and checked
+    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
+           "from_legacy_cache", "batch, n_kv_heads")
 
 
 def test_model_rejects_past_key_values_of_wrong_batch_size(model):
@@ -437,10 +448,15 @@ def test_generate_rejects_an_unknown_argument_and_names_all_of_them(model):
            "tempreature", "beam_width")
 
 
-def test_generate_rejects_past_key_values(model):
-    """generate() builds its own cache; a passed one must not be silently ignored."""
-    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=model.create_cache()),
-           "past_key_values")
+def test_generate_rejects_past_key_values_it_cannot_use(model):
+    """generate() continues a cache that holds the prompt's beginning (tests/models/test_forward_surface.py); one
+    that holds nothing less than the whole prompt, or is no cache, must not be silently ignored."""
+    full = model.create_cache()
+    model(PROMPT, past_key_values=full)
+    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=full), "past_key_values",
+           "at least one new token")
+    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values="cache"), "past_key_values",
+           "Cache")
 
 
 def test_generate_rejects_max_length_equal_to_prompt(model):
@@ -514,7 +530,7 @@ def test_load_in_4bit_is_dtype_int4(checkpoint):
     a = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True)
     b = ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int4")
     c = ha.AutoModelForCausalLM.from_pretrained(checkpoint, load_in_4bit=True, torch_dtype="int4")  # agreeing
-    assert a.dtype == b.dtype == c.dtype == "int4"
+    assert a.weight_dtype == b.weight_dtype == c.weight_dtype == "int4" and a.is_loaded_in_4bit
     assert np.array_equal(a(PROMPT).logits, b(PROMPT).logits) and np.array_equal(a(PROMPT).logits, c(PROMPT).logits)
 
 

@@ -9,6 +9,7 @@ byte-fallback pieces (broken UTF-8), newlines and special tokens, the hard cases
 import os
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -407,3 +408,53 @@ def test_gil_is_released_while_the_core_generates_between_puts(tmp_path):
     assert not missing, (f"{missing}: in {TRIES} generations of {N} tokens each, another Python thread never ran "
                          "between two puts of new tokens, while the core generated: the binding kept the GIL "
                          f"(it ran there after {tries} tries in the other modes)")
+
+
+def _wait_for(predicate, what):
+    """Polls predicate every 10 ms for up to 60 s: an event, not a duration (it holds at once on any machine)."""
+    for _ in range(6000):
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("how", ["end", "stop"])
+def test_iterator_streamer_end_reaches_its_consumer_after_a_put_interrupted_in_notify(tok, how):
+    """Ctrl-C raised inside a put's Condition.notify, after it released the consumer's waiter and before it removed
+    it from the condition's list (where the main thread often waits for the GIL while the woken consumer runs),
+    leaves a stale waiter that absorbs the next notify; the end must reach the consumer all the same (seen: the
+    interrupt tests' child waiting forever for its consumer). The interrupted put is replayed on the queue's own
+    lock and list (CPython's threading.Condition._waiters)."""
+    streamer = ha.TextIteratorStreamer(tok)
+    got, ended = [], []
+
+    def consume():
+        try:
+            for text in streamer:
+                got.append(text)
+            ended.append("end")
+        except ha.GenerationStoppedError as e:
+            ended.append(type(e.__cause__).__name__)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    cond = streamer.text_queue.not_empty
+    _wait_for(lambda: len(cond._waiters) == 1, "the consumer to wait for text")
+    with cond:  # text_queue.put("a"), interrupted in notify between waiter.release() and _waiters.remove()
+        streamer.text_queue._put("a")
+        streamer.text_queue.unfinished_tasks += 1
+        cond._waiters[0].release()
+    _wait_for(lambda: got == ["a"] and len(cond._waiters) == 2, "the consumer to take 'a' and wait again")
+    if how == "end":
+        streamer.end()
+    else:
+        streamer.stop(KeyboardInterrupt())
+    consumer.join(60)
+    alive = consumer.is_alive()
+    if alive:  # release it, so the failure below is the test's only trace
+        with cond:
+            streamer.text_queue._put(streamer.stop_signal)
+            cond.notify_all()
+    want = ["end"] if how == "end" else ["KeyboardInterrupt"]
+    assert not alive and ended == want, f"{how}(): expected the consumer to see {want}, got {ended} (alive: {alive})"

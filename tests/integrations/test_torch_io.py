@@ -15,6 +15,7 @@ from habana_assist.errors import InvalidInputError
 from habana_assist.generation.utils import GenerateDecoderOnlyOutput
 from habana_assist.modeling_utils import CausalLMOutput
 from habana_assist.utils.tensors import convert_output, from_numpy, to_numpy, torch_available
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 DRAFT = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode-draft")
 TEXTS = ["def fib(n):", "import os\nimport sys\n"]
@@ -87,11 +88,13 @@ def test_numpy_users_never_import_torch():
         f"model = ha.AutoModelForCausalLM.from_pretrained({DRAFT!r})\n"
         "inputs = tok(['def f(x):'], return_tensors='np')\n"
         "out = model.generate(**inputs, max_new_tokens=4, return_dict_in_generate=True, output_scores=True)\n"
+        "model.generate(**inputs, max_new_tokens=4, do_sample=True)  # its seed: set_seed's generator, not torch's\n"
         "model([[1, 5, 9]]); tok.batch_decode(out.sequences); tok.decode([1, 2])\n"
         "assert isinstance(out.sequences, np.ndarray)\n"
         "print('torch' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=PACKAGE_PARENT, env=child_env(),
+                            timeout=120)
     assert result.returncode == 0, f"the script failed: {result.stderr[-2000:]}"
     assert result.stdout.strip() == "False", "numpy in and out must never import torch"
 

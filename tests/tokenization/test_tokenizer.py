@@ -29,7 +29,7 @@ TEXTS = [
     "\u4e2d\u6587\u5b57\u7b26 and \u65e5\u672c\u8a9e",
     "emoji \U0001F600\U0001F680 mixed",
     "\u00a0non-breaking\u2003em space",
-    "<s> looks special but is text </s> <pad> <unk>",
+    "<s almost special, yet text s> </ s> <pad <unk",  # whole special tokens are split out: test_tokenizer_parity.py
     "\r\nwindows line end\r\n",
     "x" * 300,
     "import os\nimport sys\n\nclass A(object):\n    '''doc'''\n    pass\n",
@@ -301,17 +301,19 @@ def test_no_json_files_falls_back_to_the_models_own_special_ids(tmp_path):
     assert tok.encode("a")[0] == tf.BOS_ID, "add_bos_token defaults to True, as Llama's tokenizer"
 
 
-def test_config_naming_a_token_not_in_the_model_raises_checkpoint_error(tmp_path):
-    with pytest.raises(CheckpointError) as e:
-        _tokenizer_with(tmp_path, {**tf.TOKENIZER_CONFIG, "eos_token": "<|endoftext|>"})
-    assert "<|endoftext|>" in str(e.value), f"the message should name the missing token: {e.value}"
+# Transformers' slow tokenizer adds a special token its model lacks as a new token (it once was a CheckpointError
+# here, when the vocabulary could not grow).
+def test_config_naming_a_token_not_in_the_model_adds_it_with_the_next_id(tmp_path):
+    tok = _tokenizer_with(tmp_path, {**tf.TOKENIZER_CONFIG, "eos_token": "<|endoftext|>"})
+    got = (tok.eos_token, tok.eos_token_id, len(tok), tok.vocab_size)
+    assert got == ("<|endoftext|>", tf.VOCAB_SIZE, tf.VOCAB_SIZE + 1, tf.VOCAB_SIZE), f"got {got}"
+    assert tok.encode("a<|endoftext|>", add_special_tokens=False)[-1] == tf.VOCAB_SIZE
 
 
-def test_special_tokens_map_naming_a_token_not_in_the_model_raises_checkpoint_error(tmp_path):
+def test_special_tokens_map_naming_a_token_not_in_the_model_adds_it_with_the_next_id(tmp_path):
     config = {k: v for k, v in tf.TOKENIZER_CONFIG.items() if k != "pad_token"}
-    with pytest.raises(CheckpointError) as e:
-        _tokenizer_with(tmp_path, config, {**tf.SPECIAL_TOKENS_MAP, "pad_token": "[PAD]"})
-    assert "[PAD]" in str(e.value), f"the message should name the missing token: {e.value}"
+    tok = _tokenizer_with(tmp_path, config, {**tf.SPECIAL_TOKENS_MAP, "pad_token": "[PAD]"})
+    assert (tok.pad_token, tok.pad_token_id, len(tok)) == ("[PAD]", tf.VOCAB_SIZE, tf.VOCAB_SIZE + 1)
 
 
 def test_invalid_tokenizer_config_json_raises_checkpoint_error(tmp_path):

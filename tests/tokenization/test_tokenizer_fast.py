@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -325,7 +326,7 @@ def test_use_fast_false_reads_tokenizer_model_where_both_exist(tmp_path):
     ({"model_max_length": -3}, "model_max_length=-3"),
     ({"add_bos_token": "yes"}, "add_bos_token='yes'"),
     ({"clean_up_tokenization_spaces": 1}, "clean_up_tokenization_spaces=1"),
-    ({"split_special_tokens": True}, "split_special_tokens=true is not supported"),
+    ({"split_special_tokens": "yes"}, "split_special_tokens='yes' must be true or false"),
     ({"chat_template": 5}, "chat_template must be a string"),
     ({"bos_token": 7}, "bos_token is 7"),
     ({"add_prefix_space": True}, "add_prefix_space=True is not supported"),
@@ -383,6 +384,23 @@ def test_sentencepiece_pairs_truncate_one_token_at_a_time_and_give_type_ids():
     assert got["input_ids"] == [bos] + a[:3] + [eos, bos] + b[:2] + [eos], got["input_ids"]
     assert got["token_type_ids"] == [0] * 5 + [1] * 4, got["token_type_ids"]
     assert "token_type_ids" not in tok("x"), "LlamaTokenizer's model_input_names leave them out"
+
+
+def test_a_row_too_long_after_padding_warns_from_the_fast_tokenizer_only(tmp_path):
+    """Transformers' fast tokenizers check the rows their backend returns, padding included; the slow ones
+    (LlamaTokenizer, tokenizer.model) check each row before it is padded. Rows within model_max_length padded past
+    it by pad_to_multiple_of therefore warn from the first only."""
+    fast = ha.AutoTokenizer.from_pretrained(_checkpoint(tmp_path, "qwen3", {"model_max_length": 8}))
+    slow = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=8)
+    for tok, want in ((fast, ["(16 > 8)"]), (slow, [])):
+        assert max(len(tok.encode(t)) for t in ("a", "bb cc")) <= 8, f"{type(tok).__name__}: rows too long"
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            rows = tok(["a", "bb cc"], padding=True, pad_to_multiple_of=16)["input_ids"]
+        assert len(rows[0]) == 16, f"{type(tok).__name__}: expected rows padded to 16, got {rows}"
+        got = [str(w.message) for w in seen if "longer than the specified maximum sequence length" in str(w.message)]
+        assert [w for w in want if any(w in g for g in got)] == want and len(got) == len(want), \
+            f"{type(tok).__name__}: expected {want or 'no'} warning, got {got}"
 
 
 def test_sentencepiece_clean_up_and_pad_to_multiple_of():

@@ -8,6 +8,7 @@ use_fast, add_prefix_space, legacy, the hub arguments) and the refusals of what 
 import json
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -139,17 +140,19 @@ def test_add_special_tokens_sets_tokens_of_the_vocabulary_and_adds_none(tok):
     assert tok.pad_token_id == tok.eos_token_id
 
 
-@pytest.mark.parametrize("tokens, match", [({"pad_token": "[PAD]"}, r"pad_token='\[PAD\]' is not a token"),
-                                           ({"bos_token": "<unk>", "pad_token": "[PAD]"}, "not a token"),
-                                           ({"sep_token": "</s>"}, "'sep_token' is not supported"),
-                                           ({"additional_special_tokens": ["<s>", "[X]"]},
-                                            r"additional_special_tokens='\[X\]' is not a token"),
+# A token the vocabulary lacks is added now (tests/tokenization/test_tokenizer_parity.py), as Transformers does;
+# what is refused is what Transformers refuses too.
+@pytest.mark.parametrize("tokens, match", [({"bos_token": "<unk>", "pad_token": ""}, "'' is not a token"),
+                                           ({"bos_token": "<unk>", "pad_token": 5}, "5 is not a token"),
+                                           ({"sep_tokn": "</s>"}, "'sep_tokn' is not a special token name"),
+                                           ({"additional_special_tokens": "<x>"}, "must be a list"),
+                                           ({"additional_special_tokens": ["<s>", None]}, "None is not a token"),
                                            ("pad_token", "takes a dict")])
-def test_add_special_tokens_refuses_what_would_grow_the_vocabulary_and_changes_nothing(tok, tokens, match):
-    before = dict(tok.special_tokens_map)
+def test_add_special_tokens_refuses_what_is_not_a_special_token_and_changes_nothing(tok, tokens, match):
+    before = (dict(tok.special_tokens_map), len(tok))
     with pytest.raises(InvalidInputError, match=match):
         tok.add_special_tokens(tokens)
-    assert tok.special_tokens_map == before, f"a refused call changed {before} to {tok.special_tokens_map}"
+    assert (tok.special_tokens_map, len(tok)) == before, f"a refused call changed {before}"
 
 
 def test_padding_without_a_pad_token_asks_for_pad_token_equal_eos_token(tok):
@@ -216,6 +219,50 @@ def test_from_pretrained_truncation_side_and_model_max_length(tok):
     assert got_left == [ids[0]] + ids[-3:] and got_right == ids[:4], f"left {got_left}, right {got_right}, all {ids}"
 
 
+LONG = "def fib(n):\n    return n"  # more than 4 tokens
+TOO_LONG = "Token indices sequence length is longer than the specified maximum sequence length for this model"
+
+
+def too_long_warnings(fn):
+    """The messages of the too-long warnings fn() gave (every one, repeated or not)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if TOO_LONG in str(w.message)]
+
+
+def test_a_text_longer_than_model_max_length_warns_once_per_tokenizer_as_transformers(tok):
+    """Transformers' _eventual_warn_about_too_long_sequence: encoding a row longer than model_max_length with no
+    max_length warns (its logger, here a UserWarning at the caller) the first time only, per tokenizer."""
+    n = len(tok.encode(LONG))
+    short = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    assert too_long_warnings(lambda: short("a")) == [], "a row within model_max_length must not warn"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        short(["a", LONG])
+    got = [w for w in seen if TOO_LONG in str(w.message)]
+    assert len(got) == 1 and f"({n} > 4)" in str(got[0].message) and got[0].filename == __file__, \
+        f"expected one warning naming {n} > 4 at this test's line, got {[(str(w.message), w.filename) for w in seen]}"
+    assert too_long_warnings(lambda: (short(LONG), short.encode(LONG))) == [], "a tokenizer warns once only"
+    again = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        again.encode(LONG)
+    got = [w.filename for w in seen if TOO_LONG in str(w.message)]
+    assert got == [__file__], f"another tokenizer warns again (encode too), at this test's line; got {got}"
+
+
+@pytest.mark.parametrize("kwargs", [dict(truncation=True), dict(max_length=100), dict(max_length=3),
+                                    dict(padding="max_length", truncation=True), dict(verbose=False)],
+                         ids=["truncation", "max_length_above", "max_length_below", "padding_to_max", "not_verbose"])
+def test_a_long_text_encoded_with_a_max_length_or_not_verbose_does_not_warn(kwargs):
+    """The warning is for a call with no max_length: one passed, or model_max_length taken by truncation or by
+    padding='max_length', silences it, as does verbose=False (which leaves the next verbose call its warning)."""
+    short = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
+    assert too_long_warnings(lambda: short(LONG, **kwargs)) == [], f"{kwargs}: expected no warning"
+    assert len(too_long_warnings(lambda: short(LONG))) == 1, f"after {kwargs}, a plain call must still warn once"
+
+
 def test_from_pretrained_add_bos_and_add_eos_token(tok):
     body = tok.encode("x = 1", add_special_tokens=False)
     other = ha.AutoTokenizer.from_pretrained(PYCODE, add_bos_token=False, add_eos_token=True)
@@ -225,8 +272,9 @@ def test_from_pretrained_add_bos_and_add_eos_token(tok):
 def test_from_pretrained_special_token_arguments():
     tok = ha.AutoTokenizer.from_pretrained(PYCODE, pad_token="</s>")
     assert tok.pad_token_id == tok.eos_token_id
-    with pytest.raises(InvalidInputError, match=r"pad_token='\[PAD\]' is not a token of this vocabulary"):
-        ha.AutoTokenizer.from_pretrained(PYCODE, pad_token="[PAD]")
+    new = ha.AutoTokenizer.from_pretrained(PYCODE, pad_token="[PAD]")  # Transformers adds it as a new token
+    assert (new.pad_token, new.pad_token_id, len(new)) == ("[PAD]", 4096, 4097), new
+    assert ha.AutoTokenizer.from_pretrained(PYCODE, pad_token=None).pad_token is None
 
 
 def test_from_pretrained_keeps_its_arguments_through_save_pretrained(tmp_path):
@@ -257,7 +305,7 @@ def test_from_pretrained_subfolder(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(split_special_tokens=True), "split_special_tokens=True is not supported"),
+    (dict(split_special_tokens="yes"), "split_special_tokens='yes'"),
     (dict(clean_up_tokenization_spaces="yes"), "clean_up_tokenization_spaces='yes'"),
     (dict(padding_side="middle"), "padding_side='middle'"),
     (dict(truncation_side=None), "truncation_side=None"),

@@ -1,5 +1,5 @@
-"""The command line, `python3 -m habana_assist generate|bench|demo`, run as a user runs it: a subprocess of
-Debian's Python from another directory, with the package on PYTHONPATH.
+"""The command line, `python3 -m habana_assist generate|bench|demo`, run as a user runs it: a subprocess of this
+Python from another directory, with the package under test on PYTHONPATH (tests/fixtures/package_under_test.py).
 
 The model pair is a random target and a random draft over the tokenizer of tests/fixtures/tokenizer_fixture.py; what
 the command prints is compared with what the library computes in this process for the same arguments.
@@ -16,9 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import habana_assist as ha  # noqa: E402
 import tokenizer_fixture as tf  # noqa: E402
+from package_under_test import PYTHON, child_env  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PYTHON = "/usr/bin/python3"
 TIMEOUT = 120  # seconds for one command: a hang is a failure, not a stuck test run
 PROMPT = "def fib(n):\n    if n < 2:"
 KEY_FLAGS = ["--model", "--assistant", "--max-new-tokens", "--num-assistant-tokens", "--prompt-lookup", "--dtype"]
@@ -46,8 +45,7 @@ def workdir(tmp_path_factory):
 
 def run_cli(workdir, *args):
     """-> (exit status, stdout, stderr) of `python3 -m habana_assist ARGS` run from workdir."""
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = child_env(PYTHONIOENCODING="utf-8")
     p = subprocess.run([PYTHON, "-m", "habana_assist", *args], cwd=workdir, env=env, capture_output=True,
                        timeout=TIMEOUT)
     # bytes decoded by hand: no newline translation, so a "\r" the model emits stays a "\r"
@@ -64,6 +62,19 @@ def completion(tok, model, prompt, max_new_tokens=8, **kwargs):
 def _ok(rc, out, err, what):
     assert rc == 0, f"{what}: expected exit status 0, got {rc}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}"
     assert "Traceback" not in err, f"{what}: a traceback on stderr:\n{err[-2000:]}"
+
+
+# ---- the package the commands run -------------------------------------------------------------------------------
+
+def test_a_child_process_imports_the_package_under_test(workdir):
+    """The commands here run the package this suite imports (a checkout's, or the one scripts/test.sh installs into
+    a virtual environment for its second step), not whatever the working directory or the checkout holds."""
+    p = subprocess.run([PYTHON, "-c", "import habana_assist, sys; print(habana_assist.__file__); print(sys.prefix)"],
+                       cwd=workdir, env=child_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert p.returncode == 0, f"the child failed to import habana_assist:\n{p.stderr[-2000:]}"
+    path, prefix = p.stdout.split()
+    assert os.path.realpath(path) == os.path.realpath(ha.__file__) and prefix == sys.prefix, (
+        f"expected the child to import {ha.__file__} in {sys.prefix}; it imported {path} in {prefix}")
 
 
 # ---- help ------------------------------------------------------------------------------------------------------
@@ -227,7 +238,7 @@ def test_the_draft_is_held_in_int8_unless_assistant_dtype_says_otherwise(pair, f
     from habana_assist import cli
     argv = ["generate", "--model", pair[0], "--assistant", pair[1], *flags]
     _, _, m, d = cli._load(cli.build_parser().parse_args(argv))
-    assert (m.dtype, d.dtype) == (target, draft), f"{argv}: dtypes of target and draft"
+    assert (m.weight_dtype, d.weight_dtype) == (target, draft), f"{argv}: dtypes of target and draft"
 
 
 def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir, pair, tmp_path):

@@ -3,8 +3,9 @@
 Each script in tests/doc_scripts/ follows one section of Transformers' docs (named in its first comment line):
 its code is the doc's, with `from habana_assist import ...` for `from transformers import ...` and the checkpoint
 names read from HA_MODEL / HA_DRAFT (any other change is listed in its header), then its own checks of the
-documented shapes and properties. Each runs in a fresh /usr/bin/python3 process, in a temporary working
-directory (the saving scripts write there), and must exit 0.
+documented shapes and properties. Each runs in a fresh process of this Python, with the package under test
+(tests/fixtures/package_under_test.py) and its shipped pair, in a temporary working directory (the saving scripts
+write there), and must exit 0.
 
 The scripts run two at a time, each with one core thread (HA_NUM_THREADS=1): most of a script's time is
 Python's and torch's start-up, which one process cannot spread over two cores. Each test waits for its own
@@ -15,23 +16,23 @@ import concurrent.futures
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+
+from package_under_test import PYTHON, SHIPPED, child_env  # noqa: E402
+
 TEST_NAME = "test_doc_script_runs_and_its_outputs_have_the_documented_properties"
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPTS_DIR = os.path.join(ROOT, "tests", "doc_scripts")
-MODELS = os.path.join(ROOT, "habana_assist", "pretrained")
+SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "doc_scripts")
 SCRIPTS = sorted(name for name in os.listdir(SCRIPTS_DIR) if re.fullmatch(r"s\d\d_\w+\.py", name))
-PYTHON = "/usr/bin/python3"  # Debian's, with numpy and torch (another python3 on PATH may lack them)
 
 
 def _environment():
-    env = dict(os.environ)
-    env.update(HA_MODEL=os.path.join(MODELS, "pycode"), HA_DRAFT=os.path.join(MODELS, "pycode-draft"),
-               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""), HA_NUM_THREADS="1")
-    return env
+    return child_env(HA_MODEL=os.path.join(SHIPPED, "pycode"), HA_DRAFT=os.path.join(SHIPPED, "pycode-draft"),
+                     HA_NUM_THREADS="1")
 
 
 def _run(script, cwd):

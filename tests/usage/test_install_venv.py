@@ -15,6 +15,9 @@ def run(cmd, cwd):
 
 def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(tmp_path):
     venv = tmp_path / "venv"
+    # README's command as written: Debian's Python, not sys.executable (another interpreter, or a venv's), since
+    # --system-site-packages must reach Debian's numpy, setuptools and wheel (pip can fetch nothing here). REPO is
+    # the checkout on purpose: its sources are what this test installs.
     run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
     py = str(venv / "bin" / "python")
     # pip builds a local directory in place (build/ and *.egg-info beside setup.py), where scripts/setup.sh also

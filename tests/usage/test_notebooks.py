@@ -1,19 +1,30 @@
 """The notebooks in examples/ run headlessly as a user runs them (Debian's python3-nbclient and python3-ipykernel,
-the kernel of /usr/share/jupyter/kernels/python3, working directory examples/), and every code cell's output is
-checked; the notebooks are committed without outputs; the kernel's interrupt button stops a generation and
-leaves the model usable.
+working directory examples/), and every code cell's output is checked; the notebooks are committed without
+outputs; the kernel's interrupt button stops a generation and leaves the model usable.
+
+The kernel is ipykernel's own spec for this Python (sys.executable -m ipykernel_launcher), not Debian's
+/usr/share/jupyter/kernels/python3 (always /usr/bin/python3), with the package under test first on PYTHONPATH
+(tests/fixtures/package_under_test.py), so that the notebooks' `import habana_assist` imports it.
 """
 
 import os
 import re
+import sys
 import time
 
 import nbformat
 import pytest
-from jupyter_client.manager import start_new_kernel
+from ipykernel.kernelspec import write_kernel_spec
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager, KernelManager
 from nbclient import NotebookClient
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+
+from package_under_test import PACKAGE_DIR, child_env  # noqa: E402
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+KERNEL = "habana-assist-tests"
 
 # Per notebook, one entry per code cell, in order: regexes its text output (stdout, text/plain) must match ("^$":
 # it shows nothing), and the rich outputs (mimetypes) it must have.
@@ -54,10 +65,20 @@ def _text(cell):
     return "".join(parts)
 
 
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """A KernelSpecManager that knows one kernel, KERNEL: this Python running ipykernel."""
+    directory = tmp_path_factory.mktemp("kernels")
+    write_kernel_spec(str(directory / KERNEL))
+    return KernelSpecManager(kernel_dirs=[str(directory)])
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_runs_and_every_cell_shows_what_it_should(name):
+def test_notebook_runs_and_every_cell_shows_what_it_should(name, kernels):
     nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": EXAMPLES}}).execute()
+    km = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
+    NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": EXAMPLES}}).execute(cleanup_kc=True,
+                                                                                               env=child_env())
     cells = [c for c in nb.cells if c.cell_type == "code"]
     assert len(cells) == len(EXPECTED[name]), f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
     for i, (cell, (patterns, mimetypes)) in enumerate(zip(cells, EXPECTED[name])):
@@ -102,20 +123,37 @@ def _run(client, code, timeout=120):
             out.append(msg["content"]["text"])
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
-    return client.get_shell_msg(timeout=timeout)["content"], "".join(out)
+    return _reply(client, msg_id, timeout), "".join(out)
 
 
-def test_the_interrupt_button_stops_a_generation_and_the_model_goes_on_exactly():
-    manager, client = start_new_kernel(kernel_name="python3", cwd=EXAMPLES)
+def _reply(client, msg_id, timeout):
+    """The shell's reply to request msg_id (content), past any other: wait_for_ready asks for kernel_info again
+    each second until one reply comes, so a kernel slow to start leaves the others' replies queued."""
+    while True:
+        msg = client.get_shell_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") == msg_id:
+            return msg["content"]
+
+
+def test_the_interrupt_button_stops_a_generation_and_the_model_goes_on_exactly(kernels):
+    manager = KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
+    manager.start_kernel(cwd=EXAMPLES, env=child_env())
+    client = manager.client()
     try:
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
         setup = nbformat.read(os.path.join(EXAMPLES, "quickstart.ipynb"), as_version=4).cells[1].source
-        reply, _ = _run(client, setup + """
+        reply, imported = _run(client, setup + """
+print(ha.__file__)
 tokenizer = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
 model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
 draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
 inputs = tokenizer(["import os\\n"] * 4, return_tensors="np")
 before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
         assert reply["status"] == "ok", reply
+        printed = [os.path.realpath(line) for line in imported.splitlines() if line.endswith("__init__.py")]
+        assert printed == [os.path.realpath(os.path.join(PACKAGE_DIR, "__init__.py"))], \
+            f"the kernel must import the package under test, {PACKAGE_DIR}; it printed {imported!r}"
         # a long call (4 rows x 1000 tokens, seconds), interrupted once its first token is decided: a stopping
         # criterion (called inside generate()) says so once
         msg_id = client.execute("told = []\n"
@@ -133,7 +171,7 @@ before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
             started = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
                 and "started" in msg["content"]["text"]
         manager.interrupt_kernel()
-        reply = client.get_shell_msg(timeout=60)["content"]
+        reply = _reply(client, msg_id, 60)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
         assert any("generate" in line for line in reply["traceback"]), "the interrupt must land in generate()"
         reply, text = _run(client, "after = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)\n"

@@ -333,10 +333,10 @@ def test_names_load_the_model_and_the_tokenizer(target_dir, model, tok):
 
 def test_dtype_reaches_from_pretrained(target_dir):
     torch = pytest.importorskip("torch")
-    assert pipeline("text-generation", model=target_dir).model.dtype == "float32"  # "auto": as stored
-    assert pipeline("text-generation", model=target_dir, dtype="bfloat16").model.dtype == "bfloat16"
-    assert pipeline("text-generation", model=target_dir, torch_dtype=torch.float16).model.dtype == "float16"
-    assert pipeline("text-generation", model=target_dir, model_kwargs={"dtype": "int8"}).model.dtype == "int8"
+    assert pipeline("text-generation", model=target_dir).model.dtype == torch.float32  # "auto": as stored
+    assert pipeline("text-generation", model=target_dir, dtype="bfloat16").model.dtype == torch.bfloat16
+    assert pipeline("text-generation", model=target_dir, torch_dtype=torch.float16).model.dtype == torch.float16
+    assert pipeline("text-generation", model=target_dir, model_kwargs={"dtype": "int8"}).model.weight_dtype == "int8"
     with pytest.raises(InvalidInputError, match="both"):
         pipeline("text-generation", model=target_dir, dtype="bfloat16", model_kwargs={"dtype": "float16"})
 
@@ -386,7 +386,7 @@ def test_assistant_model_as_a_name_or_a_model_gives_the_plain_output(target_dir,
 def test_shipped_pair_assisted_pipeline_equals_plain():
     plain = pipeline("text-generation", model="habana-assist/pycode")
     assisted = pipeline("text-generation", model="habana-assist/pycode", assistant_model="habana-assist/pycode-draft")
-    assert assisted.assistant_model.dtype == plain.model.dtype, "a named assistant is loaded in the model's dtype"
+    assert assisted.assistant_model.weight_dtype == plain.model.weight_dtype, "a named assistant: the model's dtype"
     prompts = ["def fib(n):", "class Stack:\n    def __init__(self):"]
     got = assisted(prompts, max_new_tokens=16, do_sample=False, batch_size=2)
     assert got == plain(prompts, max_new_tokens=16, do_sample=False)
