@@ -148,8 +148,12 @@ typedef struct ha_llama_config {
     int64_t rope_dim;           /* rotary over each head's first rope_dim dims, pairs (j, j + rope_dim/2); even,
                                    <= hd; 0 means hd when rope_inv_freq is given, else no rotary */
     const double *rope_inv_freq;       /* (rope_dim/2,) any scaling applied; NULL: no rotary; copied at create */
-    const double *rope_inv_freq_long;  /* (rope_dim/2,) or NULL: used instead for positions >= rope_long_from */
-    int64_t rope_long_from;
+    const double *rope_inv_freq_long;  /* (rope_dim/2,) or NULL: longrope's long table, chosen per append below */
+    int64_t rope_long_from;     /* with a long table: an append rotates every token it adds to a sequence with the
+                                   long table when the last position it adds there is >= rope_long_from (the
+                                   sequence then holds more than rope_long_from positions: Transformers' Phi-3
+                                   seq_len > original_max_position_embeddings), else with rope_inv_freq; the keys
+                                   already cached keep the rotation of the append that wrote them */
     const double *rope_inv_freq_local; /* (rope_dim/2,) or NULL: the table of layers with rope HA_ROPE_LOCAL */
     float rope_scale;           /* multiplies cos and sin (longrope's attention factor); 0 means 1 */
 } ha_llama_config;
@@ -217,7 +221,8 @@ typedef struct ha_lm {
      * when the interrupt stops it: HA_ERR_INTERRUPTED; except that a model with sliding-window rings empties a
      * sequence whose rings the stopped append had already overwritten, as the message says). Each row's
      * logits are bitwise the same whatever else is in the call and whatever the thread count (a native
-     * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create). */
+     * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create; a model
+     * with rope_switch, an append that adds tokens on both sides of it to one sequence). */
     ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
                         const uint8_t *want, float *logits);
     /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq), and where the model
@@ -226,6 +231,14 @@ typedef struct ha_lm {
      * max_rollback positions from the end always works. */
     ha_status (*crop)(void *self, int32_t seq, int64_t len);
     int64_t max_rollback; /* >= 1; INT64_MAX where every crop works */
+    /* 0, or S > 0 where an append computes its tokens differently once it takes a sequence past S positions
+     * (longrope: ha_llama_config.rope_long_from), so that an append of tokens on both sides of S is not the same
+     * as appending them one at a time. Generation keeps such a model exact and as Transformers' Phi-3 generate():
+     * a verification never scores positions on both sides of S, and the append that takes a sequence whose cache
+     * holds <= S positions past S is made whole, from an empty cache (crop to 0: Transformers drops its cache and
+     * runs the whole sequence again there), so that every token after S is computed as by one forward of all the
+     * sequence before it. */
+    int64_t rope_switch;
     /* Positions held by sequence seq (0 if seq is out of range). */
     int64_t (*length)(const void *self, int32_t seq);
 } ha_lm;
@@ -477,7 +490,8 @@ typedef struct ha_assist_params {
 typedef struct ha_assist_stats {
     int64_t num_draft_tokens;     /* proposed */
     int64_t num_accepted_tokens;  /* proposed and kept */
-    int64_t num_target_passes;    /* verifying target appends, one per round and row (the prefill not counted) */
+    int64_t num_target_passes;    /* verifying target appends, one per round and row (the prefill not counted, nor
+                                     a row's run again whole past a rope switch: ha_lm.rope_switch) */
     int64_t num_draft_passes;     /* draft appends (the first also takes in the prompt) */
     int64_t num_assistant_tokens; /* K when the call ended (what a heuristic schedule carries on); each row
                                      starts from the call's K, and this is the last row's */

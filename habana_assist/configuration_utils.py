@@ -20,10 +20,10 @@ What the core computes from a config: core_config(dtype) (the model-level dict o
 csrc/ha.h) and layer_settings() (each layer's window, rotary table and attention scale). Where Transformers
 versions differ, the newest semantics are followed:
 - longrope (Phi-3): rope_scaling's "factor" when given, else max_position_embeddings /
-  original_max_position_embeddings; the short table below original_max_position_embeddings, the long one
-  from it on, decided per token (the core's rope_long_from). Transformers decides per forward pass (the long
-  table for every token once max position + 1 > original_max_position_embeddings), which gives the same
-  result for each token decoded one at a time, and keeps this forward batch-invariant.
+  original_max_position_embeddings; as Transformers, the factors are chosen per forward: the long table for every
+  token of a forward whose sequence length (last position + 1) passes original_max_position_embeddings, else the
+  short one (the core's rope_long_from, per append and row); generate() runs a row again whole where it passes it,
+  as Transformers' Phi-3 generate() does (docs/models.md).
 - SmolLM3 without layer_types: with use_sliding_window, the layers without rotary slide (Transformers'
   SmolLM3Config), not Qwen2's i >= max_window_layers rule.
 - rope_parameters (Transformers >= 5) is read as rope_theta plus rope_scaling; Gemma 3's per-layer-type form
@@ -638,8 +638,9 @@ class PretrainedConfig:
         return Rope(inv_freq, None, 0, 1.0)
 
     def _longrope(self, scaling, dim):
-        """Transformers' _compute_longrope_parameters (newest): the short and long tables, the position the long
-        one starts at (original_max_position_embeddings) and the attention factor that scales cos and sin."""
+        """Transformers' _compute_longrope_parameters (newest): the short and long tables, the length a forward's
+        sequence must pass to take the long one (original_max_position_embeddings) and the attention factor that
+        scales cos and sin with either."""
         original = getattr(self, "original_max_position_embeddings", None)  # Phi-3 keeps it at the top level
         if original is None:
             original = scaling.get("original_max_position_embeddings", self.max_position_embeddings)

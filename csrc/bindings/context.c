@@ -284,7 +284,8 @@ static PyObject *Context_get(ContextObject *self, void *which) {
     if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = context_lm(self);
     intptr_t w = (intptr_t)which;
-    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size : lm->max_rollback);
+    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size :
+                               w == 3 ? lm->max_rollback : lm->rope_switch);
 }
 
 
@@ -315,6 +316,9 @@ static PyGetSetDef Context_getset[] = {
     { "capacity", (getter)Context_get, NULL, "positions per sequence", (void *)1 },
     { "vocab_size", (getter)Context_get, NULL, "logits per token", (void *)2 },
     { "max_rollback", (getter)Context_get, NULL, "positions a crop can always take back (ha.h: ha_lm.crop)", (void *)3 },
+    { "rope_switch", (getter)Context_get, NULL,
+      "0, or the length past which an append rotates with other factors (longrope; ha.h: ha_lm.rope_switch)",
+      (void *)4 },
     { NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -151,11 +151,13 @@ static int64_t external_length(const void *self_, int32_t seq) {
 PyObject *py_external_context(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *adapter;
-    long long V, capacity, n_seq = 1;
-    if (!PyArg_ParseTuple(args, "OLL|L", &adapter, &V, &capacity, &n_seq)) return NULL;
+    long long V, capacity, n_seq = 1, rope_switch = 0;
+    if (!PyArg_ParseTuple(args, "OLL|LL", &adapter, &V, &capacity, &n_seq, &rope_switch)) return NULL;
     if (V < 1 || V > INT32_MAX || capacity < 1 || n_seq < 1 || n_seq > INT32_MAX)
         return PyErr_Format(InvalidInputError, "external_context: vocab_size (%lld), capacity (%lld) and n_seq (%lld) must "
                             "be positive 32-bit counts", V, capacity, n_seq);
+    if (rope_switch < 0)
+        return PyErr_Format(InvalidInputError, "external_context: rope_switch %lld must be >= 0", rope_switch);
     if (!PyObject_HasAttrString(adapter, "append") || !PyObject_HasAttrString(adapter, "crop"))
         return PyErr_Format(InvalidInputError, "external_context: the adapter needs append(seq, tokens, want) and "
                             "crop(seq, length)");
@@ -169,6 +171,7 @@ PyObject *py_external_context(PyObject *mod, PyObject *args) {
     self->adapter = Py_NewRef(adapter);
     self->ext_len = len;
     self->ext = (ha_lm){ .self = self, .vocab_size = V, .n_seq = n_seq, .capacity = capacity, .append = external_append,
-                         .crop = external_crop, .max_rollback = INT64_MAX, .length = external_length };
+                         .crop = external_crop, .max_rollback = INT64_MAX, .length = external_length,
+                         .rope_switch = rope_switch };
     return (PyObject *)self;
 }

@@ -26,8 +26,9 @@ static PyMethodDef module_methods[] = {
       "generate(ctx, options): plain generation over a Context, its options a dict by name (csrc/bindings/generate.c; "
       "csrc/ha.h ha_generate)" },
     { "external_context", py_external_context, METH_VARARGS,
-      "external_context(adapter, vocab_size, capacity, n_seq=1): a Context of n_seq sequences over an external model's "
-      "adapter.append(seq, tokens, want) and adapter.crop(seq, length) (habana_assist/integrations/external.py)" },
+      "external_context(adapter, vocab_size, capacity, n_seq=1, rope_switch=0): a Context of n_seq sequences over an "
+      "external model's adapter.append(seq, tokens, want) and adapter.crop(seq, length) "
+      "(habana_assist/integrations/external.py); rope_switch: csrc/ha.h ha_lm.rope_switch" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
       "generate_assisted(target_ctx, draft_ctx, options): assisted generation over a target Context and a draft Context "
       "or None, its options a dict by name (csrc/bindings/generate.c; ha_generate_assisted)" },

@@ -86,6 +86,10 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             if (r->draft_len >= to)
                 return ha_fail(HA_ERR_INTERNAL, "assist.c draft_round: row %d's draft holds %lld positions at step %lld of "
                                "a round from %lld", r->row, (long long)r->draft_len, (long long)s, (long long)r->L);
+            if (ha_whole_again(draft, r->draft_len, to)) { /* past the draft's rope switch: the whole row again */
+                if ((st = draft->crop(draft->self, r->row, 0)) != HA_OK) return st;
+                r->draft_len = 0;
+            }
             for (int64_t j = r->draft_len; j < to; j++) {
                 b->seq[n] = r->row;
                 b->tok[n] = r->tok[j];
@@ -171,27 +175,53 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
 
 int64_t ha_assist_heuristic_k(int64_t K, int64_t n) { return n == K ? K + 2 : (K - 1 > 1 ? K - 1 : 1); }
 
-int64_t ha_assist_candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
-                                const ha_lm *draft) {
-    const int64_t room = p->gen.max_new_tokens - generated - 1;
+int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p,
+                                const ha_lm *target, const ha_lm *draft) {
+    const int64_t room = p->gen.max_new_tokens - generated - 1, S = target->rope_switch;
     if (k > room) k = room;
     if (k > target->max_rollback) k = target->max_rollback;
     if (draft && k > draft->max_rollback) k = draft->max_rollback;
+    if (S > 0 && L <= S && k > S - L) k = S - L;
     return k;
 }
 
 /* ---- the rounds ------------------------------------------------------------------------------------------ */
 
+/* A row whose round takes it past the target's rope switch from a cache of <= S positions (ha_whole_again; the
+ * candidate cap left it none before S) first runs its decided tokens again from an empty cache, logits at the last
+ * one into b->first, as plain generation's step there does; the round then scores it as after the prefill. */
+static ha_status run_whole_again(ha_lm *target, const ha_assist_params *p, row_state *rows, int64_t B, buffers *b) {
+    const int64_t V = b->V;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done || !ha_whole_again(target, r->target_len, r->L + r->k)) continue;
+        for (int64_t j = 0; j < r->L; j++) {
+            b->seq[j] = r->row;
+            b->tok[j] = r->tok[j];
+            b->want[j] = j == r->L - 1;
+        }
+        ha_status st = target->crop(target->self, r->row, 0);
+        if (st == HA_OK) st = target->append(target->self, r->L, b->seq, b->tok, b->want, b->first + i * V);
+        if (st != HA_OK) return st;
+        if (p->gen.logits_out) memcpy(b->first_raw + i * V, b->first + i * V, (size_t)V * sizeof(float));
+        r->target_len = r->L;
+    }
+    return HA_OK;
+}
+
 /* The target's append for a round: each running row's unseen tokens up to its last candidate, logits at its
- * candidates' positions and the one after (position L is already scored after the prefill). Points r->p (and
- * r->raw) at its rows and processes them. a: drafting ahead beside the append (NULL: none). */
+ * candidates' positions and the one after (position L is already scored after the prefill, or after
+ * run_whole_again). Points r->p (and r->raw) at its rows and processes them. a: drafting ahead beside the append
+ * (NULL: none). */
 static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler,
                               row_state *rows, int64_t B, buffers *b, ahead *a, ha_assist_stats *stats) {
     const int64_t V = b->V;
     int64_t n = 0, n_rows = 0;
+    ha_status st = run_whole_again(target, p, rows, B, b);
+    if (st != HA_OK) return st;
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].k + 1;
-    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
+    st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
     if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
     if (st != HA_OK) return st;
     n_rows = 0;
@@ -327,8 +357,8 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
             if (r->done) continue;
-            r->k_cap = r->k_max = ha_assist_candidate_cap(draft ? r->K : p->prompt_lookup_num_tokens, r->generated, p,
-                                                          target, draft);
+            r->k_cap = r->k_max = ha_assist_candidate_cap(draft ? r->K : p->prompt_lookup_num_tokens, r->L,
+                                                          r->generated, p, target, draft);
             r->k = 0;
         }
         if (p->schedule == HA_SCHEDULE_COST) {

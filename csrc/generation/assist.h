@@ -127,10 +127,12 @@ ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V);
  * AssistedCandidateGenerator.update_candidate_strategy: K + 2 after a draft fully accepted, else max(1, K - 1). */
 int64_t ha_assist_heuristic_k(int64_t K, int64_t n);
 
-/* A round's most candidates for a row that wants k and has `generated` tokens: never more than leave room for the
- * target's own token within max_new_tokens, nor more than a model with sliding-window rings can take back
- * (ha_lm.max_rollback). */
-int64_t ha_assist_candidate_cap(int64_t k, int64_t generated, const ha_assist_params *p, const ha_lm *target,
-                                const ha_lm *draft);
+/* A round's most candidates for a row that wants k and has L tokens decided, `generated` of them new: never more
+ * than leave room for the target's own token within max_new_tokens, nor more than a model with sliding-window rings
+ * can take back (ha_lm.max_rollback), nor, for a target with a rope switch S, candidates whose scores would come from
+ * forwards on both sides of S (a round from L <= S scores positions up to S at most: k <= S - L), since plain
+ * generation computes those positions in appends of their own side. */
+int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p,
+                                const ha_lm *target, const ha_lm *draft);
 
 #endif /* HA_ASSIST_H */

@@ -72,12 +72,15 @@ int ha_ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params
         /* The next round's cap if this one accepts every candidate (finish_row's schedule, run_rounds' limits) */
         const int heuristic = p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT;
         const int64_t K = ha_assist_candidate_cap(heuristic ? ha_assist_heuristic_k(r->K, r->k) : r->K,
-                                                  r->generated + r->k + 1, p, target, draft);
+                                                  r->L + r->k + 1, r->generated + r->k + 1, p, target, draft);
         /* logits rows: the guess, then K candidates; within what a crop after this round may take back of the
-         * draft (everything after L) and the draft's capacity */
+         * draft (everything after L) and the draft's capacity; and short of the draft's rope switch where it holds
+         * no more than S positions (one token appended at S would run the row again whole: draft_round's to do) */
         int64_t n_rows = K + 1;
         if (n_rows > draft->max_rollback - (r->k - 1)) n_rows = draft->max_rollback - (r->k - 1);
         if (n_rows > draft->capacity - last) n_rows = draft->capacity - last;
+        if (draft->rope_switch > 0 && last <= draft->rope_switch && n_rows > draft->rope_switch - last)
+            n_rows = draft->rope_switch - last;
         if (n_rows < 2) continue;
         /* the draft holds exactly the positions before the last candidate (more where this round's steps read rows
          * drafted ahead and stopped before their end) */

@@ -1,6 +1,7 @@
 /* Plain generation: prefill every row, then one token per unfinished row per step, all rows of a step in
  * one append (each row's weights read once per step for the whole batch). Between steps: the interrupt poll
- * and max_time. */
+ * and max_time. A model with a rope switch (longrope) has the step that takes a row past it run the row's whole
+ * sequence again from an empty cache (ha_whole_again), as Transformers' Phi-3 generate() does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,9 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     for (int64_t b = 0; b < B; b++) n_prefill += prompt_width - start[b];
     int32_t *history = malloc((size_t)(B * hist_w) * sizeof(int32_t));   /* (B, hist_w) each row's real tokens */
     int64_t *hist_n = calloc((size_t)B, sizeof(int64_t));                 /* (B,) */
-    /* the largest append: the prefill, a step, or with no_cache every row's whole sequence */
-    const size_t n_append = (size_t)(p->no_cache ? B * hist_w : n_prefill > B ? n_prefill : B);
+    /* the largest append: the prefill, a step, or with no_cache (or rows passing a rope switch) every row's whole
+     * sequence */
+    const size_t n_append = (size_t)(p->no_cache || lm->rope_switch > 0 ? B * hist_w : n_prefill > B ? n_prefill : B);
     int32_t *seq = malloc(n_append * sizeof(int32_t));
     int32_t *tok = malloc(n_append * sizeof(int32_t));
     uint8_t *want = calloc(n_append, 1);
@@ -110,13 +112,14 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         }
         if (st != HA_OK) break;
         *n_steps = step + 1;
-        /* 4. The rows still running go on with the token just chosen, in one append; with no_cache, each row's
-         * whole sequence again from an empty cache (logits only at its last token). */
+        /* 4. The rows still running go on with the token just chosen, in one append; with no_cache, and where the
+         * token takes the row past a rope switch, each row's whole sequence again from an empty cache (logits only at
+         * its last token). */
         int64_t n_tok = 0;
         active = 0;
         for (int64_t b = 0; b < B; b++) {
             if (done[b]) continue;
-            const int64_t from = p->no_cache ? 0 : hist_n[b] - 1;
+            const int64_t from = p->no_cache || ha_whole_again(lm, hist_n[b] - 1, hist_n[b]) ? 0 : hist_n[b] - 1;
             for (int64_t j = from; j < hist_n[b]; j++) {
                 seq[n_tok] = (int32_t)b;
                 tok[n_tok] = history[b * hist_w + j];
@@ -129,7 +132,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             st = ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after step %lld", (long long)step);
             break;
         }
-        for (int64_t r = 0; p->no_cache && r < active && st == HA_OK; r++) st = lm->crop(lm->self, row_of[r], 0);
+        for (int64_t r = 0; r < active && st == HA_OK; r++) {
+            const int64_t n_b = hist_n[row_of[r]];
+            if (p->no_cache || ha_whole_again(lm, n_b - 1, n_b)) st = lm->crop(lm->self, row_of[r], 0);
+        }
         if (st == HA_OK) st = lm->append(lm->self, n_tok, seq, tok, want, logits);
     }
 

@@ -26,6 +26,13 @@ static inline int ha_row_ends(const ha_generate_params *p, int64_t row, const in
     return stop || ha_is_eos(p, tokens[n - 1]);
 }
 
+/* Whether an append that takes a sequence of lm whose cache holds `held` positions to `to` positions must be made
+ * whole, the sequence cropped to 0 and all of its tokens appended again (ha_lm.rope_switch: the append passes S from a
+ * cache of <= S positions, where Transformers' Phi-3 generate() runs the whole sequence again). */
+static inline int ha_whole_again(const ha_lm *lm, int64_t held, int64_t to) {
+    return lm->rope_switch > 0 && held > 0 && held <= lm->rope_switch && to > lm->rope_switch;
+}
+
 /* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
 ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
 

@@ -352,12 +352,13 @@ static void rope(const ha_llama_context *c, float *v, int64_t T, int64_t n_heads
         }
 }
 
-/* cos and sin of position * table for the chunk's tokens, times rope_scale: row i of table slot `into`. */
+/* cos and sin of position * table for the chunk's tokens, times rope_scale: row i of table slot `into`; long_table
+ * instead for the tokens of the sequences whose append takes it (c->long_rope). */
 static void rope_tables(ha_llama_context *c, int64_t T, int into, const double *table, const double *long_table) {
     const ha_llama_config *cfg = &c->m->cfg;
     const int64_t h2 = c->m->r2, R = c->rows;
     for (int64_t i = 0; i < T; i++) {
-        const double *t = long_table && c->pos[i] >= cfg->rope_long_from ? long_table : table;
+        const double *t = long_table && c->long_rope[c->seq[i]] ? long_table : table;
         for (int64_t j = 0; j < h2; j++) {
             double a = (double)c->pos[i] * t[j];
             c->rope_cos[(into * R + i) * h2 + j] = (float)cos(a) * cfg->rope_scale;

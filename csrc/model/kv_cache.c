@@ -85,6 +85,11 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
                            (long long)c->adding[s], (long long)c->capacity);
     if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append: logits requested but no output buffer given");
     c->kern = ha_kernels_get();
+    /* longrope, as Transformers chooses per forward: the whole append of a sequence takes the long table when the
+     * sequence's last position in it is >= rope_long_from, whatever chunks the append is cut into below. */
+    const ha_llama_config *cfg = &c->m->cfg;
+    for (int64_t s = 0; s < c->n_seq; s++)
+        c->long_rope[s] = cfg->rope_inv_freq_long && c->len[s] + c->adding[s] > cfg->rope_long_from;
     /* With blas, a sequence this append starts (empty before it) sends its first
      * HA_BLAS_BLOCK * floor(adding / HA_BLAS_BLOCK) tokens to OpenBLAS, in blocks of exactly HA_BLAS_BLOCK
      * contiguous tokens of that sequence (if they are not contiguous, none of its tokens go). Such a block
@@ -221,6 +226,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->top = malloc((size_t)n_seq * sizeof(int64_t));
     c->adding = calloc((size_t)n_seq, sizeof(int64_t));
     c->blas_left = calloc((size_t)n_seq, sizeof(int64_t));
+    c->long_rope = calloc((size_t)n_seq, 1);
     c->slots = malloc(nl * sizeof(int64_t));
     c->layer_at = malloc(nl * sizeof(size_t));
     c->cache_bytes = (size_t)cache_elems * fl;
@@ -269,9 +275,9 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         c->fused = malloc(R * (qkv > 2 * f ? qkv : 2 * f) * fl);
         fused_ok = c->fused != NULL;
     }
-    if (!c->len || !c->top || !c->adding || !c->blas_left || !c->slots || !c->layer_at || !c->kcache || !c->vcache ||
-        !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->rope_cos ||
-        !c->rope_sin || !c->pos || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
+    if (!c->len || !c->top || !c->adding || !c->blas_left || !c->long_rope || !c->slots || !c->layer_at || !c->kcache ||
+        !c->vcache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up ||
+        !c->rope_cos || !c->rope_sin || !c->pos || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
@@ -291,7 +297,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     c->lm = (ha_lm){ .self = c, .vocab_size = cfg->vocab_size, .n_seq = n_seq, .capacity = capacity,
                      .append = ctx_append, .crop = ctx_crop, .length = ctx_length,
-                     .max_rollback = ring ? HA_RING_SLACK : INT64_MAX };
+                     .max_rollback = ring ? HA_RING_SLACK : INT64_MAX,
+                     .rope_switch = cfg->rope_inv_freq_long && cfg->rope_long_from > 0 ? cfg->rope_long_from : 0 };
     *out = c;
     return HA_OK;
 }
@@ -300,9 +307,9 @@ void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
     ha_free_streamed(c->kcache, c->cache_bytes, c->kmapped);
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
-    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->slots, c->layer_at, c->x, c->xn, c->q, c->k, c->v,
-                     c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq, c->wide, c->xq,
-                     c->xq_scale };
+    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->long_rope, c->slots, c->layer_at, c->x, c->xn, c->q,
+                     c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq,
+                     c->wide, c->xq, c->xq_scale };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

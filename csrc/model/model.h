@@ -44,6 +44,7 @@ struct ha_llama_context {
     int64_t *top;         /* (n_seq,) the highest position written since the sequence was last empty (-1) */
     int64_t *adding;      /* (n_seq,) scratch: tokens of the current append per sequence */
     int64_t *blas_left;   /* (n_seq,) scratch: tokens of the current append still due to go through OpenBLAS */
+    uint8_t *long_rope;   /* (n_seq,) scratch: the current append rotates the sequence's tokens with the long table */
     int64_t *slots;       /* (n_layers,) positions a layer holds per sequence: capacity, or a ring's size */
     size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, n_kv_heads, slots[l], head_dim) block starts in the caches */
     float *kcache;        /* every layer's (n_seq, n_kv_heads, slots[l], head_dim) block, one after the other: a head's

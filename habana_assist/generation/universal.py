@@ -15,7 +15,10 @@ candidates in one append and keeps exactly the tokens it would have chosen itsel
      target ids after the window, kept only as far as the window's ids extend exactly and their decoded
      text is the draft's text. Where the target's last token and the new text would merge into other
      tokens, the target's ids cannot change, so fewer (or no) candidates are proposed.
-  4. Verify: the target appends the candidates and scores them in one pass; each position's token is the
+  4. Verify: the target appends the candidates and scores them in one pass (with a rope switch, longrope's
+     original_max_position_embeddings S, as the same-tokenizer loop: never candidates whose scores would come from
+     forwards on both sides of S, and the round that passes S runs the row's whole sequence again first, as plain
+     generation's step there does; csrc/ha.h ha_lm.rope_switch); each position's token is the
      one plain generation chooses (the same processors, argmax or the same position-keyed Gumbel noise), and
      candidates are kept while they equal it. So greedy output is bitwise the target's plain greedy output,
      and sampled output is the target's plain sampled output for the same seed, with either
@@ -239,6 +242,7 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
         tctx = _core.Context(target._core, 1, len(prompt) + max_new + 1, target.blas_prefill)
         dcap = draft.max_cache_len
         dctx = _core.Context(draft._core, 1, dcap, draft.blas_prefill)
+        switch_t, switch_d = tctx.rope_switch, dctx.rope_switch  # 0: none
         Vd = draft.vocab_size
         # 0. The prompt alone, as plain generation appends it; P[0] scores position L of the first round.
         P = np.empty((1, V), dtype=np.float32)
@@ -252,8 +256,11 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                 break
             L = len(row.T)
             room = max_new - int(generated[b]) - 1
+            # candidates: within max_new_tokens, what a sliding-window ring can take back (Context.max_rollback), and
+            # from a row short of the target's rope switch, none whose score would come from a forward past it
+            cap = min(room, tctx.max_rollback, switch_t - L if 0 < L <= switch_t else room)
             cands = []
-            if room > 0:
+            if cap > 0:
                 _sync_draft(row, ttok, dtok, lookbehind_a)
                 drafts = []
                 if len(row.A) + K <= dcap:
@@ -270,9 +277,14 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                         dctx.crop(0, 0)
                     q = np.empty((1, Vd), dtype=np.float32)
                     pending = row.A[keep:]
+                    held = row.A[:keep]  # the ids in the draft's cache
                     while len(drafts) < K:
                         if drafts:
                             pending = [drafts[-1]]
+                        if 0 < len(held) <= switch_d < len(held) + len(pending):
+                            dctx.crop(0, 0)  # past the draft's rope switch: its whole sequence again
+                            pending, held = held + pending, []
+                        held = held + pending
                         n = len(pending)
                         w = np.zeros(n, dtype=np.uint8)
                         w[-1] = 1
@@ -291,12 +303,19 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                     row.cached.extend(row.A[keep:])
                     row.cached.extend(drafts[:-1])
                     row.dirty = len(row.A)
-                    # 3. Translate into target ids.
-                    # (never more than a sliding-window ring can take back: Context.max_rollback)
+                    # 3. Translate into target ids, at most cap of them.
                     cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None,
-                                        lookbehind_t)[:min(room, tctx.max_rollback)]
-            # 4. Verify: the target appends T[target_len:L] + candidates, scores positions L .. L + k.
+                                        lookbehind_t)[:cap]
+            # 4. Verify: the target appends T[target_len:L] + candidates, scores positions L .. L + k; a round that
+            # takes the row past the target's rope switch from a cache of <= switch_t positions first runs its
+            # tokens again from an empty cache (its logits at L - 1 score position L, as after the prefill).
             k = len(cands)
+            if 0 < target_len <= switch_t < L + k:
+                tctx.crop(0, 0)
+                want = np.zeros(L, dtype=np.uint8)
+                want[-1] = 1
+                tctx.append(np.zeros(L, dtype=np.int32), np.asarray(row.T, dtype=np.int32), want, P)
+                target_len, scored = L, True
             logits = np.empty((k + 1, V), dtype=np.float32)
             if scored:
                 logits[0] = P[0]

@@ -35,7 +35,10 @@ the first generate() measures the disagreement: the largest |difference| between
 target's logits rows whose top two logits differ by less than that (`num_narrow_margins` in the result, also
 `model.narrow_margins`): the positions where a chunked forward could have decided another token.
 Rejection sampling stays exact in distribution whatever the kernels do. A batch runs row by row (_Adapter), each
-row's logits as it would get them alone.
+row's logits as it would get them alone. A model whose config says longrope (Phi-3, Phi-4-mini: Transformers rotates a
+whole forward with the long factors once it passes original_max_position_embeddings) is driven as Transformers'
+Phi-3 generate() drives it (rope_switch: the row run again whole where it passes that length, and no verification
+scoring positions on both sides of it), as the native models are (csrc/ha.h ha_lm.rope_switch).
 """
 
 import numpy as np
@@ -83,6 +86,22 @@ def crop_cache(cache, length):
     raise UnsupportedModelError(f"the wrapped model's cache ({type(cache).__name__}) cannot be cropped: assisted "
                                 "generation takes back rejected drafts; use a cache with crop(n) (Transformers' "
                                 "DynamicCache) or the tuple of (key, value) tensors")
+
+
+def rope_switch(config):
+    """The length past which the model's forward rotates every token with other factors:
+    original_max_position_embeddings where its config's rope type is longrope (the config attribute, else
+    rope_parameters' / rope_scaling's, else max_position_embeddings, as Transformers' longrope_frequency_update reads
+    it); 0 otherwise."""
+    for key in ("rope_parameters", "rope_scaling"):
+        params = getattr(config, key, None)
+        if isinstance(params, dict) and params.get("rope_type", params.get("type")) == "longrope":
+            for value in (getattr(config, "original_max_position_embeddings", None),
+                          params.get("original_max_position_embeddings"),
+                          getattr(config, "max_position_embeddings", None)):
+                if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0:
+                    return int(value)
+    return 0
 
 
 def top_two(rows):
@@ -308,7 +327,7 @@ class ExternalModel:
             self.narrow_margins = 0
         self.transfer_bytes = {"to_device": 0, "to_host": 0}
         adapter = _Adapter(self, batch_size, not draft and self.batch_disagreement > 0, argmax_only and not draft)
-        return _core.external_context(adapter, self._vocab, capacity, batch_size)
+        return _core.external_context(adapter, self._vocab, capacity, batch_size, rope_switch(self.config))
 
 
 def draft_ahead(target, draft):

@@ -667,6 +667,7 @@ enum { TV = 50, TD = 32, TL = 2, TNH = 4, TNKV = 2, THD = 8, TF = 48, TQ = TNH *
 typedef struct tiny {
     ha_llama_config cfg;
     double inv_freq[THD / 2];
+    double inv_freq_long[THD / 2]; /* longrope's long table, where tiny_build_longrope gives one */
     ha_llama_layer layers[TL];
     ha_llama_weights w;
     void *bufs[64];
@@ -694,15 +695,28 @@ static ha_vector tiny_vector(tiny *t, rng *r, int64_t n, double center, double s
 
 /* vocab 50, hidden 32, 2 layers, 4 heads, 2 kv heads, head_dim 8, intermediate 48; weights of dtype in
  * malloc'd buffers; biases on every projection when bias; tied: lm_head is the embedding buffer. */
-static tiny *tiny_build(ha_dtype dtype, int bias, int tied, int64_t window, uint64_t seed) {
+/* long_from > 0: longrope, the long table (the low frequencies stretched up to 6x) for an append that takes a
+ * sequence past long_from positions (ha_llama_config.rope_long_from), cos and sin scaled by 1.1. TINY_LONG
+ * (TINY_SHORT): no long table, every position rotated by the long (short) one with that scale: the model a longrope
+ * one is while its appends take the long (short) table. 0: the plain rope. */
+enum { TINY_LONG = -1, TINY_SHORT = -2 };
+static tiny *tiny_build_longrope(ha_dtype dtype, int bias, int tied, int64_t window, uint64_t seed, int64_t long_from) {
     tiny *t = xcalloc(1, sizeof *t);
     rng r = { seed };
     t->dtype = dtype;
     t->bias = bias;
-    for (int j = 0; j < THD / 2; j++) t->inv_freq[j] = pow(10000.0, -2.0 * j / THD);
+    for (int j = 0; j < THD / 2; j++) {
+        t->inv_freq[j] = pow(10000.0, -2.0 * j / THD);
+        t->inv_freq_long[j] = t->inv_freq[j] / (1.0 + 5.0 * j / (THD / 2 - 1));
+    }
     t->cfg = (ha_llama_config){ .vocab_size = TV, .hidden_size = TD, .intermediate_size = TF, .n_layers = TL, .n_heads = TNH,
                                 .n_kv_heads = TNKV, .head_dim = THD, .norm_eps = 1e-5f,
-                                .rope_inv_freq = t->inv_freq };
+                                .rope_inv_freq = long_from == TINY_LONG ? t->inv_freq_long : t->inv_freq };
+    if (long_from != 0) t->cfg.rope_scale = 1.1f;
+    if (long_from > 0) {
+        t->cfg.rope_inv_freq_long = t->inv_freq_long;
+        t->cfg.rope_long_from = long_from;
+    }
     t->w.embed = tiny_matrix(t, &r, TV, TD, 1.0);
     t->w.final_norm = tiny_vector(t, &r, TD, 1.0, 0.2);
     t->w.lm_head = tied ? t->w.embed : tiny_matrix(t, &r, TV, TD, 1.0);
@@ -732,6 +746,10 @@ static tiny *tiny_build(ha_dtype dtype, int bias, int tied, int64_t window, uint
     CHECK_OK(ha_llama_create(&t->cfg, &t->w, &t->m));
     CHECK(t->m != NULL, "ha_llama_create returned HA_OK with a NULL model");
     return t;
+}
+
+static tiny *tiny_build(ha_dtype dtype, int bias, int tied, int64_t window, uint64_t seed) {
+    return tiny_build_longrope(dtype, bias, tied, window, seed, 0);
 }
 
 static void tiny_free(tiny *t) {
@@ -2349,10 +2367,12 @@ static int64_t plain_generate(const ha_llama *m, const ha_generate_params *p, in
 }
 
 /* Assisted output (tokens, steps, scores) equals plain output for every draft (another model, the same
- * model, prompt lookup), K and schedule: greedy, and coupled sampling with the same seed. */
-static void test_assisted_equals_plain(void) {
+ * model, prompt lookup), K and schedule: greedy, and coupled sampling with the same seed. long_from: the models'
+ * rope switch (tiny_build_longrope). */
+static void assisted_equals_plain(int64_t long_from) {
     one_thread();
-    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_F32, 0, 0, 0, 62);
+    tiny *target = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, long_from),
+         *other = tiny_build_longrope(HA_F32, 0, 0, 0, 62, long_from);
     const int64_t N = 10;
     int32_t plain[2 * 10], got[2 * 10];
     float *ps = xmalloc((size_t)(N * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
@@ -2414,6 +2434,122 @@ static void test_assisted_equals_plain(void) {
     free(gs);
     tiny_free(target);
     tiny_free(other);
+}
+
+static void test_assisted_equals_plain(void) { assisted_equals_plain(0); }
+
+/* The same where target and draft are longrope models switching at 7 positions (rows of 4 and 2 prompt tokens, 10
+ * new: every K lands rounds on both sides of it): ha_assist_candidate_cap keeps each round's scores on one side, and
+ * the round past it runs the row again whole, as plain generation's step there does. */
+static void test_assisted_equals_plain_across_a_rope_switch(void) { assisted_equals_plain(7); }
+
+/* longrope as Transformers chooses it: an append rotates all the tokens it adds to a sequence with the long table iff
+ * the sequence then holds more than rope_long_from positions, whatever chunks the append is cut into and whatever
+ * the other sequences in it do; cached keys keep their rotation. Compared bitwise with the model always short and the
+ * model always long (the same weights, one table each). */
+static void test_longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch(void) {
+    one_thread();
+    enum { N = 70 }; /* more than one chunk (CHUNK = 64) */
+    int32_t tok[N];
+    rng r = { 17 };
+    random_tokens(&r, tok, N);
+    tiny *lr7 = tiny_build_longrope(HA_F32, 1, 0, 0, 93, 7), *lr66 = tiny_build_longrope(HA_F32, 1, 0, 0, 93, 66),
+         *sh = tiny_build_longrope(HA_F32, 1, 0, 0, 93, TINY_SHORT),
+         *lo = tiny_build_longrope(HA_F32, 1, 0, 0, 93, TINY_LONG);
+    float *got = xmalloc((size_t)N * TV * sizeof(float)), *want = xmalloc((size_t)N * TV * sizeof(float));
+    /* (model, tokens appended in one go, the model it must equal) */
+    const struct { tiny *m; int n; tiny *as; } cases[] = { { lr7, 7, sh }, { lr7, 8, lo }, { lr7, 12, lo },
+                                                           { lr66, 66, sh }, { lr66, 67, lo }, { lr66, N, lo } };
+    for (size_t i = 0; i < COUNT(cases); i++) {
+        ha_llama_context *c = ctx_new(cases[i].m->m, 1, N), *e = ctx_new(cases[i].as->m, 1, N);
+        CHECK(LM(c)->rope_switch == cases[i].m->cfg.rope_long_from && LM(e)->rope_switch == 0,
+              "rope_switch expected %lld and 0, got %lld and %lld", (long long)cases[i].m->cfg.rope_long_from,
+              (long long)LM(c)->rope_switch, (long long)LM(e)->rope_switch);
+        CHECK_OK(append_seq(c, 0, cases[i].n, tok, got));
+        CHECK_OK(append_seq(e, 0, cases[i].n, tok, want));
+        CHECK_SAME_FLOATS(want, got, (size_t)cases[i].n * TV, "switch %lld, one append of %d tokens vs the model "
+                          "always %s", (long long)cases[i].m->cfg.rope_long_from, cases[i].n,
+                          cases[i].as == sh ? "short" : "long");
+        ha_llama_context_free(c);
+        ha_llama_context_free(e);
+    }
+    /* Two sequences in one append, one ending past 7 and one not: each takes its own table. */
+    ha_llama_context *c = ctx_new(lr7->m, 2, N), *s1 = ctx_new(sh->m, 1, N), *l1 = ctx_new(lo->m, 1, N);
+    int32_t seq[15], both[15];
+    for (int i = 0; i < 15; i++) {
+        seq[i] = i % 2 == 0 && i < 14 ? 1 : 0; /* sequence 1: 7 tokens, sequence 0: 8, interleaved */
+        both[i] = tok[i];
+    }
+    CHECK_OK(LM(c)->append(LM(c)->self, 15, seq, both, NULL, got));
+    int32_t t0[8], t1[7];
+    for (int i = 0, a = 0, b = 0; i < 15; i++) {
+        if (seq[i]) t1[b++] = both[i];
+        else t0[a++] = both[i];
+    }
+    CHECK_OK(append_seq(l1, 0, 8, t0, want));
+    CHECK_OK(append_seq(s1, 0, 7, t1, want + 8 * TV));
+    for (int i = 0, a = 0, b = 0; i < 15; i++) {
+        const float *w = seq[i] ? want + (8 + b++) * TV : want + a++ * TV;
+        CHECK_SAME_FLOATS(w, got + i * TV, TV, "token %d of an append to two sequences (sequence %d: %s)", i, seq[i],
+                          seq[i] ? "7 positions, short" : "8 positions, long");
+    }
+    ha_llama_context_free(c);
+    ha_llama_context_free(s1);
+    ha_llama_context_free(l1);
+    /* 5 tokens, then 3 that pass 7: the 5 are short, the 3 long over the 5 short keys (neither model's rows). */
+    c = ctx_new(lr7->m, 1, N);
+    CHECK_OK(append_seq(c, 0, 5, tok, got));
+    CHECK_OK(append_seq(c, 0, 3, tok + 5, got + 5 * TV));
+    s1 = ctx_new(sh->m, 1, N);
+    l1 = ctx_new(lo->m, 1, N);
+    CHECK_OK(append_seq(s1, 0, 8, tok, want));
+    CHECK_SAME_FLOATS(want, got, 5 * TV, "5 tokens then 3: the first 5 vs the model always short");
+    CHECK(memcmp(want + 5 * TV, got + 5 * TV, 3 * TV * sizeof(float)) != 0, "5 tokens then 3: the 3 must not be short");
+    CHECK_OK(append_seq(l1, 0, 8, tok, want));
+    CHECK(memcmp(want + 5 * TV, got + 5 * TV, 3 * TV * sizeof(float)) != 0,
+          "5 tokens then 3: the 3 attend to short keys, so they must not be the rows of the model always long");
+    ha_llama_context_free(c);
+    ha_llama_context_free(s1);
+    ha_llama_context_free(l1);
+    free(got);
+    free(want);
+    tiny_free(lr7);
+    tiny_free(lr66);
+    tiny_free(sh);
+    tiny_free(lo);
+}
+
+/* Plain generation with a rope switch at 7 (rows of 4 and 2 prompt tokens, 10 new): the step that takes a row past 7
+ * runs the row again whole, so every step's scores are those of one forward of the row's sequence: bitwise what
+ * no_cache gives; and not what appending the token to the cache of short keys would give (manual_generate). */
+static void test_generate_runs_a_row_again_whole_past_a_rope_switch(void) {
+    one_thread();
+    tiny *t = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, 7);
+    enum { N = 10 };
+    int32_t out[2][2 * N], manual[N];
+    float *scores[2] = { xmalloc((size_t)(N * 2 * TV) * sizeof(float)), xmalloc((size_t)(N * 2 * TV) * sizeof(float)) };
+    float *manual_scores = xmalloc((size_t)(N * TV) * sizeof(float));
+    for (int no_cache = 0; no_cache < 2; no_cache++) {
+        ha_generate_params p = gen_params(N, greedy_params());
+        p.no_cache = no_cache;
+        ha_llama_context *c = ctx_new(t->m, 2, 16);
+        int64_t steps = -1;
+        CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out[no_cache], scores[no_cache], &steps));
+        CHECK(steps == N, "no_cache %d: expected %d steps, got %lld", no_cache, N, (long long)steps);
+        ha_llama_context_free(c);
+    }
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "greedy tokens with the cache and with no_cache differ");
+    CHECK_SAME_FLOATS(scores[1], scores[0], (size_t)N * 2 * TV, "scores with the cache vs no_cache");
+    /* row 0 (4 prompt tokens): step s scores after position 3 + s, so step 4 is the first past the switch */
+    ha_sampling_params sp = greedy_params();
+    manual_generate(t->m, &sp, 0, N, manual, manual_scores);
+    CHECK_SAME_FLOATS(manual_scores, scores[0], TV, "row 0, step 0 (below the switch) vs token by token");
+    CHECK(memcmp(manual_scores + 4 * TV, scores[0] + (4 * 2) * TV, TV * sizeof(float)) != 0,
+          "row 0, step 4 (after position 7, past the switch): expected other scores than over the cached short keys");
+    free(scores[0]);
+    free(scores[1]);
+    free(manual_scores);
+    tiny_free(t);
 }
 
 /* The cost schedule: costs that make every draft a loss give plain decoding (no draft, one target pass per
@@ -2573,12 +2709,13 @@ static void ahead_lm_init(ahead_lm *a, ha_lm *inner, ahead_lm *draft) {
 /* The same tokens, scores, sources and statistics with drafting ahead as without, for drafts that agree with the
  * target (every guess right) and that do not, greedy, coupled and rejection sampling, constant and heuristic
  * schedules, an eos ending a row, a cache too small for the whole chain; and the thread does draft ahead. */
-static void test_assisted_drafting_ahead_changes_nothing(void) {
+static void drafting_ahead_changes_nothing(int64_t long_from) {
     one_thread();
     /* drafts: another model (few rounds accept everything), the target's weights in int4 (many do, and some of
      * those have a wrong guess), the target itself (every guess right) */
-    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_F32, 0, 0, 0, 62),
-         *near = tiny_build(HA_Q4, 1, 0, 0, 61);
+    tiny *target = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, long_from),
+         *other = tiny_build_longrope(HA_F32, 0, 0, 0, 62, long_from),
+         *near = tiny_build_longrope(HA_Q4, 1, 0, 0, 61, long_from);
     enum { N = 10 };
     const int64_t V = TV;
     float *scores[2] = { xmalloc((size_t)(N * 2 * V) * sizeof(float)), xmalloc((size_t)(N * 2 * V) * sizeof(float)) };
@@ -2622,9 +2759,9 @@ static void test_assisted_drafting_ahead_changes_nothing(void) {
                             ha_llama_context_free(dc);
                         }
                         char what[160];
-                        snprintf(what, sizeof what, "mode %d, draft %s, K=%lld, schedule %d, eos %d", mode,
-                                 d == 0 ? "another model" : d == 1 ? "the target in int4" : "the target", (long long)K,
-                                 sched, with_eos);
+                        snprintf(what, sizeof what, "mode %d, draft %s, K=%lld, schedule %d, eos %d, rope switch %lld",
+                                 mode, d == 0 ? "another model" : d == 1 ? "the target in int4" : "the target",
+                                 (long long)K, sched, with_eos, (long long)long_from);
                         CHECK(steps[0] == steps[1], "%s: %lld steps without drafting ahead, %lld with", what,
                               (long long)steps[0], (long long)steps[1]);
                         for (int i = 0; i < 2 * N; i++)
@@ -2662,6 +2799,14 @@ static void test_assisted_drafting_ahead_changes_nothing(void) {
     tiny_free(target);
     tiny_free(other);
     tiny_free(near);
+}
+
+static void test_assisted_drafting_ahead_changes_nothing(void) { drafting_ahead_changes_nothing(0); }
+
+/* The same with target and drafts longrope models switching at 7 positions, which both rows pass (prompts of 4 and 2
+ * tokens, 10 new): drafting ahead stops short of the draft's switch, where draft_round runs the row again whole. */
+static void test_assisted_drafting_ahead_changes_nothing_across_a_rope_switch(void) {
+    drafting_ahead_changes_nothing(7);
 }
 
 /* Rejection sampling runs clean (tokens in range, stats consistent) and rejects bad arguments. */
@@ -3627,10 +3772,14 @@ static const test_case TESTS[] = {
     T(generate_min_new_tokens_suppresses_eos),
     T(generate_rejects_bad_input),
     T(assisted_equals_plain),
+    T(assisted_equals_plain_across_a_rope_switch),
+    T(longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch),
+    T(generate_runs_a_row_again_whole_past_a_rope_switch),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),
     T(assisted_drafting_ahead_changes_nothing),
+    T(assisted_drafting_ahead_changes_nothing_across_a_rope_switch),
     T(threads_set_get_and_reject),
     T(threads_switching_keeps_results),
     T(threads_parallel_for_covers_range),

@@ -225,7 +225,8 @@ def test_phi3_longrope_tables_position_and_attention_factor():
     base = 10000.0 ** (np.arange(0, 8, 2, dtype=np.float64) / 8)
     np.testing.assert_allclose(c["rope_inv_freq"], 1.0 / (np.array([1.0, 1.1, 1.2, 1.3]) * base), rtol=1e-15)
     np.testing.assert_allclose(c["rope_inv_freq_long"], 1.0 / (np.array([2.0, 2.5, 3.0, 3.5]) * base), rtol=1e-15)
-    assert c["rope_dim"] == 8 and c["rope_long_from"] == 64, "the long table from position original_max on"
+    assert c["rope_dim"] == 8 and c["rope_long_from"] == 64, \
+        "the long table for a forward that ends at position original_max or later (its length passes original_max)"
     assert c["rope_scale"] == pytest.approx(math.sqrt(1 + math.log(1024 / 64) / math.log(64)), rel=1e-15)
     assert config.rope_type == "longrope"
     np.testing.assert_array_equal(config.rope_inv_freq(), c["rope_inv_freq"])

@@ -9,7 +9,11 @@ family's own config keys and tensor names (tests/fixtures/family_checkpoints.py)
 - greedy generation equal to the reference's argmax chain (prompts chosen so that every argmax wins by far more
   than float32 error);
 - decoding token by token, in chunks, and after crops back across sliding windows' edges and across the wrap of
-  their rings, bitwise the full forward; left-padded batch rows bitwise each prompt alone;
+  their rings, bitwise the full forward (longrope: on each side of original_max_position_embeddings, since there a
+  forward's factors depend on its own length, as in Transformers); left-padded batch rows bitwise each prompt alone;
+- longrope (Phi-3) as Transformers computes it: the factors chosen per forward by its sequence length, the cached
+  keys kept, generate() running the sequence again where it first passes original_max_position_embeddings, and
+  assisted generation bitwise plain across that point;
 - greedy assisted generation bitwise plain greedy: drafts of the same family (the target perturbed, a smaller
   random model, the target itself) over 44 new tokens with windows of 4-6 and 5-8 draft tokens per round, so
   that rejections and rollbacks straddle the windows' edges many times, and over 300 with rings wrapping; drafts
@@ -293,22 +297,11 @@ def test_gemma_embedding_normalizer_is_rounded_to_the_dtype_the_model_is_held_in
                              "gemma2 f16 file loaded as bfloat16")
 
 
-def test_longrope_positions_cross_original_max(store):
-    """Phi-3 longrope with original_max_position_embeddings 16: positions 0-15 use the short factors, 16-23 the long
-    ones (scaled by the attention factor sqrt(1 + ln 4 / ln 16)); the first 16 rows equal a short-only model's."""
-    _, config, tensors = store.checkpoint("phi3_longrope_f32")
-    ref = R.reference_logits(config, tensors, TOKENS)
-    scaling = config["rope_scaling"]
-    short_only = R.reference_logits(_without(config, rope_scaling={**scaling, "long_factor": scaling["short_factor"]}),
-                                    tensors, TOKENS)
-    assert np.array_equal(ref[:16], short_only[:16]), "the long factors must not touch positions < 16"
-    assert relative_error(short_only[16:], ref[16:]) > 30 * REL_TOL
-    model = store.model("phi3_longrope_f32")
-    assert_matches_reference(model(TOKENS[None]).logits[0], ref, "phi3 longrope, 24 tokens")
-    cache = model.create_cache(batch_size=1, max_cache_len=32)
-    parts = [model(TOKENS[None, :14], past_key_values=cache).logits[0]]
-    parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(14, SEQ)]
-    assert_bitwise(np.concatenate(parts), model(TOKENS[None]).logits[0], "phi3 longrope decoded across position 16")
+def longrope_switch(store, case):
+    """longrope's original_max_position_embeddings where TOKENS pass it (a forward's factors then depend on its own
+    length), else None."""
+    rope = R.ropes_of(store.checkpoint(case)[1]).get("global")
+    return rope.original if rope is not None and rope.inv_freq_long is not None and rope.original < SEQ else None
 
 
 # --------------------------------------------------------------------------------------------- generation
@@ -334,20 +327,29 @@ def test_greedy_generation_is_the_reference_argmax_chain(store, case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_incremental_decoding_is_bitwise_the_full_forward(store, case):
+    """Chunks and crops give the full forward's bits. longrope past its switch S (16): a forward's factors follow its
+    own length (Transformers' rule), so below S the chunks are checked against a forward of the first S tokens, and
+    past it where every chunk ends past S (the first chunk already does: every key long, as in the full forward)."""
     model = store.model(case)
     full = model(TOKENS[None]).logits[0]
-    for sizes in ([5] + [1] * (SEQ - 5), [3, 1, 4, 2, 7, 1, 6]):
+    S = longrope_switch(store, case)
+    plans = [(SEQ, [5] + [1] * (SEQ - 5)), (SEQ, [3, 1, 4, 2, 7, 1, 6])] if S is None else [
+        (S, [5] + [1] * (S - 5)), (S, [3, 1, 4, 2, S - 10]), (SEQ, [S + 1] + [1] * (SEQ - S - 1)),
+        (SEQ, [S + 2, 3, 1, SEQ - S - 6])]
+    for n, sizes in plans:
+        expected = full if n == SEQ else model(TOKENS[None, :n]).logits[0]
         cache = model.create_cache(batch_size=1, max_cache_len=32)
         parts, start = [], 0
         for size in sizes:
             parts.append(model(TOKENS[None, start:start + size], past_key_values=cache).logits[0])
             start += size
-        assert cache.get_seq_length() == SEQ, f"{case}: expected cache length {SEQ}, got {cache.get_seq_length()}"
-        assert_bitwise(np.concatenate(parts), full, f"{case}: chunks {sizes} vs one full forward")
-    # Crop back across the windows' edges (assisted generation's rollback) and re-extend: the same bits.
+        assert cache.get_seq_length() == n, f"{case}: expected cache length {n}, got {cache.get_seq_length()}"
+        assert_bitwise(np.concatenate(parts), expected, f"{case}: chunks {sizes} vs one forward of {n}")
+    # Crop back across the windows' edges (assisted generation's rollback) and re-extend: the same bits (longrope:
+    # each re-extension ends past S, over keys the 20-token forward rotated with the long factors).
     cache = model.create_cache(batch_size=1, max_cache_len=32)
     model(TOKENS[None, :20], past_key_values=cache)
-    for keep, more in ((13, 7), (9, 2), (4, 9), (12, 12)):
+    for keep, more in ((13, 7), (9, 2), (4, 9), (12, 12)) if S is None else ((13, 7), (9, 8), (4, 13), (12, 12)):
         cache.crop(keep)
         assert cache.get_seq_length() == keep, f"{case}: expected length {keep} after crop({keep}), got " \
                                                f"{cache.get_seq_length()}"
@@ -384,8 +386,9 @@ def test_row_major_weights_match_the_reference_and_decode_bitwise(store, case):
     panels = store.model(case)(TOKENS[None]).logits[0]
     assert relative_error(full, panels.astype(np.float64)) < 1e-5, f"{case}: repack=False vs True beyond rounding"
     cache = model.create_cache(batch_size=1, max_cache_len=32)
-    parts = [model(TOKENS[None, :7], past_key_values=cache).logits[0]]
-    parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(7, SEQ)]
+    first = 7 if longrope_switch(store, case) is None else longrope_switch(store, case) + 1  # longrope: past it
+    parts = [model(TOKENS[None, :first], past_key_values=cache).logits[0]]
+    parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(first, SEQ)]
     assert_bitwise(np.concatenate(parts), full, f"{case}, repack=False: decoded one token at a time vs full")
 
 
@@ -478,8 +481,9 @@ def test_long_sequences_wrap_the_sliding_window_rings(store, family, one_core_th
     full = target(ids[None]).logits[0]
     assert_matches_reference(full, R.reference_logits(config, tensors, ids), f"{family}: {LONG} tokens")
     cache = target.create_cache(batch_size=1, max_cache_len=LONG)
-    parts = [target(ids[None, :10], past_key_values=cache).logits[0]]
-    parts += [target(ids[None, t:t + 1], past_key_values=cache).logits[0] for t in range(10, LONG - 20)]
+    # (Phi-3's longrope switches at 16: from a first forward past it, every key is long, as in the full forward)
+    parts = [target(ids[None, :20], past_key_values=cache).logits[0]]
+    parts += [target(ids[None, t:t + 1], past_key_values=cache).logits[0] for t in range(20, LONG - 20)]
     assert_bitwise(np.concatenate(parts), full[:LONG - 20], f"{family}: one token at a time to {LONG - 20}")
     # Back across the ring's wrap and forward again. Rings hold window + 256 positions: after 282 tokens
     # positions 22..281 are held, so crop(100) keeps what position 100 needs; the 12 tokens written again
