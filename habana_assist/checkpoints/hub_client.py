@@ -167,7 +167,10 @@ class HubClient:
             retries = _RETRIES
             while True:
                 done = os.path.getsize(partial) if os.path.exists(partial) else 0
-                if done >= size:
+                if done > size:  # not a beginning of this file (left by another download): start over
+                    os.remove(partial)
+                    continue
+                if done == size:
                     break
                 try:
                     got = self._fetch(url, partial, done, what, bar)

@@ -402,3 +402,13 @@ def test_pipeline_takes_repo_ids_for_the_model_and_the_assistant(hub):
     ids = tok("def add(a, b):", return_tensors="np")["input_ids"]
     expected = tok.decode(model.generate(ids, max_new_tokens=8)[0], skip_special_tokens=True)
     assert got == [{"generated_text": expected}], (got, expected)
+
+
+def test_a_partial_file_longer_than_the_blob_is_started_over(hub, tiny, tmp_path):
+    hub.add_repo(REPO, tiny)
+    data = tiny["model.safetensors"]
+    blobs = _cache(tmp_path) / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / (hashlib.sha256(data).hexdigest() + ".incomplete")).write_bytes(b"x" * (len(data) + 10))
+    ha.AutoModelForCausalLM.from_pretrained(REPO)
+    assert (blobs / hashlib.sha256(data).hexdigest()).read_bytes() == data
