@@ -29,7 +29,7 @@ Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_proce
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
 Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
-       [--random] [--draft-dtype int8|bfloat16|float32|auto]
+       [--random] [--draft-dtype int8|bfloat16|float32|auto] [--pair DIR]
 """
 
 import argparse
@@ -250,18 +250,22 @@ def main():
                     f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)")
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
     ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
+    ap.add_argument("--pair", metavar="DIR", help="another pair laid out as the package's (DIR/pycode, "
+                    "DIR/pycode-draft), such as an earlier release's, in place of the shipped one")
     args = ap.parse_args()
     n_new, repeats, batches = args.new_tokens, args.repeats, (1, 2, 4, 8)
     if args.quick:
         n_new, repeats, batches = 32, 2, (1, 8)
 
-    tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
-    target = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype="float32")
+    names = (os.path.join(args.pair, "pycode"), os.path.join(args.pair, "pycode-draft")) if args.pair else \
+        ("habana-assist/pycode", "habana-assist/pycode-draft")
+    tok = ha.AutoTokenizer.from_pretrained(names[0])
+    target = ha.AutoModelForCausalLM.from_pretrained(names[0], dtype="float32")
     # the draft held as the command line holds it (int8 unless --assistant-dtype), --draft-dtype to compare
-    draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", dtype=args.draft_dtype)
+    draft = ha.AutoModelForCausalLM.from_pretrained(names[1], dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"shipped pair (pycode float32 + pycode-draft {draft.weight_dtype}), greedy, {n_new} new tokens per row, "
+          f"{'pair ' + args.pair if args.pair else 'shipped pair'} (pycode float32 + pycode-draft {draft.weight_dtype}), greedy, {n_new} new tokens per row, "
           f"best of {repeats} interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
