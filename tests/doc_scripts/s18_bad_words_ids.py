@@ -1,6 +1,6 @@
 # Transformers docs: internal/generation_utils.md, NoBadWordsLogitsProcessor example.
 # Changed from the doc: the import line (habana_assist for transformers), the checkpoint name
-# (os.environ["HA_MODEL"]) and the banned word, "string" for "mess" (a word this code model writes here).
+# (os.environ["HA_MODEL"]) and the banned word, "list" for "mess" (a word this code model writes here).
 # What follows "# Checks" is ours: the documented properties.
 import os
 
@@ -26,16 +26,16 @@ def get_tokens_as_list(word_list):
     return tokens_list
 
 
-bad_words_ids = get_tokens_as_list(word_list=["string"])
+bad_words_ids = get_tokens_as_list(word_list=["list"])
 output_ids_banned = model.generate(
     inputs["input_ids"], max_new_tokens=5, bad_words_ids=bad_words_ids, pad_token_id=tokenizer.eos_token_id
 )
 print(tokenizer.batch_decode(output_ids_banned, skip_special_tokens=True)[0])
 
-# Checks: the prefix-space tokenizer gives the token the model writes (" string"); without the ban the greedy
+# Checks: the prefix-space tokenizer gives the token the model writes (" list"); without the ban the greedy
 # output contains it, with the ban it never appears; the banned output is 5 new tokens.
 prompt_len = inputs["input_ids"].shape[1]
-assert bad_words_ids == [tokenizer([" string"], add_special_tokens=False).input_ids[0]], bad_words_ids
+assert bad_words_ids == [tokenizer([" list"], add_special_tokens=False).input_ids[0]], bad_words_ids
 bad = bad_words_ids[0]
 plain_new = output_ids[0, prompt_len:].tolist()
 banned_new = output_ids_banned[0, prompt_len:].tolist()

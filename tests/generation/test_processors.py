@@ -27,12 +27,15 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")
 EOS, PAD = 2, 3  # the shipped pair's generation_config.json
 
-# Prompts in the shipped tokenizer's ids (BOS first).  IMPORT: "import os\nimport sys\nimport", whose greedy
-# continuation repeats " sys\nimport" (872, 4, 639) forever, so the history-dependent flags have work to do.
+# Prompts in the shipped tokenizer's ids (BOS first).  IMPORT: "import os\nimport sys\nimport", whose continuation
+# holds import lines, so the history-dependent flags have work to do.
 IMPORT = [1, 639, 691, 4, 639, 872, 4, 639]
 # CLASS: "class Stack:\n    def __init__(self):\n        self." (varied code, spread-out distributions)
 CLASS_TEXT = "class Stack:\n    def __init__(self):\n        self."
 SYS, NEWLINE, IMPORT_TOKEN, OS = 872, 4, 639, 691
+# The shipped draft continues IMPORT greedily with "warnings\nfrom collections import namedtuple\nfrom ...": FROM
+# ("from") starts its lines, and after 64 new tokens it repeats a line (so a 3-gram).
+FROM = 646
 NEW = 16  # max_new_tokens of most cases
 
 # name: (prompt name, flags for generate() and the reference).  Greedy unless do_sample=True.
@@ -363,11 +366,11 @@ def test_no_repeat_ngram_size_3_leaves_no_repeated_trigram(pair, prompts, sample
     _, draft = pair
     prompt = np.array(prompts["import"])
     S = prompt.shape[1]
-    kw = dict(max_new_tokens=24, do_sample=sample, seed=3, top_k=None)
+    kw = dict(max_new_tokens=64, do_sample=sample, seed=3, top_k=None)
     plain = [int(t) for t in draft.generate(prompt, **kw)[0]]
     assert repeated_ngrams(plain, 3, S), f"test setup: without the flag the output should repeat a 3-gram: {plain}"
     seq = [int(t) for t in draft.generate(prompt, no_repeat_ngram_size=3, **kw)[0]]
-    assert len(seq) == S + 24
+    assert len(seq) == S + 64
     repeats = repeated_ngrams(seq, 3, S)
     assert not repeats, f"no_repeat_ngram_size=3: (position, 3-gram) {repeats} repeat earlier 3-grams of {seq}"
 
@@ -379,13 +382,13 @@ def test_bad_words_are_never_generated(pair, prompts, sample):
     S = prompt.shape[1]
     kw = dict(max_new_tokens=20, do_sample=sample, seed=5, top_k=None, **(dict(temperature=0.6) if sample else {}))
     plain = [int(t) for t in draft.generate(prompt, **kw)[0]]
-    assert SYS in plain[S:] and (NEWLINE, IMPORT_TOKEN) in zip(plain[S:], plain[S + 1:]), (
-        f"test setup: without bad_words_ids the output should hold {SYS} and ({NEWLINE}, {IMPORT_TOKEN}): {plain}")
-    single = [int(t) for t in draft.generate(prompt, bad_words_ids=[[SYS], [IMPORT_TOKEN]], **kw)[0]]
-    assert SYS not in single[S:] and IMPORT_TOKEN not in single[S:], (
-        f"bad_words_ids=[[{SYS}], [{IMPORT_TOKEN}]] appear in the new tokens {single[S:]}")
+    assert FROM in plain[S:] and (NEWLINE, FROM) in zip(plain[S:], plain[S + 1:]), (
+        f"test setup: without bad_words_ids the output should hold {FROM} and ({NEWLINE}, {FROM}): {plain}")
+    single = [int(t) for t in draft.generate(prompt, bad_words_ids=[[FROM], [IMPORT_TOKEN]], **kw)[0]]
+    assert FROM not in single[S:] and IMPORT_TOKEN not in single[S:], (
+        f"bad_words_ids=[[{FROM}], [{IMPORT_TOKEN}]] appear in the new tokens {single[S:]}")
     # multi-token: the sequence is never completed by a new token (its prefix may come from the prompt)
-    bad = (NEWLINE, IMPORT_TOKEN)
+    bad = (NEWLINE, FROM)
     multi = [int(t) for t in draft.generate(prompt, bad_words_ids=[list(bad)], **kw)[0]]
     found = [i for i, g in ngrams_ending_in_new_tokens(multi, 2, S) if g == bad]
     assert not found, f"bad_words_ids=[{list(bad)}] completed at positions {found} of {multi}"
@@ -480,10 +483,10 @@ def test_forced_bos_token_with_a_one_token_prompt(pair):
 # ----------------------------------------------------------------------------- the caller's logits_processor
 
 
-def ban_import(input_ids, scores):
-    """A plain function processor: bans IMPORT_TOKEN."""
+def ban_newline(input_ids, scores):
+    """A plain function processor: bans NEWLINE."""
     scores = scores.copy()
-    scores[:, IMPORT_TOKEN] = -np.inf
+    scores[:, NEWLINE] = -np.inf
     return scores
 
 
@@ -508,10 +511,10 @@ def test_user_function_processor_bans_its_token_and_shows_in_the_scores(pair, pr
     S = prompt.shape[1]
     flags = dict(do_sample=sample, temperature=0.8, top_k=None) if sample else {}
     plain = draft.generate(prompt, max_new_tokens=NEW, seed=0, **flags)
-    assert IMPORT_TOKEN in plain[0, S:].tolist(), "test setup: the banned token should appear without the processor"
-    res, _ = run_and_check(draft, prompts["import"], flags, logits_processor=[ban_import])
-    assert IMPORT_TOKEN not in res.sequences[0, S:].tolist()
-    assert all(np.isneginf(s[0, IMPORT_TOKEN]) for s in res.scores), "the processor's ban should show in the scores"
+    assert NEWLINE in plain[0, S:].tolist(), "test setup: the banned token should appear without the processor"
+    res, _ = run_and_check(draft, prompts["import"], flags, logits_processor=[ban_newline])
+    assert NEWLINE not in res.sequences[0, S:].tolist()
+    assert all(np.isneginf(s[0, NEWLINE]) for s in res.scores), "the processor's ban should show in the scores"
 
 
 def test_user_class_processor_receives_each_rows_own_tokens(pair, prompts):
