@@ -1,6 +1,7 @@
 """The data split of the shipped pair: Python standard library files on this machine, test suites left out,
 sorted; a file is held out for evaluation when the SHA-1 of its path (relative to the library) is 0 mod 20.
-Used by the training recipe (training/train_pair.py) and by the demo's prompts, so both agree."""
+Used by the training recipe (training/collect_corpus.py: these held-out files stay out of the corpus) and by the
+demo's prompts, so both agree."""
 
 import glob
 import hashlib
