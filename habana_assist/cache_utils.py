@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidInputError, UnsupportedModelError
+from .utils.tensors import convert_output, to_numpy
 
 _FIRST_ROOM = 64  # a DynamicCache's first capacity, at least
 
@@ -162,7 +163,6 @@ class Cache:
             if self._legacy is not None:
                 return self._legacy
             return ()
-        from .utils.tensors import convert_output
         n_layers, heads, hd = self._layout
         B, cols = self._mask.shape
         out = []
@@ -191,7 +191,6 @@ class Cache:
         checks the shapes against its model."""
         if past_key_values is None:
             return DynamicCache()
-        from .utils.tensors import to_numpy
         layers, kind = [], "numpy"
         try:
             for k, v in past_key_values:

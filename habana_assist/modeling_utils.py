@@ -24,7 +24,7 @@ from .cache_utils import Cache, DynamicCache, StaticCache
 from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
-from .utils.tensors import convert_output, cpu_device, dtype_object
+from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
 
 _QUANTIZED = ("int8", "int4")
 
@@ -67,7 +67,6 @@ def _logits_to_keep(logits_to_keep, num_logits_to_keep):
         if logits_to_keep < 0:
             raise InvalidInputError(f"logits_to_keep={logits_to_keep} must be >= 0 (0 keeps every position)")
         return int(logits_to_keep)
-    from .utils.tensors import to_numpy
     positions, _ = to_numpy(logits_to_keep, "logits_to_keep")
     if positions.ndim != 1 or positions.dtype.kind not in "iu":
         raise InvalidInputError("logits_to_keep must be an int or a 1-d integer array of sequence positions")
@@ -78,7 +77,6 @@ def _check_positions(position_ids, cache_position, past, mask):
     """position_ids (batch or 1, seq) and cache_position (seq,) are accepted where they equal what the cache
     implies: a real token's position counts the real tokens of its row before it (so a padded row computes what
     it computes alone); cache_position counts columns, padding included."""
-    from .utils.tensors import to_numpy
     B, S = mask.shape
     if cache_position is not None:
         given, _ = to_numpy(cache_position, "cache_position")
@@ -105,7 +103,6 @@ def _causal_lm_loss(logits, labels, mask, vocab_size):
     """Transformers' ForCausalLMLoss: logits (B, S, V) at positions t predict labels at t + 1; labels -100 are not
     counted; the mean over counted tokens (float32, computed in float64). NaN where none is counted, as torch's
     cross_entropy gives."""
-    from .utils.tensors import to_numpy
     labels, _ = to_numpy(labels, "labels")
     B, S, _ = logits.shape
     if labels.shape != (B, S) or labels.dtype.kind not in "iu":
