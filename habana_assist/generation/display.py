@@ -136,13 +136,18 @@ def _summary(result, n_rows):
         drafted, accepted = result.num_draft_tokens, result.num_accepted_tokens
         rate = f" ({accepted / drafted:.0%})" if drafted else ""
         parts.append(f"acceptance {accepted} of {drafted} drafted{rate}")
-        plain = int(np.count_nonzero(src == TokenSource.PLAIN))
-        if plain:  # a plain token inside an assisted run needs saying why
-            parts.append(f"{plain} plain: {'a round' if plain == 1 else 'rounds'} that drafted nothing (no room left "
-                         "before max_new_tokens, K = 0 under the cost schedule, or no prompt-lookup match)")
     else:
         parts.append("plain decoding: one token per target pass")
     return ", ".join(parts)
+
+
+def _plain_note(result):
+    """The line under the summary that says why an assisted run has plain tokens, or ""."""
+    plain = int(np.count_nonzero(_sources(result) == TokenSource.PLAIN))
+    if not plain or getattr(result, "num_target_passes", None) is None:
+        return ""
+    return (f"{plain} plain token{'s' if plain != 1 else ''}: {'a round' if plain == 1 else 'rounds'} that drafted "
+            "nothing (no room left before max_new_tokens, K = 0 under the cost schedule, or no prompt-lookup match)")
 
 
 def _special_names(tok):
@@ -249,6 +254,8 @@ def result_html(result, tokenizer=None, row=None):
     out = [f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
            f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
            f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>']
+    if _plain_note(result):
+        out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(_plain_note(result))}</div>')
     rows = [row] if row is not None else range(min(B, MAX_ROWS))
     for b in rows:
         prompt, new = seq[b, :seq.shape[1] - n_new], seq[b, seq.shape[1] - n_new:]

@@ -121,7 +121,7 @@ def test_rounds_that_draft_nothing_are_plain_and_plain_generation_is_plain(pair)
     finally:
         model.assisted_costs(draft, remeasure=True)
     assert (np.asarray(result.token_sources) == S.PLAIN).all() and result.num_draft_tokens == 0
-    assert "12 plain: rounds that drafted nothing" in result._repr_html_()  # the summary says why
+    assert "12 plain tokens: rounds that drafted nothing" in result._repr_html_()  # the summary says why
     plain = model.generate(**inputs, max_new_tokens=12, return_dict_in_generate=True)
     assert (plain.token_sources == S.PLAIN).all() and plain.num_accepted_tokens is None
     np.testing.assert_array_equal(plain.sequences, result.sequences)
@@ -159,6 +159,7 @@ def test_the_view_marks_each_token_by_its_source_and_reads_as_the_text(pair):
     assert f"acceptance {result.num_accepted_tokens} of {result.num_draft_tokens} drafted" in page
     assert f"{result.num_target_passes} target passes" in page
     assert '<span class="ha-nl">\n</span>' in page  # newlines marked for their glyph
+    assert ("plain token" in page) == bool(np.any(result.token_sources == S.PLAIN))  # explained where there are
     with pytest.raises(ha.InvalidInputError, match="row=2 is outside the batch of 2"):
         result.to_html(row=2)
     short = repr(result)  # the plain repr stays short whatever the arrays hold

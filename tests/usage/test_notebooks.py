@@ -131,7 +131,7 @@ def test_the_notebook_views_are_readable_in_a_browser_in_a_light_and_a_dark_page
     assert not bad, f"{name}, {theme} page: below {browser.AA}:1:\n" + "\n".join(bad)
     if os.environ.get("HA_VIEW_SCREENSHOTS"):
         out = os.path.join(os.environ["HA_VIEW_SCREENSHOTS"], f"{name.split('.')[0]}-{theme}.png")
-        browser.screenshot(body, theme, str(tmp_path), os.path.abspath(out))
+        browser.screenshot(body, theme, str(tmp_path), os.path.abspath(out), size=(860, 270))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
