@@ -166,11 +166,15 @@ def _special_names(tok):
 
 def prompt_pieces(tok, prompt):
     """The prompt (ids) as the view shows it: its last lines, about PROMPT_TAIL characters cut at a line boundary
-    where one is near, each special token apart as its name. -> (pieces: list of (text, None) or (name, the
+    where one is near, each special token apart as its name, left padding dropped. -> (pieces: list of (text, None) or (name, the
     special token's own text), lines shown, lines in all, cut mid-line)."""
     names = _special_names(tok)
+    ids = [int(t) for t in prompt]
+    pad = getattr(tok, "pad_token_id", None)
+    while ids and pad is not None and ids[0] == pad:  # a batch's left padding is no part of the row's prompt
+        ids.pop(0)
     pieces, run = [], []
-    for t in [int(t) for t in prompt] + [None]:
+    for t in ids + [None]:
         if t is None or t in names:
             if run:
                 pieces.append((tok.decode(run), None))
@@ -216,12 +220,14 @@ def _whitespace_marked(text):
     return "".join(out)
 
 
-def _prompt_html(tok, prompt):
-    """The prompt's labelled box (a block above the generated text), or "" without a tokenizer."""
+def _prompt_html(tok, prompt, row=None):
+    """The prompt's labelled box (a block above the generated text; `row` named in the label where given), or ""
+    without a tokenizer."""
     if tok is None or len(prompt) == 0:
         return ""
     pieces, shown, lines, mid_line = prompt_pieces(tok, prompt)
-    label = "prompt" + (f", its last {shown} of {lines} lines" if shown < lines else "")
+    label = ("" if row is None else f"row {row}: ") + "prompt" + (
+        f", its last {shown} of {lines} lines" if shown < lines else "")
     body = "".join(f'<span class="ha-special" style="{SPECIAL}" title="special token {html.escape(own)}">'
                    f"{html.escape(text)}</span>" if own is not None else html.escape(text) for text, own in pieces)
     return (f'<div class="ha-prompt" style="{PROMPT_BOX};margin:4px 0 0 0;padding:2px 4px">'
@@ -254,8 +260,9 @@ def result_html(result, tokenizer=None, row=None):
     out = [f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
            f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
            f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>']
-    if _plain_note(result):
-        out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(_plain_note(result))}</div>')
+    note = _plain_note(result)
+    if note:
+        out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(note)}</div>')
     rows = [row] if row is not None else range(min(B, MAX_ROWS))
     for b in rows:
         prompt, new = seq[b, :seq.shape[1] - n_new], seq[b, seq.shape[1] - n_new:]
@@ -270,7 +277,7 @@ def result_html(result, tokenizer=None, row=None):
             spans.append(f'<span class="{cls}" data-round="{r}" data-position="{position}" '
                          f'style="{_token_style(source, last)}" title="{html.escape(title)}">'
                          f"{_whitespace_marked(texts[j])}</span>")
-        out.append(_prompt_html(tok, prompt))
+        out.append(_prompt_html(tok, prompt, b if B > 1 else None))
         out.append(f'<pre class="ha-row" style="white-space:pre-wrap;margin:2px 0 6px 0;line-height:1.5">'
                    f'{"".join(spans)}</pre>')
     if row is None and B > MAX_ROWS:

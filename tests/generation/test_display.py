@@ -160,6 +160,11 @@ def test_the_view_marks_each_token_by_its_source_and_reads_as_the_text(pair):
     assert f"{result.num_target_passes} target passes" in page
     assert '<span class="ha-nl">\n</span>' in page  # newlines marked for their glyph
     assert ("plain token" in page) == bool(np.any(result.token_sources == S.PLAIN))  # explained where there are
+    assert inputs["input_ids"][0, 0] == tok.pad_token_id  # row 0 is left-padded: the padding is not its prompt
+    assert "&lt;pad&gt;" not in page and ">PAD<" not in page and page.count(": prompt</div>") == 2
+    for row, prompt in enumerate(PROMPTS):  # each row's box: labelled, BOS named, then the prompt's text
+        assert re.search(f'row {row}: prompt</div><pre[^>]*><span class="ha-special"[^>]*>BOS</span>'
+                         f"{re.escape(html.escape(prompt))}</pre>", page), f"row {row}'s prompt box"
     with pytest.raises(ha.InvalidInputError, match="row=2 is outside the batch of 2"):
         result.to_html(row=2)
     short = repr(result)  # the plain repr stays short whatever the arrays hold
