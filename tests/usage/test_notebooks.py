@@ -54,8 +54,11 @@ EXPECTED = {
     "streaming.ipynb": [
         ([r"^$"], []),
         ([r"^$"], []),
-        ([r"\d+ pieces:"], []),
-        ([r"the streamed text is the generated text: True"], []),
+        # each piece printed as it arrives, then "|"
+        ([r"^[^|]+\|[^|]+\|", r"with the draft: \d+ pieces"], []),
+        ([r"^[^|]+\|[^|]+\|", r"without the draft: \d+ pieces"], []),
+        ([r"pieces: \d+ with the draft, \d+ without", r"fewer, larger pieces with the draft: True",
+          r"the streamed text is the generated text: True"], []),
     ],
 }
 
