@@ -18,6 +18,13 @@ if ! cmp -s tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana
     npm ci --prefix tests/data/npm --no-audit --no-fund --loglevel=error
     cp tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana-installed-lock
 fi
+# The browser tests (tests/fixtures/browser.py: the notebook view in a light and a dark page, its colours read back
+# from the browser): Debian's chromium, headless. Where it cannot be installed, those tests skip and say why.
+if ! command -v chromium >/dev/null; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        chromium >/dev/null; } || echo "test: chromium could not be installed; the browser tests will skip" >&2
+fi
 status=0
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
 [ $# -eq 0 ] || exit $status

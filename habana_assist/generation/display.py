@@ -14,16 +14,46 @@ from ..errors import InvalidInputError
 from .utils import TokenSource
 from ..utils.tensors import to_numpy
 
-# TokenSource -> (CSS class, colour, legend); NONE is never drawn (padding after a row stopped)
+# TokenSource -> (CSS class, background, text decoration, legend); NONE is never drawn (padding after a row stopped).
+# Blue and orange families, one text colour: every pair of backgrounds stays >= 10 CIELAB units apart under
+# protanopia, deuteranopia and tritanopia simulations, and the decoration is a second cue beside the colour
+# (tests/generation/test_display.py checks both; tests/generation/test_display_browser.py the contrast in a browser).
 STYLES = {
-    TokenSource.ACCEPTED: ("ha-accepted", "#c8f0c8", "draft token accepted"),
-    TokenSource.CORRECTED: ("ha-corrected", "#f8c8c0", "target's token after a rejection"),
-    TokenSource.BONUS: ("ha-bonus", "#c8dcf8", "target's token after a fully accepted draft"),
-    TokenSource.PLAIN: ("ha-plain", "#ececec", "plain decoding (nothing drafted)"),
+    TokenSource.ACCEPTED: ("ha-accepted", "#cfe2f7", "none", "draft token accepted"),
+    TokenSource.CORRECTED: ("ha-corrected", "#f9c891", "underline wavy", "target's token after a rejection"),
+    TokenSource.BONUS: ("ha-bonus", "#9ec5f0", "underline double", "target's token after a fully accepted draft"),
+    TokenSource.PLAIN: ("ha-plain", "#e4e4e4", "underline dotted", "plain decoding (nothing drafted)"),
 }
+TEXT = "#1a1a1a"             # text on every token background: contrast >= 9:1 on each (WCAG AA asks 4.5)
+EDGE = "rgba(0,0,0,0.28)"    # the thin boundary drawn inside each token's right edge
+# after the last token of each target pass: a dark bar with a white one outside it, one of them seen on any page
+ROUND_END = f"border-right:2px solid {TEXT};margin-right:3px"
+ROUND_END_SHADOW = "2px 0 0 #ffffff"
+PROMPT_BOX = "color:#303030;background:#f3f3f3;border:1px dashed #707070"
+SPECIAL = "color:#ffffff;background:#505050;border-radius:3px;padding:0 2px;font-size:0.85em"
+# Glyphs for whitespace, drawn by CSS generated content: shown, never part of the text a reader copies (a page
+# that drops <style> shows the tokens without them). ha-sp overlays a space, ha-nl precedes a newline.
+CSS = (".ha-generation .ha-sp{position:relative}"
+       ".ha-generation .ha-sp::after{content:'\\00b7';position:absolute;left:0;right:0;text-align:center;"
+       "opacity:0.6}"
+       ".ha-generation .ha-tab::before{content:'\\2192';position:absolute;opacity:0.6}"
+       ".ha-generation .ha-tab{position:relative}"
+       ".ha-generation .ha-nl::before{content:'\\21b5';opacity:0.6}")
+SPECIAL_NAMES = {"bos_token": "BOS", "eos_token": "EOS", "unk_token": "UNK", "pad_token": "PAD"}
 MAX_ROWS = 8         # rows the notebook view shows of a batch (to_html(row=i) shows any one)
-PROMPT_TAIL = 160    # characters of the prompt shown before the generated text
+PROMPT_TAIL = 160    # characters of the prompt shown before the generated text (whole lines where possible)
 WINDOW = 8           # tokens decoded before a token to find its own text (see token_texts)
+
+
+def _token_style(source, round_end):
+    """The inline style of one token span: explicit colours (never inherited from the page's theme)."""
+    _, background, decoration, _ = STYLES[source]
+    style = f"color:{TEXT};background:{background};box-shadow:inset -1px 0 0 {EDGE}"
+    if round_end:
+        style += f",{ROUND_END_SHADOW};{ROUND_END}"
+    if decoration != "none":
+        style += f";text-decoration:{decoration} {TEXT}"
+    return style
 
 
 def _sources(result):
@@ -47,6 +77,20 @@ def rounds_of(sources):
     if run:
         rounds.append(run)
     return rounds
+
+
+def token_rounds(sources):
+    """Per token of one row's token_sources (n,): (round, draft position, last of its round), rounds counted from
+    1 as rounds_of counts them; the draft position is 1-based (ACCEPTED: its place in the draft; CORRECTED: the
+    place the draft was rejected at; BONUS: the place after the whole draft; PLAIN: 0, nothing drafted).
+    -> list of (int, int, bool), one per token before the first NONE."""
+    out, start = [], 0
+    for r, length in enumerate(rounds_of(sources), 1):
+        for j in range(length):
+            s = sources[start + j]
+            out.append((r, 0 if s == TokenSource.PLAIN else j + 1, j == length - 1))
+        start += length
+    return out
 
 
 def _tokenizer(result, tokenizer):
@@ -97,35 +141,145 @@ def _summary(result, n_rows):
     return ", ".join(parts)
 
 
+def _plain_note(result):
+    """The line under the summary that says why an assisted run has plain tokens, or ""."""
+    plain = int(np.count_nonzero(_sources(result) == TokenSource.PLAIN))
+    if not plain or getattr(result, "num_target_passes", None) is None:
+        return ""
+    return (f"{plain} plain token{'s' if plain != 1 else ''}: {'a round' if plain == 1 else 'rounds'} that drafted "
+            "nothing (no room left before max_new_tokens, K = 0 under the cost schedule, or no prompt-lookup match)")
+
+
+def _special_names(tok):
+    """{id: name} of the tokenizer's special tokens: BOS, EOS, UNK, PAD, or an additional token's own text."""
+    names = {}
+    try:
+        for attr, value in tok.special_tokens_map.items():
+            for text in (value if isinstance(value, (list, tuple)) else [value]):
+                ids = tok.convert_tokens_to_ids([text])
+                if ids and ids[0] is not None:
+                    names.setdefault(int(ids[0]), SPECIAL_NAMES.get(attr, text))
+    except (AttributeError, TypeError):  # a tokenizer-like object without the special-token API
+        pass
+    return names
+
+
+def prompt_pieces(tok, prompt):
+    """The prompt (ids) as the view shows it: its last lines, about PROMPT_TAIL characters cut at a line boundary
+    where one is near, each special token apart as its name, left padding dropped. -> (pieces: list of (text, None) or (name, the
+    special token's own text), lines shown, lines in all, cut mid-line)."""
+    names = _special_names(tok)
+    ids = [int(t) for t in prompt]
+    pad = getattr(tok, "pad_token_id", None)
+    while ids and pad is not None and ids[0] == pad:  # a batch's left padding is no part of the row's prompt
+        ids.pop(0)
+    pieces, run = [], []
+    for t in ids + [None]:
+        if t is None or t in names:
+            if run:
+                pieces.append((tok.decode(run), None))
+                run = []
+            if t is not None:
+                pieces.append((names[t], tok.convert_ids_to_tokens([t])[0]))
+        else:
+            run.append(t)
+    text = "".join(p for p, _ in pieces)
+    start, mid_line = 0, False
+    if len(text) > PROMPT_TAIL:
+        start = len(text) - PROMPT_TAIL
+        back = text.rfind("\n", 0, start) + 1      # the beginning of the line the cut falls in
+        ahead = text.find("\n", start, len(text) - 1) + 1  # the next line's, if the prompt has one after it
+        if start - back <= PROMPT_TAIL // 2:
+            start = back
+        elif ahead:
+            start = ahead
+        else:
+            mid_line = True
+    shown, at = [], 0
+    for piece, own in pieces:  # pieces after `start`; a special token is kept or dropped whole
+        if at + len(piece) > start:
+            shown.append((piece if own is not None or at >= start else piece[start - at:], own))
+        at += len(piece)
+    return shown, text[start:].count("\n") + 1, text.count("\n") + 1, mid_line
+
+
+def _whitespace_marked(text):
+    """A token's text, HTML-escaped, its newlines (and, in a token of whitespace only, its spaces and tabs) wrapped
+    for the CSS glyphs: the text inside stays the same characters."""
+    blank = text.strip() == ""
+    out = []
+    for ch in text:
+        if ch == "\n":
+            out.append('<span class="ha-nl">\n</span>')
+        elif blank and ch == " ":
+            out.append('<span class="ha-sp"> </span>')
+        elif blank and ch == "\t":
+            out.append('<span class="ha-tab">\t</span>')
+        else:
+            out.append(html.escape(ch))
+    return "".join(out)
+
+
+def _prompt_html(tok, prompt, row=None):
+    """The prompt's labelled box (a block above the generated text; `row` named in the label where given), or ""
+    without a tokenizer."""
+    if tok is None or len(prompt) == 0:
+        return ""
+    pieces, shown, lines, mid_line = prompt_pieces(tok, prompt)
+    label = ("" if row is None else f"row {row}: ") + "prompt" + (
+        f", its last {shown} of {lines} lines" if shown < lines else "")
+    body = "".join(f'<span class="ha-special" style="{SPECIAL}" title="special token {html.escape(own)}">'
+                   f"{html.escape(text)}</span>" if own is not None else html.escape(text) for text, own in pieces)
+    return (f'<div class="ha-prompt" style="{PROMPT_BOX};margin:4px 0 0 0;padding:2px 4px">'
+            f'<div class="ha-prompt-label" style="font-size:0.85em;font-style:italic">{html.escape(label)}</div>'
+            f'<pre style="white-space:pre-wrap;margin:0;color:inherit;background:inherit">'
+            f'{"…" if mid_line else ""}{body}</pre></div>')
+
+
+def _legend():
+    """One sample per kind, drawn as the tokens are, then the round's end and the prompt's box."""
+    items = [f'<span class="ha-legend-{cls[3:]}" style="{_token_style(source, False)};padding:0 3px">'
+             f"{html.escape(label)}</span>" for source, (cls, _, _, label) in STYLES.items()]
+    items.append(f'<span class="ha-legend-end" style="{_token_style(TokenSource.ACCEPTED, True)};padding:0 3px">'
+                 'end of a target pass</span>')
+    items.append(f'<span class="ha-legend-prompt" style="{PROMPT_BOX};padding:0 3px">prompt</span>')
+    items.append(f'<span class="ha-legend-special" style="{SPECIAL}">special token</span>')
+    return " ".join(items)
+
+
 def result_html(result, tokenizer=None, row=None):
-    """HTML of a result: row `row`, or (None) the first MAX_ROWS rows; see GenerateDecoderOnlyOutput.to_html."""
+    """HTML of a result: row `row`, or (None) the first MAX_ROWS rows; see GenerateDecoderOnlyOutput.to_html.
+    Each token is <span class="ha-KIND" data-round=R data-position=P style=... title=...>its text</span>, KIND
+    one of STYLES' classes; the spans' text, joined, is the decoded text."""
     src = _sources(result)
     seq = to_numpy(result.sequences, "sequences")[0]  # torch where the call's input was
     B, n_new = src.shape
     if row is not None and not 0 <= row < B:
         raise InvalidInputError(f"row={row} is outside the batch of {B}; pass 0..{B - 1}")
     tok = _tokenizer(result, tokenizer)
-    legend = " ".join(f'<span style="background:{colour};padding:0 3px">{html.escape(label)}</span>'
-                      for _, colour, label in STYLES.values())
-    out = ['<div class="ha-generation" style="font-size:0.9em">',
+    out = [f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
            f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
-           f'<div class="ha-legend" style="margin:2px 0">{legend}</div>']
+           f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>']
+    note = _plain_note(result)
+    if note:
+        out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(note)}</div>')
     rows = [row] if row is not None else range(min(B, MAX_ROWS))
     for b in rows:
         prompt, new = seq[b, :seq.shape[1] - n_new], seq[b, seq.shape[1] - n_new:]
         n = int(np.count_nonzero(src[b]))
         texts = token_texts(tok, prompt, new[:n]) if tok is not None else [f"[{int(t)}]" for t in new[:n]]
-        head = ""
-        if tok is not None:
-            p = tok.decode([int(t) for t in prompt])
-            head = ("…" if len(p) > PROMPT_TAIL else "") + p[-PROMPT_TAIL:]
         spans = []
-        for j in range(n):
-            cls, colour, label = STYLES[TokenSource(int(src[b, j]))]
-            spans.append(f'<span class="{cls}" style="background:{colour}" title="{int(new[j])}: {label}">'
-                         f'{html.escape(texts[j])}</span>')
-        out.append(f'<pre class="ha-row" style="white-space:pre-wrap;margin:4px 0"><span style="color:#888">'
-                   f'{html.escape(head)}</span>{"".join(spans)}</pre>')
+        for j, (r, position, last) in enumerate(token_rounds(src[b, :n])):
+            source = TokenSource(int(src[b, j]))
+            cls, _, _, label = STYLES[source]
+            where = f"round {r}, draft position {position}" if position else f"round {r}, nothing drafted"
+            title = f"{texts[j]!r}, id {int(new[j])}\n{where}\n{label}"
+            spans.append(f'<span class="{cls}" data-round="{r}" data-position="{position}" '
+                         f'style="{_token_style(source, last)}" title="{html.escape(title)}">'
+                         f"{_whitespace_marked(texts[j])}</span>")
+        out.append(_prompt_html(tok, prompt, b if B > 1 else None))
+        out.append(f'<pre class="ha-row" style="white-space:pre-wrap;margin:2px 0 6px 0;line-height:1.5">'
+                   f'{"".join(spans)}</pre>')
     if row is None and B > MAX_ROWS:
         out.append(f"<div>… {B - MAX_ROWS} more rows (result.to_html(row=i) shows row i)</div>")
     out.append("</div>")
@@ -134,11 +288,13 @@ def result_html(result, tokenizer=None, row=None):
 
 def plot_acceptance(result):
     """A matplotlib Figure of an assisted generation's result (return_dict_in_generate=True): left, the acceptance
-    rate by draft position (accepted_per_position / proposed_per_position, the count proposed over each bar);
-    right, how many tokens each target pass gave (a histogram over the rounds of every row, from token_sources).
-    Needs Debian's python3-matplotlib."""
+    rate by draft position (accepted_per_position / proposed_per_position, the count proposed over each bar; only
+    positions something was proposed at); right, how many tokens each target pass gave (a histogram over the rounds
+    of every row, from token_sources; only counts that occurred). Shown in a notebook as a PNG at twice its pixel
+    size (sharp on HiDPI screens). Needs Debian's python3-matplotlib."""
     try:
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise ImportError("plot_acceptance needs matplotlib: apt-get install python3-matplotlib (Debian's package), "
                           "or pip install matplotlib") from None
@@ -147,9 +303,11 @@ def plot_acceptance(result):
         """A Figure that shows itself in a notebook without pyplot (which would also draw it a second time)."""
 
         def _repr_png_(self):
+            """-> (PNG bytes at 2 x dpi, {"width", "height"}: the size to show it at, in CSS pixels)."""
             buffer = io.BytesIO()
-            self.savefig(buffer, format="png")
-            return buffer.getvalue()
+            self.savefig(buffer, format="png", dpi=2 * self.dpi)
+            width, height = self.get_size_inches() * self.dpi
+            return buffer.getvalue(), {"width": int(round(width)), "height": int(round(height))}
 
     proposed = getattr(result, "proposed_per_position", None)
     if proposed is None:
@@ -160,20 +318,21 @@ def plot_acceptance(result):
     rounds = [n for row in _sources(result) for n in rounds_of(row)]
     fig = AcceptanceFigure(figsize=(9, 3.2), layout="constrained")
     ax, bx = fig.subplots(1, 2)
-    positions = np.arange(1, len(proposed) + 1)
-    rate = np.divide(accepted, proposed, out=np.zeros(len(proposed)), where=proposed > 0)
-    bars = ax.bar(positions, rate, color=STYLES[TokenSource.ACCEPTED][1], edgecolor="#4a4")
-    for bar, n in zip(bars, proposed):
+    positions = np.flatnonzero(proposed > 0) + 1  # 1-based draft positions with a bar
+    rate = accepted[positions - 1] / proposed[positions - 1]
+    bars = ax.bar(positions, rate, color=STYLES[TokenSource.ACCEPTED][1], edgecolor="#3a6ea5")
+    for bar, n in zip(bars, proposed[positions - 1]):
         ax.annotate(str(int(n)), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
                     fontsize=7)
-    ax.set(xlabel="draft position", ylabel="accepted / proposed", ylim=(0, 1.1),
-           title="Acceptance by draft position")
-    if len(positions):
-        ax.set_xticks(positions)
-    counts = np.bincount(rounds, minlength=2)[1:] if rounds else np.zeros(1, dtype=np.int64)
-    bx.bar(np.arange(1, len(counts) + 1), counts, color=STYLES[TokenSource.BONUS][1], edgecolor="#46a")
+    ax.set(xlabel="draft position (over each bar: tokens proposed there)", ylabel="accepted / proposed",
+           ylim=(0, 1.1), title="Acceptance by draft position")
+    ax.set_xticks(positions)
+    counts = np.bincount(rounds) if rounds else np.zeros(1, dtype=np.int64)  # counts[k]: passes that gave k
+    sizes = np.flatnonzero(counts)
+    bx.bar(sizes, counts[sizes], color=STYLES[TokenSource.BONUS][1], edgecolor="#2a5a90")
     mean = sum(rounds) / len(rounds) if rounds else 0.0
     bx.set(xlabel="tokens given by one target pass", ylabel="target passes",
            title=f"Tokens per target pass (mean {mean:.2f})")
-    bx.set_xticks(np.arange(1, len(counts) + 1))
+    bx.set_xticks(sizes)
+    bx.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count axis: no fractional ticks
     return fig

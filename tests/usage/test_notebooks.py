@@ -21,6 +21,7 @@ from nbclient import NotebookClient
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
+import browser  # noqa: E402
 from package_under_test import PACKAGE_DIR, child_env  # noqa: E402
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
@@ -33,7 +34,8 @@ EXPECTED = {
         ([r"^$"], []),
         ([r"LlamaForCausalLM\('.*pycode', .*layers=8\)", r"LlamaForCausalLM\('.*pycode-draft', .*layers=4\)"], []),
         ([r"\.py \(1, \d+\)"], []),
-        ([r"plain +\d+\.\d tokens/s", r"assisted +\d+\.\d tokens/s \(\d+\.\d\dx\)", r"identical: True"], []),
+        ([r"plain +\d+\.\d tokens/s", r"assisted +\d+\.\d tokens/s \(\d+\.\d\dx\)",
+          r"tokens per target pass: \d+\.\d\d \(\d+ passes for \d+ tokens\)", r"identical: True"], []),
         ([r"GenerateDecoderOnlyOutput\(sequences=<int64 \(1, \d+\)>"], ["text/html"]),
         ([r"ACCEPTED +\d+", r"CORRECTED +\d+", r"BONUS +\d+", r"accepted == num_accepted_tokens: True"], []),
         ([r"AcceptanceFigure size 900x320 with 2 Axes"], ["image/png"]),
@@ -42,14 +44,21 @@ EXPECTED = {
         ([r"^$"], []),
         ([r"^$"], []),
         ([r"the same seed gives the same tokens: True"], []),
-        ([r"coupled equals plain sampling: True", r"acceptance \d+/\d+"], []),
+        # one table: tokens/s (its format only), tokens per pass, acceptance, same tokens as plain sampling
+        ([r"method +tokens/s +tokens/pass +acceptance +same tokens as plain",
+          r"\nplain +\d+\.\d +1\.00 +- +True\n",
+          r"\ncoupled +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +True\n",
+          r"\nrejection +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +False\n"], []),
         ([r"rejection sampling: 48 new tokens, acceptance \d+/\d+", r"GenerateDecoderOnlyOutput"], ["text/html"]),
     ],
     "streaming.ipynb": [
         ([r"^$"], []),
         ([r"^$"], []),
-        ([r"\d+ pieces:"], []),
-        ([r"the streamed text is the generated text: True"], []),
+        # each piece printed as it arrives, then "|"
+        ([r"^[^|]+\|[^|]+\|", r"with the draft: \d+ pieces"], []),
+        ([r"^[^|]+\|[^|]+\|", r"without the draft: \d+ pieces"], []),
+        ([r"pieces: \d+ with the draft, \d+ without", r"fewer, larger pieces with the draft: True",
+          r"the streamed text is the generated text: True"], []),
     ],
 }
 
@@ -73,12 +82,25 @@ def kernels(tmp_path_factory):
     return KernelSpecManager(kernel_dirs=[str(directory)])
 
 
+@pytest.fixture(scope="module")
+def executed(kernels):
+    """name -> the notebook executed (once per module, on first asking), outputs in place."""
+    done = {}
+
+    def run(name):
+        if name not in done:
+            nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
+            km = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
+            NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": EXAMPLES}}).execute(
+                cleanup_kc=True, env=child_env())
+            done[name] = nb
+        return done[name]
+    return run
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_notebook_runs_and_every_cell_shows_what_it_should(name, kernels):
-    nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
-    km = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
-    NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": EXAMPLES}}).execute(cleanup_kc=True,
-                                                                                               env=child_env())
+def test_notebook_runs_and_every_cell_shows_what_it_should(name, executed):
+    nb = executed(name)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     assert len(cells) == len(EXPECTED[name]), f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
     for i, (cell, (patterns, mimetypes)) in enumerate(zip(cells, EXPECTED[name])):
@@ -94,6 +116,30 @@ def test_notebook_runs_and_every_cell_shows_what_it_should(name, kernels):
         html = cells[4].outputs[0].data["text/html"]
         accepted = int(re.search(r"ACCEPTED +(\d+)", _text(cells[5])).group(1))
         assert html.count('class="ha-accepted"') == accepted
+
+
+VIEWS = sorted(name for name, cells in EXPECTED.items() if any("text/html" in m for _, m in cells))
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason=browser.SKIP_REASON)
+@pytest.mark.parametrize("theme", sorted(browser.THEMES))
+@pytest.mark.parametrize("name", VIEWS)
+def test_the_notebook_views_are_readable_in_a_browser_in_a_light_and_a_dark_page(name, theme, executed, tmp_path):
+    """Every HTML output of the executed notebook, as the notebook shows them one after another, in headless
+    chromium (tests/fixtures/browser.py): each element that shows text at WCAG AA contrast, as computed by the
+    browser. HA_VIEW_SCREENSHOTS=DIR also writes DIR/NAME-THEME.png of that page (docs/generation.md's pictures)."""
+    outputs = [o.data["text/html"] for c in executed(name).cells if c.cell_type == "code"
+               for o in c.outputs if "text/html" in o.get("data", {})]
+    assert outputs, f"{name} showed no HTML"
+    body = "\n".join(f'<div class="output">{h}</div>' for h in outputs)
+    measured = browser.measure(body, theme, str(tmp_path))
+    tokens = [e for e in measured["elements"] if e["cls"] in ("ha-accepted", "ha-corrected", "ha-bonus", "ha-plain")]
+    assert len(tokens) >= 10 and len(measured["rows"]) == len(outputs), (len(tokens), len(measured["rows"]))
+    bad = browser.unreadable(measured)
+    assert not bad, f"{name}, {theme} page: below {browser.AA}:1:\n" + "\n".join(bad)
+    if os.environ.get("HA_VIEW_SCREENSHOTS"):
+        out = os.path.join(os.environ["HA_VIEW_SCREENSHOTS"], f"{name.split('.')[0]}-{theme}.png")
+        browser.screenshot(body, theme, str(tmp_path), os.path.abspath(out), size=(860, 270))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
