@@ -195,7 +195,8 @@ def main():
     n_train = write_docs(os.path.join(args.out, "train.bin.xz"), [train_docs[i] for i in order])
     n_held = write_docs(os.path.join(args.out, "held_out.bin.xz"), held_docs)
     manifest = {"seed": args.seed, "python": sys.version.split()[0],
-                "stdlib": {"files": n_stdlib, "bytes": stdlib_bytes, "held_out_files": len(stdlib_held), "licenses": ["PSF-2.0"]},
+                "stdlib": {"files": n_stdlib, "bytes": stdlib_bytes, "held_out_files": len(stdlib_held),
+                           "licenses": ["PSF-2.0"]},
                 "train": {"files": len(train_docs), "bytes": n_train, "packages": train_summary},
                 "held_out": {"files": len(held_docs), "bytes": n_held, "packages": held_summary}}
     with open(os.path.join(args.out, "manifest.json"), "w") as f:

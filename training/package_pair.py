@@ -40,8 +40,8 @@ def write_model(directory, tensors, shape, vocab, tokenizer, generation=None):
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     with open(os.path.join(directory, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "max_new_tokens": 128, **(generation or {})},
-                  f, indent=2)
+        json.dump({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "max_new_tokens": 128,
+                   **(generation or {})}, f, indent=2)
     save_bf16(tensors, directory)
     if os.path.abspath(tokenizer) != os.path.abspath(os.path.join(directory, "tokenizer.model")):
         shutil.copyfile(tokenizer, os.path.join(directory, "tokenizer.model"))

@@ -109,7 +109,8 @@ def run_phase(name, seconds, fixed_steps, params, peak_lr, warmup, step_fn, devi
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if step % 100 == 0 or step == steps - 1:
-            log(f"{name} step {step}/{steps} loss {float(loss.detach()):.4f} {info()} lr {opt.param_groups[0]['lr']:.2e}")
+            log(f"{name} step {step}/{steps} loss {float(loss.detach()):.4f} {info()} "
+                f"lr {opt.param_groups[0]['lr']:.2e}")
         step += 1
     sync(device)
     return steps, time.time() - t_start

@@ -166,8 +166,8 @@ def _special_names(tok):
 
 def prompt_pieces(tok, prompt):
     """The prompt (ids) as the view shows it: its last lines, about PROMPT_TAIL characters cut at a line boundary
-    where one is near, each special token apart as its name, left padding dropped. -> (pieces: list of (text, None) or (name, the
-    special token's own text), lines shown, lines in all, cut mid-line)."""
+    where one is near, each special token apart as its name, left padding dropped. -> (pieces: list of (text, None)
+    or (name, the special token's own text), lines shown, lines in all, cut mid-line)."""
     names = _special_names(tok)
     ids = [int(t) for t in prompt]
     pad = getattr(tok, "pad_token_id", None)

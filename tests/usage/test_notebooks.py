@@ -102,7 +102,8 @@ def executed(kernels):
 def test_notebook_runs_and_every_cell_shows_what_it_should(name, executed):
     nb = executed(name)
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(cells) == len(EXPECTED[name]), f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
+    assert len(cells) == len(EXPECTED[name]), \
+        f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
     for i, (cell, (patterns, mimetypes)) in enumerate(zip(cells, EXPECTED[name])):
         errors = [o for o in cell.outputs if o.output_type == "error" or getattr(o, "name", "") == "stderr"]
         assert not errors, f"{name} cell {i} wrote an error or to stderr: {errors}"
