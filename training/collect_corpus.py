@@ -120,6 +120,11 @@ def package_files(root):
     return found
 
 
+def content_key(text):
+    """What makes two files duplicates: the same lines, trailing whitespace aside."""
+    return hashlib.sha1("\n".join(line.rstrip() for line in text.split("\n")).encode()).digest()
+
+
 def read(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
@@ -134,7 +139,7 @@ def collect(packages, seen, cap):
             text = read(path)
             if not keep(rel, text):
                 continue
-            h = hashlib.sha1("\n".join(line.rstrip() for line in text.split("\n")).encode()).digest()
+            h = content_key(text)
             if h in seen:
                 continue
             if cap and nbytes + len(text) > cap:
@@ -160,6 +165,18 @@ def read_docs(path):
         return f.read().decode("utf-8").split("\0")
 
 
+def read_held_out(corpus):
+    """-> (package documents, their package names, standard-library documents) of a corpus directory: the first
+    sum(files) documents of held_out.bin.xz are the held-out packages' (manifest.json), the rest the stdlib's."""
+    with open(os.path.join(corpus, "manifest.json")) as f:
+        packages = json.load(f)["held_out"]["packages"]
+    docs = read_docs(os.path.join(corpus, "held_out.bin.xz"))
+    names = [name for name, p in packages.items() for _ in range(p["files"])]
+    if len(names) > len(docs):
+        raise SystemExit(f"manifest.json counts {len(names)} held-out package files; held_out.bin.xz has {len(docs)}")
+    return docs[:len(names)], names, docs[len(names):]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -177,13 +194,13 @@ def main():
     stdlib_train, stdlib_held = stdlib_files()
     for path in stdlib_held:
         text = read(path)
-        seen.add(hashlib.sha1("\n".join(line.rstrip() for line in text.split("\n")).encode()).digest())
+        seen.add(content_key(text))
         held_docs.append(text)
     log("training:")
     train_docs = []
     for path in stdlib_train:
         text = read(path)
-        h = hashlib.sha1("\n".join(line.rstrip() for line in text.split("\n")).encode()).digest()
+        h = content_key(text)
         if h not in seen and "\0" not in text:
             seen.add(h)
             train_docs.append(text)

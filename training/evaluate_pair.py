@@ -60,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 import habana_assist as ha  # noqa: E402
-from collect_corpus import read_docs  # noqa: E402
+from collect_corpus import read_held_out  # noqa: E402
 
 WINDOW = 1024  # tokens per document in the bits-per-byte pass (the models' max_position_embeddings)
 N_PROMPTS, PROMPT_LEN, NEW_TOKENS, MIN_FILE_TOKENS = 12, 256, 128, 400
@@ -77,17 +77,6 @@ CHECKS = {  # issue 45's "What it must show"
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def held_out(corpus):
-    """-> (package documents, their package names, standard-library documents)."""
-    with open(os.path.join(corpus, "manifest.json")) as f:
-        packages = json.load(f)["held_out"]["packages"]
-    docs = read_docs(os.path.join(corpus, "held_out.bin.xz"))
-    names = [name for name, p in packages.items() for _ in range(p["files"])]
-    if len(names) > len(docs):
-        raise SystemExit(f"manifest.json counts {len(names)} held-out package files; held_out.bin.xz has {len(docs)}")
-    return docs[:len(names)], names, docs[len(names):]
 
 
 def tokenize(tok, docs):
@@ -206,7 +195,7 @@ def main():
     args = ap.parse_args()
     t_start = time.time()
 
-    docs, names, stdlib = held_out(args.corpus)
+    docs, names, stdlib = read_held_out(args.corpus)
     n_prompts = 3 if args.quick else N_PROMPTS
     if args.quick:
         docs, names, stdlib = docs[:10], names[:10], stdlib[:5]

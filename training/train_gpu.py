@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from collect_corpus import read_docs  # noqa: E402
+from collect_corpus import read_docs, read_held_out  # noqa: E402
 from llama_torch import SPECIAL, Llama, load_into, n_params, save_bf16  # noqa: E402
 
 TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
@@ -242,11 +242,7 @@ def main():
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
     vocab = sp.get_piece_size()
     train_docs = read_docs(os.path.join(args.corpus, "train.bin.xz"))
-    held_docs = read_docs(os.path.join(args.corpus, "held_out.bin.xz"))
-    with open(os.path.join(args.corpus, "manifest.json")) as f:
-        manifest = json.load(f)
-    n_held_pkg = sum(p["files"] for p in manifest["held_out"]["packages"].values())
-    held_pkg = held_docs[:n_held_pkg]
+    held_pkg = read_held_out(args.corpus)[0]
     if args.smoke:
         train_docs, held_pkg = train_docs[:60], held_pkg[:3]
         args.seq, args.batch, args.onpolicy = 128, 2, 6

@@ -141,9 +141,10 @@ def _summary(result, n_rows):
     return ", ".join(parts)
 
 
-def _plain_note(result):
-    """The line under the summary that says why an assisted run has plain tokens, or ""."""
-    plain = int(np.count_nonzero(_sources(result) == TokenSource.PLAIN))
+def _plain_note(result, sources):
+    """The line under the summary that says why an assisted run (its token_sources, (B, n)) has plain tokens, or
+    ""."""
+    plain = int(np.count_nonzero(sources == TokenSource.PLAIN))
     if not plain or getattr(result, "num_target_passes", None) is None:
         return ""
     return (f"{plain} plain token{'s' if plain != 1 else ''}: {'a round' if plain == 1 else 'rounds'} that drafted "
@@ -260,7 +261,7 @@ def result_html(result, tokenizer=None, row=None):
     out = [f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
            f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
            f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>']
-    note = _plain_note(result)
+    note = _plain_note(result, src)
     if note:
         out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(note)}</div>')
     rows = [row] if row is not None else range(min(B, MAX_ROWS))
