@@ -57,7 +57,8 @@ typedef enum ha_dtype {
     HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, /* float weights, row-major */
     HA_Q8 = 3, HA_Q4 = 4,                /* integer weights with a scale per group, row-major blocks */
     HA_F32P = 5, HA_BF16P = 6, HA_F16P = 7, /* float weights in panels of HA_PANEL_ROWS rows (ha_pack) */
-    HA_NDTYPES = 8
+    HA_Q8P = 8,                          /* int8 weights in panels, for int8 activations (w8a8; ha_quantize) */
+    HA_NDTYPES = 9
 } ha_dtype;
 
 /* HA_F32P, HA_BF16P, HA_F16P: float32, bfloat16 or float16 weights repacked (ha_pack) for the kernels that
@@ -80,6 +81,13 @@ typedef enum ha_dtype {
  * element j of a block being scale * q[j]; the last block of a row is padded with q = 0. */
 #define HA_Q4_GROUP 32
 #define HA_Q4_BLOCK_BYTES (4 + HA_Q4_GROUP / 2)
+/* HA_Q8P, the w8a8 class's weights: HA_Q8's integers and scales (the same quantization) in panels of
+ * HA_PANEL_ROWS rows, for kernels that multiply them by int8 activations. A (rows, cols) matrix is
+ * ceil(rows / HA_PANEL_ROWS) panels of ceil(cols / HA_Q8_GROUP) group blocks of HA_Q8P_BLOCK_BYTES each:
+ * { float scale[16]; uint8_t q[16][16][4]; }, scale[i] being row i's scale for the group, and q[s][i][j] row i's
+ * weight 4s + j of the group as q + 128 (an unsigned byte: what vpdpbusd takes). Rows past the last and
+ * columns past cols are zeros (scale 0, q 128). Row r's share of the bytes is HA_Q8's, ha_row_bytes(HA_Q8, cols). */
+#define HA_Q8P_BLOCK_BYTES (HA_PANEL_ROWS * HA_Q8_BLOCK_BYTES)
 
 /* Bytes of a (rows, cols) matrix of dtype t (panel dtypes: rows rounded up to whole panels); 0 for an unknown
  * dtype, negative sizes, or a size that does not fit in size_t. */
@@ -192,9 +200,10 @@ typedef struct ha_llama_weights {
  * thread pool. */
 HA_API ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes);
 
-/* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8
- * or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 and
- * q = round(w * (127 / max|w|)) (int4: 7 for 127). Uses the thread pool. */
+/* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8,
+ * HA_Q8P or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 and
+ * q = round(w * (127 / max|w|)) (int4: 7 for 127); HA_Q8P holds HA_Q8's values in panels. Uses the thread
+ * pool. */
 HA_API ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes);
 
 typedef struct ha_llama ha_llama;

@@ -26,7 +26,7 @@ from .generation.utils import GenerationMixin
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
 
-_QUANTIZED = ("int8", "int4")
+_QUANTIZED = ("int8", "w8a8", "int4")
 
 
 def set_num_threads(n):
@@ -136,7 +136,8 @@ class PreTrainedCausalLM(GenerationMixin):
         self.name_or_path = checkpoint.path
         specs = expected_weights(cfg)
         layer_matrices = [spec.name for spec in specs if spec.is_matrix and spec.layer is not None]
-        # how the layers' matrices are held (else the embedding): "float32" | "bfloat16" | "float16" | "int8" | "int4"
+        # how the layers' matrices are held (else the embedding): "float32" | "bfloat16" | "float16" | "int8" | "w8a8"
+        # | "int4"
         self.weight_dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype
         # model.dtype's name: the float dtype the model is held in; with int8 / int4 that of the weights left
         # unquantized, as Transformers' dtype of a bitsandbytes model (its first floating-point parameter's)
@@ -155,6 +156,8 @@ class PreTrainedCausalLM(GenerationMixin):
             weight = w[name]
             if weight.panels:
                 return (weight.array, weight.dtype + "-panels", weight.cols, weight.rows)
+            if weight.rows is not None:  # w8a8: rows rounded up to whole panels in the array
+                return (weight.array, weight.dtype, weight.cols, weight.rows)
             return (weight.array, weight.dtype, weight.cols)
 
         # The core's fields (csrc/ha.h): the config's switches and per-layer settings, then each tensor under
@@ -252,12 +255,13 @@ class PreTrainedCausalLM(GenerationMixin):
 
     @property
     def is_quantized(self):
-        """Whether the matrices are integers (dtype="int8" / "int4", load_in_8bit / load_in_4bit), as Transformers'."""
+        """Whether the matrices are integers (dtype="int8" / "w8a8" / "int4", load_in_8bit / load_in_4bit), as
+        Transformers'."""
         return self.weight_dtype in _QUANTIZED
 
     @property
     def is_loaded_in_8bit(self):
-        return self.weight_dtype == "int8"
+        return self.weight_dtype in ("int8", "w8a8")
 
     @property
     def is_loaded_in_4bit(self):

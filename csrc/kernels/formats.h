@@ -21,7 +21,7 @@ static inline float ha_bf16_to_f32(uint16_t b) {
 static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     switch (t) {
     case HA_F32: case HA_F32P: return (size_t)n * 4;
-    case HA_Q8: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    case HA_Q8: case HA_Q8P: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
     case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
     default: return (size_t)n * 2;
     }
@@ -30,15 +30,35 @@ static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
 static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4; }
 /* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
 static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
-/* Float weights in panels (ha_pack), and the panel dtype of a row-major float one (HA_NDTYPES if none). */
-static inline int ha_dtype_is_panels(ha_dtype t) { return t == HA_F32P || t == HA_BF16P || t == HA_F16P; }
+/* Weights in panels (float ones by ha_pack, HA_Q8P by ha_quantize), and the panel dtype of a row-major float one
+ * (HA_NDTYPES if none). */
+static inline int ha_dtype_is_panels(ha_dtype t) { return t == HA_F32P || t == HA_BF16P || t == HA_F16P || t == HA_Q8P; }
 static inline ha_dtype ha_panel_dtype(ha_dtype t) {
     return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
 }
 /* Position of row i (< HA_PANEL_ROWS) of a panel within each of its columns (ha.h). */
 static inline int64_t ha_panel_pos(ha_dtype t, int64_t i) { return t != HA_BF16P ? i : i < 8 ? 2 * i : 2 * (i - 8) + 1; }
-/* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it. */
+/* The HA_Q8P group block g of panel p of a matrix W with n columns (ha.h). */
+static inline const char *ha_q8p_block(const void *W, int64_t n, int64_t p, int64_t g) {
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    return (const char *)W + ((size_t)p * (size_t)groups + (size_t)g) * HA_Q8P_BLOCK_BYTES;
+}
+/* Integer weight k (< HA_Q8_GROUP) of row i (< HA_PANEL_ROWS) of a HA_Q8P group block, and that row's scale. */
+static inline int ha_q8p_q(const char *blk, int64_t i, int64_t k) {
+    return (int)((const uint8_t *)blk)[HA_PANEL_ROWS * 4 + (k / 4) * (HA_PANEL_ROWS * 4) + i * 4 + k % 4] - 128;
+}
+static inline float ha_q8p_scale(const char *blk, int64_t i) {
+    float s;
+    __builtin_memcpy(&s, blk + i * 4, sizeof s);
+    return s;
+}
+
+/* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it (HA_Q8P: scale * q). */
 static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r, int64_t k) {
+    if (t == HA_Q8P) {
+        const char *blk = ha_q8p_block(W, n, r / HA_PANEL_ROWS, k / HA_Q8_GROUP);
+        return ha_q8p_scale(blk, r % HA_PANEL_ROWS) * (float)ha_q8p_q(blk, r % HA_PANEL_ROWS, k % HA_Q8_GROUP);
+    }
     const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
     if (t == HA_F32P) return ((const float *)W)[at];
     const uint16_t h = ((const uint16_t *)W)[at];
@@ -148,6 +168,36 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
     *scale = amax / HA_ACT_MAX;
     for (int64_t i = 0; i < n; i++) {
         q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
+    }
+}
+
+/* ---- int8 weights multiply int8 activations (the w8a8 class) ------------------------------------------
+ * A matmul with HA_Q8P weights first quantizes each activation row x (n,) group by group, exactly as weights are
+ * (ha_quant_q8_ref on each HA_Q8_GROUP elements: a float scale and 64 int8 in [-127, 127]), into one HA_Q8 row
+ * (ha_row_bytes(HA_Q8, n) bytes), and sums each group's integers (xsum, int32, for the kernels that take
+ * unsigned weights q + 128 and take 128 * xsum back off). Each output is then, in every variant bitwise:
+ *   y = 0; for each group g in order: y = fmaf((float)isum_g, wscale_g * xscale_g, y)
+ * with isum_g = sum of wq[i] * xq[i] over the group, exact in int32 (|isum_g| <= 64 * 128 * 127 < 2^24, so its
+ * float is exact too) and wscale_g * xscale_g rounded to float32 once. A row holding NaN or inf gets NaN
+ * scales, so every output of the matmul is NaN, as float activations would make it. */
+/* x (n,) -> q (ha_row_bytes(HA_Q8, n) bytes), xsum (ceil(n / HA_Q8_GROUP),); `quant` is a kernel table's
+ * quant_q8 (bitwise ha_quant_q8_ref). */
+static inline void ha_quant_act8(int (*quant)(const float *, int64_t, void *), const float *x, int64_t n, char *q,
+                                 int32_t *xsum) {
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    int finite = 1;
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t len = n - g * HA_Q8_GROUP < HA_Q8_GROUP ? n - g * HA_Q8_GROUP : HA_Q8_GROUP;
+        char *blk = q + g * HA_Q8_BLOCK_BYTES;
+        finite &= quant(x + g * HA_Q8_GROUP, len, blk);
+        const int8_t *v = (const int8_t *)(blk + 4);
+        int32_t s = 0;
+        for (int i = 0; i < HA_Q8_GROUP; i++) s += v[i];
+        xsum[g] = s;
+    }
+    if (!finite) {
+        const float nan = NAN;
+        for (int64_t g = 0; g < groups; g++) __builtin_memcpy(q + g * HA_Q8_BLOCK_BYTES, &nan, sizeof nan);
     }
 }
 

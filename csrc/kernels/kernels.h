@@ -27,6 +27,11 @@ typedef struct ha_kernels {
      * y = (((lane0 + lane4) + (lane2 + lane6)) + ((lane1 + lane5) + (lane3 + lane7))) * xscale[t]. */
     void (*matmul_int[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq,
                                    const float *xscale, int64_t T, float *Y, int64_t ldy);
+    /* HA_Q8P weights (the w8a8 class): the same for W (rows, n) and activations quantized by ha_quant_act8, Xq (T,
+     * ha_row_bytes(HA_Q8, n)) bytes and xsum (T, ceil(n / HA_Q8_GROUP)), each output bitwise as formats.h defines
+     * (integer sums per group, then one float chain over the groups). r0 may fall inside a panel. */
+    void (*matmul_w8a8)(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                        int64_t T, float *Y, int64_t ldy);
     /* x (n,) -> q (ha_act_width(n),), *scale, bitwise as ha_quant_act_ref */
     void (*quant_act)(const float *x, int64_t n, int16_t *q, float *scale);
     /* dst (n,) = the row src (n,) as float32 (row-major dtypes; NULL for panels) */
@@ -92,6 +97,9 @@ extern const uint64_t HA_EXP2_TAB[32];
 #define HA_EXP_C0 (0x1.c6af84b912394p-5 / 32.0 / 32.0 / 32.0)
 #define HA_EXP_C1 (0x1.ebfce50fac4f3p-3 / 32.0 / 32.0)
 #define HA_EXP_C2 (0x1.62e42ff0c52d6p-1 / 32.0)
+
+/* Panel_to_f32 for HA_Q8P, every table's (exact: scale * q). */
+void ha_panel_to_f32_q8p(const void *panel, int64_t n, float *dst, int64_t ldd);
 
 extern const ha_kernels ha_kernels_scalar;
 extern const ha_kernels ha_kernels_avx2;

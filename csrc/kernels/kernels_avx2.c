@@ -288,6 +288,103 @@ DEFINE_MATMUL(f16, HA_F16)
 DEFINE_MATMUL_INT(q8, HA_Q8)
 DEFINE_MATMUL_INT(q4, HA_Q4)
 
+/* ---- int8 weights in panels times int8 activations (the w8a8 class) -------------------------------------
+ * Half a step of a HA_Q8P group block is one register: 8 rows x 4 weights (q + 128), lane i = row i. Flipping the
+ * top bit gives the signed weights w; vpmaddubsw multiplies |w| (unsigned) by the token's 4 activations broadcast
+ * and given w's sign (vpsignb), adding pairs into int16: |w| * (x * sign(w)) = w * x, and two of them stay
+ * within 2 * 128 * 127 < 2^15 (no saturation); vpmaddwd by ones adds pairs again into each row's int32 lane. After
+ * the group's 16 steps lane i holds row i's exact isum; then y = fma(float(isum), wscale * xscale, y), the
+ * formats.h chain. A tile of H halves (H / 2 panels) x S tokens keeps H * S integer and H * S float
+ * accumulators in the 16 registers. */
+AVX2 static inline __attribute__((always_inline)) void tile_w8a8(int H, int S, const char *W, size_t pstride,
+                                                                 int64_t groups, int64_t p0, const char *X, size_t xb,
+                                                                 int64_t t, float *Y, int64_t ldy, int64_t r0,
+                                                                 int64_t r1) {
+    const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) acc[h][s] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        __m256i dp[4][2];
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++)
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) dp[h][s] = _mm256_setzero_si256();
+        const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
+        const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
+#pragma GCC unroll 4
+        for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
+            __m256i xv[2];
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) {
+                int32_t four;
+                memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
+                xv[s] = _mm256_set1_epi32(four);
+            }
+#pragma GCC unroll 4
+            for (int h = 0; h < H; h++) {
+                const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
+                const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
+                const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 2
+                for (int s = 0; s < S; s++) {
+                    const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[s], w));
+                    dp[h][s] = _mm256_add_epi32(dp[h][s], _mm256_madd_epi16(pr, ones));
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) {
+            float xs;
+            memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
+            const __m256 vxs = _mm256_set1_ps(xs);
+#pragma GCC unroll 4
+            for (int h = 0; h < H; h++) {
+                const __m256 ws = _mm256_loadu_ps((const float *)(blk + (size_t)(h / 2) * pstride) + 8 * (h % 2));
+                acc[h][s] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp[h][s]), _mm256_mul_ps(ws, vxs), acc[h][s]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) {
+            const int64_t b = p0 * HA_PANEL_ROWS + 8 * h;
+            float *y = Y + (t + s) * ldy, v[8];
+            if (b >= r0 && b + 8 <= r1) {
+                _mm256_storeu_ps(y + b, acc[h][s]);
+                continue;
+            }
+            _mm256_storeu_ps(v, acc[h][s]);
+            for (int i = 0; i < 8; i++)
+                if (b + i >= r0 && b + i < r1) y[b + i] = v[i];
+        }
+}
+
+/* Y[t, r] for r0 <= r < r1: one token as two panels at a time (four halves), more as one panel at a time in tiles
+ * of two tokens (and a last one alone). */
+AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                             int64_t T, float *Y, int64_t ldy) {
+    (void)xsum;
+    if (T < 1 || r0 >= r1) return;
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    const size_t pstride = (size_t)groups * HA_Q8P_BLOCK_BYTES, xb = ha_row_bytes(HA_Q8, n);
+    const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
+    int64_t p = r0 / HA_PANEL_ROWS;
+    if (T == 1) {
+        for (; p + 2 <= p_end; p += 2) tile_w8a8(4, 1, W, pstride, groups, p, Xq, xb, 0, Y, ldy, r0, r1);
+        if (p < p_end) tile_w8a8(2, 1, W, pstride, groups, p, Xq, xb, 0, Y, ldy, r0, r1);
+        return;
+    }
+    for (; p < p_end; p++) {
+        int64_t t = 0;
+        for (; t + 2 <= T; t += 2) tile_w8a8(2, 2, W, pstride, groups, p, Xq, xb, t, Y, ldy, r0, r1);
+        if (t < T) tile_w8a8(2, 1, W, pstride, groups, p, Xq, xb, t, Y, ldy, r0, r1);
+    }
+}
+
 /* ---- float weights in panels (HA_F32P, HA_BF16P, HA_F16P) ---------------------------------------------
  * Column k of a panel holds 16 rows' weights side by side, so one load and at most two conversions give two
  * vectors of 8 rows (p16_*), each multiplied by a broadcast activation: a tile of P panels x S tokens keeps
@@ -759,10 +856,12 @@ const ha_kernels ha_kernels_avx2 = {
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
                 [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
+    .matmul_w8a8 = matmul_w8a8,
     .quant_act = quant_act_avx2,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
-    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p },
+    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
+                      [HA_Q8P] = ha_panel_to_f32_q8p },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
     .attn_scores = attn_scores_avx2,

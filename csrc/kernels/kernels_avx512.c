@@ -312,6 +312,104 @@ AVX512 INLINE void matmul_rows_int(int GROUP, int BLOCK, int q4, ha_dtype dtype,
 DEFINE_MATMUL_INT(q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
 DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 
+/* ---- int8 weights in panels times int8 activations (the w8a8 class) -------------------------------------
+ * A step of a HA_Q8P group block is one register: 16 rows x 4 weights (as q + 128, unsigned), lane i = row i.
+ * vpdpbusd multiplies it by the token's 4 activations of the step (signed, broadcast to every lane) and adds
+ * each lane's four products into its int32: after the group's 16 steps lane i holds row i's
+ * sum((q + 128) * x) = isum + 128 * xsum, exact, and isum follows by subtracting 128 * xsum (exact). Then
+ * y = fma(float(isum), wscale * xscale, y), the formats.h chain, for 16 rows at once. A tile of P panels x S
+ * tokens keeps P * S integer and P * S float accumulators; the weights of the P panels are read once per
+ * tile of tokens (the next tile reads them from L1 or L2). */
+#define W8_MAX_P 4
+#define W8_MAX_S 4
+#define W8_AHEAD 1024 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
+
+AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_t groups, int64_t p0, const char *X,
+                             size_t xb, const int32_t *xsum, int64_t t, float *Y, int64_t ldy, int64_t r0,
+                             int64_t r1) {
+    __m512 acc[W8_MAX_P][W8_MAX_S];
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        __m512i dp[W8_MAX_P][W8_MAX_S];
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_setzero_si512();
+        const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
+        const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
+        _Pragma("GCC unroll 16") for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
+            __m512i xv[W8_MAX_S];
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+                int32_t four;
+                memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
+                xv[s] = _mm512_set1_epi32(four);
+            }
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+                const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64;
+                if (k % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+                const __m512i w = _mm512_loadu_si512((const void *)wp);
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_dpbusd_epi32(dp[p][s], w, xv[s]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+            const int32_t *xsg = xsum + (t + s) * groups + g;
+            float xs;
+            memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
+            const __m512i corr = _mm512_set1_epi32(128 * *xsg);
+            const __m512 vxs = _mm512_set1_ps(xs);
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+                const __m512 ws = _mm512_loadu_ps((const float *)(blk + (size_t)p * pstride));
+                const __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dp[p][s], corr));
+                acc[p][s] = _mm512_fmadd_ps(isum, _mm512_mul_ps(ws, vxs), acc[p][s]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+            const int64_t b = (p0 + p) * HA_PANEL_ROWS;
+            float *y = Y + (t + s) * ldy;
+            if (b >= r0 && b + HA_PANEL_ROWS <= r1) {
+                _mm512_storeu_ps(y + b, acc[p][s]);
+                continue;
+            }
+            float v[HA_PANEL_ROWS];
+            _mm512_storeu_ps(v, acc[p][s]);
+            ha_store_panel_rows(y, b, r0, r1, v);
+        }
+}
+
+#define W8_TILE_S(P, S)                                                                                 \
+    switch (S) {                                                                                        \
+    case 4: tile_w8a8(P, 4, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;             \
+    case 3: tile_w8a8(P, 3, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;             \
+    case 2: tile_w8a8(P, 2, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;             \
+    default: tile_w8a8(P, 1, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;            \
+    }
+
+/* Y[t, r] for r0 <= r < r1: groups of up to four panels, each run by tiles of up to four tokens (as even as
+ * possible). */
+AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                               int64_t T, float *Y, int64_t ldy) {
+    if (T < 1 || r0 >= r1) return;
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    const size_t pstride = (size_t)groups * HA_Q8P_BLOCK_BYTES, xb = ha_row_bytes(HA_Q8, n);
+    const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
+    const int64_t tiles = (T + W8_MAX_S - 1) / W8_MAX_S;
+    for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {
+        const int64_t np = p_end - p < W8_MAX_P ? p_end - p : W8_MAX_P;
+        for (int64_t t = 0, i = 0; i < tiles; i++) {
+            const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);
+            switch (np) {
+            case 4: W8_TILE_S(4, S) break;
+            case 3: W8_TILE_S(3, S) break;
+            case 2: W8_TILE_S(2, S) break;
+            default: W8_TILE_S(1, S) break;
+            }
+            t += S;
+        }
+        p += np;
+    }
+}
+
 /* ---- attention's scores --------------------------------------------------------------------------------
  * Bitwise dot_avx2's scores (AVX2's attn_scores: per key eight lanes, lane l the chain over blocks b of
  * fma(q[8b + l], k[8b + l], .) in order, then hsum's tree (l + l+4, then (0 + 2) + (1 + 3)), then * scale),
@@ -483,6 +581,7 @@ static void fill_table(void) {
     table.matmul[HA_F16P] = matmul_f16p;
     table.matmul_int[HA_Q8] = matmul_q8;
     table.matmul_int[HA_Q4] = matmul_q4;
+    table.matmul_w8a8 = matmul_w8a8;
     table.panel_to_f32[HA_F32P] = panel_to_f32_f32p;
     table.panel_to_f32[HA_BF16P] = panel_to_f32_bf16p;
     table.panel_to_f32[HA_F16P] = panel_to_f32_f16p;

@@ -129,6 +129,36 @@ PANEL_TO_F32_SCALAR(panel_to_f32_f16p, HA_F16P)
 MATMUL_INT_SCALAR(matmul_q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, Q8_AT)
 MATMUL_INT_SCALAR(matmul_q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, ha_q4_q)
 
+/* Int8 weights in panels times int8 activations (the w8a8 class, formats.h): per group an exact int32 sum, then
+ * one float chain over the groups. */
+static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                        int64_t T, float *Y, int64_t ldy) {
+    (void)xsum;
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    const size_t xb = ha_row_bytes(HA_Q8, n);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t p = r / HA_PANEL_ROWS, i = r % HA_PANEL_ROWS;
+        for (int64_t t = 0; t < T; t++) {
+            float y = 0.0f;
+            for (int64_t g = 0; g < groups; g++) {
+                const char *blk = ha_q8p_block(W, n, p, g), *xg = Xq + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES;
+                int32_t isum = 0;
+                for (int k = 0; k < HA_Q8_GROUP; k++) isum += ha_q8p_q(blk, i, k) * (int32_t)((const int8_t *)xg)[4 + k];
+                float xs;
+                memcpy(&xs, xg, sizeof xs);
+                const float sc = ha_q8p_scale(blk, i) * xs;
+                y = fmaf((float)isum, sc, y);
+            }
+            Y[t * ldy + r] = y;
+        }
+    }
+}
+
+void ha_panel_to_f32_q8p(const void *panel, int64_t n, float *dst, int64_t ldd) {
+    for (int64_t k = 0; k < n; k++)
+        for (int64_t i = 0; i < HA_PANEL_ROWS; i++) dst[k * ldd + i] = ha_panel_at(panel, HA_Q8P, n, i, k);
+}
+
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -223,10 +253,12 @@ const ha_kernels ha_kernels_scalar = {
     .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
                 [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
+    .matmul_w8a8 = matmul_w8a8,
     .quant_act = ha_quant_act_ref,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
-    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p },
+    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
+                      [HA_Q8P] = ha_panel_to_f32_q8p },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .attn_scores = attn_scores_scalar,

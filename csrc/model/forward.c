@@ -43,6 +43,8 @@ typedef struct matmul_job {
     const float *X;
     const int16_t *Xq; /* X quantized by quant_act, for integer weights */
     const float *xq_scale;
+    const char *Xq8;   /* X quantized by ha_quant_act8, for w8a8 weights, and its group sums */
+    const int32_t *xq8_sum;
     int64_t T;
     const mlp_step *mlp; /* mlp_range's job: the rest of a feed-forward block's first half (NULL for matmul_range) */
 } matmul_job;
@@ -51,6 +53,7 @@ typedef struct matmul_job {
 static void matmul_rows(const matmul_job *j, const ha_matrix *W, int64_t lo, int64_t hi, float *Y, int64_t ldy) {
     if (lo >= hi) return;
     if (ha_dtype_is_int(W->dtype)) j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
+    else if (W->dtype == HA_Q8P) j->k->matmul_w8a8(W->data, W->cols, lo, hi, j->Xq8, j->xq8_sum, j->T, Y, ldy);
     else j->k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, Y, ldy);
 }
 
@@ -124,12 +127,20 @@ static void mlp_range(void *ctx, int64_t ub, int64_t ue) {
 static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int count, const ha_matrix *const *W,
                               float *const *Y, const float *X, int64_t T) {
     *j = (matmul_job){ .k = c->kern, .count = count, .X = X, .T = T };
-    int64_t rows = 0, quantize = 0;
+    int64_t rows = 0, quantize = 0, quantize8 = 0;
     for (int i = 0; i < count; i++) {
         j->W[i] = W[i];
         j->Y[i] = Y ? Y[i] : NULL;
         rows += W[i]->rows;
         quantize |= ha_dtype_is_int(W[i]->dtype);
+        quantize8 |= W[i]->dtype == HA_Q8P;
+    }
+    if (quantize8) { /* the same, group by group into int8 (formats.h's w8a8 class) */
+        const int64_t n = W[0]->cols, groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+        const size_t xb = ha_row_bytes(HA_Q8, n);
+        for (int64_t t = 0; t < T; t++) ha_quant_act8(c->kern->quant_q8, X + t * n, n, c->xq8 + t * xb, c->xq8_sum + t * groups);
+        j->Xq8 = c->xq8;
+        j->xq8_sum = c->xq8_sum;
     }
     if (quantize) { /* each token's row on its own, once, shared by the threads (T * n: small beside the matmul) */
         const int64_t n = W[0]->cols, width = ha_act_width(n);

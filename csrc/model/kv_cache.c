@@ -246,7 +246,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->pos = malloc(R * sizeof(int64_t));
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
-    int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_fused = 0;
+    int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_w8a8 = m->w.lm_head.dtype == HA_Q8P, any_fused = 0;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_matrix *mats[LAYER_MATRICES];
         ha_layer_matrices(&m->layers[l], mats);
@@ -254,6 +254,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
             if (mats[i]->data) {
                 all_f32 &= mats[i]->dtype == HA_F32;
                 any_int |= ha_dtype_is_int(mats[i]->dtype);
+                any_w8a8 |= mats[i]->dtype == HA_Q8P;
             }
         any_fused |= m->layers[l].wqkv.data || m->layers[l].w_gate_up.data;
     }
@@ -269,6 +270,12 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         c->xq = malloc(R * (size_t)ha_act_width((int64_t)widest) * sizeof(int16_t));
         c->xq_scale = malloc(R * fl);
         xq_ok = c->xq && c->xq_scale;
+    }
+    if (any_w8a8) {
+        const int64_t groups = ((int64_t)widest + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+        c->xq8 = malloc(R * ha_row_bytes(HA_Q8, (int64_t)widest));
+        c->xq8_sum = malloc(R * (size_t)groups * sizeof(int32_t));
+        xq_ok &= c->xq8 && c->xq8_sum;
     }
     if (any_fused) {
         const size_t qkv = (size_t)(m->q_dim + 2 * m->kv_dim);
@@ -309,7 +316,7 @@ void ha_llama_context_free(ha_llama_context *c) {
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
     void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->long_rope, c->slots, c->layer_at, c->x, c->xn, c->q,
                      c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq,
-                     c->wide, c->xq, c->xq_scale };
+                     c->wide, c->xq, c->xq_scale, c->xq8, c->xq8_sum };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

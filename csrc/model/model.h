@@ -70,6 +70,8 @@ struct ha_llama_context {
     int64_t hidden_at;    /* index in that append of the forward's first token */
     int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
     float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
+    char *xq8;            /* (R, ha_row_bytes(HA_Q8, max(d, q_dim, f))) a matmul's input quantized for w8a8 weights */
+    int32_t *xq8_sum;     /* (R, its groups) each group's sum of integers; both NULL if no matrix is w8a8 */
 };
 
 /* The matrices of one layer (absent ones have data == NULL), into out (weights.c). */

@@ -1,14 +1,15 @@
 /* Weight conversion at load, split across the thread pool: float32 / bfloat16 / float16 quantized to HA_Q8
- * (int8, one float scale per HA_Q8_GROUP weights) or HA_Q4 (int4, per HA_Q4_GROUP), or repacked into panels
- * (HA_F32P, HA_BF16P, HA_F16P). */
+ * (int8, one float scale per HA_Q8_GROUP weights), HA_Q8P (the same in panels, for int8 activations) or HA_Q4
+ * (int4, per HA_Q4_GROUP), or repacked into panels (HA_F32P, HA_BF16P, HA_F16P). */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "../core/core.h"
 #include "../kernels/kernels.h"
 
 typedef struct quant_job {
     const ha_matrix *src;
-    ha_dtype to; /* HA_Q8 or HA_Q4 */
+    ha_dtype to; /* HA_Q8, HA_Q8P or HA_Q4 */
     char *dst;
     atomic_llong bad_row; /* a row holding NaN or inf (it would poison its group), or -1 */
 } quant_job;
@@ -33,6 +34,34 @@ static void quant_rows(void *ctx, int64_t r0, int64_t r1) {
             if (!quant(x, len, out)) atomic_store(&j->bad_row, (long long)r);
         }
     }
+}
+
+/* HA_Q8P: panels [p0, p1), each row's groups quantized as quant_rows does for HA_Q8 (the same integers and
+ * scales), then laid out as ha.h's group blocks; rows past the matrix's last give zeros. */
+static void quant_panels(void *ctx, int64_t p0, int64_t p1) {
+    quant_job *j = ctx;
+    const ha_matrix *m = j->src;
+    const ha_kernels *k = ha_kernels_get();
+    const int64_t n = m->cols, groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    float x[HA_Q8_GROUP];
+    char q8[HA_Q8_BLOCK_BYTES];
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t g = 0; g < groups; g++) {
+            uint8_t *blk = (uint8_t *)j->dst + ((size_t)p * (size_t)groups + (size_t)g) * HA_Q8P_BLOCK_BYTES;
+            const int64_t b = g * HA_Q8_GROUP, len = n - b < HA_Q8_GROUP ? n - b : HA_Q8_GROUP;
+            for (int64_t i = 0; i < HA_PANEL_ROWS; i++) {
+                const int64_t r = p * HA_PANEL_ROWS + i;
+                memset(q8, 0, sizeof q8);
+                if (r < m->rows) {
+                    const char *row = (const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n);
+                    k->to_f32[m->dtype](row + ha_row_bytes(m->dtype, b), x, len);
+                    if (!k->quant_q8(x, len, q8)) atomic_store(&j->bad_row, (long long)r);
+                }
+                memcpy(blk + 4 * i, q8, 4);
+                for (int64_t c = 0; c < HA_Q8_GROUP; c++)
+                    blk[HA_PANEL_ROWS * 4 + (c / 4) * (HA_PANEL_ROWS * 4) + i * 4 + c % 4] = (uint8_t)(q8[4 + c] + 128);
+            }
+        }
 }
 
 /* What ha_quantize and ha_pack check alike: src (non-NULL) a row-major float32, bfloat16 or float16 matrix of a
@@ -62,13 +91,14 @@ static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dty
 
 ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes) {
     if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize: NULL argument");
-    if (to != HA_Q8 && to != HA_Q4)
-        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8 or int4, not %s", ha_dtype_name(to));
+    if (to != HA_Q8 && to != HA_Q4 && to != HA_Q8P)
+        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8, w8a8 or int4, not %s", ha_dtype_name(to));
     const ha_status st = check_conversion("quantize", src, to, dst, dst_bytes);
     if (st != HA_OK) return st;
     quant_job j = { .src = src, .to = to, .dst = dst };
     atomic_init(&j.bad_row, -1);
-    ha_parallel_for(quant_rows, &j, src->rows);
+    if (to == HA_Q8P) ha_parallel_for(quant_panels, &j, (src->rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS);
+    else ha_parallel_for(quant_rows, &j, src->rows);
     if (atomic_load(&j.bad_row) >= 0)
         return ha_fail(HA_ERR_INVALID, "quantize: row %lld holds NaN or inf; the checkpoint is corrupt",
                        (long long)atomic_load(&j.bad_row));

@@ -38,17 +38,18 @@ from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_b
 
 __all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
 
-# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "int4"; cols: elements
-# per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of the
-# core's blocks (csrc/ha.h, HA_Q8: a float32 scale and 64 int8 weights per block; HA_Q4: a float32 scale and
-# 32 4-bit weights). panels: a float matrix repacked into the core's panels of PANEL_ROWS rows (csrc/ha.h,
+# array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "w8a8" | "int4"; cols:
+# elements per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of
+# the core's blocks (csrc/ha.h, HA_Q8: a float32 scale and 64 int8 weights per block; HA_Q4: a float32 scale and
+# 32 4-bit weights); w8a8 arrays the same integers and scales in the core's int8 panels (csrc/ha.h, HA_Q8P), np.uint8
+# (rows rounded up to whole panels, int8's bytes per row), with rows the matrix's rows. panels: a float matrix repacked into the core's panels of PANEL_ROWS rows (csrc/ha.h,
 # HA_BF16P...), array (rows rounded up to whole panels, cols) of the element type; rows: the matrix's rows.
 Weight = namedtuple("Weight", "array dtype cols panels rows", defaults=(False, None))
 PANEL_ROWS = 16
 _ELEMENT = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}
 
-WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "int4")
-_INTEGER = ("int8", "int4")
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "w8a8", "int4")
+_INTEGER = ("int8", "w8a8", "int4")
 _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
@@ -234,15 +235,17 @@ class _Arena:
 
 
 def _quantize(tensor, source, target, arena):
-    """(rows, cols) weights holding `source` values -> `target` ("int8" or "int4") blocks (rows, bytes per
-    row), read-only, in arena's memory; read about 8 MB at a time, so loading holds little beyond the quantized
-    copy."""
+    """(rows, cols) weights holding `source` values -> Weight of `target` ("int8", "w8a8" or "int4") blocks (rows,
+    or for w8a8 rows rounded up to whole panels, bytes per row), read-only, in arena's memory; read about 8 MB at a
+    time, so loading holds little beyond the quantized copy."""
     rows, cols = tensor.shape
-    out = arena.empty((rows, _core.row_bytes(target, cols)), np.uint8)
-    for r, chunk in tensor.chunks():
-        _core.quantize(chunk, source, out[r:r + chunk.shape[0]], target)
+    multiple = PANEL_ROWS if target == "w8a8" else 1
+    out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes("int8" if multiple > 1 else target, cols)),
+                      np.uint8)
+    for r, chunk in tensor.chunks(multiple):
+        _core.quantize(chunk, source, out[r:r + -(-chunk.shape[0] // multiple) * multiple], target)
     out.flags.writeable = False
-    return out
+    return Weight(out, target, cols, False, rows)
 
 
 def _pack(tensor, source, target, arena):
@@ -301,10 +304,10 @@ def load_checkpoint(directory, dtype=None, repack=True, progress=None):
     """Load config.json and the weights of a checkpoint directory of any supported family -> Checkpoint.
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
-    "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8" and "int4"
-    quantize them (a float32 scale per 64 int8 or 32 int4 weights), except the tables read a row per token (an
+    "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8", "w8a8" and "int4"
+    quantize them (a float32 scale per 64 int8 or 32 int4 weights; w8a8 holds int8's in panels for int8 activations), except the tables read a row per token (an
     untied embedding, GPT-2's learned positions), which stay as stored. Vectors (norms, biases) are rounded to a
-    float dtype too, then held as float32 (copies); with "int8" or "int4" they stay as stored. repack (the
+    float dtype too, then held as float32 (copies); with "int8", "w8a8" or "int4" they stay as stored. repack (the
     default) copies float matrices into the core's panels (Weight.panels), for the kernels that verify and
     prefill many tokens at once; the row-per-token tables are copied row-major, so that no weight maps the file.
     repack=False keeps matrices row-major, those in their stored dtype as views of the file's memory map (see the
@@ -426,7 +429,7 @@ def _load_one(spec, tensor, file, config, target, repack, arena):
         kept = held == source and not repack  # else read once into panels or blocks and dropped
         tensor = _Transposed(tensor, arena.empty if kept else np.empty)
     if spec.is_matrix and held in _INTEGER:
-        return Weight(_quantize(tensor, source, held, arena), held, tensor.shape[1])
+        return _quantize(tensor, source, held, arena)
     if spec.is_matrix and held == source and not repack and not spec.transposed:
         # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file
         # truncated meanwhile is caught by check_unchanged() before anything reads the map.

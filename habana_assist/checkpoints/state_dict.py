@@ -89,6 +89,20 @@ def dequantize(array, dtype, cols):
     return np.ascontiguousarray((q * scales).reshape(rows, count * group)[:, :cols])
 
 
+def dequantize_panels(array, cols, rows):
+    """w8a8 panels (rows rounded up to whole panels, int8's bytes per row) of uint8 (csrc/ha.h, HA_Q8P) -> float32
+    (rows, cols): each element scale * q, as the core's kernels compute with it."""
+    group, panel_rows = _GROUP["int8"], 16
+    count = -(-cols // group)
+    blocks = np.asarray(array).reshape(-1, count, panel_rows * _BLOCK_BYTES["int8"])  # (panels, groups, block)
+    panels = blocks.shape[0]
+    scales = np.ascontiguousarray(blocks[:, :, :4 * panel_rows]).view(np.float32)  # (panels, groups, 16)
+    q = (blocks[:, :, 4 * panel_rows:].astype(np.int16) - 128).reshape(panels, count, group // 4, panel_rows, 4)
+    q = q.transpose(0, 3, 1, 2, 4).reshape(panels, panel_rows, count, group).astype(np.float32)
+    values = q * scales.transpose(0, 2, 1)[:, :, :, None]
+    return np.ascontiguousarray(values.reshape(panels * panel_rows, count * group)[:rows, :cols])
+
+
 def _maps_file(array):
     """Whether array views an np.memmap (a file's read-only map: repack=False as stored)."""
     base = array
@@ -118,7 +132,9 @@ def _array(model, name, for_torch):
     the module's docstring says; bfloat16 as np.uint16 bits for torch (float32 values for numpy)."""
     weight = model._weights[name]
     held = weight.array
-    if weight.dtype in _GROUP:
+    if weight.dtype == "w8a8":
+        values = dequantize_panels(held, weight.cols, weight.rows)
+    elif weight.dtype in _GROUP:
         values = dequantize(held, weight.dtype, weight.cols)
     elif weight.panels:
         values = unpack_panels(held, weight.dtype, weight.rows, weight.cols)
