@@ -316,7 +316,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * A step of a HA_Q8P group block is one register: 16 rows x 4 weights (as q + 128, unsigned), lane i = row i.
  * vpdpbusd multiplies it by the token's 4 activations of the step (signed, broadcast to every lane) and adds
  * each lane's four products into its int32: after the group's 16 steps lane i holds row i's
- * sum((q + 128) * x) = isum + 128 * xsum, exact, and isum follows by subtracting 128 * xsum (exact). Then
+ * sum((q + 128) * x) = isum + 128 * xsum, exact, so starting the sum at -128 * xsum leaves isum (exact). Then
  * y = fma(float(isum), wscale * xscale, y), the formats.h chain, for 16 rows at once. A tile of P panels x S
  * tokens keeps P * S integer and P * S float accumulators; the weights of the P panels are read once per
  * tile of tokens (the next tile reads them from L1 or L2). */
@@ -332,8 +332,10 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
         _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {
         __m512i dp[W8_MAX_P][W8_MAX_S];
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+            const __m512i corr = _mm512_set1_epi32(-128 * xsum[(t + s) * groups + g]);
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) dp[p][s] = corr;
+        }
         const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
         const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
         _Pragma("GCC unroll 16") for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
@@ -351,15 +353,12 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
             }
         }
         _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
-            const int32_t *xsg = xsum + (t + s) * groups + g;
             float xs;
             memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
-            const __m512i corr = _mm512_set1_epi32(128 * *xsg);
             const __m512 vxs = _mm512_set1_ps(xs);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const __m512 ws = _mm512_loadu_ps((const float *)(blk + (size_t)p * pstride));
-                const __m512 isum = _mm512_cvtepi32_ps(_mm512_sub_epi32(dp[p][s], corr));
-                acc[p][s] = _mm512_fmadd_ps(isum, _mm512_mul_ps(ws, vxs), acc[p][s]);
+                acc[p][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp[p][s]), _mm512_mul_ps(ws, vxs), acc[p][s]);
             }
         }
     }
@@ -385,7 +384,9 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
     default: tile_w8a8(P, 1, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;            \
     }
 
-/* Y[t, r] for r0 <= r < r1: groups of up to four panels, each run by tiles of up to four tokens (as even as
+#define W8_PANELS(T) 4 /* panels per tile */
+
+/* Y[t, r] for r0 <= r < r1: groups of W8_PANELS panels, each run by tiles of up to four tokens (as even as
  * possible). */
 AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                                int64_t T, float *Y, int64_t ldy) {
@@ -395,7 +396,7 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
     const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
     const int64_t tiles = (T + W8_MAX_S - 1) / W8_MAX_S;
     for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {
-        const int64_t np = p_end - p < W8_MAX_P ? p_end - p : W8_MAX_P;
+        const int64_t np = p_end - p < W8_PANELS(T) ? p_end - p : W8_PANELS(T);
         for (int64_t t = 0, i = 0; i < tiles; i++) {
             const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);
             switch (np) {

@@ -158,7 +158,7 @@ static uint16_t half_from_float(float f) {
 static const char *dname(ha_dtype t) {
     static const char *names[HA_NDTYPES] = { [HA_F32] = "f32", [HA_BF16] = "bf16", [HA_F16] = "f16", [HA_Q8] = "q8",
                                              [HA_Q4] = "q4", [HA_F32P] = "f32 panels", [HA_BF16P] = "bf16 panels",
-                                             [HA_F16P] = "f16 panels" };
+                                             [HA_F16P] = "f16 panels", [HA_Q8P] = "w8a8" };
     return (unsigned)t < HA_NDTYPES ? names[t] : "?";
 }
 /* The row-major dtype whose values a panel dtype holds (t itself for the others). */
@@ -173,6 +173,28 @@ static void *make_row_major_weights(ha_dtype dt, int64_t rows, int64_t cols, rng
  * those values quantized by ha_quantize, panel dtypes those of their element type repacked by ha_pack. vals
  * (rows * cols,) receives the exact stored values (may be NULL). */
 static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
+    if (dt == HA_Q8P) { /* the same values quantized to HA_Q8 and to HA_Q8P: every element equal, padding zero */
+        float *src = make_row_major_weights(HA_F32, rows, cols, r, scale, wide, NULL);
+        ha_matrix m = { .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols) };
+        const size_t bytes = ha_matrix_bytes(HA_Q8P, rows, cols), rbytes = ha_matrix_bytes(HA_Q8, rows, cols);
+        char *buf = xmalloc(bytes), *q8 = xmalloc(rbytes);
+        memset(buf, 0xff, bytes); /* ha_quantize must write every byte, the padding rows' too */
+        CHECK_OK(ha_quantize(&m, HA_Q8P, buf, bytes));
+        CHECK_OK(ha_quantize(&m, HA_Q8, q8, rbytes));
+        const int64_t prow = (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS;
+        const int64_t pcol = (cols + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP;
+        for (int64_t i = 0; i < prow; i++)
+            for (int64_t k = 0; k < pcol; k++) {
+                const float want = i < rows && k < cols ? ha_q8_at(q8 + (size_t)i * ha_row_bytes(HA_Q8, cols), k) : 0.0f;
+                const float got = ha_panel_at(buf, HA_Q8P, cols, i, k);
+                CHECK(fbits(got) == fbits(want), "quantize w8a8 (%lld, %lld): element (%lld, %lld) expected int8's %g, got %g",
+                      (long long)rows, (long long)cols, (long long)i, (long long)k, (double)want, (double)got);
+                if (vals && i < rows && k < cols) vals[i * cols + k] = got;
+            }
+        free(src);
+        free(q8);
+        return buf;
+    }
     if (!ha_dtype_is_panels(dt)) return make_row_major_weights(dt, rows, cols, r, scale, wide, vals);
     const ha_dtype el = element_dtype(dt);
     void *src = make_row_major_weights(el, rows, cols, r, scale, wide, vals);
@@ -258,6 +280,17 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
  * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                        int64_t T, float *Y, int64_t ldy) {
+    if (dt == HA_Q8P) { /* w8a8: each token's row quantized group by group (ha_quant_act8) */
+        const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+        const size_t xb = ha_row_bytes(HA_Q8, n);
+        char *q = xmalloc((size_t)T * xb);
+        int32_t *xsum = xmalloc((size_t)(T * groups) * sizeof *xsum);
+        for (int64_t t = 0; t < T; t++) ha_quant_act8(k->quant_q8, X + t * n, n, q + t * xb, xsum + t * groups);
+        k->matmul_w8a8(W, n, r0, r1, q, xsum, T, Y, ldy);
+        free(q);
+        free(xsum);
+        return;
+    }
     if (!ha_dtype_is_int(dt)) {
         k->matmul[dt](W, n, r0, r1, X, T, Y, ldy);
         return;
@@ -297,13 +330,18 @@ static void test_kernels_matmul_matches_double(void) {
                      * its own in test_quant_act_variants_match_the_reference) */
                     double *xv = xmalloc((size_t)(T * n) * sizeof(double));
                     int16_t *q = xmalloc((size_t)ha_act_width(n) * sizeof *q);
+                    char *q8 = xmalloc(ha_row_bytes(HA_Q8, n));
+                    int32_t xsum[16];
                     for (int64_t t = 0; t < T; t++) {
                         float qs = 1.0f;
                         if (ha_dtype_is_int((ha_dtype)dt)) ha_quant_act_ref(X + t * n, n, q, &qs);
+                        if (dt == HA_Q8P) ha_quant_act8(ha_quant_q8_ref, X + t * n, n, q8, xsum);
                         for (int64_t i = 0; i < n; i++)
-                            xv[t * n + i] = ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs : (double)X[t * n + i];
+                            xv[t * n + i] = dt == HA_Q8P ? ha_q8_at(q8, i)
+                                          : ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs : (double)X[t * n + i];
                     }
                     free(q);
+                    free(q8);
                     float *Y = xmalloc((size_t)(T * ldy) * sizeof(float));
                     for (int64_t i = 0; i < T * ldy; i++) Y[i] = bits_f(SENTINEL);
                     run_matmul(ks[v], (ha_dtype)dt, W, n, r0, r1, X, T, Y, ldy);
@@ -643,6 +681,56 @@ static void test_kernels_matmul_batch_invariant(void) {
                 free(full);
                 free(part);
             }
+}
+
+/* The w8a8 class (formats.h): integer sums per group, then one float chain over the groups, so every variant gives
+ * the scalar reference's bits, for every chunk size and row range (panels cut by the range's ends); a row of
+ * activations holding NaN makes that token's outputs NaN and leaves the others' bits alone. */
+static void test_kernels_w8a8_bitwise_across_variants(void) {
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 9 };
+    static const int64_t WN[] = { 1, 63, 64, 65, 200, 512 };
+    static const int64_t WT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 31, 33, 64 };
+    const int64_t rows = 53, ldy = rows;
+    static const int64_t R0[] = { 0, 5, 16, 17 }, R1[] = { 53, 48, 33, 18 };
+    for (size_t a = 0; a < COUNT(WN); a++) {
+        const int64_t n = WN[a];
+        void *W = make_weights(HA_Q8P, rows, n, &r, 1.0, 1, NULL);
+        for (size_t b = 0; b < COUNT(WT); b++) {
+            const int64_t T = WT[b];
+            float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
+            if (T > 2) X[n + n / 2] = NAN; /* token 1 */
+            float *ref = xcalloc((size_t)(T * ldy), sizeof(float)), *got = xcalloc((size_t)(T * ldy), sizeof(float));
+            for (size_t c = 0; c < COUNT(R0); c++) {
+                run_matmul(ks[0], HA_Q8P, W, n, R0[c], R1[c], X, T, ref, ldy);
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t i = R0[c]; i < R1[c]; i++)
+                        CHECK((T > 2 && t == 1) == (isnan(ref[t * ldy + i]) != 0),
+                              "scalar w8a8 n=%lld T=%lld: output (%lld, %lld) expected NaN only for the token holding one, got %g",
+                              (long long)n, (long long)T, (long long)t, (long long)i, (double)ref[t * ldy + i]);
+                for (int v = 1; v < nk; v++) {
+                    memset(got, 0, (size_t)(T * ldy) * sizeof(float));
+                    run_matmul(ks[v], HA_Q8P, W, n, R0[c], R1[c], X, T, got, ldy);
+                    for (int64_t t = 0; t < T; t++) {
+                        if (T > 2 && t == 1) continue; /* NaN's payload may differ */
+                        CHECK_SAME_FLOATS(ref + t * ldy + R0[c], got + t * ldy + R0[c], (size_t)(R1[c] - R0[c]),
+                                          "w8a8 %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", kn[v], (long long)n,
+                                          (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
+                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "w8a8 %s: wrote below row %lld", kn[v],
+                              (long long)R0[c]);
+                        CHECK(R1[c] == rows || fbits(got[t * ldy + R1[c]]) == 0, "w8a8 %s: wrote at row %lld", kn[v],
+                              (long long)R1[c]);
+                    }
+                }
+            }
+            free(X);
+            free(ref);
+            free(got);
+        }
+        free(W);
+    }
 }
 
 static void test_kernels_select_by_name(void) {
@@ -3731,6 +3819,7 @@ static const test_case TESTS[] = {
     T(kernels_attention_blocks_equal_dot_axpy),
     T(kernels_exp_bitwise_ha_expf),
     T(kernels_matmul_batch_invariant),
+    T(kernels_w8a8_bitwise_across_variants),
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
     T(prefetcher_stays_in_its_region),
