@@ -593,8 +593,12 @@ def test_assisted_greedy_through_a_permuted_tokenizer_is_plain_greedy(store, fam
 
 # -------------------------------------------------------------------------------------------- quantized
 
-QUANT = {"int8": (64, 127), "int4": (32, 7)}  # (weights per group, top): csrc/ha.h HA_Q8 / HA_Q4
-QUANT_REL_TOL = 1e-3  # measured <= 2.3e-4: the int16 rounding of activations (one scale per token)
+# (weights per group, top): csrc/ha.h HA_Q8 / HA_Q4; w8a8 holds int8's values in panels (HA_Q8P)
+QUANT = {"int8": (64, 127), "w8a8": (64, 127), "int4": (32, 7)}
+QUANT_REL_TOL = {"int8": 1e-3, "int4": 1e-3,  # measured <= 2.3e-4: the int16 rounding of activations (one scale per token)
+                 # measured <= 0.092 on these random tiny models (their activations have no structure for 7-bit
+                 # steps to follow); the kernels' arithmetic itself is checked against double in tests/c
+                 "w8a8": 0.15}
 
 
 def quantized_tensors(config, tensors, dtype):
@@ -624,7 +628,7 @@ def quantized_tensors(config, tensors, dtype):
     return out
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int4"])
+@pytest.mark.parametrize("dtype", ["int8", "w8a8", "int4"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_quantized_logits_match_the_reference_on_quantized_weights(store, case, dtype):
     """Every matrix of every family is quantized along its input dimension (fused qkv and gate_up, Conv1D, tied
@@ -634,17 +638,17 @@ def test_quantized_logits_match_the_reference_on_quantized_weights(store, case, 
     _, config, tensors = store.checkpoint(case)
     got = store.model(case, dtype=dtype)(TOKENS[None]).logits[0]
     assert_matches_reference(got, R.reference_logits(config, quantized_tensors(config, tensors, dtype), TOKENS),
-                             f"{case} as {dtype}", tol=QUANT_REL_TOL)
+                             f"{case} as {dtype}", tol=QUANT_REL_TOL[dtype])
     ref = R.reference_logits(config, tensors, TOKENS)
-    if dtype == "int8":
-        rel = relative_error(got, ref)
-        assert rel < 0.1, f"{case} as int8: relative error {rel:.3g} from the float reference (expected < 0.1)"
+    if dtype in ("int8", "w8a8"):
+        rel, bound = relative_error(got, ref), 0.1 if dtype == "int8" else 0.15
+        assert rel < bound, f"{case} as {dtype}: relative error {rel:.3g} from the float reference (expected < {bound})"
     else:
         corr = float(np.corrcoef(got.astype(np.float64).ravel(), ref.ravel())[0, 1])
         assert corr > 0.7, f"{case} as int4: logits correlate {corr:.3f} with the float reference (expected > 0.7)"
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int4"])
+@pytest.mark.parametrize("dtype", ["int8", "w8a8", "int4"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_quantized_models_generate_and_assist_exactly(store, family, dtype, one_core_thread):
     """An int8 / int4 model of every family generates, bitwise the same with its float model as the draft, and

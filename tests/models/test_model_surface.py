@@ -108,7 +108,7 @@ def test_setting_config_torch_dtype_holds_the_name(store):
     assert config.to_dict()["torch_dtype"] == "float32" and config.dtype == torch.float32
 
 
-@pytest.mark.parametrize("quant", ["int8", "int4"])
+@pytest.mark.parametrize("quant", ["int8", "w8a8", "int4"])
 def test_a_quantized_model_reports_its_unquantized_dtype_as_bitsandbytes_models_do(store, quant):
     """Transformers' dtype of a bitsandbytes model is its first floating-point parameter's (the dtype it was loaded
     in); the integer format is is_loaded_in_8bit / is_loaded_in_4bit, and here weight_dtype."""
@@ -116,7 +116,7 @@ def test_a_quantized_model_reports_its_unquantized_dtype_as_bitsandbytes_models_
     assert model.dtype == torch.bfloat16 and model.config.torch_dtype == torch.bfloat16, \
         f"{quant}: expected torch.bfloat16 (the file's dtype), got {model.dtype!r}, {model.config.torch_dtype!r}"
     assert model.weight_dtype == quant and model.is_quantized
-    assert (model.is_loaded_in_8bit, model.is_loaded_in_4bit) == (quant == "int8", quant == "int4")
+    assert (model.is_loaded_in_8bit, model.is_loaded_in_4bit) == (quant != "int4", quant == "int4")
     assert f"dtype={quant}" in repr(model), repr(model)
 
 
@@ -278,6 +278,17 @@ def test_int8_and_int4_parameters_are_the_dequantized_values(store, quant, group
         error = np.abs(p.numpy().astype(np.float64) - values)
         assert (error <= step / 2 * (1 + 1e-5) + 1e-12).all(), f"{name}: off by {error.max()} (steps {step.max()})"
         assert not np.array_equal(p.numpy(), values.astype(np.float32)), f"{name}: not quantized?"
+
+
+@pytest.mark.parametrize("case", ["llama_bf16", "qwen2_f16_tied", "gpt2_f32"])
+def test_w8a8_parameters_are_int8s_values_bit_for_bit(store, case):
+    """w8a8 holds int8's quantization (the same integers and scales) in panels for int8 activations: every tensor of
+    its state_dict equals the int8 model's, bit for bit, whatever the rows' count modulo the panels' 16."""
+    w8a8, int8 = load(store, case, dtype="w8a8").state_dict(), load(store, case, dtype="int8").state_dict()
+    assert list(w8a8) == list(int8)
+    for name in int8:
+        a, b = w8a8[name].float().numpy(), int8[name].float().numpy()
+        assert a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"{case} {name}"
 
 
 def test_dequantize_reads_the_cores_blocks():
