@@ -29,7 +29,7 @@ Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_proce
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
 Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
-       [--random] [--draft-dtype int8|bfloat16|float32|auto] [--pair DIR]
+       [--random] [--target-dtype float32|w8a8|...] [--draft-dtype int8|w8a8|bfloat16|float32|auto] [--pair DIR]
 """
 
 import argparse
@@ -246,6 +246,8 @@ def main():
     ap.add_argument("--callbacks", action="store_true", help="also the cost of Python callbacks in the loop")
     ap.add_argument("--random", action="store_true", help="also the random TinyLlama-shape target (slow)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per prompt of the sampled table")
+    ap.add_argument("--target-dtype", default="float32", help="how the shipped target is held (a numerics class: "
+                    "float32, bfloat16, int8, w8a8, ...; default float32)")
     ap.add_argument("--draft-dtype", default=DEFAULT_DRAFT_DTYPE, help="how the shipped draft is held (default: the "
                     f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)")
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
@@ -260,12 +262,13 @@ def main():
     names = (os.path.join(args.pair, "pycode"), os.path.join(args.pair, "pycode-draft")) if args.pair else \
         ("habana-assist/pycode", "habana-assist/pycode-draft")
     tok = ha.AutoTokenizer.from_pretrained(names[0])
-    target = ha.AutoModelForCausalLM.from_pretrained(names[0], dtype="float32")
+    target = ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=args.target_dtype)
     # the draft held as the command line holds it (int8 unless --assistant-dtype), --draft-dtype to compare
     draft = ha.AutoModelForCausalLM.from_pretrained(names[1], dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"{'pair ' + args.pair if args.pair else 'shipped pair'} (pycode float32 + pycode-draft {draft.weight_dtype}), greedy, {n_new} new tokens per row, "
+          f"{'pair ' + args.pair if args.pair else 'shipped pair'} (pycode {target.weight_dtype} + pycode-draft "
+          f"{draft.weight_dtype}), greedy, {n_new} new tokens per row, "
           f"best of {repeats} interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
