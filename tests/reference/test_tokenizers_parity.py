@@ -196,7 +196,7 @@ def test_encodings_equal_rust_tokenizers_on_the_file(references, family):
     rust_ops, calls = _rust_ops(family)
     tok = ha.AutoTokenizer.from_pretrained(_dir(family))
     differences = []
-    for op, call, theirs in zip(rust_ops, calls, ref["results"]):
+    for op, call, theirs in zip(rust_ops, calls, ref["results"], strict=True):
         if op["op"] == "encode":  # offsets: test_difference_offsets_mapping_is_not_returned; type ids: below
             theirs = {k: theirs[k] for k in ("ids", "attention_mask")}
         ours = _plain(call(tok))
@@ -211,7 +211,7 @@ def test_tokenizer_calls_equal_transformers_but_the_named_differences(references
     assert "error" not in ref, f"Transformers could not load the {family} tokenizer: {ref.get('error')}"
     tok = ha.AutoTokenizer.from_pretrained(_dir(family))
     unexpected, gone = [], []
-    for op, theirs in zip(_ops(family), ref["results"]):
+    for op, theirs in zip(_ops(family), ref["results"], strict=True):
         ours = _run_ours(tok, op)
         reason = KNOWN.get((family, op["tag"]))
         if reason is None and ours != theirs:
@@ -231,7 +231,7 @@ def test_type_ids_of_pairs_equal_rust_tokenizers(references):
     for family in td.FAMILIES:
         rust_ops, _ = _rust_ops(family)
         tok = _unchanged(family)
-        for op, theirs in zip(rust_ops, references[family, "rust"]["results"]):
+        for op, theirs in zip(rust_ops, references[family, "rust"]["results"], strict=True):
             if op["op"] == "encode" and op.get("pair") is not None:
                 ours = tok(op["text"], op["pair"], return_token_type_ids=True)["token_type_ids"]
                 assert ours == theirs["type_ids"], f"{family} {op}: type ids {ours}, Rust {theirs['type_ids']}"

@@ -361,10 +361,11 @@ def test_difference_processors_see_each_row_without_its_padding(hf, hf_differenc
 def test_difference_assisted_generation_takes_batches_and_num_return_sequences(hf, hf_differences):
     """Transformers refuses an assistant with a batch of rows or with num_return_sequences > 1; ours runs both, and
     each greedy row is the row's plain greedy output."""
-    assert "batch" in hf_differences["assisted_batch"].get("error", "").lower(), \
-        f"Transformers now takes a batch with an assistant: {hf_differences['assisted_batch']}"
-    assert "num_return_sequences" in hf_differences["assisted_num_return_sequences"].get("error", ""), \
-        f"Transformers now takes num_return_sequences with an assistant: {hf_differences['assisted_num_return_sequences']}"
+    batch_ref, sequences_ref = hf_differences["assisted_batch"], hf_differences["assisted_num_return_sequences"]
+    assert "batch" in batch_ref.get("error", "").lower(), \
+        f"Transformers now takes a batch with an assistant: {batch_ref}"
+    assert "num_return_sequences" in sequences_ref.get("error", ""), \
+        f"Transformers now takes num_return_sequences with an assistant: {sequences_ref}"
     model, draft = _load(hf["dirs"]["llama"]["float32"]), _load(hf["dirs"]["llama"]["draft"])
     batch = model.generate(np.array(PADDED), attention_mask=np.array(PADDED_MASK), assistant_model=draft,
                            do_sample=False, max_new_tokens=4)
