@@ -4,7 +4,7 @@
 # tests in tests/reference/ run Transformers there, in a child process (tests/fixtures/hf_runner.py), and compare
 # it with habana_assist, which keeps running on Debian's /usr/bin/python3 and numpy.
 #
-# Reused while its stamp (the requirements file's and the interpreter's hash) is unchanged; otherwise built
+# Reused while its stamp (the hash of the pins and of the interpreter's version) is unchanged; otherwise built
 # anew, never patched in place. Where it cannot be built (no PyPI: a clone used offline) it says so and exits 0,
 # and the reference tests skip saying why; under CI (CI set) a failure is an error, so CI never skips them.
 set -euo pipefail
@@ -12,11 +12,12 @@ cd "$(dirname "$0")/.."
 VENV=.venv-reference
 REQ=tests/reference-requirements.txt
 STAMP="$VENV/.habana-reference-stamp"
-want=$( { cat "$REQ"; /usr/bin/python3 -VV; } | sha256sum | cut -d' ' -f1)
+# The stamp: the requirement lines (comments and blank lines left out) and the interpreter's version.
+want=$( { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$REQ"; /usr/bin/python3 -VV; } | sha256sum | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
     exit 0
 fi
-echo "reference_env: building $VENV from $REQ (PyPI; about 3.5 GB, a few minutes on a fresh machine)"
+echo "reference_env: building $VENV from $REQ (PyPI: several GB and minutes; docs/transformers-parity.md says how much)"
 started=$SECONDS
 build() {  # one && chain: set -e does not act inside a function called before ||
     rm -rf "$VENV" &&
