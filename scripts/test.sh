@@ -18,6 +18,11 @@ if ! cmp -s tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana
     npm ci --prefix tests/data/npm --no-audit --no-fund --loglevel=error
     cp tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana-installed-lock
 fi
+# The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors
+# and numpy pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built once, reused while its
+# stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip and say why; under CI
+# (CI set) this step fails instead, so CI always runs them.
+bash scripts/reference_env.sh
 # The browser tests (tests/fixtures/browser.py: the notebook view in a light and a dark page, its colours read back
 # from the browser): Debian's chromium, headless. Where it cannot be installed, those tests skip and say why.
 if ! command -v chromium >/dev/null; then
@@ -47,7 +52,7 @@ installed() {  # one && chain: set -e does not act inside a function called befo
     /usr/bin/python3 -m venv --system-site-packages "$work/venv" &&
     mkdir -p "$work/src/build" &&
     tar -cf - --exclude=.git --exclude=tests --exclude='*.egg-info' --exclude=__pycache__ --exclude='*.so' \
-        --exclude=./build --exclude=.pytest_cache . | tar -C "$work/src" -xf - &&
+        --exclude=./build --exclude=.pytest_cache --exclude='./.venv*' . | tar -C "$work/src" -xf - &&
     cp -a build/setup "$work/src/build/setup" &&
     printf '[build]\nbuild_lib = build/setup\n' >"$work/src/setup.cfg" &&
     "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$work/src" &&

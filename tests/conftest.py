@@ -32,6 +32,21 @@ if os.environ.get("HA_TEST_INSTALLED"):
                            f"checkout {os.environ['HA_TEST_INSTALLED']}; imported {_imported}")
 
 
+@pytest.fixture(scope="session")
+def hf_reference():
+    """Transformers in the reference environment (tests/fixtures/hf_reference.py: HFReference, whose run(jobs)
+    runs a batch of jobs in one child process). Where the environment is missing (a clone used offline) the test
+    skips and says how to build it; under CI (CI set) that is a failure instead, so CI never skips these tests."""
+    import hf_reference as ref
+
+    reason = ref.missing_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the reference tests, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return ref.HFReference()
+
+
 @pytest.fixture
 def one_core_thread():
     """The core on one thread for the test, then back to what it was (results never depend on it; tiny models

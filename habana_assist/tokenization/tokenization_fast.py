@@ -18,6 +18,10 @@ from .tokenizer_files import (_SPECIAL_NAMES, TOKENIZER_JSON_FILE, _added_tokens
 # from bos/eos and add_bos_token (default true) / add_eos_token (default false) (update_post_processor in __init__).
 _LLAMA_CLASSES = frozenset({"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast",
                             "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"})
+# Classes that pad on the left unless tokenizer_config.json says otherwise (their padding_side class attribute).
+_LEFT_PADDING_CLASSES = frozenset({"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast",
+                                   "CodeLlamaTokenizer", "CodeLlamaTokenizerFast", "CohereTokenizer",
+                                   "CohereTokenizerFast"})
 # Classes whose model_input_names leave out token_type_ids (PreTrainedTokenizerFast's default has them).
 _NO_TYPE_IDS_CLASSES = _LLAMA_CLASSES | {"Qwen2Tokenizer", "Qwen2TokenizerFast", "GPT2Tokenizer",
                                          "GPT2TokenizerFast", "GPTNeoXTokenizerFast", "CodeGenTokenizer",
@@ -54,6 +58,8 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         self.model_input_names = ["input_ids", "attention_mask"] if self._class in _NO_TYPE_IDS_CLASSES else \
             ["input_ids", "token_type_ids", "attention_mask"]
         defaults = self._defaults_from_json(json_file)
+        if self._class in _LEFT_PADDING_CLASSES:
+            defaults.setdefault("padding_side", "left")
         self._read_common_config({**defaults, **config}, arguments)
         self._check_unreproduced(config, arguments)
         self._bound = 0
@@ -183,7 +189,10 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
 
     @property
     def all_special_tokens(self):
-        return list(dict.fromkeys(super().all_special_tokens + list(self._extra_special_tokens.values())))
+        """Transformers 5's order: the named ones (bos ... mask), the model's extra named ones (Gemma 3's image
+        tokens), then the additional ones (add_special_tokens' additional_special_tokens among them)."""
+        named = [t for t in self._special_tokens.values() if t is not None]
+        return list(dict.fromkeys(named + list(self._extra_special_tokens.values()) + self._additional_special_tokens))
 
     # ---- add_bos_token / add_eos_token ------------------------------------------------------------------------
 

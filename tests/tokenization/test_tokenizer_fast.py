@@ -112,6 +112,26 @@ def test_autotokenizer_reads_tokenizer_json_with_the_configs_special_tokens(toks
         assert tok.convert_ids_to_tokens(tid) == token and tok.convert_tokens_to_ids(token) == tid
 
 
+def test_llama_and_gemma_classes_pad_left_unless_the_config_says_otherwise(toks, tmp_path):
+    """Transformers' LlamaTokenizer and GemmaTokenizer (fast, and every class in Transformers 5) set padding_side
+    "left" as a class attribute: the Llama 2 files name the class and no side; Llama 3's class
+    (PreTrainedTokenizerFast) pads right; a config's padding_side wins over the class."""
+    assert toks["llama2"].padding_side == "left", toks["llama2"].padding_side
+    assert toks["llama3"].padding_side == "right", toks["llama3"].padding_side
+    right = ha.AutoTokenizer.from_pretrained(str(_checkpoint(tmp_path, "llama2", {"padding_side": "right"})))
+    assert right.padding_side == "right", right.padding_side
+
+
+def test_all_special_tokens_in_transformers_order():
+    """Named ones, the model's extra named ones (Gemma 3's image tokens), then the additional ones, as Transformers
+    5 lists them, also after add_special_tokens."""
+    tok = ha.AutoTokenizer.from_pretrained(_models("gemma3"))
+    tok.add_special_tokens({"additional_special_tokens": ["<|special_one|>"]})
+    want = ["<bos>", "<end_of_turn>", "<unk>", "<pad>", "<start_of_image>", "<end_of_image>", "<image_soft_token>",
+            "<|special_one|>"]
+    assert tok.all_special_tokens == want, f"expected {want}, got {tok.all_special_tokens}"
+
+
 def test_config_details_as_transformers_exposes_them(toks):
     assert toks["llama2"].model_max_length == 10 ** 30 or toks["llama2"].model_max_length > 10 ** 29
     assert toks["qwen3"].model_max_length == 131072 and toks["gemma3"].padding_side == "left"
