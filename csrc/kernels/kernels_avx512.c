@@ -322,7 +322,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * tile of tokens (the next tile reads them from L1 or L2). */
 #define W8_MAX_P 4
 #define W8_MAX_S 4
-#define W8_AHEAD 1024 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
+#define W8_AHEAD 2048 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
 
 AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_t groups, int64_t p0, const char *X,
                              size_t xb, const int32_t *xsum, int64_t t, float *Y, int64_t ldy, int64_t r0,
@@ -347,7 +347,7 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64;
-                if (k % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+                __builtin_prefetch(wp + W8_AHEAD, 0, 3);
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
                 _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_dpbusd_epi32(dp[p][s], w, xv[s]);
             }
