@@ -43,7 +43,9 @@ int parse_dtype(PyObject *name, ha_dtype *out) {
 }
 
 const char *dtype_format(ha_dtype t) {
-    return t == HA_F32 || t == HA_F32P ? "f" : t == HA_Q8 || t == HA_Q4 || t == HA_Q8P ? "B" : t == HA_F16 || t == HA_F16P ? "e" : "H";
+    if (t == HA_F32 || t == HA_F32P) return "f";
+    if (t == HA_Q8 || t == HA_Q4 || t == HA_Q8P) return "B";
+    return t == HA_F16 || t == HA_F16P ? "e" : "H";
 }
 
 int check_keys(PyObject *d, const char *const *allowed, const char *what, const char *noun) {

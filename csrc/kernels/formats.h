@@ -32,7 +32,9 @@ static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA
 static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
 /* Weights in panels (float ones by ha_pack, HA_Q8P by ha_quantize), and the panel dtype of a row-major float one
  * (HA_NDTYPES if none). */
-static inline int ha_dtype_is_panels(ha_dtype t) { return t == HA_F32P || t == HA_BF16P || t == HA_F16P || t == HA_Q8P; }
+static inline int ha_dtype_is_panels(ha_dtype t) {
+    return t == HA_F32P || t == HA_BF16P || t == HA_F16P || t == HA_Q8P;
+}
 static inline ha_dtype ha_panel_dtype(ha_dtype t) {
     return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
 }

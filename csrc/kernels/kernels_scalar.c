@@ -143,7 +143,8 @@ static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const 
             for (int64_t g = 0; g < groups; g++) {
                 const char *blk = ha_q8p_block(W, n, p, g), *xg = Xq + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES;
                 int32_t isum = 0;
-                for (int k = 0; k < HA_Q8_GROUP; k++) isum += ha_q8p_q(blk, i, k) * (int32_t)((const int8_t *)xg)[4 + k];
+                const int8_t *xq = (const int8_t *)xg + 4;
+                for (int k = 0; k < HA_Q8_GROUP; k++) isum += ha_q8p_q(blk, i, k) * (int32_t)xq[k];
                 float xs;
                 memcpy(&xs, xg, sizeof xs);
                 const float sc = ha_q8p_scale(blk, i) * xs;

@@ -138,7 +138,8 @@ static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int coun
     if (quantize8) { /* the same, group by group into int8 (formats.h's w8a8 class) */
         const int64_t n = W[0]->cols, groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
         const size_t xb = ha_row_bytes(HA_Q8, n);
-        for (int64_t t = 0; t < T; t++) ha_quant_act8(c->kern->quant_q8, X + t * n, n, c->xq8 + t * xb, c->xq8_sum + t * groups);
+        for (int64_t t = 0; t < T; t++)
+            ha_quant_act8(c->kern->quant_q8, X + t * n, n, c->xq8 + t * xb, c->xq8_sum + t * groups);
         j->Xq8 = c->xq8;
         j->xq8_sum = c->xq8_sum;
     }

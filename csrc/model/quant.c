@@ -92,7 +92,8 @@ static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dty
 ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes) {
     if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize: NULL argument");
     if (to != HA_Q8 && to != HA_Q4 && to != HA_Q8P)
-        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8, w8a8 or int4, not %s", ha_dtype_name(to));
+        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8, w8a8 or int4, not %s",
+                       ha_dtype_name(to));
     const ha_status st = check_conversion("quantize", src, to, dst, dst_bytes);
     if (st != HA_OK) return st;
     quant_job j = { .src = src, .to = to, .dst = dst };

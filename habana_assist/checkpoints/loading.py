@@ -42,8 +42,9 @@ __all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_we
 # elements per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of
 # the core's blocks (csrc/ha.h, HA_Q8: a float32 scale and 64 int8 weights per block; HA_Q4: a float32 scale and
 # 32 4-bit weights); w8a8 arrays the same integers and scales in the core's int8 panels (csrc/ha.h, HA_Q8P), np.uint8
-# (rows rounded up to whole panels, int8's bytes per row), with rows the matrix's rows. panels: a float matrix repacked into the core's panels of PANEL_ROWS rows (csrc/ha.h,
-# HA_BF16P...), array (rows rounded up to whole panels, cols) of the element type; rows: the matrix's rows.
+# (rows rounded up to whole panels, int8's bytes per row), with rows the matrix's rows. panels: a float matrix
+# repacked into the core's panels of PANEL_ROWS rows (csrc/ha.h, HA_BF16P...), array (rows rounded up to whole
+# panels, cols) of the element type; rows: the matrix's rows.
 Weight = namedtuple("Weight", "array dtype cols panels rows", defaults=(False, None))
 PANEL_ROWS = 16
 _ELEMENT = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}
