@@ -56,7 +56,8 @@ void ha_pool_alone(int on);
 /* What the current pool has done since it started (all zero when none runs): for tests. */
 typedef struct ha_pool_stats {
     int64_t jobs_pooled;   /* jobs offered to the workers */
-    int64_t jobs_alone;    /* jobs of more than one piece the caller ran alone while the pool did not pay */
+    int64_t jobs_alone;    /* jobs of more than one piece the caller ran alone: to time them, or while the pool
+                              did not pay */
     int64_t backoffs;      /* times the caller stopped offering jobs to the workers */
     int64_t caller_sleeps; /* times the caller slept waiting for a worker's piece */
     int workers_asleep;    /* workers asleep now, waiting for a job */

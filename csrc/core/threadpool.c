@@ -11,10 +11,12 @@
  *    CALLER_SPIN_NS for pieces still running, then each sleeps on a futex, which hands its core to whichever
  *    thread (perhaps the one holding the last piece) the scheduler runs there;
  *  - a worker descheduled while holding a piece still holds up its job, which nothing can take back without
- *    computing an index twice; so the caller measures each job against what running it alone would have
- *    cost, and when the pool's jobs stop paying (their balance, capped at CREDIT_MAX_NS, goes negative) it
- *    runs jobs alone for a while: BACKOFF_MIN_NS at first, doubling while the pool keeps losing, up to
- *    BACKOFF_MAX_NS, then tries the pool again. On an idle machine the pool never loses and this never
+ *    computing an index twice; and two threads can be slower than one where they share a core's units or its
+ *    memory bandwidth with others. So the caller times jobs: each kind of job (its function and size) now and
+ *    then alone (ALONE_EVERY), and the rest on the pool, whose time it holds against the kind's time alone.
+ *    When the pool's jobs stop paying (their balance, capped at CREDIT_MAX_NS, goes negative) it runs every
+ *    job alone for a while: BACKOFF_MIN_NS at first, doubling while the pool keeps losing, up to
+ *    BACKOFF_MAX_NS, then tries the pool again. On an idle machine the pool does not lose and this never
  *    triggers; beside a busy process the default costs about what one thread does. */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -35,9 +37,20 @@
 #define WORKER_SPIN_NS 100000         /* a forward's jobs come microseconds apart; between calls, sleep */
 #define CALLER_SPIN_NS 30000          /* pieces in flight take a few microseconds unless their thread is off */
 #define CREDIT_MAX_NS 2000000         /* the most the pool's past gains can excuse of a stall */
+#define CREDIT_PROBE_NS 300000        /* the balance a try of the pool starts with */
 #define BACKOFF_MIN_NS 1000000
 #define BACKOFF_MAX_NS 128000000
+#define ALONE_EVERY 64                /* of a kind's jobs, one runs alone to keep its time alone current */
+#define KINDS 64                      /* kinds of job timed (hash slots) */
 #define UNCLAIMED 0xFFFFFFFFu         /* a piece number above any job's: nothing to take while a job is set up */
+
+/* A kind of job, and what running it alone takes. */
+typedef struct kind {
+    ha_range_fn fn;
+    int64_t n;
+    int64_t alone_ns;                 /* a moving average of its times alone; 0: not timed yet */
+    unsigned jobs;
+} kind;
 
 typedef struct pool {
     int n_threads;                    /* including the caller */
@@ -57,6 +70,7 @@ typedef struct pool {
     atomic_int stop;
     /* The caller's bookkeeping (under run_mu): when the pool pays, see the top of this file. */
     int64_t credit, backoff, alone_until;
+    kind kinds[KINDS];
     ha_pool_stats stats;
 } pool;
 
@@ -86,13 +100,12 @@ static void futex_wake(atomic_uint *word, int count) {
     syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 
-/* Takes pieces of the current job, one at a time, until none is left; returns how many this thread ran. */
-static unsigned run_pieces(pool *p) {
-    unsigned ran = 0;
+/* Takes pieces of the current job, one at a time, until none is left. */
+static void run_pieces(pool *p) {
     uint_fast64_t w = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         const uint32_t k = (uint32_t)w;
-        if (k == UNCLAIMED) return ran;
+        if (k == UNCLAIMED) return;
         ha_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
@@ -101,12 +114,11 @@ static unsigned run_pieces(pool *p) {
         /* The caller marks `claim` UNCLAIMED before it rewrites the job (release fence between): if what was
          * just read is the next job's, that mark is visible to the claim below, which then fails. */
         atomic_thread_fence(memory_order_acquire);
-        if (k >= pieces) return ran;
+        if (k >= pieces) return;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         const int64_t b = (int64_t)k * grain;
         fn(ctx, b, b + grain < n ? b + grain : n);
-        ran++;
         if (atomic_fetch_add(&p->done, 1) + 1 == pieces && atomic_load(&p->caller_asleep))
             futex_wake(&p->done, 1);
         w = atomic_load_explicit(&p->claim, memory_order_acquire);
@@ -191,6 +203,7 @@ static ha_status pool_create(int n, pool **out) {
     if (!p) return ha_fail(HA_ERR_NOMEM, "out of memory creating a pool of %d threads", n);
     p->n_threads = 1;
     p->backoff = BACKOFF_MIN_NS;
+    p->credit = CREDIT_PROBE_NS;
     atomic_store(&p->claim, UNCLAIMED);
     for (int i = 1; i < n; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
@@ -267,12 +280,23 @@ static void run_on_caller(ha_range_fn fn, void *ctx, int64_t n, int64_t grain) {
     for (int64_t b = 0; b < n; b += grain) fn(ctx, b, b + grain < n ? b + grain : n);
 }
 
-/* Whether the pool paid for a job the caller ran `mine` of `pieces` of, computing for `compute` ns, then
- * waiting `wait` ns for the rest: alone it would have computed all pieces at its own pace. */
-static void account(pool *p, int64_t compute, int64_t wait, unsigned mine, unsigned pieces, int64_t now) {
-    if (mine == 0) return; /* no pace to compare with: the caller was itself descheduled, likely */
-    const int64_t alone = compute / mine * pieces;
-    p->credit += alone - (compute + wait);
+static kind *kind_of(pool *p, ha_range_fn fn, int64_t n) {
+    uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu;
+    kind *k = &p->kinds[(h >> 32) % KINDS];
+    if (k->fn != fn || k->n != n) *k = (kind){ .fn = fn, .n = n };
+    return k;
+}
+
+/* A time alone into the kind's average; a time far above it (the caller descheduled, which costs alike
+ * alone or not) moves it by at most the average itself. */
+static void time_alone(kind *k, int64_t ns) {
+    if (k->alone_ns == 0) k->alone_ns = ns;
+    else k->alone_ns += ((ns < 2 * k->alone_ns ? ns : 2 * k->alone_ns) - k->alone_ns) / 4;
+}
+
+/* Whether the pool paid for a job that took `took` ns on it (see the top of this file). */
+static void account(pool *p, const kind *k, int64_t took, int64_t now) {
+    p->credit += k->alone_ns - took;
     if (p->credit >= CREDIT_MAX_NS) { /* the pool pays again: forget earlier losses */
         p->credit = CREDIT_MAX_NS;
         p->backoff = BACKOFF_MIN_NS;
@@ -280,7 +304,7 @@ static void account(pool *p, int64_t compute, int64_t wait, unsigned mine, unsig
         p->alone_until = now + p->backoff;
         p->stats.backoffs++;
         p->backoff = p->backoff * 2 < BACKOFF_MAX_NS ? p->backoff * 2 : BACKOFF_MAX_NS;
-        p->credit = 0;
+        p->credit = CREDIT_PROBE_NS; /* the next try wakes sleeping workers: some slack for that */
     }
 }
 
@@ -304,10 +328,17 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
     }
     const int64_t grain = grain_for(n, p->n_threads);
     const unsigned pieces = (unsigned)((n + grain - 1) / grain);
-    const int64_t t0 = p->n_threads > 1 && pieces > 1 ? now_ns() : 0;
-    if (p->n_threads == 1 || pieces == 1 || t0 < p->alone_until) {
-        p->stats.jobs_alone += p->n_threads > 1 && pieces > 1;
+    if (p->n_threads == 1 || pieces == 1) {
         run_on_caller(fn, ctx, n, grain);
+        pthread_mutex_unlock(&run_mu);
+        return;
+    }
+    kind *k = kind_of(p, fn, n);
+    const int64_t t0 = now_ns();
+    if (t0 < p->alone_until || k->alone_ns == 0 || k->jobs++ % ALONE_EVERY == 0) {
+        p->stats.jobs_alone++;
+        run_on_caller(fn, ctx, n, grain);
+        time_alone(k, now_ns() - t0);
         pthread_mutex_unlock(&run_mu);
         return;
     }
@@ -325,11 +356,10 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
     atomic_store_explicit(&p->claim, (job & 0xFFFFFFFFu) << 32, memory_order_release);
     atomic_store(&p->job, (unsigned)job);
     if (atomic_load(&p->sleepers)) futex_wake(&p->job, INT_MAX);
-    const unsigned mine = run_pieces(p);
-    const int64_t t1 = now_ns();
+    run_pieces(p);
     wait_done(p, pieces);
-    const int64_t t2 = now_ns();
-    account(p, t1 - t0, t2 - t1, mine, pieces, t2);
+    const int64_t t1 = now_ns();
+    account(p, k, t1 - t0, t1);
     pthread_mutex_unlock(&run_mu);
 }
 
