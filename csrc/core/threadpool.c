@@ -15,9 +15,9 @@
  *    memory bandwidth with others. So the caller times jobs: each kind of job (its function and size) now and
  *    then alone (ALONE_EVERY), and the rest on the pool, whose time it holds against the kind's time alone.
  *    When the pool's jobs stop paying (their balance, capped at CREDIT_MAX_NS, goes negative) it runs every
- *    job alone for a while: BACKOFF_MIN_NS at first, doubling while the pool keeps losing, up to
- *    BACKOFF_MAX_NS, then tries the pool again. On an idle machine the pool does not lose and this never
- *    triggers; beside a busy process the default costs about what one thread does. */
+ *    job alone for a while: BACKOFF_MIN_NS at first, BACKOFF_GROWTH times longer while the pool keeps
+ *    losing, up to BACKOFF_MAX_NS, then tries the pool again. On an idle machine the pool does not lose and
+ *    this never triggers; beside a busy process the default costs about what one thread does. */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <linux/futex.h>
@@ -38,8 +38,9 @@
 #define CALLER_SPIN_NS 30000          /* pieces in flight take a few microseconds unless their thread is off */
 #define CREDIT_MAX_NS 2000000         /* the most the pool's past gains can excuse of a stall */
 #define CREDIT_PROBE_NS 300000        /* the balance a try of the pool starts with */
-#define BACKOFF_MIN_NS 1000000
-#define BACKOFF_MAX_NS 128000000
+#define BACKOFF_MIN_NS 4000000         /* a try that loses costs about a scheduler slice: try rarely */
+#define BACKOFF_GROWTH 4
+#define BACKOFF_MAX_NS 512000000
 #define ALONE_EVERY 64                /* of a kind's jobs, one runs alone to keep its time alone current */
 #define KINDS 64                      /* kinds of job timed (hash slots) */
 #define UNCLAIMED 0xFFFFFFFFu         /* a piece number above any job's: nothing to take while a job is set up */
@@ -68,11 +69,15 @@ typedef struct pool {
     atomic_uint job;                  /* the latest job number (a futex word: idle workers sleep on it) */
     atomic_uint sleepers;             /* workers asleep, or about to be, on `job` */
     atomic_int stop;
-    /* The caller's bookkeeping (under run_mu): when the pool pays, see the top of this file. */
-    int64_t credit, backoff, alone_until;
-    kind kinds[KINDS];
     ha_pool_stats stats;
 } pool;
+
+/* When the pool pays (see the top of this file): the caller's bookkeeping, under run_mu. It outlives a pool, so
+ * that changing the thread count keeps what was learnt of the machine's load and of each kind's time alone. */
+static struct {
+    int64_t credit, backoff, alone_until;
+    kind kinds[KINDS];
+} policy = { .credit = CREDIT_PROBE_NS, .backoff = BACKOFF_MIN_NS };
 
 static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time; guards `current` */
 static _Thread_local int run_alone; /* ha_pool_alone: this thread's jobs run on it alone */
@@ -202,8 +207,6 @@ static ha_status pool_create(int n, pool **out) {
     pool *p = calloc(1, sizeof *p);
     if (!p) return ha_fail(HA_ERR_NOMEM, "out of memory creating a pool of %d threads", n);
     p->n_threads = 1;
-    p->backoff = BACKOFF_MIN_NS;
-    p->credit = CREDIT_PROBE_NS;
     atomic_store(&p->claim, UNCLAIMED);
     for (int i = 1; i < n; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
@@ -280,9 +283,9 @@ static void run_on_caller(ha_range_fn fn, void *ctx, int64_t n, int64_t grain) {
     for (int64_t b = 0; b < n; b += grain) fn(ctx, b, b + grain < n ? b + grain : n);
 }
 
-static kind *kind_of(pool *p, ha_range_fn fn, int64_t n) {
+static kind *kind_of(ha_range_fn fn, int64_t n) {
     uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu;
-    kind *k = &p->kinds[(h >> 32) % KINDS];
+    kind *k = &policy.kinds[(h >> 32) % KINDS];
     if (k->fn != fn || k->n != n) *k = (kind){ .fn = fn, .n = n };
     return k;
 }
@@ -296,15 +299,15 @@ static void time_alone(kind *k, int64_t ns) {
 
 /* Whether the pool paid for a job that took `took` ns on it (see the top of this file). */
 static void account(pool *p, const kind *k, int64_t took, int64_t now) {
-    p->credit += k->alone_ns - took;
-    if (p->credit >= CREDIT_MAX_NS) { /* the pool pays again: forget earlier losses */
-        p->credit = CREDIT_MAX_NS;
-        p->backoff = BACKOFF_MIN_NS;
-    } else if (p->credit < 0) {
-        p->alone_until = now + p->backoff;
+    policy.credit += k->alone_ns - took;
+    if (policy.credit >= CREDIT_MAX_NS) { /* the pool pays again: forget earlier losses */
+        policy.credit = CREDIT_MAX_NS;
+        policy.backoff = BACKOFF_MIN_NS;
+    } else if (policy.credit < 0) {
+        policy.alone_until = now + policy.backoff;
         p->stats.backoffs++;
-        p->backoff = p->backoff * 2 < BACKOFF_MAX_NS ? p->backoff * 2 : BACKOFF_MAX_NS;
-        p->credit = CREDIT_PROBE_NS; /* the next try wakes sleeping workers: some slack for that */
+        policy.backoff = policy.backoff * BACKOFF_GROWTH < BACKOFF_MAX_NS ? policy.backoff * BACKOFF_GROWTH : BACKOFF_MAX_NS;
+        policy.credit = CREDIT_PROBE_NS; /* the next try wakes sleeping workers: some slack for that */
     }
 }
 
@@ -333,9 +336,9 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
         pthread_mutex_unlock(&run_mu);
         return;
     }
-    kind *k = kind_of(p, fn, n);
+    kind *k = kind_of(fn, n);
     const int64_t t0 = now_ns();
-    if (t0 < p->alone_until || k->alone_ns == 0 || k->jobs++ % ALONE_EVERY == 0) {
+    if (t0 < policy.alone_until || k->alone_ns == 0 || k->jobs++ % ALONE_EVERY == 0) {
         p->stats.jobs_alone++;
         run_on_caller(fn, ctx, n, grain);
         time_alone(k, now_ns() - t0);
