@@ -1,6 +1,6 @@
 /* A small pthread pool: n - 1 workers plus the calling thread take pieces of [0, n) in turn, so each index is
  * always computed whole by one call (results never depend on the thread count, on which thread took what, or
- * on whether the pool ran a job on the caller alone).
+ * on whether the caller ran a job alone, in one call: cheaper than its pieces one by one).
  *
  * Built for cores that other processes share (laptops, notebooks, CI, containers with a CPU quota), where a
  * thread of ours is descheduled for a scheduler slice (milliseconds) at any moment, against jobs of tens of
@@ -279,10 +279,6 @@ static int64_t grain_for(int64_t n, int threads) {
     return (n + parts - 1) / parts;
 }
 
-static void run_on_caller(ha_range_fn fn, void *ctx, int64_t n, int64_t grain) {
-    for (int64_t b = 0; b < n; b += grain) fn(ctx, b, b + grain < n ? b + grain : n);
-}
-
 static kind *kind_of(ha_range_fn fn, int64_t n) {
     uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu;
     kind *k = &policy.kinds[(h >> 32) % KINDS];
@@ -306,7 +302,8 @@ static void account(pool *p, const kind *k, int64_t took, int64_t now) {
     } else if (policy.credit < 0) {
         policy.alone_until = now + policy.backoff;
         p->stats.backoffs++;
-        policy.backoff = policy.backoff * BACKOFF_GROWTH < BACKOFF_MAX_NS ? policy.backoff * BACKOFF_GROWTH : BACKOFF_MAX_NS;
+        const int64_t longer = policy.backoff * BACKOFF_GROWTH;
+        policy.backoff = longer < BACKOFF_MAX_NS ? longer : BACKOFF_MAX_NS;
         policy.credit = CREDIT_PROBE_NS; /* the next try wakes sleeping workers: some slack for that */
     }
 }
@@ -332,15 +329,15 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
     const int64_t grain = grain_for(n, p->n_threads);
     const unsigned pieces = (unsigned)((n + grain - 1) / grain);
     if (p->n_threads == 1 || pieces == 1) {
-        run_on_caller(fn, ctx, n, grain);
+        fn(ctx, 0, n);
         pthread_mutex_unlock(&run_mu);
         return;
     }
     kind *k = kind_of(fn, n);
     const int64_t t0 = now_ns();
-    if (t0 < policy.alone_until || k->alone_ns == 0 || k->jobs++ % ALONE_EVERY == 0) {
+    if (t0 < policy.alone_until || k->alone_ns == 0 || ++k->jobs % ALONE_EVERY == 0) {
         p->stats.jobs_alone++;
-        run_on_caller(fn, ctx, n, grain);
+        fn(ctx, 0, n);
         time_alone(k, now_ns() - t0);
         pthread_mutex_unlock(&run_mu);
         return;

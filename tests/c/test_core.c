@@ -2940,15 +2940,17 @@ static void test_threads_parallel_for_covers_range(void) {
             for (int64_t i = 0; i < n; i++)
                 CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n, (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
-            /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last */
+            /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last; or the caller runs
+             * [0, n) alone in one call */
             const int64_t grain = (n + 8 * nt - 1) / (8 * nt);
             CHECK(n == 0 ? calls == 0 : calls >= 1 && calls <= 8 * nt,
                   "%d threads, n=%lld: expected 1..%d calls (0 for n=0), got %d", nt, (long long)n, 8 * nt, calls);
             for (int k = 0; k < calls && k < 64; k++) {
                 const int64_t b = j.begins[k], e = j.ends[k];
-                const int piece = b / grain * grain == b && e == (b + grain < n ? b + grain : n);
-                CHECK(piece, "%d threads, n=%lld: range [%lld, %lld) "
-                      "is not a piece [k*%lld, min((k+1)*%lld, n))", nt, (long long)n, (long long)b, (long long)e,
+                const int whole = calls == 1 && b == 0 && e == n;
+                const int piece = whole || (b / grain * grain == b && e == (b + grain < n ? b + grain : n));
+                CHECK(piece, "%d threads, n=%lld: range [%lld, %lld) is neither [0, n) whole nor a piece "
+                      "[k*%lld, min((k+1)*%lld, n))", nt, (long long)n, (long long)b, (long long)e,
                       (long long)grain, (long long)grain);
             }
             free(j.hits);
