@@ -28,8 +28,18 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
   - the model families at real shapes (Qwen3-0.6B, Gemma-3-1B and GPT-2-large in bfloat16, Phi-4-mini in int8:
     its bfloat16 weights are written to disk, 7.7 GB, and quantized at load), random weights under each family's
     own tensor names: decode ms/token and the best step against the bandwidth roofline.
+With --busy, instead: the thread pool on a shared machine. The shipped target (habana-assist/pycode, bfloat16 as
+stored and int8), plain greedy decoding (tokens/s of decode alone: a 1-token generate's time taken from a
+(1 + --tokens)-token one's), with the default threads and with 1 thread (ha.set_num_threads) in turn, round
+after round; first with nothing of ours beside it, then beside one busy process (a Python busy loop, on no core in
+particular). Each figure is the median of the rounds (a stalled round is what a user sees, so not the best), and
+default / 1 thread is the median of each round's own ratio. --baseline DIR measures another checkout's built
+package too (e.g. the tree before a change), in children interleaved with this one's, beside the same busy
+process; the load average before and after says how busy the neighbours were.
 Usage: /usr/bin/python3 benchmarks/bench_decode.py [--dtypes bfloat16,int8,int4] [--no-torch] [--json]
        [--families qwen3-0.6b,gemma-3-1b,phi-4-mini,gpt2-large] [--families-only]
+       /usr/bin/python3 benchmarks/bench_decode.py --busy [--dtypes bfloat16,int8] [--repeats 5] [--tokens 64]
+       [--baseline /path/to/other/checkout] [--json]
 """
 
 import argparse
@@ -44,7 +54,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+# The package of this checkout, or (the --busy children of --baseline) the checkout the parent names.
+sys.path.insert(0, os.environ.get("HA_BENCH_PACKAGE_ROOT") or os.path.join(HERE, ".."))
 import habana_assist as ha  # noqa: E402
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
@@ -201,6 +212,88 @@ def run_child(kind, directory, dtype, repeats):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# ---- the thread pool on a shared machine (--busy) ----------------------------------------------------------
+
+SHIPPED = "habana-assist/pycode"
+
+
+def child_threads(dtype, repeats, tokens):
+    """Decode tokens/s of the shipped target with the default threads and with 1 thread, alternating, round after
+    round, with a 1-token generate's time (prompt and first token) taken out."""
+    default = ha.get_num_threads()
+    kwargs = {} if dtype == "bfloat16" else {"dtype": dtype}
+    model = ha.AutoModelForCausalLM.from_pretrained(SHIPPED, **kwargs)
+    prompt = np.random.default_rng(1).integers(5, model.vocab_size, size=(1, 8))
+    runs = {default: [], 1: []}
+    for i in range(repeats + 1):  # the first round warms pages, caches and each pool up, and is not kept
+        for n in (default, 1) if i % 2 == 0 else (1, default):
+            ha.set_num_threads(n)
+            t0 = time.perf_counter()
+            model.generate(prompt, max_new_tokens=1)
+            t1 = time.perf_counter()
+            out = model.generate(prompt, max_new_tokens=1 + tokens)
+            t2 = time.perf_counter()
+            if out.shape[1] != prompt.shape[1] + 1 + tokens:
+                raise RuntimeError(f"generate stopped after {out.shape[1] - prompt.shape[1]} of {1 + tokens} tokens")
+            if i:
+                runs[n].append(tokens / max((t2 - t1) - (t1 - t0), 1e-9))
+    ha.set_num_threads(default)
+    ratios = [a / b for a, b in zip(runs[default], runs[1])]
+    return {"threads": default, "default_tps": float(np.median(runs[default])), "one_tps": float(np.median(runs[1])),
+            "ratio": float(np.median(ratios)), "ratios": ratios}
+
+
+def run_threads_child(dtype, repeats, tokens, root):
+    env = dict(os.environ)
+    if root:
+        env["HA_BENCH_PACKAGE_ROOT"] = root
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "threads", "--dtypes", dtype, "--repeats", str(repeats),
+           "--tokens", str(tokens)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"threads {dtype} run failed{' for ' + root if root else ''}:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def busy_table(dtypes, repeats, tokens, baseline):
+    """{phase: {package: {dtype: child_threads' figures}}} for phase "alone" then "busy" (beside one busy loop
+    process); package "this" is this checkout, "baseline" the --baseline one."""
+    packages = {"this": None} if not baseline else {"this": None, "baseline": os.path.abspath(baseline)}
+    rows = {"load_before": os.getloadavg()[0]}
+    for phase in ("alone", "busy"):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if phase == "busy" else None
+        try:
+            rows[phase] = {name: {} for name in packages}
+            for d in dtypes:
+                for name, root in packages.items():
+                    rows[phase][name][d] = run_threads_child(d, repeats, tokens, root)
+        finally:
+            if hog:
+                hog.kill()
+                hog.wait()
+    rows["load_after"] = os.getloadavg()[0]
+    return rows
+
+
+def print_busy(rows, repeats, tokens):
+    threads = rows["alone"]["this"][next(iter(rows["alone"]["this"]))]["threads"]
+    print(f"habana_assist thread pool on a shared machine: {SHIPPED}, plain greedy decode of {tokens} tokens, "
+          f"kernels={ha.kernels_name()}, default threads={threads}; the median of {repeats} rounds; load average "
+          f"{rows['load_before']:.2f} before, {rows['load_after']:.2f} after")
+    print(f"    {'phase':6s} {'package':9s} {'dtype':9s} {'default tok/s':>13s} {'1 thread tok/s':>14s} "
+          f"{'default/1':>9s}  {'(each round)':s}")
+    for phase in ("alone", "busy"):
+        for name, by_dtype in rows[phase].items():
+            for d, r in by_dtype.items():
+                print(f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} {r['ratio']:9.2f}  "
+                      + " ".join(f"{x:.2f}" for x in r["ratios"]))
+    if "baseline" in rows["alone"]:
+        for d in rows["alone"]["this"]:
+            now, then = rows["alone"]["this"][d], rows["alone"]["baseline"][d]
+            print(f"    alone, {d}: this checkout's default threads at {now['default_tps'] / then['default_tps']:.2f}x "
+                  f"the baseline's")
+
+
 # ---- the model families at real sizes ---------------------------------------------------------------------
 
 # config.json of each family at a real checkpoint's shape (random weights): the published configs' shape and
@@ -341,11 +434,26 @@ def main():
                     help=f"family checkpoints to measure at real shapes, comma-separated (of {', '.join(FAMILIES)}; "
                          "'' for none)")
     ap.add_argument("--families-only", action="store_true", help="measure only the families' table")
-    ap.add_argument("--child", choices=("ours", "torch", "family"), help=argparse.SUPPRESS)
+    ap.add_argument("--busy", action="store_true", help="measure only the thread pool on a shared machine: the "
+                    "shipped target with the default threads and 1 thread, alone and beside a busy process")
+    ap.add_argument("--tokens", type=int, default=64, help="--busy: tokens decoded per timed generate")
+    ap.add_argument("--baseline", help="--busy: another checkout (with its extension built) to measure alongside")
+    ap.add_argument("--child", choices=("ours", "torch", "family", "threads"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == "threads":
+        print(json.dumps(child_threads(args.dtypes, args.repeats, args.tokens)))
+        return
     if args.child:
         fn = {"ours": child_ours, "torch": child_torch, "family": child_family}[args.child]
         print(json.dumps(fn(args.dir, args.dtypes, args.repeats)))
+        return
+    if args.busy:
+        dtypes = [d for d in (args.dtypes if args.dtypes != ap.get_default("dtypes") else "bfloat16,int8").split(",") if d]
+        rows = busy_table(dtypes, args.repeats, args.tokens, args.baseline)
+        if args.json:
+            print(json.dumps(rows))
+        else:
+            print_busy(rows, args.repeats, args.tokens)
         return
     families = [f for f in args.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]

@@ -34,6 +34,6 @@ flags=(-std=c11 -O2 -ffp-contract=off -Icsrc/kernels -Icsrc)
 "$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
 "$cc" "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/kernels/dispatch.c csrc/kernels/kernels_scalar.c \
-    csrc/kernels/formats.c csrc/core/error.c csrc/core/threadpool.c csrc/model/quant.c csrc/generation/sampling.c \
+    csrc/kernels/formats.c csrc/core/error.c csrc/core/threadpool.c csrc/core/cpus.c csrc/model/quant.c csrc/generation/sampling.c \
     -o "$tmp/kernel_ab" -pthread -lm
 "$tmp/kernel_ab" "$@"

@@ -39,8 +39,11 @@ void ha_free_streamed(void *p, size_t size, int mapped);
 /* ---- thread pool (threadpool.c) ----------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with
  * g = ceil(n / (8 * threads)), which the threads (the caller's among them) take in turn as they finish
- * the last, so which thread computes an index varies but each index is computed whole by one call. Calls
- * from several threads are serialized. */
+ * the last, so which thread computes an index varies but each index is computed whole by one call; or, when
+ * the caller runs the job alone, once on [0, n). It runs jobs alone with one thread, now and then to time
+ * them, and for a while after the pool stopped paying (a worker descheduled by another process held up its
+ * jobs, or two threads ran slower than one); the results are the same. Calls from several threads are
+ * serialized. */
 typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
  * ha_parallel_for itself. */
@@ -51,5 +54,24 @@ ha_status ha_pool_ensure(void);
  * loop's thread drafting ahead, generation/assist_ahead.c, so that it takes one core beside a caller's thread that
  * is busy elsewhere); 0: on the pool. */
 void ha_pool_alone(int on);
+/* What the current pool has done since it started (all zero when none runs): for tests. */
+typedef struct ha_pool_stats {
+    int64_t jobs_pooled;   /* jobs offered to the workers */
+    int64_t jobs_alone;    /* jobs of more than one piece the caller ran alone: to time them, or while the pool
+                              did not pay */
+    int64_t backoffs;      /* times the caller stopped offering jobs to the workers */
+    int64_t caller_sleeps; /* times the caller slept waiting for a worker's piece */
+    int workers_asleep;    /* workers asleep now, waiting for a job */
+} ha_pool_stats;
+void ha_pool_get_stats(ha_pool_stats *out);
+
+/* ---- CPUs (cpus.c) ---------------------------------------------------------------------------------------
+ * The CPUs this process may use: its affinity mask's count, lowered to what its cgroups' CPU quota allows. The
+ * cgroup files are read under $HA_CGROUP_ROOT if set (tests), else /sys/fs/cgroup: v2's cpu.max, v1's
+ * cpu/cpu.cfs_quota_us over cpu.cfs_period_us, along the process's cgroup path (/proc/self/cgroup) and each
+ * folder above it; a quota of q CPUs' time counts as ceil(q) CPUs. */
+int ha_cpus_available(void);
+/* The cgroup quota alone, in CPUs (rounded up); 0 when there is none. */
+int ha_cgroup_cpu_limit(void);
 
 #endif /* HA_CORE_H */

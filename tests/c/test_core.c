@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../csrc/core/core.h"
 #include "../../csrc/kernels/kernels.h"
@@ -3023,15 +3028,17 @@ static void test_threads_parallel_for_covers_range(void) {
             for (int64_t i = 0; i < n; i++)
                 CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n, (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
-            /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last */
+            /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last; or the caller runs
+             * [0, n) alone in one call */
             const int64_t grain = (n + 8 * nt - 1) / (8 * nt);
             CHECK(n == 0 ? calls == 0 : calls >= 1 && calls <= 8 * nt,
                   "%d threads, n=%lld: expected 1..%d calls (0 for n=0), got %d", nt, (long long)n, 8 * nt, calls);
             for (int k = 0; k < calls && k < 64; k++) {
                 const int64_t b = j.begins[k], e = j.ends[k];
-                const int piece = b / grain * grain == b && e == (b + grain < n ? b + grain : n);
-                CHECK(piece, "%d threads, n=%lld: range [%lld, %lld) "
-                      "is not a piece [k*%lld, min((k+1)*%lld, n))", nt, (long long)n, (long long)b, (long long)e,
+                const int whole = calls == 1 && b == 0 && e == n;
+                const int piece = whole || (b / grain * grain == b && e == (b + grain < n ? b + grain : n));
+                CHECK(piece, "%d threads, n=%lld: range [%lld, %lld) is neither [0, n) whole nor a piece "
+                      "[k*%lld, min((k+1)*%lld, n))", nt, (long long)n, (long long)b, (long long)e,
                       (long long)grain, (long long)grain);
             }
             free(j.hits);
@@ -3098,6 +3105,190 @@ static void test_threads_concurrent_callers(void) {
     }
     CHECK_OK(ha_set_num_threads(1));
     tiny_free(t);
+}
+
+/* Runs cover_range over [0, n) and checks every index was computed exactly once. */
+static void check_covers(int64_t n, const char *when) {
+    cover_job j = { .n = n, .hits = xcalloc((size_t)n + 1, sizeof(int)) };
+    atomic_init(&j.calls, 0);
+    ha_parallel_for(cover_range, &j, n);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(j.hits[i] == 1, "%s, n=%lld: index %lld expected once, got %d times", when, (long long)n, (long long)i, j.hits[i]);
+    free(j.hits);
+}
+
+/* Polls the pool until all its workers sleep, up to 20 s (they spin only briefly after a job). */
+static void wait_workers_asleep(int workers, const char *when) {
+    ha_pool_stats st = { 0 };
+    for (int i = 0; i < 2000; i++) {
+        ha_pool_get_stats(&st);
+        if (st.workers_asleep == workers) return;
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+    }
+    FAIL("%s: expected all %d workers asleep within 20 s of the last job, %d were", when, workers, st.workers_asleep);
+}
+
+/* Idle workers leave their cores (they sleep), and a sleeping pool wakes for the next job, again and again;
+ * every job is computed whole. */
+static void test_threads_idle_workers_sleep_and_wake_for_the_next_job(void) {
+    for (int nt = 2; nt <= 3; nt++) {
+        CHECK_OK(ha_set_num_threads(nt));
+        check_covers(1000, "first job");
+        for (int round = 0; round < 4; round++) {
+            wait_workers_asleep(nt - 1, "after a job");
+            check_covers(1000, "a job for sleeping workers");
+            check_covers(77, "the job right after");
+        }
+    }
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+typedef struct stall_job {
+    pthread_t caller;
+    atomic_int worker_pieces; /* pieces a worker (not the caller) took */
+    int *hits;                /* (n,) */
+} stall_job;
+
+/* The caller's pieces take a moment, so that a worker surely takes one; a worker's first piece holds it up
+ * far longer than the whole job would take the caller alone (a thread descheduled by another process). */
+static void stall_range(void *ctx, int64_t b, int64_t e) {
+    stall_job *j = ctx;
+    if (pthread_equal(pthread_self(), j->caller))
+        nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+    else if (atomic_fetch_add(&j->worker_pieces, 1) == 0)
+        nanosleep(&(struct timespec){ .tv_nsec = 200 * 1000 * 1000 }, NULL);
+    for (int64_t i = b; i < e; i++) j->hits[i]++;
+}
+
+/* A worker that holds up a job (here: sleeps in its piece) makes the caller stop handing jobs to the pool for
+ * a while; the stalled job, and the ones after, are still computed whole, in the same pieces. */
+static void test_threads_a_stalled_worker_turns_jobs_to_the_caller(void) {
+    CHECK_OK(ha_set_num_threads(2));
+    ha_pool_stats before, after;
+    ha_pool_get_stats(&before);
+    const int64_t n = 64;
+    int stalled = 0;
+    for (int tries = 0; tries < 50 && !stalled; tries++) {
+        stall_job j = { .caller = pthread_self(), .hits = xcalloc((size_t)n, sizeof(int)) };
+        atomic_init(&j.worker_pieces, 0);
+        ha_parallel_for(stall_range, &j, n);
+        for (int64_t i = 0; i < n; i++)
+            CHECK(j.hits[i] == 1, "try %d: index %lld expected once, got %d times", tries, (long long)i, j.hits[i]);
+        stalled = atomic_load(&j.worker_pieces) > 0;
+        free(j.hits);
+    }
+    CHECK(stalled, "in 50 jobs of 16 pieces taking 1 ms each on the caller, no worker took a piece");
+    ha_pool_get_stats(&after);
+    CHECK(after.backoffs > before.backoffs, "a worker held a job up 200 ms, expected the caller to stop offering jobs "
+          "to the pool (backoffs %lld -> %lld)", (long long)before.backoffs, (long long)after.backoffs);
+    CHECK(after.caller_sleeps > before.caller_sleeps, "expected the caller to sleep rather than spin through a 200 ms "
+          "wait (caller sleeps %lld -> %lld)", (long long)before.caller_sleeps, (long long)after.caller_sleeps);
+    test_threads_parallel_for_covers_range(); /* the pieces' contract holds whether or not jobs go to the pool */
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+/* A child forked while the pool's workers sleep (its copy of the pool has no threads) starts a pool of its own. */
+static void test_threads_forked_child_runs_jobs(void) {
+    CHECK_OK(ha_set_num_threads(2));
+    check_covers(1000, "parent, before the fork");
+    wait_workers_asleep(1, "parent, before the fork");
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+        cover_job j = { .n = 1000, .hits = calloc(1001, sizeof(int)) };
+        atomic_init(&j.calls, 0);
+        ha_parallel_for(cover_range, &j, 1000);
+        int ok = 1;
+        for (int i = 0; i < 1000; i++) ok &= j.hits[i] == 1;
+        free(j.hits);
+        _exit(ok && ha_get_num_threads() == 2 ? 0 : 3);
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 6000 && got == 0; i++) { /* 60 s: a hang is a failure */
+        got = waitpid(pid, &status, WNOHANG);
+        if (got == 0) nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+    }
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        FAIL("the forked child hung for 60 s running a job");
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child expected exit 0 (every index once, 2 threads), "
+          "got status %d", status);
+    check_covers(1000, "parent, after the fork");
+    CHECK_OK(ha_set_num_threads(1));
+}
+
+/* Writes text to dir/name (dir/sub made if need be). */
+static void write_text(const char *dir, const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    mkdir(path, 0700);
+    *slash = '/';
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "could not write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void remove_text(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    remove(path);
+}
+
+/* The default thread count is the affinity mask's CPUs lowered to the cgroup quota (v2 cpu.max, v1 cfs files),
+ * read under HA_CGROUP_ROOT. */
+static void test_cpus_cgroup_quota_lowers_the_default(void) {
+    char root[] = "/tmp/ha_cgroup_XXXXXX";
+    CHECK(mkdtemp(root) != NULL, "mkdtemp failed");
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity failed");
+    const int affinity = CPU_COUNT(&set);
+    setenv("HA_CGROUP_ROOT", root, 1);
+    CHECK(ha_cgroup_cpu_limit() == 0, "no cgroup files: expected no limit (0), got %d", ha_cgroup_cpu_limit());
+    CHECK(ha_cpus_available() == affinity, "no cgroup files: expected the %d CPUs of the affinity mask, got %d",
+          affinity, ha_cpus_available());
+    const struct { const char *file, *text; int want; } v2[] = {
+        { "cpu.max", "max 100000\n", 0 },
+        { "cpu.max", "100000 100000\n", 1 },
+        { "cpu.max", "50000 100000\n", 1 },   /* half a CPU's time: still one thread */
+        { "cpu.max", "150000 100000\n", 2 },  /* rounded up */
+        { "cpu.max", "400000 100000\n", 4 },
+        { "cpu.max", "garbage\n", 0 },
+    };
+    for (size_t i = 0; i < COUNT(v2); i++) {
+        write_text(root, v2[i].file, v2[i].text);
+        const int want_cpus = v2[i].want && v2[i].want < affinity ? v2[i].want : affinity;
+        CHECK(ha_cgroup_cpu_limit() == v2[i].want, "cpu.max \"%s\": expected a limit of %d CPUs, got %d", v2[i].text,
+              v2[i].want, ha_cgroup_cpu_limit());
+        CHECK(ha_cpus_available() == want_cpus, "cpu.max \"%s\" with %d CPUs in the affinity mask: expected %d, got %d",
+              v2[i].text, affinity, want_cpus, ha_cpus_available());
+    }
+    remove_text(root, "cpu.max");
+    write_text(root, "cpu/cpu.cfs_period_us", "100000\n");
+    write_text(root, "cpu/cpu.cfs_quota_us", "-1\n");
+    CHECK(ha_cgroup_cpu_limit() == 0, "v1 quota -1: expected no limit, got %d", ha_cgroup_cpu_limit());
+    write_text(root, "cpu/cpu.cfs_quota_us", "100000\n");
+    /* The v1 files are read only where /proc/self/cgroup names a cpu controller (or cannot be read). */
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[4096];
+    int v1 = f == NULL;
+    while (f && fgets(line, sizeof line, f)) v1 |= strstr(line, ":cpu:") != NULL || strstr(line, ":cpu,") != NULL;
+    if (f) fclose(f);
+    if (v1) CHECK(ha_cgroup_cpu_limit() == 1, "v1 quota 100000 / period 100000: expected 1 CPU, got %d", ha_cgroup_cpu_limit());
+    write_text(root, "cpu.max", "300000 100000\n"); /* both: the lesser binds */
+    CHECK(ha_cgroup_cpu_limit() == (v1 ? 1 : 3), "v2 3 CPUs and v1 1 CPU: expected %d, got %d", v1 ? 1 : 3, ha_cgroup_cpu_limit());
+    remove_text(root, "cpu.max");
+    remove_text(root, "cpu/cpu.cfs_quota_us");
+    remove_text(root, "cpu/cpu.cfs_period_us");
+    remove_text(root, "cpu");
+    remove(root);
+    unsetenv("HA_CGROUP_ROOT");
 }
 
 /* ---- 9. bandwidth probe ------------------------------------------------------------------------------ */
@@ -3873,6 +4064,10 @@ static const test_case TESTS[] = {
     T(threads_switching_keeps_results),
     T(threads_parallel_for_covers_range),
     T(threads_concurrent_callers),
+    T(threads_idle_workers_sleep_and_wake_for_the_next_job),
+    T(threads_a_stalled_worker_turns_jobs_to_the_caller),
+    T(threads_forked_child_runs_jobs),
+    T(cpus_cgroup_quota_lowers_the_default),
     T(membw_measures_and_rejects),
     T(interrupt_stops_append_and_keeps_the_cache),
     T(interrupt_stops_generation),
