@@ -7,14 +7,21 @@
 
 /* ---- kernels ---------------------------------------------------------------------------------------
  * One table per ISA variant. Every variant accumulates each output element in an order that depends
- * only on n (never on T, r0/r1 or the thread), which is what makes chunk forwards batch-invariant. */
+ * only on n (never on T, r0/r1 or the thread), which is what makes chunk forwards batch-invariant, and every
+ * variant gives the same bits (for finite results; where NaNs meet, which one survives may differ), so that
+ * no output depends on the variant. The float sums over row-major data are defined once, in AVX2's order (the
+ * vector variants share it; kernels_scalar.c writes it in plain C, exact on any machine):
+ * - the 8-lane dot product of a (n,) and b (n,), with nv = n - n % 8: eight lanes from +0, lane l taking
+ *   lane_l = fmaf(a[i + l], b[i + l], lane_l) for i = 0, 8, .., nv - 8 in order; s = ha_lanes_sum8(lanes)
+ *   (below); then s = s + a[i] * b[i] (the product rounded, then added) for i = nv .. n - 1 in order;
+ * - the axpy update of y (n,) by a * x (n,): y[i] = fmaf(a, x[i], y[i]) for i < nv, and
+ *   y[i] = y[i] + a * x[i] (the product rounded) for nv <= i < n. */
 typedef struct ha_kernels {
     const char *name;
     /* Float weights (NULL for integer ones, which go through matmul_int):
      * Y[t, r] = dot(W[r, :], X[t, :]) for t < T, r0 <= r < r1, X (T, n), Y (T, ldy); no other element of Y
-     * is written. Row-major W (HA_F32, HA_BF16, HA_F16; row r at W + r * ha_row_bytes(dtype, n)): in the
-     * order kernels_avx2.c's header gives, which variants may differ in. Panels (HA_F32P, HA_BF16P, HA_F16P),
-     * in every variant bitwise (for finite results; where NaNs meet, which one survives may differ):
+     * is written. Row-major W (HA_F32, HA_BF16, HA_F16; row r at W + r * ha_row_bytes(dtype, n)): the 8-lane
+     * dot product of the row (widened to float32 exactly) and x[t, :]. Panels (HA_F32P, HA_BF16P, HA_F16P):
      * s = 0, then s = fmaf(w[r, k], x[t, k], s) for k = 0 .. n - 1 in order. r0 may fall inside a panel. */
     void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                                int64_t T, float *Y, int64_t ldy);
@@ -39,14 +46,14 @@ typedef struct ha_kernels {
     /* Panel dtypes: one panel (of a matrix with n columns) as float32, dst[k * ldd + i] = its row i's
      * element k for k < n, i < HA_PANEL_ROWS (padding rows give zeros); exact. */
     void (*panel_to_f32[HA_NDTYPES])(const void *panel, int64_t n, float *dst, int64_t ldd);
-    /* a (n,) . b (n,) */
+    /* a (n,) . b (n,): the 8-lane dot product */
     float (*dot)(const float *a, const float *b, int64_t n);
-    /* y (n,) += a * x (n,) */
+    /* y (n,) += a * x (n,): the axpy update */
     void (*axpy)(float a, const float *x, float *y, int64_t n);
-    /* y (n,) *= a */
+    /* y (n,) *= a (each product rounded once) */
     void (*scale)(float a, float *y, int64_t n);
     /* Attention's two inner loops over nk keys (or values) of one sequence, the t-th at slot (slot0 + t) % S of a
-     * cache whose slots are ld floats apart, each bitwise what the variant's dot and axpy give key by key (one
+     * cache whose slots are ld floats apart, each bitwise what dot and axpy give key by key (one
      * call over a block instead of a call per key: no call overhead, acc kept in registers):
      * attn_scores: s[i * lds + t] = dot(q + i * qs, K + slot_t * ld, n) * scale for queries i < nq, t < nk
      * (several queries against the same keys: each key is read once for them all);
@@ -114,8 +121,8 @@ const ha_kernels *ha_kernels_get(void);
 /* The variant of that name if this CPU runs it, else NULL: "scalar", "avx2", "avx512", "avx512-emulated". */
 const ha_kernels *ha_kernels_find(const char *name);
 
-/* The end of every integer-weight output: its eight float lanes l (8,) added in the tree that
- * ha_kernels.matmul_int defines. */
+/* The end of every integer-weight output and of every 8-lane dot product: its eight float lanes l (8,) added
+ * in the tree that ha_kernels.matmul_int defines (AVX2's hsum). */
 static inline float ha_lanes_sum8(const float *l) {
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }

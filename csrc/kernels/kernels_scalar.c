@@ -1,6 +1,9 @@
 /* Scalar reference kernels: the definition every ISA variant is tested against, and the fallback on any
- * CPU. With row-major float weights each dot product is one float accumulator, summed in index order; float
- * panels: see MATMUL_PANELS_SCALAR; integer weights: see MATMUL_INT_SCALAR. */
+ * CPU. dot, attn_scores and row-major float weights: kernels.h's 8-lane dot product; axpy and attn_values:
+ * its axpy update; float panels: see MATMUL_PANELS_SCALAR; integer weights: see MATMUL_INT_SCALAR.
+ * Plain C whose every rounding is written out (fmaf where a variant fuses, a * b + c where it rounds the
+ * product first), so the results are these bits on any machine: built, as setup.py and the tests build it,
+ * with -ffp-contract=off, so that the compiler fuses nothing the source does not. */
 #include <string.h>
 
 #include "kernels.h"
@@ -49,12 +52,17 @@ static void to_f32_q4(const void *src, float *dst, int64_t n) {
 }
 
 static float dot_scalar(const float *a, const float *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    float lane[8] = { 0 };
+    const int64_t nv = n - n % 8;
+    for (int64_t i = 0; i < nv; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[i + l], b[i + l], lane[l]);
+    float s = ha_lanes_sum8(lane);
+    for (int64_t i = nv; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
-/* One macro body per weight dtype: LOAD(w, i) gives element i of the weight row w as float. */
+/* One macro body per weight dtype: LOAD(w, i) gives element i of the weight row w as float (exactly); each
+ * output dot_scalar's sum of the row with x. */
 #define MATMUL_SCALAR(NAME, TYPE, DTYPE, LOAD)                                                         \
     static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
                      float *Y, int64_t ldy) {                                                          \
@@ -62,8 +70,12 @@ static float dot_scalar(const float *a, const float *b, int64_t n) {
             const TYPE *w = (const TYPE *)((const char *)W + (size_t)r * ha_row_bytes(DTYPE, n));      \
             for (int64_t t = 0; t < T; t++) {                                                          \
                 const float *x = X + t * n;                                                            \
-                float s = 0.0f;                                                                        \
-                for (int64_t i = 0; i < n; i++) s += LOAD(w, i) * x[i];                                \
+                const int64_t nv = n - n % 8;                                                          \
+                float lane[8] = { 0 };                                                                 \
+                for (int64_t i = 0; i < nv; i += 8)                                                    \
+                    for (int l = 0; l < 8; l++) lane[l] = fmaf(LOAD(w, i + l), x[i + l], lane[l]);     \
+                float s = ha_lanes_sum8(lane);                                                         \
+                for (int64_t i = nv; i < n; i++) s += LOAD(w, i) * x[i];                               \
                 Y[t * ldy + r] = s;                                                                    \
             }                                                                                          \
         }                                                                                              \
@@ -161,7 +173,9 @@ void ha_panel_to_f32_q8p(const void *panel, int64_t n, float *dst, int64_t ldd) 
 }
 
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+    const int64_t nv = n - n % 8;
+    for (int64_t i = 0; i < nv; i++) y[i] = fmaf(a, x[i], y[i]);
+    for (int64_t i = nv; i < n; i++) y[i] += a * x[i];
 }
 
 static void attn_scores_scalar(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
