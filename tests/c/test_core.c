@@ -514,6 +514,84 @@ static void test_kernels_dot_axpy_scale_match_double(void) {
     }
 }
 
+/* kernels.h's 8-lane dot product of a (n,) and b (n,), spelled out here apart from the kernels. */
+static float dot8_definition(const float *a, const float *b, int64_t n) {
+    const int64_t nv = n - n % 8;
+    float lane[8] = { 0 };
+    for (int64_t i = 0; i < nv; i++) lane[i % 8] = fmaf(a[i], b[i], lane[i % 8]);
+    float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    for (int64_t i = nv; i < n; i++) {
+        const float p = a[i] * b[i];
+        s = s + p;
+    }
+    return s;
+}
+
+/* The float sums over row-major data, in every variant bitwise kernels.h's definitions spelled out (the 8-lane
+ * dot product, the axpy update): dot, axpy, and matmul with row-major float32, bfloat16 and float16 weights over
+ * every tile shape of the vector kernels (T = 1 .. 7, 13; one token's four quarters of a range and ranges of fewer
+ * than four rows), lengths with and without a tail past the last 8, values across many binades (wide weights). */
+static void test_kernels_float_sums_bitwise_their_definition(void) {
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    int nk = kernel_variants(ks, kn);
+    rng r = { 5 };
+    static const int64_t FT[] = { 1, 2, 3, 4, 5, 6, 7, 13 };
+    static const int64_t FR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 }, { 3, 1, 3 }, { 9, 1, 9 }, { 22, 3, 21 } };
+    for (size_t a = 0; a < COUNT(KN); a++) {
+        const int64_t n = KN[a];
+        float *x = make_floats((size_t)n, &r, -2.0, 2.0), *y = make_floats((size_t)n, &r, -2.0, 2.0);
+        float *want = xmalloc((size_t)n * sizeof(float)), *got = xmalloc((size_t)n * sizeof(float));
+        const float alpha = -0.3713f;
+        for (int64_t i = 0; i < n; i++) {
+            const float p = alpha * x[i];
+            want[i] = i < n - n % 8 ? fmaf(alpha, x[i], y[i]) : y[i] + p;
+        }
+        for (int v = 0; v < nk; v++) {
+            const float d = ks[v]->dot(x, y, n), dw = dot8_definition(x, y, n);
+            CHECK(fbits(d) == fbits(dw), "%s dot n=%lld: expected the 8-lane definition's %.9g, got %.9g", kn[v], (long long)n,
+                  (double)dw, (double)d);
+            memcpy(got, y, (size_t)n * sizeof(float));
+            ks[v]->axpy(alpha, x, got, n);
+            CHECK_SAME_FLOATS(want, got, (size_t)n, "%s axpy n=%lld against the axpy update's definition", kn[v], (long long)n);
+        }
+        free(x);
+        free(y);
+        free(want);
+        free(got);
+    }
+    for (int dt = HA_F32; dt <= HA_F16; dt++)
+        for (size_t a = 0; a < COUNT(KN); a++)
+            for (size_t b = 0; b < COUNT(FR); b++) {
+                const int64_t n = KN[a], rows = FR[b][0], r0 = FR[b][1], r1 = FR[b][2], ldy = rows + 1, T = 13;
+                double *wv = xmalloc((size_t)(rows * n) * sizeof(double));
+                void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, (int)(a % 2), wv);
+                float *wf = xmalloc((size_t)(rows * n) * sizeof(float)); /* the weights as float32: exact */
+                for (int64_t i = 0; i < rows * n; i++) wf[i] = (float)wv[i];
+                float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
+                float *want = xmalloc((size_t)(T * ldy) * sizeof(float)), *got = xmalloc((size_t)(T * ldy) * sizeof(float));
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t c = 0; c < ldy; c++)
+                        want[t * ldy + c] = c >= r0 && c < r1 ? dot8_definition(wf + c * n, X + t * n, n) : bits_f(SENTINEL);
+                for (int v = 0; v < nk; v++)
+                    for (size_t c = 0; c < COUNT(FT); c++) {
+                        const int64_t Tc = FT[c];
+                        for (int64_t i = 0; i < T * ldy; i++) got[i] = bits_f(SENTINEL);
+                        ks[v]->matmul[dt](W, n, r0, r1, X, Tc, got, ldy);
+                        CHECK_SAME_FLOATS(want, got, (size_t)(Tc * ldy),
+                                          "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against the 8-lane definition", kn[v],
+                                          dname((ha_dtype)dt), (long long)n, (long long)Tc, (long long)r0, (long long)r1,
+                                          (long long)rows);
+                    }
+                free(wv);
+                free(W);
+                free(wf);
+                free(X);
+                free(want);
+                free(got);
+            }
+}
+
 /* Attention's block kernels against the variant's own dot and axpy key by key, bitwise (their contract):
  * several queries at once (the heads of a kv group; AVX-512's values take heads four at a time, 5 and 8 give a
  * remainder and two full tiles), key counts around the four (AVX2) and sixteen (AVX-512) keys scored together,
@@ -1189,9 +1267,9 @@ static void test_model_thread_count_gives_identical_logits(void) {
     CHECK_OK(ha_set_num_threads(1));
 }
 
-/* The variants compute the same function (not bitwise where the summation orders differ: row-major float
- * weights). */
-static void test_model_kernel_variants_agree(void) {
+/* Every variant gives the same bits: whole forwards of chunks, of single tokens and of two sequences, every
+ * weight format (row-major and panels, integer). */
+static void test_model_kernel_variants_give_the_same_bits(void) {
     one_thread();
     const char *vn[NVARIANTS];
     int nv = forward_variants(vn);
@@ -1203,13 +1281,7 @@ static void test_model_kernel_variants_agree(void) {
         for (int v = 1; v < nv; v++) {
             CHECK_OK(ha_kernels_select(vn[v]));
             workload(t->m, NULL, la);
-            double mx = 0.0, diff = 0.0;
-            for (int i = 0; i < 12 * TV; i++) {
-                mx = fmax(mx, fabs(ls[i]));
-                diff = fmax(diff, fabs((double)ls[i] - la[i]));
-            }
-            CHECK(diff <= 1e-4 * mx, "[%s weights] scalar vs %s logits: expected a largest difference <= %.3g, got %.3g",
-                  dname(t->dtype), vn[v], 1e-4 * mx, diff);
+            CHECK_SAME_FLOATS(ls, la, 12 * TV, "[%s weights] scalar vs %s logits", dname(t->dtype), vn[v]);
         }
         tiny_free(t);
     }
@@ -4007,6 +4079,7 @@ static const test_case TESTS[] = {
     T(kernels_matmul_int_variants_bitwise),
     T(kernels_to_f32_exact),
     T(kernels_dot_axpy_scale_match_double),
+    T(kernels_float_sums_bitwise_their_definition),
     T(kernels_attention_blocks_equal_dot_axpy),
     T(kernels_exp_bitwise_ha_expf),
     T(kernels_matmul_batch_invariant),
@@ -4023,7 +4096,7 @@ static const test_case TESTS[] = {
     T(model_interleaved_sequences_equal_alone),
     T(model_want_mask_packs_rows),
     T(model_thread_count_gives_identical_logits),
-    T(model_kernel_variants_agree),
+    T(model_kernel_variants_give_the_same_bits),
     T(model_sliding_window_limits_attention),
     T(model_ring_cache_keeps_the_window),
     T(model_cache_copy_kv_and_hidden_states),
