@@ -2,14 +2,15 @@
  * only where dispatch.c found the features. Float weights come row-major (HA_F32, HA_BF16, HA_F16; below) or
  * in panels (HA_F32P, HA_BF16P, HA_F16P; their own section further down, with its own order).
  *
- * Row-major float weights. Accumulation order of every dot product of one weight row with one activation row of
- * length n (kernels.h's 8-lane dot product, which dot and attention's scores also give), the same in every
- * path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane accumulator takes the blocks of 8 in order, acc = fma(w[8b:8b+8],
- * x[8b:8b+8], acc); hsum() adds its lanes in a fixed tree; then the last n % 8 products are added one by
- * one. Weights are widened to float32 exactly as ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for
- * finite results; a NaN's sign may depend on which FMA form the compiler picks.) Integer weights (int8,
- * int4) multiply int16 activations instead: int32 lane sums per group, no tail (rows are zero-padded to
- * whole groups), in the order ha_kernels.matmul_int defines; bitwise the scalar reference's (tile_int).
+ * Row-major float weights. Accumulation order of every dot product of one weight row with one activation row
+ * of length n (kernels.h's 8-lane dot product, which dot and attention's scores also give), the same in every
+ * path below and for every T, r0, r1 (what makes chunk forwards batch-invariant): one 8-lane accumulator
+ * takes the blocks of 8 in order, acc = fma(w[8b:8b+8], x[8b:8b+8], acc); hsum() adds its lanes in a fixed
+ * tree; then the last n % 8 products are added one by one. Weights are widened to float32 exactly as
+ * ha_bf16_to_f32 / ha_f16_to_f32 do. ("The same" bits for finite results; a NaN's sign may depend on which
+ * FMA form the compiler picks.) Integer weights (int8, int4) multiply int16 activations instead: int32 lane
+ * sums per group, no tail (rows are zero-padded to whole groups), in the order ha_kernels.matmul_int defines;
+ * bitwise the scalar reference's (tile_int).
  *
  * One path serves every T (row-major weights). Weight rows are taken four at a time; a register tile (tile_*) of those four rows
  * and up to three tokens runs over the whole row, widening each block of weights in registers and keeping
