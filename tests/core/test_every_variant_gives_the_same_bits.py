@@ -90,7 +90,12 @@ def outputs(tmp_path_factory):
                                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     results = {}
     for variant, (out, proc) in procs.items():
-        log = proc.communicate(timeout=600)[0]
+        try:
+            log = proc.communicate(timeout=600)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            log = proc.communicate()[0]
+            pytest.fail(f"HA_KERNELS={variant}: expected the outputs within 600 s, got:\n{log[-4000:]}")
         assert proc.returncode == 0, f"HA_KERNELS={variant}: expected the outputs computed, got:\n{log[-4000:]}"
         with np.load(out) as f:
             results[variant] = {k: f[k] for k in f.files}
