@@ -331,11 +331,16 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
     _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
         _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {
-        __m512i dp[W8_MAX_P][W8_MAX_S];
+        /* A narrow tile's sums run as two chains, the even and the odd steps (added at the group's end, exactly),
+         * so that the dependent vpdpbusd of one chain do not wait on each other's latency. */
+        const int two = S <= 2;
+        __m512i dp[W8_MAX_P][W8_MAX_S], dq[W8_MAX_P][W8_MAX_S];
         _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
             const __m512i corr = _mm512_set1_epi32(-128 * xsum[(t + s) * groups + g]);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) dp[p][s] = corr;
         }
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dq[p][s] = _mm512_setzero_si512();
         const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
         const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
         _Pragma("GCC unroll 16") for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
@@ -349,9 +354,15 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64;
                 __builtin_prefetch(wp + W8_AHEAD, 0, 3);
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
-                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_dpbusd_epi32(dp[p][s], w, xv[s]);
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+                    if (two && k % 2) dq[p][s] = _mm512_dpbusd_epi32(dq[p][s], w, xv[s]);
+                    else dp[p][s] = _mm512_dpbusd_epi32(dp[p][s], w, xv[s]);
+                }
             }
         }
+        if (two)
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_add_epi32(dp[p][s], dq[p][s]);
         _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
             float xs;
             memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
