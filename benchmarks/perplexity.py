@@ -25,7 +25,7 @@ def main():
     windows = held_out_windows(ha.AutoTokenizer.from_pretrained(args.model), args.windows, args.length)
     print(f"{args.model}: {args.windows} held-out windows of {args.length} tokens; kernels {ha.kernels_name()}")
     base = None
-    for dtype in ("float32", "bfloat16", "int8", "w8a8", "int4"):
+    for dtype in ("float32", "bfloat16", "bfloat16-pairs", "int8", "w8a8", "int4"):
         model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
         t0 = time.perf_counter()
         ppl = perplexity(model, windows)

@@ -58,7 +58,8 @@ typedef enum ha_dtype {
     HA_Q8 = 3, HA_Q4 = 4,                /* integer weights with a scale per group, row-major blocks */
     HA_F32P = 5, HA_BF16P = 6, HA_F16P = 7, /* float weights in panels of HA_PANEL_ROWS rows (ha_pack) */
     HA_Q8P = 8,                          /* int8 weights in panels, for int8 activations (w8a8; ha_quantize) */
-    HA_NDTYPES = 9
+    HA_BF16X = 9,                        /* bfloat16 weights in pair panels, for bf16 activations (ha_quantize) */
+    HA_NDTYPES = 10
 } ha_dtype;
 
 /* HA_F32P, HA_BF16P, HA_F16P: float32, bfloat16 or float16 weights repacked (ha_pack) for the kernels that
@@ -88,6 +89,12 @@ typedef enum ha_dtype {
  * weight 4s + j of the group as q + 128 (an unsigned byte: what vpdpbusd takes). Rows past the last and
  * columns past cols are zeros (scale 0, q 128). Row r's share of the bytes is HA_Q8's, ha_row_bytes(HA_Q8, cols). */
 #define HA_Q8P_BLOCK_BYTES (HA_PANEL_ROWS * HA_Q8_BLOCK_BYTES)
+/* HA_BF16X, the bf16-pairs class's weights (kernels/formats.h defines the arithmetic): bfloat16 weights laid out
+ * for vdpbf16ps. A (rows, cols) matrix is ceil(rows / HA_PANEL_ROWS) panels of ceil(cols / 2) steps of 64 bytes
+ * each: step s of a panel is 16 uint32, the i-th holding row i's weights 2s (low half) and 2s + 1 (high half) as
+ * bfloat16 bits. Rows past the last and the column past an odd cols are zeros; subnormal weights are stored as
+ * zeros of their sign (the instruction reads them so). Row r's share of the bytes is 4 * ceil(cols / 2). */
+#define HA_BF16X_STEP_BYTES (HA_PANEL_ROWS * 4)
 
 /* Bytes of a (rows, cols) matrix of dtype t (panel dtypes: rows rounded up to whole panels); 0 for an unknown
  * dtype, negative sizes, or a size that does not fit in size_t. */
@@ -202,8 +209,9 @@ HA_API ha_status ha_pack(const ha_matrix *src, void *dst, size_t dst_bytes);
 
 /* Quantizes src (float32, bfloat16 or float16) into dst, a matrix of the same shape and dtype `to` (HA_Q8,
  * HA_Q8P or HA_Q4) with dst_bytes == ha_matrix_bytes(to, rows, cols): per group, scale = max|w| / 127 and
- * q = round(w * (127 / max|w|)) (int4: 7 for 127); HA_Q8P holds HA_Q8's values in panels. Uses the thread
- * pool. */
+ * q = round(w * (127 / max|w|)) (int4: 7 for 127); HA_Q8P holds HA_Q8's values in panels. HA_BF16X: each weight
+ * rounded to bfloat16 as ha_bf16_round does (a bfloat16 source's bits kept, subnormals made zeros), in pair
+ * panels. Uses the thread pool. */
 HA_API ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes);
 
 typedef struct ha_llama ha_llama;

@@ -227,10 +227,10 @@ def build_parser():
         p.add_argument("--assistant", default=DEFAULT_DRAFT,
                        help=f"draft checkpoint (a directory or a Hub repo id), or 'none' for plain generation "
                             f"(default {DEFAULT_DRAFT})")
-        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4"],
+        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--assistant-dtype", default=DEFAULT_DRAFT_DTYPE,
-                       choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "auto"],
+                       choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs", "auto"],
                        help="how the draft's weights are held ('auto': as stored). Default int8: a draft only proposes "
                             "and the target's verification keeps the output its own, whatever the draft's precision, "
                             "and int8 steps are the fastest (docs/benchmarks.md)")

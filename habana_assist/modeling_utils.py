@@ -141,7 +141,8 @@ class PreTrainedCausalLM(GenerationMixin):
         self.weight_dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype
         # model.dtype's name: the float dtype the model is held in; with int8 / int4 that of the weights left
         # unquantized, as Transformers' dtype of a bitsandbytes model (its first floating-point parameter's)
-        self._float_dtype = self.weight_dtype if self.weight_dtype not in _QUANTIZED else checkpoint.float_dtype
+        self._float_dtype = (self.weight_dtype if self.weight_dtype not in _QUANTIZED + ("bfloat16-pairs",)
+                             else checkpoint.float_dtype)
         cfg.torch_dtype = self._float_dtype  # as Transformers: the config says the dtype the model was loaded in
         if "dtype" in cfg.__dict__:
             cfg.dtype = self._float_dtype

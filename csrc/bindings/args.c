@@ -31,12 +31,13 @@ int parse_dtype(PyObject *name, ha_dtype *out) {
     else if (s && strcmp(s, "int8") == 0) *out = HA_Q8;
     else if (s && strcmp(s, "int4") == 0) *out = HA_Q4;
     else if (s && strcmp(s, "w8a8") == 0) *out = HA_Q8P;
+    else if (s && strcmp(s, "bfloat16-pairs") == 0) *out = HA_BF16X;
     else if (s && strcmp(s, "float32-panels") == 0) *out = HA_F32P;
     else if (s && strcmp(s, "bfloat16-panels") == 0) *out = HA_BF16P;
     else if (s && strcmp(s, "float16-panels") == 0) *out = HA_F16P;
     else {
-        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8', 'w8a8' or "
-                                           "'int4', or a float one with '-panels' (repacked by pack())");
+        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8', 'w8a8', "
+                                           "'int4' or 'bfloat16-pairs', or a float one with '-panels' (repacked by pack())");
         return -1;
     }
     return 0;
@@ -44,7 +45,7 @@ int parse_dtype(PyObject *name, ha_dtype *out) {
 
 const char *dtype_format(ha_dtype t) {
     if (t == HA_F32 || t == HA_F32P) return "f";
-    if (t == HA_Q8 || t == HA_Q4 || t == HA_Q8P) return "B";
+    if (t == HA_Q8 || t == HA_Q4 || t == HA_Q8P || t == HA_BF16X) return "B";
     return t == HA_F16 || t == HA_F16P ? "e" : "H";
 }
 

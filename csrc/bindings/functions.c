@@ -34,7 +34,7 @@ cleanup:
 }
 
 /* quantize(src (rows, cols) array, src dtype, dst uint8 (rows, row_bytes(to, cols)) writable, to "int8" | "int4",
- * or "w8a8" with rows rounded up to whole panels): integer weights. */
+ * or "w8a8" / "bfloat16-pairs" with rows rounded up to whole panels): integer weights, or bfloat16 pairs. */
 PyObject *py_quantize(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *src_o, *dt, *dst_o, *to_o;
@@ -42,8 +42,8 @@ PyObject *py_quantize(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &src_o, &dt, &dst_o, &to_o) || parse_dtype(dt, &t) != 0 ||
         parse_dtype(to_o, &to) != 0)
         return NULL;
-    if (t == HA_Q8 || t == HA_Q4 || t == HA_Q8P)
-        return PyErr_Format(InvalidInputError, "quantize: the source is already int8, w8a8 or int4");
+    if (t == HA_Q8 || t == HA_Q4 || t == HA_Q8P || t == HA_BF16X)
+        return PyErr_Format(InvalidInputError, "quantize: the source is already int8, w8a8, int4 or bfloat16 pairs");
     return convert_weights("quantize", src_o, t, dst_o, "B", to);
 }
 

@@ -32,9 +32,17 @@ static int cpu_has_avx512(void) {
     if (!cpu_has_avx2_fma_f16c() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return ((b >> 16) & 1) && ((b >> 30) & 1) && ((c >> 11) & 1) && (xcr0() & 0xe6) == 0xe6;
 }
+
+/* AVX512_BF16 (cpuid leaf 7 subleaf 1, eax bit 5) besides the avx512 variant's features. */
+int ha_cpu_has_avx512_bf16(void) {
+    unsigned a, b, c, d;
+    if (!cpu_has_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 5) & 1;
+}
 #else
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
+int ha_cpu_has_avx512_bf16(void) { return 0; }
 #endif
 
 static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, set by ha_kernels_select */

@@ -12,6 +12,7 @@ const char *ha_dtype_name(ha_dtype t) {
     case HA_BF16P: return "bfloat16 panels";
     case HA_F16P: return "float16 panels";
     case HA_Q8P: return "w8a8";
+    case HA_BF16X: return "bfloat16 pairs";
     default: return "unknown";
     }
 }

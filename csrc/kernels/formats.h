@@ -23,6 +23,7 @@ static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     case HA_F32: case HA_F32P: return (size_t)n * 4;
     case HA_Q8: case HA_Q8P: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
     case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
+    case HA_BF16X: return (size_t)((n + 1) / 2) * 4;
     default: return (size_t)n * 2;
     }
 }
@@ -30,10 +31,10 @@ static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
 static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4; }
 /* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
 static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
-/* Weights in panels (float ones by ha_pack, HA_Q8P by ha_quantize), and the panel dtype of a row-major float one
- * (HA_NDTYPES if none). */
+/* Weights in panels (float ones by ha_pack, HA_Q8P and HA_BF16X by ha_quantize), and the panel dtype of a row-major
+ * float one (HA_NDTYPES if none). */
 static inline int ha_dtype_is_panels(ha_dtype t) {
-    return t == HA_F32P || t == HA_BF16P || t == HA_F16P || t == HA_Q8P;
+    return t == HA_F32P || t == HA_BF16P || t == HA_F16P || t == HA_Q8P || t == HA_BF16X;
 }
 static inline ha_dtype ha_panel_dtype(ha_dtype t) {
     return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
@@ -55,8 +56,15 @@ static inline float ha_q8p_scale(const char *blk, int64_t i) {
     return s;
 }
 
+/* The bfloat16 bits of weight k of row i (< HA_PANEL_ROWS) of panel p of a HA_BF16X matrix W with n columns (ha.h). */
+static inline uint16_t ha_bf16x_bits(const void *W, int64_t n, int64_t p, int64_t i, int64_t k) {
+    const size_t steps = (size_t)((n + 1) / 2);
+    return ((const uint16_t *)W)[((size_t)p * steps + (size_t)(k / 2)) * (2 * HA_PANEL_ROWS) + (size_t)i * 2 + (size_t)(k % 2)];
+}
+
 /* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it (HA_Q8P: scale * q). */
 static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r, int64_t k) {
+    if (t == HA_BF16X) return ha_bf16_to_f32(ha_bf16x_bits(W, n, r / HA_PANEL_ROWS, r % HA_PANEL_ROWS, k));
     if (t == HA_Q8P) {
         const char *blk = ha_q8p_block(W, n, r / HA_PANEL_ROWS, k / HA_Q8_GROUP);
         return ha_q8p_scale(blk, r % HA_PANEL_ROWS) * (float)ha_q8p_q(blk, r % HA_PANEL_ROWS, k % HA_Q8_GROUP);
@@ -201,6 +209,90 @@ static inline void ha_quant_act8(int (*quant)(const float *, int64_t, void *), c
         const float nan = NAN;
         for (int64_t g = 0; g < groups; g++) __builtin_memcpy(q + g * HA_Q8_BLOCK_BYTES, &nan, sizeof nan);
     }
+}
+
+/* ---- bfloat16 weights multiply bfloat16 activations in pairs (the bf16-pairs class) --------------------
+ * The arithmetic of vdpbf16ps (AVX512_BF16), measured bit for bit on an AMD Zen 4 against this emulation (10^8
+ * random lanes: subnormals, cancellations, results at FLT_MIN, infinities, NaN payloads; docs/kernels-and-
+ * performance.md), and Intel's SDM pseudocode. Per 32-bit lane, acc and the bfloat16 pairs (a0, a1), (b0, b1)
+ * (element 2i in the low half, 2i + 1 in the high half):
+ *   acc = daz(acc); acc = ftz(acc + a1 * b1); acc = ftz(acc + a0 * b0)
+ * the high pair first; each product exact (two 8-bit significands), each add rounded once to nearest even
+ * (MXCSR is not read), so each step is fmaf; daz: subnormal inputs read as zeros of their sign; ftz: a result
+ * tiny after rounding (to 24 bits with an unbounded exponent, x86's rule: so FLT_MIN - 2^-150 gives +0 where
+ * fmaf gives FLT_MIN) becomes a zero of its sign. A NaN result is a's NaN quieted, else b's, else acc's, else
+ * the default NaN (0xffc00000).
+ * A matmul with HA_BF16X weights rounds each activation row x (n,) to bfloat16 once (ha_bf16_round, which is
+ * vcvtneps2bf16), as (ceil(n / 2),) uint32 pairs (element 2s low, 2s + 1 high, a zero past an odd n), and each
+ * output is, in every variant bitwise:
+ *   y = +0; for each step s in order: y = lane(y, W[r] pair s, x pair s)
+ * the weights being the instruction's a and the activations its b. */
+
+/* float32 -> bfloat16 as vcvtneps2bf16 (measured alike): NaN keeps its top half, quieted; subnormals give zeros
+ * of their sign; everything else rounds to nearest even (overflowing to inf). */
+static inline uint16_t ha_bf16_round(float x) {
+    uint32_t u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static inline float ha_bits_f32(uint32_t u) {
+    float f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint32_t ha_f32_bits(float f) {
+    uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* One step of the lane: ftz(fmaf(a, b, acc)) with the NaN rule, for a, b, acc not subnormal. */
+static inline float ha_bf16x_fma(float a, float b, float acc) {
+    const float r = fmaf(a, b, acc);
+    uint32_t u;
+    __builtin_memcpy(&u, &r, sizeof u);
+    const uint32_t m = u & 0x7fffffffu;
+    if (m > 0x7f800000u) {
+        if (isnan(a)) return ha_bits_f32(ha_f32_bits(a) | 0x00400000u);
+        if (isnan(b)) return ha_bits_f32(ha_f32_bits(b) | 0x00400000u);
+        if (isnan(acc)) return ha_bits_f32(ha_f32_bits(acc) | 0x00400000u);
+        return ha_bits_f32(0xffc00000u);
+    }
+    if (m - 1u < 0x00800000u) { /* subnormal, or +-FLT_MIN: tiny unless the exact sum rounds to it at 24 bits */
+        if (m < 0x00800000u) return copysignf(0.0f, r);
+        /* exact sum s + e (TwoSum in double; the product is exact in double); tiny iff below FLT_MIN - 2^-151 */
+        const double p = (double)a * (double)b, s = p + (double)acc, z = s - p;
+        const double e = ((double)acc - z) + (p - (s - z)), t = 0x1p-126 - 0x1p-151;
+        const double as = fabs(s), ae = s < 0 ? -e : e;
+        if (as < t || (as == t && ae < 0)) return copysignf(0.0f, r);
+    }
+    return r;
+}
+
+/* One lane of vdpbf16ps: acc, weights a (the pair's bits), activations b. */
+static inline float ha_bf16x_lane(float acc, uint32_t a, uint32_t b) {
+    const uint32_t in[5] = { ha_f32_bits(acc), a & 0xffff0000u, b & 0xffff0000u, a << 16, b << 16 };
+    float v[5];
+    for (int i = 0; i < 5; i++) v[i] = ha_bits_f32((in[i] & 0x7f800000u) == 0 ? in[i] & 0x80000000u : in[i]); /* daz */
+    return ha_bf16x_fma(v[3], v[4], ha_bf16x_fma(v[1], v[2], v[0]));
+}
+
+/* x (n,) -> xb (ceil(n / 2),) pairs of bfloat16 (ha_bf16_round), a zero past an odd n. */
+static inline void ha_round_act_bf16(const float *x, int64_t n, uint32_t *xb) {
+    for (int64_t s = 0; s < n / 2; s++)
+        xb[s] = (uint32_t)ha_bf16_round(x[2 * s]) | (uint32_t)ha_bf16_round(x[2 * s + 1]) << 16;
+    if (n % 2) xb[n / 2] = ha_bf16_round(x[n - 1]);
+}
+
+/* Output (row i of panel P, activations xb) of the class: the lane chain over the n_steps pairs. P is one panel
+ * of HA_BF16X weights (n_steps steps). */
+static inline float ha_bf16x_dot_ref(const void *P, int64_t i, const uint32_t *xb, int64_t n_steps) {
+    float y = 0.0f;
+    for (int64_t s = 0; s < n_steps; s++) y = ha_bf16x_lane(y, ((const uint32_t *)P)[s * HA_PANEL_ROWS + i], xb[s]);
+    return y;
 }
 
 #endif /* HA_FORMATS_H */

@@ -39,6 +39,11 @@ typedef struct ha_kernels {
      * (integer sums per group, then one float chain over the groups). r0 may fall inside a panel. */
     void (*matmul_w8a8)(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                         int64_t T, float *Y, int64_t ldy);
+    /* HA_BF16X weights (the bf16-pairs class): the same for W (rows, n) and activations rounded by ha_round_act_bf16,
+     * Xb (T, ceil(n / 2)) pairs, each output bitwise formats.h's lane chain (ha_bf16x_dot_ref), NaN payloads
+     * included. r0 may fall inside a panel. */
+    void (*matmul_bf16x)(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, float *Y,
+                         int64_t ldy);
     /* x (n,) -> q (ha_act_width(n),), *scale, bitwise as ha_quant_act_ref */
     void (*quant_act)(const float *x, int64_t n, int16_t *q, float *scale);
     /* dst (n,) = the row src (n,) as float32 (row-major dtypes; NULL for panels) */
@@ -107,6 +112,11 @@ extern const uint64_t HA_EXP2_TAB[32];
 
 /* Panel_to_f32 for HA_Q8P, every table's (exact: scale * q). */
 void ha_panel_to_f32_q8p(const void *panel, int64_t n, float *dst, int64_t ldd);
+/* The same for HA_BF16X (exact), and the scalar reference of matmul_bf16x, which vector kernels call for the outputs
+ * whose chain met a tiny or NaN result (kernels_scalar.c). */
+void ha_panel_to_f32_bf16x(const void *panel, int64_t n, float *dst, int64_t ldd);
+void ha_matmul_bf16x_ref(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, float *Y,
+                         int64_t ldy);
 
 extern const ha_kernels ha_kernels_scalar;
 extern const ha_kernels ha_kernels_avx2;
@@ -116,6 +126,12 @@ extern const ha_kernels ha_kernels_avx2;
  * Call only where the CPU has what the variant needs (dispatch.c checks). */
 const ha_kernels *ha_kernels_avx512(void);
 const ha_kernels *ha_kernels_avx512_emulated(void);
+/* The avx512 table's matmul_bf16x is vdpbf16ps where the CPU has AVX512_BF16 (ha_cpu_has_avx512_bf16, dispatch.c),
+ * else the exact emulation; the tests reach each one here (native 1 or 0; NULL where this CPU cannot run it). */
+int ha_cpu_has_avx512_bf16(void);
+typedef void (*ha_matmul_bf16x_fn)(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T,
+                                   float *Y, int64_t ldy);
+ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native);
 /* The variant in use; set once at first use (ha_kernels_get), or by ha_kernels_select. */
 const ha_kernels *ha_kernels_get(void);
 /* The variant of that name if this CPU runs it, else NULL: "scalar", "avx2", "avx512", "avx512-emulated". */

@@ -844,6 +844,79 @@ AVX2 static void philox8_avx2(uint64_t seed, uint32_t row, uint32_t position, ui
     _mm256_storeu_si256((__m256i *)(bits + 4), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+/* ---- bfloat16 pairs (formats.h's class): an exact emulation of vdpbf16ps ----------------------------------
+ * Rows 0-7 of a HA_BF16X step are its first 32 bytes, rows 8-15 the next. Per half register, the pairs widen to
+ * float32 by a mask (high halves) and a shift (low halves), exact, with no subnormals to read as zero (weights
+ * hold none, ha.h; ha_bf16_round leaves none); a lane's two steps are two FMAs, which equal ha_bf16x_fma except
+ * where the result is NaN or 0 < |r| <= FLT_MIN. A tile (one panel, up to four tokens) keeps per half the least
+ * |acc| - 1 as unsigned over its chains (a NaN stays NaN to the end of its chain); rows whose chains met such a
+ * result are recomputed by the scalar reference. */
+#define BX_MAX_S 4
+
+AVX2 static inline __attribute__((always_inline)) void tile_bf16x(int S, const char *W, int64_t n, int64_t p, const uint32_t *Xb, int64_t t, float *Y,
+                                   int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t steps = (n + 1) / 2;
+    const char *P = W + (size_t)p * (size_t)steps * HA_BF16X_STEP_BYTES;
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u), magnitude = _mm256_set1_epi32(0x7fffffff);
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256 acc[2][BX_MAX_S];
+    __m256i least[2] = { _mm256_set1_epi32(-1), _mm256_set1_epi32(-1) };
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < S; s++) acc[h][s] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < steps; k++) {
+        const char *wp = P + (size_t)k * HA_BF16X_STEP_BYTES;
+        __builtin_prefetch(wp + 512, 0, 3);
+        for (int h = 0; h < 2; h++) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(wp + 32 * h));
+            const __m256 whi = _mm256_castsi256_ps(_mm256_and_si256(w, high));
+            const __m256 wlo = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+            for (int s = 0; s < S; s++) {
+                const __m256i x = _mm256_set1_epi32((int)Xb[(t + s) * steps + k]);
+                __m256 a = _mm256_fmadd_ps(whi, _mm256_castsi256_ps(_mm256_and_si256(x, high)), acc[h][s]);
+                least[h] = _mm256_min_epu32(least[h], _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
+                a = _mm256_fmadd_ps(wlo, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), a);
+                least[h] = _mm256_min_epu32(least[h], _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
+                acc[h][s] = a;
+            }
+        }
+    }
+    const int64_t b = p * HA_PANEL_ROWS;
+    unsigned redo = 0; /* rows whose chains met a NaN or a tiny result */
+    for (int h = 0; h < 2; h++) {
+        const __m256i lim = _mm256_set1_epi32(0x007fffff);
+        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_min_epu32(least[h], lim), least[h])));
+        for (int s = 0; s < S; s++) m |= (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(acc[h][s], acc[h][s], _CMP_UNORD_Q));
+        redo |= m << (8 * h);
+    }
+    for (int s = 0; s < S; s++) {
+        float v[HA_PANEL_ROWS];
+        _mm256_storeu_ps(v, acc[0][s]);
+        _mm256_storeu_ps(v + 8, acc[1][s]);
+        ha_store_panel_rows(Y + (t + s) * ldy, b, r0, r1, v);
+    }
+    for (int i = 0; redo && i < HA_PANEL_ROWS; i++)
+        if (redo >> i & 1 && b + i >= r0 && b + i < r1)
+            ha_matmul_bf16x_ref(W, n, b + i, b + i + 1, Xb + t * steps, S, Y + t * ldy, ldy);
+}
+
+/* Y[t, r] for r0 <= r < r1: panel by panel, tiles of up to BX_MAX_S tokens (as even as possible). */
+AVX2 static void matmul_bf16x(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T,
+                              float *Y, int64_t ldy) {
+    if (T < 1 || r0 >= r1) return;
+    const int64_t tiles = (T + BX_MAX_S - 1) / BX_MAX_S;
+    for (int64_t p = r0 / HA_PANEL_ROWS; p * HA_PANEL_ROWS < r1; p++)
+        for (int64_t t = 0, i = 0; i < tiles; i++) {
+            const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);
+            switch (S) {
+            case 4: tile_bf16x(4, W, n, p, Xb, t, Y, ldy, r0, r1); break;
+            case 3: tile_bf16x(3, W, n, p, Xb, t, Y, ldy, r0, r1); break;
+            case 2: tile_bf16x(2, W, n, p, Xb, t, Y, ldy, r0, r1); break;
+            default: tile_bf16x(1, W, n, p, Xb, t, Y, ldy, r0, r1); break;
+            }
+            t += S;
+        }
+}
+
 /* Eight tokens at a time, each lane one Philox counter; the last n % 8 by the scalar kernel. */
 AVX2 static void rng_bits_avx2(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index0,
                                int64_t n, uint64_t *bits) {
@@ -858,11 +931,12 @@ const ha_kernels ha_kernels_avx2 = {
                 [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .matmul_w8a8 = matmul_w8a8,
+    .matmul_bf16x = matmul_bf16x,
     .quant_act = quant_act_avx2,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
     .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
-                      [HA_Q8P] = ha_panel_to_f32_q8p },
+                      [HA_Q8P] = ha_panel_to_f32_q8p, [HA_BF16X] = ha_panel_to_f32_bf16x },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
     .attn_scores = attn_scores_avx2,

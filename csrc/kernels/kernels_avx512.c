@@ -422,6 +422,126 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
     }
 }
 
+/* ---- bfloat16 pairs (formats.h's class) ------------------------------------------------------------------
+ * A step of a HA_BF16X panel is one register: lane i row i's pair of weights, the token's pair broadcast. Native
+ * (AVX512_BF16): one vdpbf16ps per step and token, the class's definition itself. Emulation (AVX-512 without
+ * BF16, and the SIMDe build, whose _mm512_dpbf16_ps adds the low product first with neither DAZ nor FTZ): the
+ * pairs widen to float32 by a mask (high halves) and a shift (low halves), exact, with no subnormals to read as
+ * zero (weights hold none, ha.h; ha_bf16_round leaves none); the lane's two steps are two FMAs, which equal
+ * ha_bf16x_fma except where the result is NaN or 0 < |r| <= FLT_MIN. So each tile keeps, per panel, the least
+ * |acc| - 1 as unsigned over its chains (a NaN stays NaN to the end of its chain), and the outputs of rows whose
+ * chains met such a result are recomputed by the scalar reference. A tile of P panels x S tokens keeps P * S
+ * accumulators; the P panels' weights are read once per tile of tokens. */
+#define BX_MAX_P 4
+#define BX_MAX_S 4
+#define BX_AHEAD 1024 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
+
+/* One step k of panel p for token s: the native instruction, or the emulation's two FMAs and their tracking. */
+#define BX_STEP_NATIVE(p, s) acc[p][s] = _mm512_dpbf16_ps(acc[p][s], (__m512bh)w, (__m512bh)xv[s])
+#define BX_TRACK(p, a)                                                                                  \
+    least[p] = _mm512_min_epu32(least[p], _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(a), magnitude), one))
+#define BX_STEP_EMULATED(p, s)                                                                          \
+    do {                                                                                                \
+        __m512 a = _mm512_fmadd_ps(whi, _mm512_castsi512_ps(_mm512_and_si512(xv[s], high)), acc[p][s]); \
+        BX_TRACK(p, a);                                                                                 \
+        a = _mm512_fmadd_ps(wlo, _mm512_castsi512_ps(_mm512_slli_epi32(xv[s], 16)), a);                 \
+        BX_TRACK(p, a);                                                                                 \
+        acc[p][s] = a;                                                                                  \
+    } while (0)
+
+#define DEFINE_TILE_BF16X(SUF, TARGET, NATIVE, STEP)                                                    \
+    TARGET INLINE void tile_bf16x_##SUF(int P, int S, const char *W, int64_t n, int64_t p0, const uint32_t *Xb, \
+                                        int64_t t, float *Y, int64_t ldy, int64_t r0, int64_t r1) {     \
+        const int64_t steps = (n + 1) / 2;                                                              \
+        const size_t pstride = (size_t)steps * HA_BF16X_STEP_BYTES;                                     \
+        const char *P0 = W + (size_t)p0 * pstride;                                                      \
+        __m512 acc[BX_MAX_P][BX_MAX_S];                                                                 \
+        __m512i least[BX_MAX_P];                                                                        \
+        const __m512i high = _mm512_set1_epi32((int)0xffff0000u), magnitude = _mm512_set1_epi32(0x7fffffff); \
+        const __m512i one = _mm512_set1_epi32(1);                                                       \
+        (void)high, (void)magnitude, (void)one;                                                         \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                           \
+            least[p] = _mm512_set1_epi32(-1);                                                           \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
+        }                                                                                               \
+        for (int64_t k = 0; k < steps; k++) {                                                           \
+            __m512i xv[BX_MAX_S];                                                                       \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) xv[s] = _mm512_set1_epi32((int)Xb[(t + s) * steps + k]); \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                       \
+                const char *wp = P0 + (size_t)p * pstride + (size_t)k * HA_BF16X_STEP_BYTES;           \
+                __builtin_prefetch(wp + BX_AHEAD, 0, 3);                                                \
+                const __m512i w = _mm512_loadu_si512((const void *)wp);                                 \
+                const __m512 whi = _mm512_castsi512_ps(_mm512_and_si512(w, high));                      \
+                const __m512 wlo = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));                       \
+                (void)whi, (void)wlo;                                                                   \
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) STEP(p, s);                         \
+            }                                                                                           \
+        }                                                                                               \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                           \
+            const int64_t b = (p0 + p) * HA_PANEL_ROWS;                                                 \
+            unsigned redo = 0; /* rows whose chains met a NaN or a tiny result (the emulation's) */     \
+            if (!(NATIVE)) {                                                                            \
+                const __m512i lim = _mm512_set1_epi32(0x007fffff);                                      \
+                redo = (unsigned)_mm512_cmpeq_epi32_mask(_mm512_min_epu32(least[p], lim), least[p]);    \
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                     \
+                    redo |= (unsigned)_mm512_cmp_ps_mask(acc[p][s], acc[p][s], _CMP_UNORD_Q);           \
+            }                                                                                           \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {                                       \
+                float *y = Y + (t + s) * ldy;                                                           \
+                if (!redo && b >= r0 && b + HA_PANEL_ROWS <= r1) {                                      \
+                    _mm512_storeu_ps(y + b, acc[p][s]);                                                 \
+                    continue;                                                                           \
+                }                                                                                       \
+                float v[HA_PANEL_ROWS];                                                                 \
+                _mm512_storeu_ps(v, acc[p][s]);                                                         \
+                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
+            }                                                                                           \
+            for (int i = 0; redo && i < HA_PANEL_ROWS; i++)                                             \
+                if (redo >> i & 1 && b + i >= r0 && b + i < r1)                                         \
+                    ha_matmul_bf16x_ref(W, n, b + i, b + i + 1, Xb + t * steps, S, Y + t * ldy, ldy);   \
+        }                                                                                               \
+    }
+
+#define BX_TILE_S(N, P, S)                                                                              \
+    switch (S) {                                                                                        \
+    case 4: tile_bf16x_##N(P, 4, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
+    case 3: tile_bf16x_##N(P, 3, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
+    case 2: tile_bf16x_##N(P, 2, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
+    default: tile_bf16x_##N(P, 1, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                \
+    }
+
+/* Y[t, r] for r0 <= r < r1: groups of BX_MAX_P panels, each run by tiles of up to BX_MAX_S tokens (as even as
+ * possible). */
+#define DEFINE_MATMUL_BF16X(NAME, N, TARGET)                                                            \
+    TARGET static void NAME(const void *Wv, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, \
+                            float *Y, int64_t ldy) {                                                    \
+        if (T < 1 || r0 >= r1) return;                                                                  \
+        const char *W = Wv;                                                                             \
+        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
+        const int64_t tiles = (T + BX_MAX_S - 1) / BX_MAX_S;                                            \
+        for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {                                              \
+            const int64_t np = p_end - p < BX_MAX_P ? p_end - p : BX_MAX_P;                             \
+            for (int64_t t = 0, i = 0; i < tiles; i++) {                                                \
+                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
+                switch (np) {                                                                           \
+                case 4: BX_TILE_S(N, 4, S) break;                                                       \
+                case 3: BX_TILE_S(N, 3, S) break;                                                       \
+                case 2: BX_TILE_S(N, 2, S) break;                                                       \
+                default: BX_TILE_S(N, 1, S) break;                                                      \
+                }                                                                                       \
+                t += S;                                                                                 \
+            }                                                                                           \
+            p += np;                                                                                    \
+        }                                                                                               \
+    }
+DEFINE_TILE_BF16X(emulated, AVX512, 0, BX_STEP_EMULATED)
+DEFINE_MATMUL_BF16X(matmul_bf16x_emulated, emulated, AVX512)
+#if !HA_AVX512_EMULATED
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vnni,avx512bf16,avx2,fma,f16c")))
+DEFINE_TILE_BF16X(native, AVX512BF16, 1, BX_STEP_NATIVE)
+DEFINE_MATMUL_BF16X(matmul_bf16x_native, native, AVX512BF16)
+#endif
+
 /* ---- attention's scores --------------------------------------------------------------------------------
  * Bitwise dot_avx2's scores (AVX2's attn_scores: per key eight lanes, lane l the chain over blocks b of
  * fma(q[8b + l], k[8b + l], .) in order, then hsum's tree (l + l+4, then (0 + 2) + (1 + 3)), then * scale),
@@ -594,6 +714,12 @@ static void fill_table(void) {
     table.matmul_int[HA_Q8] = matmul_q8;
     table.matmul_int[HA_Q4] = matmul_q4;
     table.matmul_w8a8 = matmul_w8a8;
+#if HA_AVX512_EMULATED
+    table.matmul_bf16x = matmul_bf16x_emulated;
+#else
+    table.matmul_bf16x = ha_cpu_has_avx512_bf16() ? matmul_bf16x_native : matmul_bf16x_emulated;
+#endif
+    table.panel_to_f32[HA_BF16X] = ha_panel_to_f32_bf16x;
     table.panel_to_f32[HA_F32P] = panel_to_f32_f32p;
     table.panel_to_f32[HA_BF16P] = panel_to_f32_bf16p;
     table.panel_to_f32[HA_F16P] = panel_to_f32_f16p;
@@ -609,7 +735,15 @@ const ha_kernels *VARIANT_FN(void) {
     return &table;
 }
 
+#if !HA_AVX512_EMULATED
+ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native) {
+    if (native) return ha_cpu_has_avx512_bf16() ? matmul_bf16x_native : NULL;
+    return ha_kernels_avx512() ? matmul_bf16x_emulated : NULL;
+}
+#endif
+
 #elif !HA_AVX512_EMULATED /* not x86-64: no AVX-512 */
 #include "kernels.h"
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
+ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native) { (void)native; return NULL; }
 #endif

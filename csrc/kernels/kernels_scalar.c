@@ -172,6 +172,21 @@ void ha_panel_to_f32_q8p(const void *panel, int64_t n, float *dst, int64_t ldd) 
         for (int64_t i = 0; i < HA_PANEL_ROWS; i++) dst[k * ldd + i] = ha_panel_at(panel, HA_Q8P, n, i, k);
 }
 
+/* bfloat16 pairs (formats.h): each output the lane chain, in plain C (the class's definition on any CPU). */
+void ha_matmul_bf16x_ref(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, float *Y,
+                         int64_t ldy) {
+    const int64_t steps = (n + 1) / 2;
+    for (int64_t r = r0; r < r1; r++) {
+        const char *P = (const char *)W + (size_t)(r / HA_PANEL_ROWS) * (size_t)steps * HA_BF16X_STEP_BYTES;
+        for (int64_t t = 0; t < T; t++) Y[t * ldy + r] = ha_bf16x_dot_ref(P, r % HA_PANEL_ROWS, Xb + t * steps, steps);
+    }
+}
+
+void ha_panel_to_f32_bf16x(const void *panel, int64_t n, float *dst, int64_t ldd) {
+    for (int64_t k = 0; k < n; k++)
+        for (int64_t i = 0; i < HA_PANEL_ROWS; i++) dst[k * ldd + i] = ha_panel_at(panel, HA_BF16X, n, i, k);
+}
+
 static void axpy_scalar(float a, const float *x, float *y, int64_t n) {
     const int64_t nv = n - n % 8;
     for (int64_t i = 0; i < nv; i++) y[i] = fmaf(a, x[i], y[i]);
@@ -269,11 +284,12 @@ const ha_kernels ha_kernels_scalar = {
                 [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .matmul_w8a8 = matmul_w8a8,
+    .matmul_bf16x = ha_matmul_bf16x_ref,
     .quant_act = ha_quant_act_ref,
     .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
     .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
-                      [HA_Q8P] = ha_panel_to_f32_q8p },
+                      [HA_Q8P] = ha_panel_to_f32_q8p, [HA_BF16X] = ha_panel_to_f32_bf16x },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .attn_scores = attn_scores_scalar,

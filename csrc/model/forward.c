@@ -45,6 +45,7 @@ typedef struct matmul_job {
     const float *xq_scale;
     const char *Xq8;   /* X quantized by ha_quant_act8, for w8a8 weights, and its group sums */
     const int32_t *xq8_sum;
+    const uint32_t *Xbf;  /* X rounded to bfloat16 pairs (ha_round_act_bf16), for bfloat16-pairs weights */
     int64_t T;
     const mlp_step *mlp; /* mlp_range's job: the rest of a feed-forward block's first half (NULL for matmul_range) */
 } matmul_job;
@@ -54,6 +55,7 @@ static void matmul_rows(const matmul_job *j, const ha_matrix *W, int64_t lo, int
     if (lo >= hi) return;
     if (ha_dtype_is_int(W->dtype)) j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
     else if (W->dtype == HA_Q8P) j->k->matmul_w8a8(W->data, W->cols, lo, hi, j->Xq8, j->xq8_sum, j->T, Y, ldy);
+    else if (W->dtype == HA_BF16X) j->k->matmul_bf16x(W->data, W->cols, lo, hi, j->Xbf, j->T, Y, ldy);
     else j->k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, Y, ldy);
 }
 
@@ -127,13 +129,19 @@ static void mlp_range(void *ctx, int64_t ub, int64_t ue) {
 static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int count, const ha_matrix *const *W,
                               float *const *Y, const float *X, int64_t T) {
     *j = (matmul_job){ .k = c->kern, .count = count, .X = X, .T = T };
-    int64_t rows = 0, quantize = 0, quantize8 = 0;
+    int64_t rows = 0, quantize = 0, quantize8 = 0, round_bf16 = 0;
     for (int i = 0; i < count; i++) {
         j->W[i] = W[i];
         j->Y[i] = Y ? Y[i] : NULL;
         rows += W[i]->rows;
         quantize |= ha_dtype_is_int(W[i]->dtype);
         quantize8 |= W[i]->dtype == HA_Q8P;
+        round_bf16 |= W[i]->dtype == HA_BF16X;
+    }
+    if (round_bf16) { /* each token's row rounded to bfloat16 pairs once (formats.h's bf16-pairs class) */
+        const int64_t n = W[0]->cols, steps = (n + 1) / 2;
+        for (int64_t t = 0; t < T; t++) ha_round_act_bf16(X + t * n, n, c->xbf + t * steps);
+        j->Xbf = c->xbf;
     }
     if (quantize8) { /* the same, group by group into int8 (formats.h's w8a8 class) */
         const int64_t n = W[0]->cols, groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;

@@ -247,6 +247,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
     int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_w8a8 = m->w.lm_head.dtype == HA_Q8P, any_fused = 0;
+    int any_bf16x = m->w.lm_head.dtype == HA_BF16X;
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         const ha_matrix *mats[LAYER_MATRICES];
         ha_layer_matrices(&m->layers[l], mats);
@@ -255,6 +256,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
                 all_f32 &= mats[i]->dtype == HA_F32;
                 any_int |= ha_dtype_is_int(mats[i]->dtype);
                 any_w8a8 |= mats[i]->dtype == HA_Q8P;
+                any_bf16x |= mats[i]->dtype == HA_BF16X;
             }
         any_fused |= m->layers[l].wqkv.data || m->layers[l].w_gate_up.data;
     }
@@ -276,6 +278,10 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         c->xq8 = malloc(R * ha_row_bytes(HA_Q8, (int64_t)widest));
         c->xq8_sum = malloc(R * (size_t)groups * sizeof(int32_t));
         xq_ok &= c->xq8 && c->xq8_sum;
+    }
+    if (any_bf16x) {
+        c->xbf = malloc(R * ((widest + 1) / 2) * sizeof(uint32_t));
+        xq_ok &= c->xbf != NULL;
     }
     if (any_fused) {
         const size_t qkv = (size_t)(m->q_dim + 2 * m->kv_dim);
@@ -316,7 +322,7 @@ void ha_llama_context_free(ha_llama_context *c) {
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
     void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->long_rope, c->slots, c->layer_at, c->x, c->xn, c->q,
                      c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq,
-                     c->wide, c->xq, c->xq_scale, c->xq8, c->xq8_sum };
+                     c->wide, c->xq, c->xq_scale, c->xq8, c->xq8_sum, c->xbf };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }

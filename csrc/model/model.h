@@ -72,6 +72,8 @@ struct ha_llama_context {
     float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
     char *xq8;            /* (R, ha_row_bytes(HA_Q8, max(d, q_dim, f))) a matmul's input quantized for w8a8 weights */
     int32_t *xq8_sum;     /* (R, its groups) each group's sum of integers; both NULL if no matrix is w8a8 */
+    uint32_t *xbf;        /* (R, ceil(max(d, q_dim, f) / 2)) a matmul's input as bfloat16 pairs; NULL if no matrix is
+                           * bfloat16 pairs */
 };
 
 /* The matrices of one layer (absent ones have data == NULL), into out (weights.c). */

@@ -64,6 +64,31 @@ static void quant_panels(void *ctx, int64_t p0, int64_t p1) {
         }
 }
 
+/* HA_BF16X: panels [p0, p1), each weight rounded to bfloat16 (ha_bf16_round: a bfloat16 source's bits kept,
+ * subnormals made zeros of their sign), as ha.h's pair panels; rows past the matrix's last and the column past an
+ * odd n give zeros. */
+static void pair_panels(void *ctx, int64_t p0, int64_t p1) {
+    quant_job *j = ctx;
+    const ha_matrix *m = j->src;
+    const ha_kernels *k = ha_kernels_get();
+    const int64_t n = m->cols, steps = (n + 1) / 2;
+    float x[HA_Q8_GROUP];
+    for (int64_t p = p0; p < p1; p++) {
+        uint16_t *panel = (uint16_t *)j->dst + (size_t)p * (size_t)steps * (2 * HA_PANEL_ROWS);
+        for (int64_t i = 0; i < HA_PANEL_ROWS; i++) {
+            const int64_t r = p * HA_PANEL_ROWS + i;
+            for (int64_t b = 0; b < 2 * steps; b += HA_Q8_GROUP) {
+                const int64_t len = n - b < HA_Q8_GROUP ? n - b : HA_Q8_GROUP;
+                if (r < m->rows && len > 0)
+                    k->to_f32[m->dtype]((const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n) + ha_row_bytes(m->dtype, b), x, len);
+                for (int64_t c = 0; c < HA_Q8_GROUP && b + c < 2 * steps; c++)
+                    panel[((size_t)(b + c) / 2) * (2 * HA_PANEL_ROWS) + (size_t)i * 2 + (size_t)(b + c) % 2] =
+                        r < m->rows && c < len ? ha_bf16_round(x[c]) : 0;
+            }
+        }
+    }
+}
+
 /* What ha_quantize and ha_pack check alike: src (non-NULL) a row-major float32, bfloat16 or float16 matrix of a
  * possible shape whose buffer is exactly its size, both buffers aligned for their dtypes, and dst exactly a
  * (rows, cols) matrix of dtype `to`. what names the caller in the message. */
@@ -91,14 +116,15 @@ static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dty
 
 ha_status ha_quantize(const ha_matrix *src, ha_dtype to, void *dst, size_t dst_bytes) {
     if (!src || !src->data || !dst) return ha_fail(HA_ERR_INVALID, "quantize: NULL argument");
-    if (to != HA_Q8 && to != HA_Q4 && to != HA_Q8P)
-        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8, w8a8 or int4, not %s",
+    if (to != HA_Q8 && to != HA_Q4 && to != HA_Q8P && to != HA_BF16X)
+        return ha_fail(HA_ERR_INVALID, "quantize: the destination must be int8, w8a8, int4 or bfloat16 pairs, not %s",
                        ha_dtype_name(to));
     const ha_status st = check_conversion("quantize", src, to, dst, dst_bytes);
     if (st != HA_OK) return st;
     quant_job j = { .src = src, .to = to, .dst = dst };
     atomic_init(&j.bad_row, -1);
     if (to == HA_Q8P) ha_parallel_for(quant_panels, &j, (src->rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS);
+    else if (to == HA_BF16X) ha_parallel_for(pair_panels, &j, (src->rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS);
     else ha_parallel_for(quant_rows, &j, src->rows);
     if (atomic_load(&j.bad_row) >= 0)
         return ha_fail(HA_ERR_INVALID, "quantize: row %lld holds NaN or inf; the checkpoint is corrupt",

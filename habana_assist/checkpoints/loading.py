@@ -49,8 +49,13 @@ Weight = namedtuple("Weight", "array dtype cols panels rows", defaults=(False, N
 PANEL_ROWS = 16
 _ELEMENT = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}
 
-WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "w8a8", "int4")
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs")
 _INTEGER = ("int8", "w8a8", "int4")
+# converted at load into the core's panels by _quantize; "bfloat16-pairs" (csrc/ha.h, HA_BF16X: each weight rounded
+# to bfloat16, a bfloat16 checkpoint's bits kept, in pair panels for bf16 activations) holds its other tensors as
+# "bfloat16" does
+_PAIRS = "bfloat16-pairs"
+_PANELS_AT_LOAD = ("w8a8", _PAIRS)
 _STORED = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
@@ -240,8 +245,8 @@ def _quantize(tensor, source, target, arena):
     or for w8a8 rows rounded up to whole panels, bytes per row), read-only, in arena's memory; read about 8 MB at a
     time, so loading holds little beyond the quantized copy."""
     rows, cols = tensor.shape
-    multiple = PANEL_ROWS if target == "w8a8" else 1
-    out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes("int8" if multiple > 1 else target, cols)),
+    multiple = PANEL_ROWS if target in _PANELS_AT_LOAD else 1
+    out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes("int8" if target == "w8a8" else target, cols)),
                       np.uint8)
     for r, chunk in tensor.chunks(multiple):
         _core.quantize(chunk, source, out[r:r + -(-chunk.shape[0] // multiple) * multiple], target)
@@ -413,7 +418,8 @@ def _load_specs(directory, config, files, origin, target, repack, specs, stored_
                                   "config.json saved with these weights")
         weights[spec.name] = _load_one(spec, _Stored(file, name, meter), file, config, target, repack, arena)
         if spec.role == "embed":
-            float_dtype = target if target is not None and target not in _INTEGER else _STORED[stored]
+            float_dtype = ("bfloat16" if target == _PAIRS else target if target is not None and target not in _INTEGER
+                           else _STORED[stored])
     return weights, float_dtype
 
 
@@ -426,10 +432,12 @@ def _load_one(spec, tensor, file, config, target, repack, arena):
     row_read = spec.role == "pos_embed" or (spec.role == "embed" and not config.tie_word_embeddings)
     if row_read and held in _INTEGER:
         held = source
+    if held == _PAIRS and (row_read or not spec.is_matrix):
+        held = "bfloat16"
     if spec.is_matrix and spec.transposed:  # the core's (out, in), a copy: the Weight's own (as stored, row-major),
         kept = held == source and not repack  # else read once into panels or blocks and dropped
         tensor = _Transposed(tensor, arena.empty if kept else np.empty)
-    if spec.is_matrix and held in _INTEGER:
+    if spec.is_matrix and (held in _INTEGER or held == _PAIRS):
         return _quantize(tensor, source, held, arena)
     if spec.is_matrix and held == source and not repack and not spec.transposed:
         # As stored, kept mapped (zero copy, pages shared between processes); never read here, so a file

@@ -103,6 +103,16 @@ def dequantize_panels(array, cols, rows):
     return np.ascontiguousarray(values.reshape(panels * panel_rows, count * group)[:rows, :cols])
 
 
+def unpack_pairs(array, cols, rows):
+    """bfloat16-pairs panels (rows rounded up to whole panels, 4 * ceil(cols / 2) bytes per row) of uint8 (csrc/ha.h,
+    HA_BF16X) -> the bfloat16 bits (rows, cols) as np.uint16, the values the core's kernels multiply."""
+    panel_rows = 16
+    steps = -(-cols // 2)
+    bits = np.asarray(array).view(np.uint16).reshape(-1, steps, panel_rows, 2)  # (panels, steps, row, pair)
+    bits = bits.transpose(0, 2, 1, 3).reshape(-1, 2 * steps)
+    return np.ascontiguousarray(bits[:rows, :cols])
+
+
 def _maps_file(array):
     """Whether array views an np.memmap (a file's read-only map: repack=False as stored)."""
     base = array
@@ -134,6 +144,8 @@ def _array(model, name, for_torch):
     held = weight.array
     if weight.dtype == "w8a8":
         values = dequantize_panels(held, weight.cols, weight.rows)
+    elif weight.dtype == "bfloat16-pairs":
+        values = unpack_pairs(held, weight.cols, weight.rows)
     elif weight.dtype in _GROUP:
         values = dequantize(held, weight.dtype, weight.cols)
     elif weight.panels:

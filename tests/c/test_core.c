@@ -24,6 +24,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "../../csrc/core/core.h"
 #include "../../csrc/kernels/kernels.h"
@@ -163,7 +166,8 @@ static uint16_t half_from_float(float f) {
 static const char *dname(ha_dtype t) {
     static const char *names[HA_NDTYPES] = { [HA_F32] = "f32", [HA_BF16] = "bf16", [HA_F16] = "f16", [HA_Q8] = "q8",
                                              [HA_Q4] = "q4", [HA_F32P] = "f32 panels", [HA_BF16P] = "bf16 panels",
-                                             [HA_F16P] = "f16 panels", [HA_Q8P] = "w8a8" };
+                                             [HA_F16P] = "f16 panels", [HA_Q8P] = "w8a8",
+                                             [HA_BF16X] = "bf16 pairs" };
     return (unsigned)t < HA_NDTYPES ? names[t] : "?";
 }
 /* The row-major dtype whose values a panel dtype holds (t itself for the others). */
@@ -178,6 +182,25 @@ static void *make_row_major_weights(ha_dtype dt, int64_t rows, int64_t cols, rng
  * those values quantized by ha_quantize, panel dtypes those of their element type repacked by ha_pack. vals
  * (rows * cols,) receives the exact stored values (may be NULL). */
 static void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
+    if (dt == HA_BF16X) { /* float32 values rounded by ha_quantize: each element ha_bf16_round's, padding zero */
+        float *src = make_row_major_weights(HA_F32, rows, cols, r, scale, wide, NULL);
+        ha_matrix m = { .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols) };
+        const size_t bytes = ha_matrix_bytes(HA_BF16X, rows, cols);
+        char *buf = xmalloc(bytes);
+        memset(buf, 0xff, bytes); /* ha_quantize must write every byte, the padding's too */
+        CHECK_OK(ha_quantize(&m, HA_BF16X, buf, bytes));
+        const int64_t prow = (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS, pcol = (cols + 1) / 2 * 2;
+        for (int64_t i = 0; i < prow; i++)
+            for (int64_t k = 0; k < pcol; k++) {
+                const uint16_t want = i < rows && k < cols ? ha_bf16_round(src[i * cols + k]) : 0;
+                const uint16_t got = ha_bf16x_bits(buf, cols, i / HA_PANEL_ROWS, i % HA_PANEL_ROWS, k);
+                CHECK(got == want, "quantize bf16 pairs (%lld, %lld): element (%lld, %lld) expected 0x%04x, got 0x%04x",
+                      (long long)rows, (long long)cols, (long long)i, (long long)k, want, got);
+                if (vals && i < rows && k < cols) vals[i * cols + k] = bf16_value(got);
+            }
+        free(src);
+        return buf;
+    }
     if (dt == HA_Q8P) { /* the same values quantized to HA_Q8 and to HA_Q8P: every element equal, padding zero */
         float *src = make_row_major_weights(HA_F32, rows, cols, r, scale, wide, NULL);
         ha_matrix m = { .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols) };
@@ -285,6 +308,14 @@ static int kernel_variants(const ha_kernels **out, const char **names) {
  * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 static void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
                        int64_t T, float *Y, int64_t ldy) {
+    if (dt == HA_BF16X) { /* bfloat16 pairs: each token's row rounded once (ha_round_act_bf16) */
+        const int64_t steps = (n + 1) / 2;
+        uint32_t *xb = xmalloc((size_t)(T * steps) * sizeof *xb);
+        for (int64_t t = 0; t < T; t++) ha_round_act_bf16(X + t * n, n, xb + t * steps);
+        k->matmul_bf16x(W, n, r0, r1, xb, T, Y, ldy);
+        free(xb);
+        return;
+    }
     if (dt == HA_Q8P) { /* w8a8: each token's row quantized group by group (ha_quant_act8) */
         const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
         const size_t xb = ha_row_bytes(HA_Q8, n);
@@ -342,7 +373,8 @@ static void test_kernels_matmul_matches_double(void) {
                         if (ha_dtype_is_int((ha_dtype)dt)) ha_quant_act_ref(X + t * n, n, q, &qs);
                         if (dt == HA_Q8P) ha_quant_act8(ha_quant_q8_ref, X + t * n, n, q8, xsum);
                         for (int64_t i = 0; i < n; i++)
-                            xv[t * n + i] = dt == HA_Q8P ? ha_q8_at(q8, i)
+                            xv[t * n + i] = dt == HA_BF16X ? bf16_value(ha_bf16_round(X[t * n + i]))
+                                          : dt == HA_Q8P ? ha_q8_at(q8, i)
                                           : ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs : (double)X[t * n + i];
                     }
                     free(q);
@@ -764,6 +796,125 @@ static void test_kernels_matmul_batch_invariant(void) {
                 free(full);
                 free(part);
             }
+}
+
+/* The bf16-pairs class (formats.h): the native vdpbf16ps (where the CPU has AVX512_BF16), the avx512 table's
+ * emulation compiled natively, and every variant give the scalar reference's bits, NaN payloads included, for
+ * chunks of 1 to 64 tokens, row ranges cutting panels, odd n, and activations holding subnormals, NaN, inf and
+ * values whose products land at FLT_MIN (the rule where fmaf and the instruction differ). The reference itself is
+ * checked against vdpbf16ps lane by lane where the CPU has it. */
+static void test_kernels_bf16x_bitwise_across_variants(void) {
+    const ha_kernels *ks[NVARIANTS];
+    const char *kn[NVARIANTS];
+    int nk = kernel_variants(ks, kn);
+    ha_matmul_bf16x_fn extra[2] = { ha_avx512_bf16x_kernel(1), ha_avx512_bf16x_kernel(0) };
+    static const char *const extra_name[2] = { "avx512 vdpbf16ps", "avx512 emulation" };
+    if (!extra[0]) printf("vdpbf16ps unavailable: the reference is checked against the emulations only\n");
+    rng r = { 11 };
+    static const int64_t WN[] = { 1, 2, 3, 31, 64, 65, 200, 513 };
+    static const int64_t WT[] = { 1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 33, 64 };
+    const int64_t rows = 53, ldy = rows;
+    static const int64_t R0[] = { 0, 5, 16, 17 }, R1[] = { 53, 48, 33, 18 };
+    for (size_t a = 0; a < COUNT(WN); a++) {
+        const int64_t n = WN[a];
+        void *W = make_weights(HA_BF16X, rows, n, &r, 1.0, 1, NULL);
+        for (size_t b = 0; b < COUNT(WT); b++) {
+            const int64_t T = WT[b];
+            float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
+            for (int64_t i = 0; i < T * n; i += 1 + rng_int(&r, 7)) /* specials: subnormal, huge, tiny, NaN, inf */
+                switch (rng_int(&r, 6)) {
+                case 0: X[i] = bits_f(0x00012345u | (rng_int(&r, 2) ? 0x80000000u : 0)); break;
+                case 1: X[i] = ldexpf(X[i], 120); break;
+                case 2: X[i] = ldexpf(X[i], -120); break;
+                case 3: X[i] = ldexpf(1.0f, -63 - rng_int(&r, 3)) * (rng_int(&r, 2) ? 1.0f : -1.0f); break;
+                case 4: if (T > 2 && i / n == 1) X[i] = NAN; break;
+                default: if (T > 2 && i / n == 2) X[i] = -INFINITY; break;
+                }
+            float *ref = xcalloc((size_t)(T * ldy), sizeof(float)), *got = xcalloc((size_t)(T * ldy), sizeof(float));
+            const int64_t steps = (n + 1) / 2;
+            uint32_t *xb = xmalloc((size_t)(T * steps) * sizeof *xb);
+            for (int64_t t = 0; t < T; t++) ha_round_act_bf16(X + t * n, n, xb + t * steps);
+            for (size_t c = 0; c < COUNT(R0); c++) {
+                run_matmul(ks[0], HA_BF16X, W, n, R0[c], R1[c], X, T, ref, ldy);
+                for (int v = 1; v < nk + 2; v++) {
+                    if (v >= nk && !extra[v - nk]) continue;
+                    const char *name = v < nk ? kn[v] : extra_name[v - nk];
+                    memset(got, 0, (size_t)(T * ldy) * sizeof(float));
+                    if (v < nk) run_matmul(ks[v], HA_BF16X, W, n, R0[c], R1[c], X, T, got, ldy);
+                    else extra[v - nk](W, n, R0[c], R1[c], xb, T, got, ldy);
+                    for (int64_t t = 0; t < T; t++) {
+                        CHECK_SAME_FLOATS(ref + t * ldy + R0[c], got + t * ldy + R0[c], (size_t)(R1[c] - R0[c]),
+                                          "bf16 pairs %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", name, (long long)n,
+                                          (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
+                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "bf16 pairs %s: wrote below row %lld", name,
+                              (long long)R0[c]);
+                        CHECK(R1[c] == rows || fbits(got[t * ldy + R1[c]]) == 0, "bf16 pairs %s: wrote at row %lld", name,
+                              (long long)R1[c]);
+                    }
+                }
+            }
+            free(xb);
+            free(X);
+            free(ref);
+            free(got);
+        }
+        free(W);
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bf16"))) static void native_lanes(const float *acc, const uint32_t *a, const uint32_t *b,
+                                                                        float *out) {
+    _mm512_storeu_ps(out, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a), (__m512bh)_mm512_loadu_si512(b)));
+}
+__attribute__((target("avx512f,avx512bf16"))) static void native_round(const float *x, uint16_t *out) {
+    _mm256_storeu_si256((__m256i *)out, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)));
+}
+#endif
+
+/* formats.h's lane (ha_bf16x_lane) and rounding (ha_bf16_round) against the instructions, where the CPU has them:
+ * random bit patterns weighted toward subnormals, infinities, NaN payloads, cancellations and sums at FLT_MIN. */
+static void test_bf16x_reference_is_the_instruction(void) {
+#if defined(__x86_64__)
+    if (!ha_cpu_has_avx512_bf16()) {
+        printf("no AVX512_BF16: nothing to compare against\n");
+        return;
+    }
+    rng r = { 12 };
+    for (int it = 0; it < 200000; it++) {
+        float acc[16], out[16], x[16];
+        uint32_t a[16], b[16];
+        uint16_t rb[16];
+        for (int i = 0; i < 16; i++) {
+            uint32_t h[4];
+            for (int j = 0; j < 4; j++) {
+                const uint32_t sign = (uint32_t)rng_int(&r, 2) << 15, mant = (uint32_t)rng_int(&r, 128);
+                switch (rng_int(&r, 6)) {
+                case 0: h[j] = sign | mant; break;                                           /* subnormal or zero */
+                case 1: h[j] = sign | 0x7f80u | (rng_int(&r, 3) ? 0 : mant); break;          /* inf or NaN */
+                case 2: h[j] = sign | (uint32_t)(61 + rng_int(&r, 5)) << 7 | mant; break;  /* products near FLT_MIN */
+                default: h[j] = sign | (uint32_t)(100 + rng_int(&r, 56)) << 7 | mant; break;
+                }
+            }
+            a[i] = h[0] | h[1] << 16;
+            b[i] = h[2] | h[3] << 16;
+            const uint32_t k = (uint32_t)rng_int(&r, 4);
+            acc[i] = k == 0 ? bits_f((uint32_t)(0x00800000 + rng_int(&r, 64) - 32) | (uint32_t)rng_int(&r, 2) << 31)
+                   : k == 1 ? -bf16_value((uint16_t)h[1]) * bf16_value((uint16_t)h[3])
+                   : bits_f((uint32_t)rng_int(&r, 1 << 16) << 16 | (uint32_t)rng_int(&r, 1 << 16));
+            x[i] = bits_f((uint32_t)rng_int(&r, 1 << 16) << 16 | (uint32_t)rng_int(&r, 1 << 16));
+        }
+        native_lanes(acc, a, b, out);
+        native_round(x, rb);
+        for (int i = 0; i < 16; i++) {
+            const float want = ha_bf16x_lane(acc[i], a[i], b[i]);
+            CHECK(fbits(want) == fbits(out[i]), "lane acc 0x%08x a 0x%08x b 0x%08x: vdpbf16ps gave 0x%08x, the reference 0x%08x",
+                  fbits(acc[i]), a[i], b[i], fbits(out[i]), fbits(want));
+            CHECK(ha_bf16_round(x[i]) == rb[i], "round 0x%08x: vcvtneps2bf16 gave 0x%04x, the reference 0x%04x", fbits(x[i]), rb[i],
+                  ha_bf16_round(x[i]));
+        }
+    }
+#endif
 }
 
 /* The w8a8 class (formats.h): integer sums per group, then one float chain over the groups, so every variant gives
@@ -4084,6 +4235,8 @@ static const test_case TESTS[] = {
     T(kernels_exp_bitwise_ha_expf),
     T(kernels_matmul_batch_invariant),
     T(kernels_w8a8_bitwise_across_variants),
+    T(kernels_bf16x_bitwise_across_variants),
+    T(bf16x_reference_is_the_instruction),
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
     T(prefetcher_stays_in_its_region),
