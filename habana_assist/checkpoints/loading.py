@@ -246,8 +246,8 @@ def _quantize(tensor, source, target, arena):
     time, so loading holds little beyond the quantized copy."""
     rows, cols = tensor.shape
     multiple = PANEL_ROWS if target in _PANELS_AT_LOAD else 1
-    out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes("int8" if target == "w8a8" else target, cols)),
-                      np.uint8)
+    # a row's share of the bytes (row_bytes gives a panel dtype's whole panel for one row)
+    out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes(target, cols) // multiple), np.uint8)
     for r, chunk in tensor.chunks(multiple):
         _core.quantize(chunk, source, out[r:r + -(-chunk.shape[0] // multiple) * multiple], target)
     out.flags.writeable = False

@@ -5,7 +5,8 @@ softmax, norms, activations, quantized activations), not kernel by kernel (tests
 - every model family of the fixtures (tests/fixtures/family_checkpoints.py), and one whose sizes leave a tail past
   the last 8 everywhere (hidden size 36, head size 12, intermediate 44), a sliding-window family whose prompt wraps
   its ring (past the window's 256 positions of rollback room), each in float32, bfloat16, float16 (panels),
-  float32 row-major (repack=False), int8, w8a8 (int8 weights times int8 activations) and int4;
+  float32 row-major (repack=False), int8, w8a8 (int8 weights times int8 activations), int4 and bfloat16-pairs
+  (bf16 weights times bf16 activations, vdpbf16ps's arithmetic);
 - the logits of every row of a prompt chunk and of a left-padded batch; the tokens and scores of greedy, seeded
   sampled, and assisted greedy, coupled and rejection-sampled generations;
 - the shipped target (habana-assist/pycode): one 21-token prompt in float32 and int8.
@@ -32,7 +33,7 @@ sys.path.insert(0, FIXTURES)
 from family_checkpoints import FAMILIES, write_family_checkpoint  # noqa: E402
 
 VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
-DTYPES = ["float32", "bfloat16", "float16", "float32-rowmajor", "int8", "w8a8", "int4"]
+DTYPES = ["float32", "bfloat16", "float16", "float32-rowmajor", "int8", "w8a8", "int4", "bfloat16-pairs"]
 VOCAB = 96
 PROMPT = 16  # tokens of the chunk: past every window below
 # family -> write_family_checkpoint arguments: a sliding window of 4-6 where the family has one

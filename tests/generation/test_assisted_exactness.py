@@ -201,11 +201,14 @@ def test_row_major_weights_keep_assisted_greedy_bitwise_plain_greedy(models, dra
 
 @pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself",
                                   "float32 target, w8a8 draft", "w8a8 target drafting for itself",
+                                  "float32 target, bfloat16-pairs draft", "bfloat16-pairs target drafting for itself",
                                   "float32 target, int4 draft", "int4 target drafting for itself"))
 def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
-    """The draft DESIGN.md names first: the target's own checkpoint quantized at load (int8, w8a8 or int4)."""
+    """The draft DESIGN.md names first: the target's own checkpoint quantized at load (int8, w8a8, int4) or held in
+    bfloat16 pairs."""
     path = models["F32"].dirs["target"]
-    quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype=next(d for d in ("int8", "w8a8", "int4") if d in pair))
+    held = next(d for d in ("int8", "w8a8", "int4", "bfloat16-pairs") if d in pair)
+    quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype=held)
     target, draft = (models["F32"].target, quantized) if pair.startswith("float32") else (quantized, quantized)
     expected = plain(target, PROMPT, max_new_tokens=NEW), plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW)
     accepted = drafted = 0
@@ -220,7 +223,7 @@ def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
             assert_same(expected[1], assisted(target, draft, BATCH, BATCH_MASK, **kw).sequences, label + " batch")
     if target is draft:
         assert accepted == drafted > 0, f"{pair}: every proposal should be accepted, got {accepted} of {drafted}"
-    elif "w8a8" in pair:  # this pair's w8a8 draft happens to agree with its target everywhere; int8's and int4's do not
+    elif "w8a8" in pair or "pairs" in pair:  # these drafts happen to agree with this target everywhere; int8's do not
         assert 0 < accepted <= drafted, f"test setup: {pair} should be right at least sometimes, {accepted} of {drafted}"
     else:
         assert 0 < accepted < drafted, f"test setup: {pair} should be right only sometimes, {accepted} of {drafted}"
@@ -291,13 +294,16 @@ def test_coupled_sampling_equals_plain_sampling_for_the_same_seed(models, settin
         assert_same(expected, res.sequences, label)
 
 
-def test_coupled_sampling_with_a_w8a8_target_or_draft_equals_plain_sampling(models):
-    """The w8a8 class under coupled sampling: a w8a8 target with its float model as the draft, and a float target
-    with a w8a8 draft, each give the target's plain sample for the seed, one prompt and a left-padded batch."""
+def test_coupled_sampling_with_a_w8a8_or_bfloat16_pairs_model_equals_plain_sampling(models):
+    """The w8a8 and bfloat16-pairs classes under coupled sampling: a w8a8 or bfloat16-pairs target with its float model
+    as the draft, and a float target with a w8a8 draft, each give the target's plain sample for the seed, one prompt
+    and a left-padded batch."""
     m = models["F32"]
     w8a8 = ha.AutoModelForCausalLM.from_pretrained(m.dirs["target"], dtype="w8a8")
+    pairs = ha.AutoModelForCausalLM.from_pretrained(m.dirs["target"], dtype="bfloat16-pairs")
     sampling = SAMPLING_SETTINGS[1]
-    for target, draft, pair in ((w8a8, m.target, "w8a8 target, float32 draft"), (m.target, w8a8, "float32, w8a8 draft")):
+    for target, draft, pair in ((w8a8, m.target, "w8a8 target, float32 draft"), (m.target, w8a8, "float32, w8a8 draft"),
+                                (pairs, m.target, "bfloat16-pairs target, float32 draft")):
         for seed in range(8):
             label = f"coupled {pair} seed={seed}"
             for prompt, mask in ((PROMPT, None), (BATCH, BATCH_MASK)):

@@ -648,7 +648,7 @@ def test_quantized_logits_match_the_reference_on_quantized_weights(store, case, 
         assert corr > 0.7, f"{case} as int4: logits correlate {corr:.3f} with the float reference (expected > 0.7)"
 
 
-@pytest.mark.parametrize("dtype", ["int8", "w8a8", "int4"])
+@pytest.mark.parametrize("dtype", ["int8", "w8a8", "int4", "bfloat16-pairs"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_quantized_models_generate_and_assist_exactly(store, family, dtype, one_core_thread):
     """An int8 / int4 model of every family generates, bitwise the same with its float model as the draft, and
@@ -665,6 +665,16 @@ def test_quantized_models_generate_and_assist_exactly(store, family, dtype, one_
     parts = [model(TOKENS[None, :4], past_key_values=cache).logits[0]]
     parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(4, SEQ)]
     assert_bitwise(np.concatenate(parts), full, f"{case} as {dtype}: decoded one token at a time vs full")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bfloat16_pairs_logits_are_near_the_reference(store, case):
+    """bfloat16-pairs rounds weights and each matmul's input to bfloat16 (8 bits of mantissa; products exact, sums
+    in float32 in vdpbf16ps's order): every family's logits stay within 2% of the largest float64 reference logit
+    on these random tiny models."""
+    _, config, tensors = store.checkpoint(case)
+    got = store.model(case, dtype="bfloat16-pairs")(TOKENS[None]).logits[0]
+    assert_matches_reference(got, R.reference_logits(config, tensors, TOKENS), f"{case} as bfloat16-pairs", tol=0.02)
 
 
 @pytest.mark.parametrize("case", ["gpt2_f32", "qwen3_bf16_mqa_tied_bias", "gemma2_f16_untied"])

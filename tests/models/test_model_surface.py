@@ -291,6 +291,18 @@ def test_w8a8_parameters_are_int8s_values_bit_for_bit(store, case):
         assert a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"{case} {name}"
 
 
+def test_bfloat16_pairs_parameters_are_the_bfloat16_models_bit_for_bit(store):
+    """bfloat16-pairs keeps a bfloat16 checkpoint's bits (in pair panels for bf16 activations): its state_dict is the
+    bfloat16 model's, tensor for tensor, bit for bit, and it reports torch.bfloat16 as that model does."""
+    pairs, plain = load(store, "llama_bf16", dtype="bfloat16-pairs"), load(store, "llama_bf16", dtype="bfloat16")
+    assert pairs.dtype == plain.dtype == torch.bfloat16 and pairs.weight_dtype == "bfloat16-pairs"
+    a, b = pairs.state_dict(), plain.state_dict()
+    assert list(a) == list(b)
+    for name in b:
+        x, y = a[name].float().numpy(), b[name].float().numpy()
+        assert x.shape == y.shape and np.array_equal(x.view(np.uint32), y.view(np.uint32)), name
+
+
 def test_dequantize_reads_the_cores_blocks():
     rng = np.random.default_rng(1)
     w = rng.standard_normal((5, 70)).astype(np.float32)  # a partial last group in each row
