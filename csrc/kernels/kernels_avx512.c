@@ -56,6 +56,17 @@ static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h)
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* A tile's outputs v for the 16 rows b .. b + 15 of a panel into y, those that fall in [r0, r1). */
+AVX512 INLINE void store_panel(float *y, int64_t b, int64_t r0, int64_t r1, __m512 v) {
+    if (b >= r0 && b + HA_PANEL_ROWS <= r1) {
+        _mm512_storeu_ps(y + b, v);
+        return;
+    }
+    float part[HA_PANEL_ROWS];
+    _mm512_storeu_ps(part, v);
+    ha_store_panel_rows(y, b, r0, r1, part);
+}
+
 /* ---- float weights in panels --------------------------------------------------------------------------
  * Column k of a panel is one register: its 16 rows, lane i = row i (p16_*). A tile of P panels x S tokens
  * keeps P * S accumulators, one per output, and per column spends P loads, at most P conversions and S
@@ -120,17 +131,8 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
             }                                                                                           \
         }                                                                                               \
         _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) {                                      \
-                const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                     \
-                float *y = Y + s * ldy;                                                                 \
-                if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                               \
-                    _mm512_storeu_ps(y + b, acc[p][s]);                                                 \
-                    continue;                                                                           \
-                }                                                                                       \
-                float v[HA_PANEL_ROWS];                                                                 \
-                _mm512_storeu_ps(v, acc[p][s]);                                                         \
-                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
-            }                                                                                           \
+            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                        \
+                store_panel(Y + s * ldy, row + (int64_t)p * HA_PANEL_ROWS, r0, r1, acc[p][s]);          \
     }
 DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
@@ -374,17 +376,8 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
         }
     }
     _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
-        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
-            const int64_t b = (p0 + p) * HA_PANEL_ROWS;
-            float *y = Y + (t + s) * ldy;
-            if (b >= r0 && b + HA_PANEL_ROWS <= r1) {
-                _mm512_storeu_ps(y + b, acc[p][s]);
-                continue;
-            }
-            float v[HA_PANEL_ROWS];
-            _mm512_storeu_ps(v, acc[p][s]);
-            ha_store_panel_rows(y, b, r0, r1, v);
-        }
+        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)
+            store_panel(Y + (t + s) * ldy, (p0 + p) * HA_PANEL_ROWS, r0, r1, acc[p][s]);
 }
 
 #define W8_TILE_S(P, S)                                                                                 \
@@ -486,16 +479,8 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
                 _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                     \
                     redo |= (unsigned)_mm512_cmp_ps_mask(acc[p][s], acc[p][s], _CMP_UNORD_Q);           \
             }                                                                                           \
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {                                       \
-                float *y = Y + (t + s) * ldy;                                                           \
-                if (!redo && b >= r0 && b + HA_PANEL_ROWS <= r1) {                                      \
-                    _mm512_storeu_ps(y + b, acc[p][s]);                                                 \
-                    continue;                                                                           \
-                }                                                                                       \
-                float v[HA_PANEL_ROWS];                                                                 \
-                _mm512_storeu_ps(v, acc[p][s]);                                                         \
-                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
-            }                                                                                           \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                         \
+                store_panel(Y + (t + s) * ldy, b, r0, r1, acc[p][s]);                                   \
             for (int i = 0; redo && i < HA_PANEL_ROWS; i++)                                             \
                 if (redo >> i & 1 && b + i >= r0 && b + i < r1)                                         \
                     ha_matmul_bf16x_ref(W, n, b + i, b + i + 1, Xb + t * steps, S, Y + t * ldy, ldy);   \

@@ -23,8 +23,7 @@ import sys
 import numpy as np
 import pytest
 
-import habana_assist as ha
-from habana_assist import _core
+from kernel_variants import VARIANTS, available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
@@ -32,7 +31,6 @@ sys.path.insert(0, FIXTURES)
 
 from family_checkpoints import FAMILIES, write_family_checkpoint  # noqa: E402
 
-VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
 DTYPES = ["float32", "bfloat16", "float16", "float32-rowmajor", "int8", "w8a8", "int4", "bfloat16-pairs"]
 VOCAB = 96
 PROMPT = 16  # tokens of the chunk: past every window below
@@ -47,16 +45,6 @@ EXTRA = {"llama_tails": ("llama", dict(hidden_size=36, num_heads=3, num_kv_heads
          "mistral_ring": ("mistral", dict(sliding_window=4, max_position_embeddings=512), 270, 270)}
 
 
-def available_variants():
-    names, current = [], ha.kernels_name()
-    for name in VARIANTS:
-        try:
-            _core.select_kernels(name)
-            names.append(name)
-        except ha.UnsupportedModelError:
-            pass
-    _core.select_kernels(current)
-    return names
 
 
 def _write_cases(root):

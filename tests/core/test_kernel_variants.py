@@ -6,27 +6,14 @@ import subprocess
 
 import pytest
 
-import habana_assist as ha
-from habana_assist import _core
+from kernel_variants import available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py", "generation/test_assisted_exactness.py",
           "models/test_model_families.py", "models/test_sliding_ring.py"]
-VARIANTS = ("scalar", "avx2", "avx512", "avx512-emulated")
 
 
-def available_variants():
-    names = []
-    current = ha.kernels_name()
-    for name in VARIANTS:
-        try:
-            _core.select_kernels(name)
-            names.append(name)
-        except ha.UnsupportedModelError:
-            pass
-    _core.select_kernels(current)
-    return names
 
 
 @pytest.mark.parametrize("variant", available_variants())
