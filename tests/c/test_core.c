@@ -3682,7 +3682,7 @@ static void test_quantize_rejects_bad_input(void) {
     CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q - 1), HA_ERR_INVALID);
     CHECK_STATUS(ha_quantize(&src, HA_Q4, q, sizeof q), HA_ERR_INVALID); /* an int8 block's size is not an int4 one's */
     CHECK_STATUS(ha_quantize(&src, HA_BF16, q, sizeof q), HA_ERR_INVALID);
-    CHECK_MSG("int8, w8a8 or int4");
+    CHECK_MSG("int8, w8a8, int4 or bfloat16 pairs");
     src.nbytes = 16;
     CHECK_STATUS(ha_quantize(&src, HA_Q8, q, sizeof q), HA_ERR_INVALID);
     src.nbytes = sizeof w;
