@@ -388,9 +388,7 @@ AVX512 INLINE void tile_w8a8(int P, int S, const char *W, size_t pstride, int64_
     default: tile_w8a8(P, 1, W, pstride, groups, p, Xq, xb, xsum, t, Y, ldy, r0, r1); break;            \
     }
 
-#define W8_PANELS(T) 4 /* panels per tile */
-
-/* Y[t, r] for r0 <= r < r1: groups of W8_PANELS panels, each run by tiles of up to four tokens (as even as
+/* Y[t, r] for r0 <= r < r1: groups of W8_MAX_P panels, each run by tiles of up to W8_MAX_S tokens (as even as
  * possible). */
 AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                                int64_t T, float *Y, int64_t ldy) {
@@ -400,7 +398,7 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
     const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
     const int64_t tiles = (T + W8_MAX_S - 1) / W8_MAX_S;
     for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {
-        const int64_t np = p_end - p < W8_PANELS(T) ? p_end - p : W8_PANELS(T);
+        const int64_t np = p_end - p < W8_MAX_P ? p_end - p : W8_MAX_P;
         for (int64_t t = 0, i = 0; i < tiles; i++) {
             const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);
             switch (np) {
