@@ -1,13 +1,16 @@
 #!/bin/bash
-# llama.cpp as a peer for benchmarks/bench_prefill.py: builds llama-bench (CPU backend, native ISA) from a source
-# snapshot and converts the shipped target to an f32 GGUF, using only Debian's packages (cmake, g++,
-# python3-numpy, python3-sentencepiece, python3-torch). llama.cpp is not packaged by Debian and PyPI is not
-# reachable, so: the snapshot comes from the workplace's mirror (e.g. the `fetch` tool's
-# /work/.mirror/ggerganov+llama.cpp/repo, a git directory) or any checkout; its convert_hf_to_gguf.py is run
-# from a patched copy (Debian's torch 1.13 lacks the float8 dtypes and torch.load's mmap argument; tqdm and
-# safetensors are not packaged: a no-op tqdm, and the checkpoint's tensors rewritten as pytorch_model.bin).
+# llama.cpp as a peer for benchmarks/bench_prefill.py and benchmarks/bench_peers.py: builds llama-bench, llama-cli and
+# llama-speculative-simple (CPU backend, native ISA) from a source snapshot and converts the shipped pair to GGUF
+# (target: f32, bf16, q8_0; draft: f32, q8_0) with the snapshot's convert_hf_to_gguf.py. llama.cpp is not packaged by
+# Debian: the snapshot comes from the workplace's mirror (e.g. the `fetch` tool's /work/.mirror/ggerganov+llama.cpp/repo,
+# a git directory) or any checkout. The conversion runs in the reference environment (.venv-reference:
+# scripts/reference_env.sh; PyPI's torch and safetensors) where it exists; otherwise with Debian's packages
+# (cmake, g++, python3-numpy, python3-sentencepiece, python3-torch) from a patched copy (Debian's torch 1.13 lacks the
+# float8 dtypes and torch.load's mmap argument; tqdm and safetensors are not packaged: a no-op tqdm, and the
+# checkpoint's tensors rewritten as pytorch_model.bin).
 # Usage: bash benchmarks/llamacpp_peer.sh SNAPSHOT (a git directory or a source tree)
-# Writes /tmp/habana_assist_bench/llama.cpp-build/bin/llama-bench and /tmp/habana_assist_bench/pycode-f32.gguf.
+# Writes /tmp/habana_assist_bench/llama.cpp-build/bin/{llama-bench,llama-cli,llama-speculative-simple} and
+# /tmp/habana_assist_bench/{pycode-f32,pycode-bf16,pycode-q8_0,pycode-draft-f32,pycode-draft-q8_0}.gguf.
 set -euo pipefail
 SNAP=${1:?usage: bash benchmarks/llamacpp_peer.sh SNAPSHOT_DIR}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,10 +28,23 @@ else
 fi
 LOG=$OUT/llama.cpp-build.log
 if ! { cmake -S "$SRC" -B "$OUT/llama.cpp-build" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DCMAKE_BUILD_TYPE=Release && cmake --build "$OUT/llama.cpp-build" -j"$(nproc)" --target llama-bench; } >"$LOG" 2>&1; then
+        -DCMAKE_BUILD_TYPE=Release && cmake --build "$OUT/llama.cpp-build" -j"$(nproc)" --target llama-bench llama-cli llama-speculative-simple; } >"$LOG" 2>&1; then
     tail -20 "$LOG"
     echo "llamacpp_peer: the build failed; its log is $LOG" >&2
     exit 1
+fi
+
+VENV=$HERE/.venv-reference
+if [ -x "$VENV/bin/python" ]; then
+    for m in pycode pycode-draft; do
+        types="f32 q8_0"; [ $m = pycode ] && types="f32 bf16 q8_0"
+        for t in $types; do
+            PYTHONPATH="$SRC/gguf-py" "$VENV/bin/python" "$SRC/convert_hf_to_gguf.py" "$HERE/habana_assist/pretrained/$m" \
+                --outtype $t --outfile "$OUT/$m-$t.gguf" >>"$LOG" 2>&1 || { tail -20 "$LOG"; exit 1; }
+        done
+    done
+    echo "llamacpp_peer: $OUT/llama.cpp-build/bin/ and $OUT/pycode*.gguf"
+    exit 0
 fi
 
 # the checkpoint as pytorch_model.bin (float32), beside its config and tokenizer

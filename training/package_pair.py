@@ -49,7 +49,9 @@ def write_model(directory, tensors, shape, vocab, tokenizer, generation=None):
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "LlamaTokenizer", "bos_token": names["bos"], "eos_token": names["eos"],
                    "unk_token": names["unk"], "pad_token": names["pad"], "add_bos_token": True, "add_eos_token": False,
-                   "padding_side": "left", "model_max_length": MAX_POSITIONS}, f, indent=2)
+                   "padding_side": "left", "model_max_length": MAX_POSITIONS,
+                   # the model has no dummy prefix; said outright, or Transformers 5 puts a "\u2581" before the text
+                   "add_prefix_space": False}, f, indent=2)
     with open(os.path.join(directory, "special_tokens_map.json"), "w") as f:
         json.dump({"bos_token": names["bos"], "eos_token": names["eos"], "unk_token": names["unk"],
                    "pad_token": names["pad"]}, f, indent=2)
