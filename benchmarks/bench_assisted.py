@@ -46,7 +46,7 @@ import habana_assist as ha  # noqa: E402
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from bench_decode import TINYLLAMA, timed, write_checkpoint  # noqa: E402
 from habana_assist.generation.assisted_costs import append_times  # noqa: E402
-from habana_assist.cli import DEFAULT_DRAFT_DTYPE, demo_prompts  # noqa: E402
+from habana_assist.cli import DEFAULT_DRAFT_DTYPE, PLAIN_CLASSES, _machine, demo_prompts  # noqa: E402
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
@@ -107,8 +107,9 @@ def pass_fail(value, target):
     return f"{value:.2f} ({'meets' if value >= target else 'below'} {target})"
 
 
-def shipped_schedules(target, draft, tok, n_new, repeats):
-    """Table 1: batch 1 on the demo's 4 held-out prompts, plain and each schedule."""
+def shipped_schedules(target, draft, tok, n_new, repeats, others):
+    """Table 1: batch 1 on the demo's 4 held-out prompts, plain and each schedule; plain also with the target held in
+    each other numerics class ({class: model}), and every row's speed-up over the fastest of those plain rows."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
     schedules = {
         "cost (K <= 16)": dict(num_assistant_tokens=16, num_assistant_tokens_schedule="cost",
@@ -127,6 +128,9 @@ def shipped_schedules(target, draft, tok, n_new, repeats):
         calls["prefill", i] = lambda ids=ids: target.generate(ids, max_new_tokens=1)
         calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
         calls["plain", i] = lambda ids=ids: target.generate(ids, **base)
+        for cls, other in others.items():
+            calls["prefill " + cls, i] = lambda ids=ids, m=other: m.generate(ids, max_new_tokens=1)
+            calls["plain " + cls, i] = lambda ids=ids, m=other: m.generate(ids, **base)
         for name, kw in schedules.items():
             calls[name, i] = lambda ids=ids, kw=kw: target.generate(ids, assistant_model=draft, **base, **kw)
     best = interleaved(calls, repeats)
@@ -135,8 +139,15 @@ def shipped_schedules(target, draft, tok, n_new, repeats):
     t_prefill_a = t_prefill + sum(best["draft prefill", i] for i in range(len(prompts)))
     t_plain = sum(best["plain", i] for i in range(len(prompts)))
     n_all = n_new * len(prompts)
-    rows = [dict(case="plain", gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain, speed_gen=1.0, speed_e2e=1.0,
-                 a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"), same=True)]
+    rows = [dict(case="plain " + target.weight_dtype, gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain,
+                 speed_gen=1.0, speed_e2e=1.0, a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"),
+                 same=True)]
+    for cls, other in others.items():
+        t_other = sum(best["plain " + cls, i] for i in range(len(prompts)))
+        t_other_prefill = sum(best["prefill " + cls, i] for i in range(len(prompts)))
+        rows.append(dict(case="plain " + cls, gen=n_all / (t_other - t_other_prefill), e2e=n_all / t_other,
+                         speed_gen=(t_plain - t_prefill) / (t_other - t_other_prefill), speed_e2e=t_plain / t_other,
+                         a=float("nan"), per_round=1.0, ideal=float("nan"), meas_ideal=float("nan"), same=None))
     for name, kw in schedules.items():
         results = [target.generate(ids, assistant_model=draft, return_dict_in_generate=True, **base, **kw)
                    for ids in prompts]
@@ -151,7 +162,11 @@ def shipped_schedules(target, draft, tok, n_new, repeats):
                          per_round=n_all / sum(r.num_rounds for r in results), ideal=ideal,
                          meas_ideal=speed_gen / ideal,
                          same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out))))
-    return rows, costs, t_prefill / t_plain
+    fastest = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["gen"])
+    fastest_e2e = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["e2e"])
+    for r in rows:
+        r["fast_gen"], r["fast_e2e"] = r["gen"] / fastest["gen"], r["e2e"] / fastest_e2e["e2e"]
+    return rows, costs, t_prefill / t_plain, fastest["case"]
 
 
 def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
@@ -273,18 +288,25 @@ def main():
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
         return
-    rows, costs, prefill_share = shipped_schedules(target, draft, tok, n_new, repeats)
+    # plain with the target in each other numerics class within 1% of float32's perplexity: every speed-up is also
+    # given against the fastest plain configuration of the same target on this machine
+    others = {cls: ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=cls) for cls in PLAIN_CLASSES
+              if cls != target.weight_dtype}
+    rows, costs, prefill_share, fastest = shipped_schedules(target, draft, tok, n_new, repeats, others)
     t1 = costs.target[0]
     print(f"\n1. batch 1, the demo's 4 held-out prompts. Measured costs (position 256): draft step "
           f"{costs.draft_step * 1e3:.3f} ms (c = {costs.draft_step / t1:.3f}), target t(1) {t1 * 1e3:.2f} ms, "
           f"t(T)/t(1) for T = 2, 5, 9, 16: " + ", ".join(f"{costs.target[T - 1] / t1:.2f}" for T in (2, 5, 9, 16)) +
-          f"; prefill is {prefill_share:.0%} of plain's end-to-end time")
-    print(f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
-          f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
+          f"; prefill is {prefill_share:.0%} of plain's end-to-end time. x: over plain {target.weight_dtype}; "
+          f"fast x: over the fastest plain row (generating: {fastest}; {_machine()})")
+    print(f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'fast x':>6s} "
+          f"{'fast e2e':>8s} {'accept':>7s} {'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
     for r in rows:
-        print(f"  {r['case']:24s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
-              f"{r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} {r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
-    cost_row = rows[1]
+        same = "-" if r["same"] is None else str(r["same"])
+        print(f"  {r['case']:24s} {same:>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
+              f"{r['speed_e2e']:6.2f} {r['fast_gen']:6.2f} {r['fast_e2e']:8.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
+              f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
+    cost_row = next(r for r in rows if r["case"].startswith("cost"))
     print(f"  targets (cost schedule): generation-only speed-up {pass_fail(cost_row['speed_gen'], 2.2)}, end to end "
           f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}")
 

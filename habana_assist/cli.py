@@ -215,6 +215,53 @@ def cmd_demo(args):
               f"(after the prompt), identical: {same}\n")
     print("=== summary over all prompts ===")
     _summary(totals_plain, totals_assisted, drafted, accepted, identical)
+    if args.fastest_plain:
+        _against_fastest_plain(args, tok, model.weight_dtype, totals_plain, totals_assisted)
+
+
+# The numerics classes whose held-out perplexity is within 1% of float32's (docs/kernels-and-performance.md): the
+# candidates for the fastest plain configuration of a target on this machine.
+PLAIN_CLASSES = ("float32", "bfloat16", "bfloat16-pairs", "int8", "w8a8")
+
+
+def _machine():
+    """The CPU's model name (Linux's /proc/cpuinfo), or the platform's processor string."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or "this machine"
+
+
+def _against_fastest_plain(args, tok, dtype, totals_plain, totals_assisted):
+    """Times plain generation of the demo's prompts with the target held in each of PLAIN_CLASSES (its own class's
+    figure is the one already measured) and prints the assisted run against the fastest: a speed-up is only worth
+    what it gains over the best plain configuration of the same target on this machine."""
+    import habana_assist as ha
+    rates = {dtype: (_rate(totals_plain[2], totals_plain[3]), totals_plain)}
+    prompts = [tok(text, return_tensors="np") for _, text in demo_prompts(args.prompts, args.prompt_lines)]
+    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
+    for other in PLAIN_CLASSES:
+        if other == dtype:
+            continue
+        model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=other, blas_prefill=args.blas_prefill,
+                                                        repack=args.repack)
+        model.generate(**prompts[0], max_new_tokens=2)  # warm-up
+        total = sum(_timed(model, inputs, kw)[1] for inputs in prompts)
+        rates[other] = (_rate(total[2], total[3]), total)
+        del model
+    best = max(rates, key=lambda k: rates[k][0])
+    rate, total = rates[best]
+    others = ", ".join(f"{k} {v[0]:.1f}" for k, v in rates.items() if k != best)
+    print(f"  fastest plain on this machine ({_machine()}; kernels {ha.kernels_name()}): {best} {rate:.1f} tokens/s "
+          f"({others})")
+    gen_a, all_a = _rate(totals_assisted[2], totals_assisted[3]), _rate(totals_assisted[0], totals_assisted[1])
+    print(f"  assisted ({dtype}) against it: {gen_a / rate:.2f}x generating "
+          f"({all_a / _rate(total[0], total[1]):.2f}x with the prefill)")
 
 
 def build_parser():
@@ -286,6 +333,9 @@ def build_parser():
     d.add_argument("--prompts", type=int, default=4, help="how many held-out files (default 4)")
     d.add_argument("--prompt-lines", type=int, default=30, help="lines of each file in its prompt (default 30)")
     d.add_argument("--show-plain", action="store_true", help="stream the plain completion too")
+    d.add_argument("--no-fastest-plain", dest="fastest_plain", action="store_false",
+                   help="skip timing plain generation with the target in each numerics class (float32, bfloat16, "
+                        "bfloat16-pairs, int8, w8a8), which the summary compares the assisted run with")
     d.set_defaults(fn=cmd_demo)
     return ap
 

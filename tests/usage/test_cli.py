@@ -282,6 +282,13 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
                     r"outputs identical: yes"):
         assert re.search(pattern, summary), f"the demo summary should match {pattern!r}:\n{summary}"
     assert out.count("identical: True") == 1, f"one prompt, one 'identical: True' line expected:\n{out[-3000:]}"
+    # the assisted run against the fastest plain configuration of the target: each class timed, the best named
+    m = re.search(r"fastest plain on this machine \((.+); kernels (\S+)\): (\S+) ([\d.]+) tokens/s \((.*)\)", summary)
+    assert m, f"the demo summary should name the fastest plain class:\n{summary}"
+    named = {m.group(3)} | {part.split()[0] for part in m.group(5).split(", ")}
+    assert named == {"float32", "bfloat16", "bfloat16-pairs", "int8", "w8a8"}, named
+    assert all(float(part.split()[1]) <= float(m.group(4)) for part in m.group(5).split(", ")), summary
+    assert re.search(r"assisted \(float32\) against it: [\d.]+x generating \([\d.]+x with the prefill\)", summary), summary
 
 
 # ---- errors ----------------------------------------------------------------------------------------------------
