@@ -24,7 +24,7 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    round verifies over all rows, s the mean candidates per row and round (a lower bound on the draft steps of a
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
    spread over b sequences at position 256.
-The targets of issue 18 are printed with the figures they concern.
+The bars set for the pair are printed with the figures they concern.
 Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
@@ -171,7 +171,7 @@ def shipped_schedules(target, draft, tok, n_new, repeats, others):
 
 def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     """Table 3: batch 1, sampled (temperature 0.8, the given top_k), plain against rejection and coupled assisted
-    sampling (constant K = 4, confidence threshold 0.4: issue 21's setting), on the demo's 4 held-out prompts x
+    sampling (constant K = 4, confidence threshold 0.4: Transformers' threshold), on the demo's 4 held-out prompts x
     `seeds` seeds; figures as table 1's, summed over all the calls."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
     base = dict(max_new_tokens=n_new, eos_token_id=[], do_sample=True, temperature=0.8, top_k=top_k)

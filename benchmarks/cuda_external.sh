@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benchmarks/bench_external.py on a CUDA machine that is not Debian (issue 19's accelerator run): the torch target
+# benchmarks/bench_external.py on a CUDA machine that is not Debian (the accelerator run): the torch target
 # on the GPU, the native draft on the host's cores, and Transformers' own generate() where it is installed.
 #
 # Such a machine's python3 (a venv with torch) has no Debian OpenBLAS; its numpy wheel bundles one whose symbols

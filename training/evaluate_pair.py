@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Held-out evaluation of a model pair (a target and its draft, Hugging Face layout directories), as issue 45
-asks for it, through habana_assist alone (numpy, no torch). Reads the held-out corpus that collect_corpus.py
+"""Held-out evaluation of a model pair (a target and its draft, Hugging Face layout directories), with the
+checks set for the pair (CHECKS), through habana_assist alone (numpy, no torch). Reads the held-out corpus that collect_corpus.py
 wrote (--corpus: held_out.bin.xz and manifest.json); its first sum(files) documents are the held-out Debian
 packages ("package documents"), the rest held-out standard-library files.
 
@@ -66,7 +66,7 @@ WINDOW = 1024  # tokens per document in the bits-per-byte pass (the models' max_
 N_PROMPTS, PROMPT_LEN, NEW_TOKENS, MIN_FILE_TOKENS = 12, 256, 128, 400
 NGRAM, REPEATS = 6, 4  # a completion repeats when some NGRAM-gram occurs REPEATS or more times
 TEMPERATURE, K = 0.8, 4
-CHECKS = {  # issue 45's "What it must show"
+CHECKS = {  # the bars set for the pair: (comparison, value)
     "target_bits_per_byte_packages": ("<=", 1.1),
     "repeating_completions": ("<=", 2),
     "acceptance_greedy_defaults": (">=", 0.80),

@@ -1,4 +1,4 @@
-"""Mutation fuzzing of every parser of outside bytes (issue 14, item 3, the Python side).
+"""Mutation fuzzing of every parser of outside bytes.
 
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --iterations 2000 --seed 0      # each target 2000 inputs
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --seconds 600 --seed 1          # the long run, time split evenly

@@ -1,4 +1,4 @@
-"""Every parser of outside bytes gives a valid result or a HabanaAssistError on mutated inputs (issue 14, item 3).
+"""Every parser of outside bytes gives a valid result or a HabanaAssistError on mutated inputs.
 
 A short deterministic run of tests/fuzz/fuzz_parsers.py (fixed seed, fixed counts: the same inputs every
 time), the replay of every input kept in tests/fuzz/crashers/ (each once broke a parser; FOUND.txt says how),

@@ -1,4 +1,4 @@
-"""Batched assisted generation and the cost schedule (issue 18).
+"""Batched assisted generation and the cost schedule.
 
 A batch runs its rows together, round by round (csrc/generation/assist.c): one draft append per draft step over
 the rows still drafting, one target append verifying every row. Each row's output must be bitwise what it gives alone

@@ -1,4 +1,4 @@
-"""generate()'s surface beyond its own arguments, as Transformers' (issue 44, item 6): `inputs=` is the prompt, and
+"""generate()'s surface beyond its own arguments, as Transformers': `inputs=` is the prompt, and
 the UserWarnings Transformers gives, each where it gives it and nowhere else:
 
 - max_length passed to generate() while max_new_tokens is set (passed too, or in the generation config):

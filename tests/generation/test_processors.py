@@ -1,4 +1,4 @@
-"""The built-in logits processors and warpers compute what Transformers' do, in Transformers' order (issue 15).
+"""The built-in logits processors and warpers compute what Transformers' do, in Transformers' order.
 
 Every case runs generate(..., return_dict_in_generate=True, output_scores=True, output_logits=True) on the
 shipped pair and checks, at every step of every row, that the processed scores are what the float64

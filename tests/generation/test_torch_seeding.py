@@ -1,4 +1,4 @@
-"""Seeding as Transformers users do it (issue 44): a sampled generate() call without seed= takes its seed from torch's
+"""Seeding as Transformers users do it: a sampled generate() call without seed= takes its seed from torch's
 default generator (torch.randint(0, 2**63 - 1, (1,))), so torch.manual_seed(s) before a call repeats it and
 successive calls differ; seed= wins and leaves torch's generator alone; greedy calls draw nothing; assisted sampling
 follows the same rule (coupled: the plain call's tokens for the same torch seed); ha.set_seed seeds torch too, as

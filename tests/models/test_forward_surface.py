@@ -1,4 +1,4 @@
-"""The forward's keywords and caches with Transformers' contract (issue 44 items 2 and 3): labels, return_dict,
+"""The forward's keywords and caches with Transformers' contract: labels, return_dict,
 output_hidden_states, logits_to_keep, position_ids / cache_position, use_cache -> past_key_values, DynamicCache
 and StaticCache, legacy tuples, refusals. References: a float64 numpy forward written from Transformers
 (tests/fixtures/reference.py), torch's cross_entropy for the loss (Transformers' ForCausalLMLoss calls it), and

@@ -1,4 +1,4 @@
-"""The model object in torch's types, as Transformers' (issue 44): dtype a torch.dtype and device torch.device("cpu");
+"""The model object in torch's types, as Transformers': dtype a torch.dtype and device torch.device("cpu");
 parameters(), named_parameters() and state_dict() under Transformers' names, holding the checkpoint's values
 bitwise in its shapes (views of the model's buffers where it holds that layout, copies otherwise, int8 / int4
 dequantized), needing no grad, counting num_parameters(); get_input_embeddings() / get_output_embeddings() as torch

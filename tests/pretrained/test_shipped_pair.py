@@ -60,7 +60,7 @@ def test_shipped_pair_assisted_greedy_is_plain_greedy_on_a_held_out_prompt(pair)
 
 @pytest.mark.parametrize("dtype, bound", [("int8", 0.02), ("int4", 0.05)])
 def test_quantized_target_keeps_held_out_perplexity_near_float(pair, dtype, bound):
-    """Issue 5's bar for int8 (2%); int4, measured 0.04% off on 24 windows of 256 tokens, is held to 5%."""
+    """The bar for int8: 2%; int4, measured 0.04% off on 24 windows of 256 tokens, is held to 5%."""
     from habana_assist.pretrained.evaluation import held_out_windows, perplexity
     tok, target, _ = pair
     windows = held_out_windows(tok, n_windows=6, length=128)

@@ -1,4 +1,4 @@
-"""Transformers' tokenizer habits on both backends (issue 44 item 5): special and added tokens split out of the
+"""Transformers' tokenizer habits on both backends: special and added tokens split out of the
 text, split_special_tokens, add_tokens / add_special_tokens growing the vocabulary (and save_pretrained keeping
 them), encode_plus / batch_encode_plus, pad, convert_tokens_to_string, get_vocab / len, and the model's
 resize_token_embeddings and generate() refusing ids past its embedding.

@@ -1,4 +1,4 @@
-"""The tokenizer surface Transformers' documentation scripts touch, on the shipped tokenizer (issue 15).
+"""The tokenizer surface Transformers' documentation scripts touch, on the shipped tokenizer.
 
 Special-token attributes linked to their ids as in Transformers' SpecialTokensMixin (tok.pad_token = tok.eos_token
 moves pad_token_id, padding and save_pretrained with it), add_special_tokens for tokens the vocabulary has,

@@ -1,4 +1,4 @@
-"""Transformers' documentation, run against the shipped pair with only the import line changed (issue 15).
+"""Transformers' documentation, run against the shipped pair with only the import line changed.
 
 Each script in tests/doc_scripts/ follows one section of Transformers' docs (named in its first comment line):
 its code is the doc's, with `from habana_assist import ...` for `from transformers import ...` and the checkpoint
