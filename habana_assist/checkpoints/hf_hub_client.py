@@ -3,7 +3,7 @@ hub_client.py (the standard library), chosen by hub.client_name() (HA_HUB_CLIENT
 
 hub.py decides which files a load needs and reads the cache; this module only asks the Hub, with huggingface_hub's
 own calls and the settings hub.py resolved for the load (not the ones huggingface_hub read from the environment
-when it was imported):
+once, at its first use):
 
     revision()  HfApi(endpoint).model_info(repo, revision, token)       -> (commit, [file path])
     fetch()     hf_hub_download(repo, path, revision=commit, cache_dir, endpoint, token, force_download,
@@ -107,8 +107,8 @@ class HfHubClient:
             message = headers.get("X-Error-Message") or str(e).splitlines()[0]
             return hub_client.http_error(self.endpoint, self.token, code, headers.get("X-Error-Code"), message, what)
         if "OfflineModeIsEnabled" in names:
-            return hub_client.Unreachable(f"huggingface_hub is offline ({e}): HF_HUB_OFFLINE was set when it was "
-                                          "imported")
+            return hub_client.Unreachable(f"huggingface_hub is offline ({e}): HF_HUB_OFFLINE was set when it first "
+                                          "read its settings, and it keeps them for the process")
         if "LocalEntryNotFoundError" in names:  # the Hub could not be asked, and huggingface_hub's cache lacks it
             cause = e.__cause__ if e.__cause__ is not None else e
             return hub_client.unreachable(self.endpoint, f"{type(cause).__name__}: {cause}")
