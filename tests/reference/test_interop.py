@@ -86,8 +86,8 @@ def test_a_wrapped_transformers_target_gives_plain_output_assisted_and_transform
         f"wrapped plain greedy\n{got['plain']}\nTransformers' own greedy\n{got['transformers']}"
     assert np.array_equal(got["assisted"], got["plain"]), \
         f"assisted by our draft\n{got['assisted']}\nplain\n{got['plain']} (narrow margins {got['num_narrow_margins']})"
-    assert 0 < got["num_accepted_tokens"] < got["num_draft_tokens"], \
-        f"the draft should be right sometimes and wrong sometimes: {got['num_accepted_tokens']} of {got['num_draft_tokens']}"
+    accepted, drafted = got["num_accepted_tokens"], got["num_draft_tokens"]
+    assert 0 < accepted < drafted, f"the draft should be right sometimes and wrong sometimes: {accepted} of {drafted}"
     assert got["num_narrow_margins"] == 0, f"{got['num_narrow_margins']} margins under {got['batch_disagreement']}"
 
 
@@ -134,6 +134,7 @@ def test_refusals_name_what_to_do_instead(interop):
         "ha.wrap(model)" in got["model_object"] and "save_pretrained(directory)" in got["model_object"], got
     assert got["tokenizer_object"] and "tokenizer.save_pretrained(directory)" in got["tokenizer_object"], got
     assert got["wrapped_save"] and "use its own framework" in got["wrapped_save"], got
+    assert got["batch_encoding_whole"] and "unpack it, model.generate(**inputs)" in got["batch_encoding_whole"], got
 
 
 def test_difference_transformers_cannot_take_our_model_as_its_assistant(interop):
