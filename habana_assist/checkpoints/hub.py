@@ -137,10 +137,9 @@ def _local_subfolder(name, directory, subfolder):
     folder = os.path.join(directory, subfolder)
     if not os.path.isdir(folder):
         there = sorted(e.name for e in os.scandir(directory) if e.is_dir())
-        raise CheckpointNotFoundError(
-            f"{name}: subfolder={subfolder!r} does not exist ({folder}); "
-            + (f"its folders are {there}: pass one of them" if there else "it has no folders") + " as subfolder=, or "
-            "leave subfolder= out for the top of the checkpoint")
+        fix = (f"its folders are {there}: pass one of them as subfolder=, or leave subfolder= out for the top of the "
+               "checkpoint" if there else "it has no folders: leave subfolder= out")
+        raise CheckpointNotFoundError(f"{name}: subfolder={subfolder!r} does not exist ({folder}); {fix}")
     return folder
 
 
