@@ -21,19 +21,19 @@ The cache (huggingface_hub's layout, so that each library finds what the other d
 files are cached asks nothing. Offline (local_files_only=True, HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1)
 reads the cache only; so does a load whose Hub cannot be reached, when the cache holds what it needs.
 
-Downloads go through huggingface_hub where it is importable (its hf_hub_download, into the same cache), else
-through hub_client.py (the standard library). HA_HUB_CLIENT=builtin picks ours even where huggingface_hub is
-installed (the tests do).
+Downloads go through huggingface_hub where it is importable (hf_hub_client.py: its hf_hub_download, into the same
+cache), else through hub_client.py (the standard library); client_name() decides, and HA_HUB_CLIENT=builtin or
+HA_HUB_CLIENT=huggingface_hub forces either. A load with proxies= goes through hub_client.py (huggingface_hub takes
+no proxies per call).
 """
 
-import importlib.util
 import json
 import os
 import re
 import threading
 
 from ..errors import CheckpointNotFoundError, HubError, InvalidInputError
-from . import hub_client
+from . import hf_hub_client, hub_client
 
 MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pretrained")
 SHIPPED = {"habana-assist/pycode": "pycode", "habana-assist/pycode-draft": "pycode-draft"}
@@ -47,6 +47,8 @@ LEGACY_ARGUMENTS = {"use_auth_token": "token", "resume_download": None, "_commit
 _REPO_ID = re.compile(r"^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TRUE = {"1", "ON", "YES", "TRUE"}
+CLIENTS = ("builtin", "huggingface_hub")  # HA_HUB_CLIENT's values (unset or "auto": huggingface_hub where importable)
+SHIPPED_REVISIONS = (None, "main")  # the shipped files are one revision, its branch's
 
 
 class Files:
@@ -99,18 +101,22 @@ def resolve(name_or_path, files=MODEL_FILES, revision=None, cache_dir=None, loca
         path = os.fspath(name_or_path)
     except TypeError:
         raise InvalidInputError(f"from_pretrained: expected a directory or a Hub repo id as a string or a path, not "
-                                f"{type(name_or_path).__name__}") from None
+                                f"{type(name_or_path).__name__}{_object_hint(name_or_path)}") from None
     if not isinstance(path, str):
         path = os.fsdecode(path)
     subfolder = _check_relative(subfolder or "", "subfolder")
     if os.path.isdir(path):
-        return os.path.join(path, subfolder) if subfolder else path
+        return _local_subfolder(path, path, subfolder)
     if path in SHIPPED:
         directory = os.path.join(MODELS_DIR, SHIPPED[path])
         if not os.path.isdir(directory):
             raise CheckpointNotFoundError(f"{path} is not installed with this copy of habana_assist (expected "
                                           f"{directory}); reinstall the package or pass a local directory")
-        return os.path.join(directory, subfolder) if subfolder else directory
+        if revision not in SHIPPED_REVISIONS:
+            raise InvalidInputError(f"{path}: revision={revision!r}, but the shipped files are one revision: pass "
+                                    "revision='main' or None (or no revision=), or a local directory or a Hub repo id "
+                                    "for another revision")
+        return _local_subfolder(path, directory, subfolder)
     if not is_repo_id(path):
         raise CheckpointNotFoundError(
             f"{path}: no such directory, and not a Hub repo id ('org/name'); pass a local checkpoint directory, a "
@@ -122,6 +128,52 @@ def resolve(name_or_path, files=MODEL_FILES, revision=None, cache_dir=None, loca
                                 f"{'local_files_only=True' if local_files_only else 'offline mode (HF_HUB_OFFLINE)'} "
                                 "disagree; drop one")
     return snapshot.directory(files, subfolder, offline, force_download, progress)
+
+
+def _local_subfolder(name, directory, subfolder):
+    """directory/subfolder where that folder exists; else CheckpointNotFoundError naming it and what is there."""
+    if not subfolder:
+        return directory
+    folder = os.path.join(directory, subfolder)
+    if not os.path.isdir(folder):
+        there = sorted(e.name for e in os.scandir(directory) if e.is_dir())
+        fix = (f"its folders are {there}: pass one of them as subfolder=, or leave subfolder= out for the top of the "
+               "checkpoint" if there else "it has no folders: leave subfolder= out")
+        raise CheckpointNotFoundError(f"{name}: subfolder={subfolder!r} does not exist ({folder}); {fix}")
+    return folder
+
+
+def _object_hint(obj):
+    """What to do instead, where from_pretrained was given a model or tokenizer object (Transformers' own)."""
+    if callable(getattr(obj, "generate", None)) or callable(getattr(obj, "state_dict", None)):
+        return ("; for a model object of Transformers (or torch), ha.wrap(model) gives it this package's generate(), "
+                "or save it with model.save_pretrained(directory) and pass the directory")
+    if callable(getattr(obj, "save_pretrained", None)) or callable(getattr(obj, "encode", None)):
+        return ("; for a tokenizer object, save it with tokenizer.save_pretrained(directory) and pass the directory "
+                "(Transformers' tokenizers also work as they are with TextStreamer and pipeline(tokenizer=))")
+    return ""
+
+
+def client_name(proxies=None):
+    """Which client downloads: "builtin" (hub_client.py) or "huggingface_hub" (hf_hub_client.py). HA_HUB_CLIENT
+    forces one; unset (or "auto"), huggingface_hub where it is importable and the load passes no proxies=."""
+    wanted = os.environ.get("HA_HUB_CLIENT", "").strip().lower()
+    if wanted not in ("", "auto", *CLIENTS):
+        raise InvalidInputError(f"HA_HUB_CLIENT={os.environ['HA_HUB_CLIENT']!r}: expected one of {', '.join(CLIENTS)} "
+                                "(or unset it: huggingface_hub where it is installed, else builtin)")
+    if wanted == "builtin":
+        return "builtin"
+    if wanted == "huggingface_hub":
+        if not hf_hub_client.available():
+            raise InvalidInputError("HA_HUB_CLIENT=huggingface_hub, but huggingface_hub is not importable here: pip "
+                                    "install huggingface_hub, or unset HA_HUB_CLIENT (habana_assist's own client then "
+                                    "downloads)")
+        if proxies:
+            raise InvalidInputError("proxies= with HA_HUB_CLIENT=huggingface_hub: huggingface_hub takes no proxies per "
+                                    "call; set HTTPS_PROXY / HTTP_PROXY in the environment instead, or unset "
+                                    "HA_HUB_CLIENT (a load with proxies= then goes through habana_assist's own client)")
+        return "huggingface_hub"
+    return "huggingface_hub" if hf_hub_client.available() and not proxies else "builtin"
 
 
 def is_repo_id(name):
@@ -175,12 +227,6 @@ def _check_relative(path, what):
     if path and (path.startswith("/") or any(p in ("..", ".") for p in parts) or os.path.isabs(path)):
         raise InvalidInputError(f"{what}={path!r}: expected a relative path inside the repo, without '..'")
     return "/".join(p for p in parts if p)
-
-
-def _use_huggingface_hub():
-    if os.environ.get("HA_HUB_CLIENT", "").strip().lower() == "builtin":
-        return False
-    return importlib.util.find_spec("huggingface_hub") is not None
 
 
 class _Snapshot:
@@ -264,7 +310,11 @@ class _Snapshot:
     # ---- downloads --------------------------------------------------------------------------------------------
 
     def _download(self, files, subfolder, force, progress):
-        hub = _Library(self) if _use_huggingface_hub() else _Builtin(self, progress)
+        if client_name(self.proxies) == "huggingface_hub":
+            hub = hf_hub_client.HfHubClient(self.repo_id, self.revision, self.endpoint, self.cache,
+                                            find_token(self.token), progress)
+        else:
+            hub = _Builtin(self, progress)
         commit, listed = hub.revision()
         if self.revision != commit:
             _write_ref(self.storage, self.revision, commit)
@@ -273,6 +323,9 @@ class _Snapshot:
         wanted = [name for group in files.required for name in group if name in listed]
         wanted += [name for name in files.optional if name in listed]
         missing = _missing(files, set(wanted) | ({_WEIGHTS[0]} & listed) | ({_WEIGHTS[1]} & listed))
+        if subfolder and not listed:
+            raise CheckpointNotFoundError(f"{self._where()} has no folder {subfolder!r} (subfolder={subfolder!r}); "
+                                          "check subfolder= against the repo's files, or leave it out")
         if missing:
             others = sorted(listed)[:12]
             raise CheckpointNotFoundError(
@@ -387,51 +440,3 @@ class _Builtin:
                 self.client.download(url, partial, size, sha256, f"{s.repo_id}/{path}", self.progress)
                 os.replace(partial, blob)
             _link(blob, pointer)
-
-
-class _Library:
-    """Downloads through huggingface_hub (hf_hub_download into the same cache), where it is installed."""
-
-    def __init__(self, snapshot):
-        self.s = snapshot
-        self.token = find_token(snapshot.token)
-
-    def revision(self):
-        import huggingface_hub
-        try:
-            info = huggingface_hub.HfApi(endpoint=self.s.endpoint).model_info(
-                self.s.repo_id, revision=self.s.revision, token=self.token or False)
-        except Exception as e:
-            _raise_library_error(e, self.s._where())
-        return info.sha, [sibling.rfilename for sibling in info.siblings or ()]
-
-    def fetch(self, commit, path, force):
-        import huggingface_hub
-        try:
-            huggingface_hub.hf_hub_download(self.s.repo_id, path, revision=commit, cache_dir=self.s.cache,
-                                            token=self.token or False, force_download=force)
-        except Exception as e:
-            _raise_library_error(e, f"{self.s.repo_id}/{path}")
-
-
-def _raise_library_error(e, what):
-    """huggingface_hub's errors as this package's (by class name: its module layout moves between versions)."""
-    names = {cls.__name__ for cls in type(e).__mro__}
-    if names & {"GatedRepoError", "RepositoryNotFoundError"}:
-        raised = (HubError if "GatedRepoError" in names else CheckpointNotFoundError)(
-            f"{what}: {e}; {hub_client.TOKEN_HINT}")
-        raised.cache_may_serve = True
-        raise raised from e
-    if names & {"RevisionNotFoundError", "EntryNotFoundError", "RemoteEntryNotFoundError"}:
-        raise CheckpointNotFoundError(f"{what}: {e}") from e
-    if names & {"ConnectionError", "Timeout", "ConnectError", "TimeoutException", "LocalEntryNotFoundError",
-                "OfflineModeIsEnabled", "OSError"} and not names & {"HfHubHTTPError"}:
-        raise hub_client.Unreachable(str(e)) from e
-    if names & {"HfHubHTTPError"}:
-        status = getattr(getattr(e, "response", None), "status_code", None)
-        if status is not None and (status >= 500 or status in (408, 429)):
-            raise hub_client.Unreachable(str(e)) from e
-        if status in (401, 403):
-            raise HubError(f"{what}: {e}; {hub_client.TOKEN_HINT}") from e
-        raise HubError(f"{what}: {e}") from e
-    raise e

@@ -37,8 +37,8 @@ _CHUNK = 1 << 20
 _RETRIES = 5  # resumptions of one download in a row that bring no new byte before giving up
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 TOKEN_HINT = ("pass token='hf_...' to from_pretrained, set HF_TOKEN in the environment, or log in once with "
-              "`huggingface-cli login` (it writes the token file); for a gated model accept its terms on its page "
-              "first")
+              "`hf auth login` (or the older `huggingface-cli login`: it writes the token file); for a gated model "
+              "accept its terms on its page first")
 
 
 class Unreachable(Exception):
@@ -51,6 +51,44 @@ def _timeout(name):
         return float(value)
     except ValueError:
         raise HubError(f"{name}={value!r} must be a number of seconds; unset it for the default (10)") from None
+
+
+def http_error(endpoint, token, code, error, message, what):
+    """An HTTP error answer of the Hub (status `code`, X-Error-Code `error`, X-Error-Message `message`) -> the
+    exception to raise, with the same words whichever client got the answer (this one or hf_hub_client.py). Those
+    the cache may still serve (a repo not found, a token refused: huggingface_hub falls back to the cache for them
+    too) carry cache_may_serve=True; a server error or throttling is Unreachable."""
+    said = f"the Hub ({endpoint}) answered {code}{' ' + error if error else ''} ({message})"
+    if error == "GatedRepo" or (code in (401, 403) and error != "RepoNotFound"):
+        raised = HubError(f"{what}: {said}: the repo is gated or private and this request has "
+                          f"{'a token without access' if token else 'no token'}; {TOKEN_HINT}")
+        raised.cache_may_serve = True
+    elif error == "RepoNotFound":
+        raised = CheckpointNotFoundError(f"{what}: {said}: no such repo, or a private one needing a token; check "
+                                         f"the name ('org/name' as on the Hub's page), or {TOKEN_HINT}")
+        raised.cache_may_serve = True
+    elif error == "RevisionNotFound":
+        raised = CheckpointNotFoundError(f"{what}: {said}: no such revision; pass revision= a branch, tag or "
+                                         "commit of the repo")
+    elif error == "EntryNotFound" or code == 404:
+        raised = CheckpointNotFoundError(f"{what}: {said}: no such file in the repo at that revision")
+    elif code >= 500 or code in (408, 429):
+        raised = Unreachable(said)
+    else:
+        raised = HubError(f"{what}: {said}")
+    return raised
+
+
+def unreachable(endpoint, reason):
+    """The Hub could not be asked (refused, DNS, TLS, a timeout): Unreachable, worded alike for both clients."""
+    return Unreachable(f"{endpoint} could not be reached ({reason})")
+
+
+def mismatch(what, size, sha256, found):
+    """HubError for a download that is not the file the Hub advertised (already deleted by the caller)."""
+    return HubError(f"{what}: the downloaded file does not match what the Hub advertised ({size} bytes"
+                    f"{', sha256 ' + sha256 if sha256 else ''}; got {found}), so it was deleted; try again "
+                    "(the network or a proxy altered it)")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -93,32 +131,11 @@ class HubClient:
                 return e
             self._raise_for_status(e, what)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # refused, DNS, TLS, a timeout
-            raise Unreachable(f"{self.endpoint} could not be reached ({getattr(e, 'reason', e)})") from None
+            raise unreachable(self.endpoint, getattr(e, "reason", e)) from None
 
     def _raise_for_status(self, e, what):
-        """An HTTP error answer -> the exception to raise; those the cache may still serve (a repo not found, a
-        token refused: huggingface_hub falls back to the cache for them too) carry cache_may_serve=True."""
-        code, error = e.code, e.headers.get("X-Error-Code")
-        message = e.headers.get("X-Error-Message") or e.reason
-        said = f"the Hub ({self.endpoint}) answered {code}{' ' + error if error else ''} ({message})"
-        if error == "GatedRepo" or (code in (401, 403) and error != "RepoNotFound"):
-            raised = HubError(f"{what}: {said}: the repo is gated or private and this request has "
-                              f"{'a token without access' if self.token else 'no token'}; {TOKEN_HINT}")
-            raised.cache_may_serve = True
-        elif error == "RepoNotFound":
-            raised = CheckpointNotFoundError(f"{what}: {said}: no such repo, or a private one needing a token; check "
-                                             f"the name ('org/name' as on the Hub's page), or {TOKEN_HINT}")
-            raised.cache_may_serve = True
-        elif error == "RevisionNotFound":
-            raised = CheckpointNotFoundError(f"{what}: {said}: no such revision; pass revision= a branch, tag or "
-                                             "commit of the repo")
-        elif error == "EntryNotFound" or code == 404:
-            raised = CheckpointNotFoundError(f"{what}: {said}: no such file in the repo at that revision")
-        elif code >= 500 or code in (408, 429):
-            raised = Unreachable(said)
-        else:
-            raised = HubError(f"{what}: {said}")
-        raise raised from None
+        raise http_error(self.endpoint, self.token, e.code, e.headers.get("X-Error-Code"),
+                         e.headers.get("X-Error-Message") or e.reason, what) from None
 
     def revision(self, repo_id, revision):
         """-> (commit hash, [file path]) of repo_id at revision (a branch, tag or commit)."""
@@ -186,12 +203,10 @@ class HubClient:
             if bar is not None:
                 bar.close()
         have = os.path.getsize(partial)
-        if have != size or (sha256 is not None and _sha256(partial) != sha256):
-            found = f"{have} bytes" if have != size else f"sha256 {_sha256(partial)}"
+        if have != size or (sha256 is not None and sha256_of(partial) != sha256):
+            found = f"{have} bytes" if have != size else f"sha256 {sha256_of(partial)}"
             os.remove(partial)
-            raise HubError(f"{what}: the downloaded file does not match what the Hub advertised ({size} bytes"
-                           f"{', sha256 ' + sha256 if sha256 else ''}; got {found}), so it was deleted; try again "
-                           "(the network or a proxy altered it)")
+            raise mismatch(what, size, sha256, found)
 
     def _fetch(self, url, partial, done, what, bar):
         """One GET from byte `done` on -> the bytes it appended; Unreachable where the connection dropped."""
@@ -220,7 +235,7 @@ class HubClient:
         return got
 
 
-def _sha256(path):
+def sha256_of(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(_CHUNK), b""):

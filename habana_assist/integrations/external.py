@@ -2,7 +2,7 @@
 
 A wrapped model is any object that follows Transformers' causal-LM calling convention,
 model(input_ids=, attention_mask=, position_ids=, past_key_values=, use_cache=True) returning `.logits`
-(batch, positions, vocab) and `.past_key_values` (a cache with crop(n), such as DynamicCache, or a tuple of
+(batch, positions, vocab) and `.past_key_values` (a cache with crop(), such as DynamicCache, or a tuple of
 (key, value) tensors of shape (batch, heads, positions, head_dim)), on whatever device it lives. generate() on
 it, or on a native model with it as assistant_model= (or the two the other way round, or both wrapped), runs the
 core's loop: drafting, verification, the acceptance step, the statistics and every processor stay in C, which
@@ -74,12 +74,18 @@ def _field(out, name, index):
 
 
 def crop_cache(cache, length):
-    """cache kept to its first `length` positions: cache.crop(length) (DynamicCache), or a tuple of (key, value)
-    tensors (batch, heads, positions, head_dim) sliced; UnsupportedModelError for anything else."""
+    """cache kept to its first `length` positions: a Transformers cache (DynamicCache) by cache.crop(-n), the n
+    positions past `length` (Transformers 5 takes only that count; Transformers 4 took it too, beside an absolute
+    length), a cache without get_seq_length() by cache.crop(length), a tuple of (key, value) tensors (batch, heads,
+    positions, head_dim) sliced; UnsupportedModelError for anything else."""
     if cache is None:
         return None
     if callable(getattr(cache, "crop", None)):
-        cache.crop(length)
+        held = cache.get_seq_length() if callable(getattr(cache, "get_seq_length", None)) else None
+        if held is None:
+            cache.crop(length)
+        elif int(held) > length:
+            cache.crop(length - int(held))
         return cache
     if isinstance(cache, (tuple, list)) and all(isinstance(layer, (tuple, list)) and len(layer) >= 2 for layer in cache):
         return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)

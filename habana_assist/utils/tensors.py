@@ -73,6 +73,9 @@ def to_numpy(x, name):
             raise InvalidInputError(f"{name} is a list whose items are not all numbers of equal-length rows; pass a "
                                     "list of ints or a list of equal-length lists of ints")
         return array, "list"
+    if callable(getattr(x, "keys", None)) and "input_ids" in x.keys():  # a tokenizer's whole output (BatchEncoding)
+        raise InvalidInputError(f"{name} is a tokenizer's whole output ({type(x).__qualname__}); unpack it, "
+                                "model.generate(**inputs), or pass inputs['input_ids'] (and attention_mask=)")
     raise InvalidInputError(f"{name} is a {type(x).__module__}.{type(x).__qualname__}; pass a numpy array, a (nested) "
                             "list or a torch tensor, of shape (batch, seq) for token ids")
 

@@ -1,13 +1,24 @@
 """from_pretrained("org/name"): the Hugging Face cache and downloads, against a Hub of our own on 127.0.0.1
-(tests/fixtures/hub_server.py) with HF_HOME in a temporary folder. Where huggingface_hub is not installed
-(Debian 12 packages none) the loads go through checkpoints/hub_client.py; HA_HUB_CLIENT=builtin makes them
-do so everywhere, so that these tests always exercise our client."""
+(tests/fixtures/hub_server.py) with HF_HOME in a temporary folder, through each of the two download clients
+(checkpoints/hub.py client_name()):
+
+- builtin: checkpoints/hub_client.py, the standard library (what Debian 12, which packages no huggingface_hub, runs);
+- huggingface_hub: checkpoints/hf_hub_client.py, run where huggingface_hub is: in the reference environment
+  (.venv-reference, huggingface_hub from PyPI), one child kept for the session (hf_reference.Worker). The load runs
+  here as always; each call the client makes (the revision's commit, one file's download) runs there, on this
+  test's Hub and cache, and its result or exception comes back (_HfHubInVenv).
+
+Tests taking `hub` run once per client; `builtin_hub` marks what only the built-in client does (or what does not
+depend on the client: the command line's and the pipeline's children download with the built-in one), and
+`library_hub` where huggingface_hub differs (test_difference_*, docs/models.md)."""
+import functools
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -17,6 +28,8 @@ from hub_server import FakeHub
 import tokenizer_fixture as tf
 
 import habana_assist as ha
+from habana_assist import errors
+from habana_assist.checkpoints import hf_hub_client, hub_client
 from habana_assist.checkpoints import hub as hub_module
 from habana_assist.errors import CheckpointNotFoundError, HubError, InvalidInputError, UnsupportedModelError
 
@@ -35,15 +48,66 @@ def _files(directory):
     return out
 
 
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
+class _HfHubInVenv:
+    """hf_hub_client.HfHubClient as hub.py calls it, each call run by the real one in the reference environment's
+    worker (tests/fixtures/ha_jobs.py: ha_hub_client): its return value, what it wrote to stderr (a progress bar:
+    written here again), and its exception, raised here again as the same class with the same message."""
+
+    def __init__(self, worker, repo_id, revision, endpoint, cache, token, progress=None):
+        self.worker = worker
+        self.args = dict(repo_id=repo_id, revision=revision, endpoint=endpoint, cache=cache, token=token,
+                         progress=progress)
+
+    def _call(self, **op):
+        result = self.worker.call(dict(kind="ha_hub_client", **self.args, **op))
+        if "error" in result:
+            raise RuntimeError(f"the huggingface_hub client failed in the reference environment: {result['error']}")
+        sys.stderr.write(result["stderr"])
+        if "raised" in result:
+            cls = hub_client.Unreachable if result["raised"] == "Unreachable" else getattr(errors, result["raised"])
+            raised = cls(result["message"])
+            if result["cache_may_serve"]:
+                raised.cache_may_serve = True
+            raise raised
+        return result["value"]
+
+    def revision(self):
+        commit, files = self._call(op="revision")
+        return commit, files
+
+    def fetch(self, commit, path, force):
+        self._call(op="fetch", commit=commit, path=path, force=force)
+
+
+def _serve(request, tmp_path, monkeypatch, client):
+    """A Hub on 127.0.0.1 for this test, HF_HOME in tmp_path, downloads through `client` -> the FakeHub."""
     server = FakeHub()
+    server.client = client
+    request.addfinalizer(server.close)
     monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("HA_HUB_CLIENT", "builtin")
+    monkeypatch.setenv("HA_HUB_CLIENT", client)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    yield server
-    server.close()
+    if client == "huggingface_hub":
+        worker = request.getfixturevalue("hf_reference").worker()
+        monkeypatch.setattr(hf_hub_client, "available", lambda: True)
+        monkeypatch.setattr(hf_hub_client, "HfHubClient", functools.partial(_HfHubInVenv, worker))
+    return server
+
+
+@pytest.fixture(params=hub_module.CLIENTS)
+def hub(request, tmp_path, monkeypatch):
+    return _serve(request, tmp_path, monkeypatch, request.param)
+
+
+@pytest.fixture
+def builtin_hub(request, tmp_path, monkeypatch):
+    return _serve(request, tmp_path, monkeypatch, "builtin")
+
+
+@pytest.fixture
+def library_hub(request, tmp_path, monkeypatch):
+    return _serve(request, tmp_path, monkeypatch, "huggingface_hub")
 
 
 @pytest.fixture
@@ -235,6 +299,8 @@ def test_a_gated_repo_needs_its_token_from_the_argument_the_environment_or_the_t
     (tmp_path / "hf-home" / "token").write_text("hf_secret\n")
     model = ha.AutoModelForCausalLM.from_pretrained(REPO)
     assert model.config.vocab_size == tf.VOCAB_SIZE
+    cdn = [h for m, p, h in hub.requests if p.startswith("/lfs/") and m == "GET"]
+    assert cdn and not any("Authorization" in h for h in cdn), "the token must not leave the Hub for its CDN"
     with pytest.raises(HubError, match="gated"):
         ha.AutoModelForCausalLM.from_pretrained(REPO, token=False, force_download=True)
 
@@ -260,12 +326,15 @@ def test_a_dropped_connection_resumes_with_a_range_request(hub, tiny, tmp_path):
     model = ha.AutoModelForCausalLM.from_pretrained(REPO)
     half = len(tiny["model.safetensors"]) // 2
     ranges = [h.get("Range") for m, p, h in hub.requests if m == "GET" and p.startswith("/lfs/")]
-    assert ranges == [None, f"bytes={half}-"], f"expected a full GET, then one resuming at {half}: {ranges}"
+    # huggingface_hub resumes from the last whole chunk it wrote (10 MiB): for this file, from the start
+    resumed = f"bytes={half}-" if hub.client == "builtin" else None
+    assert ranges == [None, resumed], f"expected a full GET, then one from {resumed}: {ranges}"
     assert model.config.vocab_size == tf.VOCAB_SIZE
 
 
-def test_a_partial_file_left_by_a_killed_download_is_resumed(hub, tiny, tmp_path):
-    _, commit = hub.add_repo(REPO, tiny)
+def test_a_partial_file_left_by_a_killed_download_is_resumed(builtin_hub, tiny, tmp_path):
+    hub = builtin_hub
+    hub.add_repo(REPO, tiny)
     data = tiny["model.safetensors"]
     sha = hashlib.sha256(data).hexdigest()
     blobs = _cache(tmp_path) / "blobs"
@@ -277,7 +346,25 @@ def test_a_partial_file_left_by_a_killed_download_is_resumed(hub, tiny, tmp_path
     assert (blobs / sha).read_bytes() == data
 
 
+def test_difference_huggingface_hub_starts_over_where_a_killed_download_left_a_partial_file(library_hub, tiny,
+                                                                                              tmp_path):
+    """huggingface_hub (2.x) downloads to a file of its own per process and never resumes another's (docs/models.md):
+    the file our client left stays, and the blob comes whole from a fresh GET."""
+    hub = library_hub
+    hub.add_repo(REPO, tiny)
+    data = tiny["model.safetensors"]
+    blobs = _cache(tmp_path) / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / (hashlib.sha256(data).hexdigest() + ".incomplete")).write_bytes(data[:1000])
+    ha.AutoModelForCausalLM.from_pretrained(REPO)
+    ranges = [h.get("Range") for m, p, h in hub.requests if m == "GET" and p.startswith("/lfs/")]
+    assert ranges == [None], f"huggingface_hub was expected to download the whole file, not resume: {ranges}"
+    assert (blobs / hashlib.sha256(data).hexdigest()).read_bytes() == data
+
+
 def test_two_processes_downloading_the_same_file_leave_one_whole_blob(hub, tiny, tmp_path):
+    """Two processes with the built-in client; or, with huggingface_hub, one process of each client at once (both
+    take the same flock on .locks/<repo folder>/<etag>.lock)."""
     draft = _files(DRAFT)  # 5 MB of weights
     hub.add_repo(REPO, draft)
     hub.slow = 0.01  # per 64 KiB: long enough for both to be downloading at once
@@ -286,11 +373,21 @@ def test_two_processes_downloading_the_same_file_leave_one_whole_blob(hub, tiny,
         m = ha.AutoModelForCausalLM.from_pretrained({REPO!r})
         print(float(m(np.array([[1, 2, 3]])).logits.sum()))
     """)
+    env = dict(os.environ, HA_HUB_CLIENT="builtin")
+    n_children = 2 if hub.client == "builtin" else 1
+    here = []  # the huggingface_hub side runs in this process, from a thread, while the child runs
+    thread = threading.Thread(target=lambda: here.append(ha.AutoModelForCausalLM.from_pretrained(REPO)))
     children = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, cwd=ROOT) for _ in range(2)]
+                                 text=True, cwd=ROOT, env=env) for _ in range(n_children)]
+    if n_children == 1:
+        thread.start()
     outputs = [c.communicate(timeout=300) for c in children]
     for child, (out, err) in zip(children, outputs):
         assert child.returncode == 0, err
+    if n_children == 1:
+        thread.join(timeout=300)
+        assert here, "the load through huggingface_hub failed (its error is above)"
+        outputs.append((f"{float(here[0](np.array([[1, 2, 3]])).logits.sum())}\n", ""))
     assert outputs[0][0] == outputs[1][0]
     blob = _cache(tmp_path) / "blobs" / hashlib.sha256(draft["model.safetensors"]).hexdigest()
     assert blob.read_bytes() == draft["model.safetensors"]
@@ -377,7 +474,8 @@ def test_names_that_are_neither_directories_nor_repo_ids_say_so(tmp_path):
         ha.AutoConfig.from_pretrained(REPO, local_files_only="yes")
 
 
-def test_the_command_line_takes_repo_ids(hub, tmp_path):
+def test_the_command_line_takes_repo_ids(builtin_hub, tmp_path):
+    hub = builtin_hub
     hub.add_repo("acme/pycode-draft", _files(DRAFT))
     env = dict(os.environ, PYTHONPATH=ROOT, PYTHONIOENCODING="utf-8")
     run = subprocess.run([sys.executable, "-m", "habana_assist", "generate", "--model", "acme/pycode-draft",
@@ -392,7 +490,8 @@ def test_the_command_line_takes_repo_ids(hub, tmp_path):
     assert run.stdout == expected + "\n", (run.stdout, expected)
 
 
-def test_pipeline_takes_repo_ids_for_the_model_and_the_assistant(hub):
+def test_pipeline_takes_repo_ids_for_the_model_and_the_assistant(builtin_hub):
+    hub = builtin_hub
     hub.add_repo("acme/pycode-draft", _files(DRAFT))
     hub.add_repo("acme/pycode-draft-copy", _files(DRAFT))
     pipe = ha.pipeline("text-generation", model="acme/pycode-draft", assistant_model="acme/pycode-draft-copy")
@@ -404,7 +503,8 @@ def test_pipeline_takes_repo_ids_for_the_model_and_the_assistant(hub):
     assert got == [{"generated_text": expected}], (got, expected)
 
 
-def test_a_partial_file_longer_than_the_blob_is_started_over(hub, tiny, tmp_path):
+def test_a_partial_file_longer_than_the_blob_is_started_over(builtin_hub, tiny, tmp_path):
+    hub = builtin_hub
     hub.add_repo(REPO, tiny)
     data = tiny["model.safetensors"]
     blobs = _cache(tmp_path) / "blobs"
@@ -412,3 +512,81 @@ def test_a_partial_file_longer_than_the_blob_is_started_over(hub, tiny, tmp_path
     (blobs / (hashlib.sha256(data).hexdigest() + ".incomplete")).write_bytes(b"x" * (len(data) + 10))
     ha.AutoModelForCausalLM.from_pretrained(REPO)
     assert (blobs / hashlib.sha256(data).hexdigest()).read_bytes() == data
+
+
+# ---- which client, and what each refuses --------------------------------------------------------------------------
+
+def test_ha_hub_client_picks_the_client_and_says_what_it_takes(builtin_hub, tiny, monkeypatch):
+    builtin_hub.add_repo(REPO, tiny)
+    monkeypatch.delenv("HA_HUB_CLIENT")
+    for available, proxies, expected in ((True, None, "huggingface_hub"), (False, None, "builtin"),
+                                         (True, {"https": "http://proxy:3128"}, "builtin")):
+        monkeypatch.setattr(hf_hub_client, "available", lambda: available)
+        got = hub_module.client_name(proxies)
+        assert got == expected, f"huggingface_hub importable {available}, proxies={proxies}: {got}, not {expected}"
+    monkeypatch.setenv("HA_HUB_CLIENT", "requests")
+    with pytest.raises(InvalidInputError, match="HA_HUB_CLIENT='requests': expected one of builtin, huggingface_hub"):
+        ha.AutoConfig.from_pretrained(REPO)
+    monkeypatch.setenv("HA_HUB_CLIENT", "huggingface_hub")
+    monkeypatch.setattr(hf_hub_client, "available", lambda: False)
+    with pytest.raises(InvalidInputError, match="not importable here: pip install huggingface_hub, or unset"):
+        ha.AutoConfig.from_pretrained(REPO)
+    monkeypatch.setattr(hf_hub_client, "available", lambda: True)
+    with pytest.raises(InvalidInputError, match="proxies=.*HTTPS_PROXY"):
+        ha.AutoConfig.from_pretrained(REPO, proxies={"http": builtin_hub.endpoint})
+    assert builtin_hub.requests == [], "a refused load should ask the Hub nothing"
+
+
+def test_proxies_go_through_the_builtin_client_which_honours_them(builtin_hub, tiny, monkeypatch):
+    """huggingface_hub takes no proxies per call, so a load with proxies= goes through our client even where
+    huggingface_hub is installed; the Hub's server answers as a proxy too (it serves a request by its path), and
+    HF_ENDPOINT names a port where nothing listens: the load works only through the proxy."""
+    builtin_hub.add_repo(REPO, tiny)
+    monkeypatch.delenv("HA_HUB_CLIENT")
+    monkeypatch.setattr(hf_hub_client, "available", lambda: True)
+    monkeypatch.setattr(hf_hub_client, "HfHubClient", None)  # calling it would fail the test
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    config = ha.AutoConfig.from_pretrained(REPO, proxies={"http": builtin_hub.endpoint})
+    assert config.vocab_size == tf.VOCAB_SIZE
+    assert builtin_hub.count("GET", f"/api/models/{REPO}/revision/main") == 1, builtin_hub.requests
+    monkeypatch.setenv("HA_HUB_CLIENT", "builtin")
+    with pytest.raises(CheckpointNotFoundError, match="could not be reached"):
+        ha.AutoConfig.from_pretrained(REPO, revision="v1")  # no proxy (and no ref cached): nothing listens there
+
+
+# ---- the shipped names' revision, and subfolders that are not there ------------------------------------------------
+
+ENTRY_POINTS = {"AutoConfig": ha.AutoConfig.from_pretrained,
+                "AutoModelForCausalLM": ha.AutoModelForCausalLM.from_pretrained,
+                "AutoTokenizer": ha.AutoTokenizer.from_pretrained,
+                "GenerationConfig": ha.GenerationConfig.from_pretrained}
+
+
+def test_a_shipped_name_takes_main_or_no_revision_and_refuses_others():
+    name = "habana-assist/pycode-draft"
+    for revision in (None, "main"):
+        assert ha.AutoConfig.from_pretrained(name, revision=revision).vocab_size
+    for entry, load in ENTRY_POINTS.items():
+        with pytest.raises(InvalidInputError) as e:
+            load(name, revision="v2.0")
+        message = str(e.value)
+        assert "revision='v2.0'" in message and "revision='main' or None" in message and name in message, \
+            f"{entry}: {message}"
+
+
+def test_a_missing_subfolder_is_named_for_a_directory_a_shipped_name_and_a_repo(builtin_hub, tiny, tmp_path):
+    local = tmp_path / "local"
+    (local / "draft").mkdir(parents=True)
+    for name, data in tiny.items():
+        (local / "draft" / name).write_bytes(data)
+    builtin_hub.add_repo(REPO, {f"draft/{k}": v for k, v in tiny.items()})
+    for name, folders in ((str(local), "['draft']"), ("habana-assist/pycode-draft", "no folders"), (REPO, None)):
+        for entry, load in ENTRY_POINTS.items():
+            with pytest.raises(CheckpointNotFoundError) as e:
+                load(name, subfolder="target")
+            message = str(e.value)
+            assert "subfolder='target'" in message and name in message, f"{entry}({name!r}): {message}"
+            assert folders is None or folders in message, f"{entry}({name!r}) should list {folders}: {message}"
+    assert ha.AutoConfig.from_pretrained(str(local), subfolder="draft").vocab_size == tf.VOCAB_SIZE

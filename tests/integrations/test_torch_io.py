@@ -81,6 +81,17 @@ def test_batch_encoding_to_cpu_as_transformers_scripts_write_it(tok):
         np_.to("cuda")
 
 
+def test_a_tokenizers_whole_output_passed_as_input_ids_says_to_unpack_it(tok, model):
+    for return_tensors in ("np", "pt"):
+        inputs = tok(TEXTS[:1], return_tensors=return_tensors)
+        with pytest.raises(InvalidInputError, match=r"tokenizer's whole output \(BatchEncoding\); unpack it, "
+                                                    r"model.generate\(\*\*inputs\)"):
+            model.generate(inputs, max_new_tokens=2)
+        with pytest.raises(InvalidInputError, match=r"unpack it"):
+            model(dict(inputs))
+    assert model.generate(**tok(TEXTS[:1], return_tensors="np"), max_new_tokens=2).shape[1] > 0
+
+
 def test_numpy_users_never_import_torch():
     code = (
         "import sys, numpy as np, habana_assist as ha\n"

@@ -300,7 +300,7 @@ def test_from_pretrained_subfolder(tmp_path):
     shutil.copytree(PYCODE, tmp_path / "tok", ignore=shutil.ignore_patterns("*.safetensors"))
     tok = ha.AutoTokenizer.from_pretrained(tmp_path, subfolder="tok")
     assert tok.encode("a") == ha.AutoTokenizer.from_pretrained(PYCODE).encode("a")
-    with pytest.raises(InvalidInputError, match="subfolder='nope'"):
+    with pytest.raises(ha.CheckpointNotFoundError, match="subfolder='nope' does not exist.*'tok'"):
         ha.AutoTokenizer.from_pretrained(tmp_path, subfolder="nope")
 
 
