@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The reference environment: a virtual environment in .venv-reference/ (git-ignored) with Transformers, torch,
-# huggingface_hub, tokenizers, safetensors and numpy pinned in tests/reference-requirements.txt, from PyPI. The
-# tests in tests/reference/ run Transformers there, in a child process (tests/fixtures/hf_runner.py), and compare
-# it with habana_assist, which keeps running on Debian's /usr/bin/python3 and numpy.
+# huggingface_hub, tokenizers, safetensors, numpy, sentencepiece and protobuf pinned in tests/reference-requirements.txt,
+# from PyPI. The tests in tests/reference/ run Transformers there, in a child process (tests/fixtures/hf_runner.py),
+# and compare it with habana_assist, which keeps running on Debian's /usr/bin/python3 and numpy (and, for the scripts
+# run both ways, with habana_assist imported there from the checkout).
 #
 # Reused while its stamp (the hash of the pins and of the interpreter's version) is unchanged; otherwise built
 # anew, never patched in place. Where it cannot be built (no PyPI: a clone used offline) it says so and exits 0,
@@ -23,7 +24,7 @@ build() {  # one && chain: set -e does not act inside a function called before |
     rm -rf "$VENV" &&
     /usr/bin/python3 -m venv "$VENV" &&
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ" &&
-    "$VENV/bin/python" -c "import transformers, torch, tokenizers, huggingface_hub, safetensors, numpy" &&
+    "$VENV/bin/python" -c "import transformers, torch, tokenizers, huggingface_hub, safetensors, numpy, sentencepiece, google.protobuf" &&
     echo "$want" >"$STAMP"
 }
 if build; then

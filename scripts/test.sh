@@ -18,9 +18,9 @@ if ! cmp -s tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana
     npm ci --prefix tests/data/npm --no-audit --no-fund --loglevel=error
     cp tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana-installed-lock
 fi
-# The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors
-# and numpy pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built once, reused while its
-# stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip and say why; under CI
+# The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors,
+# numpy, sentencepiece and protobuf pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built
+# once, reused while its stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip and say why; under CI
 # (CI set) this step fails instead, so CI always runs them.
 bash scripts/reference_env.sh
 # The browser tests (tests/fixtures/browser.py: the notebook view in a light and a dark page, its colours read back
