@@ -1,6 +1,6 @@
-"""Streamers, as in Transformers: generate(..., streamer=s) calls s.put(prompt ids) once, then s.put(new ids)
-for each chunk of tokens as soon as it is decided (one token per step in plain generation, a whole accepted
-draft at once in assisted generation), then s.end(). If the generation stops early with an error or an
+"""Streamers, as in Transformers: generate(..., streamer=s) calls s.put(prompt ids) once (1, n), then s.put(new ids)
+for each chunk of tokens as soon as it is decided (one token per step in plain generation, (1,), a whole accepted
+draft at once in assisted generation, (1, n)), then s.end(). If the generation stops early with an error or an
 interrupt (Ctrl-C), it calls s.stop(error) instead where the streamer has it (s.end() where it has not), so
 that nobody waits for the rest: TextStreamer prints what it holds, TextIteratorStreamer's consumer raises
 GenerationStoppedError.

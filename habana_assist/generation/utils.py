@@ -326,9 +326,12 @@ class GenerationMixin:
         seed = call_seed(gc)
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
-        if streamer is not None:
-            streamer.put(call.ids[0, S - int(call.real[0]):].astype(np.int64))
-        on_tokens = (lambda row, tokens: streamer.put(np.asarray(tokens, dtype=np.int64))) if streamer else None
+        if streamer is not None:  # what Transformers puts: the prompt (1, n), then each step's (1,) tokens, or
+            # each assisted round's (1, n); torch tensors where the inputs were torch
+            streamer.put(convert_output(call.ids[:1, S - int(call.real[0]):].astype(np.int64), call.kind))
+        put_shape = (1, -1) if assisted else (-1,)
+        on_tokens = (lambda row, tokens: streamer.put(convert_output(
+            np.array(tokens, dtype=np.int64).reshape(put_shape), call.kind))) if streamer else None
         # a bar for long calls: by size, never time (streamed text is its own progress)
         meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
                               "generating", "tok")
