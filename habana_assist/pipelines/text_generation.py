@@ -9,8 +9,8 @@ Facts kept from Transformers 5 (pipelines/text_generation.py and pipelines/base.
   generation_config.json does not set the key (a model's max_length other than 20 is honoured in place of
   max_new_tokens); pad_token_id from the tokenizer where the config has none; arguments given at construction
   become the pipeline's own defaults, those given to a call apply to that call;
-- the new text is decode(sequence)[len(decode(prompt)):] (skip_special_tokens=True and
-  clean_up_tokenization_spaces=True unless passed); return_full_text=True (the default) puts the prompt as given
+- the new text is decode(sequence)[len(decode(prompt)):] (skip_special_tokens=True unless passed, and
+  clean_up_tokenization_spaces as passed, else the tokenizer's own setting, as in Transformers 5); return_full_text=True (the default) puts the prompt as given
   before it, and for a chat appends an assistant message (or extends the final one that was continued);
 - prefix (default: model.config.prefix) is put before each str prompt and cut from the text again; stop_sequence
   becomes eos_token_id (its ids); handle_long_generation="hole" cuts the prompt's left to leave room for the new
@@ -140,7 +140,7 @@ class TextGenerationPipeline:
     - text_inputs: a str, a chat (list of {"role", "content"} dicts), or a list (tuple, generator) of them;
     - return_full_text (default True), return_text, return_tensors (records of "generated_token_ids": the whole
       sequence, prompt and new tokens, as a list of ints), return_type (a ReturnType), skip_special_tokens
-      (default True), clean_up_tokenization_spaces (default True);
+      (default True), clean_up_tokenization_spaces (default: the tokenizer's own setting);
     - prefix, handle_long_generation (None or "hole"), stop_sequence, add_special_tokens (str prompts; default:
       the tokenizer's), truncation, padding, max_length (the tokenizer's and generate()'s),
       tokenizer_encode_kwargs, and for chats continue_final_message, tools, documents;
@@ -530,7 +530,7 @@ class TextGenerationPipeline:
                             "additional_outputs": {name: value[rows] for name, value in per_row.items()}})
         return results
 
-    def postprocess(self, model_outputs, return_type=ReturnType.FULL_TEXT, clean_up_tokenization_spaces=True,
+    def postprocess(self, model_outputs, return_type=ReturnType.FULL_TEXT, clean_up_tokenization_spaces=None,
                     continue_final_message=None, skip_special_tokens=None):
         """One prompt's outputs -> its records, one dict per returned sequence: {"generated_token_ids": list of int}
         or {"generated_text": str, or for a chat the messages}, plus, with return_dict_in_generate=True, that

@@ -2,7 +2,7 @@
 
 Every output is compared with the tokenizer + generate() + decode calls that Transformers' pipeline stands for,
 computed here: the new text is decode(sequence)[len(decode(prompt)):] (skip_special_tokens=True,
-clean_up_tokenization_spaces=True), after the prompt as given (return_full_text=True) or alone. Most tests use a
+clean_up_tokenization_spaces the tokenizer's own), after the prompt as given (return_full_text=True) or alone. Most tests use a
 tiny random Llama with a small SentencePiece tokenizer (tests/fixtures/tokenizer_fixture.py) and a second one as
 its draft; a few use the shipped pair.
 """
@@ -54,7 +54,7 @@ def pipe(model, tok):
     return pipeline("text-generation", model=model, tokenizer=tok)
 
 
-def new_texts(model, tok, enc, clean=True, skip=True, **gen):
+def new_texts(model, tok, enc, clean=None, skip=True, **gen):
     """What the pipeline stands for: generate() on enc's prompt, each row decoded with the prompt's text cut off
     -> (new texts, sequences)."""
     sequences = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], **gen)
@@ -145,6 +145,10 @@ def test_decoding_options_reach_decode(pipe, model, tok):
         texts, _ = new_texts(model, tok, tok(prompt, return_tensors="np"), clean=clean, **GREEDY)
         got = pipe(prompt, return_full_text=False, clean_up_tokenization_spaces=clean, **GREEDY)
         assert got == [{"generated_text": texts[0]}], f"clean_up_tokenization_spaces={clean}: {got} != {texts}"
+    # unless passed, the tokenizer's own setting (Transformers 5), not True (Transformers 4's pipeline)
+    texts, _ = new_texts(model, tok, tok(prompt, return_tensors="np"), clean=tok.clean_up_tokenization_spaces, **GREEDY)
+    got = pipe(prompt, return_full_text=False, **GREEDY)
+    assert got == [{"generated_text": texts[0]}], f"the default clean-up: {got} != {texts}"
     texts, _ = new_texts(model, tok, tok(prompt, return_tensors="np"), skip=False, **GREEDY)
     assert pipe(prompt, return_full_text=False, skip_special_tokens=False, **GREEDY) == [{"generated_text": texts[0]}]
 
