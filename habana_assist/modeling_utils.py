@@ -255,6 +255,11 @@ class PreTrainedCausalLM(GenerationMixin):
         return cpu_device()
 
     @property
+    def training(self):
+        """False, as torch's module after eval(): this model only runs inference (train() is refused)."""
+        return False
+
+    @property
     def is_quantized(self):
         """Whether the matrices are integers (dtype="int8" / "w8a8" / "int4", load_in_8bit / load_in_4bit), as
         Transformers'."""
