@@ -13,11 +13,13 @@ generate(past_key_values=) can check that the cache holds the prompt's beginning
     to_legacy_cache()              per layer (key, value), each (batch, n_kv_heads, columns, head_dim) float32, as
                                    attention reads them (after q/k norm and rotary); zeros at padded columns and at
                                    positions a sliding window's ring no longer holds
+    layers                         the same per layer as CacheLayer(keys, values), Transformers 5's layer.keys
     DynamicCache.from_legacy_cache(past)   the reverse: every column real, bound at the first forward
 """
 
 import contextlib
 import threading
+from collections import namedtuple
 
 import numpy as np
 
@@ -26,6 +28,9 @@ from .errors import InvalidInputError, UnsupportedModelError
 from .utils.tensors import convert_output, to_numpy
 
 _FIRST_ROOM = 64  # a DynamicCache's first capacity, at least
+
+# One layer of Cache.layers: keys and values (batch, n_kv_heads, columns, head_dim), as Transformers 5's layers.
+CacheLayer = namedtuple("CacheLayer", "keys values")
 
 
 class Cache:
@@ -126,34 +131,44 @@ class Cache:
             self._ctx.capacity if self._ctx is not None else -1)
 
     def crop(self, max_length):
-        """Keeps the first max_length columns (a negative value drops that many from the end)."""
+        """A negative value drops that many columns from the end, and 0 drops none (Transformers 5's crop(-n)); a
+        positive value keeps the first max_length columns (Transformers 4's crop(n), which Transformers 5 refuses).
+        reset() empties the cache."""
         if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
             raise InvalidInputError(f"crop({max_length!r}): max_length must be an integer number of columns")
+        if max_length == 0:
+            return
         if self._ctx is None:
             if self._legacy is not None:
                 raise InvalidInputError("crop: this cache is not bound to a model yet; run a forward with it first")
-            if max_length not in (0, -0):
-                raise InvalidInputError(f"crop({max_length}) is impossible on an empty cache")
-            return
+            raise InvalidInputError(f"crop({max_length}) is impossible on an empty cache")
+        self._cut(int(max_length), f"crop({max_length})")
+
+    def _cut(self, max_length, what):
+        """Keeps the first max_length columns (max_length < 0: drops -max_length from the end); what: the call,
+        for the messages."""
         with self._exclusive():
             n = self._mask.shape[1]
-            keep = n + int(max_length) if max_length < 0 else int(max_length)
+            keep = n + max_length if max_length < 0 else max_length
             if not 0 <= keep <= n:
-                raise InvalidInputError(f"crop({max_length}) is impossible on a cache holding {n} columns")
+                raise InvalidInputError(f"{what} is impossible on a cache holding {n} columns")
             mask = self._mask[:, :keep]
             lengths = [int(length) for length in mask.sum(axis=1)]
             if not all(self._ctx.can_crop(b, length) for b, length in enumerate(lengths)):
                 raise UnsupportedModelError(
-                    f"crop({max_length}): this model's sliding-window layers keep {self._ctx.max_rollback} positions "
+                    f"{what}: this model's sliding-window layers keep {self._ctx.max_rollback} positions "
                     "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
-                    "forward, or crop(0) and run the tokens again")
+                    "forward, or reset() and run the tokens again")
             for b, length in enumerate(lengths):
                 self._ctx.crop(b, length)
             self._mask, self._tokens = mask, self._tokens[:, :keep]
 
     def reset(self):
         """Empties the cache (it stays bound to its model)."""
-        self.crop(0)
+        if self._ctx is None:
+            self._legacy = None
+            return
+        self._cut(0, "reset()")
 
     def to_legacy_cache(self):
         """-> per layer (key, value), each (batch, n_kv_heads, columns, head_dim) float32 (torch tensors where the
@@ -183,6 +198,12 @@ class Cache:
                     v[b][:, real[first:]] = vb
                 out.append((k, v))
         return convert_output(tuple(out), self._kind)
+
+    @property
+    def layers(self):
+        """Per layer a CacheLayer (keys, values), as Transformers 5's cache shows its layers (layer.keys,
+        layer.values): to_legacy_cache()'s arrays, copies to read (writing into them changes nothing)."""
+        return tuple(CacheLayer(k, v) for k, v in self.to_legacy_cache())
 
     @classmethod
     def from_legacy_cache(cls, past_key_values):

@@ -129,6 +129,22 @@ def test_crop_then_extend_is_bitwise_a_fresh_cache(model, threads):
     assert_bitwise(feed(model, cache, a[None, 4:])[0], first[4:], "crop(4) + original tokens 4..9 vs first pass")
 
 
+def test_crop_of_a_count_drops_it_crop_zero_drops_nothing_and_reset_empties(model):
+    """Transformers 5's crop(-n) drops n columns and crop(0) none (Transformers 4's crop(0) emptied the cache);
+    reset() empties it."""
+    a = tokens(5, 10)
+    cache = model.create_cache(batch_size=1, max_cache_len=32)
+    first = feed(model, cache, a[None])[0]
+    cache.crop(0)
+    assert cache.get_seq_length() == 10, f"expected crop(0) to drop nothing, got length {cache.get_seq_length()}"
+    cache.crop(-4)
+    assert cache.get_seq_length() == 6, f"expected length 6 after crop(-4), got {cache.get_seq_length()}"
+    assert_bitwise(feed(model, cache, a[None, 6:])[0], first[6:], "crop(-4) + original tokens 6..9 vs first pass")
+    cache.reset()
+    assert cache.get_seq_length() == 0, f"expected an empty cache after reset(), got length {cache.get_seq_length()}"
+    assert_bitwise(feed(model, cache, a[None])[0], first, "after reset(), the 10 tokens again vs the first pass")
+
+
 def left_pad(prompts, pad_id=0):
     width = max(p.size for p in prompts)
     ids = np.full((len(prompts), width), pad_id, dtype=np.int64)
