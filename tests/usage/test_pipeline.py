@@ -2,9 +2,9 @@
 
 Every output is compared with the tokenizer + generate() + decode calls that Transformers' pipeline stands for,
 computed here: the new text is decode(sequence)[len(decode(prompt)):] (skip_special_tokens=True,
-clean_up_tokenization_spaces the tokenizer's own), after the prompt as given (return_full_text=True) or alone. Most tests use a
-tiny random Llama with a small SentencePiece tokenizer (tests/fixtures/tokenizer_fixture.py) and a second one as
-its draft; a few use the shipped pair.
+clean_up_tokenization_spaces the tokenizer's own), after the prompt as given (return_full_text=True) or alone. Most
+tests use a tiny random Llama with a small SentencePiece tokenizer (tests/fixtures/tokenizer_fixture.py) and a second
+one as its draft; a few use the shipped pair.
 """
 
 import json
