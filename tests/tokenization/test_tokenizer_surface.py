@@ -29,16 +29,17 @@ def tok():
 
 def _copy_with_proto_suffix(tmp_path, suffix, config=None):
     """The shipped tokenizer files in tmp_path, with `suffix` appended to tokenizer.model (protobuf merges an
-    appended normalizer_spec into the model's) and tokenizer_config.json updated with `config`."""
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(os.path.join(PYCODE, name), tmp_path / name)
+    appended normalizer_spec into the model's) and tokenizer_config.json updated with `config`. The shipped file's
+    add_prefix_space=false (said for Transformers 5, which otherwise puts a space first) is left out: the copy says
+    nothing of it unless `config` does, so the sentencepiece model's own normalizer decides."""
+    shutil.copy(os.path.join(PYCODE, "special_tokens_map.json"), tmp_path / "special_tokens_map.json")
     with open(os.path.join(PYCODE, "tokenizer.model"), "rb") as f:
         proto = f.read()
     (tmp_path / "tokenizer.model").write_bytes(proto + suffix)
-    if config:
-        with open(tmp_path / "tokenizer_config.json") as f:
-            data = json.load(f)
-        (tmp_path / "tokenizer_config.json").write_text(json.dumps({**data, **config}))
+    with open(os.path.join(PYCODE, "tokenizer_config.json")) as f:
+        data = json.load(f)
+    data.pop("add_prefix_space")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**data, **(config or {})}))
     return tmp_path
 
 
@@ -340,10 +341,13 @@ def test_add_prefix_space_treats_the_first_word_as_any_other_word(tok):
         assert spaced.encode(text, add_special_tokens=False) == tok.encode(" " + text, add_special_tokens=False), text
 
 
-def test_legacy_false_means_add_prefix_space_unless_it_is_false(tok):
-    spaced = ha.AutoTokenizer.from_pretrained(PYCODE, add_prefix_space=True)
-    non_legacy = ha.AutoTokenizer.from_pretrained(PYCODE, legacy=False)
-    unspaced = ha.AutoTokenizer.from_pretrained(PYCODE, legacy=False, add_prefix_space=False)
+def test_legacy_false_means_add_prefix_space_unless_it_is_false(tok, tmp_path):
+    unsaid = _copy_with_proto_suffix(tmp_path, b"")  # tokenizer_config.json without add_prefix_space
+    spaced = ha.AutoTokenizer.from_pretrained(unsaid, add_prefix_space=True)
+    non_legacy = ha.AutoTokenizer.from_pretrained(unsaid, legacy=False)
+    unspaced = ha.AutoTokenizer.from_pretrained(unsaid, legacy=False, add_prefix_space=False)
+    assert ha.AutoTokenizer.from_pretrained(PYCODE, legacy=False).encode("string") == tok.encode("string"), \
+        "the shipped file's add_prefix_space=false holds under legacy=False"
     for text in TEXTS:
         assert non_legacy.encode(text) == spaced.encode(text), f"legacy=False, {text!r}"
         assert unspaced.encode(text) == tok.encode(text), f"legacy=False, add_prefix_space=False, {text!r}"
