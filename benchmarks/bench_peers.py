@@ -124,7 +124,7 @@ def llamacpp_runner(root, model, prompts, n, threads, draft=None, extra=()):
             if draft is None:
                 cmd = [os.path.join(bin_dir, "llama-cli"), "-m", model, "-p", p, "-n", str(n), "--ignore-eos",
                        "--temp", "0", "-t", str(threads), "-c", "1024", "-no-cnv", "--no-display-prompt",
-                       "--simple-io", "--log-disable"]
+                       "--simple-io"]
             else:
                 cmd = [os.path.join(bin_dir, "llama-speculative-simple"), "-m", model, "-md", draft, "-p", p,
                        "-n", str(n), "--ignore-eos", "--temp", "0", "-t", str(threads), "-td", str(threads),
@@ -137,9 +137,10 @@ def llamacpp_runner(root, model, prompts, n, threads, draft=None, extra=()):
                 seconds += times["prompt eval"] + times["eval"]
                 texts.append(r.stdout)
             else:
-                times = {k: float(s) for k, _, s in SPEC_TIMES.findall(r.stderr + r.stdout)}
-                seconds += times["encoded"] + times["decoded"]
-                # stdout: the prompt, then the generated text, then two newlines
+                found = {k: (int(count), float(s)) for k, count, s in SPEC_TIMES.findall(r.stderr + r.stdout)}
+                # it stops after the round that passes n tokens: its decode rate, over n tokens
+                seconds += found["encoded"][1] + found["decoded"][1] * n / found["decoded"][0]
+                # stdout: "<s>", the prompt, then the generated text, then two newlines
                 texts.append(r.stdout[r.stdout.find(p) + len(p):] if p in r.stdout else r.stdout)
         return seconds, texts
     return run
