@@ -3,13 +3,10 @@
 import json
 import struct
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 from checkpoints import maps_file  # noqa: E402
 from habana_assist.configuration_utils import LlamaConfig

@@ -1,14 +1,11 @@
 """habana_assist.checkpoints.safetensors writes and reads the real safetensors format, zero-copy, with exact bfloat16."""
 
 import json
-import os
 import struct
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 from checkpoints import maps_file  # noqa: E402
 from habana_assist.checkpoints.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,  # noqa: E402

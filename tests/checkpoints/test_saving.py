@@ -7,13 +7,11 @@ import json
 import os
 import shutil
 import struct
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402

@@ -2,8 +2,6 @@
 fork, out-of-range thread counts and counts beyond the core's 32-bit positions. Each must raise a clear
 error (or just work), never corrupt memory or hang."""
 import multiprocessing
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -11,7 +9,6 @@ import pytest
 import habana_assist as ha
 from habana_assist import _core
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 from checkpoints import write_random_checkpoint  # noqa: E402
 
 from habana_assist.generation.options import processing_args  # noqa: E402

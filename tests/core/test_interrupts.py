@@ -6,16 +6,13 @@ running. The latency from SIGINT to KeyboardInterrupt is printed (-s), never ass
 benchmarks/bench_interrupt.py reports it. Requests the machine cannot hold are refused before allocating.
 """
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402

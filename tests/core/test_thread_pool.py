@@ -4,13 +4,11 @@ for the next call, and a forked child gets a pool of its own. No test here depen
 benchmarks/bench_decode.py --busy, measures that); a hang is a failure, bounded by a subprocess timeout."""
 import os
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402

@@ -6,7 +6,6 @@ one. One cache driven from two threads at once must be refused ("in use by anoth
 never corrupted. The core's thread count never changes a bit. A cache keeps its model's weights alive.
 """
 
-import os
 import subprocess
 import sys
 import threading
@@ -14,7 +13,6 @@ import threading
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402

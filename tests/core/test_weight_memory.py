@@ -6,12 +6,10 @@ cache's mappings are tested in tests/c, test_streamed_buffers_hold_their_size_at
 
 import mmap
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import maps_file, memory_chain, write_random_checkpoint  # noqa: E402

@@ -11,12 +11,10 @@ plain decoding (K = 0) when no draft is worth its cost, and keep K under num_ass
 
 import itertools
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402

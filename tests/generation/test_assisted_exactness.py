@@ -12,12 +12,10 @@ the problem.
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits  # noqa: E402

@@ -5,13 +5,10 @@ exactly the float32 logits of feeding that token alone; so cropping, re-extendin
 and the thread count never change a single bit.  Everything here compares with np.array_equal.
 """
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402

@@ -3,8 +3,6 @@ page: every token and legend element readable (WCAG AA contrast, from the browse
 whitespace glyphs drawn, and the text a reader copies the generated text itself, glyphs not included.
 """
 
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -12,7 +10,6 @@ import pytest
 import habana_assist as ha
 from habana_assist.generation.display import token_texts
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import browser  # noqa: E402
 

@@ -6,13 +6,10 @@ than MIN_MARGIN, far above the float32 logits error (<= 1e-4 * max|logit| ~ 2e-3
 so a correct float32 implementation cannot pick a different token.
 """
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402

@@ -9,14 +9,11 @@ the UserWarnings Transformers gives, each where it gives it and nowhere else:
 
 Each warning is reported at the line that called generate().
 """
-import os
-import sys
 import warnings
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.generation import utils as generation_utils  # noqa: E402

@@ -8,12 +8,10 @@ flag, its value and the fix. A malformed file is a CheckpointError naming it.
 import json
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import CheckpointError  # noqa: E402

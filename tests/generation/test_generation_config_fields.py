@@ -10,7 +10,6 @@ differ from the defaults; from_pretrained reads them back to an equal config.
 
 import json
 import os
-import sys
 import warnings
 from dataclasses import fields
 from types import SimpleNamespace
@@ -18,7 +17,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import CheckpointError, InvalidInputError  # noqa: E402

@@ -6,14 +6,11 @@ same mistake, with a message that names the problem. And nothing is left half-do
 model (and any cache involved) still gives exactly what it gave before.
 """
 
-import os
 import re
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import (CacheCapacityError, CheckpointNotFoundError, HabanaAssistError,  # noqa: E402

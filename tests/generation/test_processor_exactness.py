@@ -15,12 +15,10 @@ generate()'s output_scores; the same draws fail the test against the unprocessed
 
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402

@@ -13,12 +13,10 @@ row's own tokens, shape (1, n).
 """
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 import processors_reference as P  # noqa: E402

@@ -15,12 +15,10 @@ with the same number of draws, while a correct numpy implementation of Chen et a
 import itertools
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 import reference as R  # noqa: E402

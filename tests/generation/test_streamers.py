@@ -6,7 +6,6 @@ The models are small random Llamas over the tokenizer of tests/fixtures/tokenize
 byte-fallback pieces (broken UTF-8), newlines and special tokens, the hard cases for incremental decoding.
 """
 
-import os
 import sys
 import threading
 import time
@@ -14,7 +13,6 @@ import time
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import InvalidInputError  # noqa: E402

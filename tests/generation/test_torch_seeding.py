@@ -4,14 +4,12 @@ successive calls differ; seed= wins and leaves torch's generator alone; greedy c
 follows the same rule (coupled: the plain call's tokens for the same torch seed); ha.set_seed seeds torch too, as
 transformers.set_seed; without torch, set_seed's own generator as before (generation/utils.py, call_seed)."""
 
-import os
 import sys
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from family_checkpoints import write_family_checkpoint  # noqa: E402

@@ -4,7 +4,6 @@ report where it is not, rejection sampling's distribution, and clear errors for 
 convention (habana_assist/integrations/external.py)."""
 
 import os
-import sys
 import time
 from types import SimpleNamespace
 
@@ -13,7 +12,6 @@ import pytest
 
 torch = pytest.importorskip("torch")  # tests/integrations/test_torch_io.py asserts torch is installed by the test set-up
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist import _core  # noqa: E402

@@ -11,13 +11,11 @@ import json
 import math
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.configuration_utils import SUPPORTED_ARCHITECTURES, AutoConfig, LlamaConfig, PretrainedConfig  # noqa: E402

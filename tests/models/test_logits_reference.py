@@ -7,13 +7,10 @@ room for different summation orders while a wrong formula (rope convention, a mi
 an off-by-one window) moves logits by whole units.
 """
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import round_to_bfloat16, write_random_checkpoint  # noqa: E402

@@ -11,12 +11,10 @@ tests/fixtures/family_reference.py (``pieces`` for forwards over a cache, ``gree
 """
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 import family_reference as R  # noqa: E402

@@ -26,13 +26,11 @@ family's own config keys and tensor names (tests/fixtures/family_checkpoints.py)
 
 import json
 import os
-import sys
 import zlib
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import UnsupportedModelError  # noqa: E402

@@ -6,7 +6,6 @@ modules over those tensors (one weight object for a tied head); config.torch_dty
 torch made unimportable, the same surface in numpy's types (checkpoints/state_dict.py, utils/tensors.py)."""
 
 import gc
-import os
 import sys
 import weakref
 
@@ -14,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.checkpoints.state_dict import dequantize  # noqa: E402

@@ -6,13 +6,10 @@ A Mistral checkpoint with a window of 4 and max_position_embeddings 700: every c
 is a ring (the other family tests use caches too short for one).
 """
 
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from checkpoints import write_random_checkpoint  # noqa: E402

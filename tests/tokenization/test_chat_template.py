@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from datetime import datetime
 from typing import Any, Optional, Union
 
@@ -19,7 +18,6 @@ import jinja2
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import tokenizer_fixture  # noqa: E402
 from habana_assist import AutoTokenizer  # noqa: E402

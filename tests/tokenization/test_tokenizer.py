@@ -6,12 +6,10 @@ own processor over the same model file is the reference for every id.
 """
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import CheckpointError, CheckpointNotFoundError, InvalidInputError  # noqa: E402

@@ -14,12 +14,10 @@ backend (PreTrainedTokenizerFast) is checked against the same reference on varia
 
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 import habana_assist as ha  # noqa: E402
 from habana_assist.errors import CheckpointError, InvalidInputError  # noqa: E402

@@ -16,11 +16,9 @@ import concurrent.futures
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 from package_under_test import PYTHON, SHIPPED, child_env  # noqa: E402
 

@@ -6,9 +6,7 @@ under test (tests/fixtures/package_under_test.py).
 
 import os
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 
 from package_under_test import PYTHON, child_env  # noqa: E402
 
