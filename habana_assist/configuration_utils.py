@@ -34,6 +34,7 @@ import copy
 import json
 import math
 import os
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -552,7 +553,6 @@ class PretrainedConfig:
         if return_unused:
             return config, unused
         if unused:
-            import warnings
             warnings.warn(f"AutoConfig.from_pretrained: {sorted(unused)} are no attributes of this "
                           f"{FAMILIES[config.family].title} config and were left out (as Transformers drops them); "
                           "pass return_unused_kwargs=True to get them back", UserWarning, stacklevel=2)

@@ -25,6 +25,7 @@ model.
 import mmap
 import os
 import re
+import sys
 import warnings
 from collections import namedtuple
 
@@ -438,7 +439,6 @@ def _warn_unused(directory, config, origin, stored_name, specs):
 def _user_stacklevel():
     """The stacklevel of a warning raised here that points at the first frame outside this package (the user's
     from_pretrained call)."""
-    import sys
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):

@@ -75,7 +75,8 @@ def _model_config(config, directory, overrides):
         if unused:
             rope = sorted(set(unused) & {"rope_theta", "partial_rotary_factor", "rope_local_base_freq"})
             hint = (f" ({', '.join(rope)}: Transformers 5 holds {'it' if len(rope) == 1 else 'them'} in "
-                    "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})" if rope else "")
+                    "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})"
+                    if rope else "")
             raise InvalidInputError(
                 f"from_pretrained() got {', '.join(repr(k) for k in sorted(unused))}: neither a loading argument (see "
                 f"AutoModelForCausalLM.from_pretrained's docstring) nor an attribute of this "

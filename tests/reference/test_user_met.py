@@ -235,7 +235,8 @@ def test_from_pretrained_keywords_set_transformers_attributes_and_refuse_the_res
     assert hidden.hidden_states is not None and len(hidden.hidden_states) == 3
     assert hidden.past_key_values is not None
     # rope_parameters: a new rotary base, Transformers' logits
-    rope = ha.AutoModelForCausalLM.from_pretrained(directory, rope_parameters=cases[3]["model_values"]["rope_parameters"])
+    rope = ha.AutoModelForCausalLM.from_pretrained(directory,
+                                                   rope_parameters=cases[3]["model_values"]["rope_parameters"])
     assert rope.config.rope_theta == 500.0
     _close(rope(np.array(IDS)).logits, cases[3]["logits"], "rope_parameters")
     base = ha.AutoModelForCausalLM.from_pretrained(directory)(np.array(IDS)).logits
