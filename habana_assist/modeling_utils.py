@@ -407,7 +407,7 @@ class PreTrainedCausalLM(GenerationMixin):
         dtype = kwargs.pop("dtype", None)
         devices = [kwargs.pop("device")] if kwargs.get("device") is not None else []
         kwargs.pop("device", None)
-        for flag in ("non_blocking", "copy", "memory_format"):
+        for flag in ("non_blocking", "memory_format"):  # torch's Module.to: nothing to move or lay out on the CPU
             kwargs.pop(flag, None)
         if kwargs:
             raise InvalidInputError(f"model.to(): unexpected argument(s) {', '.join(sorted(kwargs))}")

@@ -30,6 +30,7 @@ MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "c
             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Add 2 and 3."}]
 ADDED = ["<extra_tok>", "newword"]
 ADDED_SPECIAL = ["<|special_one|>"]
+TRIM_TEXTS = ["Hello  world", "  two  spaces ", " x", TEXTS[2]]  # spaces a trimming post-processor leaves out
 WITH_ADDED = ["a <extra_tok> b newword c", "<|special_one|>x<extra_tok>", "newwordnewword"]
 DECODE_IDS = [1, 2, 3, 4, 100, 1000, 5000]
 # Each file's pad token; the Llama files have none: eos as pad, the usual fix, set before their batches.
@@ -151,15 +152,22 @@ def _our_batch(tok, padding_side):
 
 
 @pytest.fixture(scope="module")
-def references(hf_reference):
+def references(hf_reference, tmp_path_factory):
     """{(family, "transformers" | "rust"): the reference's results}, every family in one child process. A family
-    whose file has no pad token gets eos as pad (PAD): before its batches here, and in the Rust batches' padding."""
+    whose file has no pad token gets eos as pad (PAD): before its batches here, and in the Rust batches' padding.
+    ("trim", "rust"): the Rust tokenizers on TRIM_TEXTS with Llama 3's file given a trimming ByteLevel post-processor
+    (its directory under ("trim", "dir"))."""
     jobs, keys = [], []
     for family in td.FAMILIES:
         jobs += [dict(kind="tokenizer", dir=_dir(family), ops=_ops(family)),
                  dict(kind="rust_tokenizer", dir=_dir(family), ops=_rust_ops(family)[0])]
         keys += [(family, "transformers"), (family, "rust")]
-    return dict(zip(keys, hf_reference.run(jobs)))
+    trim = os.path.dirname(td.write_variant(tmp_path_factory.mktemp("trim"), "llama3", "trim", post_processor={
+        "type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}))
+    jobs.append(dict(kind="rust_tokenizer", dir=trim, ops=[dict(op="encode", text=t, add_special_tokens=True)
+                                                             for t in TRIM_TEXTS]))
+    keys.append(("trim", "rust"))
+    return {**dict(zip(keys, hf_reference.run(jobs))), ("trim", "dir"): trim}
 
 
 _pristine = {}
@@ -245,19 +253,14 @@ def test_type_ids_of_pairs_equal_rust_tokenizers(references):
                 assert ours == theirs["type_ids"], f"{family} {op}: type ids {ours}, Rust {theirs['type_ids']}"
 
 
-def test_offsets_are_rust_tokenizers_for_batches_tensors_and_a_trimming_post_processor(hf_reference, tmp_path):
+def test_offsets_are_rust_tokenizers_for_batches_tensors_and_a_trimming_post_processor(references):
     """return_offsets_mapping=True beyond single texts: a padded batch ((0, 0) at the padding, on either side) and
     return_tensors="np" ((batch, seq, 2) int64) give the Rust tokenizers' offsets; a ByteLevel post-processor with
     trim_offsets (GPT-2's, RoBERTa's) leaves spaces out of them as Rust's does; and the SentencePiece tokenizer
     (tokenizer.model, is_fast False, as Transformers' slow tokenizers) refuses offsets by name."""
-    directory = os.path.dirname(td.write_variant(tmp_path, "llama3", "trim", post_processor={
-        "type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}))
-    texts = ["Hello  world", "  two  spaces ", " x", TEXTS[2]]
-    rust = hf_reference.run([dict(kind="rust_tokenizer", dir=str(directory), ops=[
-        dict(op="encode", text=t, add_special_tokens=True) for t in texts])])[0]["results"]
-    tok = ha.AutoTokenizer.from_pretrained(directory)
+    tok = ha.AutoTokenizer.from_pretrained(references["trim", "dir"])
     assert tok.is_fast
-    for text, theirs in zip(texts, rust):
+    for text, theirs in zip(TRIM_TEXTS, references["trim", "rust"]["results"], strict=True):
         ours = tok(text, return_offsets_mapping=True)
         assert [list(o) for o in ours["offset_mapping"]] == theirs["offsets"], \
             f"{text!r}: ours {ours['offset_mapping']}, Rust {theirs['offsets']}"
