@@ -338,9 +338,6 @@ class PreTrainedCausalLM(GenerationMixin):
         embedding's own object), else a small Linear (weight, in_features, out_features, called with hidden states)."""
         return _state_dict.embeddings(self, output=True)
 
-    # torch's Module.training: False, always (inference only: eval() mode is the only mode)
-    training = False
-
     def eval(self):
         """Inference is all this model does (no dropout, no gradients): returns self, as torch's eval()."""
         return self
