@@ -289,7 +289,8 @@ HA_API ha_status ha_llama_context_record_hidden(ha_llama_context *c, float *out,
 /* Moving a cache's keys and values (the Python Cache classes' growth and Transformers' legacy tuples):
  * copy: every sequence of src (same model, same number of sequences) into dst, whose capacity holds them; each
  *   layer keeps what it can (a sliding window's ring its last positions), and dst's sequences then hold exactly
- *   src's lengths;
+ *   src's lengths, and can be cropped back exactly as far as src's (into a capacity of src's or larger: a clone,
+ *   Python's copy.deepcopy of a cache);
  * kv_first: the first position layer `layer` of sequence seq still holds (0, or later in a sliding window's ring);
  * read_kv: positions [first, first + n) of one layer and sequence, held ones only, into k and v, each
  *   (n_kv_heads, n, head_dim) float32 (`floats` of them, checked): keys as attention reads them (after q/k norm

@@ -15,9 +15,15 @@ generate(past_key_values=) can check that the cache holds the prompt's beginning
                                    positions a sliding window's ring no longer holds
     layers                         the same per layer as CacheLayer(keys, values), Transformers 5's layer.keys
     DynamicCache.from_legacy_cache(past)   the reverse: every column real, bound at the first forward
+    copy.deepcopy(cache)           an independent cache of the same model holding the same keys and values
+                                   (Transformers' prompt-reuse recipe: fill a prompt's cache once, extend a deep copy
+                                   per request); copy.copy(cache) is, as in Transformers, another handle on the same
+                                   cache (what one extends the other holds). A cache does not pickle (its keys and
+                                   values live in the core, bound to the model): to_legacy_cache() gives arrays that do.
 """
 
 import contextlib
+import copy
 import threading
 from collections import namedtuple
 
@@ -114,6 +120,40 @@ class Cache:
             yield
         finally:
             self._lock.release()
+
+    # ---- copies ---------------------------------------------------------------------------------------------
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: an independent cache of the same model (bound to it, or not yet bound, as this one is)
+        holding the same keys and values bit for bit (the core's copy of every held position into a cache of the
+        same capacity: a clone, ha.h ha_llama_context_copy), the same columns and tokens. Extending either leaves
+        the other as it was."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        with self._exclusive():
+            for name, value in self.__dict__.items():
+                if name not in ("_ctx", "_owner", "_lock"):
+                    new.__dict__[name] = copy.deepcopy(value, memo)
+            new._owner, new._lock, new._ctx = self._owner, threading.Lock(), None
+            if self._ctx is not None:
+                ctx = _core.Context(self._owner, self.batch_size, self._ctx.capacity, self._blas)
+                ctx.copy_from(self._ctx)
+                new._ctx = ctx
+        return new
+
+    def __copy__(self):
+        """copy.copy: as in Transformers (whose shallow copy shares the cache's layers), another handle on this
+        same cache: what a forward or generate() adds through one, the other holds. copy.deepcopy for an
+        independent cache."""
+        new = type(self).__new__(type(self))
+        new.__dict__ = self.__dict__  # one state, two handles
+        return new
+
+    def __reduce_ex__(self, protocol):
+        raise InvalidInputError(f"a {type(self).__name__} cannot be pickled: its keys and values live in the core, "
+                                "bound to its model; pickle cache.to_legacy_cache() (arrays) and rebuild it with "
+                                "DynamicCache.from_legacy_cache(...), or copy.deepcopy(cache) for a copy in this "
+                                "process")
 
     # ---- Transformers' methods -----------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ import copy
 import json
 import math
 import os
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -66,6 +67,19 @@ _MOE_MODEL_TYPES = ("mixtral", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "g
                     "llama4_text", "minimax", "jetmoe")
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
              "num_shared_experts")
+
+# Keyword overrides of from_pretrained (Transformers' PretrainedConfig.from_dict): a keyword sets the config's
+# attribute of that name where Transformers' config has one; the others are returned unused (from_pretrained of a
+# model refuses them, as Transformers' model constructor does). Every Transformers config has these attributes:
+_TRANSFORMERS_COMMON = ("architectures", "chunk_size_feed_forward", "id2label", "label2id", "num_labels",
+                        "is_encoder_decoder", "output_attentions", "output_hidden_states", "problem_type",
+                        "return_dict", "transformers_version", "name_or_path", "_name_or_path", "use_cache",
+                        "tie_word_embeddings", "dtype", "torch_dtype")
+# Transformers 5 holds these in rope_parameters (a config.json of Transformers 4 that has them is read into it): no
+# attribute of its config, so never an override; pass rope_parameters.
+_IN_ROPE_PARAMETERS = ("rope_theta", "partial_rotary_factor", "rope_local_base_freq")
+# Attention implementations a config may name: one runs here (from_pretrained's attn_implementation)
+_ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa")
 
 # Transformers' PretrainedConfig attributes a script may read though config.json rarely holds them.
 _PRETRAINED_DEFAULTS = {"is_encoder_decoder": False, "is_decoder": False, "use_cache": True, "return_dict": True,
@@ -492,8 +506,12 @@ class PretrainedConfig:
         hub arguments revision, cache_dir, local_files_only, token, force_download, proxies, subfolder), or the
         JSON file itself where a file's path is given.
 
-        Other keyword arguments override the file's fields, as in Transformers (num_hidden_layers=2...); one that
-        names no field raises, or with return_unused_kwargs=True is returned: (config, {unused}).
+        Other keyword arguments override the file's fields, as in Transformers (num_hidden_layers=2,
+        output_attentions=True, rope_parameters={...}): each sets the attribute of that name where Transformers'
+        config of this model_type has one (split_overrides); the others are returned with return_unused_kwargs=True
+        as (config, {unused}), as Transformers returns them, and without it warned of (UserWarning) and left out,
+        where Transformers drops them silently. attn_implementation ("eager", "sdpa" or None: one implementation
+        runs here) and dtype="auto" are taken, as Transformers takes them, and change nothing.
         trust_remote_code is accepted (no checkpoint code is ever run)."""
         from .checkpoints.hub import CONFIG_FILES, pop_hub_arguments, resolve
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
@@ -503,6 +521,13 @@ class PretrainedConfig:
             kwargs.pop(key, None)
         if trust_remote_code not in (None, True, False):
             raise InvalidInputError(f"trust_remote_code={trust_remote_code!r}: pass True or False")
+        if kwargs.get("attn_implementation", None) not in _ATTN_IMPLEMENTATIONS:
+            raise InvalidInputError(f"attn_implementation={kwargs['attn_implementation']!r}: one attention "
+                                    "implementation runs here; pass 'eager', 'sdpa' or leave it unset")
+        kwargs.pop("attn_implementation", None)
+        for key in ("dtype", "torch_dtype"):
+            if isinstance(kwargs.get(key), str) and kwargs[key] == "auto":
+                del kwargs[key]
         given = os.fspath(pretrained_model_name_or_path) if isinstance(pretrained_model_name_or_path, (
             str, os.PathLike)) else pretrained_model_name_or_path
         if isinstance(given, str) and os.path.isfile(given):
@@ -519,18 +544,46 @@ class PretrainedConfig:
             raise CheckpointError(f"{path}: not valid UTF-8 JSON ({e}); fix or re-download config.json") from None
         try:
             config = cls.from_dict(config_dict)
-            known = {k: v for k, v in kwargs.items() if k in config.__dict__}
+            known, unused = config.split_overrides(kwargs, config_dict)
             if known:
-                config = cls.from_dict({**config_dict, **known})
+                config = config.overridden(config_dict, known)
         except UnsupportedModelError as e:
             from .models.auto import unsupported_family_hint
             raise unsupported_family_hint(e, trust_remote_code) from None
-        unused = {k: v for k, v in kwargs.items() if k not in known}
         if return_unused:
             return config, unused
         if unused:
-            raise InvalidInputError(f"from_pretrained: {sorted(unused)} name no field of this config; leave them out "
-                                    "(or pass return_unused_kwargs=True to get them back)")
+            warnings.warn(f"AutoConfig.from_pretrained: {sorted(unused)} are no attributes of this "
+                          f"{FAMILIES[config.family].title} config and were left out (as Transformers drops them); "
+                          "pass return_unused_kwargs=True to get them back", UserWarning, stacklevel=2)
+        return config
+
+    def split_overrides(self, kwargs, config_dict=None):
+        """from_pretrained's keyword overrides -> (known, unused), two dicts: known sets attributes that Transformers'
+        config of this model_type has (config_dict's keys, the family's fields and generic names, every config's
+        common attributes such as output_attentions); unused are the rest, as Transformers' from_dict returns them
+        (rope_theta among them: Transformers 5 holds it in rope_parameters)."""
+        spec = FAMILIES[self.family]
+        in_file = set(config_dict or ())
+        lacks = set(_IN_ROPE_PARAMETERS) | (set(spec.transformers_lacks) - in_file)
+        fields = (set(self.__dict__) | in_file | set(spec.aliases) | set(_TRANSFORMERS_COMMON)) - lacks
+        known = {k: v for k, v in kwargs.items() if k in fields}
+        return known, {k: v for k, v in kwargs.items() if k not in known}
+
+    def overridden(self, config_dict, known):
+        """A new config: config_dict (config.json's) with the known overrides set, validated as a file's. A new
+        rope_parameters replaces what the file gave of the rotary (rope_theta, rope_scaling...), as Transformers sets
+        the attribute whole; dtype and torch_dtype set both names."""
+        d = {k: v for k, v in config_dict.items()}
+        if "rope_parameters" in known:
+            for key in _IN_ROPE_PARAMETERS + ("rope_scaling",):
+                d.pop(key, None)
+        dtype = [known[k] for k in ("dtype", "torch_dtype") if k in known]
+        aliases = FAMILIES[self.family].aliases  # GPT-2's hidden_size=... sets the n_embd it stores
+        d.update({aliases.get(k, k): v for k, v in known.items() if k not in ("dtype", "torch_dtype")})
+        config = type(self).from_dict(d)
+        if dtype:
+            config._set_dtype(dtype[-1])
         return config
 
     # ---- derived values -------------------------------------------------------------------------------------

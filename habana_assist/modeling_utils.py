@@ -27,6 +27,35 @@ from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
 
 _QUANTIZED = ("int8", "w8a8", "int4")
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _is_dtype(value):
+    """Whether model.to()'s argument names a dtype (torch's, numpy's, or a name such as "float16"), not a device."""
+    if isinstance(value, str):
+        return value.removeprefix("torch.") in ("float32", "float16", "bfloat16", "float64", "half", "float", "double",
+                                                "int8", "int32", "int64", "uint8")
+    if str(value).startswith("torch."):
+        return True
+    try:
+        np.dtype(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _float_dtype_name(value):
+    """torch.float16, np.float16, "float16", "half"... -> "float16" (one of _FLOAT_DTYPES), else None."""
+    if isinstance(value, str):
+        name = value
+    else:
+        try:
+            name = np.dtype(value).name
+        except TypeError:
+            name = str(value)
+    name = name.removeprefix("torch.")
+    return {"half": "float16", "float": "float32"}.get(name, name) if name in _FLOAT_DTYPES + ("half", "float") \
+        else None
 
 
 def set_num_threads(n):
@@ -132,6 +161,9 @@ class PreTrainedCausalLM(GenerationMixin):
 
     def __init__(self, checkpoint, max_cache_len=None, blas_prefill=False):
         cfg, w = checkpoint.config, checkpoint.weights
+        if cfg.output_attentions:
+            raise InvalidInputError("output_attentions=True (in the config) is not supported: attention weights are "
+                                    "never materialized by the core; leave output_attentions unset (or False)")
         self.config = cfg
         self.name_or_path = checkpoint.path
         specs = expected_weights(cfg)
@@ -315,15 +347,81 @@ class PreTrainedCausalLM(GenerationMixin):
             raise InvalidInputError("this model only runs inference; training is not supported (use model.eval())")
         return self
 
+    def requires_grad_(self, requires_grad=True):
+        """torch's requires_grad_: False (freezing the weights, as scripts do before inference) returns self: no
+        weight ever takes a gradient here; True is refused (inference only)."""
+        if requires_grad:
+            raise InvalidInputError("requires_grad_(True): this model only runs inference (its weights take no "
+                                    "gradients, no training here); requires_grad_(False) is accepted")
+        return self
+
+    def float(self):
+        """torch's float(): the model's float weights in float32, in place (returns self); see _convert."""
+        return self._convert("float32", "float()")
+
+    def half(self):
+        """torch's half(): float16 weights, in place (returns self); see _convert."""
+        return self._convert("float16", "half()")
+
+    def bfloat16(self):
+        """torch's bfloat16(): bfloat16 weights, in place (returns self); see _convert."""
+        return self._convert("bfloat16", "bfloat16()")
+
+    def double(self):
+        raise InvalidInputError("model.double(): float64 weights are not supported here; the float dtypes are "
+                                f"{', '.join(_FLOAT_DTYPES)} (model.float(), model.half(), model.bfloat16(), or "
+                                "from_pretrained(path, dtype=...))")
+
+    def _convert(self, dtype, call):
+        """Transformers' model.half() / float() / bfloat16() on this model: the weights it holds now, rounded to
+        dtype (a no-op, returning self, where they are in it already), as from_pretrained(path, dtype=dtype) holds
+        a checkpoint of those weights: float matrices and vectors in dtype, computed in float32 (the numerics
+        classes of docs/models.md), not torch's float16 arithmetic. In place: the model object stays (caches
+        filled before are refused after, as they hold the old weights' keys); its generation_config and name
+        stay. Quantized (int8, w8a8, int4) and bfloat16-pairs models are refused: load them again with dtype=.
+        Costs a save of the model into a temporary directory and a load from it."""
+        if self.weight_dtype not in _FLOAT_DTYPES:
+            raise InvalidInputError(f"model.{call}: this model's matrices are held as {self.weight_dtype!r} (chosen at "
+                                    f"load), which {call} cannot change; load it with from_pretrained(path, "
+                                    f"dtype={dtype!r}) instead")
+        if self.weight_dtype == dtype and self._float_dtype == dtype:
+            return self
+        import tempfile
+        from .models.auto import AutoModelForCausalLM
+        with tempfile.TemporaryDirectory(prefix="habana-assist-convert-") as tmp:
+            self.save_pretrained(tmp)
+            converted = AutoModelForCausalLM.from_pretrained(
+                tmp, dtype=dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
+                repack=self.repacked, progress=False)  # nothing of tmp stays mapped: every matrix is converted
+        kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
+        self.__dict__.update(converted.__dict__)
+        self.__dict__.update(kept)
+        return self
+
     def to(self, *args, **kwargs):
-        """model.to("cpu") (or torch.device("cpu")) returns self; another device or a dtype is refused: load with
-        from_pretrained(path, dtype=...) to change the dtype."""
-        for value in list(args) + list(kwargs.values()):
-            name = str(value)
-            if name.split(":")[0] != "cpu":
-                raise InvalidInputError(f"model.to({value!r}): this model runs on the CPU only, with dtypes chosen at "
-                                        "load time; use model.to('cpu'), or from_pretrained(path, dtype=...) for a "
-                                        "dtype")
+        """model.to("cpu") (or torch.device("cpu")) returns self; another device is refused. A float dtype
+        (torch.float16, "bfloat16", dtype=torch.float32) converts as model.half() / bfloat16() / float() do."""
+        dtype = kwargs.pop("dtype", None)
+        devices = [kwargs.pop("device")] if kwargs.get("device") is not None else []
+        kwargs.pop("device", None)
+        for flag in ("non_blocking", "memory_format"):  # torch's Module.to: nothing to move or lay out on the CPU
+            kwargs.pop(flag, None)
+        if kwargs:
+            raise InvalidInputError(f"model.to(): unexpected argument(s) {', '.join(sorted(kwargs))}")
+        for value in args:
+            if _is_dtype(value):
+                dtype = value
+            else:
+                devices.append(value)
+        for value in devices:
+            if str(value).split(":")[0] != "cpu":
+                raise InvalidInputError(f"model.to({value!r}): this model runs on the CPU only; use model.to('cpu')")
+        if dtype is not None:
+            name = _float_dtype_name(dtype)
+            if name is None:
+                raise InvalidInputError(f"model.to({dtype!r}): the float dtypes here are {', '.join(_FLOAT_DTYPES)}; "
+                                        "or load with from_pretrained(path, dtype=...)")
+            return self._convert(name, f"to({dtype!r})")
         return self
 
     def cpu(self):
@@ -411,7 +509,13 @@ class PreTrainedCausalLM(GenerationMixin):
         num_logits_to_keep): an int k > 0 keeps the last k positions' logits, an array of positions those.
         position_ids and cache_position are accepted where they equal what the cache implies (positions count each
         row's real tokens; cache_position counts columns); output_attentions=True and inputs_embeds are refused.
+        output_hidden_states, return_dict and output_attentions left None take the config's (config.return_dict
+        False: a tuple), as in Transformers.
         """
+        cfg = self.config
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        return_dict = cfg.return_dict if return_dict is None else return_dict
         if kwargs:
             raise InvalidInputError(f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
                                     "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "

@@ -337,8 +337,10 @@ static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, 
 }
 
 /* The first position layer l of sequence s still holds: a ring's slot p mod slots holds p until p + slots is
- * written (every position written is at most top). */
+ * written (every position written is at most top); a layer of capacity slots is no ring and holds every position
+ * from 0 (top may pass its capacity after a copy from a longer cache). */
 static int64_t kv_first(const ha_llama_context *c, int64_t l, int64_t s) {
+    if (c->slots[l] >= c->capacity) return 0;
     const int64_t first = c->top[s] + 1 - c->slots[l];
     return first > 0 ? first : 0;
 }
@@ -372,7 +374,10 @@ HA_API ha_status ha_llama_context_copy(ha_llama_context *dst, const ha_llama_con
                 }
         }
         dst->len[s] = src->len[s];
-        dst->top[s] = src->len[s] - 1;
+        /* src's high-water mark, not len - 1: a ring of src cropped back has lost the positions that its later
+         * ones overwrote, and so has the copy (same ring size, or no ring where src had none), so the copy claims
+         * and can crop back to exactly what src can */
+        dst->top[s] = src->top[s];
     }
     return HA_OK;
 }

@@ -24,6 +24,9 @@ model.
 
 import mmap
 import os
+import re
+import sys
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -306,8 +309,14 @@ def _convert(name, array, source, target):
     return np.ascontiguousarray(result)
 
 
-def load_checkpoint(directory, dtype=None, repack=True, progress=None):
+def load_checkpoint(directory, dtype=None, repack=True, progress=None, config=None):
     """Load config.json and the weights of a checkpoint directory of any supported family -> Checkpoint.
+
+    config: a PretrainedConfig to load the weights for instead of the directory's config.json (from_pretrained's
+    config=, or config.json with keyword overrides). Stored tensors the config has no use for (more layers than
+    num_hidden_layers says...) are left unread, with a UserWarning naming them, as Transformers reports unexpected
+    keys (rotary_emb.inv_freq buffers and the family's ignore_unexpected are not named; nor, in a multimodal
+    checkpoint, the tensors outside its text model).
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
     "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8", "w8a8" and "int4"
@@ -331,7 +340,10 @@ def load_checkpoint(directory, dtype=None, repack=True, progress=None):
         raise InvalidInputError(f"load_checkpoint: repack={repack!r} must be True or False")
     if not os.path.isdir(directory):
         raise CheckpointNotFoundError(f"{directory}: no such checkpoint directory; check the path")
-    config = PretrainedConfig.from_pretrained(directory)
+    if config is None:
+        config = PretrainedConfig.from_pretrained(directory)
+    elif not isinstance(config, PretrainedConfig):
+        raise InvalidInputError(f"load_checkpoint: config must be a PretrainedConfig, got {type(config).__name__}")
     files, origin = open_checkpoint(directory)
     try:
         weights, float_dtype = _load_weights(directory, config, files, origin, target, repack, progress)
@@ -387,11 +399,51 @@ def _load_weights(directory, config, files, origin, target, repack, progress=Non
     total = sum(end - begin for _, _, begin, end in stored)  # bytes of weights this load reads
     meter = _progress.bar(progress, total, _progress.MIN_BYTES, total, f"loading {os.path.basename(directory)}", "B")
     try:
-        return _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched,
-                           meter.update if meter else None)
+        loaded = _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched,
+                             meter.update if meter else None)
     finally:
         if meter is not None:
             meter.close()
+    _warn_unused(directory, config, origin, stored_name, specs)
+    return loaded
+
+
+_ALWAYS_IGNORED = (r"rotary_emb\.inv_freq$",)  # rotary tables older checkpoints saved as buffers
+_NAMED_AT_MOST = 20  # unused tensors a warning names one by one
+
+
+def _warn_unused(directory, config, origin, stored_name, specs):
+    """A UserWarning naming the stored tensors that no weight of config reads, as Transformers' load report
+    names its unexpected keys (a config.json with fewer layers than the weights, another architecture's extra
+    tensors). A tied head's stored copy is read by no one here and by Transformers alike, and is not named."""
+    family = FAMILIES[config.family]
+    used = {stored_name(spec.name) for spec in specs}
+    used.add(stored_name(family.tensor("lm_head").name))
+    ignored = re.compile("|".join(_ALWAYS_IGNORED + tuple(family.ignore_unexpected)))
+    text = next((prefix for prefix, _ in family.multimodal_prefixes
+                 if stored_name(family.tensor("embed").name).startswith(prefix)), None)
+    unused = sorted(name for name in origin if name not in used and not ignored.search(name)
+                    and (text is None or name.startswith(text)))
+    if not unused:
+        return
+    named = ", ".join(unused[:_NAMED_AT_MOST]) + (f" and {len(unused) - _NAMED_AT_MOST} more"
+                                                  if len(unused) > _NAMED_AT_MOST else "")
+    warnings.warn(f"Some weights of the model checkpoint at {directory} were not used when initializing "
+                  f"{config.architectures[0] if config.architectures else family.architecture} "
+                  f"(num_hidden_layers={config.num_hidden_layers}): {named}. This IS expected if the config "
+                  "describes a smaller or other model than these weights on purpose (e.g. num_hidden_layers lowered); "
+                  "it IS NOT expected if the config should match them: use the config.json saved with these "
+                  "weights", UserWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel():
+    """The stacklevel of a warning raised here that points at the first frame outside this package (the user's
+    from_pretrained call)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched, meter):

@@ -361,7 +361,46 @@ class GenerationMixin:
                 if keep_cache:
                     cache = cache_after_generate(self, ctx, cache, call.ids, call.real, out, steps)
                     extra["past_key_values"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
+            self._score_rows_after_their_end(gc, call, procs, seed, out, steps, scores, logits)
             return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
+
+    def _score_rows_after_their_end(self, gc, call, procs, seed, out, steps, scores, logits):
+        """Transformers runs a row that ended (eos, a stopping criterion) on to the batch's last step, fed the pad
+        id, and reports its real logits and scores there (processed over its tokens, pads included); the core stops
+        computing the row and leaves -inf. Where scores or logits were asked for, this computes those steps as
+        Transformers does: one forward of each such row over its sequence (the prompt's real tokens, its own, then
+        the pads: the logits of each step after its end), the processors over the same history; so
+        compute_transition_scores sums no -inf (no NaN) and equals Transformers' for such rows too."""
+        held = scores if scores is not None else logits
+        if held is None or steps < 2:
+            return
+        ended = np.isneginf(held[:steps]).all(axis=2)  # (steps, B): the core's mark of a row that had stopped
+        rows = np.flatnonzero(ended.any(axis=0))
+        if rows.size == 0:
+            return
+        first = ended[:, rows].argmax(axis=0)  # each row's first step after its end
+        S, V = call.S, self.vocab_size
+        histories = [np.concatenate([call.ids[b, S - int(call.real[b]):], out[b, :steps - 1]]).astype(np.int32)
+                     for b in rows]
+        seq = np.concatenate([np.full(h.size, k, dtype=np.int32) for k, h in enumerate(histories)])
+        tokens = np.concatenate(histories)
+        # the logits of position p predict step p - real + 1: wanted from each row's first step after its end
+        want = np.concatenate([(np.arange(h.size) >= call.real[b] + j - 1).astype(np.uint8)
+                               for h, b, j in zip(histories, rows, first)])
+        raw = np.empty((int(want.sum()), V), dtype=np.float32)
+        ctx = self._context(int(rows.size), int(max(h.size for h in histories)))
+        ctx.append(seq, tokens, want, raw)
+        sampler = _core.Sampler(V, dict(procs, **sampling_options(gc, call.min_new, call.eos, seed))) \
+            if scores is not None else None
+        k = 0
+        for h, b, j in zip(histories, rows, first):
+            for step in range(int(j), steps):
+                if logits is not None:
+                    logits[step, b] = raw[k]
+                if sampler is not None:
+                    sampler.process(raw[k], int(b), h[:int(call.real[b]) + step], step)
+                    scores[step, b] = raw[k]
+                k += 1
 
     def _prepare_inputs(self, input_ids, attention_mask, gc):
         """The call's inputs checked (ids in the vocabulary, left padding, room in the cache), each prompt repeated
@@ -465,8 +504,9 @@ class GenerationMixin:
     def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
         """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
         (batch, steps) float32, from generate(..., output_scores=True, return_dict_in_generate=True)'s sequences
-        and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. Rows that had
-        stopped score -inf there (their scores are -inf). Torch in, torch out."""
+        and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. A row that ended
+        before the last step scores its pad tokens there, as in Transformers (generate() reports that row's real
+        scores after its end). Torch in, torch out."""
         if beam_indices is not None:
             raise InvalidInputError("beam_indices is for beam search, which is not implemented here; pass "
                                     "compute_transition_scores(sequences, scores)")

@@ -1,12 +1,14 @@
 """The Auto classes: AutoModelForCausalLM.from_pretrained picks the checkpoint architecture's class (models/),
 AutoConfig reads its config.json (configuration_utils.py)."""
 
+import copy
+import os
 import warnings
 
 import numpy as np
 
 from .. import _core
-from ..checkpoints.hub import MODEL_FILES, pop_hub_arguments, resolve
+from ..checkpoints.hub import CONFIG_FILES, MODEL_FILES, pop_hub_arguments, resolve
 from ..checkpoints.loading import load_checkpoint
 from ..configuration_utils import AutoConfig, SUPPORTED_ARCHITECTURES  # noqa: F401 (AutoConfig: Transformers' place)
 from ..errors import InvalidInputError, UnsupportedModelError
@@ -43,14 +45,52 @@ def unsupported_family_hint(error, trust_remote_code):
 
 
 def _check_load_arguments(kwargs):
-    """Refuses an unknown from_pretrained argument, or a known one whose value would change the result."""
+    """Refuses a known from_pretrained argument whose value would change the result; -> the other keyword
+    arguments (the config's overrides)."""
+    overrides = {}
     for name, value in kwargs.items():
         if name not in _LOAD_ARGUMENTS:
-            raise InvalidInputError(f"from_pretrained() got an unexpected argument {name!r}; see "
-                                    "AutoModelForCausalLM.from_pretrained's docstring for what it takes")
+            overrides[name] = value
+            continue
         accepts, why = _LOAD_ARGUMENTS[name]
         if not accepts(value):
             raise InvalidInputError(f"from_pretrained({name}={value!r}) is not supported: {why}")
+    return overrides
+
+
+def _model_config(config, directory, overrides):
+    """The config a model loads with: config= (a PretrainedConfig, copied; a Transformers config, read from its
+    to_dict(); a path to a config.json or its directory), else the directory's config.json with the keyword
+    overrides set (as Transformers: attributes its config has; any other keyword is refused, as Transformers' model
+    constructor refuses it). With config= every keyword is refused, as Transformers passes them all to the model's
+    constructor then."""
+    if config is not None and overrides:
+        raise InvalidInputError(
+            f"from_pretrained(config=..., {', '.join(f'{k}=...' for k in sorted(overrides))}): with config= given, "
+            "Transformers passes other keywords to the model's constructor, which refuses them; set them on the "
+            "config instead (config.num_hidden_layers = 2) and pass only config=")
+    if config is None:
+        config, unused = AutoConfig.from_pretrained(directory, return_unused_kwargs=True, **overrides)
+        overrides = {}
+        if unused:
+            rope = sorted(set(unused) & {"rope_theta", "partial_rotary_factor", "rope_local_base_freq"})
+            hint = (f" ({', '.join(rope)}: Transformers 5 holds {'it' if len(rope) == 1 else 'them'} in "
+                    "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})"
+                    if rope else "")
+            raise InvalidInputError(
+                f"from_pretrained() got {', '.join(repr(k) for k in sorted(unused))}: neither a loading argument (see "
+                f"AutoModelForCausalLM.from_pretrained's docstring) nor an attribute of this "
+                f"{config.family} config, so Transformers' model constructor refuses it too{hint}")
+    elif isinstance(config, (str, os.PathLike)):
+        config = AutoConfig.from_pretrained(config)
+    elif isinstance(config, AutoConfig):
+        config = copy.deepcopy(config)
+    elif callable(getattr(config, "to_dict", None)) and isinstance(config.to_dict(), dict):
+        config = AutoConfig.from_dict(config.to_dict())  # a Transformers config object
+    else:
+        raise InvalidInputError(f"config= must be a config (AutoConfig.from_pretrained(...)), a Transformers config "
+                                f"or the path of a config.json; got {type(config).__name__}")
+    return config
 
 
 # One class per supported architecture, named as Transformers names it (LlamaForCausalLM, Qwen3ForCausalLM,
@@ -80,7 +120,7 @@ class AutoModelForCausalLM:
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
                         load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, progress=None,
-                        **kwargs):
+                        config=None, **kwargs):
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index).
 
         Transformers' loading arguments that change nothing here are accepted with those values only (see
@@ -123,9 +163,17 @@ class AutoModelForCausalLM:
 
         progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
         one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
-        False never."""
+        False never.
+
+        config: a config to load the weights for instead of the checkpoint's config.json, as Transformers' config=:
+        a PretrainedConfig (copied), a Transformers config object (read from its to_dict()) or the path of a
+        config.json. Other keyword arguments override config.json's attributes, as Transformers' (num_hidden_layers=1,
+        use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
+        Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as Transformers'
+        model constructor refuses it, and so is every override beside config=. output_attentions=True is refused
+        (no attention weights here). Stored weights the config does not use (fewer layers) warn, naming them."""
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
-        _check_load_arguments(kwargs)
+        overrides = _check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
             raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
         for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
@@ -144,9 +192,13 @@ class AutoModelForCausalLM:
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         if blas_prefill:
             _warn_if_blas_generic()
-        directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
         try:
-            checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress)
+            if overrides or config is not None:  # checked before any weights are downloaded
+                config = _model_config(config, None if config is not None else resolve(
+                    pretrained_model_name_or_path, CONFIG_FILES, **hub_arguments), overrides)
+            directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
+            checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress,
+                                         config=config)
         except UnsupportedModelError as e:
             raise unsupported_family_hint(e, kwargs.get("trust_remote_code")) from None
         return _model_class(checkpoint.config)(checkpoint, max_cache_len, blas_prefill)

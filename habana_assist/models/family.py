@@ -157,6 +157,14 @@ class Family:
     # other name), the layouts tried in turn
     multimodal: Tuple[str, ...] = ()
     multimodal_prefixes: Tuple[Tuple[str, str], ...] = ()
+    # regular expressions of stored tensors the family's checkpoints may hold beside its weights, loaded by no one
+    # and not reported as unused (Transformers' _keys_to_ignore_on_load_unexpected: GPT-2's attention masks);
+    # rotary_emb.inv_freq is ignored for every family
+    ignore_unexpected: Tuple[str, ...] = ()
+    # defaults above that Transformers 5's config class of this model_type does not hold as attributes (its
+    # from_pretrained returns them as unused keyword arguments, unless config.json has them); rope_theta,
+    # partial_rotary_factor and rope_local_base_freq never are (Transformers 5 holds them in rope_parameters)
+    transformers_lacks: Tuple[str, ...] = ()
 
     def __init__(self, **fields):
         for f in dataclasses.fields(self):

@@ -16,4 +16,5 @@ FAMILY = Family(
     # model.language_model.* and lm_head.* (Transformers >= 4.52 saves), or language_model.model.* and
     # language_model.lm_head.* (earlier)
     multimodal=("Gemma3ForConditionalGeneration",),
-    multimodal_prefixes=(("model.language_model.", ""), ("language_model.model.", "language_model.")))
+    multimodal_prefixes=(("model.language_model.", ""), ("language_model.model.", "language_model.")),
+    transformers_lacks=("sliding_window_pattern", "_sliding_window_pattern"))

@@ -60,4 +60,6 @@ FAMILY = Family(
               "num_key_value_heads": lambda d: d["n_head"], "head_dim": lambda d: d["n_embd"] // d["n_head"]},
     tensors=TENSORS,
     # GPT2LMHeadModel saves "transformer."; the original gpt2 files have no prefix
-    optional_prefix="transformer.")
+    optional_prefix="transformer.",
+    # GPT2LMHeadModel's _keys_to_ignore_on_load_unexpected: the causal masks older files saved as buffers
+    ignore_unexpected=(r"attn.bias", r"crossattention.bias"))

@@ -56,4 +56,4 @@ FAMILY = Family(
     architecture="LlamaForCausalLM", model_type="llama", title="Llama", required=REQUIRED,
     defaults={**LLAMA_LIKE, "max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2},
     norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias="field", mlp_bias="field",
-    qk_norm=False, windows=None, rotary="full", tensors=TENSORS)
+    qk_norm=False, windows=None, rotary="full", tensors=TENSORS, transformers_lacks=("sliding_window",))

@@ -32,4 +32,4 @@ FAMILY = Family(
               "pad_token_id": 32000},
     norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias=None, mlp_bias=None,
     qk_norm=False, windows="all", rotary="partial", rope_type_aliases={"su": "longrope", "yarn": "longrope"},
-    tensors=TENSORS)
+    tensors=TENSORS, transformers_lacks=("attention_bias", "head_dim", "mlp_bias"))

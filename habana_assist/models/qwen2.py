@@ -12,4 +12,5 @@ QWEN_LIKE = {**LLAMA_LIKE, "max_position_embeddings": 32768, "bos_token_id": Non
 FAMILY = Family(
     architecture="Qwen2ForCausalLM", model_type="qwen2", title="Qwen2", required=REQUIRED, defaults=QWEN_LIKE,
     norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias="qkv", mlp_bias=None,
-    qk_norm=False, windows="from_layer", rotary="full", tensors=TENSORS)
+    qk_norm=False, windows="from_layer", rotary="full", tensors=TENSORS,
+    transformers_lacks=("attention_bias", "head_dim", "mlp_bias"))

@@ -9,4 +9,4 @@ FAMILY = Family(
     architecture="Qwen3ForCausalLM", model_type="qwen3", title="Qwen3", required=REQUIRED,
     defaults={**QWEN_LIKE, "head_dim": 128},
     norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias="field", mlp_bias=None,
-    qk_norm=True, windows="from_layer", rotary="full", tensors=TENSORS)
+    qk_norm=True, windows="from_layer", rotary="full", tensors=TENSORS, transformers_lacks=("mlp_bias",))

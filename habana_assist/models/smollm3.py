@@ -10,4 +10,4 @@ FAMILY = Family(
               "pad_token_id": 128004, "bos_token_id": 128000, "eos_token_id": 128001, "use_sliding_window": False,
               "no_rope_layers": None, "no_rope_layer_interval": 4, "layer_types": None, "tie_word_embeddings": True},
     norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias="field", mlp_bias="field",
-    qk_norm=False, windows="nope", rotary="nope", tensors=TENSORS)
+    qk_norm=False, windows="nope", rotary="nope", tensors=TENSORS, transformers_lacks=("head_dim",))

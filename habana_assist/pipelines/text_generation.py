@@ -20,9 +20,12 @@ Facts kept from Transformers 5 (pipelines/text_generation.py and pipelines/base.
 Where this differs, and why, is in docs/generation.md ("pipeline()").
 """
 
+import collections.abc
 import copy
 import enum
+import itertools
 import os
+import sys
 import types
 
 import numpy as np
@@ -96,28 +99,55 @@ class Chat:
 
 
 def _as_items(text_inputs):
-    """A call's input -> (items: list of str or Chat, single: whether the call returns one input's records)."""
+    """A call's input -> (items, single): items a list of str or Chat (an iterator of them for a stream: see
+    _as_stream), single whether the call returns one input's records."""
     if isinstance(text_inputs, str):
         return [text_inputs], True
-    if isinstance(text_inputs, types.GeneratorType):
-        text_inputs = list(text_inputs)
+    stream = _as_stream(text_inputs)
+    if stream is not None:
+        return stream
     if not isinstance(text_inputs, (list, tuple)):
-        raise InvalidInputError(f"the pipeline takes a str, a chat (a list of {{'role', 'content'}} dicts) or a list "
-                                f"of them; got {type(text_inputs).__name__}")
+        raise InvalidInputError(f"the pipeline takes a str, a chat (a list of {{'role', 'content'}} dicts), a list of "
+                                "them, or a generator, iterator or torch Dataset of them (streamed); got "
+                                f"{type(text_inputs).__name__}")
     if text_inputs and isinstance(text_inputs[0], dict):
         return [Chat(text_inputs)], True
-    items = []
-    for i, item in enumerate(text_inputs):
-        if isinstance(item, str):
-            items.append(item)
-        elif isinstance(item, (list, tuple)) and item and isinstance(item[0], dict):
-            items.append(Chat(item))
-        elif hasattr(item, "messages"):  # a Conversation-like object (Transformers 4)
-            items.append(Chat(item.messages))
-        else:
-            raise InvalidInputError(f"input {i} is a {type(item).__name__}: each input must be a str or a chat (a "
-                                    "list of {'role', 'content'} dicts)")
-    return items, False
+    return [_as_item(i, item) for i, item in enumerate(text_inputs)], False
+
+
+def _as_item(i, item):
+    """One input of a batch or a stream -> a str or a Chat."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, (list, tuple)) and item and isinstance(item[0], dict):
+        return Chat(item)
+    if hasattr(item, "messages"):  # a Conversation-like object (Transformers 4)
+        return Chat(item.messages)
+    raise InvalidInputError(f"input {i} is a {type(item).__name__}: each input must be a str or a chat (a list of "
+                            "{'role', 'content'} dicts)")
+
+
+def _as_stream(text_inputs):
+    """Transformers' lazy inputs: a generator or a torch Dataset (and here any other iterator, which Transformers
+    fails on) -> (an iterator of items, False), whose records the call yields as each batch is generated; None for
+    other inputs. A generator whose first item is a message dict is one chat (-> ([Chat], True)), as Transformers
+    peeks; an empty generator gives an empty list, as there."""
+    torch = sys.modules.get("torch")  # a torch Dataset exists only where the caller imported torch
+    data = getattr(torch, "utils", None) and getattr(torch.utils, "data", None)
+    if data is not None and isinstance(text_inputs, data.Dataset) and not isinstance(text_inputs, data.IterableDataset):
+        iterator = (text_inputs[i] for i in range(len(text_inputs)))
+    elif isinstance(text_inputs, (types.GeneratorType, collections.abc.Iterator)) or (
+            data is not None and isinstance(text_inputs, data.IterableDataset)):
+        iterator = iter(text_inputs)
+    else:
+        return None
+    try:
+        first = next(iterator)
+    except StopIteration:
+        return [], False
+    if isinstance(first, dict):  # a generator of messages: one chat
+        return [Chat([first, *iterator])], True
+    return (_as_item(i, item) for i, item in enumerate(itertools.chain([first], iterator))), False
 
 
 def _positive_or_none(name, value):
@@ -137,7 +167,9 @@ class TextGenerationPipeline:
     among them go into self.generation_config.
 
     A call's arguments:
-    - text_inputs: a str, a chat (list of {"role", "content"} dicts), or a list (tuple, generator) of them;
+    - text_inputs: a str, a chat (list of {"role", "content"} dicts), or a list (tuple) of them, whose records
+      come back as a list; or a generator, iterator or torch Dataset of them, whose records come back lazily (a
+      generator that generates each batch when it is reached, as Transformers' PipelineIterator);
     - return_full_text (default True), return_text, return_tensors (records of "generated_token_ids": the whole
       sequence, prompt and new tokens, as a list of ints), return_type (a ReturnType), skip_special_tokens
       (default True), clean_up_tokenization_spaces (default: the tokenizer's own setting);
@@ -395,24 +427,38 @@ class TextGenerationPipeline:
         if args:
             raise InvalidInputError(f"the pipeline takes one positional argument (the inputs), got {1 + len(args)}; "
                                     "pass a list of prompts, and other arguments by name")
-        items, single = _as_items(text_inputs)
         _positive_or_none("batch_size", batch_size)
         self._check_num_workers(num_workers)
         preprocess, forward, postprocess = self._sanitize_parameters(**kwargs)
         preprocess = {**self._preprocess_params, **preprocess}
         forward = {**self._forward_params, **forward}
         postprocess = {**self._postprocess_params, **postprocess}
-        self._check_applies(items, kwargs)
         batch_size = batch_size or self._batch_size or 1
         if batch_size > 1 and self.tokenizer.pad_token_id is None:
             raise InvalidInputError("Pipeline with tokenizer without pad_token cannot do batching. You can try to set "
                                     "it with `pipe.tokenizer.pad_token_id = model.config.eos_token_id`, or pass "
                                     "batch_size=1")
-        records = []
-        for start in range(0, len(items), batch_size):
-            encoded = [self.preprocess(item, **{**forward, **preprocess}) for item in items[start:start + batch_size]]
-            records.extend(self.postprocess(out, **postprocess) for out in self._forward(encoded, **forward))
+        items, single = _as_items(text_inputs)
+        if not isinstance(items, list):  # lazy, as Transformers' PipelineIterator: each batch generated when reached
+            return self._records(items, batch_size, kwargs, preprocess, forward, postprocess)
+        self._check_applies(items, kwargs)
+        records = list(self._records(items, batch_size, None, preprocess, forward, postprocess))
         return records[0] if single else records
+
+    def _records(self, items, batch_size, kwargs, preprocess, forward, postprocess):
+        """Each input's records, batch after batch of batch_size inputs (items: a list, or an iterator read one
+        batch at a time). kwargs: the call's, for a stream, whose chat-only arguments are checked against all of its
+        inputs once it ends (_check_applies); None where they were checked before."""
+        items, seen = iter(items), {}
+        while True:
+            batch = list(itertools.islice(items, batch_size))
+            if not batch:
+                break
+            seen.update((type(item), item) for item in batch)  # one input of each kind
+            encoded = [self.preprocess(item, **{**forward, **preprocess}) for item in batch]
+            yield from (self.postprocess(out, **postprocess) for out in self._forward(encoded, **forward))
+        if kwargs is not None:
+            self._check_applies(list(seen.values()), kwargs)
 
     @staticmethod
     def _check_applies(items, kwargs):

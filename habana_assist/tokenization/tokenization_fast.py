@@ -280,6 +280,10 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         split_special_tokens): special added tokens stay text, the others are still split out."""
         return self._tok.text_ids(text, split_special_tokens)
 
+    def _text_ids_offsets(self, text, split_special_tokens=False):
+        """_text_ids' ids and each token's character offsets in text (offsets.py), as Rust's encoding.offsets."""
+        return self._tok.text_ids_offsets(text, split_special_tokens)
+
     def _tokens_to_string(self, tokens):
         """Transformers' fast convert_tokens_to_string: the tokens through tokenizer.json's decoder."""
         return self._tok.tokens_to_string(tokens)

@@ -412,17 +412,37 @@ class PreTrainedTokenizerBase:
                 n2 -= 1
         return cut(ids, n1), cut(pair, n2)
 
-    def _encode_one(self, text, pair, add_special_tokens, strategy, max_length, split_special_tokens=False):
-        """One text (and its pair) -> (ids, type_ids), truncated to max_length where strategy says."""
-        ids = self._text_ids(text, split_special_tokens)
-        pair_ids = self._text_ids(pair, split_special_tokens) if pair is not None else None
+    def _encode_one(self, text, pair, add_special_tokens, strategy, max_length, split_special_tokens=False,
+                    offsets=False):
+        """One text (and its pair) -> (ids, type_ids), truncated to max_length where strategy says; with offsets
+        (ids, type_ids, offsets): each token's (start, end) characters in its own text, (0, 0) for the special tokens
+        the post-processor adds, as Transformers' fast tokenizers' offset_mapping."""
+        if offsets:  # (id, offset) pairs through the truncation, then split
+            ids = list(zip(*self._text_ids_offsets(text, split_special_tokens)))
+            pair_ids = list(zip(*self._text_ids_offsets(pair, split_special_tokens))) if pair is not None else None
+        else:
+            ids = self._text_ids(text, split_special_tokens)
+            pair_ids = self._text_ids(pair, split_special_tokens) if pair is not None else None
         if strategy != "do_not_truncate" and max_length is not None:
             special = self.num_special_tokens_to_add(pair is not None) if add_special_tokens else 0
             if max_length < special:
                 raise InvalidInputError(f"max_length={max_length} leaves no room for the text: the tokenizer adds "
                                         f"{special} special token(s); raise max_length")
             ids, pair_ids = self._truncate(ids, pair_ids, max_length - special, strategy)
-        return self._post_process(ids, pair_ids, add_special_tokens)
+        if not offsets:
+            return self._post_process(ids, pair_ids, add_special_tokens)
+        spans = [o for _, o in ids] + ([o for _, o in pair_ids] if pair_ids is not None else [])
+        # the post-processor run on markers (-1 - k for the k-th token of text and pair; special ids are >= 0)
+        marks, _ = self._post_process([-1 - k for k in range(len(ids))], None if pair_ids is None else
+                                      [-1 - len(ids) - k for k in range(len(pair_ids))], add_special_tokens)
+        out_ids, types = self._post_process([i for i, _ in ids], None if pair_ids is None else
+                                            [i for i, _ in pair_ids], add_special_tokens)
+        return out_ids, types, [spans[-1 - m] if m < 0 else (0, 0) for m in marks]
+
+    def _text_ids_offsets(self, text, split_special_tokens=False):
+        raise InvalidInputError(f"return_offsets_mapping=True is not available with {type(self).__name__} over "
+                                "tokenizer.model (SentencePiece), as with Transformers' slow tokenizers: it needs a "
+                                "fast tokenizer, one read from a tokenizer.json (is_fast True)")
 
     def __call__(self, text=None, text_pair=None, add_special_tokens=True, padding=False, truncation=None,
                  max_length=None, stride=0, pad_to_multiple_of=None, padding_side=None, return_tensors=None,
@@ -444,8 +464,15 @@ class PreTrainedTokenizerBase:
           the text of special tokens as text instead of splitting them out as their ids (the fast backend, as Rust
           tokenizers, keeps splitting non-special added tokens; the SentencePiece one, as Transformers' slow
           tokenizers, splits none).
+        - return_offsets_mapping=True adds offset_mapping: each token's (start, end) characters in its text, (0, 0)
+          for special and pad tokens, as the Rust tokenizers give them (fast tokenizers, read from tokenizer.json;
+          (batch, seq, 2) int64 arrays with return_tensors); a SentencePiece tokenizer (is_fast False) refuses it,
+          as Transformers' slow ones do.
         Transformers' arguments not implemented here (stride > 0, is_split_into_words, return_overflowing_tokens,
-        return_special_tokens_mask, return_offsets_mapping, return_length, text_target) raise InvalidInputError."""
+        return_special_tokens_mask, return_length, text_target) raise InvalidInputError."""
+        want_offsets = kwargs.pop("return_offsets_mapping", False)
+        if want_offsets not in (None, True, False):
+            raise InvalidInputError(f"return_offsets_mapping={want_offsets!r}: pass True or False")
         _refuse_unimplemented(kwargs, "the tokenizer call")
         if stride:
             raise InvalidInputError(f"stride={stride!r} is not supported (it only shapes the overflowing tokens, "
@@ -459,9 +486,11 @@ class PreTrainedTokenizerBase:
         torch = _import_torch() if return_tensors == "pt" else None
         padding, strategy, max_length = self._strategies(padding, truncation, max_length, pad_to_multiple_of)
         split = self._split_flag(split_special_tokens)
-        rows = [self._encode_one(t, p, add_special_tokens, strategy, max_length, split) for t, p in zip(texts, pairs)]
+        rows = [self._encode_one(t, p, add_special_tokens, strategy, max_length, split, bool(want_offsets))
+                for t, p in zip(texts, pairs)]
         ids = [r[0] for r in rows]
         types = [r[1] for r in rows]
+        spans = [r[2] for r in rows] if want_offsets else None
         masks = [[1] * len(s) for s in ids]
         if not self.is_fast:  # Transformers' slow tokenizers check each row before padding, the fast ones after
             self._warn_if_too_long(ids, max_length, verbose)
@@ -475,9 +504,13 @@ class PreTrainedTokenizerBase:
                 if left:
                     ids[i], masks[i] = [self.pad_token_id] * fill + s, [0] * fill + masks[i]
                     types[i] = [self.pad_token_type_id] * fill + types[i]
+                    if spans is not None:
+                        spans[i] = [(0, 0)] * fill + spans[i]
                 else:
                     ids[i], masks[i] = s + [self.pad_token_id] * fill, masks[i] + [0] * fill
                     types[i] = types[i] + [self.pad_token_type_id] * fill
+                    if spans is not None:
+                        spans[i] = spans[i] + [(0, 0)] * fill
         if self.is_fast:
             self._warn_if_too_long(ids, max_length, verbose)
         if return_attention_mask is None:
@@ -487,12 +520,15 @@ class PreTrainedTokenizerBase:
         if return_token_type_ids and any(t is None for t in types):
             raise InvalidInputError(self._no_type_ids_message())
         fields = [("input_ids", ids)] + ([("token_type_ids", types)] if return_token_type_ids else []) + \
-            ([("attention_mask", masks)] if return_attention_mask else [])
+            ([("attention_mask", masks)] if return_attention_mask else []) + \
+            ([("offset_mapping", spans)] if spans is not None else [])
         if return_tensors is not None:
             if len({len(s) for s in ids}) > 1:
                 raise InvalidInputError("the texts have different lengths; pass padding=True to make one array")
             as_tensor = torch.from_numpy if torch is not None else (lambda a: a)
-            return BatchEncoding((k, as_tensor(np.array(v, dtype=np.int64))) for k, v in fields)
+            return BatchEncoding((k, as_tensor(np.array(v, dtype=np.int64).reshape(len(v), -1, 2) if
+                                            k == "offset_mapping" else np.array(v, dtype=np.int64)))
+                                 for k, v in fields)
         return BatchEncoding((k, v[0] if single else v) for k, v in fields)
 
     def _split_flag(self, split_special_tokens):

@@ -1535,6 +1535,56 @@ static void test_model_ring_cache_keeps_the_window(void) {
     tiny_free(t);
 }
 
+/* A copy of a sliding-window cache that was cropped back after a longer append (as generate() and assisted
+ * generation leave it) is a clone: into a cache of the same capacity and into a larger one, every layer starts
+ * where the source's does, a crop is allowed exactly where the source allows it, and after the same crop both
+ * continue bitwise alike (copy.deepcopy of a Python cache is a Context of the same capacity plus this copy). */
+static void test_model_cache_copy_of_a_cropped_ring_is_a_clone(void) {
+    enum { N = 700, BACK = 200, M = 40, W = 4 };
+    tiny *t = tiny_build(HA_F32, 1, 0, W, 91);
+    rng r = { 14 };
+    int32_t *x = xmalloc((N + M) * sizeof(int32_t));
+    random_tokens(&r, x, N + M);
+    float *want = xmalloc((size_t)M * TV * sizeof(float)), *got = xmalloc((size_t)M * TV * sizeof(float));
+    ha_llama_context *src = ctx_new(t->m, 2, 1000);
+    CHECK_OK(append_seq(src, 1, N, x, NULL));
+    CHECK_OK(LM(src)->crop(LM(src)->self, 1, N - BACK)); /* positions N - BACK .. N - 1 stay written in the ring */
+    const int64_t L = N - BACK;
+    for (int grow = 0; grow < 2; grow++) {
+        ha_llama_context *dst = ctx_new(t->m, 2, grow ? 2000 : 1000);
+        CHECK_OK(append_seq(dst, 1, 30, x + 5, NULL)); /* older contents, overwritten by the copy */
+        CHECK_OK(ha_llama_context_copy(dst, src));
+        CHECK(LEN(dst, 1) == L && LEN(dst, 0) == 0, "[grow %d] copy: lengths %lld, %lld", grow,
+              (long long)LEN(dst, 1), (long long)LEN(dst, 0));
+        for (int l = 0; l < TL; l++)
+            CHECK(ha_llama_context_kv_first(dst, l, 1) == ha_llama_context_kv_first(src, l, 1),
+                  "[grow %d] layer %d of the copy starts at %lld, the source's at %lld", grow, l,
+                  (long long)ha_llama_context_kv_first(dst, l, 1), (long long)ha_llama_context_kv_first(src, l, 1));
+        for (int64_t back = 0; back <= 300; back += 10)
+            CHECK(ha_llama_context_can_crop(dst, 1, L - back) == ha_llama_context_can_crop(src, 1, L - back),
+                  "[grow %d] crop back %lld: the copy says %d, the source %d", grow, (long long)back,
+                  ha_llama_context_can_crop(dst, 1, L - back), ha_llama_context_can_crop(src, 1, L - back));
+        ha_llama_context_free(dst);
+    }
+    /* the same crop (the furthest the source allows) and the same continuation: the same logits */
+    int64_t keep = L;
+    while (keep > 0 && ha_llama_context_can_crop(src, 1, keep - 1)) keep--;
+    ha_llama_context *dst = ctx_new(t->m, 2, 1000);
+    CHECK_OK(ha_llama_context_copy(dst, src));
+    CHECK(keep < L, "the source allows no crop back from %lld", (long long)L);
+    CHECK_OK(LM(src)->crop(LM(src)->self, 1, keep));
+    CHECK_OK(LM(dst)->crop(LM(dst)->self, 1, keep));
+    CHECK_OK(append_seq(src, 1, M, x + N, want));
+    CHECK_OK(append_seq(dst, 1, M, x + N, got));
+    CHECK_SAME_FLOATS(want, got, (size_t)M * TV, "the copy cropped to %lld continues as the source", (long long)keep);
+    ha_llama_context_free(dst);
+    ha_llama_context_free(src);
+    free(x);
+    free(want);
+    free(got);
+    tiny_free(t);
+}
+
 /* Concatenates the bytes of matrices of one dtype (row-major rows, or whole panels) into one fused matrix. */
 static ha_matrix fuse(tiny *t, const ha_matrix *parts, int n) {
     int64_t rows = 0;
@@ -4253,6 +4303,7 @@ static const test_case TESTS[] = {
     T(model_sliding_window_limits_attention),
     T(model_ring_cache_keeps_the_window),
     T(model_cache_copy_kv_and_hidden_states),
+    T(model_cache_copy_of_a_cropped_ring_is_a_clone),
     T(model_fused_projections_equal_split),
     T(kv_capacity_error_appends_nothing),
     T(streamed_buffers_hold_their_size_at_huge_page_boundaries),

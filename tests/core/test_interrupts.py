@@ -160,7 +160,8 @@ def test_outputs_beyond_available_memory_are_refused_before_allocating(pair):
     V, room = model.vocab_size, _core.available_memory()
     rows = int(1.5 * room / (4 * 1000 * V)) + 1  # output_scores of 1000 steps
     with pytest.raises(ha.OutOfMemoryError, match="output_scores"):
-        model.generate(np.ones((rows, 2), dtype=np.int64), max_new_tokens=1000, output_scores=True)
+        model.generate(np.ones((rows, 2), dtype=np.int64), max_new_tokens=1000, output_scores=True,
+                       return_dict_in_generate=True)
     tokens = int(1.5 * room / (8 * V)) + 1  # a forward's logits, and the core's copy of them
     with pytest.raises(ha.OutOfMemoryError, match="logits"):
         model(np.ones((1, tokens), dtype=np.int64))

@@ -109,8 +109,8 @@ def test_batched_greedy_is_each_row_alone_and_plain(models, kind, schedule, thre
             assert ended < NEW - 1 and (res.sequences[1, width + ended + 1:] == 0).all(), (
                 f"{label}: row 1 must end at its eos ({eos}) and be padded after it, got "
                 f"{res.sequences[1, width:].tolist()}")
-            if len(res.scores) > ended + 1:
-                assert (res.scores[ended + 1][1] == -np.inf).all(), f"{label}: a finished row's scores must be -inf"
+            if len(res.scores) > ended + 1:  # as Transformers: the row's scores go on, over its pad tokens
+                assert np.isfinite(res.scores[ended + 1][1]).any(), f"{label}: a finished row's scores must go on"
         for row, prompt in enumerate(PROMPTS):
             alone = target.generate(np.array([prompt]), max_new_tokens=NEW, eos_token_id=eos_ids, pad_token_id=0,
                                     **kw)

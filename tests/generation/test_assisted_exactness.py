@@ -337,7 +337,8 @@ def test_assisted_statistics_add_up(models, draft_kind, schedule):
                 label = f"draft={draft_kind} schedule={schedule} K={K} threshold={threshold} do_sample={do_sample}"
                 res = assisted(m.target, m.drafts[draft_kind], PROMPT, max_new_tokens=NEW, num_assistant_tokens=K,
                                num_assistant_tokens_schedule=schedule, assistant_confidence_threshold=threshold,
-                               do_sample=do_sample, seed=K, temperature=1.0, top_k=0)
+                               do_sample=do_sample, seed=K,
+                               **(dict(temperature=1.0, top_k=0) if do_sample else {}))
                 check_statistics(res, label)
                 generated = res.sequences.shape[1] - PROMPT.shape[1]
                 assert generated == NEW, f"{label}: expected {NEW} new tokens (no eos is set), got {generated}"

@@ -152,7 +152,8 @@ def test_do_sample_from_the_file_takes_effect(plain_dir, plain, greedy, tmp_path
         f"got {sampled.tolist()}"
     assert sampled[0, 3:].tolist() != greedy.tolist(), \
         f"expected sampling at temperature 5 to differ from greedy {greedy.tolist()}, got the greedy tokens"
-    overridden = model.generate(PROMPT, do_sample=False, seed=1234)
+    with pytest.warns(UserWarning, match="`temperature` \\(=5.0\\) is only used when sampling"):  # the file's
+        overridden = model.generate(PROMPT, do_sample=False, seed=1234)
     assert overridden[0, 3:].tolist() == greedy.tolist(), \
         f"expected do_sample=False to override the file and give greedy {greedy.tolist()}, got " \
         f"{overridden[0, 3:].tolist()}"
@@ -194,7 +195,8 @@ def test_invalid_value_in_the_file_is_reported_at_generate(plain_dir, tmp_path):
     model = ha.AutoModelForCausalLM.from_pretrained(path)
     with pytest.raises(ValueError, match=r"`top_p` \(=3\.0\)"):
         model.generate(PROMPT, max_new_tokens=2)
-    out = model.generate(PROMPT, max_new_tokens=2, top_p=0.5)
+    with pytest.warns(UserWarning, match="`top_p` \\(=0.5\\) is only used when sampling"):
+        out = model.generate(PROMPT, max_new_tokens=2, top_p=0.5)
     assert out.shape == (1, 5), f"expected a top_p kwarg to override the file's bad value, got shape {out.shape}"
 
 
@@ -223,8 +225,10 @@ def test_generation_config_argument_of_the_wrong_type_names_it(plain):
 
 def test_generation_config_argument_does_not_touch_the_model_default(plain):
     before = plain.generation_config.to_dict()
-    plain.generate(PROMPT, generation_config=ha.GenerationConfig(max_new_tokens=2, top_k=3), top_p=0.5)
-    plain.generate(PROMPT, max_new_tokens=2, top_k=9)
+    with pytest.warns(UserWarning, match="only used when sampling"):  # greedy: top_k and top_p change nothing
+        plain.generate(PROMPT, generation_config=ha.GenerationConfig(max_new_tokens=2, top_k=3), top_p=0.5)
+    with pytest.warns(UserWarning, match="`top_k` \\(=9\\)"):
+        plain.generate(PROMPT, max_new_tokens=2, top_k=9)
     assert plain.generation_config.to_dict() == before, \
         f"expected model.generation_config unchanged, before {before}, after {plain.generation_config.to_dict()}"
 
@@ -279,7 +283,8 @@ def test_validate_zero_temperature_when_sampling_names_both_fixes():
     msg = str(info.value)
     assert "`temperature`" in msg and "temperature > 0" in msg and "do_sample=False" in msg, \
         f"expected the message to name temperature and both fixes, got {msg!r}"
-    ha.GenerationConfig(do_sample=False, temperature=0.0).validate()  # greedy ignores temperature
+    with pytest.warns(UserWarning, match="`temperature` \\(=0.0\\) is only used when sampling"):
+        ha.GenerationConfig(do_sample=False, temperature=0.0).validate()  # greedy ignores temperature: valid
 
 
 def test_validate_accepts_valid_sampling_settings():

@@ -75,9 +75,6 @@ DIFFERENCES = {
         "ours refuses temperature=0.0 and top_p > 1 with do_sample=True in validate(); Transformers' validate() passes "
         "both, its generate() refuses temperature 0.0 and samples with top_p=1.5 as with 1.0", "documented"),
     "c07_generation_config_defaults.py": ({"stdout": "differs", "result.unset": "differs"}, _UNSET, "documented"),
-    "k03_reuse_prompt_cache.py": (
-        {"error": "ours: TypeError, Transformers: none", "stdout": "differs", "result": "differs"},
-        "copy.deepcopy of a filled cache fails here (cannot pickle the core's context)", BEING_FIXED),
     "k06_cache_crop_meaning.py": (
         {"stdout": "differs", "result.left.4": "differs"},
         "crop(n > 0) keeps the first n columns here (Transformers 4's meaning); Transformers 5 takes only a count to "
@@ -86,12 +83,6 @@ DIFFERENCES = {
         {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
         "Transformers 5.24 renamed past_key_values to cache (the argument and the output field, the old name kept as a "
         "deprecated alias); ours takes past_key_values only and refuses cache= by name", "documented"),
-    "m04_dtype_conversions.py": (
-        {"error": "ours: AttributeError, Transformers: none", "stdout": "differs", "result": "differs"},
-        "model.float() (and .half()) are missing here", BEING_FIXED),
-    "m05_from_pretrained_config.py": (
-        {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
-        "from_pretrained(path, config=config) is refused here", BEING_FIXED),
     "m06_refused_beam_search.py": (
         {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
         "beam search (num_beams > 1) is refused here, naming what to use instead", "documented"),
@@ -99,9 +90,6 @@ DIFFERENCES = {
         {"stdout": "differs", "result.keys[2]": "differs"},
         "generate()'s output holds the cache as past_key_values here; Transformers 5.24 names that field cache "
         "(out.past_key_values still reads it there)", "documented"),
-    "o06_scores_of_batch_with_stopped_row.py": (
-        {"result.stopped_row_later_steps": "differs"},
-        "a row that stopped holds -inf in scores here; Transformers goes on computing its scores", "documented"),
     "p06_pipeline_stop_strings.py": (
         {"error": "ours: none, Transformers: ValueError", "stdout": "differs", "result": "differs"},
         "the pipeline passes its own tokenizer for stop_strings here; Transformers' pipeline needs tokenizer= in the "

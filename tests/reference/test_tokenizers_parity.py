@@ -4,7 +4,7 @@ reference environment (tests/fixtures/hf_reference.py): Hugging Face's Rust toke
 
 - Against the Rust tokenizers: ids, type ids and attention masks of single texts (with and without special
   tokens), pairs, added tokens (plain and special), batches padded on either side, and decode with and without
-  skip_special_tokens. Their character offsets are the one thing not reproduced here (test_difference_offsets_*).
+  skip_special_tokens; each token's character offsets (return_offsets_mapping=True) among them.
 - Against AutoTokenizer, call for call: the same, through Transformers' surface (tokenize, convert_ids_to_tokens,
   batch_decode, padding="max_length", pad_to_multiple_of, the special tokens' attributes, padding_side, len) and
   apply_chat_template (text and ids) against Transformers' own renderer. Each call is one op ({"op": method, "args",
@@ -17,6 +17,7 @@ test fails if another call differs, or if a named one no longer does (then the d
 
 import os
 
+import numpy as np
 import pytest
 
 import habana_assist as ha
@@ -29,6 +30,7 @@ MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "c
             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Add 2 and 3."}]
 ADDED = ["<extra_tok>", "newword"]
 ADDED_SPECIAL = ["<|special_one|>"]
+TRIM_TEXTS = ["Hello  world", "  two  spaces ", " x", TEXTS[2]]  # spaces a trimming post-processor leaves out
 WITH_ADDED = ["a <extra_tok> b newword c", "<|special_one|>x<extra_tok>", "newwordnewword"]
 DECODE_IDS = [1, 2, 3, 4, 100, 1000, 5000]
 # Each file's pad token; the Llama files have none: eos as pad, the usual fix, set before their batches.
@@ -50,7 +52,8 @@ CHAT_DICT = ("Transformers 5's apply_chat_template(tokenize=True) returns a Batc
              "default); ours keeps Transformers 4's default, the list of ids (equal ids; return_dict=True gives the "
              "BatchEncoding)")
 KNOWN = {
-    **{("llama2", tag): REBUILT for tag in ("text:3", "text_plain:3", "tokenize:3", "batch:right", "batch:left",
+    **{("llama2", tag): REBUILT for tag in ("text:3", "text_plain:3", "tokenize:3", "offsets:3", "batch:right",
+                                            "batch:left",
                                             "batch_max_length:right", "batch_max_length:left", "batch_multiple",
                                             "added:0", "added:1", "added:2", "added_tokenize:0", "added_tokenize:1",
                                             "added_tokenize:2")},
@@ -76,6 +79,10 @@ def _ops(family):
                 dict(op="tokenize", args=[text], tag=f"tokenize:{i}")]
     for i, (text, pair) in enumerate(PAIRS):
         ops.append(dict(op="__call__", args=[text, pair], tag=f"pair:{i}"))
+    for i, text in enumerate(TEXTS):
+        ops.append(dict(op="__call__", args=[text], kwargs=dict(return_offsets_mapping=True), tag=f"offsets:{i}"))
+    ops.append(dict(op="__call__", args=list(PAIRS[0]), kwargs=dict(return_offsets_mapping=True),
+                    tag="offsets:pair"))
     ops += [dict(op="decode", args=[DECODE_IDS], tag="decode"),
             dict(op="decode", args=[DECODE_IDS], kwargs=dict(skip_special_tokens=True), tag="decode_skip"),
             dict(op="convert_ids_to_tokens", args=[DECODE_IDS], tag="convert_ids_to_tokens")]
@@ -111,10 +118,11 @@ def _rust_ops(family):
     for special in (True, False):
         for text in TEXTS:
             pairs.append((dict(op="encode", text=text, add_special_tokens=special),
-                          lambda tok, t=text, s=special: _our_encoding(tok(t, add_special_tokens=s))))
+                          lambda tok, t=text, s=special: _our_encoding(tok(t, add_special_tokens=s,
+                                                                           return_offsets_mapping=True))))
     for text, pair in PAIRS:
         pairs.append((dict(op="encode", text=text, pair=pair, add_special_tokens=True),
-                      lambda tok, t=text, p=pair: _our_encoding(tok(t, p))))
+                      lambda tok, t=text, p=pair: _our_encoding(tok(t, p, return_offsets_mapping=True))))
     for skip in (False, True):
         pairs.append((dict(op="decode", ids=DECODE_IDS, skip_special_tokens=skip),
                       lambda tok, s=skip: tok.decode(DECODE_IDS, skip_special_tokens=s)))
@@ -127,12 +135,13 @@ def _rust_ops(family):
                   lambda tok: tok.add_special_tokens({"additional_special_tokens": ADDED_SPECIAL})))
     for text in WITH_ADDED:
         pairs.append((dict(op="encode", text=text, add_special_tokens=True),
-                      lambda tok, t=text: _our_encoding(tok(t))))
+                      lambda tok, t=text: _our_encoding(tok(t, return_offsets_mapping=True))))
     return [op for op, _ in pairs], [call for _, call in pairs]
 
 
 def _our_encoding(enc):
-    return {"ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    return {"ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+            "offsets": [list(o) for o in enc["offset_mapping"]]}
 
 
 def _our_batch(tok, padding_side):
@@ -143,15 +152,22 @@ def _our_batch(tok, padding_side):
 
 
 @pytest.fixture(scope="module")
-def references(hf_reference):
+def references(hf_reference, tmp_path_factory):
     """{(family, "transformers" | "rust"): the reference's results}, every family in one child process. A family
-    whose file has no pad token gets eos as pad (PAD): before its batches here, and in the Rust batches' padding."""
+    whose file has no pad token gets eos as pad (PAD): before its batches here, and in the Rust batches' padding.
+    ("trim", "rust"): the Rust tokenizers on TRIM_TEXTS with Llama 3's file given a trimming ByteLevel post-processor
+    (its directory under ("trim", "dir"))."""
     jobs, keys = [], []
     for family in td.FAMILIES:
         jobs += [dict(kind="tokenizer", dir=_dir(family), ops=_ops(family)),
                  dict(kind="rust_tokenizer", dir=_dir(family), ops=_rust_ops(family)[0])]
         keys += [(family, "transformers"), (family, "rust")]
-    return dict(zip(keys, hf_reference.run(jobs)))
+    trim = os.path.dirname(td.write_variant(tmp_path_factory.mktemp("trim"), "llama3", "trim", post_processor={
+        "type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}))
+    jobs.append(dict(kind="rust_tokenizer", dir=trim, ops=[dict(op="encode", text=t, add_special_tokens=True)
+                                                             for t in TRIM_TEXTS]))
+    keys.append(("trim", "rust"))
+    return {**dict(zip(keys, hf_reference.run(jobs))), ("trim", "dir"): trim}
 
 
 _pristine = {}
@@ -197,8 +213,8 @@ def test_encodings_equal_rust_tokenizers_on_the_file(references, family):
     tok = ha.AutoTokenizer.from_pretrained(_dir(family))
     differences = []
     for op, call, theirs in zip(rust_ops, calls, ref["results"], strict=True):
-        if op["op"] == "encode":  # offsets: test_difference_offsets_mapping_is_not_returned; type ids: below
-            theirs = {k: theirs[k] for k in ("ids", "attention_mask")}
+        if op["op"] == "encode":  # type ids: below
+            theirs = {k: theirs[k] for k in ("ids", "attention_mask", "offsets")}
         ours = _plain(call(tok))
         if ours != theirs:
             differences.append(f"{op}:\n    ours: {ours}\n    Rust: {theirs}")
@@ -237,13 +253,30 @@ def test_type_ids_of_pairs_equal_rust_tokenizers(references):
                 assert ours == theirs["type_ids"], f"{family} {op}: type ids {ours}, Rust {theirs['type_ids']}"
 
 
-def test_difference_offsets_mapping_is_not_returned(references):
-    """The Rust tokenizers give each token's character span; the tokenizer.json engine here keeps no offsets, so
-    return_offsets_mapping=True is refused by name (docs/tokenizers.md), never answered wrongly."""
-    family = "llama3"
-    rust_ops, _ = _rust_ops(family)
-    first = references[family, "rust"]["results"][0]
-    assert rust_ops[0]["text"] == TEXTS[0] and first["offsets"] == [[0, 5], [5, 11]], first["offsets"]
-    tok = _unchanged(family)
-    with pytest.raises(ha.InvalidInputError, match="return_offsets_mapping"):
-        tok(TEXTS[0], return_offsets_mapping=True)
+def test_offsets_are_rust_tokenizers_for_batches_tensors_and_a_trimming_post_processor(references):
+    """return_offsets_mapping=True beyond single texts: a padded batch ((0, 0) at the padding, on either side) and
+    return_tensors="np" ((batch, seq, 2) int64) give the Rust tokenizers' offsets; a ByteLevel post-processor with
+    trim_offsets (GPT-2's, RoBERTa's) leaves spaces out of them as Rust's does; and the SentencePiece tokenizer
+    (tokenizer.model, is_fast False, as Transformers' slow tokenizers) refuses offsets by name."""
+    tok = ha.AutoTokenizer.from_pretrained(references["trim", "dir"])
+    assert tok.is_fast
+    for text, theirs in zip(TRIM_TEXTS, references["trim", "rust"]["results"], strict=True):
+        ours = tok(text, return_offsets_mapping=True)
+        assert [list(o) for o in ours["offset_mapping"]] == theirs["offsets"], \
+            f"{text!r}: ours {ours['offset_mapping']}, Rust {theirs['offsets']}"
+    for family in td.FAMILIES:
+        tok = ha.AutoTokenizer.from_pretrained(_dir(family))
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        single = [tok(t, return_offsets_mapping=True)["offset_mapping"] for t in TEXTS[:4]]
+        for side in ("left", "right"):
+            batch = tok(TEXTS[:4], padding=True, padding_side=side, return_offsets_mapping=True, return_tensors="np")
+            offsets, mask = batch["offset_mapping"], batch["attention_mask"]
+            assert offsets.dtype == np.int64 and offsets.shape == batch["input_ids"].shape + (2,), offsets.shape
+            for row, want in enumerate(single):
+                assert offsets[row][mask[row] == 1].tolist() == [list(o) for o in want], f"{family} {side} {row}"
+                assert (offsets[row][mask[row] == 0] == 0).all(), f"{family} {side}: padding's offsets are (0, 0)"
+    spm = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
+    assert spm.is_fast is False
+    with pytest.raises(ha.InvalidInputError, match="return_offsets_mapping.*tokenizer.json"):
+        spm("def f():", return_offsets_mapping=True)

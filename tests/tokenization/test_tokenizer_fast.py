@@ -232,7 +232,7 @@ def test_max_length_alone_truncates_as_transformers(toks):
 
 def test_refused_arguments_name_themselves(toks):
     tok = toks["llama3"]
-    for kwargs, match in [(dict(return_offsets_mapping=True), "return_offsets_mapping=True"),
+    for kwargs, match in [(dict(return_offsets_mapping="yes"), "return_offsets_mapping=.yes."),
                           (dict(is_split_into_words=True), "is_split_into_words=True"),
                           (dict(frobnicate=1), "frobnicate=1"), (dict(padding="sideways"), "padding='sideways'"),
                           (dict(truncation="both"), "truncation='both'"), (dict(return_tensors="tf"), "'tf'")]:

@@ -96,9 +96,10 @@ def test_a_list_of_strings_gives_a_list_of_each_strings_records(pipe, model, tok
     assert pipe([]) == []
 
 
-def test_a_generator_of_prompts_is_read_as_a_list(pipe):
+def test_a_generator_of_prompts_gives_a_lazy_iterator_of_the_list_records(pipe):
+    """As Transformers' PipelineIterator: each input's records as it is read (tests/reference/test_user_met.py)."""
     got = pipe((p for p in PROMPTS[:2]), **GREEDY)
-    assert got == pipe(PROMPTS[:2], **GREEDY)
+    assert not isinstance(got, list) and list(got) == pipe(PROMPTS[:2], **GREEDY)
 
 
 def test_a_chat_gets_the_assistant_reply_appended(pipe, model, tok):
