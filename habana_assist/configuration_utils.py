@@ -668,6 +668,19 @@ class PretrainedConfig:
         """A deep copy of every config.json field (derived values excluded): from_dict(to_dict()) == self."""
         return copy.deepcopy(self.__dict__)
 
+    def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
+        """Transformers' config.save_pretrained: save_directory/config.json (the directory created), which
+        from_pretrained reads back; architectures named where the config names none, as model.save_pretrained
+        writes it."""
+        from .checkpoints.saving import write_config
+        if push_to_hub:
+            raise InvalidInputError("push_to_hub=True: this package uploads nothing; save, then upload the directory "
+                                    "with huggingface_hub (HfApi().upload_folder)")
+        if kwargs:
+            raise InvalidInputError(f"save_pretrained() got {', '.join(sorted(kwargs))}: a config saves with "
+                                    "save_directory (and push_to_hub=False) only")
+        write_config(self, save_directory)
+
     def rope_inv_freq(self):
         """Rotary inverse frequencies of the (global) layers, np.float64 (rope_dim // 2,), with rope_scaling
         applied as Transformers (longrope: the short table); None for GPT-2."""

@@ -72,13 +72,13 @@ def get_num_threads():
 @dataclass
 class CausalLMOutput(ModelOutput):
     """Transformers' CausalLMOutputWithPast: loss (a 0-d float32, with labels=), logits float32 (batch, seq, vocab)
-    (0 at padded positions; the last logits_to_keep positions only, where given), past_key_values (the Cache,
-    with use_cache), hidden_states (with output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)),
+    (0 at padded positions; the last logits_to_keep positions only, where given), cache (the Cache, with
+    use_cache; Transformers 5.24's name, its older past_key_values reads it too), hidden_states (with output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)),
     attentions (never filled: output_attentions=True is refused)."""
 
     loss: Optional[np.ndarray] = None
     logits: Optional[np.ndarray] = None
-    past_key_values: Optional[Cache] = None
+    cache: Optional[Cache] = None
     hidden_states: Optional[tuple] = None
     attentions: None = None
 
@@ -328,6 +328,51 @@ class PreTrainedCausalLM(GenerationMixin):
         destination.update(out)
         return destination
 
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """torch's Module.load_state_dict: the weights of state_dict ({name: torch tensor or numpy array}, names and
+        shapes as state_dict() gives them, e.g. a Transformers model's of the same config) in place of this model's.
+        strict: every name this model has, and no other, or RuntimeError naming them (torch's message); strict=False
+        keeps this model's own weights for the missing ones. Returns (missing_keys, unexpected_keys) as torch does.
+        The weights are held as this model holds its own (weight_dtype: float classes round them to it, quantized
+        ones quantize them again), as from_pretrained of a checkpoint of them would: it costs a save of them into a
+        temporary directory and a load from it; caches filled before are refused after. assign is torch's choice of
+        copying or assigning parameters; both mean the same here."""
+        import collections
+        import tempfile
+
+        from .checkpoints.safetensors import save_file
+        from .models.auto import AutoModelForCausalLM
+        if not hasattr(state_dict, "keys"):
+            raise InvalidInputError(f"load_state_dict takes a mapping of names to tensors, not {type(state_dict).__name__}")
+        own = self.state_dict()
+        missing = sorted(k for k in own if k not in state_dict)
+        unexpected = sorted(k for k in state_dict if k not in own)
+        if strict and (missing or unexpected):
+            parts = [f"Missing key(s) in state_dict: {', '.join(repr(k) for k in missing)}."] if missing else []
+            parts += [f"Unexpected key(s) in state_dict: {', '.join(repr(k) for k in unexpected)}."] if unexpected else []
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(parts))
+        arrays = {}
+        for name, current in own.items():
+            value = state_dict[name] if name in state_dict else current
+            array = value.detach().float().cpu().numpy() if hasattr(value, "detach") else np.asarray(value, np.float32)
+            if tuple(array.shape) != tuple(current.shape):
+                raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for "
+                                   f"{name}: copying a param with shape {tuple(array.shape)} from checkpoint, the shape "
+                                   f"in current model is {tuple(current.shape)}.")
+            arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
+        if self.config.tie_word_embeddings:
+            arrays.pop("lm_head.weight", None)  # the embedding's own tensor, as checkpoints of tied models leave it
+        with tempfile.TemporaryDirectory(prefix="habana-assist-load-") as tmp:
+            self.config.save_pretrained(tmp)
+            save_file(arrays, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+            loaded = AutoModelForCausalLM.from_pretrained(
+                tmp, dtype=self.weight_dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
+                repack=self.repacked, progress=False)
+        kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
+        self.__dict__.update(loaded.__dict__)
+        self.__dict__.update(kept)
+        return collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
+
     def get_input_embeddings(self):
         """The token embedding: a torch.nn.Embedding over the embedding's parameter where torch is importable, else a
         small Embedding (weight, num_embeddings, embedding_dim, called with ids)."""
@@ -495,13 +540,14 @@ class PreTrainedCausalLM(GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
                 return_dict=None, output_hidden_states=None, output_attentions=None, position_ids=None,
-                cache_position=None, logits_to_keep=0, num_logits_to_keep=None, inputs_embeds=None, **kwargs):
+                cache_position=None, logits_to_keep=0, num_logits_to_keep=None, inputs_embeds=None, cache=None,
+                **kwargs):
         """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
 
         input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
-        Transformers takes it. past_key_values: a Cache (DynamicCache, StaticCache, model.create_cache()) that
+        Transformers takes it. past_key_values (or cache, Transformers 5.24's name for it): a Cache (DynamicCache, StaticCache, model.create_cache()) that
         this forward extends, or Transformers' legacy per-layer (key, value) tuples; use_cache (default
-        config.use_cache, True) returns the cache as past_key_values (a new DynamicCache where none was passed).
+        config.use_cache, True) returns the cache as `cache` (a new DynamicCache where none was passed).
         labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index -100, the
         mean over counted tokens); a counted label must follow a real token (its logits are not computed after
         padding). output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size): the embeddings, each
@@ -531,7 +577,10 @@ class PreTrainedCausalLM(GenerationMixin):
         ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         B, S = ids.shape
         use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
-        cache = past_key_values
+        if cache is not None and past_key_values is not None:
+            raise InvalidInputError("cache and past_key_values are one argument (Transformers 5.24 renamed "
+                                    "past_key_values to cache): pass one of them")
+        cache = past_key_values if cache is None else cache
         if cache is not None and not isinstance(cache, Cache):
             if not isinstance(cache, (tuple, list)):
                 raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...), "
@@ -598,7 +647,7 @@ class PreTrainedCausalLM(GenerationMixin):
             if logits_to_keep.size and (logits_to_keep.min() < -S or logits_to_keep.max() >= S):
                 raise InvalidInputError(f"logits_to_keep holds positions outside the sequence's {S}")
             logits = logits[:, logits_to_keep]
-        output = CausalLMOutput(loss=loss, logits=logits, past_key_values=cache if use_cache else None,
+        output = CausalLMOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
                                 hidden_states=hidden_states)
         output = convert_output(output, kind)
         if return_dict is False:

@@ -243,11 +243,23 @@ def _write_json(path, obj):
     write_atomic(path, lambda f: f.write(text.encode("utf-8")))
 
 
+def _named(config):
+    """config.to_dict() with architectures named (the family's class) where the config names none."""
+    out = config.to_dict()
+    if not out.get("architectures"):
+        out["architectures"] = [FAMILIES[config.family].architecture]
+    return out
+
+
+def write_config(config, save_directory):
+    """config.save_pretrained: save_directory/config.json, the directory made where missing."""
+    os.makedirs(save_directory, exist_ok=True)
+    _write_json(os.path.join(save_directory, CONFIG_NAME), _named(config))
+
+
 def _config_dict(model, dtype):
     """model.config as config.json: its fields, architectures named, torch_dtype the dtype saved."""
-    config = model.config.to_dict()
-    if not config.get("architectures"):
-        config["architectures"] = [FAMILIES[model.config.family].architecture]
+    config = _named(model.config)
     config["torch_dtype"] = dtype
     if "dtype" in config:  # Transformers >= 5 writes "dtype"; keep the two in agreement
         config["dtype"] = dtype

@@ -358,6 +358,14 @@ class GenerationConfig:
             gc.return_dict_in_generate = True
         return gc
 
+    def _get_default_generation_params(self):
+        """What Transformers' assisted generation asks of its assistant_model's generation config first: a model of
+        this package cannot be that assistant (Transformers drives it through a torch model's internals), so the
+        call is refused here, naming the ways that work."""
+        raise TypeError("a habana_assist model cannot be the assistant_model of Transformers' generate(); verify "
+                        "with habana_assist instead: ha.wrap(transformers_model).generate(..., assistant_model="
+                        "this_model), or a habana_assist target with the Transformers model as assistant_model")
+
     def update(self, **kwargs):
         """Sets the known attributes among kwargs; returns the others, unused (a method's name among them: data
         in place of validate or to_dict would break every later call; metadata such as _from_model_config)."""

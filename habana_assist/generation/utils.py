@@ -135,7 +135,7 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     logits: Optional[Tuple[np.ndarray, ...]] = None
     attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
     hidden_states: None = None  # output_hidden_states are refused)
-    past_key_values: Optional[object] = None  # the Cache (cache_utils.py), with use_cache
+    cache: Optional[object] = None  # the Cache (cache_utils.py), with use_cache; out.past_key_values reads it too
     num_draft_tokens: Optional[int] = None
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
@@ -174,6 +174,12 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     def _repr_html_(self):
         from .display import result_html
         return result_html(self, None, None)
+
+
+def _is_transformers_generation_config(obj):
+    """Transformers' GenerationConfig (from transformers.generation), which generate() takes as its own."""
+    return (obj is not None and type(obj).__name__ == "GenerationConfig"
+            and type(obj).__module__.startswith("transformers.") and callable(getattr(obj, "to_dict", None)))
 
 
 class GenerationMixin:
@@ -243,6 +249,12 @@ class GenerationMixin:
 
     def _generate_config(self, generation_config, assistant_model, kwargs):
         """The call's GenerationConfig: the model's (or the one passed), the assistant's keys, then kwargs."""
+        if _is_transformers_generation_config(generation_config):
+            # Transformers' own GenerationConfig: the fields it sets (5.x leaves the rest None until generate() fills
+            # them), with this package's meaning for each, as if its generation_config.json had been loaded here
+            fields = {k: v for k, v in generation_config.to_dict().items()
+                      if v is not None and not k.startswith("_") and k != "transformers_version"}
+            generation_config = GenerationConfig.from_dict(fields)
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
             raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
                                     "pass GenerationConfig(**your_dict) or the arguments themselves")
@@ -275,7 +287,11 @@ class GenerationMixin:
         """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
         loop, the output."""
         kwargs = dict(kwargs)
-        cache = kwargs.pop("past_key_values", None)
+        cache, renamed = kwargs.pop("past_key_values", None), kwargs.pop("cache", None)
+        if cache is not None and renamed is not None:
+            raise InvalidInputError("cache and past_key_values are one argument (Transformers 5.24 renamed "
+                                    "past_key_values to cache): pass one of them")
+        cache = renamed if cache is None else cache
         if "inputs" in kwargs:  # Transformers' generate(inputs=None, ...): its main input, input_ids here
             inputs = kwargs.pop("inputs")
             if inputs is not None and input_ids is not None:
@@ -360,7 +376,7 @@ class GenerationMixin:
                     steps, extra = self._run_assisted(ctx, drafter, gc, call, common)
                 if keep_cache:
                     cache = cache_after_generate(self, ctx, cache, call.ids, call.real, out, steps)
-                    extra["past_key_values"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
+                    extra["cache"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
             self._score_rows_after_their_end(gc, call, procs, seed, out, steps, scores, logits)
             return self._build_output(gc, call, out, steps, scores, logits, sources, extra, tokenizer)
 

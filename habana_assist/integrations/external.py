@@ -41,6 +41,8 @@ Phi-3 generate() drives it (rope_switch: the row run again whole where it passes
 scoring positions on both sides of it), as the native models are (csrc/ha.h ha_lm.rope_switch).
 """
 
+import inspect
+
 import numpy as np
 
 from .. import _core
@@ -61,12 +63,24 @@ def _torch():
     return import_torch("habana_assist.wrap", "install Debian's python3-torch (apt-get install python3-torch)")
 
 
+def _cache_keyword(model):
+    """`cache` where the model's forward takes it (Transformers 5.24's name, which warns of the older one), else
+    `past_key_values`."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError, AttributeError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def _field(out, name, index):
     """out.name, out[name] or out[index] (Transformers' ModelOutput, a dict, or a tuple)."""
-    if hasattr(out, name):
-        return getattr(out, name)
-    if isinstance(out, dict) and name in out:
-        return out[name]
+    names = ("cache", name) if name == "past_key_values" else (name,)  # Transformers 5.24 calls it `cache`
+    for n in names:
+        if hasattr(out, n):
+            return getattr(out, n)
+        if isinstance(out, dict) and n in out:
+            return out[n]
     if isinstance(out, (tuple, list)) and len(out) > index:
         return out[index]
     raise InvalidInputError(f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must return "
@@ -210,7 +224,7 @@ class _Adapter:
             out = model(input_ids=torch.from_numpy(ids)[None].to(device),
                         attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
                         position_ids=torch.arange(before, before + n, device=device)[None],
-                        past_key_values=self.cache[b], use_cache=True)
+                        use_cache=True, **{_cache_keyword(model): self.cache[b]})
         logits, self.cache[b] = _field(out, "logits", 0), _field(out, "past_key_values", 1)
         if self.cache[b] is not None and any(c is self.cache[b] for i, c in enumerate(self.cache) if i != b):
             raise UnsupportedModelError("the wrapped model returned one cache object for two rows of the batch (a cache "

@@ -29,8 +29,10 @@ assert all(isinstance(s, torch.Tensor) and s.shape == (1, model.config.vocab_siz
 assert generation_output.hidden_states is None and generation_output.attentions is None
 first_two = generation_output[:2]
 assert torch.equal(first_two[0], sequences) and first_two[1] is scores, first_two
-# Transformers' _sample fills past_key_values too (model_kwargs["past_key_values"], with use_cache)
-assert list(generation_output.keys()) == ["sequences", "scores", "past_key_values"], list(generation_output.keys())
+# Transformers' _sample fills the cache too (with use_cache): the field `cache` in Transformers 5.24, whose older name
+# past_key_values reads it as well
+assert list(generation_output.keys()) == ["sequences", "scores", "cache"], list(generation_output.keys())
+assert generation_output.past_key_values is generation_output.cache
 assert generation_output.past_key_values.get_seq_length() == sequences.shape[1] - 1
 assert generation_output["sequences"] is sequences
 for step, s in enumerate(scores):

@@ -254,3 +254,23 @@ def test_generate_takes_past_key_values_and_fills_it(model):
     assert out.past_key_values is static and static.get_seq_length() == out.sequences.shape[1] - 1
     legacy = model.generate(prompt, max_new_tokens=4, return_dict_in_generate=True, return_legacy_cache=True)
     assert isinstance(legacy.past_key_values, tuple) and legacy.past_key_values[0][0].shape[2] == 6 + 4 - 1
+
+
+def test_cache_is_the_argument_and_field_past_key_values_its_older_name():
+    """Transformers 5.24 renamed past_key_values to cache, keeping the older name as an alias: both are taken as
+    the argument (not both at once), the output's field is `cache`, and the older name reads it."""
+    model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
+    ids = np.array([[1, 300, 301, 302]])
+    first = model(ids[:, :3], cache=ha.DynamicCache())
+    assert "cache" in first.keys() and "past_key_values" not in first.keys()
+    assert first.past_key_values is first.cache is first["past_key_values"] and "past_key_values" in first
+    by_new = model(ids[:, 3:], cache=first.cache).logits
+    again = model(ids[:, :3])
+    by_old = model(ids[:, 3:], past_key_values=again.past_key_values).logits
+    assert np.array_equal(by_new, by_old)
+    with pytest.raises(ha.InvalidInputError, match="cache and past_key_values are one argument"):
+        model(ids, cache=ha.DynamicCache(), past_key_values=ha.DynamicCache())
+    out = model.generate(ids, max_new_tokens=2, cache=ha.DynamicCache(), return_dict_in_generate=True)
+    assert out.cache is out.past_key_values and out.cache.get_seq_length() == 5
+    with pytest.raises(ha.InvalidInputError, match="cache and past_key_values are one argument"):
+        model.generate(ids, max_new_tokens=2, cache=ha.DynamicCache(), past_key_values=ha.DynamicCache())

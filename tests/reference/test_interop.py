@@ -31,7 +31,8 @@ CONFIG = dict(vocab_size=32000, hidden_size=64, intermediate_size=128, num_hidde
 TEXTS = ["def fib(n):", "import os"]
 IDS = [[1, 822, 18755, 29898, 29876, 1125, 13, 1678, 565, 302]]
 NEW = 16
-CHECKS = ("batch_encoding", "wrapped_target", "wrapped_draft", "tensors", "state_dict", "refusals")
+CHECKS = ("batch_encoding", "wrapped_target", "wrapped_draft", "tensors", "state_dict", "their_state_dict",
+          "generation_config", "refusals")
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +129,25 @@ def test_our_state_dict_loads_into_transformers_with_our_logits(interop, dtype):
                   INT8_TOL if dtype == "int8" else LOGIT_TOL)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_transformers_state_dict_loads_into_ours(interop, dtype):
+    """load_state_dict holds the weights as the model held its own: float32 gives Transformers' logits, and both
+    give bitwise what from_pretrained of the same weights saved by Transformers gives."""
+    got = _check(interop, "their_state_dict")
+    assert got[dtype]["missing"] == [] and got[dtype]["unexpected"] == [] and got[dtype]["weight_dtype"] == dtype
+    assert np.array_equal(got[dtype]["ours"], got[dtype]["saved"]), f"{dtype}: load_state_dict != from_pretrained"
+    if dtype == "float32":
+        _assert_close(got[dtype]["ours"], got["transformers"], "ours after load_state_dict", LOGIT_TOL)
+    assert got["strict_missing"] and "RuntimeError" in got["strict_missing"] and \
+        "Missing key(s) in state_dict: 'model.norm.weight'" in got["strict_missing"], got["strict_missing"]
+    assert got["lenient_missing"] == ["model.norm.weight"], got["lenient_missing"]
+
+
+def test_transformers_generation_config_is_taken_as_ours(interop):
+    got = _check(interop, "generation_config")
+    assert np.array_equal(got["theirs"], got["ours"]), f"{got['theirs']}\n{got['ours']}"
+
+
 def test_refusals_name_what_to_do_instead(interop):
     got = _check(interop, "refusals")
     assert got["model_object"] and "InvalidInputError" in got["model_object"] and \
@@ -143,3 +163,5 @@ def test_difference_transformers_cannot_take_our_model_as_its_assistant(interop)
     as test_a_wrapped_transformers_target_gives_plain_output_assisted_and_transformers_own does)."""
     got = _check(interop, "refusals")
     assert got["ours_as_transformers_assistant"] is not None, "Transformers now takes our model as its assistant"
+    assert "TypeError" in got["ours_as_transformers_assistant"] and "ha.wrap(transformers_model)" in \
+        got["ours_as_transformers_assistant"], got["ours_as_transformers_assistant"]

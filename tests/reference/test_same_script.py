@@ -79,17 +79,9 @@ DIFFERENCES = {
         {"stdout": "differs", "result.left.4": "differs"},
         "crop(n > 0) keeps the first n columns here (Transformers 4's meaning); Transformers 5 takes only a count to "
         "drop and refuses n > 0 (crop(0) drops nothing on both sides)", "documented"),
-    "k08_cache_argument_name.py": (
-        {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
-        "Transformers 5.24 renamed past_key_values to cache (the argument and the output field, the old name kept as a "
-        "deprecated alias); ours takes past_key_values only and refuses cache= by name", "documented"),
     "m06_refused_beam_search.py": (
         {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
         "beam search (num_beams > 1) is refused here, naming what to use instead", "documented"),
-    "o02_output_fields.py": (
-        {"stdout": "differs", "result.keys[2]": "differs"},
-        "generate()'s output holds the cache as past_key_values here; Transformers 5.24 names that field cache "
-        "(out.past_key_values still reads it there)", "documented"),
     "p06_pipeline_stop_strings.py": (
         {"error": "ours: none, Transformers: ValueError", "stdout": "differs", "result": "differs"},
         "the pipeline passes its own tokenizer for stop_strings here; Transformers' pipeline needs tokenizer= in the "
