@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The demo's packages and SIMDe, then the build in the background, with the kernel variant avx512-emulated that the
-# tests run (minutes of one core: it goes on while the steps below install and download); its output comes after.
+# tests run (it goes on while the steps below install and download); its output comes after.
 HA_AVX512_EMULATED=1 bash scripts/setup.sh packages
 mkdir -p build
 build_log=build/test-setup-build.log
@@ -69,7 +69,7 @@ installed() {  # one && chain: set -e does not act inside a function called befo
         --exclude=./build --exclude=.pytest_cache --exclude='./.venv*' . | tar -C "$work/src" -xf - &&
     cp -a build/setup "$work/src/build/setup" &&
     printf '[build]\nbuild_lib = build/setup\n' >"$work/src/setup.cfg" &&
-    "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$work/src" &&
+    "$work/venv/bin/python" -m pip install -q --no-cache-dir --no-build-isolation --no-index "$work/src" &&
     tar -cf - --exclude=tests/data/npm/node_modules --exclude=__pycache__ tests examples | tar -C "$work" -xf - &&
     (cd "$work" && env -u PYTHONPATH HA_TEST_INSTALLED="$checkout" "$work/venv/bin/python" -m pytest -q \
         -p no:cacheprovider tests/usage/test_cli.py tests/usage/test_doc_scripts.py tests/usage/test_notebooks.py \

@@ -103,7 +103,8 @@ def built(tmp_path_factory):
     with tarfile.open(sdist) as t:
         t.extractall(work / "unpacked")  # our own archive, just made
     (source,) = (work / "unpacked").iterdir()
-    # --no-cache-dir: pip would otherwise keep each run's wheel (tens of MB) in its cache
+    # --no-cache-dir (here and for every install from a directory): pip would otherwise keep each run's wheel (tens of
+    # MB) in its cache
     run([tools, "-m", "pip", "wheel", "-q", "--no-cache-dir", "--no-deps", "-w", work / "wheels", "."], cwd=source,
         timeout=BUILD_TIMEOUT)
     (wheel,) = (work / "wheels").glob("habana_assist-*.whl")
@@ -172,8 +173,8 @@ def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(built)
     # README's Debian commands as written: Debian's Python, whose --system-site-packages reaches Debian's numpy,
     # setuptools, wheel and the other dependencies (--no-index: nothing fetched)
     py = venv(venv_dir, system_site=True)
-    run([py, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-index", "."], cwd=built["source"],
-        timeout=BUILD_TIMEOUT)
+    run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation", "--no-index", "."],
+        cwd=built["source"], timeout=BUILD_TIMEOUT)
     out = check_install(py, venv_dir, built["work"])
     debian_numpy = run([DEBIAN_PYTHON, "-c", "import numpy; print(numpy.__version__)"], cwd=built["work"])
     debian_numpy = debian_numpy.stdout.strip()
