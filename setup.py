@@ -12,7 +12,7 @@ source and headers (as the compiler listed them, -MMD) are older than it is reus
 what it touches. Environment:
   HA_WERROR=1            warnings are errors (scripts/setup.sh and CI)
   HA_AVX512_EMULATED=1   also build the kernel variant "avx512-emulated" (the AVX-512 source on SIMDe, run by
-                         the tests on CPUs without AVX-512; needs libsimde-dev, and minutes of one core); 0 leaves
+                         the tests on CPUs without AVX-512; needs libsimde-dev, and a minute of one core); 0 leaves
                          it out; unset, it is kept where this tree's build/ holds its object up to date, else left
                          out. Without it, HA_KERNELS=avx512-emulated is refused at import, saying how to build it.
   HA_BUILD_JOBS=N        compile N sources at a time
@@ -43,6 +43,10 @@ flags = ["-std=c11", "-O2", "-g0", "-fvisibility=hidden", "-ffp-contract=off", "
          "-Wno-missing-field-initializers", "-Wno-psabi"]
 if os.environ.get("HA_WERROR") == "1":
     flags.append("-Werror")
+# After the flags above, for one file each. The AVX-512 emulation at -O1: -O2's optimisation of SIMDe's inlined
+# intrinsics is most of the whole build's compile time, for a variant only the tests run, whose results no -O level
+# changes (IEEE arithmetic without -ffast-math or contraction).
+FILE_FLAGS = {EMULATED: ["-O1"]}
 
 
 class BuildError(PlatformError):
@@ -104,7 +108,7 @@ class BuildCore(build_ext):
         except (OSError, ValueError):
             built = None  # a fresh build_temp beside a built extension (scripts/test.sh's install): its dates decide
         compiled_with = {"compiler": list(self.compiler.compiler_so), "flags": list(ext.extra_compile_args),
-                         "macros": [list(m) for m in ext.define_macros]}
+                         "file_flags": FILE_FLAGS, "macros": [list(m) for m in ext.define_macros]}
         same_flags = built is not None and built.get("compiled_with") == compiled_with
         ext.sources = self._sources(ext, keep_emulated=same_flags)
         config = {"compiled_with": compiled_with, "sources": ext.sources}
@@ -200,7 +204,8 @@ class BuildCore(build_ext):
             for stale in (obj, obj + ".d"):  # a failed compile must not leave an older object that looks current
                 if os.path.exists(stale):
                     os.remove(stale)
-            cc._compile(obj, src, ext, cc_args, list(extra) + ["-MMD", "-MF", obj + ".d"], pp_opts)
+            cc._compile(obj, src, ext, cc_args, list(extra) + FILE_FLAGS.get(src, []) + ["-MMD", "-MF", obj + ".d"],
+                        pp_opts)
 
         with ThreadPoolExecutor(_jobs(self.parallel)) as pool:
             futures = [pool.submit(one, o) for o in todo]

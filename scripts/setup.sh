@@ -10,7 +10,7 @@
 #     check          imports the package and prints its version, kernel variants and threads
 #
 # HA_AVX512_EMULATED=1 also builds the kernel variant avx512-emulated (the AVX-512 source on SIMDe, for the tests on
-# CPUs without AVX-512; minutes of one core), and then `packages` installs libsimde-dev for it; 0 leaves it out;
+# CPUs without AVX-512; a minute of one core), and then `packages` installs libsimde-dev for it; 0 leaves it out;
 # unset keeps it where build/ holds it up to date (setup.py). HA_WERROR=1 (the default here) makes warnings errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -51,8 +51,8 @@ static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, 
 static const ha_kernels *scalar_if_runs(void) { return &ha_kernels_scalar; }
 static const ha_kernels *avx2_if_runs(void) { return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL; }
 static const ha_kernels *avx512_if_runs(void) { return cpu_has_avx512() ? ha_kernels_avx512() : NULL; }
-/* kernels_avx512_emulated.c is linked only into builds that ask for it (setup.py's HA_AVX512_EMULATED=1: minutes of
- * compiling for a variant only the tests use); elsewhere this weak reference is NULL. */
+/* kernels_avx512_emulated.c is linked only into builds that ask for it (setup.py's HA_AVX512_EMULATED=1: the longest
+ * compile of all, for a variant only the tests use); elsewhere this weak reference is NULL. */
 #pragma weak ha_kernels_avx512_emulated
 static const ha_kernels *avx512_emulated_if_runs(void) {
     return ha_kernels_avx512_emulated && cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
