@@ -6,7 +6,8 @@ checkout's habana_assist on sys.path:
     bash scripts/reference_env.sh
     bash benchmarks/llamacpp_peer.sh SNAPSHOT      # optional: llama.cpp's tools and GGUFs of the shipped pair
     .venv-reference/bin/python benchmarks/bench_peers.py [--new-tokens 64] [--prompts 4] [--repeats 2]
-        [--no-tinyllama] [--llamacpp /tmp/habana_assist_bench]
+        [--no-tinyllama | --no-pair] [--tinyllama-prompts 2] [--tinyllama-new-tokens 32]
+        [--llamacpp /tmp/habana_assist_bench]
 
 Table 1, the shipped pair (`habana-assist/pycode` + `habana-assist/pycode-draft`), greedy, on the demo's held-out
 prompts (cli.demo_prompts), exactly --new-tokens new tokens per prompt (min_new_tokens = max_new_tokens in every
@@ -25,7 +26,8 @@ is the parity promise; bfloat16 and int8 rows round differently and may part aft
 where).
 
 Table 2, the TinyLlama-1.1B shape (benchmarks/bench_decode.py's random bfloat16 checkpoint; token ids of the same
-prompts, no tokenizer): plain for habana_assist (bfloat16, w8a8) and Transformers (float32, bfloat16), and prompt
+prompts, no tokenizer; --tinyllama-prompts x --tinyllama-new-tokens, fewer than table 1's: Transformers in float32 makes a
+few tokens a second there): plain for habana_assist (bfloat16, w8a8) and Transformers (float32, bfloat16), and prompt
 lookup (prompt_lookup_num_tokens 10) in each; llama.cpp is left out there (its converter needs a tokenizer).
 """
 
@@ -234,8 +236,8 @@ def tinyllama(args):
     from bench_decode import DEFAULT_DIR, write_checkpoint
     write_checkpoint(DEFAULT_DIR)
     tok = ha.AutoTokenizer.from_pretrained(TARGET)
-    prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(args.prompts, 30)]
-    n, cases = args.new_tokens, []
+    prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(args.tinyllama_prompts, 30)]
+    n, cases = args.tinyllama_new_tokens, []
     ours = {d: ha.AutoModelForCausalLM.from_pretrained(DEFAULT_DIR, dtype=d) for d in ("bfloat16", "w8a8")}
     for d, m in ours.items():
         gen = lambda ids, k, m=m, **kw: m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False, **kw)  # noqa: E731
@@ -274,6 +276,9 @@ def main():
     p.add_argument("--prompts", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--no-tinyllama", action="store_true")
+    p.add_argument("--no-pair", action="store_true", help="only the TinyLlama-shape table")
+    p.add_argument("--tinyllama-prompts", type=int, default=2, help="prompts of table 2 (default 2)")
+    p.add_argument("--tinyllama-new-tokens", type=int, default=32, help="new tokens per prompt in table 2 (default 32)")
     p.add_argument("--llamacpp", default="/tmp/habana_assist_bench")
     args = p.parse_args()
     threads = ha.get_num_threads()
@@ -282,7 +287,8 @@ def main():
                                 open("/proc/cpuinfo").read())))
     print(f"habana_assist {ha.__version__} (kernels {ha.kernels_name()}), Transformers {transformers.__version__}, "
           f"torch {torch.__version__}, {threads} threads each; ISA: {' '.join(isa)}")
-    shipped_pair(args, threads)
+    if not args.no_pair:
+        shipped_pair(args, threads)
     if not args.no_tinyllama:
         tinyllama(args)
 
