@@ -1,4 +1,5 @@
-"""C-level tests of the core (tests/c/test_core.c), built with AddressSanitizer and UndefinedBehaviorSanitizer.
+"""C-level tests of the core (tests/c/: one program, its tests by layer, main.c listing them), built with
+AddressSanitizer and UndefinedBehaviorSanitizer.
 
 The C program is compiled once per session into pytest's temporary directory (never into the repository) and
 asked for its test names with --list while pytest collects, so each C test is one pytest test. Each runs in
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SOURCE = ROOT / "tests" / "c" / "test_core.c"
+SOURCES = sorted(str(p) for p in (ROOT / "tests" / "c").glob("*.c"))  # they share tests/c/test_core.h
 CFLAGS = [
     "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
     "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-Wno-psabi", "-pthread",  # -Wno-psabi: see setup.py
@@ -48,7 +49,7 @@ def build(config):
         return _build
     out_dir = _tmp_dir(config)
     binary = out_dir / "test_core"
-    sources = [str(SOURCE), *_core_sources()]
+    sources = [*SOURCES, *_core_sources()]
     # one compiler per source, all at once (the sanitizers make each slow), then one link
     jobs = []
     for i, src in enumerate(sources):

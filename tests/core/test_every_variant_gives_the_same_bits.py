@@ -1,6 +1,6 @@
 """Every kernel variant gives the same bits (csrc/kernels/kernels.h): no output depends on the variant. Tested on
 whole forwards and generations, where every kernel's sums meet (matmuls, attention's scores and values, the online
-softmax, norms, activations, quantized activations), not kernel by kernel (tests/c/test_core.c does that):
+softmax, norms, activations, quantized activations), not kernel by kernel (tests/c/test_kernels.c does that):
 
 - every model family of the fixtures (tests/fixtures/family_checkpoints.py), and one whose sizes leave a tail past
   the last 8 everywhere (hidden size 36, head size 12, intermediate 44), a sliding-window family whose prompt wraps

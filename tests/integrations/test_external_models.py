@@ -174,7 +174,7 @@ def test_drafting_ahead_beside_a_wrapped_target_changes_nothing(small):
     """overlap=True: the native draft drafts the next round while the wrapped forward runs; the same tokens, sources
     and counts as overlap=False for greedy, coupled and rejection sampling, both schedules, a batch; over the calls
     the thread drafted ahead, and where the draft is the target's own weights (every guess right) rounds used it.
-    The default (None) does not draft ahead on the CPU; tests/c/test_core.c tests the core's side in detail."""
+    The default (None) does not draft ahead on the CPU; tests/c/test_generation.c tests the core's side in detail."""
     t, _, native_t, native_d = small
     ext = ha.wrap(Slow(t, one_at_a_time=True))
     assert ext.overlap is None
