@@ -56,9 +56,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The package of this checkout, or (the --busy children of --baseline) the checkout the parent names.
 sys.path.insert(0, os.environ.get("HA_BENCH_PACKAGE_ROOT") or os.path.join(HERE, ".."))
-import habana_assist as ha  # noqa: E402
+import habana_assist as ha  # noqa: E402 - found through the sys.path entry above
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
-from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file  # noqa: E402 - found through the sys.path entry above
 
 TINYLLAMA = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
@@ -140,8 +140,8 @@ def child_ours(directory, dtype, repeats):
     rng = np.random.default_rng(1)
     prompt = rng.integers(3, V, size=(1, 128))
     model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
-    gen = lambda ids, n: model.generate(ids, max_new_tokens=n)  # noqa: E731
-    decode = lambda: (timed(lambda: gen(prompt[:, :8], 33), repeats)  # noqa: E731
+    gen = lambda ids, n: model.generate(ids, max_new_tokens=n)  # noqa: E731 - one-line helpers, timed below
+    decode = lambda: (timed(lambda: gen(prompt[:, :8], 33), repeats)  # noqa: E731 - likewise
                       - timed(lambda: gen(prompt[:, :8], 1), repeats)) / 32
     decode_s = [decode()]
     model.blas_prefill = False  # the batch-invariant kernels
@@ -353,7 +353,7 @@ def child_family(directory, dtype, repeats):
     V = model.vocab_size
     prompt = np.random.default_rng(1).integers(3, V, size=(1, 16))
     model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
-    gen = lambda n: model.generate(prompt, max_new_tokens=n)  # noqa: E731
+    gen = lambda n: model.generate(prompt, max_new_tokens=n)  # noqa: E731 - a one-line helper, timed below
     decode_s = (timed(lambda: gen(33), repeats) - timed(lambda: gen(1), repeats)) / 32
     bandwidth, steps = [], []
     for _ in range(3):

@@ -38,10 +38,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))  # the torch model
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.integrations import external  # noqa: E402
-from habana_assist.cli import demo_prompts  # noqa: E402
-from torch_causal_lm import TorchCausalLM  # noqa: E402
+import habana_assist as ha
+from habana_assist.integrations import external
+from habana_assist.cli import demo_prompts
+from torch_causal_lm import TorchCausalLM
 
 
 class Timed(TorchCausalLM):

@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
 
-import interrupt_child  # noqa: E402
+import interrupt_child
 
 UNTIMED = ("handler_without_raise", "ignored", "from_pretrained")
 INTERRUPTED = [s for s in interrupt_child.SCENARIOS if s not in UNTIMED] + list(interrupt_child.TIMED)

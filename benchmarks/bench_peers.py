@@ -50,13 +50,13 @@ try:
 except ImportError as e:  # Debian's python3: no Transformers
     sys.exit(f"bench_peers: {e}; run it with the reference environment's Python: bash scripts/reference_env.sh, then "
              f".venv-reference/bin/python benchmarks/bench_peers.py")
-import numpy as np
+import numpy as np  # noqa: E402 - after the check above, which names the Python to run
 
-import habana_assist as ha
+import habana_assist as ha  # noqa: E402 - likewise
 
 transformers.logging.set_verbosity_error()  # its notes on generation arguments and the loading bars: tables only
 transformers.utils.logging.disable_progress_bar()
-from habana_assist.cli import demo_prompts
+from habana_assist.cli import demo_prompts  # noqa: E402 - likewise
 
 TARGET, DRAFT = "habana-assist/pycode", "habana-assist/pycode-draft"
 
@@ -240,7 +240,7 @@ def tinyllama(args):
     n, cases = args.tinyllama_new_tokens, []
     ours = {d: ha.AutoModelForCausalLM.from_pretrained(DEFAULT_DIR, dtype=d) for d in ("bfloat16", "w8a8")}
     for d, m in ours.items():
-        gen = lambda ids, k, m=m, **kw: m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False, **kw)  # noqa: E731
+        gen = lambda ids, k, m=m, **kw: m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False, **kw)  # noqa: E731 - one model's call, bound by m=m
         cases.append(Case("habana_assist", d, "plain", ids_runner(gen, prompts, n)))
         cases.append(Case("habana_assist", d, "prompt lookup", ids_runner(gen, prompts, n,
                                                                           prompt_lookup_num_tokens=10)))

@@ -25,9 +25,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import habana_assist as ha  # noqa: E402
-from habana_assist import _core  # noqa: E402
-from habana_assist.cli import demo_prompts  # noqa: E402
+import habana_assist as ha
+from habana_assist import _core
+from habana_assist.cli import demo_prompts
 
 PEER = "/tmp/habana_assist_bench/llama.cpp-build/bin/llama-bench"
 GGUF = "/tmp/habana_assist_bench/pycode-f32.gguf"

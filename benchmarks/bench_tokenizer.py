@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
-from habana_assist.tokenization.tokenizer_json import TokenizerJSON  # noqa: E402
+from habana_assist.tokenization.tokenizer_json import TokenizerJSON  # noqa: E402 - found through the sys.path entry above
 
 FAMILIES = ("llama2", "llama3", "qwen3", "gemma3")
 

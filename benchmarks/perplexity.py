@@ -12,8 +12,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import habana_assist as ha  # noqa: E402
-from habana_assist.pretrained.evaluation import held_out_windows, perplexity  # noqa: E402
+import habana_assist as ha
+from habana_assist.pretrained.evaluation import held_out_windows, perplexity
 
 
 def main():

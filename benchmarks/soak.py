@@ -35,7 +35,7 @@ try:
 except ImportError:  # run from a checkout: the package is the folder above benchmarks/
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import habana_assist as ha
-from habana_assist.errors import CacheCapacityError, InvalidInputError  # noqa: E402
+from habana_assist.errors import CacheCapacityError, InvalidInputError
 
 PROMPTS = ["def fib(n):\n    ", "import os\nimport sys\n\n", "class Stack:\n    def __init__(self):\n        self.",
            "for i in range(10):\n    print(", "    return "]

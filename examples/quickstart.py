@@ -19,7 +19,7 @@ try:
 except ImportError:  # run from a checkout of the repository: the package is the folder above examples/
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import habana_assist as ha
-from habana_assist.checkpoints.safetensors import save_file  # noqa: E402
+from habana_assist.checkpoints.safetensors import save_file
 
 
 def write_random_llama(directory, layers, hidden, seed, vocab=256):
@@ -32,7 +32,7 @@ def write_random_llama(directory, layers, hidden, seed, vocab=256):
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "hidden_act": "silu",
               "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
               "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2}
-    w = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)  # noqa: E731
+    w = lambda *shape: (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)  # noqa: E731 - a one-line helper
     tensors = {"model.embed_tokens.weight": w(vocab, hidden) * 8, "model.norm.weight": np.ones(hidden, np.float32)}
     for i in range(layers):
         p = f"model.layers.{i}."

@@ -20,7 +20,7 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="habana-assist-tests-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-import habana_assist as ha
+import habana_assist as ha  # noqa: E402 - imported only once the Hub environment above is set
 
 # scripts/test.sh's second step runs the subprocess tests from a copy of tests/ against the package installed into a
 # virtual environment, naming the checkout in HA_TEST_INSTALLED: the package imported here must be the venv's.

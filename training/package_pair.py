@@ -17,8 +17,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llama_torch import MAX_POSITIONS, SPECIAL, load_bf16, save_bf16  # noqa: E402
-from train_gpu import DRAFT, TARGET, TOKENIZER  # noqa: E402
+from llama_torch import MAX_POSITIONS, SPECIAL, load_bf16, save_bf16  # noqa: E402 - found through the sys.path entry above
+from train_gpu import DRAFT, TARGET, TOKENIZER  # noqa: E402 - found through the sys.path entry above
 
 
 # The draft's generation config carries its assisted-generation defaults, where Transformers reads them (the

@@ -32,8 +32,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from collect_corpus import read_docs, read_held_out  # noqa: E402
-from llama_torch import SPECIAL, Llama, load_into, n_params, save_bf16  # noqa: E402
+from collect_corpus import read_docs, read_held_out  # noqa: E402 - found through the sys.path entry above
+from llama_torch import SPECIAL, Llama, load_into, n_params, save_bf16  # noqa: E402 - found through the sys.path entry above
 
 TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
               num_key_value_heads=2, tie_word_embeddings=False)

@@ -548,5 +548,5 @@ class GenerationMixin:
 
 # The drafters read this module's outputs (TokenSource), so they are imported after them, as tokenization_utils.py
 # imports its backends.
-from . import candidate_generator, universal as _universal  # noqa: E402
-from ..cache_utils import cache_after_generate, check_generate_cache  # noqa: E402
+from . import candidate_generator, universal as _universal  # noqa: E402 - after TokenSource: see above
+from ..cache_utils import cache_after_generate, check_generate_cache  # noqa: E402 - with the drafters

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _core
 from ..checkpoints.hub import CONFIG_FILES, MODEL_FILES, pop_hub_arguments, resolve
 from ..checkpoints.loading import load_checkpoint
-from ..configuration_utils import AutoConfig, SUPPORTED_ARCHITECTURES  # noqa: F401 (AutoConfig: Transformers' place)
+from ..configuration_utils import AutoConfig, SUPPORTED_ARCHITECTURES
 from ..errors import InvalidInputError, UnsupportedModelError
 from ..modeling_utils import PreTrainedCausalLM
 

@@ -979,7 +979,7 @@ class AutoTokenizer:
 
 # The backends import this module's base class and helpers, so they are imported last; their names stay
 # importable from here (habana_assist.tokenization.LlamaTokenizer, ._bad_piece, ...).
-from .tokenization_fast import (_LLAMA_CLASSES, _NO_TYPE_IDS_CLASSES, _REBUILDING_KEYS,  # noqa: E402,F401
+from .tokenization_fast import (_LLAMA_CLASSES, _NO_TYPE_IDS_CLASSES, _REBUILDING_KEYS,  # noqa: E402 - last: see above
                                 PreTrainedTokenizerFast)
-from .tokenization_spm import (_NO_DUMMY_PREFIX, _SPIECE_UNDERLINE, LlamaTokenizer,  # noqa: E402,F401
+from .tokenization_spm import (_NO_DUMMY_PREFIX, _SPIECE_UNDERLINE, LlamaTokenizer,  # noqa: E402 - last: see above
                                _bad_piece, _normalizer_spec, _proto_fields)

@@ -45,7 +45,7 @@ def _tqdm_class(required):
         return None
     if "ipykernel" in sys.modules:  # in a notebook: tqdm's widget where ipywidgets can draw it
         try:
-            import ipywidgets  # noqa: F401
+            import ipywidgets  # noqa: F401 - tqdm.notebook's widgets need it: imported to learn it is there
             import tqdm.notebook
             return tqdm.notebook.tqdm
         except ImportError:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 
-from checkpoints import maps_file  # noqa: E402
+from checkpoints import maps_file
 from habana_assist.configuration_utils import LlamaConfig
 from habana_assist.errors import CheckpointError, CheckpointNotFoundError, UnsupportedModelError
 from habana_assist.checkpoints.loading import load_checkpoint

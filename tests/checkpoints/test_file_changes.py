@@ -11,17 +11,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.checkpoints import loading  # noqa: E402
-from habana_assist.errors import CheckpointError  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
+import habana_assist as ha
+from habana_assist.checkpoints import loading
+from habana_assist.errors import CheckpointError
+from checkpoints import write_random_checkpoint
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TIMEOUT = 300  # seconds for a child process: a hang is a failure, not a stuck test run
 IDS = np.array([[3, 17, 42, 5, 9, 11]])

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 
-from checkpoints import maps_file  # noqa: E402
-from habana_assist.checkpoints.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,  # noqa: E402
+from checkpoints import maps_file
+from habana_assist.checkpoints.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,
                                        read_metadata, read_safetensors, save_file, to_bfloat16_bits)
 
 

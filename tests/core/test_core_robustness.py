@@ -9,9 +9,9 @@ import pytest
 import habana_assist as ha
 from habana_assist import _core
 
-from checkpoints import write_random_checkpoint  # noqa: E402
+from checkpoints import write_random_checkpoint
 
-from habana_assist.generation.options import processing_args  # noqa: E402
+from habana_assist.generation.options import processing_args
 
 # every processor off (the processors' options of _core.generate with a default GenerationConfig)
 OFF = processing_args(ha.GenerationConfig(), 3, 4, [], None, None, None)

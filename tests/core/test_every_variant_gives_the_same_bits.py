@@ -29,7 +29,7 @@ from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 sys.path.insert(0, FIXTURES)
 
-from family_checkpoints import FAMILIES, write_family_checkpoint  # noqa: E402
+from family_checkpoints import FAMILIES, write_family_checkpoint  # noqa: E402 - found through the sys.path entry above
 
 DTYPES = ["float32", "bfloat16", "float16", "float32-rowmajor", "int8", "w8a8", "int4", "bfloat16-pairs"]
 VOCAB = 96

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist import _core  # noqa: E402
-import interrupt_child  # noqa: E402
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
+import habana_assist as ha
+from habana_assist import _core
+import interrupt_child
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "wrapped")
 

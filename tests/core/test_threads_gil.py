@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist import _core  # noqa: E402
-from habana_assist.errors import InvalidInputError  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env  # noqa: E402
+import habana_assist as ha
+from habana_assist import _core
+from habana_assist.errors import InvalidInputError
+from checkpoints import write_random_checkpoint
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 SMALL_VOCAB = 256
 SMALL = dict(vocab_size=SMALL_VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,

@@ -17,7 +17,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: torch in, torch out; (batch, prompt + new) int64; the prompt comes back first; greedy is the default
 # and deterministic; the length limit is the model's generation_config (max_new_tokens).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 assert isinstance(outputs, torch.Tensor) and outputs.dtype == torch.int64, (type(outputs), outputs.dtype)
 prompt_len = inputs["input_ids"].shape[1]

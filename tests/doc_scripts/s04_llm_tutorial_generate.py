@@ -9,7 +9,7 @@ model = AutoModelForCausalLM.from_pretrained(
     os.environ["HA_MODEL"], device_map="auto", load_in_4bit=True
 )
 
-from habana_assist import AutoTokenizer  # noqa: E402
+from habana_assist import AutoTokenizer  # noqa: E402 - where Transformers' documentation imports it
 
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"], padding_side="left")
 model_inputs = tokenizer(["A list of colors: red, blue"], return_tensors="pt").to("cpu")
@@ -18,7 +18,7 @@ generated_ids = model.generate(**model_inputs)
 print(tokenizer.batch_decode(generated_ids, skip_special_tokens=True)[0])
 
 # Checks: the decoded text continues the prompt; the attention mask came along; output is torch.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 assert tokenizer.padding_side == "left"
 assert isinstance(model_inputs["attention_mask"], torch.Tensor) and bool(model_inputs["attention_mask"].all())

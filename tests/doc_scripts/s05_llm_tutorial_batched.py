@@ -17,7 +17,7 @@ print(tokenizer.batch_decode(generated_ids, skip_special_tokens=True))
 
 # Checks: two rows; the shorter prompt is padded on the left with the eos (now the pad token) and masked; each
 # row continues its own prompt and is exactly what that prompt generates alone.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 assert tokenizer.pad_token == tokenizer.eos_token and tokenizer.pad_token_id == tokenizer.eos_token_id
 ids, mask = model_inputs["input_ids"], model_inputs["attention_mask"]

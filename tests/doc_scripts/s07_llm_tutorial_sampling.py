@@ -9,7 +9,7 @@ tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 
 # Set seed for reproducibility -- you don't need this unless you want full reproducibility
-from habana_assist import set_seed  # noqa: E402
+from habana_assist import set_seed  # noqa: E402 - where Transformers' documentation imports it
 set_seed(42)
 
 model_inputs = tokenizer(["I am a cat."], return_tensors="pt").to("cpu")
@@ -24,7 +24,7 @@ print(tokenizer.batch_decode(generated_ids, skip_special_tokens=True)[0])
 
 # Checks: set_seed makes sampling reproducible (the same seed, the same two calls, the same text); sampling
 # differs from greedy here; both continue the prompt.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 set_seed(42)
 greedy_again = model.generate(**model_inputs)

@@ -18,7 +18,7 @@ generated_ids = model.generate(**model_inputs)
 print(tokenizer.batch_decode(generated_ids, skip_special_tokens=True)[0])
 
 # Checks: the short prompt is padded on the left; its row is what "1, 2, 3" gives alone.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 ids, mask = model_inputs["input_ids"], model_inputs["attention_mask"]
 n_pad = int((mask[0] == 0).sum())

@@ -18,7 +18,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: up to 100 new tokens, all in the vocabulary; reproducible from the seed; a second call (the generator
 # moved on) samples something else.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 assert isinstance(outputs, torch.Tensor) and outputs.shape[0] == 1 and prompt_len < outputs.shape[1] <= prompt_len + 100

@@ -22,7 +22,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # Checks: every sampled token is one of the 2 most likely after what precedes it (the model's own logits for the
 # output sequence, one forward).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(outputs).logits[0]  # (seq, vocab)

@@ -22,7 +22,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # Checks: each sampled token lies in the nucleus: after the default top_k=50, the tokens more likely than it
 # hold less than top_p of the (renormalized) probability.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(outputs).logits[0].double()

@@ -22,7 +22,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # Checks: each sampled token has at least min_p times the probability of the most likely token (and is among the
 # default top_k=50).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(outputs).logits[0].double()

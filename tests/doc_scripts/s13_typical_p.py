@@ -31,7 +31,7 @@ print(outputs.scores[1][0, greedy_second])
 
 # Checks: one (batch, vocab) torch scores tensor per new token; the scores are the processed ones, so the typical
 # set leaves few finite entries (at most the default top_k=50), and each sampled token is among them.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 sequences = outputs.sequences

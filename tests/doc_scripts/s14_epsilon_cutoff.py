@@ -23,7 +23,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # Checks: each sampled token has probability >= epsilon (after the default top_k=50, renormalized), or is the
 # most likely token (kept when none passes).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(outputs).logits[0].double()

@@ -23,9 +23,9 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # Checks: each sampled token has probability >= eta = min(epsilon, sqrt(epsilon) * exp(-entropy)) (after the
 # default top_k=50, renormalized), or is the most likely token.
-import math  # noqa: E402
+import math  # noqa: E402 - where Transformers' documentation imports it
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(outputs).logits[0].double()

@@ -21,7 +21,7 @@ print(tokenizer.batch_decode(penalized_ids, skip_special_tokens=True)[0])
 
 # Checks: each penalized greedy token is the argmax of the logits after the penalty: every token already in the
 # sequence (prompt included) has its logit divided by 1.1 if positive, multiplied by 1.1 if negative.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 logits = model(penalized_ids).logits[0]

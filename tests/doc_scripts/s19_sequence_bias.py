@@ -35,7 +35,7 @@ print(tokenizer.batch_decode(biased_ids, skip_special_tokens=True)[0])
 
 # Checks: the bias on "list" (no space) changes nothing; on " list" each greedy token is the argmax of the
 # logits with -10 added to that token, and " list" no longer comes first.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 assert torch.equal(unchanged_ids, summary_ids), (unchanged_ids, summary_ids)

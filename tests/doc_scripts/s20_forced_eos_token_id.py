@@ -19,7 +19,7 @@ forced = model.generate(**inputs, max_new_tokens=10, forced_eos_token_id=tokeniz
 print(tokenizer.batch_decode(forced)[0])
 
 # Checks: the last token is the eos, in place of the 10th new token (the first 9 are the plain output's).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 assert outputs.shape[1] == prompt_len + 10 and tokenizer.eos_token_id not in outputs[0, prompt_len:].tolist()

@@ -39,7 +39,7 @@ print(tokenizer.batch_decode(outputs)[0])
 # passed here, as in Transformers (it warns); the decay makes the eos win long before that. The processed eos
 # score is the raw logit raised by |logit| * (1.6 ** k - 1) once k = len(sequence) - (prompt length + 15) > 0, then
 # divided by the temperature (output_logits gives the raw logits, output_scores the processed ones).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 eos = tokenizer.eos_token_id
 prompt_len = inputs["input_ids"].shape[1]

@@ -21,7 +21,7 @@ print(tokenizer.batch_decode(gen_out, skip_special_tokens=True)[0])
 
 # Checks: generation ends with the token that completes the first "apache.org" (the string spans tokens); the
 # output is the plain output up to there.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 text = tokenizer.decode(gen_out[0, prompt_len:], skip_special_tokens=True)

@@ -16,9 +16,9 @@ print(generation_output[:2])
 # Checks: a GenerateDecoderOnlyOutput with sequences and one (batch, vocab) scores tensor per new token;
 # hidden_states and attentions None; as a tuple and as a dict it keeps only what is not None; greedy picks each
 # step's best score; output_logits adds the raw logits, equal to the scores when nothing processes them.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
-from habana_assist import GenerateDecoderOnlyOutput  # noqa: E402
+from habana_assist import GenerateDecoderOnlyOutput  # noqa: E402 - where Transformers' documentation imports it
 
 assert isinstance(generation_output, GenerateDecoderOnlyOutput), type(generation_output)
 sequences, scores = generation_output.sequences, generation_output.scores

@@ -27,7 +27,7 @@ for tok, score in zip(generated_tokens[0], transition_scores[0]):
 
 # Checks: (batch, new tokens) log-probabilities of the chosen tokens, as log_softmax of each step's scores; greedy
 # chose the most likely token, so each is that step's maximum.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 assert tokenizer.pad_token_id == tokenizer.eos_token_id
 assert isinstance(transition_scores, torch.Tensor) and transition_scores.shape == (1, 5), transition_scores.shape

@@ -15,10 +15,10 @@ _ = model.generate(**inputs, streamer=streamer, max_new_tokens=20)
 
 # Checks: what the streamer prints is the decoded output (prompt included, as skip_prompt=False), then a newline;
 # the returned output is the one generate() gives without a streamer.
-import contextlib  # noqa: E402
-import io  # noqa: E402
+import contextlib  # noqa: E402 - where Transformers' documentation imports it
+import io  # noqa: E402 - where Transformers' documentation imports it
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 printed = io.StringIO()
 with contextlib.redirect_stdout(printed):

@@ -14,7 +14,7 @@ outputs = model.generate(**inputs, assistant_model=assistant_model)
 print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: greedy assisted generation returns exactly what the model alone returns (torch, same shape).
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 plain = model.generate(**inputs)
 assert isinstance(outputs, torch.Tensor) and outputs.dtype == torch.int64

@@ -20,7 +20,7 @@ outputs = model.generate(**inputs, assistant_model=assistant_model, do_sample=Tr
 print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: the prompt first, then tokens of the vocabulary up to the length limit; the seed reproduces the sample.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 prompt_len = inputs["input_ids"].shape[1]
 assert torch.equal(outputs[:, :prompt_len], inputs["input_ids"])

@@ -17,7 +17,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: "the final generated result ... is the same as the original model's generation": greedy output equals
 # plain greedy output, for this and other exit layers.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 plain = model.generate(**inputs, do_sample=False, max_new_tokens=20)
 assert torch.equal(outputs, plain), (outputs, plain)

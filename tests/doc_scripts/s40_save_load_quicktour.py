@@ -29,7 +29,7 @@ pt_model = AutoModelForCausalLM.from_pretrained("./pt_save_pretrained")
 
 # Checks: the directory holds config.json, generation_config.json, model.safetensors and the tokenizer's files;
 # the reloaded model gives bitwise the same logits and the same generation; the reloaded tokenizer encodes alike.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 files = set(os.listdir(pt_save_directory))
 assert {"config.json", "generation_config.json", "model.safetensors"} <= files, files

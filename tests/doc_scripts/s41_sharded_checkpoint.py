@@ -17,7 +17,7 @@ with tempfile.TemporaryDirectory() as tmp_dir:
     model.save_pretrained(tmp_dir, max_shard_size="20MB")
     new_model = AutoModelForCausalLM.from_pretrained(tmp_dir)
 
-import json  # noqa: E402
+import json  # noqa: E402 - where Transformers' documentation imports it
 
 with tempfile.TemporaryDirectory() as tmp_dir:
     model.save_pretrained(tmp_dir, max_shard_size="20MB")
@@ -28,9 +28,9 @@ print(index.keys())
 
 # Checks: model-0000k-of-0000N.safetensors shards (N > 1) and the index, whose weight_map names a shard for every
 # tensor and whose metadata gives the total size; the reloaded model computes bitwise the same logits.
-import re  # noqa: E402
+import re  # noqa: E402 - where Transformers' documentation imports it
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 shards = [name for name in listing if re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", name)]
 assert len(shards) > 1 and "model.safetensors.index.json" in listing and "config.json" in listing, listing

@@ -26,7 +26,7 @@ print(unused_kwargs)
 
 # Checks: both files exist and are JSON; what is loaded back equals what was saved; the variation applies top_k
 # and do_sample and returns the unknown argument.
-import json  # noqa: E402
+import json  # noqa: E402 - where Transformers' documentation imports it
 
 original = GenerationConfig.from_pretrained(os.environ["HA_MODEL"])
 for name in ("generation_config.json", "my_configuration.json"):

@@ -12,7 +12,7 @@ generation_config = GenerationConfig(
 )
 generation_config.save_pretrained("my_account/my_model")
 
-from habana_assist import AutoTokenizer  # noqa: E402
+from habana_assist import AutoTokenizer  # noqa: E402 - where Transformers' documentation imports it
 
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])
 
@@ -34,7 +34,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: the files were written; the named configuration drives generate(): 12 new tokens at most, no 2-gram
 # repeated; the sampling one loads back as saved.
-import json  # noqa: E402
+import json  # noqa: E402 - where Transformers' documentation imports it
 
 with open("my_account/my_model/generation_config.json") as f:
     saved = json.load(f)

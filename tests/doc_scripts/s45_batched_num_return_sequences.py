@@ -17,7 +17,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 
 # Checks: batch * num_return_sequences rows, each prompt's copies adjacent; row r is what a batch of the repeated
 # prompts gives with the same seed; the copies of a prompt differ.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 assert outputs.shape[0] == 6, outputs.shape
 width = model_inputs["input_ids"].shape[1]

@@ -30,7 +30,7 @@ generated_ids_short = model.generate(**inputs)
 
 # Checks: with the edited eos the output ends at that token's first new occurrence and is the plain output up to
 # there; max_new_tokens set on model.generation_config bounds the next call.
-import torch  # noqa: E402
+import torch  # noqa: E402 - where Transformers' documentation imports it
 
 first = generated_ids[0, prompt_len:].tolist().index(new_eos)
 assert generated_ids_eos.shape[1] == prompt_len + first + 1, (generated_ids_eos.shape, first)

@@ -35,10 +35,10 @@ if importlib.util.find_spec("habana_assist") is None:  # else the one on the pat
     # run as a script from a checkout: its package, two folders above tests/fuzz/
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from habana_assist import _core  # noqa: E402
-from habana_assist.errors import HabanaAssistError  # noqa: E402
+from habana_assist import _core
+from habana_assist.errors import HabanaAssistError
 
 
 class CallbackStop(Exception):

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import reference as R  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi_square  # noqa: E402
+import habana_assist as ha
+import reference as R
+from checkpoints import write_random_checkpoint
+from stats import chi_square
 
 VOCAB = 64
 NEW = 24
@@ -167,7 +167,7 @@ def test_batch_statistics_are_the_rows_alone_summed(models, kind, schedule):
 
 
 # the chi-square pair of test_rejection_sampling.py (a target and an unrelated draft over a vocabulary of 8)
-from test_rejection_sampling import TEMPERATURE, V, pair  # noqa: E402,F401  (pair: a pytest fixture)
+from test_rejection_sampling import TEMPERATURE, V, pair  # noqa: E402, F401 - this section's own; pair: a fixture
 
 CHI_PROMPTS = [[1, 2, 3], [4, 5, 6, 7, 1]]   # two rows of different lengths, left-padded
 T_NEW = 2
@@ -188,7 +188,7 @@ def exact_joint(model, prompt):
 
 
 @pytest.mark.parametrize("schedule", ("constant", "cost"))
-def test_batched_rejection_sampling_draws_each_row_from_the_target(pair, schedule):
+def test_batched_rejection_sampling_draws_each_row_from_the_target(pair, schedule):  # noqa: F811 - the fixture
     target, draft = pair
     target.set_assisted_costs(ha.AssistedCosts(draft_step=0.01, target=(1.0, 1.05, 1.1)), draft)
     ids, mask = left_padded(CHI_PROMPTS)

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
+import habana_assist as ha
+from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits
+from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 NEW = 32                          # max_new_tokens of most comparisons

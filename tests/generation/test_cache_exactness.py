@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
+import habana_assist as ha
+from checkpoints import write_random_checkpoint
 
 VOCAB = 256
 # Larger than the logits tests' models so that a 2-thread pool has rows to split.

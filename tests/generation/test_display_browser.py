@@ -11,7 +11,7 @@ import habana_assist as ha
 from habana_assist.generation.display import token_texts
 
 
-import browser  # noqa: E402
+import browser
 
 pytestmark = pytest.mark.skipif(browser.CHROMIUM is None, reason=browser.SKIP_REASON)
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import reference as R  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi2_critical, chi2_sf  # noqa: E402
+import habana_assist as ha
+import reference as R
+from checkpoints import write_random_checkpoint
+from stats import chi2_critical, chi2_sf
 
 VOCAB = 64
 PAD = 0

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.generation import utils as generation_utils  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
+import habana_assist as ha
+from habana_assist.generation import utils as generation_utils
+from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 EOS = 2

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import CheckpointError  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import CheckpointError
+from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 PROMPT = np.array([[3, 4, 5]], dtype=np.int64)

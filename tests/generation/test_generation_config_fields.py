@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import CheckpointError, InvalidInputError  # noqa: E402
-from habana_assist.generation.utils import GenerateDecoderOnlyOutput  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import CheckpointError, InvalidInputError
+from habana_assist.generation.utils import GenerateDecoderOnlyOutput
 
 # Written from Transformers' src/transformers/generation/configuration_utils.py (GenerationConfig.__init__, 4.x;
 # top_h from the later releases that have it).

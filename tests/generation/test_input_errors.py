@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import (CacheCapacityError, CheckpointNotFoundError, HabanaAssistError,  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import (CacheCapacityError, CheckpointNotFoundError, HabanaAssistError,
                                   InvalidInputError)
-from checkpoints import write_random_checkpoint  # noqa: E402
+from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 CAPACITY = 8

@@ -13,16 +13,15 @@ pair (vocabulary 8, as tests/generation/test_rejection_sampling.py), against the
 generate()'s output_scores; the same draws fail the test against the unprocessed distribution.
 """
 
-import math
 import os
 
 import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi2_sf, chi_square  # noqa: E402
+import habana_assist as ha
+from checkpoints import write_random_checkpoint
+from stats import chi2_sf, chi_square
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")

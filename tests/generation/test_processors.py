@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import processors_reference as P  # noqa: E402
+import habana_assist as ha
+import processors_reference as P
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")

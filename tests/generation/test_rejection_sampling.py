@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import reference as R  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi2_sf, chi_square  # noqa: E402
+import habana_assist as ha
+import reference as R
+from checkpoints import write_random_checkpoint
+from stats import chi2_sf, chi_square
 
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)

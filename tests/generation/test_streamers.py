@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import InvalidInputError  # noqa: E402
-import tokenizer_fixture as tf  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import InvalidInputError
+import tokenizer_fixture as tf
 
 PROMPTS = ["def fib(n):\n    ", "import os\n", "class A:\n\tpass\n# caf\u00e9 \U0001F600", "x"]
 NEW = 40

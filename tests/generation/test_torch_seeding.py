@@ -11,8 +11,8 @@ import pytest
 import torch
 
 
-import habana_assist as ha  # noqa: E402
-from family_checkpoints import write_family_checkpoint  # noqa: E402
+import habana_assist as ha
+from family_checkpoints import write_family_checkpoint
 
 PROMPT = np.array([[5, 9, 33, 2, 71, 14]])
 SAMPLED = dict(do_sample=True, temperature=2.0, top_k=None, max_new_tokens=12)

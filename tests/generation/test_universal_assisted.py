@@ -69,7 +69,7 @@ def _write_byte_draft(directory):
             data = np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64) + 1
         np.add.at(counts, (data[:-1], data[1:]), 1)
     log_p = np.log(counts / counts.sum(axis=1, keepdims=True))  # (previous, next)
-    zero = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731
+    zero = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731 - a one-line helper
     tensors = {"model.embed_tokens.weight": np.eye(V, H, dtype=np.float32),
                "model.norm.weight": np.full(H, 1 / np.sqrt(H), dtype=np.float32),  # rmsnorm(one-hot) = sqrt(H) e_x
                "lm_head.weight": np.ascontiguousarray(np.pad(log_p.T, ((0, 0), (0, H - V))), dtype=np.float32),
@@ -273,7 +273,7 @@ def test_same_vocabulary_pair_takes_the_same_tokenizer_path(models, one_core_thr
 
 
 def test_universal_argument_errors_name_the_fix(models):
-    tok, target, draft = models["tok"], models["target"], models["draft"]
+    tok, target = models["tok"], models["target"]
     byte_draft, byte_tok = models["bytes"]
     inputs = _inputs(tok, PROMPTS[0])
     with pytest.raises(InvalidInputError, match="different tokenizers.*assistant_tokenizer"):

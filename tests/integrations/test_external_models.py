@@ -13,15 +13,15 @@ import pytest
 torch = pytest.importorskip("torch")  # tests/integrations/test_torch_io.py asserts torch is installed by the test set-up
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist import _core  # noqa: E402
-from habana_assist.integrations import external  # noqa: E402
-from checkpoints import write_random_checkpoint  # noqa: E402
-from stats import chi_square  # noqa: E402
-from test_assisted_batches import left_padded  # noqa: E402
-from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402
-                                     pair)  # noqa: F401 (the fixture)
-from torch_causal_lm import KVCache, TorchCausalLM  # noqa: E402
+import habana_assist as ha  # noqa: E402 - once torch is known to be there
+from habana_assist import _core  # noqa: E402 - once torch is known to be there
+from habana_assist.integrations import external  # noqa: E402 - once torch is known to be there
+from checkpoints import write_random_checkpoint  # noqa: E402 - once torch is known to be there
+from stats import chi_square  # noqa: E402 - once torch is known to be there
+from test_assisted_batches import left_padded  # noqa: E402 - once torch is known to be there
+from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402 - once torch is known to be there
+                                     pair)  # noqa: F401 - pair: a pytest fixture, named by tests' arguments
+from torch_causal_lm import KVCache, TorchCausalLM  # noqa: E402 - once torch is known to be there
 
 SMALL = dict(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48)
 IDS = np.array([[1, 17, 5, 40, 33, 8]])
@@ -321,7 +321,7 @@ def test_the_core_checks_an_adapters_top_two(top, message):
     assert ctx.length(0) == 0
 
 
-def test_rejection_sampling_through_the_wrapper_draws_the_target_distribution(pair, one_core_thread):
+def test_rejection_sampling_through_the_wrapper_draws_the_target_distribution(pair, one_core_thread):  # noqa: F811 - the imported fixture
     target, draft = pair
     ext = ha.wrap(TorchCausalLM(target.name_or_path))
     K, T, draws = 2, 3, 6000
@@ -368,7 +368,7 @@ def _good(n, cache, dtype=torch.float32, vocab=TINY["vocab_size"]):
                                   past_key_values=SimpleNamespace(crop=lambda m: None)), "NaN"),
     (lambda n, c: SimpleNamespace(logits=_good(n, c).logits, past_key_values=object()), "cannot be cropped"),
 ])
-def test_models_that_break_the_convention_get_clear_errors(pair, make, message):
+def test_models_that_break_the_convention_get_clear_errors(pair, make, message):  # noqa: F811 - the imported fixture
     _, draft = pair
     model = ha.wrap(Returns(make))
     with pytest.raises(ha.HabanaAssistError, match=message):
@@ -388,7 +388,7 @@ class KeepsItsCache(TorchCausalLM):
     __call__ = forward
 
 
-def test_wrap_refuses_what_it_cannot_drive(pair, small):
+def test_wrap_refuses_what_it_cannot_drive(pair, small):  # noqa: F811 - the imported fixture
     target, draft = pair
     with pytest.raises(ha.InvalidInputError, match="not callable"):
         ha.wrap(42)

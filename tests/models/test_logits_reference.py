@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from checkpoints import round_to_bfloat16, write_random_checkpoint  # noqa: E402
-from reference import reference_logits  # noqa: E402
+import habana_assist as ha
+from checkpoints import round_to_bfloat16, write_random_checkpoint
+from reference import reference_logits
 
 REL_TOL = 1e-4
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import family_reference as R  # noqa: E402
-from family_checkpoints import longrope_scaling, write_family_checkpoint  # noqa: E402
+import habana_assist as ha
+import family_reference as R
+from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 VOCAB = 96
 REL_TOL = 1e-4

@@ -32,11 +32,11 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import UnsupportedModelError  # noqa: E402
-import family_reference as R  # noqa: E402
-from checkpoints import round_to_bfloat16  # noqa: E402
-from family_checkpoints import longrope_scaling, write_family_checkpoint  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import UnsupportedModelError
+import family_reference as R
+from checkpoints import round_to_bfloat16
+from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 VOCAB = 96
 REL_TOL = 1e-4

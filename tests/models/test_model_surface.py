@@ -14,10 +14,10 @@ import pytest
 import torch
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.checkpoints.state_dict import dequantize  # noqa: E402
-from checkpoints import maps_file  # noqa: E402
-from family_checkpoints import FAMILIES, write_family_checkpoint  # noqa: E402
+import habana_assist as ha
+from habana_assist.checkpoints.state_dict import dequantize
+from checkpoints import maps_file
+from family_checkpoints import FAMILIES, write_family_checkpoint
 
 TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 IDS = np.array([[3, 17, 42, 5, 61]])

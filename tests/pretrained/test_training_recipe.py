@@ -19,9 +19,9 @@ TRAINING = os.path.join(ROOT, "training")
 sys.path.insert(0, TRAINING)
 torch = pytest.importorskip("torch", reason="training/ needs python3-torch")
 pytest.importorskip("sentencepiece", reason="training/ needs python3-sentencepiece")
-import collect_corpus  # noqa: E402
-import llama_torch  # noqa: E402
-import train_gpu  # noqa: E402
+import collect_corpus  # noqa: E402 - once torch is known to be there
+import llama_torch  # noqa: E402 - once torch is known to be there
+import train_gpu  # noqa: E402 - once torch is known to be there
 
 
 @pytest.mark.parametrize("rel, text, kept", [

@@ -94,7 +94,7 @@ def run_script(path, library, work, arrays):
         os.chdir(old_cwd)
     try:
         result = arrays.plain(namespace.get("result"))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - an unrecordable result is reported, not raised
         result, error = None, error or f"result not recordable: {type(e).__name__}: {e}"
     return {"stdout": out.getvalue(), "error": error, "where": where, "result": result,
             "seconds": round(time.perf_counter() - started, 2)}

@@ -14,7 +14,6 @@ draft (its weights plus noise). Each result is compared here with what Debian's 
 
 One job in the reference worker (hf_reference.Worker) computes all of it."""
 
-import os
 import shutil
 
 import numpy as np

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 
-import tokenizer_fixture  # noqa: E402
-from habana_assist import AutoTokenizer  # noqa: E402
-from habana_assist.tokenization.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,  # noqa: E402
+import tokenizer_fixture
+from habana_assist import AutoTokenizer
+from habana_assist.tokenization.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,
                                          get_json_schema)
-from habana_assist.errors import InvalidInputError  # noqa: E402
+from habana_assist.errors import InvalidInputError
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NPM = os.path.join(HERE, "data", "npm")

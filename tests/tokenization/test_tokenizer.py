@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import CheckpointError, CheckpointNotFoundError, InvalidInputError  # noqa: E402
-import tokenizer_fixture as tf  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
+import tokenizer_fixture as tf
 
 TEXTS = [
     "",

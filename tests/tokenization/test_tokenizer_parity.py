@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-from habana_assist.errors import CheckpointError, InvalidInputError  # noqa: E402
-import tokenizer_data as td  # noqa: E402
-import tokenizer_fixture as tf  # noqa: E402
+import habana_assist as ha
+from habana_assist.errors import CheckpointError, InvalidInputError
+import tokenizer_data as td
+import tokenizer_fixture as tf
 
 SPIECE = "\u2581"
 PLAIN = ["Hello world", "def f(x):\n\treturn x**2\n", "caf\u00e9 \U0001F600 \u4e2d\u6587", "x" * 40, "a\u00a0b", "",

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 
-import habana_assist as ha  # noqa: E402
-import tokenizer_fixture as tf  # noqa: E402
-from package_under_test import PYTHON, child_env  # noqa: E402
+import habana_assist as ha
+import tokenizer_fixture as tf
+from package_under_test import PYTHON, child_env
 
 TIMEOUT = 120  # seconds for one command: a hang is a failure, not a stuck test run
 PROMPT = "def fib(n):\n    if n < 2:"

@@ -20,7 +20,7 @@ import subprocess
 import pytest
 
 
-from package_under_test import PYTHON, SHIPPED, child_env  # noqa: E402
+from package_under_test import PYTHON, SHIPPED, child_env
 
 TEST_NAME = "test_doc_script_runs_and_its_outputs_have_the_documented_properties"
 

@@ -4,7 +4,7 @@ import os
 import subprocess
 
 
-from package_under_test import PYTHON, child_env  # noqa: E402
+from package_under_test import PYTHON, child_env
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
 

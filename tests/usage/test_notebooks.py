@@ -9,7 +9,6 @@ The kernel is ipykernel's own spec for this Python (sys.executable -m ipykernel_
 
 import os
 import re
-import sys
 import time
 
 import nbformat
@@ -20,8 +19,8 @@ from jupyter_client.manager import AsyncKernelManager, KernelManager
 from nbclient import NotebookClient
 
 
-import browser  # noqa: E402
-from package_under_test import PACKAGE_DIR, child_env  # noqa: E402
+import browser
+from package_under_test import PACKAGE_DIR, child_env
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
 KERNEL = "habana-assist-tests"

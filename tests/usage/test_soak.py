@@ -8,7 +8,7 @@ import os
 import subprocess
 
 
-from package_under_test import PYTHON, child_env  # noqa: E402
+from package_under_test import PYTHON, child_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where benchmarks/ is
 
