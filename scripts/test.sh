@@ -45,6 +45,9 @@ cat "$build_log"
 [ "$build_status" -eq 0 ] || { echo "test: the build failed (above)" >&2; exit 1; }
 bash scripts/setup.sh check
 status=0
+# The linter (scripts/lint.sh: ruff, pinned in tests/tools-requirements.txt, in .venv-tools/; pyproject.toml's
+# [tool.ruff]). What it finds fails the command; the suite still runs, so that one run reports both.
+bash scripts/lint.sh || status=1
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
 [ $# -eq 0 ] || exit $status
 
