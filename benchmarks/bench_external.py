@@ -6,8 +6,8 @@ convention of Transformers' causal LMs, wrapped by habana_assist.wrap) with the 
 `habana-assist/pycode-draft`, greedy, on the demo's first two held-out prompts, --new-tokens new tokens each,
 num_assistant_tokens=--k (4; constant). Printed: tokens/s end to end of plain and assisted for the torch target and
 for the native target, the speed-ups, whether assisted equals plain, acceptance, and the callback overhead per
-target forward: the time in the adapter's append (habana_assist/integrations/external.py: building the inputs, reading the
-logits over DLPack, counting margins) outside the model's own forward, as a fraction of that forward. The case
+target forward: the time in the adapter's append (habana_assist/integrations/external.py: building the inputs, reading
+the logits over DLPack, counting margins) outside the model's own forward, as a fraction of that forward. The case
 "ahead" is the torch target wrapped with overlap=True: the native draft drafts the next round on one core while
 the target's forward runs (the other wrapped cases pass overlap=False); printed with how many draft passes it made
 ahead and how many later rounds used.
@@ -15,10 +15,10 @@ ahead and how many later rounds used.
 On an accelerator (--device cuda: the torch target there, the native draft on the host's cores) each wrapped
 target's case also prints the bytes that crossed per target pass (the prefill's included; token ids in, logits
 rows out), and the case "top two" (wrap(..., reduce_logits=True)) the same with each verified position reduced
-on the device to its top two (habana_assist/integrations/external.py; by default only from a vocabulary of REDUCE_FROM_VOCAB,
-which the shipped 4096 is below). --reduce-sweep compares the two by vocabulary size on a model whose forward
-costs little (where that threshold comes from). --transformers adds the checkpoint loaded by Transformers itself (where
-it is installed; Debian does not package it) on the same device: its own generate() plain and with its own
+on the device to its top two (habana_assist/integrations/external.py; by default only from a vocabulary of
+REDUCE_FROM_VOCAB, which the shipped 4096 is below). --reduce-sweep compares the two by vocabulary size on a model whose
+forward costs little (where that threshold comes from). --transformers adds the checkpoint loaded by Transformers itself
+(where it is installed; Debian does not package it) on the same device: its own generate() plain and with its own
 assisted generation (the draft also on the device), against habana_assist.wrap of the same model, plain and with
 the native draft. benchmarks/cuda_external.sh builds the package and runs this on a CUDA machine.
 

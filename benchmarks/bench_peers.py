@@ -26,8 +26,8 @@ is the parity promise; bfloat16 and int8 rows round differently and may part aft
 where).
 
 Table 2, the TinyLlama-1.1B shape (benchmarks/bench_decode.py's random bfloat16 checkpoint; token ids of the same
-prompts, no tokenizer; --tinyllama-prompts x --tinyllama-new-tokens, fewer than table 1's: Transformers in float32 makes a
-few tokens a second there): plain for habana_assist (bfloat16, w8a8) and Transformers (float32, bfloat16), and prompt
+prompts, no tokenizer; --tinyllama-prompts x --tinyllama-new-tokens, fewer than table 1's: Transformers in float32 makes
+a few tokens a second there): plain for habana_assist (bfloat16, w8a8) and Transformers (float32, bfloat16), and prompt
 lookup (prompt_lookup_num_tokens 10) in each; llama.cpp is left out there (its converter needs a tokenizer).
 """
 

@@ -73,8 +73,9 @@ def get_num_threads():
 class CausalLMOutput(ModelOutput):
     """Transformers' CausalLMOutputWithPast: loss (a 0-d float32, with labels=), logits float32 (batch, seq, vocab)
     (0 at padded positions; the last logits_to_keep positions only, where given), cache (the Cache, with
-    use_cache; Transformers 5.24's name, its older past_key_values reads it too), hidden_states (with output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)),
-    attentions (never filled: output_attentions=True is refused)."""
+    use_cache; Transformers 5.24's name, its older past_key_values reads it too), hidden_states (with
+    output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size)), attentions (never filled:
+    output_attentions=True is refused)."""
 
     loss: Optional[np.ndarray] = None
     logits: Optional[np.ndarray] = None
@@ -545,11 +546,11 @@ class PreTrainedCausalLM(GenerationMixin):
         """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
 
         input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
-        Transformers takes it. past_key_values (or cache, Transformers 5.24's name for it): a Cache (DynamicCache, StaticCache, model.create_cache()) that
-        this forward extends, or Transformers' legacy per-layer (key, value) tuples; use_cache (default
-        config.use_cache, True) returns the cache as `cache` (a new DynamicCache where none was passed).
-        labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index -100, the
-        mean over counted tokens); a counted label must follow a real token (its logits are not computed after
+        Transformers takes it. past_key_values (or cache, Transformers 5.24's name for it): a Cache (DynamicCache,
+        StaticCache, model.create_cache()) that this forward extends, or Transformers' legacy per-layer (key, value)
+        tuples; use_cache (default config.use_cache, True) returns the cache as `cache` (a new DynamicCache where none
+        was passed). labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index
+        -100, the mean over counted tokens); a counted label must follow a real token (its logits are not computed after
         padding). output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size): the embeddings, each
         layer's output, the last one after the final norm (zeros at padded positions). logits_to_keep (alias
         num_logits_to_keep): an int k > 0 keeps the last k positions' logits, an array of positions those.

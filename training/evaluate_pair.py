@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Held-out evaluation of a model pair (a target and its draft, Hugging Face layout directories), with the
-checks set for the pair (CHECKS), through habana_assist alone (numpy, no torch). Reads the held-out corpus that collect_corpus.py
-wrote (--corpus: held_out.bin.xz and manifest.json); its first sum(files) documents are the held-out Debian
-packages ("package documents"), the rest held-out standard-library files.
+checks set for the pair (CHECKS), through habana_assist alone (numpy, no torch). Reads the held-out corpus that
+collect_corpus.py wrote (--corpus: held_out.bin.xz and manifest.json); its first sum(files) documents are the held-out
+Debian packages ("package documents"), the rest held-out standard-library files.
 
   1. Bits per byte of the target and of the draft. Each document is tokenized with the model's tokenizer
      with BOS (tok(text)["input_ids"]); its first min(n, 1024) tokens (max_position_embeddings) go through one

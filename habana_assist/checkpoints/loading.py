@@ -205,8 +205,9 @@ class _Arena:
     weights lie together in 2 MB pages. A decode step streams every weight once: in 4 KB pages that is a TLB
     miss every 4 KB. (numpy advises its own arrays from 4 MB up; a small model's matrices, the shipped pair's,
     are smaller; the gain is measured in docs/benchmarks.md.) Memory a load never reaches is never backed (the
-    huge page holding a slab's last array may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with HA_HUGE_PAGES=0: np.empty. Each
-    array keeps its mapping alive (numpy's base), which is unmapped when the last array on it is gone."""
+    huge page holding a slab's last array may be, up to 2 MB past it). Without MADV_HUGEPAGE (not Linux), or with
+    HA_HUGE_PAGES=0: np.empty. Each array keeps its mapping alive (numpy's base), which is unmapped when the last array
+    on it is gone."""
 
     SLAB = 32 << 20
     ALIGN = 64
@@ -320,17 +321,17 @@ def load_checkpoint(directory, dtype=None, repack=True, progress=None, config=No
 
     dtype: None or "auto" keeps matrices' stored dtype (with repack=False, as zero-copy views of the file);
     "float32", "bfloat16" or "float16" (or np.float32, np.float16) converts them once; "int8", "w8a8" and "int4"
-    quantize them (a float32 scale per 64 int8 or 32 int4 weights; w8a8 holds int8's in panels for int8 activations), except the tables read a row per token (an
-    untied embedding, GPT-2's learned positions), which stay as stored. Vectors (norms, biases) are rounded to a
-    float dtype too, then held as float32 (copies); with "int8", "w8a8" or "int4" they stay as stored. repack (the
-    default) copies float matrices into the core's panels (Weight.panels), for the kernels that verify and
-    prefill many tokens at once; the row-per-token tables are copied row-major, so that no weight maps the file.
-    repack=False keeps matrices row-major, those in their stored dtype as views of the file's memory map (see the
-    module docstring for what that means when the file changes), except GPT-2's Conv1D matrices: stored (in,
-    out), they are held transposed to the core's (out, in), so they are always copies. With tie_word_embeddings,
-    weights["lm_head.weight"] is the embedding's Weight object itself. Every matrix Weight is (out, in): cols is
-    the input features. GPT-2 tensors are found with or without the "transformer." prefix (GPT2LMHeadModel saves
-    it, the original gpt2 files do not) and kept under the prefixed names. progress: a bar over the bytes of
+    quantize them (a float32 scale per 64 int8 or 32 int4 weights; w8a8 holds int8's in panels for int8 activations),
+    except the tables read a row per token (an untied embedding, GPT-2's learned positions), which stay as stored.
+    Vectors (norms, biases) are rounded to a float dtype too, then held as float32 (copies); with "int8", "w8a8" or
+    "int4" they stay as stored. repack (the default) copies float matrices into the core's panels (Weight.panels), for
+    the kernels that verify and prefill many tokens at once; the row-per-token tables are copied row-major, so that no
+    weight maps the file. repack=False keeps matrices row-major, those in their stored dtype as views of the file's
+    memory map (see the module docstring for what that means when the file changes), except GPT-2's Conv1D matrices:
+    stored (in, out), they are held transposed to the core's (out, in), so they are always copies. With
+    tie_word_embeddings, weights["lm_head.weight"] is the embedding's Weight object itself. Every matrix Weight is (out,
+    in): cols is the input features. GPT-2 tensors are found with or without the "transformer." prefix (GPT2LMHeadModel
+    saves it, the original gpt2 files do not) and kept under the prefixed names. progress: a bar over the bytes of
     weights read (progress.py: None shows one from progress.MIN_BYTES).
     Raises CheckpointNotFoundError, CheckpointError (also when a file changes while it is read),
     UnsupportedModelError or InvalidInputError.

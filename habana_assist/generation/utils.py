@@ -115,8 +115,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     processor), else None. With assisted generation (assistant_model= or prompt_lookup_num_tokens=), also:
     num_draft_tokens (proposed), num_accepted_tokens (proposed and kept), num_target_passes (the target's
     verifying appends, one per round and row, the prompt's prefill not counted), num_draft_passes (the draft's
-    appends, the first of which also takes in the prompt), proposed_per_position and accepted_per_position (np.int64 (K,):
-    drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position);
+    appends, the first of which also takes in the prompt), proposed_per_position and accepted_per_position (np.int64
+    (K,): drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position);
     each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's

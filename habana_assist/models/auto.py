@@ -135,10 +135,10 @@ class AutoModelForCausalLM:
         lacks them (progress= also decides the downloads' bars).
 
         dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
-        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a float32 scale per
-        64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per token);
-        "w8a8" quantizes them as "int8" does and rounds each matmul's input to int8 per token and group of 64 (the
-        densest class: VNNI's vpdpbusd; docs/kernels-and-performance.md); "bfloat16-pairs" rounds the matrices to
+        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a
+        float32 scale per 64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per
+        token); "w8a8" quantizes them as "int8" does and rounds each matmul's input to int8 per token and group of 64
+        (the densest class: VNNI's vpdpbusd; docs/kernels-and-performance.md); "bfloat16-pairs" rounds the matrices to
         bfloat16 (a bfloat16 checkpoint's bits kept) and each matmul's input to bfloat16 per token, summed in
         vdpbf16ps's order (that instruction where the CPU has AVX512_BF16, an exact emulation elsewhere).
         Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).

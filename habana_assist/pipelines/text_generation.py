@@ -10,8 +10,9 @@ Facts kept from Transformers 5 (pipelines/text_generation.py and pipelines/base.
   max_new_tokens); pad_token_id from the tokenizer where the config has none; arguments given at construction
   become the pipeline's own defaults, those given to a call apply to that call;
 - the new text is decode(sequence)[len(decode(prompt)):] (skip_special_tokens=True unless passed, and
-  clean_up_tokenization_spaces as passed, else the tokenizer's own setting, as in Transformers 5); return_full_text=True (the default) puts the prompt as given
-  before it, and for a chat appends an assistant message (or extends the final one that was continued);
+  clean_up_tokenization_spaces as passed, else the tokenizer's own setting, as in Transformers 5); return_full_text=True
+  (the default) puts the prompt as given before it, and for a chat appends an assistant message (or extends the final
+  one that was continued);
 - prefix (default: model.config.prefix) is put before each str prompt and cut from the text again; stop_sequence
   becomes eos_token_id (its ids); handle_long_generation="hole" cuts the prompt's left to leave room for the new
   tokens; batch_size > 1 pads prompts on the left (the tokenizer's padding_side is set to "left", as there);

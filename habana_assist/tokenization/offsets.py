@@ -5,11 +5,11 @@ The tokenizer.json pipeline (tokenizer_json.py) runs here a second time over ali
 string carries the (start, end) span of the original text it comes from, as Rust's NormalizedString keeps its
 alignments. A normalizer or pre-tokenizer that replaces characters gives the new ones the span of what they replace
 (a character decomposed by NFD or NFKD, the first one of those NFC composes; Replace over the match); one that
-inserts characters (Prepend, a ByteLevel or Metaspace prefix) gives them the span of the character they go before; ByteLevel's byte characters
-each carry the span of the character whose UTF-8 bytes they are. A token's offsets are then the span from its first
-character's start to its last one's end: a token made of some of a character's bytes (byte-level BPE, byte
-fallback) spans that whole character. Special tokens the post-processor adds have (0, 0); a ByteLevel (or Roberta)
-post-processor with trim_offsets leaves the spaces out of its tokens' offsets, as Rust's process_offsets does.
+inserts characters (Prepend, a ByteLevel or Metaspace prefix) gives them the span of the character they go before;
+ByteLevel's byte characters each carry the span of the character whose UTF-8 bytes they are. A token's offsets are then
+the span from its first character's start to its last one's end: a token made of some of a character's bytes (byte-level
+BPE, byte fallback) spans that whole character. Special tokens the post-processor adds have (0, 0); a ByteLevel (or
+Roberta) post-processor with trim_offsets leaves the spaces out of its tokens' offsets, as Rust's process_offsets does.
 
 aligned_pipeline(kept) builds the pipeline's aligned steps from tokenizer.json's kept components; token_spans turns
 the model's ids for one word into spans.

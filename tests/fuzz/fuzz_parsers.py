@@ -40,10 +40,11 @@ fresh worker goes on with the next input. Memory: after a warm-up pass over the 
 checks that every seed gives a valid result), the worker caps its address space with
 setrlimit(RLIMIT_AS) at its size then (about 100 MiB: Python, numpy, the core, sentencepiece) plus
 MEMORY_SLACK_BYTES plus MEMORY_FACTOR times twice the largest seed directory (a mutated input can grow
-about that much): about 194 MiB in all for this corpus. An allocation past the cap fails (numpy and Python raise MemoryError, C code gets NULL),
-and that outcome is a failure like any other exception, so a header claiming a 2**60-element tensor or a
-config asking for 10**9 layers is caught as soon as anything tries to allocate for it. glibc's malloc arenas
-are limited (MALLOC_ARENA_MAX) so that a thread's first allocation does not reserve 64 MB of address space.
+about that much): about 194 MiB in all for this corpus. An allocation past the cap fails (numpy and Python raise
+MemoryError, C code gets NULL), and that outcome is a failure like any other exception, so a header claiming a
+2**60-element tensor or a config asking for 10**9 layers is caught as soon as anything tries to allocate for it. glibc's
+malloc arenas are limited (MALLOC_ARENA_MAX) so that a thread's first allocation does not reserve 64 MB of address
+space.
 """
 
 import argparse

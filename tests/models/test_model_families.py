@@ -2,7 +2,8 @@
 computes what Transformers computes, and keeps the exactness promises, on random checkpoints written in each
 family's own config keys and tensor names (tests/fixtures/family_checkpoints.py):
 
-- logits within 1e-4 relative (max |diff| / max |reference|) of the float64 reference (tests/fixtures/family_reference.py,
+- logits within 1e-4 relative (max |diff| / max |reference|) of the float64 reference
+(tests/fixtures/family_reference.py,
   written from Transformers' modeling code): bf16/f16/f32 files, GQA/MQA, tied/untied heads, each family's
   particulars (softcaps, q/k norms, partial and long rope, local/global rope, NoPE layers, windows, Conv1D,
   fused projections), each of which moves the reference far beyond the tolerance;

