@@ -203,7 +203,8 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
         rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
                          speed_e2e=t_plain / t_all,
                          a=sum(r.num_accepted_tokens for r, _ in results) / max(sum(r.num_draft_tokens for r, _ in results), 1),
-                         per_round=n_all / sum(r.num_rounds for r, _ in results), ideal=ideal, meas_ideal=speed_gen / ideal,
+                         per_round=n_all / sum(r.num_rounds for r, _ in results), ideal=ideal,
+                         meas_ideal=speed_gen / ideal,
                          same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None))
     return rows
 
@@ -358,7 +359,8 @@ def random_rows(args):
     """The random TinyLlama-1.1B-shape bf16 target with a small random draft (almost never agrees: the
     engine's costs), itself as draft (every draft accepted: what verifying K + 1 tokens costs), and prompt
     lookup on a prompt that repeats itself; constant K, 32 new tokens."""
-    target_dir, draft_dir = os.path.join(args.dir, "tinyllama-1.1b-random-bf16"), os.path.join(args.dir, "draft-random-bf16")
+    target_dir, draft_dir = (os.path.join(args.dir, "tinyllama-1.1b-random-bf16"),
+                             os.path.join(args.dir, "draft-random-bf16"))
     write_checkpoint(target_dir)
     write_checkpoint(draft_dir, SMALL_DRAFT, seed=7, exponent=-5)
     n, k = 32, args.k
@@ -396,7 +398,8 @@ def measure_callbacks(target, draft, tok, ids, n, k, repeats):
     cases = {"none": {}, "logits_processor": dict(logits_processor=[ban]),
              "stop_strings": dict(stop_strings=["\x00never\x00"], tokenizer=tok)}
     modes = {"plain": {}, "assisted": dict(assistant_model=draft, num_assistant_tokens=k,
-                                           num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)}
+                                           num_assistant_tokens_schedule="constant",
+                                           assistant_confidence_threshold=0.0)}
     calls = {}
     for mode, mkw in modes.items():
         for case, ckw in cases.items():

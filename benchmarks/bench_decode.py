@@ -70,7 +70,8 @@ TINYLLAMA = {
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
 CACHE_LEN = 160      # positions: a 128-token prompt + decode room
 VERIFY_T = tuple(range(1, 17))
-WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68, "int4": 32 / 20}  # per block
+WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68,
+                    "int4": 32 / 20}  # per block
 
 
 def random_bf16(rng, shape, exponent):
@@ -91,7 +92,8 @@ def write_checkpoint(directory, config=TINYLLAMA, seed=0, exponent=-6):
     kv = c["num_key_value_heads"] * hd
     rng = np.random.default_rng(seed)
     ones = (np.full(d, 0x3F80, dtype=np.uint16), "BF16")  # 1.0 in bfloat16
-    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16"), "model.norm.weight": ones}
+    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16"),
+         "model.norm.weight": ones}
     if not c["tie_word_embeddings"]:
         t["lm_head.weight"] = (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16")
     for i in range(c["num_hidden_layers"]):
@@ -247,8 +249,8 @@ def run_threads_child(dtype, repeats, tokens, root):
     env = dict(os.environ)
     if root:
         env["HA_BENCH_PACKAGE_ROOT"] = root
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "threads", "--dtypes", dtype, "--repeats", str(repeats),
-           "--tokens", str(tokens)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "threads", "--dtypes", dtype,
+           "--repeats", str(repeats), "--tokens", str(tokens)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"threads {dtype} run failed{' for ' + root if root else ''}:\n{r.stderr[-3000:]}")

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))  # the torch model
+# the torch model
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
 
 import habana_assist as ha
 from habana_assist.integrations import external
@@ -138,7 +139,8 @@ def transformers_cases(directory, draft_directory, device, native_draft, kw):
     def theirs(assistant):
         def run(ids):
             with torch.no_grad():
-                out = hf.generate(torch.from_numpy(ids).to(device), max_new_tokens=kw["max_new_tokens"], do_sample=False,
+                out = hf.generate(torch.from_numpy(ids).to(device),
+                                  max_new_tokens=kw["max_new_tokens"], do_sample=False,
                                   assistant_model=assistant)
             return out.cpu().numpy(), 0, 0, 0, 0, None
         return run

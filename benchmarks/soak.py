@@ -138,17 +138,20 @@ def kinds(tok, model, draft):
         ("prompt lookup", lambda ids, seed: model.generate(ids, prompt_lookup_num_tokens=3, max_new_tokens=NEW), None),
         ("left-padded batch", lambda ids, seed: model.generate(batch, attention_mask=mask, max_new_tokens=NEW), None),
         ("streamer", lambda ids, seed: streamed(ids, seed), None),
-        ("assisted streamer", lambda ids, seed: streamed(ids, seed, assistant_model=draft, num_assistant_tokens=3), None),
+        ("assisted streamer", lambda ids, seed: streamed(ids, seed, assistant_model=draft,
+                                                         num_assistant_tokens=3), None),
         ("output_scores", lambda ids, seed: scores(ids, seed), None),
         ("assisted output_scores", lambda ids, seed: scores(ids, seed, assistant_model=draft, do_sample=True,
                                                          seed=seed), None),
         ("forward with a Cache", cached, None),
         ("bad token id", bad_token, InvalidInputError),
-        ("past max_cache_len", lambda ids, seed: model.generate(ids, max_new_tokens=model.max_cache_len), CacheCapacityError),
+        ("past max_cache_len", lambda ids, seed: model.generate(ids, max_new_tokens=model.max_cache_len),
+         CacheCapacityError),
         ("Cache past its capacity", cache_overflow, CacheCapacityError),
         ("unknown argument", lambda ids, seed: model.generate(ids, max_new_tokens=NEW, num_beans=2), InvalidInputError),
         ("invalid argument", lambda ids, seed: model.generate(ids, do_sample=True, temperature=0.0), ValueError),
-        ("raising streamer", lambda ids, seed: model.generate(ids, streamer=Raising(), max_new_tokens=NEW), StreamerStop),
+        ("raising streamer", lambda ids, seed: model.generate(ids, streamer=Raising(), max_new_tokens=NEW),
+         StreamerStop),
     ]
 
 

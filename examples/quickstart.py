@@ -38,8 +38,10 @@ def write_random_llama(directory, layers, hidden, seed, vocab=256):
         p = f"model.layers.{i}."
         tensors.update({p + "input_layernorm.weight": np.ones(hidden, np.float32),
                         p + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
-                        p + "self_attn.q_proj.weight": w(heads * hd, hidden), p + "self_attn.k_proj.weight": w(kv_heads * hd, hidden),
-                        p + "self_attn.v_proj.weight": w(kv_heads * hd, hidden), p + "self_attn.o_proj.weight": w(hidden, heads * hd),
+                        p + "self_attn.q_proj.weight": w(heads * hd, hidden),
+                        p + "self_attn.k_proj.weight": w(kv_heads * hd, hidden),
+                        p + "self_attn.v_proj.weight": w(kv_heads * hd, hidden),
+                        p + "self_attn.o_proj.weight": w(hidden, heads * hd),
                         p + "mlp.gate_proj.weight": w(inter, hidden), p + "mlp.up_proj.weight": w(inter, hidden),
                         p + "mlp.down_proj.weight": w(hidden, inter)})
     os.makedirs(directory, exist_ok=True)

@@ -86,9 +86,11 @@ def cmd_generate(args):
     text = _prompt(args)
     ha, tok, model, draft = _load(args)
     inputs = tok(text, return_tensors="np")
-    streamer = None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt, skip_special_tokens=True)
+    streamer = None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt,
+                                                           skip_special_tokens=True)
     t0 = time.perf_counter()
-    res = model.generate(**inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args), **_assist(args, draft))
+    res = model.generate(**inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args),
+                         **_assist(args, draft))
     dt = time.perf_counter() - t0
     new = res.sequences.shape[1] - inputs["input_ids"].shape[1]
     if streamer is None:
@@ -270,11 +272,13 @@ def build_parser():
     sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
 
     def common(p, prompt=True, dtype=None):
-        p.add_argument("--model", default=DEFAULT_MODEL, help=f"target checkpoint: a directory or a Hub repo id (default {DEFAULT_MODEL})")
+        p.add_argument("--model", default=DEFAULT_MODEL,
+                       help=f"target checkpoint: a directory or a Hub repo id (default {DEFAULT_MODEL})")
         p.add_argument("--assistant", default=DEFAULT_DRAFT,
                        help=f"draft checkpoint (a directory or a Hub repo id), or 'none' for plain generation "
                             f"(default {DEFAULT_DRAFT})")
-        p.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs"],
+        p.add_argument("--dtype", default=dtype,
+                       choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs"],
                        help=f"how weights are held (default: {dtype or 'as stored'})")
         p.add_argument("--assistant-dtype", default=DEFAULT_DRAFT_DTYPE,
                        choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs", "auto"],

@@ -269,7 +269,8 @@ def _text_model(d):
     token ids and dtype (what Transformers' generate and from_pretrained read) where given; the vision part is
     left out (loading reads only the text model's tensors)."""
     archs = d.get("architectures")
-    name = next((a for a in archs if isinstance(a, str) and a in _TEXT_MODELS), None) if isinstance(archs, list) else None
+    name = (next((a for a in archs if isinstance(a, str) and a in _TEXT_MODELS), None) if isinstance(archs, list)
+            else None)
     if name is None:
         return d
     text = d.get("text_config")

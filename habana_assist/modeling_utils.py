@@ -238,7 +238,8 @@ class PreTrainedCausalLM(GenerationMixin):
         if costs is None:
             draft_core = None if drafter is None else (
                 self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
-            costs = _assisted_costs.measure(self, draft_core, self.max_cache_len if isinstance(drafter, int) or drafter is None
+            costs = _assisted_costs.measure(self, draft_core,
+                                            self.max_cache_len if isinstance(drafter, int) or drafter is None
                                             else drafter.max_cache_len)
             self._costs.put(drafter, costs, measured=True)
         return costs
@@ -607,7 +608,8 @@ class PreTrainedCausalLM(GenerationMixin):
         check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
                     4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
         d, n_layers = self._parts[0]["hidden_size"], self._parts[0]["n_layers"]
-        hidden = np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size else None
+        hidden = (np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size
+                  else None)
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():

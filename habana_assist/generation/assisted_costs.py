@@ -59,7 +59,8 @@ class AssistedCosts:
 
     def __post_init__(self):
         d = self.draft_step
-        if isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)) or not math.isfinite(d) or d < 0:
+        if (isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)) or not math.isfinite(d)
+                or d < 0):
             raise InvalidInputError(f"AssistedCosts.draft_step={d!r} must be a finite number of seconds >= 0")
         object.__setattr__(self, "draft_step", float(d))
         object.__setattr__(self, "target", _times(self.target, "target", lo_ok=False))

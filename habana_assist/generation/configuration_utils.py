@@ -571,8 +571,10 @@ class GenerationConfig:
         self._check_bool(("do_sample", "use_cache", "renormalize_logits", "remove_invalid_values", "token_healing",
                           "is_assistant", "disable_compile", "_from_model_config"))
         self._check_bool(("low_memory", "return_legacy_cache"), optional=True)
-        if not (_is_bool(self.early_stopping) or isinstance(self.early_stopping, str) and self.early_stopping == "never"):
-            self._bad("early_stopping", "must be True, False or 'never'", "pass early_stopping=False (beam search only)")
+        if not (_is_bool(self.early_stopping)
+                or isinstance(self.early_stopping, str) and self.early_stopping == "never"):
+            self._bad("early_stopping", "must be True, False or 'never'",
+                      "pass early_stopping=False (beam search only)")
         self._check_count("num_beams", 1, "pass num_beams=1 (beam search is not implemented here)", optional=True)
         self._check_count("num_beam_groups", 1, "pass num_beam_groups=1", optional=True)
         self._check_real("diversity_penalty", lambda v: v >= 0, "a non-negative float", "pass diversity_penalty=0.0")
@@ -589,7 +591,8 @@ class GenerationConfig:
                       f"pass one of {', '.join(CACHE_IMPLEMENTATIONS)}, or None")
         self._check_count("prefill_chunk_size", 1, "pass e.g. prefill_chunk_size=512, or None", optional=True)
         if not isinstance(self.generation_kwargs, dict):
-            self._bad("generation_kwargs", "must be a dict", "pass generation_kwargs={} and the arguments to generate()")
+            self._bad("generation_kwargs", "must be a dict",
+                      "pass generation_kwargs={} and the arguments to generate()")
         for flag in ("constraints", "force_words_ids"):
             if getattr(self, flag) is not None and not isinstance(getattr(self, flag), (list, tuple)):
                 self._bad(flag, "must be a list or None", f"pass {flag}=None")
@@ -611,8 +614,10 @@ class GenerationConfig:
             self._bad("top_k", "must be a non-negative integer or None", "pass top_k >= 1, or 0 or None to disable it")
         if _is_int(k) and k > _MAX_COUNT:
             self._bad("top_k", f"is larger than this implementation's limit of {_MAX_COUNT}", "pass a smaller value")
-        self._check_real("top_p", lambda v: 0 < v <= 1, "a float in (0, 1]", "pass e.g. top_p=0.9, or 1.0 to disable it")
-        self._check_real("min_p", lambda v: 0 <= v <= 1, "a float in [0, 1]", "pass e.g. min_p=0.1, or None to disable it")
+        self._check_real("top_p", lambda v: 0 < v <= 1, "a float in (0, 1]",
+                         "pass e.g. top_p=0.9, or 1.0 to disable it")
+        self._check_real("min_p", lambda v: 0 <= v <= 1, "a float in [0, 1]",
+                         "pass e.g. min_p=0.1, or None to disable it")
         self._check_real("top_h", lambda v: 0 < v <= 1, "a float in (0, 1]", "pass e.g. top_h=0.4, or None")
         self._check_real("typical_p", lambda v: 0 < v <= 1, "a float in (0, 1]",
                          "pass e.g. typical_p=0.9, or 1.0 to disable it")
@@ -664,7 +669,8 @@ class GenerationConfig:
         e = self.eos_token_id
         if e is not None and not (_is_int(e) and e >= 0) and not (
                 isinstance(e, (list, tuple)) and all(_is_int(x) and x >= 0 for x in e)):
-            self._bad("eos_token_id", "must be a non-negative int or a list of them", "pass e.g. eos_token_id=2 or [2, 32000]")
+            self._bad("eos_token_id", "must be a non-negative int or a list of them",
+                      "pass e.g. eos_token_id=2 or [2, 32000]")
         for flag in ("pad_token_id", "bos_token_id"):
             v = getattr(self, flag)
             if v is not None and not (_is_int(v) and v >= 0):
@@ -691,7 +697,8 @@ class GenerationConfig:
             self._bad("num_assistant_tokens_schedule", "is not a known schedule", f"pass one of {', '.join(SCHEDULES)}")
         c = self.assistant_confidence_threshold
         if c is not None and not (_is_real(c) and 0 <= c < 1):
-            self._bad("assistant_confidence_threshold", "must be a float in [0, 1)", "pass e.g. 0.4, or 0 to turn it off")
+            self._bad("assistant_confidence_threshold", "must be a float in [0, 1)",
+                      "pass e.g. 0.4, or 0 to turn it off")
         for flag in ("prompt_lookup_num_tokens", "max_matching_ngram_size"):
             self._check_count(flag, 1, f"pass e.g. {flag}=10, or None", optional=True)
         self._check_count("assistant_early_exit", 1, "pass e.g. assistant_early_exit=4 (draft with the first 4 "
@@ -699,7 +706,8 @@ class GenerationConfig:
         for flag in ("assistant_lookbehind", "target_lookbehind"):
             self._check_count(flag, 0, f"pass e.g. {flag}=10", optional=True)
         if self.assisted_sampling not in ASSISTED_SAMPLING:
-            self._bad("assisted_sampling", "is not a known acceptance rule", f"pass one of {', '.join(ASSISTED_SAMPLING)}")
+            self._bad("assisted_sampling", "is not a known acceptance rule",
+                      f"pass one of {', '.join(ASSISTED_SAMPLING)}")
 
     def _warn_unused_sampling_knobs(self):
         if self.do_sample is not True:

@@ -234,7 +234,8 @@ class GenerationMixin:
         progress (ours): a tqdm bar over the new tokens (utils/progress.py): None (the default) shows one for a call of
         1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the environment turns that
         off), True always, False never."""
-        if streamer is not None and not (callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))):
+        if streamer is not None and not (callable(getattr(streamer, "put", None))
+                                         and callable(getattr(streamer, "end", None))):
             raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
         try:
             result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
@@ -356,7 +357,8 @@ class GenerationMixin:
         with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
             out = np.empty((B, max_new), dtype=np.int32)
             scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-            logits = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
+            logits = (np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits")
+                      else None)
             sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
             procs = processing_args(gc, S, max_new, call.eos, logits_callback(logits_processor, call.kind),
                                     stop_callback(stops, call.kind), logits)

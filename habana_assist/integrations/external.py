@@ -101,7 +101,8 @@ def crop_cache(cache, length):
         elif int(held) > length:
             cache.crop(length - int(held))
         return cache
-    if isinstance(cache, (tuple, list)) and all(isinstance(layer, (tuple, list)) and len(layer) >= 2 for layer in cache):
+    if isinstance(cache, (tuple, list)) and all(isinstance(layer, (tuple, list)) and len(layer) >= 2
+                                                for layer in cache):
         return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
     raise UnsupportedModelError(f"the wrapped model's cache ({type(cache).__name__}) cannot be cropped: assisted "
                                 "generation takes back rejected drafts; use a cache with crop(n) (Transformers' "
@@ -331,7 +332,8 @@ class ExternalModel:
         row0 = bytes(4 * _PROBE)  # sequence 0 for each token
         chunked = _Adapter(self, 1, False).append(row0, tokens.tobytes(), want).copy()
         one = _Adapter(self, 1, False)
-        single = np.concatenate([one.append(row0[:4], tokens[i:i + 1].tobytes(), b"\x01").copy() for i in range(_PROBE)])
+        single = np.concatenate([one.append(row0[:4], tokens[i:i + 1].tobytes(), b"\x01").copy()
+                                 for i in range(_PROBE)])
         if not (np.isfinite(chunked).all() and np.isfinite(single).all()):
             raise InvalidInputError("the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
                                     "forward overflowed or is broken; check it in float32 outside generate()")

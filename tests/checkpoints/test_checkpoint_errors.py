@@ -110,7 +110,8 @@ def test_bfloat16_matrices_load_as_stored_or_converted_and_vectors_are_float32(t
     assert stored.weights["model.norm.weight"].dtype == "float32"
     assert stored.weights["model.norm.weight"].array.dtype == np.float32
 
-    as_f32 = load_checkpoint(directory, dtype=np.float32, repack=False).weights["model.layers.1.self_attn.q_proj.weight"]
+    as_f32 = load_checkpoint(directory, dtype=np.float32,
+                             repack=False).weights["model.layers.1.self_attn.q_proj.weight"]
     assert as_f32.dtype == "float32" and np.array_equal(as_f32.array, bfloat16_bits_to_float32(q.array))
 
 

@@ -113,13 +113,15 @@ def test_c_core_builds_and_lists_tests(core_build):
 
 
 def test_c_core_rejects_unknown_test_name(core_build):
-    res = subprocess.run([str(_binary(core_build)), "no_such_test"], capture_output=True, text=True, env=_env(), timeout=60)
+    res = subprocess.run([str(_binary(core_build)), "no_such_test"], capture_output=True, text=True,
+                         env=_env(), timeout=60)
     assert res.returncode != 0, "expected a non-zero exit for an unknown test name, got 0"
     assert "no_such_test" in res.stderr, f"expected stderr to name the unknown test, got: {res.stderr!r}"
 
 
 def test_c_core(core_build, c_test_name):
-    res = subprocess.run([str(_binary(core_build)), c_test_name], capture_output=True, text=True, env=_env(), timeout=300)
+    res = subprocess.run([str(_binary(core_build)), c_test_name], capture_output=True, text=True,
+                         env=_env(), timeout=300)
     assert res.returncode == 0, (
         f"C test {c_test_name} expected exit 0, got {res.returncode}\n"
         f"--- stderr ---\n{res.stderr}\n--- stdout ---\n{res.stdout}")
@@ -132,8 +134,10 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    in_git = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True).returncode == 0
-    r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), "HEAD", "int8", "9", "70", "1", "1", "4"],
+    in_git = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", "HEAD"],
+                            capture_output=True).returncode == 0
+    r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), "HEAD", "int8", "9",
+                        "70", "1", "1", "4"],
                        capture_output=True, text=True, timeout=300)
     if not in_git:
         assert r.returncode == 2 and "git checkout" in r.stderr, f"expected a refusal naming git, got {r.returncode}:\n{r.stderr}"
@@ -143,7 +147,8 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines), r.stdout
         # A as a file (here the working tree's own kernels), on float panels: the same code must agree bitwise
         own = os.path.join(root, "csrc", "kernels", "kernels_avx2.c")
-        r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21", "70", "1", "1", "8"],
+        r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21",
+                            "70", "1", "1", "8"],
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"kernel_ab.sh with a file failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]

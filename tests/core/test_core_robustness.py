@@ -20,7 +20,8 @@ OFF = processing_args(ha.GenerationConfig(), 3, 4, [], None, None, None)
 def greedy(prompt, max_new, out):
     """_core.generate's options, by name, for a greedy call of max_new tokens with every processor off."""
     return dict(OFF, prompt=prompt, start=np.zeros(len(prompt), np.int64), max_new_tokens=max_new, min_new_tokens=0,
-                eos_token_id=np.zeros(0, np.int32), pad_token_id=0, do_sample=False, temperature=1.0, top_k=0, top_p=1.0,
+                eos_token_id=np.zeros(0, np.int32), pad_token_id=0, do_sample=False,
+                temperature=1.0, top_k=0, top_p=1.0,
                 repetition_penalty=1.0, seed=0, max_time=0.0, out=out, scores=None, sources=None, on_tokens=None)
 
 

@@ -10,7 +10,8 @@ from kernel_variants import available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py", "generation/test_assisted_exactness.py",
+SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py",
+          "generation/test_assisted_exactness.py",
           "models/test_model_families.py", "models/test_sliding_ring.py"]
 
 

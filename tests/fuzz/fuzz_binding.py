@@ -229,7 +229,8 @@ class Spec:
         except ALLOWED:
             arr = w
         arr = mutate_array(r, arr, p=self.p)
-        spec = (arr, dtype, cols, rows) if str(dtype).endswith("-panels") else (arr, dtype, cols)  # as modeling_utils.py
+        # as modeling_utils.py
+        spec = (arr, dtype, cols, rows) if str(dtype).endswith("-panels") else (arr, dtype, cols)
         x = r.random() * 14 * max(self.p, 1e-9) / 0.07 if self.p else 1.0
         if x < 0.03:
             spec = (arr, dtype, some_int(r, 0, cols + 1, 0.5))
@@ -379,7 +380,8 @@ def gen_args(r, run, ctx_B, V, cap, held):
     scores = np.zeros((N, B, V), np.float32) if r.random() < 0.4 else None
     held.update(prompt=prompt, start=start, eos=eos, out=out)
     max_new = N if r.random() > 0.05 else some_int(r, -1, cap + 2, 0.5)
-    lead = [mutate_array(r, prompt), mutate_array(r, start), max_new, some_int(r, 0, 3, 0.05) if r.random() < 0.3 else 0,
+    lead = [mutate_array(r, prompt), mutate_array(r, start), max_new,
+            some_int(r, 0, 3, 0.05) if r.random() < 0.3 else 0,
             mutate_array(r, eos), some_int(r, 0, V - 1), r.random() < 0.5,
             some_float(r, 0.2, 2.0) if r.random() < 0.5 else 1.0, some_int(r, 0, V + 1) if r.random() < 0.3 else 0,
             some_float(r, 0.05, 1.0) if r.random() < 0.3 else 1.0,
@@ -479,7 +481,8 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
         (np.array([0.1] * 70), np.array([1.0] * 70)), (np.array([0.1]), None)])
     # the cost schedule's carried acceptance counts (cost_state), sometimes malformed or corrupt
     state = r.choice([None, None, np.zeros(_core.COST_STATE), mutate_array(r, np.zeros(_core.COST_STATE)),
-                      np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1), np.zeros(_core.COST_STATE, np.float32)])
+                      np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1),
+                      np.zeros(_core.COST_STATE, np.float32)])
     opts = options_of(r, dict(
         lead, num_assistant_tokens=some_int(r, 1, 6), schedule=some_int(r, 0, 3),
         confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0, acceptance=some_int(r, 0, 1),
@@ -497,7 +500,8 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
 def do_append(r, run, ctx, V):
     S = ctx.n_seq
     n = r.randint(0, 40)
-    seq = np.array([r.randrange(S) for _ in range(n)], np.int32) if r.random() < 0.5 else np.full(n, r.randrange(S), np.int32)
+    seq = (np.array([r.randrange(S) for _ in range(n)], np.int32) if r.random() < 0.5
+           else np.full(n, r.randrange(S), np.int32))
     tok = np.array([r.randrange(V) for _ in range(n)], np.int32)
     if n and r.random() < 0.1:
         (seq if r.random() < 0.5 else tok)[r.randrange(n)] = r.choice([-1, S, V, 2**31 - 1, -2**31])
@@ -506,7 +510,8 @@ def do_append(r, run, ctx, V):
     logits = np.zeros((wanted, V), np.float32) if r.random() > 0.05 else np.zeros((max(0, wanted - 1), V), np.float32)
     before = [ctx.length(s) for s in range(S)]
     run.call("append", ctx.append, mutate_array(r, seq), mutate_array(r, tok),
-                   mutate_array(r, want) if want is not None else None, mutate_array(r, logits) if wanted or r.random() < 0.5 else None)
+             mutate_array(r, want) if want is not None else None,
+             mutate_array(r, logits) if wanted or r.random() < 0.5 else None)
     ok = run.last_ok
     after = [ctx.length(s) for s in range(S)]
     if not ok and after != before:
@@ -553,7 +558,8 @@ def model_case(r, run):
                 else:
                     dm = model
                 if dm is not None:
-                    draft = run.call("draft Context", _core.Context, dm, ctx.n_seq if r.random() < 0.9 else some_int(r, 1, 3),
+                    draft = run.call("draft Context", _core.Context, dm,
+                                     ctx.n_seq if r.random() < 0.9 else some_int(r, 1, 3),
                                      some_int(r, 1, 48, 0.05), r.random() < 0.2)
             do_generate(r, run, ctx, spec.V, ctx.capacity, draft=draft, assisted=True)
         if r.random() < 0.05:
@@ -581,7 +587,8 @@ def convert_case(r, run):
             args = args[:r.randrange(4)]
         run.call("quantize", _core.quantize, *args)
     else:
-        dst = np.zeros((max(0, -(-rows // PANEL) * PANEL + (r.choice([-1, 1]) if r.random() < 0.05 else 0)), cols), src.dtype)
+        dst = np.zeros((max(0, -(-rows // PANEL) * PANEL + (r.choice([-1, 1]) if r.random() < 0.05 else 0)), cols),
+                       src.dtype)
         args = [mutate_array(r, src), src_dt, mutate_array(r, dst)]
         if r.random() < 0.02:
             args = args[:r.randrange(3)]
@@ -629,7 +636,8 @@ def misc_case(r, run):
         run.call("generate uninit", _core.generate, c, opts)
         run.call("generate_assisted uninit", _core.generate_assisted, c, None, dict(
             opts, num_assistant_tokens=1, schedule=0, confidence_threshold=0.0, acceptance=0,
-            prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None, proposed_at=np.zeros(1, np.int64),
+            prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
+            proposed_at=np.zeros(1, np.int64),
             accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None))
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])

@@ -242,7 +242,8 @@ def family_config_seeds():
                           "hidden_act": "silu", "rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": [2, 3],
                           "pad_token_id": 0, "tie_word_embeddings": True},
         "gemma2": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **gemma,
-                   "hidden_act": "gelu_pytorch_tanh", "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "rope_theta": 10000.0,
+                   "hidden_act": "gelu_pytorch_tanh", "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+                   "rope_theta": 10000.0,
                    "cache_implementation": "hybrid"},
         "gemma3_text": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", **gemma,
                         "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 2,
@@ -532,7 +533,8 @@ INTERESTING_KEYS = ("dtype", "shape", "data_offsets", "__metadata__", "weight_ma
                     "use_bidirectional_attention", "scale_attn_by_inverse_layer_idx", "scale_attn_weights",
                     "full_attention", "sliding_attention", "core_config", "layer_settings")
 # Text values spliced in after serialization (json.dumps cannot write them): deep nesting, huge literals.
-RAW_VALUES = ("[" * 100000 + "]" * 100000, "[" * 400 + "]" * 400, "[" * 900 + "]" * 900, "{\"a\":" * 50000 + "1" + "}" * 50000, "1" * 5000, "-" + "9" * 4400,
+RAW_VALUES = ("[" * 100000 + "]" * 100000, "[" * 400 + "]" * 400, "[" * 900 + "]" * 900,
+              "{\"a\":" * 50000 + "1" + "}" * 50000, "1" * 5000, "-" + "9" * 4400,
               "1e999999", "-1e400", "0.0000000000000000000000000000001e-400", "Infinity", "-Infinity", "NaN",
               "123456789012345678901234567890", "\"\\ud800\"", "\"\\udfff\\ud800\"", "\"\\u0000\"",
               "1.5e308", "[1,2", "\"unterminated", "tru", "01", "0x10", "+1", ".5")

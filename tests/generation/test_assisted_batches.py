@@ -153,7 +153,8 @@ def test_batch_statistics_are_the_rows_alone_summed(models, kind, schedule):
         summed = np.zeros(max(len(getattr(a, key)) for a in alone), dtype=np.int64)
         for a in alone:
             summed[:len(getattr(a, key))] += getattr(a, key)
-        assert np.array_equal(getattr(batch, key), summed), f"{kind} {schedule}: {key} {getattr(batch, key)} != {summed}"
+        assert np.array_equal(getattr(batch, key), summed), \
+            f"{kind} {schedule}: {key} {getattr(batch, key)} != {summed}"
     rounds_alone = [a.num_rounds for a in alone]
     assert all(a.num_rounds == a.num_target_passes for a in alone), "at batch 1 every round is one target pass"
     assert max(rounds_alone) <= batch.num_rounds <= batch.num_target_passes, (
@@ -225,7 +226,8 @@ def test_cost_schedule_with_drafts_dearer_than_their_gain_decodes_plainly(models
         dear = ha.AssistedCosts(draft_step=50.0 if drafter else 0.0, target=(1.0, 100.0))
         target.set_assisted_costs(dear, drafter)
         try:
-            res = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[], assistant_model=drafter,
+            res = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[],
+                                  assistant_model=drafter,
                                   prompt_lookup_num_tokens=lookup, num_assistant_tokens_schedule="cost",
                                   return_dict_in_generate=True)
         finally:

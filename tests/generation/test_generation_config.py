@@ -360,5 +360,6 @@ def test_model_config_matches_config_json(tmp_path, kwargs):
 
 def test_a_generate_argument_naming_a_method_is_reported_unused_not_set():
     gc = ha.GenerationConfig(foo=3)
-    assert gc.update(foo=4, validate=1, to_dict=2) == {"validate": 1, "to_dict": 2}, "method names must come back unused"
+    assert gc.update(foo=4, validate=1, to_dict=2) == {"validate": 1, "to_dict": 2}, \
+        "method names must come back unused"
     assert gc.foo == 4 and callable(gc.validate) and callable(gc.to_dict), "update() must set foo and leave the methods"

@@ -17,7 +17,8 @@ import pytest
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
 from habana_assist.generation.logits_process import LogitsProcessor, LogitsProcessorList
-from habana_assist.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
+from habana_assist.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria,
+                                                        MaxTimeCriteria, StoppingCriteria,
                                     StoppingCriteriaList, StopStringCriteria)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -75,8 +75,10 @@ def _write_byte_draft(directory):
                "lm_head.weight": np.ascontiguousarray(np.pad(log_p.T, ((0, 0), (0, H - V))), dtype=np.float32),
                "model.layers.0.input_layernorm.weight": np.ones(H, dtype=np.float32),
                "model.layers.0.post_attention_layernorm.weight": np.ones(H, dtype=np.float32),
-               "model.layers.0.self_attn.q_proj.weight": zero(8, H), "model.layers.0.self_attn.k_proj.weight": zero(8, H),
-               "model.layers.0.self_attn.v_proj.weight": zero(8, H), "model.layers.0.self_attn.o_proj.weight": zero(H, 8),
+               "model.layers.0.self_attn.q_proj.weight": zero(8, H),
+               "model.layers.0.self_attn.k_proj.weight": zero(8, H),
+               "model.layers.0.self_attn.v_proj.weight": zero(8, H),
+               "model.layers.0.self_attn.o_proj.weight": zero(H, 8),
                "model.layers.0.mlp.gate_proj.weight": zero(8, H), "model.layers.0.mlp.up_proj.weight": zero(8, H),
                "model.layers.0.mlp.down_proj.weight": zero(H, 8)}
     save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
@@ -285,6 +287,7 @@ def test_universal_argument_errors_name_the_fix(models):
     with pytest.raises(InvalidInputError, match="pass assistant_model"):
         target.generate(**inputs, max_new_tokens=4, tokenizer=tok, assistant_tokenizer=byte_tok)
     with pytest.raises(InvalidInputError, match="encode\\(\\), decode\\(\\) and get_vocab"):
-        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer="gpt2")
+        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok,
+                        assistant_tokenizer="gpt2")
     with pytest.raises(InvalidInputError, match="outside the assistant model's vocabulary"):
         target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer=tok)

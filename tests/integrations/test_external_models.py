@@ -87,7 +87,8 @@ def test_a_batch_of_wrapped_rows_gives_each_row_what_it_gives_alone(small):
     want = native_t.generate(ids, **kw)
     for name, target, assistant, extra in (
             ("plain", ext_t, None, {}), ("external target, native draft", ext_t, native_d, {}),
-            ("external target, external draft", ext_t, ext_d, {}), ("native target, external draft", native_t, ext_d, {}),
+            ("external target, external draft", ext_t, ext_d, {}),
+            ("native target, external draft", native_t, ext_d, {}),
             ("prompt lookup", ext_t, None, dict(prompt_lookup_num_tokens=3))):
         got = target.generate(ids, assistant_model=assistant, **kw, **extra)
         assert np.array_equal(got, want), f"{name}: the batch differs from the native batch"
@@ -266,10 +267,13 @@ def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_sa
         rows = b.sequences.shape[1] - IDS.shape[1] if assistant is None else 1 + b.num_draft_tokens + b.num_target_passes - 1
         assert sum(calls) == rows, f"{sum(calls)} rows reduced of {rows}"
         calls.clear()
-    assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, "nothing crosses on the host"
-    for extra in (dict(output_scores=True, return_dict_in_generate=True), dict(repetition_penalty=1.2), dict(min_new_tokens=3),
+    assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, \
+        "nothing crosses on the host"
+    for extra in (dict(output_scores=True, return_dict_in_generate=True), dict(repetition_penalty=1.2),
+                  dict(min_new_tokens=3),
                   dict(do_sample=True, seed=1), dict(logits_processor=[lambda ids, s: s]),
-                  dict(stopping_criteria=[lambda ids, s, **k: False]), dict(output_logits=True, return_dict_in_generate=True),
+                  dict(stopping_criteria=[lambda ids, s, **k: False]),
+                  dict(output_logits=True, return_dict_in_generate=True),
                   dict(suppress_tokens=[3]), dict(no_repeat_ngram_size=2)):
         reduced.generate(IDS, max_new_tokens=6, assistant_model=native_d, **extra)
         assert not calls, f"{extra} reads more of the target's rows than their argmax; they must cross whole"
@@ -317,7 +321,8 @@ def test_the_core_checks_an_adapters_top_two(top, message):
 
     ctx = _core.external_context(Adapter(), 64, 16)
     with pytest.raises(ha.InvalidInputError, match=message):
-        ctx.append(np.zeros(1, dtype=np.int32), np.array([1], dtype=np.int32), None, np.empty((1, 64), dtype=np.float32))
+        ctx.append(np.zeros(1, dtype=np.int32), np.array([1], dtype=np.int32), None,
+                   np.empty((1, 64), dtype=np.float32))
     assert ctx.length(0) == 0
 
 

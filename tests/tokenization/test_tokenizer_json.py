@@ -395,7 +395,8 @@ def cases(tmp_path_factory):
     extra = {
         "llama2_stripped": (td.tokenizer_path("llama2"), None, [rust_strip(t) for t in _texts_for("strip")] +
                             [rust_strip(t, left=False) for t in _texts_for("strip_right")], []),
-        "llama2_lowered": (td.tokenizer_path("llama2"), None, [rust_lowercase(t) for t in _texts_for("lowercase_decoder_no_strip")],
+        "llama2_lowered": (td.tokenizer_path("llama2"), None,
+                           [rust_lowercase(t) for t in _texts_for("lowercase_decoder_no_strip")],
                            []),
         "ms_never_pieces_always": (os.path.join(root, "ms_never", "tokenizer.json"), None,
                                    _split_pieces_all("always"), []),

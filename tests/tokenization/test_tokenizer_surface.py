@@ -16,8 +16,8 @@ import pytest
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
 
-PYCODE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "habana_assist", "pretrained",
-                      "pycode")
+PYCODE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "habana_assist", "pretrained", "pycode")
 TEXTS = ["a", "longer text", "def fib(n):\n    return n", " leading space", "x  y", ""]
 NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
@@ -332,7 +332,8 @@ def test_from_pretrained_refuses_extra_positional_arguments():
 def test_add_prefix_space_treats_the_first_word_as_any_other_word(tok):
     spaced = ha.AutoTokenizer.from_pretrained(PYCODE, add_prefix_space=True)
     word = spaced(["string"], add_special_tokens=False).input_ids[0]
-    assert word == tok([" string"], add_special_tokens=False).input_ids[0] != tok.encode("string", add_special_tokens=False), \
+    assert word == tok([" string"], add_special_tokens=False).input_ids[0] \
+        != tok.encode("string", add_special_tokens=False), \
         f"'string' with add_prefix_space should tokenize as ' string' does without: {word}"
     assert spaced.decode(spaced.encode("string x"), skip_special_tokens=True) == "string x", "added space dropped"
     assert spaced.decode(spaced.encode("string x")) == "<s> string x", "after <s> the space stays (Transformers' Strip)"

@@ -206,7 +206,8 @@ def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, t
     assert out == expected + "\n", f"expected the completion {expected!r}, got {out!r}"
 
 
-@pytest.mark.parametrize("flags, dtype, want", [([], None, False), ([], "int8", False), (["--blas-prefill"], None, True),
+@pytest.mark.parametrize("flags, dtype, want",
+                         [([], None, False), ([], "int8", False), (["--blas-prefill"], None, True),
                                                (["--no-blas-prefill"], "int8", False)])
 def test_blas_prefill_flags_reach_both_models(pair, flags, dtype, want):
     """What the command loads: the default (off, whatever the weights), or either flag, for the target and
