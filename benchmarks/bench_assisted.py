@@ -202,7 +202,8 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
         ideal = n_all * costs.target[0] / sum(ideal_time(r, costs) for r, _ in results)
         rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
                          speed_e2e=t_plain / t_all,
-                         a=sum(r.num_accepted_tokens for r, _ in results) / max(sum(r.num_draft_tokens for r, _ in results), 1),
+                         a=(sum(r.num_accepted_tokens for r, _ in results)
+                            / max(sum(r.num_draft_tokens for r, _ in results), 1)),
                          per_round=n_all / sum(r.num_rounds for r, _ in results), ideal=ideal,
                          meas_ideal=speed_gen / ideal,
                          same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None))
@@ -331,11 +332,12 @@ def main():
         callbacks = measure_callbacks(target, draft, tok, ids, n_new, args.k, repeats)
         print(f"\n3. callbacks on the shipped pair, held-out 1, {n_new} new tokens: tokens/s without, with, and the "
               "fraction the callbacks add to a token's time")
-        print(f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} {'stop_strings t/s':>17s} "
-              f"{'added':>7s}")
+        print(f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} "
+              f"{'stop_strings t/s':>17s} {'added':>7s}")
         for mode, r in callbacks.items():
-            print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} {r['none'] / r['logits_processor'] - 1:7.1%} "
-                  f"{r['stop_strings']:17.2f} {r['none'] / r['stop_strings'] - 1:7.1%}")
+            print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} "
+                  f"{r['none'] / r['logits_processor'] - 1:7.1%} {r['stop_strings']:17.2f} "
+                  f"{r['none'] / r['stop_strings'] - 1:7.1%}")
     if args.random:
         random_rows(args)
 
@@ -347,9 +349,9 @@ def print_sampling(target, draft, tok, n_new, repeats, args):
     print(f"  {'case':12s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
           f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
     for r in rows:
-        print(f"  {r['case']:12s} {str(r['same'] if r['same'] is not None else '-'):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
-              f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} {r['ideal']:7.2f} "
-              f"{r['meas_ideal']:10.2f}")
+        print(f"  {r['case']:12s} {str(r['same'] if r['same'] is not None else '-'):>5s} {r['gen']:8.1f} "
+              f"{r['e2e']:8.1f} {r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
+              f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
     for r in rows[1:]:
         print(f"  target ({r['case']}): measured over ideal {pass_fail(r['meas_ideal'], 0.9)}; faster than plain "
               f"where the ideal says so: {r['speed_gen'] > 1.0 or r['ideal'] <= 1.0}")

@@ -287,8 +287,8 @@ def print_busy(rows, repeats, tokens):
     for phase in ("alone", "busy"):
         for name, by_dtype in rows[phase].items():
             for d, r in by_dtype.items():
-                print(f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} {r['ratio']:9.2f}  "
-                      + " ".join(f"{x:.2f}" for x in r["ratios"]))
+                print(f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} "
+                      f"{r['ratio']:9.2f}  " + " ".join(f"{x:.2f}" for x in r["ratios"]))
     if "baseline" in rows["alone"]:
         for d in rows["alone"]["this"]:
             now, then = rows["alone"]["this"][d], rows["alone"]["baseline"][d]
@@ -450,7 +450,8 @@ def main():
         print(json.dumps(fn(args.dir, args.dtypes, args.repeats)))
         return
     if args.busy:
-        dtypes = [d for d in (args.dtypes if args.dtypes != ap.get_default("dtypes") else "bfloat16,int8").split(",") if d]
+        dtypes = [d for d in (args.dtypes if args.dtypes != ap.get_default("dtypes") else "bfloat16,int8").split(",")
+                  if d]
         rows = busy_table(dtypes, args.repeats, args.tokens, args.baseline)
         if args.json:
             print(json.dumps(rows))
@@ -531,7 +532,8 @@ def main():
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
         rate = mac_rate_q8 if d in ("int8", "int4") else mac_rate
         best = {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}
-        print("             at both rooflines t(T)/t(1) would be " + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
+        print("             at both rooflines t(T)/t(1) would be "
+              + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
               + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
               f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
         print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "

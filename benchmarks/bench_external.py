@@ -133,7 +133,8 @@ def transformers_cases(directory, draft_directory, device, native_draft, kw):
     hf, hf_draft = load(directory), load(draft_directory)
     hf_draft.generation_config.num_assistant_tokens = kw["num_assistant_tokens"]
     hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
-    hf_draft.generation_config.assistant_confidence_threshold = native_draft.generation_config.assistant_confidence_threshold
+    hf_draft.generation_config.assistant_confidence_threshold = \
+        native_draft.generation_config.assistant_confidence_threshold
     wrapped, ahead = ha.wrap(hf, overlap=False), ha.wrap(hf, overlap=True)
 
     def theirs(assistant):
@@ -222,7 +223,8 @@ def main():
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"habana_assist external-model benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
           f"pycode float32 as a torch model on {device} (torch threads {torch.get_num_threads()}) and natively, "
-          f"draft pycode-draft (native, host), greedy, K = {args.k}, {len(prompts)} prompts x {args.new_tokens} new tokens, "
+          f"draft pycode-draft (native, host), greedy, K = {args.k}, {len(prompts)} prompts x {args.new_tokens} new "
+          "tokens, "
           f"best of {args.repeats} interleaved rounds")
     print(f"  {'case':34s} {'tok/s':>8s} {'speed-up':>8s} {'same':>5s} {'accept':>7s} {'bytes/pass':>10s}")
     for name in cases:

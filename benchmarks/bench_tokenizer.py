@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Encoding speed of tokenizer.json tokenizers (habana_assist.tokenization.tokenizer_json), in MB of UTF-8 text per second
-on one core (this process), for real checkpoints' tokenizers on real text found on every Debian machine:
+"""Encoding speed of tokenizer.json tokenizers (habana_assist.tokenization.tokenizer_json), in MB of UTF-8 text per
+second on one core (this process), for real checkpoints' tokenizers on real text found on every Debian machine:
 
   - English prose: the license texts in /usr/share/common-licenses;
   - Python source: the standard library's modules in /usr/lib/python3.11 (the first 2 MB).

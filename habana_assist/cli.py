@@ -196,7 +196,8 @@ def cmd_demo(args):
     ha, tok, model, draft = _load(args)
     held = draft.weight_dtype if draft is not None else "no draft"
     print(f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.weight_dtype}) "
-          f"assisted by {args.assistant} ({held}, schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens per prompt; kernels {ha.kernels_name()}, "
+          f"assisted by {args.assistant} ({held}, schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens "
+          f"per prompt; kernels {ha.kernels_name()}, "
           f"{ha.get_num_threads()} threads\n")
     model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
     totals_plain, totals_assisted, drafted, accepted = np.zeros(4), np.zeros(4), 0, 0

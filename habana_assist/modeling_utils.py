@@ -345,13 +345,15 @@ class PreTrainedCausalLM(GenerationMixin):
         from .checkpoints.safetensors import save_file
         from .models.auto import AutoModelForCausalLM
         if not hasattr(state_dict, "keys"):
-            raise InvalidInputError(f"load_state_dict takes a mapping of names to tensors, not {type(state_dict).__name__}")
+            raise InvalidInputError("load_state_dict takes a mapping of names to tensors, not "
+                                    f"{type(state_dict).__name__}")
         own = self.state_dict()
         missing = sorted(k for k in own if k not in state_dict)
         unexpected = sorted(k for k in state_dict if k not in own)
         if strict and (missing or unexpected):
             parts = [f"Missing key(s) in state_dict: {', '.join(repr(k) for k in missing)}."] if missing else []
-            parts += [f"Unexpected key(s) in state_dict: {', '.join(repr(k) for k in unexpected)}."] if unexpected else []
+            parts += ([f"Unexpected key(s) in state_dict: {', '.join(repr(k) for k in unexpected)}."] if unexpected
+                      else [])
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(parts))
         arrays = {}
         for name, current in own.items():
@@ -359,8 +361,8 @@ class PreTrainedCausalLM(GenerationMixin):
             array = value.detach().float().cpu().numpy() if hasattr(value, "detach") else np.asarray(value, np.float32)
             if tuple(array.shape) != tuple(current.shape):
                 raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for "
-                                   f"{name}: copying a param with shape {tuple(array.shape)} from checkpoint, the shape "
-                                   f"in current model is {tuple(current.shape)}.")
+                                   f"{name}: copying a param with shape {tuple(array.shape)} from checkpoint, the "
+                                   f"shape in current model is {tuple(current.shape)}.")
             arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
         if self.config.tie_word_embeddings:
             arrays.pop("lm_head.weight", None)  # the embedding's own tensor, as checkpoints of tied models leave it

@@ -38,7 +38,8 @@ def choose(target, gc, assistant_model, tokenizer, assistant_tokenizer, need):
         unused = [name for name, on in (("assistant_model", assistant_model is not None), (
             "prompt_lookup_num_tokens", early_exit is not None and gc.prompt_lookup_num_tokens is not None)) if on]
         if unused:
-            warnings.warn(f"{' and '.join(unused)} not used: {'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
+            warnings.warn(f"{' and '.join(unused)} not used: "
+                          f"{'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
                           "drafts instead, as in Transformers", UserWarning, stacklevel=4)
         assistant_model = None
     # universal assisted decoding: a draft with another tokenizer drafts through text (universal.py)

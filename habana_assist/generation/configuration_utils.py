@@ -643,7 +643,8 @@ class GenerationConfig:
             _, problem = _bias_pairs(self.sequence_bias)
             if problem is not None:
                 self._bad("sequence_bias", f"must map token-id sequences to biases ({problem})",
-                          "pass e.g. sequence_bias={(5,): -10.0, (7, 8): 2.5} or [[[5], -10.0], [[7, 8], 2.5]], or None")
+                          "pass e.g. sequence_bias={(5,): -10.0, (7, 8): 2.5} or [[[5], -10.0], [[7, 8], 2.5]], "
+                          "or None")
         for flag in ("suppress_tokens", "begin_suppress_tokens"):
             v = getattr(self, flag)
             if v is not None and _token_ids_problem(v, allow_empty=True) is not None:

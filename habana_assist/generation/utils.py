@@ -257,8 +257,9 @@ class GenerationMixin:
                       if v is not None and not k.startswith("_") and k != "transformers_version"}
             generation_config = GenerationConfig.from_dict(fields)
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
-            raise InvalidInputError(f"generation_config must be a GenerationConfig, got {type(generation_config).__name__}; "
-                                    "pass GenerationConfig(**your_dict) or the arguments themselves")
+            raise InvalidInputError("generation_config must be a GenerationConfig, got "
+                                    f"{type(generation_config).__name__}; pass GenerationConfig(**your_dict) or the "
+                                    "arguments themselves")
         for flag, why in _REFUSED_ARGUMENTS.items():
             if flag in kwargs and not any(kwargs[flag] is v for v in _ACCEPTED.get(flag, (None,))):
                 raise InvalidInputError(f"`{flag}` (={kwargs[flag]!r}) is not supported: {why}")
@@ -433,8 +434,8 @@ class GenerationMixin:
         eos = gc.eos_token_ids()
         pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
         if any(v >= self.vocab_size for v in eos):  # processors index the scores at eos ids (min_new_tokens...)
-            raise InvalidInputError(f"`eos_token_id` (={eos}) is outside the vocabulary (vocab_size={self.vocab_size}); "
-                                    "pass ids from the model's tokenizer")
+            raise InvalidInputError(f"`eos_token_id` (={eos}) is outside the vocabulary "
+                                    f"(vocab_size={self.vocab_size}); pass ids from the model's tokenizer")
         if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
             raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
         if attention_mask is None and pad in eos:  # Transformers' _prepare_special_tokens (pad unset: eos[0])
@@ -465,8 +466,8 @@ class GenerationMixin:
         need = int(real.max()) + max_new
         if need > self.max_cache_len:
             raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
-                                     f"{need} cache positions, more than max_cache_len={self.max_cache_len}; shorten the "
-                                     "prompt, lower max_new_tokens, or load with a larger max_cache_len")
+                                     f"{need} cache positions, more than max_cache_len={self.max_cache_len}; "
+                                     "shorten the prompt, lower max_new_tokens, or load with a larger max_cache_len")
         return _Call(ids, kind, real, B, S, eos, pad, max_new, min_new, need)
 
     def _run_assisted(self, ctx, drafter, gc, call, common):

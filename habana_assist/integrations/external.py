@@ -83,8 +83,8 @@ def _field(out, name, index):
             return out[n]
     if isinstance(out, (tuple, list)) and len(out) > index:
         return out[index]
-    raise InvalidInputError(f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must return "
-                            "an object with .logits and .past_key_values (Transformers' CausalLMOutputWithPast)")
+    raise InvalidInputError(f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must "
+                            "return an object with .logits and .past_key_values (Transformers' CausalLMOutputWithPast)")
 
 
 def crop_cache(cache, length):
@@ -228,8 +228,8 @@ class _Adapter:
                         use_cache=True, **{_cache_keyword(model): self.cache[b]})
         logits, self.cache[b] = _field(out, "logits", 0), _field(out, "past_key_values", 1)
         if self.cache[b] is not None and any(c is self.cache[b] for i, c in enumerate(self.cache) if i != b):
-            raise UnsupportedModelError("the wrapped model returned one cache object for two rows of the batch (a cache "
-                                        "it keeps itself?); each row needs its own: return a new cache when "
+            raise UnsupportedModelError("the wrapped model returned one cache object for two rows of the batch "
+                                        "(a cache it keeps itself?); each row needs its own: return a new cache when "
                                         "past_key_values is None, or generate() per prompt")
         host = self._wanted_rows(logits, n, wanted)
         self.length[b] = before + n
@@ -294,8 +294,8 @@ class ExternalModel:
                                     f"{reduce_logits!r}")
         self.reduce_logits = reduce_logits
         if overlap not in (None, True, False):
-            raise InvalidInputError(f"wrap(overlap=) takes None (draft ahead when the model is not on the CPU), True or "
-                                    f"False; got {overlap!r}")
+            raise InvalidInputError("wrap(overlap=) takes None (draft ahead when the model is not on the CPU), "
+                                    f"True or False; got {overlap!r}")
         self.overlap = overlap
         self.transfer_bytes = {"to_device": 0, "to_host": 0}  # over the last generate(): see the module's docstring
         self.drafted_ahead = {"passes": 0, "used": 0}  # over the last generate() as target: see draft_ahead

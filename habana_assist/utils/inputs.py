@@ -57,7 +57,8 @@ def checked_attention_mask(attention_mask, shape):
         return np.ones(shape, dtype=bool)
     m = np.asarray(attention_mask)
     if m.shape != shape:
-        raise InvalidInputError(f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's mask")
+        raise InvalidInputError(f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's "
+                                "mask")
     if not (np.issubdtype(m.dtype, np.number) or m.dtype == bool):
         raise InvalidInputError(f"attention_mask must be numeric (0 and 1), got dtype {m.dtype}")
     if not np.isin(m, (0, 1)).all():

@@ -1,4 +1,5 @@
-"""habana_assist.checkpoints.safetensors writes and reads the real safetensors format, zero-copy, with exact bfloat16."""
+"""habana_assist.checkpoints.safetensors writes and reads the real safetensors format, zero-copy, with exact
+bfloat16."""
 
 import json
 import struct

@@ -140,11 +140,13 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
                         "70", "1", "1", "4"],
                        capture_output=True, text=True, timeout=300)
     if not in_git:
-        assert r.returncode == 2 and "git checkout" in r.stderr, f"expected a refusal naming git, got {r.returncode}:\n{r.stderr}"
+        assert r.returncode == 2 and "git checkout" in r.stderr, \
+            f"expected a refusal naming git, got {r.returncode}:\n{r.stderr}"
     elif {"avx2", "fma", "f16c"} <= set(flags):
         assert r.returncode == 0, f"kernel_ab.sh failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
-        assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines), r.stdout
+        assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line)
+                                       for line in lines), r.stdout
         # A as a file (here the working tree's own kernels), on float panels: the same code must agree bitwise
         own = os.path.join(root, "csrc", "kernels", "kernels_avx2.c")
         r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21",
@@ -154,4 +156,5 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
         assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
     else:
-        assert r.returncode == 2 and "avx2" in r.stderr, f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"
+        assert r.returncode == 2 and "avx2" in r.stderr, \
+            f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"

@@ -116,7 +116,8 @@ def test_a_streamer_without_stop_is_ended_and_its_errors_never_hide_the_first(pa
     with pytest.raises(ValueError, match="on purpose") as info:
         model.generate(**ids, streamer=s, max_new_tokens=20)
     assert any("end failed too" in note for note in getattr(info.value, "__notes__", [])), \
-        f"the streamer's own failure to stop must be noted on the first error; notes: {getattr(info.value, '__notes__', None)}"
+        "the streamer's own failure to stop must be noted on the first error; notes: " \
+        f"{getattr(info.value, '__notes__', None)}"
     s.text_queue.put(s.stop_signal)  # its end() failed, so release its consumer here
     s.thread.join(120)
 
@@ -176,7 +177,8 @@ def test_ctrl_c_ends_the_command_line_quietly_with_130():
     out, err = proc.communicate(timeout=300)
     assert first, f"the demo printed nothing; stderr: {err[-2000:]}"
     assert proc.returncode == 130, f"Ctrl-C: expected exit code 130, got {proc.returncode}; stderr: {err[-2000:]}"
-    assert "habana-assist: interrupted" in err and "Traceback" not in err, f"expected one quiet line, got: {err[-2000:]}"
+    assert "habana-assist: interrupted" in err and "Traceback" not in err, \
+        f"expected one quiet line, got: {err[-2000:]}"
 
 
 def test_a_call_refused_before_it_starts_releases_the_consumer_too(pair):

@@ -21,4 +21,5 @@ assert isinstance(outputs, torch.Tensor) and outputs.shape[0] == 1
 assert torch.equal(outputs[:, :prompt_len], inputs["input_ids"])
 assert prompt_len < outputs.shape[1] <= prompt_len + model.generation_config.max_new_tokens
 assert int(outputs.max()) < model.config.vocab_size
-assert tokenizer.batch_decode(outputs, skip_special_tokens=True)[0].startswith("The second law of thermodynamics states")
+assert tokenizer.batch_decode(outputs, skip_special_tokens=True)[0].startswith(
+    "The second law of thermodynamics states")

@@ -33,7 +33,8 @@ def _run(*args):
 def test_binding_random_arguments_raise_only_allowed_exceptions():
     res = _run("--iterations", str(CASES), "--seed", str(SEED))
     out = res.stdout + res.stderr
-    assert res.returncode == 0, f"expected no finding from {CASES} cases of seed {SEED}, got exit {res.returncode}:\n{out[-8000:]}"
+    assert res.returncode == 0, \
+        f"expected no finding from {CASES} cases of seed {SEED}, got exit {res.returncode}:\n{out[-8000:]}"
     assert f"{CASES} cases" in out, f"expected {CASES} cases run, got:\n{out[-3000:]}"
     summary = next(line for line in out.splitlines() if "outcomes:" in line)
     for outcome in ("'ok'", "'InvalidInputError'", "'TypeError'"):
@@ -50,7 +51,8 @@ def test_binding_fuzz_reports_a_crash_and_a_bad_exception_naming_the_case():
     res = _run("--iterations", "20", "--seed", str(SEED), "--selftest", "7:abort")
     out = res.stdout + res.stderr
     assert res.returncode == 1, f"expected exit 1 for a worker that aborted, got {res.returncode}:\n{out[-3000:]}"
-    assert "died" in out and "case 7 " in out and "--case 7" in out, f"expected the crash reported as case 7, got:\n{out[-3000:]}"
+    assert "died" in out and "case 7 " in out and "--case 7" in out, \
+        f"expected the crash reported as case 7, got:\n{out[-3000:]}"
     res = _run("--iterations", "20", "--seed", str(SEED), "--selftest", "5:raise")
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "case 5" in out and "SystemError" in out, (

@@ -205,7 +205,8 @@ def test_batched_rejection_sampling_draws_each_row_from_the_target(pair, schedul
             rows[r].append(res.sequences[r, width:])
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
-    assert 0 < accepted < drafted, f"{schedule}: an unrelated draft must be rejected sometimes, accepted {accepted} of {drafted}"
+    assert 0 < accepted < drafted, \
+        f"{schedule}: an unrelated draft must be rejected sometimes, accepted {accepted} of {drafted}"
     for r, prompt in enumerate(CHI_PROMPTS):
         tokens = np.array(rows[r])
         counts = np.bincount(np.ravel_multi_index(tokens.T, (V,) * T_NEW), minlength=V ** T_NEW)

@@ -222,7 +222,8 @@ def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
     if target is draft:
         assert accepted == drafted > 0, f"{pair}: every proposal should be accepted, got {accepted} of {drafted}"
     elif "w8a8" in pair or "pairs" in pair:  # these drafts happen to agree with this target everywhere; int8's do not
-        assert 0 < accepted <= drafted, f"test setup: {pair} should be right at least sometimes, {accepted} of {drafted}"
+        assert 0 < accepted <= drafted, \
+            f"test setup: {pair} should be right at least sometimes, {accepted} of {drafted}"
     else:
         assert 0 < accepted < drafted, f"test setup: {pair} should be right only sometimes, {accepted} of {drafted}"
 

@@ -557,7 +557,8 @@ def test_effective_reads_none_as_the_processor_off():
 def test_list_views():
     gc = ha.GenerationConfig(forced_eos_token_id=np.int64(3), stop_strings="\n", eos_token_id=[2, 5])
     assert (gc.forced_eos_token_ids(), gc.stop_strings_list(), gc.eos_token_ids()) == ([3], ["\n"], [2, 5]), \
-        f"expected [3], ['\\n'], [2, 5], got {gc.forced_eos_token_ids()}, {gc.stop_strings_list()}, {gc.eos_token_ids()}"
+        f"expected [3], ['\\n'], [2, 5], got {gc.forced_eos_token_ids()}, {gc.stop_strings_list()}, " \
+        f"{gc.eos_token_ids()}"
     empty = ha.GenerationConfig()
     assert (empty.forced_eos_token_ids(), empty.stop_strings_list(), empty.sequence_bias_pairs()) == ([], [], []), \
         "expected empty lists for unset fields"

@@ -271,7 +271,8 @@ def test_same_vocabulary_pair_takes_the_same_tokenizer_path(models, one_core_thr
     assert np.array_equal(core.sequences, both.sequences)
     for field in ("num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes"):
         assert getattr(core, field) == getattr(both, field), \
-            f"expected identical vocabularies to draft in the core ({field} {getattr(core, field)}), got {getattr(both, field)}"
+            f"expected identical vocabularies to draft in the core ({field} {getattr(core, field)}), " \
+            f"got {getattr(both, field)}"
 
 
 def test_universal_argument_errors_name_the_fix(models):

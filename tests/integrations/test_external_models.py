@@ -1,5 +1,5 @@
-"""habana_assist.wrap: a torch model (tests/fixtures/torch_causal_lm.py, Transformers' calling convention) behind the core's
-model interface, as target, as draft, or both; exactness where its forward is batch-invariant, the disagreement
+"""habana_assist.wrap: a torch model (tests/fixtures/torch_causal_lm.py, Transformers' calling convention) behind the
+core's model interface, as target, as draft, or both; exactness where its forward is batch-invariant, the disagreement
 report where it is not, rejection sampling's distribution, and clear errors for what does not follow the
 convention (habana_assist/integrations/external.py)."""
 
@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # tests/integrations/test_torch_io.py asserts torch is installed by the test set-up
+# tests/integrations/test_torch_io.py asserts torch is installed by the test set-up
+torch = pytest.importorskip("torch")
 
 
 import habana_assist as ha  # noqa: E402 - once torch is known to be there
@@ -264,7 +265,8 @@ def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_sa
         assert 0 < a.num_narrow_margins, "0.5 should be wider than some margins (else the count is not compared)"
         # every row the target's appends returned was reduced: the prompt's last, then one per step (plain) or
         # K + 1 per verification of K drafts (the probe's forwards are not reduced)
-        rows = b.sequences.shape[1] - IDS.shape[1] if assistant is None else 1 + b.num_draft_tokens + b.num_target_passes - 1
+        rows = (b.sequences.shape[1] - IDS.shape[1] if assistant is None
+                else 1 + b.num_draft_tokens + b.num_target_passes - 1)
         assert sum(calls) == rows, f"{sum(calls)} rows reduced of {rows}"
         calls.clear()
     assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, \

@@ -40,7 +40,8 @@ def test_ring_logits_match_the_reference_past_several_wraps(pair):
     got = model(ids[None]).logits[0].astype(np.float64)
     ref = reference_logits(config, tensors, ids)
     err = np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
-    assert err.max() < 1e-4, f"positions {np.flatnonzero(err >= 1e-4)[:8]} differ from the reference by up to {err.max():.2e}"
+    assert err.max() < 1e-4, \
+        f"positions {np.flatnonzero(err >= 1e-4)[:8]} differ from the reference by up to {err.max():.2e}"
 
 
 def test_ring_decoding_is_bitwise_the_full_forward_through_crops(pair):

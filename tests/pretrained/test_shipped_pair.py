@@ -28,7 +28,8 @@ def test_shipped_models_have_the_promised_shapes(pair):
     tok, target, draft = pair
     t, d = target.config, draft.config
     assert t.architectures == ["LlamaForCausalLM"] and t.num_key_value_heads < t.num_attention_heads, \
-        f"expected a GQA Llama target, got {t.architectures}, {t.num_attention_heads} heads / {t.num_key_value_heads} KV"
+        f"expected a GQA Llama target, got {t.architectures}, {t.num_attention_heads} heads / " \
+        f"{t.num_key_value_heads} KV"
     assert d.num_key_value_heads == 1 and d.tie_word_embeddings, "expected an MQA draft with tied embeddings"
     assert t.vocab_size == d.vocab_size == tok.vocab_size, \
         f"expected one vocabulary, got target {t.vocab_size}, draft {d.vocab_size}, tokenizer {tok.vocab_size}"

@@ -1,5 +1,5 @@
-"""The tokenizer.json engine (habana_assist.tokenization.tokenizer_json) against references, on four real checkpoint families'
-files and on variants of them carrying the components real checkpoints use and these four lack.
+"""The tokenizer.json engine (habana_assist.tokenization.tokenizer_json) against references, on four real checkpoint
+families' files and on variants of them carrying the components real checkpoints use and these four lack.
 
 The reference is Hugging Face's JavaScript tokenizers (tests/fixtures/tokenizer_reference.mjs, one Node process for the
 whole session).  The engine follows Rust tokenizers (what Transformers runs); where the JS implementation
@@ -633,7 +633,8 @@ def test_metaspace_decoder_follows_rust(cases, name, scheme):
     bad = []
     for text, r in zip(c.texts, c.refs):
         if r.ids != c.engine.encode(text):
-            bad.append(f"  encode text={text[:100]!r}\n    expected={_short(r.ids)}\n    got={_short(c.engine.encode(text))}")
+            bad.append(f"  encode text={text[:100]!r}\n    expected={_short(r.ids)}\n"
+                       f"    got={_short(c.engine.encode(text))}")
             continue
         for ids, skip in ((r.ids, False), (r.ids, True), (r.ids_plain, False)):
             tokens = [vocab_r[i] for i in ids if not (skip and i in (0, 1, 2))]

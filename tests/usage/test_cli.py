@@ -288,7 +288,8 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
     named = {m.group(3)} | {part.split()[0] for part in m.group(5).split(", ")}
     assert named == {"float32", "bfloat16", "bfloat16-pairs", "int8", "w8a8"}, named
     assert all(float(part.split()[1]) <= float(m.group(4)) for part in m.group(5).split(", ")), summary
-    assert re.search(r"assisted \(float32\) against it: [\d.]+x generating \([\d.]+x with the prefill\)", summary), summary
+    assert re.search(r"assisted \(float32\) against it: [\d.]+x generating \([\d.]+x with the prefill\)",
+                     summary), summary
 
 
 # ---- errors ----------------------------------------------------------------------------------------------------
