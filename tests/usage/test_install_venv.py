@@ -188,6 +188,8 @@ def test_a_build_without_openblas_stops_naming_the_package(tmp_path, missing):
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(os.path.join(REPO, name), src)
     shutil.copytree(os.path.join(REPO, "csrc"), src / "csrc")
+    (src / "habana_assist").mkdir()  # pyproject's version is habana_assist.__version__, read from this file
+    shutil.copy(os.path.join(REPO, "habana_assist", "__init__.py"), src / "habana_assist")
     shadow = tmp_path / "shadow"  # searched before the system's directories: OpenBLAS as a machine without it has it
     shadow.mkdir()
     compiler = shlex.split(sysconfig.get_config_var("CC") or "gcc")[0]
