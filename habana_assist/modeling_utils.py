@@ -6,6 +6,7 @@ Batches follow Transformers' conventions: attention_mask marks real tokens, posi
 real token, so a padded row computes exactly what it computes alone.
 """
 
+import collections
 import contextlib
 import os
 import types
@@ -28,6 +29,8 @@ from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
 
 _QUANTIZED = ("int8", "w8a8", "int4")
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+# load_state_dict's result, as torch's Module.load_state_dict returns it
+_IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
 def _is_dtype(value):
@@ -339,11 +342,7 @@ class PreTrainedCausalLM(GenerationMixin):
         ones quantize them again), as from_pretrained of a checkpoint of them would: it costs a save of them into a
         temporary directory and a load from it; caches filled before are refused after. assign is torch's choice of
         copying or assigning parameters; both mean the same here."""
-        import collections
-        import tempfile
-
         from .checkpoints.safetensors import save_file
-        from .models.auto import AutoModelForCausalLM
         if not hasattr(state_dict, "keys"):
             raise InvalidInputError("load_state_dict takes a mapping of names to tensors, not "
                                     f"{type(state_dict).__name__}")
@@ -366,16 +365,28 @@ class PreTrainedCausalLM(GenerationMixin):
             arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
         if self.config.tie_word_embeddings:
             arrays.pop("lm_head.weight", None)  # the embedding's own tensor, as checkpoints of tied models leave it
-        with tempfile.TemporaryDirectory(prefix="habana-assist-load-") as tmp:
+
+        def write(tmp):
             self.config.save_pretrained(tmp)
             save_file(arrays, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        self._reload(write, self.weight_dtype)
+        return _IncompatibleKeys(missing, unexpected)
+
+    def _reload(self, write, dtype):
+        """This model, in place, as from_pretrained(directory, dtype=dtype) with this model's other load options
+        loads the checkpoint write(directory) lays out in a temporary directory: the object, its generation_config
+        and name stay; caches filled before are refused after, as they hold the old weights' keys. A matrix the load
+        keeps mapped from the file stays readable after the directory is removed (the mapping holds the file)."""
+        import tempfile
+        from .models.auto import AutoModelForCausalLM
+        with tempfile.TemporaryDirectory(prefix="habana-assist-reload-") as tmp:
+            write(tmp)
             loaded = AutoModelForCausalLM.from_pretrained(
-                tmp, dtype=self.weight_dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
+                tmp, dtype=dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
                 repack=self.repacked, progress=False)
         kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
         self.__dict__.update(loaded.__dict__)
         self.__dict__.update(kept)
-        return collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
 
     def get_input_embeddings(self):
         """The token embedding: a torch.nn.Embedding over the embedding's parameter where torch is importable, else a
@@ -435,16 +446,7 @@ class PreTrainedCausalLM(GenerationMixin):
                                     f"dtype={dtype!r}) instead")
         if self.weight_dtype == dtype and self._float_dtype == dtype:
             return self
-        import tempfile
-        from .models.auto import AutoModelForCausalLM
-        with tempfile.TemporaryDirectory(prefix="habana-assist-convert-") as tmp:
-            self.save_pretrained(tmp)
-            converted = AutoModelForCausalLM.from_pretrained(
-                tmp, dtype=dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
-                repack=self.repacked, progress=False)  # nothing of tmp stays mapped: every matrix is converted
-        kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
-        self.__dict__.update(converted.__dict__)
-        self.__dict__.update(kept)
+        self._reload(self.save_pretrained, dtype)
         return self
 
     def to(self, *args, **kwargs):
