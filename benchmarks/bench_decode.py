@@ -70,8 +70,8 @@ TINYLLAMA = {
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
 CACHE_LEN = 160      # positions: a 128-token prompt + decode room
 VERIFY_T = tuple(range(1, 17))
-WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "int8": 64 / 68,
-                    "int4": 32 / 20}  # per block
+WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "bfloat16-pairs": 1 / 2,
+                    "int8": 64 / 68, "w8a8": 64 / 68, "int4": 32 / 20}  # per block
 
 
 def random_bf16(rng, shape, exponent):
@@ -428,7 +428,7 @@ def integer_accuracy(directory, dtype):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=DEFAULT_DIR, help="where the random checkpoint is written (reused if present)")
-    ap.add_argument("--dtypes", default="bfloat16,int8,int4", help="weight formats to measure, comma-separated")
+    ap.add_argument("--dtypes", default="bfloat16,w8a8,int8,int4", help="weight formats to measure, comma-separated")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the best is kept)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer even if torch is installed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
@@ -484,11 +484,12 @@ def main():
     bw_before = measure_bw()
     # The peak rate is the hardware's: a neighbour's load can only lower a measurement, so take the best of
     # several, spread over the run (one taken while another VM ran FMAs on a core read half the peak).
-    macs, macs_q8 = [], []
+    macs, macs_q8, macs_w8a8 = [], [], []
 
     def measure_macs():
         macs.append(ha._core.measure_mac_rate(3))
         macs_q8.append(ha._core.measure_mac_rate(3, int8=True))
+        macs_w8a8.append(ha._core.measure_mac_rate(3, w8a8=True))
 
     measure_macs()
     ours, bws = {}, {}
@@ -501,12 +502,13 @@ def main():
     peer = {d: run_child("torch", args.dir, d, 2) for d in dtypes if d != "int4"} if have_torch else {}
     bw_after = measure_bw()
     measure_macs()
-    mac_rate, mac_rate_q8 = max(macs), max(macs_q8)
+    mac_rate, mac_rate_q8, mac_rate_w8a8 = max(macs), max(macs_q8), max(macs_w8a8)
     accuracy = [row for d in ("int8", "int4") if d in dtypes for row in integer_accuracy(args.dir, d)]
     family_rows = families_table(families, os.path.dirname(args.dir), args.repeats)
 
     report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "mac_rate_integer_weights": mac_rate_q8, "bandwidth_before": bw_before,
+              "mac_rate": mac_rate, "mac_rate_integer_weights": mac_rate_q8,
+              "mac_rate_w8a8": mac_rate_w8a8, "bandwidth_before": bw_before,
               "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
               "integer_accuracy": accuracy, "families": family_rows}
     if args.json:
@@ -517,7 +519,8 @@ def main():
     print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
           f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers, the best of "
           f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the integer weights' "
-          f"kernel runs)")
+          f"kernel runs, {mac_rate_w8a8 / 1e9:.1f} G/s of the int8 products of w8a8's; bfloat16-pairs is bounded "
+          f"here by the float32 rate)")
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
         roof = r["weight_bytes"] / bws[d]
@@ -530,7 +533,7 @@ def main():
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
-        rate = mac_rate_q8 if d in ("int8", "int4") else mac_rate
+        rate = mac_rate_q8 if d in ("int8", "int4") else mac_rate_w8a8 if d == "w8a8" else mac_rate
         best = {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}
         print("             at both rooflines t(T)/t(1) would be "
               + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())

@@ -571,8 +571,9 @@ HA_API double ha_available_memory(void);
 HA_API ha_status ha_measure_read_bandwidth(size_t nbytes, int repeats, double *bytes_per_s);
 /* Peak multiply-adds per second of the kernel variant in use, every thread running independent chains from
  * registers: the compute roofline (a verification of T tokens needs T * weights multiply-adds). int_weights
- * != 0: of the int16 x int16 products summed in int32 that the integer (int8, int4) weights' kernels run
- * (their activations quantized to int16), instead of float32 FMAs. */
+ * 1: of the int16 x int16 products summed in int32 that the integer (int8, int4) weights' kernels run (their
+ * activations quantized to int16), instead of float32 FMAs; 2: of the int8 x int8 products of the w8a8 class's
+ * kernel (HA_Q8P). */
 HA_API ha_status ha_measure_mac_rate(int repeats, int int_weights, double *macs_per_s);
 
 #ifdef __cplusplus

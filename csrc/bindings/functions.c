@@ -132,13 +132,17 @@ PyObject *py_measure_read_bandwidth(PyObject *mod, PyObject *args) {
 
 PyObject *py_measure_mac_rate(PyObject *mod, PyObject *args, PyObject *kwargs) {
     (void)mod;
-    static char *kw[] = { "repeats", "int8", NULL };
-    int repeats, int8 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|p", kw, &repeats, &int8)) return NULL;
+    static char *kw[] = { "repeats", "int8", "w8a8", NULL };
+    int repeats, int8 = 0, w8a8 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|pp", kw, &repeats, &int8, &w8a8)) return NULL;
+    if (int8 && w8a8) {
+        PyErr_SetString(PyExc_ValueError, "measure_mac_rate: int8=True and w8a8=True are two rates; ask for one");
+        return NULL;
+    }
     double rate = 0;
     ha_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = ha_measure_mac_rate(repeats, int8, &rate);
+    st = ha_measure_mac_rate(repeats, w8a8 ? 2 : int8, &rate);
     Py_END_ALLOW_THREADS
     if (st != HA_OK) return raise_status(st);
     return PyFloat_FromDouble(rate);

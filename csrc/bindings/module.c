@@ -46,8 +46,9 @@ static PyMethodDef module_methods[] = {
     { "measure_read_bandwidth", py_measure_read_bandwidth, METH_VARARGS,
       "measure_read_bandwidth(nbytes, repeats) -> bytes/s streamed by all threads" },
     { "measure_mac_rate", (PyCFunction)(void (*)(void))py_measure_mac_rate, METH_VARARGS | METH_KEYWORDS,
-      "measure_mac_rate(repeats, int8=False) -> peak multiply-adds/s of the kernels in use, all threads (int8: "
-      "of the int16 products the int8 and int4 weights' kernels run)" },
+      "measure_mac_rate(repeats, int8=False, w8a8=False) -> peak multiply-adds/s of the kernels in use, all threads "
+      "(int8: of the int16 products the int8 and int4 weights' kernels run; w8a8: of the int8 products of the w8a8 "
+      "kernel)" },
     { "rng_uniform", py_rng_uniform, METH_VARARGS, "rng_uniform(seed, row, position, purpose, index) -> (0, 1)" },
     { NULL, NULL, 0, NULL },
 };

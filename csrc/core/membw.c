@@ -78,13 +78,14 @@ static void mac_range(void *ctx, int64_t b, int64_t e) {
 }
 
 ha_status ha_measure_mac_rate(int repeats, int int_weights, double *macs_per_s) {
-    if (!macs_per_s || repeats < 1) return ha_fail(HA_ERR_INVALID, "measure_mac_rate: need repeats >= 1");
+    if (!macs_per_s || repeats < 1 || int_weights < 0 || int_weights > 2)
+        return ha_fail(HA_ERR_INVALID, "measure_mac_rate: need repeats >= 1 and int_weights 0, 1 or 2");
     ha_status st = ha_pool_ensure();
     const int64_t units = 32 * (int64_t)ha_get_num_threads();
     const ha_kernels *k = ha_kernels_get();
     double best = 0.0;
     for (int r = 0; st == HA_OK && r <= repeats; r++) { /* round 0 warms up */
-        mac_job j = { .burst = int_weights ? k->mac_burst_q8 : k->mac_burst };
+        mac_job j = { .burst = int_weights == 2 ? k->mac_burst_w8a8 : int_weights ? k->mac_burst_q8 : k->mac_burst };
         atomic_init(&j.done, 0);
         double t0 = ha_now();
         ha_parallel_for(mac_range, &j, units);

@@ -87,6 +87,8 @@ typedef struct ha_kernels {
     double (*mac_burst)(int64_t n);
     /* The same with vpmaddwd-like int16 x int16 products summed in pairs into int32, matmul_int's multiplies. */
     double (*mac_burst_q8)(int64_t n);
+    /* The same with int8 x int8 products summed in int32, matmul_w8a8's multiplies (vpdpbusd where the variant has it). */
+    double (*mac_burst_w8a8)(int64_t n);
 } ha_kernels;
 
 /* The 53 random bits of the uniform (seed, row, position, purpose, index) (generation/sampling.c): the first 64

@@ -811,6 +811,20 @@ AVX2 static double mac_burst_q8_avx2(int64_t n) {
     return (double)n * 12.0 * 16.0 + 0.0 * (double)_mm256_extract_epi32(t, 0);
 }
 
+/* 12 chains of vpmaddubsw (32 uint8 x int8 products added in pairs into 16 int16), matmul_w8a8's multiplies; its
+ * vpmaddwd widening runs on other ports and is left out, as in mac_burst_q8_avx2. */
+AVX2 static double mac_burst_w8a8_avx2(int64_t n) {
+    __m256i s[12];
+    const __m256i w = _mm256_set1_epi8(3);
+    for (int i = 0; i < 12; i++) s[i] = _mm256_set1_epi32(i);
+    for (int64_t r = 0; r < n; r++)
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) s[i] = _mm256_maddubs_epi16(s[i], w);
+    __m256i t = s[0];
+    for (int i = 1; i < 12; i++) t = _mm256_xor_si256(t, s[i]);
+    return (double)n * 12.0 * 32.0 + 0.0 * (double)_mm256_extract_epi32(t, 0);
+}
+
 /* Philox4x32-10 for eight counters side by side, lane l the counter (index0 + l, position, row, purpose): each
  * round's two 32 x 32 -> 64-bit products by _mm256_mul_epu32 on the even lanes and on the odd lanes shifted
  * down, their high and low halves blended back into lane order. Integer steps only: bitwise ha_rng_bits. */
@@ -949,6 +963,7 @@ const ha_kernels ha_kernels_avx2 = {
     .rng_bits = rng_bits_avx2,
     .mac_burst = mac_burst_avx2,
     .mac_burst_q8 = mac_burst_q8_avx2,
+    .mac_burst_w8a8 = mac_burst_w8a8_avx2,
 };
 
 #else /* not x86: the table exists so dispatch.c links; dispatch never selects it */

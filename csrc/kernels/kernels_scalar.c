@@ -302,4 +302,5 @@ const ha_kernels ha_kernels_scalar = {
     .rng_bits = rng_bits_scalar,
     .mac_burst = mac_burst_scalar,
     .mac_burst_q8 = mac_burst_q8_scalar,
+    .mac_burst_w8a8 = mac_burst_q8_scalar,
 };
