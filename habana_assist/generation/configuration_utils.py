@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from ..checkpoints.hub import Files, pop_hub_arguments, resolve
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..utils.files import write_atomic
 
@@ -303,7 +304,6 @@ class GenerationConfig:
         local_files_only, token, force_download, proxies, subfolder). kwargs override the file's values, as in
         from_dict (return_unused_kwargs=True returns (config, unused)).
         """
-        from ..checkpoints.hub import Files, pop_hub_arguments, resolve
         hub_arguments = pop_hub_arguments(kwargs, "GenerationConfig.from_pretrained")
         for key in ("_from_auto", "_from_pipeline"):
             kwargs.pop(key, None)

@@ -2,7 +2,8 @@
 format, through habana_assist.tokenizer_json.TokenizerJSON; Transformers' fast tokenizers) and its handling of
 tokenizer_config.json (added_tokens_decoder, additional and extra special tokens, add_bos_token/add_eos_token,
 the keys it refuses). The shared surface is PreTrainedTokenizerBase in tokenization_utils_base.py, below this
-module; tokenization_utils.py, above it, re-exports everything here; build one with AutoTokenizer.from_pretrained or PreTrainedTokenizerFast.from_pretrained.
+module; tokenization_utils.py, above it, re-exports everything here; build one with AutoTokenizer.from_pretrained
+or PreTrainedTokenizerFast.from_pretrained.
 """
 
 import copy

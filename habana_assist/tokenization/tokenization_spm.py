@@ -1,7 +1,8 @@
 """The SentencePiece backend of habana_assist.tokenization: LlamaTokenizer (tokenizer.model, through Debian's
 python3-sentencepiece; Transformers' slow LlamaTokenizer) and the protobuf helpers it reads the model file with
 (_proto_fields, _bad_piece, _normalizer_spec). The shared surface is PreTrainedTokenizerBase in
-tokenization_utils_base.py, below this module; tokenization_utils.py, above it, re-exports everything here; build one with AutoTokenizer.from_pretrained or LlamaTokenizer.from_pretrained.
+tokenization_utils_base.py, below this module; tokenization_utils.py, above it, re-exports everything here; build
+one with AutoTokenizer.from_pretrained or LlamaTokenizer.from_pretrained.
 
 Added tokens work as in Transformers' slow tokenizers (PreTrainedTokenizer.tokenize over its tokens trie): the
 special tokens and every added token are split out of the text first (leftmost, longest), an AddedToken's
