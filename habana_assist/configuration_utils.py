@@ -39,10 +39,15 @@ from collections import namedtuple
 
 import numpy as np
 
-from .errors import (CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError,
-                     unsupported_family_hint)
 from .checkpoints.hub import CONFIG_FILES, pop_hub_arguments, resolve
 from .checkpoints.safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
+from .errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    InvalidInputError,
+    UnsupportedModelError,
+    unsupported_family_hint,
+)
 from .models import ARCHITECTURES, FAMILIES
 from .utils.files import write_json
 from .utils.tensors import optional_torch

@@ -20,8 +20,13 @@ from . import _core
 from .cache_utils import Cache, DynamicCache, StaticCache
 from .checkpoints import state_dict as _state_dict
 from .checkpoints.hub import CONFIG_FILES, MODEL_FILES, pop_hub_arguments, resolve
-from .checkpoints.loading import (_check_load_arguments, _model_config, _warn_if_blas_generic, expected_weights,
-                                  load_checkpoint)
+from .checkpoints.loading import (
+    _check_load_arguments,
+    _model_config,
+    _warn_if_blas_generic,
+    expected_weights,
+    load_checkpoint,
+)
 from .checkpoints.safetensors import save_file
 from .checkpoints.saving import save_model
 from .configuration_utils import SUPPORTED_ARCHITECTURES

@@ -33,11 +33,11 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _core
-from ..utils import progress as _progress
 from ..configuration_utils import AutoConfig, PretrainedConfig
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..models import FAMILIES
 from ..models.family import LAYER_ROLES, layer_tensors
+from ..utils import progress as _progress
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
 __all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]

@@ -32,7 +32,7 @@ from ..models import FAMILIES
 from ..models.family import layer_tensors
 from ..utils.files import write_atomic, write_json
 from .loading import PANEL_ROWS, expected_weights
-from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, header_prefix, bfloat16_bits_to_float32, to_bfloat16_bits
+from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, header_prefix, to_bfloat16_bits
 
 __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names", "CONFIG_NAME"]
 

@@ -8,10 +8,21 @@ Layers, bottom first (a module imports only those below it): configuration_utils
 stopping_criteria, streamers, options, assisted_costs, token_source; display; outputs, universal;
 candidate_generator; utils."""
 
-from .configuration_utils import GenerationConfig  # noqa: F401 - re-exported
-from .logits_process import LogitsProcessor, LogitsProcessorList  # noqa: F401 - re-exported
-from .stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,  # noqa: F401 - re-exported
-                                StoppingCriteriaList, StopStringCriteria)
-from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer  # noqa: F401 - re-exported
-from .outputs import GenerateDecoderOnlyOutput, TokenSource  # noqa: F401 - re-exported
-from .utils import GenerationMixin  # noqa: F401 - re-exported
+from .configuration_utils import GenerationConfig
+from .logits_process import LogitsProcessor, LogitsProcessorList
+from .outputs import GenerateDecoderOnlyOutput, TokenSource
+from .stopping_criteria import (
+    EosTokenCriteria,
+    MaxLengthCriteria,
+    MaxTimeCriteria,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    StopStringCriteria,
+)
+from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .utils import GenerationMixin
+
+# The names re-exported here
+__all__ = ["GenerationConfig", "LogitsProcessor", "LogitsProcessorList", "EosTokenCriteria", "MaxLengthCriteria",
+           "MaxTimeCriteria", "StoppingCriteria", "StoppingCriteriaList", "StopStringCriteria", "BaseStreamer",
+           "TextIteratorStreamer", "TextStreamer", "GenerateDecoderOnlyOutput", "TokenSource", "GenerationMixin"]

@@ -24,10 +24,10 @@ from ..utils.tensors import convert_output, optional_torch, to_numpy
 from . import candidate_generator
 from . import universal as _universal
 from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
-from .options import (_callables as _callables_of, logits_callback, processing_args, reads_argmax_only,
-                      sampling_options, stop_callback)
-from .stopping_criteria import StopStringCriteria
+from .options import _callables as _callables_of
+from .options import logits_callback, processing_args, reads_argmax_only, sampling_options, stop_callback
 from .outputs import GenerateDecoderOnlyOutput, TokenSource
+from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
 
 __all__ = ["GenerationMixin", "GenerateDecoderOnlyOutput", "TokenSource", "set_seed"]

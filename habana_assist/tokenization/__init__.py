@@ -3,6 +3,9 @@ files they read and write); tokenization_utils_base.py (the shared surface, Batc
 tokenization_fast.py over tokenizer.json and tokenization_spm.py over SentencePiece's tokenizer.model;
 tokenization_utils.py (AutoTokenizer, which picks a backend; every name re-exported); chat_template.py."""
 
-from .tokenization_utils import AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase  # noqa: F401 - re-exported
-from .tokenization_fast import PreTrainedTokenizerFast  # noqa: F401 - re-exported
-from .tokenization_spm import LlamaTokenizer  # noqa: F401 - re-exported
+from .tokenization_fast import PreTrainedTokenizerFast
+from .tokenization_spm import LlamaTokenizer
+from .tokenization_utils import AutoTokenizer, BatchEncoding, PreTrainedTokenizerBase
+
+# The names re-exported here
+__all__ = ["AutoTokenizer", "BatchEncoding", "PreTrainedTokenizerBase", "PreTrainedTokenizerFast", "LlamaTokenizer"]

@@ -19,8 +19,21 @@ module builds on tokenizer_json.py, which never imports it.
 import unicodedata
 
 from ..errors import InvalidInputError
-from .tokenizer_json import (_BEHAVIORS, _GPT2_PATTERN, BYTE_TO_CHAR, _Bad, _compile, _field, _is_space,
-                             _metaspace_scheme, _need, _split, _type_of, check_text, regex)
+from .tokenizer_json import (
+    _BEHAVIORS,
+    _GPT2_PATTERN,
+    BYTE_TO_CHAR,
+    _Bad,
+    _compile,
+    _field,
+    _is_space,
+    _metaspace_scheme,
+    _need,
+    _split,
+    _type_of,
+    check_text,
+    regex,
+)
 
 # An aligned string: (s, spans), spans a list of (start, end) of the original text, one per character of s.
 

@@ -12,10 +12,17 @@ import json
 from ..errors import CheckpointError, InvalidInputError
 from .offsets import text_ids_offsets
 from .tokenization_utils_base import _VERY_LARGE_INTEGER, PreTrainedTokenizerBase, _int_list
-from .tokenizer_files import (_SPECIAL_NAMES, TOKENIZER_JSON_FILE, _added_tokens_decoder, _additional_special_tokens,
-                              _flag, _special_token_texts, _token_spec, _token_text)
+from .tokenizer_files import (
+    _SPECIAL_NAMES,
+    TOKENIZER_JSON_FILE,
+    _added_tokens_decoder,
+    _additional_special_tokens,
+    _flag,
+    _special_token_texts,
+    _token_spec,
+    _token_text,
+)
 from .tokenizer_json import AddedToken, TokenizerJSON
-
 
 # tokenizer_class values of tokenizer_config.json whose Transformers fast class always rewrites the post-processor
 # from bos/eos and add_bos_token (default true) / add_eos_token (default false) (update_post_processor in __init__).

@@ -15,11 +15,21 @@ import copy
 import os
 
 from ..errors import CheckpointError, InvalidInputError
-from .tokenizer_json import AddedToken, _trie_pattern, check_text
 from .tokenization_utils_base import PreTrainedTokenizerBase
-from .tokenizer_files import (_SPECIAL_NAMES, ADDED_TOKENS_FILE, TOKENIZER_FILE, _added_tokens_decoder,
-                              _added_tokens_json, _additional_special_tokens, _flag, _json_bytes,
-                              _special_token_texts, _token_spec, _token_text)
+from .tokenizer_files import (
+    _SPECIAL_NAMES,
+    ADDED_TOKENS_FILE,
+    TOKENIZER_FILE,
+    _added_tokens_decoder,
+    _added_tokens_json,
+    _additional_special_tokens,
+    _flag,
+    _json_bytes,
+    _special_token_texts,
+    _token_spec,
+    _token_text,
+)
+from .tokenizer_json import AddedToken, _trie_pattern, check_text
 
 
 def _proto_fields(data, varints=False):

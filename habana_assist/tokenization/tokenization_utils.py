@@ -12,10 +12,21 @@ import os
 from ..checkpoints.hub import TOKENIZER_FILES, pop_hub_arguments, resolve
 from ..errors import CheckpointNotFoundError, InvalidInputError
 from .tokenization_fast import _LLAMA_CLASSES, _NO_TYPE_IDS_CLASSES, _REBUILDING_KEYS, PreTrainedTokenizerFast
-from .tokenization_spm import (_NO_DUMMY_PREFIX, _SPIECE_UNDERLINE, LlamaTokenizer, _bad_piece, _normalizer_spec,
-                               _proto_fields)
-from .tokenization_utils_base import (AddedToken, BatchEncoding, PreTrainedTokenizerBase, _encodable,
-                                      clean_up_tokenization)
+from .tokenization_spm import (
+    _NO_DUMMY_PREFIX,
+    _SPIECE_UNDERLINE,
+    LlamaTokenizer,
+    _bad_piece,
+    _normalizer_spec,
+    _proto_fields,
+)
+from .tokenization_utils_base import (
+    AddedToken,
+    BatchEncoding,
+    PreTrainedTokenizerBase,
+    _encodable,
+    clean_up_tokenization,
+)
 from .tokenizer_files import TOKENIZER_FILE, TOKENIZER_JSON_FILE, _read_directory
 
 # The public names, and the private ones this module has always re-exported (pyflakes reads them as used).

@@ -42,9 +42,21 @@ import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
-from .tokenizer_files import (_NULL_WHEN_UNSET, _SPECIAL_NAMES, _TOKEN_ARGUMENTS, CHAT_TEMPLATE_FILE,
-                              SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, _chat_template, _flag, _json_bytes, _read_directory, _token_spec, _token_text,
-                              _write_file)
+from .tokenizer_files import (
+    _NULL_WHEN_UNSET,
+    _SPECIAL_NAMES,
+    _TOKEN_ARGUMENTS,
+    CHAT_TEMPLATE_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    _chat_template,
+    _flag,
+    _json_bytes,
+    _read_directory,
+    _token_spec,
+    _token_text,
+    _write_file,
+)
 from .tokenizer_json import AddedToken, _encodable
 
 __all__ = ["AddedToken", "BatchEncoding", "PreTrainedTokenizerBase", "clean_up_tokenization", "_encodable"]

@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
+from package_under_test import PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist import _core
 from habana_assist.generation.options import processing_args
-from package_under_test import PYTHON, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
