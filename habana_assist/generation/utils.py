@@ -23,7 +23,7 @@ from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from ..utils.tensors import convert_output, optional_torch, to_numpy
 from . import candidate_generator
 from . import universal as _universal
-from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
+from .configuration_utils import ASSISTANT_KEYS, GenerationConfig
 from .options import _callables as _callables_of
 from .options import logits_callback, processing_args, reads_argmax_only, sampling_options, stop_callback
 from .outputs import GenerateDecoderOnlyOutput, TokenSource
@@ -405,24 +405,22 @@ class GenerationMixin:
         counts = None if learned is None else learned.copy()
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
-        steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
-            _core.generate_assisted(ctx, draft_ctx, dict(
-                common, num_assistant_tokens=int(gc.num_assistant_tokens),
-                schedule=SCHEDULES.index(gc.num_assistant_tokens_schedule),
-                confidence_threshold=float(gc.assistant_confidence_threshold or 0.0),
-                acceptance=ASSISTED_SAMPLING.index(gc.assisted_sampling),
-                prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
-                max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
-                target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
+        stats = _core.generate_assisted(ctx, draft_ctx, dict(
+            common, num_assistant_tokens=int(gc.num_assistant_tokens), schedule=gc.num_assistant_tokens_schedule,
+            confidence_threshold=float(gc.assistant_confidence_threshold or 0.0), acceptance=gc.assisted_sampling,
+            prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
+            max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
+            target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):
-            self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
-        candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
+            self.drafted_ahead = {"passes": stats.num_ahead_passes, "used": stats.num_ahead_used}
+        candidate_generator.carry_heuristic_k(self, drafter, gc, stats.num_assistant_tokens)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-        return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                           num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
-                           accepted_per_position=accepted[:used])
+        return stats.steps, dict(num_draft_tokens=stats.num_draft_tokens, num_accepted_tokens=stats.num_accepted_tokens,
+                                 num_target_passes=stats.num_target_passes, num_draft_passes=stats.num_draft_passes,
+                                 num_rounds=stats.num_rounds, proposed_per_position=proposed[:used],
+                                 accepted_per_position=accepted[:used])
 
     def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
         """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the
