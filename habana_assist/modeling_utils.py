@@ -21,11 +21,11 @@ from .cache_utils import Cache, DynamicCache, StaticCache
 from .checkpoints import state_dict as _state_dict
 from .checkpoints.hub import CONFIG_FILES, MODEL_FILES, pop_hub_arguments, resolve
 from .checkpoints.loading import (
-    _check_load_arguments,
-    _model_config,
-    _warn_if_blas_generic,
+    check_load_arguments,
     expected_weights,
     load_checkpoint,
+    load_config,
+    warn_if_blas_generic,
 )
 from .checkpoints.safetensors import save_file
 from .checkpoints.saving import save_model
@@ -255,9 +255,9 @@ class PreTrainedCausalLM(GenerationMixin):
         Transformers' LlamaForCausalLM.from_pretrained).
 
         Transformers' loading arguments that change nothing here are accepted with those values only (see
-        _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU), low_cpu_mem_usage (loading
-        always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation), use_safetensors
-        None/True, trust_remote_code (no checkpoint code is ever run).
+        checkpoints/loading.py's _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU),
+        low_cpu_mem_usage (loading always streams), attn_implementation None/"eager"/"sdpa" (one attention
+        implementation), use_safetensors None/True, trust_remote_code (no checkpoint code is ever run).
 
         pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub repo
         id ("org/name"), resolved as checkpoints/hub.py says with the hub arguments revision, cache_dir,
@@ -304,7 +304,7 @@ class PreTrainedCausalLM(GenerationMixin):
         model constructor refuses it, and so is every override beside config=. output_attentions=True is refused
         (no attention weights here). Stored weights the config does not use (fewer layers) warn, naming them."""
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
-        overrides = _check_load_arguments(kwargs)
+        overrides = check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
             raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
         for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
@@ -322,10 +322,10 @@ class PreTrainedCausalLM(GenerationMixin):
         if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
         if blas_prefill:
-            _warn_if_blas_generic()
+            warn_if_blas_generic()
         try:
             if overrides or config is not None:  # checked before any weights are downloaded
-                config = _model_config(config, None if config is not None else resolve(
+                config = load_config(config, None if config is not None else resolve(
                     pretrained_model_name_or_path, CONFIG_FILES, **hub_arguments), overrides)
             directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
             checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress,

@@ -20,6 +20,9 @@ GPT-2's learned positions with int8 or int4) are views of the file's memory map:
 rename (a new inode) is safe, since the map keeps the old one, but truncating it in place makes the next read
 of a lost page raise SIGBUS, killing the process, and rewriting it in place changes those weights under the
 model.
+
+from_pretrained's arguments are checked here too, for PreTrainedCausalLM.from_pretrained (modeling_utils.py):
+check_load_arguments, load_config, warn_if_blas_generic.
 """
 
 import copy
@@ -40,7 +43,8 @@ from ..models.family import LAYER_ROLES, layer_tensors
 from ..utils import progress as _progress
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
-__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
+__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES",
+           "check_load_arguments", "load_config", "warn_if_blas_generic"]
 
 # array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "w8a8" | "int4"; cols:
 # elements per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of
@@ -533,7 +537,7 @@ _LOAD_ARGUMENTS = {
 }
 
 
-def _check_load_arguments(kwargs):
+def check_load_arguments(kwargs):
     """Refuses a known from_pretrained argument whose value would change the result; -> the other keyword
     arguments (the config's overrides)."""
     overrides = {}
@@ -547,7 +551,7 @@ def _check_load_arguments(kwargs):
     return overrides
 
 
-def _model_config(config, directory, overrides):
+def load_config(config, directory, overrides):
     """The config a model loads with: config= (a PretrainedConfig, copied; a Transformers config, read from its
     to_dict(); a path to a config.json or its directory), else the directory's config.json with the keyword
     overrides set (as Transformers: attributes its config has; any other keyword is refused, as Transformers' model
@@ -588,7 +592,7 @@ def _model_config(config, directory, overrides):
 _BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"}
 
 
-def _warn_if_blas_generic():
+def warn_if_blas_generic():
     """A RuntimeWarning naming the fix when OpenBLAS runs older kernels than this CPU has (our own variant shows
     what it has: "avx512" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
     core, ours = _core.blas_core(), _core.kernels_name()
