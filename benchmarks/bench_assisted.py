@@ -43,10 +43,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import habana_assist as ha
+
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from bench_decode import TINYLLAMA, timed, write_checkpoint
-from habana_assist.generation.assisted_costs import append_times
+
 from habana_assist.cli import DEFAULT_DRAFT_DTYPE, PLAIN_CLASSES, _machine, demo_prompts
+from habana_assist.generation.assisted_costs import append_times
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
 SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,

@@ -57,6 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The package of this checkout, or (the --busy children of --baseline) the checkout the parent names.
 sys.path.insert(0, os.environ.get("HA_BENCH_PACKAGE_ROOT") or os.path.join(HERE, ".."))
 import habana_assist as ha  # noqa: E402 - found through the sys.path entry above
+
 os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for the large calls
 from habana_assist.checkpoints.safetensors import save_file  # noqa: E402 - found through the sys.path entry above
 
@@ -332,8 +333,8 @@ FAMILIES = {
 def write_family_checkpoint(directory, config, seed=0):
     """config.json + model.safetensors of random bfloat16 weights under the family's own tensor names and
     stored shapes (the loader's expected_weights), unless already there."""
-    from habana_assist.configuration_utils import LlamaConfig
     from habana_assist.checkpoints.loading import expected_weights
+    from habana_assist.configuration_utils import LlamaConfig
     weights_path = os.path.join(directory, "model.safetensors")
     if os.path.exists(weights_path) and os.path.exists(os.path.join(directory, "config.json")):
         return

@@ -39,10 +39,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 # the torch model
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
 
-import habana_assist as ha
-from habana_assist.integrations import external
-from habana_assist.cli import demo_prompts
 from torch_causal_lm import TorchCausalLM
+
+import habana_assist as ha
+from habana_assist.cli import demo_prompts
+from habana_assist.integrations import external
 
 
 class Timed(TorchCausalLM):

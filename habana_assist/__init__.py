@@ -8,24 +8,39 @@ Gemma 2/3, SmolLM3, GPT-2), on a C core.
 
 from . import errors
 from ._core import kernels_name
-from .configuration_utils import AutoConfig, LlamaConfig, PretrainedConfig
-from .errors import (CacheCapacityError, CheckpointError, CheckpointNotFoundError, CoreError, GenerationStoppedError,
-                     HabanaAssistError, HubError, InvalidInputError, OutOfMemoryError, UnsupportedModelError)
-from .generation.configuration_utils import GenerationConfig
-from .generation.utils import GenerateDecoderOnlyOutput, TokenSource
-from .generation.display import plot_acceptance
-from .generation.assisted_costs import AssistedCosts
-from .generation.logits_process import LogitsProcessor, LogitsProcessorList
-from .generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,
-                                           StoppingCriteriaList, StopStringCriteria)
-from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
-from .tokenization.tokenization_utils import AddedToken, AutoTokenizer, BatchEncoding, LlamaTokenizer
-from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
 from .cache_utils import Cache, DynamicCache, StaticCache
-from .generation.utils import set_seed
-from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
+from .configuration_utils import AutoConfig, LlamaConfig, PretrainedConfig
+from .errors import (
+    CacheCapacityError,
+    CheckpointError,
+    CheckpointNotFoundError,
+    CoreError,
+    GenerationStoppedError,
+    HabanaAssistError,
+    HubError,
+    InvalidInputError,
+    OutOfMemoryError,
+    UnsupportedModelError,
+)
+from .generation.assisted_costs import AssistedCosts
+from .generation.configuration_utils import GenerationConfig
+from .generation.display import plot_acceptance
+from .generation.logits_process import LogitsProcessor, LogitsProcessorList
+from .generation.stopping_criteria import (
+    EosTokenCriteria,
+    MaxLengthCriteria,
+    MaxTimeCriteria,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    StopStringCriteria,
+)
+from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .generation.utils import GenerateDecoderOnlyOutput, TokenSource, set_seed
 from .integrations.wrap import WrappedModel, wrap
+from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
+from .models.auto import ARCHITECTURE_CLASSES, AutoModelForCausalLM
 from .pipelines import TextGenerationPipeline, pipeline
+from .tokenization.tokenization_utils import AddedToken, AutoTokenizer, BatchEncoding, LlamaTokenizer
 
 # Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
 globals().update(ARCHITECTURE_CLASSES)

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from .errors import InvalidInputError, UnsupportedModelError
+from .integrations import external
 from .utils.tensors import convert_output, to_numpy
 
 _FIRST_ROOM = 64  # a DynamicCache's first capacity, at least
@@ -335,7 +336,6 @@ def check_generate_cache(model, cache, ids, real):
     each row of ids (batch, S) (real: each row's real tokens, left-padded), with at least one column left ->
     the Cache. generate() computes the prompt from its tokens in any case (the same bits the cache holds, which
     is why this can check instead of trust: a cache of other tokens is refused)."""
-    from .integrations import external
     if external.is_external(model):
         raise InvalidInputError("past_key_values is for this package's own models; a wrapped model keeps its "
                                 "cache inside its own forward: leave past_key_values unset")

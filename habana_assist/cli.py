@@ -13,6 +13,9 @@ import time
 
 import numpy as np
 
+from .errors import HabanaAssistError
+from .pretrained.stdlib_split import stdlib_files
+
 DEFAULT_MODEL = "habana-assist/pycode"
 DEFAULT_DRAFT = "habana-assist/pycode-draft"
 DEFAULT_DRAFT_DTYPE = "int8"  # see --assistant-dtype
@@ -179,7 +182,6 @@ def cmd_bench(args):
 
 def demo_prompts(n, lines):
     """Code-completion prompts: the first `lines` lines of held-out standard-library files (never trained on)."""
-    from .pretrained.stdlib_split import stdlib_files
     prompts = []
     for path in stdlib_files()[1]:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -347,7 +349,6 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from .errors import HabanaAssistError
     try:
         args.fn(args)
     except (HabanaAssistError, UsageError) as e:

@@ -39,9 +39,17 @@ from collections import namedtuple
 
 import numpy as np
 
-from .errors import CheckpointError, CheckpointNotFoundError, InvalidInputError, UnsupportedModelError
+from .checkpoints.hub import CONFIG_FILES, pop_hub_arguments, resolve
 from .checkpoints.safetensors import bfloat16_bits_to_float32, to_bfloat16_bits
+from .errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    InvalidInputError,
+    UnsupportedModelError,
+    unsupported_family_hint,
+)
 from .models import ARCHITECTURES, FAMILIES
+from .utils.files import write_json
 from .utils.tensors import optional_torch
 
 __all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
@@ -514,7 +522,6 @@ class PretrainedConfig:
         where Transformers drops them silently. attn_implementation ("eager", "sdpa" or None: one implementation
         runs here) and dtype="auto" are taken, as Transformers takes them, and change nothing.
         trust_remote_code is accepted (no checkpoint code is ever run)."""
-        from .checkpoints.hub import CONFIG_FILES, pop_hub_arguments, resolve
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
         return_unused = kwargs.pop("return_unused_kwargs", False)
         trust_remote_code = kwargs.pop("trust_remote_code", None)
@@ -549,7 +556,6 @@ class PretrainedConfig:
             if known:
                 config = config.overridden(config_dict, known)
         except UnsupportedModelError as e:
-            from .models.auto import unsupported_family_hint
             raise unsupported_family_hint(e, trust_remote_code) from None
         if return_unused:
             return config, unused
@@ -673,14 +679,14 @@ class PretrainedConfig:
         """Transformers' config.save_pretrained: save_directory/config.json (the directory created), which
         from_pretrained reads back; architectures named where the config names none, as model.save_pretrained
         writes it."""
-        from .checkpoints.saving import write_config
         if push_to_hub:
             raise InvalidInputError("push_to_hub=True: this package uploads nothing; save, then upload the directory "
                                     "with huggingface_hub (HfApi().upload_folder)")
         if kwargs:
             raise InvalidInputError(f"save_pretrained() got {', '.join(sorted(kwargs))}: a config saves with "
                                     "save_directory (and push_to_hub=False) only")
-        write_config(self, save_directory)
+        os.makedirs(save_directory, exist_ok=True)
+        write_json(os.path.join(save_directory, CONFIG_NAME), named_config_dict(self))
 
     def rope_inv_freq(self):
         """Rotary inverse frequencies of the (global) layers, np.float64 (rope_dim // 2,), with rope_scaling
@@ -867,6 +873,15 @@ class PretrainedConfig:
 
     def __repr__(self):
         return f"{type(self).__name__} {json.dumps(self.to_dict(), indent=2, sort_keys=True, default=repr)}"
+
+
+def named_config_dict(config):
+    """config.to_dict() as config.json is saved: architectures named (the family's class) where the config names
+    none (config.save_pretrained, model.save_pretrained)."""
+    out = config.to_dict()
+    if not out.get("architectures"):
+        out["architectures"] = [FAMILIES[config.family].architecture]
+    return out
 
 
 def _round_to(value, dtype):

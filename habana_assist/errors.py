@@ -3,7 +3,9 @@
 Every error raised on purpose by the package is a ``HabanaAssistError``; each class also derives from the
 built-in exception a Transformers user would catch for the same mistake (``ValueError`` for bad input,
 ``FileNotFoundError`` for a missing file), so ``except ValueError`` keeps working.  The C binding maps the
-core's status codes onto these classes in one place (csrc/bindings/module.c, ``raise_status``).
+core's status codes onto these classes in one place (csrc/bindings/module.c, ``raise_status``). The hints that
+rewrite an error for the call that met it are here too (unsupported_family_hint). This module imports nothing of
+the package: every layer may raise these.
 """
 
 
@@ -47,3 +49,12 @@ class GenerationStoppedError(HabanaAssistError, RuntimeError):
 
 class CoreError(HabanaAssistError, RuntimeError):
     """The C core reported an internal failure (a bug: please report it with the message)."""
+
+
+def unsupported_family_hint(error, trust_remote_code):
+    """An UnsupportedModelError raised while loading, saying that trust_remote_code=True cannot help: no code
+    from a checkpoint is ever run, only the families listed (models/)."""
+    if not trust_remote_code:
+        return error
+    return UnsupportedModelError(f"{error} (trust_remote_code=True changes nothing here: this package never runs "
+                                 "a checkpoint's own code, it runs only the families it lists)")

@@ -9,6 +9,7 @@ real token, so a padded row computes exactly what it computes alone.
 import collections
 import contextlib
 import os
+import tempfile
 import types
 from dataclasses import dataclass
 from typing import Optional
@@ -16,14 +17,24 @@ from typing import Optional
 import numpy as np
 
 from . import _core
+from .cache_utils import Cache, DynamicCache, StaticCache
 from .checkpoints import state_dict as _state_dict
-from .checkpoints.loading import expected_weights
-from .errors import InvalidInputError
+from .checkpoints.hub import CONFIG_FILES, MODEL_FILES, pop_hub_arguments, resolve
+from .checkpoints.loading import (
+    check_load_arguments,
+    expected_weights,
+    load_checkpoint,
+    load_config,
+    warn_if_blas_generic,
+)
+from .checkpoints.safetensors import save_file
+from .checkpoints.saving import save_model
+from .configuration_utils import SUPPORTED_ARCHITECTURES
+from .errors import InvalidInputError, UnsupportedModelError, unsupported_family_hint
 from .generation import assisted_costs as _assisted_costs
 from .generation.configuration_utils import GenerationConfig
-from .cache_utils import Cache, DynamicCache, StaticCache
-from .utils.generic import ModelOutput
 from .generation.utils import GenerationMixin
+from .utils.generic import ModelOutput
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
 
@@ -157,6 +168,20 @@ def _causal_lm_loss(logits, labels, mask, vocab_size):
     return np.array((log_z - picked).mean(), dtype=np.float32)
 
 
+# architecture -> its class (LlamaForCausalLM, GPT2LMHeadModel...: models/auto.py declares them, each registering
+# itself through PreTrainedCausalLM.__init_subclass__), which from_pretrained builds.
+_ARCHITECTURE_CLASSES = {}
+
+
+def _architecture(config):
+    """The architecture config loads as: the supported one its "architectures" names, else its model_type's."""
+    for name in config.architectures or ():
+        if name in _ARCHITECTURE_CLASSES:
+            return name
+    by_type = {model_type: name for name, model_type in SUPPORTED_ARCHITECTURES.items()}
+    return by_type.get(config.family, "LlamaForCausalLM")
+
+
 class PreTrainedCausalLM(GenerationMixin):
     """The neutral base of every native causal LM: a decoder of any supported family on the C core. Each
     architecture (LlamaForCausalLM, GPT2LMHeadModel, ...: models/) is a sibling subclass of it, and
@@ -214,11 +239,100 @@ class PreTrainedCausalLM(GenerationMixin):
         self._early_exit = {}  # N -> _core.Model over the first N layers
         self._costs = _assisted_costs.CostTable()  # drafter -> AssistedCosts (the cost schedule's)
 
+    def __init_subclass__(cls, architecture=None, **kwargs):
+        """class LlamaForCausalLM(PreTrainedCausalLM, architecture="LlamaForCausalLM"): the class from_pretrained
+        builds for that architecture (models/auto.py declares one per supported architecture)."""
+        super().__init_subclass__(**kwargs)
+        if architecture is not None:
+            _ARCHITECTURE_CLASSES[architecture] = cls
+
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
-        """As AutoModelForCausalLM.from_pretrained (Transformers' LlamaForCausalLM.from_pretrained)."""
-        from .models.auto import AutoModelForCausalLM
-        return AutoModelForCausalLM.from_pretrained(pretrained_model_name_or_path, **kwargs)
+    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
+                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, progress=None,
+                        config=None, **kwargs):
+        """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index) into the class
+        of its architecture, whichever class this is called on (AutoModelForCausalLM.from_pretrained is this method;
+        Transformers' LlamaForCausalLM.from_pretrained).
+
+        Transformers' loading arguments that change nothing here are accepted with those values only (see
+        checkpoints/loading.py's _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU),
+        low_cpu_mem_usage (loading always streams), attn_implementation None/"eager"/"sdpa" (one attention
+        implementation), use_safetensors None/True, trust_remote_code (no checkpoint code is ever run).
+
+        pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub repo
+        id ("org/name"), resolved as checkpoints/hub.py says with the hub arguments revision, cache_dir,
+        local_files_only, token (use_auth_token), force_download, proxies and subfolder: config.json,
+        generation_config.json and the safetensors weights come from the Hugging Face cache, downloaded where it
+        lacks them (progress= also decides the downloads' bars).
+
+        dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
+        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a
+        float32 scale per 64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per
+        token); "w8a8" quantizes them as "int8" does and rounds each matmul's input to int8 per token and group of 64
+        (the densest class: VNNI's vpdpbusd; docs/kernels-and-performance.md); "bfloat16-pairs" rounds the matrices to
+        bfloat16 (a bfloat16 checkpoint's bits kept) and each matmul's input to bfloat16 per token, summed in
+        vdpbf16ps's order (that instruction where the CPU has AVX512_BF16, an exact emulation elsewhere).
+        Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
+        max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings). torch_dtype is an
+        alias of dtype, load_in_8bit=True of "int8", load_in_4bit=True of "int4".
+
+        blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an
+        empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit, but
+        those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
+        rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
+        default; None means the same) keeps every row batch-invariant (what OpenBLAS gains or loses against the
+        kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS runs older kernels
+        than the CPU has (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the
+        OPENBLAS_CORETYPE fix.
+
+        repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
+        that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
+        index order (faster decode and verification than row-major weights: docs/benchmarks.md). repack=False
+        keeps float weights row-major, as stored (views of the file's memory map: no copy at load, pages shared
+        between processes), with kernels that sum 8-lane blocks; logits differ from repacked ones by float32
+        rounding only.
+
+        progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
+        one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
+        False never.
+
+        config: a config to load the weights for instead of the checkpoint's config.json, as Transformers' config=:
+        a PretrainedConfig (copied), a Transformers config object (read from its to_dict()) or the path of a
+        config.json. Other keyword arguments override config.json's attributes, as Transformers' (num_hidden_layers=1,
+        use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
+        Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as Transformers'
+        model constructor refuses it, and so is every override beside config=. output_attentions=True is refused
+        (no attention weights here). Stored weights the config does not use (fewer layers) warn, naming them."""
+        hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
+        overrides = check_load_arguments(kwargs)
+        if load_in_8bit and load_in_4bit:
+            raise InvalidInputError("load_in_8bit=True and load_in_4bit=True disagree; pass only one")
+        for flag, name in ((load_in_8bit, "int8"), (load_in_4bit, "int4")):
+            if not flag:
+                continue
+            for arg, value in (("dtype", dtype), ("torch_dtype", torch_dtype)):
+                if value not in (None, name):
+                    raise InvalidInputError(f"load_in_{name[3:]}bit=True and {arg}={value!r} disagree; pass only one")
+            dtype = name
+        if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+            raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
+        if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
+                                          or isinstance(max_cache_len, bool) or max_cache_len < 1):
+            raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
+        if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
+            raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
+        if blas_prefill:
+            warn_if_blas_generic()
+        try:
+            if overrides or config is not None:  # checked before any weights are downloaded
+                config = load_config(config, None if config is not None else resolve(
+                    pretrained_model_name_or_path, CONFIG_FILES, **hub_arguments), overrides)
+            directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
+            checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress,
+                                         config=config)
+        except UnsupportedModelError as e:
+            raise unsupported_family_hint(e, kwargs.get("trust_remote_code")) from None
+        return _ARCHITECTURE_CLASSES[_architecture(checkpoint.config)](checkpoint, max_cache_len, blas_prefill)
 
     def _early_exit_core(self, n_layers):
         """A core model of this model's first n_layers layers, its final norm and its head, over the same weight
@@ -342,7 +456,6 @@ class PreTrainedCausalLM(GenerationMixin):
         ones quantize them again), as from_pretrained of a checkpoint of them would: it costs a save of them into a
         temporary directory and a load from it; caches filled before are refused after. assign is torch's choice of
         copying or assigning parameters; both mean the same here."""
-        from .checkpoints.safetensors import save_file
         if not hasattr(state_dict, "keys"):
             raise InvalidInputError("load_state_dict takes a mapping of names to tensors, not "
                                     f"{type(state_dict).__name__}")
@@ -377,11 +490,9 @@ class PreTrainedCausalLM(GenerationMixin):
         loads the checkpoint write(directory) lays out in a temporary directory: the object, its generation_config
         and name stay; caches filled before are refused after, as they hold the old weights' keys. A matrix the load
         keeps mapped from the file stays readable after the directory is removed (the mapping holds the file)."""
-        import tempfile
-        from .models.auto import AutoModelForCausalLM
         with tempfile.TemporaryDirectory(prefix="habana-assist-reload-") as tmp:
             write(tmp)
-            loaded = AutoModelForCausalLM.from_pretrained(
+            loaded = PreTrainedCausalLM.from_pretrained(
                 tmp, dtype=dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
                 repack=self.repacked, progress=False)
         kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
@@ -524,7 +635,6 @@ class PreTrainedCausalLM(GenerationMixin):
     def save_pretrained(self, save_directory, **kwargs):
         """Writes config.json, generation_config.json and model.safetensors (shards and an index above
         max_shard_size) that from_pretrained loads back to bitwise-equal logits; see saving.save_model."""
-        from .checkpoints.saving import save_model
         return save_model(self, save_directory, **kwargs)
 
     @property

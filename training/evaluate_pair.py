@@ -59,8 +59,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import habana_assist as ha  # noqa: E402 - found through the sys.path entry above
 from collect_corpus import read_held_out  # noqa: E402 - found through the sys.path entry above
+
+import habana_assist as ha  # noqa: E402 - found through the sys.path entry above
 
 WINDOW = 1024  # tokens per document in the bits-per-byte pass (the models' max_position_embeddings)
 N_PROMPTS, PROMPT_LEN, NEW_TOKENS, MIN_FILE_TOKENS = 12, 256, 128, 400

@@ -20,7 +20,6 @@ sys.path.insert(0, HERE)
 from llama_torch import MAX_POSITIONS, SPECIAL, load_bf16, save_bf16  # noqa: E402 - found through the sys.path entry above
 from train_gpu import DRAFT, TARGET, TOKENIZER  # noqa: E402 - found through the sys.path entry above
 
-
 # The draft's generation config carries its assisted-generation defaults, where Transformers reads them (the
 # assistant's generation_config): K = 4 drafts a round, cut short where the draft is unsure (threshold 0.4, the
 # library's default). Measured on held-out packages (evaluate_pair.py): greedy acceptance 0.797 against 0.545

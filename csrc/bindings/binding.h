@@ -13,6 +13,77 @@
 
 #include "../ha.h"
 
+/* ---- held exceptions ------------------------------------------------------------------------------------ */
+
+/* An exception taken off the thread where it was raised (in a callback, a signal handler, an external model's
+ * forward) to be raised again when the core call returns: PyErr_GetRaisedException's one object where Python has
+ * it (3.12 and later), PyErr_Fetch's three before (Debian 12's 3.11). Empty: zeroed. */
+typedef struct held_error {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *tb;
+#endif
+} held_error;
+
+static inline int error_held(const held_error *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return e->exc != NULL;
+#else
+    return e->type != NULL;
+#endif
+}
+
+/* Drops what e holds; e is empty after. */
+static inline void drop_error(held_error *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    Py_CLEAR(e->exc);
+#else
+    Py_CLEAR(e->type);
+    Py_CLEAR(e->value);
+    Py_CLEAR(e->tb);
+#endif
+}
+
+/* Takes the exception raised on this thread (the GIL held) into e, dropping what e held. */
+static inline void hold_error(held_error *e) {
+    drop_error(e);
+#if PY_VERSION_HEX >= 0x030C0000
+    e->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->tb);
+#endif
+}
+
+/* Raises e's exception again (the GIL held; e must hold one); e is empty after. */
+static inline void raise_held(held_error *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(e->exc);
+    e->exc = NULL;
+#else
+    PyErr_Restore(e->type, e->value, e->tb);
+    e->type = e->value = e->tb = NULL;
+#endif
+}
+
+/* Moves from's exception into to (which must be empty); from is empty after. */
+static inline void move_error(held_error *to, held_error *from) {
+    *to = *from;
+    *from = (held_error){ 0 };
+}
+
+/* tp_traverse's visit of what e holds. */
+static inline int visit_error(held_error *e, visitproc visit, void *arg) {
+#if PY_VERSION_HEX >= 0x030C0000
+    Py_VISIT(e->exc);
+#else
+    Py_VISIT(e->type);
+    Py_VISIT(e->value);
+    Py_VISIT(e->tb);
+#endif
+    return 0;
+}
+
 /* ---- module.c ------------------------------------------------------------------------------------------ */
 
 /* Exception classes from habana_assist.errors, looked up once at import. */
@@ -42,7 +113,7 @@ typedef struct interrupt_scope {
     const ha_interrupt *prev;            /* the thread's interrupt before (a call inside a callback nests) */
     unsigned seen;                       /* sigint_count already looked at */
     int chained;                         /* this call joined the SIGINT chain */
-    PyObject *exc_type, *exc_value, *exc_tb; /* what a signal handler raised */
+    held_error err;                      /* what a signal handler raised */
 } interrupt_scope;
 
 void interrupt_begin(interrupt_scope *s);
@@ -63,7 +134,7 @@ int interrupts_init(void);
  * returns true to end the row. Any may be NULL or None (then the loop is not given it). */
 typedef struct py_callback {
     PyObject *fn, *logits_fn, *stop_fn;
-    PyObject *exc_type, *exc_value, *exc_tb;
+    held_error err;
 } py_callback;
 
 int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n);
@@ -100,7 +171,7 @@ typedef struct {
     PyObject *adapter;
     ha_lm ext;
     int64_t *ext_len; /* (ext.n_seq,) */
-    PyObject *exc_type, *exc_value, *exc_tb;
+    held_error err;
 } ContextObject;
 
 extern PyTypeObject ContextType;
@@ -144,6 +215,9 @@ void release_gen(gen_args *g);
 int take_sampling(gen_args *g, PyObject *opts, const char *what, ha_sampling_params *sp);
 PyObject *py_generate(PyObject *mod, PyObject *args);
 PyObject *py_generate_assisted(PyObject *mod, PyObject *args);
+/* At import: adds AssistedStats (generate_assisted's result, a named structure) and the names the core's enums
+ * cross the binding by (SCHEDULES, ACCEPTANCES) to module m. -1 with an exception on failure. */
+int generate_init(PyObject *m);
 
 /* ---- sampler.c, bpe.c ---------------------------------------------------------------------------------- */
 

@@ -12,7 +12,7 @@ int call_python(void *user, int64_t row, const int32_t *tokens, int64_t n) {
     for (int64_t i = 0; list && i < n; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(tokens[i]));
     if (list) res = PyObject_CallFunction(cb->fn, "LO", (long long)row, list);
     if (!res) {
-        PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+        hold_error(&cb->err);
         rc = 1;
     }
     Py_XDECREF(res);
@@ -42,7 +42,7 @@ int call_logits(void *user, int64_t row, const int32_t *tokens, int64_t n, float
         }
         PyBuffer_Release(&view);
     }
-    if (rc) PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+    if (rc) hold_error(&cb->err);
     Py_XDECREF(res);
     Py_XDECREF(buf);
     Py_XDECREF(ids);
@@ -59,7 +59,7 @@ int call_stop(void *user, int64_t row, const int32_t *tokens, int64_t n, const f
     if (ids && sc) res = PyObject_CallFunction(cb->stop_fn, "LOO", (long long)row, ids, sc);
     int truth = res ? PyObject_IsTrue(res) : -1;
     if (truth >= 0) rc = truth;
-    else PyErr_Fetch(&cb->exc_type, &cb->exc_value, &cb->exc_tb);
+    else hold_error(&cb->err);
     Py_XDECREF(res);
     Py_XDECREF(sc);
     Py_XDECREF(ids);
@@ -69,16 +69,13 @@ int call_stop(void *user, int64_t row, const int32_t *tokens, int64_t n, const f
 
 int end_call(ha_status st, interrupt_scope *s, py_callback *cb) {
     int raised = interrupt_end(s);
-    if (cb && cb->exc_type) {
+    if (cb && error_held(&cb->err)) {
         if (raised) {
-            Py_DECREF(cb->exc_type);
-            Py_XDECREF(cb->exc_value);
-            Py_XDECREF(cb->exc_tb);
+            drop_error(&cb->err);
         } else {
-            PyErr_Restore(cb->exc_type, cb->exc_value, cb->exc_tb);
+            raise_held(&cb->err);
             raised = 1;
         }
-        cb->exc_type = cb->exc_value = cb->exc_tb = NULL;
     }
     if (!raised && st != HA_OK) {
         raise_status(st);

@@ -2,14 +2,28 @@
  * model's (external.c); append, crop and length from Python. */
 #include "binding.h"
 
-static void Context_dealloc(ContextObject *self) {
+/* The garbage collector's view: the model, an external model's adapter (whose owner may hold this context) and a
+ * held exception (whose traceback may hold it). */
+static int Context_traverse(ContextObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->model);
+    Py_VISIT(self->adapter);
+    return visit_error(&self->err, visit, arg);
+}
+
+/* Breaks a cycle: the core's cache goes first (it reads the model's weights), then the references. */
+static int Context_clear(ContextObject *self) {
     ha_llama_context_free(self->c);
-    Py_XDECREF(self->model);
-    Py_XDECREF(self->adapter);
+    self->c = NULL;
+    Py_CLEAR(self->model);
+    Py_CLEAR(self->adapter);
+    drop_error(&self->err);
+    return 0;
+}
+
+static void Context_dealloc(ContextObject *self) {
+    PyObject_GC_UnTrack(self);
+    Context_clear(self);
     PyMem_Free(self->ext_len);
-    Py_XDECREF(self->exc_type);
-    Py_XDECREF(self->exc_value);
-    Py_XDECREF(self->exc_tb);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -18,17 +32,9 @@ ha_lm *context_lm(ContextObject *self) {
 }
 
 void adopt_external_error(ContextObject *self, py_callback *cb) {
-    if (!self || !self->exc_type) return;
-    if (cb->exc_type) {
-        Py_CLEAR(self->exc_type);
-        Py_CLEAR(self->exc_value);
-        Py_CLEAR(self->exc_tb);
-        return;
-    }
-    cb->exc_type = self->exc_type;
-    cb->exc_value = self->exc_value;
-    cb->exc_tb = self->exc_tb;
-    self->exc_type = self->exc_value = self->exc_tb = NULL;
+    if (!self || !error_held(&self->err)) return;
+    if (error_held(&cb->err)) drop_error(&self->err);
+    else move_error(&cb->err, &self->err);
 }
 
 static int Context_init(ContextObject *self, PyObject *args, PyObject *kwds) {
@@ -251,8 +257,8 @@ static PyObject *Context_crop(ContextObject *self, PyObject *args) {
     self->busy = 0;
     py_callback cb = { 0 };
     adopt_external_error(self, &cb);
-    if (cb.exc_type) {
-        PyErr_Restore(cb.exc_type, cb.exc_value, cb.exc_tb);
+    if (error_held(&cb.err)) {
+        raise_held(&cb.err);
         return NULL;
     }
     if (st != HA_OK) return raise_status(st);
@@ -327,7 +333,9 @@ PyTypeObject ContextType = {
     .tp_name = "habana_assist._core.Context",
     .tp_basicsize = sizeof(ContextObject),
     .tp_dealloc = (destructor)Context_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Context_traverse,
+    .tp_clear = (inquiry)Context_clear,
     .tp_doc = "Context(model, n_seq, capacity, blas_prefill=False): a KV cache for n_seq sequences and the model "
               "interface over it (blas_prefill: see ha_llama_context_create).",
     .tp_init = (initproc)Context_init,

@@ -13,10 +13,7 @@
 #include <string.h>
 
 static ha_status external_fail(ContextObject *self) {
-    Py_XDECREF(self->exc_type);
-    Py_XDECREF(self->exc_value);
-    Py_XDECREF(self->exc_tb);
-    PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb);
+    hold_error(&self->err);
     return HA_ERR_CALLBACK;
 }
 

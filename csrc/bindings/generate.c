@@ -26,13 +26,36 @@
     "forced_eos_step", "remove_invalid_values", "decay_factor", "decay_start", "suppress_tokens", \
     "begin_suppress_tokens", "begin_suppress_step", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", \
     "renormalize_logits", "logits_fn"
-/* generate_assisted()'s own: schedule an ha_schedule, acceptance an ha_acceptance; draft_costs float64 (n,) | None
+/* generate_assisted()'s own: schedule an ha_schedule and acceptance an ha_acceptance, by name (SCHEDULES and
+ * ACCEPTANCES below); draft_costs float64 (n,) | None
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
  * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread). */
 #define ASSISTED_OPTIONS "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", \
     "prompt_lookup_num_tokens", "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", \
     "accepted_at", "cost_state", "overlap"
+
+/* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
+ * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
+ * against them (habana_assist/generation/configuration_utils.py). */
+typedef struct named_value {
+    const char *name;
+    int value;
+} named_value;
+
+static const named_value SCHEDULES[] = {
+    { "constant", HA_SCHEDULE_CONSTANT },
+    { "heuristic", HA_SCHEDULE_HEURISTIC },
+    { "heuristic_transient", HA_SCHEDULE_HEURISTIC_TRANSIENT },
+    { "cost", HA_SCHEDULE_COST },
+    { NULL, 0 },
+};
+
+static const named_value ACCEPTANCES[] = {
+    { "rejection", HA_ACCEPT_REJECTION },
+    { "coupled", HA_ACCEPT_COUPLED },
+    { NULL, 0 },
+};
 
 static const char *const GENERATE_KEYS[] = { GENERATE_OPTIONS, SAMPLING_OPTIONS, NULL };
 static const char *const ASSISTED_KEYS[] = { GENERATE_OPTIONS, SAMPLING_OPTIONS, ASSISTED_OPTIONS, NULL };
@@ -64,6 +87,11 @@ static int option_error(const char *what, const char *key) {
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
         !PyErr_ExceptionMatches(PyExc_OverflowError))
         return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyErr_Format((PyObject *)Py_TYPE(exc), "%s: option '%s': %S", what, key, exc);
+    Py_DECREF(exc);
+#else
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -71,6 +99,7 @@ static int option_error(const char *what, const char *key) {
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
+#endif
     return -1;
 }
 
@@ -84,6 +113,35 @@ static int option_error(const char *what, const char *key) {
         Py_DECREF(v);                                                                                      \
         return ok ? 0 : option_error(what, key);                                                           \
     }
+/* opts[key], a str naming an entry of table (a `noun`), into *out (its value); -1 with InvalidInputError naming
+ * the key, what it got and the names it takes otherwise. */
+static int option_named(PyObject *opts, const char *what, const char *key, const named_value *table,
+                        const char *noun, int *out) {
+    PyObject *v = option(opts, what, key);
+    if (!v) return -1;
+    int rc = -1;
+    if (PyUnicode_Check(v)) {
+        for (const named_value *e = table; e->name && rc != 0; e++)
+            if (PyUnicode_CompareWithASCIIString(v, e->name) == 0) {
+                *out = e->value;
+                rc = 0;
+            }
+    }
+    if (rc != 0) {
+        PyObject *names = PyUnicode_FromString(""), *joined = NULL;
+        for (const named_value *e = table; names && e->name; e++) {
+            joined = PyUnicode_FromFormat("%U%s'%s'", names, e == table ? "" : ", ", e->name);
+            Py_SETREF(names, joined);
+        }
+        if (names)
+            PyErr_Format(InvalidInputError, "%s: option '%s': %R is not a %s; pass one of %U", what, key, v, noun,
+                         names);
+        Py_XDECREF(names);
+    }
+    Py_DECREF(v);
+    return rc;
+}
+
 DEFINE_OPTION(ll, long long, "L")
 DEFINE_OPTION(int, int, "i")
 DEFINE_OPTION(bool, int, "p")
@@ -268,10 +326,69 @@ cleanup:
     return result;
 }
 
+/* generate_assisted()'s result: the steps taken and the call's statistics (ha.h ha_assist_stats), read by name
+ * (a tuple too, in this order). */
+static PyStructSequence_Field ASSISTED_STATS_FIELDS[] = {
+    { "steps", "new tokens decided per row (the columns of out written)" },
+    { "num_draft_tokens", "draft tokens proposed, over the rows" },
+    { "num_accepted_tokens", "draft tokens the target accepted, over the rows" },
+    { "num_target_passes", "the target's verifying appends, one per round and row" },
+    { "num_draft_passes", "the draft's appends" },
+    { "num_assistant_tokens", "K at the end of the call (the heuristic schedules carry it to the next call)" },
+    { "num_rounds", "rounds of the call" },
+    { "num_ahead_passes", "draft passes made ahead, beside the target's forward" },
+    { "num_ahead_used", "of those, the ones a later round used" },
+    { NULL, NULL },
+};
+
+static PyStructSequence_Desc ASSISTED_STATS_DESC = {
+    "habana_assist._core.AssistedStats",
+    "generate_assisted()'s result: steps and the call's statistics, by name.",
+    ASSISTED_STATS_FIELDS,
+    9,
+};
+
+static PyTypeObject *AssistedStatsType;
+
+/* A new AssistedStats of the values (in ASSISTED_STATS_FIELDS' order), or NULL with an exception. */
+static PyObject *assisted_stats(const long long *values) {
+    PyObject *r = PyStructSequence_New(AssistedStatsType);
+    for (Py_ssize_t i = 0; r && i < ASSISTED_STATS_DESC.n_in_sequence; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (!v) Py_CLEAR(r);
+        else PyStructSequence_SetItem(r, i, v);
+    }
+    return r;
+}
+
+/* The names of table's entries, in order, as a tuple of str. */
+static PyObject *names_of(const named_value *table) {
+    Py_ssize_t n = 0;
+    while (table[n].name) n++;
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(table[i].name);
+        if (!s) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, s);
+    }
+    return t;
+}
+
+int generate_init(PyObject *m) {
+    AssistedStatsType = PyStructSequence_NewType(&ASSISTED_STATS_DESC);
+    if (!AssistedStatsType || PyModule_AddObjectRef(m, "AssistedStats", (PyObject *)AssistedStatsType) < 0) return -1;
+    PyObject *schedules = names_of(SCHEDULES), *acceptances = names_of(ACCEPTANCES);
+    int rc = -1;
+    if (schedules && acceptances && PyModule_AddObjectRef(m, "SCHEDULES", schedules) == 0 &&
+        PyModule_AddObjectRef(m, "ACCEPTANCES", acceptances) == 0)
+        rc = 0;
+    Py_XDECREF(schedules);
+    Py_XDECREF(acceptances);
+    return rc;
+}
+
 /* generate_assisted(target_ctx, draft_ctx | None, options: dict of GENERATE_OPTIONS, SAMPLING_OPTIONS and
- * ASSISTED_OPTIONS)
- * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
- *     num_rounds, num_ahead_passes, num_ahead_used) */
+ * ASSISTED_OPTIONS) -> AssistedStats */
 PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *tctx_o, *dctx_o, *opts, *result = NULL;
@@ -290,9 +407,10 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     ha_lm *lm = context_lm(tctx), *dlm = dctx ? context_lm(dctx) : NULL;
     const char *what = "generate_assisted";
     if (check_options(opts, ASSISTED_KEYS, what) || take_gen(&g, opts, what, lm->n_seq, lm->vocab_size) ||
-        option_ll(opts, what, "num_assistant_tokens", &K) || option_int(opts, what, "schedule", &schedule) ||
+        option_ll(opts, what, "num_assistant_tokens", &K) ||
+        option_named(opts, what, "schedule", SCHEDULES, "schedule", &schedule) ||
         option_double(opts, what, "confidence_threshold", &threshold) ||
-        option_int(opts, what, "acceptance", &acceptance) ||
+        option_named(opts, what, "acceptance", ACCEPTANCES, "acceptance mode", &acceptance) ||
         option_ll(opts, what, "prompt_lookup_num_tokens", &pl_num) ||
         option_ll(opts, what, "max_matching_ngram_size", &pl_ngram) || option_bool(opts, what, "overlap", &overlap) ||
         take_buf(&g, G_PROPOSED, opts, what, "proposed_at", "q", 1, 0) ||
@@ -343,11 +461,12 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     adopt_external_error(tctx, &g.cb);
     adopt_external_error(dctx, &g.cb);
     if (end_call(st, &intr, &g.cb)) goto cleanup;
-    result = Py_BuildValue("LLLLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
-                           (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
-                           (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
-                           (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
-                           (long long)stats.num_ahead_used);
+    const long long values[] = { (long long)steps, (long long)stats.num_draft_tokens,
+                                 (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
+                                 (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
+                                 (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
+                                 (long long)stats.num_ahead_used };
+    result = assisted_stats(values);
 cleanup:
     if (entered & 1) tctx->busy = 0;
     if (entered & 2) dctx->busy = 0;

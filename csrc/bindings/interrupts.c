@@ -53,7 +53,7 @@ static int poll_signals(void *user) {
     s->seen = n;
     PyGILState_STATE g = PyGILState_Ensure();
     int stop = PyErr_CheckSignals() != 0;
-    if (stop) PyErr_Fetch(&s->exc_type, &s->exc_value, &s->exc_tb);
+    if (stop) hold_error(&s->err);
     PyGILState_Release(g);
     return stop;
 }
@@ -79,9 +79,8 @@ static void interrupt_after_fork(void) {
 int interrupt_end(interrupt_scope *s) {
     ha_set_interrupt(s->prev);
     if (s->chained && --chain_depth == 0) unchain_sigint();
-    if (!s->exc_type) return 0;
-    PyErr_Restore(s->exc_type, s->exc_value, s->exc_tb);
-    s->exc_type = s->exc_value = s->exc_tb = NULL;
+    if (!error_held(&s->err)) return 0;
+    raise_held(&s->err);
     return 1;
 }
 

@@ -46,10 +46,26 @@ static int take_vector(ModelObject *self, PyObject *arr, const char *what, ha_ve
     return 0;
 }
 
-static void Model_dealloc(ModelObject *self) {
+/* The garbage collector's view: the objects whose buffers the model holds. */
+static int Model_traverse(ModelObject *self, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < self->n_views; i++) Py_VISIT(self->views[i].obj);
+    return 0;
+}
+
+/* Breaks a cycle: the core's model (which reads the buffers) goes first, then the buffers. */
+static int Model_clear(ModelObject *self) {
     ha_llama_free(self->m);
+    self->m = NULL;
     for (Py_ssize_t i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
     PyMem_Free(self->views);
+    self->views = NULL;
+    self->n_views = 0;
+    return 0;
+}
+
+static void Model_dealloc(ModelObject *self) {
+    PyObject_GC_UnTrack(self);
+    Model_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -294,7 +310,9 @@ PyTypeObject ModelType = {
     .tp_name = "habana_assist._core.Model",
     .tp_basicsize = sizeof(ModelObject),
     .tp_dealloc = (destructor)Model_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Model_traverse,
+    .tp_clear = (inquiry)Model_clear,
     .tp_doc = "A native decoder of any supported family: weights (borrowed buffers) checked against their config.",
     .tp_init = (initproc)Model_init,
     .tp_new = PyType_GenericNew,

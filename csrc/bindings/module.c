@@ -83,7 +83,7 @@ PyMODINIT_FUNC PyInit__core(void) {
         PyModule_AddObjectRef(m, "Context", (PyObject *)&ContextType) < 0 ||
         PyModule_AddObjectRef(m, "BPE", (PyObject *)&BPEType) < 0 ||
         PyModule_AddObjectRef(m, "Sampler", (PyObject *)&SamplerType) < 0 ||
-        PyModule_AddIntConstant(m, "COST_STATE", HA_COST_STATE) < 0) {
+        PyModule_AddIntConstant(m, "COST_STATE", HA_COST_STATE) < 0 || generate_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -10,12 +10,25 @@ typedef struct {
     py_callback cb;  /* logits_fn (a reference of its own) and the exception it raised */
 } SamplerObject;
 
-static void Sampler_dealloc(SamplerObject *self) {
+/* The garbage collector's view: logits_fn (a closure may hold this Sampler) and a held exception (its traceback
+ * the frames that held it). */
+static int Sampler_traverse(SamplerObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->cb.logits_fn);
+    return visit_error(&self->cb.err, visit, arg);
+}
+
+/* Breaks a cycle: the core's sampler (which calls logits_fn) goes first, then the references. */
+static int Sampler_clear(SamplerObject *self) {
     ha_sampler_free(self->s);
-    Py_XDECREF(self->cb.exc_type);
-    Py_XDECREF(self->cb.exc_value);
-    Py_XDECREF(self->cb.exc_tb);
-    Py_XDECREF(self->cb.logits_fn);
+    self->s = NULL;
+    drop_error(&self->cb.err);
+    Py_CLEAR(self->cb.logits_fn);
+    return 0;
+}
+
+static void Sampler_dealloc(SamplerObject *self) {
+    PyObject_GC_UnTrack(self);
+    Sampler_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -65,9 +78,8 @@ static PyObject *Sampler_process(SamplerObject *self, PyObject *args) {
         goto cleanup;
     }
     ha_status st = ha_sampler_process(self->s, scores.buf, row, hist.buf, hist.len / 4, step);
-    if (self->cb.exc_type) {
-        PyErr_Restore(self->cb.exc_type, self->cb.exc_value, self->cb.exc_tb);
-        self->cb.exc_type = self->cb.exc_value = self->cb.exc_tb = NULL;
+    if (error_held(&self->cb.err)) {
+        raise_held(&self->cb.err);
     } else if (st != HA_OK) {
         raise_status(st);
     } else {
@@ -109,7 +121,9 @@ PyTypeObject SamplerType = {
     .tp_name = "habana_assist._core.Sampler",
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Sampler_traverse,
+    .tp_clear = (inquiry)Sampler_clear,
     .tp_doc = "One generation's token choice: csrc/generation/sampling.c's processors and choice.",
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,

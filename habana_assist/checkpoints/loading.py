@@ -20,8 +20,12 @@ GPT-2's learned positions with int8 or int4) are views of the file's memory map:
 rename (a new inode) is safe, since the map keeps the old one, but truncating it in place makes the next read
 of a lost page raise SIGBUS, killing the process, and rewriting it in place changes those weights under the
 model.
+
+from_pretrained's arguments are checked here too, for PreTrainedCausalLM.from_pretrained (modeling_utils.py):
+check_load_arguments, load_config, warn_if_blas_generic.
 """
 
+import copy
 import mmap
 import os
 import re
@@ -32,14 +36,15 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _core
-from ..utils import progress as _progress
-from ..configuration_utils import PretrainedConfig
+from ..configuration_utils import AutoConfig, PretrainedConfig
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..models import FAMILIES
 from ..models.family import LAYER_ROLES, layer_tensors
+from ..utils import progress as _progress
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
-__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES"]
+__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES",
+           "check_load_arguments", "load_config", "warn_if_blas_generic"]
 
 # array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "w8a8" | "int4"; cols:
 # elements per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of
@@ -510,3 +515,89 @@ def _load_one(spec, tensor, file, config, target, repack, arena):
                                                 "float32")
     vector.flags.writeable = False
     return Weight(vector, "float32", tensor.shape[-1])
+
+
+# ---- from_pretrained's arguments (modeling_utils.PreTrainedCausalLM.from_pretrained) ----------------------------
+
+def _is_cpu(device):
+    return device is None or str(device) in ("cpu", "auto") or (isinstance(device, dict) and all(
+        str(v) in ("cpu", "auto") for v in device.values()))
+
+
+# from_pretrained arguments of Transformers that change nothing here: name -> (accepts(value), why not otherwise)
+_LOAD_ARGUMENTS = {
+    "device_map": (_is_cpu, "this package runs on the CPU only: pass device_map='cpu' or leave it unset"),
+    "low_cpu_mem_usage": (lambda v: v in (None, True, False), "pass True or False (loading always streams here)"),
+    "attn_implementation": (lambda v: v in (None, "eager", "sdpa"),
+                            "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset"),
+    "use_safetensors": (lambda v: v in (None, True), "only safetensors checkpoints are read here"),
+    "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
+    "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
+                                     "of a checkpoint without one"),
+}
+
+
+def check_load_arguments(kwargs):
+    """Refuses a known from_pretrained argument whose value would change the result; -> the other keyword
+    arguments (the config's overrides)."""
+    overrides = {}
+    for name, value in kwargs.items():
+        if name not in _LOAD_ARGUMENTS:
+            overrides[name] = value
+            continue
+        accepts, why = _LOAD_ARGUMENTS[name]
+        if not accepts(value):
+            raise InvalidInputError(f"from_pretrained({name}={value!r}) is not supported: {why}")
+    return overrides
+
+
+def load_config(config, directory, overrides):
+    """The config a model loads with: config= (a PretrainedConfig, copied; a Transformers config, read from its
+    to_dict(); a path to a config.json or its directory), else the directory's config.json with the keyword
+    overrides set (as Transformers: attributes its config has; any other keyword is refused, as Transformers' model
+    constructor refuses it). With config= every keyword is refused, as Transformers passes them all to the model's
+    constructor then."""
+    if config is not None and overrides:
+        raise InvalidInputError(
+            f"from_pretrained(config=..., {', '.join(f'{k}=...' for k in sorted(overrides))}): with config= given, "
+            "Transformers passes other keywords to the model's constructor, which refuses them; set them on the "
+            "config instead (config.num_hidden_layers = 2) and pass only config=")
+    if config is None:
+        config, unused = AutoConfig.from_pretrained(directory, return_unused_kwargs=True, **overrides)
+        overrides = {}
+        if unused:
+            rope = sorted(set(unused) & {"rope_theta", "partial_rotary_factor", "rope_local_base_freq"})
+            hint = (f" ({', '.join(rope)}: Transformers 5 holds {'it' if len(rope) == 1 else 'them'} in "
+                    "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})"
+                    if rope else "")
+            raise InvalidInputError(
+                f"from_pretrained() got {', '.join(repr(k) for k in sorted(unused))}: neither a loading argument (see "
+                f"AutoModelForCausalLM.from_pretrained's docstring) nor an attribute of this "
+                f"{config.family} config, so Transformers' model constructor refuses it too{hint}")
+    elif isinstance(config, (str, os.PathLike)):
+        config = AutoConfig.from_pretrained(config)
+    elif isinstance(config, AutoConfig):
+        config = copy.deepcopy(config)
+    elif callable(getattr(config, "to_dict", None)) and isinstance(config.to_dict(), dict):
+        config = AutoConfig.from_dict(config.to_dict())  # a Transformers config object
+    else:
+        raise InvalidInputError(f"config= must be a config (AutoConfig.from_pretrained(...)), a Transformers config "
+                                f"or the path of a config.json; got {type(config).__name__}")
+    return config
+
+
+# OpenBLAS's cores with AVX2 sgemm kernels or wider. OpenBLAS picks its core once, when the process loads it (numpy
+# does, before habana_assist); Debian 12's 0.3.21 falls back to "Prescott" (SSE3) on CPUs newer than itself, whose
+# sgemm is several times slower (docs/benchmarks.md).
+_BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "SapphireRapids"}
+
+
+def warn_if_blas_generic():
+    """A RuntimeWarning naming the fix when OpenBLAS runs older kernels than this CPU has (our own variant shows
+    what it has: "avx512" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
+    core, ours = _core.blas_core(), _core.kernels_name()
+    if ours in ("avx2", "avx512") and core not in _BLAS_AVX2_CORES:
+        want = "SkylakeX" if ours == "avx512" else "Haswell"
+        warnings.warn(f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "
+                      f"times slower than the CPU allows; start Python with OPENBLAS_CORETYPE={want} in the "
+                      "environment (OpenBLAS reads it once, when numpy first loads it)", RuntimeWarning, stacklevel=3)

@@ -20,23 +20,22 @@ an earlier save in the directory that this save did not write are removed afterw
 a stale model.safetensors would otherwise shadow new shards.
 """
 
-import json
 import os
 import re
 
 import numpy as np
 
+from ..configuration_utils import CONFIG_NAME, named_config_dict
 from ..errors import InvalidInputError
 from ..generation.configuration_utils import GENERATION_CONFIG_NAME
 from ..models import FAMILIES
 from ..models.family import layer_tensors
+from ..utils.files import write_atomic, write_json
 from .loading import PANEL_ROWS, expected_weights
-from ..utils.files import write_atomic
-from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, header_prefix, bfloat16_bits_to_float32, to_bfloat16_bits
+from .safetensors import INDEX_FILE_NAME, SINGLE_FILE_NAME, bfloat16_bits_to_float32, header_prefix, to_bfloat16_bits
 
 __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names", "CONFIG_NAME"]
 
-CONFIG_NAME = "config.json"
 _STORED = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}  # Weight.dtype -> safetensors dtype
 _ELEMENT = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}  # BF16: its bits
 _SIZE_UNITS = {"TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3,
@@ -230,36 +229,9 @@ def _write_safetensors(path, tensors):
     write_atomic(path, write)
 
 
-def _json_default(value):
-    if isinstance(value, (np.integer, np.floating, np.bool_)):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _write_json(path, obj):
-    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
-    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
-
-
-def _named(config):
-    """config.to_dict() with architectures named (the family's class) where the config names none."""
-    out = config.to_dict()
-    if not out.get("architectures"):
-        out["architectures"] = [FAMILIES[config.family].architecture]
-    return out
-
-
-def write_config(config, save_directory):
-    """config.save_pretrained: save_directory/config.json, the directory made where missing."""
-    os.makedirs(save_directory, exist_ok=True)
-    _write_json(os.path.join(save_directory, CONFIG_NAME), _named(config))
-
-
 def _config_dict(model, dtype):
     """model.config as config.json: its fields, architectures named, torch_dtype the dtype saved."""
-    config = _named(model.config)
+    config = named_config_dict(model.config)
     config["torch_dtype"] = dtype
     if "dtype" in config:  # Transformers >= 5 writes "dtype"; keep the two in agreement
         config["dtype"] = dtype
@@ -273,7 +245,7 @@ def _save_generation_config(model, save_directory):
     if callable(getattr(gc, "save_pretrained", None)):
         gc.save_pretrained(save_directory)
     else:
-        _write_json(os.path.join(save_directory, GENERATION_CONFIG_NAME), gc.to_dict())
+        write_json(os.path.join(save_directory, GENERATION_CONFIG_NAME), gc.to_dict())
 
 
 def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=True, push_to_hub=False, variant=None,
@@ -308,7 +280,7 @@ def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=T
     shards = _shards(tensors, max_bytes)
 
     os.makedirs(save_directory, exist_ok=True)
-    _write_json(os.path.join(save_directory, CONFIG_NAME), _config_dict(model, dtype))
+    write_json(os.path.join(save_directory, CONFIG_NAME), _config_dict(model, dtype))
     _save_generation_config(model, save_directory)
     if len(shards) == 1:
         written = {SINGLE_FILE_NAME}
@@ -318,7 +290,7 @@ def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=T
         for file, shard in zip(names, shards):
             _write_safetensors(os.path.join(save_directory, file), shard)
         weight_map = {t.name: file for file, shard in zip(names, shards) for t in shard}
-        _write_json(os.path.join(save_directory, INDEX_FILE_NAME),
+        write_json(os.path.join(save_directory, INDEX_FILE_NAME),
                     {"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": weight_map})
         written = set(names) | {INDEX_FILE_NAME}
     for file in os.listdir(save_directory):  # an earlier save's weights: a stale model.safetensors shadows shards

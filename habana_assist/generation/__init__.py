@@ -1,11 +1,28 @@
-"""Generation, laid out as Transformers' generation/: configuration_utils.py (GenerationConfig), utils.py (generate()
-and its outputs), candidate_generator.py (the drafter), logits_process.py, stopping_criteria.py, streamers.py; ours
-beside them: options.py (a call's options as the core reads them), assisted_costs.py (the cost schedule),
-universal.py (a draft with another tokenizer), display.py (the notebook view)."""
+"""Generation, laid out as Transformers' generation/: configuration_utils.py (GenerationConfig), utils.py (generate()),
+outputs.py (its outputs), candidate_generator.py (the drafter), logits_process.py, stopping_criteria.py,
+streamers.py; ours beside them: options.py (a call's options as the core reads them), assisted_costs.py (the cost
+schedule), universal.py (a draft with another tokenizer), token_source.py (how each token was decided), display.py
+(the notebook view).
 
-from .configuration_utils import GenerationConfig  # noqa: F401 - re-exported
-from .logits_process import LogitsProcessor, LogitsProcessorList  # noqa: F401 - re-exported
-from .stopping_criteria import (EosTokenCriteria, MaxLengthCriteria, MaxTimeCriteria, StoppingCriteria,  # noqa: F401 - re-exported
-                                StoppingCriteriaList, StopStringCriteria)
-from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer  # noqa: F401 - re-exported
-from .utils import GenerateDecoderOnlyOutput, GenerationMixin, TokenSource  # noqa: F401 - re-exported
+Layers, bottom first (a module imports only those below it): configuration_utils, logits_process,
+stopping_criteria, streamers, options, assisted_costs, token_source; display; outputs, universal;
+candidate_generator; utils."""
+
+from .configuration_utils import GenerationConfig
+from .logits_process import LogitsProcessor, LogitsProcessorList
+from .outputs import GenerateDecoderOnlyOutput, TokenSource
+from .stopping_criteria import (
+    EosTokenCriteria,
+    MaxLengthCriteria,
+    MaxTimeCriteria,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    StopStringCriteria,
+)
+from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .utils import GenerationMixin
+
+# The names re-exported here
+__all__ = ["GenerationConfig", "LogitsProcessor", "LogitsProcessorList", "EosTokenCriteria", "MaxLengthCriteria",
+           "MaxTimeCriteria", "StoppingCriteria", "StoppingCriteriaList", "StopStringCriteria", "BaseStreamer",
+           "TextIteratorStreamer", "TextStreamer", "GenerateDecoderOnlyOutput", "TokenSource", "GenerationMixin"]

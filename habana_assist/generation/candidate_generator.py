@@ -25,8 +25,7 @@ def as_assistant(assistant_model, native):
     """assistant_model as the loop takes it: another framework's model, passed directly, wrapped (wrap())."""
     if assistant_model is not None and not isinstance(assistant_model, native) and \
             _external.follows_convention(assistant_model):
-        from ..integrations.wrap import wrap
-        return wrap(assistant_model)
+        return _external.wrap_foreign(assistant_model)
     return assistant_model
 
 

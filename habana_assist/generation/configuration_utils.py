@@ -20,6 +20,8 @@ import warnings
 
 import numpy as np
 
+from .. import _core
+from ..checkpoints.hub import Files, pop_hub_arguments, resolve
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..utils.files import write_atomic
 
@@ -135,8 +137,10 @@ CACHE_IMPLEMENTATIONS = ("dynamic", "static", "offloaded", "offloaded_static", "
 _MAX_COUNT = 2 ** 31 - 1  # token counts, positions and token ids are 32-bit in the core
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
-SCHEDULES = ("constant", "heuristic", "heuristic_transient", "cost")  # index = the core's ha_schedule
-ASSISTED_SAMPLING = ("rejection", "coupled")
+# The core's names, from its one table of each (csrc/bindings/generate.c), which generate_assisted() takes them by:
+# ("constant", "heuristic", "heuristic_transient", "cost") and ("rejection", "coupled").
+SCHEDULES = _core.SCHEDULES
+ASSISTED_SAMPLING = _core.ACCEPTANCES
 
 _BIAS_KEY = re.compile(r"^\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\)$")  # "(5, 6)": a tuple key as str() wrote it
 
@@ -303,7 +307,6 @@ class GenerationConfig:
         local_files_only, token, force_download, proxies, subfolder). kwargs override the file's values, as in
         from_dict (return_unused_kwargs=True returns (config, unused)).
         """
-        from ..checkpoints.hub import Files, pop_hub_arguments, resolve
         hub_arguments = pop_hub_arguments(kwargs, "GenerationConfig.from_pretrained")
         for key in ("_from_auto", "_from_pipeline"):
             kwargs.pop(key, None)

@@ -11,8 +11,9 @@ import io
 import numpy as np
 
 from ..errors import InvalidInputError
-from .utils import TokenSource
+from ..tokenization.tokenization_utils import AutoTokenizer
 from ..utils.tensors import to_numpy
+from .token_source import TokenSource
 
 # TokenSource -> (CSS class, background, text decoration, legend); NONE is never drawn (padding after a row stopped).
 # Blue and orange families, one text colour: every pair of backgrounds stays >= 10 CIELAB units apart under
@@ -100,7 +101,6 @@ def _tokenizer(result, tokenizer):
         return tokenizer
     tok = getattr(result, "_tokenizer", None)
     if isinstance(tok, str):
-        from ..tokenization.tokenization_utils import AutoTokenizer
         try:
             tok = AutoTokenizer.from_pretrained(tok)
         except Exception:  # a checkpoint without tokenizer files: the view shows ids

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..utils.tensors import from_numpy, to_numpy
 
+
 def _ids(value):
     """An int or a list of ints -> list of ints ([] for None)."""
     if value is None:

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..tokenization.tokenization_utils import _encodable
+from ..tokenization.tokenizer_json import _encodable
 
 __all__ = ["StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria", "MaxTimeCriteria", "EosTokenCriteria",
            "StopStringCriteria"]

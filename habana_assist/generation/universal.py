@@ -38,7 +38,7 @@ import numpy as np
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
 from .options import sampling_options
-from .utils import TokenSource
+from .token_source import TokenSource
 
 _HOLD_BACK = 4  # tokens held back at most while their text ends inside a character (byte-level / byte fallback)
 

@@ -3,32 +3,34 @@
 
 The call runs in steps: the call's GenerationConfig (_generate_config), the inputs checked and padded rows found,
 the drafter chosen (candidate_generator.py), the core's loop run (plain or assisted), and the output built
-(GenerateDecoderOnlyOutput, defined here with TokenSource, or the sequences alone).
+(GenerateDecoderOnlyOutput of outputs.py, re-exported here with TokenSource, or the sequences alone).
 """
 
 import contextlib
-import enum
 import random
 import sys
 import warnings
 from collections import namedtuple
-from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import numpy as np
 
 from .. import _core
+from ..cache_utils import cache_after_generate, check_generate_cache
 from ..errors import CacheCapacityError, InvalidInputError
 from ..integrations import external as _external
 from ..utils import progress as _progress
-from ..utils.generic import ModelOutput
 from ..utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from ..utils.tensors import convert_output, optional_torch, to_numpy
-from .configuration_utils import ASSISTANT_KEYS, ASSISTED_SAMPLING, SCHEDULES, GenerationConfig
-from .options import (_callables as _callables_of, logits_callback, processing_args, reads_argmax_only,
-                      sampling_options, stop_callback)
+from . import candidate_generator
+from . import universal as _universal
+from .configuration_utils import ASSISTANT_KEYS, GenerationConfig
+from .options import _callables as _callables_of
+from .options import logits_callback, processing_args, reads_argmax_only, sampling_options, stop_callback
+from .outputs import GenerateDecoderOnlyOutput, TokenSource
 from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
+
+__all__ = ["GenerationMixin", "GenerateDecoderOnlyOutput", "TokenSource", "set_seed"]
 
 _seed_source = np.random.default_rng()
 
@@ -93,87 +95,6 @@ def _metered(on_tokens, meter):
         if on_tokens is not None:
             on_tokens(row, tokens)
     return told
-
-
-class TokenSource(enum.IntEnum):
-    """How a generated token was decided: the values of GenerateDecoderOnlyOutput.token_sources (the core's
-    ha_token_source)."""
-    NONE = 0       # no token: padding after the row stopped
-    PLAIN = 1      # the target's own, with nothing drafted for it (plain decoding; a round of K = 0)
-    ACCEPTED = 2   # a draft token the target accepted
-    CORRECTED = 3  # the target's own, after it rejected the draft token at this position
-    BONUS = 4      # the target's own, after it accepted every draft token of the round
-
-
-@dataclass(repr=False)
-class GenerateDecoderOnlyOutput(ModelOutput):
-    """What generate(return_dict_in_generate=True) returns.
-
-    sequences: np.int64 (batch, prompt + new). scores: with output_scores, one float32 (batch, vocab) array
-    of the target's processed scores per step (-inf for rows already finished), else None. logits: with
-    output_logits, one float32 (batch, vocab) array of the target's raw logits per step (before any
-    processor), else None. With assisted generation (assistant_model= or prompt_lookup_num_tokens=), also:
-    num_draft_tokens (proposed), num_accepted_tokens (proposed and kept), num_target_passes (the target's
-    verifying appends, one per round and row, the prompt's prefill not counted), num_draft_passes (the draft's
-    appends, the first of which also takes in the prompt), proposed_per_position and accepted_per_position (np.int64
-    (K,): drafts proposed and accepted at draft position j, so accepted / proposed is the acceptance rate by position);
-    each summed over the rows of a batch; and num_rounds, the rounds of the call (target appends verifying all
-    rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
-    num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
-    measured disagreement between a chunked and a one-token forward (0 where that is 0: integrations/external.py).
-    token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
-    (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
-    decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
-    decoding, NONE where the row had stopped). Its ACCEPTED count is num_accepted_tokens; each round ends in
-    one target token (PLAIN, CORRECTED or BONUS) unless eos or max_new_tokens cut it.
-
-    In a notebook the result shows itself as its text, each token marked by its source, and a summary
-    (_repr_html_, to_html()); habana_assist.plot_acceptance(result) plots acceptance by draft position."""
-
-    sequences: np.ndarray
-    scores: Optional[Tuple[np.ndarray, ...]] = None
-    logits: Optional[Tuple[np.ndarray, ...]] = None
-    attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
-    hidden_states: None = None  # output_hidden_states are refused)
-    cache: Optional[object] = None  # the Cache (cache_utils.py), with use_cache; out.past_key_values reads it too
-    num_draft_tokens: Optional[int] = None
-    num_accepted_tokens: Optional[int] = None
-    num_target_passes: Optional[int] = None
-    num_draft_passes: Optional[int] = None
-    num_rounds: Optional[int] = None
-    proposed_per_position: Optional[np.ndarray] = None
-    accepted_per_position: Optional[np.ndarray] = None
-    num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap)
-    # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
-    # has exactly the keys sequences and scores)
-    token_sources = None  # np.uint8 (batch, new tokens), see above
-    _tokenizer = None  # the view's tokenizer, or a checkpoint path to load it from
-
-    def __repr__(self):
-        """Short: shapes and counts, never the arrays' contents."""
-        parts = []
-        for name in self.keys():
-            v = getattr(self, name)
-            if hasattr(v, "shape") and hasattr(v, "dtype"):
-                parts.append(f"{name}=<{str(v.dtype).replace('torch.', '')} {tuple(v.shape)}>")
-            elif isinstance(v, tuple):
-                parts.append(f"{name}=<{len(v)} steps>")
-            else:
-                parts.append(f"{name}={v!r}")
-        if self.token_sources is not None:
-            parts.append(f"token_sources=<{self.token_sources.dtype} {tuple(self.token_sources.shape)}>")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-    def to_html(self, tokenizer=None, row=0):
-        """The HTML view of row `row`: its generated text, each token marked by its TokenSource, and a summary
-        line. tokenizer: to decode the tokens (default: the one passed to generate(), else the model's checkpoint's;
-        token ids are shown where there is none)."""
-        from .display import result_html
-        return result_html(self, tokenizer, row)
-
-    def _repr_html_(self):
-        from .display import result_html
-        return result_html(self, None, None)
 
 
 def _is_transformers_generation_config(obj):
@@ -484,24 +405,22 @@ class GenerationMixin:
         counts = None if learned is None else learned.copy()
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
-        steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
-            _core.generate_assisted(ctx, draft_ctx, dict(
-                common, num_assistant_tokens=int(gc.num_assistant_tokens),
-                schedule=SCHEDULES.index(gc.num_assistant_tokens_schedule),
-                confidence_threshold=float(gc.assistant_confidence_threshold or 0.0),
-                acceptance=ASSISTED_SAMPLING.index(gc.assisted_sampling),
-                prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
-                max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
-                target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
+        stats = _core.generate_assisted(ctx, draft_ctx, dict(
+            common, num_assistant_tokens=int(gc.num_assistant_tokens), schedule=gc.num_assistant_tokens_schedule,
+            confidence_threshold=float(gc.assistant_confidence_threshold or 0.0), acceptance=gc.assisted_sampling,
+            prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
+            max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
+            target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):
-            self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
-        candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
+            self.drafted_ahead = {"passes": stats.num_ahead_passes, "used": stats.num_ahead_used}
+        candidate_generator.carry_heuristic_k(self, drafter, gc, stats.num_assistant_tokens)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-        return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                           num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
-                           accepted_per_position=accepted[:used])
+        return stats.steps, dict(num_draft_tokens=stats.num_draft_tokens, num_accepted_tokens=stats.num_accepted_tokens,
+                                 num_target_passes=stats.num_target_passes, num_draft_passes=stats.num_draft_passes,
+                                 num_rounds=stats.num_rounds, proposed_per_position=proposed[:used],
+                                 accepted_per_position=accepted[:used])
 
     def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
         """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the
@@ -547,9 +466,3 @@ class GenerationMixin:
             raise InvalidInputError("sequences hold token ids outside the scores' vocabulary")
         result = np.take_along_axis(steps.transpose(1, 0, 2), tokens[:, :, None].astype(np.int64), axis=2)[:, :, 0]
         return convert_output(np.ascontiguousarray(result), kind)
-
-
-# The drafters read this module's outputs (TokenSource), so they are imported after them, as tokenization_utils.py
-# imports its backends.
-from . import candidate_generator, universal as _universal  # noqa: E402 - after TokenSource: see above
-from ..cache_utils import cache_after_generate, check_generate_cache  # noqa: E402 - with the drafters

@@ -47,7 +47,6 @@ import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
-from ..generation.configuration_utils import GenerationConfig
 from ..utils.tensors import cpu_device, import_torch
 
 _PROBE = 8     # positions of the batch-invariance probe
@@ -282,10 +281,7 @@ class ExternalModel:
         params = getattr(model, "parameters", None)
         first = next(iter(params()), None) if callable(params) else None
         self._device = first.device if first is not None else cpu_device()
-        if generation_config is None:
-            generation_config = GenerationConfig(**{k: getattr(config, k) for k in (
-                "bos_token_id", "eos_token_id", "pad_token_id") if getattr(config, k, None) is not None})
-        self.generation_config = generation_config
+        self.generation_config = generation_config  # None: WrappedModel makes one from config's special tokens
         self.blas_prefill = False
         self.batch_disagreement = None  # measured at the first generate() as target (measure_disagreement)
         self.narrow_margins = 0         # of the last generate() as target
@@ -363,6 +359,22 @@ def draft_ahead(target, draft):
 
 def is_external(model):
     return isinstance(model, ExternalModel)
+
+
+# habana_assist.wrap (integrations/wrap.py): its WrappedModel is also a PreTrainedCausalLM, a layer above generate(),
+# which wraps another framework's assistant_model with it. wrap.py registers it here as it loads (the package's
+# __init__ imports it), so that generate() reaches it without importing a layer above its own.
+_wrap = None
+
+
+def register_wrap(wrap):
+    global _wrap
+    _wrap = wrap
+
+
+def wrap_foreign(model):
+    """model, another framework's model passed where a native one goes, wrapped by habana_assist.wrap."""
+    return _wrap(model)
 
 
 def follows_convention(obj):

@@ -2,6 +2,7 @@
 adapter behind the core's model interface)."""
 
 from ..errors import InvalidInputError
+from ..generation.configuration_utils import GenerationConfig
 from ..modeling_utils import PreTrainedCausalLM
 from . import external as _external
 
@@ -9,6 +10,15 @@ from . import external as _external
 class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
     """A model of another framework with this package's generate() (habana_assist.wrap; external.py). Its device and
     dtype are the wrapped model's; parameters(), state_dict(), the embeddings and num_parameters() are its own."""
+
+    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None,
+                 overlap=None):
+        super().__init__(model, vocab_size=vocab_size, max_cache_len=max_cache_len,
+                         generation_config=generation_config, reduce_logits=reduce_logits, overlap=overlap)
+        if self.generation_config is None:  # the model config's special tokens
+            config = self.config
+            self.generation_config = GenerationConfig(**{k: getattr(config, k) for k in (
+                "bos_token_id", "eos_token_id", "pad_token_id") if getattr(config, k, None) is not None})
 
     def __call__(self, *args, **kwargs):
         return self.model(*args, **kwargs)
@@ -95,3 +105,6 @@ def wrap(model, vocab_size=None, max_cache_len=None, generation_config=None, red
         raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
     return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config,
                         reduce_logits=reduce_logits, overlap=overlap)
+
+
+_external.register_wrap(wrap)  # generate() wraps another framework's assistant_model with it

@@ -1,7 +1,7 @@
 """The supported families, each one module of data (llama.py, mistral.py, qwen2.py, qwen3.py, phi3.py, gemma2.py,
 gemma3.py, smollm3.py, gpt2.py), collected here into the one registry that configuration_utils.py (reading and
 validating config.json), checkpoints/loading.py (expected_weights) and checkpoints/saving.py (state_dict_names)
-all read; and the Auto classes (auto.py).
+all read; and the Auto classes (auto.py: the architecture classes, registered with modeling_utils).
 
 FAMILIES: model_type -> Family; ARCHITECTURES: architecture -> Family (family.py says what a row holds).
 

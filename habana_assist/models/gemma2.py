@@ -5,8 +5,19 @@ alternate layers sliding."""
 import dataclasses
 
 from .family import Family, Tensor, hidden_size
-from .llama import (ATTENTION_OUT, ATTENTION_QKV, EMBED_TOKENS, FINAL, INPUT_LAYERNORM, LAYER, MLP_DOWN, MLP_GATE_UP,
-                    POST_ATTENTION_LAYERNORM, QK_NORM, REQUIRED)
+from .llama import (
+    ATTENTION_OUT,
+    ATTENTION_QKV,
+    EMBED_TOKENS,
+    FINAL,
+    INPUT_LAYERNORM,
+    LAYER,
+    MLP_DOWN,
+    MLP_GATE_UP,
+    POST_ATTENTION_LAYERNORM,
+    QK_NORM,
+    REQUIRED,
+)
 
 # Defaults Gemma2Config shares with Gemma3TextConfig.
 GEMMA_LIKE = {"num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,

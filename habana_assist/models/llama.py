@@ -1,8 +1,21 @@
 """Llama (LlamaForCausalLM, Transformers' models/llama): the decoder the other rotary families build on, whose
 tensors and defaults they import from here as Transformers' modular files do."""
 
-from .family import (Family, Tensor, head_dim, hidden_size, intermediate_size, key_value_heads, mlp_biases, o_bias,
-                     qk_norm, qkv_bias, query_heads, untied, vocab_size)
+from .family import (
+    Family,
+    Tensor,
+    head_dim,
+    hidden_size,
+    intermediate_size,
+    key_value_heads,
+    mlp_biases,
+    o_bias,
+    qk_norm,
+    qkv_bias,
+    query_heads,
+    untied,
+    vocab_size,
+)
 
 # The shape fields every rotary family's config.json must give.
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")

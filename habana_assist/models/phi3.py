@@ -3,8 +3,17 @@ mlp.gate_up_proj (rows gate | up); rotary over partial_rotary_factor of each hea
 in older checkpoints)."""
 
 from .family import Family, Tensor, hidden_size
-from .llama import (ATTENTION_OUT, EMBED_TOKENS, FINAL, INPUT_LAYERNORM, LAYER, LLAMA_LIKE, MLP_DOWN,
-                    POST_ATTENTION_LAYERNORM, REQUIRED)
+from .llama import (
+    ATTENTION_OUT,
+    EMBED_TOKENS,
+    FINAL,
+    INPUT_LAYERNORM,
+    LAYER,
+    LLAMA_LIKE,
+    MLP_DOWN,
+    POST_ATTENTION_LAYERNORM,
+    REQUIRED,
+)
 
 
 def qkv_heads(c):

@@ -13,7 +13,10 @@ config's, when that is a name). Everything runs on the CPU: device and device_ma
 
 import os
 
+from ..configuration_utils import AutoConfig
 from ..errors import InvalidInputError
+from ..models.auto import AutoModelForCausalLM
+from ..tokenization.tokenization_utils import AutoTokenizer
 from .text_generation import ReturnType, TextGenerationPipeline, check_cpu
 
 __all__ = ["pipeline", "TextGenerationPipeline", "ReturnType", "SUPPORTED_TASKS", "get_supported_tasks"]
@@ -114,7 +117,6 @@ def pipeline(task=None, model=None, config=None, tokenizer=None, feature_extract
     hub_kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
     config_name = config if isinstance(config, (str, os.PathLike)) else None
     if isinstance(model, str):
-        from ..models.auto import AutoModelForCausalLM
         model_name = model
         model = AutoModelForCausalLM.from_pretrained(model, **hub_kwargs, **model_kwargs)
     else:
@@ -149,7 +151,6 @@ def _check_config(config, model):
     if config is None:
         return
     if isinstance(config, (str, os.PathLike)):
-        from ..configuration_utils import AutoConfig
         config = AutoConfig.from_pretrained(config)
     architectures = getattr(config, "architectures", None)
     if architectures is None:
@@ -161,7 +162,6 @@ def _check_config(config, model):
 
 def _load_tokenizer(tokenizer, use_fast, hub_kwargs, model_kwargs):
     """A tokenizer name, or Transformers' (name, {from_pretrained kwargs}) tuple -> AutoTokenizer.from_pretrained."""
-    from ..tokenization.tokenization_utils import AutoTokenizer
     if isinstance(tokenizer, tuple):
         if len(tokenizer) != 2 or not isinstance(tokenizer[1], dict):
             raise InvalidInputError("tokenizer as a tuple must be (name, {from_pretrained keyword arguments})")

@@ -31,10 +31,13 @@ import types
 
 import numpy as np
 
+from ..checkpoints.loading import WEIGHT_DTYPES
 from ..errors import InvalidInputError
 from ..generation import candidate_generator
 from ..generation.configuration_utils import GenerationConfig
 from ..generation.utils import _REFUSED_ARGUMENTS, GenerationMixin
+from ..models.auto import AutoModelForCausalLM
+from ..tokenization.tokenization_utils import AutoTokenizer
 from ..utils.tensors import cpu_device
 
 
@@ -249,7 +252,6 @@ class TextGenerationPipeline:
     def _load_assistant(self, assistant_model, assistant_tokenizer):
         """Transformers' load_assistant_model -> (assistant model or None, its tokenizer where generate() needs
         it: where its vocabulary or special tokens differ from model's, or where one was passed)."""
-        from ..tokenization.tokenization_utils import AutoTokenizer
         if assistant_model is None:
             if assistant_tokenizer is not None:
                 raise InvalidInputError("assistant_tokenizer= is the tokenizer of assistant_model: pass "
@@ -259,8 +261,6 @@ class TextGenerationPipeline:
             assistant_tokenizer = AutoTokenizer.from_pretrained(assistant_tokenizer)
         loaded_tokenizer = assistant_tokenizer
         if isinstance(assistant_model, (str, os.PathLike)):
-            from ..checkpoints.loading import WEIGHT_DTYPES
-            from ..models.auto import AutoModelForCausalLM
             # Transformers moves the assistant to model's dtype; here it is held as model's matrices are (int8 too)
             held = getattr(self.model, "weight_dtype", None)
             assistant = AutoModelForCausalLM.from_pretrained(assistant_model,

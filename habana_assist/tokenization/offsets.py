@@ -11,14 +11,29 @@ the span from its first character's start to its last one's end: a token made of
 BPE, byte fallback) spans that whole character. Special tokens the post-processor adds have (0, 0); a ByteLevel (or
 Roberta) post-processor with trim_offsets leaves the spaces out of its tokens' offsets, as Rust's process_offsets does.
 
-aligned_pipeline(kept) builds the pipeline's aligned steps from tokenizer.json's kept components; token_spans turns
-the model's ids for one word into spans.
+AlignedPipeline(kept) builds the pipeline's aligned steps from tokenizer.json's kept components; token_spans turns
+the model's ids for one word into spans; text_ids_offsets(tokenizer, text) runs it all for a TokenizerJSON. This
+module builds on tokenizer_json.py, which never imports it.
 """
 
 import unicodedata
 
-from .tokenizer_json import (_BEHAVIORS, _GPT2_PATTERN, BYTE_TO_CHAR, _Bad, _compile, _field, _is_space,
-                             _metaspace_scheme, _need, _split, _type_of, regex)
+from ..errors import InvalidInputError
+from .tokenizer_json import (
+    _BEHAVIORS,
+    _GPT2_PATTERN,
+    BYTE_TO_CHAR,
+    _Bad,
+    _compile,
+    _field,
+    _is_space,
+    _metaspace_scheme,
+    _need,
+    _split,
+    _type_of,
+    check_text,
+    regex,
+)
 
 # An aligned string: (s, spans), spans a list of (start, end) of the original text, one per character of s.
 
@@ -280,3 +295,51 @@ def token_spans(model, id_to_token, word, spans, ids):
         else:
             raise AssertionError(f"token {token!r} does not continue the word {word!r} at {pos}")
     return out
+
+
+def text_ids_offsets(tokenizer, text, split_special_tokens=False):
+    """A TokenizerJSON and a str -> (ids, offsets): tokenizer.text_ids' ids and each token's (start, end)
+    characters of text, as the Rust library's encoding.offsets (the module's docstring says how they are found);
+    trimmed where the post-processor trims. The aligned pipeline is built once per tokenizer (its _aligned)."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"the tokenizer encodes str, got {type(text).__name__}")
+    check_text(text)
+    if tokenizer._aligned is None:
+        try:
+            tokenizer._aligned = AlignedPipeline(tokenizer._kept)
+        except _Bad as e:
+            raise InvalidInputError(f"return_offsets_mapping: {tokenizer.source}: {e}") from None
+    aligned = tokenizer._aligned
+    ids, offsets = [], []
+    pieces = tokenizer._find_added(text, tokenizer._raw_split, "r", split_special_tokens) \
+        if tokenizer._raw_split is not None else [(text, None)]
+    offset = 0
+    for piece, tid in pieces:
+        start, at_start = offset, offset == 0
+        offset += len(piece)
+        if tid is not None:
+            ids.append(tid)
+            offsets.append((start, offset))
+            continue
+        s, spans = piece, [(start + k, start + k + 1) for k in range(len(piece))]
+        if aligned.normalize is not None:
+            s, spans = aligned.normalize(s, spans)
+        parts = (tokenizer._find_added(s, tokenizer._norm_split, "n", split_special_tokens)
+                 if tokenizer._norm_split is not None else [(s, None)])
+        at = 0
+        for k, (part, pid) in enumerate(parts):
+            part_spans, at = spans[at:at + len(part)], at + len(part)
+            if pid is not None:
+                ids.append(pid)
+                offsets.append((part_spans[0][0], part_spans[-1][1]) if part_spans else (start, start))
+                continue
+            if not part:
+                continue
+            words, first = [(part, part_spans)], at_start and k == 0
+            if aligned.pre_tokenize is not None:
+                words, first = aligned.pre_tokenize(words, first)
+            for w, w_spans in words:
+                word_ids = tokenizer.model.encode_word(w)
+                ids.extend(word_ids)
+                offsets.extend(token_spans(tokenizer.model, tokenizer._id_to_token, w, w_spans, word_ids))
+    return ids, aligned.trim_offsets([tokenizer._id_to_token[i] for i in ids], offsets)

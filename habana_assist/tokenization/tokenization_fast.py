@@ -1,18 +1,28 @@
 """The tokenizer.json backend of habana_assist.tokenization: PreTrainedTokenizerFast (Hugging Face tokenizers'
 format, through habana_assist.tokenizer_json.TokenizerJSON; Transformers' fast tokenizers) and its handling of
 tokenizer_config.json (added_tokens_decoder, additional and extra special tokens, add_bos_token/add_eos_token,
-the keys it refuses). The shared surface is PreTrainedTokenizerBase in tokenization_utils.py, which re-exports
-everything here; build one with AutoTokenizer.from_pretrained or PreTrainedTokenizerFast.from_pretrained.
+the keys it refuses). The shared surface is PreTrainedTokenizerBase in tokenization_utils_base.py, below this
+module; tokenization_utils.py, above it, re-exports everything here; build one with AutoTokenizer.from_pretrained
+or PreTrainedTokenizerFast.from_pretrained.
 """
 
 import copy
 import json
 
 from ..errors import CheckpointError, InvalidInputError
-from .tokenization_utils import _VERY_LARGE_INTEGER, PreTrainedTokenizerBase, _int_list
-from .tokenizer_files import (_SPECIAL_NAMES, TOKENIZER_JSON_FILE, _added_tokens_decoder, _additional_special_tokens,
-                              _flag, _special_token_texts, _token_spec, _token_text)
-
+from .offsets import text_ids_offsets
+from .tokenization_utils_base import _VERY_LARGE_INTEGER, PreTrainedTokenizerBase, _int_list
+from .tokenizer_files import (
+    _SPECIAL_NAMES,
+    TOKENIZER_JSON_FILE,
+    _added_tokens_decoder,
+    _additional_special_tokens,
+    _flag,
+    _special_token_texts,
+    _token_spec,
+    _token_text,
+)
+from .tokenizer_json import AddedToken, TokenizerJSON
 
 # tokenizer_class values of tokenizer_config.json whose Transformers fast class always rewrites the post-processor
 # from bos/eos and add_bos_token (default true) / add_eos_token (default false) (update_post_processor in __init__).
@@ -48,7 +58,6 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     _default_max_length = _VERY_LARGE_INTEGER
 
     def __init__(self, json_file, config=None, special_tokens_map=None, arguments=()):
-        from .tokenizer_json import TokenizerJSON
         self._tok = TokenizerJSON.load(json_file)
         config = dict(config or {})
         self._loaded_config, self._loaded_special = copy.deepcopy(config), copy.deepcopy(dict(special_tokens_map or {}))
@@ -138,7 +147,6 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     def _add_config_tokens(self, config, json_file):
         """tokenizer_config.json's added_tokens_decoder {"id": {"content", flags}}: tokens tokenizer.json lacks
         are added with their flags; each must get (or have) the id the file gives it."""
-        from .tokenizer_json import AddedToken
         entries, added = _added_tokens_decoder(config), {t.content for t in self._tok.added_tokens}
         for want, value in entries:
             content = value["content"]
@@ -270,7 +278,6 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         return {t.id: t for t in sorted(self._tok.added_tokens, key=lambda t: t.id)}
 
     def _add_new_tokens(self, tokens):
-        from .tokenizer_json import AddedToken
         return self._tok.add_tokens([AddedToken(t["content"], single_word=t["single_word"], lstrip=t["lstrip"],
                                                 rstrip=t["rstrip"], normalized=t["normalized"], special=t["special"])
                                      for t in tokens]) if tokens else 0
@@ -282,7 +289,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
 
     def _text_ids_offsets(self, text, split_special_tokens=False):
         """_text_ids' ids and each token's character offsets in text (offsets.py), as Rust's encoding.offsets."""
-        return self._tok.text_ids_offsets(text, split_special_tokens)
+        return text_ids_offsets(self._tok, text, split_special_tokens)
 
     def _tokens_to_string(self, tokens):
         """Transformers' fast convert_tokens_to_string: the tokens through tokenizer.json's decoder."""

@@ -1,7 +1,8 @@
 """The SentencePiece backend of habana_assist.tokenization: LlamaTokenizer (tokenizer.model, through Debian's
 python3-sentencepiece; Transformers' slow LlamaTokenizer) and the protobuf helpers it reads the model file with
-(_proto_fields, _bad_piece, _normalizer_spec). The shared surface is PreTrainedTokenizerBase in tokenization_utils.py,
-which re-exports everything here; build one with AutoTokenizer.from_pretrained or LlamaTokenizer.from_pretrained.
+(_proto_fields, _bad_piece, _normalizer_spec). The shared surface is PreTrainedTokenizerBase in
+tokenization_utils_base.py, below this module; tokenization_utils.py, above it, re-exports everything here; build
+one with AutoTokenizer.from_pretrained or LlamaTokenizer.from_pretrained.
 
 Added tokens work as in Transformers' slow tokenizers (PreTrainedTokenizer.tokenize over its tokens trie): the
 special tokens and every added token are split out of the text first (leftmost, longest), an AddedToken's
@@ -14,11 +15,21 @@ import copy
 import os
 
 from ..errors import CheckpointError, InvalidInputError
+from .tokenization_utils_base import PreTrainedTokenizerBase
+from .tokenizer_files import (
+    _SPECIAL_NAMES,
+    ADDED_TOKENS_FILE,
+    TOKENIZER_FILE,
+    _added_tokens_decoder,
+    _added_tokens_json,
+    _additional_special_tokens,
+    _flag,
+    _json_bytes,
+    _special_token_texts,
+    _token_spec,
+    _token_text,
+)
 from .tokenizer_json import AddedToken, _trie_pattern, check_text
-from .tokenization_utils import PreTrainedTokenizerBase
-from .tokenizer_files import (_SPECIAL_NAMES, ADDED_TOKENS_FILE, TOKENIZER_FILE, _added_tokens_decoder,
-                              _added_tokens_json, _additional_special_tokens, _flag, _json_bytes,
-                              _special_token_texts, _token_spec, _token_text)
 
 
 def _proto_fields(data, varints=False):

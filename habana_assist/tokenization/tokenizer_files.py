@@ -1,7 +1,7 @@
 """A checkpoint's tokenizer files, as the tokenizers of habana_assist.tokenization read and write them: the file names,
 tokenizer_config.json and special_tokens_map.json (special tokens, added_tokens_decoder, additional special tokens,
 the chat template; from_pretrained's keyword arguments as overrides of the config's keys), and atomic JSON writes.
-Nothing here tokenizes; tokenization_utils.py (PreTrainedTokenizerBase) and the two backends use it.
+Nothing here tokenizes; tokenization_utils_base.py (PreTrainedTokenizerBase) and the two backends use it.
 """
 
 import json

@@ -21,6 +21,7 @@ import unicodedata
 
 import numpy as np
 
+from .. import _core
 from ..errors import CheckpointError, InvalidInputError
 
 try:
@@ -524,7 +525,6 @@ class _BPE:
     """tokenizer.json's BPE model: vocab {token: id}, merges -> the C merge loop (habana_assist._core.BPE)."""
 
     def __init__(self, cfg):
-        from .. import _core
         kind = "model"
         self.cfg = {k: v for k, v in cfg.items() if k not in ("vocab", "merges")}
         dropout = cfg.get("dropout")
@@ -681,7 +681,7 @@ class TokenizerJSON:
         self._kept = {k: data.get(k) for k in ("version", "truncation", "padding", "normalizer", "pre_tokenizer",
                                                "post_processor", "decoder")}
         self.truncation, self.padding = data.get("truncation"), data.get("padding")
-        self._aligned = None  # offsets.AlignedPipeline, built at the first text_ids_offsets
+        self._aligned = None  # offsets.AlignedPipeline, built at the first offsets.text_ids_offsets
         self._normalize = _normalizer(data.get("normalizer"))
         self._pre_tokenize = _pre_tokenizer(data.get("pre_tokenizer"))
         self._decode = _decoder(data.get("decoder"))
@@ -837,53 +837,6 @@ class TokenizerJSON:
                 for w in words:
                     ids.extend(encode(w))
         return ids
-
-    def text_ids_offsets(self, text, split_special_tokens=False):
-        """str -> (ids, offsets): text_ids' ids and each token's (start, end) characters of text, as the Rust
-        library's encoding.offsets (offsets.py says how they are found); trimmed where the post-processor trims."""
-        from .offsets import AlignedPipeline, token_spans
-        if not isinstance(text, str):
-            raise InvalidInputError(f"the tokenizer encodes str, got {type(text).__name__}")
-        check_text(text)
-        if self._aligned is None:
-            try:
-                self._aligned = AlignedPipeline(self._kept)
-            except _Bad as e:
-                raise InvalidInputError(f"return_offsets_mapping: {self.source}: {e}") from None
-        aligned = self._aligned
-        ids, offsets = [], []
-        pieces = self._find_added(text, self._raw_split, "r", split_special_tokens) if self._raw_split is not None \
-            else [(text, None)]
-        offset = 0
-        for piece, tid in pieces:
-            start, at_start = offset, offset == 0
-            offset += len(piece)
-            if tid is not None:
-                ids.append(tid)
-                offsets.append((start, offset))
-                continue
-            s, spans = piece, [(start + k, start + k + 1) for k in range(len(piece))]
-            if aligned.normalize is not None:
-                s, spans = aligned.normalize(s, spans)
-            parts = (self._find_added(s, self._norm_split, "n", split_special_tokens)
-                     if self._norm_split is not None else [(s, None)])
-            at = 0
-            for k, (part, pid) in enumerate(parts):
-                part_spans, at = spans[at:at + len(part)], at + len(part)
-                if pid is not None:
-                    ids.append(pid)
-                    offsets.append((part_spans[0][0], part_spans[-1][1]) if part_spans else (start, start))
-                    continue
-                if not part:
-                    continue
-                words, first = [(part, part_spans)], at_start and k == 0
-                if aligned.pre_tokenize is not None:
-                    words, first = aligned.pre_tokenize(words, first)
-                for w, w_spans in words:
-                    word_ids = self.model.encode_word(w)
-                    ids.extend(word_ids)
-                    offsets.extend(token_spans(self.model, self._id_to_token, w, w_spans, word_ids))
-        return ids, aligned.trim_offsets([self._id_to_token[i] for i in ids], offsets)
 
     def post_process(self, ids, pair_ids=None, add_special_tokens=True, return_type_ids=False):
         """ids (and pair_ids) -> the post-processor's ids (with type ids where return_type_ids)."""

@@ -2,7 +2,6 @@
 
 import dataclasses
 
-
 # Transformers 5.24's older names of a field, still read: its outputs call the cache `cache`, and
 # out.past_key_values, out["past_key_values"] and "past_key_values" in out reach it.
 OLD_NAMES = {"past_key_values": "cache"}

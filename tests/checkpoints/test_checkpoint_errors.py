@@ -3,17 +3,19 @@
 import json
 import struct
 
-
 import numpy as np
 import pytest
-
-
 from checkpoints import maps_file
+
+from habana_assist.checkpoints.loading import load_checkpoint
+from habana_assist.checkpoints.safetensors import (
+    bfloat16_bits_to_float32,
+    read_safetensors,
+    save_file,
+    to_bfloat16_bits,
+)
 from habana_assist.configuration_utils import LlamaConfig
 from habana_assist.errors import CheckpointError, CheckpointNotFoundError, UnsupportedModelError
-from habana_assist.checkpoints.loading import load_checkpoint
-from habana_assist.checkpoints.safetensors import (bfloat16_bits_to_float32, read_safetensors, save_file,
-                                                  to_bfloat16_bits)
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32, "hidden_size": 16,
         "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

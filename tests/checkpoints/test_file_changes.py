@@ -14,13 +14,12 @@ import subprocess
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist.checkpoints import loading
 from habana_assist.errors import CheckpointError
-from checkpoints import write_random_checkpoint
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TIMEOUT = 300  # seconds for a child process: a hang is a failure, not a stuck test run
 IDS = np.array([[3, 17, 42, 5, 9, 11]])

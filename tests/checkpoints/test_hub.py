@@ -22,10 +22,9 @@ import threading
 
 import numpy as np
 import pytest
-
+import tokenizer_fixture as tf
 from checkpoints import write_random_checkpoint
 from hub_server import FakeHub
-import tokenizer_fixture as tf
 
 import habana_assist as ha
 from habana_assist import errors

@@ -6,11 +6,17 @@ import struct
 
 import numpy as np
 import pytest
-
-
 from checkpoints import maps_file
-from habana_assist.checkpoints.safetensors import (DTYPES, bfloat16_bits_to_float32, read_checkpoint_tensors,
-                                       read_metadata, read_safetensors, save_file, to_bfloat16_bits)
+
+from habana_assist.checkpoints.safetensors import (
+    DTYPES,
+    bfloat16_bits_to_float32,
+    read_checkpoint_tensors,
+    read_metadata,
+    read_safetensors,
+    save_file,
+    to_bfloat16_bits,
+)
 
 
 def test_save_file_layout_matches_the_spec(tmp_path):

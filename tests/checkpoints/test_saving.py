@@ -11,15 +11,14 @@ import struct
 import numpy as np
 import pytest
 import torch
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
 from habana_assist import _core
-from habana_assist.errors import InvalidInputError
 from habana_assist.checkpoints.loading import PANEL_ROWS
 from habana_assist.checkpoints.safetensors import read_safetensors, save_file, to_bfloat16_bits
 from habana_assist.checkpoints.saving import parse_shard_size, save_model, state_dict_names, unpack_panels
-from checkpoints import write_random_checkpoint
+from habana_assist.errors import InvalidInputError
 
 DRAFT = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode-draft")
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n"

@@ -13,11 +13,10 @@ import sys
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import write_random_checkpoint
 from reference import reference_logits
+
+import habana_assist as ha
 
 VOCAB = 96
 ARGS = dict(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=136,

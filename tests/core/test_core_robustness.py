@@ -5,12 +5,10 @@ import multiprocessing
 
 import numpy as np
 import pytest
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
 from habana_assist import _core
-
-from checkpoints import write_random_checkpoint
-
 from habana_assist.generation.options import processing_args
 
 # every processor off (the processors' options of _core.generate with a default GenerationConfig)

@@ -22,7 +22,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from kernel_variants import VARIANTS, available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 

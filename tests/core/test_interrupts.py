@@ -10,14 +10,13 @@ import signal
 import subprocess
 import threading
 
+import interrupt_child
 import numpy as np
 import pytest
-
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist import _core
-import interrupt_child
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "wrapped")
 

@@ -5,7 +5,6 @@ import os
 import subprocess
 
 import pytest
-
 from kernel_variants import available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 

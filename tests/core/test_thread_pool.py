@@ -8,11 +8,10 @@ import textwrap
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import write_random_checkpoint
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
+
+import habana_assist as ha
 
 TIMEOUT = 120  # seconds for a child: a hang is a failure, not a stuck test run
 # Large enough that a decode step's feed-forward and output layer go to the pool (forward.c's SMALL_JOB).

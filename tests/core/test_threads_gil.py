@@ -12,13 +12,12 @@ import threading
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist import _core
 from habana_assist.errors import InvalidInputError
-from checkpoints import write_random_checkpoint
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 SMALL_VOCAB = 256
 SMALL = dict(vocab_size=SMALL_VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,

@@ -9,11 +9,10 @@ import os
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import maps_file, memory_chain, write_random_checkpoint
 from family_checkpoints import write_family_checkpoint
+
+import habana_assist as ha
 
 IDS = np.array([[3, 17, 42, 5, 9, 11]])
 # every way a load makes its own copy of a matrix: packed (as stored, converted), quantized, row-major converted,

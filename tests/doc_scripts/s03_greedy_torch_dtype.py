@@ -4,6 +4,7 @@
 import os
 
 import torch
+
 from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])

@@ -10,6 +10,7 @@ model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 
 # Set seed for reproducibility -- you don't need this unless you want full reproducibility
 from habana_assist import set_seed  # noqa: E402 - where Transformers' documentation imports it
+
 set_seed(42)
 
 model_inputs = tokenizer(["I am a cat."], return_tensors="pt").to("cpu")

@@ -3,7 +3,7 @@
 # (os.environ["HA_MODEL"]). What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoTokenizer, AutoModelForCausalLM, set_seed
+from habana_assist import AutoModelForCausalLM, AutoTokenizer, set_seed
 
 set_seed(1)
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])

@@ -4,7 +4,7 @@
 # (os.environ["HA_MODEL"]). What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoTokenizer, AutoModelForCausalLM
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 # Initializing the model and tokenizer for it
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])

@@ -5,7 +5,7 @@
 # What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoTokenizer, AutoModelForCausalLM
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])

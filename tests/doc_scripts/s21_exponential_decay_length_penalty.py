@@ -4,7 +4,7 @@
 # What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoTokenizer, AutoModelForCausalLM, set_seed
+from habana_assist import AutoModelForCausalLM, AutoTokenizer, set_seed
 
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])

@@ -3,8 +3,9 @@
 # (os.environ["HA_MODEL"]). What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoTokenizer, AutoModelForCausalLM
 import torch
+
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])

@@ -4,7 +4,8 @@
 import os
 
 import torch
-from habana_assist import AutoTokenizer, AutoModelForCausalLM, set_seed
+
+from habana_assist import AutoModelForCausalLM, AutoTokenizer, set_seed
 
 set_seed(0)  # for reproducibility
 

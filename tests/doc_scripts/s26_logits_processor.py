@@ -6,6 +6,7 @@
 import os
 
 import torch
+
 from habana_assist import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
 
 

@@ -3,7 +3,7 @@
 # GPT-2 ones) and the checkpoint name (os.environ["HA_MODEL"]). What follows "# Checks" is ours.
 import os
 
-from habana_assist import LlamaTokenizer, LlamaForCausalLM
+from habana_assist import LlamaForCausalLM, LlamaTokenizer
 
 tokenizer = LlamaTokenizer.from_pretrained(os.environ["HA_MODEL"])
 model = LlamaForCausalLM.from_pretrained(os.environ["HA_MODEL"])

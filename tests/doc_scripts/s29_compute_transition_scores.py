@@ -4,8 +4,9 @@
 # GPT2Tokenizer) and the checkpoint name (os.environ["HA_MODEL"]). What follows "# Checks" is ours.
 import os
 
-from habana_assist import LlamaTokenizer, AutoModelForCausalLM
 import numpy as np
+
+from habana_assist import AutoModelForCausalLM, LlamaTokenizer
 
 tokenizer = LlamaTokenizer.from_pretrained(os.environ["HA_MODEL"])
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])

@@ -2,9 +2,9 @@
 # Changed from the doc: the import line (habana_assist for transformers) and the checkpoint name
 # (os.environ["HA_MODEL"]). What follows "# Checks" is ours: the documented properties.
 import os
+from threading import Thread
 
 from habana_assist import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
-from threading import Thread
 
 tok = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])

@@ -5,6 +5,7 @@
 import os
 
 from habana_assist import AutoModelForCausalLM, AutoTokenizer, set_seed
+
 set_seed(42)  # For reproducibility
 
 prompt = "Alice and Bob"

@@ -3,8 +3,9 @@
 # (os.environ["HA_MODEL"], os.environ["HA_DRAFT"]). What follows "# Checks" is ours: the documented properties.
 import os
 
-from habana_assist import AutoModelForCausalLM, AutoTokenizer
 import torch
+
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 

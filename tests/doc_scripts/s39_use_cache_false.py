@@ -4,7 +4,8 @@
 import os
 
 import torch
-from habana_assist import AutoTokenizer, AutoModelForCausalLM
+
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"])
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"], dtype=torch.float16, device_map="auto")

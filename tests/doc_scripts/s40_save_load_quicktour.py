@@ -3,8 +3,9 @@
 # sequence-classification class) and the checkpoint name (os.environ["HA_MODEL"]). What follows "# Checks" is ours.
 import os
 
-from habana_assist import AutoModelForCausalLM, AutoTokenizer
 from torch import nn
+
+from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 model_name = os.environ["HA_MODEL"]
 tokenizer = AutoTokenizer.from_pretrained(model_name)

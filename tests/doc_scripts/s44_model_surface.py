@@ -5,6 +5,7 @@
 import os
 
 import torch
+
 from habana_assist import AutoModelForCausalLM, AutoTokenizer
 
 model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])

@@ -129,6 +129,14 @@ def some_int(r, lo, hi, p_wild=0.08):
     return r.randint(lo, hi) if hi >= lo else lo
 
 
+def some_name(r, names, p_wild=0.08):
+    """One of names (the core's enum names), or sometimes a wrong one: another case, an index, anything."""
+    if r.random() < p_wild:
+        return r.choice([names[0].upper(), names[0] + " ", "", "bogus", 0, len(names)]) if r.random() < 0.85 \
+            else wild_scalar(r)
+    return r.choice(names)
+
+
 def some_float(r, lo, hi, p_wild=0.08):
     if r.random() < p_wild:
         return r.choice(WILD_FLOATS) if r.random() < 0.85 else wild_scalar(r)
@@ -484,15 +492,16 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
                       np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1),
                       np.zeros(_core.COST_STATE, np.float32)])
     opts = options_of(r, dict(
-        lead, num_assistant_tokens=some_int(r, 1, 6), schedule=some_int(r, 0, 3),
-        confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0, acceptance=some_int(r, 0, 1),
+        lead, num_assistant_tokens=some_int(r, 1, 6), schedule=some_name(r, _core.SCHEDULES),
+        confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
+        acceptance=some_name(r, _core.ACCEPTANCES),
         prompt_lookup_num_tokens=some_int(r, 1, 5), max_matching_ngram_size=some_int(r, 1, 3), draft_costs=costs[0],
         target_costs=costs[1], out=out, scores=scores, proposed_at=prop, accepted_at=acc, sources=src, on_tokens=cb,
         overlap=r.random() < 0.3, cost_state=state))
     args = [ctx, dctx, opts][:3 if r.random() > 0.01 else r.randrange(3)]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
     if run.last_ok:
-        if not (isinstance(res, tuple) and len(res) == 9 and all(isinstance(x, int) for x in res)):
+        if not (isinstance(res, _core.AssistedStats) and len(res) == 9 and all(isinstance(x, int) for x in res)):
             raise Finding(f"generate_assisted returned {res!r}")
         check_out(out, V, lead["pad_token_id"])
 
@@ -635,7 +644,7 @@ def misc_case(r, run):
         opts = dict(lead, out=np.zeros((1, 1), np.int32), scores=None, sources=None, on_tokens=None)
         run.call("generate uninit", _core.generate, c, opts)
         run.call("generate_assisted uninit", _core.generate_assisted, c, None, dict(
-            opts, num_assistant_tokens=1, schedule=0, confidence_threshold=0.0, acceptance=0,
+            opts, num_assistant_tokens=1, schedule="constant", confidence_threshold=0.0, acceptance="rejection",
             prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
             proposed_at=np.zeros(1, np.int64),
             accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None))

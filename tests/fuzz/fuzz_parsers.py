@@ -117,11 +117,11 @@ def make_corpus(corpus_dir=CORPUS_DIR):
     on textwrap.py, and tokenizer_json's seeds. Run once; the result is committed (sentencepiece training is not
     bitwise reproducible across versions)."""
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fixtures"))
+    import numpy as np
+    import sentencepiece as spm
     from checkpoints import write_random_checkpoint
 
-    import sentencepiece as spm
     from habana_assist.checkpoints.safetensors import save_file
-    import numpy as np
 
     shipped = os.path.join(REPO, "habana_assist", "pretrained", "pycode")
     if os.path.isdir(corpus_dir):
@@ -990,9 +990,9 @@ def run_sharded(d):
 
 
 def run_config(d):
-    from habana_assist.configuration_utils import FLOAT_DTYPES, PretrainedConfig
     from habana_assist.checkpoints.loading import expected_weights
     from habana_assist.checkpoints.saving import state_dict_names
+    from habana_assist.configuration_utils import FLOAT_DTYPES, PretrainedConfig
     c = PretrainedConfig.from_pretrained(d)
     _ = (c.family, c.rope_type, c.qkv_bias, c.o_bias, c.mlp_biases, c.qk_norm, c.activation, repr(c))
     assert PretrainedConfig.from_dict(c.to_dict()) == c, "from_dict(to_dict()) differs"
@@ -1075,6 +1075,7 @@ def run_tokenizer_json(d):
 
 def run_load(d):
     import numpy as np
+
     import habana_assist as ha
     for dtype in (None, "int8"):  # as stored (panels), then quantized: the two ways weights are converted
         model = ha.AutoModelForCausalLM.from_pretrained(d, dtype=dtype, max_cache_len=16)

@@ -4,18 +4,21 @@ crash of the interpreter is a failure naming the case and how to replay it, not 
 must succeed or raise a HabanaAssistError or one of the built-ins argument parsing raises (see the module's
 docstring); the long run is scripts/fuzz.sh (the same module with --seconds). Below it, the generation options'
 contract checked directly: they cross the binding by name, an unknown or missing one raising naming it."""
+import gc
 import os
 import re
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
+from package_under_test import PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist import _core
+from habana_assist.generation.configuration_utils import ASSISTED_SAMPLING, SCHEDULES
 from habana_assist.generation.options import processing_args
-from package_under_test import PYTHON, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUZZ = os.path.join(ROOT, "tests", "fuzz", "fuzz_binding.py")
@@ -84,8 +87,9 @@ def greedy_options(max_new=3):
 
 def assisted_options(max_new=3):
     """Every option _core.generate_assisted takes, by name (the constant schedule, K = 2)."""
-    return dict(greedy_options(max_new), num_assistant_tokens=2, schedule=0, confidence_threshold=0.0, acceptance=0,
-                prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
+    return dict(greedy_options(max_new), num_assistant_tokens=2, schedule="constant", confidence_threshold=0.0,
+                acceptance="rejection", prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None,
+                target_costs=None,
                 proposed_at=np.zeros(max_new, np.int64), accepted_at=np.zeros(max_new, np.int64), overlap=False,
                 cost_state=None)
 
@@ -174,3 +178,96 @@ def test_a_callback_that_empties_the_options_dict_mid_call_leaves_the_call_its_o
     assert _core.generate(ctx, opts) == 5 and opts == {}, "expected 5 steps and the dict emptied by the callback"
     assert (out == plain["out"]).all() and len(seen) == 5, (
         f"expected tokens {plain['out'].tolist()} told 5 times, got {out.tolist()} told {len(seen)} times")
+
+
+# ---- results and enums by name; objects that hold objects are collected in cycles ----------------------------
+
+STATS_FIELDS = ("steps", "num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes",
+                "num_assistant_tokens", "num_rounds", "num_ahead_passes", "num_ahead_used")
+
+
+def test_assisted_statistics_come_back_as_a_named_structure(core_model):
+    plain = greedy_options(max_new=4)
+    assert _core.generate(_core.Context(core_model._core, 1, 16), plain) == 4
+    target, draft = _core.Context(core_model._core, 1, 16), _core.Context(core_model._core, 1, 16)
+    opts = assisted_options(max_new=4)
+    stats = _core.generate_assisted(target, draft, opts)
+    assert isinstance(stats, _core.AssistedStats) and type(stats).__match_args__ == STATS_FIELDS, (
+        f"expected an AssistedStats with fields {STATS_FIELDS}, got {type(stats).__name__} "
+        f"{getattr(type(stats), '__match_args__', None)}")
+    assert tuple(getattr(stats, name) for name in STATS_FIELDS) == tuple(stats), \
+        f"expected each field by name to be the value at its place, got {stats!r}"
+    # the draft is the target itself: every candidate is accepted, K = 2 stays (constant), the tokens are plain's
+    assert stats.steps == 4 and (opts["out"] == plain["out"]).all(), \
+        f"expected 4 steps of the plain tokens {plain['out'].tolist()}, got {stats!r}, {opts['out'].tolist()}"
+    assert stats.num_accepted_tokens == stats.num_draft_tokens > 0 and stats.num_assistant_tokens == 2, \
+        f"expected every draft token accepted and K = 2 kept, got {stats!r}"
+    assert stats.num_accepted_tokens == int(opts["accepted_at"].sum()), \
+        f"expected num_accepted_tokens to be accepted_at's sum {int(opts['accepted_at'].sum())}, got {stats!r}"
+
+
+def test_schedules_and_acceptance_modes_cross_by_the_cores_names(core_model):
+    """GenerationConfig validates against the core's own table of names, and generate_assisted takes them by name:
+    every schedule Transformers names (and ours, "cost") and both acceptance modes."""
+    assert SCHEDULES is _core.SCHEDULES and ASSISTED_SAMPLING is _core.ACCEPTANCES, \
+        f"expected GenerationConfig's names to be the core's, got {SCHEDULES}, {ASSISTED_SAMPLING}"
+    assert {"constant", "heuristic", "heuristic_transient", "cost"} == set(SCHEDULES) and \
+        {"rejection", "coupled"} == set(ASSISTED_SAMPLING), f"got {SCHEDULES}, {ASSISTED_SAMPLING}"
+    plain = greedy_options(max_new=3)
+    assert _core.generate(_core.Context(core_model._core, 1, 16), plain) == 3
+    for schedule in ("constant", "heuristic", "heuristic_transient"):
+        for acceptance in ASSISTED_SAMPLING:
+            target, draft = _core.Context(core_model._core, 1, 16), _core.Context(core_model._core, 1, 16)
+            opts = dict(assisted_options(), schedule=schedule, acceptance=acceptance)
+            stats = _core.generate_assisted(target, draft, opts)
+            assert stats.steps == 3 and (opts["out"] == plain["out"]).all(), (
+                f"{schedule}/{acceptance}: expected the plain tokens {plain['out'].tolist()}, got "
+                f"{opts['out'].tolist()} ({stats!r})")
+
+
+@pytest.mark.parametrize("key, value", [("schedule", "Constant"), ("schedule", "bogus"), ("schedule", 0),
+                                        ("schedule", None), ("acceptance", "greedy"), ("acceptance", 1)])
+def test_an_unknown_schedule_or_acceptance_name_is_refused_naming_the_choices(core_model, key, value):
+    target, draft = _core.Context(core_model._core, 1, 16), _core.Context(core_model._core, 1, 16)
+    names = SCHEDULES if key == "schedule" else ASSISTED_SAMPLING
+    with pytest.raises(ha.InvalidInputError) as err:
+        _core.generate_assisted(target, draft, dict(assisted_options(), **{key: value}))
+    message = str(err.value)
+    assert f"generate_assisted: option '{key}': {value!r} is not a" in message and \
+        all(repr(name) in message for name in names), \
+        f"expected the message to name the option, the value {value!r} and each of {names}, got: {message}"
+
+
+def test_a_cycle_through_a_sampler_or_an_external_context_is_collected(core_model):
+    """A Sampler whose logits_fn belongs to an object holding the Sampler, and an external model's Context held by
+    its own adapter, are reference cycles through the binding's objects: the garbage collector frees them."""
+    class Owner:
+        def logits(self, row, ids, scores):
+            return None
+
+        def append(self, seq, tokens, want):
+            raise AssertionError("never called")
+
+        def crop(self, seq, length):
+            raise AssertionError("never called")
+
+    opts = sampler_options()
+    for kind, make in (("Sampler", lambda o: _core.Sampler(core_model.vocab_size, dict(opts, logits_fn=o.logits))),
+                       ("external Context", lambda o: _core.external_context(o, core_model.vocab_size, 16))):
+        owner = Owner()
+        owner.held = make(owner)
+        assert gc.is_tracked(owner.held), f"expected {type(owner.held).__name__} to be tracked by the collector"
+        gone = weakref.ref(owner)
+        del owner
+        gc.collect()
+        assert gone() is None, f"expected the cycle through a {kind} to be collected"
+
+
+def test_the_collector_sees_what_the_binding_objects_hold(core_model):
+    model = core_model._core
+    ctx = _core.Context(model, 1, 8)
+    embed = core_model._parts[1]["embed"]
+    embed = embed[0] if isinstance(embed, tuple) else embed
+    assert gc.get_referents(ctx) == [model], f"expected a Context to hold its Model, got {gc.get_referents(ctx)}"
+    assert any(r is embed for r in gc.get_referents(model)), \
+        "expected a Model to hold the arrays whose buffers it reads (the embedding among them)"

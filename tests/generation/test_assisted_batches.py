@@ -14,12 +14,11 @@ import os
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 import reference as R
 from checkpoints import write_random_checkpoint
 from stats import chi_square
+
+import habana_assist as ha
 
 VOCAB = 64
 NEW = 24

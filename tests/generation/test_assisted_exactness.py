@@ -15,11 +15,10 @@ import shutil
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
 from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits
-from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 NEW = 32                          # max_new_tokens of most comparisons

@@ -8,10 +8,9 @@ and the thread count never change a single bit.  Everything here compares with n
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
-from checkpoints import write_random_checkpoint
 
 VOCAB = 256
 # Larger than the logits tests' models so that a 2-thread pool has rows to split.

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import habana_assist as ha
-from habana_assist.utils import progress as _progress
 from habana_assist.generation import display
 from habana_assist.generation.display import rounds_of
+from habana_assist.utils import progress as _progress
 
 S = ha.TokenSource
 # a token's span -> (kind, round, draft position, style, title, inner HTML: its text, whitespace wrapped for glyphs)

@@ -4,14 +4,12 @@ whitespace glyphs drawn, and the text a reader copies the generated text itself,
 """
 
 
+import browser
 import numpy as np
 import pytest
 
 import habana_assist as ha
 from habana_assist.generation.display import token_texts
-
-
-import browser
 
 pytestmark = pytest.mark.skipif(browser.CHROMIUM is None, reason=browser.SKIP_REASON)
 

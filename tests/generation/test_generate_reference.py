@@ -9,12 +9,11 @@ so a correct float32 implementation cannot pick a different token.
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 import reference as R
 from checkpoints import write_random_checkpoint
 from stats import chi2_critical, chi2_sf
+
+import habana_assist as ha
 
 VOCAB = 64
 PAD = 0

@@ -13,11 +13,10 @@ import warnings
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
 from habana_assist.generation import utils as generation_utils
-from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 EOS = 2

@@ -11,11 +11,10 @@ import re
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
 from habana_assist.errors import CheckpointError
-from checkpoints import write_random_checkpoint
 
 VOCAB = 64
 PROMPT = np.array([[3, 4, 5]], dtype=np.int64)

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
 from habana_assist.generation.utils import GenerateDecoderOnlyOutput

@@ -10,12 +10,10 @@ import re
 
 import numpy as np
 import pytest
-
+from checkpoints import write_random_checkpoint
 
 import habana_assist as ha
-from habana_assist.errors import (CacheCapacityError, CheckpointNotFoundError, HabanaAssistError,
-                                  InvalidInputError)
-from checkpoints import write_random_checkpoint
+from habana_assist.errors import CacheCapacityError, CheckpointNotFoundError, HabanaAssistError, InvalidInputError
 
 VOCAB = 64
 CAPACITY = 8

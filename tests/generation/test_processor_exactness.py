@@ -17,11 +17,10 @@ import os
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import write_random_checkpoint
 from stats import chi2_sf, chi_square
+
+import habana_assist as ha
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")

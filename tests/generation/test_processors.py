@@ -15,11 +15,10 @@ row's own tokens, shape (1, n).
 import os
 
 import numpy as np
+import processors_reference as P
 import pytest
 
-
 import habana_assist as ha
-import processors_reference as P
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(HERE, os.pardir, "habana_assist", "pretrained")

@@ -18,12 +18,11 @@ import os
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 import reference as R
 from checkpoints import write_random_checkpoint
 from stats import chi2_sf, chi_square
+
+import habana_assist as ha
 
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)

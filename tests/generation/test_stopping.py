@@ -17,9 +17,14 @@ import pytest
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
 from habana_assist.generation.logits_process import LogitsProcessor, LogitsProcessorList
-from habana_assist.generation.stopping_criteria import (EosTokenCriteria, MaxLengthCriteria,
-                                                        MaxTimeCriteria, StoppingCriteria,
-                                    StoppingCriteriaList, StopStringCriteria)
+from habana_assist.generation.stopping_criteria import (
+    EosTokenCriteria,
+    MaxLengthCriteria,
+    MaxTimeCriteria,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    StopStringCriteria,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TARGET = os.path.join(ROOT, "habana_assist", "pretrained", "pycode")
@@ -551,6 +556,7 @@ def test_stop_strings_read_each_tokens_text_without_decodes_clean_up(tmp_path):
     # Llama 3's tokenizer_config.json turns clean_up_tokenization_spaces on, which makes decode() write " ." as
     # "."; a stop string " ." must still be found after the token " ." (Transformers reads tokens, not cleaned text).
     import shutil
+
     import tokenizer_data as td
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(os.path.dirname(td.tokenizer_path("llama3")), name), tmp_path / name)

@@ -12,11 +12,10 @@ import time
 
 import numpy as np
 import pytest
-
+import tokenizer_fixture as tf
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
-import tokenizer_fixture as tf
 
 PROMPTS = ["def fib(n):\n    ", "import os\n", "class A:\n\tpass\n# caf\u00e9 \U0001F600", "x"]
 NEW = 40

@@ -9,10 +9,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-
+from family_checkpoints import write_family_checkpoint
 
 import habana_assist as ha
-from family_checkpoints import write_family_checkpoint
 
 PROMPT = np.array([[5, 9, 33, 2, 71, 14]])
 SAMPLED = dict(do_sample=True, temperature=2.0, top_k=None, max_new_tokens=12)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import habana_assist as ha
-from habana_assist.errors import InvalidInputError
 from habana_assist.checkpoints.hub import MODELS_DIR
 from habana_assist.checkpoints.safetensors import read_safetensors, save_file
+from habana_assist.errors import InvalidInputError
 from habana_assist.pretrained.stdlib_split import stdlib_files
 from habana_assist.tokenization.tokenizer_json import BYTE_TO_CHAR, TokenizerJSON
 

@@ -14,15 +14,23 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-import habana_assist as ha  # noqa: E402 - once torch is known to be there
-from habana_assist import _core  # noqa: E402 - once torch is known to be there
-from habana_assist.integrations import external  # noqa: E402 - once torch is known to be there
 from checkpoints import write_random_checkpoint  # noqa: E402 - once torch is known to be there
 from stats import chi_square  # noqa: E402 - once torch is known to be there
 from test_assisted_batches import left_padded  # noqa: E402 - once torch is known to be there
-from test_rejection_sampling import (PROMPT, TEMPERATURE, TINY, distributions, joint, outcome_counts,  # noqa: E402 - once torch is known to be there
-                                     pair)  # noqa: F401 - pair: a pytest fixture, named by tests' arguments
+from test_rejection_sampling import (  # noqa: E402 - once torch is known to be there
+    PROMPT,
+    TEMPERATURE,
+    TINY,
+    distributions,
+    joint,
+    outcome_counts,
+    pair,  # noqa: E402, F401 - pair: a pytest fixture, named by tests' arguments
+)
 from torch_causal_lm import KVCache, TorchCausalLM  # noqa: E402 - once torch is known to be there
+
+import habana_assist as ha  # noqa: E402 - once torch is known to be there
+from habana_assist import _core  # noqa: E402 - once torch is known to be there
+from habana_assist.integrations import external  # noqa: E402 - once torch is known to be there
 
 SMALL = dict(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48)
 IDS = np.array([[1, 17, 5, 40, 33, 8]])

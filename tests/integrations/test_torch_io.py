@@ -9,13 +9,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
 from habana_assist.generation.utils import GenerateDecoderOnlyOutput
 from habana_assist.modeling_utils import CausalLMOutput
 from habana_assist.utils.tensors import convert_output, from_numpy, to_numpy, torch_available
-from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 DRAFT = os.path.join(os.path.dirname(ha.__file__), "pretrained", "pycode-draft")
 TEXTS = ["def fib(n):", "import os\nimport sys\n"]

@@ -15,16 +15,19 @@ import re
 import numpy as np
 import pytest
 import torch
-
+from checkpoints import maps_file
 
 import habana_assist as ha
+from habana_assist.checkpoints.loading import expected_weights, load_checkpoint
+from habana_assist.checkpoints.safetensors import (
+    bfloat16_bits_to_float32,
+    read_safetensors,
+    save_file,
+    to_bfloat16_bits,
+)
+from habana_assist.checkpoints.saving import save_model, state_dict_names, unpack_panels
 from habana_assist.configuration_utils import SUPPORTED_ARCHITECTURES, AutoConfig, LlamaConfig, PretrainedConfig
 from habana_assist.errors import CheckpointError, InvalidInputError, UnsupportedModelError
-from habana_assist.checkpoints.loading import expected_weights, load_checkpoint
-from habana_assist.checkpoints.safetensors import (bfloat16_bits_to_float32, read_safetensors, save_file,
-                                       to_bfloat16_bits)
-from habana_assist.checkpoints.saving import save_model, state_dict_names, unpack_panels
-from checkpoints import maps_file
 
 ARCH = {model_type: arch for arch, model_type in SUPPORTED_ARCHITECTURES.items()}
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "smollm3", "gpt2")

@@ -6,7 +6,6 @@ the package's own one-shot forward (a cache must give bit for bit what one forwa
 """
 import numpy as np
 import pytest
-
 from checkpoints import write_random_checkpoint
 from reference import ReferenceCache, reference_forward
 

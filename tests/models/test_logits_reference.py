@@ -10,11 +10,10 @@ an off-by-one window) moves logits by whole units.
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import round_to_bfloat16, write_random_checkpoint
 from reference import reference_logits
+
+import habana_assist as ha
 
 REL_TOL = 1e-4
 

@@ -12,13 +12,12 @@ tests/fixtures/family_reference.py (``pieces`` for forwards over a cache, ``gree
 
 import os
 
+import family_reference as R
 import numpy as np
 import pytest
-
+from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 import habana_assist as ha
-import family_reference as R
-from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 VOCAB = 96
 REL_TOL = 1e-4
@@ -308,6 +307,7 @@ def test_a_wrapped_longrope_model_is_driven_as_transformers_phi3_generate(models
     loop keeps the cache of short keys and gets other logits past the switch."""
     torch = pytest.importorskip("torch")
     from types import SimpleNamespace
+
     from habana_assist.integrations import external
 
     class NativeAsTorch(torch.nn.Module):

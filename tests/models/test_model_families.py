@@ -29,15 +29,14 @@ import json
 import os
 import zlib
 
+import family_reference as R
 import numpy as np
 import pytest
-
+from checkpoints import round_to_bfloat16
+from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 import habana_assist as ha
 from habana_assist.errors import UnsupportedModelError
-import family_reference as R
-from checkpoints import round_to_bfloat16
-from family_checkpoints import longrope_scaling, write_family_checkpoint
 
 VOCAB = 96
 REL_TOL = 1e-4

@@ -12,12 +12,11 @@ import weakref
 import numpy as np
 import pytest
 import torch
-
+from checkpoints import maps_file
+from family_checkpoints import FAMILIES, write_family_checkpoint
 
 import habana_assist as ha
 from habana_assist.checkpoints.state_dict import dequantize
-from checkpoints import maps_file
-from family_checkpoints import FAMILIES, write_family_checkpoint
 
 TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 IDS = np.array([[3, 17, 42, 5, 61]])

@@ -9,11 +9,10 @@ is a ring (the other family tests use caches too short for one).
 
 import numpy as np
 import pytest
-
-
-import habana_assist as ha
 from checkpoints import write_random_checkpoint
 from reference import reference_logits
+
+import habana_assist as ha
 
 WINDOW, N = 4, 620  # positions: the ring of 260 wraps twice
 ARGS = dict(arch="MistralForCausalLM", sliding_window=WINDOW, vocab_size=96, hidden_size=32, num_layers=2,

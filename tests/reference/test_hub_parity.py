@@ -14,12 +14,11 @@ import shutil
 
 import numpy as np
 import pytest
-
-from checkpoints import write_random_checkpoint
 import tokenizer_data
+from checkpoints import write_random_checkpoint
+from test_transformers_parity import LOGIT_TOL
 
 import habana_assist as ha
-from test_transformers_parity import LOGIT_TOL
 
 THEIRS, OURS = "acme/downloaded-by-transformers", "acme/downloaded-by-us"
 IDS = [[1, 822, 18755, 29898, 29876, 1125, 13, 1678]]

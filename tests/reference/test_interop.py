@@ -18,11 +18,10 @@ import shutil
 
 import numpy as np
 import pytest
-
 import tokenizer_data
+from test_transformers_parity import LOGIT_TOL
 
 import habana_assist as ha
-from test_transformers_parity import LOGIT_TOL
 
 CONFIG = dict(vocab_size=32000, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,

@@ -35,7 +35,6 @@ import numpy as np
 import pytest
 import tokenizer_data
 from package_under_test import PACKAGE_PARENT, SHIPPED
-
 from test_transformers_parity import LOGIT_TOL
 
 HERE = os.path.dirname(os.path.abspath(__file__))

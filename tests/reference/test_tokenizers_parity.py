@@ -19,9 +19,9 @@ import os
 
 import numpy as np
 import pytest
+import tokenizer_data as td
 
 import habana_assist as ha
-import tokenizer_data as td
 
 TEXTS = ["Hello world", "def f(x):\n\treturn x**2\n", "caf\u00e9 \U0001F600 \u4e2d\u6587 na\u00efve", "  two  spaces",
          "x" * 40, "", "The year 2025 had 365 days.", "line one\n\nline three\r\n", "a\u00a0b\u200bc"]

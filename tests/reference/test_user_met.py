@@ -23,9 +23,9 @@ import warnings
 
 import numpy as np
 import pytest
+from family_checkpoints import write_family_checkpoint
 
 import habana_assist as ha
-from family_checkpoints import write_family_checkpoint
 
 RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
                       "hf_usermet_runner.py")

@@ -17,13 +17,16 @@ from typing import Any, Optional, Union
 import jinja2
 import numpy as np
 import pytest
-
-
 import tokenizer_fixture
+
 from habana_assist import AutoTokenizer
-from habana_assist.tokenization.chat_template import (ChatTemplateError, apply_chat_template, get_chat_template,
-                                         get_json_schema)
 from habana_assist.errors import InvalidInputError
+from habana_assist.tokenization.chat_template import (
+    ChatTemplateError,
+    apply_chat_template,
+    get_chat_template,
+    get_json_schema,
+)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NPM = os.path.join(HERE, "data", "npm")

@@ -9,11 +9,10 @@ import os
 
 import numpy as np
 import pytest
-
+import tokenizer_fixture as tf
 
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
-import tokenizer_fixture as tf
 
 TEXTS = [
     "",

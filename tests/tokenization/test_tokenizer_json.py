@@ -19,8 +19,8 @@ import os
 import unicodedata
 
 import pytest
-
 import tokenizer_data as td
+
 from habana_assist.tokenization.tokenizer_json import TokenizerJSON
 
 # ---------------------------------------------------------------------------------------------------------------

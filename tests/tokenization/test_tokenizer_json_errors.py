@@ -7,8 +7,8 @@ import os
 import random
 
 import pytest
-
 import tokenizer_data as td
+
 from habana_assist.errors import CheckpointError, InvalidInputError
 from habana_assist.tokenization.tokenizer_json import TokenizerJSON
 

@@ -17,12 +17,11 @@ import os
 
 import numpy as np
 import pytest
-
+import tokenizer_data as td
+import tokenizer_fixture as tf
 
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
-import tokenizer_data as td
-import tokenizer_fixture as tf
 
 SPIECE = "\u2581"
 PLAIN = ["Hello world", "def f(x):\n\treturn x**2\n", "caf\u00e9 \U0001F600 \u4e2d\u6587", "x" * 40, "a\u00a0b", "",

@@ -11,11 +11,10 @@ import subprocess
 import sys
 
 import pytest
-
-
-import habana_assist as ha
 import tokenizer_fixture as tf
 from package_under_test import PYTHON, child_env
+
+import habana_assist as ha
 
 TIMEOUT = 120  # seconds for one command: a hang is a failure, not a stuck test run
 PROMPT = "def fib(n):\n    if n < 2:"

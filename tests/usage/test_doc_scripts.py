@@ -18,8 +18,6 @@ import re
 import subprocess
 
 import pytest
-
-
 from package_under_test import PYTHON, SHIPPED, child_env
 
 TEST_NAME = "test_doc_script_runs_and_its_outputs_have_the_documented_properties"

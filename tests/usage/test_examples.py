@@ -3,7 +3,6 @@ test (tests/fixtures/package_under_test.py)."""
 import os
 import subprocess
 
-
 from package_under_test import PYTHON, child_env
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")

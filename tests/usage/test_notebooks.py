@@ -11,15 +11,13 @@ import os
 import re
 import time
 
+import browser
 import nbformat
 import pytest
 from ipykernel.kernelspec import write_kernel_spec
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager, KernelManager
 from nbclient import NotebookClient
-
-
-import browser
 from package_under_test import PACKAGE_DIR, child_env
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")

@@ -13,11 +13,11 @@ import warnings
 
 import numpy as np
 import pytest
+from tokenizer_fixture import TOKENIZER_CONFIG, write_checkpoint, write_tokenizer
 
 import habana_assist as ha
 from habana_assist.errors import CacheCapacityError, InvalidInputError
 from habana_assist.pipelines import TextGenerationPipeline, pipeline
-from tokenizer_fixture import TOKENIZER_CONFIG, write_checkpoint, write_tokenizer
 
 # A template in the usual shape: one block per message, an assistant header as the generation prompt.
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"

@@ -7,7 +7,6 @@ under test (tests/fixtures/package_under_test.py).
 import os
 import subprocess
 
-
 from package_under_test import PYTHON, child_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where benchmarks/ is
