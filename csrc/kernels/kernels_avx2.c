@@ -289,6 +289,9 @@ DEFINE_MATMUL(f16, HA_F16)
 DEFINE_MATMUL_INT(q8, HA_Q8)
 DEFINE_MATMUL_INT(q4, HA_Q4)
 
+#define W8_TOKENS 32  /* tokens of a block in matmul_w8a8: the float sums, 4 x 32 x 32 bytes, stay in L1 */
+#define W8_AHEAD 2048 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
+
 /* ---- int8 weights in panels times int8 activations (the w8a8 class) -------------------------------------
  * Half a step of a HA_Q8P group block is one register: 8 rows x 4 weights (q + 128), lane i = row i. Flipping the
  * top bit gives the signed weights w; vpmaddubsw multiplies |w| (unsigned) by the token's 4 activations broadcast
@@ -364,8 +367,59 @@ AVX2 static inline __attribute__((always_inline)) void tile_w8a8(int H, int S, c
         }
 }
 
-/* Y[t, r] for r0 <= r < r1: one token as two panels at a time (four halves), more as one panel at a time in tiles
- * of two tokens (and a last one alone). */
+/* Group g of halves 0 .. H - 1 from panel p0 on, for tokens t .. t + S - 1: acc[h * acc_stride + s][8] += the
+ * group's terms (tile_w8a8's arithmetic, the float sums in memory). */
+AVX2 static inline __attribute__((always_inline)) void group_w8a8(int H, int S, const char *W, size_t pstride,
+                                                                  int64_t g, int64_t p0, const char *X, size_t xb,
+                                                                  int64_t t, float (*acc)[8], int64_t acc_stride) {
+    const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i dp[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) dp[h][s] = _mm256_setzero_si256();
+    const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
+    const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
+#pragma GCC unroll 2
+    for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
+        __m256i xv[2];
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) {
+            int32_t four;
+            memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
+            xv[s] = _mm256_set1_epi32(four);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++) {
+            const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
+            if (h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
+            const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) {
+                const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[s], w));
+                dp[h][s] = _mm256_add_epi32(dp[h][s], _mm256_madd_epi16(pr, ones));
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < S; s++) {
+        float xs;
+        memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
+        const __m256 vxs = _mm256_set1_ps(xs);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++) {
+            const __m256 ws = _mm256_loadu_ps((const float *)(blk + (size_t)(h / 2) * pstride) + 8 * (h % 2));
+            float *a = acc[h * acc_stride + s];
+            _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp[h][s]), _mm256_mul_ps(ws, vxs), _mm256_loadu_ps(a)));
+        }
+    }
+}
+
+/* Y[t, r] for r0 <= r < r1: one token as two panels at a time (four halves) through tile_w8a8, the float sums in
+ * registers, two tokens one panel at a time likewise (measured faster there). More tokens: two panels at a time; for each, blocks of up to W8_TOKENS tokens run group by group in
+ * tiles of two tokens (and a last one alone), so the group's two blocks (2 KB) come from memory once and from L1 for
+ * the block's other tiles, and the weights stream at the pace of the block's arithmetic (kernels_avx512.c's order). */
 AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                              int64_t T, float *Y, int64_t ldy) {
     (void)xsum;
@@ -379,10 +433,36 @@ AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, c
         if (p < p_end) tile_w8a8(2, 1, W, pstride, groups, p, Xq, xb, 0, Y, ldy, r0, r1);
         return;
     }
-    for (; p < p_end; p++) {
-        int64_t t = 0;
-        for (; t + 2 <= T; t += 2) tile_w8a8(2, 2, W, pstride, groups, p, Xq, xb, t, Y, ldy, r0, r1);
-        if (t < T) tile_w8a8(2, 1, W, pstride, groups, p, Xq, xb, t, Y, ldy, r0, r1);
+    if (T == 2) {
+        for (; p < p_end; p++) tile_w8a8(2, 2, W, pstride, groups, p, Xq, xb, 0, Y, ldy, r0, r1);
+        return;
+    }
+    float acc[4 * W8_TOKENS][8]; /* [half * W8_TOKENS + token of the block][row of the half] */
+    for (; p < p_end; p += 2) {
+        const int H = p + 2 <= p_end ? 4 : 2;
+        for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
+            const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS;
+            for (int h = 0; h < H; h++)
+                for (int64_t s = 0; s < nt; s++) memset(acc[h * W8_TOKENS + s], 0, sizeof acc[0]);
+            for (int64_t g = 0; g < groups; g++) {
+                int64_t t = t0;
+                for (; t + 2 <= t0 + nt; t += 2) {
+                    if (H == 4) group_w8a8(4, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                    else group_w8a8(2, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                }
+                if (t < t0 + nt) {
+                    if (H == 4) group_w8a8(4, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                    else group_w8a8(2, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                }
+            }
+            for (int h = 0; h < H; h++)
+                for (int64_t s = 0; s < nt; s++) {
+                    const int64_t b = p * HA_PANEL_ROWS + 8 * h;
+                    float *y = Y + (t0 + s) * ldy;
+                    for (int i = 0; i < 8; i++)
+                        if (b + i >= r0 && b + i < r1) y[b + i] = acc[h * W8_TOKENS + s][i];
+                }
+        }
     }
 }
 
