@@ -4,11 +4,12 @@
 # object exporting such a buffer. Options cross as dicts by name (generate.c's GENERATE_KEYS, ASSIST_KEYS,
 # SAMPLER_KEYS). Errors: habana_assist.errors' InvalidInputError, CacheCapacityError, UnsupportedModelError,
 # OutOfMemoryError and CoreError (module.c raise_status), KeyboardInterrupt for Ctrl-C.
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Protocol, Union, final
+from typing import Any, Final, Optional, Protocol, Union, final
 
 import numpy as np
-from _typeshed import ReadableBuffer, WriteableBuffer
+from _typeshed import ReadableBuffer, WriteableBuffer, structseq
 
 # numpy 1.24's stubs give ndarray no __buffer__, so arrays are named beside the buffer protocol.
 _In = Union[ReadableBuffer, np.ndarray]
@@ -18,6 +19,45 @@ _Out = Union[WriteableBuffer, np.ndarray]
 _DType = str  # "float32" | "bfloat16" | "float16" | "int8" | "int4" | "w8a8" | "bfloat16-pairs" | "*-panels"
 
 COST_STATE: int  # floats of the cost schedule's learned state per (target, drafter) pair (ha.h HA_COST_STATE)
+# The core's names of its num_assistant_tokens schedules and acceptance modes, in its enums' order (generate.c).
+SCHEDULES: tuple[str, ...]
+ACCEPTANCES: tuple[str, ...]
+
+@final
+class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int, int]):
+    """generate_assisted()'s result: the steps taken and the call's statistics (ha.h ha_assist_stats), by name."""
+
+    if sys.version_info >= (3, 10):
+        __match_args__: Final = (
+            "steps",
+            "num_draft_tokens",
+            "num_accepted_tokens",
+            "num_target_passes",
+            "num_draft_passes",
+            "num_assistant_tokens",
+            "num_rounds",
+            "num_ahead_passes",
+            "num_ahead_used",
+        )
+
+    @property
+    def steps(self) -> int: ...
+    @property
+    def num_draft_tokens(self) -> int: ...
+    @property
+    def num_accepted_tokens(self) -> int: ...
+    @property
+    def num_target_passes(self) -> int: ...
+    @property
+    def num_draft_passes(self) -> int: ...
+    @property
+    def num_assistant_tokens(self) -> int: ...
+    @property
+    def num_rounds(self) -> int: ...
+    @property
+    def num_ahead_passes(self) -> int: ...
+    @property
+    def num_ahead_used(self) -> int: ...
 
 class _Adapter(Protocol):
     """What external_context calls (habana_assist/integrations/external.py): append(seq, tokens, want) with int32
@@ -88,10 +128,7 @@ class Sampler:
 def generate(ctx: Context, options: Mapping[str, Any], /) -> int: ...  # the steps taken
 def generate_assisted(
     target_ctx: Context, draft_ctx: Optional[Context], options: Mapping[str, Any], /
-) -> tuple[int, int, int, int, int, int, int, int, int]:
-    """(steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
-    num_rounds, num_ahead_passes, num_ahead_used): csrc/ha.h ha_assist_stats."""
-
+) -> AssistedStats: ...
 def external_context(
     adapter: _Adapter, vocab_size: int, capacity: int, n_seq: int = ..., rope_switch: int = ..., /
 ) -> Context: ...
@@ -105,5 +142,5 @@ def select_kernels(name: str, /) -> None: ...
 def blas_core() -> str: ...
 def available_memory() -> float: ...  # bytes; -1 if unknown
 def measure_read_bandwidth(nbytes: int, repeats: int, /) -> float: ...  # bytes/s
-def measure_mac_rate(repeats: int, int8: bool = ...) -> float: ...  # multiply-adds/s
+def measure_mac_rate(repeats: int, int8: bool = ..., w8a8: bool = ...) -> float: ...  # multiply-adds/s
 def rng_uniform(seed: int, row: int, position: int, purpose: int, index: int, /) -> float: ...  # in (0, 1)
