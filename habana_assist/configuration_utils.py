@@ -644,7 +644,8 @@ class PretrainedConfig:
 
     @property
     def rope_type(self) -> Optional[str]:
-        """"default" | "linear" | "llama3" | "longrope", from rope_scaling; None for GPT-2 (learned positions)."""
+        """The rotary type, from rope_scaling: "default" | "linear" | "llama3" | "longrope"; None for GPT-2 (learned
+        positions)."""
         family = self.family
         return None if FAMILIES[family].rotary is None else _rope_type(self.rope_scaling, family)
 
