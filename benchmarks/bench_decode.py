@@ -143,9 +143,13 @@ def child_ours(directory, dtype, repeats):
     rng = np.random.default_rng(1)
     prompt = rng.integers(3, V, size=(1, 128))
     model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
-    gen = lambda ids, n: model.generate(ids, max_new_tokens=n)  # noqa: E731 - one-line helpers, timed below
-    decode = lambda: (timed(lambda: gen(prompt[:, :8], 33), repeats)  # noqa: E731 - likewise
-                      - timed(lambda: gen(prompt[:, :8], 1), repeats)) / 32
+
+    def gen(ids, n):
+        return model.generate(ids, max_new_tokens=n)
+
+    def decode():  # seconds per decode step: 33 new tokens less 1, over 32 steps
+        return (timed(lambda: gen(prompt[:, :8], 33), repeats) - timed(lambda: gen(prompt[:, :8], 1), repeats)) / 32
+
     decode_s = [decode()]
     model.blas_prefill = False  # the batch-invariant kernels
     t_prefill = timed(lambda: gen(prompt, 1), repeats)
@@ -356,7 +360,10 @@ def child_family(directory, dtype, repeats):
     V = model.vocab_size
     prompt = np.random.default_rng(1).integers(3, V, size=(1, 16))
     model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
-    gen = lambda n: model.generate(prompt, max_new_tokens=n)  # noqa: E731 - a one-line helper, timed below
+
+    def gen(n):
+        return model.generate(prompt, max_new_tokens=n)
+
     decode_s = (timed(lambda: gen(33), repeats) - timed(lambda: gen(1), repeats)) / 32
     bandwidth, steps = [], []
     for _ in range(3):

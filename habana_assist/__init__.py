@@ -6,6 +6,8 @@ Gemma 2/3, SmolLM3, GPT-2), on a C core.
     out = model.generate(input_ids, max_new_tokens=32)
 """
 
+from typing import TYPE_CHECKING
+
 from . import errors
 from ._core import kernels_name
 from .cache_utils import Cache, DynamicCache, StaticCache
@@ -44,6 +46,16 @@ from .tokenization.tokenization_utils import AddedToken, AutoTokenizer, BatchEnc
 
 # Qwen3ForCausalLM, GPT2LMHeadModel...: each supported architecture's class, as Transformers names it.
 globals().update(ARCHITECTURE_CLASSES)
+if TYPE_CHECKING:  # the same names for a type checker, which cannot read the line above: each a PreTrainedCausalLM
+    GPT2LMHeadModel = PreTrainedCausalLM
+    Gemma2ForCausalLM = PreTrainedCausalLM
+    Gemma3ForCausalLM = PreTrainedCausalLM
+    LlamaForCausalLM = PreTrainedCausalLM
+    MistralForCausalLM = PreTrainedCausalLM
+    Phi3ForCausalLM = PreTrainedCausalLM
+    Qwen2ForCausalLM = PreTrainedCausalLM
+    Qwen3ForCausalLM = PreTrainedCausalLM
+    SmolLM3ForCausalLM = PreTrainedCausalLM
 
 __version__ = "0.1.0"
 

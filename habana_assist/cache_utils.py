@@ -22,10 +22,14 @@ generate(past_key_values=) can check that the cache holds the prompt's beginning
                                    values live in the core, bound to the model): to_legacy_cache() gives arrays that do.
 """
 
+from __future__ import annotations
+
 import contextlib
 import copy
 import threading
 from collections import namedtuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -33,6 +37,10 @@ from . import _core
 from .errors import InvalidInputError, UnsupportedModelError
 from .integrations import external
 from .utils.tensors import convert_output, to_numpy
+from .utils.types import Tensor
+
+if TYPE_CHECKING:
+    from .modeling_utils import PreTrainedCausalLM
 
 _FIRST_ROOM = 64  # a DynamicCache's first capacity, at least
 
@@ -47,27 +55,28 @@ class Cache:
 
     _grows = False
 
-    def __init__(self, max_cache_len=None):
+    def __init__(self, max_cache_len: Optional[int] = None) -> None:
         if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
                                           or isinstance(max_cache_len, bool) or max_cache_len < 1):
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         self.max_cache_len = None if max_cache_len is None else int(max_cache_len)
-        self.batch_size = None
-        self._ctx = None    # the core's cache, once bound
-        self._owner = None  # the core model it belongs to
+        self.batch_size: Optional[int] = None
+        self._ctx: Optional[_core.Context] = None  # the core's cache, once bound
+        self._owner: Optional[_core.Model] = None  # the core model it belongs to
         self._mask = np.zeros((0, 0), dtype=bool)      # (batch, columns seen): real tokens
         self._tokens = np.zeros((0, 0), dtype=np.int64)  # (batch, columns seen): their ids, -1 if unknown
-        self._legacy = None  # from_legacy_cache's per-layer arrays, written when bound
+        # from_legacy_cache's per-layer arrays, written when bound
+        self._legacy: Optional[tuple[tuple[np.ndarray, np.ndarray], ...]] = None
         self._kind = "numpy"  # what to_legacy_cache returns: the kind of the inputs that filled it
         self._lock = threading.Lock()  # the core cache and _mask change together, by one thread at a time
 
     # ---- binding and room ----------------------------------------------------------------------------------
 
     @property
-    def is_bound(self):
+    def is_bound(self) -> bool:
         return self._ctx is not None
 
-    def _bind(self, model, batch_size, room=0):
+    def _bind(self, model: PreTrainedCausalLM, batch_size: int, room: int = 0) -> None:
         """Binds an unbound cache to model and batch_size with room for `room` positions per row; refuses another
         model's cache or another batch size."""
         if self._ctx is not None:
@@ -96,16 +105,17 @@ class Cache:
         self._ctx, self._owner, self.batch_size = ctx, model._core, int(batch_size)
         self._model_max, self._blas, self._layout = model.max_cache_len, model.blas_prefill, model_layout(model)
 
-    def _capacity(self, model, needed):
+    def _capacity(self, model: PreTrainedCausalLM, needed: int) -> int:
         limit = self.max_cache_len or model.max_cache_len
         if not self._grows:
             return limit
         return min(max(needed, _FIRST_ROOM), max(limit, needed))
 
-    def _make_room(self, needed):
+    def _make_room(self, needed: int) -> None:
         """A DynamicCache grows (by copying into at least twice the room) so that each row can hold `needed`
         positions; a StaticCache leaves the core to refuse what does not fit."""
         ctx = self._ctx
+        assert ctx is not None and self._owner is not None and self.batch_size is not None, "runs on a bound cache"
         if not self._grows or needed <= ctx.capacity:
             return
         capacity = max(needed, min(2 * ctx.capacity, max(self._model_max, needed)))
@@ -114,7 +124,7 @@ class Cache:
         self._ctx = bigger
 
     @contextlib.contextmanager
-    def _exclusive(self):
+    def _exclusive(self) -> Iterator[None]:
         if not self._lock.acquire(blocking=False):
             raise InvalidInputError("this cache is in use by another thread; give each thread its own")
         try:
@@ -124,7 +134,7 @@ class Cache:
 
     # ---- copies ---------------------------------------------------------------------------------------------
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Cache:
         """copy.deepcopy: an independent cache of the same model (bound to it, or not yet bound, as this one is)
         holding the same keys and values bit for bit (the core's copy of every held position into a cache of the
         same capacity: a clone, ha.h ha_llama_context_copy), the same columns and tokens. Extending either leaves
@@ -137,12 +147,13 @@ class Cache:
                     new.__dict__[name] = copy.deepcopy(value, memo)
             new._owner, new._lock, new._ctx = self._owner, threading.Lock(), None
             if self._ctx is not None:
+                assert self._owner is not None and self.batch_size is not None, "a bound cache knows both"
                 ctx = _core.Context(self._owner, self.batch_size, self._ctx.capacity, self._blas)
                 ctx.copy_from(self._ctx)
                 new._ctx = ctx
         return new
 
-    def __copy__(self):
+    def __copy__(self) -> Cache:
         """copy.copy: as in Transformers (whose shallow copy shares the cache's layers), another handle on this
         same cache: what a forward or generate() adds through one, the other holds. copy.deepcopy for an
         independent cache."""
@@ -150,7 +161,7 @@ class Cache:
         new.__dict__ = self.__dict__  # one state, two handles
         return new
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: Any) -> Any:
         raise InvalidInputError(f"a {type(self).__name__} cannot be pickled: its keys and values live in the core, "
                                 "bound to its model; pickle cache.to_legacy_cache() (arrays) and rebuild it with "
                                 "DynamicCache.from_legacy_cache(...), or copy.deepcopy(cache) for a copy in this "
@@ -158,20 +169,20 @@ class Cache:
 
     # ---- Transformers' methods -----------------------------------------------------------------------------
 
-    def get_seq_length(self, layer_idx=0):
+    def get_seq_length(self, layer_idx: int = 0) -> int:
         """Columns of input_ids the cache has seen (padding included)."""
         if self._legacy is not None:
-            return self._legacy[0][0].shape[2]
-        return self._mask.shape[1]
+            return int(self._legacy[0][0].shape[2])
+        return int(self._mask.shape[1])
 
-    def get_max_cache_shape(self, layer_idx=0):
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
         """Positions a row can hold: a StaticCache's max_cache_len; -1 for a DynamicCache (it grows)."""
         if self._grows:
             return -1
         return self.max_cache_len if self.max_cache_len is not None else (
             self._ctx.capacity if self._ctx is not None else -1)
 
-    def crop(self, max_length):
+    def crop(self, max_length: int) -> None:
         """A negative value drops that many columns from the end, and 0 drops none (Transformers 5's crop(-n)); a
         positive value keeps the first max_length columns (Transformers 4's crop(n), which Transformers 5 refuses).
         reset() empties the cache."""
@@ -185,7 +196,7 @@ class Cache:
             raise InvalidInputError(f"crop({max_length}) is impossible on an empty cache")
         self._cut(int(max_length), f"crop({max_length})")
 
-    def _cut(self, max_length, what):
+    def _cut(self, max_length: int, what: str) -> None:
         """Keeps the first max_length columns (max_length < 0: drops -max_length from the end); what: the call,
         for the messages."""
         with self._exclusive():
@@ -193,29 +204,32 @@ class Cache:
             keep = n + max_length if max_length < 0 else max_length
             if not 0 <= keep <= n:
                 raise InvalidInputError(f"{what} is impossible on a cache holding {n} columns")
+            ctx = self._ctx
+            assert ctx is not None, "_cut runs on a bound cache"
             mask = self._mask[:, :keep]
             lengths = [int(length) for length in mask.sum(axis=1)]
-            if not all(self._ctx.can_crop(b, length) for b, length in enumerate(lengths)):
+            if not all(ctx.can_crop(b, length) for b, length in enumerate(lengths)):
                 raise UnsupportedModelError(
-                    f"{what}: this model's sliding-window layers keep {self._ctx.max_rollback} positions "
+                    f"{what}: this model's sliding-window layers keep {ctx.max_rollback} positions "
                     "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
                     "forward, or reset() and run the tokens again")
             for b, length in enumerate(lengths):
-                self._ctx.crop(b, length)
+                ctx.crop(b, length)
             self._mask, self._tokens = mask, self._tokens[:, :keep]
 
-    def reset(self):
+    def reset(self) -> None:
         """Empties the cache (it stays bound to its model)."""
         if self._ctx is None:
             self._legacy = None
             return
         self._cut(0, "reset()")
 
-    def to_legacy_cache(self):
+    def to_legacy_cache(self) -> tuple[tuple[Tensor, Tensor], ...]:
         """-> per layer (key, value), each (batch, n_kv_heads, columns, head_dim) float32 (torch tensors where the
         cache was filled from torch inputs): keys as attention reads them; zeros at padded columns and at
         positions a sliding window's ring no longer holds."""
-        if self._ctx is None:
+        ctx = self._ctx
+        if ctx is None:
             if self._legacy is not None:
                 return self._legacy
             return ()
@@ -228,32 +242,34 @@ class Cache:
                 v = np.zeros_like(k)
                 for b in range(B):
                     real = np.flatnonzero(self._mask[b])  # column of each position
-                    first = self._ctx.kv_first(layer, b)
+                    first = ctx.kv_first(layer, b)
                     n = real.size - first
                     if n <= 0:
                         continue
                     kb = np.empty((heads, n, hd), dtype=np.float32)
                     vb = np.empty_like(kb)
-                    self._ctx.read_kv(layer, b, first, n, kb, vb)
+                    ctx.read_kv(layer, b, first, n, kb, vb)
                     k[b][:, real[first:]] = kb
                     v[b][:, real[first:]] = vb
                 out.append((k, v))
-        return convert_output(tuple(out), self._kind)
+        result: tuple[tuple[Tensor, Tensor], ...] = convert_output(tuple(out), self._kind)
+        return result
 
     @property
-    def layers(self):
+    def layers(self) -> tuple[CacheLayer, ...]:
         """Per layer a CacheLayer (keys, values), as Transformers 5's cache shows its layers (layer.keys,
         layer.values): to_legacy_cache()'s arrays, copies to read (writing into them changes nothing)."""
         return tuple(CacheLayer(k, v) for k, v in self.to_legacy_cache())
 
     @classmethod
-    def from_legacy_cache(cls, past_key_values):
+    def from_legacy_cache(cls, past_key_values: Optional[Sequence[tuple[Tensor, Tensor]]]) -> DynamicCache:
         """A DynamicCache holding past_key_values (per layer (key, value), each (batch, n_kv_heads, columns,
         head_dim), numpy or torch), every column a real token; written into the core at the first forward, which
         checks the shapes against its model."""
         if past_key_values is None:
             return DynamicCache()
-        layers, kind = [], "numpy"
+        layers: list[tuple[np.ndarray, np.ndarray]] = []
+        kind = "numpy"
         try:
             for k, v in past_key_values:
                 (k, kind), (v, _) = to_numpy(k, "a legacy cache's key"), to_numpy(v, "a legacy cache's value")
@@ -261,7 +277,7 @@ class Cache:
         except (TypeError, ValueError) as e:
             raise InvalidInputError(f"from_legacy_cache: expected per layer a (key, value) pair of arrays ({e})") \
                 from None
-        shape = layers[0][0].shape if layers else None
+        shape = layers[0][0].shape if layers else ()
         if not layers or len(shape) != 4 or any(k.shape != shape or v.shape != shape for k, v in layers):
             raise InvalidInputError("from_legacy_cache: every layer's key and value must be (batch, n_kv_heads, "
                                     "columns, head_dim) arrays of one shape")
@@ -276,7 +292,7 @@ class DynamicCache(Cache):
 
     _grows = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         _accept_transformers_arguments("DynamicCache", args, kwargs, ())
         super().__init__()
 
@@ -286,12 +302,13 @@ class StaticCache(Cache):
     past them (CacheCapacityError). Transformers' config=, max_batch_size=, device=, dtype= are accepted (the
     batch and the model are fixed at the first forward)."""
 
-    def __init__(self, *args, max_cache_len=None, **kwargs):
+    def __init__(self, *args: Any, max_cache_len: Optional[int] = None, **kwargs: Any) -> None:
         _accept_transformers_arguments("StaticCache", args, kwargs, ("max_batch_size", "batch_size"))
         super().__init__(max_cache_len)
 
 
-def _accept_transformers_arguments(name, args, kwargs, counts):
+def _accept_transformers_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                                   counts: tuple[str, ...]) -> None:
     """Transformers' cache constructors take config (positional first), device, dtype, layer_device_map,
     offloading...: none changes this cache; anything but those refused."""
     if len(args) > 1:
@@ -309,7 +326,8 @@ def _accept_transformers_arguments(name, args, kwargs, counts):
                                 "unset")
 
 
-def _write_legacy(ctx, model, legacy):
+def _write_legacy(ctx: _core.Context, model: PreTrainedCausalLM,
+                  legacy: tuple[tuple[np.ndarray, np.ndarray], ...]) -> None:
     """from_legacy_cache's arrays into a fresh core cache, checked against the model's layout."""
     n_layers, heads, hd = model_layout(model)
     if len(legacy) != n_layers or legacy[0][0].shape[1] != heads or legacy[0][0].shape[3] != hd:
@@ -323,7 +341,7 @@ def _write_legacy(ctx, model, legacy):
         ctx.set_length(b, cols)
 
 
-def model_layout(model):
+def model_layout(model: PreTrainedCausalLM) -> tuple[int, int, int]:
     """(n_layers, n_kv_heads, head_dim) of a native model's cache (the core's own config)."""
     cfg = model._parts[0]
     return cfg["n_layers"], cfg["n_kv_heads"], cfg["head_dim"]
@@ -331,7 +349,7 @@ def model_layout(model):
 
 # ---- generate(past_key_values=...) and the cache it returns ---------------------------------------------------
 
-def check_generate_cache(model, cache, ids, real):
+def check_generate_cache(model: PreTrainedCausalLM, cache: Any, ids: np.ndarray, real: np.ndarray) -> Cache:
     """generate()'s past_key_values: a Cache (or legacy tuples) for this model and batch, holding a beginning of
     each row of ids (batch, S) (real: each row's real tokens, left-padded), with at least one column left ->
     the Cache. generate() computes the prompt from its tokens in any case (the same bits the cache holds, which
@@ -362,7 +380,8 @@ def check_generate_cache(model, cache, ids, real):
     return cache
 
 
-def cache_after_generate(model, ctx, cache, ids, real, out, steps):
+def cache_after_generate(model: PreTrainedCausalLM, ctx: _core.Context, cache: Optional[Cache], ids: np.ndarray,
+                         real: np.ndarray, out: np.ndarray, steps: int) -> Cache:
     """The cache generate() returns (or fills): what its core context ctx holds, as Transformers leaves it:
     every column of the sequences (ids (batch, S), then out[:, :steps]) but the last, except the padding (the
     prompt's, and after a row's end). ctx holds each row's real tokens through its end but the last one it
@@ -388,6 +407,7 @@ def cache_after_generate(model, ctx, cache, ids, real, out, steps):
         if cache._grows:
             cache._ctx = ctx
         else:
+            assert cache._ctx is not None, "bound above"
             cache._ctx.copy_from(ctx)
         cache._mask, cache._tokens = mask, tokens
     return cache

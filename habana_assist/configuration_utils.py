@@ -30,12 +30,15 @@ versions differ, the newest semantics are followed:
   ({"full_attention": ..., "sliding_attention": ...}) as rope_theta/rope_scaling and rope_local_base_freq.
 """
 
+from __future__ import annotations
+
 import copy
 import json
 import math
 import os
 import warnings
 from collections import namedtuple
+from typing import Any, Literal, Optional, Union, overload
 
 import numpy as np
 
@@ -51,6 +54,7 @@ from .errors import (
 from .models import ARCHITECTURES, FAMILIES
 from .utils.files import write_json
 from .utils.tensors import optional_torch
+from .utils.types import PathLike
 
 __all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
            "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]
@@ -312,7 +316,7 @@ class PretrainedConfig:
     projections have biases), o_bias (o_proj has one), mlp_biases (gate/up/down have them), qk_norm.
     """
 
-    def __init__(self, /, **kwargs):
+    def __init__(self, /, **kwargs: Any) -> None:
         methods = sorted(k for k in kwargs if hasattr(PretrainedConfig, k)
                          and not isinstance(getattr(PretrainedConfig, k), property))
         if methods:  # data in place of _validate, to_dict... would break every later call
@@ -350,7 +354,7 @@ class PretrainedConfig:
         self.__dict__.update(d)
         self._validate(family)
         if "head_dim" in spec.defaults and self.head_dim is None:
-            self.head_dim = self.hidden_size // self.num_attention_heads
+            self.__dict__["head_dim"] = self.hidden_size // self.num_attention_heads  # a field, as those above
 
     @staticmethod
     def _read_rope_parameters(d, kwargs):
@@ -503,14 +507,23 @@ class PretrainedConfig:
     # ---- construction ---------------------------------------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, config_dict):
+    def from_dict(cls, config_dict: dict[str, Any]) -> PretrainedConfig:
         """Build and validate from a config.json dict (the dict is copied, not kept)."""
         if not isinstance(config_dict, dict):
             raise CheckpointError(f"config.json: expected a JSON object, got {type(config_dict).__name__}; {_FIX}")
         return cls(**config_dict)
 
+    @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[False] = False,
+                        **kwargs: Any) -> PretrainedConfig: ...
+    @overload
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[True],
+                        **kwargs: Any) -> tuple[PretrainedConfig, dict[str, Any]]: ...
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: PathLike,
+                        **kwargs: Any) -> Union[PretrainedConfig, tuple[PretrainedConfig, dict[str, Any]]]:
         """Read config.json of a local directory, a shipped name or a Hub repo id (checkpoints/hub.py, with the
         hub arguments revision, cache_dir, local_files_only, token, force_download, proxies, subfolder), or the
         JSON file itself where a file's path is given.
@@ -565,7 +578,8 @@ class PretrainedConfig:
                           "pass return_unused_kwargs=True to get them back", UserWarning, stacklevel=2)
         return config
 
-    def split_overrides(self, kwargs, config_dict=None):
+    def split_overrides(self, kwargs: dict[str, Any],
+                        config_dict: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """from_pretrained's keyword overrides -> (known, unused), two dicts: known sets attributes that Transformers'
         config of this model_type has (config_dict's keys, the family's fields and generic names, every config's
         common attributes such as output_attentions); unused are the rest, as Transformers' from_dict returns them
@@ -577,7 +591,7 @@ class PretrainedConfig:
         known = {k: v for k, v in kwargs.items() if k in fields}
         return known, {k: v for k, v in kwargs.items() if k not in known}
 
-    def overridden(self, config_dict, known):
+    def overridden(self, config_dict: dict[str, Any], known: dict[str, Any]) -> PretrainedConfig:
         """A new config: config_dict (config.json's) with the known overrides set, validated as a file's. A new
         rope_parameters replaces what the file gave of the rotary (rope_theta, rope_scaling...), as Transformers sets
         the attribute whole; dtype and torch_dtype set both names."""
@@ -596,27 +610,27 @@ class PretrainedConfig:
     # ---- derived values -------------------------------------------------------------------------------------
 
     @property
-    def torch_dtype(self):
+    def torch_dtype(self) -> Any:
         """The dtype the weights are held in: config.json's "torch_dtype" (or "dtype"), and in a loaded model's config
         the dtype it was loaded in (as Transformers sets it). torch's dtype where torch is importable (torch.float32),
         else its name; to_dict() and config.json hold the name. Setting it sets dtype too."""
         return _dtype_value(self.__dict__.get("torch_dtype"))
 
     @torch_dtype.setter
-    def torch_dtype(self, value):
+    def torch_dtype(self, value: Any) -> None:
         self._set_dtype(value)
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         """Transformers 5's name of torch_dtype: config.json's "dtype" where it has one, else torch_dtype."""
         d = self.__dict__
         return _dtype_value(d["dtype"] if "dtype" in d else d.get("torch_dtype"))
 
     @dtype.setter
-    def dtype(self, value):
+    def dtype(self, value: Any) -> None:
         self._set_dtype(value)
 
-    def _set_dtype(self, value):
+    def _set_dtype(self, value: Any) -> None:
         """torch_dtype and, where config.json has it, dtype: the two name one value (Transformers 5 aliases them)."""
         name = _dtype_name(value)
         self.__dict__["torch_dtype"] = name
@@ -624,18 +638,19 @@ class PretrainedConfig:
             self.__dict__["dtype"] = name
 
     @property
-    def family(self):
+    def family(self) -> str:
         """The model_type of the family whose layer layout the weights follow ("llama", ..., "gpt2")."""
         return _family(self.__dict__)
 
     @property
-    def rope_type(self):
-        """"default" | "linear" | "llama3" | "longrope", from rope_scaling; None for GPT-2 (learned positions)."""
+    def rope_type(self) -> Optional[str]:
+        """The rotary type, from rope_scaling: "default" | "linear" | "llama3" | "longrope"; None for GPT-2 (learned
+        positions)."""
         family = self.family
         return None if FAMILIES[family].rotary is None else _rope_type(self.rope_scaling, family)
 
     @property
-    def rope_dim(self):
+    def rope_dim(self) -> int:
         """Rotary dimensions of each head: head_dim, int(head_dim * partial_rotary_factor) for Phi-3, 0 for GPT-2."""
         rotary = FAMILIES[self.family].rotary
         if rotary is None:
@@ -643,39 +658,39 @@ class PretrainedConfig:
         return int(self.head_dim * self.partial_rotary_factor) if rotary == "partial" else self.head_dim
 
     @property
-    def activation(self):
+    def activation(self) -> str:
         """The core's activation ("silu" | "gelu_tanh" | "gelu" | "relu")."""
         return SUPPORTED_ACTIVATIONS[getattr(self, FAMILIES[self.family].act)]
 
     @property
-    def qkv_bias(self):
+    def qkv_bias(self) -> bool:
         """Whether q, k and v have biases (always for Qwen2 and GPT-2; with attention_bias for Llama, Qwen3, Gemma,
         SmolLM3)."""
         rule = FAMILIES[self.family].attention_bias
         return rule in ("qkv", "always") or (rule == "field" and self.attention_bias)
 
     @property
-    def o_bias(self):
+    def o_bias(self) -> bool:
         """Whether the attention output projection has a bias (never for Qwen2, Mistral, Phi-3; always GPT-2)."""
         rule = FAMILIES[self.family].attention_bias
         return rule == "always" or (rule == "field" and self.attention_bias)
 
     @property
-    def mlp_biases(self):
+    def mlp_biases(self) -> bool:
         """Whether the MLP's projections have biases (mlp_bias for Llama and SmolLM3; always for GPT-2)."""
         rule = FAMILIES[self.family].mlp_bias
         return rule == "always" or (rule == "field" and self.mlp_bias)
 
     @property
-    def qk_norm(self):
+    def qk_norm(self) -> bool:
         """Whether attention has per-head q_norm and k_norm (Qwen3, Gemma 3)."""
         return FAMILIES[self.family].qk_norm
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A deep copy of every config.json field (derived values excluded): from_dict(to_dict()) == self."""
         return copy.deepcopy(self.__dict__)
 
-    def save_pretrained(self, save_directory, push_to_hub=False, **kwargs):
+    def save_pretrained(self, save_directory: PathLike, push_to_hub: bool = False, **kwargs: Any) -> None:
         """Transformers' config.save_pretrained: save_directory/config.json (the directory created), which
         from_pretrained reads back; architectures named where the config names none, as model.save_pretrained
         writes it."""
@@ -688,7 +703,7 @@ class PretrainedConfig:
         os.makedirs(save_directory, exist_ok=True)
         write_json(os.path.join(save_directory, CONFIG_NAME), named_config_dict(self))
 
-    def rope_inv_freq(self):
+    def rope_inv_freq(self) -> Optional[np.ndarray]:
         """Rotary inverse frequencies of the (global) layers, np.float64 (rope_dim // 2,), with rope_scaling
         applied as Transformers (longrope: the short table); None for GPT-2."""
         if FAMILIES[self.family].rotary is None:
@@ -796,7 +811,7 @@ class PretrainedConfig:
             plan.append({"window": window if sliding and window is not None else 0, "rope": kind})
         return plan
 
-    def layer_settings(self):
+    def layer_settings(self) -> list[dict[str, Any]]:
         """Per layer (num_hidden_layers dicts) what the core's layer dict takes besides weights: "window" (0:
         full attention; w: key j visible from query p iff p - j < w), "rope" ("global" | "local" | "none"), and
         "attn_scale" only where it is not 1/sqrt(head_dim): Gemma's query_pre_attn_scalar ** -0.5, GPT-2's 1.0
@@ -815,7 +830,7 @@ class PretrainedConfig:
                     settings["attn_scale"] = scale
         return plan
 
-    def core_config(self, dtype):
+    def core_config(self, dtype: str) -> dict[str, Any]:
         """The model-level config dict of _core.Model (csrc/ha.h, ha_llama_config). dtype ("float32" | "bfloat16" |
         "float16"): the dtype the model's float values are held in (integer-quantized models: their stored
         dtype), to which Gemma's embedding scale sqrt(hidden_size) is rounded as Transformers rounds it (a
@@ -846,7 +861,7 @@ class PretrainedConfig:
             config["final_softcap"] = float(self.final_logit_softcapping or 0.0)
         return config
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         # Called only for attributes config.json did not set: the generic names of a family with its own (GPT-2's
         # aliases and computed fields), then Transformers' PretrainedConfig defaults that scripts read
         # (model.config.is_encoder_decoder...); never written back by to_dict().
@@ -862,16 +877,16 @@ class PretrainedConfig:
             return _PRETRAINED_DEFAULTS[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
-    def get_text_config(self, decoder=None):
+    def get_text_config(self, decoder: Optional[bool] = None) -> PretrainedConfig:
         """This config itself: a decoder-only text model (Transformers' PretrainedConfig.get_text_config)."""
         return self
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, PretrainedConfig) and self.to_dict() == other.to_dict()
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable (equal by value, and mutable); mypy wants a method here
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__} {json.dumps(self.to_dict(), indent=2, sort_keys=True, default=repr)}"
 
 

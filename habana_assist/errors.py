@@ -51,7 +51,7 @@ class CoreError(HabanaAssistError, RuntimeError):
     """The C core reported an internal failure (a bug: please report it with the message)."""
 
 
-def unsupported_family_hint(error, trust_remote_code):
+def unsupported_family_hint(error: UnsupportedModelError, trust_remote_code: object) -> UnsupportedModelError:
     """An UnsupportedModelError raised while loading, saying that trust_remote_code=True cannot help: no code
     from a checkpoint is ever run, only the families listed (models/)."""
     if not trust_remote_code:

@@ -6,13 +6,15 @@ Batches follow Transformers' conventions: attention_mask marks real tokens, posi
 real token, so a padded row computes exactly what it computes alone.
 """
 
-import collections
+from __future__ import annotations
+
 import contextlib
 import os
 import tempfile
 import types
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -29,7 +31,7 @@ from .checkpoints.loading import (
 )
 from .checkpoints.safetensors import save_file
 from .checkpoints.saving import save_model
-from .configuration_utils import SUPPORTED_ARCHITECTURES
+from .configuration_utils import SUPPORTED_ARCHITECTURES, PretrainedConfig
 from .errors import InvalidInputError, UnsupportedModelError, unsupported_family_hint
 from .generation import assisted_costs as _assisted_costs
 from .generation.configuration_utils import GenerationConfig
@@ -37,11 +39,21 @@ from .generation.utils import GenerationMixin
 from .utils.generic import ModelOutput
 from .utils.inputs import check_fits, checked_attention_mask, numpy_inputs
 from .utils.tensors import convert_output, cpu_device, dtype_object, to_numpy
+from .utils.types import PathLike, Tensor, TokenIds
+
+if TYPE_CHECKING:
+    from .checkpoints.loading import Checkpoint
 
 _QUANTIZED = ("int8", "w8a8", "int4")
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 # load_state_dict's result, as torch's Module.load_state_dict returns it
-_IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class IncompatibleKeys(NamedTuple):
+    """load_state_dict's result, as torch's Module.load_state_dict returns it."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 def _is_dtype(value):
@@ -72,14 +84,15 @@ def _float_dtype_name(value):
         else None
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Threads used by every core call, the calling thread included."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
         raise InvalidInputError(f"num_threads={n!r} must be a positive integer")
     _core.set_num_threads(int(n))
 
 
-def get_num_threads():
+def get_num_threads() -> int:
+    """Threads used by every core call (set_num_threads)."""
     return _core.get_num_threads()
 
 
@@ -94,11 +107,11 @@ class CausalLMOutput(ModelOutput):
     loss: Optional[np.ndarray] = None
     logits: Optional[np.ndarray] = None
     cache: Optional[Cache] = None
-    hidden_states: Optional[tuple] = None
+    hidden_states: Optional[tuple[np.ndarray, ...]] = None
     attentions: None = None
 
 
-def _logits_to_keep(logits_to_keep, num_logits_to_keep):
+def _logits_to_keep(logits_to_keep: Any, num_logits_to_keep: Any) -> Union[int, np.ndarray]:
     """logits_to_keep (or its older name num_logits_to_keep) -> an int >= 0 (0: all) or an int64 array of
     positions."""
     if num_logits_to_keep is not None:
@@ -188,7 +201,8 @@ class PreTrainedCausalLM(GenerationMixin):
     type(model).__name__ is the checkpoint's architecture. Build one with AutoModelForCausalLM.from_pretrained;
     generate() and its helpers come from GenerationMixin (generation/utils.py)."""
 
-    def __init__(self, checkpoint, max_cache_len=None, blas_prefill=False):
+    def __init__(self, checkpoint: Checkpoint, max_cache_len: Optional[int] = None,
+                 blas_prefill: Optional[bool] = False) -> None:
         cfg, w = checkpoint.config, checkpoint.weights
         if cfg.output_attentions:
             raise InvalidInputError("output_attentions=True (in the config) is not supported: attention weights are "
@@ -225,7 +239,7 @@ class PreTrainedCausalLM(GenerationMixin):
         # The core's fields (csrc/ha.h): the config's switches and per-layer settings, then each tensor under
         # the role the loader gives it.
         core_cfg = cfg.core_config(checkpoint.float_dtype)
-        parts = {}
+        parts: dict[str, Any] = {}
         layers = [dict(settings) for settings in cfg.layer_settings()]
         for spec in specs:
             value = mat(spec.name) if spec.is_matrix else w[spec.name].array
@@ -236,7 +250,7 @@ class PreTrainedCausalLM(GenerationMixin):
         self._weights = w  # name -> loading.Weight, for save_pretrained, num_parameters and state_dict
         # what an early-exit draft (assistant_early_exit=N) is built from: the same buffers, N layers
         self._parts = (core_cfg, parts, layers)
-        self._early_exit = {}  # N -> _core.Model over the first N layers
+        self._early_exit: dict[int, _core.Model] = {}  # N -> _core.Model over the first N layers
         self._costs = _assisted_costs.CostTable()  # drafter -> AssistedCosts (the cost schedule's)
 
     def __init_subclass__(cls, architecture=None, **kwargs):
@@ -247,9 +261,12 @@ class PreTrainedCausalLM(GenerationMixin):
             _ARCHITECTURE_CLASSES[architecture] = cls
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, dtype=None, max_cache_len=None, torch_dtype=None,
-                        load_in_8bit=False, load_in_4bit=False, blas_prefill=False, repack=True, progress=None,
-                        config=None, **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, dtype: Optional[Any] = None,
+                        max_cache_len: Optional[int] = None, torch_dtype: Optional[Any] = None,
+                        load_in_8bit: bool = False, load_in_4bit: bool = False, blas_prefill: Optional[bool] = False,
+                        repack: bool = True, progress: Optional[bool] = None,
+                        config: Union[PathLike, PretrainedConfig, Any, None] = None,
+                        **kwargs: Any) -> PreTrainedCausalLM:
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index) into the class
         of its architecture, whichever class this is called on (AutoModelForCausalLM.from_pretrained is this method;
         Transformers' LlamaForCausalLM.from_pretrained).
@@ -342,7 +359,8 @@ class PreTrainedCausalLM(GenerationMixin):
             self._early_exit[n_layers] = _core.Model(dict(core_cfg, n_layers=n_layers), parts, layers[:n_layers])
         return self._early_exit[n_layers]
 
-    def assisted_costs(self, assistant_model=None, remeasure=False, assistant_early_exit=None):
+    def assisted_costs(self, assistant_model: Optional[PreTrainedCausalLM] = None, remeasure: bool = False,
+                       assistant_early_exit: Optional[int] = None) -> _assisted_costs.AssistedCosts:
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
         None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
@@ -361,7 +379,9 @@ class PreTrainedCausalLM(GenerationMixin):
             self._costs.put(drafter, costs, measured=True)
         return costs
 
-    def set_assisted_costs(self, costs, assistant_model=None, assistant_early_exit=None):
+    def set_assisted_costs(self, costs: _assisted_costs.AssistedCosts,
+                           assistant_model: Optional[PreTrainedCausalLM] = None,
+                           assistant_early_exit: Optional[int] = None) -> None:
         """Pins the costs of this model with assistant_model (or its early exit, or prompt lookup) that
         num_assistant_tokens_schedule="cost" uses: an AssistedCosts (e.g. one assisted_costs() returned and saved),
         so K choices no longer depend on a measurement, nor on earlier calls (each call counts acceptance anew)."""
@@ -383,48 +403,48 @@ class PreTrainedCausalLM(GenerationMixin):
                                     f"habana_assist.wrap(model), got {type(assistant_model).__name__}")
         return assistant_model
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
                 f"dtype={self.weight_dtype}, layers={self.config.num_hidden_layers})")
 
     @property
-    def vocab_size(self):
-        return self.config.vocab_size
+    def vocab_size(self) -> int:
+        return int(self.config.vocab_size)
 
     # ---- the rest of the model surface scripts written for Transformers touch ----------------------------
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         """The dtype the model is held in, as torch.dtype where torch is importable (torch.bfloat16), else its name
         ("bfloat16"). For an int8 / int4 model, the dtype of the weights left unquantized (the untied embedding, the
         norms), as Transformers reports a bitsandbytes model's; weight_dtype says how the matrices are held."""
         return dtype_object(self._float_dtype)
 
     @property
-    def device(self):
+    def device(self) -> Any:
         """torch.device("cpu") where torch is importable, else CPUDevice (the string "cpu", with .type "cpu")."""
         return cpu_device()
 
     @property
-    def training(self):
+    def training(self) -> bool:
         """False, as torch's module after eval(): this model only runs inference (train() is refused)."""
         return False
 
     @property
-    def is_quantized(self):
+    def is_quantized(self) -> bool:
         """Whether the matrices are integers (dtype="int8" / "w8a8" / "int4", load_in_8bit / load_in_4bit), as
         Transformers'."""
         return self.weight_dtype in _QUANTIZED
 
     @property
-    def is_loaded_in_8bit(self):
+    def is_loaded_in_8bit(self) -> bool:
         return self.weight_dtype in ("int8", "w8a8")
 
     @property
-    def is_loaded_in_4bit(self):
+    def is_loaded_in_4bit(self) -> bool:
         return self.weight_dtype == "int4"
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
         """The checkpoint's tensors, each once (a tied head not again), in Transformers' state_dict order: torch
         Parameters (requires_grad=False; not to be written into) where torch is importable, else read-only numpy
         arrays. Views of the model's buffers where it holds a tensor in the checkpoint's layout, else copies made as
@@ -433,11 +453,13 @@ class PreTrainedCausalLM(GenerationMixin):
         for _, tensor in self.named_parameters():
             yield tensor
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """(name, tensor) of parameters(), under Transformers' names (the state_dict keys of the checkpoint)."""
         return _state_dict.named_parameters(self, prefix, remove_duplicate)
 
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, destination: Optional[dict[str, Tensor]] = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
         """{name: tensor} of every checkpoint tensor, a tied lm_head.weight included (the embedding's own tensor), as
         Transformers' state_dict: torch tensors sharing the parameters' memory (keep_vars=True: the Parameters), or
         numpy arrays. destination: a dict to fill and return."""
@@ -447,7 +469,8 @@ class PreTrainedCausalLM(GenerationMixin):
         destination.update(out)
         return destination
 
-    def load_state_dict(self, state_dict, strict=True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
         """torch's Module.load_state_dict: the weights of state_dict ({name: torch tensor or numpy array}, names and
         shapes as state_dict() gives them, e.g. a Transformers model's of the same config) in place of this model's.
         strict: every name this model has, and no other, or RuntimeError naming them (torch's message); strict=False
@@ -483,7 +506,7 @@ class PreTrainedCausalLM(GenerationMixin):
             self.config.save_pretrained(tmp)
             save_file(arrays, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         self._reload(write, self.weight_dtype)
-        return _IncompatibleKeys(missing, unexpected)
+        return IncompatibleKeys(missing, unexpected)
 
     def _reload(self, write, dtype):
         """This model, in place, as from_pretrained(directory, dtype=dtype) with this model's other load options
@@ -499,26 +522,26 @@ class PreTrainedCausalLM(GenerationMixin):
         self.__dict__.update(loaded.__dict__)
         self.__dict__.update(kept)
 
-    def get_input_embeddings(self):
+    def get_input_embeddings(self) -> Any:
         """The token embedding: a torch.nn.Embedding over the embedding's parameter where torch is importable, else a
         small Embedding (weight, num_embeddings, embedding_dim, called with ids)."""
         return _state_dict.embeddings(self, output=False)
 
-    def get_output_embeddings(self):
+    def get_output_embeddings(self) -> Any:
         """The head: a torch.nn.Linear without bias over lm_head's parameter (a tied head's weight is the input
         embedding's own object), else a small Linear (weight, in_features, out_features, called with hidden states)."""
         return _state_dict.embeddings(self, output=True)
 
-    def eval(self):
+    def eval(self) -> PreTrainedCausalLM:
         """Inference is all this model does (no dropout, no gradients): returns self, as torch's eval()."""
         return self
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> PreTrainedCausalLM:
         if mode:
             raise InvalidInputError("this model only runs inference; training is not supported (use model.eval())")
         return self
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> PreTrainedCausalLM:
         """torch's requires_grad_: False (freezing the weights, as scripts do before inference) returns self: no
         weight ever takes a gradient here; True is refused (inference only)."""
         if requires_grad:
@@ -526,19 +549,19 @@ class PreTrainedCausalLM(GenerationMixin):
                                     "gradients, no training here); requires_grad_(False) is accepted")
         return self
 
-    def float(self):
+    def float(self) -> PreTrainedCausalLM:
         """torch's float(): the model's float weights in float32, in place (returns self); see _convert."""
         return self._convert("float32", "float()")
 
-    def half(self):
+    def half(self) -> PreTrainedCausalLM:
         """torch's half(): float16 weights, in place (returns self); see _convert."""
         return self._convert("float16", "half()")
 
-    def bfloat16(self):
+    def bfloat16(self) -> PreTrainedCausalLM:
         """torch's bfloat16(): bfloat16 weights, in place (returns self); see _convert."""
         return self._convert("bfloat16", "bfloat16()")
 
-    def double(self):
+    def double(self) -> PreTrainedCausalLM:
         raise InvalidInputError("model.double(): float64 weights are not supported here; the float dtypes are "
                                 f"{', '.join(_FLOAT_DTYPES)} (model.float(), model.half(), model.bfloat16(), or "
                                 "from_pretrained(path, dtype=...))")
@@ -560,7 +583,7 @@ class PreTrainedCausalLM(GenerationMixin):
         self._reload(self.save_pretrained, dtype)
         return self
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: Any, **kwargs: Any) -> PreTrainedCausalLM:
         """model.to("cpu") (or torch.device("cpu")) returns self; another device is refused. A float dtype
         (torch.float16, "bfloat16", dtype=torch.float32) converts as model.half() / bfloat16() / float() do."""
         dtype = kwargs.pop("dtype", None)
@@ -586,10 +609,10 @@ class PreTrainedCausalLM(GenerationMixin):
             return self._convert(name, f"to({dtype!r})")
         return self
 
-    def cpu(self):
+    def cpu(self) -> PreTrainedCausalLM:
         return self
 
-    def num_parameters(self, only_trainable=False, exclude_embeddings=False):
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
         """Parameters as Transformers counts them: each tensor of the checkpoint once (a tied head not again);
         exclude_embeddings leaves out the embeddings (the token embedding, and GPT-2's learned positions), as
         Transformers' count does: nn.Embedding modules only, so an untied head stays."""
@@ -606,10 +629,11 @@ class PreTrainedCausalLM(GenerationMixin):
                 total += (weight.rows if weight.rows is not None else weight.array.shape[0]) * weight.cols
         return int(total)
 
-    def can_generate(self):
+    def can_generate(self) -> bool:
         return True
 
-    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+    def resize_token_embeddings(self, new_num_tokens: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
+                                mean_resizing: bool = True) -> Any:
         """Transformers' resize_token_embeddings, for what fixed weights allow: a size the embedding already has
         room for (e.g. len(tokenizer) after adding tokens that fit in its spare rows, as Qwen's have) changes
         nothing, and every row stays (Transformers would cut the embedding down to that size; here logits keep
@@ -632,17 +656,17 @@ class PreTrainedCausalLM(GenerationMixin):
                 "that checkpoint")
         return types.SimpleNamespace(num_embeddings=self.vocab_size, embedding_dim=self.config.hidden_size)
 
-    def save_pretrained(self, save_directory, **kwargs):
+    def save_pretrained(self, save_directory: PathLike, **kwargs: Any) -> None:
         """Writes config.json, generation_config.json and model.safetensors (shards and an index above
         max_shard_size) that from_pretrained loads back to bitwise-equal logits; see saving.save_model."""
         return save_model(self, save_directory, **kwargs)
 
     @property
-    def weight_bytes(self):
+    def weight_bytes(self) -> int:
         """Bytes of weights one decode step reads."""
         return self._core.weight_bytes
 
-    def create_cache(self, batch_size=1, max_cache_len=None):
+    def create_cache(self, batch_size: int = 1, max_cache_len: Optional[int] = None) -> StaticCache:
         """A StaticCache bound to this model, for batch_size rows of up to max_cache_len positions (default: the
         model's max_cache_len)."""
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
@@ -651,13 +675,18 @@ class PreTrainedCausalLM(GenerationMixin):
         cache._bind(self, int(batch_size))
         return cache
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
-    def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
-                return_dict=None, output_hidden_states=None, output_attentions=None, position_ids=None,
-                cache_position=None, logits_to_keep=0, num_logits_to_keep=None, inputs_embeds=None, cache=None,
-                **kwargs):
+    def forward(self, input_ids: Optional[TokenIds] = None, attention_mask: Optional[TokenIds] = None,
+                past_key_values: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
+                use_cache: Optional[bool] = None, labels: Optional[TokenIds] = None, return_dict: Optional[bool] = None,
+                output_hidden_states: Optional[bool] = None, output_attentions: Optional[bool] = None,
+                position_ids: Optional[TokenIds] = None, cache_position: Optional[TokenIds] = None,
+                logits_to_keep: Union[int, TokenIds] = 0, num_logits_to_keep: Optional[int] = None,
+                inputs_embeds: Optional[Tensor] = None,
+                cache: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
+                **kwargs: Any) -> Union[CausalLMOutput, tuple[Any, ...]]:
         """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
 
         input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
@@ -689,7 +718,7 @@ class PreTrainedCausalLM(GenerationMixin):
                                     "materialized by the core; leave it unset")
         if input_ids is None:
             raise InvalidInputError("input_ids is required: pass token ids of shape (batch, seq)")
-        logits_to_keep = _logits_to_keep(logits_to_keep, num_logits_to_keep)
+        keep = _logits_to_keep(logits_to_keep, num_logits_to_keep)
         ids, attention_mask, kind = numpy_inputs(input_ids, attention_mask, self.vocab_size)
         B, S = ids.shape
         use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
@@ -730,6 +759,7 @@ class PreTrainedCausalLM(GenerationMixin):
             if cache is not None:
                 cache._make_room(int((past.sum(axis=1) + mask.sum(axis=1)).max()))
             ctx = cache._ctx if cache is not None else _core.Context(self._core, B, max(S, 1), self.blas_prefill)
+            assert ctx is not None, "the cache was bound above"
             if rows.size:
                 if hidden is not None:
                     ctx.record_hidden(hidden, rows.size)
@@ -755,15 +785,15 @@ class PreTrainedCausalLM(GenerationMixin):
             for layer, h in enumerate(hidden_states):
                 if hidden is not None:
                     h[rows, cols] = hidden[layer]
-        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
-            logits = logits[:, -logits_to_keep:]
-        elif not isinstance(logits_to_keep, int):
+        if isinstance(keep, int) and keep > 0:
+            logits = logits[:, -keep:]
+        elif not isinstance(keep, int):
             if labels is not None:
                 raise InvalidInputError("logits_to_keep as positions with labels: the loss needs every position's "
                                         "logits; leave logits_to_keep unset")
-            if logits_to_keep.size and (logits_to_keep.min() < -S or logits_to_keep.max() >= S):
+            if keep.size and (keep.min() < -S or keep.max() >= S):
                 raise InvalidInputError(f"logits_to_keep holds positions outside the sequence's {S}")
-            logits = logits[:, logits_to_keep]
+            logits = logits[:, keep]
         output = CausalLMOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
                                 hidden_states=hidden_states)
         output = convert_output(output, kind)

@@ -69,7 +69,9 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
         break;                                                                                          \
     }
 
-/* The cases S = 1 .. M (MAX_CASE, a bare literal: 6, 8 or 12). */
+/* The cases S = 1 .. M (MAX_CASE, a bare literal: 6, 8 or 12). clang-format off: it reads the runs of cases as
+ * declarations and re-wraps its own output on every pass. */
+/* clang-format off */
 #define HA_PANEL_TILE_CASES(M, SUF) HA_PANEL_TILE_CASES_(M, SUF)
 #define HA_PANEL_TILE_CASES_(M, SUF) HA_PANEL_TILE_CASES_##M(SUF)
 #define HA_PANEL_TILE_CASES_6(SUF)                                                                      \
@@ -79,6 +81,7 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
 #define HA_PANEL_TILE_CASES_12(SUF)                                                                     \
     HA_PANEL_TILE_CASES_8(SUF) HA_PANEL_TILE_CASE(SUF, 9) HA_PANEL_TILE_CASE(SUF, 10)                   \
     HA_PANEL_TILE_CASE(SUF, 11) HA_PANEL_TILE_CASE(SUF, 12)
+/* clang-format on */
 
 #define HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)                                                       \
     ATTR static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \

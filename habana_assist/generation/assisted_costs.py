@@ -14,16 +14,22 @@ heuristic schedule carries K: a call that learned from nothing drafted too littl
 choices then depend on the calls before; greedy and coupled tokens never do. Rejection sampling, whose tokens
 follow the K choices, and pinned costs learn within each call only, so the same call gives the same tokens."""
 
+from __future__ import annotations
+
 import dataclasses
 import math
 import time
 import weakref
-from typing import Optional
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ..modeling_utils import PreTrainedCausalLM
 
 MEASURED_T = tuple(range(1, 17)) + (24, 32, 48, 64)  # target append sizes measured
 DRAFT_ROWS = 8       # draft steps measured for 1 .. DRAFT_ROWS rows
@@ -33,7 +39,7 @@ _PREFIX = 256        # positions already in the cache when a cost is timed (fewe
 _REPEATS = 3         # each cost is the best of this many timings (and a warm-up), taken interleaved
 
 
-def _times(values, what, lo_ok):
+def _times(values: Any, what: str, lo_ok: bool) -> tuple[float, ...]:
     """values as a tuple of 1..MAX_T finite floats (> 0, or >= 0 where lo_ok), else InvalidInputError."""
     try:
         t = tuple(float(x) for x in values if not isinstance(x, (bool, str, bytes)))
@@ -54,10 +60,10 @@ class AssistedCosts:
     draft_step whatever the rows (past the table, the line through its last two points)."""
 
     draft_step: float
-    target: tuple
-    draft_rows: Optional[tuple] = None
+    target: tuple[float, ...]
+    draft_rows: Optional[tuple[float, ...]] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         d = self.draft_step
         if (isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)) or not math.isfinite(d)
                 or d < 0):
@@ -67,13 +73,14 @@ class AssistedCosts:
         if self.draft_rows is not None:
             object.__setattr__(self, "draft_rows", _times(self.draft_rows, "draft_rows", lo_ok=True))
 
-    def as_core(self):
+    def as_core(self) -> tuple[np.ndarray, np.ndarray]:
         """(draft float64 (n,), target float64 (m,)): the core's draft_costs and target_costs."""
         draft = self.draft_rows if self.draft_rows is not None else (self.draft_step,)
         return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64)
 
 
-def append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_REPEATS):
+def append_times(core_model: _core.Model, max_cache_len: int, sizes: Sequence[int], vocab_size: int, rows: int = 1,
+                 repeats: int = _REPEATS) -> dict[int, float]:
     """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
     positions (fewer if max_cache_len leaves less room): for each T in turn, an untimed append, then the best of
     `repeats` appends back to back, as a generation loop runs appends of about one size. (Timed in rounds that
@@ -103,7 +110,7 @@ def append_times(core_model, max_cache_len, sizes, vocab_size, rows=1, repeats=_
     return best
 
 
-def _per_row_step(draft_core, cache_len, vocab_size):
+def _per_row_step(draft_core: _core.Model, cache_len: int, vocab_size: int) -> tuple[float, ...]:
     """(seconds of a draft step of n rows for n = 1 .. DRAFT_ROWS), best of _REPEATS each."""
     out = []
     for n in range(1, DRAFT_ROWS + 1):
@@ -111,7 +118,7 @@ def _per_row_step(draft_core, cache_len, vocab_size):
     return tuple(out)
 
 
-def _never_falling(times):
+def _never_falling(times: Sequence[float]) -> list[float]:
     """times (seconds by size, in increasing size) with each value lowered to the least at its size or above. An
     append of more tokens (a step of more rows) never costs less, so a value above a larger size's was slowed by
     something else on the machine, and the cost schedule, reading it, would draft less than the pair's real costs
@@ -122,7 +129,7 @@ def _never_falling(times):
     return out
 
 
-def measure(target, draft_core, draft_cache_len):
+def measure(target: PreTrainedCausalLM, draft_core: Optional[_core.Model], draft_cache_len: int) -> AssistedCosts:
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
     draft_cache_len positions."""
     t = append_times(target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size)
@@ -133,24 +140,30 @@ def measure(target, draft_core, draft_cache_len):
     return AssistedCosts(draft_step=rows[0], target=tuple(table), draft_rows=rows)
 
 
+# A cost table's key: a draft model, an early-exit depth, or None for prompt lookup.
+_Drafter = Union["PreTrainedCausalLM", int, str, None]
+_Entry = tuple[AssistedCosts, Optional[int]]
+
+
 class CostTable:
     """A target model's costs per drafter: a draft model (held weakly, so that a dropped draft is forgotten),
     an early-exit depth, or prompt lookup (None). A measured entry holds for the thread count it was measured
     with; a pinned one (set_assisted_costs) for any. Beside them, per drafter, the counts of tested and accepted
     candidates the cost schedule carries from call to call (the core's cost_state)."""
 
-    def __init__(self):
-        self._by_model = weakref.WeakKeyDictionary()
-        self._other = {}
-        self._learned_by_model = weakref.WeakKeyDictionary()
-        self._learned_other = {}
+    def __init__(self) -> None:
+        # drafter -> (costs, the thread count they were measured with, None where pinned)
+        self._by_model: weakref.WeakKeyDictionary[Any, _Entry] = weakref.WeakKeyDictionary()
+        self._other: dict[Any, _Entry] = {}
+        self._learned_by_model: weakref.WeakKeyDictionary[Any, np.ndarray] = weakref.WeakKeyDictionary()
+        self._learned_other: dict[Any, np.ndarray] = {}
 
-    def _slot(self, drafter, learned=False):
+    def _slot(self, drafter: _Drafter, learned: bool = False) -> tuple[Any, _Drafter]:
         if drafter is not None and not isinstance(drafter, (int, str)):
             return (self._learned_by_model if learned else self._by_model), drafter
         return (self._learned_other if learned else self._other), drafter
 
-    def learned(self, drafter):
+    def learned(self, drafter: _Drafter) -> Optional[np.ndarray]:
         """The acceptance counts the cost schedule's calls with drafter start from and add to: float64
         (_core.COST_STATE,), zeros at first; None where drafter's costs are pinned, whose calls each learn from
         nothing (so that the same call makes the same K choices)."""
@@ -161,18 +174,18 @@ class CostTable:
             table[key] = np.zeros(_core.COST_STATE, dtype=np.float64)
         return table[key]
 
-    def pinned(self, drafter):
+    def pinned(self, drafter: _Drafter) -> bool:
         """Whether drafter's costs were pinned (set_assisted_costs) rather than measured."""
         table, key = self._slot(drafter)
         return key in table and table[key][1] is None
 
-    def get(self, drafter):
+    def get(self, drafter: _Drafter) -> Optional[AssistedCosts]:
         """The costs for drafter at today's thread count, or None."""
         table, key = self._slot(drafter)
         costs, threads = table.get(key, (None, None))
         return costs if threads is None or threads == _core.get_num_threads() else None
 
-    def put(self, drafter, costs, measured):
+    def put(self, drafter: _Drafter, costs: AssistedCosts, measured: bool) -> None:
         """measured: the costs hold for today's thread count only; else (pinned) for any."""
         table, key = self._slot(drafter)
         table[key] = (costs, _core.get_num_threads() if measured else None)

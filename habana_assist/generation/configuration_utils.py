@@ -11,12 +11,15 @@ assisted_sampling). Three layers of checks:
   save_pretrained()  validates, then writes the fields that differ from the defaults (to_diff_dict).
 """
 
+from __future__ import annotations
+
 import copy
 import json
 import math
 import os
 import re
 import warnings
+from typing import Any, Literal, Optional, Union, overload
 
 import numpy as np
 
@@ -24,11 +27,12 @@ from .. import _core
 from ..checkpoints.hub import Files, pop_hub_arguments, resolve
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..utils.files import write_atomic
+from ..utils.types import PathLike
 
 GENERATION_CONFIG_NAME = "generation_config.json"
 
 # Transformers' defaults (generation/configuration_utils.py, 4.x), then ours.
-_DEFAULTS = {
+_DEFAULTS: dict[str, Any] = {
     # length of the output
     "max_length": 20,
     "max_new_tokens": None,
@@ -287,7 +291,81 @@ def _nested_deeper_than(value, limit):
 class GenerationConfig:
     """Arguments of generate(); unknown keys from a generation_config.json are kept as attributes."""
 
-    def __init__(self, **kwargs):
+    # The fields (Transformers' names; __init__ sets each from _DEFAULTS or its argument), as a type checker sees
+    # them: Any where Transformers takes several kinds of value.
+    max_length: int
+    max_new_tokens: Optional[int]
+    min_length: int
+    min_new_tokens: Optional[int]
+    early_stopping: bool
+    max_time: Optional[float]
+    stop_strings: Union[str, list[str], None]
+    do_sample: bool
+    num_beams: Optional[int]
+    num_beam_groups: Optional[int]
+    penalty_alpha: Any
+    dola_layers: Any
+    use_cache: bool
+    cache_implementation: Any
+    cache_config: Any
+    return_legacy_cache: Any
+    prefill_chunk_size: Any
+    temperature: Optional[float]
+    top_k: Optional[int]
+    top_p: Optional[float]
+    min_p: Optional[float]
+    top_h: Any
+    typical_p: Optional[float]
+    epsilon_cutoff: Optional[float]
+    eta_cutoff: Optional[float]
+    diversity_penalty: Optional[float]
+    repetition_penalty: Optional[float]
+    encoder_repetition_penalty: Optional[float]
+    length_penalty: Optional[float]
+    no_repeat_ngram_size: Optional[int]
+    bad_words_ids: Any
+    force_words_ids: Any
+    renormalize_logits: bool
+    constraints: Any
+    forced_bos_token_id: Optional[int]
+    forced_eos_token_id: Any  # int, list of int, or None
+    remove_invalid_values: bool
+    exponential_decay_length_penalty: Any
+    suppress_tokens: Any
+    begin_suppress_tokens: Any
+    forced_decoder_ids: Any
+    sequence_bias: Any
+    token_healing: bool
+    guidance_scale: Any
+    low_memory: Any
+    watermarking_config: Any
+    num_return_sequences: int
+    output_attentions: bool
+    output_hidden_states: bool
+    output_scores: bool
+    output_logits: Optional[bool]
+    return_dict_in_generate: bool
+    pad_token_id: Optional[int]
+    bos_token_id: Optional[int]
+    eos_token_id: Any  # int, list of int, or None
+    encoder_no_repeat_ngram_size: Optional[int]
+    decoder_start_token_id: Any
+    is_assistant: bool
+    num_assistant_tokens: int
+    num_assistant_tokens_schedule: str
+    assistant_confidence_threshold: float
+    prompt_lookup_num_tokens: Optional[int]
+    max_matching_ngram_size: Optional[int]
+    assistant_early_exit: Optional[int]
+    assistant_lookbehind: int
+    target_lookbehind: int
+    compile_config: Any
+    disable_compile: bool
+    generation_kwargs: dict[str, Any]
+    seed: Optional[int]
+    assisted_sampling: str
+
+    def __init__(self, **kwargs: Any) -> None:
         for key, value in _DEFAULTS.items():
             setattr(self, key, kwargs.pop(key) if key in kwargs else copy.deepcopy(value))  # {} not shared
         for key, value in kwargs.items():
@@ -298,8 +376,18 @@ class GenerationConfig:
 
     # ---- construction ------------------------------------------------------------------------------------
 
+    @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name, config_file_name=None, **kwargs):
+    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None, *,
+                        return_unused_kwargs: Literal[False] = False, **kwargs: Any) -> GenerationConfig: ...
+    @overload
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None, *,
+                        return_unused_kwargs: Literal[True], **kwargs: Any) -> tuple[GenerationConfig, dict[str, Any]]:
+        ...
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None,
+                        **kwargs: Any) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
         """Reads pretrained_model_name/[subfolder/]config_file_name (generation_config.json by default).
 
         pretrained_model_name: a local directory, a shipped name or a Hub repo id, resolved as every
@@ -333,8 +421,17 @@ class GenerationConfig:
                                   "generation arguments; remove them from the file")
         return cls.from_dict(data, **kwargs)
 
+    @overload
     @classmethod
-    def from_dict(cls, config_dict, **kwargs):
+    def from_dict(cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[False] = False,
+                  **kwargs: Any) -> GenerationConfig: ...
+    @overload
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[True],
+                  **kwargs: Any) -> tuple[GenerationConfig, dict[str, Any]]: ...
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any],
+                  **kwargs: Any) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
         """A config from a dict (as to_dict() or a generation_config.json gives); kwargs override its values.
 
         With return_unused_kwargs=True, returns (config, unused): the kwargs that name no field are returned, not
@@ -351,7 +448,7 @@ class GenerationConfig:
         return (config, unused) if return_unused else config
 
     @classmethod
-    def from_model_config(cls, config):
+    def from_model_config(cls, config: Any) -> GenerationConfig:
         """Defaults plus the generation fields a model config holds (its special tokens; older checkpoints keep
         other generation arguments in config.json too), as Transformers builds it without generation_config.json."""
         fields = {k: getattr(config, k, None) for k in _DEFAULTS if k not in _OURS and not k.startswith("_")}
@@ -369,10 +466,10 @@ class GenerationConfig:
                         "with habana_assist instead: ha.wrap(transformers_model).generate(..., assistant_model="
                         "this_model), or a habana_assist target with the Transformers model as assistant_model")
 
-    def update(self, **kwargs):
+    def update(self, **kwargs: Any) -> dict[str, Any]:
         """Sets the known attributes among kwargs; returns the others, unused (a method's name among them: data
         in place of validate or to_dict would break every later call; metadata such as _from_model_config)."""
-        unused = {}
+        unused: dict[str, Any] = {}
         for key, value in kwargs.items():
             if not key.startswith("_") and (key in _DEFAULTS or key in self.__dict__):
                 setattr(self, key, value)
@@ -382,20 +479,20 @@ class GenerationConfig:
 
     # ---- serialization -----------------------------------------------------------------------------------
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """A deep copy of every attribute, plus habana_assist_version (this package's version, as Transformers
         adds transformers_version)."""
         out = copy.deepcopy({k: v for k, v in self.__dict__.items() if k not in _NOT_SERIALIZED})
         out[VERSION_KEY] = _version()
         return out
 
-    def to_diff_dict(self):
+    def to_diff_dict(self) -> dict[str, Any]:
         """to_dict() less the attributes equal to GenerationConfig()'s; habana_assist_version always stays."""
         default = GenerationConfig().to_dict()
         return {k: v for k, v in self.to_dict().items()
                 if k == VERSION_KEY or k not in default or not _same(v, default[k])}
 
-    def to_json_string(self, use_diff=True, ignore_metadata=False):
+    def to_json_string(self, use_diff: bool = True, ignore_metadata: bool = False) -> str:
         """JSON text: sorted keys, indent 2, a trailing newline. sequence_bias is written as a list of
         [token ids, bias] pairs, a form Transformers and from_pretrained read back."""
         d = self.to_diff_dict() if use_diff else self.to_dict()
@@ -409,12 +506,13 @@ class GenerationConfig:
             raise InvalidInputError("GenerationConfig holds a value nested too deeply (or containing itself) to "
                                     "write as JSON; set plain numbers, strings and lists") from None
 
-    def to_json_file(self, json_file_path, use_diff=True):
+    def to_json_file(self, json_file_path: PathLike, use_diff: bool = True) -> None:
         text = self.to_json_string(use_diff=use_diff)  # before opening: a value JSON cannot hold leaves no file
         with open(json_file_path, "w", encoding="utf-8") as f:
             f.write(text)
 
-    def save_pretrained(self, save_directory, config_file_name=None, push_to_hub=False, **kwargs):
+    def save_pretrained(self, save_directory: PathLike, config_file_name: Optional[PathLike] = None,
+                        push_to_hub: bool = False, **kwargs: Any) -> None:
         """Writes save_directory/generation_config.json (to_diff_dict), creating the directory.
 
         Refuses a config that validate() refuses (Transformers refuses to save an invalid config too); its
@@ -446,30 +544,30 @@ class GenerationConfig:
         except RecursionError:
             return {"<unprintable>": id(self)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"GenerationConfig {json.dumps(self._comparable(use_diff=True), indent=2, sort_keys=True)}"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         """Equal when their JSON forms are, metadata aside (as Transformers compares): so a config equals what
         save_pretrained / from_pretrained gives back, whichever form its sequence_bias had."""
         return isinstance(other, GenerationConfig) and self._comparable(False) == other._comparable(False)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(json.dumps(self._comparable(use_diff=True), sort_keys=True))
 
     # ---- normalized views for generate() -----------------------------------------------------------------
 
-    def eos_token_ids(self):
+    def eos_token_ids(self) -> list[int]:
         """eos_token_id as a list (empty when unset)."""
         e = self.eos_token_id
         return [] if e is None else [int(e)] if _is_int(e) else [int(x) for x in e]
 
-    def forced_eos_token_ids(self):
+    def forced_eos_token_ids(self) -> list[int]:
         """forced_eos_token_id as a list (empty when unset)."""
         e = self.forced_eos_token_id
         return [] if e is None else [int(e)] if _is_int(e) else [int(x) for x in e]
 
-    def sequence_bias_pairs(self):
+    def sequence_bias_pairs(self) -> list[tuple[tuple[int, ...], float]]:
         """sequence_bias as [(token ids tuple, float bias)] in its order (empty when unset), from either of
         Transformers' forms; call after validate()."""
         if self.sequence_bias is None:
@@ -480,12 +578,12 @@ class GenerationConfig:
                                     "for the fix")
         return pairs
 
-    def stop_strings_list(self):
+    def stop_strings_list(self) -> list[str]:
         """stop_strings as a list of str (empty when unset)."""
         s = self.stop_strings
         return [] if s is None else [s] if isinstance(s, str) else list(s)
 
-    def effective(self, flag):
+    def effective(self, flag: str) -> Any:
         """The value of flag, with None read as the value that turns its processor off (Transformers accepts
         top_k=None, temperature=None, typical_p=None... and skips the processor): top_k None -> 0,
         temperature None -> 1.0, min_p None -> 0.0, output_logits None -> False, num_beams None -> 1, ..."""
@@ -494,7 +592,7 @@ class GenerationConfig:
 
     # ---- validation --------------------------------------------------------------------------------------
 
-    def validate(self):
+    def validate(self) -> None:
         """Raises InvalidInputError (a ValueError) naming the flag, its value and the fix for any malformed value.
 
         Warns (UserWarning) for a knob that has no effect where it is: a sampling knob with do_sample=False, an
@@ -732,7 +830,7 @@ class GenerationConfig:
 
     # ---- what this package runs --------------------------------------------------------------------------
 
-    def check_supported(self):
+    def check_supported(self) -> None:
         """Raises InvalidInputError for a valid setting this package does not implement, naming the flag and what
         to use instead (call after validate()). Warns (UserWarning) for beam-only knobs set with num_beams=1,
         where they have no effect, as Transformers does."""

@@ -5,8 +5,11 @@ Both read only the result: token_sources (TokenSource per generated token), the 
 and the tokenizer generate() was given (or the checkpoint's, loaded when the view is first asked for).
 """
 
+from __future__ import annotations
+
 import html
 import io
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +17,9 @@ from ..errors import InvalidInputError
 from ..tokenization.tokenization_utils import AutoTokenizer
 from ..utils.tensors import to_numpy
 from .token_source import TokenSource
+
+if TYPE_CHECKING:
+    from .outputs import GenerateDecoderOnlyOutput
 
 # TokenSource -> (CSS class, background, text decoration, legend); NONE is never drawn (padding after a row stopped).
 # Blue and orange families, one text colour: every pair of backgrounds stays >= 10 CIELAB units apart under
@@ -287,7 +293,7 @@ def result_html(result, tokenizer=None, row=None):
     return "\n".join(out)
 
 
-def plot_acceptance(result):
+def plot_acceptance(result: GenerateDecoderOnlyOutput) -> Any:
     """A matplotlib Figure of an assisted generation's result (return_dict_in_generate=True): left, the acceptance
     rate by draft position (accepted_per_position / proposed_per_position, the count proposed over each bar; only
     positions something was proposed at); right, how many tokens each target pass gave (a histogram over the rounds

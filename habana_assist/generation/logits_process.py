@@ -6,9 +6,13 @@ whichever generate() hands over (torch when the caller's input_ids was a torch t
 looks at the type: a processor returns scores of the kind it was given.
 """
 
+from __future__ import annotations
+
 import inspect
+from typing import Any, Callable, Optional
 
 from ..errors import InvalidInputError
+from ..utils.types import Tensor
 
 __all__ = ["LogitsProcessor", "LogitsProcessorList"]
 
@@ -16,12 +20,12 @@ __all__ = ["LogitsProcessor", "LogitsProcessorList"]
 class LogitsProcessor:
     """Base class of a processor: subclasses implement __call__(input_ids, scores) -> scores."""
 
-    def __call__(self, input_ids, scores):
+    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement __call__(input_ids, scores) -> scores "
                                   "(LogitsProcessor is a base class)")
 
 
-def _extra_parameters(processor):
+def _extra_parameters(processor: Callable[..., Any]) -> Optional[tuple[list[str], set[str], bool]]:
     """The parameters processor takes after (input_ids, scores): (names it requires, names it accepts,
     whether it takes **kwargs); None when it takes two arguments or its signature cannot be read."""
     try:
@@ -37,13 +41,13 @@ def _extra_parameters(processor):
     return required, {p.name for p in named}, var_kw
 
 
-class LogitsProcessorList(list):
+class LogitsProcessorList(list[Callable[..., Tensor]]):
     """A list of processors, itself a processor: __call__ applies each in order and returns the last scores.
 
     As in Transformers, a processor whose __call__ takes more than (input_ids, scores) gets the keyword
     arguments this list was called with; one that requires a keyword argument that was not given is refused."""
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> Tensor:
         for processor in self:
             extra = _extra_parameters(processor)
             if extra is None:

@@ -2,14 +2,20 @@
 notebook through display.py; TokenSource (token_source.py), re-exported.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
 import numpy as np
 
 from ..utils.generic import ModelOutput
 from .display import result_html
 from .token_source import TokenSource
+
+if TYPE_CHECKING:
+    from ..cache_utils import Cache
+    from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
 
 __all__ = ["GenerateDecoderOnlyOutput", "TokenSource"]
 
@@ -44,7 +50,7 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     logits: Optional[Tuple[np.ndarray, ...]] = None
     attentions: None = None  # Transformers' fields that this package never fills (output_attentions and
     hidden_states: None = None  # output_hidden_states are refused)
-    cache: Optional[object] = None  # the Cache (cache_utils.py), with use_cache; out.past_key_values reads it too
+    cache: Optional[Cache] = None  # the Cache (cache_utils.py), with use_cache; out.past_key_values reads it too
     num_draft_tokens: Optional[int] = None
     num_accepted_tokens: Optional[int] = None
     num_target_passes: Optional[int] = None
@@ -55,10 +61,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap)
     # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
     # has exactly the keys sequences and scores)
-    token_sources = None  # np.uint8 (batch, new tokens), see above
-    _tokenizer = None  # the view's tokenizer, or a checkpoint path to load it from
+    token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above
+    _tokenizer: Any = None  # the view's tokenizer, or a checkpoint path to load it from
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         """Short: shapes and counts, never the arrays' contents."""
         parts = []
         for name in self.keys():
@@ -73,11 +79,11 @@ class GenerateDecoderOnlyOutput(ModelOutput):
             parts.append(f"token_sources=<{self.token_sources.dtype} {tuple(self.token_sources.shape)}>")
         return f"{type(self).__name__}({', '.join(parts)})"
 
-    def to_html(self, tokenizer=None, row=0):
+    def to_html(self, tokenizer: Union[PreTrainedTokenizerBase, str, None] = None, row: int = 0) -> str:
         """The HTML view of row `row`: its generated text, each token marked by its TokenSource, and a summary
         line. tokenizer: to decode the tokens (default: the one passed to generate(), else the model's checkpoint's;
         token ids are shown where there is none)."""
         return result_html(self, tokenizer, row)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         return result_html(self, None, None)

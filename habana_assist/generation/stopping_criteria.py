@@ -14,30 +14,34 @@ vocabulary with byte-fallback pieces ("<0x0A>"), strings and tokens are compared
 so that a character spelt in byte pieces still matches; lengths are then counted in bytes.
 """
 
+from __future__ import annotations
+
 import collections
 import inspect
 import re
 import threading
 import time
 import warnings
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from ..tokenization.tokenizer_json import _encodable
+from ..utils.types import Tensor, TokenIds
 
 __all__ = ["StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria", "MaxTimeCriteria", "EosTokenCriteria",
            "StopStringCriteria"]
 
 
-def _batch_size(input_ids):
+def _batch_size(input_ids: TokenIds) -> int:
     shape = np.shape(input_ids)  # reads .shape where there is one (numpy, torch): no copy
     if len(shape) != 2:
         raise InvalidInputError(f"input_ids has shape {tuple(shape)}; a stopping criterion takes (batch, seq) ids")
     return int(shape[0])
 
 
-def _ids_2d(input_ids, who):
+def _ids_2d(input_ids: TokenIds, who: str) -> np.ndarray:
     """input_ids (numpy, torch on the CPU, or lists) -> numpy integer array (batch, seq)."""
     ids = np.asarray(input_ids)
     if ids.ndim != 2 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
@@ -46,7 +50,7 @@ def _ids_2d(input_ids, who):
     return ids
 
 
-def _check_int(name, value, minimum):
+def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidInputError(f"{name}={value!r}; expected an integer >= {minimum}")
     return int(value)
@@ -56,18 +60,18 @@ class StoppingCriteria:
     """Base class of a stopping criterion: subclasses implement __call__(input_ids, scores, **kwargs) -> bool
     or bool array (batch,)."""
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> Union[bool, Tensor]:
         raise NotImplementedError(f"{type(self).__name__} must implement __call__(input_ids, scores, **kwargs) -> "
                                   "bool array (batch,) (StoppingCriteria is a base class)")
 
 
-class StoppingCriteriaList(list):
+class StoppingCriteriaList(list[Callable[..., Any]]):
     """A list of criteria, itself a criterion: a row is done when any criterion says so (OR over the list).
 
     Each criterion may return a bool, or a bool (or 0/1 integer) numpy array or torch tensor of batch or one
     elements; __call__ returns a numpy bool array (batch,)."""
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
         batch = _batch_size(input_ids)
         done = np.zeros(batch, dtype=bool)
         for criterion in self:
@@ -75,7 +79,7 @@ class StoppingCriteriaList(list):
         return done
 
     @property
-    def max_length(self):
+    def max_length(self) -> Optional[int]:
         """The max_length of the first MaxLengthCriteria in the list, else None."""
         for criterion in self:
             if isinstance(criterion, MaxLengthCriteria):
@@ -83,7 +87,7 @@ class StoppingCriteriaList(list):
         return None
 
 
-def _as_done(result, batch, criterion):
+def _as_done(result: Any, batch: int, criterion: Callable[..., Any]) -> np.ndarray:
     """A criterion's answer -> numpy bool array (batch,)."""
     name = getattr(criterion, "__name__", type(criterion).__name__)
     try:
@@ -105,13 +109,13 @@ def _as_done(result, batch, criterion):
 class MaxLengthCriteria(StoppingCriteria):
     """Done once the sequence (prompt included) holds max_length tokens."""
 
-    def __init__(self, max_length, max_position_embeddings=None):
+    def __init__(self, max_length: int, max_position_embeddings: Optional[int] = None) -> None:
         self.max_length = _check_int("max_length", max_length, 0)
         self.max_position_embeddings = (None if max_position_embeddings is None else
                                         _check_int("max_position_embeddings", max_position_embeddings, 1))
         self._warned = False
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
         length = np.shape(input_ids)[-1]
         done = length >= self.max_length
         if (not done and not self._warned and self.max_position_embeddings is not None
@@ -125,21 +129,21 @@ class MaxLengthCriteria(StoppingCriteria):
 class MaxTimeCriteria(StoppingCriteria):
     """Done once more than max_time seconds have passed since initial_timestamp (time.time(); default: now)."""
 
-    def __init__(self, max_time, initial_timestamp=None):
+    def __init__(self, max_time: float, initial_timestamp: Optional[float] = None) -> None:
         if isinstance(max_time, bool) or not isinstance(max_time, (int, float, np.integer, np.floating)) \
                 or not max_time >= 0:
             raise InvalidInputError(f"max_time={max_time!r}; expected a number of seconds >= 0")
         self.max_time = float(max_time)
         self.initial_timestamp = time.time() if initial_timestamp is None else float(initial_timestamp)
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
         return np.full(_batch_size(input_ids), time.time() - self.initial_timestamp > self.max_time, dtype=bool)
 
 
 class EosTokenCriteria(StoppingCriteria):
     """Done for the rows whose last token is eos_token_id (an int, or a list of them)."""
 
-    def __init__(self, eos_token_id):
+    def __init__(self, eos_token_id: Union[int, list[int]]) -> None:
         ids = np.asarray(eos_token_id).reshape(-1) if not isinstance(eos_token_id, (int, np.integer)) \
             else np.asarray([eos_token_id])
         if isinstance(eos_token_id, bool) or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer) \
@@ -148,7 +152,7 @@ class EosTokenCriteria(StoppingCriteria):
                                     "list of them")
         self.eos_token_id = ids.astype(np.int64)
 
-    def __call__(self, input_ids, scores, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
         ids = _ids_2d(input_ids, "EosTokenCriteria")
         if ids.shape[1] == 0:
             return np.zeros(ids.shape[0], dtype=bool)
@@ -157,23 +161,27 @@ class EosTokenCriteria(StoppingCriteria):
 
 # ---- stop strings -------------------------------------------------------------------------------------------
 
+# A token's text or a stop string: str, or bytes in byte mode (both of one kind in a table, which the checker
+# cannot tell apart: a union would forbid `stop in t`).
+_Text = Any
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>\Z")
 _STATIC_PREFIX = "abcdef"
 _CACHE_SIZE = 8  # tokenizers kept (Transformers keeps 8 tables); each keeps up to 8 sets of stop strings
-_cache = collections.OrderedDict()  # id(tokenizer) -> _Vocabulary (it holds the tokenizer, so the id stays its own)
+# id(tokenizer) -> _Vocabulary (it holds the tokenizer, so the id stays its own)
+_cache: collections.OrderedDict[int, _Vocabulary] = collections.OrderedDict()
 _cache_lock = threading.Lock()
 
 
 class _Vocabulary:
     """What a token yields, for every id of one tokenizer: values[i] is a str, or bytes in byte mode."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.size = len(tokenizer)
         pieces = None
         if callable(getattr(tokenizer, "convert_ids_to_tokens", None)):
             pieces = tokenizer.convert_ids_to_tokens(list(range(self.size)))
-        byte_of = {}
+        byte_of: dict[int, int] = {}
         if pieces is not None:
             for i, piece in enumerate(pieces):
                 m = _BYTE_PIECE.match(piece) if isinstance(piece, str) else None
@@ -187,7 +195,7 @@ class _Vocabulary:
         except (TypeError, ValueError):  # a decode() without a signature (a builtin)
             plain = False
         options = {"clean_up_tokenization_spaces": False} if plain else {}
-        values = []
+        values: list[_Text] = []
         for i in range(self.size):
             if i in byte_of:
                 values.append(bytes([byte_of[i]]))
@@ -204,10 +212,11 @@ class _Vocabulary:
         self.values = values
         self.lengths = np.zeros(self.size + 1, dtype=np.int64)  # the extra last row stands for any id out of range
         self.lengths[:self.size] = [len(v) for v in values]
-        self.tables = collections.OrderedDict()  # stop strings (tuple) -> [_StopTable]
+        self.tables: collections.OrderedDict[tuple[_Text, ...], list[_StopTable]] = \
+            collections.OrderedDict()  # stop strings (tuple) -> [_StopTable]
 
 
-def _vocabulary(tokenizer):
+def _vocabulary(tokenizer: Any) -> _Vocabulary:
     with _cache_lock:
         entry = _cache.get(id(tokenizer))
         if entry is not None and entry.tokenizer is tokenizer and entry.size == len(tokenizer):
@@ -233,7 +242,7 @@ class _StopTable:
     Both are stored as a row index per token into a small table of distinct rows (row 0: all False), since
     few tokens can take part in a given S."""
 
-    def __init__(self, stop, vocab):
+    def __init__(self, stop: _Text, vocab: _Vocabulary) -> None:
         L = len(stop)
         self.length = L
         chars = set(stop)
@@ -268,7 +277,7 @@ class _StopTable:
         self.ends = np.array(end_rows)  # (rows, L) bool
         self.fits = np.array(fit_rows)  # (rows, L) bool
 
-    def match(self, flipped, lengths):
+    def match(self, flipped: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """flipped (batch, w) ids, last token first, out-of-range ids replaced by the extra row -> (batch,) bool."""
         L = self.length
         alive = self.ends[self.end_row[flipped[:, 0]]]  # (batch, L): a match whose final token holds e = 1..L chars
@@ -289,7 +298,7 @@ class _StopTable:
         return done
 
 
-def _check_stop_strings(stop_strings):
+def _check_stop_strings(stop_strings: Union[str, list[str], tuple[str, ...]]) -> tuple[str, ...]:
     if isinstance(stop_strings, str):
         stop_strings = [stop_strings]
     if not isinstance(stop_strings, (list, tuple)) or not stop_strings:
@@ -310,14 +319,14 @@ class StopStringCriteria(StoppingCriteria):
     The text of every token is computed once per tokenizer, and the match tables once per tokenizer and set of
     stop strings (both cached, for 8 tokenizers); a call reads only the last max(len(S)) tokens."""
 
-    def __init__(self, tokenizer, stop_strings):
+    def __init__(self, tokenizer: Any, stop_strings: Union[str, list[str]]) -> None:
         self.stop_strings = _check_stop_strings(stop_strings)
         if tokenizer is None or not all(callable(getattr(tokenizer, m, None)) for m in ("encode", "decode", "__len__")):
             raise InvalidInputError(f"StopStringCriteria needs the model's tokenizer (with encode, decode and len), "
                                     f"got {type(tokenizer).__name__}; pass "
                                     "tokenizer=AutoTokenizer.from_pretrained(path)")
         vocab = _vocabulary(tokenizer)
-        keys = self.stop_strings
+        keys: tuple[_Text, ...] = self.stop_strings
         if vocab.byte_mode:
             bad = [s for s in keys if not _encodable(s)]
             if bad:
@@ -347,7 +356,7 @@ class StopStringCriteria(StoppingCriteria):
         for t in tables:
             self._can_end |= t.end_row > 0
 
-    def __call__(self, input_ids, scores=None, **kwargs):
+    def __call__(self, input_ids: Tensor, scores: Optional[Tensor] = None, **kwargs: Any) -> np.ndarray:
         ids = _ids_2d(input_ids, "StopStringCriteria")
         batch = ids.shape[0]
         if ids.shape[1] == 0:

@@ -9,26 +9,33 @@ TextStreamer prints the text as it becomes final (up to the last space or newlin
 hands it to another thread (or a notebook cell) through a queue: `for text in streamer: ...`.
 """
 
+from __future__ import annotations
+
 import queue
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from ..errors import GenerationStoppedError, InvalidInputError
+from ..utils.types import Decoder, TokenIds
 
 
 class BaseStreamer:
-    def put(self, value):
+    """What generate(..., streamer=) calls: put(ids) for the prompt and for each chunk of new tokens, then end()
+    (or stop(error) when the generation stops early)."""
+
+    def put(self, value: TokenIds) -> None:
         raise NotImplementedError
 
-    def end(self):
+    def end(self) -> None:
         raise NotImplementedError
 
-    def stop(self, error):
+    def stop(self, error: BaseException) -> None:
         """The generation stopped early with `error` (an exception): end the stream with what was put so far."""
         self.end()
 
 
-def stop_streamer(streamer, error):
+def stop_streamer(streamer: Any, error: BaseException) -> None:
     """Tells streamer that its generation stopped with `error`, which the caller goes on raising: stop(error) for
     a BaseStreamer, end() for any other (a user's streamer may have a stop() of its own meaning). What that
     raises in turn is added to error's notes, not raised over it."""
@@ -42,7 +49,7 @@ def stop_streamer(streamer, error):
         if hasattr(error, "add_note"):  # Python 3.11
             error.add_note(note)
         else:
-            error.__notes__ = [*getattr(error, "__notes__", []), note]
+            setattr(error, "__notes__", [*getattr(error, "__notes__", []), note])  # what add_note does
 
 
 class TextStreamer(BaseStreamer):
@@ -57,12 +64,14 @@ class TextStreamer(BaseStreamer):
     cache restarts from the line's last token as context, so that decoders that treat the first token apart
     (Metaspace's leading space) see it in the middle, as in the whole decode."""
 
-    def __init__(self, tokenizer, skip_prompt=False, **decode_kwargs):
+    def __init__(self, tokenizer: Decoder, skip_prompt: bool = False, **decode_kwargs: Any) -> None:
         self.tokenizer, self.skip_prompt, self.decode_kwargs = tokenizer, skip_prompt, decode_kwargs
-        self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
-        self._context, self._context_text = [], ""  # the token before the cache, and its decoded text
+        self.token_cache: list[int] = []
+        self.print_len, self.next_tokens_are_prompt = 0, True
+        self._context: list[int] = []
+        self._context_text = ""  # the token before the cache, and its decoded text
 
-    def _decode_cache(self):
+    def _decode_cache(self) -> str:
         """The text of token_cache, decoded after the context token (without the context's own text)."""
         if not self._context:
             return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
@@ -71,19 +80,19 @@ class TextStreamer(BaseStreamer):
             return text[len(self._context_text):]
         return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
 
-    def _cleans_up(self):
+    def _cleans_up(self) -> bool:
         value = self.decode_kwargs.get("clean_up_tokenization_spaces")
         return bool(getattr(self.tokenizer, "clean_up_tokenization_spaces", False) if value is None else value)
 
-    def put(self, value):
-        value = np.asarray(value)
-        if value.ndim > 1 and value.shape[0] > 1:
+    def put(self, value: TokenIds) -> None:
+        ids = np.asarray(value)
+        if ids.ndim > 1 and ids.shape[0] > 1:
             raise InvalidInputError("streamers take one sequence at a time (batch size 1)")
         if self.skip_prompt and self.next_tokens_are_prompt:
             self.next_tokens_are_prompt = False
             return
         self.next_tokens_are_prompt = False
-        self.token_cache.extend(int(t) for t in value.reshape(-1))
+        self.token_cache.extend(int(t) for t in ids.reshape(-1))
         text = self._decode_cache()
         if text.endswith("\n"):  # a finished line: flush it and start a new cache after its last token
             printable = text[self.print_len:]
@@ -99,14 +108,14 @@ class TextStreamer(BaseStreamer):
             self.print_len += len(printable)
         self.on_finalized_text(printable)
 
-    def end(self):
+    def end(self) -> None:
         text = self._decode_cache() if self.token_cache else ""
         printable = text[self.print_len:]
         self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
         self._context, self._context_text = [], ""
         self.on_finalized_text(printable, stream_end=True)
 
-    def on_finalized_text(self, text, stream_end=False):
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
         print(text, flush=True, end="" if not stream_end else None)
 
 
@@ -114,7 +123,7 @@ class TextStreamer(BaseStreamer):
 _CLEANUP_PATTERNS = (" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're")
 
 
-def _cleanup_hold(text):
+def _cleanup_hold(text: str) -> int:
     """How many characters at the end of text a later token could still change through the cleanup: the longest
     suffix that is a proper prefix of a cleanup pattern (each starts with a space)."""
     for n in range(min(len(text), 4), 0, -1):
@@ -124,7 +133,7 @@ def _cleanup_hold(text):
     return 0
 
 
-def _is_cjk(char):
+def _is_cjk(char: str) -> bool:
     """Transformers' TextStreamer._is_chinese_char: the CJK Unified Ideographs blocks, whose characters are words
     of their own (printed without waiting for a space)."""
     cp = ord(char)
@@ -137,12 +146,14 @@ class TextIteratorStreamer(TextStreamer):
     """TextStreamer whose text goes into a queue: iterate over it from another thread. timeout (seconds) bounds
     each wait; queue.Empty is raised when it passes."""
 
-    def __init__(self, tokenizer, skip_prompt=False, timeout=None, **decode_kwargs):
+    def __init__(self, tokenizer: Decoder, skip_prompt: bool = False, timeout: Optional[float] = None,
+                 **decode_kwargs: Any) -> None:
         super().__init__(tokenizer, skip_prompt, **decode_kwargs)
-        self.text_queue, self.stop_signal, self.timeout = queue.Queue(), None, timeout
-        self._error = None  # set while stop() ends the stream
+        self.text_queue: queue.Queue[Union[str, None, _Stopped]] = queue.Queue()
+        self.stop_signal, self.timeout = None, timeout
+        self._error: Optional[BaseException] = None  # set while stop() ends the stream
 
-    def on_finalized_text(self, text, stream_end=False):
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
         if text:
             self.text_queue.put(text, timeout=self.timeout)
         if stream_end:
@@ -155,7 +166,7 @@ class TextIteratorStreamer(TextStreamer):
             with self.text_queue.not_empty:
                 self.text_queue.not_empty.notify_all()
 
-    def stop(self, error):
+    def stop(self, error: BaseException) -> None:
         """The consumer gets the text put so far, then GenerationStoppedError (caused by error) instead of the end."""
         self._error = error
         try:
@@ -166,10 +177,10 @@ class TextIteratorStreamer(TextStreamer):
         finally:
             self._error = None
 
-    def __iter__(self):
+    def __iter__(self) -> TextIteratorStreamer:
         return self
 
-    def __next__(self):
+    def __next__(self) -> str:
         value = self.text_queue.get(timeout=self.timeout)
         if value is self.stop_signal:
             raise StopIteration()
@@ -181,5 +192,5 @@ class TextIteratorStreamer(TextStreamer):
 class _Stopped:
     """Queued by TextIteratorStreamer.stop in place of the end of the stream."""
 
-    def __init__(self, error):
+    def __init__(self, error: BaseException) -> None:
         self.error = error

@@ -6,11 +6,14 @@ the drafter chosen (candidate_generator.py), the core's loop run (plain or assis
 (GenerateDecoderOnlyOutput of outputs.py, re-exported here with TokenSource, or the sequences alone).
 """
 
+from __future__ import annotations
+
 import contextlib
 import random
 import sys
 import warnings
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -29,6 +32,10 @@ from .options import logits_callback, processing_args, reads_argmax_only, sampli
 from .outputs import GenerateDecoderOnlyOutput, TokenSource
 from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
+
+if TYPE_CHECKING:
+    from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
+    from ..utils.types import Tensor, TokenIds
 
 __all__ = ["GenerationMixin", "GenerateDecoderOnlyOutput", "TokenSource", "set_seed"]
 
@@ -56,7 +63,7 @@ _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
 _WARNED_ONCE = set()
 
 
-def set_seed(seed, deterministic=False):
+def set_seed(seed: int, deterministic: bool = False) -> None:
     """Seeds Python's, numpy's and, where it is importable, torch's global generators (transformers.set_seed), and
     this package's own, so that the sampled generate() calls after it that pass no seed repeat: they draw their
     seeds from torch's default generator where torch is imported (it is now), else from this package's
@@ -108,8 +115,17 @@ class GenerationMixin:
     generation_config, vocab_size, max_cache_len, blas_prefill, _context(), _drafter(), assisted_costs(), _costs
     (the cost table) and _early_exit_core() (modeling_utils.PreTrainedCausalLM; integrations/wrap.py)."""
 
-    def generate(self, input_ids=None, attention_mask=None, generation_config=None, assistant_model=None, streamer=None,
-                 logits_processor=None, stopping_criteria=None, tokenizer=None, progress=None, **kwargs):
+    if TYPE_CHECKING:  # what the model provides, as the type checker sees it
+        config: Any
+        generation_config: GenerationConfig
+
+    def generate(self, input_ids: Optional[TokenIds] = None, attention_mask: Optional[TokenIds] = None,
+                 generation_config: Optional[GenerationConfig] = None,
+                 assistant_model: Optional[GenerationMixin] = None,
+                 streamer: Any = None, logits_processor: Optional[list[Callable[..., Tensor]]] = None,
+                 stopping_criteria: Optional[list[Callable[..., Any]]] = None,
+                 tokenizer: Optional[PreTrainedTokenizerBase] = None, progress: Optional[bool] = None,
+                 **kwargs: Any) -> Union[Tensor, GenerateDecoderOnlyOutput]:
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
         -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
@@ -439,7 +455,8 @@ class GenerationMixin:
         result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
         return convert_output(result, call.kind)
 
-    def compute_transition_scores(self, sequences, scores, beam_indices=None, normalize_logits=False):
+    def compute_transition_scores(self, sequences: Tensor, scores: Union[tuple[Tensor, ...], list[Tensor]],
+                                  beam_indices: Optional[Tensor] = None, normalize_logits: bool = False) -> Tensor:
         """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
         (batch, steps) float32, from generate(..., output_scores=True, return_dict_in_generate=True)'s sequences
         and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. A row that ended

@@ -41,13 +41,20 @@ Phi-3 generate() drives it (rope_switch: the row run again whole where it passes
 scoring positions on both sides of it), as the native models are (csrc/ha.h ha_lm.rope_switch).
 """
 
+from __future__ import annotations
+
 import inspect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from .. import _core
 from ..errors import InvalidInputError, UnsupportedModelError
 from ..utils.tensors import cpu_device, import_torch
+
+if TYPE_CHECKING:
+    from ..generation.configuration_utils import GenerationConfig
 
 _PROBE = 8     # positions of the batch-invariance probe
 _KDLCPU = 1    # DLPack's device type of host memory
@@ -263,8 +270,9 @@ class ExternalModel:
     """A model of another framework (see the module's docstring), with generate() as a native model's. Build it
     with habana_assist.wrap(model)."""
 
-    def __init__(self, model, vocab_size=None, max_cache_len=None, generation_config=None, reduce_logits=None,
-                 overlap=None):
+    def __init__(self, model: Any, vocab_size: Optional[int] = None, max_cache_len: Optional[int] = None,
+                 generation_config: Optional[GenerationConfig] = None, reduce_logits: Optional[bool] = None,
+                 overlap: Optional[bool] = None) -> None:
         _torch()
         if not callable(model):
             raise InvalidInputError(f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
@@ -281,9 +289,11 @@ class ExternalModel:
         params = getattr(model, "parameters", None)
         first = next(iter(params()), None) if callable(params) else None
         self._device = first.device if first is not None else cpu_device()
-        self.generation_config = generation_config  # None: WrappedModel makes one from config's special tokens
+        # None: WrappedModel.__init__ makes one from the config's special tokens right after this
+        self.generation_config: GenerationConfig = generation_config  # type: ignore[assignment]  # None until then
         self.blas_prefill = False
-        self.batch_disagreement = None  # measured at the first generate() as target (measure_disagreement)
+        # measured at the first generate() as target (measure_disagreement)
+        self.batch_disagreement: Optional[float] = None
         self.narrow_margins = 0         # of the last generate() as target
         if reduce_logits not in (None, True, False):
             raise InvalidInputError(f"wrap(reduce_logits=) takes None (reduce on an accelerator), True or False; got "
@@ -297,29 +307,29 @@ class ExternalModel:
         self.drafted_ahead = {"passes": 0, "used": 0}  # over the last generate() as target: see draft_ahead
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return self._vocab
 
     @property
-    def device(self):
+    def device(self) -> Any:
         """The device of the wrapped model's first parameter (torch.device), else the CPU."""
         return self._device
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         """The wrapped model's dtype (Transformers' model.dtype), else its first floating-point parameter's, else
         None."""
         dtype = getattr(self.model, "dtype", None)
         if dtype is not None:
             return dtype
         params = getattr(self.model, "parameters", None)
-        floating = (p for p in params() if p.is_floating_point()) if callable(params) else iter(())
+        floating: Iterator[Any] = (p for p in params() if p.is_floating_point()) if callable(params) else iter(())
         return next((p.dtype for p in floating), None)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ExternalModel({type(self.model).__name__}, vocab_size={self._vocab}, device={self.device})"
 
-    def measure_disagreement(self):
+    def measure_disagreement(self) -> float:
         """The largest |difference| between the logits of one forward over _PROBE positions and of the same
         positions one at a time (0.0: this model's forward is batch-invariant here, and assisted greedy output is
         its plain greedy output)."""
@@ -333,8 +343,9 @@ class ExternalModel:
         if not (np.isfinite(chunked).all() and np.isfinite(single).all()):
             raise InvalidInputError("the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
                                     "forward overflowed or is broken; check it in float32 outside generate()")
-        self.batch_disagreement = float(np.max(np.abs(chunked - single)))
-        return self.batch_disagreement
+        disagreement = float(np.max(np.abs(chunked - single)))
+        self.batch_disagreement = disagreement
+        return disagreement
 
     def _context(self, batch_size, capacity, draft=False, argmax_only=False):
         """A core context over this model for one generate() call; as the target, margins are counted, and with

@@ -2,6 +2,8 @@
 which loads a checkpoint into the class of its architecture declared here; AutoConfig reads its config.json
 (configuration_utils.py)."""
 
+from typing import TYPE_CHECKING
+
 from ..configuration_utils import SUPPORTED_ARCHITECTURES, AutoConfig
 from ..modeling_utils import PreTrainedCausalLM
 
@@ -21,8 +23,11 @@ ARCHITECTURE_CLASSES = {
 class AutoModelForCausalLM:
     """Transformers-style entry point: from_pretrained(directory) -> the checkpoint architecture's class."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         raise TypeError("use AutoModelForCausalLM.from_pretrained(path)")
 
     # The base class's loading itself (its signature, docstring and warnings' stack levels), not a wrapper of it.
-    from_pretrained = PreTrainedCausalLM.__dict__["from_pretrained"]
+    if TYPE_CHECKING:  # the same method, as the type checker reads it
+        from_pretrained = PreTrainedCausalLM.from_pretrained
+    else:
+        from_pretrained = PreTrainedCausalLM.__dict__["from_pretrained"]

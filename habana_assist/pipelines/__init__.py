@@ -11,13 +11,22 @@ and AutoTokenizer.from_pretrained take them) or objects; the tokenizer defaults 
 config's, when that is a name). Everything runs on the CPU: device and device_map accept only the CPU.
 """
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..configuration_utils import AutoConfig
 from ..errors import InvalidInputError
 from ..models.auto import AutoModelForCausalLM
 from ..tokenization.tokenization_utils import AutoTokenizer
 from .text_generation import ReturnType, TextGenerationPipeline, check_cpu
+
+if TYPE_CHECKING:
+    from ..configuration_utils import PretrainedConfig
+    from ..modeling_utils import PreTrainedCausalLM
+    from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
+    from ..utils.types import PathLike
 
 __all__ = ["pipeline", "TextGenerationPipeline", "ReturnType", "SUPPORTED_TASKS", "get_supported_tasks"]
 
@@ -29,14 +38,20 @@ _SHARED_LOAD_ARGUMENTS = ("revision", "token", "use_auth_token", "cache_dir", "l
                           "resume_download", "proxies", "trust_remote_code")
 
 
-def get_supported_tasks():
+def get_supported_tasks() -> list[str]:
     """-> the task names pipeline() accepts: ["text-generation"]."""
     return sorted(SUPPORTED_TASKS)
 
 
-def pipeline(task=None, model=None, config=None, tokenizer=None, feature_extractor=None, image_processor=None,
-             processor=None, revision=None, use_fast=True, token=None, device=None, device_map=None, dtype="auto",
-             trust_remote_code=None, model_kwargs=None, pipeline_class=None, **kwargs):
+def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausalLM, None] = None,
+             config: Union[PathLike, PretrainedConfig, None] = None,
+             tokenizer: Union[PathLike, tuple[str, dict[str, Any]], PreTrainedTokenizerBase, None] = None,
+             feature_extractor: Any = None, image_processor: Any = None, processor: Any = None,
+             revision: Optional[str] = None, use_fast: bool = True, token: Union[str, bool, None] = None,
+             device: Any = None, device_map: Any = None, dtype: Any = "auto", trust_remote_code: Optional[bool] = None,
+             model_kwargs: Optional[dict[str, Any]] = None,
+             pipeline_class: Optional[type[TextGenerationPipeline]] = None,
+             **kwargs: Any) -> TextGenerationPipeline:
     """Transformers' pipeline() for task "text-generation" -> a TextGenerationPipeline.
 
     task: "text-generation", or None, which infers it (Transformers asks the Hub for the model's pipeline_tag;
@@ -113,9 +128,11 @@ def pipeline(task=None, model=None, config=None, tokenizer=None, feature_extract
     if dtype is not None:
         model_kwargs["dtype"] = dtype
 
-    hub_kwargs = {"revision": revision, "token": token, "trust_remote_code": trust_remote_code}
+    hub_kwargs: dict[str, Any] = {"revision": revision, "token": token, "trust_remote_code": trust_remote_code}
     hub_kwargs = {k: v for k, v in hub_kwargs.items() if v is not None}
-    config_name = config if isinstance(config, (str, os.PathLike)) else None
+    config_name: Optional[PathLike] = None  # where the tokenizer comes from when model is an object
+    if isinstance(config, (str, os.PathLike)):
+        config_name = config
     if isinstance(model, str):
         model_name = model
         model = AutoModelForCausalLM.from_pretrained(model, **hub_kwargs, **model_kwargs)
@@ -141,11 +158,11 @@ def pipeline(task=None, model=None, config=None, tokenizer=None, feature_extract
     return cls(model=model, tokenizer=tokenizer, task=task, device=device, **kwargs)
 
 
-def _is_auto(dtype):
+def _is_auto(dtype: Any) -> bool:
     return dtype is None or (isinstance(dtype, str) and dtype == "auto")
 
 
-def _check_config(config, model):
+def _check_config(config: Any, model: Any) -> None:
     """config chooses no weights here (nor in Transformers, where it picks the class of model's name): its
     architectures must name model's class, so that a config that disagrees is not silently ignored."""
     if config is None:
@@ -160,8 +177,10 @@ def _check_config(config, model):
                                 "model's own config, or leave config unset")
 
 
-def _load_tokenizer(tokenizer, use_fast, hub_kwargs, model_kwargs):
+def _load_tokenizer(tokenizer: Union[PathLike, tuple[str, dict[str, Any]]], use_fast: bool, hub_kwargs: dict[str, Any],
+                    model_kwargs: dict[str, Any]) -> PreTrainedTokenizerBase:
     """A tokenizer name, or Transformers' (name, {from_pretrained kwargs}) tuple -> AutoTokenizer.from_pretrained."""
+    name: PathLike
     if isinstance(tokenizer, tuple):
         if len(tokenizer) != 2 or not isinstance(tokenizer[1], dict):
             raise InvalidInputError("tokenizer as a tuple must be (name, {from_pretrained keyword arguments})")

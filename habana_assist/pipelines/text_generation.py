@@ -21,6 +21,8 @@ Facts kept from Transformers 5 (pipelines/text_generation.py and pipelines/base.
 Where this differs, and why, is in docs/generation.md ("pipeline()").
 """
 
+from __future__ import annotations
+
 import collections.abc
 import copy
 import enum
@@ -28,6 +30,7 @@ import itertools
 import os
 import sys
 import types
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -39,6 +42,9 @@ from ..generation.utils import _REFUSED_ARGUMENTS, GenerationMixin
 from ..models.auto import AutoModelForCausalLM
 from ..tokenization.tokenization_utils import AutoTokenizer
 from ..utils.tensors import cpu_device
+
+if TYPE_CHECKING:
+    from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
 
 
 class ReturnType(enum.Enum):
@@ -187,8 +193,10 @@ class TextGenerationPipeline:
 
     -> for a single input, a list of num_return_sequences dicts; for a list of inputs, a list of such lists."""
 
-    def __init__(self, model, tokenizer=None, task="text-generation", device=None, batch_size=None,
-                 num_workers=None, assistant_model=None, assistant_tokenizer=None, **kwargs):
+    def __init__(self, model: GenerationMixin, tokenizer: Optional[PreTrainedTokenizerBase] = None,
+                 task: str = "text-generation", device: Any = None, batch_size: Optional[int] = None,
+                 num_workers: Optional[int] = None, assistant_model: Union[GenerationMixin, str, None] = None,
+                 assistant_tokenizer: Optional[PreTrainedTokenizerBase] = None, **kwargs: Any) -> None:
         if task not in ("", "text-generation"):
             raise InvalidInputError(f"task={task!r}: TextGenerationPipeline runs 'text-generation' only")
         if not isinstance(model, GenerationMixin):
@@ -225,12 +233,12 @@ class TextGenerationPipeline:
             self._preprocess_params["prefix"] = self.prefix
             self._forward_params["prefix_length"] = self._prefix_length(self.prefix, add)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         assistant = "" if self.assistant_model is None else f", assistant_model={self.assistant_model!r}"
         return f"{type(self).__name__}(model={self.model!r}{assistant}, tokenizer={self.tokenizer!r})"
 
     @property
-    def device(self):
+    def device(self) -> Any:
         """Where the model runs: torch.device("cpu") where torch is importable (as Transformers' pipelines), else
         CPUDevice ("cpu"), as model.device."""
         return cpu_device()
@@ -423,8 +431,10 @@ class TextGenerationPipeline:
 
     # ---- a call ------------------------------------------------------------------------------------------
 
-    def __call__(self, text_inputs, *args, batch_size=None, num_workers=None, **kwargs):
-        """Completes each prompt or chat; see the class docstring for the arguments and the result."""
+    def __call__(self, text_inputs: Any, *args: Any, batch_size: Optional[int] = None,
+                 num_workers: Optional[int] = None, **kwargs: Any) -> Any:
+        """Completes each prompt or chat; see the class docstring for the arguments and the result (a list of
+        records, a list of such lists, or a generator of them: Any, so that a caller indexes it as it knows)."""
         if args:
             raise InvalidInputError(f"the pipeline takes one positional argument (the inputs), got {1 + len(args)}; "
                                     "pass a list of prompts, and other arguments by name")
@@ -473,13 +483,16 @@ class TextGenerationPipeline:
             raise InvalidInputError("prefix applies to str prompts only, and this call has none; for a chat, put it "
                                     "in a message")
 
-    def preprocess(self, prompt_text, prefix="", handle_long_generation=None, add_special_tokens=None,
-                   truncation=None, padding=None, max_length=None, continue_final_message=None,
-                   tokenizer_encode_kwargs=None, tools=None, documents=None, **generate_kwargs):
+    def preprocess(self, prompt_text: Any, prefix: str = "", handle_long_generation: Optional[str] = None,
+                   add_special_tokens: Optional[bool] = None, truncation: Union[bool, str, None] = None,
+                   padding: Union[bool, str, None] = None, max_length: Optional[int] = None,
+                   continue_final_message: Optional[bool] = None,
+                   tokenizer_encode_kwargs: Optional[dict[str, Any]] = None, tools: Any = None, documents: Any = None,
+                   **generate_kwargs: Any) -> dict[str, Any]:
         """One input -> {"input_ids": int64 (1, S), "attention_mask": int64 (1, S), "prompt_text": the input}: a
         str (prefix + it) through the tokenizer, a Chat through its chat template."""
-        tokenizer_kwargs = {"add_special_tokens": add_special_tokens, "truncation": truncation, "padding": padding,
-                            "max_length": max_length}
+        tokenizer_kwargs: dict[str, Any] = {"add_special_tokens": add_special_tokens, "truncation": truncation,
+                                            "padding": padding, "max_length": max_length}
         tokenizer_kwargs = {k: v for k, v in tokenizer_kwargs.items() if v is not None}
         tokenizer_kwargs.update(tokenizer_encode_kwargs or {})
         if isinstance(prompt_text, Chat):
@@ -577,8 +590,9 @@ class TextGenerationPipeline:
                             "additional_outputs": {name: value[rows] for name, value in per_row.items()}})
         return results
 
-    def postprocess(self, model_outputs, return_type=ReturnType.FULL_TEXT, clean_up_tokenization_spaces=None,
-                    continue_final_message=None, skip_special_tokens=None):
+    def postprocess(self, model_outputs: dict[str, Any], return_type: ReturnType = ReturnType.FULL_TEXT,
+                    clean_up_tokenization_spaces: Optional[bool] = None, continue_final_message: Optional[bool] = None,
+                    skip_special_tokens: Optional[bool] = None) -> list[dict[str, Any]]:
         """One prompt's outputs -> its records, one dict per returned sequence: {"generated_token_ids": list of int}
         or {"generated_text": str, or for a chat the messages}, plus, with return_dict_in_generate=True, that
         row's scores / logits (steps, vocab) and token_sources (steps,) as lists."""

@@ -6,8 +6,11 @@ module; tokenization_utils.py, above it, re-exports everything here; build one w
 or PreTrainedTokenizerFast.from_pretrained.
 """
 
+from __future__ import annotations
+
 import copy
 import json
+from typing import Any, Optional
 
 from ..errors import CheckpointError, InvalidInputError
 from .offsets import text_ids_offsets
@@ -57,7 +60,8 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     _fast_truncation = True
     _default_max_length = _VERY_LARGE_INTEGER
 
-    def __init__(self, json_file, config=None, special_tokens_map=None, arguments=()):
+    def __init__(self, json_file: str, config: Optional[dict[str, Any]] = None,
+                 special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None:
         self._tok = TokenizerJSON.load(json_file)
         config = dict(config or {})
         self._loaded_config, self._loaded_special = copy.deepcopy(config), copy.deepcopy(dict(special_tokens_map or {}))
@@ -183,7 +187,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
                                   "tokenizer does not have; fix the file")
         return out
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         extra = self.__dict__.get("_extra_special_tokens") or {}
         if name in extra:
             return extra[name]
@@ -192,11 +196,11 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @property
-    def special_tokens_map(self):
+    def special_tokens_map(self) -> dict[str, Any]:
         return {**super().special_tokens_map, **self._extra_special_tokens}
 
     @property
-    def all_special_tokens(self):
+    def all_special_tokens(self) -> list[str]:
         """Transformers 5's order: the named ones (bos ... mask), the model's extra named ones (Gemma 3's image
         tokens), then the additional ones (add_special_tokens' additional_special_tokens among them)."""
         named = [t for t in self._special_tokens.values() if t is not None]
@@ -205,19 +209,19 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     # ---- add_bos_token / add_eos_token ------------------------------------------------------------------------
 
     @property
-    def add_bos_token(self):
+    def add_bos_token(self) -> bool:
         return self._add_bos_token
 
     @add_bos_token.setter
-    def add_bos_token(self, value):
+    def add_bos_token(self, value: bool) -> None:
         self._set_add_flags(bool(value), self._add_eos_token)
 
     @property
-    def add_eos_token(self):
+    def add_eos_token(self) -> bool:
         return self._add_eos_token
 
     @add_eos_token.setter
-    def add_eos_token(self, value):
+    def add_eos_token(self, value: bool) -> None:
         self._set_add_flags(self._add_bos_token, bool(value))
 
     def _set_add_flags(self, add_bos, add_eos):
@@ -260,20 +264,20 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
                                         "use the tokenizer that belongs to the model")
         return ids
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._tok)
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         """The model's vocabulary without added tokens (Transformers' vocab_size); len(tok) counts them."""
         return self._tok.vocab_size
 
-    def get_vocab(self):
+    def get_vocab(self) -> dict[str, int]:
         """{token: id}, added tokens included (Transformers' fast get_vocab)."""
         return self._tok.get_vocab()
 
     @property
-    def added_tokens_decoder(self):
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
         """{id: AddedToken} of the added tokens, by id."""
         return {t.id: t for t in sorted(self._tok.added_tokens, key=lambda t: t.id)}
 
@@ -295,7 +299,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         """Transformers' fast convert_tokens_to_string: the tokens through tokenizer.json's decoder."""
         return self._tok.tokens_to_string(tokens)
 
-    def num_special_tokens_to_add(self, pair=False):
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
         return self._tok.num_special_tokens_to_add(pair)
 
     def _post_process(self, ids, pair_ids, add_special_tokens):

@@ -11,8 +11,11 @@ text between them; `legacy` decides whether each such piece starts with sentence
 behaviour) or only the text's first. Tokens the model lacks get the ids after its pieces.
 """
 
+from __future__ import annotations
+
 import copy
 import os
+from typing import Any, Optional
 
 from ..errors import CheckpointError, InvalidInputError
 from .tokenization_utils_base import PreTrainedTokenizerBase
@@ -119,7 +122,8 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
     model_input_names = ["input_ids", "attention_mask"]
     _FILE = TOKENIZER_FILE  # what from_pretrained reads
 
-    def __init__(self, model_file, config=None, special_tokens_map=None, arguments=()):
+    def __init__(self, model_file: str, config: Optional[dict[str, Any]] = None,
+                 special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None:
         """arguments: the keys of config that came from from_pretrained's keyword arguments, not from the file
         (their refusals are InvalidInputError naming the argument rather than CheckpointError naming the file)."""
         try:
@@ -155,10 +159,10 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         self._read_common_config(config, arguments)
         self._set_prefix_space(config, arguments, model_file)
         # What is split out of the text before sentencepiece (Transformers' added_tokens_decoder and encoder).
-        self._added = {}  # id -> AddedToken
-        self._added_ids = {}  # content -> id
+        self._added: dict[int, AddedToken] = {}
+        self._added_ids: dict[str, int] = {}  # content -> id
         self._past = 0  # how many of them have ids past the model's pieces
-        self._split = None  # the added tokens' trie, as a regex (None: no added tokens)
+        self._split: Any = None  # the added tokens' trie, as a regex (None: no added tokens)
         self._additional_special_tokens = _additional_special_tokens(config, special_map)
         self._load_added_tokens(config, model_file, set(tokens.values()) | set(self._additional_special_tokens))
         defaults = {"bos_token": self.sp.bos_id(), "eos_token": self.sp.eos_id(), "unk_token": self.sp.unk_id(),
@@ -265,23 +269,23 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         token = self._added.get(i)
         return self.sp.id_to_piece(i) if token is None else token.content
 
-    def __len__(self):
+    def __len__(self) -> int:
         """The model's pieces and the added tokens past them (Transformers' len(tokenizer))."""
         return self.sp.get_piece_size() + self._past
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         """The model's pieces, without the tokens added past them (Transformers' vocab_size)."""
         return self.sp.get_piece_size()
 
-    def get_vocab(self):
+    def get_vocab(self) -> dict[str, int]:
         """{token: id} for every id, added tokens included."""
         vocab = {self.sp.id_to_piece(i): i for i in range(self.sp.get_piece_size())}
         vocab.update(self._added_ids)
         return vocab
 
     @property
-    def added_tokens_decoder(self):
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
         """{id: AddedToken} of the added tokens (the special tokens among them), by id."""
         return {i: self._added[i] for i in sorted(self._added)}
 
@@ -391,7 +395,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         eos = [self.eos_token_id] if self.add_eos_token and self.eos_token_id is not None else []
         return bos, eos
 
-    def num_special_tokens_to_add(self, pair=False):
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
         bos, eos = self._specials_around()
         return (len(bos) + len(eos)) * (2 if pair else 1)
 

@@ -7,44 +7,34 @@ This module sits above the backends and re-exports their names and the base's, s
 working (`from habana_assist.tokenization.tokenization_utils import LlamaTokenizer, PreTrainedTokenizerBase`).
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any
 
 from ..checkpoints.hub import TOKENIZER_FILES, pop_hub_arguments, resolve
 from ..errors import CheckpointNotFoundError, InvalidInputError
-from .tokenization_fast import _LLAMA_CLASSES, _NO_TYPE_IDS_CLASSES, _REBUILDING_KEYS, PreTrainedTokenizerFast
-from .tokenization_spm import (
-    _NO_DUMMY_PREFIX,
-    _SPIECE_UNDERLINE,
-    LlamaTokenizer,
-    _bad_piece,
-    _normalizer_spec,
-    _proto_fields,
-)
-from .tokenization_utils_base import (
-    AddedToken,
-    BatchEncoding,
-    PreTrainedTokenizerBase,
-    _encodable,
-    clean_up_tokenization,
-)
+from ..utils.types import PathLike
+from .tokenization_fast import PreTrainedTokenizerFast
+from .tokenization_spm import LlamaTokenizer
+from .tokenization_utils_base import AddedToken, BatchEncoding, PreTrainedTokenizerBase, clean_up_tokenization
 from .tokenizer_files import TOKENIZER_FILE, TOKENIZER_JSON_FILE, _read_directory
 
-# The public names, and the private ones this module has always re-exported (pyflakes reads them as used).
+# The public names (pyflakes reads the re-exports as used).
 __all__ = ["AddedToken", "AutoTokenizer", "BatchEncoding", "PreTrainedTokenizerBase", "PreTrainedTokenizerFast",
-           "LlamaTokenizer", "clean_up_tokenization", "_encodable", "_LLAMA_CLASSES", "_NO_TYPE_IDS_CLASSES",
-           "_REBUILDING_KEYS", "_NO_DUMMY_PREFIX", "_SPIECE_UNDERLINE", "_bad_piece", "_normalizer_spec",
-           "_proto_fields"]
+           "LlamaTokenizer", "clean_up_tokenization"]
 
 
 class AutoTokenizer:
     """Transformers-style entry point: from_pretrained(directory or shipped name) -> PreTrainedTokenizerFast where
     the directory has tokenizer.json, else LlamaTokenizer (tokenizer.model)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         raise TypeError("use AutoTokenizer.from_pretrained(path)")
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
+    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *inputs: Any,
+                        **kwargs: Any) -> PreTrainedTokenizerBase:
         """A directory (or a shipped model's name) -> a tokenizer. Which file: tokenizer.json where there is one
         (Transformers' fast tokenizer), else tokenizer.model; use_fast=False prefers tokenizer.model where both
         exist (Transformers' slow tokenizer), and still reads tokenizer.json where it is the only file. Keyword

@@ -32,16 +32,20 @@ tokenization_utils.py above them holds AutoTokenizer, which picks a backend and 
 re-exports every name, so `from habana_assist.tokenization.tokenization_utils import LlamaTokenizer` keeps working.
 """
 
+from __future__ import annotations
+
 import copy
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, overload
 
 import numpy as np
 
 from ..errors import CheckpointError, CheckpointNotFoundError, InvalidInputError
 from ..utils.tensors import import_torch, is_torch_tensor, to_numpy
+from ..utils.types import PathLike, TokenIds
 from .tokenizer_files import (
     _NULL_WHEN_UNSET,
     _SPECIAL_NAMES,
@@ -59,7 +63,12 @@ from .tokenizer_files import (
 )
 from .tokenizer_json import AddedToken, _encodable
 
-__all__ = ["AddedToken", "BatchEncoding", "PreTrainedTokenizerBase", "clean_up_tokenization", "_encodable"]
+__all__ = ["AddedToken", "BatchEncoding", "PreTrainedTokenizerBase", "clean_up_tokenization"]
+
+_Tokenizer = TypeVar("_Tokenizer", bound="PreTrainedTokenizerBase")
+# What __call__ encodes: a text, a batch of texts, or of (text, pair) tuples.
+_TextInput = Union[str, Sequence[str], Sequence[tuple[str, str]]]
+_Token = Union[str, AddedToken]
 
 _DEFAULT_MAX_LENGTH = 1 << 30  # LlamaTokenizer's model_max_length when tokenizer_config.json has none
 _VERY_LARGE_INTEGER = int(1e30)  # Transformers' "no limit" (PreTrainedTokenizerFast's default model_max_length)
@@ -84,7 +93,7 @@ def _stacklevel_outside_package():
     return level
 
 
-def clean_up_tokenization(text):
+def clean_up_tokenization(text: str) -> str:
     """Transformers' clean_up_tokenization: drops the space English tokenizers put before punctuation and
     contractions (" ." -> ".", " n't" -> "n't", ...). decode() applies it where clean_up_tokenization_spaces."""
     for written, cleaned in _CLEANUPS:
@@ -92,16 +101,16 @@ def clean_up_tokenization(text):
     return text
 
 
-class BatchEncoding(dict):
+class BatchEncoding(dict[str, Any]):
     """{"input_ids": ..., "attention_mask": ...} that also reads as attributes, so generate(**inputs) works."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
-    def to(self, device):
+    def to(self, device: Any) -> BatchEncoding:
         """Transformers' inputs.to(model.device): torch tensors moved with their .to(device); numpy arrays and
         lists live on the CPU, so only "cpu" is accepted for them."""
         out = BatchEncoding()
@@ -121,10 +130,10 @@ class _SpecialToken:
     one stored token text per name; the *_id attribute reads its id and sets it by id. Only tokens the tokenizer
     has are accepted (the model's embedding cannot grow to meet a new one)."""
 
-    def __init__(self, name, as_id):
+    def __init__(self, name: str, as_id: bool) -> None:
         self.name, self.as_id = name, as_id
 
-    def __get__(self, tok, owner=None):
+    def __get__(self, tok: Any, owner: Any = None) -> Any:
         if tok is None:
             return self
         text = tok._special_tokens[self.name]
@@ -132,7 +141,7 @@ class _SpecialToken:
             return text
         return tok._token_to_id(text)
 
-    def __set__(self, tok, value):
+    def __set__(self, tok: Any, value: Any) -> None:
         before = tok._special_tokens[self.name]
         tok._special_tokens[self.name] = tok._token_of_id(self.name, value) if self.as_id else \
             tok._known_token(self.name, value)
@@ -170,7 +179,8 @@ class PreTrainedTokenizerBase:
     """
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *inputs, **kwargs):
+    def from_pretrained(cls: type[_Tokenizer], pretrained_model_name_or_path: PathLike, *inputs: Any,
+                        **kwargs: Any) -> _Tokenizer:
         """A directory (or a shipped model's name) with this backend's file -> the tokenizer; see
         AutoTokenizer.from_pretrained for the keyword arguments."""
         directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
@@ -198,6 +208,32 @@ class PreTrainedTokenizerBase:
     # one (Rust tokenizers) splits max_length between the two. A backend says which Transformers class it follows.
     _fast_truncation = False
     _default_max_length = _DEFAULT_MAX_LENGTH
+
+    if TYPE_CHECKING:  # what a backend provides (the list above), as the type checker sees it
+        _FILE: str
+        _special_tokens: dict[str, Optional[str]]
+        _additional_special_tokens: list[str]
+        _loaded_config: dict[str, Any]
+        _loaded_special: dict[str, Any]
+
+        def __init__(self, path: str, config: Optional[dict[str, Any]] = None,
+                     special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None: ...
+        def __len__(self) -> int: ...
+        @property
+        def vocab_size(self) -> int: ...
+        @property
+        def added_tokens_decoder(self) -> dict[int, AddedToken]: ...
+        def get_vocab(self) -> dict[str, int]: ...
+        def num_special_tokens_to_add(self, pair: bool = False) -> int: ...
+        def _text_ids(self, text: str, split_special_tokens: bool = False) -> list[int]: ...
+        def _tokens_to_string(self, tokens: list[str]) -> str: ...
+        def _post_process(self, ids: list[int], pair_ids: Optional[list[int]],
+                          add_special_tokens: bool) -> tuple[list[int], list[int]]: ...
+        def _decode_ids(self, ids: list[int], skip_special_tokens: bool) -> str: ...
+        def _token_to_id(self, text: str) -> Optional[int]: ...
+        def _id_to_token(self, i: int) -> str: ...
+        def _add_new_tokens(self, specs: list[Any]) -> int: ...
+        def _files_to_save(self, config: dict[str, Any]) -> Any: ...
     _model_max_length_set = False
     pad_token_type_id = 0
 
@@ -232,33 +268,33 @@ class PreTrainedTokenizerBase:
         self.model_input_names = list(names)
 
     @property
-    def padding_side(self):
-        """"left" or "right": where padding goes."""
+    def padding_side(self) -> str:
+        """Where padding goes: "left" or "right"."""
         return self._padding_side
 
     @padding_side.setter
-    def padding_side(self, value):
+    def padding_side(self, value: str) -> None:
         if value not in ("left", "right"):
             raise InvalidInputError(f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or "
                                     "'right'")
         self._padding_side = value
 
     @property
-    def truncation_side(self):
-        """"left" or "right": where truncation cuts."""
+    def truncation_side(self) -> str:
+        """Where truncation cuts: "left" or "right"."""
         return self._truncation_side
 
     @truncation_side.setter
-    def truncation_side(self, value):
+    def truncation_side(self, value: str) -> None:
         if value not in ("left", "right"):
             raise InvalidInputError(f"truncation_side={value!r}; use 'left' or 'right'")
         self._truncation_side = value
 
     @property
-    def is_fast(self):
+    def is_fast(self) -> bool:
         return self._fast_truncation
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"{type(self).__name__}(vocab_size={self.vocab_size}, len={len(self)}, bos={self.bos_token!r}, "
                 f"eos={self.eos_token!r}, pad={self.pad_token!r}, padding_side={self.padding_side!r})")
 
@@ -298,43 +334,44 @@ class PreTrainedTokenizerBase:
                                 f"set an id in that range (e.g. tokenizer.{name}_id = tokenizer.eos_token_id) or None")
 
     @property
-    def additional_special_tokens(self):
+    def additional_special_tokens(self) -> list[str]:
         return list(self._additional_special_tokens)
 
     @property
-    def additional_special_tokens_ids(self):
+    def additional_special_tokens_ids(self) -> list[Optional[int]]:
         return [self._token_to_id(t) for t in self._additional_special_tokens]
 
     @property
-    def special_tokens_map(self):
+    def special_tokens_map(self) -> dict[str, Any]:
         """{name: token text} for the special tokens that are set (bos, eos, unk, sep, pad, cls, mask;
         additional_special_tokens as a list where there are any), as Transformers 4's special_tokens_map."""
-        out = {name: text for name, text in self._special_tokens.items() if text is not None}
+        out: dict[str, Any] = {name: text for name, text in self._special_tokens.items() if text is not None}
         if self._additional_special_tokens:
             out["additional_special_tokens"] = list(self._additional_special_tokens)
         return out
 
     @property
-    def all_special_tokens(self):
+    def all_special_tokens(self) -> list[str]:
         """The special tokens that are set, each once, in Transformers' order (bos, eos, unk, sep, pad, cls, mask,
         additional)."""
         tokens = [t for t in self._special_tokens.values() if t is not None] + self._additional_special_tokens
         return list(dict.fromkeys(tokens))
 
     @property
-    def all_special_ids(self):
+    def all_special_ids(self) -> list[Optional[int]]:
         return [self._token_to_id(t) for t in self.all_special_tokens]
 
     @property
-    def added_tokens_encoder(self):
+    def added_tokens_encoder(self) -> dict[str, int]:
         """{content: id} of the added tokens (special ones included), by id, as Transformers'."""
         return {t.content: i for i, t in self.added_tokens_decoder.items()}
 
-    def get_added_vocab(self):
+    def get_added_vocab(self) -> dict[str, int]:
         """{content: id} of the added tokens, as Transformers' get_added_vocab."""
         return self.added_tokens_encoder
 
-    def add_tokens(self, new_tokens, special_tokens=False):
+    def add_tokens(self, new_tokens: Union[_Token, list[_Token], tuple[_Token, ...]],
+                   special_tokens: bool = False) -> int:
         """Transformers' add_tokens: a str, an AddedToken-like object (content, single_word, lstrip, rstrip,
         normalized, special) or a list of them -> the number of tokens new to the vocabulary (they get the ids
         after len(tok)). Tokens the vocabulary has already are registered as added tokens, and count 0."""
@@ -345,7 +382,8 @@ class PreTrainedTokenizerBase:
         tokens = [_token_spec(t, special_tokens, "add_tokens") for t in new_tokens]
         return self._add_new_tokens(tokens)
 
-    def add_special_tokens(self, special_tokens_dict, replace_additional_special_tokens=True):
+    def add_special_tokens(self, special_tokens_dict: Mapping[str, Any],
+                           replace_additional_special_tokens: bool = True) -> int:
         """Transformers' add_special_tokens: {bos/eos/unk/sep/pad/cls/mask_token: token, additional_special_tokens:
         [token]} (a token: a str or an AddedToken) -> the number of tokens new to the vocabulary. Each is set as
         that special token and registered as a special added token (split out of text, skipped by
@@ -451,10 +489,13 @@ class PreTrainedTokenizerBase:
                                 "tokenizer.model (SentencePiece), as with Transformers' slow tokenizers: it needs a "
                                 "fast tokenizer, one read from a tokenizer.json (is_fast True)")
 
-    def __call__(self, text=None, text_pair=None, add_special_tokens=True, padding=False, truncation=None,
-                 max_length=None, stride=0, pad_to_multiple_of=None, padding_side=None, return_tensors=None,
-                 return_token_type_ids=None, return_attention_mask=None, verbose=True, split_special_tokens=None,
-                 **kwargs):
+    def __call__(self, text: Optional[_TextInput] = None, text_pair: Union[str, Sequence[str], None] = None,
+                 add_special_tokens: bool = True, padding: Union[bool, str] = False,
+                 truncation: Union[bool, str, None] = None, max_length: Optional[int] = None, stride: int = 0,
+                 pad_to_multiple_of: Optional[int] = None, padding_side: Optional[str] = None,
+                 return_tensors: Optional[str] = None, return_token_type_ids: Optional[bool] = None,
+                 return_attention_mask: Optional[bool] = None, verbose: bool = True,
+                 split_special_tokens: Optional[bool] = None, **kwargs: Any) -> BatchEncoding:
         """str, list of str (or of (text, pair) tuples), with text_pair a str or a list -> BatchEncoding with
         input_ids, attention_mask (as model_input_names says, or return_attention_mask) and token_type_ids (where
         asked or in model_input_names), Transformers' semantics:
@@ -605,8 +646,10 @@ class PreTrainedTokenizerBase:
                                     f"multiple of pad_to_multiple_of={pad_to_multiple_of}; make it one")
         return padding, strategy, max_length
 
-    def encode(self, text, text_pair=None, add_special_tokens=True, padding=False, truncation=None, max_length=None,
-               stride=0, padding_side=None, return_tensors=None, **kwargs):
+    def encode(self, text: str, text_pair: Optional[str] = None, add_special_tokens: bool = True,
+               padding: Union[bool, str] = False, truncation: Union[bool, str, None] = None,
+               max_length: Optional[int] = None, stride: int = 0, padding_side: Optional[str] = None,
+               return_tensors: Optional[str] = None, **kwargs: Any) -> Any:
         """str (and a str text_pair) -> list of ids, with the special tokens the tokenizer adds; return_tensors
         gives a (1, seq) array or tensor instead, as Transformers."""
         if isinstance(text_pair, bool):
@@ -619,13 +662,14 @@ class PreTrainedTokenizerBase:
                     max_length=max_length, stride=stride, padding_side=padding_side, return_tensors=return_tensors,
                     return_attention_mask=False, return_token_type_ids=False, **kwargs)["input_ids"]
 
-    def tokenize(self, text, pair=None, add_special_tokens=False, split_special_tokens=None, **kwargs):
+    def tokenize(self, text: str, pair: Optional[str] = None, add_special_tokens: bool = False,
+                 split_special_tokens: Optional[bool] = None, **kwargs: Any) -> list[str]:
         """str -> the token strings it encodes to (no special tokens unless add_special_tokens)."""
         _refuse_unimplemented(kwargs, "tokenize")
         return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens,
                                                       split_special_tokens=split_special_tokens))
 
-    def encode_plus(self, text, text_pair=None, **kwargs):
+    def encode_plus(self, text: str, text_pair: Optional[str] = None, **kwargs: Any) -> BatchEncoding:
         """Transformers' older name for __call__ on one text (and its pair): the same arguments, the same
         BatchEncoding (flat lists, or (1, seq) arrays with return_tensors)."""
         if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
@@ -634,7 +678,8 @@ class PreTrainedTokenizerBase:
                                     "tokenizer(texts)")
         return self(text, text_pair, **kwargs)
 
-    def batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
+    def batch_encode_plus(self, batch_text_or_text_pairs: Union[Sequence[str], Sequence[tuple[str, str]]],
+                          **kwargs: Any) -> BatchEncoding:
         """Transformers' older name for __call__ on many texts: a list of str or of (text, pair) tuples, the same
         arguments as __call__ (but no text_pair), the same BatchEncoding (a list per text)."""
         if isinstance(batch_text_or_text_pairs, str) or "text_pair" in kwargs:
@@ -644,8 +689,11 @@ class PreTrainedTokenizerBase:
 
     # ---- padding encodings ------------------------------------------------------------------------------------
 
-    def pad(self, encoded_inputs, padding=True, max_length=None, pad_to_multiple_of=None, padding_side=None,
-            return_attention_mask=None, return_tensors=None, verbose=True):
+    def pad(self, encoded_inputs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]],
+            padding: Union[bool, str] = True, max_length: Optional[int] = None,
+            pad_to_multiple_of: Optional[int] = None, padding_side: Optional[str] = None,
+            return_attention_mask: Optional[bool] = None,
+            return_tensors: Optional[str] = None, verbose: bool = True) -> BatchEncoding:
         """Transformers' pad: an encoding (a BatchEncoding or dict of input_ids and optionally attention_mask,
         token_type_ids, special_tokens_mask; one sequence each, or a batch of them) or a list of such dicts (a
         data collator's features) -> BatchEncoding padded with pad_token_id on padding_side (this call's, else the
@@ -745,7 +793,7 @@ class PreTrainedTokenizerBase:
                     row[key] = [value] * fill + row[key] if side == "left" else row[key] + [value] * fill
         return row
 
-    def convert_tokens_to_string(self, tokens):
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """Token strings (as tokenize() and convert_ids_to_tokens() give) -> the text they stand for, special and
         added tokens written as they are: what decode() gives for their ids."""
         if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)) or \
@@ -764,7 +812,8 @@ class PreTrainedTokenizerBase:
                                     "to the model")
         return ids
 
-    def decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
+    def decode(self, token_ids: Union[int, TokenIds], skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: Optional[bool] = None, **kwargs: Any) -> str:
         """ids (an int, a list, a 1-D numpy array or torch tensor) -> str; special tokens written as their text
         unless skipped; clean_up_tokenization_spaces (default: the tokenizer's, from tokenizer_config.json)
         applies Transformers' clean_up_tokenization."""
@@ -774,14 +823,20 @@ class PreTrainedTokenizerBase:
             clean_up_tokenization_spaces
         return clean_up_tokenization(text) if clean else text
 
-    def batch_decode(self, sequences, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
+    def batch_decode(self, sequences: TokenIds, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: Optional[bool] = None, **kwargs: Any) -> list[str]:
         """(batch, seq) ids (a numpy array, a torch tensor, or a list of rows, which may differ in length) ->
         list of str."""
         seqs = sequences if isinstance(sequences, (list, tuple)) else to_numpy(sequences, "sequences")[0]
         return [self.decode(s, skip_special_tokens=skip_special_tokens,
                             clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs) for s in seqs]
 
-    def convert_ids_to_tokens(self, ids, skip_special_tokens=False):
+    @overload
+    def convert_ids_to_tokens(self, ids: int, skip_special_tokens: bool = False) -> str: ...
+    @overload
+    def convert_ids_to_tokens(self, ids: TokenIds, skip_special_tokens: bool = False) -> list[str]: ...
+    def convert_ids_to_tokens(self, ids: Union[int, TokenIds],
+                              skip_special_tokens: bool = False) -> Union[str, list[str]]:
         """An id -> its token string; a list (array) of ids -> a list of them, special ones left out with
         skip_special_tokens."""
         if isinstance(ids, (int, np.integer)) and not isinstance(ids, (bool, np.bool_)):
@@ -789,7 +844,13 @@ class PreTrainedTokenizerBase:
         special = set(self.all_special_ids) if skip_special_tokens else ()
         return [self._id_to_token(i) for i in self._check_ids(ids) if i not in special]
 
-    def convert_tokens_to_ids(self, tokens):
+    @overload
+    def convert_tokens_to_ids(self, tokens: str) -> Optional[int]: ...
+    @overload
+    def convert_tokens_to_ids(self, tokens: Union[list[str], tuple[str, ...]]) -> list[Optional[int]]: ...
+    @overload
+    def convert_tokens_to_ids(self, tokens: None) -> None: ...
+    def convert_tokens_to_ids(self, tokens: Union[str, Sequence[str], None]) -> Union[int, list[Optional[int]], None]:
         """A token string -> its id (unk_token_id where the tokenizer lacks it); a list -> a list of them."""
         if tokens is None:
             return None
@@ -800,14 +861,16 @@ class PreTrainedTokenizerBase:
 
     # ---- chat templates -------------------------------------------------------------------------------------
 
-    def apply_chat_template(self, conversation, **kwargs):
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
         """Renders conversation with the tokenizer's chat_template; see habana_assist.chat_template."""
         from .chat_template import apply_chat_template  # deferred: jinja2 loads at the first template
         return apply_chat_template(self, conversation, **kwargs)
 
     # ---- saving ---------------------------------------------------------------------------------------------
 
-    def save_pretrained(self, save_directory, legacy_format=None, filename_prefix=None, push_to_hub=False, **kwargs):
+    def save_pretrained(self, save_directory: PathLike, legacy_format: Optional[bool] = None,
+                        filename_prefix: Optional[str] = None, push_to_hub: bool = False,
+                        **kwargs: Any) -> tuple[str, ...]:
         """Writes tokenizer_config.json, special_tokens_map.json and the backend's tokenizer file into
         save_directory (created if needed): as read at load, with what the script changed since (special tokens,
         padding_side, truncation_side, add_bos_token, add_eos_token, model_max_length, added tokens).

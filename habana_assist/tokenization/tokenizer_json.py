@@ -16,8 +16,11 @@ Regexes (Split, Replace) are Oniguruma patterns in the file; Debian's python3-re
 lookahead, inline flags).
 """
 
+from __future__ import annotations
+
 import json
 import unicodedata
+from typing import Any, Optional
 
 import numpy as np
 
@@ -81,20 +84,20 @@ class AddedToken:
 
     __slots__ = ("content", "id", "special", "single_word", "lstrip", "rstrip", "normalized")
 
-    def __init__(self, content, single_word=False, lstrip=False, rstrip=False, normalized=None, special=False,
-                 id=None):
+    def __init__(self, content: str, single_word: bool = False, lstrip: bool = False, rstrip: bool = False,
+                 normalized: Optional[bool] = None, special: bool = False, id: Optional[int] = None) -> None:
         self.content, self.id, self.special = content, id, bool(special)
         self.single_word, self.lstrip, self.rstrip = bool(single_word), bool(lstrip), bool(rstrip)
         self.normalized = (not self.special) if normalized is None else bool(normalized)
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "content": self.content, "single_word": self.single_word, "lstrip": self.lstrip,
                 "rstrip": self.rstrip, "normalized": self.normalized, "special": self.special}
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.content
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"AddedToken({self.content!r}, rstrip={self.rstrip}, lstrip={self.lstrip}, "
                 f"single_word={self.single_word}, normalized={self.normalized}, special={self.special})")
 

@@ -105,7 +105,7 @@ class CPUDevice(str):
     it), with torch.device's type and index."""
 
     type = "cpu"
-    index = None
+    index = None  # type: ignore[assignment]  # torch.device's index, in place of str.index, as torch.device has it
 
     def __new__(cls, name="cpu"):  # name: what copy and pickle pass back
         if name != "cpu":

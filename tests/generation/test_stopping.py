@@ -101,7 +101,7 @@ def test_token_texts_concatenate_to_the_decoded_text(tok, texts):
 
 
 def test_newline_has_two_tokens_in_this_vocabulary(tok, texts):
-    """"\\n" is both a piece of its own and the byte-fallback piece <0x0A>: both end the stop string."""
+    """A newline is both a piece of its own ("\\n") and the byte-fallback piece <0x0A>: both end the stop string."""
     newline_ids = [i for i, t in enumerate(texts) if t == b"\n"]
     pieces = tok.convert_ids_to_tokens(newline_ids)
     assert "<0x0A>" in pieces and len(newline_ids) == 2, pieces

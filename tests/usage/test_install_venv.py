@@ -124,7 +124,8 @@ def test_sdist_holds_what_the_build_needs_and_no_build_output(built):
                     for f in fs if f.endswith((".c", ".h"))}
     missing = sorted(tree_sources - names)
     assert not missing, f"expected every C source and header of csrc/ in the sdist, it lacks {missing}"
-    for needed in ("setup.py", "pyproject.toml", "README.md", "habana_assist/pretrained/pycode/model.safetensors",
+    for needed in ("setup.py", "pyproject.toml", "README.md", "habana_assist/py.typed", "habana_assist/_core.pyi",
+                   "habana_assist/pretrained/pycode/model.safetensors",
                    "habana_assist/pretrained/pycode-draft/tokenizer.model", "habana_assist/pretrained/MODEL_CARD.md"):
         assert needed in names, f"expected {needed} in the sdist, got {sorted(names)[:40]} ..."
     built_files = sorted(n for n in names if n.endswith((".so", ".o", ".pyc")) or n.startswith("build/"))
@@ -135,6 +136,8 @@ def test_sdist_holds_what_the_build_needs_and_no_build_output(built):
     assert any(n.startswith("habana_assist/_core") and n.endswith(".so") for n in wheel_names), \
         f"expected the extension habana_assist/_core*.so in the wheel, got {wheel_names[:20]} ..."
     assert "habana_assist/pretrained/pycode/model.safetensors" in wheel_names, "expected the shipped pair in the wheel"
+    for typed in ("habana_assist/py.typed", "habana_assist/_core.pyi"):  # PEP 561: type checkers read the hints
+        assert typed in wheel_names, f"expected {typed} in the wheel, got {wheel_names[:20]} ..."
 
 
 def test_pip_install_dot_into_a_plain_venv_runs_demo_cli_and_generate_on_pypi_numpy_2(built):
