@@ -289,7 +289,7 @@ DEFINE_MATMUL(f16, HA_F16)
 DEFINE_MATMUL_INT(q8, HA_Q8)
 DEFINE_MATMUL_INT(q4, HA_Q4)
 
-#define W8_TOKENS 32  /* tokens of a block in matmul_w8a8: the float sums, 4 x 32 x 32 bytes, stay in L1 */
+#define W8_TOKENS 32  /* tokens of a block in matmul_w8a8: the float sums, 2 x 32 x 32 bytes, stay in L1 */
 #define W8_AHEAD 2048 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
 
 /* ---- int8 weights in panels times int8 activations (the w8a8 class) -------------------------------------
@@ -417,9 +417,10 @@ AVX2 static inline __attribute__((always_inline)) void group_w8a8(int H, int S, 
 }
 
 /* Y[t, r] for r0 <= r < r1: one token as two panels at a time (four halves) through tile_w8a8, the float sums in
- * registers, two tokens one panel at a time likewise (measured faster there). More tokens: two panels at a time; for each, blocks of up to W8_TOKENS tokens run group by group in
- * tiles of two tokens (and a last one alone), so the group's two blocks (2 KB) come from memory once and from L1 for
- * the block's other tiles, and the weights stream at the pace of the block's arithmetic (kernels_avx512.c's order). */
+ * registers, two tokens one panel at a time likewise (measured faster there). More tokens: one panel at a time (two
+ * panels' accumulators spill from the 16 registers); for each, blocks of up to W8_TOKENS tokens run group by group in
+ * tiles of two tokens (and a last one alone), so the group's block (1 KB) comes from memory once and from L1 for the
+ * block's other tiles, and the weights stream at the pace of the block's arithmetic (kernels_avx512.c's order). */
 AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                              int64_t T, float *Y, int64_t ldy) {
     (void)xsum;
@@ -437,25 +438,18 @@ AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, c
         for (; p < p_end; p++) tile_w8a8(2, 2, W, pstride, groups, p, Xq, xb, 0, Y, ldy, r0, r1);
         return;
     }
-    float acc[4 * W8_TOKENS][8]; /* [half * W8_TOKENS + token of the block][row of the half] */
-    for (; p < p_end; p += 2) {
-        const int H = p + 2 <= p_end ? 4 : 2;
+    float acc[2 * W8_TOKENS][8]; /* [half * W8_TOKENS + token of the block][row of the half] */
+    for (; p < p_end; p++) {
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
             const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS;
-            for (int h = 0; h < H; h++)
+            for (int h = 0; h < 2; h++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[h * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++) {
                 int64_t t = t0;
-                for (; t + 2 <= t0 + nt; t += 2) {
-                    if (H == 4) group_w8a8(4, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
-                    else group_w8a8(2, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
-                }
-                if (t < t0 + nt) {
-                    if (H == 4) group_w8a8(4, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
-                    else group_w8a8(2, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
-                }
+                for (; t + 2 <= t0 + nt; t += 2) group_w8a8(2, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                if (t < t0 + nt) group_w8a8(2, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
             }
-            for (int h = 0; h < H; h++)
+            for (int h = 0; h < 2; h++)
                 for (int64_t s = 0; s < nt; s++) {
                     const int64_t b = p * HA_PANEL_ROWS + 8 * h;
                     float *y = Y + (t0 + s) * ldy;
