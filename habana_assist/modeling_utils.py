@@ -271,55 +271,68 @@ class PreTrainedCausalLM(GenerationMixin):
         of its architecture, whichever class this is called on (AutoModelForCausalLM.from_pretrained is this method;
         Transformers' LlamaForCausalLM.from_pretrained).
 
-        Transformers' loading arguments that change nothing here are accepted with those values only (see
-        checkpoints/loading.py's _LOAD_ARGUMENTS): device_map None/"auto"/"cpu" (everything runs on the CPU),
-        low_cpu_mem_usage (loading always streams), attn_implementation None/"eager"/"sdpa" (one attention
-        implementation), use_safetensors None/True, trust_remote_code (no checkpoint code is ever run).
+        Args:
+            pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub repo
+                id ("org/name"), resolved as checkpoints/hub.py says with the hub arguments in **kwargs:
+                config.json, generation_config.json and the safetensors weights come from the Hugging Face cache,
+                downloaded where it lacks them (progress= also decides the downloads' bars).
+            dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
+                "float32", "bfloat16" or "float16" (or the torch dtypes) converts once at load; "int8" and "int4"
+                quantize the matrices at load (a float32 scale per 64 int8 or 32 int4 weights; each matmul rounds
+                its input activations to int16, one scale per token); "w8a8" (ours) quantizes them as "int8" does
+                and rounds each matmul's input to int8 per token and group of 64 (the densest class: VNNI's
+                vpdpbusd; docs/kernels-and-performance.md); "bfloat16-pairs" (ours) rounds the matrices to bfloat16
+                (a bfloat16 checkpoint's bits kept) and each matmul's input to bfloat16 per token, summed in
+                vdpbf16ps's order (that instruction where the CPU has AVX512_BF16, an exact emulation elsewhere).
+                Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
+            max_cache_len: (ours) bounds prompt + new tokens per row (default: config.max_position_embeddings).
+            torch_dtype: dtype's older name (Transformers 4); both given must agree.
+            load_in_8bit: True is dtype="int8" (the weights quantized here, not by bitsandbytes).
+            load_in_4bit: True is dtype="int4"; load_in_8bit and load_in_4bit together raise.
+            blas_prefill: (ours) True computes prompts through OpenBLAS in blocks of 128 tokens (those that start
+                an empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit,
+                but those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to
+                float32 rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False
+                (the default; None means the same) keeps every row batch-invariant (what OpenBLAS gains or loses
+                against the kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS
+                runs older kernels than the CPU has (Debian 12's falls back to Prescott's on CPUs newer than
+                itself), naming the OPENBLAS_CORETYPE fix.
+            repack: (ours) True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for
+                kernels that read each weight once for up to 6 tokens; each output is then one chain of fused
+                multiply-adds in index order (faster decode and verification than row-major weights:
+                docs/benchmarks.md). False keeps float weights row-major, as stored (views of the file's memory
+                map: no copy at load, pages shared between processes), with kernels that sum 8-lane blocks; logits
+                differ from repacked ones by float32 rounding only.
+            progress: (ours) a tqdm bar over the bytes of weights read and converted (utils/progress.py): None (the
+                default) shows one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns
+                that off), True always, False never.
+            config: a config to load the weights for instead of the checkpoint's config.json, as Transformers'
+                config=: a PretrainedConfig (copied), a Transformers config object (read from its to_dict()) or
+                the path of a config.json. With config=, every config override in **kwargs is refused.
+            **kwargs: the hub arguments revision, cache_dir, local_files_only, token (use_auth_token), force_download,
+                proxies and subfolder (resume_download accepted: downloads always resume). Transformers' loading
+                arguments that change nothing here, with those values only (checkpoints/loading.py's _LOAD_ARGUMENTS):
+                device_map None, "auto", "cpu" or a dict of them (everything runs on the CPU), low_cpu_mem_usage
+                (loading always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation),
+                use_safetensors None/True, trust_remote_code (no checkpoint code is ever run), variant None. Any other
+                keyword overrides config.json's attribute of that name, as Transformers' (num_hidden_layers=1,
+                use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
+                Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as
+                Transformers' model constructor refuses it. output_attentions=True is refused (no attention weights
+                here). Stored weights the config does not use (fewer layers) warn, naming them.
 
-        pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub repo
-        id ("org/name"), resolved as checkpoints/hub.py says with the hub arguments revision, cache_dir,
-        local_files_only, token (use_auth_token), force_download, proxies and subfolder: config.json,
-        generation_config.json and the safetensors weights come from the Hugging Face cache, downloaded where it
-        lacks them (progress= also decides the downloads' bars).
+        Returns:
+            The model, an instance of its architecture's class (LlamaForCausalLM, Qwen3ForCausalLM...), ready for
+            generate() and forward().
 
-        dtype: None/"auto" keeps weights' stored dtype (memory-mapped, not copied, with repack=False);
-        "float32", "bfloat16" or "float16" converts once at load; "int8" and "int4" quantize the matrices at load (a
-        float32 scale per 64 int8 or 32 int4 weights; each matmul rounds its input activations to int16, one scale per
-        token); "w8a8" quantizes them as "int8" does and rounds each matmul's input to int8 per token and group of 64
-        (the densest class: VNNI's vpdpbusd; docs/kernels-and-performance.md); "bfloat16-pairs" rounds the matrices to
-        bfloat16 (a bfloat16 checkpoint's bits kept) and each matmul's input to bfloat16 per token, summed in
-        vdpbf16ps's order (that instruction where the CPU has AVX512_BF16, an exact emulation elsewhere).
-        Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
-        max_cache_len bounds prompt + new tokens (default: config.max_position_embeddings). torch_dtype is an
-        alias of dtype, load_in_8bit=True of "int8", load_in_4bit=True of "int4".
-
-        blas_prefill=True computes prompts through OpenBLAS in blocks of 128 tokens (those that start an
-        empty cache). Greedy and coupled assisted generation still equal plain generation bit for bit, but
-        those prompt rows are not bitwise the ones a token-by-token forward gives (they agree to float32
-        rounding; with integer weights OpenBLAS multiplies float32 activations, not int16). False (the
-        default; None means the same) keeps every row batch-invariant (what OpenBLAS gains or loses against the
-        kernels is measured in docs/benchmarks.md). True warns (RuntimeWarning) where OpenBLAS runs older kernels
-        than the CPU has (Debian 12's falls back to Prescott's on CPUs newer than itself), naming the
-        OPENBLAS_CORETYPE fix.
-
-        repack=True (the default) copies float matrices at load into panels of 16 rows (csrc/ha.h) for kernels
-        that read each weight once for up to 6 tokens; each output is then one chain of fused multiply-adds in
-        index order (faster decode and verification than row-major weights: docs/benchmarks.md). repack=False
-        keeps float weights row-major, as stored (views of the file's memory map: no copy at load, pages shared
-        between processes), with kernels that sum 8-lane blocks; logits differ from repacked ones by float32
-        rounding only.
-
-        progress: a tqdm bar over the bytes of weights read and converted (progress.py): None (the default) shows
-        one for checkpoints of 512 MiB or more (HA_PROGRESS=0 in the environment turns that off), True always,
-        False never.
-
-        config: a config to load the weights for instead of the checkpoint's config.json, as Transformers' config=:
-        a PretrainedConfig (copied), a Transformers config object (read from its to_dict()) or the path of a
-        config.json. Other keyword arguments override config.json's attributes, as Transformers' (num_hidden_layers=1,
-        use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
-        Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as Transformers'
-        model constructor refuses it, and so is every override beside config=. output_attentions=True is refused
-        (no attention weights here). Stored weights the config does not use (fewer layers) warn, naming them."""
+        Raises:
+            CheckpointNotFoundError: no such directory, shipped name, Hub repo, revision or file (or offline
+                without the files in the cache).
+            CheckpointError: a malformed config.json, safetensors file or index; the message names the file.
+            UnsupportedModelError: an architecture or option this package does not implement.
+            HubError: the Hub refused the request (a gated repo without a token) or a download came out wrong.
+            InvalidInputError: an argument out of range, refused or unknown, or two that disagree.
+        """
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
         overrides = check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
@@ -676,6 +689,15 @@ class PreTrainedCausalLM(GenerationMixin):
         return cache
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """model(...) is model.forward(...), as a torch module's call.
+
+        Args:
+            *args: forward's arguments by position (input_ids first).
+            **kwargs: forward's arguments by name.
+
+        Returns:
+            What forward returns: a CausalLMOutput, or a tuple where return_dict is False.
+        """
         return self.forward(*args, **kwargs)
 
     def forward(self, input_ids: Optional[TokenIds] = None, attention_mask: Optional[TokenIds] = None,
@@ -687,21 +709,46 @@ class PreTrainedCausalLM(GenerationMixin):
                 inputs_embeds: Optional[Tensor] = None,
                 cache: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
                 **kwargs: Any) -> Union[CausalLMOutput, tuple[Any, ...]]:
-        """Transformers' causal-LM forward -> CausalLMOutput (a tuple of its filled fields with return_dict=False).
+        """Transformers' causal-LM forward: the logits (and loss, cache, hidden states) of a batch of tokens.
 
-        input_ids (batch, seq) and attention_mask (batch, seq), or (batch, past columns + seq) with a cache, as
-        Transformers takes it. past_key_values (or cache, Transformers 5.24's name for it): a Cache (DynamicCache,
-        StaticCache, model.create_cache()) that this forward extends, or Transformers' legacy per-layer (key, value)
-        tuples; use_cache (default config.use_cache, True) returns the cache as `cache` (a new DynamicCache where none
-        was passed). labels (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index
-        -100, the mean over counted tokens); a counted label must follow a real token (its logits are not computed after
-        padding). output_hidden_states: n_layers + 1 arrays (batch, seq, hidden_size): the embeddings, each
-        layer's output, the last one after the final norm (zeros at padded positions). logits_to_keep (alias
-        num_logits_to_keep): an int k > 0 keeps the last k positions' logits, an array of positions those.
-        position_ids and cache_position are accepted where they equal what the cache implies (positions count each
-        row's real tokens; cache_position counts columns); output_attentions=True and inputs_embeds are refused.
-        output_hidden_states, return_dict and output_attentions left None take the config's (config.return_dict
-        False: a tuple), as in Transformers.
+        Args:
+            input_ids: int (batch, seq): the tokens, a numpy array, a list or a torch tensor (torch in, torch out).
+                Required (inputs_embeds is refused).
+            attention_mask: int or bool (batch, seq), or (batch, past columns + seq) with a cache, as Transformers
+                takes it: 1 for real tokens, 0 for padding. Default: all ones.
+            past_key_values: a Cache (DynamicCache, StaticCache, model.create_cache()) that this forward extends, or
+                Transformers' legacy per-layer (key, value) tuples.
+            use_cache: return the cache as `cache` (a new DynamicCache where none was passed); default
+                config.use_cache (True).
+            labels: int (batch, seq): the loss as Transformers computes it (logits shifted by one, ignore_index
+                -100, the mean over counted tokens); a counted label must follow a real token (its logits are not
+                computed after padding).
+            return_dict: False returns a tuple of the output's filled fields; None takes config.return_dict.
+            output_hidden_states: n_layers + 1 arrays float32 (batch, seq, hidden_size): the embeddings, each
+                layer's output, the last one after the final norm (zeros at padded positions); None takes the
+                config's.
+            output_attentions: True is refused (the core never materializes attention weights); None takes the
+                config's, which must be False.
+            position_ids: int (batch, seq): accepted where it equals what the cache implies (positions count each
+                row's real tokens); anything else raises.
+            cache_position: int (seq,): accepted where it equals what the cache implies (it counts columns);
+                anything else raises.
+            logits_to_keep: an int k > 0 keeps the last k positions' logits (0, the default: all), an array of
+                positions those.
+            num_logits_to_keep: logits_to_keep's older name (Transformers 4).
+            inputs_embeds: refused (the core embeds token ids itself); pass input_ids.
+            cache: Transformers 5.24's name for past_key_values; pass one of the two.
+            **kwargs: none accepted: any other name raises InvalidInputError naming it.
+
+        Returns:
+            CausalLMOutput with logits float32 (batch, seq or kept, vocab), loss (with labels), cache (with
+            use_cache) and hidden_states (with output_hidden_states); a tuple of its filled fields where return_dict
+            (or config.return_dict) is False.
+
+        Raises:
+            InvalidInputError: a malformed or out-of-range argument, a refused one, or a mask that disagrees with the
+                cache; the message names it and the fix.
+            CacheCapacityError: a StaticCache's rows would pass its max_cache_len (a DynamicCache grows).
         """
         cfg = self.config
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states

@@ -128,49 +128,74 @@ class GenerationMixin:
                  **kwargs: Any) -> Union[Tensor, GenerateDecoderOnlyOutput]:
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
-        -> np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
-        that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
-        GenerateDecoderOnlyOutput. input_ids and attention_mask may be numpy arrays, lists or torch tensors;
-        torch in, torch out (every array of the result), numpy otherwise. inputs= (Transformers' name for the
-        main input) is input_ids; pass one of the two.
-
         Warnings, where Transformers warns (UserWarning): max_length passed with max_new_tokens (max_new_tokens
         wins; min_length and min_new_tokens alike), and, once per process, no attention_mask where pad_token_id
         (eos_token_id's first id when unset) is an eos id, so that padding cannot be told from the tokens.
 
-        assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
-        tokens, this model verifies them in one pass; greedy output (and sampled output with
-        assisted_sampling="coupled") is bit for bit what generate() without it returns, and
-        assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
-        num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
-        from assistant_model.generation_config unless passed here; num_assistant_tokens_schedule="cost" (ours)
-        chooses each round's K, up to num_assistant_tokens, from this pair's measured costs (assisted_costs())
-        and the acceptance so far. A batch runs its rows together, round by round, each with its own K and end;
-        each row's output is what it gives alone. prompt_lookup_num_tokens (with
-        max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
-        assistant_early_exit=N with this model's own first N layers (and its final norm and head).
-        A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
-        model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
-        into candidates, and the output is still exactly this model's (see universal.py); a pair whose
-        tokenizers have the identical vocabulary takes the same-tokenizer path.
+        Args:
+            input_ids: int (batch, prompt): the prompt's token ids, a numpy array, a list or a torch tensor; torch
+                in, torch out (every array of the result), numpy otherwise. inputs= (Transformers' name for the
+                main input) is input_ids; pass one of the two. Required (Transformers would start from bos alone).
+            attention_mask: int or bool (batch, prompt), 1 for tokens to attend to, 0 for padding (batches are
+                padded on the left; a right-padded mask raises). Default, as Transformers infers it: the tokens
+                that are not pad_token_id where that is set and no eos id, else all ones.
+            generation_config: the GenerationConfig this call starts from (default: the model's
+                generation_config), as Transformers'; a Transformers GenerationConfig is read from the fields it
+                sets. Keyword arguments override its fields for this call only.
+            assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
+                tokens, this model verifies them in one pass; greedy output (and sampled output with
+                assisted_sampling="coupled") is bit for bit what generate() without it returns, and
+                assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
+                num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
+                from assistant_model.generation_config unless passed here; num_assistant_tokens_schedule="cost"
+                (ours) chooses each round's K, up to num_assistant_tokens, from this pair's measured costs
+                (assisted_costs()) and the acceptance so far. A batch runs its rows together, round by round, each
+                with its own K and end; each row's output is what it gives alone. prompt_lookup_num_tokens (with
+                max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
+                assistant_early_exit=N with this model's own first N layers (and its final norm and head). A
+                draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
+                model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is
+                re-encoded into candidates, and the output is still exactly this model's (see universal.py); a
+                pair whose tokenizers have the identical vocabulary takes the same-tokenizer path.
+            streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
+                then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1
+                only. If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is
+                told (stop_streamer: its stop(error), or end()) so that nobody waits on it forever.
+            logits_processor: callables f(input_ids, scores) -> scores applied after the built-in processors and
+                before the sampling warpers, once per row and position: input_ids int64 (1, n) that row's tokens
+                (its prompt without padding, then what it generated), scores float32 (1, vocab); torch tensors if
+                input_ids came as one. Transformers calls them once per step on the whole batch. In assisted
+                generation they process the draft's scores too, so exactness holds for processors that depend
+                only on their arguments.
+            stopping_criteria: callables f(input_ids, scores) -> bool (or a bool array of shape (1,)) asked after
+                every decided token (input_ids including it), in order also in assisted generation; True ends that
+                row.
+            tokenizer: this model's tokenizer, as Transformers takes it: needed by stop_strings (which stop a row
+                right after the token that completes one: Transformers' StopStringCriteria) and by a draft with
+                another tokenizer (assistant_tokenizer=).
+            progress: (ours) a tqdm bar over the new tokens (utils/progress.py): None (the default) shows one for
+                a call of 1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the
+                environment turns that off), True always, False never.
+            **kwargs: GenerationConfig fields for this call (max_new_tokens, do_sample, temperature, top_k, top_p,
+                num_beams=1 only, num_return_sequences, eos_token_id, pad_token_id, stop_strings, seed (ours),
+                assisted_sampling (ours), return_dict_in_generate, output_scores, output_logits...), and
+                Transformers' other arguments: inputs (input_ids), assistant_tokenizer, past_key_values (or cache)
+                to continue from. synced_gpus (None/False) and use_model_defaults (None/True) are accepted with
+                the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
+                negative_prompt_attention_mask are refused (not implemented); any other name raises.
 
-        logits_processor: callables f(input_ids, scores) -> scores applied after the built-in processors and
-        before the sampling warpers, once per row and position: input_ids int64 (1, n) that row's tokens (its
-        prompt without padding, then what it generated), scores float32 (1, vocab); torch tensors if input_ids
-        came as one. In assisted generation they process the draft's scores too, so exactness holds for
-        processors that depend only on their arguments. stopping_criteria: callables f(input_ids, scores) ->
-        bool (or a bool array of shape (1,)) asked after every decided token (input_ids including it), in order
-        also in assisted generation; True ends that row. stop_strings (with tokenizer=) stop a row right after
-        the token that completes one (Transformers' StopStringCriteria).
+        Returns:
+            np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
+            that stopped early are padded with pad_token_id. With return_dict_in_generate=True, a
+            GenerateDecoderOnlyOutput (sequences; scores and logits where asked for; assisted generation's
+            counts; generation/outputs.py).
 
-        streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
-        then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1 only.
-        If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is told
-        (stop_streamer: its stop(error), or end()) so that nobody waits on it forever.
-
-        progress (ours): a tqdm bar over the new tokens (utils/progress.py): None (the default) shows one for a call of
-        1024 or more (batch x max_new_tokens) without a streamer (HA_PROGRESS=0 in the environment turns that
-        off), True always, False never."""
+        Raises:
+            InvalidInputError: an argument that is malformed, out of range, unknown or not supported here; the
+                message names it and the fix.
+            CacheCapacityError: the prompt plus max_new_tokens needs more positions than the model's (or the
+                assistant's) max_cache_len (from_pretrained's).
+        """
         if streamer is not None and not (callable(getattr(streamer, "put", None))
                                          and callable(getattr(streamer, "end", None))):
             raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")

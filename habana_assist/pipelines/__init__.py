@@ -54,26 +54,52 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
              **kwargs: Any) -> TextGenerationPipeline:
     """Transformers' pipeline() for task "text-generation" -> a TextGenerationPipeline.
 
-    task: "text-generation", or None, which infers it (Transformers asks the Hub for the model's pipeline_tag;
-    text generation is the only task here, so that is the answer). Any other task raises InvalidInputError.
-    model: a name (directory, shipped name or Hub id: AutoModelForCausalLM.from_pretrained(model, **model_kwargs,
-    dtype=dtype, revision=, token=, trust_remote_code=)) or a loaded model (AutoModelForCausalLM.from_pretrained,
-    ha.wrap(torch_model)). Required: Transformers would download its task default, HuggingFaceTB/SmolLM3-3B.
-    config: a name or a PretrainedConfig. As in Transformers it chooses no weights: a name is where the tokenizer
-    comes from when model is an object; its architectures must name the loaded model's class.
-    tokenizer: a name (AutoTokenizer.from_pretrained(tokenizer, use_fast=, revision=, token=,
-    trust_remote_code=)), a (name, {from_pretrained kwargs}) tuple, or a tokenizer object; default: the model's
-    name, else config's name; a model object without either raises InvalidInputError, as Transformers raises.
-    device, device_map: the CPU only (None, "cpu", -1, "auto", torch.device("cpu"), a device_map whose values
-    are all "cpu"); anything else (e.g. "cuda", 0) raises InvalidInputError.
-    dtype ("auto": as stored) and torch_dtype (its older name, used where dtype is "auto"): the weights' dtype at
-    load ("float32", "bfloat16", "float16", "int8", "int4", or a torch dtype); with a loaded model, only "auto".
-    model_kwargs: more from_pretrained arguments (max_cache_len, blas_prefill...); its hub arguments reach the
-    tokenizer too. Passing dtype or device_map both here and in model_kwargs raises, as in Transformers.
-    kwargs: TextGenerationPipeline's: assistant_model (a name, loaded as model.weight_dtype with its tokenizer, or
-    a model), assistant_tokenizer, batch_size, pipeline defaults such as return_full_text or prefix, and any
-    generate() argument (max_new_tokens, do_sample...), which becomes the pipeline's default for every call.
-    Unknown arguments raise InvalidInputError naming them."""
+    Args:
+        task: "text-generation", or None, which infers it (Transformers asks the Hub for the model's pipeline_tag;
+            text generation is the only task here, so that is the answer). Any other task raises InvalidInputError.
+        model: a name (directory, shipped name or Hub id: AutoModelForCausalLM.from_pretrained(model,
+            **model_kwargs, dtype=dtype, revision=, token=, trust_remote_code=)) or a loaded model
+            (AutoModelForCausalLM.from_pretrained, ha.wrap(torch_model)). Required: Transformers would download its
+            task default, HuggingFaceTB/SmolLM3-3B.
+        config: a name or a PretrainedConfig. As in Transformers it chooses no weights: a name is where the
+            tokenizer comes from when model is an object; its architectures must name the loaded model's class.
+        tokenizer: a name (AutoTokenizer.from_pretrained(tokenizer, use_fast=, revision=, token=,
+            trust_remote_code=)), a (name, {from_pretrained kwargs}) tuple, or a tokenizer object; default: the
+            model's name, else config's name; a model object without either raises InvalidInputError, as
+            Transformers raises.
+        feature_extractor: refused unless None: text generation reads text through a tokenizer only.
+        image_processor: refused unless None, as feature_extractor.
+        processor: refused unless None, as feature_extractor.
+        revision: the Hub revision (branch, tag or commit) of the model and the tokenizer, as from_pretrained's.
+        use_fast: True (the default) reads tokenizer.json where the checkpoint has one, False prefers
+            tokenizer.model (AutoTokenizer.from_pretrained's use_fast).
+        token: the Hub token for the model and the tokenizer (a string, True for the stored one, False for none).
+        device: the CPU only (None, "cpu", -1, "auto", torch.device("cpu")); anything else (e.g. "cuda", 0) raises
+            InvalidInputError.
+        device_map: the CPU only: None, "cpu", "auto" or a device_map whose values are all "cpu"; passing it here
+            and in model_kwargs raises, as in Transformers.
+        dtype: the weights' dtype at load ("auto", the default: as stored; "float32", "bfloat16", "float16",
+            "int8", "int4", or a torch dtype); with a loaded model, only "auto". torch_dtype (its older name, in
+            **kwargs) is used where dtype is "auto"; passing dtype here and in model_kwargs raises.
+        trust_remote_code: accepted, for the model and the tokenizer (no code from a checkpoint is ever run).
+        model_kwargs: more from_pretrained arguments (max_cache_len, blas_prefill...); its hub arguments reach the
+            tokenizer too. With a loaded model, any loading argument raises.
+        pipeline_class: TextGenerationPipeline (the default) or a subclass of it; anything else raises.
+        **kwargs: TextGenerationPipeline's: assistant_model (a name, loaded as model.weight_dtype with its
+            tokenizer, or a model), assistant_tokenizer, batch_size, pipeline defaults such as return_full_text or
+            prefix, and any generate() argument (max_new_tokens, do_sample...), which becomes the pipeline's
+            default for every call; torch_dtype (above) and framework (None or "pt", Transformers 4's) too.
+            Unknown arguments raise InvalidInputError naming them.
+
+    Returns:
+        A TextGenerationPipeline (or pipeline_class's instance): pipe(prompts or chats, **generate arguments) ->
+        [{"generated_text": ...}] per input.
+
+    Raises:
+        InvalidInputError: an unsupported task, device or argument, a missing model, or arguments that conflict.
+        CheckpointNotFoundError, CheckpointError, UnsupportedModelError, HubError: as from_pretrained raises
+            them, loading a model or tokenizer by name.
+    """
     if task is None and model is None:
         raise InvalidInputError("pipeline() needs a task or a model; pass pipeline('text-generation', "
                                 "model='habana-assist/pycode') or another checkpoint")

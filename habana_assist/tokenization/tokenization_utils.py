@@ -37,22 +37,40 @@ class AutoTokenizer:
                         **kwargs: Any) -> PreTrainedTokenizerBase:
         """A directory (or a shipped model's name) -> a tokenizer. Which file: tokenizer.json where there is one
         (Transformers' fast tokenizer), else tokenizer.model; use_fast=False prefers tokenizer.model where both
-        exist (Transformers' slow tokenizer), and still reads tokenizer.json where it is the only file. Keyword
-        arguments, as Transformers':
+        exist (Transformers' slow tokenizer), and still reads tokenizer.json where it is the only file.
 
-        - padding_side, truncation_side ("left"/"right"), model_max_length (int >= 1), add_bos_token,
-          add_eos_token, clean_up_tokenization_spaces, split_special_tokens (bool): override
-          tokenizer_config.json (and are saved by save_pretrained);
-        - bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token: as add_special_tokens sets
-          them (a token the vocabulary lacks is added with the next id, as Transformers does); None unsets one;
-        - add_prefix_space, legacy (True/False/None): see LlamaTokenizer._set_prefix_space; a tokenizer.json
-          tokenizer refuses an add_prefix_space that would rewrite its pre-tokenizer;
-        - use_fast (True/False): which file, above;
-        - revision, cache_dir, local_files_only, token (use_auth_token), force_download, proxies, subfolder: where
-          the files come from, as every from_pretrained resolves a name (a local directory, a shipped name or a
-          Hub repo id: checkpoints/hub.py); resume_download is accepted (downloads always resume);
-        - trust_remote_code: accepted (no code from a checkpoint is ever run).
-        Anything else raises InvalidInputError naming it."""
+        Args:
+            pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub
+                repo id ("org/name"), resolved as every from_pretrained resolves a name (checkpoints/hub.py).
+            *inputs: refused: Transformers hands extra positional arguments to the tokenizer's __init__; pass
+                keyword arguments.
+            **kwargs: as Transformers':
+
+                - padding_side, truncation_side ("left"/"right"), model_max_length (int >= 1), add_bos_token,
+                  add_eos_token, clean_up_tokenization_spaces, split_special_tokens (bool): override
+                  tokenizer_config.json (and are saved by save_pretrained);
+                - bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token: as
+                  add_special_tokens sets them (a token the vocabulary lacks is added with the next id, as
+                  Transformers does); None unsets one;
+                - add_prefix_space, legacy (True/False/None): see LlamaTokenizer._set_prefix_space; a
+                  tokenizer.json tokenizer refuses an add_prefix_space that would rewrite its pre-tokenizer;
+                - use_fast (True/False): which file, above;
+                - revision, cache_dir, local_files_only, token (use_auth_token), force_download, proxies,
+                  subfolder: where the files come from (checkpoints/hub.py); resume_download is accepted
+                  (downloads always resume);
+                - trust_remote_code: accepted (no code from a checkpoint is ever run).
+
+                Anything else (Transformers would keep it as an init argument) raises InvalidInputError naming it.
+
+        Returns:
+            A PreTrainedTokenizerFast (tokenizer.json) or a LlamaTokenizer (tokenizer.model).
+
+        Raises:
+            CheckpointNotFoundError: no such directory, name or repo, or neither tokenizer.json nor
+                tokenizer.model in it.
+            CheckpointError: a malformed tokenizer file or tokenizer_config.json; the message names the file.
+            InvalidInputError: an argument that is unknown, out of range or of the wrong type.
+        """
         hub_arguments = pop_hub_arguments(kwargs, "AutoTokenizer.from_pretrained")
         directory = resolve(pretrained_model_name_or_path, TOKENIZER_FILES, **hub_arguments)
         if hub_arguments.get("subfolder") and not os.path.isdir(directory):

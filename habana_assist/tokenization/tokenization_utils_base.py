@@ -181,8 +181,27 @@ class PreTrainedTokenizerBase:
     @classmethod
     def from_pretrained(cls: type[_Tokenizer], pretrained_model_name_or_path: PathLike, *inputs: Any,
                         **kwargs: Any) -> _Tokenizer:
-        """A directory (or a shipped model's name) with this backend's file -> the tokenizer; see
-        AutoTokenizer.from_pretrained for the keyword arguments."""
+        """A directory (or a shipped model's name) with this backend's file -> the tokenizer
+        (PreTrainedTokenizerFast reads tokenizer.json, LlamaTokenizer tokenizer.model).
+
+        Args:
+            pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub
+                repo id ("org/name"), resolved as every from_pretrained resolves a name (checkpoints/hub.py).
+            *inputs: refused: Transformers hands extra positional arguments to the tokenizer's __init__; pass
+                keyword arguments.
+            **kwargs: the arguments AutoTokenizer.from_pretrained takes (padding_side, model_max_length, the
+                special tokens, add_prefix_space, legacy, the hub arguments...); anything else raises
+                InvalidInputError naming it.
+
+        Returns:
+            An instance of this class.
+
+        Raises:
+            CheckpointNotFoundError: no such directory, name or repo, or no file of this backend in it (use
+                AutoTokenizer.from_pretrained, which picks the file).
+            CheckpointError: a malformed tokenizer file or tokenizer_config.json; the message names the file.
+            InvalidInputError: an argument that is unknown, out of range or of the wrong type.
+        """
         directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
         path = os.path.join(directory, cls._FILE)
         if not os.path.exists(path):
