@@ -1,6 +1,6 @@
 """The binding releases the GIL around core calls, and concurrent use never changes or corrupts a result.
 
-python-zstandard's habit (STYLE.md): hammer the released GIL from threads. One model is shared by several
+python-zstandard's habit (docs/robustness.md): hammer the released GIL from threads. One model is shared by several
 Python threads, each with its own cache or generate() call; every result must be bitwise the single-threaded
 one. One cache driven from two threads at once must be refused ("in use by another thread") or serialized,
 never corrupted. The core's thread count never changes a bit. A cache keeps its model's weights alive.

@@ -7,7 +7,7 @@
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json   # only that target's
     /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets config   # only the families' config seeds
 
-The promise under test (DESIGN.md, promise 3): every input gives a valid result or a ``HabanaAssistError``
+The promise under test (docs/design.md, promise 3): every input gives a valid result or a ``HabanaAssistError``
 (whose classes also derive from ValueError / FileNotFoundError); never a crash, a hang, another exception type
 (TypeError, KeyError, OverflowError, RecursionError, UnicodeError, numpy's ValueError, MemoryError...), or
 memory far beyond the input's size.

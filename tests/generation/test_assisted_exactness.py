@@ -1,4 +1,4 @@
-"""Assisted generation keeps exactly what plain generation produces (DESIGN.md, promise 1).
+"""Assisted generation keeps exactly what plain generation produces (docs/design.md, promise 1).
 
 Greedy: generate(assistant_model=d) is bit for bit generate(), for a draft that is always right (the target
 itself), always wrong (an unrelated, smaller random model) and in between (the target with perturbed
@@ -201,8 +201,8 @@ def test_row_major_weights_keep_assisted_greedy_bitwise_plain_greedy(models, dra
                                   "float32 target, bfloat16-pairs draft", "bfloat16-pairs target drafting for itself",
                                   "float32 target, int4 draft", "int4 target drafting for itself"))
 def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
-    """The draft DESIGN.md names first: the target's own checkpoint quantized at load (int8, w8a8, int4) or held in
-    bfloat16 pairs."""
+    """The draft that needs no second checkpoint: the target's own checkpoint quantized at load (int8, w8a8, int4) or
+    held in bfloat16 pairs."""
     path = models["F32"].dirs["target"]
     held = next(d for d in ("int8", "w8a8", "int4", "bfloat16-pairs") if d in pair)
     quantized = ha.AutoModelForCausalLM.from_pretrained(path, dtype=held)

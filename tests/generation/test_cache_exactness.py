@@ -1,6 +1,6 @@
 """Batch-invariant kernels and the KV cache give BITWISE the same logits however the tokens are grouped.
 
-The exactness promise (DESIGN.md) rests on this: a chunk forward over T tokens gives, for every row,
+The exactness promise (docs/design.md) rests on this: a chunk forward over T tokens gives, for every row,
 exactly the float32 logits of feeding that token alone; so cropping, re-extending, left padding in a batch
 and the thread count never change a single bit.  Everything here compares with np.array_equal.
 """

@@ -1,6 +1,6 @@
 """Bad input at the model / generate level raises a clear Python exception, never a crash, never a hang.
 
-The "Safe" promise (DESIGN.md): every bad token id, array, mask, cache or generation argument raises an
+The "Safe" promise (docs/design.md): every bad token id, array, mask, cache or generation argument raises an
 exception of the package's hierarchy (habana_assist.errors) or the ValueError Transformers raises for the
 same mistake, with a message that names the problem. And nothing is left half-done: after each error the
 model (and any cache involved) still gives exactly what it gave before.

@@ -1,4 +1,4 @@
-"""Every logits processor keeps the exactness promises (DESIGN.md promise 1).
+"""Every logits processor keeps the exactness promises (docs/design.md, promise 1).
 
 With the shipped pair (target pycode, draft pycode-draft) and with prompt lookup (prompt_lookup_num_tokens=3),
 for each processor flag, a user logits_processor that looks at the row's tokens, and all of them together:

@@ -1,4 +1,4 @@
-"""Rejection-mode assisted sampling draws EXACTLY from the target's distribution (DESIGN.md, promise 1).
+"""Rejection-mode assisted sampling draws EXACTLY from the target's distribution (docs/design.md, promise 1).
 
 A pair of tiny models over a vocabulary of 8 (target and an unrelated draft, so that many drafts are
 rejected), at a temperature that spreads both distributions over several tokens.  The exact target
