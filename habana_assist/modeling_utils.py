@@ -285,6 +285,8 @@ class PreTrainedCausalLM(GenerationMixin):
                 (a bfloat16 checkpoint's bits kept) and each matmul's input to bfloat16 per token, summed in
                 vdpbf16ps's order (that instruction where the CPU has AVX512_BF16, an exact emulation elsewhere).
                 Compute is float32, apart from integer weights' products (exact int32 sums, scaled in float32).
+                The second positional argument is dtype here (Transformers hands its *model_args to the model's
+                __init__, which this package's models do not take).
             max_cache_len: (ours) bounds prompt + new tokens per row (default: config.max_position_embeddings).
             torch_dtype: dtype's older name (Transformers 4); both given must agree.
             load_in_8bit: True is dtype="int8" (the weights quantized here, not by bitsandbytes).
@@ -319,7 +321,9 @@ class PreTrainedCausalLM(GenerationMixin):
                 use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
                 Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as
                 Transformers' model constructor refuses it. output_attentions=True is refused (no attention weights
-                here). Stored weights the config does not use (fewer layers) warn, naming them.
+                here). Transformers' other loading arguments are refused by the same rule: ignore_mismatched_sizes,
+                weights_only, output_loading_info, key_mapping, quantization_config (dtype="int8" or "int4" instead).
+                Stored weights the config does not use (fewer layers) warn, naming them.
 
         Returns:
             The model, an instance of its architecture's class (LlamaForCausalLM, Qwen3ForCausalLM...), ready for

@@ -89,7 +89,7 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
             tokenizer, or a model), assistant_tokenizer, batch_size, pipeline defaults such as return_full_text or
             prefix, and any generate() argument (max_new_tokens, do_sample...), which becomes the pipeline's
             default for every call; torch_dtype (above) and framework (None or "pt", Transformers 4's) too.
-            Unknown arguments raise InvalidInputError naming them.
+            Unknown arguments raise InvalidInputError naming them; so does Transformers' video_processor, even None.
 
     Returns:
         A TextGenerationPipeline (or pipeline_class's instance): pipe(prompts or chats, **generate arguments) ->

@@ -87,8 +87,9 @@ def test_args_section_documents_exactly_the_signature(name):
     assert not missing, f"{name}: parameters of the signature missing from Args: {missing}"
     extra = [n for n in documented if n not in named + starred]
     assert not extra, f"{name}: Args documents names the signature lacks: {extra} (signature: {named + starred})"
-    assert documented == named + starred, \
+    assert documented == named + starred, (
         f"{name}: Args should follow the signature's order {named + starred}, got {documented}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
@@ -99,11 +100,18 @@ def test_returns_and_raises_sections_name_real_things(name):
     if name.endswith("__call__"):  # model(...) is forward(...), whose docstring says what it raises
         assert "forward" in inspect.getdoc(function), f"{name}: expected the docstring to point to forward"
         return
-    raised = [m.group(1) for line in parts.get("Raises", []) if not line.startswith(" ")
-              for m in re.finditer(r"(\w+Error)\b", line.split(":")[0])]
+    raised = [
+        m.group(1)
+        for line in parts.get("Raises", [])
+        if not line.startswith(" ")
+        for m in re.finditer(r"(\w+Error)\b", line.split(":")[0])
+    ]
     assert raised, f"{name}: expected a Raises: section naming this package's errors, found {parts.get('Raises')}"
-    unknown = [e for e in raised if not (isinstance(getattr(errors, e, None), type)
-                                          and issubclass(getattr(errors, e), errors.HabanaAssistError))]
+    unknown = [
+        e
+        for e in raised
+        if not (isinstance(getattr(errors, e, None), type) and issubclass(getattr(errors, e), errors.HabanaAssistError))
+    ]
     assert not unknown, f"{name}: Raises names errors that habana_assist.errors does not define: {unknown}"
 
 
@@ -114,6 +122,7 @@ def test_the_auto_class_loads_with_the_base_class_method():
 
 def test_the_parser_sees_a_missing_and_an_extra_argument():
     """The checks above could fail: a docstring that forgets one argument and names another is caught."""
+
     def f(a, b=1, **kwargs):
         """Does f.
 
@@ -126,6 +135,7 @@ def test_the_parser_sees_a_missing_and_an_extra_argument():
         Returns:
             None.
         """
+
     documented = documented_names(sections(f.__doc__)["Args"])
     named, starred = signature_names(f)
     assert documented == ["a", "c", "**kwargs"], documented
