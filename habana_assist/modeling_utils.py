@@ -321,8 +321,9 @@ class PreTrainedCausalLM(GenerationMixin):
                 use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
                 Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as
                 Transformers' model constructor refuses it. output_attentions=True is refused (no attention weights
-                here). Transformers' other loading arguments are refused by the same rule: ignore_mismatched_sizes,
-                weights_only, output_loading_info, key_mapping, quantization_config (dtype="int8" or "int4" instead).
+                here). Transformers' other loading arguments are refused by the same rule, even at their defaults:
+                ignore_mismatched_sizes, weights_only, disable_mmap, fusion_config, output_loading_info, key_mapping,
+                quantization_config (dtype="int8" or "int4" instead).
                 Stored weights the config does not use (fewer layers) warn, naming them.
 
         Returns:

@@ -187,10 +187,12 @@ class PreTrainedTokenizerBase:
         Args:
             pretrained_model_name_or_path: a local directory, a shipped name ("habana-assist/pycode") or a Hub
                 repo id ("org/name"), resolved as every from_pretrained resolves a name (checkpoints/hub.py).
-            *inputs: refused: Transformers hands extra positional arguments to the tokenizer's __init__; pass
+            *inputs: refused: Transformers' *init_inputs, which it hands to the tokenizer's __init__; pass
                 keyword arguments.
-            **kwargs: the arguments AutoTokenizer.from_pretrained takes (padding_side, model_max_length, the
-                special tokens, add_prefix_space, legacy, the hub arguments...); anything else raises
+            **kwargs: the arguments AutoTokenizer.from_pretrained takes: padding_side, model_max_length, the
+                special tokens, add_prefix_space, legacy...; the hub arguments cache_dir, force_download,
+                local_files_only, token, revision (and subfolder, proxies), as Transformers' own parameters take
+                them; trust_remote_code, accepted (no code from a checkpoint is ever run). Anything else raises
                 InvalidInputError naming it.
 
         Returns:
