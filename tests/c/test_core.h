@@ -247,6 +247,11 @@ void test_create_rejects_bad_weights(void);
 void test_create_rejects_bad_config(void);
 void test_create_accepts_tied_and_counts_bytes(void);
 
+/* ---- test_tree.c ---- */
+void test_tree_nodes_are_bitwise_their_paths(void);
+void test_tree_nodes_are_bitwise_their_paths_in_every_family(void);
+void test_tree_contract_and_refusals(void);
+
 /* ---- test_generation.c ---- */
 void test_rng_uniform_properties(void);
 void test_rng_bits_philox_and_variants_bitwise(void);

@@ -1,0 +1,255 @@
+#include "test_core.h"
+
+/* ---- token trees: ha_lm.append_tree and keep_path --------------------------------------------------------- */
+
+/* The families' switches on the tiny model, one case each (ha.h's decoder: one forward, the differences as data). */
+enum { FAM_LLAMA, FAM_GEMMA, FAM_GPT2, FAM_QWEN3, FAM_WINDOW, NFAM };
+static const char *const FAM_NAMES[NFAM] = { "llama", "gemma (caps, local windows, post norms)",
+                                             "gpt2 (layer norm, learned positions)", "qwen3 (q/k norms, partial rope)",
+                                             "mistral (window 5 on every layer, rings)" };
+
+/* A tiny model with family fam's switches; positions: the learned positions' rows (GPT-2). */
+static tiny *family_build(int fam, ha_dtype dt, uint64_t seed, int64_t positions) {
+    tiny *t = tiny_build(dt, fam == FAM_GPT2 || fam == FAM_QWEN3, 0, fam == FAM_WINDOW ? 5 : 0, seed);
+    if (fam == FAM_LLAMA || fam == FAM_WINDOW) return t;
+    rng r = { seed + 1 };
+    ha_llama_free(t->m);
+    t->m = NULL;
+    static double local[THD / 2];
+    for (int j = 0; j < THD / 2; j++) local[j] = pow(500.0, -2.0 * j / THD);
+    if (fam == FAM_GEMMA) {
+        t->cfg.norm = HA_NORM_RMS_ONE_PLUS;
+        t->cfg.act = HA_ACT_GELU_TANH;
+        t->cfg.embed_scale = 5.6f;
+        t->cfg.attn_softcap = 2.0f;
+        t->cfg.final_softcap = 3.0f;
+        t->cfg.rope_inv_freq_local = local;
+        for (int l = 0; l < TL; l++) {
+            t->layers[l].post_attn_norm = tiny_vector(t, &r, TD, 0.0, 0.3);
+            t->layers[l].post_ffn_norm = tiny_vector(t, &r, TD, 0.0, 0.3);
+            t->layers[l].q_norm = tiny_vector(t, &r, THD, 0.0, 0.3);
+            t->layers[l].k_norm = tiny_vector(t, &r, THD, 0.0, 0.3);
+        }
+        t->layers[0].window = 3;
+        t->layers[0].rope = HA_ROPE_LOCAL;
+        t->layers[1].attn_scale = 0.2f;
+    } else if (fam == FAM_GPT2) {
+        t->cfg.norm = HA_NORM_LAYER;
+        t->cfg.act = HA_ACT_GELU;
+        t->cfg.ungated_mlp = 1;
+        t->cfg.rope_inv_freq = NULL;
+        t->w.pos_embed = tiny_matrix(t, &r, positions, TD, 0.5);
+        t->w.final_norm_b = tiny_vector(t, &r, TD, 0.0, 0.2);
+        for (int l = 0; l < TL; l++) {
+            t->layers[l].rope = HA_ROPE_NONE;
+            t->layers[l].w_gate = (ha_matrix){ 0 };
+            t->layers[l].b_gate = (ha_vector){ 0 };
+            t->layers[l].attn_norm_b = tiny_vector(t, &r, TD, 0.0, 0.2);
+            t->layers[l].ffn_norm_b = tiny_vector(t, &r, TD, 0.0, 0.2);
+        }
+    } else { /* FAM_QWEN3 */
+        t->cfg.rope_dim = 4;
+        for (int l = 0; l < TL; l++) {
+            t->layers[l].q_norm = tiny_vector(t, &r, THD, 1.0, 0.3);
+            t->layers[l].k_norm = tiny_vector(t, &r, THD, 1.0, 0.3);
+        }
+    }
+    CHECK_OK(ha_llama_create(&t->cfg, &t->w, &t->m));
+    return t;
+}
+
+/* A tree of n nodes by parent (-1: the sequence's end), and a fixed shape's tokens. */
+typedef struct tree_case { int n; int32_t parent[16]; } tree_case;
+static const tree_case TREES[] = {
+    { 1, { -1 } },
+    { 5, { -1, 0, 1, 2, 3 } },                                     /* a chain */
+    { 9, { -1, 0, 0, 1, 1, 2, 3, 6, 7 } },                         /* branching, depth 5 */
+    { 12, { -1, -1, 0, 1, 0, 2, 4, 4, 6, 8, 9, 10 } },             /* two roots (siblings at depth 0), depth 7 */
+    { 16, { -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0 } }, /* a long chain and a late sibling */
+};
+
+static int depth_of(const tree_case *tc, int i) {
+    int d = 0;
+    for (int a = tc->parent[i]; a >= 0; a = tc->parent[a]) d++;
+    return d;
+}
+
+/* The path of node i (root first) into path; returns its length. */
+static int path_of(const tree_case *tc, int i, int32_t *path) {
+    const int d = depth_of(tc, i);
+    for (int a = i, j = d; a >= 0; a = tc->parent[a], j--) path[j] = a;
+    return d + 1;
+}
+
+/* A sequential decode of a path: a copy of pre (one sequence holding the prefix, as one append gave it), then the
+ * path's tokens one at a time; the last token's logits into out (V,). */
+static void decode_path(const ha_llama_context *pre, ha_llama_context *scratch, const int32_t *tok, const int32_t *path,
+                        int n, float *out) {
+    CHECK_OK(ha_llama_context_copy(scratch, pre));
+    for (int j = 0; j < n; j++) CHECK_OK(append_seq(scratch, 0, 1, tok + path[j], out));
+}
+
+/* Two sequences (prefixes np0, np1) each take a tree in one append_tree call; every node's logits row must be
+ * bitwise its path decoded one token at a time after the prefix. Then keep_path of one path per sequence must leave
+ * a cache that continues bitwise as one that appended the path's tokens. */
+static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np0, int np1, const tree_case *t0,
+                        const tree_case *t1, uint64_t seed) {
+    rng r = { seed };
+    const int np[2] = { np0, np1 };
+    const tree_case *tc[2] = { t0, t1 };
+    int32_t *prefix[2], tok[2][16];
+    for (int s = 0; s < 2; s++) {
+        prefix[s] = xmalloc((size_t)(np[s] + 1) * sizeof(int32_t));
+        random_tokens(&r, prefix[s], np[s]);
+        random_tokens(&r, tok[s], tc[s]->n);
+    }
+    ha_llama_context *c = ctx_new(m, 2, cap);
+    float *scratch = xmalloc((size_t)(np0 > np1 ? np0 : np1) * TV * sizeof(float) + 1);
+    for (int s = 0; s < 2; s++)
+        if (np[s] > 0) CHECK_OK(append_seq(c, s, np[s], prefix[s], scratch));
+    const int n = t0->n + t1->n;
+    int32_t seq[32], tokens[32], parent[32];
+    uint8_t want[32];
+    for (int s = 0, i = 0; s < 2; s++)
+        for (int j = 0; j < tc[s]->n; j++, i++) {
+            seq[i] = s;
+            tokens[i] = tok[s][j];
+            parent[i] = tc[s]->parent[j] < 0 ? -1 : tc[s]->parent[j] + (s ? t0->n : 0);
+            want[i] = 1;
+        }
+    float *logits = xmalloc((size_t)n * TV * sizeof(float)), want_row[TV];
+    CHECK_OK(LM(c)->append_tree(LM(c)->self, n, seq, tokens, parent, want, logits));
+    CHECK(LEN(c, 0) == np0 + t0->n && LEN(c, 1) == np1 + t1->n, "%s: after a tree expected lengths %d, %d, got %lld, %lld",
+          what, np0 + t0->n, np1 + t1->n, (long long)LEN(c, 0), (long long)LEN(c, 1));
+    int32_t path[16];
+    ha_llama_context *pre = ctx_new(m, 1, cap), *one = ctx_new(m, 1, cap);
+    for (int s = 0, i = 0; s < 2; s++) {
+        CHECK_OK(LM(pre)->crop(LM(pre)->self, 0, 0));
+        if (np[s] > 0) CHECK_OK(append_seq(pre, 0, np[s], prefix[s], scratch));
+        for (int j = 0; j < tc[s]->n; j++, i++) {
+            const int len = path_of(tc[s], j, path);
+            decode_path(pre, one, tok[s], path, len, want_row);
+            CHECK_SAME_FLOATS(want_row, logits + (size_t)i * TV, TV, "%s: sequence %d (prefix %d), node %d at depth %d vs "
+                              "its path decoded one token at a time", what, s, np[s], j, len - 1);
+        }
+    }
+    ha_llama_context_free(pre);
+    ha_llama_context_free(one);
+    /* keep the path of each tree's last node, then one more token: as the path appended */
+    const int32_t next[2] = { 7, 11 };
+    for (int s = 0; s < 2; s++) {
+        const int len = path_of(tc[s], tc[s]->n - 1, path);
+        CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], path, len));
+        CHECK(LEN(c, s) == np[s] + len, "%s: keep_path of %d nodes expected length %d, got %lld", what, len, np[s] + len,
+              (long long)LEN(c, s));
+        float got[TV];
+        CHECK_OK(append_seq(c, s, 1, next + s, got));
+        int32_t ext[17];
+        for (int j = 0; j < len; j++) ext[j] = tok[s][path[j]];
+        ext[len] = next[s];
+        ha_llama_context *f = ctx_new(m, 1, cap);
+        if (np[s] > 0) CHECK_OK(append_seq(f, 0, np[s], prefix[s], scratch));
+        float *fl = xmalloc((size_t)(len + 1) * TV * sizeof(float));
+        CHECK_OK(append_seq(f, 0, len + 1, ext, fl));
+        CHECK_SAME_FLOATS(fl + (size_t)len * TV, got, TV, "%s: sequence %d: the token after a kept path of %d nodes vs "
+                          "a fresh cache that appended them", what, s, len);
+        free(fl);
+        ha_llama_context_free(f);
+    }
+    free(logits);
+    free(scratch);
+    for (int s = 0; s < 2; s++) free(prefix[s]);
+    ha_llama_context_free(c);
+}
+
+/* Every dtype and kernel variant, small prefixes and trees. */
+void test_tree_nodes_are_bitwise_their_paths(void) {
+    one_thread();
+    FOR_EACH_MODEL(t, vname) {
+        char what[160];
+        snprintf(what, sizeof what, CASE_FMT, CASE_ARGS(t, vname));
+        check_trees(what, t->m, 64, 3, 0, &TREES[2], &TREES[3], 1);
+        check_trees(what, t->m, 64, 1, 6, &TREES[0], &TREES[4], 2);
+    }
+}
+
+/* Every family's switches; prefixes whose trees cross a 128-key block (the blocks mixing cache and tree keys);
+ * window 5 with a cache past window + 256 (rings that wrap, ancestors outside the window). */
+void test_tree_nodes_are_bitwise_their_paths_in_every_family(void) {
+    one_thread();
+    const char *vn[NVARIANTS];
+    const int nv = forward_variants(vn);
+    for (int v = 0; v < nv; v++) {
+        select_kernels(vn[v]);
+        for (int fam = 0; fam < NFAM; fam++) {
+            const int64_t cap = fam == FAM_WINDOW || fam == FAM_GEMMA ? 600 : 300;
+            tiny *t = family_build(fam, v % 2 ? HA_BF16 : HA_F32, 40 + fam, cap);
+            char what[200];
+            snprintf(what, sizeof what, "[%s kernels, %s]", vn[v], FAM_NAMES[fam]);
+            check_trees(what, t->m, cap, 124, 126, &TREES[2], &TREES[4], 3 + fam);
+            check_trees(what, t->m, cap, 127, 128, &TREES[3], &TREES[1], 5 + fam);
+            if (cap == 600) check_trees(what, t->m, cap, 540, 290, &TREES[4], &TREES[2], 7 + fam);
+            tiny_free(t);
+        }
+    }
+}
+
+/* A chain appended by append_tree is the chain appended; rows not wanted are skipped; the thread count changes
+ * nothing; keep_path refuses what it cannot do and changes nothing then; errors leave the cache as it was. */
+void test_tree_contract_and_refusals(void) {
+    tiny *t = family_build(FAM_WINDOW, HA_F32, 9, 0);
+    ha_llama_context *a = ctx_new(t->m, 2, 600), *b = ctx_new(t->m, 2, 600);
+    int32_t tok[300];
+    rng r = { 4 };
+    random_tokens(&r, tok, 300);
+    float *la = xmalloc(300 * TV * sizeof(float)), *lb = xmalloc(300 * TV * sizeof(float));
+    CHECK_OK(append_seq(a, 0, 280, tok, NULL));
+    CHECK_OK(append_seq(b, 0, 280, tok, NULL));
+    const int32_t seq[6] = { 0, 0, 0, 0, 0, 0 }, chain[6] = { -1, 0, 1, 2, 3, 4 };
+    const uint8_t want[6] = { 1, 0, 1, 1, 0, 1 };
+    for (int threads = 1; threads <= 2; threads++) {
+        CHECK_OK(ha_set_num_threads(threads));
+        CHECK_OK(LM(a)->append_tree(LM(a)->self, 6, seq, tok + 280, chain, want, la));
+        CHECK_OK(LM(b)->append(LM(b)->self, 6, seq, tok + 280, want, lb));
+        CHECK_SAME_FLOATS(lb, la, 4 * TV, "%d threads: a chain by append_tree vs append, wanted rows packed", threads);
+        CHECK_OK(LM(a)->crop(LM(a)->self, 0, 280));
+        CHECK_OK(LM(b)->crop(LM(b)->self, 0, 280));
+    }
+    one_thread();
+    const int32_t bad_parent[3] = { -1, 1, 0 }, other_seq[3] = { 0, 1, 0 }, three[3] = { 0, 1, 2 };
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, seq, tok, bad_parent, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("parent");
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, other_seq, tok, (const int32_t[]){ -1, -1, -1 }, NULL, la),
+                 HA_ERR_INVALID);
+    CHECK_MSG("together");
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, (const int32_t[]){ 0, 0, 1 }, tok, (const int32_t[]){ -1, 0, 0 },
+                                    NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("parent");
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, seq, (const int32_t[]){ 0, TV, 1 }, chain, NULL, la), HA_ERR_INVALID);
+    int32_t many_seq[70], many_par[70];
+    for (int i = 0; i < 70; i++) many_seq[i] = 1, many_par[i] = i - 1;
+    CHECK(LM(a)->max_tree == 64, "expected max_tree 64, got %lld", (long long)LM(a)->max_tree);
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 70, many_seq, tok, many_par, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("max_tree");
+    ha_llama_context *small = ctx_new(t->m, 1, 10);
+    CHECK_OK(append_seq(small, 0, 8, tok, NULL));
+    CHECK_STATUS(LM(small)->append_tree(LM(small)->self, 3, seq, tok, chain, NULL, la), HA_ERR_CAPACITY);
+    CHECK(LEN(small, 0) == 8, "a refused tree changed the length to %lld", (long long)LEN(small, 0));
+    ha_llama_context_free(small);
+    CHECK(LEN(a, 0) == 280 && LEN(a, 1) == 0, "refused trees changed the lengths to %lld, %lld", (long long)LEN(a, 0),
+          (long long)LEN(a, 1));
+    /* keep_path: indices increasing and within the tree */
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 3, seq, tok, (const int32_t[]){ -1, 0, 0 }, NULL, la));
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 280, (const int32_t[]){ 2, 1 }, 2), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 280, (const int32_t[]){ 0, 3 }, 2), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 5, 280, three, 1), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 283, "refused keep_path changed the length to %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 280, (const int32_t[]){ 0, 2 }, 2));
+    CHECK(LEN(a, 0) == 282, "expected 282 after keeping 2 nodes, got %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 282, NULL, 0));
+    free(la);
+    free(lb);
+    ha_llama_context_free(a);
+    ha_llama_context_free(b);
+    tiny_free(t);
+}
