@@ -522,6 +522,15 @@ typedef struct ha_assist_params {
      * so it must not need the caller's thread (a native context's does not; the binding passes 0 for other drafts).
      * Off without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
     int overlap;
+    /* Token trees: 0 or 1, chains; w > 1, each draft step's candidate comes with up to w - 1 siblings, the draft's
+     * next most probable tokens at its position (by its processed scores; no extra draft passes), and one target
+     * append_tree per round scores every row's chain and siblings (generation/assist_tree.c). Acceptance walks the
+     * chain and steps onto a sibling that is the target's own token (greedy: its argmax; coupled: its seeded sample),
+     * so the output stays bitwise the plain output. Needs a model draft, a target with append_tree (else
+     * HA_ERR_UNSUPPORTED naming what works), greedy or coupled acceptance (rejection sampling on a tree:
+     * HA_ERR_UNSUPPORTED), and w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
+     * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap. */
+    int64_t tree_width;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {
@@ -537,6 +546,8 @@ typedef struct ha_assist_stats {
                                      num_draft_passes) */
     int64_t num_ahead_used;       /* with overlap: draft passes that read logits drafted ahead instead of appending
                                      (counted in num_draft_passes, as the passes they stand for) */
+    int64_t num_sibling_tokens;   /* trees: siblings proposed (counted in num_draft_tokens, the nodes verified) */
+    int64_t num_sibling_accepted; /* trees: siblings accepted (counted in num_accepted_tokens) */
     int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;

@@ -84,6 +84,8 @@ static const test_case TESTS[] = {
     T(assisted_equals_plain_across_a_rope_switch),
     T(longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch),
     T(generate_runs_a_row_again_whole_past_a_rope_switch),
+    T(tree_assisted_equals_plain),
+    T(tree_assisted_refusals),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),

@@ -251,6 +251,8 @@ void test_create_accepts_tied_and_counts_bytes(void);
 void test_tree_nodes_are_bitwise_their_paths(void);
 void test_tree_nodes_are_bitwise_their_paths_in_every_family(void);
 void test_tree_contract_and_refusals(void);
+void test_tree_assisted_equals_plain(void);
+void test_tree_assisted_refusals(void);
 
 /* ---- test_generation.c ---- */
 void test_rng_uniform_properties(void);

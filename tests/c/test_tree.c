@@ -253,3 +253,160 @@ void test_tree_contract_and_refusals(void) {
     ha_llama_context_free(b);
     tiny_free(t);
 }
+
+/* ---- trees in assisted generation (csrc/generation/assist_tree.c) ------------------------------------------- */
+
+enum { AW = 4, AN = 14 };
+static const int32_t APROMPT[2 * AW] = { 7, 12, 3, 44, /* row 1 left padded: */ 0, 0, 19, 5 };
+static const int64_t ASTART[2] = { 0, 2 };
+
+static ha_generate_params tree_gen(ha_sampling_params sp, const int32_t *eos, int n_eos, uint8_t *sources) {
+    return (ha_generate_params){ .max_new_tokens = AN, .eos = eos, .n_eos = n_eos, .pad_token_id = 0, .sampling = sp,
+                                 .sources = sources };
+}
+
+/* Sequence b of c, after a generation of its row (new tokens (steps,)), holds the row's first LEN positions as
+ * appending them gives them: its next token's logits are bitwise a fresh cache's. */
+static void check_cache_holds(const char *what, const char *which, const ha_llama *m, ha_llama_context *c, int b,
+                              const int32_t *gen, int64_t steps) {
+    int32_t all[AW + AN];
+    int64_t n = 0;
+    for (int64_t j = ASTART[b]; j < AW; j++) all[n++] = APROMPT[b * AW + j];
+    for (int64_t j = 0; j < steps; j++) all[n++] = gen[j];
+    const int64_t held = LEN(c, b);
+    if (held == 0 || held >= n) return;
+    float a[TV], *f = xmalloc((size_t)(held + 1) * TV * sizeof(float));
+    CHECK_OK(append_seq(c, b, 1, all + held, a));
+    ha_llama_context *fresh = ctx_new(m, 1, AW + AN + 64);
+    CHECK_OK(append_seq(fresh, 0, held + 1, all, f));
+    CHECK_SAME_FLOATS(f + held * TV, a, TV, "%s: the %s's cache of row %d (%lld positions) vs a fresh one", what, which, b,
+                      (long long)held);
+    free(f);
+    ha_llama_context_free(fresh);
+}
+
+/* Tree-assisted output (tokens, steps, scores, sources of the plain steps) equals plain output for two drafts (another
+ * model, the target itself), widths 2 and 4, K 1 to 5, the constant, heuristic and cost schedules, with and without an
+ * eos, caches of room and of exactly prompt + max_new (the tree then narrows near the end): greedy, and coupled
+ * sampling with the same seed; some siblings are accepted, and the counts add up. */
+void test_tree_assisted_equals_plain(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_Q4, 1, 0, 3, 61); /* near the target */
+    int32_t plain[2 * AN], got[2 * AN];
+    uint8_t src[2 * AN], plain_src[2 * AN];
+    float *ps = xmalloc((size_t)(AN * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(AN * 2 * TV) * sizeof(float));
+    int64_t siblings_taken = 0;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        const ha_sampling_params sp = sampled
+            ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_p = 0.95f, .repetition_penalty = 1.2f,
+                                    .seed = 77 }
+            : (ha_sampling_params){ .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
+        int32_t eos = -1;
+        for (int with_eos = 0; with_eos < 2; with_eos++) {
+            ha_generate_params gp = tree_gen(sp, &eos, with_eos, plain_src);
+            ha_llama_context *pc = ctx_new(target->m, 2, 64);
+            int64_t plain_steps = -1;
+            CHECK_OK(ha_generate(LM(pc), &gp, APROMPT, AW, ASTART, plain, ps, &plain_steps));
+            ha_llama_context_free(pc);
+            if (!with_eos) eos = plain[5];
+            for (int d = 0; d < 2; d++)
+                for (int64_t width = 2; width <= 4; width += 2)
+                    for (int64_t K = 1; K <= 5; K += 2)
+                        for (int sched = 0; sched < 3; sched++)
+                            for (int tight = 0; tight < 2; tight++) {
+                                static const double draft_costs[] = { 0.05 }, target_costs[] = { 1.0, 1.05, 1.1 };
+                                ha_assist_params ap = {
+                                    .gen = tree_gen(sp, &eos, with_eos, src), .num_assistant_tokens = K,
+                                    .schedule = sched == 2 ? HA_SCHEDULE_COST : sched ? HA_SCHEDULE_HEURISTIC
+                                                                                      : HA_SCHEDULE_CONSTANT,
+                                    .acceptance = HA_ACCEPT_COUPLED, .draft_costs = draft_costs, .n_draft_costs = 1,
+                                    .target_costs = target_costs, .n_target_costs = 3, .tree_width = width };
+                                const tiny *dm = d ? target : other;
+                                const int64_t cap = tight ? AW + AN : 64;
+                                ha_llama_context *tc = ctx_new(target->m, 2, cap), *dc = ctx_new(dm->m, 2, cap);
+                                ha_assist_stats st = { 0 };
+                                int64_t steps = -1;
+                                CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, got, gs, &steps, &st));
+                                char what[200];
+                                snprintf(what, sizeof what, "%s, draft %s, width %lld, K=%lld, schedule %d, eos %d, cap %lld",
+                                         sampled ? "coupled" : "greedy", d ? "the target" : "another model",
+                                         (long long)width, (long long)K, sched, with_eos ? eos : -1, (long long)cap);
+                                CHECK(steps == plain_steps, "%s: expected %lld steps, got %lld", what,
+                                      (long long)plain_steps, (long long)steps);
+                                for (int b = 0; b < 2; b++)
+                                    for (int64_t i = 0; i < steps; i++) {
+                                        CHECK(got[b * AN + i] == plain[b * AN + i], "%s: row %d step %lld expected %d "
+                                              "(plain), got %d", what, b, (long long)i, plain[b * AN + i], got[b * AN + i]);
+                                        CHECK_SAME_FLOATS(ps + (i * 2 + b) * TV, gs + (i * 2 + b) * TV, TV,
+                                                          "%s: row %d step %lld scores", what, b, (long long)i);
+                                    }
+                                CHECK(st.num_sibling_tokens <= st.num_draft_tokens &&
+                                      st.num_sibling_accepted <= st.num_sibling_tokens &&
+                                      st.num_accepted_tokens <= st.num_draft_tokens - st.num_sibling_tokens +
+                                                                st.num_sibling_accepted,
+                                      "%s: counts drafted %lld (siblings %lld), accepted %lld (siblings %lld)", what,
+                                      (long long)st.num_draft_tokens, (long long)st.num_sibling_tokens,
+                                      (long long)st.num_accepted_tokens, (long long)st.num_sibling_accepted);
+                                CHECK(st.num_draft_tokens == 0 || st.num_sibling_tokens > 0,
+                                      "%s: width %lld drafted %lld tokens and no sibling", what, (long long)width,
+                                      (long long)st.num_draft_tokens);
+                                if (d == 1 && !sampled)
+                                    CHECK(st.num_sibling_accepted == 0 && st.num_accepted_tokens ==
+                                                                              st.num_draft_tokens - st.num_sibling_tokens,
+                                          "%s: the target as its own draft expected its whole chain accepted and no "
+                                          "sibling, got %lld of %lld (siblings %lld)", what,
+                                          (long long)st.num_accepted_tokens, (long long)st.num_draft_tokens,
+                                          (long long)st.num_sibling_accepted);
+                                for (int i = 0; i < 2 * AN; i++) /* a token where plain has one */
+                                    CHECK((src[i] != HA_SOURCE_NONE) == (plain_src[i] != HA_SOURCE_NONE),
+                                          "%s: row %d step %d source %d, plain's %d", what, i / AN, i % AN, src[i],
+                                          plain_src[i]);
+                                for (int b = 0; b < 2; b++) { /* both caches hold the row's tokens, bitwise */
+                                    check_cache_holds(what, "target", target->m, tc, b, got + b * AN, steps);
+                                    check_cache_holds(what, "draft", dm->m, dc, b, got + b * AN, steps);
+                                }
+                                siblings_taken += st.num_sibling_accepted;
+                                ha_llama_context_free(tc);
+                                ha_llama_context_free(dc);
+                            }
+        }
+    }
+    CHECK(siblings_taken > 0, "no sibling was ever accepted: the tree's acceptance path went untested");
+    free(ps);
+    free(gs);
+    tiny_free(target);
+    tiny_free(other);
+}
+
+/* Trees are refused by name where they cannot run: prompt lookup (no distributions), a target without append_tree
+ * (an external model), rejection sampling, a width the target's tree cannot take, a negative width. */
+void test_tree_assisted_refusals(void) {
+    tiny *t = tiny_build(HA_F32, 0, 0, 0, 5);
+    ha_llama_context *tc = ctx_new(t->m, 2, 40), *dc = ctx_new(t->m, 2, 40);
+    int32_t out[2 * AN];
+    int64_t steps;
+    const ha_sampling_params greedy = { .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
+    ha_assist_params ap = { .gen = tree_gen(greedy, NULL, 0, NULL), .num_assistant_tokens = 3, .tree_width = 2,
+                            .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_UNSUPPORTED);
+    CHECK_MSG("prompt lookup");
+    ha_lm chains_only = *LM(tc);
+    chains_only.append_tree = NULL;
+    CHECK_STATUS(ha_generate_assisted(&chains_only, LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_UNSUPPORTED);
+    CHECK_MSG("chains only");
+    ap.gen.sampling = (ha_sampling_params){ .do_sample = 1, .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
+    ap.acceptance = HA_ACCEPT_REJECTION;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_UNSUPPORTED);
+    CHECK_MSG("rejection sampling");
+    ap.acceptance = HA_ACCEPT_COUPLED;
+    ap.tree_width = 64;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("assistant_tree_width=64");
+    ap.tree_width = -1;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("assistant_tree_width");
+    ha_llama_context_free(tc);
+    ha_llama_context_free(dc);
+    tiny_free(t);
+}

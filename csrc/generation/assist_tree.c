@@ -1,0 +1,145 @@
+/* Token trees in assisted generation (ha_assist_params.tree_width > 1): each draft step's candidate, the chain's,
+ * comes with its siblings, the draft's next most probable tokens at the same position (no extra draft passes); the
+ * target scores every row's chain and siblings in one append_tree, each node bitwise as a sequential decode of its
+ * path; acceptance walks down the chain while the target's own token (its argmax, or its seeded sample: coupled) is
+ * the chain's candidate, steps onto a sibling that is the target's token and takes the target's token after it, so
+ * the output is bitwise plain generation's; the accepted path's keys and values move into place (keep_path).
+ *
+ * A row's nodes in the target's tree, in call order: its catch-up (tok[L - catch_up, L), a chain from the sequence's
+ * end; at most one token between rounds), then for each draft step j candidate j (its parent the node before: the
+ * previous candidate, the last catch-up token, or the sequence's end) and its nsib[j] siblings (the same parent). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assist.h"
+
+void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n) {
+    int64_t k = 0;
+    for (int32_t t = 0; t < V; t++) {
+        if (t == x || !(q[t] > -INFINITY)) continue; /* the candidate itself, removed tokens and NaN */
+        int64_t at = k < n_max ? k++ : n_max;         /* insertion into the descending list, earlier index first */
+        while (at > 0 && q[out[at - 1]] < q[t]) {
+            if (at < n_max) out[at] = out[at - 1];
+            at--;
+        }
+        if (at < n_max) out[at] = t;
+    }
+    *n = k;
+}
+
+/* The index among row r's nodes of candidate j (its sibling i: that + 1 + i). */
+static int64_t node_of(const row_state *r, int64_t j) {
+    int64_t at = r->catch_up;
+    for (int64_t s = 0; s < j; s++) at += 1 + r->nsib[s];
+    return at;
+}
+
+ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                         buffers *b) {
+    const int64_t V = b->V, w1 = p->tree_width - 1;
+    int64_t n = 0, n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        const row_state *r = &rows[i];
+        if (r->done) continue;
+        n_rows += r->k + (r->target_len < r->L);
+        for (int64_t j = 0; j < r->k; j++) n_rows += r->nsib[j];
+    }
+    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
+    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
+    if (st != HA_OK) return st;
+    n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        const int64_t first = n; /* the row's node 0 in the call */
+        r->catch_up = r->L - r->target_len;
+        if (r->catch_up == 0) {
+            r->p[0] = b->first + i * V;
+            if (r->raw) r->raw[0] = b->first_raw + i * V;
+        }
+        for (int64_t j = r->target_len; j < r->L; j++) {
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[j];
+            b->parent[n] = n == first ? -1 : (int32_t)(n - 1);
+            b->want[n] = j == r->L - 1;
+            if (b->want[n++]) r->p[0] = b->P + n_rows++ * V;
+        }
+        int32_t parent = r->catch_up > 0 ? (int32_t)(n - 1) : -1;
+        for (int64_t j = 0; j < r->k; j++) {
+            const int32_t cand = (int32_t)n;
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[r->L + j];
+            b->parent[n] = parent;
+            b->want[n++] = 1;
+            r->p[j + 1] = b->P + n_rows++ * V;
+            for (int64_t s = 0; s < r->nsib[j]; s++) {
+                b->seq[n] = r->row;
+                b->tok[n] = r->sib[j * w1 + s];
+                b->parent[n] = parent;
+                b->want[n++] = 1;
+                r->ps[j * w1 + s] = b->P + n_rows++ * V;
+            }
+            parent = cand;
+        }
+    }
+    if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
+        return st;
+    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    /* raw rows beside the processed ones, at the same index; then each row processed with the history it follows */
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        for (int64_t j = 0; r->raw && j <= r->k; j++)
+            if (r->p[j] >= b->P && r->p[j] < b->P + n_rows * V) r->raw[j] = b->raw + (r->p[j] - b->P);
+        for (int64_t j = 0; j <= r->k; j++)
+            if ((st = ha_sampler_process(sampler, r->p[j], r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
+                return st;
+        for (int64_t j = 0; j < r->k; j++) {
+            const int32_t cand = r->tok[r->L + j];
+            for (int64_t s = 0; s < r->nsib[j]; s++) { /* a sibling's row follows the sibling in place of candidate j */
+                if (r->praw) r->praw[j * w1 + s] = b->raw + (r->ps[j * w1 + s] - b->P);
+                r->tok[r->L + j] = r->sib[j * w1 + s];
+                st = ha_sampler_process(sampler, r->ps[j * w1 + s], r->row, r->tok, r->L + j + 1, r->generated + j + 1);
+                r->tok[r->L + j] = cand;
+                if (st != HA_OK) return st;
+            }
+        }
+    }
+    return HA_OK;
+}
+
+int64_t ha_tree_accept(const ha_sampler *sampler, row_state *r, int64_t w1, int32_t *next) {
+    const uint32_t row = (uint32_t)r->row;
+    const int64_t L = r->L, k = r->k;
+    r->sib_taken = -1;
+    for (int64_t n = 0;; n++) {
+        const int32_t t = ha_sampler_choose(sampler, r->p[n], row, (uint32_t)(L + n));
+        if (n < k && t == r->tok[L + n]) continue;
+        r->chain_n = n;
+        for (int64_t s = 0; n < k && s < r->nsib[n]; s++) {
+            if (r->sib[n * w1 + s] != t) continue;
+            /* the sibling is the target's token: taken, and the target's token after it from its row */
+            r->sib_taken = s;
+            r->tok[L + n] = t;
+            r->p[n + 1] = r->ps[n * w1 + s];
+            if (r->raw) r->raw[n + 1] = r->praw[n * w1 + s];
+            *next = ha_sampler_choose(sampler, r->p[n + 1], row, (uint32_t)(L + n + 1));
+            return n + 1;
+        }
+        *next = t;
+        return n;
+    }
+}
+
+ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep) {
+    int32_t path[64 + 1]; /* <= ha_lm.max_tree nodes: a row's tree never has more (ha_assist_candidate_cap) */
+    const int64_t base = L_old - r->catch_up;
+    if (keep > (int64_t)(sizeof path / sizeof *path))
+        return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: a path of %lld nodes", (long long)keep);
+    for (int64_t j = 0; j < keep; j++) {
+        const int64_t c = j - r->catch_up; /* candidate c, or a catch-up token */
+        path[j] = (int32_t)(c < 0 ? j : c < r->chain_n ? node_of(r, c) : node_of(r, c) + 1 + r->sib_taken);
+    }
+    return target->keep_path(target->self, r->row, base, path, keep);
+}
