@@ -548,7 +548,8 @@ typedef struct ha_assist_stats {
                                      (counted in num_draft_passes, as the passes they stand for) */
     int64_t num_sibling_tokens;   /* trees: siblings proposed (counted in num_draft_tokens, the nodes verified) */
     int64_t num_sibling_accepted; /* trees: siblings accepted (counted in num_accepted_tokens) */
-    int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
+    int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j (trees: nodes
+                                     at depth j, siblings included) */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;
 

@@ -29,10 +29,11 @@
 /* generate_assisted()'s own: schedule an ha_schedule, acceptance an ha_acceptance; draft_costs float64 (n,) | None
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
- * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread). */
+ * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
+ * tree_width (ha_assist_params.tree_width: 1, chains). */
 #define ASSISTED_OPTIONS "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", \
     "prompt_lookup_num_tokens", "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", \
-    "accepted_at", "cost_state", "overlap"
+    "accepted_at", "cost_state", "overlap", "tree_width"
 
 static const char *const GENERATE_KEYS[] = { GENERATE_OPTIONS, SAMPLING_OPTIONS, NULL };
 static const char *const ASSISTED_KEYS[] = { GENERATE_OPTIONS, SAMPLING_OPTIONS, ASSISTED_OPTIONS, NULL };
@@ -271,11 +272,11 @@ cleanup:
 /* generate_assisted(target_ctx, draft_ctx | None, options: dict of GENERATE_OPTIONS, SAMPLING_OPTIONS and
  * ASSISTED_OPTIONS)
  * -> (steps, num_draft_tokens, num_accepted_tokens, num_target_passes, num_draft_passes, num_assistant_tokens,
- *     num_rounds, num_ahead_passes, num_ahead_used) */
+ *     num_rounds, num_ahead_passes, num_ahead_used, num_sibling_tokens, num_sibling_accepted) */
 PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *tctx_o, *dctx_o, *opts, *result = NULL;
-    long long K, pl_num, pl_ngram;
+    long long K, pl_num, pl_ngram, tree_width;
     int schedule, acceptance, overlap, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
@@ -295,6 +296,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         option_int(opts, what, "acceptance", &acceptance) ||
         option_ll(opts, what, "prompt_lookup_num_tokens", &pl_num) ||
         option_ll(opts, what, "max_matching_ngram_size", &pl_ngram) || option_bool(opts, what, "overlap", &overlap) ||
+        option_ll(opts, what, "tree_width", &tree_width) ||
         take_buf(&g, G_PROPOSED, opts, what, "proposed_at", "q", 1, 0) ||
         take_buf(&g, G_ACCEPTED, opts, what, "accepted_at", "q", 1, 0) ||
         take_buf(&g, G_DCOSTS, opts, what, "draft_costs", "d", 0, 1) ||
@@ -325,7 +327,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .draft_costs = dcosts ? dcosts->buf : NULL, .n_draft_costs = dcosts ? dcosts->shape[0] : 0,
         .target_costs = tcosts ? tcosts->buf : NULL, .n_target_costs = tcosts ? tcosts->shape[0] : 0,
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
-        .cost_state = state ? state->buf : NULL,
+        .cost_state = state ? state->buf : NULL, .tree_width = tree_width,
     };
     ha_assist_stats stats = { .proposed_at = prop->buf, .accepted_at = acc->buf };
     if (context_enter(tctx) != 0) goto cleanup;
@@ -343,11 +345,12 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     adopt_external_error(tctx, &g.cb);
     adopt_external_error(dctx, &g.cb);
     if (end_call(st, &intr, &g.cb)) goto cleanup;
-    result = Py_BuildValue("LLLLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
+    result = Py_BuildValue("LLLLLLLLLLL", (long long)steps, (long long)stats.num_draft_tokens,
                            (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
                            (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
                            (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
-                           (long long)stats.num_ahead_used);
+                           (long long)stats.num_ahead_used, (long long)stats.num_sibling_tokens,
+                           (long long)stats.num_sibling_accepted);
 cleanup:
     if (entered & 1) tctx->busy = 0;
     if (entered & 2) dctx->busy = 0;

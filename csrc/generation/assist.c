@@ -310,9 +310,10 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     stats->num_target_passes++;
     stats->num_draft_tokens += k;
     stats->num_accepted_tokens += n < kept ? n : kept;
-    for (int64_t j = 0; tree && j < k; j++) {
+    for (int64_t j = 0; tree && j < k; j++) { /* siblings: nodes of depth j (the one accepted, counted below) */
         stats->num_draft_tokens += r->nsib[j];
         stats->num_sibling_tokens += r->nsib[j];
+        if (stats->proposed_at) stats->proposed_at[j] += r->nsib[j];
     }
     if (tree && r->sib_taken >= 0 && r->chain_n < kept) stats->num_sibling_accepted++;
     for (int64_t j = 0; j < k; j++) {

@@ -86,6 +86,24 @@ def call_seed(gc):
     return int(_seed_source.integers(0, 2 ** 63))
 
 
+def _check_tree(model, gc, drafter):
+    """Refuses, naming the flag, the assisted calls that cannot verify token trees (assistant_tree_width > 1)."""
+    w = gc.assistant_tree_width
+    fix = "or pass assistant_tree_width=1 (chains)"
+    if drafter.universal:
+        raise InvalidInputError(f"assistant_tree_width={w}: a draft with another tokenizer proposes re-encoded text, "
+                                f"not distributions over this model's tokens to draw siblings from; {fix}")
+    if drafter.model is None and drafter.early_exit is None:
+        raise InvalidInputError(f"assistant_tree_width={w}: prompt lookup proposes chains (no distribution to draw "
+                                f"siblings from); pass assistant_model= or assistant_early_exit=, {fix}")
+    if _external.is_external(model):
+        raise InvalidInputError(f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
+                                f"forward verifies chains only; trees need a habana_assist model as the target, {fix}")
+    if gc.do_sample and gc.assisted_sampling == "rejection":
+        raise InvalidInputError(f"assistant_tree_width={w}: rejection sampling on a tree is not implemented; pass "
+                                f"assisted_sampling='coupled' (exactly the plain sample for the seed), {fix}")
+
+
 def _metered(on_tokens, meter):
     """The token callback with a progress bar told each decided token (on_tokens may be None)."""
     def told(row, tokens):
@@ -121,6 +139,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
     measured disagreement between a chunked and a one-token forward (0 where that is 0: integrations/external.py).
+    With token trees (assistant_tree_width > 1): num_draft_tokens counts every node verified (the chain's tokens and
+    their siblings), num_sibling_tokens the siblings among them and num_sibling_accepted those accepted (counted in
+    num_accepted_tokens, and ACCEPTED in token_sources); per target pass, num_draft_tokens / num_target_passes nodes
+    are verified and num_accepted_tokens / num_target_passes tokens accepted.
     token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
     (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
@@ -144,6 +166,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
     num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap)
+    num_sibling_tokens: Optional[int] = None  # token trees (assistant_tree_width > 1), see above
+    num_sibling_accepted: Optional[int] = None
     # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
     # has exactly the keys sequences and scores)
     token_sources = None  # np.uint8 (batch, new tokens), see above
@@ -212,6 +236,12 @@ class GenerationMixin:
         each row's output is what it gives alone. prompt_lookup_num_tokens (with
         max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
         assistant_early_exit=N with this model's own first N layers (and its final norm and head).
+        assistant_tree_width=w (ours; 1: chains) verifies token trees: each drafted token comes with up to w - 1
+        siblings, the draft's next most probable tokens at its position (no extra draft passes), all scored in one
+        pass of this model (each node bitwise as decoding its path token by token); a sibling that is this model's
+        own token is accepted, so greedy and coupled output stay bit for bit the plain output. Trees need a draft
+        with distributions (assistant_model or assistant_early_exit; not prompt lookup nor a draft of another
+        tokenizer), a native model here (not habana_assist.wrap's), and greedy or coupled sampling.
         A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
         model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
         into candidates, and the output is still exactly this model's (see universal.py); a pair whose
@@ -311,6 +341,8 @@ class GenerationMixin:
         call = self._prepare_inputs(input_ids, attention_mask, gc)
         drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
         assisted = candidate_generator.is_assisted(drafter)
+        if assisted and gc.assistant_tree_width > 1:
+            _check_tree(self, gc, drafter)
         if cache is not None:
             if drafter.universal:
                 raise InvalidInputError("past_key_values with a draft of another tokenizer is not supported: leave "
@@ -484,24 +516,28 @@ class GenerationMixin:
         counts = None if learned is None else learned.copy()
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
-        steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used = \
-            _core.generate_assisted(ctx, draft_ctx, dict(
+        (steps, n_draft, n_accepted, n_target, n_draft_passes, k_final, n_rounds, n_ahead, n_ahead_used, n_siblings,
+         n_siblings_accepted) = _core.generate_assisted(ctx, draft_ctx, dict(
                 common, num_assistant_tokens=int(gc.num_assistant_tokens),
                 schedule=SCHEDULES.index(gc.num_assistant_tokens_schedule),
                 confidence_threshold=float(gc.assistant_confidence_threshold or 0.0),
                 acceptance=ASSISTED_SAMPLING.index(gc.assisted_sampling),
                 prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
                 max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
-                target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
+                target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts,
+                tree_width=int(gc.assistant_tree_width)))
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):
             self.drafted_ahead = {"passes": n_ahead, "used": n_ahead_used}
         candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-        return steps, dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
-                           num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
-                           accepted_per_position=accepted[:used])
+        stats = dict(num_draft_tokens=n_draft, num_accepted_tokens=n_accepted, num_target_passes=n_target,
+                     num_draft_passes=n_draft_passes, num_rounds=n_rounds, proposed_per_position=proposed[:used],
+                     accepted_per_position=accepted[:used])
+        if gc.assistant_tree_width > 1:
+            stats.update(num_sibling_tokens=n_siblings, num_sibling_accepted=n_siblings_accepted)
+        return steps, stats
 
     def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
         """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the
