@@ -526,9 +526,10 @@ typedef struct ha_assist_params {
      * next most probable tokens at its position (by its processed scores; no extra draft passes), and one target
      * append_tree per round scores every row's chain and siblings (generation/assist_tree.c). Acceptance walks the
      * chain and steps onto a sibling that is the target's own token (greedy: its argmax; coupled: its seeded sample),
-     * so the output stays bitwise the plain output. Needs a model draft, a target with append_tree (else
-     * HA_ERR_UNSUPPORTED naming what works), greedy or coupled acceptance (rejection sampling on a tree:
-     * HA_ERR_UNSUPPORTED), and w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
+     * so the output stays bitwise the plain output; rejection sampling walks the chain by min(1, p/q) and offers the
+     * siblings to the residual one by one (recursive rejection sampling), so the output is distributed exactly as
+     * the target's. Needs a model draft, a target with append_tree (else HA_ERR_UNSUPPORTED naming what works), and
+     * w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
      * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap. */
     int64_t tree_width;
 } ha_assist_params;

@@ -276,7 +276,8 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
     const int tree = p->tree_width > 1;
     int32_t next;
-    const int64_t n = tree ? ha_tree_accept(sampler, r, p->tree_width - 1, &next) : accept(p, sampler, r, draft != NULL, V, &next);
+    const int64_t n = tree ? ha_tree_accept(p, sampler, r, V, r->scratch, &next)
+                           : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
         return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
                        "arguments", r->row);
@@ -447,10 +448,6 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         if (w >= target->max_tree)
             return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be below %lld (the nodes one tree verification "
                            "takes per row)", (long long)w, (long long)target->max_tree);
-        if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION)
-            return ha_fail(HA_ERR_UNSUPPORTED, "assistant_tree_width=%lld: trees accept greedy and coupled sampling; "
-                           "rejection sampling on a tree is not implemented: pass the coupled acceptance, or "
-                           "assistant_tree_width=1", (long long)w);
     }
     if (p->schedule == HA_SCHEDULE_COST) {
         int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
@@ -490,8 +487,9 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     int64_t *nsib = w1 ? calloc((size_t)B * (size_t)N, sizeof(int64_t)) : NULL;
     float **sib_ptrs = w1 ? ha_malloc_array((size_t)B * (size_t)N, 2 * (size_t)w1, sizeof(float *)) : NULL;
     b.parent = w1 ? malloc(n_append * sizeof(int32_t)) : NULL;
+    float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
-        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent))) {
+        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch))) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -514,6 +512,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             r->nsib = nsib + i * N;
             r->ps = sib_ptrs + i * N * 2 * w1;
             r->praw = p->gen.logits_out ? r->ps + N * w1 : NULL;
+            r->scratch = scratch;
         }
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
@@ -584,5 +583,6 @@ cleanup:
     free(nsib);
     free(sib_ptrs);
     free(b.parent);
+    free(scratch);
     return st;
 }

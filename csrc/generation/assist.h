@@ -49,6 +49,7 @@ typedef struct row_state {
     int64_t catch_up;    /* this round: the row's tokens the target's tree starts with, tok[L - catch_up, L) */
     int64_t chain_n;     /* this round: the chain's candidates accepted */
     int64_t sib_taken;   /* this round: the sibling of candidate chain_n accepted after them, or -1 */
+    float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -153,9 +154,11 @@ void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32
  * at the chain's rows and r->ps (r->praw) at the siblings', and processes them all. */
 ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
                          buffers *b);
-/* Greedy or coupled acceptance on r's tree: returns the tokens accepted (the chain's chain_n, then the sibling taken
- * if any, which it writes at tok[L + chain_n] with its rows as p[chain_n + 1]) and the target's next token. */
-int64_t ha_tree_accept(const ha_sampler *sampler, row_state *r, int64_t w1, int32_t *next);
+/* Acceptance on r's tree (greedy, coupled, or rejection sampling with scratch (V,)): returns the tokens accepted
+ * (the chain's chain_n, then the sibling taken if any, which it writes at tok[L + chain_n] with its rows as
+ * p[chain_n + 1]) and the target's next token. */
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
+                       int32_t *next);
 /* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
  * row's round from L_old: keep_path. */
 ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);

@@ -4,6 +4,8 @@
  * path; acceptance walks down the chain while the target's own token (its argmax, or its seeded sample: coupled) is
  * the chain's candidate, steps onto a sibling that is the target's token and takes the target's token after it, so
  * the output is bitwise plain generation's; the accepted path's keys and values move into place (keep_path).
+ * Rejection sampling walks the chain by min(1, p/q) and, at the first rejection, offers the siblings to the residual
+ * one by one (reject_to_siblings): the output is distributed exactly as the target's.
  *
  * A row's nodes in the target's tree, in call order: its catch-up (tok[L - catch_up, L), a chain from the sequence's
  * end; at most one token between rounds), then for each draft step j candidate j (its parent the node before: the
@@ -109,24 +111,72 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
     return HA_OK;
 }
 
-int64_t ha_tree_accept(const ha_sampler *sampler, row_state *r, int64_t w1, int32_t *next) {
+/* Candidate n's sibling s is taken: written at tok[L + n], its rows as p[n + 1]; the target's token after it. */
+static int64_t take_sibling(const ha_sampler *sampler, row_state *r, int64_t w1, int64_t n, int64_t s, int32_t *next) {
+    const int64_t L = r->L;
+    r->sib_taken = s;
+    r->tok[L + n] = r->sib[n * w1 + s];
+    r->p[n + 1] = r->ps[n * w1 + s];
+    if (r->raw) r->raw[n + 1] = r->praw[n * w1 + s];
+    *next = ha_sampler_choose(sampler, r->p[n + 1], (uint32_t)r->row, (uint32_t)(L + n + 1));
+    return n + 1;
+}
+
+/* Rejection sampling at depth n after the chain's candidate x was rejected: the target's token must follow the
+ * residual R0 = max(0, p - q) renormalized. Each sibling y in turn is a proposal of all its mass on y (recursive
+ * rejection sampling with point masses): taken with probability R(y), else R loses y and is renormalized; what
+ * no sibling took is drawn from the last R. So the token is distributed as R0, whatever the siblings are. */
+static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V,
+                                  float *scratch, int64_t n, ha_normalizer np, int32_t *next) {
+    const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + n);
+    const int64_t w1 = p->tree_width - 1;
+    const float *pn = r->p[n], *qn = r->q[n];
+    const ha_normalizer nq = r->qn[n];
+    memcpy(scratch, pn, (size_t)V * sizeof(float)); /* p with the rejected siblings removed */
+    double z = 0.0;                                 /* the residual's mass left (unnormalized) */
+    for (int64_t t = 0; t < V; t++) {
+        const double d = ha_norm_at(pn, V, np, (int32_t)t) - ha_norm_at(qn, V, nq, (int32_t)t);
+        z += d > 0.0 ? d : 0.0;
+    }
+    for (int64_t s = 0; s < r->nsib[n] && z > 0.0; s++) {
+        const int32_t y = r->sib[n * w1 + s];
+        double d = ha_norm_at(pn, V, np, y) - ha_norm_at(qn, V, nq, y);
+        d = d > 0.0 ? d : 0.0;
+        if (ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, (uint32_t)(1 + s)) < d / z)
+            return take_sibling(sampler, r, w1, n, s, next);
+        scratch[y] = -INFINITY;
+        z -= d;
+    }
+    *next = ha_sample_residual(sampler, scratch, np, qn, nq, row, pos);
+    return n;
+}
+
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
+                       int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
-    const int64_t L = r->L, k = r->k;
+    const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
     r->sib_taken = -1;
-    for (int64_t n = 0;; n++) {
+    if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION) {
+        for (int64_t n = 0; n < k; n++) { /* the chain's candidates by min(1, p/q), as accept() in assist.c */
+            const int32_t x = r->tok[L + n];
+            const ha_normalizer np = ha_softmax_norm(r->p[n], V);
+            const double px = ha_norm_at(r->p[n], V, np, x), qx = ha_norm_at(r->q[n], V, r->qn[n], x);
+            const double u = ha_rng_uniform(p->gen.sampling.seed, row, (uint32_t)(L + n), HA_RNG_ACCEPT, 0);
+            if (!(qx > 0.0) || u > px / qx) {
+                r->chain_n = n;
+                return reject_to_siblings(p, sampler, r, V, scratch, n, np, next);
+            }
+        }
+        r->chain_n = k;
+        *next = ha_sampler_choose(sampler, r->p[k], row, (uint32_t)(L + k)); /* the bonus token, from p */
+        return k;
+    }
+    for (int64_t n = 0;; n++) { /* greedy and coupled: the target's own token at each node */
         const int32_t t = ha_sampler_choose(sampler, r->p[n], row, (uint32_t)(L + n));
         if (n < k && t == r->tok[L + n]) continue;
         r->chain_n = n;
-        for (int64_t s = 0; n < k && s < r->nsib[n]; s++) {
-            if (r->sib[n * w1 + s] != t) continue;
-            /* the sibling is the target's token: taken, and the target's token after it from its row */
-            r->sib_taken = s;
-            r->tok[L + n] = t;
-            r->p[n + 1] = r->ps[n * w1 + s];
-            if (r->raw) r->raw[n + 1] = r->praw[n * w1 + s];
-            *next = ha_sampler_choose(sampler, r->p[n + 1], row, (uint32_t)(L + n + 1));
-            return n + 1;
-        }
+        for (int64_t s = 0; n < k && s < r->nsib[n]; s++)
+            if (r->sib[n * w1 + s] == t) return take_sibling(sampler, r, w1, n, s, next);
         *next = t;
         return n;
     }

@@ -99,9 +99,6 @@ def _check_tree(model, gc, drafter):
     if _external.is_external(model):
         raise InvalidInputError(f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
                                 f"forward verifies chains only; trees need a habana_assist model as the target, {fix}")
-    if gc.do_sample and gc.assisted_sampling == "rejection":
-        raise InvalidInputError(f"assistant_tree_width={w}: rejection sampling on a tree is not implemented; pass "
-                                f"assisted_sampling='coupled' (exactly the plain sample for the seed), {fix}")
 
 
 def _metered(on_tokens, meter):
@@ -239,9 +236,10 @@ class GenerationMixin:
         assistant_tree_width=w (ours; 1: chains) verifies token trees: each drafted token comes with up to w - 1
         siblings, the draft's next most probable tokens at its position (no extra draft passes), all scored in one
         pass of this model (each node bitwise as decoding its path token by token); a sibling that is this model's
-        own token is accepted, so greedy and coupled output stay bit for bit the plain output. Trees need a draft
-        with distributions (assistant_model or assistant_early_exit; not prompt lookup nor a draft of another
-        tokenizer), a native model here (not habana_assist.wrap's), and greedy or coupled sampling.
+        own token is accepted, so greedy and coupled output stay bit for bit the plain output (rejection sampling
+        offers the siblings to the residual one by one: still exactly this model's distribution). Trees need a
+        draft with distributions (assistant_model or assistant_early_exit; not prompt lookup nor a draft of another
+        tokenizer) and a native model here (not habana_assist.wrap's).
         A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
         model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
         into candidates, and the output is still exactly this model's (see universal.py); a pair whose
@@ -401,7 +399,11 @@ class GenerationMixin:
                     call.min_new, call.eos, call.pad, seed, max_time, on_tokens, scores, logits, sources)
                 candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
             else:
-                ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
+                # a tree's nodes take cache positions past the row's tokens: room for a whole tree (64 nodes) where
+                # the model allows it, else the core narrows the tree near the end
+                trees = assisted and gc.assistant_tree_width > 1
+                room = min(call.need + 64, self.max_cache_len) if trees else call.need
+                ctx = self._context(B, room, argmax_only=reads_argmax_only(gc, procs, call.min_new))
                 common = dict(procs, **sampling_options(gc, call.min_new, call.eos, seed), prompt=call.ids,
                               start=(S - call.real).astype(np.int64), max_new_tokens=max_new, pad_token_id=call.pad,
                               max_time=max_time, out=out, scores=scores, sources=sources, on_tokens=on_tokens)

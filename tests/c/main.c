@@ -86,6 +86,7 @@ static const test_case TESTS[] = {
     T(generate_runs_a_row_again_whole_past_a_rope_switch),
     T(tree_assisted_equals_plain),
     T(tree_assisted_refusals),
+    T(tree_rejection_sampling_runs_and_keeps_the_caches),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),

@@ -379,7 +379,7 @@ void test_tree_assisted_equals_plain(void) {
 }
 
 /* Trees are refused by name where they cannot run: prompt lookup (no distributions), a target without append_tree
- * (an external model), rejection sampling, a width the target's tree cannot take, a negative width. */
+ * (an external model), a width the target's tree cannot take, a negative width. */
 void test_tree_assisted_refusals(void) {
     tiny *t = tiny_build(HA_F32, 0, 0, 0, 5);
     ha_llama_context *tc = ctx_new(t->m, 2, 40), *dc = ctx_new(t->m, 2, 40);
@@ -395,11 +395,6 @@ void test_tree_assisted_refusals(void) {
     CHECK_STATUS(ha_generate_assisted(&chains_only, LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
                  HA_ERR_UNSUPPORTED);
     CHECK_MSG("chains only");
-    ap.gen.sampling = (ha_sampling_params){ .do_sample = 1, .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
-    ap.acceptance = HA_ACCEPT_REJECTION;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_UNSUPPORTED);
-    CHECK_MSG("rejection sampling");
-    ap.acceptance = HA_ACCEPT_COUPLED;
     ap.tree_width = 64;
     CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width=64");
@@ -409,4 +404,41 @@ void test_tree_assisted_refusals(void) {
     ha_llama_context_free(tc);
     ha_llama_context_free(dc);
     tiny_free(t);
+}
+
+/* Rejection sampling on a tree (its distribution is tests/generation/test_rejection_sampling.py's chi-square test):
+ * the target as its own draft accepts every chain candidate (p == q) and never a sibling; another draft runs with
+ * siblings accepted now and then, its caches left holding its tokens bitwise. */
+void test_tree_rejection_sampling_runs_and_keeps_the_caches(void) {
+    one_thread();
+    tiny *target = tiny_build(HA_F32, 1, 0, 0, 61), *other = tiny_build(HA_Q4, 1, 0, 0, 61);
+    int32_t out[2 * AN];
+    int64_t steps, taken = 0;
+    for (int d = 0; d < 2; d++)
+        for (uint64_t seed = 1; seed <= 6; seed++) {
+            const ha_sampling_params sp = { .do_sample = 1, .temperature = 1.5f, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                                            .seed = seed };
+            ha_assist_params ap = { .gen = tree_gen(sp, NULL, 0, NULL), .num_assistant_tokens = 3, .tree_width = 4,
+                                    .acceptance = HA_ACCEPT_REJECTION };
+            const tiny *dm = d ? other : target;
+            ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(dm->m, 2, 64);
+            ha_assist_stats st = { 0 };
+            CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, &st));
+            CHECK(steps == AN, "seed %llu: expected %d steps, got %lld", (unsigned long long)seed, AN, (long long)steps);
+            if (d == 0)
+                CHECK(st.num_sibling_accepted == 0 && st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
+                      "seed %llu, the target as its own draft: expected its whole chain accepted and no sibling, got "
+                      "%lld of %lld (siblings %lld)", (unsigned long long)seed, (long long)st.num_accepted_tokens,
+                      (long long)(st.num_draft_tokens - st.num_sibling_tokens), (long long)st.num_sibling_accepted);
+            for (int b = 0; b < 2; b++) {
+                check_cache_holds("rejection", "target", target->m, tc, b, out + b * AN, steps);
+                check_cache_holds("rejection", "draft", dm->m, dc, b, out + b * AN, steps);
+            }
+            taken += st.num_sibling_accepted;
+            ha_llama_context_free(tc);
+            ha_llama_context_free(dc);
+        }
+    CHECK(taken > 0, "rejection sampling never accepted a sibling: the residual's path through the siblings went untested");
+    tiny_free(target);
+    tiny_free(other);
 }
