@@ -85,6 +85,7 @@ static const test_case TESTS[] = {
     T(longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch),
     T(generate_runs_a_row_again_whole_past_a_rope_switch),
     T(tree_assisted_equals_plain),
+    T(tree_assisted_equals_plain_across_a_rope_switch),
     T(tree_assisted_refusals),
     T(tree_rejection_sampling_runs_and_keeps_the_caches),
     T(assisted_reads_start_once),

@@ -289,9 +289,10 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
  * model, the target itself), widths 2 and 4, K 1 to 5, the constant, heuristic and cost schedules, with and without an
  * eos, caches of room and of exactly prompt + max_new (the tree then narrows near the end): greedy, and coupled
  * sampling with the same seed; some siblings are accepted, and the counts add up. */
-void test_tree_assisted_equals_plain(void) {
+static void tree_assisted_equals_plain(int64_t long_from) {
     one_thread();
-    tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_Q4, 1, 0, 3, 61); /* near the target */
+    tiny *target = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, long_from),
+         *other = tiny_build_longrope(HA_Q4, 1, 0, 3, 61, long_from); /* near the target */
     int32_t plain[2 * AN], got[2 * AN];
     uint8_t src[2 * AN], plain_src[2 * AN];
     float *ps = xmalloc((size_t)(AN * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(AN * 2 * TV) * sizeof(float));
@@ -311,9 +312,9 @@ void test_tree_assisted_equals_plain(void) {
             if (!with_eos) eos = plain[5];
             for (int d = 0; d < 2; d++)
                 for (int64_t width = 2; width <= 4; width += 2)
-                    for (int64_t K = 1; K <= 5; K += 2)
+                    for (int64_t K = long_from ? 3 : 1; K <= 5; K += 2)
                         for (int sched = 0; sched < 3; sched++)
-                            for (int tight = 0; tight < 2; tight++) {
+                            for (int tight = 0; tight < 2 - (long_from > 0); tight++) {
                                 static const double draft_costs[] = { 0.05 }, target_costs[] = { 1.0, 1.05, 1.1 };
                                 ha_assist_params ap = {
                                     .gen = tree_gen(sp, &eos, with_eos, src), .num_assistant_tokens = K,
@@ -377,6 +378,12 @@ void test_tree_assisted_equals_plain(void) {
     tiny_free(target);
     tiny_free(other);
 }
+
+void test_tree_assisted_equals_plain(void) { tree_assisted_equals_plain(0); }
+
+/* The same where both models are longrope models switching at 7 positions: no tree has nodes on both sides of the
+ * switch (ha_assist_candidate_cap), and the round past it runs the row again whole before its tree. */
+void test_tree_assisted_equals_plain_across_a_rope_switch(void) { tree_assisted_equals_plain(7); }
 
 /* Trees are refused by name where they cannot run: prompt lookup (no distributions), a target without append_tree
  * (an external model), a width the target's tree cannot take, a negative width. */
