@@ -88,6 +88,7 @@ static const test_case TESTS[] = {
     T(tree_assisted_equals_plain_across_a_rope_switch),
     T(tree_assisted_refusals),
     T(tree_rejection_sampling_runs_and_keeps_the_caches),
+    T(tree_interrupt_leaves_the_cache_as_it_was),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),

@@ -287,8 +287,9 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
 
 /* Tree-assisted output (tokens, steps, scores, sources of the plain steps) equals plain output for two drafts (another
  * model, the target itself), widths 2 and 4, K 1 to 5, the constant, heuristic and cost schedules, with and without an
- * eos, caches of room and of exactly prompt + max_new (the tree then narrows near the end): greedy, and coupled
- * sampling with the same seed; some siblings are accepted, and the counts add up. */
+ * eos, caches of room and (constant schedule) of exactly prompt + max_new (the tree then narrows near the end):
+ * greedy, and coupled sampling with the same seed; some siblings are accepted, the counts add up, and both caches
+ * end holding the row's tokens bitwise. */
 static void tree_assisted_equals_plain(int64_t long_from) {
     one_thread();
     tiny *target = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, long_from),
@@ -314,7 +315,7 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                 for (int64_t width = 2; width <= 4; width += 2)
                     for (int64_t K = long_from ? 3 : 1; K <= 5; K += 2)
                         for (int sched = 0; sched < 3; sched++)
-                            for (int tight = 0; tight < 2 - (long_from > 0); tight++) {
+                            for (int tight = 0; tight < 2 - (long_from > 0 || sched > 0); tight++) {
                                 static const double draft_costs[] = { 0.05 }, target_costs[] = { 1.0, 1.05, 1.1 };
                                 ha_assist_params ap = {
                                     .gen = tree_gen(sp, &eos, with_eos, src), .num_assistant_tokens = K,
@@ -448,4 +449,57 @@ void test_tree_rejection_sampling_runs_and_keeps_the_caches(void) {
     CHECK(taken > 0, "rejection sampling never accepted a sibling: the residual's path through the siblings went untested");
     tiny_free(target);
     tiny_free(other);
+}
+
+static int poll_after(void *user) { return --*(int64_t *)user < 0; }
+
+/* A tree stopped at each of its polls in turn (two sequences' trees in two chunks: before each chunk and each layer)
+ * leaves every sequence as it was (window-5 rings included), and the same tree afterwards gives the logits of a
+ * cache that never saw it. */
+void test_tree_interrupt_leaves_the_cache_as_it_was(void) {
+    one_thread();
+    tiny *t = family_build(FAM_WINDOW, HA_F32, 12, 0);
+    int32_t pre[290], seq[80], tok[80], par[80];
+    rng r = { 21 };
+    random_tokens(&r, pre, 290);
+    random_tokens(&r, tok, 80);
+    for (int i = 0; i < 80; i++) { /* 40 nodes each: a chain with a sibling at every other depth */
+        seq[i] = i / 40;
+        const int j = i % 40, base = i - j;
+        par[i] = j == 0 ? -1 : base + (j % 2 ? j - 1 : j - 2);
+    }
+    float *want = xmalloc(80 * TV * sizeof(float)), *got = xmalloc(80 * TV * sizeof(float));
+    ha_llama_context *ref = ctx_new(t->m, 2, 600);
+    CHECK_OK(append_seq(ref, 0, 290, pre, NULL));
+    CHECK_OK(append_seq(ref, 1, 100, pre, NULL));
+    CHECK_OK(LM(ref)->append_tree(LM(ref)->self, 80, seq, tok, par, NULL, want));
+    int64_t fire = 0;
+    for (;; fire++) {
+        ha_llama_context *c = ctx_new(t->m, 2, 600);
+        CHECK_OK(append_seq(c, 0, 290, pre, NULL));
+        CHECK_OK(append_seq(c, 1, 100, pre, NULL));
+        int64_t left = fire;
+        ha_interrupt it = { poll_after, &left };
+        ha_set_interrupt(&it);
+        const ha_status st = LM(c)->append_tree(LM(c)->self, 80, seq, tok, par, NULL, got);
+        ha_set_interrupt(NULL);
+        if (st == HA_OK) {
+            CHECK_SAME_FLOATS(want, got, 80 * TV, "a tree never stopped");
+            ha_llama_context_free(c);
+            break;
+        }
+        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", (long long)fire,
+              status_name(st));
+        CHECK(LEN(c, 0) == 290 && LEN(c, 1) == 100, "an interrupted tree expected lengths 290, 100, got %lld, %lld",
+              (long long)LEN(c, 0), (long long)LEN(c, 1));
+        CHECK_OK(LM(c)->append_tree(LM(c)->self, 80, seq, tok, par, NULL, got));
+        CHECK_SAME_FLOATS(want, got, 80 * TV, "the tree after an interrupt at poll %lld vs a cache that never saw it",
+                          (long long)fire);
+        ha_llama_context_free(c);
+    }
+    CHECK(fire == 2 * (1 + TL), "a tree of 2 chunks expected %d polls, counted %lld", 2 * (1 + TL), (long long)fire);
+    ha_llama_context_free(ref);
+    free(want);
+    free(got);
+    tiny_free(t);
 }
