@@ -530,7 +530,10 @@ typedef struct ha_assist_params {
      * siblings to the residual one by one (recursive rejection sampling), so the output is distributed exactly as
      * the target's. Needs a model draft, a target with append_tree (else HA_ERR_UNSUPPORTED naming what works), and
      * w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
-     * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap. */
+     * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap.
+     * With HA_SCHEDULE_COST, w is the widest: a sibling is kept only where it raises the round's expected tokens per
+     * unit time at the measured t(T) (assist_cost.c, ha_cost_siblings), so where width is not cheap rounds verify
+     * chains. */
     int64_t tree_width;
 } ha_assist_params;
 

@@ -393,6 +393,8 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL, stats))
                 != HA_OK)
                 return st;
+            if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
+                ha_cost_siblings(&cost, rows, B, b->V, p->tree_width - 1);
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
@@ -488,8 +490,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float **sib_ptrs = w1 ? ha_malloc_array((size_t)B * (size_t)N, 2 * (size_t)w1, sizeof(float *)) : NULL;
     b.parent = w1 ? malloc(n_append * sizeof(int32_t)) : NULL;
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
+    int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
+    double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
-        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch))) {
+        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -513,6 +517,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             r->ps = sib_ptrs + i * N * 2 * w1;
             r->praw = p->gen.logits_out ? r->ps + N * w1 : NULL;
             r->scratch = scratch;
+            r->nkeep = nkeep + i * N;
+            r->reach = reach + i * N;
         }
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
@@ -584,5 +590,7 @@ cleanup:
     free(sib_ptrs);
     free(b.parent);
     free(scratch);
+    free(nkeep);
+    free(reach);
     return st;
 }

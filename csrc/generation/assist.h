@@ -50,6 +50,8 @@ typedef struct row_state {
     int64_t chain_n;     /* this round: the chain's candidates accepted */
     int64_t sib_taken;   /* this round: the sibling of candidate chain_n accepted after them, or -1 */
     float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
+    int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
+    double *reach;       /* (max_new,) its chance that the chain reaches each depth */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -105,6 +107,8 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
 /* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
  * and had n accepted. */
 void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
+/* Token trees: trims each running row's siblings (r->nsib) to those worth their place in the target's append. */
+void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1);
 
 /* ---- drafting ahead (assist_ahead.c) ------------------------------------------------------------------ */
 

@@ -256,6 +256,7 @@ void test_tree_assisted_equals_plain_across_a_rope_switch(void);
 void test_tree_assisted_refusals(void);
 void test_tree_rejection_sampling_runs_and_keeps_the_caches(void);
 void test_tree_interrupt_leaves_the_cache_as_it_was(void);
+void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void);
 
 /* ---- test_generation.c ---- */
 void test_rng_uniform_properties(void);

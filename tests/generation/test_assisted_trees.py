@@ -78,7 +78,8 @@ def test_tree_greedy_is_bitwise_plain_greedy_in_every_family(pairs):
             assert np.array_equal(res.sequences, want), (
                 f"{label}: expected plain greedy {want.tolist()}, got {res.sequences.tolist()}")
             check_tree_statistics(res, label)
-            assert res.num_sibling_tokens > 0, f"{label}: no sibling was proposed"
+            # (the cost schedule keeps siblings only where the measured t(T) says width is cheap)
+            assert res.num_sibling_tokens > 0 or schedule == "cost", f"{label}: no sibling was proposed"
             siblings_taken[family] = siblings_taken.get(family, 0) + res.num_sibling_accepted
     assert sum(siblings_taken.values()) > 0, (
         f"no sibling was accepted in any family ({siblings_taken}): the path through a sibling went untested")
