@@ -528,7 +528,8 @@ typedef struct ha_assist_params {
      * chain and steps onto a sibling that is the target's own token (greedy: its argmax; coupled: its seeded sample),
      * so the output stays bitwise the plain output; rejection sampling walks the chain by min(1, p/q) and offers the
      * siblings to the residual one by one (recursive rejection sampling), so the output is distributed exactly as
-     * the target's. Needs a model draft, a target with append_tree (else HA_ERR_UNSUPPORTED naming what works), and
+     * the target's. Prompt lookup (no draft): the n-gram's later matches branch off the chain as siblings, accepted
+     * by equality as its chains are. Needs a target with append_tree (else HA_ERR_UNSUPPORTED naming what works), and
      * w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
      * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap.
      * With HA_SCHEDULE_COST, w is the widest: a sibling is kept only where it raises the round's expected tokens per

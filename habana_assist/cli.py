@@ -71,7 +71,7 @@ def _sampling(args):
 def _assist(args, draft):
     """Assisted-generation arguments; sampling is coupled, so assisted output equals plain output for a seed."""
     kw = dict(assisted_sampling="coupled") if getattr(args, "do_sample", False) else {}
-    if args.tree_width != 1:  # generate() refuses what trees cannot serve (prompt lookup), naming the flag
+    if args.tree_width != 1:  # with a draft model or prompt lookup alike
         kw["assistant_tree_width"] = args.tree_width
     if args.prompt_lookup:
         return dict(kw, prompt_lookup_num_tokens=args.prompt_lookup)

@@ -31,9 +31,28 @@ ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
     return HA_OK;
 }
 
+/* Token trees from prompt lookup: the later matches of the same n-gram at i2 > i (n tokens) as branches, each
+ * cut to one sibling where it leaves the chain tok[L, L + k): at the first depth j where the tokens that followed
+ * it differ from the chain's, that token (not an eos, not there yet) joins candidate j's siblings, up to w - 1. */
+static void lookup_siblings(const ha_assist_params *p, row_state *r, int64_t i, int64_t n, int64_t k) {
+    const int32_t *t = r->tok;
+    const int64_t L = r->L, w1 = p->tree_width - 1;
+    for (int64_t j = 0; j < k; j++) r->nsib[j] = 0;
+    for (int64_t i2 = i + 1; i2 + n < L; i2++) {
+        if (memcmp(t + i2, t + L - n, (size_t)n * sizeof(int32_t)) != 0) continue;
+        int64_t j = 0;
+        while (j < k && i2 + n + j < L && t[i2 + n + j] == t[L + j]) j++;
+        if (j == k || i2 + n + j >= L) continue; /* no branch: it follows the chain as far as it goes */
+        const int32_t y = t[i2 + n + j];
+        int seen = ha_is_eos(&p->gen, y) || r->nsib[j] >= w1;
+        for (int64_t s = 0; !seen && s < r->nsib[j]; s++) seen = r->sib[j * w1 + s] == y;
+        if (!seen) r->sib[j * w1 + r->nsib[j]++] = y;
+    }
+}
+
 /* Transformers' PromptLookupCandidateGenerator: the last n tokens (n from max_ngram down to 1) looked up in
  * the row's tokens, first match first; up to k_max of the tokens that followed it, cut before an eos.
- * Writes them at tok[L, ...) and returns how many. */
+ * Writes them at tok[L, ...) and returns how many; with token trees, the later matches' branches as siblings. */
 static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_t k_max) {
     const int32_t *t = r->tok;
     int64_t L = r->L;
@@ -45,6 +64,7 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
             int64_t k = 0;
             while (s + k < e && !ha_is_eos(&p->gen, t[s + k])) k++;
             memmove(r->tok + L, t + s, (size_t)k * sizeof(int32_t));
+            if (p->tree_width > 1) lookup_siblings(p, r, i, n, k);
             return k;
         }
     }
@@ -276,7 +296,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
     const int tree = p->tree_width > 1;
     int32_t next;
-    const int64_t n = tree ? ha_tree_accept(p, sampler, r, V, r->scratch, &next)
+    const int64_t n = tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
                            : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
         return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
@@ -439,10 +459,6 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     const int64_t w = p->tree_width;
     if (w < 0) return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be >= 1 (1: chains)", (long long)w);
     if (w > 1) {
-        if (!draft)
-            return ha_fail(HA_ERR_UNSUPPORTED, "assistant_tree_width=%lld: a tree's siblings come from a draft model's "
-                           "distributions, and prompt lookup proposes chains; pass an assistant_model, or "
-                           "assistant_tree_width=1", (long long)w);
         if (!target->append_tree || !target->keep_path || target->max_tree < 2)
             return ha_fail(HA_ERR_UNSUPPORTED, "assistant_tree_width=%lld: this target model verifies chains only (it "
                            "has no tree attention: a wrapped external model); trees need a native habana_assist model, "

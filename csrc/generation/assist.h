@@ -158,11 +158,12 @@ void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32
  * at the chain's rows and r->ps (r->praw) at the siblings', and processes them all. */
 ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
                          buffers *b);
-/* Acceptance on r's tree (greedy, coupled, or rejection sampling with scratch (V,)): returns the tokens accepted
+/* Acceptance on r's tree (greedy, coupled, or with a model draft rejection sampling with scratch (V,)); model_draft
+ * 0 (prompt lookup): the target's own token at each node, as for its chains. Returns the tokens accepted
  * (the chain's chain_n, then the sibling taken if any, which it writes at tok[L + chain_n] with its rows as
  * p[chain_n + 1]) and the target's next token. */
-int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
-                       int32_t *next);
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
+                       float *scratch, int32_t *next);
 /* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
  * row's round from L_old: keep_path. */
 ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);

@@ -7,6 +7,10 @@
  * Rejection sampling walks the chain by min(1, p/q) and, at the first rejection, offers the siblings to the residual
  * one by one (reject_to_siblings): the output is distributed exactly as the target's.
  *
+ * Prompt lookup's trees: the later matches of the n-gram branch off the chain as siblings (assist.c's
+ * lookup_siblings), accepted where they are the target's own token (its argmax or its sample: lookup has no
+ * distribution for rejection sampling, as for its chains).
+ *
  * A row's nodes in the target's tree, in call order: its catch-up (tok[L - catch_up, L), a chain from the sequence's
  * end; at most one token between rounds), then for each draft step j candidate j (its parent the node before: the
  * previous candidate, the last catch-up token, or the sequence's end) and its nsib[j] siblings (the same parent). */
@@ -151,12 +155,12 @@ static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *s
     return n;
 }
 
-int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
-                       int32_t *next) {
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
+                       float *scratch, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
     const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
     r->sib_taken = -1;
-    if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION) {
+    if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION && model_draft) {
         for (int64_t n = 0; n < k; n++) { /* the chain's candidates by min(1, p/q), as accept() in assist.c */
             const int32_t x = r->tok[L + n];
             const ha_normalizer np = ha_softmax_norm(r->p[n], V);
@@ -171,7 +175,7 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
         *next = ha_sampler_choose(sampler, r->p[k], row, (uint32_t)(L + k)); /* the bonus token, from p */
         return k;
     }
-    for (int64_t n = 0;; n++) { /* greedy and coupled: the target's own token at each node */
+    for (int64_t n = 0;; n++) { /* greedy, coupled, or candidates without distributions: the target's own token */
         const int32_t t = ha_sampler_choose(sampler, r->p[n], row, (uint32_t)(L + n));
         if (n < k && t == r->tok[L + n]) continue;
         r->chain_n = n;

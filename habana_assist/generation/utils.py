@@ -93,9 +93,6 @@ def _check_tree(model, gc, drafter):
     if drafter.universal:
         raise InvalidInputError(f"assistant_tree_width={w}: a draft with another tokenizer proposes re-encoded text, "
                                 f"not distributions over this model's tokens to draw siblings from; {fix}")
-    if drafter.model is None and drafter.early_exit is None:
-        raise InvalidInputError(f"assistant_tree_width={w}: prompt lookup proposes chains (no distribution to draw "
-                                f"siblings from); pass assistant_model= or assistant_early_exit=, {fix}")
     if _external.is_external(model):
         raise InvalidInputError(f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
                                 f"forward verifies chains only; trees need a habana_assist model as the target, {fix}")
@@ -237,9 +234,9 @@ class GenerationMixin:
         siblings, the draft's next most probable tokens at its position (no extra draft passes), all scored in one
         pass of this model (each node bitwise as decoding its path token by token); a sibling that is this model's
         own token is accepted, so greedy and coupled output stay bit for bit the plain output (rejection sampling
-        offers the siblings to the residual one by one: still exactly this model's distribution). Trees need a
-        draft with distributions (assistant_model or assistant_early_exit; not prompt lookup nor a draft of another
-        tokenizer) and a native model here (not habana_assist.wrap's).
+        offers the siblings to the residual one by one: still exactly this model's distribution). With prompt
+        lookup the siblings are where the n-gram's later matches branch off the chain. Trees need a native model
+        here (not habana_assist.wrap's) and a draft of this model's tokenizer.
         A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
         model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
         into candidates, and the output is still exactly this model's (see universal.py); a pair whose

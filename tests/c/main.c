@@ -90,6 +90,7 @@ static const test_case TESTS[] = {
     T(tree_rejection_sampling_runs_and_keeps_the_caches),
     T(tree_interrupt_leaves_the_cache_as_it_was),
     T(tree_cost_schedule_keeps_siblings_only_where_width_is_cheap),
+    T(tree_prompt_lookup_branches_equal_plain),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
     T(assisted_rejection_runs_and_rejects_bad_args),

@@ -257,6 +257,7 @@ void test_tree_assisted_refusals(void);
 void test_tree_rejection_sampling_runs_and_keeps_the_caches(void);
 void test_tree_interrupt_leaves_the_cache_as_it_was(void);
 void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void);
+void test_tree_prompt_lookup_branches_equal_plain(void);
 
 /* ---- test_generation.c ---- */
 void test_rng_uniform_properties(void);

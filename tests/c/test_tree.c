@@ -386,8 +386,8 @@ void test_tree_assisted_equals_plain(void) { tree_assisted_equals_plain(0); }
  * switch (ha_assist_candidate_cap), and the round past it runs the row again whole before its tree. */
 void test_tree_assisted_equals_plain_across_a_rope_switch(void) { tree_assisted_equals_plain(7); }
 
-/* Trees are refused by name where they cannot run: prompt lookup (no distributions), a target without append_tree
- * (an external model), a width the target's tree cannot take, a negative width. */
+/* Trees are refused by name where they cannot run: a target without append_tree (an external model), a width the
+ * target's tree cannot take, a negative width. */
 void test_tree_assisted_refusals(void) {
     tiny *t = tiny_build(HA_F32, 0, 0, 0, 5);
     ha_llama_context *tc = ctx_new(t->m, 2, 40), *dc = ctx_new(t->m, 2, 40);
@@ -396,8 +396,6 @@ void test_tree_assisted_refusals(void) {
     const ha_sampling_params greedy = { .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
     ha_assist_params ap = { .gen = tree_gen(greedy, NULL, 0, NULL), .num_assistant_tokens = 3, .tree_width = 2,
                             .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
-    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_UNSUPPORTED);
-    CHECK_MSG("prompt lookup");
     ha_lm chains_only = *LM(tc);
     chains_only.append_tree = NULL;
     CHECK_STATUS(ha_generate_assisted(&chains_only, LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
@@ -539,4 +537,39 @@ void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void) {
     }
     tiny_free(target);
     tiny_free(other);
+}
+
+/* Prompt lookup's trees: the later matches of the n-gram branch off the chain as siblings; greedy and coupled output
+ * is plain's, with siblings verified (a prompt that repeats with variations has several matches that differ). */
+void test_tree_prompt_lookup_branches_equal_plain(void) {
+    one_thread();
+    tiny *t = tiny_build(HA_F32, 1, 0, 0, 71);
+    enum { W = 16, N = 20 };
+    static const int32_t prompt[W] = { 5, 9, 3, 5, 7, 3, 5, 9, 4, 5, 7, 3, 5, 9, 3, 5 };
+    const int64_t start[1] = { 0 };
+    int32_t plain[N], got[N];
+    int64_t steps, plain_steps, siblings = 0;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        const ha_sampling_params sp = { .do_sample = sampled, .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f,
+                                        .seed = 5 };
+        ha_generate_params gp = { .max_new_tokens = N, .sampling = sp };
+        ha_llama_context *pc = ctx_new(t->m, 1, 64);
+        CHECK_OK(ha_generate(LM(pc), &gp, prompt, W, start, plain, NULL, &plain_steps));
+        ha_llama_context_free(pc);
+        for (int64_t width = 2; width <= 3; width++)
+            for (int64_t ngram = 1; ngram <= 2; ngram++) {
+                ha_assist_params ap = { .gen = gp, .tree_width = width, .prompt_lookup_num_tokens = 4,
+                                        .max_matching_ngram_size = ngram, .acceptance = HA_ACCEPT_REJECTION };
+                ha_llama_context *tc = ctx_new(t->m, 1, 64);
+                ha_assist_stats st = { 0 };
+                CHECK_OK(ha_generate_assisted(LM(tc), NULL, &ap, prompt, W, start, got, NULL, &steps, &st));
+                CHECK(steps == plain_steps && memcmp(got, plain, sizeof got) == 0,
+                      "%s, prompt lookup width %lld, n-gram %lld: expected plain output", sampled ? "sampled" : "greedy",
+                      (long long)width, (long long)ngram);
+                siblings += st.num_sibling_tokens;
+                ha_llama_context_free(tc);
+            }
+    }
+    CHECK(siblings > 0, "prompt lookup proposed no sibling from a prompt with several different matches");
+    tiny_free(t);
 }

@@ -178,11 +178,16 @@ def test_bad_tree_widths_are_refused_by_name(pairs, width):
         f"assistant_tree_width={width!r}: expected the message to name the flag, got {err.value}")
 
 
-def test_trees_are_refused_with_prompt_lookup(pairs):
-    target, _ = pairs["llama"]
-    with pytest.raises(ha.InvalidInputError) as err:
-        target.generate(PROMPT, attention_mask=np.ones_like(PROMPT), max_new_tokens=4, assistant_tree_width=2,
-                        prompt_lookup_num_tokens=3)
-    msg = str(err.value)
-    assert "assistant_tree_width=2" in msg and "prompt lookup" in msg and "assistant_tree_width=1" in msg, (
-        f"expected a message naming assistant_tree_width=2, prompt lookup and the fix, got {msg!r}")
+def test_prompt_lookup_branches_are_bitwise_plain(pairs):
+    """Prompt lookup's trees: the n-gram's later matches branch off the chain as siblings."""
+    target, _ = pairs["qwen3"]
+    ids = np.array([[5, 9, 3, 5, 7, 3, 5, 9, 4, 5, 7, 3, 5, 9, 3, 5]], dtype=np.int64)
+    want = plain(target, ids)
+    siblings = 0
+    for width, ngram in ((2, 1), (3, 2)):
+        res = tree(target, None, ids, width, prompt_lookup_num_tokens=4, max_matching_ngram_size=ngram)
+        assert np.array_equal(res.sequences, want), (
+            f"prompt lookup, width {width}, n-gram {ngram}: expected plain {want.tolist()}, "
+            f"got {res.sequences.tolist()}")
+        siblings += res.num_sibling_tokens
+    assert siblings > 0, "prompt lookup proposed no sibling from a prompt whose n-grams have several continuations"
