@@ -288,6 +288,56 @@ static void add_in_order(const float (*w)[KEY_BLOCK], int64_t nh, int64_t n, flo
     }
 }
 
+/* One block of a token's nk keys whose scores are in sc (nq, KEY_BLOCK), for its nq heads: soft cap, the online
+ * softmax's running maximum mx (nq,) (rescaling sum (nq,) and acc (nq, hd) where it grows), the block's weights in
+ * place of its scores, added to sum in key order. The same for every token and run, so that a token's output never
+ * depends on the queries beside it. */
+static void block_weights(const ha_kernels *k, float (*sc)[KEY_BLOCK], int64_t nq, int64_t nk, float cap, float *mx,
+                          float *sum, float *acc, int64_t hd) {
+    for (int64_t h = 0; h < nq; h++) {
+        float *s = sc[h];
+        if (cap > 0.0f)
+            for (int64_t t = 0; t < nk; t++) s[t] = cap * tanhf(s[t] / cap);
+        const float bm = block_max(s, nk);
+        if (bm > mx[h]) {
+            if (mx[h] > -INFINITY) {
+                float f = ha_expf(mx[h] - bm);
+                sum[h] *= f;
+                k->scale(f, acc + h * hd, hd);
+            }
+            mx[h] = bm;
+        }
+        k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
+    }
+    add_in_order(sc, nq, nk, sum);
+}
+
+/* The block of keys from position kb of tree node i (chunk index): the positions below its tree's base from the
+ * cache's slots, then its ancestors' and its own from theirs (c->store), each stretch of consecutive slots scored
+ * and summed by one kernel call at its column of the block. The kernels score each key on its own and add values
+ * key by key in order (ha_kernels.attn_scores, attn_values), so the block is bitwise the one a sequential decode of
+ * the node's path reads from consecutive positions. qs (nq, hd) the node's queries, the rest as attention_range's. */
+static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i, int64_t kb, int64_t S,
+                       const float *K, const float *V, const float *qs, int64_t nq, int64_t hd, float scale, float cap,
+                       float (*sc)[KEY_BLOCK], float *mx, float *sum, float *acc) {
+    const int64_t p = c->pos[i], tb = c->tbase[i], end = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
+    const int64_t nk = end - kb, nc = tb > kb ? (tb < end ? tb : end) - kb : 0; /* keys, and those in the cache */
+    int32_t path[CHUNK]; /* the chunk index of the node's ancestor at each depth, and its own */
+    for (int64_t d = p - tb, at = i; d >= 0; d--, at = c->tparent[at]) path[d] = (int32_t)at;
+    const int64_t d0 = (kb > tb ? kb : tb) - tb, d1 = end - tb; /* the tree's depths in the block */
+    if (nc > 0) k->attn_scores(qs, nq, hd, K, hd, kb % S, S, nc, hd, scale, sc[0], KEY_BLOCK);
+    for (int64_t d = d0, e; d < d1; d = e) {
+        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
+        k->attn_scores(qs, nq, hd, K, hd, c->store[path[d]] % S, S, e - d, hd, scale, sc[0] + (tb + d - kb), KEY_BLOCK);
+    }
+    block_weights(k, sc, nq, nk, cap, mx, sum, acc, hd);
+    if (nc > 0) k->attn_values(sc[0], KEY_BLOCK, nq, V, hd, kb % S, S, nc, hd, acc, hd);
+    for (int64_t d = d0, e; d < d1; d = e) {
+        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
+        k->attn_values(sc[0] + (tb + d - kb), KEY_BLOCK, nq, V, hd, c->store[path[d]] % S, S, e - d, hd, acc, hd);
+    }
+}
+
 /* Tasks are (run r, kv head g, piece u of its query heads) triples, (r * nkv + g) * pieces + u; a piece holds
  * up to ATTN_QUERIES of the group's heads. A run's tokens see the same keys from the same first one, each up to
  * its own position: attn_scores scores every query of the task (the run's tokens times the piece's heads)
@@ -296,7 +346,8 @@ static void add_in_order(const float (*w)[KEY_BLOCK], int64_t nh, int64_t n, flo
  * keys (each value row read once for the heads). Keys are read from the layer's slots (a ring: position t at
  * slot t mod slots); blocks of keys start at the first visible position, so they depend on the position alone.
  * Each head's scores, online softmax and sums are its own, in key order, whatever the queries beside it: a
- * token's output is the same in any run. */
+ * token's output is the same in any run. Tree nodes (c->tree): the blocks below the run's tree base are shared as
+ * above, each later block is each node's own (tree_block: the cache's keys, then its ancestors'). */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
@@ -326,30 +377,23 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
             sum[h] = 0.0f;
         }
         memset(acc, 0, (size_t)(nall * hd) * sizeof(float));
+        const int64_t tb = c->tree ? c->tbase[i0] : INT64_MAX; /* positions from tb on: the run's tree nodes */
         for (int64_t kb = lo; kb <= p_last; kb += KEY_BLOCK) {
             const int64_t slot0 = kb % S; /* the block's first slot; later ones follow it, wrapping at S */
+            if (kb + KEY_BLOCK > tb) { /* a block holding tree positions: each node's own keys */
+                for (int64_t a = 0; a < n; a++)
+                    if (kb <= c->pos[i0 + a])
+                        tree_block(c, k, j->run[r] + a, kb, S, K, V, qs + a * nq * hd, nq, hd, scale, cap, sc + a * nq,
+                                   mx + a * nq, sum + a * nq, acc + a * nq * hd);
+                continue;
+            }
             const int64_t nk_all = (kb + KEY_BLOCK <= p_last + 1 ? kb + KEY_BLOCK : p_last + 1) - kb;
             k->attn_scores(qs, nall, hd, K, hd, slot0, S, nk_all, hd, scale, sc[0], KEY_BLOCK);
             for (int64_t a = 0; a < n; a++) {
                 const int64_t p = c->pos[i0 + a];
                 if (kb > p) continue;
                 const int64_t nk = (kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1) - kb;
-                for (int64_t h = a * nq; h < (a + 1) * nq; h++) {
-                    float *s = sc[h];
-                    if (cap > 0.0f)
-                        for (int64_t t = 0; t < nk; t++) s[t] = cap * tanhf(s[t] / cap);
-                    const float bm = block_max(s, nk);
-                    if (bm > mx[h]) {
-                        if (mx[h] > -INFINITY) {
-                            float f = ha_expf(mx[h] - bm);
-                            sum[h] *= f;
-                            k->scale(f, acc + h * hd, hd);
-                        }
-                        mx[h] = bm;
-                    }
-                    k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
-                }
-                add_in_order(sc + a * nq, nq, nk, sum + a * nq);
+                block_weights(k, sc + a * nq, nq, nk, cap, mx + a * nq, sum + a * nq, acc + a * nq * hd, hd);
                 k->attn_values(sc[a * nq], KEY_BLOCK, nq, V, hd, slot0, S, nk, hd, acc + a * nq * hd, hd);
             }
         }

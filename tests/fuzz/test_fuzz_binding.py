@@ -91,7 +91,7 @@ def assisted_options(max_new=3):
                 acceptance="rejection", prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None,
                 target_costs=None,
                 proposed_at=np.zeros(max_new, np.int64), accepted_at=np.zeros(max_new, np.int64), overlap=False,
-                cost_state=None)
+                cost_state=None, tree_width=1)
 
 
 def sampler_options():
