@@ -9,9 +9,9 @@ seed; the statistics count the siblings; the calls trees cannot serve are refuse
 
 import numpy as np
 import pytest
+from family_checkpoints import FAMILIES, write_family_checkpoint
 
 import habana_assist as ha
-from family_checkpoints import FAMILIES, write_family_checkpoint
 
 VOCAB = 96
 NEW = 24
