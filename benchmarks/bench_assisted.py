@@ -25,11 +25,15 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
    spread over b sequences at position 256.
 The bars set for the pair are printed with the figures they concern.
+4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K) against the chain verifying K * w
+   candidates a round, greedy, rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens per
+   target pass, tree over chain, the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
 Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
 Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
-       [--random] [--target-dtype float32|w8a8|...] [--draft-dtype int8|w8a8|bfloat16|float32|auto] [--pair DIR]
+       [--random] [--trees | --trees-only] [--target-dtype float32|w8a8|...]
+       [--draft-dtype int8|w8a8|bfloat16|float32|auto] [--pair DIR]
 """
 
 import argparse
@@ -212,6 +216,66 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     return rows
 
 
+# token trees (width w, depth K) against the chain of the same verification width (K * w candidates)
+TREE_SHAPES = ((2, 2), (2, 4), (3, 2), (4, 2))
+
+
+def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
+    """Table 4: batch 1 on the demo's 4 held-out prompts, each tree shape against the chain that verifies as many
+    candidates a round (constant schedules, threshold 0): tokens per target pass (the new tokens over the target's
+    verifying passes), their ratio tree / chain, the wall-clock speed-up over that chain (interleaved rounds), and
+    t(T)/t(1) of the target at the verification's width T (what a wider pass costs). sampled: rejection sampling
+    at temperature 0.8 (seeds 0 and 1), else greedy; early_exit: the target's first layers draft instead."""
+    prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
+    base = dict(max_new_tokens=n_new, eos_token_id=[], num_assistant_tokens_schedule="constant",
+                assistant_confidence_threshold=0.0)
+    base.update(dict(do_sample=True, temperature=0.8) if sampled else {})
+    base.update(dict(assistant_early_exit=early_exit) if early_exit else dict(assistant_model=draft))
+    seeds = (0, 1) if sampled else (None,)
+    costs = target.assisted_costs(None if early_exit else draft, assistant_early_exit=early_exit)
+    cases = {}
+    for w, K in TREE_SHAPES:
+        cases[f"chain K={K * w}"] = dict(num_assistant_tokens=K * w)
+        cases[f"tree w={w} K={K}"] = dict(num_assistant_tokens=K, assistant_tree_width=w)
+    calls = {(name, i, seed): (lambda ids=ids, kw=kw, seed=seed: target.generate(
+        ids, **base, **kw, **({} if seed is None else dict(seed=seed))))
+        for name, kw in cases.items() for i, ids in enumerate(prompts) for seed in seeds}
+    best = interleaved(calls, repeats)
+    plain_out = [target.generate(ids, max_new_tokens=n_new, eos_token_id=[]) for ids in prompts]
+    rows = {}
+    for name, kw in cases.items():
+        results = [target.generate(ids, return_dict_in_generate=True, **base, **kw,
+                                   **({} if seed is None else dict(seed=seed))) for ids in prompts for seed in seeds]
+        passes = sum(r.num_target_passes for r in results)
+        T = 1 + kw["num_assistant_tokens"] * kw.get("assistant_tree_width", 1)
+        rows[name] = dict(per_pass=n_new * len(results) / passes, T=T,
+                          t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
+                          tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0],
+                          same=None if sampled else all(np.array_equal(r.sequences, p)
+                                                        for r, p in zip(results, plain_out)))
+    return [(f"tree w={w} K={K}", rows[f"tree w={w} K={K}"], rows[f"chain K={K * w}"]) for w, K in TREE_SHAPES]
+
+
+def print_trees(target, draft, tok, n_new, repeats):
+    layers = target.config.num_hidden_layers
+    for title, sampled, early_exit, bar in (("greedy", False, None, 1.1), ("rejection sampling, temperature 0.8",
+                                                                             True, None, 1.2),
+                                            (f"greedy, early exit (the target's first {max(layers // 4, 1)} layers)",
+                                             False, max(layers // 4, 1), 1.2)):
+        print(f"\n4. token trees against the chain of the same verification width, {title}: tokens per target pass, "
+              f"tree over chain, wall-clock speed-up over the chain ({_machine()})")
+        print(f"  {'tree':14s} {'T':>3s} {'same':>5s} {'tree t/pass':>11s} {'chain t/pass':>12s} {'ratio':>6s} "
+              f"{'speed-up':>8s} {'t(T)/t(1)':>9s}")
+        rows = shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit)
+        for name, tr, ch in rows:
+            same = "-" if tr["same"] is None else str(tr["same"] and ch["same"])
+            print(f"  {name:14s} {tr['T']:3d} {same:>5s} {tr['per_pass']:11.2f} {ch['per_pass']:12.2f} "
+                  f"{tr['per_pass'] / ch['per_pass']:6.2f} {ch['t'] / tr['t']:8.2f} {tr['tT']:9.2f}")
+        top = max(rows, key=lambda r: r[1]["per_pass"] / r[2]["per_pass"])
+        print(f"  target: accepted tokens per pass over the chain's, best shape ({top[0]}) "
+              f"{pass_fail(top[1]['per_pass'] / top[2]['per_pass'], bar)}")
+
+
 def shipped_batches(target, draft, tok, n_new, repeats, batches):
     """Table 2: batches of held-out prompts, plain and assisted."""
     tok.padding_side = "left"
@@ -271,6 +335,8 @@ def main():
                     f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)")
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
     ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
+    ap.add_argument("--trees", action="store_true", help="also the token trees' table (4)")
+    ap.add_argument("--trees-only", action="store_true", help="only the token trees' table (4)")
     ap.add_argument("--pair", metavar="DIR", help="another pair laid out as the package's (DIR/pycode, "
                     "DIR/pycode-draft), such as an earlier release's, in place of the shipped one")
     args = ap.parse_args()
@@ -291,6 +357,9 @@ def main():
           f"best of {repeats} interleaved rounds")
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
+        return
+    if args.trees_only:
+        print_trees(target, draft, tok, n_new, repeats)
         return
     # plain with the target in each other numerics class within 1% of float32's perplexity: every speed-up is also
     # given against the fastest plain configuration of the same target on this machine
@@ -340,6 +409,8 @@ def main():
             print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} "
                   f"{r['none'] / r['logits_processor'] - 1:7.1%} {r['stop_strings']:17.2f} "
                   f"{r['none'] / r['stop_strings'] - 1:7.1%}")
+    if args.trees:
+        print_trees(target, draft, tok, n_new, repeats)
     if args.random:
         random_rows(args)
 

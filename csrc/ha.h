@@ -258,6 +258,25 @@ typedef struct ha_lm {
     int64_t rope_switch;
     /* Positions held by sequence seq (0 if seq is out of range). */
     int64_t (*length)(const void *self, int32_t seq);
+    /* Token trees (optional: NULL where the model has none, and generation then verifies chains only).
+     * append_tree: n nodes, node i of sequence seq[i] with parent parent[i]: -1 (the node follows the sequence's
+     * last position: depth 0) or an earlier node of the same call and sequence (depth: its parent's + 1); a
+     * sequence's nodes are one after the other in the call, at most max_tree of them. Node i is at position
+     * base + depth (base: the sequence's length before the call): rotary, learned positions and windows as there;
+     * it attends to the cache below base and to its ancestors and itself, in position order, nothing else. Its
+     * logits row (want and logits as append's) is bitwise what appending its path one token at a time gives
+     * (ha_lm.append's exceptions apply: a model with rope_switch, a tree with nodes on both sides of it). After
+     * the call the sequence holds base + (its nodes) positions, those past base being its nodes in call order:
+     * crop it back to base, or keep a path. Errors as append's: nothing appended.
+     * keep_path: nodes (n,) strictly increasing indices among sequence seq's nodes of its last append_tree
+     * (node 0 being the first of them), a path from depth 0 down; their keys and values move to positions base,
+     * base + 1, ... (base: the length before that call) and the sequence then holds base + n positions: what
+     * appending those n tokens gives, bitwise, in O(n) copies. HA_ERR_UNSUPPORTED where sliding-window rings no
+     * longer hold them (a path is kept right after its tree), nothing changed. */
+    ha_status (*append_tree)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const int32_t *parent,
+                             const uint8_t *want, float *logits);
+    ha_status (*keep_path)(void *self, int32_t seq, int64_t base, const int32_t *nodes, int64_t n);
+    int64_t max_tree; /* with append_tree: nodes per sequence in one call, >= 1 */
 } ha_lm;
 
 typedef struct ha_llama_context ha_llama_context;
@@ -503,6 +522,20 @@ typedef struct ha_assist_params {
      * so it must not need the caller's thread (a native context's does not; the binding passes 0 for other drafts).
      * Off without a model draft or with sampling.on_logits (a callback the caller's thread must run). */
     int overlap;
+    /* Token trees: 0 or 1, chains; w > 1, each draft step's candidate comes with up to w - 1 siblings, the draft's
+     * next most probable tokens at its position (by its processed scores; no extra draft passes), and one target
+     * append_tree per round scores every row's chain and siblings (generation/assist_tree.c). Acceptance walks the
+     * chain and steps onto a sibling that is the target's own token (greedy: its argmax; coupled: its seeded sample),
+     * so the output stays bitwise the plain output; rejection sampling walks the chain by min(1, p/q) and offers the
+     * siblings to the residual one by one (recursive rejection sampling), so the output is distributed exactly as
+     * the target's. Prompt lookup (no draft): the n-gram's later matches branch off the chain as siblings, accepted
+     * by equality as its chains are. Needs a target with append_tree (else HA_ERR_UNSUPPORTED naming what works), and
+     * w < target->max_tree; a round's candidates are then at most (max_tree - 1) / w, and
+     * at most (capacity - L) / w for a row of L tokens (the tree's nodes take cache positions past it); no overlap.
+     * With HA_SCHEDULE_COST, w is the widest: a sibling is kept only where it raises the round's expected tokens per
+     * unit time at the measured t(T) (assist_cost.c, ha_cost_siblings), so where width is not cheap rounds verify
+     * chains. */
+    int64_t tree_width;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {
@@ -518,7 +551,10 @@ typedef struct ha_assist_stats {
                                      num_draft_passes) */
     int64_t num_ahead_used;       /* with overlap: draft passes that read logits drafted ahead instead of appending
                                      (counted in num_draft_passes, as the passes they stand for) */
-    int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j */
+    int64_t num_sibling_tokens;   /* trees: siblings proposed (counted in num_draft_tokens, the nodes verified) */
+    int64_t num_sibling_accepted; /* trees: siblings accepted (counted in num_accepted_tokens) */
+    int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j (trees: nodes
+                                     at depth j, siblings included) */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */
 } ha_assist_stats;
 

@@ -24,7 +24,7 @@ SCHEDULES: tuple[str, ...]
 ACCEPTANCES: tuple[str, ...]
 
 @final
-class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int, int]):
+class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int, int, int, int]):
     """generate_assisted()'s result: the steps taken and the call's statistics (ha.h ha_assist_stats), by name."""
 
     if sys.version_info >= (3, 10):
@@ -38,6 +38,8 @@ class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int
             "num_rounds",
             "num_ahead_passes",
             "num_ahead_used",
+            "num_sibling_tokens",
+            "num_sibling_accepted",
         )
 
     @property
@@ -58,6 +60,10 @@ class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int
     def num_ahead_passes(self) -> int: ...
     @property
     def num_ahead_used(self) -> int: ...
+    @property
+    def num_sibling_tokens(self) -> int: ...
+    @property
+    def num_sibling_accepted(self) -> int: ...
 
 class _Adapter(Protocol):
     """What external_context calls (habana_assist/integrations/external.py): append(seq, tokens, want) with int32

@@ -74,6 +74,8 @@ def _sampling(args):
 def _assist(args, draft):
     """Assisted-generation arguments; sampling is coupled, so assisted output equals plain output for a seed."""
     kw = dict(assisted_sampling="coupled") if getattr(args, "do_sample", False) else {}
+    if args.tree_width != 1:  # with a draft model or prompt lookup alike
+        kw["assistant_tree_width"] = args.tree_width
     if args.prompt_lookup:
         return dict(kw, prompt_lookup_num_tokens=args.prompt_lookup)
     if draft is None:
@@ -299,6 +301,9 @@ def build_parser():
         p.add_argument("--confidence-threshold", type=float, default=None,
                        help="the draft stops proposing after a token it gives less probability (default 0.4, or 0 "
                             "(off) with 'cost')")
+        p.add_argument("--tree-width", type=int, default=1, metavar="W",
+                       help="token trees: each drafted token with up to W - 1 siblings, the draft's next choices, all "
+                            "verified in one pass (default 1: chains; with 'cost', the widest the costs may choose)")
         p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
                        help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")

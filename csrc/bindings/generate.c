@@ -30,10 +30,11 @@
  * ACCEPTANCES below); draft_costs float64 (n,) | None
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
- * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread). */
+ * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
+ * tree_width (ha_assist_params.tree_width: 1, chains). */
 #define ASSISTED_OPTIONS "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", \
     "prompt_lookup_num_tokens", "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", \
-    "accepted_at", "cost_state", "overlap"
+    "accepted_at", "cost_state", "overlap", "tree_width"
 
 /* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
  * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
@@ -338,6 +339,8 @@ static PyStructSequence_Field ASSISTED_STATS_FIELDS[] = {
     { "num_rounds", "rounds of the call" },
     { "num_ahead_passes", "draft passes made ahead, beside the target's forward" },
     { "num_ahead_used", "of those, the ones a later round used" },
+    { "num_sibling_tokens", "token trees: siblings proposed beside the draft's chain, over the rows" },
+    { "num_sibling_accepted", "token trees: siblings the target accepted, over the rows" },
     { NULL, NULL },
 };
 
@@ -345,7 +348,7 @@ static PyStructSequence_Desc ASSISTED_STATS_DESC = {
     "habana_assist._core.AssistedStats",
     "generate_assisted()'s result: steps and the call's statistics, by name.",
     ASSISTED_STATS_FIELDS,
-    9,
+    11,
 };
 
 static PyTypeObject *AssistedStatsType;
@@ -392,7 +395,7 @@ int generate_init(PyObject *m) {
 PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *tctx_o, *dctx_o, *opts, *result = NULL;
-    long long K, pl_num, pl_ngram;
+    long long K, pl_num, pl_ngram, tree_width;
     int schedule, acceptance, overlap, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
@@ -413,6 +416,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         option_named(opts, what, "acceptance", ACCEPTANCES, "acceptance mode", &acceptance) ||
         option_ll(opts, what, "prompt_lookup_num_tokens", &pl_num) ||
         option_ll(opts, what, "max_matching_ngram_size", &pl_ngram) || option_bool(opts, what, "overlap", &overlap) ||
+        option_ll(opts, what, "tree_width", &tree_width) ||
         take_buf(&g, G_PROPOSED, opts, what, "proposed_at", "q", 1, 0) ||
         take_buf(&g, G_ACCEPTED, opts, what, "accepted_at", "q", 1, 0) ||
         take_buf(&g, G_DCOSTS, opts, what, "draft_costs", "d", 0, 1) ||
@@ -443,7 +447,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .draft_costs = dcosts ? dcosts->buf : NULL, .n_draft_costs = dcosts ? dcosts->shape[0] : 0,
         .target_costs = tcosts ? tcosts->buf : NULL, .n_target_costs = tcosts ? tcosts->shape[0] : 0,
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
-        .cost_state = state ? state->buf : NULL,
+        .cost_state = state ? state->buf : NULL, .tree_width = tree_width,
     };
     ha_assist_stats stats = { .proposed_at = prop->buf, .accepted_at = acc->buf };
     if (context_enter(tctx) != 0) goto cleanup;
@@ -465,7 +469,8 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
                                  (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
                                  (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
                                  (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
-                                 (long long)stats.num_ahead_used };
+                                 (long long)stats.num_ahead_used, (long long)stats.num_sibling_tokens,
+                                 (long long)stats.num_sibling_accepted };
     result = assisted_stats(values);
 cleanup:
     if (entered & 1) tctx->busy = 0;

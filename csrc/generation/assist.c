@@ -31,9 +31,28 @@ ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
     return HA_OK;
 }
 
+/* Token trees from prompt lookup: the later matches of the same n-gram at i2 > i (n tokens) as branches, each
+ * cut to one sibling where it leaves the chain tok[L, L + k): at the first depth j where the tokens that followed
+ * it differ from the chain's, that token (not an eos, not there yet) joins candidate j's siblings, up to w - 1. */
+static void lookup_siblings(const ha_assist_params *p, row_state *r, int64_t i, int64_t n, int64_t k) {
+    const int32_t *t = r->tok;
+    const int64_t L = r->L, w1 = p->tree_width - 1;
+    for (int64_t j = 0; j < k; j++) r->nsib[j] = 0;
+    for (int64_t i2 = i + 1; i2 + n < L; i2++) {
+        if (memcmp(t + i2, t + L - n, (size_t)n * sizeof(int32_t)) != 0) continue;
+        int64_t j = 0;
+        while (j < k && i2 + n + j < L && t[i2 + n + j] == t[L + j]) j++;
+        if (j == k || i2 + n + j >= L) continue; /* no branch: it follows the chain as far as it goes */
+        const int32_t y = t[i2 + n + j];
+        int seen = ha_is_eos(&p->gen, y) || r->nsib[j] >= w1;
+        for (int64_t s = 0; !seen && s < r->nsib[j]; s++) seen = r->sib[j * w1 + s] == y;
+        if (!seen) r->sib[j * w1 + r->nsib[j]++] = y;
+    }
+}
+
 /* Transformers' PromptLookupCandidateGenerator: the last n tokens (n from max_ngram down to 1) looked up in
  * the row's tokens, first match first; up to k_max of the tokens that followed it, cut before an eos.
- * Writes them at tok[L, ...) and returns how many. */
+ * Writes them at tok[L, ...) and returns how many; with token trees, the later matches' branches as siblings. */
 static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_t k_max) {
     const int32_t *t = r->tok;
     int64_t L = r->L;
@@ -45,6 +64,7 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
             int64_t k = 0;
             while (s + k < e && !ha_is_eos(&p->gen, t[s + k])) k++;
             memmove(r->tok + L, t + s, (size_t)k * sizeof(int32_t));
+            if (p->tree_width > 1) lookup_siblings(p, r, i, n, k);
             return k;
         }
     }
@@ -124,6 +144,8 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                                "weights", (long long)pos, r->row);
             r->tok[pos] = x;
             r->k = s + 1;
+            if (p->tree_width > 1)
+                ha_tree_siblings(qs, V, x, p->tree_width - 1, r->sib + s * (p->tree_width - 1), &r->nsib[s]);
             /* one pass of exps over q, for the confidence and the acceptance step alike */
             double conf = 1.0;
             if (norm_q(p, cost)) {
@@ -182,6 +204,11 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
     if (k > target->max_rollback) k = target->max_rollback;
     if (draft && k > draft->max_rollback) k = draft->max_rollback;
     if (S > 0 && L <= S && k > S - L) k = S - L;
+    if (p->tree_width > 1) { /* a tree's nodes, at most k * w after position L - 1, within max_tree and the capacity */
+        const int64_t w = p->tree_width, most = (target->max_tree - 1) / w, fit = (target->capacity - L) / w;
+        if (k > most) k = most;
+        if (k > fit) k = fit;
+    }
     return k;
 }
 
@@ -219,6 +246,7 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
     int64_t n = 0, n_rows = 0;
     ha_status st = run_whole_again(target, p, rows, B, b);
     if (st != HA_OK) return st;
+    if (p->tree_width > 1) return ha_tree_verify(target, p, sampler, rows, B, b);
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].k + 1;
     st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
@@ -266,8 +294,10 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
 static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const ha_sampler *sampler,
                             row_state *r, int32_t *out, float *scores, ha_assist_stats *stats, cost_model *cost) {
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
+    const int tree = p->tree_width > 1;
     int32_t next;
-    const int64_t n = accept(p, sampler, r, draft != NULL, V, &next);
+    const int64_t n = tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
+                           : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
         return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
                        "arguments", r->row);
@@ -301,16 +331,30 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     stats->num_target_passes++;
     stats->num_draft_tokens += k;
     stats->num_accepted_tokens += n < kept ? n : kept;
+    for (int64_t j = 0; tree && j < k; j++) { /* siblings: nodes of depth j (the one accepted, counted below) */
+        stats->num_draft_tokens += r->nsib[j];
+        stats->num_sibling_tokens += r->nsib[j];
+        if (stats->proposed_at) stats->proposed_at[j] += r->nsib[j];
+    }
+    if (tree && r->sib_taken >= 0 && r->chain_n < kept) stats->num_sibling_accepted++;
     for (int64_t j = 0; j < k; j++) {
         if (stats->proposed_at) stats->proposed_at[j]++;
         if (stats->accepted_at && j < n) stats->accepted_at[j]++;
     }
-    if (p->schedule == HA_SCHEDULE_COST) ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, n);
-    /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. */
+    if (p->schedule == HA_SCHEDULE_COST)
+        ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, tree ? r->chain_n : n);
+    /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. A tree's target keeps its
+     * accepted path (keep_path); the draft holds the chain, of which chain_n candidates were accepted. */
+    const int64_t L_old = r->L;
     r->L += kept;
     r->generated += kept;
     if (r->generated == N) r->done = 1;
-    if (r->target_len > r->L - 1) r->target_len = r->L - 1;
+    if (tree) {
+        ha_status st = ha_tree_keep(target, r, L_old, r->L - 1 - (L_old - r->catch_up));
+        if (st != HA_OK) return st;
+        if (r->draft_len > L_old + r->chain_n) r->draft_len = L_old + r->chain_n;
+    }
+    if (r->target_len > r->L - 1 || tree) r->target_len = r->L - 1;
     /* The draft keeps what it drafted ahead where the round accepted every candidate, the target's own token is the
      * guess and the row goes on: the next round's first steps read those rows. */
     r->covered = 0;
@@ -320,7 +364,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     } else if (r->draft_len > r->L - 1) {
         r->draft_len = r->L - 1;
     }
-    ha_status st = target->crop(target->self, r->row, r->target_len);
+    ha_status st = tree ? HA_OK : target->crop(target->self, r->row, r->target_len);
     if (st == HA_OK && draft) st = draft->crop(draft->self, r->row, r->draft_len);
     if (st != HA_OK) return st;
     if (draft && (p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT))
@@ -369,6 +413,8 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL, stats))
                 != HA_OK)
                 return st;
+            if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
+                ha_cost_siblings(&cost, rows, B, b->V, p->tree_width - 1);
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
@@ -410,6 +456,17 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     }
     if ((unsigned)p->schedule > HA_SCHEDULE_COST || (unsigned)p->acceptance > HA_ACCEPT_COUPLED)
         return ha_fail(HA_ERR_INVALID, "unknown schedule %d or acceptance %d", (int)p->schedule, (int)p->acceptance);
+    const int64_t w = p->tree_width;
+    if (w < 0) return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be >= 1 (1: chains)", (long long)w);
+    if (w > 1) {
+        if (!target->append_tree || !target->keep_path || target->max_tree < 2)
+            return ha_fail(HA_ERR_UNSUPPORTED, "assistant_tree_width=%lld: this target model verifies chains only (it "
+                           "has no tree attention: a wrapped external model); trees need a native habana_assist model, "
+                           "or pass assistant_tree_width=1", (long long)w);
+        if (w >= target->max_tree)
+            return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be below %lld (the nodes one tree verification "
+                           "takes per row)", (long long)w, (long long)target->max_tree);
+    }
     if (p->schedule == HA_SCHEDULE_COST) {
         int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
                  p->n_target_costs >= 1 && p->n_target_costs <= 64;
@@ -432,8 +489,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     ahead a = { 0 }; /* drafting ahead's buffers, allocated below with overlap */
     if ((st = ha_sampler_create(&p->gen.sampling, V, &sampler)) != HA_OK) return st;
     /* The largest append: every row's prompt and generated tokens (a draft catching up after rounds of K = 0). */
-    const int64_t row_cap = prompt_width + N + 1;
-    const size_t n_append = (size_t)B * (size_t)row_cap;
+    const int64_t row_cap = prompt_width + N + 1, w1 = w > 1 ? w - 1 : 0;
+    const size_t n_append = (size_t)B * (size_t)(w > 1 && target->max_tree > row_cap ? target->max_tree : row_cap);
     buffers b = { .V = V, .seq = malloc(n_append * sizeof(int32_t)), .tok = malloc(n_append * sizeof(int32_t)),
                   .want = malloc(n_append), .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
                   .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
@@ -443,7 +500,16 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     row_state *rows = calloc((size_t)B, sizeof(row_state));
     int32_t *tok = ha_malloc_array((size_t)B, (size_t)row_cap, sizeof(int32_t));
     float **ptrs = ha_malloc_array((size_t)B, 3 * (size_t)N + 2, sizeof(float *)); /* (B, p | raw | q) */
-    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs) {
+    /* trees: (B, max_new, w - 1) siblings and their rows' pointers (processed | raw), (B, max_new) their counts */
+    int32_t *sib = w1 ? ha_malloc_array((size_t)B * (size_t)N, (size_t)w1, sizeof(int32_t)) : NULL;
+    int64_t *nsib = w1 ? calloc((size_t)B * (size_t)N, sizeof(int64_t)) : NULL;
+    float **sib_ptrs = w1 ? ha_malloc_array((size_t)B * (size_t)N, 2 * (size_t)w1, sizeof(float *)) : NULL;
+    b.parent = w1 ? malloc(n_append * sizeof(int32_t)) : NULL;
+    float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
+    int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
+    double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
+    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
+        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld", (long long)B, (long long)N, (long long)V);
         goto cleanup;
@@ -461,6 +527,15 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         r->q = r->p + 2 * N + 2;
         r->conf = b.conf + i * N;
         r->qn = b.qn + i * N;
+        if (w1) {
+            r->sib = sib + i * N * w1;
+            r->nsib = nsib + i * N;
+            r->ps = sib_ptrs + i * N * 2 * w1;
+            r->praw = p->gen.logits_out ? r->ps + N * w1 : NULL;
+            r->scratch = scratch;
+            r->nkeep = nkeep + i * N;
+            r->reach = reach + i * N;
+        }
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
             b.seq[n] = (int32_t)i;
@@ -473,7 +548,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     if (p->gen.logits_out) memcpy(b.first_raw, b.first, (size_t)B * (size_t)V * sizeof(float));
     /* Drafting ahead: a model draft, and no callback that must run on this thread (on_logits) */
     a = (ahead){ .draft = draft, .sampler = sampler, .gen = &p->gen, .rows = rows, .B = B, .V = V };
-    const int overlap = p->overlap && draft && !p->gen.sampling.on_logits;
+    const int overlap = p->overlap && draft && !p->gen.sampling.on_logits && w1 == 0;
     if (overlap) {
         a.seq = malloc((size_t)B * sizeof(int32_t));
         a.tok = malloc((size_t)B * sizeof(int32_t));
@@ -526,5 +601,12 @@ cleanup:
     free(rows);
     free(tok);
     free(ptrs);
+    free(sib);
+    free(nsib);
+    free(sib_ptrs);
+    free(b.parent);
+    free(scratch);
+    free(nkeep);
+    free(reach);
     return st;
 }

@@ -41,6 +41,17 @@ typedef struct row_state {
     float *ahead;        /* (ahead_cap, V) their raw logits */
     int64_t covered;     /* next round: draft steps 0 .. covered - 1 read cover's rows instead of appending */
     const float *cover;  /* (covered, V) */
+    /* token trees (ha_assist_params.tree_width w > 1; see assist_tree.c) */
+    int32_t *sib;        /* (max_new, w - 1) candidate j's siblings: the draft's next most probable tokens there */
+    int64_t *nsib;       /* (max_new,) how many candidate j has */
+    float **ps;          /* (max_new, w - 1) their processed target scores, for position L + j + 1 */
+    float **praw;        /* (max_new, w - 1) their raw target logits, with logits_out */
+    int64_t catch_up;    /* this round: the row's tokens the target's tree starts with, tok[L - catch_up, L) */
+    int64_t chain_n;     /* this round: the chain's candidates accepted */
+    int64_t sib_taken;   /* this round: the sibling of candidate chain_n accepted after them, or -1 */
+    float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
+    int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
+    double *reach;       /* (max_new,) its chance that the chain reaches each depth */
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -57,6 +68,7 @@ typedef struct buffers {
     ha_normalizer *qn;             /* (B, max_new) row_state.qn */
     float *A;                      /* (cap_a, V) every row's logits drafted ahead (row_state.ahead) */
     int64_t cap_a;
+    int32_t *parent;               /* (n_append,) a tree's parents (trees only) */
 } buffers;
 
 /* ---- the cost schedule (assist_cost.c) ---------------------------------------------------------------- */
@@ -95,6 +107,8 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
 /* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
  * and had n accepted. */
 void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
+/* Token trees: trims each running row's siblings (r->nsib) to those worth their place in the target's append. */
+void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1);
 
 /* ---- drafting ahead (assist_ahead.c) ------------------------------------------------------------------ */
 
@@ -134,5 +148,24 @@ int64_t ha_assist_heuristic_k(int64_t K, int64_t n);
  * generation computes those positions in appends of their own side. */
 int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p,
                                 const ha_lm *target, const ha_lm *draft);
+
+/* ---- token trees (assist_tree.c) ---------------------------------------------------------------------- */
+
+/* The n_max tokens of highest score in q (V,), best first (the lower index first on ties), other than x and tokens
+ * scored -inf or NaN, into out; *n how many there are (<= n_max). */
+void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n);
+/* The target's append_tree for a round: each running row's catch-up, candidates and siblings; points r->p (r->raw)
+ * at the chain's rows and r->ps (r->praw) at the siblings', and processes them all. */
+ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                         buffers *b);
+/* Acceptance on r's tree (greedy, coupled, or with a model draft rejection sampling with scratch (V,)); model_draft
+ * 0 (prompt lookup): the target's own token at each node, as for its chains. Returns the tokens accepted
+ * (the chain's chain_n, then the sibling taken if any, which it writes at tok[L + chain_n] with its rows as
+ * p[chain_n + 1]) and the target's next token. */
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
+                       float *scratch, int32_t *next);
+/* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
+ * row's round from L_old: keep_path. */
+ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);
 
 #endif /* HA_ASSIST_H */

@@ -209,3 +209,47 @@ void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k
         }
     }
 }
+
+/* Token trees under the cost schedule: the tree's shape from the costs. After the chains are drafted, each row's
+ * siblings (best first at each depth: ha_tree_siblings) are kept one at a time, the one adding the most expected
+ * tokens first, while that raises the round's expected tokens per unit time: a sibling y at depth j adds the chance
+ * that the chain reaches depth j and the target's token there is y, taken as the running rate of candidates the
+ * draft gave y's probability (ha_cost_conf_rate), and costs one more token in the target's append. Where width is
+ * not cheap (t(T + 1) - t(T) near t(1)) no sibling is worth it and the round verifies chains. Leaves r->nsib the
+ * kept counts (a prefix of each depth's siblings). */
+void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1) {
+    double yield = 0.0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        yield += r->yield;
+        tokens += r->k + 1;
+        for (int64_t j = 0; j < r->k; j++) {
+            r->nkeep[j] = 0;
+            r->reach[j] = j == 0 ? 1.0 : r->reach[j - 1] * ha_cost_conf_rate(c, r->conf[j - 1]);
+        }
+    }
+    for (;;) {
+        row_state *best = NULL;
+        int64_t best_j = -1;
+        double gain = 0.0;
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            for (int64_t j = 0; !r->done && j < r->k; j++) {
+                if (r->nkeep[j] >= r->nsib[j]) continue;
+                const int32_t y = r->sib[j * w1 + r->nkeep[j]];
+                const double g = r->reach[j] * ha_cost_conf_rate(c, ha_norm_at(r->q[j], V, r->qn[j], y));
+                if (g > gain) best = r, best_j = j, gain = g;
+            }
+        }
+        if (!best) break;
+        const double now = yield / (c->steps_cost + verify_cost(c, tokens));
+        if (!((yield + gain) / (c->steps_cost + verify_cost(c, tokens + 1)) > now)) break;
+        best->nkeep[best_j]++;
+        yield += gain;
+        tokens++;
+    }
+    for (int64_t i = 0; i < B; i++)
+        for (int64_t j = 0; !rows[i].done && j < rows[i].k; j++) rows[i].nsib[j] = rows[i].nkeep[j];
+}

@@ -23,6 +23,27 @@
 
 /* ---- parallel pieces -------------------------------------------------------------------------------- */
 
+/* Work on each of T tokens' rows on its own (norms, an activation's quantization): row(ctx, i) for i < T, split
+ * across the threads when the T rows' work (about T * width steps) is worth waking them. A row's result is the same
+ * on any thread. */
+#define ROWS_SMALL_JOB (1 << 16)
+typedef struct rows_job {
+    void (*row)(const void *ctx, int64_t i);
+    const void *ctx;
+} rows_job;
+
+static void rows_range(void *ctx, int64_t b, int64_t e) {
+    const rows_job *j = ctx;
+    for (int64_t i = b; i < e; i++) j->row(j->ctx, i);
+}
+
+static void for_rows(int64_t T, int64_t width, void (*row)(const void *ctx, int64_t i), const void *ctx) {
+    rows_job j = { row, ctx };
+    if (T < 2 || T * width < ROWS_SMALL_JOB) rows_range(&j, 0, T);
+    else ha_parallel_for(rows_range, &j, T);
+}
+
+
 /* The feed-forward block's first half after its matmuls (mlp_range): biases, then the activation, into gate. */
 typedef struct mlp_step {
     int gated;                /* act(gate) * up, else act(up) (GPT-2's ungated block, whose one matrix is W[0]) */
@@ -124,6 +145,30 @@ static void mlp_range(void *ctx, int64_t ub, int64_t ue) {
     mlp_finish(j->k, s, j->T, lo, hi);
 }
 
+/* A matmul's input X (T, n) converted token by token for the weights' class (matmul_prepare). */
+typedef struct act_rows {
+    const ha_llama_context *c;
+    const float *X;
+    int64_t n;
+} act_rows;
+
+static void round_bf16_row(const void *ctx, int64_t t) {
+    const act_rows *a = ctx;
+    ha_round_act_bf16(a->X + t * a->n, a->n, a->c->xbf + t * ((a->n + 1) / 2));
+}
+
+static void quant8_row(const void *ctx, int64_t t) {
+    const act_rows *a = ctx;
+    const int64_t groups = (a->n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    ha_quant_act8(a->c->kern->quant_q8, a->X + t * a->n, a->n, a->c->xq8 + (size_t)t * ha_row_bytes(HA_Q8, a->n),
+                  a->c->xq8_sum + t * groups);
+}
+
+static void quant_row(const void *ctx, int64_t t) {
+    const act_rows *a = ctx;
+    a->c->kern->quant_act(a->X + t * a->n, a->n, a->c->xq + t * ha_act_width(a->n), a->c->xq_scale + t);
+}
+
 /* Fills j for Y[i] = X @ W[i]^T (X (T, W[0].cols)), quantizing X once for integer weights; the rows of all
  * the W[i]. */
 static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int count, const ha_matrix *const *W,
@@ -138,22 +183,19 @@ static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int coun
         quantize8 |= W[i]->dtype == HA_Q8P;
         round_bf16 |= W[i]->dtype == HA_BF16X;
     }
-    if (round_bf16) { /* each token's row rounded to bfloat16 pairs once (formats.h's bf16-pairs class) */
-        const int64_t n = W[0]->cols, steps = (n + 1) / 2;
-        for (int64_t t = 0; t < T; t++) ha_round_act_bf16(X + t * n, n, c->xbf + t * steps);
+    /* Each token's row converted on its own, once, shared by the matmul's threads (formats.h's classes). */
+    const act_rows a = { c, X, W[0]->cols };
+    if (round_bf16) { /* rounded to bfloat16 pairs (the bf16-pairs class) */
+        for_rows(T, a.n, round_bf16_row, &a);
         j->Xbf = c->xbf;
     }
-    if (quantize8) { /* the same, group by group into int8 (formats.h's w8a8 class) */
-        const int64_t n = W[0]->cols, groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
-        const size_t xb = ha_row_bytes(HA_Q8, n);
-        for (int64_t t = 0; t < T; t++)
-            ha_quant_act8(c->kern->quant_q8, X + t * n, n, c->xq8 + t * xb, c->xq8_sum + t * groups);
+    if (quantize8) { /* group by group into int8 (the w8a8 class) */
+        for_rows(T, a.n, quant8_row, &a);
         j->Xq8 = c->xq8;
         j->xq8_sum = c->xq8_sum;
     }
-    if (quantize) { /* each token's row on its own, once, shared by the threads (T * n: small beside the matmul) */
-        const int64_t n = W[0]->cols, width = ha_act_width(n);
-        for (int64_t t = 0; t < T; t++) c->kern->quant_act(X + t * n, n, c->xq + t * width, c->xq_scale + t);
+    if (quantize) { /* into int16 with one scale (int8 and int4 weights) */
+        for_rows(T, a.n, quant_row, &a);
         j->Xq = c->xq;
         j->xq_scale = c->xq_scale;
     }
@@ -246,6 +288,56 @@ static void add_in_order(const float (*w)[KEY_BLOCK], int64_t nh, int64_t n, flo
     }
 }
 
+/* One block of a token's nk keys whose scores are in sc (nq, KEY_BLOCK), for its nq heads: soft cap, the online
+ * softmax's running maximum mx (nq,) (rescaling sum (nq,) and acc (nq, hd) where it grows), the block's weights in
+ * place of its scores, added to sum in key order. The same for every token and run, so that a token's output never
+ * depends on the queries beside it. */
+static void block_weights(const ha_kernels *k, float (*sc)[KEY_BLOCK], int64_t nq, int64_t nk, float cap, float *mx,
+                          float *sum, float *acc, int64_t hd) {
+    for (int64_t h = 0; h < nq; h++) {
+        float *s = sc[h];
+        if (cap > 0.0f)
+            for (int64_t t = 0; t < nk; t++) s[t] = cap * tanhf(s[t] / cap);
+        const float bm = block_max(s, nk);
+        if (bm > mx[h]) {
+            if (mx[h] > -INFINITY) {
+                float f = ha_expf(mx[h] - bm);
+                sum[h] *= f;
+                k->scale(f, acc + h * hd, hd);
+            }
+            mx[h] = bm;
+        }
+        k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
+    }
+    add_in_order(sc, nq, nk, sum);
+}
+
+/* The block of keys from position kb of tree node i (chunk index): the positions below its tree's base from the
+ * cache's slots, then its ancestors' and its own from theirs (c->store), each stretch of consecutive slots scored
+ * and summed by one kernel call at its column of the block. The kernels score each key on its own and add values
+ * key by key in order (ha_kernels.attn_scores, attn_values), so the block is bitwise the one a sequential decode of
+ * the node's path reads from consecutive positions. qs (nq, hd) the node's queries, the rest as attention_range's. */
+static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i, int64_t kb, int64_t S,
+                       const float *K, const float *V, const float *qs, int64_t nq, int64_t hd, float scale, float cap,
+                       float (*sc)[KEY_BLOCK], float *mx, float *sum, float *acc) {
+    const int64_t p = c->pos[i], tb = c->tbase[i], end = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
+    const int64_t nk = end - kb, nc = tb > kb ? (tb < end ? tb : end) - kb : 0; /* keys, and those in the cache */
+    int32_t path[CHUNK]; /* the chunk index of the node's ancestor at each depth, and its own */
+    for (int64_t d = p - tb, at = i; d >= 0; d--, at = c->tparent[at]) path[d] = (int32_t)at;
+    const int64_t d0 = (kb > tb ? kb : tb) - tb, d1 = end - tb; /* the tree's depths in the block */
+    if (nc > 0) k->attn_scores(qs, nq, hd, K, hd, kb % S, S, nc, hd, scale, sc[0], KEY_BLOCK);
+    for (int64_t d = d0, e; d < d1; d = e) {
+        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
+        k->attn_scores(qs, nq, hd, K, hd, c->store[path[d]] % S, S, e - d, hd, scale, sc[0] + (tb + d - kb), KEY_BLOCK);
+    }
+    block_weights(k, sc, nq, nk, cap, mx, sum, acc, hd);
+    if (nc > 0) k->attn_values(sc[0], KEY_BLOCK, nq, V, hd, kb % S, S, nc, hd, acc, hd);
+    for (int64_t d = d0, e; d < d1; d = e) {
+        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
+        k->attn_values(sc[0] + (tb + d - kb), KEY_BLOCK, nq, V, hd, c->store[path[d]] % S, S, e - d, hd, acc, hd);
+    }
+}
+
 /* Tasks are (run r, kv head g, piece u of its query heads) triples, (r * nkv + g) * pieces + u; a piece holds
  * up to ATTN_QUERIES of the group's heads. A run's tokens see the same keys from the same first one, each up to
  * its own position: attn_scores scores every query of the task (the run's tokens times the piece's heads)
@@ -254,7 +346,8 @@ static void add_in_order(const float (*w)[KEY_BLOCK], int64_t nh, int64_t n, flo
  * keys (each value row read once for the heads). Keys are read from the layer's slots (a ring: position t at
  * slot t mod slots); blocks of keys start at the first visible position, so they depend on the position alone.
  * Each head's scores, online softmax and sums are its own, in key order, whatever the queries beside it: a
- * token's output is the same in any run. */
+ * token's output is the same in any run. Tree nodes (c->tree): the blocks below the run's tree base are shared as
+ * above, each later block is each node's own (tree_block: the cache's keys, then its ancestors'). */
 static void attention_range(void *ctx, int64_t b, int64_t e) {
     const attention_job *j = ctx;
     const ha_llama_context *c = j->c;
@@ -284,30 +377,23 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
             sum[h] = 0.0f;
         }
         memset(acc, 0, (size_t)(nall * hd) * sizeof(float));
+        const int64_t tb = c->tree ? c->tbase[i0] : INT64_MAX; /* positions from tb on: the run's tree nodes */
         for (int64_t kb = lo; kb <= p_last; kb += KEY_BLOCK) {
             const int64_t slot0 = kb % S; /* the block's first slot; later ones follow it, wrapping at S */
+            if (kb + KEY_BLOCK > tb) { /* a block holding tree positions: each node's own keys */
+                for (int64_t a = 0; a < n; a++)
+                    if (kb <= c->pos[i0 + a])
+                        tree_block(c, k, j->run[r] + a, kb, S, K, V, qs + a * nq * hd, nq, hd, scale, cap, sc + a * nq,
+                                   mx + a * nq, sum + a * nq, acc + a * nq * hd);
+                continue;
+            }
             const int64_t nk_all = (kb + KEY_BLOCK <= p_last + 1 ? kb + KEY_BLOCK : p_last + 1) - kb;
             k->attn_scores(qs, nall, hd, K, hd, slot0, S, nk_all, hd, scale, sc[0], KEY_BLOCK);
             for (int64_t a = 0; a < n; a++) {
                 const int64_t p = c->pos[i0 + a];
                 if (kb > p) continue;
                 const int64_t nk = (kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1) - kb;
-                for (int64_t h = a * nq; h < (a + 1) * nq; h++) {
-                    float *s = sc[h];
-                    if (cap > 0.0f)
-                        for (int64_t t = 0; t < nk; t++) s[t] = cap * tanhf(s[t] / cap);
-                    const float bm = block_max(s, nk);
-                    if (bm > mx[h]) {
-                        if (mx[h] > -INFINITY) {
-                            float f = ha_expf(mx[h] - bm);
-                            sum[h] *= f;
-                            k->scale(f, acc + h * hd, hd);
-                        }
-                        mx[h] = bm;
-                    }
-                    k->exp_shift(s, nk, mx[h]); /* the block's weights, in place of its scores */
-                }
-                add_in_order(sc + a * nq, nq, nk, sum + a * nq);
+                block_weights(k, sc + a * nq, nq, nk, cap, mx + a * nq, sum + a * nq, acc + a * nq * hd, hd);
                 k->attn_values(sc[a * nq], KEY_BLOCK, nq, V, hd, slot0, S, nk, hd, acc + a * nq * hd, hd);
             }
         }
@@ -344,10 +430,28 @@ static void norm(const ha_llama_config *cfg, const float *x, const float *w, con
         for (int64_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
 }
 
+/* y (T, d) = each row of x (T, d) normed (norm's w and b), rows across the threads where worth it (for_rows). */
+typedef struct norm_job {
+    const ha_llama_config *cfg;
+    const float *x, *w, *b;
+    float *y;
+    int64_t d;
+} norm_job;
+
+static void norm_row(const void *ctx, int64_t i) {
+    const norm_job *j = ctx;
+    norm(j->cfg, j->x + i * j->d, j->w, j->b, j->y + i * j->d, j->d);
+}
+
+static void norm_all(const ha_llama_config *cfg, const float *x, const float *w, const float *b, float *y, int64_t T,
+                     int64_t d) {
+    const norm_job j = { cfg, x, w, b, y, d };
+    for_rows(T, d, norm_row, &j);
+}
+
 /* Each of the T rows of x (T, d) normed in place by the optional vector v (and bias vb); nothing if v is absent. */
 static void norm_rows(const ha_llama_config *cfg, float *x, const ha_vector *v, const ha_vector *vb, int64_t T, int64_t d) {
-    if (!v->data) return;
-    for (int64_t i = 0; i < T; i++) norm(cfg, x + i * d, v->data, vb ? vb->data : NULL, x + i * d, d);
+    if (v->data) norm_all(cfg, x, v->data, vb ? vb->data : NULL, x, T, d);
 }
 
 static void add_bias(float *y, const ha_vector *b, int64_t T, int64_t n) {
@@ -456,7 +560,7 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
-        for (int64_t i = 0; i < T; i++) norm(cfg, c->x + i * d, L->attn_norm.data, L->attn_norm_b.data, c->xn + i * d, d);
+        norm_all(cfg, c->x, L->attn_norm.data, L->attn_norm_b.data, c->xn, T, d);
         if (L->wqkv.data) {
             matmul(c, 1, (const ha_matrix *[]){ &L->wqkv }, (float *[]){ c->fused }, c->xn, T);
             add_bias(c->fused, &L->bqkv, T, qd + 2 * kvd);
@@ -487,7 +591,7 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
         norm_rows(cfg, c->tmp, &L->post_attn_norm, NULL, T, d);
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
 
-        for (int64_t i = 0; i < T; i++) norm(cfg, c->x + i * d, L->ffn_norm.data, L->ffn_norm_b.data, c->xn + i * d, d);
+        norm_all(cfg, c->x, L->ffn_norm.data, L->ffn_norm_b.data, c->xn, T, d);
         mlp_in(c, L, T);
         matmul(c, 1, (const ha_matrix *[]){ &L->w_down }, (float *[]){ c->tmp }, c->gate, T);
         add_bias(c->tmp, &L->b_down, T, d);

@@ -1,11 +1,13 @@
 /* The native decoder's context (ha_llama_context): the KV cache of n_seq sequences and every activation buffer a
  * forward needs, allocated once; the model interface (ha_lm) over it: append (through forward.c, a chunk at a
- * time), crop and length.
+ * time), crop and length, and token trees (append_tree: whole sequences' trees a chunk at a time, each node's key and
+ * value kept at the tree's base plus its index; keep_path: a path's moved into place).
  *
  * Sliding-window layers keep their keys and values in rings: a layer with window w holds w + HA_RING_SLACK
  * positions per sequence (position p at slot p mod that), when that is less than the cache's capacity. The
  * slack covers one chunk's writes before its attention reads (a chunk of T tokens needs T - 1 <= slack) and
- * the positions a crop may take back (ha_lm.max_rollback). */
+ * the positions a crop may take back (ha_lm.max_rollback); a tree's nodes (at most CHUNK per sequence) overwrite
+ * slots of positions more than the slack below the tree, which no node sees. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,7 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
      * prompt computes it alike; every other token goes through the batch-invariant kernels. */
     for (int64_t s = 0; s < c->n_seq; s++)
         c->blas_left[s] = c->blas && c->len[s] == 0 ? c->adding[s] / HA_BLAS_BLOCK * HA_BLAS_BLOCK : 0;
+    c->tree = 0;
     for (int64_t b = 0, T; b < n; b += T) {
         if (ha_interrupted()) return interrupted_append(c, seq, b);
         int64_t w0 = 0;
@@ -116,7 +119,7 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
         for (int64_t i = 0; i < T; i++) {
             const int32_t s = seq[b + i];
             c->seq[i] = s;
-            c->pos[i] = c->len[s]++;
+            c->store[i] = c->pos[i] = c->len[s]++;
             if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
         }
         c->hidden_at = b;
@@ -160,6 +163,133 @@ static int64_t ctx_length(const void *self, int32_t seq) {
     return seq >= 0 && seq < c->n_seq ? c->len[seq] : 0;
 }
 
+/* ---- token trees (ha_lm.append_tree, ha_lm.keep_path) ---------------------------------------------------- */
+
+static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, int64_t p);
+
+/* Checks a tree call as ha.h's contract states it, leaving each sequence's node count in c->adding. */
+static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
+                          const int32_t *parent, const uint8_t *want, float *logits) {
+    const int64_t V = c->m->cfg.vocab_size;
+    if (n < 0 || (n > 0 && (!seq || !tokens || !parent)))
+        return ha_fail(HA_ERR_INVALID, "append_tree: bad token arrays (n=%lld)", (long long)n);
+    if (c->hidden)
+        return ha_fail(HA_ERR_INVALID, "append_tree: hidden states were requested for an append, not a tree");
+    int wanted = 0;
+    memset(c->adding, 0, (size_t)c->n_seq * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t s = seq[i];
+        if (s < 0 || s >= c->n_seq)
+            return ha_fail(HA_ERR_INVALID, "append_tree: sequence %d is out of range; the cache holds %lld sequences", s,
+                           (long long)c->n_seq);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return ha_fail(HA_ERR_INVALID, "token id %d at index %lld is out of range for vocab_size %lld; ids must be "
+                           "in [0, %lld)", tokens[i], (long long)i, (long long)V, (long long)V);
+        if (c->adding[s] > 0 && seq[i - 1] != s)
+            return ha_fail(HA_ERR_INVALID, "append_tree: the nodes of sequence %d are not together (index %lld); give "
+                           "each sequence's nodes one after the other", s, (long long)i);
+        if (parent[i] != -1 && (parent[i] < 0 || parent[i] >= i || seq[parent[i]] != s))
+            return ha_fail(HA_ERR_INVALID, "append_tree: node %lld's parent %d is not -1 nor an earlier node of its "
+                           "sequence", (long long)i, parent[i]);
+        if (++c->adding[s] > CHUNK)
+            return ha_fail(HA_ERR_INVALID, "append_tree: more than %d nodes for sequence %d in one call (ha_lm.max_tree)",
+                           CHUNK, s);
+        wanted |= !want || want[i];
+    }
+    for (int64_t s = 0; s < c->n_seq; s++)
+        if (c->len[s] + c->adding[s] > c->capacity)
+            return ha_fail(HA_ERR_CAPACITY, "sequence %lld holds %lld positions; a tree of %lld more nodes would pass the "
+                           "cache capacity of %lld; create the cache with a larger max_cache_len", (long long)s,
+                           (long long)c->len[s], (long long)c->adding[s], (long long)c->capacity);
+    if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append_tree: logits requested but no output buffer given");
+    return HA_OK;
+}
+
+/* ha_lm.append_tree: forwards of whole sequences' trees, up to CHUNK nodes each; the lengths move at the end. */
+static ha_status ctx_append_tree(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
+                                 const int32_t *parent, const uint8_t *want, float *logits) {
+    ha_llama_context *c = self;
+    const int64_t V = c->m->cfg.vocab_size;
+    ha_status st = tree_check(c, n, seq, tokens, parent, want, logits);
+    if (st != HA_OK) return st;
+    c->kern = ha_kernels_get();
+    c->blas_now = 0;
+    c->tree = 1;
+    const ha_llama_config *cfg = &c->m->cfg;
+    for (int64_t b = 0, T; b < n; b += T) {
+        if (ha_interrupted()) {
+            c->tree = 0;
+            return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this tree");
+        }
+        /* whole sequences' nodes, as many as fit in a chunk */
+        T = c->adding[seq[b]];
+        while (b + T < n && T + c->adding[seq[b + T]] <= CHUNK) T += c->adding[seq[b + T]];
+        for (int64_t i = 0; i < T; i++) {
+            const int32_t s = seq[b + i];
+            const int first = i == 0 || c->seq[i - 1] != s; /* the sequence's first node (its nodes are together) */
+            c->seq[i] = s;
+            c->tbase[i] = c->len[s];
+            c->tparent[i] = parent[b + i] < 0 ? -1 : (int32_t)(parent[b + i] - b);
+            c->pos[i] = c->tparent[i] < 0 ? c->len[s] : c->pos[c->tparent[i]] + 1;
+            c->store[i] = first ? c->len[s] : c->store[i - 1] + 1;
+            if (c->store[i] > c->top[s]) c->top[s] = c->store[i];
+        }
+        /* longrope as append's: the table of the sequence's last position in the call (its deepest node) */
+        for (int64_t i = 0; i < T; i++) {
+            const int32_t s = c->seq[i];
+            if (i == 0 || c->seq[i - 1] != s) c->long_rope[s] = 0;
+            if (cfg->rope_inv_freq_long && c->pos[i] + 1 > cfg->rope_long_from) c->long_rope[s] = 1;
+        }
+        int64_t w0 = 0;
+        if (ha_llama_forward(c, tokens + b, T, want ? want + b : NULL, logits)) {
+            c->tree = 0;
+            return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this tree");
+        }
+        for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
+        if (logits) logits += w0 * V;
+    }
+    c->tree = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (i == 0 || seq[i - 1] != seq[i]) c->len[seq[i]] += c->adding[seq[i]];
+    return HA_OK;
+}
+
+/* ha_lm.keep_path: nodes[j]'s keys and values, every layer and kv head, to position base + j. */
+static ha_status ctx_keep_path(void *self, int32_t seq, int64_t base, const int32_t *nodes, int64_t n) {
+    ha_llama_context *c = self;
+    if (seq < 0 || seq >= c->n_seq)
+        return ha_fail(HA_ERR_INVALID, "keep_path: sequence %d is out of range; the cache holds %lld sequences", seq,
+                       (long long)c->n_seq);
+    if (base < 0 || n < 0 || (n > 0 && !nodes))
+        return ha_fail(HA_ERR_INVALID, "keep_path: bad arguments (base %lld, n %lld)", (long long)base, (long long)n);
+    for (int64_t j = 0; j < n; j++)
+        if (nodes[j] < 0 || (j > 0 && nodes[j] <= nodes[j - 1]) || base + nodes[j] >= c->len[seq])
+            return ha_fail(HA_ERR_INVALID, "keep_path: node %d (at %lld) is not after the one before it within the %lld "
+                           "positions past %lld that sequence %d holds", nodes[j], (long long)j,
+                           (long long)(c->len[seq] - base), (long long)base, seq);
+    if (base + n > c->len[seq])
+        return ha_fail(HA_ERR_INVALID, "keep_path: %lld positions past %lld, but sequence %d holds %lld", (long long)n,
+                       (long long)base, seq, (long long)c->len[seq]);
+    int held = ha_llama_context_can_crop(c, seq, base + n);
+    for (int64_t l = 0; held && n > 0 && l < c->m->cfg.n_layers; l++) /* a ring still holds the first node moved */
+        held = c->slots[l] >= c->capacity || base + nodes[0] + c->slots[l] > c->top[seq];
+    if (!held)
+        return ha_fail(HA_ERR_UNSUPPORTED, "keep_path: sequence %d's sliding-window layers no longer hold what the path "
+                       "needs; keep a path right after the tree it is in", seq);
+    const ha_llama_config *cfg = &c->m->cfg;
+    const size_t bytes = (size_t)cfg->head_dim * sizeof(float);
+    for (int64_t l = 0; l < cfg->n_layers; l++)
+        for (int64_t g = 0; g < cfg->n_kv_heads; g++)
+            for (int64_t j = 0; j < n; j++) {
+                if (nodes[j] == j) continue;
+                memcpy(c->kcache + kv_at(c, l, seq, g, base + j), c->kcache + kv_at(c, l, seq, g, base + nodes[j]), bytes);
+                memcpy(c->vcache + kv_at(c, l, seq, g, base + j), c->vcache + kv_at(c, l, seq, g, base + nodes[j]), bytes);
+            }
+    c->len[seq] = base + n;
+    if (c->len[seq] == 0) c->top[seq] = -1;
+    return HA_OK;
+}
+
 /* Positions a layer with window w keeps per sequence in a cache of `capacity`: a ring of w + HA_RING_SLACK when
  * that is fewer (written so that a window near INT64_MAX does not overflow). */
 static int64_t layer_slots(int64_t w, int64_t capacity) {
@@ -174,7 +304,7 @@ void ha_kv_store(ha_llama_context *c, int64_t l, int64_t T) {
     for (int64_t i = 0; i < T; i++) {
         for (int64_t g = 0; g < cfg->n_kv_heads; g++) {
             size_t off = c->layer_at[l] + (((size_t)c->seq[i] * (size_t)cfg->n_kv_heads + (size_t)g) * (size_t)S +
-                                           (size_t)(c->pos[i] % S)) * (size_t)hd;
+                                           (size_t)(c->store[i] % S)) * (size_t)hd;
             memcpy(c->kcache + off, c->k + i * kvd + g * hd, (size_t)hd * sizeof(float));
             memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
         }
@@ -244,6 +374,9 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->rope_cos = malloc(2 * R * r2 * fl);
     c->rope_sin = malloc(2 * R * r2 * fl);
     c->pos = malloc(R * sizeof(int64_t));
+    c->store = malloc(R * sizeof(int64_t));
+    c->tbase = malloc(R * sizeof(int64_t));
+    c->tparent = malloc(R * sizeof(int32_t));
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
     int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_w8a8 = m->w.lm_head.dtype == HA_Q8P, any_fused = 0;
@@ -290,7 +423,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     if (!c->len || !c->top || !c->adding || !c->blas_left || !c->long_rope || !c->slots || !c->layer_at || !c->kcache ||
         !c->vcache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up ||
-        !c->rope_cos || !c->rope_sin || !c->pos || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
+        !c->rope_cos || !c->rope_sin || !c->pos || !c->store || !c->tbase || !c->tparent || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
                        "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
@@ -310,6 +443,7 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     c->lm = (ha_lm){ .self = c, .vocab_size = cfg->vocab_size, .n_seq = n_seq, .capacity = capacity,
                      .append = ctx_append, .crop = ctx_crop, .length = ctx_length,
+                     .append_tree = ctx_append_tree, .keep_path = ctx_keep_path, .max_tree = CHUNK,
                      .max_rollback = ring ? HA_RING_SLACK : INT64_MAX,
                      .rope_switch = cfg->rope_inv_freq_long && cfg->rope_long_from > 0 ? cfg->rope_long_from : 0 };
     *out = c;
@@ -322,6 +456,7 @@ void ha_llama_context_free(ha_llama_context *c) {
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
     void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->long_rope, c->slots, c->layer_at, c->x, c->xn, c->q,
                      c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq,
+                     c->store, c->tbase, c->tparent,
                      c->wide, c->xq, c->xq_scale, c->xq8, c->xq8_sum, c->xbf };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);

@@ -62,8 +62,16 @@ struct ha_llama_context {
     float *gate, *up;     /* (R, f) */
     float *fused;         /* (R, max(q_dim + 2 kv_dim, 2f)) a fused projection's output; NULL if none is fused */
     float *rope_cos, *rope_sin; /* (2, R, r2): the global (or long) and the local table's values per token */
-    int64_t *pos;         /* (R,) */
+    int64_t *pos;         /* (R,) each token's position: rotary, learned positions, the keys it sees */
+    int64_t *store;       /* (R,) the position whose slots keep its key and value: pos, except a tree's nodes
+                             (append_tree), kept at base + their index among their sequence's nodes */
     int32_t *seq;         /* (R,) */
+    /* A forward of tree nodes (append_tree; tree == 0 for appends): node i sees its sequence's positions below
+     * tbase[i] from the cache, then its ancestors (tparent[i]: the chunk index of its parent, -1 for a node at
+     * depth 0) and itself, one per position from tbase[i] to pos[i]. */
+    int tree;
+    int32_t *tparent;     /* (R,) */
+    int64_t *tbase;       /* (R,) */
     float *wide;          /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
     float *hidden;        /* NULL, or (n_layers + 1, hidden_n, d): the hidden states the current append records */
     int64_t hidden_n;     /* tokens of that append (ha_llama_context_record_hidden) */

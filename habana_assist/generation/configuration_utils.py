@@ -1,8 +1,8 @@
 """Generation arguments, with Transformers' names, defaults, validation and file format (the results are in utils.py).
 
 GenerationConfig holds every field of Transformers' GenerationConfig (beam search and encoder-decoder fields
-included, so that any generation_config.json loads and saves unchanged), plus two of ours (seed,
-assisted_sampling). Three layers of checks:
+included, so that any generation_config.json loads and saves unchanged), plus three of ours (seed,
+assisted_sampling, assistant_tree_width). Three layers of checks:
   validate()         is each value well formed? (types, ranges; Transformers' own refusals). Never refuses a
                      valid config that this package cannot run, such as num_beams=4 from a checkpoint's file.
   check_supported()  can generate() here do what the config asks? Refuses beam search, contrastive search,
@@ -117,8 +117,9 @@ _DEFAULTS: dict[str, Any] = {
     # ours
     "seed": None,  # the key of the position-keyed sampler; None: a sampled call draws one (utils.call_seed)
     "assisted_sampling": "rejection",  # "rejection" (Transformers' speculative sampling) or "coupled"
+    "assistant_tree_width": 1,  # 1: chains; w > 1: each drafted token with up to w - 1 siblings (token trees)
 }
-_OURS = ("seed", "assisted_sampling")
+_OURS = ("seed", "assisted_sampling", "assistant_tree_width")
 
 # For fields Transformers also accepts as None: the value that turns their processor off (see effective()).
 _OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
@@ -145,6 +146,7 @@ ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assi
 # ("constant", "heuristic", "heuristic_transient", "cost") and ("rejection", "coupled").
 SCHEDULES = _core.SCHEDULES
 ASSISTED_SAMPLING = _core.ACCEPTANCES
+MAX_TREE_WIDTH = 63  # the native context's ha_lm.max_tree, less the row's newest token
 
 _BIAS_KEY = re.compile(r"^\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\)$")  # "(5, 6)": a tuple key as str() wrote it
 
@@ -810,6 +812,11 @@ class GenerationConfig:
         if self.assisted_sampling not in ASSISTED_SAMPLING:
             self._bad("assisted_sampling", "is not a known acceptance rule",
                       f"pass one of {', '.join(ASSISTED_SAMPLING)}")
+        self._check_count("assistant_tree_width", 1, "pass e.g. assistant_tree_width=2 (each drafted token and the "
+                          "draft's next most probable one beside it), or 1 for chains")
+        if _is_int(self.assistant_tree_width) and self.assistant_tree_width > MAX_TREE_WIDTH:
+            self._bad("assistant_tree_width", f"must be at most {MAX_TREE_WIDTH} (a tree verification takes 64 nodes "
+                      "per row)", "pass e.g. assistant_tree_width=2")
 
     def _warn_unused_sampling_knobs(self):
         if self.do_sample is not True:

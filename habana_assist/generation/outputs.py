@@ -36,6 +36,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     rows' candidates together; num_target_passes at batch 1). With an external target (habana_assist.wrap),
     num_narrow_margins: the target's logits rows of the call whose top two differ by less than the model's
     measured disagreement between a chunked and a one-token forward (0 where that is 0: integrations/external.py).
+    With token trees (assistant_tree_width > 1): num_draft_tokens counts every node verified (the chain's tokens and
+    their siblings), num_sibling_tokens the siblings among them and num_sibling_accepted those accepted (counted in
+    num_accepted_tokens, and ACCEPTED in token_sources); per target pass, num_draft_tokens / num_target_passes nodes
+    are verified and num_accepted_tokens / num_target_passes tokens accepted.
     token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
     (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
@@ -59,6 +63,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     proposed_per_position: Optional[np.ndarray] = None
     accepted_per_position: Optional[np.ndarray] = None
     num_narrow_margins: Optional[int] = None  # an external target's (habana_assist.wrap)
+    num_sibling_tokens: Optional[int] = None  # token trees (assistant_tree_width > 1), see above
+    num_sibling_accepted: Optional[int] = None
     # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
     # has exactly the keys sequences and scores)
     token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above

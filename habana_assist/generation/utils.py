@@ -95,6 +95,18 @@ def call_seed(gc):
     return int(_seed_source.integers(0, 2 ** 63))
 
 
+def _check_tree(model, gc, drafter):
+    """Refuses, naming the flag, the assisted calls that cannot verify token trees (assistant_tree_width > 1)."""
+    w = gc.assistant_tree_width
+    fix = "or pass assistant_tree_width=1 (chains)"
+    if drafter.universal:
+        raise InvalidInputError(f"assistant_tree_width={w}: a draft with another tokenizer proposes re-encoded text, "
+                                f"not distributions over this model's tokens to draw siblings from; {fix}")
+    if _external.is_external(model):
+        raise InvalidInputError(f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
+                                f"forward verifies chains only; trees need a habana_assist model as the target, {fix}")
+
+
 def _metered(on_tokens, meter):
     """The token callback with a progress bar told each decided token (on_tokens may be None)."""
     def told(row, tokens):
@@ -142,21 +154,27 @@ class GenerationMixin:
             generation_config: the GenerationConfig this call starts from (default: the model's
                 generation_config), as Transformers'; a Transformers GenerationConfig is read from the fields it
                 sets. Keyword arguments override its fields for this call only.
-            assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens
-                tokens, this model verifies them in one pass; greedy output (and sampled output with
-                assisted_sampling="coupled") is bit for bit what generate() without it returns, and
-                assisted_sampling="rejection" (the default) samples exactly from this model's distribution.
-                num_assistant_tokens, num_assistant_tokens_schedule and assistant_confidence_threshold are read
-                from assistant_model.generation_config unless passed here; num_assistant_tokens_schedule="cost"
-                (ours) chooses each round's K, up to num_assistant_tokens, from this pair's measured costs
-                (assisted_costs()) and the acceptance so far. A batch runs its rows together, round by round, each
-                with its own K and end; each row's output is what it gives alone. prompt_lookup_num_tokens (with
-                max_matching_ngram_size) drafts by n-gram lookup in the sequence instead of a model, and
-                assistant_early_exit=N with this model's own first N layers (and its final norm and head). A
-                draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
-                model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is
-                re-encoded into candidates, and the output is still exactly this model's (see universal.py); a
-                pair whose tokenizers have the identical vocabulary takes the same-tokenizer path.
+            assistant_model: a draft model with the same vocabulary. It proposes up to num_assistant_tokens tokens, this
+                model verifies them in one pass; greedy output (and sampled output with assisted_sampling="coupled") is
+                bit for bit what generate() without it returns, and assisted_sampling="rejection" (the default) samples
+                exactly from this model's distribution. num_assistant_tokens, num_assistant_tokens_schedule and
+                assistant_confidence_threshold are read from assistant_model.generation_config unless passed here;
+                num_assistant_tokens_schedule="cost" (ours) chooses each round's K, up to num_assistant_tokens, from
+                this pair's measured costs (assisted_costs()) and the acceptance so far. A batch runs its rows together,
+                round by round, each with its own K and end; each row's output is what it gives alone.
+                prompt_lookup_num_tokens (with max_matching_ngram_size) drafts by n-gram lookup in the sequence instead
+                of a model, and assistant_early_exit=N with this model's own first N layers (and its final norm and
+                head). assistant_tree_width=w (ours; 1: chains) verifies token trees: each drafted token comes with up
+                to w - 1 siblings, the draft's next most probable tokens at its position (no extra draft passes), all
+                scored in one pass of this model (each node bitwise as decoding its path token by token); a sibling that
+                is this model's own token is accepted, so greedy and coupled output stay bit for bit the plain output
+                (rejection sampling offers the siblings to the residual one by one: still exactly this model's
+                distribution). With prompt lookup the siblings are where the n-gram's later matches branch off the
+                chain. Trees need a native model here (not habana_assist.wrap's) and a draft of this model's tokenizer.
+                A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
+                model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
+                into candidates, and the output is still exactly this model's (see universal.py); a pair whose
+                tokenizers have the identical vocabulary takes the same-tokenizer path.
             streamer: an object with put(ids) and end() (TextStreamer, TextIteratorStreamer): put(prompt) first,
                 then put(new ids) as soon as each token (or accepted chunk of a draft) is decided; batch size 1
                 only. If generate() raises, or Ctrl-C stops it, after the streamer was accepted, the streamer is
@@ -178,10 +196,10 @@ class GenerationMixin:
                 environment turns that off), True always, False never.
             **kwargs: GenerationConfig fields for this call (max_new_tokens, do_sample, temperature, top_k, top_p,
                 num_beams=1 only, num_return_sequences, eos_token_id, pad_token_id, stop_strings, seed (ours),
-                assisted_sampling (ours), return_dict_in_generate, output_scores, output_logits...), and
-                Transformers' other arguments: inputs (input_ids), assistant_tokenizer, past_key_values (or cache)
-                to continue from. synced_gpus (None/False) and use_model_defaults (None/True) are accepted with
-                the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
+                assisted_sampling (ours), assistant_tree_width (ours), return_dict_in_generate, output_scores,
+                output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
+                past_key_values (or cache) to continue from. synced_gpus (None/False) and use_model_defaults (None/True)
+                are accepted with the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
                 negative_prompt_attention_mask are refused unless None (not implemented), custom_generate always (no
                 code from the Hub is run; it raises as a name of no GenerationConfig field); any other name raises.
 
@@ -274,6 +292,8 @@ class GenerationMixin:
         call = self._prepare_inputs(input_ids, attention_mask, gc)
         drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
         assisted = candidate_generator.is_assisted(drafter)
+        if assisted and gc.assistant_tree_width > 1:
+            _check_tree(self, gc, drafter)
         if cache is not None:
             if drafter.universal:
                 raise InvalidInputError("past_key_values with a draft of another tokenizer is not supported: leave "
@@ -332,7 +352,11 @@ class GenerationMixin:
                     call.min_new, call.eos, call.pad, seed, max_time, on_tokens, scores, logits, sources)
                 candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
             else:
-                ctx = self._context(B, call.need, argmax_only=reads_argmax_only(gc, procs, call.min_new))
+                # a tree's nodes take cache positions past the row's tokens: room for a whole tree (64 nodes) where
+                # the model allows it, else the core narrows the tree near the end
+                trees = assisted and gc.assistant_tree_width > 1
+                room = min(call.need + 64, self.max_cache_len) if trees else call.need
+                ctx = self._context(B, room, argmax_only=reads_argmax_only(gc, procs, call.min_new))
                 common = dict(procs, **sampling_options(gc, call.min_new, call.eos, seed), prompt=call.ids,
                               start=(S - call.real).astype(np.int64), max_new_tokens=max_new, pad_token_id=call.pad,
                               max_time=max_time, out=out, scores=scores, sources=sources, on_tokens=on_tokens)
@@ -452,17 +476,21 @@ class GenerationMixin:
             confidence_threshold=float(gc.assistant_confidence_threshold or 0.0), acceptance=gc.assisted_sampling,
             prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
             max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
-            target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts))
+            target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts,
+            tree_width=int(gc.assistant_tree_width)))
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):
             self.drafted_ahead = {"passes": stats.num_ahead_passes, "used": stats.num_ahead_used}
         candidate_generator.carry_heuristic_k(self, drafter, gc, stats.num_assistant_tokens)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-        return stats.steps, dict(num_draft_tokens=stats.num_draft_tokens, num_accepted_tokens=stats.num_accepted_tokens,
-                                 num_target_passes=stats.num_target_passes, num_draft_passes=stats.num_draft_passes,
-                                 num_rounds=stats.num_rounds, proposed_per_position=proposed[:used],
-                                 accepted_per_position=accepted[:used])
+        result = dict(num_draft_tokens=stats.num_draft_tokens, num_accepted_tokens=stats.num_accepted_tokens,
+                      num_target_passes=stats.num_target_passes, num_draft_passes=stats.num_draft_passes,
+                      num_rounds=stats.num_rounds, proposed_per_position=proposed[:used],
+                      accepted_per_position=accepted[:used])
+        if gc.assistant_tree_width > 1:
+            result.update(num_sibling_tokens=stats.num_sibling_tokens, num_sibling_accepted=stats.num_sibling_accepted)
+        return stats.steps, result
 
     def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
         """The prompt and the steps decided, as the sequences alone or a GenerateDecoderOnlyOutput, in the type the

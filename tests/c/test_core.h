@@ -247,6 +247,18 @@ void test_create_rejects_bad_weights(void);
 void test_create_rejects_bad_config(void);
 void test_create_accepts_tied_and_counts_bytes(void);
 
+/* ---- test_tree.c ---- */
+void test_tree_nodes_are_bitwise_their_paths(void);
+void test_tree_nodes_are_bitwise_their_paths_in_every_family(void);
+void test_tree_contract_and_refusals(void);
+void test_tree_assisted_equals_plain(void);
+void test_tree_assisted_equals_plain_across_a_rope_switch(void);
+void test_tree_assisted_refusals(void);
+void test_tree_rejection_sampling_runs_and_keeps_the_caches(void);
+void test_tree_interrupt_leaves_the_cache_as_it_was(void);
+void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void);
+void test_tree_prompt_lookup_branches_equal_plain(void);
+
 /* ---- test_generation.c ---- */
 void test_rng_uniform_properties(void);
 void test_rng_bits_philox_and_variants_bitwise(void);

@@ -497,11 +497,11 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
         acceptance=some_name(r, _core.ACCEPTANCES),
         prompt_lookup_num_tokens=some_int(r, 1, 5), max_matching_ngram_size=some_int(r, 1, 3), draft_costs=costs[0],
         target_costs=costs[1], out=out, scores=scores, proposed_at=prop, accepted_at=acc, sources=src, on_tokens=cb,
-        overlap=r.random() < 0.3, cost_state=state))
+        overlap=r.random() < 0.3, cost_state=state, tree_width=r.choice([1, 1, 1, 0, some_int(r, 2, 4), 70, -1])))
     args = [ctx, dctx, opts][:3 if r.random() > 0.01 else r.randrange(3)]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
     if run.last_ok:
-        if not (isinstance(res, _core.AssistedStats) and len(res) == 9 and all(isinstance(x, int) for x in res)):
+        if not (isinstance(res, _core.AssistedStats) and len(res) == 11 and all(isinstance(x, int) for x in res)):
             raise Finding(f"generate_assisted returned {res!r}")
         check_out(out, V, lead["pad_token_id"])
 
@@ -647,7 +647,7 @@ def misc_case(r, run):
             opts, num_assistant_tokens=1, schedule="constant", confidence_threshold=0.0, acceptance="rejection",
             prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
             proposed_at=np.zeros(1, np.int64),
-            accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None))
+            accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None, tree_width=1))
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])
         run.call("random args", fn, *[wild_scalar(r) for _ in range(r.randrange(25))])

@@ -91,7 +91,7 @@ def assisted_options(max_new=3):
                 acceptance="rejection", prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None,
                 target_costs=None,
                 proposed_at=np.zeros(max_new, np.int64), accepted_at=np.zeros(max_new, np.int64), overlap=False,
-                cost_state=None)
+                cost_state=None, tree_width=1)
 
 
 def sampler_options():
@@ -183,7 +183,8 @@ def test_a_callback_that_empties_the_options_dict_mid_call_leaves_the_call_its_o
 # ---- results and enums by name; objects that hold objects are collected in cycles ----------------------------
 
 STATS_FIELDS = ("steps", "num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes",
-                "num_assistant_tokens", "num_rounds", "num_ahead_passes", "num_ahead_used")
+                "num_assistant_tokens", "num_rounds", "num_ahead_passes", "num_ahead_used", "num_sibling_tokens",
+                "num_sibling_accepted")
 
 
 def test_assisted_statistics_come_back_as_a_named_structure(core_model):

@@ -41,6 +41,9 @@ CONFIGS = {
     # two drafts a round (and a confidence threshold cutting some rounds short), with the repetition penalty
     # over prompt + drafts and top_p: every processor in Transformers' order, for p and q alike
     "K2_top_p_repetition": (2, 3, dict(top_k=0, top_p=0.9, repetition_penalty=1.5), 0.3),
+    # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
+    # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
+    "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
 }
 
 
@@ -55,10 +58,11 @@ def outcome_counts(tokens, T):
 # -------------------------------------------------------------------------------------- exact distributions
 
 
-def distributions(model, T, top_k=0, top_p=1.0, repetition_penalty=1.0):
+def distributions(model, T, top_k=0, top_p=1.0, repetition_penalty=1.0, assistant_tree_width=1):
     """{prefix of generated tokens (tuple, length < T): the model's processed next-token distribution (V,)}:
     softmax of its logits from model(...) after Transformers' processors (repetition penalty over prompt and
     prefix, then temperature, top_k, top_p; tests/fixtures/reference.py)."""
+    del assistant_tree_width  # not a processor: the config's tree shape, for the calls
     table = {}
     for length in range(T):
         prefixes = list(itertools.product(range(V), repeat=length))
@@ -132,6 +136,49 @@ def simulate(P, Q, K, T, n, rng, sampler):
     return out
 
 
+def simulate_tree(P, Q, K, W, T, n, rng, sampler):
+    """As simulate() with token trees of width W: each draft x comes with up to W - 1 siblings, the tokens of Q's
+    next highest probabilities (q > 0). sampler "rrs" (the package's rule): x by min(1, p/q); after a rejection
+    each sibling y in turn is taken with probability R(y) of the residual R = max(0, p - q) normalized, else R
+    loses y; what no sibling took is drawn from the last R; a taken sibling ends the round with a bonus token
+    from p after it. Wrong: "sibling_by_p" takes sibling y with probability p(y), R unchanged."""
+    out = np.empty((n, T), dtype=np.int64)
+    for i in range(n):
+        seq = ()
+        while len(seq) < T:
+            k = min(K, T - len(seq) - 1)
+            drafts, ctx = [], seq
+            for _ in range(k):
+                x = _draw(Q[ctx], rng.random())
+                drafts.append(x)
+                ctx += (x,)
+            ctx, done = seq, False
+            for x in drafts:
+                p, q = P[ctx], Q[ctx]
+                if rng.random() * q[x] <= p[x]:
+                    ctx += (x,)
+                    continue
+                order = [y for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][:W - 1]
+                residual = np.maximum(p - q, 0.0)
+                for y in order:
+                    take = residual[y] / residual.sum() if sampler == "rrs" else p[y]
+                    if rng.random() < take:
+                        ctx += (int(y),)
+                        ctx += (_draw(P[ctx], rng.random()),)
+                        break
+                    if sampler == "rrs":
+                        residual[y] = 0.0
+                else:
+                    ctx += (_draw(residual / residual.sum(), rng.random()),)
+                done = True
+                break
+            if not done:
+                ctx += (_draw(P[ctx], rng.random()),)
+            seq = ctx
+        out[i] = seq[:T]
+    return out
+
+
 # ------------------------------------------------------------------------------------------- fixtures
 
 
@@ -164,7 +211,7 @@ def one_thread(one_core_thread):
 def sample_package(target, draft, K, T, threshold, seeds, **kw):
     """(tokens (n, T), drafted, accepted) from one seeded generate() call per seed."""
     prompt = np.array([PROMPT], dtype=np.int64)
-    rows, drafted, accepted = [], 0, 0
+    rows, drafted, accepted, sib_drafted, siblings = [], 0, 0, 0, 0
     for seed in seeds:
         res = target.generate(prompt, assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=T,
                               temperature=TEMPERATURE, num_assistant_tokens=K,
@@ -172,10 +219,12 @@ def sample_package(target, draft, K, T, threshold, seeds, **kw):
         rows.append(res.sequences[0, len(PROMPT):])
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
+        sib_drafted += res.num_sibling_tokens or 0
+        siblings += res.num_sibling_accepted or 0
     tokens = np.array(rows, dtype=np.int64)
     assert tokens.shape == (len(seeds), T), f"expected {T} new tokens from every call, got shape {tokens.shape}"
     assert ((tokens >= 0) & (tokens < V)).all(), f"invalid token ids {np.unique(tokens).tolist()} (vocab {V})"
-    return tokens, drafted, accepted
+    return tokens, drafted, accepted, sib_drafted, siblings
 
 
 # ---------------------------------------------------------------------------------------------- tests
@@ -193,7 +242,8 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
     target, draft = pair
     K, T, processors, threshold = CONFIGS[config]
     P, Q, probs = exact[config]
-    tokens, drafted, accepted = sample_package(target, draft, K, T, threshold, range(DRAWS), **processors)
+    tokens, drafted, accepted, sib_drafted, siblings = sample_package(target, draft, K, T, threshold, range(DRAWS),
+                                                                      **processors)
     counts = outcome_counts(tokens, T)
     impossible = int(counts[probs == 0].sum())
     assert impossible == 0, (f"{config}: {impossible} of {DRAWS} sequences have probability 0 under the target "
@@ -203,13 +253,16 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
         f"{config}: the joint distribution of the first {T} tokens from {DRAWS} rejection-sampled assisted calls "
         f"(K={K}, {processors}) should be the target's; chi-square {stat:.1f} on {df} degrees of freedom, "
         f"p = {p:.3g} < {P_CRITICAL}")
+    if "tree" in config:  # nodes verified include the siblings: rarer acceptance per node, yet some accepted
+        assert siblings > 0, f"{config}: no sibling was accepted in {DRAWS} calls; the tree's path went untested"
+        drafted -= sib_drafted
     assert 0.1 < accepted / drafted < 0.9, (
         f"{config}: a draft this different from the target must be rejected often but not always, accepted "
         f"{accepted} of {drafted}")
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", [c for c in CONFIGS if "tree" not in c])
 def test_chi_square_rejects_wrong_speculative_samplers(exact, config, sampler):
     K, T, _, _ = CONFIGS[config]
     P, Q, probs = exact[config]
@@ -222,6 +275,20 @@ def test_chi_square_rejects_wrong_speculative_samplers(exact, config, sampler):
         assert p < P_CRITICAL, (f"{config}: the wrong sampler {sampler!r} should fail the chi-square test with "
                                 f"{DRAWS} draws, but got chi-square {stat:.1f} on {df} degrees of freedom, "
                                 f"p = {p:.3g} >= {P_CRITICAL}")
+
+
+@pytest.mark.parametrize("sampler", ("rrs", "sibling_by_p"))
+def test_chi_square_tells_the_tree_rule_from_a_wrong_one(exact, sampler):
+    K, T, processors, _ = CONFIGS["K2_tree_width4_top_k"]
+    P, Q, probs = exact["K2_tree_width4_top_k"]
+    tokens = simulate_tree(P, Q, K, processors["assistant_tree_width"], T, DRAWS, np.random.default_rng(77), sampler)
+    stat, df, p = chi_square(outcome_counts(tokens, T), probs)
+    if sampler == "rrs":
+        assert p >= P_CRITICAL, (f"the numpy tree rule (control) should pass: chi-square {stat:.1f} on {df} degrees "
+                                 f"of freedom, p = {p:.3g}")
+    else:
+        assert p < P_CRITICAL, (f"the wrong tree rule {sampler!r} should fail with {DRAWS} draws, but got chi-square "
+                                f"{stat:.1f} on {df} degrees of freedom, p = {p:.3g} >= {P_CRITICAL}")
 
 
 def test_rejection_is_the_default_assisted_sampling(pair):
@@ -240,7 +307,7 @@ def test_target_as_its_own_draft_accepts_every_draft_and_draws_the_target_distri
     target, _ = pair
     K, T = 3, 3
     P = distributions(target, T)
-    tokens, drafted, accepted = sample_package(target, target, K, T, 0.0, range(DRAWS), top_k=0)
+    tokens, drafted, accepted, _, _ = sample_package(target, target, K, T, 0.0, range(DRAWS), top_k=0)
     assert accepted == drafted > 0, (
         f"with p == q, min(1, p/q) = 1: every draft must be accepted, got {accepted} of {drafted}")
     stat, df, p = chi_square(outcome_counts(tokens, T), joint(P, T))
@@ -273,7 +340,7 @@ def test_rejection_never_emits_a_token_the_target_removed(pair):
     target, draft = pair
     K, T = 3, 4
     P = distributions(target, T, top_k=2)
-    tokens, drafted, accepted = sample_package(target, draft, K, T, 0.0, range(500), top_k=2)
+    tokens, drafted, accepted, _, _ = sample_package(target, draft, K, T, 0.0, range(500), top_k=2)
     assert accepted < drafted
     for row in tokens:
         for i in range(T):

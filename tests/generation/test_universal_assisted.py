@@ -292,3 +292,7 @@ def test_universal_argument_errors_name_the_fix(models):
                         assistant_tokenizer="gpt2")
     with pytest.raises(InvalidInputError, match="outside the assistant model's vocabulary"):
         target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer=tok)
+    with pytest.raises(InvalidInputError, match="assistant_tree_width=2: a draft with another tokenizer.*"
+                                                "assistant_tree_width=1"):
+        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok,
+                        assistant_tokenizer=byte_tok, assistant_tree_width=2)

@@ -167,6 +167,22 @@ def test_coupled_sampling_equals_plain_sampling_through_the_wrapper(small):
         assert np.array_equal(plain, coupled), f"seed {seed}: coupled assisted sampling differs from plain sampling"
 
 
+def test_token_trees_need_a_native_target_and_take_a_wrapped_draft(small):
+    t, d, native_t, _ = small
+    ext_t = ha.wrap(TorchCausalLM(t, one_at_a_time=True))
+    with pytest.raises(ha.InvalidInputError) as err:
+        ext_t.generate(IDS, assistant_model=TorchCausalLM(d), assistant_tree_width=2, max_new_tokens=8)
+    msg = str(err.value)
+    assert "assistant_tree_width=2" in msg and "wrap" in msg and "assistant_tree_width=1" in msg, (
+        f"a wrapped target with trees: expected a message naming assistant_tree_width=2, wrap and the fix, got {msg!r}")
+    plain = native_t.generate(IDS, max_new_tokens=16)
+    res = native_t.generate(IDS, max_new_tokens=16, assistant_model=TorchCausalLM(d), assistant_tree_width=3,
+                            return_dict_in_generate=True)
+    assert np.array_equal(res.sequences, plain) and res.num_sibling_tokens > 0, (
+        f"a native target verifying a wrapped draft's trees: expected plain {plain.tolist()} with siblings proposed, "
+        f"got {res.sequences.tolist()} ({res.num_sibling_tokens} siblings)")
+
+
 class Slow(TorchCausalLM):
     """Sleeps 3 ms in each forward: a target slower than the draft, as one on an accelerator."""
 

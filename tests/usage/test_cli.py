@@ -205,6 +205,21 @@ def test_generate_prints_the_completion_of_the_matching_prefill(workdir, pair, t
     assert out == expected + "\n", f"expected the completion {expected!r}, got {out!r}"
 
 
+def test_tree_width_reaches_generate_and_keeps_the_plain_completion(pair, loaded):
+    """--tree-width W is generate()'s assistant_tree_width (token trees); the completion stays the plain one."""
+    from habana_assist import cli
+    tok, model, _ = loaded
+    args = cli.build_parser().parse_args(["generate", "--model", pair[0], "--assistant", pair[1], "--tree-width", "3",
+                                          "--schedule", "constant"])
+    _, _, target, draft = cli._load(args)
+    kw = cli._assist(args, draft)
+    assert kw.get("assistant_tree_width") == 3, f"--tree-width 3: expected assistant_tree_width=3, got {kw}"
+    ids = tok(PROMPT, return_tensors="np")["input_ids"]
+    res = target.generate(ids, max_new_tokens=8, return_dict_in_generate=True, **kw)
+    assert tok.decode(res.sequences[0, ids.shape[1]:], skip_special_tokens=True) == completion(tok, model, PROMPT) and \
+        res.num_sibling_tokens > 0, "--tree-width 3: expected the plain completion, with siblings verified"
+
+
 @pytest.mark.parametrize("flags, dtype, want",
                          [([], None, False), ([], "int8", False), (["--blas-prefill"], None, True),
                                                (["--no-blas-prefill"], "int8", False)])

@@ -502,6 +502,72 @@ static void do_append(fz *f, ha_lm *lm) {
     }
 }
 
+/* append_tree of up to 70 nodes (sequences together or not, parents a chain, random earlier nodes, or anything),
+ * then perhaps keep_path of one node's path (or of anything): refused calls change no length, accepted ones add
+ * each sequence's nodes, and a kept path leaves base + its length. */
+static void do_tree(fz *f, ha_lm *lm) {
+    if (!lm->append_tree) return;
+    const int64_t V = lm->vocab_size, S = lm->n_seq;
+    int64_t n = PICK(f, 0, 40, -1, 65, 70, INT64_MIN);
+    if (n > 70) n = 70; /* the arrays are made with n entries: a larger n would be the harness lying */
+    const int64_t made = n >= 0 ? n : 0;
+    int32_t *seq = keep((size_t)made * 4), *tok = keep((size_t)made * 4), *par = keep((size_t)made * 4);
+    uint8_t *want = keep((size_t)made);
+    if (!seq || !tok || !par || !want) return;
+    const uint8_t mode = u8(f), pm = u8(f);
+    const int32_t s0 = (int32_t)(u8(f) % (S < 256 ? S : 256)), s1 = (int32_t)(u8(f) % (S < 256 ? S : 256));
+    uint64_t ts = u8(f);
+    for (int64_t i = 0; i < made; i++) {
+        /* one sequence, two in halves (the same one twice is one group), or each node's own (rarely together) */
+        seq[i] = mode < 128 ? s0 : mode < 224 ? (i < made / 2 ? s0 : s1) : (int32_t)(splitmix(&ts) % (uint64_t)S);
+        tok[i] = (int32_t)(splitmix(&ts) % (uint64_t)V);
+        const int first = i == 0 || seq[i - 1] != seq[i];
+        par[i] = pm < 96 ? (first ? -1 : (int32_t)(i - 1)) /* a chain */
+               : pm < 224 ? (first || splitmix(&ts) % 4 == 0 ? -1 : (int32_t)(i - 1 - (int64_t)(splitmix(&ts) % 3)))
+               : (int32_t)(splitmix(&ts) % 9) - 2; /* anything: refused where not an earlier node of the sequence */
+        if (par[i] >= 0 && par[i] < i && seq[par[i]] != seq[i]) par[i] = -1; /* (later ones stay: refused) */
+        if (pm >= 224 && i > 0 && splitmix(&ts) % 8 == 0) par[i] = (int32_t)i; /* itself: refused */
+        want[i] = (uint8_t)(splitmix(&ts) & 1);
+    }
+    int64_t wanted = 0;
+    for (int64_t i = 0; i < made; i++) wanted += want[i];
+    float *logits = wanted > 0 ? keep((size_t)(wanted * V) * sizeof(float)) : NULL;
+    if (wanted > 0 && !logits) return;
+    lens l0 = get_lens(lm);
+    ha_status st = CALL("append_tree", lm->append_tree(lm->self, n, seq, tok, par, want, logits));
+    if (st != HA_OK) {
+        same_lens(lm, &l0, "append_tree");
+        return;
+    }
+    lens l1 = get_lens(lm);
+    for (int64_t s = 0; s < l1.n; s++) {
+        int64_t add = 0;
+        for (int64_t i = 0; i < made; i++) add += seq[i] == s;
+        if (l1.v[s] != l0.v[s] + add)
+            finding("append_tree of %lld nodes to sequence %lld: length %lld -> %lld", (long long)add, (long long)s,
+                    (long long)l0.v[s], (long long)l1.v[s]);
+    }
+    if (made == 0 || u8(f) < 64) return;
+    /* keep the path of a node (the first node of its sequence's group at index 0 of the group), or anything */
+    const int64_t at = u8(f) % made;
+    const int32_t s = seq[at];
+    int64_t g0 = at;
+    while (g0 > 0 && seq[g0 - 1] == s) g0--;
+    int32_t path[70];
+    int64_t len = 0;
+    for (int64_t a = at; a >= 0; a = par[a]) len++;
+    for (int64_t a = at, j = len - 1; a >= 0; a = par[a], j--) path[j] = (int32_t)(a - g0);
+    const uint8_t bad = u8(f);
+    if (bad >= 230 && len > 0) path[u8(f) % len] = (int32_t)PICK(f, -1, 80, INT32_MAX, INT32_MIN);
+    if (s >= MAX_SEQ_CHECKED) return;
+    const int64_t base = l0.v[s], had = lm->length(lm->self, s);
+    st = CALL("keep_path", lm->keep_path(lm->self, s, base, path, len));
+    const int64_t has = lm->length(lm->self, s);
+    if (st != HA_OK ? has != had : has != base + len)
+        finding("keep_path of %lld nodes from %lld (%s): length %lld -> %lld", (long long)len, (long long)base,
+                st == HA_OK ? "accepted" : "refused", (long long)had, (long long)has);
+}
+
 static void do_crop(fz *f, ha_lm *lm) {
     int32_t s = (int32_t)PICK(f, 0, lm->n_seq - 1, -1, lm->n_seq, INT32_MAX, INT32_MIN);
     int64_t have = lm->length(lm->self, s);
@@ -674,6 +740,8 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
         .target_costs = t_sets[cs],
         .n_target_costs = u8(f) < 240 ? t_n[cs] : PICK(f, 0, t_n[cs], -1, INT64_MIN),
     };
+    const uint8_t tw = u8(f); /* token trees now and then, of every width, bad ones included */
+    if (tw >= 160) p.tree_width = PICK(f, 2, 5, 0, 1, 63, 64, -1, INT64_MAX);
     /* the cost schedule's carried counts: none, the counts earlier inputs left (the core must leave them valid), or a
      * copy with one entry spoiled (refused) */
     static double carried[HA_COST_STATE], spoiled[HA_COST_STATE];
@@ -748,7 +816,11 @@ static void run_model(fz *f, int huge) {
         for (int op = 0; op < 10 && f->n; op++) {
             uint8_t o = u8(f);
             switch (o % 8) {
-            case 0: case 1: do_append(f, lm); break;
+            case 0: do_append(f, lm); break;
+            case 1: /* mostly an append, now and then a tree */
+                if (o & 0x80) do_tree(f, lm);
+                else do_append(f, lm);
+                break;
             case 2: do_crop(f, lm); break;
             case 3: do_generate(f, lm); break;
             case 4: do_assisted(f, lm, NULL); break; /* prompt lookup */

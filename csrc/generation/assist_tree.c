@@ -1,0 +1,199 @@
+/* Token trees in assisted generation (ha_assist_params.tree_width > 1): each draft step's candidate, the chain's,
+ * comes with its siblings, the draft's next most probable tokens at the same position (no extra draft passes); the
+ * target scores every row's chain and siblings in one append_tree, each node bitwise as a sequential decode of its
+ * path; acceptance walks down the chain while the target's own token (its argmax, or its seeded sample: coupled) is
+ * the chain's candidate, steps onto a sibling that is the target's token and takes the target's token after it, so
+ * the output is bitwise plain generation's; the accepted path's keys and values move into place (keep_path).
+ * Rejection sampling walks the chain by min(1, p/q) and, at the first rejection, offers the siblings to the residual
+ * one by one (reject_to_siblings): the output is distributed exactly as the target's.
+ *
+ * Prompt lookup's trees: the later matches of the n-gram branch off the chain as siblings (assist.c's
+ * lookup_siblings), accepted where they are the target's own token (its argmax or its sample: lookup has no
+ * distribution for rejection sampling, as for its chains).
+ *
+ * A row's nodes in the target's tree, in call order: its catch-up (tok[L - catch_up, L), a chain from the sequence's
+ * end; at most one token between rounds), then for each draft step j candidate j (its parent the node before: the
+ * previous candidate, the last catch-up token, or the sequence's end) and its nsib[j] siblings (the same parent). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assist.h"
+
+void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n) {
+    int64_t k = 0;
+    for (int32_t t = 0; t < V; t++) {
+        if (t == x || !(q[t] > -INFINITY)) continue; /* the candidate itself, removed tokens and NaN */
+        int64_t at = k < n_max ? k++ : n_max;         /* insertion into the descending list, earlier index first */
+        while (at > 0 && q[out[at - 1]] < q[t]) {
+            if (at < n_max) out[at] = out[at - 1];
+            at--;
+        }
+        if (at < n_max) out[at] = t;
+    }
+    *n = k;
+}
+
+/* The index among row r's nodes of candidate j (its sibling i: that + 1 + i). */
+static int64_t node_of(const row_state *r, int64_t j) {
+    int64_t at = r->catch_up;
+    for (int64_t s = 0; s < j; s++) at += 1 + r->nsib[s];
+    return at;
+}
+
+ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                         buffers *b) {
+    const int64_t V = b->V, w1 = p->tree_width - 1;
+    int64_t n = 0, n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        const row_state *r = &rows[i];
+        if (r->done) continue;
+        n_rows += r->k + (r->target_len < r->L);
+        for (int64_t j = 0; j < r->k; j++) n_rows += r->nsib[j];
+    }
+    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
+    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
+    if (st != HA_OK) return st;
+    n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        const int64_t first = n; /* the row's node 0 in the call */
+        r->catch_up = r->L - r->target_len;
+        if (r->catch_up == 0) {
+            r->p[0] = b->first + i * V;
+            if (r->raw) r->raw[0] = b->first_raw + i * V;
+        }
+        for (int64_t j = r->target_len; j < r->L; j++) {
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[j];
+            b->parent[n] = n == first ? -1 : (int32_t)(n - 1);
+            b->want[n] = j == r->L - 1;
+            if (b->want[n++]) r->p[0] = b->P + n_rows++ * V;
+        }
+        int32_t parent = r->catch_up > 0 ? (int32_t)(n - 1) : -1;
+        for (int64_t j = 0; j < r->k; j++) {
+            const int32_t cand = (int32_t)n;
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[r->L + j];
+            b->parent[n] = parent;
+            b->want[n++] = 1;
+            r->p[j + 1] = b->P + n_rows++ * V;
+            for (int64_t s = 0; s < r->nsib[j]; s++) {
+                b->seq[n] = r->row;
+                b->tok[n] = r->sib[j * w1 + s];
+                b->parent[n] = parent;
+                b->want[n++] = 1;
+                r->ps[j * w1 + s] = b->P + n_rows++ * V;
+            }
+            parent = cand;
+        }
+    }
+    if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
+        return st;
+    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    /* raw rows beside the processed ones, at the same index; then each row processed with the history it follows */
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        for (int64_t j = 0; r->raw && j <= r->k; j++)
+            if (r->p[j] >= b->P && r->p[j] < b->P + n_rows * V) r->raw[j] = b->raw + (r->p[j] - b->P);
+        for (int64_t j = 0; j <= r->k; j++)
+            if ((st = ha_sampler_process(sampler, r->p[j], r->row, r->tok, r->L + j, r->generated + j)) != HA_OK)
+                return st;
+        for (int64_t j = 0; j < r->k; j++) {
+            const int32_t cand = r->tok[r->L + j];
+            for (int64_t s = 0; s < r->nsib[j]; s++) { /* a sibling's row follows the sibling in place of candidate j */
+                if (r->praw) r->praw[j * w1 + s] = b->raw + (r->ps[j * w1 + s] - b->P);
+                r->tok[r->L + j] = r->sib[j * w1 + s];
+                st = ha_sampler_process(sampler, r->ps[j * w1 + s], r->row, r->tok, r->L + j + 1, r->generated + j + 1);
+                r->tok[r->L + j] = cand;
+                if (st != HA_OK) return st;
+            }
+        }
+    }
+    return HA_OK;
+}
+
+/* Candidate n's sibling s is taken: written at tok[L + n], its rows as p[n + 1]; the target's token after it. */
+static int64_t take_sibling(const ha_sampler *sampler, row_state *r, int64_t w1, int64_t n, int64_t s, int32_t *next) {
+    const int64_t L = r->L;
+    r->sib_taken = s;
+    r->tok[L + n] = r->sib[n * w1 + s];
+    r->p[n + 1] = r->ps[n * w1 + s];
+    if (r->raw) r->raw[n + 1] = r->praw[n * w1 + s];
+    *next = ha_sampler_choose(sampler, r->p[n + 1], (uint32_t)r->row, (uint32_t)(L + n + 1));
+    return n + 1;
+}
+
+/* Rejection sampling at depth n after the chain's candidate x was rejected: the target's token must follow the
+ * residual R0 = max(0, p - q) renormalized. Each sibling y in turn is a proposal of all its mass on y (recursive
+ * rejection sampling with point masses): taken with probability R(y), else R loses y and is renormalized; what
+ * no sibling took is drawn from the last R. So the token is distributed as R0, whatever the siblings are. */
+static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V,
+                                  float *scratch, int64_t n, ha_normalizer np, int32_t *next) {
+    const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + n);
+    const int64_t w1 = p->tree_width - 1;
+    const float *pn = r->p[n], *qn = r->q[n];
+    const ha_normalizer nq = r->qn[n];
+    memcpy(scratch, pn, (size_t)V * sizeof(float)); /* p with the rejected siblings removed */
+    double z = 0.0;                                 /* the residual's mass left (unnormalized) */
+    for (int64_t t = 0; t < V; t++) {
+        const double d = ha_norm_at(pn, V, np, (int32_t)t) - ha_norm_at(qn, V, nq, (int32_t)t);
+        z += d > 0.0 ? d : 0.0;
+    }
+    for (int64_t s = 0; s < r->nsib[n] && z > 0.0; s++) {
+        const int32_t y = r->sib[n * w1 + s];
+        double d = ha_norm_at(pn, V, np, y) - ha_norm_at(qn, V, nq, y);
+        d = d > 0.0 ? d : 0.0;
+        if (ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, (uint32_t)(1 + s)) < d / z)
+            return take_sibling(sampler, r, w1, n, s, next);
+        scratch[y] = -INFINITY;
+        z -= d;
+    }
+    *next = ha_sample_residual(sampler, scratch, np, qn, nq, row, pos);
+    return n;
+}
+
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
+                       float *scratch, int32_t *next) {
+    const uint32_t row = (uint32_t)r->row;
+    const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
+    r->sib_taken = -1;
+    if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION && model_draft) {
+        for (int64_t n = 0; n < k; n++) { /* the chain's candidates by min(1, p/q), as accept() in assist.c */
+            const int32_t x = r->tok[L + n];
+            const ha_normalizer np = ha_softmax_norm(r->p[n], V);
+            const double px = ha_norm_at(r->p[n], V, np, x), qx = ha_norm_at(r->q[n], V, r->qn[n], x);
+            const double u = ha_rng_uniform(p->gen.sampling.seed, row, (uint32_t)(L + n), HA_RNG_ACCEPT, 0);
+            if (!(qx > 0.0) || u > px / qx) {
+                r->chain_n = n;
+                return reject_to_siblings(p, sampler, r, V, scratch, n, np, next);
+            }
+        }
+        r->chain_n = k;
+        *next = ha_sampler_choose(sampler, r->p[k], row, (uint32_t)(L + k)); /* the bonus token, from p */
+        return k;
+    }
+    for (int64_t n = 0;; n++) { /* greedy, coupled, or candidates without distributions: the target's own token */
+        const int32_t t = ha_sampler_choose(sampler, r->p[n], row, (uint32_t)(L + n));
+        if (n < k && t == r->tok[L + n]) continue;
+        r->chain_n = n;
+        for (int64_t s = 0; n < k && s < r->nsib[n]; s++)
+            if (r->sib[n * w1 + s] == t) return take_sibling(sampler, r, w1, n, s, next);
+        *next = t;
+        return n;
+    }
+}
+
+ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep) {
+    int32_t path[64 + 1]; /* <= ha_lm.max_tree nodes: a row's tree never has more (ha_assist_candidate_cap) */
+    const int64_t base = L_old - r->catch_up;
+    if (keep > (int64_t)(sizeof path / sizeof *path))
+        return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: a path of %lld nodes", (long long)keep);
+    for (int64_t j = 0; j < keep; j++) {
+        const int64_t c = j - r->catch_up; /* candidate c, or a catch-up token */
+        path[j] = (int32_t)(c < 0 ? j : c < r->chain_n ? node_of(r, c) : node_of(r, c) + 1 + r->sib_taken);
+    }
+    return target->keep_path(target->self, r->row, base, path, keep);
+}
