@@ -316,14 +316,16 @@ class PreTrainedCausalLM(GenerationMixin):
                 arguments that change nothing here, with those values only (checkpoints/loading.py's _LOAD_ARGUMENTS):
                 device_map None, "auto", "cpu" or a dict of them (everything runs on the CPU), low_cpu_mem_usage
                 (loading always streams), attn_implementation None/"eager"/"sdpa" (one attention implementation),
-                use_safetensors None/True, trust_remote_code (no checkpoint code is ever run), variant None. Any other
+                use_safetensors None/True, trust_remote_code (no checkpoint code is ever run), variant None,
+                ignore_mismatched_sizes False (a mismatched shape is refused, naming the tensor), weights_only
+                (safetensors hold weights only), disable_mmap False, fusion_config None, output_loading_info False,
+                key_mapping None, quantization_config None; other values of these are refused, naming the argument
+                (quantization_config: dtype="int8", "w8a8" or "int4" instead). Any other
                 keyword overrides config.json's attribute of that name, as Transformers' (num_hidden_layers=1,
                 use_cache=False, output_hidden_states=True, rope_parameters={...}); a keyword that names no attribute of
                 Transformers' config (rope_theta: Transformers 5 holds it in rope_parameters) is refused, as
                 Transformers' model constructor refuses it. output_attentions=True is refused (no attention weights
-                here). Transformers' other loading arguments are refused by the same rule, even at their defaults:
-                ignore_mismatched_sizes, weights_only, disable_mmap, fusion_config, output_loading_info, key_mapping,
-                quantization_config (dtype="int8" or "int4" instead).
+                here).
                 Stored weights the config does not use (fewer layers) warn, naming them.
 
         Returns:

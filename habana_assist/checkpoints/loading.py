@@ -534,6 +534,18 @@ _LOAD_ARGUMENTS = {
     "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
     "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
                                      "of a checkpoint without one"),
+    "ignore_mismatched_sizes": (lambda v: v in (None, False), "a tensor whose shape differs from the config's is "
+                                                             "refused here, naming it; pass False or leave it unset"),
+    "weights_only": (lambda v: v in (None, True, False), "pass True or False (safetensors files hold weights only)"),
+    "disable_mmap": (lambda v: v in (None, False), "weights are memory-mapped where they are used as stored; pass "
+                                                  "False or leave it unset"),
+    "fusion_config": (lambda v: v is None, "no module fusion is done here; leave it unset"),
+    "output_loading_info": (lambda v: v in (None, False), "the loading report is not returned (unused weights warn "
+                                                         "by name instead); pass False or leave it unset"),
+    "quantization_config": (lambda v: v is None, "quantization here is a numerics class chosen at load: pass "
+                                                 "dtype='int8', 'w8a8' or 'int4' instead"),
+    "key_mapping": (lambda v: v is None, "checkpoint names are read as each family stores them; rename the tensors "
+                                         "in the file instead"),
 }
 
 

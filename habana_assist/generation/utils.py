@@ -56,6 +56,8 @@ _REFUSED_ARGUMENTS = {
     "synced_gpus": "there is one CPU process here, nothing to synchronize; leave it unset",
     "use_model_defaults": "generation always starts from the model's generation_config (use_model_defaults=True); "
                           "pass generation_config=GenerationConfig() for Transformers' global defaults",
+    "custom_generate": "no generation code from the Hub or a directory is run here; call generate() without it (its "
+                       "own arguments cover greedy, sampling and assisted decoding)",
 }
 # Values of those arguments that are accepted, since they change nothing here (default: None only).
 _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
@@ -200,8 +202,8 @@ class GenerationMixin:
                 output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
                 past_key_values (or cache) to continue from. synced_gpus (None/False) and use_model_defaults (None/True)
                 are accepted with the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
-                negative_prompt_attention_mask are refused unless None (not implemented), custom_generate always (no
-                code from the Hub is run; it raises as a name of no GenerationConfig field); any other name raises.
+                negative_prompt_attention_mask are refused unless None (not implemented), custom_generate unless None (no
+                code from the Hub is run); any other name raises.
 
         Returns:
             np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows

@@ -46,8 +46,8 @@ def get_supported_tasks() -> list[str]:
 def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausalLM, None] = None,
              config: Union[PathLike, PretrainedConfig, None] = None,
              tokenizer: Union[PathLike, tuple[str, dict[str, Any]], PreTrainedTokenizerBase, None] = None,
-             feature_extractor: Any = None, image_processor: Any = None, processor: Any = None,
-             revision: Optional[str] = None, use_fast: bool = True, token: Union[str, bool, None] = None,
+             feature_extractor: Any = None, image_processor: Any = None, video_processor: Any = None,
+             processor: Any = None, revision: Optional[str] = None, use_fast: bool = True, token: Union[str, bool, None] = None,
              device: Any = None, device_map: Any = None, dtype: Any = "auto", trust_remote_code: Optional[bool] = None,
              model_kwargs: Optional[dict[str, Any]] = None,
              pipeline_class: Optional[type[TextGenerationPipeline]] = None,
@@ -69,6 +69,7 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
             Transformers raises.
         feature_extractor: refused unless None: text generation reads text through a tokenizer only.
         image_processor: refused unless None, as feature_extractor.
+        video_processor: refused unless None, as feature_extractor.
         processor: refused unless None, as feature_extractor.
         revision: the Hub revision (branch, tag or commit) of the model and the tokenizer, as from_pretrained's.
         use_fast: True (the default) reads tokenizer.json where the checkpoint has one, False prefers
@@ -89,7 +90,7 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
             tokenizer, or a model), assistant_tokenizer, batch_size, pipeline defaults such as return_full_text or
             prefix, and any generate() argument (max_new_tokens, do_sample...), which becomes the pipeline's
             default for every call; torch_dtype (above) and framework (None or "pt", Transformers 4's) too.
-            Unknown arguments raise InvalidInputError naming them; so does Transformers' video_processor, even None.
+            Unknown arguments raise InvalidInputError naming them.
 
     Returns:
         A TextGenerationPipeline (or pipeline_class's instance): pipe(prompts or chats, **generate arguments) ->
@@ -115,7 +116,8 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
                                            and issubclass(pipeline_class, TextGenerationPipeline)):
         raise InvalidInputError(f"pipeline_class={pipeline_class!r} must be TextGenerationPipeline or a subclass of "
                                 "it; leave it unset for the default")
-    others = {"feature_extractor": feature_extractor, "image_processor": image_processor, "processor": processor}
+    others = {"feature_extractor": feature_extractor, "image_processor": image_processor, "processor": processor,
+              "video_processor": video_processor}
     for name, value in others.items():
         if value is not None:
             raise InvalidInputError(f"{name}= is not used by 'text-generation', which reads text through a "

@@ -376,3 +376,27 @@ def test_tensor_stored_in_two_shards(tmp_path):
     save_file(tiny_tensors(), directory / "model-00002-of-00002.safetensors")
     with pytest.raises(CheckpointError, match=r"'model\.norm\.weight' is also stored in shard"):
         load_checkpoint(directory)
+
+
+@pytest.mark.parametrize("name, same, other", [
+    ("ignore_mismatched_sizes", False, True), ("disable_mmap", False, True), ("fusion_config", None, {"a": 1}),
+    ("output_loading_info", False, True), ("key_mapping", None, {"^model": "m"}),
+    ("quantization_config", None, {"load_in_8bit": True}), ("weights_only", True, None),
+])
+def test_transformers_loading_arguments_at_values_that_change_nothing_load_and_others_are_refused_by_name(
+        name, same, other):
+    """Transformers' loading arguments whose value changes nothing here load as without them (bitwise the same
+    logits); a value that would change the result is refused with the argument's name and what to do."""
+    import habana_assist as ha
+    from habana_assist.errors import InvalidInputError
+
+    ids = np.array([[1, 5, 9]])
+    plain = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")(ids).logits
+    got = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", **{name: same})(ids).logits
+    assert np.array_equal(np.asarray(plain), np.asarray(got)), f"{name}={same!r} changed the logits"
+    if name == "weights_only":  # any value: safetensors files hold weights only
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", weights_only=False)
+        return
+    with pytest.raises(InvalidInputError, match=f"from_pretrained\\({name}=") as e:
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", **{name: other})
+    assert "not supported" in str(e.value) and "constructor" not in str(e.value), e.value

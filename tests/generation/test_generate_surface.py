@@ -163,3 +163,14 @@ def test_the_attention_mask_warning_comes_once_per_process(model):
 def test_the_attention_mask_warning_is_quiet_where_transformers_is(model, kwargs):
     """A mask given, or a pad that is no eos id (a pad in the prompt is then read as padding), or no eos at all."""
     quiet(lambda: model.generate(PROMPT, max_new_tokens=2, **kwargs))
+
+
+def test_custom_generate_is_refused_by_name_and_none_changes_nothing(model):
+    """Transformers' custom_generate runs generation code from the Hub; none is run here, so a value is refused by
+    name, and None gives the plain output."""
+    ids = np.array([[1, 5, 9]])
+    mask = np.ones_like(ids)
+    with pytest.raises(ha.InvalidInputError, match="`custom_generate`.*no generation code"):
+        model.generate(ids, attention_mask=mask, custom_generate="someone/dola", max_new_tokens=2)
+    assert np.array_equal(model.generate(ids, attention_mask=mask, custom_generate=None, max_new_tokens=3),
+                          model.generate(ids, attention_mask=mask, max_new_tokens=3))

@@ -482,6 +482,9 @@ def test_other_misuses_are_refused(model, tok, pipe):
         pipeline("text-generation", model=model, tokenizer=tok, assistant_tokenizer=tok)
     with pytest.raises(InvalidInputError, match="feature_extractor"):
         pipeline("text-generation", model=model, tokenizer=tok, feature_extractor="x")
+    with pytest.raises(InvalidInputError, match="video_processor"):
+        pipeline("text-generation", model=model, tokenizer=tok, video_processor="x")
+    assert pipeline("text-generation", model=model, tokenizer=tok, video_processor=None).model is model
 
 
 def test_names_and_exports():
