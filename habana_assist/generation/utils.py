@@ -202,8 +202,8 @@ class GenerationMixin:
                 output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
                 past_key_values (or cache) to continue from. synced_gpus (None/False) and use_model_defaults (None/True)
                 are accepted with the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
-                negative_prompt_attention_mask are refused unless None (not implemented), custom_generate unless None (no
-                code from the Hub is run); any other name raises.
+                negative_prompt_attention_mask are refused unless None (not implemented), custom_generate unless None
+                (no code from the Hub is run); any other name raises.
 
         Returns:
             np.int64 (batch * num_return_sequences, prompt + new): the prompt as given, then the new tokens; rows
