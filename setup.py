@@ -17,6 +17,7 @@ what it touches. Environment:
                          out. Without it, HA_KERNELS=avx512-emulated is refused at import, saying how to build it.
   HA_BUILD_JOBS=N        compile N sources at a time
 """
+
 import glob
 import json
 import os
@@ -39,8 +40,17 @@ SLOWEST_FIRST = [EMULATED, "csrc/kernels/kernels_avx512.c", "csrc/kernels/kernel
 # emulation (csrc/kernels/kernels_avx512_emulated.c) does; nothing crosses a library boundary. -g0: Python's
 # CFLAGS ask for debug information, which costs compile time and makes the extension several times larger; the
 # symbol table stays.
-flags = ["-std=c11", "-O2", "-g0", "-fvisibility=hidden", "-ffp-contract=off", "-Wall", "-Wextra",
-         "-Wno-missing-field-initializers", "-Wno-psabi"]
+flags = [
+    "-std=c11",
+    "-O2",
+    "-g0",
+    "-fvisibility=hidden",
+    "-ffp-contract=off",
+    "-Wall",
+    "-Wextra",
+    "-Wno-missing-field-initializers",
+    "-Wno-psabi",
+]
 if os.environ.get("HA_WERROR") == "1":
     flags.append("-Werror")
 # After the flags above, for one file each. The AVX-512 emulation at -O1: -O2's optimisation of SIMDe's inlined
@@ -86,8 +96,9 @@ def _jobs(requested):
     env = os.environ.get("HA_BUILD_JOBS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
-            raise BuildError(f"HA_BUILD_JOBS={env!r} must be a positive number of parallel compiles; unset it for "
-                             "one per core")
+            raise BuildError(
+                f"HA_BUILD_JOBS={env!r} must be a positive number of parallel compiles; unset it for one per core"
+            )
         return int(env)
     if requested:
         return max(1, int(requested))
@@ -107,8 +118,12 @@ class BuildCore(build_ext):
                 built = json.load(f)
         except (OSError, ValueError):
             built = None  # a fresh build_temp beside a built extension (scripts/test.sh's install): its dates decide
-        compiled_with = {"compiler": list(self.compiler.compiler_so), "flags": list(ext.extra_compile_args),
-                         "file_flags": FILE_FLAGS, "macros": [list(m) for m in ext.define_macros]}
+        compiled_with = {
+            "compiler": list(self.compiler.compiler_so),
+            "flags": list(ext.extra_compile_args),
+            "file_flags": FILE_FLAGS,
+            "macros": [list(m) for m in ext.define_macros],
+        }
         same_flags = built is not None and built.get("compiled_with") == compiled_with
         ext.sources = self._sources(ext, keep_emulated=same_flags)
         config = {"compiled_with": compiled_with, "sources": ext.sources}
@@ -135,8 +150,10 @@ class BuildCore(build_ext):
     def _sources(self, ext, keep_emulated):
         want = os.environ.get("HA_AVX512_EMULATED", "").strip()
         if want not in ("", "0", "1"):
-            raise BuildError(f"HA_AVX512_EMULATED={want!r} must be 1 (build the avx512-emulated kernel variant), 0 "
-                             "(leave it out) or unset (keep it where this build/ holds it up to date)")
+            raise BuildError(
+                f"HA_AVX512_EMULATED={want!r} must be 1 (build the avx512-emulated kernel variant), 0 "
+                "(leave it out) or unset (keep it where this build/ holds it up to date)"
+            )
         sources = [s for s in ext.sources if s != EMULATED]
         if want == "1" or (want == "" and keep_emulated and _up_to_date(self._object(EMULATED))):
             sources.append(EMULATED)
@@ -161,39 +178,63 @@ class BuildCore(build_ext):
     def _check_system(self, ext):
         """What the build needs from the system, each missing one named with its package."""
         if self.compiler.compiler_type != "unix":
-            raise BuildError(f"habana_assist builds with gcc on Linux (x86-64); this build's compiler is "
-                             f"{self.compiler.compiler_type!r}")
+            raise BuildError(
+                f"habana_assist builds with gcc on Linux (x86-64); this build's compiler is "
+                f"{self.compiler.compiler_type!r}"
+            )
         cc = self.compiler.compiler_so[0]
         err = self._probe("int main(void) { return 0; }\n")
         if err is not None:
-            raise BuildError(f"the C compiler {cc!r} does not work here ({err.splitlines()[-1] if err else ''}): "
-                             "install gcc (Debian/Ubuntu: apt-get install gcc libc6-dev), or name another in CC")
+            raise BuildError(
+                f"the C compiler {cc!r} does not work here ({err.splitlines()[-1] if err else ''}): "
+                "install gcc (Debian/Ubuntu: apt-get install gcc libc6-dev), or name another in CC"
+            )
         include = sysconfig.get_paths()["include"]
         if not os.path.exists(os.path.join(include, "Python.h")):
-            raise BuildError(f"Python's C headers are missing ({include}/Python.h): install them for "
-                             f"{sys.executable} (Debian/Ubuntu: apt-get install python3-dev)")
+            raise BuildError(
+                f"Python's C headers are missing ({include}/Python.h): install them for "
+                f"{sys.executable} (Debian/Ubuntu: apt-get install python3-dev)"
+            )
         if self._probe("#include <cblas.h>\nint main(void) { return 0; }\n") is not None:
-            raise BuildError("OpenBLAS's header cblas.h is missing: the C core's prompt prefill calls OpenBLAS. "
-                             "Install it (Debian/Ubuntu: apt-get install libopenblas-dev)")
+            raise BuildError(
+                "OpenBLAS's header cblas.h is missing: the C core's prompt prefill calls OpenBLAS. "
+                "Install it (Debian/Ubuntu: apt-get install libopenblas-dev)"
+            )
         libs = ["-l" + lib for lib in ext.libraries]
-        err = self._probe("char *openblas_get_corename(void);\n"
-                          "int main(void) { return openblas_get_corename() == 0; }\n", libs + ext.extra_link_args)
+        err = self._probe(
+            "char *openblas_get_corename(void);\nint main(void) { return openblas_get_corename() == 0; }\n",
+            libs + ext.extra_link_args,
+        )
         if err is not None:
-            raise BuildError("the OpenBLAS library does not link (-lopenblas): the C core's prompt prefill calls "
-                             "OpenBLAS. Install it (Debian/Ubuntu: apt-get install libopenblas-dev)\n" + err)
+            raise BuildError(
+                "the OpenBLAS library does not link (-lopenblas): the C core's prompt prefill calls "
+                "OpenBLAS. Install it (Debian/Ubuntu: apt-get install libopenblas-dev)\n" + err
+            )
         if EMULATED in ext.sources and not _up_to_date(self._object(EMULATED)):
             if self._probe("#if !__has_include(<simde/x86/avx512.h>)\n#error no SIMDe\n#endif\n") is not None:
-                raise BuildError("HA_AVX512_EMULATED=1 builds the avx512-emulated kernel variant on SIMDe's headers, "
-                                 "which are missing: install them (Debian/Ubuntu: apt-get install libsimde-dev), or "
-                                 "unset HA_AVX512_EMULATED to build without that variant")
+                raise BuildError(
+                    "HA_AVX512_EMULATED=1 builds the avx512-emulated kernel variant on SIMDe's headers, "
+                    "which are missing: install them (Debian/Ubuntu: apt-get install libsimde-dev), or "
+                    "unset HA_AVX512_EMULATED to build without that variant"
+                )
 
-    def _parallel_compile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,
-                          extra_preargs=None, extra_postargs=None, depends=None):
+    def _parallel_compile(
+        self,
+        sources,
+        output_dir=None,
+        macros=None,
+        include_dirs=None,
+        debug=0,
+        extra_preargs=None,
+        extra_postargs=None,
+        depends=None,
+    ):
         """CCompiler.compile, with the sources compiled HA_BUILD_JOBS at a time, the slowest first, and objects that
         are up to date (-MMD's list of what each read) left as they are."""
         cc = self.compiler
-        macros, objects, extra, pp_opts, build = cc._setup_compile(output_dir, macros, include_dirs, sources,
-                                                                   depends, extra_postargs)
+        macros, objects, extra, pp_opts, build = cc._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs
+        )
         cc_args = cc._get_cc_args(pp_opts, debug, extra_preargs)
         rank = {s: i for i, s in enumerate(SLOWEST_FIRST)}
         todo = [o for o in objects if self._recompile or not _up_to_date(o)]
@@ -204,8 +245,9 @@ class BuildCore(build_ext):
             for stale in (obj, obj + ".d"):  # a failed compile must not leave an older object that looks current
                 if os.path.exists(stale):
                     os.remove(stale)
-            cc._compile(obj, src, ext, cc_args, list(extra) + FILE_FLAGS.get(src, []) + ["-MMD", "-MF", obj + ".d"],
-                        pp_opts)
+            cc._compile(
+                obj, src, ext, cc_args, list(extra) + FILE_FLAGS.get(src, []) + ["-MMD", "-MF", obj + ".d"], pp_opts
+            )
 
         with ThreadPoolExecutor(_jobs(self.parallel)) as pool:
             futures = [pool.submit(one, o) for o in todo]

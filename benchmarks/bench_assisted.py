@@ -55,8 +55,15 @@ from habana_assist.cli import DEFAULT_DRAFT_DTYPE, PLAIN_CLASSES, _machine, demo
 from habana_assist.generation.assisted_costs import append_times
 
 # a random draft with the target's vocabulary (about 45 MB in bfloat16)
-SMALL_DRAFT = dict(TINYLLAMA, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
-                   num_key_value_heads=1, tie_word_embeddings=True)
+SMALL_DRAFT = dict(
+    TINYLLAMA,
+    hidden_size=512,
+    intermediate_size=1408,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=1,
+    tie_word_embeddings=True,
+)
 
 
 def decode_step_time(model, prompt, n, repeats):
@@ -118,14 +125,20 @@ def shipped_schedules(target, draft, tok, n_new, repeats, others):
     each other numerics class ({class: model}), and every row's speed-up over the fastest of those plain rows."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
     schedules = {
-        "cost (K <= 16)": dict(num_assistant_tokens=16, num_assistant_tokens_schedule="cost",
-                               assistant_confidence_threshold=0.0),
-        "constant K=4": dict(num_assistant_tokens=4, num_assistant_tokens_schedule="constant",
-                             assistant_confidence_threshold=0.0),
-        "heuristic from K=4": dict(num_assistant_tokens=4, num_assistant_tokens_schedule="heuristic_transient",
-                                   assistant_confidence_threshold=0.4),
-        "Transformers' defaults": dict(num_assistant_tokens=20, num_assistant_tokens_schedule="constant",
-                                       assistant_confidence_threshold=0.4),
+        "cost (K <= 16)": dict(
+            num_assistant_tokens=16, num_assistant_tokens_schedule="cost", assistant_confidence_threshold=0.0
+        ),
+        "constant K=4": dict(
+            num_assistant_tokens=4, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0
+        ),
+        "heuristic from K=4": dict(
+            num_assistant_tokens=4,
+            num_assistant_tokens_schedule="heuristic_transient",
+            assistant_confidence_threshold=0.4,
+        ),
+        "Transformers' defaults": dict(
+            num_assistant_tokens=20, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.4
+        ),
     }
     costs = target.assisted_costs(draft)
     base = dict(max_new_tokens=n_new, eos_token_id=[])
@@ -145,29 +158,61 @@ def shipped_schedules(target, draft, tok, n_new, repeats, others):
     t_prefill_a = t_prefill + sum(best["draft prefill", i] for i in range(len(prompts)))
     t_plain = sum(best["plain", i] for i in range(len(prompts)))
     n_all = n_new * len(prompts)
-    rows = [dict(case="plain " + target.weight_dtype, gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain,
-                 speed_gen=1.0, speed_e2e=1.0, a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"),
-                 same=True)]
+    rows = [
+        dict(
+            case="plain " + target.weight_dtype,
+            gen=n_all / (t_plain - t_prefill),
+            e2e=n_all / t_plain,
+            speed_gen=1.0,
+            speed_e2e=1.0,
+            a=float("nan"),
+            per_round=1.0,
+            ideal=1.0,
+            meas_ideal=float("nan"),
+            same=True,
+        )
+    ]
     for cls, other in others.items():
         t_other = sum(best["plain " + cls, i] for i in range(len(prompts)))
         t_other_prefill = sum(best["prefill " + cls, i] for i in range(len(prompts)))
-        rows.append(dict(case="plain " + cls, gen=n_all / (t_other - t_other_prefill), e2e=n_all / t_other,
-                         speed_gen=(t_plain - t_prefill) / (t_other - t_other_prefill), speed_e2e=t_plain / t_other,
-                         a=float("nan"), per_round=1.0, ideal=float("nan"), meas_ideal=float("nan"), same=None))
+        rows.append(
+            dict(
+                case="plain " + cls,
+                gen=n_all / (t_other - t_other_prefill),
+                e2e=n_all / t_other,
+                speed_gen=(t_plain - t_prefill) / (t_other - t_other_prefill),
+                speed_e2e=t_plain / t_other,
+                a=float("nan"),
+                per_round=1.0,
+                ideal=float("nan"),
+                meas_ideal=float("nan"),
+                same=None,
+            )
+        )
     for name, kw in schedules.items():
-        results = [target.generate(ids, assistant_model=draft, return_dict_in_generate=True, **base, **kw)
-                   for ids in prompts]
+        results = [
+            target.generate(ids, assistant_model=draft, return_dict_in_generate=True, **base, **kw) for ids in prompts
+        ]
         t_all = sum(best[name, i] for i in range(len(prompts)))
         proposed = sum(r.num_draft_tokens for r in results)
         accepted = sum(r.num_accepted_tokens for r in results)
         t_ideal = sum(ideal_time(r, costs) for r in results)
         speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
         ideal = n_all * costs.target[0] / t_ideal
-        rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
-                         speed_e2e=t_plain / t_all, a=accepted / max(proposed, 1),
-                         per_round=n_all / sum(r.num_rounds for r in results), ideal=ideal,
-                         meas_ideal=speed_gen / ideal,
-                         same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out))))
+        rows.append(
+            dict(
+                case=name,
+                gen=n_all / (t_all - t_prefill_a),
+                e2e=n_all / t_all,
+                speed_gen=speed_gen,
+                speed_e2e=t_plain / t_all,
+                a=accepted / max(proposed, 1),
+                per_round=n_all / sum(r.num_rounds for r in results),
+                ideal=ideal,
+                meas_ideal=speed_gen / ideal,
+                same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
+            )
+        )
     fastest = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["gen"])
     fastest_e2e = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["e2e"])
     for r in rows:
@@ -181,10 +226,17 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     `seeds` seeds; figures as table 1's, summed over all the calls."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
     base = dict(max_new_tokens=n_new, eos_token_id=[], do_sample=True, temperature=0.8, top_k=top_k)
-    assist = dict(assistant_model=draft, num_assistant_tokens=4, num_assistant_tokens_schedule="constant",
-                  assistant_confidence_threshold=0.4)
-    modes = {"plain": {}, "rejection": dict(assist, assisted_sampling="rejection"),
-             "coupled": dict(assist, assisted_sampling="coupled")}
+    assist = dict(
+        assistant_model=draft,
+        num_assistant_tokens=4,
+        num_assistant_tokens_schedule="constant",
+        assistant_confidence_threshold=0.4,
+    )
+    modes = {
+        "plain": {},
+        "rejection": dict(assist, assisted_sampling="rejection"),
+        "coupled": dict(assist, assisted_sampling="coupled"),
+    }
     costs = target.assisted_costs(draft)
     calls = {}
     for i, ids in enumerate(prompts):
@@ -198,21 +250,48 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     t_prefill_a = t_prefill + seeds * sum(best["draft prefill", i] for i in range(len(prompts)))
     n_all = n_new * len(prompts) * seeds
     t_plain = sum(best["plain", i, seed] for i in range(len(prompts)) for seed in range(seeds))
-    rows = [dict(case="plain", gen=n_all / (t_plain - t_prefill), e2e=n_all / t_plain, speed_gen=1.0, speed_e2e=1.0,
-                 a=float("nan"), per_round=1.0, ideal=1.0, meas_ideal=float("nan"), same=True)]
+    rows = [
+        dict(
+            case="plain",
+            gen=n_all / (t_plain - t_prefill),
+            e2e=n_all / t_plain,
+            speed_gen=1.0,
+            speed_e2e=1.0,
+            a=float("nan"),
+            per_round=1.0,
+            ideal=1.0,
+            meas_ideal=float("nan"),
+            same=True,
+        )
+    ]
     for name, kw in list(modes.items())[1:]:
-        results = [(target.generate(ids, seed=seed, return_dict_in_generate=True, **base, **kw),
-                    target.generate(ids, seed=seed, **base)) for ids in prompts for seed in range(seeds)]
+        results = [
+            (
+                target.generate(ids, seed=seed, return_dict_in_generate=True, **base, **kw),
+                target.generate(ids, seed=seed, **base),
+            )
+            for ids in prompts
+            for seed in range(seeds)
+        ]
         t_all = sum(best[name, i, seed] for i in range(len(prompts)) for seed in range(seeds))
         speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
         ideal = n_all * costs.target[0] / sum(ideal_time(r, costs) for r, _ in results)
-        rows.append(dict(case=name, gen=n_all / (t_all - t_prefill_a), e2e=n_all / t_all, speed_gen=speed_gen,
-                         speed_e2e=t_plain / t_all,
-                         a=(sum(r.num_accepted_tokens for r, _ in results)
-                            / max(sum(r.num_draft_tokens for r, _ in results), 1)),
-                         per_round=n_all / sum(r.num_rounds for r, _ in results), ideal=ideal,
-                         meas_ideal=speed_gen / ideal,
-                         same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None))
+        rows.append(
+            dict(
+                case=name,
+                gen=n_all / (t_all - t_prefill_a),
+                e2e=n_all / t_all,
+                speed_gen=speed_gen,
+                speed_e2e=t_plain / t_all,
+                a=(
+                    sum(r.num_accepted_tokens for r, _ in results) / max(sum(r.num_draft_tokens for r, _ in results), 1)
+                ),
+                per_round=n_all / sum(r.num_rounds for r, _ in results),
+                ideal=ideal,
+                meas_ideal=speed_gen / ideal,
+                same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None,
+            )
+        )
     return rows
 
 
@@ -227,8 +306,12 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     t(T)/t(1) of the target at the verification's width T (what a wider pass costs). sampled: rejection sampling
     at temperature 0.8 (seeds 0 and 1), else greedy; early_exit: the target's first layers draft instead."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
-    base = dict(max_new_tokens=n_new, eos_token_id=[], num_assistant_tokens_schedule="constant",
-                assistant_confidence_threshold=0.0)
+    base = dict(
+        max_new_tokens=n_new,
+        eos_token_id=[],
+        num_assistant_tokens_schedule="constant",
+        assistant_confidence_threshold=0.0,
+    )
     base.update(dict(do_sample=True, temperature=0.8) if sampled else {})
     base.update(dict(assistant_early_exit=early_exit) if early_exit else dict(assistant_model=draft))
     seeds = (0, 1) if sampled else (None,)
@@ -237,53 +320,87 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     for w, K in TREE_SHAPES:
         cases[f"chain K={K * w}"] = dict(num_assistant_tokens=K * w)
         cases[f"tree w={w} K={K}"] = dict(num_assistant_tokens=K, assistant_tree_width=w)
-    calls = {(name, i, seed): (lambda ids=ids, kw=kw, seed=seed: target.generate(
-        ids, **base, **kw, **({} if seed is None else dict(seed=seed))))
-        for name, kw in cases.items() for i, ids in enumerate(prompts) for seed in seeds}
+    calls = {
+        (name, i, seed): (
+            lambda ids=ids, kw=kw, seed=seed: target.generate(
+                ids, **base, **kw, **({} if seed is None else dict(seed=seed))
+            )
+        )
+        for name, kw in cases.items()
+        for i, ids in enumerate(prompts)
+        for seed in seeds
+    }
     best = interleaved(calls, repeats)
     plain_out = [target.generate(ids, max_new_tokens=n_new, eos_token_id=[]) for ids in prompts]
     rows = {}
     for name, kw in cases.items():
-        results = [target.generate(ids, return_dict_in_generate=True, **base, **kw,
-                                   **({} if seed is None else dict(seed=seed))) for ids in prompts for seed in seeds]
+        results = [
+            target.generate(
+                ids, return_dict_in_generate=True, **base, **kw, **({} if seed is None else dict(seed=seed))
+            )
+            for ids in prompts
+            for seed in seeds
+        ]
         passes = sum(r.num_target_passes for r in results)
         T = 1 + kw["num_assistant_tokens"] * kw.get("assistant_tree_width", 1)
-        rows[name] = dict(per_pass=n_new * len(results) / passes, T=T,
-                          t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
-                          tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0],
-                          same=None if sampled else all(np.array_equal(r.sequences, p)
-                                                        for r, p in zip(results, plain_out)))
+        rows[name] = dict(
+            per_pass=n_new * len(results) / passes,
+            T=T,
+            t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
+            tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0],
+            same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
+        )
     return [(f"tree w={w} K={K}", rows[f"tree w={w} K={K}"], rows[f"chain K={K * w}"]) for w, K in TREE_SHAPES]
 
 
 def print_trees(target, draft, tok, n_new, repeats):
     layers = target.config.num_hidden_layers
-    for title, sampled, early_exit, bar in (("greedy", False, None, 1.1), ("rejection sampling, temperature 0.8",
-                                                                             True, None, 1.2),
-                                            (f"greedy, early exit (the target's first {max(layers // 4, 1)} layers)",
-                                             False, max(layers // 4, 1), 1.2)):
-        print(f"\n4. token trees against the chain of the same verification width, {title}: tokens per target pass, "
-              f"tree over chain, wall-clock speed-up over the chain ({_machine()})")
-        print(f"  {'tree':14s} {'T':>3s} {'same':>5s} {'tree t/pass':>11s} {'chain t/pass':>12s} {'ratio':>6s} "
-              f"{'speed-up':>8s} {'t(T)/t(1)':>9s}")
+    for title, sampled, early_exit, bar in (
+        ("greedy", False, None, 1.1),
+        ("rejection sampling, temperature 0.8", True, None, 1.2),
+        (f"greedy, early exit (the target's first {max(layers // 4, 1)} layers)", False, max(layers // 4, 1), 1.2),
+    ):
+        print(
+            f"\n4. token trees against the chain of the same verification width, {title}: tokens per target pass, "
+            f"tree over chain, wall-clock speed-up over the chain ({_machine()})"
+        )
+        print(
+            f"  {'tree':14s} {'T':>3s} {'same':>5s} {'tree t/pass':>11s} {'chain t/pass':>12s} {'ratio':>6s} "
+            f"{'speed-up':>8s} {'t(T)/t(1)':>9s}"
+        )
         rows = shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit)
         for name, tr, ch in rows:
             same = "-" if tr["same"] is None else str(tr["same"] and ch["same"])
-            print(f"  {name:14s} {tr['T']:3d} {same:>5s} {tr['per_pass']:11.2f} {ch['per_pass']:12.2f} "
-                  f"{tr['per_pass'] / ch['per_pass']:6.2f} {ch['t'] / tr['t']:8.2f} {tr['tT']:9.2f}")
+            print(
+                f"  {name:14s} {tr['T']:3d} {same:>5s} {tr['per_pass']:11.2f} {ch['per_pass']:12.2f} "
+                f"{tr['per_pass'] / ch['per_pass']:6.2f} {ch['t'] / tr['t']:8.2f} {tr['tT']:9.2f}"
+            )
         top = max(rows, key=lambda r: r[1]["per_pass"] / r[2]["per_pass"])
-        print(f"  target: accepted tokens per pass over the chain's, best shape ({top[0]}) "
-              f"{pass_fail(top[1]['per_pass'] / top[2]['per_pass'], bar)}")
+        print(
+            f"  target: accepted tokens per pass over the chain's, best shape ({top[0]}) "
+            f"{pass_fail(top[1]['per_pass'] / top[2]['per_pass'], bar)}"
+        )
 
 
 def shipped_batches(target, draft, tok, n_new, repeats, batches):
     """Table 2: batches of held-out prompts, plain and assisted."""
     tok.padding_side = "left"
     texts = [text for _, text in demo_prompts(max(batches), 30)]
-    modes = {"plain": {}, "cost": dict(assistant_model=draft, num_assistant_tokens=16,
-                                       num_assistant_tokens_schedule="cost", assistant_confidence_threshold=0.0),
-             "constant K=4": dict(assistant_model=draft, num_assistant_tokens=4,
-                                  num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)}
+    modes = {
+        "plain": {},
+        "cost": dict(
+            assistant_model=draft,
+            num_assistant_tokens=16,
+            num_assistant_tokens_schedule="cost",
+            assistant_confidence_threshold=0.0,
+        ),
+        "constant K=4": dict(
+            assistant_model=draft,
+            num_assistant_tokens=4,
+            num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0,
+        ),
+    }
     base = dict(max_new_tokens=n_new, eos_token_id=[])
     encs = {b: tok(texts[:b], return_tensors="np", padding=True) for b in batches}
     calls = {}
@@ -303,9 +420,16 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
             n_all = b * n_new
             t_all = best[b, mode]
             t_pre = best[b, "prefill"] + (best[b, "draft prefill"] if mode != "plain" else 0.0)
-            row = dict(batch=b, mode=mode, gen=n_all / (t_all - t_pre), e2e=n_all / t_all,
-                       speed_gen=(t_plain - best[b, "prefill"]) / (t_all - t_pre), speed_e2e=t_plain / t_all,
-                       meas_ideal=None, same=True)
+            row = dict(
+                batch=b,
+                mode=mode,
+                gen=n_all / (t_all - t_pre),
+                e2e=n_all / t_all,
+                speed_gen=(t_plain - best[b, "prefill"]) / (t_all - t_pre),
+                speed_e2e=t_plain / t_all,
+                meas_ideal=None,
+                same=True,
+            )
             if mode != "plain":
                 res = target.generate(**enc, return_dict_in_generate=True, **base, **modes[mode])
                 row["same"] = bool(np.array_equal(res.sequences, plain))
@@ -329,32 +453,48 @@ def main():
     ap.add_argument("--callbacks", action="store_true", help="also the cost of Python callbacks in the loop")
     ap.add_argument("--random", action="store_true", help="also the random TinyLlama-shape target (slow)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds per prompt of the sampled table")
-    ap.add_argument("--target-dtype", default="float32", help="how the shipped target is held (a numerics class: "
-                    "float32, bfloat16, int8, w8a8, ...; default float32)")
-    ap.add_argument("--draft-dtype", default=DEFAULT_DRAFT_DTYPE, help="how the shipped draft is held (default: the "
-                    f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)")
+    ap.add_argument(
+        "--target-dtype",
+        default="float32",
+        help="how the shipped target is held (a numerics class: float32, bfloat16, int8, w8a8, ...; default float32)",
+    )
+    ap.add_argument(
+        "--draft-dtype",
+        default=DEFAULT_DRAFT_DTYPE,
+        help="how the shipped draft is held (default: the "
+        f"command line's, {DEFAULT_DRAFT_DTYPE}; 'auto': as stored, bfloat16)",
+    )
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
     ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
     ap.add_argument("--trees", action="store_true", help="also the token trees' table (4)")
     ap.add_argument("--trees-only", action="store_true", help="only the token trees' table (4)")
-    ap.add_argument("--pair", metavar="DIR", help="another pair laid out as the package's (DIR/pycode, "
-                    "DIR/pycode-draft), such as an earlier release's, in place of the shipped one")
+    ap.add_argument(
+        "--pair",
+        metavar="DIR",
+        help="another pair laid out as the package's (DIR/pycode, "
+        "DIR/pycode-draft), such as an earlier release's, in place of the shipped one",
+    )
     args = ap.parse_args()
     n_new, repeats, batches = args.new_tokens, args.repeats, (1, 2, 4, 8)
     if args.quick:
         n_new, repeats, batches = 32, 2, (1, 8)
 
-    names = (os.path.join(args.pair, "pycode"), os.path.join(args.pair, "pycode-draft")) if args.pair else \
-        ("habana-assist/pycode", "habana-assist/pycode-draft")
+    names = (
+        (os.path.join(args.pair, "pycode"), os.path.join(args.pair, "pycode-draft"))
+        if args.pair
+        else ("habana-assist/pycode", "habana-assist/pycode-draft")
+    )
     tok = ha.AutoTokenizer.from_pretrained(names[0])
     target = ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=args.target_dtype)
     # the draft held as the command line holds it (int8 unless --assistant-dtype), --draft-dtype to compare
     draft = ha.AutoModelForCausalLM.from_pretrained(names[1], dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
-    print(f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"{'pair ' + args.pair if args.pair else 'shipped pair'} (pycode {target.weight_dtype} + pycode-draft "
-          f"{draft.weight_dtype}), greedy, {n_new} new tokens per row, "
-          f"best of {repeats} interleaved rounds")
+    print(
+        f"habana_assist assisted benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
+        f"{'pair ' + args.pair if args.pair else 'shipped pair'} (pycode {target.weight_dtype} + pycode-draft "
+        f"{draft.weight_dtype}), greedy, {n_new} new tokens per row, "
+        f"best of {repeats} interleaved rounds"
+    )
     if args.sampling_only:
         print_sampling(target, draft, tok, n_new, repeats, args)
         return
@@ -363,52 +503,76 @@ def main():
         return
     # plain with the target in each other numerics class within 1% of float32's perplexity: every speed-up is also
     # given against the fastest plain configuration of the same target on this machine
-    others = {cls: ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=cls) for cls in PLAIN_CLASSES
-              if cls != target.weight_dtype}
+    others = {
+        cls: ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=cls)
+        for cls in PLAIN_CLASSES
+        if cls != target.weight_dtype
+    }
     rows, costs, prefill_share, fastest = shipped_schedules(target, draft, tok, n_new, repeats, others)
     t1 = costs.target[0]
-    print(f"\n1. batch 1, the demo's 4 held-out prompts. Measured costs (position 256): draft step "
-          f"{costs.draft_step * 1e3:.3f} ms (c = {costs.draft_step / t1:.3f}), target t(1) {t1 * 1e3:.2f} ms, "
-          f"t(T)/t(1) for T = 2, 5, 9, 16: " + ", ".join(f"{costs.target[T - 1] / t1:.2f}" for T in (2, 5, 9, 16)) +
-          f"; prefill is {prefill_share:.0%} of plain's end-to-end time. x: over plain {target.weight_dtype}; "
-          f"fast x: over the fastest plain row (generating: {fastest}; {_machine()})")
-    print(f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'fast x':>6s} "
-          f"{'fast e2e':>8s} {'accept':>7s} {'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
+    print(
+        f"\n1. batch 1, the demo's 4 held-out prompts. Measured costs (position 256): draft step "
+        f"{costs.draft_step * 1e3:.3f} ms (c = {costs.draft_step / t1:.3f}), target t(1) {t1 * 1e3:.2f} ms, "
+        f"t(T)/t(1) for T = 2, 5, 9, 16: "
+        + ", ".join(f"{costs.target[T - 1] / t1:.2f}" for T in (2, 5, 9, 16))
+        + f"; prefill is {prefill_share:.0%} of plain's end-to-end time. x: over plain {target.weight_dtype}; "
+        f"fast x: over the fastest plain row (generating: {fastest}; {_machine()})"
+    )
+    print(
+        f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'fast x':>6s} "
+        f"{'fast e2e':>8s} {'accept':>7s} {'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}"
+    )
     for r in rows:
         same = "-" if r["same"] is None else str(r["same"])
-        print(f"  {r['case']:24s} {same:>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
-              f"{r['speed_e2e']:6.2f} {r['fast_gen']:6.2f} {r['fast_e2e']:8.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
-              f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
+        print(
+            f"  {r['case']:24s} {same:>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
+            f"{r['speed_e2e']:6.2f} {r['fast_gen']:6.2f} {r['fast_e2e']:8.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
+            f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}"
+        )
     cost_row = next(r for r in rows if r["case"].startswith("cost"))
-    print(f"  targets (cost schedule): generation-only speed-up {pass_fail(cost_row['speed_gen'], 2.2)}, end to end "
-          f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}")
+    print(
+        f"  targets (cost schedule): generation-only speed-up {pass_fail(cost_row['speed_gen'], 2.2)}, end to end "
+        f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}"
+    )
 
     table = shipped_batches(target, draft, tok, n_new, repeats, batches)
     print("\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
-    print(f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
-          f"{'meas/ideal':>10s} {'x batch 1':>9s}")
+    print(
+        f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
+        f"{'meas/ideal':>10s} {'x batch 1':>9s}"
+    )
     one = {r["mode"]: r for r in table if r["batch"] == 1}
     for r in table:
         mi = f"{r['meas_ideal']:10.2f}" if r["meas_ideal"] is not None else f"{'-':>10s}"
-        print(f"  {r['batch']:5d} {r['mode']:14s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
-              f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {mi} {r['gen'] / one[r['mode']]['gen']:9.2f}")
+        print(
+            f"  {r['batch']:5d} {r['mode']:14s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
+            f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {mi} {r['gen'] / one[r['mode']]['gen']:9.2f}"
+        )
     top = max(batches)
     b8 = next(r for r in table if r["batch"] == top and r["mode"] == "cost")
-    print(f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
-          f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}")
+    print(
+        f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
+        f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}"
+    )
 
     print_sampling(target, draft, tok, n_new, repeats, args)
     if args.callbacks:
         ids = tok(demo_prompts(1, 30)[0][1], return_tensors="np")["input_ids"]
         callbacks = measure_callbacks(target, draft, tok, ids, n_new, args.k, repeats)
-        print(f"\n3. callbacks on the shipped pair, held-out 1, {n_new} new tokens: tokens/s without, with, and the "
-              "fraction the callbacks add to a token's time")
-        print(f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} "
-              f"{'stop_strings t/s':>17s} {'added':>7s}")
+        print(
+            f"\n3. callbacks on the shipped pair, held-out 1, {n_new} new tokens: tokens/s without, with, and the "
+            "fraction the callbacks add to a token's time"
+        )
+        print(
+            f"  {'generation':10s} {'none t/s':>9s} {'logits_processor t/s':>21s} {'added':>7s} "
+            f"{'stop_strings t/s':>17s} {'added':>7s}"
+        )
         for mode, r in callbacks.items():
-            print(f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} "
-                  f"{r['none'] / r['logits_processor'] - 1:7.1%} {r['stop_strings']:17.2f} "
-                  f"{r['none'] / r['stop_strings'] - 1:7.1%}")
+            print(
+                f"  {mode:10s} {r['none']:9.2f} {r['logits_processor']:21.2f} "
+                f"{r['none'] / r['logits_processor'] - 1:7.1%} {r['stop_strings']:17.2f} "
+                f"{r['none'] / r['stop_strings'] - 1:7.1%}"
+            )
     if args.trees:
         print_trees(target, draft, tok, n_new, repeats)
     if args.random:
@@ -417,25 +581,35 @@ def main():
 
 def print_sampling(target, draft, tok, n_new, repeats, args):
     rows = shipped_sampling(target, draft, tok, n_new, repeats, args.seeds, args.top_k)
-    print(f"\n3. batch 1, sampled (temperature 0.8, top_k {args.top_k}; K = 4, threshold 0.4), the demo's 4 held-out "
-          f"prompts x {args.seeds} seeds; same: coupled equals plain sampling")
-    print(f"  {'case':12s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
-          f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}")
+    print(
+        f"\n3. batch 1, sampled (temperature 0.8, top_k {args.top_k}; K = 4, threshold 0.4), the demo's 4 held-out "
+        f"prompts x {args.seeds} seeds; same: coupled equals plain sampling"
+    )
+    print(
+        f"  {'case':12s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'accept':>7s} "
+        f"{'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}"
+    )
     for r in rows:
-        print(f"  {r['case']:12s} {str(r['same'] if r['same'] is not None else '-'):>5s} {r['gen']:8.1f} "
-              f"{r['e2e']:8.1f} {r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
-              f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}")
+        print(
+            f"  {r['case']:12s} {str(r['same'] if r['same'] is not None else '-'):>5s} {r['gen']:8.1f} "
+            f"{r['e2e']:8.1f} {r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
+            f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}"
+        )
     for r in rows[1:]:
-        print(f"  target ({r['case']}): measured over ideal {pass_fail(r['meas_ideal'], 0.9)}; faster than plain "
-              f"where the ideal says so: {r['speed_gen'] > 1.0 or r['ideal'] <= 1.0}")
+        print(
+            f"  target ({r['case']}): measured over ideal {pass_fail(r['meas_ideal'], 0.9)}; faster than plain "
+            f"where the ideal says so: {r['speed_gen'] > 1.0 or r['ideal'] <= 1.0}"
+        )
 
 
 def random_rows(args):
     """The random TinyLlama-1.1B-shape bf16 target with a small random draft (almost never agrees: the
     engine's costs), itself as draft (every draft accepted: what verifying K + 1 tokens costs), and prompt
     lookup on a prompt that repeats itself; constant K, 32 new tokens."""
-    target_dir, draft_dir = (os.path.join(args.dir, "tinyllama-1.1b-random-bf16"),
-                             os.path.join(args.dir, "draft-random-bf16"))
+    target_dir, draft_dir = (
+        os.path.join(args.dir, "tinyllama-1.1b-random-bf16"),
+        os.path.join(args.dir, "draft-random-bf16"),
+    )
     write_checkpoint(target_dir)
     write_checkpoint(draft_dir, SMALL_DRAFT, seed=7, exponent=-5)
     n, k = 32, args.k
@@ -447,16 +621,22 @@ def random_rows(args):
     target.generate(prompt, max_new_tokens=2)
     t_step = decode_step_time(target, prompt, 8, 2)
     c_small = decode_step_time(small, prompt, 16, 2) / t_step
-    rows = [measure("random: small random draft", target, small, prompt, c_small, n, k, 2),
-            measure("random: target as own draft", target, target, prompt, 1.0, n, k, 2),
-            measure("random: prompt lookup", target, None, repeating, 0.0, n, k, 2)]
+    rows = [
+        measure("random: small random draft", target, small, prompt, c_small, n, k, 2),
+        measure("random: target as own draft", target, target, prompt, 1.0, n, k, 2),
+        measure("random: prompt lookup", target, None, repeating, 0.0, n, k, 2),
+    ]
     print(f"\n4. random TinyLlama-1.1B-shape bf16 target (decode step {t_step * 1e3:.1f} ms), {n} new tokens, K={k}")
-    print(f"  {'case':30s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
-          f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}")
+    print(
+        f"  {'case':30s} {'same':>5s} {'plain t/s':>10s} {'assist t/s':>10s} {'a':>6s} {'tok/pass':>8s} {'c':>6s} "
+        f"{'speed-up':>8s} {'ideal':>6s} {'meas/ideal':>10s}"
+    )
     for r in rows:
-        print(f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
-              f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
-              f"{r['measured_over_ideal']:10.2f}")
+        print(
+            f"  {r['case']:30s} {str(r['identical']):>5s} {r['plain_tps']:10.2f} {r['assisted_tps']:10.2f} "
+            f"{r['a']:6.3f} {r['tokens_per_pass']:8.2f} {r['c']:6.3f} {r['speedup']:8.2f} {r['ideal']:6.2f} "
+            f"{r['measured_over_ideal']:10.2f}"
+        )
 
 
 def measure_callbacks(target, draft, tok, ids, n, k, repeats):
@@ -470,11 +650,20 @@ def measure_callbacks(target, draft, tok, ids, n, k, repeats):
         scores[:, banned] = -np.inf
         return scores
 
-    cases = {"none": {}, "logits_processor": dict(logits_processor=[ban]),
-             "stop_strings": dict(stop_strings=["\x00never\x00"], tokenizer=tok)}
-    modes = {"plain": {}, "assisted": dict(assistant_model=draft, num_assistant_tokens=k,
-                                           num_assistant_tokens_schedule="constant",
-                                           assistant_confidence_threshold=0.0)}
+    cases = {
+        "none": {},
+        "logits_processor": dict(logits_processor=[ban]),
+        "stop_strings": dict(stop_strings=["\x00never\x00"], tokenizer=tok),
+    }
+    modes = {
+        "plain": {},
+        "assisted": dict(
+            assistant_model=draft,
+            num_assistant_tokens=k,
+            num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0,
+        ),
+    }
     calls = {}
     for mode, mkw in modes.items():
         for case, ckw in cases.items():
@@ -495,15 +684,32 @@ def measure(name, target, draft, ids, c, n, k, repeats):
     """One row: plain and assisted generation of n tokens from ids, timed in the same run."""
     plain = target.generate(ids, max_new_tokens=n, eos_token_id=[])
     t_plain = timed(lambda: target.generate(ids, max_new_tokens=n, eos_token_id=[]), repeats)
-    kw = dict(assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule="constant",
-              assistant_confidence_threshold=0.0) if draft is not None else dict(prompt_lookup_num_tokens=k)
+    kw = (
+        dict(
+            assistant_model=draft,
+            num_assistant_tokens=k,
+            num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0,
+        )
+        if draft is not None
+        else dict(prompt_lookup_num_tokens=k)
+    )
     res = target.generate(ids, max_new_tokens=n, eos_token_id=[], return_dict_in_generate=True, **kw)
     t_assisted = timed(lambda: target.generate(ids, max_new_tokens=n, eos_token_id=[], **kw), repeats)
     a, measured = acceptance_rate(res), t_plain / t_assisted
     ideal = ideal_speedup(a, k, c)
-    return dict(case=name, identical=bool(np.array_equal(plain, res.sequences)), plain_tps=n / t_plain,
-                assisted_tps=n / t_assisted, a=a, tokens_per_pass=n / res.num_target_passes, c=c, speedup=measured,
-                ideal=ideal, measured_over_ideal=measured / ideal)
+    return dict(
+        case=name,
+        identical=bool(np.array_equal(plain, res.sequences)),
+        plain_tps=n / t_plain,
+        assisted_tps=n / t_assisted,
+        a=a,
+        tokens_per_pass=n / res.num_target_passes,
+        c=c,
+        speedup=measured,
+        ideal=ideal,
+        measured_over_ideal=measured / ideal,
+    )
 
 
 if __name__ == "__main__":

@@ -62,17 +62,35 @@ os.environ.setdefault("HA_PROGRESS", "0")  # tables only: no progress bars for t
 from habana_assist.checkpoints.safetensors import save_file  # noqa: E402 - found through the sys.path entry above
 
 TINYLLAMA = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
-    "vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
-    "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 2048,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    "bos_token_id": 1, "eos_token_id": 2,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_act": "silu",
+    "vocab_size": 32000,
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
 }
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
-CACHE_LEN = 160      # positions: a 128-token prompt + decode room
+CACHE_LEN = 160  # positions: a 128-token prompt + decode room
 VERIFY_T = tuple(range(1, 17))
-WEIGHTS_PER_BYTE = {"float32": 1 / 4, "bfloat16": 1 / 2, "float16": 1 / 2, "bfloat16-pairs": 1 / 2,
-                    "int8": 64 / 68, "w8a8": 64 / 68, "int4": 32 / 20}  # per block
+WEIGHTS_PER_BYTE = {
+    "float32": 1 / 4,
+    "bfloat16": 1 / 2,
+    "float16": 1 / 2,
+    "bfloat16-pairs": 1 / 2,
+    "int8": 64 / 68,
+    "w8a8": 64 / 68,
+    "int4": 32 / 20,
+}  # per block
 
 
 def random_bf16(rng, shape, exponent):
@@ -93,16 +111,24 @@ def write_checkpoint(directory, config=TINYLLAMA, seed=0, exponent=-6):
     kv = c["num_key_value_heads"] * hd
     rng = np.random.default_rng(seed)
     ones = (np.full(d, 0x3F80, dtype=np.uint16), "BF16")  # 1.0 in bfloat16
-    t = {"model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16"),
-         "model.norm.weight": ones}
+    t = {
+        "model.embed_tokens.weight": (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16"),
+        "model.norm.weight": ones,
+    }
     if not c["tie_word_embeddings"]:
         t["lm_head.weight"] = (random_bf16(rng, (c["vocab_size"], d), exponent), "BF16")
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = t[p + "post_attention_layernorm.weight"] = ones
-        for name, shape in (("self_attn.q_proj", (d, d)), ("self_attn.k_proj", (kv, d)), ("self_attn.v_proj", (kv, d)),
-                            ("self_attn.o_proj", (d, d)), ("mlp.gate_proj", (f, d)), ("mlp.up_proj", (f, d)),
-                            ("mlp.down_proj", (d, f))):
+        for name, shape in (
+            ("self_attn.q_proj", (d, d)),
+            ("self_attn.k_proj", (kv, d)),
+            ("self_attn.v_proj", (kv, d)),
+            ("self_attn.o_proj", (d, d)),
+            ("mlp.gate_proj", (f, d)),
+            ("mlp.up_proj", (f, d)),
+            ("mlp.down_proj", (d, f)),
+        ):
             t[p + name + ".weight"] = (random_bf16(rng, shape, exponent), "BF16")
     save_file(t, weights_path, metadata={"format": "pt"})
     with open(os.path.join(directory, "config.json"), "w") as fh:
@@ -137,6 +163,7 @@ def measure_bw():
 
 # ---- children: one process per measurement, so each peak RSS is its own ----------------------------------
 
+
 def child_ours(directory, dtype, repeats):
     model = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=CACHE_LEN)
     V = model.vocab_size
@@ -153,7 +180,7 @@ def child_ours(directory, dtype, repeats):
     decode_s = [decode()]
     model.blas_prefill = False  # the batch-invariant kernels
     t_prefill = timed(lambda: gen(prompt, 1), repeats)
-    model.blas_prefill = True   # OpenBLAS (blas_prefill=True)
+    model.blas_prefill = True  # OpenBLAS (blas_prefill=True)
     t_prefill_blas = timed(lambda: gen(prompt, 1), repeats)
     cache = model.create_cache(1, CACHE_LEN)
     model(prompt[:, :16], past_key_values=cache)
@@ -184,17 +211,26 @@ def child_ours(directory, dtype, repeats):
             ctx.append(np.zeros(1, dtype=np.int32), np.array([100 + i], dtype=np.int32), None, out)
             steps.append(time.perf_counter() - t0)
         bandwidth.append(ha._core.measure_read_bandwidth(1 << 30, 8))  # 8 passes: samples as many as the steps'
-    return {"dtype": model.weight_dtype, "weight_bytes": model.weight_bytes, "decode_s": min(decode_s),
-            "step_s": min(steps),
-            "bandwidth": bandwidth,
-            "prefill_tps": 128 / t_prefill, "prefill_blas_tps": 128 / t_prefill_blas, "verify_s": verify,
-            "kv_bytes": kv_bytes, "peak_rss": peak_rss}
+    return {
+        "dtype": model.weight_dtype,
+        "weight_bytes": model.weight_bytes,
+        "decode_s": min(decode_s),
+        "step_s": min(steps),
+        "bandwidth": bandwidth,
+        "prefill_tps": 128 / t_prefill,
+        "prefill_blas_tps": 128 / t_prefill_blas,
+        "verify_s": verify,
+        "kv_bytes": kv_bytes,
+        "peak_rss": peak_rss,
+    }
 
 
 def child_torch(directory, dtype, repeats):
     import torch
+
     sys.path.insert(0, HERE)
     from torch_llama import TorchLlama
+
     torch.set_num_threads(ha.get_num_threads())
     with open(os.path.join(directory, "config.json")) as fh:
         config = json.load(fh)
@@ -205,14 +241,25 @@ def child_torch(directory, dtype, repeats):
         token = 5
         for _ in range(n):
             token = int(model.step(token).argmax())
+
     run(2)
     t = (timed(lambda: run(17), repeats) - timed(lambda: run(1), repeats)) / 16
     return {"decode_s": t, "torch": torch.__version__, "peak_rss": peak_rss_bytes()}
 
 
 def run_child(kind, directory, dtype, repeats):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--dir", directory, "--dtypes", dtype,
-           "--repeats", str(repeats)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        kind,
+        "--dir",
+        directory,
+        "--dtypes",
+        dtype,
+        "--repeats",
+        str(repeats),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{kind} {dtype} run failed:\n{r.stderr[-3000:]}")
@@ -246,16 +293,31 @@ def child_threads(dtype, repeats, tokens):
                 runs[n].append(tokens / max((t2 - t1) - (t1 - t0), 1e-9))
     ha.set_num_threads(default)
     ratios = [a / b for a, b in zip(runs[default], runs[1])]
-    return {"threads": default, "default_tps": float(np.median(runs[default])), "one_tps": float(np.median(runs[1])),
-            "ratio": float(np.median(ratios)), "ratios": ratios}
+    return {
+        "threads": default,
+        "default_tps": float(np.median(runs[default])),
+        "one_tps": float(np.median(runs[1])),
+        "ratio": float(np.median(ratios)),
+        "ratios": ratios,
+    }
 
 
 def run_threads_child(dtype, repeats, tokens, root):
     env = dict(os.environ)
     if root:
         env["HA_BENCH_PACKAGE_ROOT"] = root
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "threads", "--dtypes", dtype,
-           "--repeats", str(repeats), "--tokens", str(tokens)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "threads",
+        "--dtypes",
+        dtype,
+        "--repeats",
+        str(repeats),
+        "--tokens",
+        str(tokens),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"threads {dtype} run failed{' for ' + root if root else ''}:\n{r.stderr[-3000:]}")
@@ -284,21 +346,29 @@ def busy_table(dtypes, repeats, tokens, baseline):
 
 def print_busy(rows, repeats, tokens):
     threads = rows["alone"]["this"][next(iter(rows["alone"]["this"]))]["threads"]
-    print(f"habana_assist thread pool on a shared machine: {SHIPPED}, plain greedy decode of {tokens} tokens, "
-          f"kernels={ha.kernels_name()}, default threads={threads}; the median of {repeats} rounds; load average "
-          f"{rows['load_before']:.2f} before, {rows['load_after']:.2f} after")
-    print(f"    {'phase':6s} {'package':9s} {'dtype':9s} {'default tok/s':>13s} {'1 thread tok/s':>14s} "
-          f"{'default/1':>9s}  {'(each round)':s}")
+    print(
+        f"habana_assist thread pool on a shared machine: {SHIPPED}, plain greedy decode of {tokens} tokens, "
+        f"kernels={ha.kernels_name()}, default threads={threads}; the median of {repeats} rounds; load average "
+        f"{rows['load_before']:.2f} before, {rows['load_after']:.2f} after"
+    )
+    print(
+        f"    {'phase':6s} {'package':9s} {'dtype':9s} {'default tok/s':>13s} {'1 thread tok/s':>14s} "
+        f"{'default/1':>9s}  {'(each round)':s}"
+    )
     for phase in ("alone", "busy"):
         for name, by_dtype in rows[phase].items():
             for d, r in by_dtype.items():
-                print(f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} "
-                      f"{r['ratio']:9.2f}  " + " ".join(f"{x:.2f}" for x in r["ratios"]))
+                print(
+                    f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} "
+                    f"{r['ratio']:9.2f}  " + " ".join(f"{x:.2f}" for x in r["ratios"])
+                )
     if "baseline" in rows["alone"]:
         for d in rows["alone"]["this"]:
             now, then = rows["alone"]["this"][d], rows["alone"]["baseline"][d]
-            print(f"    alone, {d}: this checkout's default threads at {now['default_tps'] / then['default_tps']:.2f}x "
-                  f"the baseline's")
+            print(
+                f"    alone, {d}: this checkout's default threads at {now['default_tps'] / then['default_tps']:.2f}x "
+                f"the baseline's"
+            )
 
 
 # ---- the model families at real sizes ---------------------------------------------------------------------
@@ -307,30 +377,94 @@ def print_busy(rows, repeats, tokens):
 # math fields. Phi-4-mini (3.8B) is measured in int8: its float32 weights (15 GB) would not leave this 24 GB
 # machine room, and bfloat16 (7.7 GB) is written to disk once and quantized at load.
 FAMILIES = {
-    "qwen3-0.6b": ("bfloat16", {
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024,
-        "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
-        "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-        "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16"}),
-    "gemma-3-1b": ("bfloat16", {
-        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
-        "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26, "num_attention_heads": 4,
-        "num_key_value_heads": 1, "head_dim": 256, "query_pre_attn_scalar": 256, "sliding_window": 512,
-        "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0, "rope_theta": 1000000.0,
-        "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
-        "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),
-    "phi-4-mini": ("int8", {
-        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 200064, "hidden_size": 3072,
-        "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8,
-        "partial_rotary_factor": 0.75, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-        "rope_scaling": {"type": "longrope", "long_factor": [1.0 + i / 8 for i in range(48)],
-                         "short_factor": [1.0] * 48},
-        "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "sliding_window": 262144, "tie_word_embeddings": True,
-        "hidden_act": "silu", "torch_dtype": "bfloat16"}),
-    "gpt2-large": ("bfloat16", {
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 50257, "n_embd": 1280,
-        "n_layer": 36, "n_head": 20, "n_positions": 1024, "n_inner": None, "activation_function": "gelu_new",
-        "layer_norm_epsilon": 1e-5, "torch_dtype": "bfloat16"}),
+    "qwen3-0.6b": (
+        "bfloat16",
+        {
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "vocab_size": 151936,
+            "hidden_size": 1024,
+            "intermediate_size": 3072,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "max_position_embeddings": 40960,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "torch_dtype": "bfloat16",
+        },
+    ),
+    "gemma-3-1b": (
+        "bfloat16",
+        {
+            "architectures": ["Gemma3ForCausalLM"],
+            "model_type": "gemma3_text",
+            "vocab_size": 262144,
+            "hidden_size": 1152,
+            "intermediate_size": 6912,
+            "num_hidden_layers": 26,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "query_pre_attn_scalar": 256,
+            "sliding_window": 512,
+            "sliding_window_pattern": 6,
+            "rope_local_base_freq": 10000.0,
+            "rope_theta": 1000000.0,
+            "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "tie_word_embeddings": True,
+            "torch_dtype": "bfloat16",
+        },
+    ),
+    "phi-4-mini": (
+        "int8",
+        {
+            "architectures": ["Phi3ForCausalLM"],
+            "model_type": "phi3",
+            "vocab_size": 200064,
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 24,
+            "num_key_value_heads": 8,
+            "partial_rotary_factor": 0.75,
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "rope_scaling": {
+                "type": "longrope",
+                "long_factor": [1.0 + i / 8 for i in range(48)],
+                "short_factor": [1.0] * 48,
+            },
+            "rope_theta": 10000.0,
+            "rms_norm_eps": 1e-5,
+            "sliding_window": 262144,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "torch_dtype": "bfloat16",
+        },
+    ),
+    "gpt2-large": (
+        "bfloat16",
+        {
+            "architectures": ["GPT2LMHeadModel"],
+            "model_type": "gpt2",
+            "vocab_size": 50257,
+            "n_embd": 1280,
+            "n_layer": 36,
+            "n_head": 20,
+            "n_positions": 1024,
+            "n_inner": None,
+            "activation_function": "gelu_new",
+            "layer_norm_epsilon": 1e-5,
+            "torch_dtype": "bfloat16",
+        },
+    ),
 }
 
 
@@ -339,6 +473,7 @@ def write_family_checkpoint(directory, config, seed=0):
     stored shapes (the loader's expected_weights), unless already there."""
     from habana_assist.checkpoints.loading import expected_weights
     from habana_assist.configuration_utils import LlamaConfig
+
     weights_path = os.path.join(directory, "model.safetensors")
     if os.path.exists(weights_path) and os.path.exists(os.path.join(directory, "config.json")):
         return
@@ -375,8 +510,15 @@ def child_family(directory, dtype, repeats):
             ctx.append(np.zeros(1, dtype=np.int32), np.array([100 + i], dtype=np.int32), None, out)
             steps.append(time.perf_counter() - t0)
         bandwidth.append(ha._core.measure_read_bandwidth(1 << 30, 8))
-    return {"architecture": type(model).__name__, "dtype": model.weight_dtype, "weight_bytes": model.weight_bytes,
-            "decode_s": decode_s, "step_s": min(steps), "bandwidth": bandwidth, "peak_rss": peak_rss_bytes()}
+    return {
+        "architecture": type(model).__name__,
+        "dtype": model.weight_dtype,
+        "weight_bytes": model.weight_bytes,
+        "decode_s": decode_s,
+        "step_s": min(steps),
+        "bandwidth": bandwidth,
+        "peak_rss": peak_rss_bytes(),
+    }
 
 
 def families_table(names, root, repeats):
@@ -398,15 +540,20 @@ def families_table(names, root, repeats):
 
 def print_families(rows):
     print("\n  model families at real shapes (random weights): decode against the bandwidth roofline")
-    print(f"    {'checkpoint':12s} {'architecture':19s} {'dtype':9s} {'weights GB':>10s} {'ms/token':>9s} "
-          f"{'roofline ms':>11s} {'best step / roofline':>21s}")
+    print(
+        f"    {'checkpoint':12s} {'architecture':19s} {'dtype':9s} {'weights GB':>10s} {'ms/token':>9s} "
+        f"{'roofline ms':>11s} {'best step / roofline':>21s}"
+    )
     for name, r in rows.items():
         roof = r["weight_bytes"] / max(r["bandwidth"])
-        print(f"    {name:12s} {r['architecture']:19s} {r['dtype']:9s} {r['weight_bytes'] / 1e9:10.3f} "
-              f"{r['decode_s'] * 1e3:9.1f} {roof * 1e3:11.1f} {roof / r['step_s']:21.3f}")
+        print(
+            f"    {name:12s} {r['architecture']:19s} {r['dtype']:9s} {r['weight_bytes'] / 1e9:10.3f} "
+            f"{r['decode_s'] * 1e3:9.1f} {roof * 1e3:11.1f} {roof / r['step_s']:21.3f}"
+        )
 
 
 # ---- int8 and int4 accuracy --------------------------------------------------------------------------------
+
 
 def agreement(got, ref):
     """(top-1 agreement, max |got - ref| / max |ref|) over positions (seq, vocab)."""
@@ -422,11 +569,16 @@ def integer_accuracy(directory, dtype):
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
     from checkpoints import write_random_checkpoint
     from reference import reference_logits
-    for name, kw in (("test checkpoint F32", dict(dtype="F32")), ("test checkpoint BF16 GQA", dict(dtype="BF16")),
-                     ("test checkpoint Qwen2", dict(arch="Qwen2ForCausalLM", dtype="F32"))):
+
+    for name, kw in (
+        ("test checkpoint F32", dict(dtype="F32")),
+        ("test checkpoint BF16 GQA", dict(dtype="BF16")),
+        ("test checkpoint Qwen2", dict(arch="Qwen2ForCausalLM", dtype="F32")),
+    ):
         with tempfile.TemporaryDirectory() as d:
-            cfg, t64 = write_random_checkpoint(d, vocab_size=256, hidden_size=128, intermediate_size=256, num_heads=4,
-                                               num_kv_heads=2, **kw)
+            cfg, t64 = write_random_checkpoint(
+                d, vocab_size=256, hidden_size=128, intermediate_size=256, num_heads=4, num_kv_heads=2, **kw
+            )
             small = np.arange(1, 33)
             got = ha.AutoModelForCausalLM.from_pretrained(d, dtype=dtype)(small).logits[0]
             rows.append((f"{dtype}, {name}, vs float64 reference",) + agreement(got, reference_logits(cfg, t64, small)))
@@ -440,12 +592,18 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per figure (the best is kept)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch peer even if torch is installed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
-    ap.add_argument("--families", default=",".join(FAMILIES),
-                    help=f"family checkpoints to measure at real shapes, comma-separated (of {', '.join(FAMILIES)}; "
-                         "'' for none)")
+    ap.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help=f"family checkpoints to measure at real shapes, comma-separated (of {', '.join(FAMILIES)}; '' for none)",
+    )
     ap.add_argument("--families-only", action="store_true", help="measure only the families' table")
-    ap.add_argument("--busy", action="store_true", help="measure only the thread pool on a shared machine: the "
-                    "shipped target with the default threads and 1 thread, alone and beside a busy process")
+    ap.add_argument(
+        "--busy",
+        action="store_true",
+        help="measure only the thread pool on a shared machine: the "
+        "shipped target with the default threads and 1 thread, alone and beside a busy process",
+    )
     ap.add_argument("--tokens", type=int, default=64, help="--busy: tokens decoded per timed generate")
     ap.add_argument("--baseline", help="--busy: another checkout (with its extension built) to measure alongside")
     ap.add_argument("--child", choices=("ours", "torch", "family", "threads"), help=argparse.SUPPRESS)
@@ -458,8 +616,9 @@ def main():
         print(json.dumps(fn(args.dir, args.dtypes, args.repeats)))
         return
     if args.busy:
-        dtypes = [d for d in (args.dtypes if args.dtypes != ap.get_default("dtypes") else "bfloat16,int8").split(",")
-                  if d]
+        dtypes = [
+            d for d in (args.dtypes if args.dtypes != ap.get_default("dtypes") else "bfloat16,int8").split(",") if d
+        ]
         rows = busy_table(dtypes, args.repeats, args.tokens, args.baseline)
         if args.json:
             print(json.dumps(rows))
@@ -484,6 +643,7 @@ def main():
     t_write = time.perf_counter() - t0
     try:
         import torch
+
         del torch  # only whether it imports
         have_torch = not args.no_torch
     except ImportError:
@@ -514,49 +674,75 @@ def main():
     accuracy = [row for d in ("int8", "int4") if d in dtypes for row in integer_accuracy(args.dir, d)]
     family_rows = families_table(families, os.path.dirname(args.dir), args.repeats)
 
-    report = {"kernels": ha.kernels_name(), "threads": ha.get_num_threads(), "checkpoint_write_s": t_write,
-              "mac_rate": mac_rate, "mac_rate_integer_weights": mac_rate_q8,
-              "mac_rate_w8a8": mac_rate_w8a8, "bandwidth_before": bw_before,
-              "bandwidth_after": bw_after, "bandwidth_per_run": bws, "ours": ours, "torch": peer,
-              "integer_accuracy": accuracy, "families": family_rows}
+    report = {
+        "kernels": ha.kernels_name(),
+        "threads": ha.get_num_threads(),
+        "checkpoint_write_s": t_write,
+        "mac_rate": mac_rate,
+        "mac_rate_integer_weights": mac_rate_q8,
+        "mac_rate_w8a8": mac_rate_w8a8,
+        "bandwidth_before": bw_before,
+        "bandwidth_after": bw_after,
+        "bandwidth_per_run": bws,
+        "ours": ours,
+        "torch": peer,
+        "integer_accuracy": accuracy,
+        "families": family_rows,
+    }
     if args.json:
         print(json.dumps(report))
         return
-    print(f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
-          f"threads={report['threads']}")
-    print(f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
-          f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers, the best of "
-          f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the integer weights' "
-          f"kernel runs, {mac_rate_w8a8 / 1e9:.1f} G/s of the int8 products of w8a8's; bfloat16-pairs is bounded "
-          f"here by the float32 rate)")
+    print(
+        f"habana_assist decode benchmark: TinyLlama-1.1B shape, random weights; kernels={report['kernels']}, "
+        f"threads={report['threads']}"
+    )
+    print(
+        f"  read bandwidth {bw_before / 1e9:.1f} GB/s at the start, {bw_after / 1e9:.1f} GB/s at the end; "
+        f"the kernels' peak multiply-add rate {mac_rate / 1e9:.1f} G/s (all threads, from registers, the best of "
+        f"{len(macs)} spread over the run; {mac_rate_q8 / 1e9:.1f} G/s of the int16 products the integer weights' "
+        f"kernel runs, {mac_rate_w8a8 / 1e9:.1f} G/s of the int8 products of w8a8's; bfloat16-pairs is bounded "
+        f"here by the float32 rate)"
+    )
     for d, r in ours.items():
         t1 = r["verify_s"]["1"]
         roof = r["weight_bytes"] / bws[d]
-        print(f"\n  {d}: weights read per token {r['weight_bytes'] / 1e9:.3f} GB; bandwidth around this run "
-              f"{bws[d] / 1e9:.1f} GB/s (the best of readings from "
-              f"{min(r['bandwidth']) / 1e9:.1f} GB/s up), so the roofline is {roof * 1e3:.1f} ms/token")
-        print(f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token generating ({1 / r['decode_s']:.2f} tokens/s); "
-              f"the best step {r['step_s'] * 1e3:.1f} ms, {roof / r['step_s']:.3f} of the roofline (best against "
-              f"best: a step that read faster than any bandwidth pass gives above 1)")
+        print(
+            f"\n  {d}: weights read per token {r['weight_bytes'] / 1e9:.3f} GB; bandwidth around this run "
+            f"{bws[d] / 1e9:.1f} GB/s (the best of readings from "
+            f"{min(r['bandwidth']) / 1e9:.1f} GB/s up), so the roofline is {roof * 1e3:.1f} ms/token"
+        )
+        print(
+            f"    decode   {r['decode_s'] * 1e3:7.1f} ms/token generating ({1 / r['decode_s']:.2f} tokens/s); "
+            f"the best step {r['step_s'] * 1e3:.1f} ms, {roof / r['step_s']:.3f} of the roofline (best against "
+            f"best: a step that read faster than any bandwidth pass gives above 1)"
+        )
         print("    verify   t(T)/t(1): " + " ".join(f"{T}:{r['verify_s'][str(T)] / t1:.2f}" for T in VERIFY_T))
         # No kernel verifies T tokens faster than it reads the weights once or does T x weights multiply-adds.
         token_macs = r["weight_bytes"] * WEIGHTS_PER_BYTE[d]
         rate = mac_rate_q8 if d in ("int8", "int4") else mac_rate_w8a8 if d == "w8a8" else mac_rate
         best = {T: max(roof, T * token_macs / rate) for T in (4, 8, 16)}
-        print("             at both rooflines t(T)/t(1) would be "
-              + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
-              + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
-              f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound")
-        print(f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
-              f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
-              f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x")
+        print(
+            "             at both rooflines t(T)/t(1) would be "
+            + " ".join(f"{T}:{b / roof:.2f}" for T, b in best.items())
+            + f" (T x {token_macs / 1e9:.2f} G multiply-adds at the peak rate, or one read of the weights); our "
+            f"t(8) is {r['verify_s']['8'] / best[8]:.2f}x that bound"
+        )
+        print(
+            f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
+            f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
+            f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x"
+        )
         need = r["weight_bytes"] + r["kv_bytes"]
-        print(f"    memory   peak RSS {r['peak_rss'] / 1e9:.3f} GB = {r['peak_rss'] / need:.3f} x (weights "
-              f"{r['weight_bytes'] / 1e9:.3f} GB + KV cache {r['kv_bytes'] / 1e6:.1f} MB)")
+        print(
+            f"    memory   peak RSS {r['peak_rss'] / 1e9:.3f} GB = {r['peak_rss'] / need:.3f} x (weights "
+            f"{r['weight_bytes'] / 1e9:.3f} GB + KV cache {r['kv_bytes'] / 1e6:.1f} MB)"
+        )
         if d in peer:
             p = peer[d]
-            print(f"    PyTorch {p['torch']} (same checkpoint, {d}): {p['decode_s'] * 1e3:.1f} ms/token; "
-                  f"ours is {p['decode_s'] / r['decode_s']:.2f}x faster")
+            print(
+                f"    PyTorch {p['torch']} (same checkpoint, {d}): {p['decode_s'] * 1e3:.1f} ms/token; "
+                f"ours is {p['decode_s'] / r['decode_s']:.2f}x faster"
+            )
         elif peer:
             print(f"    PyTorch  not measured for {d} (benchmarks/torch_llama.py holds bfloat16 or int8 weights)")
     if not peer:

@@ -85,8 +85,10 @@ class Head(torch.nn.Module):
 def reduce_sweep(device, new_tokens=64, repeats=5):
     """Per vocabulary size: tokens/s of greedy generate() over Head with each step's row crossing whole and as
     its top two (wrap(reduce_logits=False / True)), best of `repeats` alternating calls, and whether they agree."""
-    print(f"  greedy generate() of {new_tokens} tokens over a one-layer model (Head), one row crossing per step, "
-          f"best of {repeats}:")
+    print(
+        f"  greedy generate() of {new_tokens} tokens over a one-layer model (Head), one row crossing per step, "
+        f"best of {repeats}:"
+    )
     print(f"    {'vocab':>7s} {'whole tok/s':>11s} {'top two tok/s':>13s} {'top two/whole':>13s} {'same':>5s}")
     for vocab in (4096, 32768, 131072, 262144):
         model = Head(vocab, device)
@@ -100,19 +102,29 @@ def reduce_sweep(device, new_tokens=64, repeats=5):
                 if round_:
                     best[i] = min(best[i], time.perf_counter() - t0)
         same = np.array_equal(*outs)
-        print(f"    {vocab:7d} {new_tokens / best[0]:11.1f} {new_tokens / best[1]:13.1f} {best[0] / best[1]:13.2f} "
-              f"{str(same):>5s}")
+        print(
+            f"    {vocab:7d} {new_tokens / best[0]:11.1f} {new_tokens / best[1]:13.1f} {best[0] / best[1]:13.2f} "
+            f"{str(same):>5s}"
+        )
 
 
 def ours(target, assistant, kw):
     """A case run by this package: generate(ids) -> (sequences, drafted, accepted, target passes, draft passes, the
     target if it is wrapped (for its transfer_bytes and drafted_ahead) else None)."""
+
     def run(ids):
         res = target.generate(ids, assistant_model=assistant, return_dict_in_generate=True, **kw)
         wrapped = target if isinstance(target, ha.WrappedModel) else None
         passes = res.num_target_passes or res.sequences.shape[1] - ids.shape[1]  # plain: one forward per token
-        return (res.sequences, res.num_draft_tokens or 0, res.num_accepted_tokens or 0, passes,
-                res.num_draft_passes or 0, wrapped)
+        return (
+            res.sequences,
+            res.num_draft_tokens or 0,
+            res.num_accepted_tokens or 0,
+            passes,
+            res.num_draft_passes or 0,
+            wrapped,
+        )
+
     return run
 
 
@@ -134,22 +146,31 @@ def transformers_cases(directory, draft_directory, device, native_draft, kw):
     hf, hf_draft = load(directory), load(draft_directory)
     hf_draft.generation_config.num_assistant_tokens = kw["num_assistant_tokens"]
     hf_draft.generation_config.num_assistant_tokens_schedule = "constant"
-    hf_draft.generation_config.assistant_confidence_threshold = \
+    hf_draft.generation_config.assistant_confidence_threshold = (
         native_draft.generation_config.assistant_confidence_threshold
+    )
     wrapped, ahead = ha.wrap(hf, overlap=False), ha.wrap(hf, overlap=True)
 
     def theirs(assistant):
         def run(ids):
             with torch.no_grad():
-                out = hf.generate(torch.from_numpy(ids).to(device),
-                                  max_new_tokens=kw["max_new_tokens"], do_sample=False,
-                                  assistant_model=assistant)
+                out = hf.generate(
+                    torch.from_numpy(ids).to(device),
+                    max_new_tokens=kw["max_new_tokens"],
+                    do_sample=False,
+                    assistant_model=assistant,
+                )
             return out.cpu().numpy(), 0, 0, 0, 0, None
+
         return run
 
-    return {"HF plain (its generate)": theirs(None), "HF + HF draft (its assisted)": theirs(hf_draft),
-            "HF wrapped plain": ours(wrapped, None, kw), "HF wrapped + native draft": ours(wrapped, native_draft, kw),
-            "HF wrapped + native draft, ahead": ours(ahead, native_draft, kw)}
+    return {
+        "HF plain (its generate)": theirs(None),
+        "HF + HF draft (its assisted)": theirs(hf_draft),
+        "HF wrapped plain": ours(wrapped, None, kw),
+        "HF wrapped + native draft": ours(wrapped, native_draft, kw),
+        "HF wrapped + native draft, ahead": ours(ahead, native_draft, kw),
+    }
 
 
 def main():
@@ -167,11 +188,18 @@ def main():
     timed = Timed(native.name_or_path, device=args.device)
     torch_target = ha.wrap(timed, overlap=False)
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(2, 30)]
-    kw = dict(max_new_tokens=args.new_tokens, eos_token_id=[], num_assistant_tokens=args.k,
-              num_assistant_tokens_schedule="constant")
+    kw = dict(
+        max_new_tokens=args.new_tokens,
+        eos_token_id=[],
+        num_assistant_tokens=args.k,
+        num_assistant_tokens_schedule="constant",
+    )
 
-    cases = {"torch plain": ours(torch_target, None, kw), "torch + native draft": ours(torch_target, draft, kw),
-             "torch + native draft, ahead": ours(ha.wrap(timed, overlap=True), draft, kw)}
+    cases = {
+        "torch plain": ours(torch_target, None, kw),
+        "torch + native draft": ours(torch_target, draft, kw),
+        "torch + native draft, ahead": ours(ha.wrap(timed, overlap=True), draft, kw),
+    }
     plain_of = dict.fromkeys(cases, "torch plain")
     if args.device != "cpu":  # the shipped vocabulary (4096) is below REDUCE_FROM_VOCAB: the rows cross whole
         reduced = ha.wrap(torch_target.model, reduce_logits=True, overlap=False)
@@ -208,12 +236,15 @@ def main():
             drafted_ahead = [0, 0, 0]  # passes made ahead, of them used, draft passes
             for ids in prompts:
                 sequences, d, a, p, dp, wrapped = run(ids)
-                outs.append(np.asarray(sequences)[:, :ids.shape[1] + args.new_tokens])
+                outs.append(np.asarray(sequences)[:, : ids.shape[1] + args.new_tokens])
                 drafted, accepted, passes = drafted + d, accepted + a, passes + (p or 0)
                 if wrapped is not None:
                     moved += sum(wrapped.transfer_bytes.values())
-                    drafted_ahead = [drafted_ahead[0] + wrapped.drafted_ahead["passes"],
-                                     drafted_ahead[1] + wrapped.drafted_ahead["used"], drafted_ahead[2] + dp]
+                    drafted_ahead = [
+                        drafted_ahead[0] + wrapped.drafted_ahead["passes"],
+                        drafted_ahead[1] + wrapped.drafted_ahead["used"],
+                        drafted_ahead[2] + dp,
+                    ]
             ahead[name] = drafted_ahead
             best[name] = min(best[name], time.perf_counter() - t0)
             outputs[name], stats[name], crossed[name] = outs, (drafted, accepted), (moved, passes)
@@ -222,11 +253,13 @@ def main():
     overhead = (append_s[0] - timed.forward_s) / max(append_s[1], 1)
     per_forward = timed.forward_s / max(timed.forwards, 1)
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
-    print(f"habana_assist external-model benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
-          f"pycode float32 as a torch model on {device} (torch threads {torch.get_num_threads()}) and natively, "
-          f"draft pycode-draft (native, host), greedy, K = {args.k}, {len(prompts)} prompts x {args.new_tokens} new "
-          "tokens, "
-          f"best of {args.repeats} interleaved rounds")
+    print(
+        f"habana_assist external-model benchmark: kernels={ha.kernels_name()}, threads={ha.get_num_threads()}; "
+        f"pycode float32 as a torch model on {device} (torch threads {torch.get_num_threads()}) and natively, "
+        f"draft pycode-draft (native, host), greedy, K = {args.k}, {len(prompts)} prompts x {args.new_tokens} new "
+        "tokens, "
+        f"best of {args.repeats} interleaved rounds"
+    )
     print(f"  {'case':34s} {'tok/s':>8s} {'speed-up':>8s} {'same':>5s} {'accept':>7s} {'bytes/pass':>10s}")
     for name in cases:
         plain = plain_of[name]
@@ -234,15 +267,21 @@ def main():
         drafted, accepted = stats[name]
         moved, passes = crossed[name]
         per = f"{moved / passes:10.0f}" if passes and args.device != "cpu" else f"{'-':>10s}"
-        print(f"  {name:34s} {tokens / best[name]:8.1f} {best[plain] / best[name]:8.2f} {str(same):>5s} "
-              f"{accepted / drafted if drafted else float('nan'):7.3f} {per}")
+        print(
+            f"  {name:34s} {tokens / best[name]:8.1f} {best[plain] / best[name]:8.2f} {str(same):>5s} "
+            f"{accepted / drafted if drafted else float('nan'):7.3f} {per}"
+        )
     for name, (made, used, draft_passes) in ahead.items():
         if made:
-            print(f"  {name}: {made} draft passes made ahead beside the target's forwards, {used} of them used "
-                  f"({used / max(draft_passes, 1):.0%} of the {draft_passes} draft passes; the last repeat's counts)")
-    print(f"  callback overhead per torch forward: {overhead * 1e3:.3f} ms outside a mean forward of "
-          f"{per_forward * 1e3:.2f} ms ({overhead / per_forward:.1%}); batch disagreement of the torch target "
-          f"{torch_target.batch_disagreement:.3g}; its last call's narrow margins {torch_target.narrow_margins}")
+            print(
+                f"  {name}: {made} draft passes made ahead beside the target's forwards, {used} of them used "
+                f"({used / max(draft_passes, 1):.0%} of the {draft_passes} draft passes; the last repeat's counts)"
+            )
+    print(
+        f"  callback overhead per torch forward: {overhead * 1e3:.3f} ms outside a mean forward of "
+        f"{per_forward * 1e3:.2f} ms ({overhead / per_forward:.1%}); batch disagreement of the torch target "
+        f"{torch_target.batch_disagreement:.3g}; its last call's narrow margins {torch_target.narrow_margins}"
+    )
     if args.reduce_sweep:
         reduce_sweep(args.device)
 

@@ -48,8 +48,10 @@ try:
     import torch
     import transformers
 except ImportError as e:  # Debian's python3: no Transformers
-    sys.exit(f"bench_peers: {e}; run it with the reference environment's Python: bash scripts/reference_env.sh, then "
-             f".venv-reference/bin/python benchmarks/bench_peers.py")
+    sys.exit(
+        f"bench_peers: {e}; run it with the reference environment's Python: bash scripts/reference_env.sh, then "
+        f".venv-reference/bin/python benchmarks/bench_peers.py"
+    )
 import numpy as np  # noqa: E402 - after the check above, which names the Python to run
 
 import habana_assist as ha  # noqa: E402 - likewise
@@ -86,8 +88,9 @@ def ours_runner(model, tok, prompts, n, **kw):
         texts, t0 = [], time.perf_counter()
         for ids in encoded:
             out = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, **kw)
-            texts.append(np.asarray(out)[0, ids.shape[1]:])
+            texts.append(np.asarray(out)[0, ids.shape[1] :])
         return time.perf_counter() - t0, [tok.decode(t) for t in texts]
+
     return run
 
 
@@ -99,8 +102,9 @@ def hf_runner(model, tok, prompts, n, **kw):
         with torch.inference_mode():
             for enc in encoded:
                 out = model.generate(**enc, max_new_tokens=n, min_new_tokens=n, do_sample=False, **kw)
-                texts.append(out[0, enc["input_ids"].shape[1]:])
+                texts.append(out[0, enc["input_ids"].shape[1] :])
         return time.perf_counter() - t0, [tok.decode(t) for t in texts]
+
     return run
 
 
@@ -108,8 +112,9 @@ def ids_runner(generate, prompts_ids, n, **kw):
     def run():
         outs, t0 = [], time.perf_counter()
         for ids in prompts_ids:
-            outs.append(np.asarray(generate(ids, n, **kw))[0, ids.shape[1]:].tolist())
+            outs.append(np.asarray(generate(ids, n, **kw))[0, ids.shape[1] :].tolist())
         return time.perf_counter() - t0, outs
+
     return run
 
 
@@ -124,13 +129,47 @@ def llamacpp_runner(root, model, prompts, n, threads, draft=None, extra=()):
         seconds, texts = 0.0, []
         for p in prompts:
             if draft is None:
-                cmd = [os.path.join(bin_dir, "llama-cli"), "-m", model, "-p", p, "-n", str(n), "--ignore-eos",
-                       "--temp", "0", "-t", str(threads), "-c", "1024", "-no-cnv", "--no-display-prompt",
-                       "--simple-io"]
+                cmd = [
+                    os.path.join(bin_dir, "llama-cli"),
+                    "-m",
+                    model,
+                    "-p",
+                    p,
+                    "-n",
+                    str(n),
+                    "--ignore-eos",
+                    "--temp",
+                    "0",
+                    "-t",
+                    str(threads),
+                    "-c",
+                    "1024",
+                    "-no-cnv",
+                    "--no-display-prompt",
+                    "--simple-io",
+                ]
             else:
-                cmd = [os.path.join(bin_dir, "llama-speculative-simple"), "-m", model, "-md", draft, "-p", p,
-                       "-n", str(n), "--ignore-eos", "--temp", "0", "-t", str(threads), "-td", str(threads),
-                       "-c", "1024", *extra]
+                cmd = [
+                    os.path.join(bin_dir, "llama-speculative-simple"),
+                    "-m",
+                    model,
+                    "-md",
+                    draft,
+                    "-p",
+                    p,
+                    "-n",
+                    str(n),
+                    "--ignore-eos",
+                    "--temp",
+                    "0",
+                    "-t",
+                    str(threads),
+                    "-td",
+                    str(threads),
+                    "-c",
+                    "1024",
+                    *extra,
+                ]
             r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
             if r.returncode != 0:
                 raise RuntimeError(f"{' '.join(cmd[:3])}... failed: {r.stderr[-2000:]}")
@@ -143,8 +182,9 @@ def llamacpp_runner(root, model, prompts, n, threads, draft=None, extra=()):
                 # it stops after the round that passes n tokens: its decode rate, over n tokens
                 seconds += found["encoded"][1] + found["decoded"][1] * n / found["decoded"][0]
                 # stdout: "<s>", the prompt, then the generated text, then two newlines
-                texts.append(r.stdout[r.stdout.find(p) + len(p):] if p in r.stdout else r.stdout)
+                texts.append(r.stdout[r.stdout.find(p) + len(p) :] if p in r.stdout else r.stdout)
         return seconds, texts
+
     return run
 
 
@@ -165,31 +205,43 @@ def shipped_pair(args, threads):
     n = args.new_tokens
     cases = []
     tok = ha.AutoTokenizer.from_pretrained(TARGET)
-    target = {d: ha.AutoModelForCausalLM.from_pretrained(TARGET, **({"dtype": d} if d else {}))
-              for d in (None, "float32", "w8a8")}
-    draft = {d: ha.AutoModelForCausalLM.from_pretrained(DRAFT, **({"dtype": d} if d else {}))
-             for d in (None, "int8", "w8a8")}
-    for label, td, dd in (("bfloat16 (default)", None, None), ("float32 + int8 draft (demo)", "float32", "int8"),
-                          ("w8a8 (fastest)", "w8a8", "w8a8")):
+    target = {
+        d: ha.AutoModelForCausalLM.from_pretrained(TARGET, **({"dtype": d} if d else {}))
+        for d in (None, "float32", "w8a8")
+    }
+    draft = {
+        d: ha.AutoModelForCausalLM.from_pretrained(DRAFT, **({"dtype": d} if d else {})) for d in (None, "int8", "w8a8")
+    }
+    for label, td, dd in (
+        ("bfloat16 (default)", None, None),
+        ("float32 + int8 draft (demo)", "float32", "int8"),
+        ("w8a8 (fastest)", "w8a8", "w8a8"),
+    ):
         cases.append(Case("habana_assist", label, "plain", ours_runner(target[td], tok, prompts, n)))
-        cases.append(Case("habana_assist", label, "assisted", ours_runner(target[td], tok, prompts, n,
-                                                                          assistant_model=draft[dd])))
+        cases.append(
+            Case(
+                "habana_assist", label, "assisted", ours_runner(target[td], tok, prompts, n, assistant_model=draft[dd])
+            )
+        )
     htok = transformers.AutoTokenizer.from_pretrained(pretrained_dir(TARGET))
     for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         t = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir(TARGET), dtype=dt).eval()
         d = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir(DRAFT), dtype=dt).eval()
         cases.append(Case("Transformers", name, "plain", hf_runner(t, htok, prompts, n)))
-        cases.append(Case("Transformers", name, "assisted (defaults)", hf_runner(t, htok, prompts, n,
-                                                                                   assistant_model=d)))
+        cases.append(
+            Case("Transformers", name, "assisted (defaults)", hf_runner(t, htok, prompts, n, assistant_model=d))
+        )
         for k in (2, 8):
             d2 = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir(DRAFT), dtype=dt).eval()
             d2.generation_config.num_assistant_tokens = k
-            cases.append(Case("Transformers", name, f"assisted K={k}", hf_runner(t, htok, prompts, n,
-                                                                                assistant_model=d2)))
+            cases.append(
+                Case("Transformers", name, f"assisted K={k}", hf_runner(t, htok, prompts, n, assistant_model=d2))
+            )
         d3 = transformers.AutoModelForCausalLM.from_pretrained(pretrained_dir(DRAFT), dtype=dt).eval()
         d3.generation_config.num_assistant_tokens_schedule = "heuristic"
-        cases.append(Case("Transformers", name, "assisted heuristic", hf_runner(t, htok, prompts, n,
-                                                                               assistant_model=d3)))
+        cases.append(
+            Case("Transformers", name, "assisted heuristic", hf_runner(t, htok, prompts, n, assistant_model=d3))
+        )
     root = args.llamacpp
     if os.path.exists(os.path.join(root, "llama.cpp-build", "bin", "llama-cli")):
         for t in ("f32", "bf16", "q8_0"):
@@ -200,11 +252,24 @@ def shipped_pair(args, threads):
         for t in ("f32", "q8_0"):
             path = os.path.join(root, f"pycode-{t}.gguf")
             if os.path.exists(path) and os.path.exists(dq):
-                cases.append(Case("llama.cpp", f"{t} + q8_0 draft", "speculative (defaults)",
-                                  llamacpp_runner(root, path, prompts, n, threads, draft=dq)))
-                cases.append(Case("llama.cpp", f"{t} + q8_0 draft", "speculative --draft-max 4",
-                                  llamacpp_runner(root, path, prompts, n, threads, draft=dq,
-                                                  extra=("--draft-max", "4", "--draft-min", "0"))))
+                cases.append(
+                    Case(
+                        "llama.cpp",
+                        f"{t} + q8_0 draft",
+                        "speculative (defaults)",
+                        llamacpp_runner(root, path, prompts, n, threads, draft=dq),
+                    )
+                )
+                cases.append(
+                    Case(
+                        "llama.cpp",
+                        f"{t} + q8_0 draft",
+                        "speculative --draft-max 4",
+                        llamacpp_runner(
+                            root, path, prompts, n, threads, draft=dq, extra=("--draft-max", "4", "--draft-min", "0")
+                        ),
+                    )
+                )
     else:
         print(f"(llama.cpp: no tools under {root}; benchmarks/llamacpp_peer.sh builds them)")
     for case in cases:  # warm-up: pages, thread pools, torch's first-call work
@@ -213,10 +278,16 @@ def shipped_pair(args, threads):
         for case in cases:
             case.measure()
     total = n * len(prompts)
-    reference = next(c.texts for c in cases if c.library == "habana_assist" and c.dtype.startswith("float32")
-                     and c.mode == "plain")
-    print_table(f"The shipped pair, batch 1, greedy, {len(prompts)} held-out prompts x {n} new tokens, "
-                f"end to end; text column: against habana_assist float32 plain", cases, total, reference)
+    reference = next(
+        c.texts for c in cases if c.library == "habana_assist" and c.dtype.startswith("float32") and c.mode == "plain"
+    )
+    print_table(
+        f"The shipped pair, batch 1, greedy, {len(prompts)} held-out prompts x {n} new tokens, "
+        f"end to end; text column: against habana_assist float32 plain",
+        cases,
+        total,
+        reference,
+    )
 
 
 def print_table(title, cases, total, reference):
@@ -228,12 +299,15 @@ def print_table(title, cases, total, reference):
     for c in cases:
         own = plain.get((c.library, c.dtype)) or plain.get((c.library, c.dtype.split(" + ")[0]))
         vs_own = f"{own / c.best:.2f}x" if own else "-"
-        print(f"| {c.library} | {c.dtype} | {c.mode} | {total / c.best:.0f} | {vs_own} | "
-              f"{fastest_plain / c.best:.2f}x | {agreement(c.texts, reference)} |")
+        print(
+            f"| {c.library} | {c.dtype} | {c.mode} | {total / c.best:.0f} | {vs_own} | "
+            f"{fastest_plain / c.best:.2f}x | {agreement(c.texts, reference)} |"
+        )
 
 
 def tinyllama(args):
     from bench_decode import DEFAULT_DIR, write_checkpoint
+
     write_checkpoint(DEFAULT_DIR)
     tok = ha.AutoTokenizer.from_pretrained(TARGET)
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(args.tinyllama_prompts, 30)]
@@ -242,18 +316,27 @@ def tinyllama(args):
     for d, m in ours.items():
         gen = lambda ids, k, m=m, **kw: m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False, **kw)  # noqa: E731 - one model's call, bound by m=m
         cases.append(Case("habana_assist", d, "plain", ids_runner(gen, prompts, n)))
-        cases.append(Case("habana_assist", d, "prompt lookup", ids_runner(gen, prompts, n,
-                                                                          prompt_lookup_num_tokens=10)))
+        cases.append(
+            Case("habana_assist", d, "prompt lookup", ids_runner(gen, prompts, n, prompt_lookup_num_tokens=10))
+        )
     for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
         m = transformers.AutoModelForCausalLM.from_pretrained(DEFAULT_DIR, dtype=dt).eval()
 
         def gen(ids, k, m=m, **kw):
             with torch.inference_mode():
-                return m.generate(torch.from_numpy(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long),
-                                  max_new_tokens=k, min_new_tokens=k, do_sample=False, **kw).numpy()
+                return m.generate(
+                    torch.from_numpy(ids),
+                    attention_mask=torch.ones(ids.shape, dtype=torch.long),
+                    max_new_tokens=k,
+                    min_new_tokens=k,
+                    do_sample=False,
+                    **kw,
+                ).numpy()
+
         cases.append(Case("Transformers", name, "plain", ids_runner(gen, prompts, n)))
-        cases.append(Case("Transformers", name, "prompt lookup", ids_runner(gen, prompts, n,
-                                                                           prompt_lookup_num_tokens=10)))
+        cases.append(
+            Case("Transformers", name, "prompt lookup", ids_runner(gen, prompts, n, prompt_lookup_num_tokens=10))
+        )
     for case in cases:
         case.run()
     for _ in range(args.repeats):
@@ -263,9 +346,13 @@ def tinyllama(args):
     ref_text = [" ".join(map(str, t)) for t in reference]
     for c in cases:
         c.texts = [" ".join(map(str, t)) for t in c.texts]
-    print_table(f"The TinyLlama-1.1B shape (random bfloat16 weights), batch 1, greedy, {len(prompts)} prompts x {n} "
-                f"new tokens, end to end; text column: token ids against habana_assist bfloat16 plain", cases,
-                n * len(prompts), ref_text)
+    print_table(
+        f"The TinyLlama-1.1B shape (random bfloat16 weights), batch 1, greedy, {len(prompts)} prompts x {n} "
+        f"new tokens, end to end; text column: token ids against habana_assist bfloat16 plain",
+        cases,
+        n * len(prompts),
+        ref_text,
+    )
     del ours
     gc.collect()
 
@@ -283,10 +370,13 @@ def main():
     args = p.parse_args()
     threads = ha.get_num_threads()
     torch.set_num_threads(threads)
-    isa = sorted(set(re.findall(r"\b(avx512[a-z_0-9]*|avx_vnni[a-z_0-9]*|amx[a-z_0-9]*|avx2)\b",
-                                open("/proc/cpuinfo").read())))
-    print(f"habana_assist {ha.__version__} (kernels {ha.kernels_name()}), Transformers {transformers.__version__}, "
-          f"torch {torch.__version__}, {threads} threads each; ISA: {' '.join(isa)}")
+    isa = sorted(
+        set(re.findall(r"\b(avx512[a-z_0-9]*|avx_vnni[a-z_0-9]*|amx[a-z_0-9]*|avx2)\b", open("/proc/cpuinfo").read()))
+    )
+    print(
+        f"habana_assist {ha.__version__} (kernels {ha.kernels_name()}), Transformers {transformers.__version__}, "
+        f"torch {torch.__version__}, {threads} threads each; ISA: {' '.join(isa)}"
+    )
     if not args.no_pair:
         shipped_pair(args, threads)
     if not args.no_tinyllama:

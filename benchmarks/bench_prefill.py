@@ -55,8 +55,12 @@ def ours(model, ids, repeats):
 
 def peer(binary, gguf, n, threads, repeats):
     """llama-bench's mean tokens/s of an n-token prompt, or None if it fails."""
-    res = subprocess.run([binary, "-m", gguf, "-p", str(n), "-n", "0", "-t", str(threads), "-r", str(repeats),
-                          "-o", "json"], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [binary, "-m", gguf, "-p", str(n), "-n", "0", "-t", str(threads), "-r", str(repeats), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if res.returncode != 0:
         print(f"llama-bench failed ({res.returncode}): {res.stderr[-500:]}", file=sys.stderr)
         return None
@@ -73,11 +77,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best of each is kept)")
     args = ap.parse_args()
     tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
-    models = {c: ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype=c)
-              for c in args.classes.split(",") if c}
+    models = {
+        c: ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode", dtype=c)
+        for c in args.classes.split(",")
+        if c
+    }
     if "float32" in models:
         models["float32 openblas"] = ha.AutoModelForCausalLM.from_pretrained(
-            "habana-assist/pycode", dtype="float32", blas_prefill=True)
+            "habana-assist/pycode", dtype="float32", blas_prefill=True
+        )
     text = "".join(t for _, t in demo_prompts(4, 60))
     ids = tok(text, return_tensors="np")["input_ids"][0].astype(np.int32)
     assert len(ids) >= max(LENGTHS), f"the held-out text gave only {len(ids)} tokens"
@@ -94,24 +102,38 @@ def main():
                 if rate is not None:
                     best["llama.cpp " + f, n] = min(best.get(("llama.cpp " + f, n), float("inf")), n / rate)
     names = list(models) + ["llama.cpp " + f for f in ggufs]
-    print(f"prefill of the shipped target (26.7M parameters), {threads} threads, kernels {ha.kernels_name()} on "
-          f"{_machine()}, OpenBLAS's kernels {_core.blas_core()}; "
-          f"tokens/s, best of {args.rounds} interleaved rounds of {args.repeats}")
-    print("  " + f"{'prompt':>6s} " + " ".join(f"{n:>{max(9, len(n))}s}" for n in names)
-          + f" {'ours best / llama.cpp best':>27s}")
+    print(
+        f"prefill of the shipped target (26.7M parameters), {threads} threads, kernels {ha.kernels_name()} on "
+        f"{_machine()}, OpenBLAS's kernels {_core.blas_core()}; "
+        f"tokens/s, best of {args.rounds} interleaved rounds of {args.repeats}"
+    )
+    print(
+        "  "
+        + f"{'prompt':>6s} "
+        + " ".join(f"{n:>{max(9, len(n))}s}" for n in names)
+        + f" {'ours best / llama.cpp best':>27s}"
+    )
     for n in LENGTHS:
         rates = {name: n / best[name, n] for name in names if (name, n) in best}
         ours_best = max((r, name) for name, r in rates.items() if not name.startswith("llama.cpp"))
         peers = [(r, name) for name, r in rates.items() if name.startswith("llama.cpp")]
         ratio = f"{ours_best[0] / max(peers)[0]:.2f} ({ours_best[1]} / {max(peers)[1][10:]})" if peers else "-"
-        print("  " + f"{n:6d} " + " ".join(f"{rates.get(name, float('nan')):>{max(9, len(name))}.0f}" for name in names)
-              + f" {ratio:>27s}")
+        print(
+            "  "
+            + f"{n:6d} "
+            + " ".join(f"{rates.get(name, float('nan')):>{max(9, len(name))}.0f}" for name in names)
+            + f" {ratio:>27s}"
+        )
     if "float32 openblas" in models:
-        print("  OpenBLAS over the float32 kernels: " + " ".join(
-            f"{n}: {best['float32', n] / best['float32 openblas', n]:.2f}" for n in LENGTHS))
+        print(
+            "  OpenBLAS over the float32 kernels: "
+            + " ".join(f"{n}: {best['float32', n] / best['float32 openblas', n]:.2f}" for n in LENGTHS)
+        )
     if not ggufs:
-        print(f"  (no llama.cpp: build it with `bash benchmarks/llamacpp_peer.sh SNAPSHOT_DIR`; looked for "
-              f"{args.llama_bench} and pycode-{{{','.join(GGUF_FORMATS)}}}.gguf in {args.gguf_dir})")
+        print(
+            f"  (no llama.cpp: build it with `bash benchmarks/llamacpp_peer.sh SNAPSHOT_DIR`; looked for "
+            f"{args.llama_bench} and pycode-{{{','.join(GGUF_FORMATS)}}}.gguf in {args.gguf_dir})"
+        )
 
 
 if __name__ == "__main__":

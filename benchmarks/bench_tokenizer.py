@@ -27,8 +27,11 @@ FAMILIES = ("llama2", "llama3", "qwen3", "gemma3")
 
 
 def corpus():
-    prose = [open(p, encoding="utf-8", errors="replace").read()
-             for p in sorted(glob.glob("/usr/share/common-licenses/*")) if os.path.isfile(p)]
+    prose = [
+        open(p, encoding="utf-8", errors="replace").read()
+        for p in sorted(glob.glob("/usr/share/common-licenses/*"))
+        if os.path.isfile(p)
+    ]
     code, size = [], 0
     for p in sorted(glob.glob("/usr/lib/python3.11/*.py")):
         text = open(p, encoding="utf-8", errors="replace").read()
@@ -61,6 +64,7 @@ def main():
                     out = core.encode(word)
                     spent[0] += time.perf_counter() - t0
                     return out
+
             tok.model.core = Timed()
             t0 = time.perf_counter()
             for t in items:
@@ -71,8 +75,10 @@ def main():
             for t in items:
                 tok.text_ids(t)
             warm = time.perf_counter() - t0
-            print(f"{family:8} {name:14} {nbytes / 1e6:5.2f} {nbytes / cold / 1e6:10.2f} {nbytes / warm / 1e6:10.2f} "
-                  f"{spent[0] / cold:14.0%}")
+            print(
+                f"{family:8} {name:14} {nbytes / 1e6:5.2f} {nbytes / cold / 1e6:10.2f} {nbytes / warm / 1e6:10.2f} "
+                f"{spent[0] / cold:14.0%}"
+            )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,10 @@ def main():
         t0 = time.perf_counter()
         ppl = perplexity(model, windows)
         base = base or ppl
-        print(f"  {dtype:14s} perplexity {ppl:9.4f}   ratio to float32 {ppl / base:.4f}   "
-              f"({time.perf_counter() - t0:.1f} s)")
+        print(
+            f"  {dtype:14s} perplexity {ppl:9.4f}   ratio to float32 {ppl / base:.4f}   "
+            f"({time.perf_counter() - t0:.1f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,13 @@ except ImportError:  # run from a checkout: the package is the folder above benc
     import habana_assist as ha
 from habana_assist.errors import CacheCapacityError, InvalidInputError
 
-PROMPTS = ["def fib(n):\n    ", "import os\nimport sys\n\n", "class Stack:\n    def __init__(self):\n        self.",
-           "for i in range(10):\n    print(", "    return "]
+PROMPTS = [
+    "def fib(n):\n    ",
+    "import os\nimport sys\n\n",
+    "class Stack:\n    def __init__(self):\n        self.",
+    "for i in range(10):\n    print(",
+    "    return ",
+]
 NEW = 4  # new tokens a call
 
 
@@ -129,29 +134,48 @@ def kinds(tok, model, draft):
     return [
         ("plain greedy", lambda ids, seed: model.generate(ids, max_new_tokens=NEW), None),
         ("plain sampled", lambda ids, seed: model.generate(ids, seed=seed, **sample), None),
-        ("assisted greedy", lambda ids, seed: model.generate(ids, assistant_model=draft, max_new_tokens=NEW,
-                                                         num_assistant_tokens=3), None),
-        ("assisted rejection", lambda ids, seed: model.generate(ids, assistant_model=draft, seed=seed, **sample),
-         None),
-        ("assisted coupled", lambda ids, seed: model.generate(ids, assistant_model=draft, seed=seed,
-                                                          assisted_sampling="coupled", **sample), None),
+        (
+            "assisted greedy",
+            lambda ids, seed: model.generate(ids, assistant_model=draft, max_new_tokens=NEW, num_assistant_tokens=3),
+            None,
+        ),
+        ("assisted rejection", lambda ids, seed: model.generate(ids, assistant_model=draft, seed=seed, **sample), None),
+        (
+            "assisted coupled",
+            lambda ids, seed: model.generate(
+                ids, assistant_model=draft, seed=seed, assisted_sampling="coupled", **sample
+            ),
+            None,
+        ),
         ("prompt lookup", lambda ids, seed: model.generate(ids, prompt_lookup_num_tokens=3, max_new_tokens=NEW), None),
         ("left-padded batch", lambda ids, seed: model.generate(batch, attention_mask=mask, max_new_tokens=NEW), None),
         ("streamer", lambda ids, seed: streamed(ids, seed), None),
-        ("assisted streamer", lambda ids, seed: streamed(ids, seed, assistant_model=draft,
-                                                         num_assistant_tokens=3), None),
+        (
+            "assisted streamer",
+            lambda ids, seed: streamed(ids, seed, assistant_model=draft, num_assistant_tokens=3),
+            None,
+        ),
         ("output_scores", lambda ids, seed: scores(ids, seed), None),
-        ("assisted output_scores", lambda ids, seed: scores(ids, seed, assistant_model=draft, do_sample=True,
-                                                         seed=seed), None),
+        (
+            "assisted output_scores",
+            lambda ids, seed: scores(ids, seed, assistant_model=draft, do_sample=True, seed=seed),
+            None,
+        ),
         ("forward with a Cache", cached, None),
         ("bad token id", bad_token, InvalidInputError),
-        ("past max_cache_len", lambda ids, seed: model.generate(ids, max_new_tokens=model.max_cache_len),
-         CacheCapacityError),
+        (
+            "past max_cache_len",
+            lambda ids, seed: model.generate(ids, max_new_tokens=model.max_cache_len),
+            CacheCapacityError,
+        ),
         ("Cache past its capacity", cache_overflow, CacheCapacityError),
         ("unknown argument", lambda ids, seed: model.generate(ids, max_new_tokens=NEW, num_beans=2), InvalidInputError),
         ("invalid argument", lambda ids, seed: model.generate(ids, do_sample=True, temperature=0.0), ValueError),
-        ("raising streamer", lambda ids, seed: model.generate(ids, streamer=Raising(), max_new_tokens=NEW),
-         StreamerStop),
+        (
+            "raising streamer",
+            lambda ids, seed: model.generate(ids, streamer=Raising(), max_new_tokens=NEW),
+            StreamerStop,
+        ),
     ]
 
 
@@ -167,10 +191,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=10_000, help="generate calls in all (default 10000)")
     parser.add_argument("--every", type=int, default=500, help="calls between RSS samples (default 500)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="core threads (default 1: a few minutes even on a busy 2-core machine)")
-    parser.add_argument("--bound-mb", type=float, default=8.0,
-                        help="largest RSS growth after the warm-up that passes, in MB (default 8)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="core threads (default 1: a few minutes even on a busy 2-core machine)"
+    )
+    parser.add_argument(
+        "--bound-mb",
+        type=float,
+        default=8.0,
+        help="largest RSS growth after the warm-up that passes, in MB (default 8)",
+    )
     args = parser.parse_args(argv)
     if args.calls < 1 or args.every < 1 or args.threads < 1:
         parser.error("--calls, --every and --threads must be positive")
@@ -182,9 +211,11 @@ def main(argv=None):
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
     prompts = [tok(p, return_tensors="np")["input_ids"] for p in PROMPTS]
     table = kinds(tok, model, draft)
-    print(f"soak: {args.calls} calls cycling through {len(table)} kinds, {NEW} new tokens each, "
-          f"kernels {ha.kernels_name()}, {args.threads} core thread(s); "
-          f"RSS bound {args.bound_mb:g} MB after call {warmup}")
+    print(
+        f"soak: {args.calls} calls cycling through {len(table)} kinds, {NEW} new tokens each, "
+        f"kernels {ha.kernels_name()}, {args.threads} core thread(s); "
+        f"RSS bound {args.bound_mb:g} MB after call {warmup}"
+    )
     print(f"{'calls':>7} {'RSS MB':>8} {'vs start':>9}")
 
     first = {}  # (kind, prompt, seed) -> the first result: every later one must equal it
@@ -226,10 +257,14 @@ def main(argv=None):
 
     end_rss = curve[-1][1]
     growth = end_rss - (at_warmup if at_warmup is not None else start_rss)
-    print(f"calls per kind: {min(counts.values())}-{max(counts.values())}; {args.calls / seconds:.0f} calls/s "
-          f"({seconds:.0f} s)")
-    print(f"RSS growth from call {warmup} ({at_warmup if at_warmup is not None else start_rss:.1f} MB) to call "
-          f"{curve[-1][0]} ({end_rss:.1f} MB): {growth:+.1f} MB (bound {args.bound_mb:g} MB)")
+    print(
+        f"calls per kind: {min(counts.values())}-{max(counts.values())}; {args.calls / seconds:.0f} calls/s "
+        f"({seconds:.0f} s)"
+    )
+    print(
+        f"RSS growth from call {warmup} ({at_warmup if at_warmup is not None else start_rss:.1f} MB) to call "
+        f"{curve[-1][0]} ({end_rss:.1f} MB): {growth:+.1f} MB (bound {args.bound_mb:g} MB)"
+    )
     for f in failures[:20]:
         print("FAIL", f)
     ok = not failures and growth <= args.bound_mb

@@ -54,9 +54,14 @@ HA_API const ha_interrupt *ha_set_interrupt(const ha_interrupt *it);
 /* ---- weights ------------------------------------------------------------------------------------ */
 
 typedef enum ha_dtype {
-    HA_F32 = 0, HA_BF16 = 1, HA_F16 = 2, /* float weights, row-major */
-    HA_Q8 = 3, HA_Q4 = 4,                /* integer weights with a scale per group, row-major blocks */
-    HA_F32P = 5, HA_BF16P = 6, HA_F16P = 7, /* float weights in panels of HA_PANEL_ROWS rows (ha_pack) */
+    HA_F32 = 0,
+    HA_BF16 = 1,
+    HA_F16 = 2, /* float weights, row-major */
+    HA_Q8 = 3,
+    HA_Q4 = 4,                /* integer weights with a scale per group, row-major blocks */
+    HA_F32P = 5,
+    HA_BF16P = 6,
+    HA_F16P = 7, /* float weights in panels of HA_PANEL_ROWS rows (ha_pack) */
     HA_Q8P = 8,                          /* int8 weights in panels, for int8 activations (w8a8; ha_quantize) */
     HA_BF16X = 9,                        /* bfloat16 weights in pair panels, for bf16 activations (ha_quantize) */
     HA_NDTYPES = 10
@@ -240,8 +245,8 @@ typedef struct ha_lm {
      * logits are bitwise the same whatever else is in the call and whatever the thread count (a native
      * context with blas_prefill excepts the prompt blocks it sends to OpenBLAS: ha_llama_context_create; a model
      * with rope_switch, an append that adds tokens on both sides of it to one sequence). */
-    ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens,
-                        const uint8_t *want, float *logits);
+    ha_status (*append)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
+                        float *logits);
     /* Keep the first len positions of sequence seq; O(1). Requires 0 <= len <= length(seq), and where the model
      * keeps sliding-window layers in rings, that no position above len + max_rollback was written since the
      * positions the window needs below len were (else HA_ERR_UNSUPPORTED, nothing changed): dropping up to
@@ -393,8 +398,7 @@ typedef struct ha_sampling_params {
 enum { HA_RNG_SAMPLE = 1, HA_RNG_ACCEPT = 2, HA_RNG_RESIDUAL = 3 };
 
 /* Uniform double in (0, 1), a pure function of its arguments (Philox4x32-10). */
-HA_API double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose,
-                             uint32_t index);
+HA_API double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t purpose, uint32_t index);
 
 typedef struct ha_sampler ha_sampler;
 /* Scratch for processing rows of V logits; allocated once per generation. Checks every parameter (token ids
@@ -466,9 +470,8 @@ typedef struct ha_generate_params {
  * V) float32 receives the processed scores of each step (-INFINITY for rows already stopped).
  * *n_steps is the number of steps taken: generation ends when every row produced an eos or after
  * max_new_tokens. */
-HA_API ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt,
-                             int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
-                             int64_t *n_steps);
+HA_API ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt, int64_t prompt_width,
+                             const int64_t *start, int32_t *out, float *scores, int64_t *n_steps);
 
 /* ---- assisted generation -------------------------------------------------------------------------- */
 

@@ -1,4 +1,5 @@
 """`python3 -m habana_assist ...`: see habana_assist/cli.py."""
+
 import sys
 
 from .cli import main

@@ -56,14 +56,15 @@ class Cache:
     _grows = False
 
     def __init__(self, max_cache_len: Optional[int] = None) -> None:
-        if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
-                                          or isinstance(max_cache_len, bool) or max_cache_len < 1):
+        if max_cache_len is not None and (
+            not isinstance(max_cache_len, (int, np.integer)) or isinstance(max_cache_len, bool) or max_cache_len < 1
+        ):
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         self.max_cache_len = None if max_cache_len is None else int(max_cache_len)
         self.batch_size: Optional[int] = None
         self._ctx: Optional[_core.Context] = None  # the core's cache, once bound
         self._owner: Optional[_core.Model] = None  # the core model it belongs to
-        self._mask = np.zeros((0, 0), dtype=bool)      # (batch, columns seen): real tokens
+        self._mask = np.zeros((0, 0), dtype=bool)  # (batch, columns seen): real tokens
         self._tokens = np.zeros((0, 0), dtype=np.int64)  # (batch, columns seen): their ids, -1 if unknown
         # from_legacy_cache's per-layer arrays, written when bound
         self._legacy: Optional[tuple[tuple[np.ndarray, np.ndarray], ...]] = None
@@ -81,17 +82,23 @@ class Cache:
         model's cache or another batch size."""
         if self._ctx is not None:
             if self._owner is not model._core:
-                raise InvalidInputError("past_key_values was filled by another model (a cache holds one model's keys "
-                                        "and values); pass a new DynamicCache(), or none")
+                raise InvalidInputError(
+                    "past_key_values was filled by another model (a cache holds one model's keys "
+                    "and values); pass a new DynamicCache(), or none"
+                )
             if self.batch_size != batch_size:
-                raise InvalidInputError(f"past_key_values holds {self.batch_size} rows but input_ids has {batch_size}; "
-                                        "pass a cache for the same batch (model.create_cache(batch_size=...))")
+                raise InvalidInputError(
+                    f"past_key_values holds {self.batch_size} rows but input_ids has {batch_size}; "
+                    "pass a cache for the same batch (model.create_cache(batch_size=...))"
+                )
             return
         legacy = self._legacy
         held = 0 if legacy is None else legacy[0][0].shape[2]
         if legacy is not None and legacy[0][0].shape[0] != batch_size:
-            raise InvalidInputError(f"past_key_values holds {legacy[0][0].shape[0]} rows but input_ids has "
-                                    f"{batch_size}; pass a cache for the same batch")
+            raise InvalidInputError(
+                f"past_key_values holds {legacy[0][0].shape[0]} rows but input_ids has "
+                f"{batch_size}; pass a cache for the same batch"
+            )
         capacity = self._capacity(model, held + room)
         ctx = _core.Context(model._core, int(batch_size), int(capacity), model.blas_prefill)
         if legacy is not None:
@@ -162,10 +169,12 @@ class Cache:
         return new
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise InvalidInputError(f"a {type(self).__name__} cannot be pickled: its keys and values live in the core, "
-                                "bound to its model; pickle cache.to_legacy_cache() (arrays) and rebuild it with "
-                                "DynamicCache.from_legacy_cache(...), or copy.deepcopy(cache) for a copy in this "
-                                "process")
+        raise InvalidInputError(
+            f"a {type(self).__name__} cannot be pickled: its keys and values live in the core, "
+            "bound to its model; pickle cache.to_legacy_cache() (arrays) and rebuild it with "
+            "DynamicCache.from_legacy_cache(...), or copy.deepcopy(cache) for a copy in this "
+            "process"
+        )
 
     # ---- Transformers' methods -----------------------------------------------------------------------------
 
@@ -179,8 +188,11 @@ class Cache:
         """Positions a row can hold: a StaticCache's max_cache_len; -1 for a DynamicCache (it grows)."""
         if self._grows:
             return -1
-        return self.max_cache_len if self.max_cache_len is not None else (
-            self._ctx.capacity if self._ctx is not None else -1)
+        return (
+            self.max_cache_len
+            if self.max_cache_len is not None
+            else (self._ctx.capacity if self._ctx is not None else -1)
+        )
 
     def crop(self, max_length: int) -> None:
         """A negative value drops that many columns from the end, and 0 drops none (Transformers 5's crop(-n)); a
@@ -212,7 +224,8 @@ class Cache:
                 raise UnsupportedModelError(
                     f"{what}: this model's sliding-window layers keep {ctx.max_rollback} positions "
                     "beyond their window, not enough to go back that far; crop fewer columns at a time after each "
-                    "forward, or reset() and run the tokens again")
+                    "forward, or reset() and run the tokens again"
+                )
             for b, length in enumerate(lengths):
                 ctx.crop(b, length)
             self._mask, self._tokens = mask, self._tokens[:, :keep]
@@ -275,12 +288,15 @@ class Cache:
                 (k, kind), (v, _) = to_numpy(k, "a legacy cache's key"), to_numpy(v, "a legacy cache's value")
                 layers.append((np.ascontiguousarray(k, dtype=np.float32), np.ascontiguousarray(v, dtype=np.float32)))
         except (TypeError, ValueError) as e:
-            raise InvalidInputError(f"from_legacy_cache: expected per layer a (key, value) pair of arrays ({e})") \
-                from None
+            raise InvalidInputError(
+                f"from_legacy_cache: expected per layer a (key, value) pair of arrays ({e})"
+            ) from None
         shape = layers[0][0].shape if layers else ()
         if not layers or len(shape) != 4 or any(k.shape != shape or v.shape != shape for k, v in layers):
-            raise InvalidInputError("from_legacy_cache: every layer's key and value must be (batch, n_kv_heads, "
-                                    "columns, head_dim) arrays of one shape")
+            raise InvalidInputError(
+                "from_legacy_cache: every layer's key and value must be (batch, n_kv_heads, "
+                "columns, head_dim) arrays of one shape"
+            )
         cache = DynamicCache()
         cache._legacy, cache._kind = tuple(layers), kind
         return cache
@@ -307,14 +323,23 @@ class StaticCache(Cache):
         super().__init__(max_cache_len)
 
 
-def _accept_transformers_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                                   counts: tuple[str, ...]) -> None:
+def _accept_transformers_arguments(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], counts: tuple[str, ...]
+) -> None:
     """Transformers' cache constructors take config (positional first), device, dtype, layer_device_map,
     offloading...: none changes this cache; anything but those refused."""
     if len(args) > 1:
         raise InvalidInputError(f"{name}() takes its arguments by keyword (config=..., max_cache_len=...)")
-    allowed = {"config", "device", "dtype", "layer_device_map", "offloading", "offload_only_non_sliding",
-               "tp_size", *counts}
+    allowed = {
+        "config",
+        "device",
+        "dtype",
+        "layer_device_map",
+        "offloading",
+        "offload_only_non_sliding",
+        "tp_size",
+        *counts,
+    }
     unknown = sorted(set(kwargs) - allowed)
     if unknown:
         raise InvalidInputError(f"{name}(): {', '.join(unknown)} is not an argument of it here")
@@ -322,17 +347,19 @@ def _accept_transformers_arguments(name: str, args: tuple[Any, ...], kwargs: dic
     if device is not None and str(device) not in ("cpu", "auto"):
         raise InvalidInputError(f"{name}(device={device!r}): the cache lives on the CPU here; pass device='cpu'")
     if kwargs.get("offloading"):
-        raise InvalidInputError(f"{name}(offloading=True): the cache lives in the CPU's memory already; leave it "
-                                "unset")
+        raise InvalidInputError(f"{name}(offloading=True): the cache lives in the CPU's memory already; leave it unset")
 
 
-def _write_legacy(ctx: _core.Context, model: PreTrainedCausalLM,
-                  legacy: tuple[tuple[np.ndarray, np.ndarray], ...]) -> None:
+def _write_legacy(
+    ctx: _core.Context, model: PreTrainedCausalLM, legacy: tuple[tuple[np.ndarray, np.ndarray], ...]
+) -> None:
     """from_legacy_cache's arrays into a fresh core cache, checked against the model's layout."""
     n_layers, heads, hd = model_layout(model)
     if len(legacy) != n_layers or legacy[0][0].shape[1] != heads or legacy[0][0].shape[3] != hd:
-        raise InvalidInputError(f"past_key_values has {len(legacy)} layers of shape {legacy[0][0].shape[1:]}; this "
-                                f"model has {n_layers} layers of (n_kv_heads={heads}, columns, head_dim={hd})")
+        raise InvalidInputError(
+            f"past_key_values has {len(legacy)} layers of shape {legacy[0][0].shape[1:]}; this "
+            f"model has {n_layers} layers of (n_kv_heads={heads}, columns, head_dim={hd})"
+        )
     B, _, cols, _ = legacy[0][0].shape
     for layer, (k, v) in enumerate(legacy):
         for b in range(B):
@@ -349,18 +376,23 @@ def model_layout(model: PreTrainedCausalLM) -> tuple[int, int, int]:
 
 # ---- generate(past_key_values=...) and the cache it returns ---------------------------------------------------
 
+
 def check_generate_cache(model: PreTrainedCausalLM, cache: Any, ids: np.ndarray, real: np.ndarray) -> Cache:
     """generate()'s past_key_values: a Cache (or legacy tuples) for this model and batch, holding a beginning of
     each row of ids (batch, S) (real: each row's real tokens, left-padded), with at least one column left ->
     the Cache. generate() computes the prompt from its tokens in any case (the same bits the cache holds, which
     is why this can check instead of trust: a cache of other tokens is refused)."""
     if external.is_external(model):
-        raise InvalidInputError("past_key_values is for this package's own models; a wrapped model keeps its "
-                                "cache inside its own forward: leave past_key_values unset")
+        raise InvalidInputError(
+            "past_key_values is for this package's own models; a wrapped model keeps its "
+            "cache inside its own forward: leave past_key_values unset"
+        )
     if not isinstance(cache, Cache):
         if not isinstance(cache, (tuple, list)):
-            raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...)) or legacy "
-                                    f"(key, value) tuples, not {type(cache).__name__}")
+            raise InvalidInputError(
+                f"past_key_values must be a Cache (DynamicCache(), StaticCache(...)) or legacy "
+                f"(key, value) tuples, not {type(cache).__name__}"
+            )
         cache = Cache.from_legacy_cache(cache)
     B, S = ids.shape
     if cache._legacy is not None:
@@ -370,18 +402,29 @@ def check_generate_cache(model: PreTrainedCausalLM, cache: Any, ids: np.ndarray,
     cache._bind(model, B)  # checks the model and the batch
     cols = cache.get_seq_length()
     if cols >= S:
-        raise InvalidInputError(f"past_key_values holds {cols} columns and input_ids has {S}: pass input_ids with "
-                                "the cached columns and at least one new token")
+        raise InvalidInputError(
+            f"past_key_values holds {cols} columns and input_ids has {S}: pass input_ids with "
+            "the cached columns and at least one new token"
+        )
     mask = np.arange(S)[None, :] >= (S - real)[:, None]
     known = cache._tokens >= 0
     if not (cache._mask == mask[:, :cols]).all() or not (cache._tokens[known] == ids[:, :cols][known]).all():
-        raise InvalidInputError(f"past_key_values does not hold the first {cols} columns of input_ids (other tokens "
-                                "or padding); pass the cache of this prompt's beginning, or none")
+        raise InvalidInputError(
+            f"past_key_values does not hold the first {cols} columns of input_ids (other tokens "
+            "or padding); pass the cache of this prompt's beginning, or none"
+        )
     return cache
 
 
-def cache_after_generate(model: PreTrainedCausalLM, ctx: _core.Context, cache: Optional[Cache], ids: np.ndarray,
-                         real: np.ndarray, out: np.ndarray, steps: int) -> Cache:
+def cache_after_generate(
+    model: PreTrainedCausalLM,
+    ctx: _core.Context,
+    cache: Optional[Cache],
+    ids: np.ndarray,
+    real: np.ndarray,
+    out: np.ndarray,
+    steps: int,
+) -> Cache:
     """The cache generate() returns (or fills): what its core context ctx holds, as Transformers leaves it:
     every column of the sequences (ids (batch, S), then out[:, :steps]) but the last, except the padding (the
     prompt's, and after a row's end). ctx holds each row's real tokens through its end but the last one it
@@ -393,13 +436,14 @@ def cache_after_generate(model: PreTrainedCausalLM, ctx: _core.Context, cache: O
     ended = held + 1 < steps  # these rows decided their end before the last column
     if ended.any():
         rows = np.flatnonzero(ended).astype(np.int32)
-        ctx.append(rows, np.ascontiguousarray(out[rows, held[rows]], dtype=np.int32), np.zeros(rows.size, np.uint8),
-                   None)  # no logits wanted
+        ctx.append(
+            rows, np.ascontiguousarray(out[rows, held[rows]], dtype=np.int32), np.zeros(rows.size, np.uint8), None
+        )  # no logits wanted
         held[rows] += 1
     prompt_mask = np.arange(S)[None, :] >= (S - real)[:, None]
     gen_mask = np.arange(max(steps - 1, 0))[None, :] < held[:, None]
     mask = np.concatenate([prompt_mask, gen_mask], axis=1)
-    tokens = np.where(mask, np.concatenate([ids, out[:, :gen_mask.shape[1]]], axis=1), -1).astype(np.int64)
+    tokens = np.where(mask, np.concatenate([ids, out[:, : gen_mask.shape[1]]], axis=1), -1).astype(np.int64)
     cache = DynamicCache() if cache is None else cache
     if not cache.is_bound:
         cache._bind(model, B)

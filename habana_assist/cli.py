@@ -23,6 +23,7 @@ DEFAULT_DRAFT_DTYPE = "int8"  # see --assistant-dtype
 
 def _load(args):
     import habana_assist as ha
+
     if args.threads:
         ha.set_num_threads(args.threads)
     tok = ha.AutoTokenizer.from_pretrained(args.model)
@@ -83,24 +84,35 @@ def _assist(args, draft):
     cost = args.schedule == "cost"
     k = args.num_assistant_tokens if args.num_assistant_tokens is not None else 16 if cost else 4
     threshold = args.confidence_threshold if args.confidence_threshold is not None else 0.0 if cost else 0.4
-    return dict(kw, assistant_model=draft, num_assistant_tokens=k, num_assistant_tokens_schedule=args.schedule,
-                assistant_confidence_threshold=threshold)
+    return dict(
+        kw,
+        assistant_model=draft,
+        num_assistant_tokens=k,
+        num_assistant_tokens_schedule=args.schedule,
+        assistant_confidence_threshold=threshold,
+    )
 
 
 def cmd_generate(args):
     text = _prompt(args)
     ha, tok, model, draft = _load(args)
     inputs = tok(text, return_tensors="np")
-    streamer = None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt,
-                                                           skip_special_tokens=True)
+    streamer = (
+        None if args.no_stream else ha.TextStreamer(tok, skip_prompt=not args.show_prompt, skip_special_tokens=True)
+    )
     t0 = time.perf_counter()
-    res = model.generate(**inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args),
-                         **_assist(args, draft))
+    res = model.generate(
+        **inputs, streamer=streamer, return_dict_in_generate=True, **_sampling(args), **_assist(args, draft)
+    )
     dt = time.perf_counter() - t0
     new = res.sequences.shape[1] - inputs["input_ids"].shape[1]
     if streamer is None:
-        print(tok.decode(res.sequences[0] if args.show_prompt else res.sequences[0, inputs["input_ids"].shape[1]:],
-                         skip_special_tokens=True))
+        print(
+            tok.decode(
+                res.sequences[0] if args.show_prompt else res.sequences[0, inputs["input_ids"].shape[1] :],
+                skip_special_tokens=True,
+            )
+        )
     stats = f"{new} tokens in {dt:.2f} s ({new / dt:.1f} tokens/s)"
     if res.num_draft_tokens is not None:  # assisted (the cost schedule may have found no draft worth it)
         stats += f"; drafts accepted {res.num_accepted_tokens}/{res.num_draft_tokens}"
@@ -158,6 +170,7 @@ def _timed_pair(model, inputs, kw, assist_kw, streamers=(None, None)):
 
 def _summary(plain, assisted, drafted, accepted, identical):
     """plain, assisted: timings (_timing), one call's or the sum of several."""
+
     def ratio(a, b):
         return a / b if b > 0 else float("nan")
 
@@ -176,10 +189,17 @@ def cmd_bench(args):
     inputs = tok(text, return_tensors="np")
     model.generate(**inputs, max_new_tokens=2)  # warm-up
     plain, tp, assisted, ta = _timed_pair(model, inputs, _sampling(args), _assist(args, draft))
-    print(f"habana_assist bench: {args.model} assisted by {'prompt lookup' if args.prompt_lookup else args.assistant}, "
-          f"{int(tp[0])} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads")
-    _summary(tp, ta, assisted.num_draft_tokens or 0, assisted.num_accepted_tokens or 0,
-             np.array_equal(plain.sequences, assisted.sequences))
+    print(
+        f"habana_assist bench: {args.model} assisted by {'prompt lookup' if args.prompt_lookup else args.assistant}, "
+        f"{int(tp[0])} new tokens, kernels {ha.kernels_name()}, {ha.get_num_threads()} threads"
+    )
+    _summary(
+        tp,
+        ta,
+        assisted.num_draft_tokens or 0,
+        assisted.num_accepted_tokens or 0,
+        np.array_equal(plain.sequences, assisted.sequences),
+    )
 
 
 def demo_prompts(n, lines):
@@ -199,10 +219,12 @@ def demo_prompts(n, lines):
 def cmd_demo(args):
     ha, tok, model, draft = _load(args)
     held = draft.weight_dtype if draft is not None else "no draft"
-    print(f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.weight_dtype}) "
-          f"assisted by {args.assistant} ({held}, schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens "
-          f"per prompt; kernels {ha.kernels_name()}, "
-          f"{ha.get_num_threads()} threads\n")
+    print(
+        f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.weight_dtype}) "
+        f"assisted by {args.assistant} ({held}, schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens "
+        f"per prompt; kernels {ha.kernels_name()}, "
+        f"{ha.get_num_threads()} threads\n"
+    )
     model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
     totals_plain, totals_assisted, drafted, accepted = np.zeros(4), np.zeros(4), 0, 0
     identical = True
@@ -210,16 +232,20 @@ def cmd_demo(args):
         inputs = tok(text, return_tensors="np")
         print(f"=== {name}: the next {args.max_new_tokens} tokens after its first {args.prompt_lines} lines ===")
         print(text[-300:], end="")
-        streams = (ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True) if args.show_plain else None,
-                   ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True))
+        streams = (
+            ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True) if args.show_plain else None,
+            ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True),
+        )
         kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
         plain, tp, assisted, ta = _timed_pair(model, inputs, kw, _assist(args, draft), streams)
         same = np.array_equal(plain.sequences, assisted.sequences)
         identical &= same
         totals_plain, totals_assisted = totals_plain + tp, totals_assisted + ta
         drafted, accepted = drafted + (assisted.num_draft_tokens or 0), accepted + (assisted.num_accepted_tokens or 0)
-        print(f"--- plain {_rate(tp[2], tp[3]):.1f} tokens/s, assisted {_rate(ta[2], ta[3]):.1f} tokens/s "
-              f"(after the prompt), identical: {same}\n")
+        print(
+            f"--- plain {_rate(tp[2], tp[3]):.1f} tokens/s, assisted {_rate(ta[2], ta[3]):.1f} tokens/s "
+            f"(after the prompt), identical: {same}\n"
+        )
     print("=== summary over all prompts ===")
     _summary(totals_plain, totals_assisted, drafted, accepted, identical)
     if args.fastest_plain:
@@ -241,6 +267,7 @@ def _machine():
     except OSError:
         pass
     import platform
+
     return platform.processor() or "this machine"
 
 
@@ -249,14 +276,16 @@ def _against_fastest_plain(args, tok, dtype, totals_plain, totals_assisted):
     figure is the one already measured) and prints the assisted run against the fastest: a speed-up is only worth
     what it gains over the best plain configuration of the same target on this machine."""
     import habana_assist as ha
+
     rates = {dtype: (_rate(totals_plain[2], totals_plain[3]), totals_plain)}
     prompts = [tok(text, return_tensors="np") for _, text in demo_prompts(args.prompts, args.prompt_lines)]
     kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
     for other in PLAIN_CLASSES:
         if other == dtype:
             continue
-        model = ha.AutoModelForCausalLM.from_pretrained(args.model, dtype=other, blas_prefill=args.blas_prefill,
-                                                        repack=args.repack)
+        model = ha.AutoModelForCausalLM.from_pretrained(
+            args.model, dtype=other, blas_prefill=args.blas_prefill, repack=args.repack
+        )
         model.generate(**prompts[0], max_new_tokens=2)  # warm-up
         total = sum(_timed(model, inputs, kw)[1] for inputs in prompts)
         rates[other] = (_rate(total[2], total[3]), total)
@@ -264,59 +293,113 @@ def _against_fastest_plain(args, tok, dtype, totals_plain, totals_assisted):
     best = max(rates, key=lambda k: rates[k][0])
     rate, total = rates[best]
     others = ", ".join(f"{k} {v[0]:.1f}" for k, v in rates.items() if k != best)
-    print(f"  fastest plain on this machine ({_machine()}; kernels {ha.kernels_name()}): {best} {rate:.1f} tokens/s "
-          f"({others})")
+    print(
+        f"  fastest plain on this machine ({_machine()}; kernels {ha.kernels_name()}): {best} {rate:.1f} tokens/s "
+        f"({others})"
+    )
     gen_a, all_a = _rate(totals_assisted[2], totals_assisted[3]), _rate(totals_assisted[0], totals_assisted[1])
-    print(f"  assisted ({dtype}) against it: {gen_a / rate:.2f}x generating "
-          f"({all_a / _rate(total[0], total[1]):.2f}x with the prefill)")
+    print(
+        f"  assisted ({dtype}) against it: {gen_a / rate:.2f}x generating "
+        f"({all_a / _rate(total[0], total[1]):.2f}x with the prefill)"
+    )
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="habana-assist", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="habana-assist", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
 
     def common(p, prompt=True, dtype=None):
-        p.add_argument("--model", default=DEFAULT_MODEL,
-                       help=f"target checkpoint: a directory or a Hub repo id (default {DEFAULT_MODEL})")
-        p.add_argument("--assistant", default=DEFAULT_DRAFT,
-                       help=f"draft checkpoint (a directory or a Hub repo id), or 'none' for plain generation "
-                            f"(default {DEFAULT_DRAFT})")
-        p.add_argument("--dtype", default=dtype,
-                       choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs"],
-                       help=f"how weights are held (default: {dtype or 'as stored'})")
-        p.add_argument("--assistant-dtype", default=DEFAULT_DRAFT_DTYPE,
-                       choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs", "auto"],
-                       help="how the draft's weights are held ('auto': as stored). Default int8: a draft only proposes "
-                            "and the target's verification keeps the output its own, whatever the draft's precision, "
-                            "and int8 steps are the fastest (docs/benchmarks.md)")
+        p.add_argument(
+            "--model",
+            default=DEFAULT_MODEL,
+            help=f"target checkpoint: a directory or a Hub repo id (default {DEFAULT_MODEL})",
+        )
+        p.add_argument(
+            "--assistant",
+            default=DEFAULT_DRAFT,
+            help=f"draft checkpoint (a directory or a Hub repo id), or 'none' for plain generation "
+            f"(default {DEFAULT_DRAFT})",
+        )
+        p.add_argument(
+            "--dtype",
+            default=dtype,
+            choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs"],
+            help=f"how weights are held (default: {dtype or 'as stored'})",
+        )
+        p.add_argument(
+            "--assistant-dtype",
+            default=DEFAULT_DRAFT_DTYPE,
+            choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs", "auto"],
+            help="how the draft's weights are held ('auto': as stored). Default int8: a draft only proposes "
+            "and the target's verification keeps the output its own, whatever the draft's precision, "
+            "and int8 steps are the fastest (docs/benchmarks.md)",
+        )
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
-        p.add_argument("--schedule", choices=["cost", "constant", "heuristic", "heuristic_transient"], default="cost",
-                       help="how many tokens the draft proposes each round: 'cost' chooses it from the pair's measured "
-                            "costs and the acceptance so far (default); 'constant' always --num-assistant-tokens; "
-                            "'heuristic' Transformers' +2 / -1 rule")
-        p.add_argument("--num-assistant-tokens", type=int, default=None,
-                       help="tokens the draft proposes per round ('constant'), its start ('heuristic') or its most "
-                            "('cost') (default 4, or 16 with 'cost')")
-        p.add_argument("--confidence-threshold", type=float, default=None,
-                       help="the draft stops proposing after a token it gives less probability (default 0.4, or 0 "
-                            "(off) with 'cost')")
-        p.add_argument("--tree-width", type=int, default=1, metavar="W",
-                       help="token trees: each drafted token with up to W - 1 siblings, the draft's next choices, all "
-                            "verified in one pass (default 1: chains; with 'cost', the widest the costs may choose)")
-        p.add_argument("--prompt-lookup", type=int, default=None, metavar="N",
-                       help="draft N tokens by n-gram lookup in the prompt instead of a draft model")
+        p.add_argument(
+            "--schedule",
+            choices=["cost", "constant", "heuristic", "heuristic_transient"],
+            default="cost",
+            help="how many tokens the draft proposes each round: 'cost' chooses it from the pair's measured "
+            "costs and the acceptance so far (default); 'constant' always --num-assistant-tokens; "
+            "'heuristic' Transformers' +2 / -1 rule",
+        )
+        p.add_argument(
+            "--num-assistant-tokens",
+            type=int,
+            default=None,
+            help="tokens the draft proposes per round ('constant'), its start ('heuristic') or its most "
+            "('cost') (default 4, or 16 with 'cost')",
+        )
+        p.add_argument(
+            "--confidence-threshold",
+            type=float,
+            default=None,
+            help="the draft stops proposing after a token it gives less probability (default 0.4, or 0 "
+            "(off) with 'cost')",
+        )
+        p.add_argument(
+            "--tree-width",
+            type=int,
+            default=1,
+            metavar="W",
+            help="token trees: each drafted token with up to W - 1 siblings, the draft's next choices, all "
+            "verified in one pass (default 1: chains; with 'cost', the widest the costs may choose)",
+        )
+        p.add_argument(
+            "--prompt-lookup",
+            type=int,
+            default=None,
+            metavar="N",
+            help="draft N tokens by n-gram lookup in the prompt instead of a draft model",
+        )
         p.add_argument("--threads", type=int, default=None, help="core threads (default: all cores)")
         blas = p.add_mutually_exclusive_group()
-        blas.add_argument("--blas-prefill", dest="blas_prefill", action="store_const", const=True, default=None,
-                          help="compute long prompts' 128-token blocks with OpenBLAS (not by default: every row "
-                               "then stays bitwise a token-by-token forward's; docs/benchmarks.md compares the two)")
-        blas.add_argument("--no-blas-prefill", dest="blas_prefill", action="store_const", const=False,
-                          help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
-                               "bitwise a token-by-token forward's; the default)")
-        p.add_argument("--no-repack", dest="repack", action="store_false",
-                       help="keep float weights row-major as stored (memory-mapped, no copy at load) instead of "
-                            "repacking them into panels, which verify drafts and prefill faster")
+        blas.add_argument(
+            "--blas-prefill",
+            dest="blas_prefill",
+            action="store_const",
+            const=True,
+            default=None,
+            help="compute long prompts' 128-token blocks with OpenBLAS (not by default: every row "
+            "then stays bitwise a token-by-token forward's; docs/benchmarks.md compares the two)",
+        )
+        blas.add_argument(
+            "--no-blas-prefill",
+            dest="blas_prefill",
+            action="store_const",
+            const=False,
+            help="compute prompts with the batch-invariant kernels only, not OpenBLAS (every row "
+            "bitwise a token-by-token forward's; the default)",
+        )
+        p.add_argument(
+            "--no-repack",
+            dest="repack",
+            action="store_false",
+            help="keep float weights row-major as stored (memory-mapped, no copy at load) instead of "
+            "repacking them into panels, which verify drafts and prefill faster",
+        )
         if prompt:
             p.add_argument("--prompt", help="the text to complete (e.g. 'def fib(n):')")
             p.add_argument("--prompt-file", help="read the prompt from this file")
@@ -327,27 +410,40 @@ def build_parser():
             p.add_argument("--top-p", type=float, default=1.0)
             p.add_argument("--seed", type=int, default=0, help="sampling seed (the same seed gives the same text)")
 
-    g = sub.add_parser("generate", help="complete a prompt, streaming the text as it comes",
-                       description="Complete a prompt with the target, assisted by the draft; the text is streamed.")
+    g = sub.add_parser(
+        "generate",
+        help="complete a prompt, streaming the text as it comes",
+        description="Complete a prompt with the target, assisted by the draft; the text is streamed.",
+    )
     common(g)
     g.add_argument("--no-stream", action="store_true", help="print the completion once, at the end")
     g.add_argument("--show-prompt", action="store_true", help="print the prompt before the completion")
     g.set_defaults(fn=cmd_generate)
-    b = sub.add_parser("bench", help="plain against assisted generation on one prompt",
-                       description="Time plain and assisted generation of the same prompt; print tokens/s, speed-up, "
-                                   "acceptance and whether the outputs are identical.")
+    b = sub.add_parser(
+        "bench",
+        help="plain against assisted generation on one prompt",
+        description="Time plain and assisted generation of the same prompt; print tokens/s, speed-up, "
+        "acceptance and whether the outputs are identical.",
+    )
     common(b)
     b.set_defaults(fn=cmd_bench)
-    d = sub.add_parser("demo", help="the main job: held-out code completions, plain then assisted, and a summary",
-                       description="Complete the beginnings of held-out standard-library files, greedily, plain then "
-                                   "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity.")
+    d = sub.add_parser(
+        "demo",
+        help="the main job: held-out code completions, plain then assisted, and a summary",
+        description="Complete the beginnings of held-out standard-library files, greedily, plain then "
+        "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity.",
+    )
     common(d, prompt=False, dtype="float32")  # float32: the target is then several times the L3, as big models are
     d.add_argument("--prompts", type=int, default=4, help="how many held-out files (default 4)")
     d.add_argument("--prompt-lines", type=int, default=30, help="lines of each file in its prompt (default 30)")
     d.add_argument("--show-plain", action="store_true", help="stream the plain completion too")
-    d.add_argument("--no-fastest-plain", dest="fastest_plain", action="store_false",
-                   help="skip timing plain generation with the target in each numerics class (float32, bfloat16, "
-                        "bfloat16-pairs, int8, w8a8), which the summary compares the assisted run with")
+    d.add_argument(
+        "--no-fastest-plain",
+        dest="fastest_plain",
+        action="store_false",
+        help="skip timing plain generation with the target in each numerics class (float32, bfloat16, "
+        "bfloat16-pairs, int8, w8a8), which the summary compares the assisted run with",
+    )
     d.set_defaults(fn=cmd_demo)
     return ap
 

@@ -56,8 +56,16 @@ from .utils.files import write_json
 from .utils.tensors import optional_torch
 from .utils.types import PathLike
 
-__all__ = ["PretrainedConfig", "LlamaConfig", "AutoConfig", "CONFIG_NAME", "SUPPORTED_ARCHITECTURES",
-           "SUPPORTED_ROPE_TYPES", "SUPPORTED_ACTIVATIONS", "FLOAT_DTYPES"]
+__all__ = [
+    "PretrainedConfig",
+    "LlamaConfig",
+    "AutoConfig",
+    "CONFIG_NAME",
+    "SUPPORTED_ARCHITECTURES",
+    "SUPPORTED_ROPE_TYPES",
+    "SUPPORTED_ACTIVATIONS",
+    "FLOAT_DTYPES",
+]
 
 CONFIG_NAME = "config.json"
 # architecture -> model_type, from the registry (models/): one row per family
@@ -65,8 +73,15 @@ SUPPORTED_ARCHITECTURES = {name: row.model_type for name, row in ARCHITECTURES.i
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "longrope")
 # Transformers' ACT2FN name -> the core's activation (csrc/ha.h, ha_act). gelu_new, gelu_fast and
 # gelu_pytorch_tanh are the same function: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-SUPPORTED_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-                         "gelu_fast": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+SUPPORTED_ACTIVATIONS = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 _LAYER_TYPES = ("full_attention", "sliding_attention")
 _OTHER_LAYER_TYPES = ("chunked_attention", "linear_attention")  # valid in Transformers, not computed here
@@ -75,18 +90,50 @@ _FIX = "use the config.json that was saved with this checkpoint"
 MAX_HEAD_DIM = 512  # the core's limit (csrc/ha.h, HA_MAX_HEAD_DIM)
 
 # Mixture-of-experts: model types and config keys that say so (a dense family's forward would be wrong).
-_MOE_MODEL_TYPES = ("mixtral", "dbrx", "deepseek_v2", "deepseek_v3", "jamba", "gpt_oss", "arctic", "llama4",
-                    "llama4_text", "minimax", "jetmoe")
-_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-             "num_shared_experts")
+_MOE_MODEL_TYPES = (
+    "mixtral",
+    "dbrx",
+    "deepseek_v2",
+    "deepseek_v3",
+    "jamba",
+    "gpt_oss",
+    "arctic",
+    "llama4",
+    "llama4_text",
+    "minimax",
+    "jetmoe",
+)
+_MOE_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "n_shared_experts",
+    "num_shared_experts",
+)
 
 # Keyword overrides of from_pretrained (Transformers' PretrainedConfig.from_dict): a keyword sets the config's
 # attribute of that name where Transformers' config has one; the others are returned unused (from_pretrained of a
 # model refuses them, as Transformers' model constructor does). Every Transformers config has these attributes:
-_TRANSFORMERS_COMMON = ("architectures", "chunk_size_feed_forward", "id2label", "label2id", "num_labels",
-                        "is_encoder_decoder", "output_attentions", "output_hidden_states", "problem_type",
-                        "return_dict", "transformers_version", "name_or_path", "_name_or_path", "use_cache",
-                        "tie_word_embeddings", "dtype", "torch_dtype")
+_TRANSFORMERS_COMMON = (
+    "architectures",
+    "chunk_size_feed_forward",
+    "id2label",
+    "label2id",
+    "num_labels",
+    "is_encoder_decoder",
+    "output_attentions",
+    "output_hidden_states",
+    "problem_type",
+    "return_dict",
+    "transformers_version",
+    "name_or_path",
+    "_name_or_path",
+    "use_cache",
+    "tie_word_embeddings",
+    "dtype",
+    "torch_dtype",
+)
 # Transformers 5 holds these in rope_parameters (a config.json of Transformers 4 that has them is read into it): no
 # attribute of its config, so never an override; pass rope_parameters.
 _IN_ROPE_PARAMETERS = ("rope_theta", "partial_rotary_factor", "rope_local_base_freq")
@@ -94,10 +141,20 @@ _IN_ROPE_PARAMETERS = ("rope_theta", "partial_rotary_factor", "rope_local_base_f
 _ATTN_IMPLEMENTATIONS = (None, "eager", "sdpa")
 
 # Transformers' PretrainedConfig attributes a script may read though config.json rarely holds them.
-_PRETRAINED_DEFAULTS = {"is_encoder_decoder": False, "is_decoder": False, "use_cache": True, "return_dict": True,
-                        "output_attentions": False, "output_hidden_states": False, "add_cross_attention": False,
-                        "tie_encoder_decoder": False, "chunk_size_feed_forward": 0, "problem_type": None,
-                        "name_or_path": "", "_name_or_path": ""}
+_PRETRAINED_DEFAULTS = {
+    "is_encoder_decoder": False,
+    "is_decoder": False,
+    "use_cache": True,
+    "return_dict": True,
+    "output_attentions": False,
+    "output_hidden_states": False,
+    "add_cross_attention": False,
+    "tie_encoder_decoder": False,
+    "chunk_size_feed_forward": 0,
+    "problem_type": None,
+    "name_or_path": "",
+    "_name_or_path": "",
+}
 
 
 def _dtype_name(value):
@@ -171,20 +228,24 @@ def _family(d):
         if moe and not found:
             raise UnsupportedModelError(
                 f"config.json: architectures {architectures} name a mixture-of-experts model ({moe[0]}), which "
-                f"is not supported; supported (dense models): {_supported_list()}")
+                f"is not supported; supported (dense models): {_supported_list()}"
+            )
         raise UnsupportedModelError(
             f"config.json: architectures {_short(architectures)} "
             f"{'names several' if found else 'names none'} of the supported architectures; this package runs "
-            f"exactly one of {_supported_list()}")
+            f"exactly one of {_supported_list()}"
+        )
     if isinstance(model_type, str) and model_type in FAMILIES:  # a list or object would not hash
         return model_type
     if isinstance(model_type, str) and _is_moe_name(model_type):
         raise UnsupportedModelError(
             f"config.json: model_type {model_type!r} is a mixture-of-experts model, which is not supported; "
-            f"supported (dense models): {_supported_list()}")
+            f"supported (dense models): {_supported_list()}"
+        )
     raise UnsupportedModelError(
         f"config.json: no 'architectures' and model_type {_short(model_type)} is not supported; supported: "
-        f"{_supported_list()}")
+        f"{_supported_list()}"
+    )
 
 
 def _check_moe(d):
@@ -195,7 +256,8 @@ def _check_moe(d):
         if value is True or (_is_number(value) and value > 0):
             raise UnsupportedModelError(
                 f"config.json: {key!r} is {_short(value)}: a mixture-of-experts model, which is not supported "
-                "(only dense models are); use the dense checkpoint of this family")
+                "(only dense models are); use the dense checkpoint of this family"
+            )
 
 
 def _rope_type(scaling, family, field="rope_scaling"):
@@ -213,12 +275,15 @@ def _rope_type(scaling, family, field="rope_scaling"):
     if not isinstance(rope_type, str) or rope_type not in SUPPORTED_ROPE_TYPES:
         raise UnsupportedModelError(
             f"config.json: {field} type {_short(rope_type)} is not supported (supported: "
-            f"{', '.join(SUPPORTED_ROPE_TYPES)}); use a checkpoint whose {field} is one of those, or null")
+            f"{', '.join(SUPPORTED_ROPE_TYPES)}); use a checkpoint whose {field} is one of those, or null"
+        )
     if family == "phi3" and rope_type not in ("default", "longrope"):
         raise _bad(field, scaling, f"Phi-3 takes rope type 'default' or 'longrope', not {rope_type!r}")
     if family == "gemma3_text" and rope_type == "longrope":
-        raise UnsupportedModelError(f"config.json: {field} type 'longrope' is not supported for Gemma 3 (its "
-                                    "sliding layers have their own rotary); supported there: default, linear, llama3")
+        raise UnsupportedModelError(
+            f"config.json: {field} type 'longrope' is not supported for Gemma 3 (its "
+            "sliding layers have their own rotary); supported there: default, linear, llama3"
+        )
     needed = {"default": (), "linear": ("factor",), "llama3": _LLAMA3_KEYS, "longrope": ()}[rope_type]
     for key in needed:
         if not (_is_number(scaling.get(key)) and scaling[key] > 0):
@@ -261,8 +326,12 @@ def _factor_table(scaling, key, n):
     if not (isinstance(values, list) and all(_is_number(v) and v > 0 for v in values)):
         raise _bad("rope_scaling", scaling, f"longrope's {key!r} must be a list of positive numbers")
     if len(values) != n:
-        raise _bad("rope_scaling", scaling, f"longrope's {key!r} has {len(values)} values but the rotary dimension "
-                   f"{2 * n} needs {n} (rotary dimension / 2)")
+        raise _bad(
+            "rope_scaling",
+            scaling,
+            f"longrope's {key!r} has {len(values)} values but the rotary dimension "
+            f"{2 * n} needs {n} (rotary dimension / 2)",
+        )
     return np.array(values, dtype=np.float64)
 
 
@@ -281,8 +350,9 @@ def _text_model(d):
     token ids and dtype (what Transformers' generate and from_pretrained read) where given; the vision part is
     left out (loading reads only the text model's tensors)."""
     archs = d.get("architectures")
-    name = (next((a for a in archs if isinstance(a, str) and a in _TEXT_MODELS), None) if isinstance(archs, list)
-            else None)
+    name = (
+        next((a for a in archs if isinstance(a, str) and a in _TEXT_MODELS), None) if isinstance(archs, list) else None
+    )
     if name is None:
         return d
     text = d.get("text_config")
@@ -317,11 +387,13 @@ class PretrainedConfig:
     """
 
     def __init__(self, /, **kwargs: Any) -> None:
-        methods = sorted(k for k in kwargs if hasattr(PretrainedConfig, k)
-                         and not isinstance(getattr(PretrainedConfig, k), property))
+        methods = sorted(
+            k for k in kwargs if hasattr(PretrainedConfig, k) and not isinstance(getattr(PretrainedConfig, k), property)
+        )
         if methods:  # data in place of _validate, to_dict... would break every later call
-            raise CheckpointError(f"config.json: key(s) {methods} name config methods or attributes, not config "
-                                  f"fields; {_FIX}")
+            raise CheckpointError(
+                f"config.json: key(s) {methods} name config methods or attributes, not config fields; {_FIX}"
+            )
         d = _text_model(copy.deepcopy(kwargs))
         family = _family(d)
         _check_moe(d)
@@ -330,8 +402,7 @@ class PretrainedConfig:
             if alias in d:
                 value = d.pop(alias)
                 if name in d and d[name] != value:
-                    raise _bad(alias, value, f"it disagrees with {name}={_short(d[name])} ({spec.title} stores "
-                               f"{name})")
+                    raise _bad(alias, value, f"it disagrees with {name}={_short(d[name])} ({spec.title} stores {name})")
                 d[name] = value
         missing = [k for k in spec.required if k not in d]
         if missing:
@@ -380,7 +451,8 @@ class PretrainedConfig:
                 raise UnsupportedModelError(
                     f"config.json: rope_parameters['sliding_attention'] has rope type "
                     f"{_short(local.get('rope_type', local.get('type')))}; only 'default' is supported for the "
-                    "sliding layers' rotary")
+                    "sliding layers' rotary"
+                )
 
     # ---- validation ----------------------------------------------------------------------------------------
 
@@ -399,21 +471,36 @@ class PretrainedConfig:
                 raise _bad("n_embd", self.n_embd, f"it must be a multiple of n_head ({self.n_head})")
         else:
             if self.num_attention_heads % self.num_key_value_heads:
-                raise _bad("num_key_value_heads", self.num_key_value_heads,
-                           f"it must divide num_attention_heads ({self.num_attention_heads})")
+                raise _bad(
+                    "num_key_value_heads",
+                    self.num_key_value_heads,
+                    f"it must divide num_attention_heads ({self.num_attention_heads})",
+                )
             head_dim = self.hidden_size // self.num_attention_heads if self.head_dim is None else self.head_dim
             if not _is_size(head_dim):
-                raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
-                           head_dim, "expected a positive integer")
+                raise _bad(
+                    "head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
+                    head_dim,
+                    "expected a positive integer",
+                )
         head_dim = self.n_embd // self.n_head if gpt2 else head_dim
         if head_dim > MAX_HEAD_DIM:
-            raise UnsupportedModelError(f"config.json: a head dimension of {head_dim} is not supported (the core "
-                                        f"computes heads of up to {MAX_HEAD_DIM})")
+            raise UnsupportedModelError(
+                f"config.json: a head dimension of {head_dim} is not supported (the core "
+                f"computes heads of up to {MAX_HEAD_DIM})"
+            )
         eps = getattr(self, spec.eps)
         if not (_is_number(eps) and eps > 0):
             raise _bad(spec.eps, eps, "expected a positive number")
-        bools = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "scale_attn_weights",
-                 "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
+        bools = (
+            "tie_word_embeddings",
+            "attention_bias",
+            "mlp_bias",
+            "use_sliding_window",
+            "scale_attn_weights",
+            "scale_attn_by_inverse_layer_idx",
+            "reorder_and_upcast_attn",
+        )
         for key in (k for k in bools if k in spec.defaults):
             if not isinstance(getattr(self, key), bool):
                 raise _bad(key, getattr(self, key), "expected true or false")
@@ -428,7 +515,8 @@ class PretrainedConfig:
         if not isinstance(act, str) or act not in SUPPORTED_ACTIVATIONS:
             raise UnsupportedModelError(
                 f"config.json: {spec.act} {_short(act)} is not supported (supported: "
-                f"{', '.join(repr(a) for a in SUPPORTED_ACTIVATIONS)}); the core computes those activations only")
+                f"{', '.join(repr(a) for a in SUPPORTED_ACTIVATIONS)}); the core computes those activations only"
+            )
         if gpt2:
             return
         self._validate_attention(family)
@@ -442,8 +530,12 @@ class PretrainedConfig:
             window = self.sliding_window
             if window is not None and not _is_size(window):
                 raise _bad("sliding_window", window, "expected a positive integer (below 2**63) or null")
-        if (spec.windows == "from_layer" and self.use_sliding_window and self.layer_types is None
-                and not (_is_int(self.max_window_layers) and self.max_window_layers >= 0)):
+        if (
+            spec.windows == "from_layer"
+            and self.use_sliding_window
+            and self.layer_types is None
+            and not (_is_int(self.max_window_layers) and self.max_window_layers >= 0)
+        ):
             raise _bad("max_window_layers", self.max_window_layers, "expected a non-negative integer")
         if spec.windows in ("from_layer", "nope", "alternate", "pattern") and self.layer_types is not None:
             types = self.layer_types
@@ -451,19 +543,31 @@ class PretrainedConfig:
                 raise _bad("layer_types", types, f"expected a list of num_hidden_layers={n} layer types")
             for t in types:
                 if isinstance(t, str) and t in _OTHER_LAYER_TYPES:
-                    raise UnsupportedModelError(f"config.json: layer_types holds {t!r}, which is not supported "
-                                                f"(supported: {', '.join(_LAYER_TYPES)})")
+                    raise UnsupportedModelError(
+                        f"config.json: layer_types holds {t!r}, which is not supported "
+                        f"(supported: {', '.join(_LAYER_TYPES)})"
+                    )
                 if not (isinstance(t, str) and t in _LAYER_TYPES):
-                    raise _bad("layer_types", types, f"{_short(t)} is not a layer type (expected "
-                               f"{' or '.join(repr(x) for x in _LAYER_TYPES)})")
+                    raise _bad(
+                        "layer_types",
+                        types,
+                        f"{_short(t)} is not a layer type (expected {' or '.join(repr(x) for x in _LAYER_TYPES)})",
+                    )
         if spec.rotary == "nope":
             if self.no_rope_layers is None and not _is_size(self.no_rope_layer_interval):
                 raise _bad("no_rope_layer_interval", self.no_rope_layer_interval, "expected a positive integer")
             flags = self.no_rope_layers
-            if flags is not None and not (isinstance(flags, list) and len(flags) >= n
-                                          and all(isinstance(v, (int, bool)) and v in (0, 1) for v in flags)):
-                raise _bad("no_rope_layers", flags, f"expected a list of at least num_hidden_layers={n} values, each "
-                           "1 (the layer has rotary) or 0 (it has none)")
+            if flags is not None and not (
+                isinstance(flags, list)
+                and len(flags) >= n
+                and all(isinstance(v, (int, bool)) and v in (0, 1) for v in flags)
+            ):
+                raise _bad(
+                    "no_rope_layers",
+                    flags,
+                    f"expected a list of at least num_hidden_layers={n} values, each "
+                    "1 (the layer has rotary) or 0 (it has none)",
+                )
         if spec.windows == "pattern" and not _is_size(self.sliding_window_pattern):
             raise _bad("sliding_window_pattern", self.sliding_window_pattern, "expected a positive integer")
         if spec.norm == "rms_one_plus":
@@ -476,7 +580,8 @@ class PretrainedConfig:
             if self.use_bidirectional_attention not in (None, False):
                 raise UnsupportedModelError(
                     f"config.json: use_bidirectional_attention {_short(self.use_bidirectional_attention)} is not "
-                    "supported (a causal language model only; supported: false or null)")
+                    "supported (a causal language model only; supported: false or null)"
+                )
 
     def _validate_rotary(self, family):
         rotary = FAMILIES[family].rotary
@@ -491,16 +596,23 @@ class PretrainedConfig:
                 raise _bad("partial_rotary_factor", partial, "expected a number in (0, 1]")
             rope_dim = int(head_dim * partial)
             if rope_dim <= 0 or rope_dim % 2:
-                raise _bad("partial_rotary_factor", partial,
-                           f"the rotary dimension int(head_dim={head_dim} * {partial}) = {rope_dim} must be even and "
-                           "positive")
+                raise _bad(
+                    "partial_rotary_factor",
+                    partial,
+                    f"the rotary dimension int(head_dim={head_dim} * {partial}) = {rope_dim} must be even and positive",
+                )
         elif partial not in (None, 1, 1.0):
-            raise UnsupportedModelError(f"config.json: partial_rotary_factor {_short(partial)} is not supported for "
-                                        f"{family} (supported: 1.0, rotary embedding over the whole head; partial "
-                                        "rotary: Phi-3)")
+            raise UnsupportedModelError(
+                f"config.json: partial_rotary_factor {_short(partial)} is not supported for "
+                f"{family} (supported: 1.0, rotary embedding over the whole head; partial "
+                "rotary: Phi-3)"
+            )
         elif head_dim % 2 and self._any_rope():
-            raise _bad("head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
-                       head_dim, "rotary embeddings need a positive even head dimension")
+            raise _bad(
+                "head_dim" if self.head_dim is not None else "hidden_size // num_attention_heads",
+                head_dim,
+                "rotary embeddings need a positive even head dimension",
+            )
         _rope_type(self.rope_scaling, family)
         self._global_rope(head_dim)  # longrope's tables and lengths
 
@@ -515,15 +627,18 @@ class PretrainedConfig:
 
     @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[False] = False,
-                        **kwargs: Any) -> PretrainedConfig: ...
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[False] = False, **kwargs: Any
+    ) -> PretrainedConfig: ...
     @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[True],
-                        **kwargs: Any) -> tuple[PretrainedConfig, dict[str, Any]]: ...
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: PathLike, *, return_unused_kwargs: Literal[True], **kwargs: Any
+    ) -> tuple[PretrainedConfig, dict[str, Any]]: ...
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: PathLike,
-                        **kwargs: Any) -> Union[PretrainedConfig, tuple[PretrainedConfig, dict[str, Any]]]:
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: PathLike, **kwargs: Any
+    ) -> Union[PretrainedConfig, tuple[PretrainedConfig, dict[str, Any]]]:
         """Read config.json of a local directory, a shipped name or a Hub repo id (checkpoints/hub.py, with the
         hub arguments revision, cache_dir, local_files_only, token, force_download, proxies, subfolder), or the
         JSON file itself where a file's path is given.
@@ -543,21 +658,27 @@ class PretrainedConfig:
         if trust_remote_code not in (None, True, False):
             raise InvalidInputError(f"trust_remote_code={trust_remote_code!r}: pass True or False")
         if kwargs.get("attn_implementation", None) not in _ATTN_IMPLEMENTATIONS:
-            raise InvalidInputError(f"attn_implementation={kwargs['attn_implementation']!r}: one attention "
-                                    "implementation runs here; pass 'eager', 'sdpa' or leave it unset")
+            raise InvalidInputError(
+                f"attn_implementation={kwargs['attn_implementation']!r}: one attention "
+                "implementation runs here; pass 'eager', 'sdpa' or leave it unset"
+            )
         kwargs.pop("attn_implementation", None)
         for key in ("dtype", "torch_dtype"):
             if isinstance(kwargs.get(key), str) and kwargs[key] == "auto":
                 del kwargs[key]
-        given = os.fspath(pretrained_model_name_or_path) if isinstance(pretrained_model_name_or_path, (
-            str, os.PathLike)) else pretrained_model_name_or_path
+        given = (
+            os.fspath(pretrained_model_name_or_path)
+            if isinstance(pretrained_model_name_or_path, (str, os.PathLike))
+            else pretrained_model_name_or_path
+        )
         if isinstance(given, str) and os.path.isfile(given):
             path = given
         else:
             path = os.path.join(resolve(given, CONFIG_FILES, **hub_arguments), CONFIG_NAME)
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(
-                f"{path}: missing; a checkpoint directory needs the config.json saved with its weights")
+                f"{path}: missing; a checkpoint directory needs the config.json saved with its weights"
+            )
         try:
             with open(path, "rb") as f:
                 config_dict = json.loads(f.read().decode("utf-8"))
@@ -573,13 +694,18 @@ class PretrainedConfig:
         if return_unused:
             return config, unused
         if unused:
-            warnings.warn(f"AutoConfig.from_pretrained: {sorted(unused)} are no attributes of this "
-                          f"{FAMILIES[config.family].title} config and were left out (as Transformers drops them); "
-                          "pass return_unused_kwargs=True to get them back", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"AutoConfig.from_pretrained: {sorted(unused)} are no attributes of this "
+                f"{FAMILIES[config.family].title} config and were left out (as Transformers drops them); "
+                "pass return_unused_kwargs=True to get them back",
+                UserWarning,
+                stacklevel=2,
+            )
         return config
 
-    def split_overrides(self, kwargs: dict[str, Any],
-                        config_dict: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def split_overrides(
+        self, kwargs: dict[str, Any], config_dict: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """from_pretrained's keyword overrides -> (known, unused), two dicts: known sets attributes that Transformers'
         config of this model_type has (config_dict's keys, the family's fields and generic names, every config's
         common attributes such as output_attentions); unused are the rest, as Transformers' from_dict returns them
@@ -695,11 +821,15 @@ class PretrainedConfig:
         from_pretrained reads back; architectures named where the config names none, as model.save_pretrained
         writes it."""
         if push_to_hub:
-            raise InvalidInputError("push_to_hub=True: this package uploads nothing; save, then upload the directory "
-                                    "with huggingface_hub (HfApi().upload_folder)")
+            raise InvalidInputError(
+                "push_to_hub=True: this package uploads nothing; save, then upload the directory "
+                "with huggingface_hub (HfApi().upload_folder)"
+            )
         if kwargs:
-            raise InvalidInputError(f"save_pretrained() got {', '.join(sorted(kwargs))}: a config saves with "
-                                    "save_directory (and push_to_hub=False) only")
+            raise InvalidInputError(
+                f"save_pretrained() got {', '.join(sorted(kwargs))}: a config saves with "
+                "save_directory (and push_to_hub=False) only"
+            )
         os.makedirs(save_directory, exist_ok=True)
         write_json(os.path.join(save_directory, CONFIG_NAME), named_config_dict(self))
 
@@ -739,8 +869,12 @@ class PretrainedConfig:
             factor = self.max_position_embeddings / original
         attention_factor = scaling.get("attention_factor")
         if attention_factor is None and factor > 1.0 and original == 1:
-            raise _bad("original_max_position_embeddings", original, "longrope's attention factor sqrt(1 + "
-                       "ln(factor) / ln(original_max_position_embeddings)) needs it above 1")
+            raise _bad(
+                "original_max_position_embeddings",
+                original,
+                "longrope's attention factor sqrt(1 + "
+                "ln(factor) / ln(original_max_position_embeddings)) needs it above 1",
+            )
         if attention_factor is None:
             attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
         exponents = np.arange(0, dim, 2, dtype=np.float64) / dim
@@ -767,8 +901,9 @@ class PretrainedConfig:
         if rule == "alternate":
             return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
         if rule == "pattern":
-            return ["sliding_attention" if (i + 1) % self.sliding_window_pattern else "full_attention"
-                    for i in range(n)]
+            return [
+                "sliding_attention" if (i + 1) % self.sliding_window_pattern else "full_attention" for i in range(n)
+            ]
         return ["full_attention"] * n
 
     def _has_rope(self):
@@ -783,7 +918,7 @@ class PretrainedConfig:
         if FAMILIES[self.family].rotary != "nope":
             return True
         if self.no_rope_layers is not None:
-            return any(self.no_rope_layers[:self.num_hidden_layers])
+            return any(self.no_rope_layers[: self.num_hidden_layers])
         return self.no_rope_layer_interval > 1
 
     def _window(self):
@@ -839,22 +974,41 @@ class PretrainedConfig:
             raise InvalidInputError(f"core_config: dtype={dtype!r} must be one of {', '.join(FLOAT_DTYPES)}")
         family = self.family
         spec = FAMILIES[family]
-        config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                  "intermediate_size": self.intermediate_size, "n_layers": self.num_hidden_layers,
-                  "n_heads": self.num_attention_heads, "n_kv_heads": self.num_key_value_heads,
-                  "head_dim": self.head_dim, "norm_eps": float(getattr(self, spec.eps)), "norm": spec.norm,
-                  "act": self.activation, "gated_mlp": spec.gated_mlp, "embed_scale": 1.0, "attn_softcap": 0.0,
-                  "final_softcap": 0.0, "rope_dim": self.rope_dim, "rope_inv_freq": None,
-                  "rope_inv_freq_long": None, "rope_long_from": 0, "rope_inv_freq_local": None, "rope_scale": 1.0}
+        config = {
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "n_layers": self.num_hidden_layers,
+            "n_heads": self.num_attention_heads,
+            "n_kv_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "norm_eps": float(getattr(self, spec.eps)),
+            "norm": spec.norm,
+            "act": self.activation,
+            "gated_mlp": spec.gated_mlp,
+            "embed_scale": 1.0,
+            "attn_softcap": 0.0,
+            "final_softcap": 0.0,
+            "rope_dim": self.rope_dim,
+            "rope_inv_freq": None,
+            "rope_inv_freq_long": None,
+            "rope_long_from": 0,
+            "rope_inv_freq_local": None,
+            "rope_scale": 1.0,
+        }
         if spec.rotary is None:
             return config
         rope = self._global_rope(self.head_dim)
-        config.update(rope_inv_freq=rope.inv_freq, rope_inv_freq_long=rope.inv_freq_long,
-                      rope_long_from=rope.long_from, rope_scale=rope.scale)
+        config.update(
+            rope_inv_freq=rope.inv_freq,
+            rope_inv_freq_long=rope.inv_freq_long,
+            rope_long_from=rope.long_from,
+            rope_scale=rope.scale,
+        )
         if spec.rotary == "local":
             config["rope_inv_freq_local"] = _base_inv_freq(self.rope_local_base_freq, self.head_dim)
         if spec.norm == "rms_one_plus":
-            config["embed_scale"] = _round_to(self.hidden_size ** 0.5, dtype)
+            config["embed_scale"] = _round_to(self.hidden_size**0.5, dtype)
             # Transformers' Gemma 3 attention ignores attn_logit_softcapping (null in every Gemma 3 config):
             # only Gemma 2 caps attention logits.
             config["attn_softcap"] = float(self.attn_logit_softcapping or 0.0) if family == "gemma2" else 0.0

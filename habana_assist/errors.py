@@ -56,5 +56,7 @@ def unsupported_family_hint(error: UnsupportedModelError, trust_remote_code: obj
     from a checkpoint is ever run, only the families listed (models/)."""
     if not trust_remote_code:
         return error
-    return UnsupportedModelError(f"{error} (trust_remote_code=True changes nothing here: this package never runs "
-                                 "a checkpoint's own code, it runs only the families it lists)")
+    return UnsupportedModelError(
+        f"{error} (trust_remote_code=True changes nothing here: this package never runs "
+        "a checkpoint's own code, it runs only the families it lists)"
+    )

@@ -59,8 +59,19 @@ class IncompatibleKeys(NamedTuple):
 def _is_dtype(value):
     """Whether model.to()'s argument names a dtype (torch's, numpy's, or a name such as "float16"), not a device."""
     if isinstance(value, str):
-        return value.removeprefix("torch.") in ("float32", "float16", "bfloat16", "float64", "half", "float", "double",
-                                                "int8", "int32", "int64", "uint8")
+        return value.removeprefix("torch.") in (
+            "float32",
+            "float16",
+            "bfloat16",
+            "float64",
+            "half",
+            "float",
+            "double",
+            "int8",
+            "int32",
+            "int64",
+            "uint8",
+        )
     if str(value).startswith("torch."):
         return True
     try:
@@ -80,8 +91,9 @@ def _float_dtype_name(value):
         except TypeError:
             name = str(value)
     name = name.removeprefix("torch.")
-    return {"half": "float16", "float": "float32"}.get(name, name) if name in _FLOAT_DTYPES + ("half", "float") \
-        else None
+    return (
+        {"half": "float16", "float": "float32"}.get(name, name) if name in _FLOAT_DTYPES + ("half", "float") else None
+    )
 
 
 def set_num_threads(n: int) -> None:
@@ -139,8 +151,10 @@ def _check_positions(position_ids, cache_position, past, mask):
         given, _ = to_numpy(cache_position, "cache_position")
         expected = np.arange(past.shape[1], past.shape[1] + S)
         if given.shape != (S,) or not np.array_equal(given, expected):
-            raise InvalidInputError(f"cache_position must be the columns after the {past.shape[1]} the cache has "
-                                    f"seen, arange({past.shape[1]}, {past.shape[1] + S}); leave it unset")
+            raise InvalidInputError(
+                f"cache_position must be the columns after the {past.shape[1]} the cache has "
+                f"seen, arange({past.shape[1]}, {past.shape[1] + S}); leave it unset"
+            )
     if position_ids is not None:
         given, _ = to_numpy(position_ids, "position_ids")
         if given.ndim == 1:
@@ -153,7 +167,8 @@ def _check_positions(position_ids, cache_position, past, mask):
             raise InvalidInputError(
                 "position_ids disagree with the positions this model gives: each row's real tokens count from its "
                 "first real token, after what the cache holds (attention_mask.cumsum(-1) - 1, as generate() "
-                "computes them); other positions are not supported: leave position_ids unset")
+                "computes them); other positions are not supported: leave position_ids unset"
+            )
 
 
 def _causal_lm_loss(logits, labels, mask, vocab_size):
@@ -163,15 +178,18 @@ def _causal_lm_loss(logits, labels, mask, vocab_size):
     labels, _ = to_numpy(labels, "labels")
     B, S, _ = logits.shape
     if labels.shape != (B, S) or labels.dtype.kind not in "iu":
-        raise InvalidInputError(f"labels must be integer token ids of input_ids' shape ({B}, {S}), -100 where not "
-                                "counted")
+        raise InvalidInputError(
+            f"labels must be integer token ids of input_ids' shape ({B}, {S}), -100 where not counted"
+        )
     target = labels[:, 1:].astype(np.int64)
     counted = target != -100
     if ((target < 0) & counted).any() or (target >= vocab_size).any():
         raise InvalidInputError(f"labels must be ids in [0, {vocab_size}) or -100 (not counted)")
     if (counted & ~mask[:, :-1]).any():
-        raise InvalidInputError("labels: a counted label follows a padded position, whose logits are not computed "
-                                "here; set labels to -100 there (as at the padding itself)")
+        raise InvalidInputError(
+            "labels: a counted label follows a padded position, whose logits are not computed "
+            "here; set labels to -100 there (as at the padding itself)"
+        )
     if not counted.any():
         return np.array(np.nan, dtype=np.float32)
     scores = logits[:, :-1][counted].astype(np.float64)
@@ -201,12 +219,15 @@ class PreTrainedCausalLM(GenerationMixin):
     type(model).__name__ is the checkpoint's architecture. Build one with AutoModelForCausalLM.from_pretrained;
     generate() and its helpers come from GenerationMixin (generation/utils.py)."""
 
-    def __init__(self, checkpoint: Checkpoint, max_cache_len: Optional[int] = None,
-                 blas_prefill: Optional[bool] = False) -> None:
+    def __init__(
+        self, checkpoint: Checkpoint, max_cache_len: Optional[int] = None, blas_prefill: Optional[bool] = False
+    ) -> None:
         cfg, w = checkpoint.config, checkpoint.weights
         if cfg.output_attentions:
-            raise InvalidInputError("output_attentions=True (in the config) is not supported: attention weights are "
-                                    "never materialized by the core; leave output_attentions unset (or False)")
+            raise InvalidInputError(
+                "output_attentions=True (in the config) is not supported: attention weights are "
+                "never materialized by the core; leave output_attentions unset (or False)"
+            )
         self.config = cfg
         self.name_or_path = checkpoint.path
         specs = expected_weights(cfg)
@@ -216,8 +237,9 @@ class PreTrainedCausalLM(GenerationMixin):
         self.weight_dtype = w[layer_matrices[0] if layer_matrices else specs[0].name].dtype
         # model.dtype's name: the float dtype the model is held in; with int8 / int4 that of the weights left
         # unquantized, as Transformers' dtype of a bitsandbytes model (its first floating-point parameter's)
-        self._float_dtype = (self.weight_dtype if self.weight_dtype not in _QUANTIZED + ("bfloat16-pairs",)
-                             else checkpoint.float_dtype)
+        self._float_dtype = (
+            self.weight_dtype if self.weight_dtype not in _QUANTIZED + ("bfloat16-pairs",) else checkpoint.float_dtype
+        )
         cfg.torch_dtype = self._float_dtype  # as Transformers: the config says the dtype the model was loaded in
         if "dtype" in cfg.__dict__:
             cfg.dtype = self._float_dtype
@@ -225,8 +247,11 @@ class PreTrainedCausalLM(GenerationMixin):
         self.repacked = any(weight.panels for weight in w.values())  # float matrices in panels (repack=True)
         self.max_cache_len = int(max_cache_len or cfg.max_position_embeddings)
         gc_path = os.path.join(checkpoint.path, "generation_config.json")
-        self.generation_config = (GenerationConfig.from_pretrained(checkpoint.path) if os.path.exists(gc_path)
-                                  else GenerationConfig.from_model_config(cfg))
+        self.generation_config = (
+            GenerationConfig.from_pretrained(checkpoint.path)
+            if os.path.exists(gc_path)
+            else GenerationConfig.from_model_config(cfg)
+        )
 
         def mat(name):
             weight = w[name]
@@ -261,12 +286,20 @@ class PreTrainedCausalLM(GenerationMixin):
             _ARCHITECTURE_CLASSES[architecture] = cls
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, dtype: Optional[Any] = None,
-                        max_cache_len: Optional[int] = None, torch_dtype: Optional[Any] = None,
-                        load_in_8bit: bool = False, load_in_4bit: bool = False, blas_prefill: Optional[bool] = False,
-                        repack: bool = True, progress: Optional[bool] = None,
-                        config: Union[PathLike, PretrainedConfig, Any, None] = None,
-                        **kwargs: Any) -> PreTrainedCausalLM:
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path: PathLike,
+        dtype: Optional[Any] = None,
+        max_cache_len: Optional[int] = None,
+        torch_dtype: Optional[Any] = None,
+        load_in_8bit: bool = False,
+        load_in_4bit: bool = False,
+        blas_prefill: Optional[bool] = False,
+        repack: bool = True,
+        progress: Optional[bool] = None,
+        config: Union[PathLike, PretrainedConfig, Any, None] = None,
+        **kwargs: Any,
+    ) -> PreTrainedCausalLM:
         """Loads a Hugging Face checkpoint directory (config.json, model.safetensors or sharded index) into the class
         of its architecture, whichever class this is called on (AutoModelForCausalLM.from_pretrained is this method;
         Transformers' LlamaForCausalLM.from_pretrained).
@@ -353,8 +386,9 @@ class PreTrainedCausalLM(GenerationMixin):
             dtype = name
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
             raise InvalidInputError(f"dtype={dtype!r} and torch_dtype={torch_dtype!r} disagree; pass only dtype")
-        if max_cache_len is not None and (not isinstance(max_cache_len, (int, np.integer))
-                                          or isinstance(max_cache_len, bool) or max_cache_len < 1):
+        if max_cache_len is not None and (
+            not isinstance(max_cache_len, (int, np.integer)) or isinstance(max_cache_len, bool) or max_cache_len < 1
+        ):
             raise InvalidInputError(f"max_cache_len={max_cache_len!r} must be a positive integer")
         if blas_prefill is not None and not isinstance(blas_prefill, (bool, np.bool_)):
             raise InvalidInputError(f"blas_prefill={blas_prefill!r} must be True or False")
@@ -362,11 +396,17 @@ class PreTrainedCausalLM(GenerationMixin):
             warn_if_blas_generic()
         try:
             if overrides or config is not None:  # checked before any weights are downloaded
-                config = load_config(config, None if config is not None else resolve(
-                    pretrained_model_name_or_path, CONFIG_FILES, **hub_arguments), overrides)
+                config = load_config(
+                    config,
+                    None
+                    if config is not None
+                    else resolve(pretrained_model_name_or_path, CONFIG_FILES, **hub_arguments),
+                    overrides,
+                )
             directory = resolve(pretrained_model_name_or_path, MODEL_FILES, progress=progress, **hub_arguments)
-            checkpoint = load_checkpoint(directory, dtype if dtype is not None else torch_dtype, repack, progress,
-                                         config=config)
+            checkpoint = load_checkpoint(
+                directory, dtype if dtype is not None else torch_dtype, repack, progress, config=config
+            )
         except UnsupportedModelError as e:
             raise unsupported_family_hint(e, kwargs.get("trust_remote_code")) from None
         return _ARCHITECTURE_CLASSES[_architecture(checkpoint.config)](checkpoint, max_cache_len, blas_prefill)
@@ -379,8 +419,12 @@ class PreTrainedCausalLM(GenerationMixin):
             self._early_exit[n_layers] = _core.Model(dict(core_cfg, n_layers=n_layers), parts, layers[:n_layers])
         return self._early_exit[n_layers]
 
-    def assisted_costs(self, assistant_model: Optional[PreTrainedCausalLM] = None, remeasure: bool = False,
-                       assistant_early_exit: Optional[int] = None) -> _assisted_costs.AssistedCosts:
+    def assisted_costs(
+        self,
+        assistant_model: Optional[PreTrainedCausalLM] = None,
+        remeasure: bool = False,
+        assistant_early_exit: Optional[int] = None,
+    ) -> _assisted_costs.AssistedCosts:
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
         None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
@@ -391,41 +435,59 @@ class PreTrainedCausalLM(GenerationMixin):
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter)
         if costs is None:
-            draft_core = None if drafter is None else (
-                self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
-            costs = _assisted_costs.measure(self, draft_core,
-                                            self.max_cache_len if isinstance(drafter, int) or drafter is None
-                                            else drafter.max_cache_len)
+            draft_core = (
+                None
+                if drafter is None
+                else (self._early_exit_core(drafter) if isinstance(drafter, int) else drafter._core)
+            )
+            costs = _assisted_costs.measure(
+                self,
+                draft_core,
+                self.max_cache_len if isinstance(drafter, int) or drafter is None else drafter.max_cache_len,
+            )
             self._costs.put(drafter, costs, measured=True)
         return costs
 
-    def set_assisted_costs(self, costs: _assisted_costs.AssistedCosts,
-                           assistant_model: Optional[PreTrainedCausalLM] = None,
-                           assistant_early_exit: Optional[int] = None) -> None:
+    def set_assisted_costs(
+        self,
+        costs: _assisted_costs.AssistedCosts,
+        assistant_model: Optional[PreTrainedCausalLM] = None,
+        assistant_early_exit: Optional[int] = None,
+    ) -> None:
         """Pins the costs of this model with assistant_model (or its early exit, or prompt lookup) that
         num_assistant_tokens_schedule="cost" uses: an AssistedCosts (e.g. one assisted_costs() returned and saved),
         so K choices no longer depend on a measurement, nor on earlier calls (each call counts acceptance anew)."""
         if not isinstance(costs, _assisted_costs.AssistedCosts):
-            raise InvalidInputError(f"costs must be an AssistedCosts (ha.AssistedCosts(draft_step=..., target=(...))), "
-                                    f"got {type(costs).__name__}")
+            raise InvalidInputError(
+                f"costs must be an AssistedCosts (ha.AssistedCosts(draft_step=..., target=(...))), "
+                f"got {type(costs).__name__}"
+            )
         self._costs.put(self._drafter(assistant_model, assistant_early_exit), costs, measured=False)
 
     def _drafter(self, assistant_model, assistant_early_exit):
         """The cost table's key: the draft model, the early-exit depth, or None for prompt lookup."""
         if assistant_early_exit is not None:
-            if isinstance(assistant_early_exit, bool) or not isinstance(assistant_early_exit, (int, np.integer)) or \
-                    not 1 <= assistant_early_exit <= self.config.num_hidden_layers:
-                raise InvalidInputError(f"assistant_early_exit={assistant_early_exit!r} must be 1.."
-                                        f"{self.config.num_hidden_layers}")
+            if (
+                isinstance(assistant_early_exit, bool)
+                or not isinstance(assistant_early_exit, (int, np.integer))
+                or not 1 <= assistant_early_exit <= self.config.num_hidden_layers
+            ):
+                raise InvalidInputError(
+                    f"assistant_early_exit={assistant_early_exit!r} must be 1..{self.config.num_hidden_layers}"
+                )
             return int(assistant_early_exit)
         if assistant_model is not None and not isinstance(assistant_model, PreTrainedCausalLM):
-            raise InvalidInputError(f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained or "
-                                    f"habana_assist.wrap(model), got {type(assistant_model).__name__}")
+            raise InvalidInputError(
+                f"assistant_model must be a model from AutoModelForCausalLM.from_pretrained or "
+                f"habana_assist.wrap(model), got {type(assistant_model).__name__}"
+            )
         return assistant_model
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
-                f"dtype={self.weight_dtype}, layers={self.config.num_hidden_layers})")
+        return (
+            f"{type(self).__name__}({self.name_or_path!r}, architecture={self.config.architectures}, "
+            f"dtype={self.weight_dtype}, layers={self.config.num_hidden_layers})"
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -473,13 +535,15 @@ class PreTrainedCausalLM(GenerationMixin):
         for _, tensor in self.named_parameters():
             yield tensor
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """(name, tensor) of parameters(), under Transformers' names (the state_dict keys of the checkpoint)."""
         return _state_dict.named_parameters(self, prefix, remove_duplicate)
 
-    def state_dict(self, destination: Optional[dict[str, Tensor]] = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Tensor]:
+    def state_dict(
+        self, destination: Optional[dict[str, Tensor]] = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Tensor]:
         """{name: tensor} of every checkpoint tensor, a tied lm_head.weight included (the embedding's own tensor), as
         Transformers' state_dict: torch tensors sharing the parameters' memory (keep_vars=True: the Parameters), or
         numpy arrays. destination: a dict to fill and return."""
@@ -489,8 +553,9 @@ class PreTrainedCausalLM(GenerationMixin):
         destination.update(out)
         return destination
 
-    def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True,
-                        assign: bool = False) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Tensor], strict: bool = True, assign: bool = False
+    ) -> IncompatibleKeys:
         """torch's Module.load_state_dict: the weights of state_dict ({name: torch tensor or numpy array}, names and
         shapes as state_dict() gives them, e.g. a Transformers model's of the same config) in place of this model's.
         strict: every name this model has, and no other, or RuntimeError naming them (torch's message); strict=False
@@ -500,24 +565,28 @@ class PreTrainedCausalLM(GenerationMixin):
         temporary directory and a load from it; caches filled before are refused after. assign is torch's choice of
         copying or assigning parameters; both mean the same here."""
         if not hasattr(state_dict, "keys"):
-            raise InvalidInputError("load_state_dict takes a mapping of names to tensors, not "
-                                    f"{type(state_dict).__name__}")
+            raise InvalidInputError(
+                f"load_state_dict takes a mapping of names to tensors, not {type(state_dict).__name__}"
+            )
         own = self.state_dict()
         missing = sorted(k for k in own if k not in state_dict)
         unexpected = sorted(k for k in state_dict if k not in own)
         if strict and (missing or unexpected):
             parts = [f"Missing key(s) in state_dict: {', '.join(repr(k) for k in missing)}."] if missing else []
-            parts += ([f"Unexpected key(s) in state_dict: {', '.join(repr(k) for k in unexpected)}."] if unexpected
-                      else [])
+            parts += (
+                [f"Unexpected key(s) in state_dict: {', '.join(repr(k) for k in unexpected)}."] if unexpected else []
+            )
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(parts))
         arrays = {}
         for name, current in own.items():
             value = state_dict[name] if name in state_dict else current
             array = value.detach().float().cpu().numpy() if hasattr(value, "detach") else np.asarray(value, np.float32)
             if tuple(array.shape) != tuple(current.shape):
-                raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for "
-                                   f"{name}: copying a param with shape {tuple(array.shape)} from checkpoint, the "
-                                   f"shape in current model is {tuple(current.shape)}.")
+                raise RuntimeError(
+                    f"Error(s) in loading state_dict for {type(self).__name__}:\n\tsize mismatch for "
+                    f"{name}: copying a param with shape {tuple(array.shape)} from checkpoint, the "
+                    f"shape in current model is {tuple(current.shape)}."
+                )
             arrays[name] = np.ascontiguousarray(array, dtype=np.float32)
         if self.config.tie_word_embeddings:
             arrays.pop("lm_head.weight", None)  # the embedding's own tensor, as checkpoints of tied models leave it
@@ -525,6 +594,7 @@ class PreTrainedCausalLM(GenerationMixin):
         def write(tmp):
             self.config.save_pretrained(tmp)
             save_file(arrays, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+
         self._reload(write, self.weight_dtype)
         return IncompatibleKeys(missing, unexpected)
 
@@ -536,8 +606,13 @@ class PreTrainedCausalLM(GenerationMixin):
         with tempfile.TemporaryDirectory(prefix="habana-assist-reload-") as tmp:
             write(tmp)
             loaded = PreTrainedCausalLM.from_pretrained(
-                tmp, dtype=dtype, max_cache_len=self.max_cache_len, blas_prefill=self.blas_prefill,
-                repack=self.repacked, progress=False)
+                tmp,
+                dtype=dtype,
+                max_cache_len=self.max_cache_len,
+                blas_prefill=self.blas_prefill,
+                repack=self.repacked,
+                progress=False,
+            )
         kept = {"generation_config": self.generation_config, "name_or_path": self.name_or_path}
         self.__dict__.update(loaded.__dict__)
         self.__dict__.update(kept)
@@ -565,8 +640,10 @@ class PreTrainedCausalLM(GenerationMixin):
         """torch's requires_grad_: False (freezing the weights, as scripts do before inference) returns self: no
         weight ever takes a gradient here; True is refused (inference only)."""
         if requires_grad:
-            raise InvalidInputError("requires_grad_(True): this model only runs inference (its weights take no "
-                                    "gradients, no training here); requires_grad_(False) is accepted")
+            raise InvalidInputError(
+                "requires_grad_(True): this model only runs inference (its weights take no "
+                "gradients, no training here); requires_grad_(False) is accepted"
+            )
         return self
 
     def float(self) -> PreTrainedCausalLM:
@@ -582,9 +659,11 @@ class PreTrainedCausalLM(GenerationMixin):
         return self._convert("bfloat16", "bfloat16()")
 
     def double(self) -> PreTrainedCausalLM:
-        raise InvalidInputError("model.double(): float64 weights are not supported here; the float dtypes are "
-                                f"{', '.join(_FLOAT_DTYPES)} (model.float(), model.half(), model.bfloat16(), or "
-                                "from_pretrained(path, dtype=...))")
+        raise InvalidInputError(
+            "model.double(): float64 weights are not supported here; the float dtypes are "
+            f"{', '.join(_FLOAT_DTYPES)} (model.float(), model.half(), model.bfloat16(), or "
+            "from_pretrained(path, dtype=...))"
+        )
 
     def _convert(self, dtype, call):
         """Transformers' model.half() / float() / bfloat16() on this model: the weights it holds now, rounded to
@@ -595,9 +674,11 @@ class PreTrainedCausalLM(GenerationMixin):
         stay. Quantized (int8, w8a8, int4) and bfloat16-pairs models are refused: load them again with dtype=.
         Costs a save of the model into a temporary directory and a load from it."""
         if self.weight_dtype not in _FLOAT_DTYPES:
-            raise InvalidInputError(f"model.{call}: this model's matrices are held as {self.weight_dtype!r} (chosen at "
-                                    f"load), which {call} cannot change; load it with from_pretrained(path, "
-                                    f"dtype={dtype!r}) instead")
+            raise InvalidInputError(
+                f"model.{call}: this model's matrices are held as {self.weight_dtype!r} (chosen at "
+                f"load), which {call} cannot change; load it with from_pretrained(path, "
+                f"dtype={dtype!r}) instead"
+            )
         if self.weight_dtype == dtype and self._float_dtype == dtype:
             return self
         self._reload(self.save_pretrained, dtype)
@@ -624,8 +705,10 @@ class PreTrainedCausalLM(GenerationMixin):
         if dtype is not None:
             name = _float_dtype_name(dtype)
             if name is None:
-                raise InvalidInputError(f"model.to({dtype!r}): the float dtypes here are {', '.join(_FLOAT_DTYPES)}; "
-                                        "or load with from_pretrained(path, dtype=...)")
+                raise InvalidInputError(
+                    f"model.to({dtype!r}): the float dtypes here are {', '.join(_FLOAT_DTYPES)}; "
+                    "or load with from_pretrained(path, dtype=...)"
+                )
             return self._convert(name, f"to({dtype!r})")
         return self
 
@@ -636,8 +719,11 @@ class PreTrainedCausalLM(GenerationMixin):
         """Parameters as Transformers counts them: each tensor of the checkpoint once (a tied head not again);
         exclude_embeddings leaves out the embeddings (the token embedding, and GPT-2's learned positions), as
         Transformers' count does: nn.Embedding modules only, so an untied head stays."""
-        embeddings = {id(self._weights[spec.name].array) for spec in expected_weights(self.config)
-                      if spec.role in ("embed", "pos_embed")}
+        embeddings = {
+            id(self._weights[spec.name].array)
+            for spec in expected_weights(self.config)
+            if spec.role in ("embed", "pos_embed")
+        }
         total, seen = 0, set()
         for weight in self._weights.values():
             if id(weight.array) in seen or (exclude_embeddings and id(weight.array) in embeddings):
@@ -652,8 +738,9 @@ class PreTrainedCausalLM(GenerationMixin):
     def can_generate(self) -> bool:
         return True
 
-    def resize_token_embeddings(self, new_num_tokens: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,
-                                mean_resizing: bool = True) -> Any:
+    def resize_token_embeddings(
+        self, new_num_tokens: Optional[int] = None, pad_to_multiple_of: Optional[int] = None, mean_resizing: bool = True
+    ) -> Any:
         """Transformers' resize_token_embeddings, for what fixed weights allow: a size the embedding already has
         room for (e.g. len(tokenizer) after adding tokens that fit in its spare rows, as Qwen's have) changes
         nothing, and every row stays (Transformers would cut the embedding down to that size; here logits keep
@@ -662,8 +749,7 @@ class PreTrainedCausalLM(GenerationMixin):
         nn.Embedding's num_embeddings and embedding_dim (there is no torch module to return)."""
         size = self.vocab_size if new_num_tokens is None else new_num_tokens
         for name, value in (("new_num_tokens", size), ("pad_to_multiple_of", pad_to_multiple_of)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or
-                                      value < 1):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
                 raise InvalidInputError(f"resize_token_embeddings: {name}={value!r} must be a positive integer")
         if pad_to_multiple_of:
             size = -(-int(size) // int(pad_to_multiple_of)) * int(pad_to_multiple_of)
@@ -673,7 +759,8 @@ class PreTrainedCausalLM(GenerationMixin):
                 "weights are fixed (read from the checkpoint, no training here), so it cannot grow to give new tokens "
                 "rows; generate() refuses ids >= vocab_size. Use tokens the vocabulary has (e.g. "
                 "tokenizer.pad_token = tokenizer.eos_token), or add rows and train them with Transformers, then load "
-                "that checkpoint")
+                "that checkpoint"
+            )
         return types.SimpleNamespace(num_embeddings=self.vocab_size, embedding_dim=self.config.hidden_size)
 
     def save_pretrained(self, save_directory: PathLike, **kwargs: Any) -> None:
@@ -707,15 +794,24 @@ class PreTrainedCausalLM(GenerationMixin):
         """
         return self.forward(*args, **kwargs)
 
-    def forward(self, input_ids: Optional[TokenIds] = None, attention_mask: Optional[TokenIds] = None,
-                past_key_values: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
-                use_cache: Optional[bool] = None, labels: Optional[TokenIds] = None, return_dict: Optional[bool] = None,
-                output_hidden_states: Optional[bool] = None, output_attentions: Optional[bool] = None,
-                position_ids: Optional[TokenIds] = None, cache_position: Optional[TokenIds] = None,
-                logits_to_keep: Union[int, TokenIds] = 0, num_logits_to_keep: Optional[int] = None,
-                inputs_embeds: Optional[Tensor] = None,
-                cache: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
-                **kwargs: Any) -> Union[CausalLMOutput, tuple[Any, ...]]:
+    def forward(
+        self,
+        input_ids: Optional[TokenIds] = None,
+        attention_mask: Optional[TokenIds] = None,
+        past_key_values: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
+        use_cache: Optional[bool] = None,
+        labels: Optional[TokenIds] = None,
+        return_dict: Optional[bool] = None,
+        output_hidden_states: Optional[bool] = None,
+        output_attentions: Optional[bool] = None,
+        position_ids: Optional[TokenIds] = None,
+        cache_position: Optional[TokenIds] = None,
+        logits_to_keep: Union[int, TokenIds] = 0,
+        num_logits_to_keep: Optional[int] = None,
+        inputs_embeds: Optional[Tensor] = None,
+        cache: Union[Cache, tuple[tuple[Tensor, Tensor], ...], None] = None,
+        **kwargs: Any,
+    ) -> Union[CausalLMOutput, tuple[Any, ...]]:
         """Transformers' causal-LM forward: the logits (and loss, cache, hidden states) of a batch of tokens.
 
         Args:
@@ -762,14 +858,18 @@ class PreTrainedCausalLM(GenerationMixin):
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         return_dict = cfg.return_dict if return_dict is None else return_dict
         if kwargs:
-            raise InvalidInputError(f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
-                                    "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "
-                                    "return_dict, output_hidden_states, position_ids, cache_position, logits_to_keep)")
+            raise InvalidInputError(
+                f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
+                "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "
+                "return_dict, output_hidden_states, position_ids, cache_position, logits_to_keep)"
+            )
         if inputs_embeds is not None:
             raise InvalidInputError("inputs_embeds is not supported: the core embeds token ids itself; pass input_ids")
         if output_attentions:
-            raise InvalidInputError("output_attentions=True is not supported: attention weights are never "
-                                    "materialized by the core; leave it unset")
+            raise InvalidInputError(
+                "output_attentions=True is not supported: attention weights are never "
+                "materialized by the core; leave it unset"
+            )
         if input_ids is None:
             raise InvalidInputError("input_ids is required: pass token ids of shape (batch, seq)")
         keep = _logits_to_keep(logits_to_keep, num_logits_to_keep)
@@ -777,14 +877,18 @@ class PreTrainedCausalLM(GenerationMixin):
         B, S = ids.shape
         use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
         if cache is not None and past_key_values is not None:
-            raise InvalidInputError("cache and past_key_values are one argument (Transformers 5.24 renamed "
-                                    "past_key_values to cache): pass one of them")
+            raise InvalidInputError(
+                "cache and past_key_values are one argument (Transformers 5.24 renamed "
+                "past_key_values to cache): pass one of them"
+            )
         cache = past_key_values if cache is None else cache
         if cache is not None and not isinstance(cache, Cache):
             if not isinstance(cache, (tuple, list)):
-                raise InvalidInputError(f"past_key_values must be a Cache (DynamicCache(), StaticCache(...), "
-                                        f"model.create_cache()) or legacy (key, value) tuples, not "
-                                        f"{type(cache).__name__}")
+                raise InvalidInputError(
+                    f"past_key_values must be a Cache (DynamicCache(), StaticCache(...), "
+                    f"model.create_cache()) or legacy (key, value) tuples, not "
+                    f"{type(cache).__name__}"
+                )
             cache = DynamicCache.from_legacy_cache(cache)
         if cache is None and use_cache:
             cache = DynamicCache()
@@ -796,17 +900,21 @@ class PreTrainedCausalLM(GenerationMixin):
         if past.shape[1] and attention_mask is not None and np.shape(attention_mask) == (B, past.shape[1] + S):
             # Transformers' convention with a cache: the mask covers the past columns and the new ones.
             full = checked_attention_mask(attention_mask, (B, past.shape[1] + S))
-            if not (full[:, :past.shape[1]] == past).all():
+            if not (full[:, : past.shape[1]] == past).all():
                 raise InvalidInputError("attention_mask disagrees with the mask of the tokens already in the cache")
-            attention_mask = full[:, past.shape[1]:]
+            attention_mask = full[:, past.shape[1] :]
         mask = checked_attention_mask(attention_mask, ids.shape)
         _check_positions(position_ids, cache_position, past, mask)
         rows, cols = np.nonzero(mask)  # row-major: each row's tokens in order
-        check_fits(f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
-                    4 * (B * S + rows.size) * self.vocab_size, "pass fewer tokens at a time")
+        check_fits(
+            f"the logits of {B} rows x {S} tokens x vocab {self.vocab_size} (and the core's copy of them)",
+            4 * (B * S + rows.size) * self.vocab_size,
+            "pass fewer tokens at a time",
+        )
         d, n_layers = self._parts[0]["hidden_size"], self._parts[0]["n_layers"]
-        hidden = (np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size
-                  else None)
+        hidden = (
+            np.zeros((n_layers + 1, rows.size, d), dtype=np.float32) if output_hidden_states and rows.size else None
+        )
         logits = np.zeros((B, S, self.vocab_size), dtype=np.float32)
         out = np.empty((rows.size, self.vocab_size), dtype=np.float32)
         with cache._exclusive() if cache is not None else contextlib.nullcontext():
@@ -843,13 +951,16 @@ class PreTrainedCausalLM(GenerationMixin):
             logits = logits[:, -keep:]
         elif not isinstance(keep, int):
             if labels is not None:
-                raise InvalidInputError("logits_to_keep as positions with labels: the loss needs every position's "
-                                        "logits; leave logits_to_keep unset")
+                raise InvalidInputError(
+                    "logits_to_keep as positions with labels: the loss needs every position's "
+                    "logits; leave logits_to_keep unset"
+                )
             if keep.size and (keep.min() < -S or keep.max() >= S):
                 raise InvalidInputError(f"logits_to_keep holds positions outside the sequence's {S}")
             logits = logits[:, keep]
-        output = CausalLMOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
-                                hidden_states=hidden_states)
+        output = CausalLMOutput(
+            loss=loss, logits=logits, cache=cache if use_cache else None, hidden_states=hidden_states
+        )
         output = convert_output(output, kind)
         if return_dict is False:
             return output.to_tuple()

@@ -1,5 +1,6 @@
 """Fixtures shared by several test files; the helpers and references in tests/fixtures/ importable by name from
 every test folder."""
+
 import atexit
 import os
 import shutil
@@ -13,8 +14,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fix
 # No test reaches a real Hub or the user's Hugging Face cache: a name that is no directory resolves offline,
 # in an empty cache of the session's own (subprocesses inherit it). The hub tests (tests/checkpoints/test_hub.py)
 # point HF_ENDPOINT at a server of their own on 127.0.0.1 and turn offline mode off for themselves.
-for _name in ("HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_CACHE",
-              "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE", "HA_HUB_CLIENT"):
+for _name in (
+    "HF_ENDPOINT",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "HF_TOKEN_PATH",
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "TRANSFORMERS_OFFLINE",
+    "HA_HUB_CLIENT",
+):
     os.environ.pop(_name, None)
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="habana-assist-tests-hf-home-")
 atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
@@ -26,10 +35,13 @@ import habana_assist as ha  # noqa: E402 - imported only once the Hub environmen
 # virtual environment, naming the checkout in HA_TEST_INSTALLED: the package imported here must be the venv's.
 if os.environ.get("HA_TEST_INSTALLED"):
     _imported = os.path.realpath(ha.__file__)
-    if _imported.startswith(os.path.realpath(os.environ["HA_TEST_INSTALLED"]) + os.sep) or \
-            not _imported.startswith(os.path.realpath(sys.prefix) + os.sep):
-        raise RuntimeError(f"HA_TEST_INSTALLED: expected habana_assist installed in {sys.prefix}, outside the "
-                           f"checkout {os.environ['HA_TEST_INSTALLED']}; imported {_imported}")
+    if _imported.startswith(os.path.realpath(os.environ["HA_TEST_INSTALLED"]) + os.sep) or not _imported.startswith(
+        os.path.realpath(sys.prefix) + os.sep
+    ):
+        raise RuntimeError(
+            f"HA_TEST_INSTALLED: expected habana_assist installed in {sys.prefix}, outside the "
+            f"checkout {os.environ['HA_TEST_INSTALLED']}; imported {_imported}"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +66,7 @@ def mask_warning_already_given():
     module's fixtures included), so none could assert it; tests/generation/test_generate_surface.py asserts it,
     each of its tests starting as a fresh process."""
     from habana_assist.generation import utils as generation_utils
+
     generation_utils._WARNED_ONCE.add("mask not inferred")
 
 

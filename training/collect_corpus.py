@@ -49,12 +49,24 @@ python3-xlsxwriter python3-docx python3-odf python3-pypdf2 python3-debian ansibl
 python3-urllib3 python3-attr python3-yaml
 """.split()
 # Kept out of training (and their vendored copies with them): the held-out evaluation.
-HELD_OUT_PACKAGES = "python3-requests python3-jinja2 python3-click python3-tornado python3-werkzeug " \
-                    "python3-sqlparse".split()
+HELD_OUT_PACKAGES = (
+    "python3-requests python3-jinja2 python3-click python3-tornado python3-werkzeug python3-sqlparse".split()
+)
 # Vendored or bundled copies of the held-out packages live under these directories (pip/_vendor/requests,
 # botocore/vendored/requests, ...): no file under one is kept.
-SKIP_DIRS = ("test", "tests", "testing", "_vendor", "vendor", "vendored", "_vendored", "__pycache__", "examples",
-             "benchmarks", "docs")
+SKIP_DIRS = (
+    "test",
+    "tests",
+    "testing",
+    "_vendor",
+    "vendor",
+    "vendored",
+    "_vendored",
+    "__pycache__",
+    "examples",
+    "benchmarks",
+    "docs",
+)
 MAX_PACKAGE_BYTES = 12_000_000  # one package (ansible-core, sympy) may not crowd out the rest
 MAX_FILE_BYTES = 400_000  # beyond this a .py file is almost always generated tables
 
@@ -113,8 +125,9 @@ def licenses(root, package):
 def package_files(root):
     """[(path relative to dist-packages or the unpack root, absolute path)] of .py files, sorted."""
     found = []
-    for base in sorted(glob.glob(os.path.join(root, "usr/lib/python3*/dist-packages")) +
-                       glob.glob(os.path.join(root, "usr/share/*/"))):
+    for base in sorted(
+        glob.glob(os.path.join(root, "usr/lib/python3*/dist-packages")) + glob.glob(os.path.join(root, "usr/share/*/"))
+    ):
         for path in sorted(glob.glob(os.path.join(base, "**", "*.py"), recursive=True)):
             found.append((os.path.relpath(path, base), path))
     return found
@@ -174,7 +187,7 @@ def read_held_out(corpus):
     names = [name for name, p in packages.items() for _ in range(p["files"])]
     if len(names) > len(docs):
         raise SystemExit(f"manifest.json counts {len(names)} held-out package files; held_out.bin.xz has {len(docs)}")
-    return docs[:len(names)], names, docs[len(names):]
+    return docs[: len(names)], names, docs[len(names) :]
 
 
 def main():
@@ -185,6 +198,7 @@ def main():
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(HERE, ".."))
     from habana_assist.pretrained.stdlib_split import stdlib_files  # here, so that read_docs needs no habana_assist
+
     os.makedirs(args.out, exist_ok=True)
     pkgs = fetch(TRAIN_PACKAGES + HELD_OUT_PACKAGES, args.cache)
     held_pkgs = {p: pkgs[p] for p in HELD_OUT_PACKAGES}
@@ -211,15 +225,24 @@ def main():
     order = np.random.default_rng(args.seed).permutation(len(train_docs))
     n_train = write_docs(os.path.join(args.out, "train.bin.xz"), [train_docs[i] for i in order])
     n_held = write_docs(os.path.join(args.out, "held_out.bin.xz"), held_docs)
-    manifest = {"seed": args.seed, "python": sys.version.split()[0],
-                "stdlib": {"files": n_stdlib, "bytes": stdlib_bytes, "held_out_files": len(stdlib_held),
-                           "licenses": ["PSF-2.0"]},
-                "train": {"files": len(train_docs), "bytes": n_train, "packages": train_summary},
-                "held_out": {"files": len(held_docs), "bytes": n_held, "packages": held_summary}}
+    manifest = {
+        "seed": args.seed,
+        "python": sys.version.split()[0],
+        "stdlib": {
+            "files": n_stdlib,
+            "bytes": stdlib_bytes,
+            "held_out_files": len(stdlib_held),
+            "licenses": ["PSF-2.0"],
+        },
+        "train": {"files": len(train_docs), "bytes": n_train, "packages": train_summary},
+        "held_out": {"files": len(held_docs), "bytes": n_held, "packages": held_summary},
+    }
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
-    log(f"train: {len(train_docs)} files, {n_train / 1e6:.1f} MB; held out: {len(held_docs)} files, "
-        f"{n_held / 1e6:.1f} MB -> {args.out}")
+    log(
+        f"train: {len(train_docs)} files, {n_train / 1e6:.1f} MB; held out: {len(held_docs)} files, "
+        f"{n_held / 1e6:.1f} MB -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -111,9 +111,16 @@ def bits_per_byte(model, tok, docs, all_ids, names=None):
         if names is not None:
             p = per.setdefault(names[i], [0.0, 0])
             p[0], p[1] = p[0] + doc_nats, p[1] + doc_bytes
-    result = {"documents": len(docs), "cut_to_window": cut, "decode_mismatches": mismatched,
-              "tokens_scored": int(tokens), "bytes": int(nbytes), "nats": nats,
-              "bits_per_byte": nats / math.log(2) / nbytes, "nats_per_token": nats / tokens}
+    result = {
+        "documents": len(docs),
+        "cut_to_window": cut,
+        "decode_mismatches": mismatched,
+        "tokens_scored": int(tokens),
+        "bytes": int(nbytes),
+        "nats": nats,
+        "bits_per_byte": nats / math.log(2) / nbytes,
+        "nats_per_token": nats / tokens,
+    }
     if names is not None:
         result["bits_per_byte_by_package"] = {k: v[0] / math.log(2) / v[1] for k, v in per.items()}
     return result
@@ -128,15 +135,16 @@ def choose_prompts(docs, names, all_ids, tok, n, rng):
     for i in rng.choice(eligible, size=n, replace=False):
         body = all_ids[i][1:]  # the file's tokens without BOS
         s = int(rng.integers(0, len(body) - PROMPT_LEN - NEW_TOKENS + 1))
-        ids = ([tok.bos_token_id] if s == 0 else []) + list(body[s:s + PROMPT_LEN])
-        prompts.append({"document": int(i), "package": names[i], "start": s, "ids": ids,
-                        "seed": int(rng.integers(0, 2 ** 63))})
+        ids = ([tok.bos_token_id] if s == 0 else []) + list(body[s : s + PROMPT_LEN])
+        prompts.append(
+            {"document": int(i), "package": names[i], "start": s, "ids": ids, "seed": int(rng.integers(0, 2**63))}
+        )
     return prompts
 
 
 def max_ngram_count(tokens, n=NGRAM):
     """The most times any n-gram occurs in tokens (overlapping occurrences counted); 0 if fewer than n."""
-    counts = Counter(tuple(tokens[j:j + n]) for j in range(len(tokens) - n + 1))
+    counts = Counter(tuple(tokens[j : j + n]) for j in range(len(tokens) - n + 1))
     return max(counts.values(), default=0)
 
 
@@ -151,29 +159,54 @@ def run_assisted(target, draft, prompts, **kwargs):
     t0 = time.time()
     for p in prompts:
         extra = {"seed": p["seed"]} if kwargs.get("do_sample") else {}
-        r = target.generate(np.asarray([p["ids"]], dtype=np.int64), max_new_tokens=NEW_TOKENS, assistant_model=draft,
-                            return_dict_in_generate=True, **kwargs, **extra)
-        out = r.sequences[0, len(p["ids"]):].tolist()
+        r = target.generate(
+            np.asarray([p["ids"]], dtype=np.int64),
+            max_new_tokens=NEW_TOKENS,
+            assistant_model=draft,
+            return_dict_in_generate=True,
+            **kwargs,
+            **extra,
+        )
+        out = r.sequences[0, len(p["ids"]) :].tolist()
         outs.append(out)
         d, a, n_rounds = int(r.num_draft_tokens), int(r.num_accepted_tokens), int(r.num_rounds)
         x = int((r.token_sources == ha.TokenSource.CORRECTED).sum())
         drafted, accepted, rejected = drafted + d, accepted + a, rejected + x
         rounds, new = rounds + n_rounds, new + len(out)
         n = max(len(proposed_at), len(r.proposed_per_position))
-        proposed_at = np.pad(proposed_at, (0, n - len(proposed_at))) + np.pad(r.proposed_per_position,
-                                                                            (0, n - len(r.proposed_per_position)))
-        accepted_at = np.pad(accepted_at, (0, n - len(accepted_at))) + np.pad(r.accepted_per_position,
-                                                                            (0, n - len(r.accepted_per_position)))
-        rows.append({"drafted": d, "accepted": a, "rejected": x, "rounds": n_rounds, "new_tokens": len(out),
-                     "acceptance": a / d if d else None})
+        proposed_at = np.pad(proposed_at, (0, n - len(proposed_at))) + np.pad(
+            r.proposed_per_position, (0, n - len(r.proposed_per_position))
+        )
+        accepted_at = np.pad(accepted_at, (0, n - len(accepted_at))) + np.pad(
+            r.accepted_per_position, (0, n - len(r.accepted_per_position))
+        )
+        rows.append(
+            {
+                "drafted": d,
+                "accepted": a,
+                "rejected": x,
+                "rounds": n_rounds,
+                "new_tokens": len(out),
+                "acceptance": a / d if d else None,
+            }
+        )
     seconds = time.time() - t0
-    return {"arguments": dict(kwargs), "drafted": drafted, "accepted": accepted,
-            "acceptance": accepted / drafted if drafted else None, "rejected": rejected,
-            "per_token_acceptance": accepted / (accepted + rejected) if accepted + rejected else None,
-            "rounds": rounds, "new_tokens": new, "draft_tokens_per_round": drafted / rounds if rounds else None,
-            "new_tokens_per_round": new / rounds if rounds else None,
-            "proposed_by_position": proposed_at.tolist(), "accepted_by_position": accepted_at.tolist(),
-            "seconds": seconds, "per_prompt": rows}, outs
+    return {
+        "arguments": dict(kwargs),
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance": accepted / drafted if drafted else None,
+        "rejected": rejected,
+        "per_token_acceptance": accepted / (accepted + rejected) if accepted + rejected else None,
+        "rounds": rounds,
+        "new_tokens": new,
+        "draft_tokens_per_round": drafted / rounds if rounds else None,
+        "new_tokens_per_round": new / rounds if rounds else None,
+        "proposed_by_position": proposed_at.tolist(),
+        "accepted_by_position": accepted_at.tolist(),
+        "seconds": seconds,
+        "per_prompt": rows,
+    }, outs
 
 
 def d_threshold(draft):
@@ -202,13 +235,22 @@ def main():
         docs, names, stdlib = docs[:10], names[:10], stdlib[:5]
     target = ha.AutoModelForCausalLM.from_pretrained(args.target, dtype="float32")
     draft = ha.AutoModelForCausalLM.from_pretrained(args.draft, dtype="float32")
-    tokenizers = {"target": ha.AutoTokenizer.from_pretrained(args.target),
-                  "draft": ha.AutoTokenizer.from_pretrained(args.draft)}
+    tokenizers = {
+        "target": ha.AutoTokenizer.from_pretrained(args.target),
+        "draft": ha.AutoTokenizer.from_pretrained(args.draft),
+    }
     same_vocab = tokenizers["target"].get_vocab() == tokenizers["draft"].get_vocab()
-    results = {"target": os.path.abspath(args.target), "draft": os.path.abspath(args.draft),
-               "corpus": os.path.abspath(args.corpus), "seed": args.seed, "quick": args.quick,
-               "habana_assist": ha.__version__, "threads": ha.get_num_threads(),
-               "same_vocabulary": same_vocab, "window": WINDOW}
+    results = {
+        "target": os.path.abspath(args.target),
+        "draft": os.path.abspath(args.draft),
+        "corpus": os.path.abspath(args.corpus),
+        "seed": args.seed,
+        "quick": args.quick,
+        "habana_assist": ha.__version__,
+        "threads": ha.get_num_threads(),
+        "same_vocabulary": same_vocab,
+        "window": WINDOW,
+    }
 
     # 1. bits per byte
     ids_of = {}
@@ -222,8 +264,10 @@ def main():
         t0 = time.time()
         results[f"{role}_packages"] = bits_per_byte(model, tok, docs, pkg_ids, names)
         results[f"{role}_stdlib"] = bits_per_byte(model, tok, stdlib, std_ids)
-        log(f"{role}: bits per byte {results[f'{role}_packages']['bits_per_byte']:.4f} (packages), "
-            f"{results[f'{role}_stdlib']['bits_per_byte']:.4f} (stdlib), {time.time() - t0:.0f} s")
+        log(
+            f"{role}: bits per byte {results[f'{role}_packages']['bits_per_byte']:.4f} (packages), "
+            f"{results[f'{role}_stdlib']['bits_per_byte']:.4f} (stdlib), {time.time() - t0:.0f} s"
+        )
 
     # 2. repetition, from plain greedy completions
     rng = np.random.default_rng(args.seed)
@@ -233,39 +277,74 @@ def main():
     plain, completions = [], []
     for p in prompts:
         seq = target.generate(np.asarray([p["ids"]], dtype=np.int64), max_new_tokens=NEW_TOKENS, do_sample=False)
-        out = seq[0, len(p["ids"]):].tolist()
+        out = seq[0, len(p["ids"]) :].tolist()
         plain.append(out)
         top = max_ngram_count(out)
-        completions.append({"document": p["document"], "package": p["package"], "start": p["start"],
-                            "prompt_tokens": len(p["ids"]), "new_tokens": len(out),
-                            "ended_with_eos": bool(out) and out[-1] in target.generation_config.eos_token_ids(),
-                            "max_6gram_count": top, "repeats": top >= REPEATS, "text": tok.decode(out)})
+        completions.append(
+            {
+                "document": p["document"],
+                "package": p["package"],
+                "start": p["start"],
+                "prompt_tokens": len(p["ids"]),
+                "new_tokens": len(out),
+                "ended_with_eos": bool(out) and out[-1] in target.generation_config.eos_token_ids(),
+                "max_6gram_count": top,
+                "repeats": top >= REPEATS,
+                "text": tok.decode(out),
+            }
+        )
     plain_seconds = time.time() - t0
     repeating = sum(c["repeats"] for c in completions)
-    results["repetition"] = {"prompts": n_prompts, "prompt_tokens": PROMPT_LEN, "max_new_tokens": NEW_TOKENS,
-                             "ngram": NGRAM, "repeats_at": REPEATS, "eos": "kept (the model's)",
-                             "repeating": repeating, "seconds": plain_seconds, "completions": completions}
+    results["repetition"] = {
+        "prompts": n_prompts,
+        "prompt_tokens": PROMPT_LEN,
+        "max_new_tokens": NEW_TOKENS,
+        "ngram": NGRAM,
+        "repeats_at": REPEATS,
+        "eos": "kept (the model's)",
+        "repeating": repeating,
+        "seconds": plain_seconds,
+        "completions": completions,
+    }
     log(f"repetition: {repeating}/{n_prompts} completions repeat, {plain_seconds:.0f} s")
 
     # 3. acceptance
     defaults = ha.GenerationConfig()
-    keys = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
-            "assisted_sampling", "top_k", "top_p")
+    keys = (
+        "num_assistant_tokens",
+        "num_assistant_tokens_schedule",
+        "assistant_confidence_threshold",
+        "assisted_sampling",
+        "top_k",
+        "top_p",
+    )
     results["library_defaults"] = {k: getattr(defaults, k) for k in keys}
     results["defaults_in_effect"] = {  # Transformers reads the assistant keys from the draft's generation config
-        k: getattr(draft.generation_config if k.startswith(("num_assistant", "assistant_")) else
-                   target.generation_config, k) for k in keys}
+        k: getattr(
+            draft.generation_config if k.startswith(("num_assistant", "assistant_")) else target.generation_config, k
+        )
+        for k in keys
+    }
     k4 = dict(num_assistant_tokens=K, num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
     greedy, greedy_outs = run_assisted(target, draft, prompts)
     greedy["identical_to_plain"] = sum(a == b for a, b in zip(greedy_outs, plain))
     results["acceptance_greedy_defaults"] = greedy
-    log(f"greedy (defaults): acceptance {greedy['acceptance']:.3f}, identical {greedy['identical_to_plain']}/"
-        f"{n_prompts}, {greedy['seconds']:.0f} s")
+    log(
+        f"greedy (defaults): acceptance {greedy['acceptance']:.3f}, identical {greedy['identical_to_plain']}/"
+        f"{n_prompts}, {greedy['seconds']:.0f} s"
+    )
     sampled, _ = run_assisted(target, draft, prompts, do_sample=True, temperature=TEMPERATURE, **k4)
     results["acceptance_sampled_k4"] = sampled
     log(f"sampled (K = {K}): acceptance {sampled['acceptance']:.3f}, {sampled['seconds']:.0f} s")
-    sampled_t, _ = run_assisted(target, draft, prompts, do_sample=True, temperature=TEMPERATURE,
-                                num_assistant_tokens=K, num_assistant_tokens_schedule="constant")
+    sampled_t, _ = run_assisted(
+        target,
+        draft,
+        prompts,
+        do_sample=True,
+        temperature=TEMPERATURE,
+        num_assistant_tokens=K,
+        num_assistant_tokens_schedule="constant",
+    )
     results["acceptance_sampled_k4_threshold"] = sampled_t
     log(f"sampled (K <= {K}, threshold {d_threshold(draft)}): acceptance {sampled_t['acceptance']:.3f}")
     greedy4, greedy4_outs = run_assisted(target, draft, prompts, **k4)
@@ -273,12 +352,17 @@ def main():
     results["acceptance_greedy_k4"] = greedy4
     results["plain_greedy_seconds"] = plain_seconds
 
-    values = {"target_bits_per_byte_packages": results["target_packages"]["bits_per_byte"],
-              "repeating_completions": repeating, "acceptance_greedy_defaults": greedy["acceptance"],
-              "acceptance_sampled_k4": sampled["acceptance"],
-              "acceptance_sampled_k4_threshold": sampled_t["acceptance"]}
-    results["checks"] = {k: {"value": values[k], "rule": f"{op} {bound}", "verdict": verdict(values[k], (op, bound))}
-                         for k, (op, bound) in CHECKS.items()}
+    values = {
+        "target_bits_per_byte_packages": results["target_packages"]["bits_per_byte"],
+        "repeating_completions": repeating,
+        "acceptance_greedy_defaults": greedy["acceptance"],
+        "acceptance_sampled_k4": sampled["acceptance"],
+        "acceptance_sampled_k4_threshold": sampled_t["acceptance"],
+    }
+    results["checks"] = {
+        k: {"value": values[k], "rule": f"{op} {bound}", "verdict": verdict(values[k], (op, bound))}
+        for k, (op, bound) in CHECKS.items()
+    }
     results["seconds"] = time.time() - t_start
 
     print_table(results, n_prompts)
@@ -303,40 +387,61 @@ def print_table(r, n_prompts):
     d = r["defaults_in_effect"]
     print(f"target {r['target']}\ndraft  {r['draft']}\n")
     row("held out", "target", "draft", "criterion")
-    row(f"bits/byte, packages ({tp['documents']} docs, {tp['tokens_scored']} tok)", f"{tp['bits_per_byte']:.4f}",
-        f"{dp['bits_per_byte']:.4f}", judged("target_bits_per_byte_packages"))
+    row(
+        f"bits/byte, packages ({tp['documents']} docs, {tp['tokens_scored']} tok)",
+        f"{tp['bits_per_byte']:.4f}",
+        f"{dp['bits_per_byte']:.4f}",
+        judged("target_bits_per_byte_packages"),
+    )
     row("nats/token, packages", f"{tp['nats_per_token']:.4f}", f"{dp['nats_per_token']:.4f}")
     for name, bpb in tp["bits_per_byte_by_package"].items():
         row(f"  bits/byte, {name}", f"{bpb:.4f}", f"{dp['bits_per_byte_by_package'][name]:.4f}")
-    row(f"bits/byte, stdlib ({ts['documents']} docs, {ts['tokens_scored']} tok)", f"{ts['bits_per_byte']:.4f}",
-        f"{ds['bits_per_byte']:.4f}")
+    row(
+        f"bits/byte, stdlib ({ts['documents']} docs, {ts['tokens_scored']} tok)",
+        f"{ts['bits_per_byte']:.4f}",
+        f"{ds['bits_per_byte']:.4f}",
+    )
     row("nats/token, stdlib", f"{ts['nats_per_token']:.4f}", f"{ds['nats_per_token']:.4f}")
 
     rep = r["repetition"]
     print()
-    row(f"completions repeating a {NGRAM}-gram {REPEATS}+ times", f"{rep['repeating']}/{n_prompts}", "",
-        judged("repeating_completions"))
+    row(
+        f"completions repeating a {NGRAM}-gram {REPEATS}+ times",
+        f"{rep['repeating']}/{n_prompts}",
+        "",
+        judged("repeating_completions"),
+    )
     print(f"  max {NGRAM}-gram count per completion: {' '.join(str(c['max_6gram_count']) for c in rep['completions'])}")
     print(f"  new tokens per completion (eos kept):  {' '.join(str(c['new_tokens']) for c in rep['completions'])}")
 
     print()
     row("assisted, over the same prompts", "accept", "acc/dft", "criterion     per-tok K/round tok/rnd  same    s")
-    rows = (("acceptance_greedy_defaults",
-             f"greedy, defaults (K {d['num_assistant_tokens']} {d['num_assistant_tokens_schedule']}, "
-             f"conf {d['assistant_confidence_threshold']})"),
-            ("acceptance_sampled_k4", f"sampled T {TEMPERATURE}, K {K} constant, {d['assisted_sampling']}"),
-            ("acceptance_sampled_k4_threshold", f"  the same, K <= {K}, conf {d['assistant_confidence_threshold']}"),
-            ("acceptance_greedy_k4", f"greedy, K {K} constant (reference)"))
+    rows = (
+        (
+            "acceptance_greedy_defaults",
+            f"greedy, defaults (K {d['num_assistant_tokens']} {d['num_assistant_tokens_schedule']}, "
+            f"conf {d['assistant_confidence_threshold']})",
+        ),
+        ("acceptance_sampled_k4", f"sampled T {TEMPERATURE}, K {K} constant, {d['assisted_sampling']}"),
+        ("acceptance_sampled_k4_threshold", f"  the same, K <= {K}, conf {d['assistant_confidence_threshold']}"),
+        ("acceptance_greedy_k4", f"greedy, K {K} constant (reference)"),
+    )
     for key, label in rows:
         a = r[key]
         same = f"{a['identical_to_plain']}/{n_prompts}" if "identical_to_plain" in a else "-"
         rule = judged(key) if key in checks else ""
-        row(label, f"{a['acceptance']:.3f}", f"{a['accepted']}/{a['drafted']}",
+        row(
+            label,
+            f"{a['acceptance']:.3f}",
+            f"{a['accepted']}/{a['drafted']}",
             f"{rule:<13}{a['per_token_acceptance']:>8.3f}{a['draft_tokens_per_round']:>8.2f}"
-            f"{a['new_tokens_per_round']:>8.2f}{same:>6}{a['seconds']:>5.0f}")
+            f"{a['new_tokens_per_round']:>8.2f}{same:>6}{a['seconds']:>5.0f}",
+        )
     row("plain greedy (no draft)", "", "", f"{'':<13}{'':>8}{'':>8}{'':>8}{'':>6}{r['plain_greedy_seconds']:>5.0f}")
-    print(f"\n{sum(c['verdict'] == 'pass' for c in checks.values())}/{len(checks)} checks pass; "
-          f"{r['seconds']:.0f} s in all")
+    print(
+        f"\n{sum(c['verdict'] == 'pass' for c in checks.values())}/{len(checks)} checks pass; "
+        f"{r['seconds']:.0f} s in all"
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,18 @@ class Llama(torch.nn.Module):
     """ids (B, T) int64 -> logits (B, T, vocab). With a cache (a list, one (k, v) per layer, filled by the call)
     and the position of ids[:, 0], it continues a sequence token by token for generation."""
 
-    def __init__(self, vocab, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
-                 num_key_value_heads, tie_word_embeddings, max_len=MAX_POSITIONS, theta=10000.0):
+    def __init__(
+        self,
+        vocab,
+        hidden_size,
+        intermediate_size,
+        num_hidden_layers,
+        num_attention_heads,
+        num_key_value_heads,
+        tie_word_embeddings,
+        max_len=MAX_POSITIONS,
+        theta=10000.0,
+    ):
         super().__init__()
         self.nh, self.nkv, self.hd = num_attention_heads, num_key_value_heads, hidden_size // num_attention_heads
         self.embed = torch.nn.Embedding(vocab, hidden_size)
@@ -58,7 +68,7 @@ class Llama(torch.nn.Module):
     def _rope(self, x, pos):
         t, half = x.shape[-2], x.shape[-1] // 2
         rot = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * self.cos[pos:pos + t].to(x.dtype) + rot * self.sin[pos:pos + t].to(x.dtype)
+        return x * self.cos[pos : pos + t].to(x.dtype) + rot * self.sin[pos : pos + t].to(x.dtype)
 
     def forward(self, ids, cache=None, pos=0):
         B, T = ids.shape
@@ -101,11 +111,19 @@ class Llama(torch.nn.Module):
             t["lm_head.weight"] = self.lm_head.weight
         for i, L in enumerate(self.layers):
             p = f"model.layers.{i}."
-            t.update({p + "input_layernorm.weight": L.ln1, p + "post_attention_layernorm.weight": L.ln2,
-                      p + "self_attn.q_proj.weight": L.q.weight, p + "self_attn.k_proj.weight": L.k.weight,
-                      p + "self_attn.v_proj.weight": L.v.weight, p + "self_attn.o_proj.weight": L.o.weight,
-                      p + "mlp.gate_proj.weight": L.gate.weight, p + "mlp.up_proj.weight": L.up.weight,
-                      p + "mlp.down_proj.weight": L.down.weight})
+            t.update(
+                {
+                    p + "input_layernorm.weight": L.ln1,
+                    p + "post_attention_layernorm.weight": L.ln2,
+                    p + "self_attn.q_proj.weight": L.q.weight,
+                    p + "self_attn.k_proj.weight": L.k.weight,
+                    p + "self_attn.v_proj.weight": L.v.weight,
+                    p + "self_attn.o_proj.weight": L.o.weight,
+                    p + "mlp.gate_proj.weight": L.gate.weight,
+                    p + "mlp.up_proj.weight": L.up.weight,
+                    p + "mlp.down_proj.weight": L.down.weight,
+                }
+            )
         return t
 
 
@@ -114,6 +132,7 @@ def n_params(model):
 
 
 # ---- safetensors, bfloat16 only --------------------------------------------------------------------------------
+
 
 def _bf16_bytes(t):
     """A tensor's bfloat16 bytes (round to nearest even, as torch converts), little-endian, row-major."""
@@ -133,8 +152,11 @@ def save_bf16(tensors, directory, max_shard_bytes=None):
             size = 0
         shards[-1].append(n)
         size += nbytes
-    files = ["model.safetensors"] if len(shards) == 1 else \
-        [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    files = (
+        ["model.safetensors"]
+        if len(shards) == 1
+        else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    )
     weight_map, total = {}, 0
     for fname, shard in zip(files, shards):
         header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0

@@ -32,28 +32,63 @@ def write_model(directory, tensors, shape, vocab, tokenizer, generation=None):
     for name in os.listdir(directory):  # an older layout's weights (shards) must not linger beside the new ones
         if name.startswith("model") and name.endswith((".safetensors", ".json")):
             os.remove(os.path.join(directory, name))
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab, "hidden_act": "silu",
-              "max_position_embeddings": MAX_POSITIONS, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-              "torch_dtype": "bfloat16", "bos_token_id": SPECIAL["bos"][0], "eos_token_id": SPECIAL["eos"][0],
-              "pad_token_id": SPECIAL["pad"][0], "attention_bias": False, "mlp_bias": False, **shape}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab,
+        "hidden_act": "silu",
+        "max_position_embeddings": MAX_POSITIONS,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": SPECIAL["bos"][0],
+        "eos_token_id": SPECIAL["eos"][0],
+        "pad_token_id": SPECIAL["pad"][0],
+        "attention_bias": False,
+        "mlp_bias": False,
+        **shape,
+    }
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     with open(os.path.join(directory, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "max_new_tokens": 128,
-                   **(generation or {})}, f, indent=2)
+        json.dump(
+            {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3, "max_new_tokens": 128, **(generation or {})},
+            f,
+            indent=2,
+        )
     save_bf16(tensors, directory)
     if os.path.abspath(tokenizer) != os.path.abspath(os.path.join(directory, "tokenizer.model")):
         shutil.copyfile(tokenizer, os.path.join(directory, "tokenizer.model"))
     names = {k: v[1] for k, v in SPECIAL.items()}
     with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "LlamaTokenizer", "bos_token": names["bos"], "eos_token": names["eos"],
-                   "unk_token": names["unk"], "pad_token": names["pad"], "add_bos_token": True, "add_eos_token": False,
-                   "padding_side": "left", "model_max_length": MAX_POSITIONS,
-                   # the model has no dummy prefix; said outright, or Transformers 5 puts a "\u2581" before the text
-                   "add_prefix_space": False}, f, indent=2)
+        json.dump(
+            {
+                "tokenizer_class": "LlamaTokenizer",
+                "bos_token": names["bos"],
+                "eos_token": names["eos"],
+                "unk_token": names["unk"],
+                "pad_token": names["pad"],
+                "add_bos_token": True,
+                "add_eos_token": False,
+                "padding_side": "left",
+                "model_max_length": MAX_POSITIONS,
+                # the model has no dummy prefix; said outright, or Transformers 5 puts a "\u2581" before the text
+                "add_prefix_space": False,
+            },
+            f,
+            indent=2,
+        )
     with open(os.path.join(directory, "special_tokens_map.json"), "w") as f:
-        json.dump({"bos_token": names["bos"], "eos_token": names["eos"], "unk_token": names["unk"],
-                   "pad_token": names["pad"]}, f, indent=2)
+        json.dump(
+            {
+                "bos_token": names["bos"],
+                "eos_token": names["eos"],
+                "unk_token": names["unk"],
+                "pad_token": names["pad"],
+            },
+            f,
+            indent=2,
+        )
 
 
 def main():
@@ -68,21 +103,38 @@ def main():
     for role, run in runs.items():
         with open(os.path.join(run, "metrics.json")) as f:
             metrics[role] = json.load(f)
-        if metrics[role][role] != {"target": TARGET, "draft": DRAFT}[role] or metrics[role]["vocab"] != \
-                metrics["target"]["vocab"]:
+        if (
+            metrics[role][role] != {"target": TARGET, "draft": DRAFT}[role]
+            or metrics[role]["vocab"] != metrics["target"]["vocab"]
+        ):
             raise SystemExit(f"{run}: the run's {role} shape or vocabulary differs from train_gpu.py's")
     os.makedirs(args.out, exist_ok=True)
     tokenizer = os.path.join(args.out, "tokenizer.model.tmp")
     shutil.copyfile(args.tokenizer, tokenizer)  # read before the target's directory is rewritten
     try:
         for name, role, shape in (("pycode", "target", TARGET), ("pycode-draft", "draft", DRAFT)):
-            write_model(os.path.join(args.out, name), load_bf16(os.path.join(runs[role], name)), shape,
-                        metrics["target"]["vocab"], tokenizer, DRAFT_GENERATION if role == "draft" else None)
+            write_model(
+                os.path.join(args.out, name),
+                load_bf16(os.path.join(runs[role], name)),
+                shape,
+                metrics["target"]["vocab"],
+                tokenizer,
+                DRAFT_GENERATION if role == "draft" else None,
+            )
     finally:
         os.remove(tokenizer)
     with open(os.path.join(args.out, "training.json"), "w") as f:
-        json.dump({"target": TARGET, "draft": DRAFT, "vocab": metrics["target"]["vocab"],
-                   "target_run": metrics["target"], "draft_run": metrics["draft"]}, f, indent=1)
+        json.dump(
+            {
+                "target": TARGET,
+                "draft": DRAFT,
+                "vocab": metrics["target"]["vocab"],
+                "target_run": metrics["target"],
+                "draft_run": metrics["draft"],
+            },
+            f,
+            indent=1,
+        )
     print(f"packaged {args.run} -> {args.out}")
 
 

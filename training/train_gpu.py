@@ -35,12 +35,24 @@ sys.path.insert(0, HERE)
 from collect_corpus import read_docs, read_held_out  # noqa: E402 - found through the sys.path entry above
 from llama_torch import SPECIAL, Llama, load_into, n_params, save_bf16  # noqa: E402 - found through the sys.path entry above
 
-TARGET = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
-              num_key_value_heads=2, tie_word_embeddings=False)
-DRAFT = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
-             num_key_value_heads=1, tie_word_embeddings=True)
+TARGET = dict(
+    hidden_size=512,
+    intermediate_size=1408,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    tie_word_embeddings=False,
+)
+DRAFT = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=1,
+    tie_word_embeddings=True,
+)
 TOKENIZER = os.path.join(HERE, "..", "habana_assist", "pretrained", "pycode", "tokenizer.model")
-SHARD_BYTES = 15 * 2 ** 20  # under the 16 MiB a file may have to come back from the GPU machine
+SHARD_BYTES = 15 * 2**20  # under the 16 MiB a file may have to come back from the GPU machine
 T0 = time.time()
 
 
@@ -49,6 +61,7 @@ def log(msg):
 
 
 # ---- data ------------------------------------------------------------------------------------------------------
+
 
 def encode(sp, docs, threads):
     """[np.int32 array of <s> doc tokens </s>] per document."""
@@ -70,13 +83,14 @@ class Windows:
             starts = np.arange(off, len(self.stream) - self.seq - 1, self.seq)
             self.order = list(self.rng.permutation(starts))
             self.epochs += 1
-        take, self.order = self.order[:self.batch], self.order[self.batch:]
+        take, self.order = self.order[: self.batch], self.order[self.batch :]
         self.tokens += self.batch * self.seq
-        w = torch.stack([self.stream[s:s + self.seq + 1] for s in take]).long()
+        w = torch.stack([self.stream[s : s + self.seq + 1] for s in take]).long()
         return w.to(self.device, non_blocking=True)
 
 
 # ---- schedule --------------------------------------------------------------------------------------------------
+
 
 def lr_at(step, steps, peak, warmup):
     """Linear warmup, then a cosine from peak to a tenth of it at the last step."""
@@ -90,7 +104,7 @@ def run_phase(name, seconds, fixed_steps, params, peak_lr, warmup, step_fn, devi
     what fits `seconds` at the speed measured over steps 5..24. Returns (steps, seconds spent)."""
     fused = {"fused": True} if device.type == "cuda" else {}
     opt = torch.optim.AdamW(params, lr=peak_lr, betas=(0.9, 0.95), weight_decay=weight_decay, **fused)
-    steps, t_start, t5 = fixed_steps or 10 ** 9, time.time(), None
+    steps, t_start, t5 = fixed_steps or 10**9, time.time(), None
     step = 0
     while step < steps:
         if not fixed_steps and step == 5:
@@ -109,8 +123,10 @@ def run_phase(name, seconds, fixed_steps, params, peak_lr, warmup, step_fn, devi
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if step % 100 == 0 or step == steps - 1:
-            log(f"{name} step {step}/{steps} loss {float(loss.detach()):.4f} {info()} "
-                f"lr {opt.param_groups[0]['lr']:.2e}")
+            log(
+                f"{name} step {step}/{steps} loss {float(loss.detach()):.4f} {info()} "
+                f"lr {opt.param_groups[0]['lr']:.2e}"
+            )
         step += 1
     sync(device)
     return steps, time.time() - t_start
@@ -128,6 +144,7 @@ def autocast(device):
 
 
 # ---- the target's continuations --------------------------------------------------------------------------------
+
 
 @torch.no_grad()
 def continue_with(model, prompts, new_tokens, temperature, gen, device):
@@ -158,13 +175,14 @@ def onpolicy(target, stream, heads, n, seq, batch, rng, gen, device):
         starts = rng.integers(0, len(stream) - p, size=m)
         at_head = rng.random(m) < 0.5
         starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
-        prompts = torch.stack([stream[s:s + p] for s in starts]).long().to(device)
+        prompts = torch.stack([stream[s : s + p] for s in starts]).long().to(device)
         temperature = [0.0, 0.8, 1.0][(b0 // batch) % 3]
         out.append(continue_with(target, prompts, seq - p, temperature, gen, device).cpu())
     return torch.cat(out)
 
 
 # ---- held-out figures ------------------------------------------------------------------------------------------
+
 
 @torch.no_grad()
 def bits_per_byte(model, sp, docs, device, max_len=1024):
@@ -193,7 +211,7 @@ def agreement(target, draft, seqs, prompt, device):
     target.eval()
     draft.eval()
     with autocast(device):
-        p, q = target(seqs).float()[:, prompt - 1:-1], draft(seqs).float()[:, prompt - 1:-1]
+        p, q = target(seqs).float()[:, prompt - 1 : -1], draft(seqs).float()[:, prompt - 1 : -1]
     greedy = float((p.argmax(-1) == q.argmax(-1)).float().mean())
     sampled = float(torch.minimum(torch.softmax(p / 0.8, -1), torch.softmax(q / 0.8, -1)).sum(-1).mean())
     target.train()
@@ -207,13 +225,14 @@ def repeats(seqs, prompt, n=6, times=4):
     for row in seqs[:, prompt:].tolist():
         grams = {}
         for i in range(len(row) - n + 1):
-            g = tuple(row[i:i + n])
+            g = tuple(row[i : i + n])
             grams[g] = grams.get(g, 0) + 1
         count += max(grams.values(), default=0) >= times
     return count
 
 
 # ---- main ------------------------------------------------------------------------------------------------------
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -260,11 +279,19 @@ def main():
         log(f"weights from {args.init}")
     log(f"target {n_params(target) / 1e6:.2f}M parameters, draft {n_params(draft) / 1e6:.2f}M")
     rng = np.random.default_rng(args.seed)
-    metrics = {"torch": torch.__version__, "device": str(device) if device.type == "cpu" else
-               torch.cuda.get_device_name(), "seed": args.seed, "init": args.init, "vocab": vocab,
-               "train": {"files": len(train_docs), "tokens": int(len(stream))}, "seq": args.seq,
-               "batch": args.batch, "target": TARGET, "draft": DRAFT,
-               "params": {"target": n_params(target), "draft": n_params(draft)}}
+    metrics = {
+        "torch": torch.__version__,
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(),
+        "seed": args.seed,
+        "init": args.init,
+        "vocab": vocab,
+        "train": {"files": len(train_docs), "tokens": int(len(stream))},
+        "seq": args.seq,
+        "batch": args.batch,
+        "target": TARGET,
+        "draft": DRAFT,
+        "params": {"target": n_params(target), "draft": n_params(draft)},
+    }
     fixed = 3 if args.smoke else 0
     # the time left for the draft: what the budget leaves after tokenizing and the target's share
     target_seconds = args.budget * args.target_share - (time.time() - T0)
@@ -280,10 +307,24 @@ def main():
         return loss, lambda: f"epoch {data.epochs}"
 
     if args.target_share > 0:  # 0: the target as --init gave it, only the draft trains
-        steps, secs = run_phase("target", target_seconds, fixed, list(target.parameters()), args.lr,
-                                10 if args.smoke else 200, target_step, device, 0.1)
-        metrics["target_training"] = {"steps": steps, "seconds": secs, "tokens": data.tokens,
-                                      "epochs": data.tokens / len(stream), "peak_lr": args.lr}
+        steps, secs = run_phase(
+            "target",
+            target_seconds,
+            fixed,
+            list(target.parameters()),
+            args.lr,
+            10 if args.smoke else 200,
+            target_step,
+            device,
+            0.1,
+        )
+        metrics["target_training"] = {
+            "steps": steps,
+            "seconds": secs,
+            "tokens": data.tokens,
+            "epochs": data.tokens / len(stream),
+            "peak_lr": args.lr,
+        }
         log(f"target: {steps} steps, {data.tokens:,} tokens ({data.tokens / len(stream):.2f} epochs) in {secs:.0f} s")
         files = save_bf16(dict(target.hf_params()), os.path.join(args.out, "pycode"), SHARD_BYTES)
         log(f"target saved: {files}")
@@ -322,10 +363,23 @@ def main():
         return kl + hard, lambda: f"kl {float(stats['kl']):.4f} hard {float(stats['hard']):.4f}"
 
     draft_seconds = args.budget - (time.time() - T0) - 25  # the held-out figures and saving after it
-    steps, secs = run_phase("draft", draft_seconds, fixed, list(draft.parameters()), args.draft_lr,
-                            10 if args.smoke else 100, draft_step, device, 0.0)
-    metrics["draft_training"] = {"steps": steps, "seconds": secs, "peak_lr": args.draft_lr,
-                                 "onpolicy_share": n_on / args.batch}
+    steps, secs = run_phase(
+        "draft",
+        draft_seconds,
+        fixed,
+        list(draft.parameters()),
+        args.draft_lr,
+        10 if args.smoke else 100,
+        draft_step,
+        device,
+        0.0,
+    )
+    metrics["draft_training"] = {
+        "steps": steps,
+        "seconds": secs,
+        "peak_lr": args.draft_lr,
+        "onpolicy_share": n_on / args.batch,
+    }
     files = save_bf16(dict(draft.hf_params()), os.path.join(args.out, "pycode-draft"))
     log(f"draft: {steps} steps in {secs:.0f} s; saved {files}")
     bpb, npt = bits_per_byte(draft, sp, held_pkg, device)
@@ -337,19 +391,25 @@ def main():
         ids = [SPECIAL["bos"][0]] + sp.encode(d)
         if len(ids) >= 400:
             s = int(rng.integers(0, len(ids) - 256))
-            prompts.append(ids[s:s + 256])
+            prompts.append(ids[s : s + 256])
     if prompts:
         x = torch.tensor(prompts[:64], device=device)
         greedy = continue_with(target, x, 128, 0.0, gen, device)
         sampled = continue_with(target, x, 128, 0.8, gen, device)
         g_agree, _ = agreement(target, draft, greedy, 256, device)
         _, s_accept = agreement(target, draft, sampled, 256, device)
-        metrics["gpu_checks"] = {"prompts": len(x), "greedy_agreement": g_agree, "sampled_min_pq": s_accept,
-                                 "greedy_repeating": repeats(greedy.cpu(), 256)}
+        metrics["gpu_checks"] = {
+            "prompts": len(x),
+            "greedy_agreement": g_agree,
+            "sampled_min_pq": s_accept,
+            "greedy_repeating": repeats(greedy.cpu(), 256),
+        }
     metrics["seconds"] = time.time() - T0
     write_metrics(args.out, metrics)
-    log(f"done: {json.dumps({k: metrics[k] for k in ('target_held_out', 'draft_held_out')})} "
-        f"{json.dumps(metrics.get('gpu_checks'))}")
+    log(
+        f"done: {json.dumps({k: metrics[k] for k in ('target_held_out', 'draft_held_out')})} "
+        f"{json.dumps(metrics.get('gpu_checks'))}"
+    )
 
 
 def write_metrics(out, metrics):

@@ -36,8 +36,9 @@ int parse_dtype(PyObject *name, ha_dtype *out) {
     else if (s && strcmp(s, "bfloat16-panels") == 0) *out = HA_BF16P;
     else if (s && strcmp(s, "float16-panels") == 0) *out = HA_F16P;
     else {
-        PyErr_SetString(InvalidInputError, "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8', 'w8a8', "
-                                           "'int4' or 'bfloat16-pairs', or a float one with '-panels' (repacked by pack())");
+        PyErr_SetString(InvalidInputError,
+                        "weight dtype must be 'float32', 'bfloat16', 'float16', 'int8', 'w8a8', "
+                        "'int4' or 'bfloat16-pairs', or a float one with '-panels' (repacked by pack())");
         return -1;
     }
     return 0;

@@ -191,8 +191,30 @@ PyObject *py_external_context(PyObject *mod, PyObject *args);
 
 /* What the generation functions take, from a dict of named options (generate.c lists them): the buffers (held
  * until release_gen), the parameters, and the Python callables (owned until release_gen). */
-enum { G_PROMPT, G_START, G_EOS, G_OUT, G_SCORES, G_BIAS_TOK, G_BIAS_OFF, G_BIAS_VAL, G_BAD_TOK, G_BAD_OFF, G_BOS,
-       G_FEOS, G_SUPPRESS, G_BEGIN, G_LOGITS, G_SOURCES, G_PROPOSED, G_ACCEPTED, G_DCOSTS, G_TCOSTS, G_STATE, G_NBUF };
+enum {
+    G_PROMPT,
+    G_START,
+    G_EOS,
+    G_OUT,
+    G_SCORES,
+    G_BIAS_TOK,
+    G_BIAS_OFF,
+    G_BIAS_VAL,
+    G_BAD_TOK,
+    G_BAD_OFF,
+    G_BOS,
+    G_FEOS,
+    G_SUPPRESS,
+    G_BEGIN,
+    G_LOGITS,
+    G_SOURCES,
+    G_PROPOSED,
+    G_ACCEPTED,
+    G_DCOSTS,
+    G_TCOSTS,
+    G_STATE,
+    G_NBUF
+};
 
 typedef struct gen_args {
     Py_buffer buf[G_NBUF];

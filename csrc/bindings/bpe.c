@@ -87,8 +87,7 @@ static PyMethodDef BPE_methods[] = {
 };
 
 PyTypeObject BPEType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "habana_assist._core.BPE",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "habana_assist._core.BPE",
     .tp_basicsize = sizeof(BPEObject),
     .tp_dealloc = (destructor)BPE_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -37,8 +37,10 @@ int call_logits(void *user, int64_t row, const int32_t *tokens, int64_t n, float
             memcpy(scores, view.buf, (size_t)vocab * 4);
             rc = 0;
         } else {
-            PyErr_Format(InvalidInputError, "a logits processor returned %zd scores for a vocabulary of %lld; return "
-                         "scores of the shape it was given", view.len / 4, (long long)vocab);
+            PyErr_Format(InvalidInputError,
+                         "a logits processor returned %zd scores for a vocabulary of %lld; return "
+                         "scores of the shape it was given",
+                         view.len / 4, (long long)vocab);
         }
         PyBuffer_Release(&view);
     }

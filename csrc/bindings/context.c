@@ -113,8 +113,8 @@ static PyObject *Context_append(ContextObject *self, PyObject *args) {
     }
     int64_t V = context_lm(self) ? context_lm(self)->vocab_size : 0;
     if (wanted > 0 && (out_o == Py_None || out.len < (Py_ssize_t)(wanted * V * 4))) {
-        PyErr_Format(InvalidInputError, "logits buffer holds %zd floats; %zd rows of %lld are needed", out.len / 4, wanted,
-                     (long long)V);
+        PyErr_Format(InvalidInputError, "logits buffer holds %zd floats; %zd rows of %lld are needed", out.len / 4,
+                     wanted, (long long)V);
         goto cleanup;
     }
     if (context_enter(self) != 0) goto cleanup;
@@ -279,10 +279,12 @@ static PyObject *Context_length(ContextObject *self, PyObject *args) {
     int seq;
     if (!PyArg_ParseTuple(args, "i", &seq)) return NULL;
     if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
-    if (self->busy) return PyErr_Format(InvalidInputError, "this cache is in use by another thread; give each thread its own");
+    if (self->busy)
+        return PyErr_Format(InvalidInputError, "this cache is in use by another thread; give each thread its own");
     ha_lm *lm = context_lm(self);
     if (seq < 0 || seq >= lm->n_seq)
-        return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq, (long long)lm->n_seq);
+        return PyErr_Format(InvalidInputError, "sequence %d is out of range; the cache holds %lld", seq,
+                            (long long)lm->n_seq);
     return PyLong_FromLongLong(lm->length(lm->self, seq));
 }
 
@@ -290,8 +292,11 @@ static PyObject *Context_get(ContextObject *self, void *which) {
     if (!context_lm(self)) return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = context_lm(self);
     intptr_t w = (intptr_t)which;
-    return PyLong_FromLongLong(w == 0 ? lm->n_seq : w == 1 ? lm->capacity : w == 2 ? lm->vocab_size :
-                               w == 3 ? lm->max_rollback : lm->rope_switch);
+    return PyLong_FromLongLong(w == 0   ? lm->n_seq
+                               : w == 1 ? lm->capacity
+                               : w == 2 ? lm->vocab_size
+                               : w == 3 ? lm->max_rollback
+                                        : lm->rope_switch);
 }
 
 
@@ -321,7 +326,8 @@ static PyGetSetDef Context_getset[] = {
     { "n_seq", (getter)Context_get, NULL, "number of sequences", (void *)0 },
     { "capacity", (getter)Context_get, NULL, "positions per sequence", (void *)1 },
     { "vocab_size", (getter)Context_get, NULL, "logits per token", (void *)2 },
-    { "max_rollback", (getter)Context_get, NULL, "positions a crop can always take back (ha.h: ha_lm.crop)", (void *)3 },
+    { "max_rollback", (getter)Context_get, NULL, "positions a crop can always take back (ha.h: ha_lm.crop)",
+      (void *)3 },
     { "rope_switch", (getter)Context_get, NULL,
       "0, or the length past which an append rotates with other factors (longrope; ha.h: ha_lm.rope_switch)",
       (void *)4 },
@@ -329,8 +335,7 @@ static PyGetSetDef Context_getset[] = {
 };
 
 PyTypeObject ContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "habana_assist._core.Context",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "habana_assist._core.Context",
     .tp_basicsize = sizeof(ContextObject),
     .tp_dealloc = (destructor)Context_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -18,9 +18,11 @@ static ha_status external_fail(ContextObject *self) {
 }
 
 static void external_nan_error(int64_t position, int64_t id) {
-    PyErr_Format(InvalidInputError, "an external model returned NaN logits (position %lld of this forward, token id "
+    PyErr_Format(InvalidInputError,
+                 "an external model returned NaN logits (position %lld of this forward, token id "
                  "%lld): its forward overflowed or is broken; check it in float32, with the same inputs, outside "
-                 "generate()", (long long)position, (long long)id);
+                 "generate()",
+                 (long long)position, (long long)id);
 }
 
 /* Rows of logits (wanted, V) from each position's two largest logits, top (wanted, 4) float64: value, id of the
@@ -32,8 +34,10 @@ static int external_top_two(const double *top, int64_t wanted, int64_t V, float 
         const double *t = top + 4 * r;
         for (int k = 1; k < 4; k += 2)
             if (!(t[k] >= 0.0 && t[k] < (double)V && t[k] == floor(t[k]))) {
-                PyErr_Format(InvalidInputError, "an external model's top two name token id %g at position %lld, outside "
-                             "the vocabulary of %lld", t[k], (long long)r, (long long)V);
+                PyErr_Format(InvalidInputError,
+                             "an external model's top two name token id %g at position %lld, outside "
+                             "the vocabulary of %lld",
+                             t[k], (long long)r, (long long)V);
                 return -1;
             }
         if (t[0] != t[0] || t[2] != t[2]) {
@@ -41,8 +45,10 @@ static int external_top_two(const double *top, int64_t wanted, int64_t V, float 
             return -1;
         }
         if (t[2] > t[0] || (t[1] == t[3] && V > 1 && t[2] > -INFINITY)) {
-            PyErr_Format(InvalidInputError, "an external model's top two at position %lld are not the largest and the "
-                         "next (%g at %g, %g at %g)", (long long)r, t[0], t[1], t[2], t[3]);
+            PyErr_Format(InvalidInputError,
+                         "an external model's top two at position %lld are not the largest and the "
+                         "next (%g at %g, %g at %g)",
+                         (long long)r, t[0], t[1], t[2], t[3]);
             return -1;
         }
         if (!logits) continue;
@@ -54,8 +60,8 @@ static int external_top_two(const double *top, int64_t wanted, int64_t V, float 
     return 0;
 }
 
-static ha_status external_append(void *self_, int64_t n, const int32_t *seq, const int32_t *tokens,
-                                 const uint8_t *want, float *logits) {
+static ha_status external_append(void *self_, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,
+                                 float *logits) {
     ContextObject *self = self_;
     const int64_t V = self->ext.vocab_size;
     int64_t wanted = 0;
@@ -80,26 +86,33 @@ static ha_status external_append(void *self_, int64_t n, const int32_t *seq, con
         st = external_fail(self);
     } else if (PyObject_GetBuffer(res, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
         PyErr_Clear();
-        PyErr_Format(InvalidInputError, "an external model's append must return float32 logits (n_wanted, vocab) or "
-                     "float64 top two (n_wanted, 4); got %s", Py_TYPE(res)->tp_name);
+        PyErr_Format(InvalidInputError,
+                     "an external model's append must return float32 logits (n_wanted, vocab) or "
+                     "float64 top two (n_wanted, 4); got %s",
+                     Py_TYPE(res)->tp_name);
         st = external_fail(self);
     } else {
         const char *f = view.format ? view.format : "B";
         if (*f == '<' || *f == '=' || *f == '@') f++;
         if (strcmp(f, "d") == 0 && view.itemsize == 8) {
             if (view.len != (Py_ssize_t)(wanted * 4 * 8)) {
-                PyErr_Format(InvalidInputError, "an external model's top two hold %zd numbers for %lld positions; "
-                             "expected 4 per position (value, id, value, id)", view.len / 8, (long long)wanted);
+                PyErr_Format(InvalidInputError,
+                             "an external model's top two hold %zd numbers for %lld positions; "
+                             "expected 4 per position (value, id, value, id)",
+                             view.len / 8, (long long)wanted);
                 st = external_fail(self);
             } else if (external_top_two(view.buf, wanted, V, logits) != 0) {
                 st = external_fail(self);
             }
         } else if (strcmp(f, "f") != 0 || view.itemsize != 4) {
-            PyErr_Format(InvalidInputError, "an external model's append returned logits of format '%s'; expected "
-                         "float32 ('f') rows or float64 ('d') top two", f);
+            PyErr_Format(InvalidInputError,
+                         "an external model's append returned logits of format '%s'; expected "
+                         "float32 ('f') rows or float64 ('d') top two",
+                         f);
             st = external_fail(self);
         } else if (view.len != (Py_ssize_t)(wanted * V * 4)) {
-            PyErr_Format(InvalidInputError, "an external model returned %zd logits for %lld positions of a vocabulary "
+            PyErr_Format(InvalidInputError,
+                         "an external model returned %zd logits for %lld positions of a vocabulary "
                          "of %lld; its forward must give logits of shape (batch, positions, vocab_size)",
                          view.len / 4, (long long)wanted, (long long)V);
             st = external_fail(self);
@@ -151,13 +164,15 @@ PyObject *py_external_context(PyObject *mod, PyObject *args) {
     long long V, capacity, n_seq = 1, rope_switch = 0;
     if (!PyArg_ParseTuple(args, "OLL|LL", &adapter, &V, &capacity, &n_seq, &rope_switch)) return NULL;
     if (V < 1 || V > INT32_MAX || capacity < 1 || n_seq < 1 || n_seq > INT32_MAX)
-        return PyErr_Format(InvalidInputError, "external_context: vocab_size (%lld), capacity (%lld) and n_seq (%lld) must "
-                            "be positive 32-bit counts", V, capacity, n_seq);
+        return PyErr_Format(InvalidInputError,
+                            "external_context: vocab_size (%lld), capacity (%lld) and n_seq (%lld) must "
+                            "be positive 32-bit counts",
+                            V, capacity, n_seq);
     if (rope_switch < 0)
         return PyErr_Format(InvalidInputError, "external_context: rope_switch %lld must be >= 0", rope_switch);
     if (!PyObject_HasAttrString(adapter, "append") || !PyObject_HasAttrString(adapter, "crop"))
         return PyErr_Format(InvalidInputError, "external_context: the adapter needs append(seq, tokens, want) and "
-                            "crop(seq, length)");
+                                               "crop(seq, length)");
     int64_t *len = PyMem_Calloc((size_t)n_seq, sizeof(int64_t));
     if (!len) return PyErr_NoMemory();
     ContextObject *self = (ContextObject *)PyType_GenericNew(&ContextType, NULL, NULL);
@@ -167,8 +182,14 @@ PyObject *py_external_context(PyObject *mod, PyObject *args) {
     }
     self->adapter = Py_NewRef(adapter);
     self->ext_len = len;
-    self->ext = (ha_lm){ .self = self, .vocab_size = V, .n_seq = n_seq, .capacity = capacity, .append = external_append,
-                         .crop = external_crop, .max_rollback = INT64_MAX, .length = external_length,
+    self->ext = (ha_lm){ .self = self,
+                         .vocab_size = V,
+                         .n_seq = n_seq,
+                         .capacity = capacity,
+                         .append = external_append,
+                         .crop = external_crop,
+                         .max_rollback = INT64_MAX,
+                         .length = external_length,
                          .rope_switch = rope_switch };
     return (PyObject *)self;
 }

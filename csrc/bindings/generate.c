@@ -14,27 +14,29 @@
  * (max_new_tokens, B, V) | None and sources uint8 (B, max_new_tokens) | None (ha_token_source) written; on_tokens
  * (row, tokens: list of int) | None; stop_fn (row, tokens: bytes of int32, scores: bytes of float32) -> bool | None;
  * pad_token_id, max_time (seconds, 0: none), no_cache. */
-#define GENERATE_OPTIONS "prompt", "start", "out", "scores", "logits_out", "sources", "on_tokens", "stop_fn", \
-    "max_new_tokens", "pad_token_id", "max_time", "no_cache"
+#define GENERATE_OPTIONS                                                                                   \
+    "prompt", "start", "out", "scores", "logits_out", "sources", "on_tokens", "stop_fn", "max_new_tokens", \
+        "pad_token_id", "max_time", "no_cache"
 /* The sampling options, the Sampler's too: eos_token_id int32 (k,); forced_bos_token_id, forced_eos_token_id,
  * suppress_tokens and begin_suppress_tokens int32 (k,) (empty: none); sequence_bias_tokens int32, _offsets int64
  * (n + 1,), _values float32 (n,) and bad_words_tokens, _offsets (ha_token_seqs; offsets (1,): none); logits_fn
  * (row, tokens: bytes of int32, scores: bytearray of float32) -> None | float32 scores (V,), or None. */
-#define SAMPLING_OPTIONS "min_new_tokens", "eos_token_id", "do_sample", "temperature", "top_k", "top_p", \
-    "repetition_penalty", "seed", "sequence_bias_tokens", "sequence_bias_offsets", "sequence_bias_values", \
-    "no_repeat_ngram_size", "bad_words_tokens", "bad_words_offsets", "forced_bos_token_id", "forced_eos_token_id", \
-    "forced_eos_step", "remove_invalid_values", "decay_factor", "decay_start", "suppress_tokens", \
-    "begin_suppress_tokens", "begin_suppress_step", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", \
-    "renormalize_logits", "logits_fn"
+#define SAMPLING_OPTIONS                                                                                          \
+    "min_new_tokens", "eos_token_id", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty", "seed", \
+        "sequence_bias_tokens", "sequence_bias_offsets", "sequence_bias_values", "no_repeat_ngram_size",          \
+        "bad_words_tokens", "bad_words_offsets", "forced_bos_token_id", "forced_eos_token_id", "forced_eos_step", \
+        "remove_invalid_values", "decay_factor", "decay_start", "suppress_tokens", "begin_suppress_tokens",       \
+        "begin_suppress_step", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "renormalize_logits", "logits_fn"
 /* generate_assisted()'s own: schedule an ha_schedule and acceptance an ha_acceptance, by name (SCHEDULES and
  * ACCEPTANCES below); draft_costs float64 (n,) | None
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
  * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
  * tree_width (ha_assist_params.tree_width: 1, chains). */
-#define ASSISTED_OPTIONS "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", \
-    "prompt_lookup_num_tokens", "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", \
-    "accepted_at", "cost_state", "overlap", "tree_width"
+#define ASSISTED_OPTIONS                                                                                      \
+    "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", "prompt_lookup_num_tokens",     \
+        "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", "accepted_at", "cost_state", \
+        "overlap", "tree_width"
 
 /* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
  * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
@@ -106,18 +108,18 @@ static int option_error(const char *what, const char *key) {
 
 /* option_SUF(opts, what, key, out): opts[key] converted as PyArg_Parse's format unit FMT converts an argument
  * (the conversions the positional arguments had) into *out; -1 with an exception naming the key on failure. */
-#define DEFINE_OPTION(SUF, TYPE, FMT)                                                                       \
-    static int option_##SUF(PyObject *opts, const char *what, const char *key, TYPE *out) {                  \
-        PyObject *v = option(opts, what, key);                                                             \
-        if (!v) return -1;                                                                                 \
-        const int ok = PyArg_Parse(v, FMT, out);                                                           \
-        Py_DECREF(v);                                                                                      \
-        return ok ? 0 : option_error(what, key);                                                           \
+#define DEFINE_OPTION(SUF, TYPE, FMT)                                                       \
+    static int option_##SUF(PyObject *opts, const char *what, const char *key, TYPE *out) { \
+        PyObject *v = option(opts, what, key);                                              \
+        if (!v) return -1;                                                                  \
+        const int ok = PyArg_Parse(v, FMT, out);                                            \
+        Py_DECREF(v);                                                                       \
+        return ok ? 0 : option_error(what, key);                                            \
     }
 /* opts[key], a str naming an entry of table (a `noun`), into *out (its value); -1 with InvalidInputError naming
  * the key, what it got and the names it takes otherwise. */
-static int option_named(PyObject *opts, const char *what, const char *key, const named_value *table,
-                        const char *noun, int *out) {
+static int option_named(PyObject *opts, const char *what, const char *key, const named_value *table, const char *noun,
+                        int *out) {
     PyObject *v = option(opts, what, key);
     if (!v) return -1;
     int rc = -1;
@@ -150,8 +152,8 @@ DEFINE_OPTION(double, double, "d")
 DEFINE_OPTION(u64, unsigned long long, "K")
 
 /* Buffer i of g from option key (None allowed where optional); -1 with an exception on failure. */
-static int take_buf(gen_args *g, int i, PyObject *opts, const char *what, const char *key, const char *fmt, int writable,
-                    int optional) {
+static int take_buf(gen_args *g, int i, PyObject *opts, const char *what, const char *key, const char *fmt,
+                    int writable, int optional) {
     PyObject *v = option(opts, what, key);
     if (!v) return -1;
     int rc = 0;
@@ -206,8 +208,9 @@ static int take_seqs(gen_args *g, int t, int o, int v, ha_token_seqs *q, const c
                      v >= 0 ? " and the values" : "");
         return -1;
     }
-    *q = (ha_token_seqs){ .tokens = g->buf[t].buf, .offsets = g->buf[o].buf, .values = v >= 0 ? g->buf[v].buf : NULL,
-                          .n = n_off - 1 };
+    *q = (ha_token_seqs){
+        .tokens = g->buf[t].buf, .offsets = g->buf[o].buf, .values = v >= 0 ? g->buf[v].buf : NULL, .n = n_off - 1
+    };
     return 0;
 }
 
@@ -222,7 +225,8 @@ int take_sampling(gen_args *g, PyObject *opts, const char *what, ha_sampling_par
         option_u64(opts, what, "seed", &seed) || option_ll(opts, what, "no_repeat_ngram_size", &no_repeat) ||
         option_ll(opts, what, "forced_eos_step", &feos_step) ||
         option_bool(opts, what, "remove_invalid_values", &remove_invalid) ||
-        option_double(opts, what, "decay_factor", &decay_factor) || option_ll(opts, what, "decay_start", &decay_start) ||
+        option_double(opts, what, "decay_factor", &decay_factor) ||
+        option_ll(opts, what, "decay_start", &decay_start) ||
         option_ll(opts, what, "begin_suppress_step", &begin_step) || option_double(opts, what, "min_p", &min_p) ||
         option_double(opts, what, "typical_p", &typical_p) || option_double(opts, what, "epsilon_cutoff", &eps) ||
         option_double(opts, what, "eta_cutoff", &eta) || option_bool(opts, what, "renormalize_logits", &renormalize) ||
@@ -240,12 +244,26 @@ int take_sampling(gen_args *g, PyObject *opts, const char *what, ha_sampling_par
         take_buf(g, G_BEGIN, opts, what, "begin_suppress_tokens", "i", 0, 0))
         return -1;
     *sp = (ha_sampling_params){
-        .do_sample = do_sample, .temperature = (float)temperature, .top_k = top_k, .top_p = (float)top_p,
-        .repetition_penalty = (float)rep, .seed = seed, .no_repeat_ngram_size = no_repeat, .min_new_tokens = min_new,
-        .forced_eos_step = feos_step, .remove_invalid_values = remove_invalid, .decay_factor = (float)decay_factor,
-        .decay_start = decay_start, .begin_suppress_step = begin_step, .min_p = (float)min_p,
-        .typical_p = (float)typical_p, .epsilon_cutoff = (float)eps, .eta_cutoff = (float)eta, .renormalize = renormalize,
-        .on_logits = g->cb.logits_fn != Py_None ? call_logits : NULL, .logits_user = &g->cb,
+        .do_sample = do_sample,
+        .temperature = (float)temperature,
+        .top_k = top_k,
+        .top_p = (float)top_p,
+        .repetition_penalty = (float)rep,
+        .seed = seed,
+        .no_repeat_ngram_size = no_repeat,
+        .min_new_tokens = min_new,
+        .forced_eos_step = feos_step,
+        .remove_invalid_values = remove_invalid,
+        .decay_factor = (float)decay_factor,
+        .decay_start = decay_start,
+        .begin_suppress_step = begin_step,
+        .min_p = (float)min_p,
+        .typical_p = (float)typical_p,
+        .epsilon_cutoff = (float)eps,
+        .eta_cutoff = (float)eta,
+        .renormalize = renormalize,
+        .on_logits = g->cb.logits_fn != Py_None ? call_logits : NULL,
+        .logits_user = &g->cb,
     };
     sp->eos = tokens_of(g, G_EOS, &sp->n_eos);
     sp->forced_bos = tokens_of(g, G_BOS, &sp->n_forced_bos);
@@ -289,10 +307,19 @@ static int take_gen(gen_args *g, PyObject *opts, const char *what, int64_t B, in
         return -1;
     }
     g->p = (ha_generate_params){
-        .max_new_tokens = max_new, .eos = sp.eos, .n_eos = sp.n_eos, .pad_token_id = pad, .max_time = max_time,
-        .sampling = sp, .on_tokens = g->cb.fn != Py_None ? call_python : NULL, .user = &g->cb,
-        .should_stop = g->cb.stop_fn != Py_None ? call_stop : NULL, .stop_user = &g->cb,
-        .logits_out = lo ? lo->buf : NULL, .sources = so ? so->buf : NULL, .no_cache = no_cache,
+        .max_new_tokens = max_new,
+        .eos = sp.eos,
+        .n_eos = sp.n_eos,
+        .pad_token_id = pad,
+        .max_time = max_time,
+        .sampling = sp,
+        .on_tokens = g->cb.fn != Py_None ? call_python : NULL,
+        .user = &g->cb,
+        .should_stop = g->cb.stop_fn != Py_None ? call_stop : NULL,
+        .stop_user = &g->cb,
+        .logits_out = lo ? lo->buf : NULL,
+        .sources = so ? so->buf : NULL,
+        .no_cache = no_cache,
     };
     return 0;
 }
@@ -406,7 +433,8 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
             return PyErr_Format(InvalidInputError, "the draft needs a Context of its own (not the target's)");
         dctx = (ContextObject *)dctx_o;
     }
-    if (!context_lm(tctx) || (dctx && !context_lm(dctx))) return PyErr_Format(InvalidInputError, "Context is not initialized");
+    if (!context_lm(tctx) || (dctx && !context_lm(dctx)))
+        return PyErr_Format(InvalidInputError, "Context is not initialized");
     ha_lm *lm = context_lm(tctx), *dlm = dctx ? context_lm(dctx) : NULL;
     const char *what = "generate_assisted";
     if (check_options(opts, ASSISTED_KEYS, what) || take_gen(&g, opts, what, lm->n_seq, lm->vocab_size) ||
@@ -437,17 +465,25 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     }
     const long long max_new = g.p.max_new_tokens;
     if (prop->ndim != 1 || prop->shape[0] != max_new || acc->ndim != 1 || acc->shape[0] != max_new) {
-        PyErr_Format(InvalidInputError, "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries",
-                     max_new);
+        PyErr_Format(InvalidInputError,
+                     "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries", max_new);
         goto cleanup;
     }
     ha_assist_params p = {
-        .gen = g.p, .num_assistant_tokens = K, .schedule = (ha_schedule)schedule, .confidence_threshold = (float)threshold,
-        .acceptance = (ha_acceptance)acceptance, .prompt_lookup_num_tokens = pl_num, .max_matching_ngram_size = pl_ngram,
-        .draft_costs = dcosts ? dcosts->buf : NULL, .n_draft_costs = dcosts ? dcosts->shape[0] : 0,
-        .target_costs = tcosts ? tcosts->buf : NULL, .n_target_costs = tcosts ? tcosts->shape[0] : 0,
+        .gen = g.p,
+        .num_assistant_tokens = K,
+        .schedule = (ha_schedule)schedule,
+        .confidence_threshold = (float)threshold,
+        .acceptance = (ha_acceptance)acceptance,
+        .prompt_lookup_num_tokens = pl_num,
+        .max_matching_ngram_size = pl_ngram,
+        .draft_costs = dcosts ? dcosts->buf : NULL,
+        .n_draft_costs = dcosts ? dcosts->shape[0] : 0,
+        .target_costs = tcosts ? tcosts->buf : NULL,
+        .n_target_costs = tcosts ? tcosts->shape[0] : 0,
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
-        .cost_state = state ? state->buf : NULL, .tree_width = tree_width,
+        .cost_state = state ? state->buf : NULL,
+        .tree_width = tree_width,
     };
     ha_assist_stats stats = { .proposed_at = prop->buf, .accepted_at = acc->buf };
     if (context_enter(tctx) != 0) goto cleanup;
@@ -460,16 +496,22 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     interrupt_begin(&intr);
     Py_BEGIN_ALLOW_THREADS
     st = ha_generate_assisted(lm, dlm, &p, g.buf[G_PROMPT].buf, g.buf[G_PROMPT].shape[1], g.buf[G_START].buf,
-                              g.buf[G_OUT].buf, (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps, &stats);
+                              g.buf[G_OUT].buf, (g.held & (1 << G_SCORES)) ? g.buf[G_SCORES].buf : NULL, &steps,
+                              &stats);
     Py_END_ALLOW_THREADS
     adopt_external_error(tctx, &g.cb);
     adopt_external_error(dctx, &g.cb);
     if (end_call(st, &intr, &g.cb)) goto cleanup;
-    const long long values[] = { (long long)steps, (long long)stats.num_draft_tokens,
-                                 (long long)stats.num_accepted_tokens, (long long)stats.num_target_passes,
-                                 (long long)stats.num_draft_passes, (long long)stats.num_assistant_tokens,
-                                 (long long)stats.num_rounds, (long long)stats.num_ahead_passes,
-                                 (long long)stats.num_ahead_used, (long long)stats.num_sibling_tokens,
+    const long long values[] = { (long long)steps,
+                                 (long long)stats.num_draft_tokens,
+                                 (long long)stats.num_accepted_tokens,
+                                 (long long)stats.num_target_passes,
+                                 (long long)stats.num_draft_passes,
+                                 (long long)stats.num_assistant_tokens,
+                                 (long long)stats.num_rounds,
+                                 (long long)stats.num_ahead_passes,
+                                 (long long)stats.num_ahead_used,
+                                 (long long)stats.num_sibling_tokens,
                                  (long long)stats.num_sibling_accepted };
     result = assisted_stats(values);
 cleanup:

@@ -22,7 +22,9 @@ static void on_sigint(int sig, siginfo_t *info, void *uctx) {
     else if (chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN) chained.sa_handler(sig);
 }
 
-static int sigint_is_ours(const struct sigaction *a) { return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_sigint; }
+static int sigint_is_ours(const struct sigaction *a) {
+    return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_sigint;
+}
 
 /* Installs on_sigint in front of the current SIGINT action; 0 if there is nothing to chain to (SIGINT ignored,
  * or left to its default, which ends the process anyway). */
@@ -60,7 +62,8 @@ static int poll_signals(void *user) {
 
 void interrupt_begin(interrupt_scope *s) {
     /* seen is read first: a SIGINT that comes while the chain is installed is then polled, not missed */
-    *s = (interrupt_scope){ .it = { poll_signals, s }, .seen = atomic_load_explicit(&sigint_count, memory_order_relaxed) };
+    *s = (interrupt_scope){ .it = { poll_signals, s },
+                            .seen = atomic_load_explicit(&sigint_count, memory_order_relaxed) };
     if (PyThread_get_thread_ident() == main_thread && (chain_depth > 0 || chain_sigint())) {
         chain_depth++;
         s->chained = 1;

@@ -143,7 +143,8 @@ static int table_field(ModelObject *self, PyObject *d, const char *key, int64_t 
     if (get_buffer(v, "d", 0, key, b) != 0) return -1;
     self->n_views++;
     if (b->ndim != 1 || b->shape[0] != n) {
-        PyErr_Format(InvalidInputError, "%s must be a 1-D float64 array of rope_dim/2 = %lld elements", key, (long long)n);
+        PyErr_Format(InvalidInputError, "%s must be a 1-D float64 array of rope_dim/2 = %lld elements", key,
+                     (long long)n);
         return -1;
     }
     *out = b->buf;
@@ -161,14 +162,32 @@ static int vector_field(ModelObject *self, PyObject *d, const char *key, ha_vect
     return take_vector(self, v ? v : Py_None, key, out);
 }
 
-static const char *const CONFIG_KEYS[] = {
-    "vocab_size", "hidden_size", "intermediate_size", "n_layers", "n_heads", "n_kv_heads", "head_dim", "norm_eps",
-    "norm", "act", "gated_mlp", "embed_scale", "attn_softcap", "final_softcap", "rope_dim", "rope_inv_freq",
-    "rope_inv_freq_long", "rope_long_from", "rope_inv_freq_local", "rope_scale", NULL };
+static const char *const CONFIG_KEYS[] = { "vocab_size",
+                                           "hidden_size",
+                                           "intermediate_size",
+                                           "n_layers",
+                                           "n_heads",
+                                           "n_kv_heads",
+                                           "head_dim",
+                                           "norm_eps",
+                                           "norm",
+                                           "act",
+                                           "gated_mlp",
+                                           "embed_scale",
+                                           "attn_softcap",
+                                           "final_softcap",
+                                           "rope_dim",
+                                           "rope_inv_freq",
+                                           "rope_inv_freq_long",
+                                           "rope_long_from",
+                                           "rope_inv_freq_local",
+                                           "rope_scale",
+                                           NULL };
 static const char *const WEIGHT_KEYS[] = { "embed", "pos_embed", "final_norm", "final_norm_bias", "lm_head", NULL };
 #define LAYER_MATRIX_KEYS "wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_gate_up", "w_down"
-#define LAYER_VECTOR_KEYS "attn_norm", "attn_norm_bias", "bq", "bk", "bv", "bqkv", "bo", "q_norm", "k_norm", \
-    "post_attn_norm", "ffn_norm", "ffn_norm_bias", "b_gate", "b_up", "b_down", "post_ffn_norm"
+#define LAYER_VECTOR_KEYS                                                                                            \
+    "attn_norm", "attn_norm_bias", "bq", "bk", "bv", "bqkv", "bo", "q_norm", "k_norm", "post_attn_norm", "ffn_norm", \
+        "ffn_norm_bias", "b_gate", "b_up", "b_down", "post_ffn_norm"
 static const char *const LAYER_MATRICES_[] = { LAYER_MATRIX_KEYS, NULL };
 static const char *const LAYER_VECTORS_[] = { LAYER_VECTOR_KEYS, NULL };
 static const char *const LAYER_KEYS[] = { LAYER_MATRIX_KEYS, LAYER_VECTOR_KEYS, "window", "rope", "attn_scale", NULL };
@@ -180,14 +199,16 @@ static int take_config(ModelObject *self, PyObject *d, ha_llama_config *c) {
     int norm, act, gated = 1;
     int64_t rope_dim;
     if (check_keys(d, CONFIG_KEYS, "model config", "field") || int_field(d, "vocab_size", 1, 0, &c->vocab_size) ||
-        int_field(d, "hidden_size", 1, 0, &c->hidden_size) || int_field(d, "intermediate_size", 1, 0, &c->intermediate_size) ||
+        int_field(d, "hidden_size", 1, 0, &c->hidden_size) ||
+        int_field(d, "intermediate_size", 1, 0, &c->intermediate_size) ||
         int_field(d, "n_layers", 1, 0, &c->n_layers) || int_field(d, "n_heads", 1, 0, &c->n_heads) ||
         int_field(d, "n_kv_heads", 1, 0, &c->n_kv_heads) || int_field(d, "head_dim", 1, 0, &c->head_dim) ||
         float_field(d, "norm_eps", 1, 0.0, &c->norm_eps) || choice_field(d, "norm", norms, 0, &norm) ||
         choice_field(d, "act", acts, 0, &act) || float_field(d, "embed_scale", 0, 1.0, &c->embed_scale) ||
         float_field(d, "attn_softcap", 0, 0.0, &c->attn_softcap) ||
         float_field(d, "final_softcap", 0, 0.0, &c->final_softcap) ||
-        int_field(d, "rope_dim", 0, c->head_dim, &rope_dim) || int_field(d, "rope_long_from", 0, 0, &c->rope_long_from) ||
+        int_field(d, "rope_dim", 0, c->head_dim, &rope_dim) ||
+        int_field(d, "rope_long_from", 0, 0, &c->rope_long_from) ||
         float_field(d, "rope_scale", 0, 1.0, &c->rope_scale))
         return -1;
     PyObject *g = field(d, "gated_mlp");
@@ -201,7 +222,8 @@ static int take_config(ModelObject *self, PyObject *d, ha_llama_config *c) {
         PyErr_Format(InvalidInputError, "model config: rope_dim=%lld needs rope_inv_freq", (long long)rope_dim);
         return -1;
     }
-    if (rope_dim == 0 && (field(d, "rope_inv_freq") || field(d, "rope_inv_freq_long") || field(d, "rope_inv_freq_local"))) {
+    if (rope_dim == 0 &&
+        (field(d, "rope_inv_freq") || field(d, "rope_inv_freq_long") || field(d, "rope_inv_freq_local"))) {
         PyErr_SetString(InvalidInputError, "model config: rope_dim=0 (no rotary) with a rotary table");
         return -1;
     }
@@ -210,8 +232,10 @@ static int take_config(ModelObject *self, PyObject *d, ha_llama_config *c) {
         return -1;
     }
     return table_field(self, d, "rope_inv_freq", n, &c->rope_inv_freq) ||
-           table_field(self, d, "rope_inv_freq_long", n, &c->rope_inv_freq_long) ||
-           table_field(self, d, "rope_inv_freq_local", n, &c->rope_inv_freq_local) ? -1 : 0;
+                   table_field(self, d, "rope_inv_freq_long", n, &c->rope_inv_freq_long) ||
+                   table_field(self, d, "rope_inv_freq_local", n, &c->rope_inv_freq_local)
+               ? -1
+               : 0;
 }
 
 static int take_layer(ModelObject *self, PyObject *d, Py_ssize_t l, ha_llama_layer *L) {
@@ -223,9 +247,10 @@ static int take_layer(ModelObject *self, PyObject *d, Py_ssize_t l, ha_llama_lay
         return -1;
     }
     ha_matrix *mats[] = { &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->w_gate, &L->w_up, &L->w_gate_up, &L->w_down };
-    ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b, &L->bq, &L->bk, &L->bv, &L->bqkv, &L->bo, &L->q_norm,
-                          &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b, &L->b_gate, &L->b_up,
-                          &L->b_down, &L->post_ffn_norm };
+    ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b,    &L->bq,       &L->bk,
+                          &L->bv,        &L->bqkv,           &L->bo,       &L->q_norm,
+                          &L->k_norm,    &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b,
+                          &L->b_gate,    &L->b_up,           &L->b_down,   &L->post_ffn_norm };
     _Static_assert(sizeof mats / sizeof *mats + sizeof vecs / sizeof *vecs == LAYER_BUFFERS, "a view per buffer");
     if (check_keys(d, LAYER_KEYS, what, "field")) return -1;
     for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
@@ -265,13 +290,16 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     }
     if (take_config(self, cfg_obj, &cfg)) goto cleanup;
     if (nl != cfg.n_layers) {
-        PyErr_Format(InvalidInputError, "got %zd layers but the config says n_layers=%lld", nl, (long long)cfg.n_layers);
+        PyErr_Format(InvalidInputError, "got %zd layers but the config says n_layers=%lld", nl,
+                     (long long)cfg.n_layers);
         goto cleanup;
     }
     ha_llama_weights w = { .layers = L };
     if (check_keys(weights, WEIGHT_KEYS, "model weights", "field") || matrix_field(self, weights, "embed", &w.embed) ||
-        matrix_field(self, weights, "pos_embed", &w.pos_embed) || vector_field(self, weights, "final_norm", &w.final_norm) ||
-        vector_field(self, weights, "final_norm_bias", &w.final_norm_b) || matrix_field(self, weights, "lm_head", &w.lm_head))
+        matrix_field(self, weights, "pos_embed", &w.pos_embed) ||
+        vector_field(self, weights, "final_norm", &w.final_norm) ||
+        vector_field(self, weights, "final_norm_bias", &w.final_norm_b) ||
+        matrix_field(self, weights, "lm_head", &w.lm_head))
         goto cleanup;
     for (Py_ssize_t l = 0; l < nl; l++)
         if (take_layer(self, PySequence_Fast_GET_ITEM(seq, l), l, &L[l])) goto cleanup;
@@ -306,8 +334,7 @@ static PyGetSetDef Model_getset[] = {
 };
 
 PyTypeObject ModelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "habana_assist._core.Model",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "habana_assist._core.Model",
     .tp_basicsize = sizeof(ModelObject),
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -30,10 +30,10 @@ static PyMethodDef module_methods[] = {
       "external model's adapter.append(seq, tokens, want) and adapter.crop(seq, length) "
       "(habana_assist/integrations/external.py); rope_switch: csrc/ha.h ha_lm.rope_switch" },
     { "generate_assisted", py_generate_assisted, METH_VARARGS,
-      "generate_assisted(target_ctx, draft_ctx, options): assisted generation over a target Context and a draft Context "
+      "generate_assisted(target_ctx, draft_ctx, options): assisted generation over a target Context and a draft "
+      "Context "
       "or None, its options a dict by name (csrc/bindings/generate.c; ha_generate_assisted)" },
-    { "quantize", py_quantize, METH_VARARGS,
-      "quantize(src, dtype, dst, to): int8 or int4 weights, a scale per group" },
+    { "quantize", py_quantize, METH_VARARGS, "quantize(src, dtype, dst, to): int8 or int4 weights, a scale per group" },
     { "pack", py_pack, METH_VARARGS, "pack(src, dtype, dst): float weights repacked into panels" },
     { "row_bytes", py_row_bytes, METH_VARARGS, "row_bytes(dtype, cols): bytes of one row of cols weights" },
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
@@ -66,7 +66,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     OutOfMemoryError = PyObject_GetAttrString(errors, "OutOfMemoryError");
     CoreError = PyObject_GetAttrString(errors, "CoreError");
     Py_DECREF(errors);
-    if (!InvalidInputError || !CacheCapacityError || !UnsupportedModelError || !OutOfMemoryError || !CoreError) return NULL;
+    if (!InvalidInputError || !CacheCapacityError || !UnsupportedModelError || !OutOfMemoryError || !CoreError)
+        return NULL;
     const char *forced = getenv("HA_KERNELS");
     if (forced && *forced && ha_kernels_select(forced) != HA_OK) {
         PyErr_Format(PyExc_ImportError, "HA_KERNELS=%s: %s", forced, ha_last_error());

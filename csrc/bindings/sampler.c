@@ -117,8 +117,7 @@ static PyMethodDef Sampler_methods[] = {
 };
 
 PyTypeObject SamplerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "habana_assist._core.Sampler",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "habana_assist._core.Sampler",
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -21,7 +21,8 @@ static int read_number(const char *path, const char *key, double *out) {
     char line[256];
     int found = 0;
     const size_t k = strlen(key);
-    while (!found && fgets(line, sizeof line, f)) found = strncmp(line, key, k) == 0 && sscanf(line + k, "%lf", out) == 1;
+    while (!found && fgets(line, sizeof line, f))
+        found = strncmp(line, key, k) == 0 && sscanf(line + k, "%lf", out) == 1;
     fclose(f);
     return found;
 }
@@ -47,8 +48,9 @@ double ha_available_memory(void) {
     double room = -1.0;
     if (!read_number("/proc/meminfo", "MemAvailable:", &room)) return -1.0;
     room *= 1024.0; /* kB */
-    cgroup_room("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file ", &room);                        /* v2 */
-    cgroup_room("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file ", &room); /* v1 */
+    cgroup_room("/sys/fs/cgroup", "memory.max", "memory.current", "inactive_file ", &room); /* v2 */
+    cgroup_room("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file ",
+                &room); /* v1 */
     return room;
 }
 
@@ -69,7 +71,7 @@ void *ha_alloc_streamed(size_t size, int *mapped) {
         char *p = base + (HUGE_PAGE - (uintptr_t)base % HUGE_PAGE) % HUGE_PAGE;
         if (p > base) munmap(base, (size_t)(p - base));
         munmap(p + len, (size_t)(base + HUGE_PAGE - p)); /* the tail: always at least one page */
-        (void)madvise(p, len, MADV_HUGEPAGE);              /* advice: where it is refused, the pages are 4 KB ones */
+        (void)madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, the pages are 4 KB ones */
         *mapped = 1;
         return p;
     }

@@ -124,8 +124,7 @@ static void run_pieces(pool *p) {
             continue;
         const int64_t b = (int64_t)k * grain;
         fn(ctx, b, b + grain < n ? b + grain : n);
-        if (atomic_fetch_add(&p->done, 1) + 1 == pieces && atomic_load(&p->caller_asleep))
-            futex_wake(&p->done, 1);
+        if (atomic_fetch_add(&p->done, 1) + 1 == pieces && atomic_load(&p->caller_asleep)) futex_wake(&p->done, 1);
         w = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }

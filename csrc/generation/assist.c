@@ -23,8 +23,11 @@ ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
     if (rows <= *cap) return HA_OK;
     const int64_t want = rows > 2 * *cap ? rows : 2 * *cap;
     float *n = ha_malloc_array((size_t)want, (size_t)V, sizeof(float));
-    if (!n) return ha_fail(HA_ERR_NOMEM, "out of memory for the scores of %lld verified positions over a vocabulary of "
-                           "%lld", (long long)want, (long long)V);
+    if (!n)
+        return ha_fail(HA_ERR_NOMEM,
+                       "out of memory for the scores of %lld verified positions over a vocabulary of "
+                       "%lld",
+                       (long long)want, (long long)V);
     free(*buf);
     *buf = n;
     *cap = want;
@@ -104,8 +107,10 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             if (!r->drafting || s < r->covered) continue;
             const int64_t to = r->L + s;
             if (r->draft_len >= to)
-                return ha_fail(HA_ERR_INTERNAL, "assist.c draft_round: row %d's draft holds %lld positions at step %lld of "
-                               "a round from %lld", r->row, (long long)r->draft_len, (long long)s, (long long)r->L);
+                return ha_fail(HA_ERR_INTERNAL,
+                               "assist.c draft_round: row %d's draft holds %lld positions at step %lld of "
+                               "a round from %lld",
+                               r->row, (long long)r->draft_len, (long long)s, (long long)r->L);
             if (ha_whole_again(draft, r->draft_len, to)) { /* past the draft's rope switch: the whole row again */
                 if ((st = draft->crop(draft->self, r->row, 0)) != HA_OK) return st;
                 r->draft_len = 0;
@@ -140,8 +145,10 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             if ((st = ha_sampler_process(sampler, qs, r->row, r->tok, pos, r->generated + s)) != HA_OK) return st;
             const int32_t x = ha_sampler_choose(sampler, qs, (uint32_t)r->row, (uint32_t)pos);
             if (x < 0)
-                return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld of row %d; check its "
-                               "weights", (long long)pos, r->row);
+                return ha_fail(HA_ERR_INVALID,
+                               "the draft removed every token at position %lld of row %d; check its "
+                               "weights",
+                               (long long)pos, r->row);
             r->tok[pos] = x;
             r->k = s + 1;
             if (p->tree_width > 1)
@@ -197,8 +204,8 @@ static int64_t accept(const ha_assist_params *p, const ha_sampler *sampler, cons
 
 int64_t ha_assist_heuristic_k(int64_t K, int64_t n) { return n == K ? K + 2 : (K - 1 > 1 ? K - 1 : 1); }
 
-int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p,
-                                const ha_lm *target, const ha_lm *draft) {
+int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p, const ha_lm *target,
+                                const ha_lm *draft) {
     const int64_t room = p->gen.max_new_tokens - generated - 1, S = target->rope_switch;
     if (k > room) k = room;
     if (k > target->max_rollback) k = target->max_rollback;
@@ -299,8 +306,10 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int64_t n = tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
                            : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
-        return ha_fail(HA_ERR_INVALID, "row %d: every token was removed or NaN; check the weights and the sampling "
-                       "arguments", r->row);
+        return ha_fail(HA_ERR_INVALID,
+                       "row %d: every token was removed or NaN; check the weights and the sampling "
+                       "arguments",
+                       r->row);
     /* drafted ahead (this round's, taken here): the thread's guess at position L + k, which the target's own token
      * overwrites */
     const int64_t ahead_n = r->ahead_n;
@@ -395,7 +404,8 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         if (running == 0) return HA_OK;
         /* Between rounds: the interrupt poll, and max_time once every row has had its first round (a row is
          * never left without a token, as plain generation's first step is never skipped). */
-        if (ha_interrupted()) return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after %lld rounds", (long long)round);
+        if (ha_interrupted())
+            return ha_fail(HA_ERR_INTERRUPTED, "generation interrupted after %lld rounds", (long long)round);
         if (round > 0 && ha_now() >= deadline) return HA_OK;
         /* 1. Candidates, within ha_assist_candidate_cap. */
         for (int64_t i = 0; i < B; i++) {
@@ -410,8 +420,8 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             cost.steps_cost = 0.0;
         }
         if (draft) {
-            if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL, stats))
-                != HA_OK)
+            if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL,
+                                  stats)) != HA_OK)
                 return st;
             if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
                 ha_cost_siblings(&cost, rows, B, b->V, p->tree_width - 1);
@@ -424,15 +434,16 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         *n_rounds = round + 1;
         /* 3. Accept, row by row. */
         for (int64_t i = 0; i < B; i++)
-            if (!rows[i].done && (st = finish_row(target, draft, p, sampler, &rows[i], out, scores, stats, &cost)) != HA_OK)
+            if (!rows[i].done &&
+                (st = finish_row(target, draft, p, sampler, &rows[i], out, scores, stats, &cost)) != HA_OK)
                 return st;
         if (p->schedule == HA_SCHEDULE_COST && p->cost_state) ha_cost_state_store(&cost, p->cost_state);
     }
 }
 
 ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const int32_t *prompt,
-                               int64_t prompt_width, const int64_t *start, int32_t *out, float *scores, int64_t *n_steps,
-                               ha_assist_stats *stats_out) {
+                               int64_t prompt_width, const int64_t *start, int32_t *out, float *scores,
+                               int64_t *n_steps, ha_assist_stats *stats_out) {
     if (!target || !p || !prompt || !start || !out || !n_steps)
         return ha_fail(HA_ERR_INVALID, "ha_generate_assisted: NULL argument");
     *n_steps = 0;
@@ -447,12 +458,16 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                            (long long)draft->vocab_size, (long long)draft->n_seq, (long long)V, (long long)B);
         if ((st = ha_check_generate_args(draft, &p->gen, prompt_width, start)) != HA_OK) return st;
         if (p->num_assistant_tokens < 1)
-            return ha_fail(HA_ERR_INVALID, "num_assistant_tokens=%lld must be >= 1", (long long)p->num_assistant_tokens);
+            return ha_fail(HA_ERR_INVALID, "num_assistant_tokens=%lld must be >= 1",
+                           (long long)p->num_assistant_tokens);
         if (!(p->confidence_threshold >= 0.0f && p->confidence_threshold < 1.0f))
-            return ha_fail(HA_ERR_INVALID, "assistant_confidence_threshold=%g must be in [0, 1)", (double)p->confidence_threshold);
+            return ha_fail(HA_ERR_INVALID, "assistant_confidence_threshold=%g must be in [0, 1)",
+                           (double)p->confidence_threshold);
     } else if (p->prompt_lookup_num_tokens < 1 || p->max_matching_ngram_size < 1) {
-        return ha_fail(HA_ERR_INVALID, "prompt lookup needs prompt_lookup_num_tokens >= 1 and max_matching_ngram_size >= 1 "
-                       "(got %lld, %lld)", (long long)p->prompt_lookup_num_tokens, (long long)p->max_matching_ngram_size);
+        return ha_fail(HA_ERR_INVALID,
+                       "prompt lookup needs prompt_lookup_num_tokens >= 1 and max_matching_ngram_size >= 1 "
+                       "(got %lld, %lld)",
+                       (long long)p->prompt_lookup_num_tokens, (long long)p->max_matching_ngram_size);
     }
     if ((unsigned)p->schedule > HA_SCHEDULE_COST || (unsigned)p->acceptance > HA_ACCEPT_COUPLED)
         return ha_fail(HA_ERR_INVALID, "unknown schedule %d or acceptance %d", (int)p->schedule, (int)p->acceptance);
@@ -460,24 +475,31 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     if (w < 0) return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be >= 1 (1: chains)", (long long)w);
     if (w > 1) {
         if (!target->append_tree || !target->keep_path || target->max_tree < 2)
-            return ha_fail(HA_ERR_UNSUPPORTED, "assistant_tree_width=%lld: this target model verifies chains only (it "
+            return ha_fail(HA_ERR_UNSUPPORTED,
+                           "assistant_tree_width=%lld: this target model verifies chains only (it "
                            "has no tree attention: a wrapped external model); trees need a native habana_assist model, "
-                           "or pass assistant_tree_width=1", (long long)w);
+                           "or pass assistant_tree_width=1",
+                           (long long)w);
         if (w >= target->max_tree)
-            return ha_fail(HA_ERR_INVALID, "assistant_tree_width=%lld must be below %lld (the nodes one tree verification "
-                           "takes per row)", (long long)w, (long long)target->max_tree);
+            return ha_fail(HA_ERR_INVALID,
+                           "assistant_tree_width=%lld must be below %lld (the nodes one tree verification "
+                           "takes per row)",
+                           (long long)w, (long long)target->max_tree);
     }
     if (p->schedule == HA_SCHEDULE_COST) {
         int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
                  p->n_target_costs >= 1 && p->n_target_costs <= 64;
-        for (int64_t i = 0; ok && i < p->n_draft_costs; i++) ok = isfinite(p->draft_costs[i]) && p->draft_costs[i] >= 0.0;
-        for (int64_t i = 0; ok && i < p->n_target_costs; i++) ok = isfinite(p->target_costs[i]) && p->target_costs[i] > 0.0;
+        for (int64_t i = 0; ok && i < p->n_draft_costs; i++)
+            ok = isfinite(p->draft_costs[i]) && p->draft_costs[i] >= 0.0;
+        for (int64_t i = 0; ok && i < p->n_target_costs; i++)
+            ok = isfinite(p->target_costs[i]) && p->target_costs[i] > 0.0;
         if (!ok)
-            return ha_fail(HA_ERR_INVALID, "the cost schedule needs costs: 1..64 draft step times >= 0 and 1..64 target "
+            return ha_fail(HA_ERR_INVALID,
+                           "the cost schedule needs costs: 1..64 draft step times >= 0 and 1..64 target "
                            "append times > 0, all finite");
         if (p->cost_state && !ha_cost_state_ok(p->cost_state))
             return ha_fail(HA_ERR_INVALID, "the cost schedule's state holds a count that is negative, not finite, or "
-                           "accepted above tested; start from zeros");
+                                           "accepted above tested; start from zeros");
     }
 
     ha_assist_stats stats = { 0 };
@@ -491,8 +513,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     /* The largest append: every row's prompt and generated tokens (a draft catching up after rounds of K = 0). */
     const int64_t row_cap = prompt_width + N + 1, w1 = w > 1 ? w - 1 : 0;
     const size_t n_append = (size_t)B * (size_t)(w > 1 && target->max_tree > row_cap ? target->max_tree : row_cap);
-    buffers b = { .V = V, .seq = malloc(n_append * sizeof(int32_t)), .tok = malloc(n_append * sizeof(int32_t)),
-                  .want = malloc(n_append), .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
+    buffers b = { .V = V,
+                  .seq = malloc(n_append * sizeof(int32_t)),
+                  .tok = malloc(n_append * sizeof(int32_t)),
+                  .want = malloc(n_append),
+                  .first = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)),
                   .first_raw = p->gen.logits_out ? ha_malloc_array((size_t)B, (size_t)V, sizeof(float)) : NULL };
     b.acceptance = calloc((size_t)B, sizeof(*b.acceptance));
     b.conf = ha_malloc_array((size_t)B, (size_t)N, sizeof(double));
@@ -508,10 +533,13 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
-    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn || (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
+    if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn ||
+        (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
         (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
-        st = ha_fail(HA_ERR_NOMEM, "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
-                     "of %lld", (long long)B, (long long)N, (long long)V);
+        st = ha_fail(HA_ERR_NOMEM,
+                     "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
+                     "of %lld",
+                     (long long)B, (long long)N, (long long)V);
         goto cleanup;
     }
     /* Every row as ha_generate starts it: all prompts in one append, logits at each row's last token (so that a
@@ -521,8 +549,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         const int64_t first = start[i];
-        *r = (row_state){ .row = (int32_t)i, .tok = tok + i * row_cap, .L = prompt_width - first,
-                          .K = p->num_assistant_tokens, .p = ptrs + i * (3 * N + 2) };
+        *r = (row_state){ .row = (int32_t)i,
+                          .tok = tok + i * row_cap,
+                          .L = prompt_width - first,
+                          .K = p->num_assistant_tokens,
+                          .p = ptrs + i * (3 * N + 2) };
         r->raw = p->gen.logits_out ? r->p + N + 1 : NULL;
         r->q = r->p + 2 * N + 2;
         r->conf = b.conf + i * N;
@@ -573,7 +604,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             out[i * N + j] = p->gen.pad_token_id;
             if (p->gen.sources) p->gen.sources[i * N + j] = HA_SOURCE_NONE;
             for (int64_t v = 0; j < steps && scores && v < V; v++) scores[(j * B + i) * V + v] = -INFINITY;
-            for (int64_t v = 0; j < steps && p->gen.logits_out && v < V; v++) p->gen.logits_out[(j * B + i) * V + v] = -INFINITY;
+            for (int64_t v = 0; j < steps && p->gen.logits_out && v < V; v++)
+                p->gen.logits_out[(j * B + i) * V + v] = -INFINITY;
         }
     *n_steps = steps;
     stats.num_assistant_tokens = rows[B - 1].K;

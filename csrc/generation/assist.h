@@ -146,8 +146,8 @@ int64_t ha_assist_heuristic_k(int64_t K, int64_t n);
  * can take back (ha_lm.max_rollback), nor, for a target with a rope switch S, candidates whose scores would come from
  * forwards on both sides of S (a round from L <= S scores positions up to S at most: k <= S - L), since plain
  * generation computes those positions in appends of their own side. */
-int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p,
-                                const ha_lm *target, const ha_lm *draft);
+int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const ha_assist_params *p, const ha_lm *target,
+                                const ha_lm *draft);
 
 /* ---- token trees (assist_tree.c) ---------------------------------------------------------------------- */
 

@@ -71,8 +71,8 @@ int ha_ahead_start(ahead *a, ha_lm *target, ha_lm *draft, const ha_assist_params
         if (r->done || r->k == 0 || ha_is_eos(&p->gen, r->tok[last])) continue;
         /* The next round's cap if this one accepts every candidate (finish_row's schedule, run_rounds' limits) */
         const int heuristic = p->schedule == HA_SCHEDULE_HEURISTIC || p->schedule == HA_SCHEDULE_HEURISTIC_TRANSIENT;
-        const int64_t K = ha_assist_candidate_cap(heuristic ? ha_assist_heuristic_k(r->K, r->k) : r->K,
-                                                  r->L + r->k + 1, r->generated + r->k + 1, p, target, draft);
+        const int64_t K = ha_assist_candidate_cap(heuristic ? ha_assist_heuristic_k(r->K, r->k) : r->K, r->L + r->k + 1,
+                                                  r->generated + r->k + 1, p, target, draft);
         /* logits rows: the guess, then K candidates; within what a crop after this round may take back of the
          * draft (everything after L) and the draft's capacity; and short of the draft's rope switch where it holds
          * no more than S positions (one token appended at S would run the row again whole: draft_round's to do) */

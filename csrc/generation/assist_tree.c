@@ -137,7 +137,7 @@ static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *s
     const float *pn = r->p[n], *qn = r->q[n];
     const ha_normalizer nq = r->qn[n];
     memcpy(scratch, pn, (size_t)V * sizeof(float)); /* p with the rejected siblings removed */
-    double z = 0.0;                                 /* the residual's mass left (unnormalized) */
+    double z = 0.0; /* the residual's mass left (unnormalized) */
     for (int64_t t = 0; t < V; t++) {
         const double d = ha_norm_at(pn, V, np, (int32_t)t) - ha_norm_at(qn, V, nq, (int32_t)t);
         z += d > 0.0 ? d : 0.0;

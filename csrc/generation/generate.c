@@ -8,7 +8,8 @@
 
 #include "generation.h"
 
-ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start) {
+ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width,
+                                 const int64_t *start) {
     if (p->max_new_tokens < 1 || p->max_new_tokens > lm->capacity)
         return ha_fail(HA_ERR_INVALID, "max_new_tokens=%lld must be in 1..%lld (the cache capacity)",
                        (long long)p->max_new_tokens, (long long)lm->capacity);
@@ -19,7 +20,8 @@ ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, i
         return ha_fail(HA_ERR_INVALID, "max_time=%g must be >= 0 seconds (0: no limit)", p->max_time);
     for (int64_t b = 0; b < lm->n_seq; b++) {
         if (start[b] < 0 || start[b] >= prompt_width)
-            return ha_fail(HA_ERR_INVALID, "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
+            return ha_fail(HA_ERR_INVALID,
+                           "row %lld has no prompt tokens (start %lld of width %lld); every row needs at least one",
                            (long long)b, (long long)start[b], (long long)prompt_width);
         if (lm->length(lm->self, (int32_t)b) != 0)
             return ha_fail(HA_ERR_INVALID, "generation needs empty caches; row %lld holds %lld positions", (long long)b,
@@ -30,7 +32,8 @@ ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, i
 
 ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *prompt, int64_t prompt_width,
                       const int64_t *start, int32_t *out, float *scores, int64_t *n_steps) {
-    if (!lm || !p || !prompt || !start || !out || !n_steps) return ha_fail(HA_ERR_INVALID, "ha_generate: NULL argument");
+    if (!lm || !p || !prompt || !start || !out || !n_steps)
+        return ha_fail(HA_ERR_INVALID, "ha_generate: NULL argument");
     const int64_t B = lm->n_seq, V = lm->vocab_size, N = p->max_new_tokens;
     *n_steps = 0;
     ha_status st = ha_check_generate_args(lm, p, prompt_width, start);
@@ -54,7 +57,8 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     int32_t *row_of = malloc((size_t)B * sizeof(int32_t));                /* logits row -> batch row */
     float *logits = ha_malloc_array((size_t)B, (size_t)V, sizeof(float)); /* (B, V) */
     if (!history || !hist_n || !seq || !tok || !want || !done || !row_of || !logits) {
-        st = ha_fail(HA_ERR_NOMEM, "out of memory for a generation of %lld rows x %lld tokens", (long long)B, (long long)hist_w);
+        st = ha_fail(HA_ERR_NOMEM, "out of memory for a generation of %lld rows x %lld tokens", (long long)B,
+                     (long long)hist_w);
         goto cleanup;
     }
 
@@ -91,8 +95,10 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             if ((st = ha_sampler_process(sampler, s, b, h, hist_n[b], step)) != HA_OK) break;
             int32_t t = ha_sampler_choose(sampler, s, (uint32_t)b, (uint32_t)hist_n[b]);
             if (t < 0) {
-                st = ha_fail(HA_ERR_INVALID, "row %d at step %lld: every token was removed or NaN; check the weights "
-                             "and the sampling arguments", b, (long long)step);
+                st = ha_fail(HA_ERR_INVALID,
+                             "row %d at step %lld: every token was removed or NaN; check the weights "
+                             "and the sampling arguments",
+                             b, (long long)step);
                 break;
             }
             if (scores) memcpy(scores + (step * B + b) * V, s, (size_t)V * sizeof(float));

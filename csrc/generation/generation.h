@@ -34,10 +34,13 @@ static inline int ha_whole_again(const ha_lm *lm, int64_t held, int64_t to) {
 }
 
 /* Checks the arguments common to every generation loop; rows must have >= 1 prompt token and empty caches. */
-ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width, const int64_t *start);
+ha_status ha_check_generate_args(const ha_lm *lm, const ha_generate_params *p, int64_t prompt_width,
+                                 const int64_t *start);
 
 /* max_time's deadline for a generation that starts now: INFINITY when max_time is off (<= 0). */
-static inline double ha_deadline(const ha_generate_params *p) { return p->max_time > 0 ? ha_now() + p->max_time : INFINITY; }
+static inline double ha_deadline(const ha_generate_params *p) {
+    return p->max_time > 0 ? ha_now() + p->max_time : INFINITY;
+}
 
 /* Sampling pieces for the acceptance step (sampling.c). Scores are processed scores (V,). */
 /* The token chosen as ha_sampler_choose does, with noise of the given purpose. */

@@ -43,8 +43,14 @@ double ha_rng_uniform(uint64_t seed, uint32_t row, uint32_t position, uint32_t p
 
 #define CHOOSE_BLOCK 64 /* tokens whose random bits a choice asks the kernels for at a time */
 
-typedef struct scored { float v; int32_t i; } scored;
-typedef struct dscored { double v; int32_t i; } dscored;
+typedef struct scored {
+    float v;
+    int32_t i;
+} scored;
+typedef struct dscored {
+    double v;
+    int32_t i;
+} dscored;
 
 struct ha_sampler {
     ha_sampling_params p;
@@ -87,8 +93,9 @@ static ha_status check_tokens(const char *what, const int32_t *t, int64_t n, int
     if (n < 0 || (n > 0 && !t)) return ha_fail(HA_ERR_INVALID, "%s: %lld tokens at NULL", what, (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (t[i] < 0 || t[i] >= vocab)
-            return ha_fail(HA_ERR_INVALID, "%s holds token id %d, outside [0, %lld); pass ids from the model's tokenizer",
-                           what, t[i], (long long)vocab);
+            return ha_fail(HA_ERR_INVALID,
+                           "%s holds token id %d, outside [0, %lld); pass ids from the model's tokenizer", what, t[i],
+                           (long long)vocab);
     return HA_OK;
 }
 
@@ -99,21 +106,25 @@ static ha_status check_seqs(const char *what, const ha_token_seqs *q, int64_t vo
     if (q->offsets[0] != 0) return ha_fail(HA_ERR_INVALID, "%s: offsets[0] must be 0", what);
     for (int64_t i = 0; i < q->n; i++)
         if (q->offsets[i + 1] <= q->offsets[i])
-            return ha_fail(HA_ERR_INVALID, "%s: sequence %lld is empty; every sequence needs a token", what, (long long)i);
+            return ha_fail(HA_ERR_INVALID, "%s: sequence %lld is empty; every sequence needs a token", what,
+                           (long long)i);
     return check_tokens(what, q->tokens, q->offsets[q->n], vocab);
 }
 
 static ha_status check_params(const ha_sampling_params *p, int64_t vocab) {
     if (p->do_sample && !(p->temperature > 0.0f && isfinite(p->temperature)))
-        return ha_fail(HA_ERR_INVALID, "temperature=%g must be a strictly positive float when sampling; "
-                       "for greedy decoding set do_sample=False", (double)p->temperature);
+        return ha_fail(HA_ERR_INVALID,
+                       "temperature=%g must be a strictly positive float when sampling; "
+                       "for greedy decoding set do_sample=False",
+                       (double)p->temperature);
     if (p->top_k < 0) return ha_fail(HA_ERR_INVALID, "top_k=%lld must be >= 0 (0 disables it)", (long long)p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
         return ha_fail(HA_ERR_INVALID, "top_p=%g must be in (0, 1] (1 disables it)", (double)p->top_p);
     if (!(p->repetition_penalty > 0.0f && isfinite(p->repetition_penalty)))
         return ha_fail(HA_ERR_INVALID, "repetition_penalty=%g must be a strictly positive float (1 disables it)",
                        (double)p->repetition_penalty);
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f)) return ha_fail(HA_ERR_INVALID, "min_p=%g must be in [0, 1]", (double)p->min_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return ha_fail(HA_ERR_INVALID, "min_p=%g must be in [0, 1]", (double)p->min_p);
     if (!(p->typical_p >= 0.0f && p->typical_p <= 1.0f))
         return ha_fail(HA_ERR_INVALID, "typical_p=%g must be in (0, 1] (0 or 1: off)", (double)p->typical_p);
     if (!(p->epsilon_cutoff >= 0.0f && p->epsilon_cutoff < 1.0f))
@@ -122,9 +133,11 @@ static ha_status check_params(const ha_sampling_params *p, int64_t vocab) {
         return ha_fail(HA_ERR_INVALID, "eta_cutoff=%g must be in [0, 1)", (double)p->eta_cutoff);
     if (p->no_repeat_ngram_size < 0)
         return ha_fail(HA_ERR_INVALID, "no_repeat_ngram_size=%lld must be >= 0", (long long)p->no_repeat_ngram_size);
-    if (p->min_new_tokens < 0) return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
+    if (p->min_new_tokens < 0)
+        return ha_fail(HA_ERR_INVALID, "min_new_tokens=%lld must be >= 0", (long long)p->min_new_tokens);
     if (!(p->decay_factor >= 0.0f && isfinite(p->decay_factor)) || p->decay_start < 0)
-        return ha_fail(HA_ERR_INVALID, "exponential_decay_length_penalty (%lld, %g) needs a start >= 0 and a finite factor > 0",
+        return ha_fail(HA_ERR_INVALID,
+                       "exponential_decay_length_penalty (%lld, %g) needs a start >= 0 and a finite factor > 0",
                        (long long)p->decay_start, (double)p->decay_factor);
     if (p->sequence_bias.n > 0 && !p->sequence_bias.values)
         return ha_fail(HA_ERR_INVALID, "sequence_bias: %lld sequences without values", (long long)p->sequence_bias.n);
@@ -141,7 +154,8 @@ static ha_status check_params(const ha_sampling_params *p, int64_t vocab) {
 ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampler **out) {
     if (!p || !out) return ha_fail(HA_ERR_INVALID, "ha_sampler_create: NULL argument");
     *out = NULL;
-    if (vocab < 1 || vocab > INT32_MAX) return ha_fail(HA_ERR_INVALID, "vocab_size %lld is out of range", (long long)vocab);
+    if (vocab < 1 || vocab > INT32_MAX)
+        return ha_fail(HA_ERR_INVALID, "vocab_size %lld is out of range", (long long)vocab);
     ha_status st = check_params(p, vocab);
     if (st != HA_OK) return st;
     const int typical = p->do_sample && p->typical_p > 0.0f && p->typical_p < 1.0f;
@@ -282,9 +296,7 @@ static void force(float *scores, int64_t vocab, const int32_t *t, int64_t n) {
 }
 
 /* Whether score a ranks below b in top_k's order: NaN lowest (as never kept), then by value. */
-static int below(float a, float b) {
-    return isnan(a) ? !isnan(b) : a < b;
-}
+static int below(float a, float b) { return isnan(a) ? !isnan(b) : a < b; }
 
 /* Transformers' TopKLogitsWarper: scores below the k-th highest go (ties with it stay). The k-th highest is
  * found with a min-heap of the k highest seen, O(V log k): most scores fall below the heap's least at once. */
@@ -423,7 +435,10 @@ ha_status ha_sampler_process(ha_sampler *s, float *scores, int64_t row, const in
     if (p->n_forced_eos && step == p->forced_eos_step) force(scores, V, p->forced_eos, p->n_forced_eos);
     if (p->remove_invalid_values)
         for (int64_t i = 0; i < V; i++)
-            scores[i] = isnan(scores[i]) ? 0.0f : scores[i] == INFINITY ? FLT_MAX : scores[i] == -INFINITY ? -FLT_MAX : scores[i];
+            scores[i] = isnan(scores[i])         ? 0.0f
+                        : scores[i] == INFINITY  ? FLT_MAX
+                        : scores[i] == -INFINITY ? -FLT_MAX
+                                                 : scores[i];
     if (p->decay_factor > 0.0f && step > p->decay_start) {
         const float f = (float)(pow((double)p->decay_factor, (double)(step - p->decay_start)) - 1.0);
         for (int64_t i = 0; i < p->n_eos; i++) scores[p->eos[i]] += fabsf(scores[p->eos[i]]) * f;

@@ -60,7 +60,9 @@ static const ha_kernels *avx512_emulated_if_runs(void) {
 static const struct {
     const char *name;
     const ha_kernels *(*if_runs)(void);
-} VARIANTS[] = { { "scalar", scalar_if_runs }, { "avx2", avx2_if_runs }, { "avx512", avx512_if_runs },
+} VARIANTS[] = { { "scalar", scalar_if_runs },
+                 { "avx2", avx2_if_runs },
+                 { "avx512", avx512_if_runs },
                  { "avx512-emulated", avx512_emulated_if_runs } };
 #define N_VARIANTS (sizeof VARIANTS / sizeof *VARIANTS)
 
@@ -89,7 +91,8 @@ const char *ha_kernels_name(void) { return ha_kernels_get()->name; }
 ha_status ha_kernels_select(const char *name) {
     const ha_kernels *k = ha_kernels_find(name);
     if (!k && name && strcmp(name, "avx512-emulated") == 0 && !ha_kernels_avx512_emulated)
-        return ha_fail(HA_ERR_UNSUPPORTED, "kernel variant 'avx512-emulated' is not in this build (it is built for the "
+        return ha_fail(HA_ERR_UNSUPPORTED,
+                       "kernel variant 'avx512-emulated' is not in this build (it is built for the "
                        "tests, on libsimde-dev): rebuild with HA_AVX512_EMULATED=1 bash scripts/setup.sh (bash "
                        "scripts/test.sh does), or HA_AVX512_EMULATED=1 pip install .");
     if (!k) {

@@ -14,21 +14,28 @@ const char *ha_dtype_name(ha_dtype t);
 /* IEEE half bits -> float, exact (kernels_scalar.c); bfloat16 bits -> float, exact. */
 float ha_f16_to_f32(uint16_t h);
 static inline float ha_bf16_to_f32(uint16_t b) {
-    union { uint32_t u; float f; } v = { (uint32_t)b << 16 };
+    union {
+        uint32_t u;
+        float f;
+    } v = { (uint32_t)b << 16 };
     return v.f;
 }
 /* Bytes of one row of n elements (panel dtypes: a row's share of its panel, n elements). */
 static inline size_t ha_row_bytes(ha_dtype t, int64_t n) {
     switch (t) {
-    case HA_F32: case HA_F32P: return (size_t)n * 4;
-    case HA_Q8: case HA_Q8P: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
+    case HA_F32:
+    case HA_F32P: return (size_t)n * 4;
+    case HA_Q8:
+    case HA_Q8P: return (size_t)((n + HA_Q8_GROUP - 1) / HA_Q8_GROUP) * HA_Q8_BLOCK_BYTES;
     case HA_Q4: return (size_t)((n + HA_Q4_GROUP - 1) / HA_Q4_GROUP) * HA_Q4_BLOCK_BYTES;
     case HA_BF16X: return (size_t)((n + 1) / 2) * 4;
     default: return (size_t)n * 2;
     }
 }
 /* The alignment a matrix buffer of dtype t needs. */
-static inline size_t ha_dtype_align(ha_dtype t) { return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4; }
+static inline size_t ha_dtype_align(ha_dtype t) {
+    return t == HA_BF16 || t == HA_F16 || t == HA_BF16P || t == HA_F16P ? 2 : 4;
+}
 /* Integer weights (int8, int4): their matmuls take activations quantized by quant_act. */
 static inline int ha_dtype_is_int(ha_dtype t) { return t == HA_Q8 || t == HA_Q4; }
 /* Weights in panels (float ones by ha_pack, HA_Q8P and HA_BF16X by ha_quantize), and the panel dtype of a row-major
@@ -40,7 +47,9 @@ static inline ha_dtype ha_panel_dtype(ha_dtype t) {
     return t == HA_F32 ? HA_F32P : t == HA_BF16 ? HA_BF16P : t == HA_F16 ? HA_F16P : HA_NDTYPES;
 }
 /* Position of row i (< HA_PANEL_ROWS) of a panel within each of its columns (ha.h). */
-static inline int64_t ha_panel_pos(ha_dtype t, int64_t i) { return t != HA_BF16P ? i : i < 8 ? 2 * i : 2 * (i - 8) + 1; }
+static inline int64_t ha_panel_pos(ha_dtype t, int64_t i) {
+    return t != HA_BF16P ? i : i < 8 ? 2 * i : 2 * (i - 8) + 1;
+}
 /* The HA_Q8P group block g of panel p of a matrix W with n columns (ha.h). */
 static inline const char *ha_q8p_block(const void *W, int64_t n, int64_t p, int64_t g) {
     const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
@@ -59,7 +68,8 @@ static inline float ha_q8p_scale(const char *blk, int64_t i) {
 /* The bfloat16 bits of weight k of row i (< HA_PANEL_ROWS) of panel p of a HA_BF16X matrix W with n columns (ha.h). */
 static inline uint16_t ha_bf16x_bits(const void *W, int64_t n, int64_t p, int64_t i, int64_t k) {
     const size_t steps = (size_t)((n + 1) / 2);
-    return ((const uint16_t *)W)[((size_t)p * steps + (size_t)(k / 2)) * (2 * HA_PANEL_ROWS) + (size_t)i * 2 + (size_t)(k % 2)];
+    return ((const uint16_t *)
+                W)[((size_t)p * steps + (size_t)(k / 2)) * (2 * HA_PANEL_ROWS) + (size_t)i * 2 + (size_t)(k % 2)];
 }
 
 /* Element (r, k) of a panel-dtype matrix W (rows, n), exactly as every kernel reads it (HA_Q8P: scale * q). */
@@ -69,7 +79,8 @@ static inline float ha_panel_at(const void *W, ha_dtype t, int64_t n, int64_t r,
         const char *blk = ha_q8p_block(W, n, r / HA_PANEL_ROWS, k / HA_Q8_GROUP);
         return ha_q8p_scale(blk, r % HA_PANEL_ROWS) * (float)ha_q8p_q(blk, r % HA_PANEL_ROWS, k % HA_Q8_GROUP);
     }
-    const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
+    const size_t at = ((size_t)(r / HA_PANEL_ROWS) * (size_t)n + (size_t)k) * HA_PANEL_ROWS +
+                      (size_t)ha_panel_pos(t, r % HA_PANEL_ROWS);
     if (t == HA_F32P) return ((const float *)W)[at];
     const uint16_t h = ((const uint16_t *)W)[at];
     return t == HA_F16P ? ha_f16_to_f32(h) : ha_bf16_to_f32(h);
@@ -176,9 +187,7 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
     }
     const float inv = amax > 0.0f ? HA_ACT_MAX / amax : 0.0f;
     *scale = amax / HA_ACT_MAX;
-    for (int64_t i = 0; i < n; i++) {
-        q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
-    }
+    for (int64_t i = 0; i < n; i++) { q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX); }
 }
 
 /* ---- int8 weights multiply int8 activations (the w8a8 class) ------------------------------------------

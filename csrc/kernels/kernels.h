@@ -23,8 +23,8 @@ typedef struct ha_kernels {
      * is written. Row-major W (HA_F32, HA_BF16, HA_F16; row r at W + r * ha_row_bytes(dtype, n)): the 8-lane
      * dot product of the row (widened to float32 exactly) and x[t, :]. Panels (HA_F32P, HA_BF16P, HA_F16P):
      * s = 0, then s = fmaf(w[r, k], x[t, k], s) for k = 0 .. n - 1 in order. r0 may fall inside a panel. */
-    void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
-                               int64_t T, float *Y, int64_t ldy);
+    void (*matmul[HA_NDTYPES])(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, float *Y,
+                               int64_t ldy);
     /* Integer weights (HA_Q8, HA_Q4; NULL for float ones): the same for W (rows, n) and activations quantized
      * by quant_act, Xq (T, ha_act_width(n)) int16 and xscale (T,). Each output, in every variant bitwise:
      * eight int32 lanes, lane j summing the products of the elements i of each group with i % 16 in

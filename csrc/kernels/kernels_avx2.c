@@ -77,11 +77,11 @@ AVX2 static inline __m256 w8_q4(const void *w, int64_t k) {
 static inline float w1_q4(const void *w, int64_t k) { return ha_q4_at(w, k); }
 
 /* y = hsum(acc) + the tail products of row w with x, in order. */
-#define FINISH(SUF, acc, w, x, nv, n, y)                                                               \
-    do {                                                                                               \
-        float s_ = hsum(acc);                                                                          \
-        for (int64_t j_ = (nv); j_ < (n); j_++) s_ += w1_##SUF((w), j_) * (x)[j_];                      \
-        (y) = s_;                                                                                      \
+#define FINISH(SUF, acc, w, x, nv, n, y)                                           \
+    do {                                                                           \
+        float s_ = hsum(acc);                                                      \
+        for (int64_t j_ = (nv); j_ < (n); j_++) s_ += w1_##SUF((w), j_) * (x)[j_]; \
+        (y) = s_;                                                                  \
     } while (0)
 
 /* Software prefetch: left to the hardware prefetcher, a tile's short reads of four rows and its compute on
@@ -104,30 +104,30 @@ typedef struct acts {
  * the dot products of weight rows w[i] with activation rows t + s of a; nv is LEN_SUF(n), the elements the
  * vector loop takes. R and S are literals at every call, so the loops unroll completely after inlining;
  * R * S + S + 1 <= 16 ymm. pf, if not NULL, is advanced one step per STEP_SUF elements. */
-#define DEFINE_TILE(SUF)                                                                               \
-    AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
-        int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, int64_t rs, ha_prefetcher *pf) {                                       \
-        const float *X = a->x;                                                                         \
-        __m256 g[ROWS][3];                                                                             \
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                            \
-            _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) g[i][s] = _mm256_setzero_ps();         \
-        const float *x = X + t * n;                                                                    \
-        for (int64_t k0 = 0; k0 < nv; k0 += CHUNK) {                                                   \
-            const int64_t ke = nv - k0 < CHUNK ? nv : k0 + CHUNK;                                      \
-            ha_prefetch_step(pf);                                                                      \
-            for (int64_t k = k0; k < ke; k += 8) {                                                     \
-                __m256 v[3];                                                                           \
-                _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) v[s] = _mm256_loadu_ps(x + s * n + k); \
-                _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                                  \
-                    const __m256 wi = w8_##SUF(w[i], k);                                               \
-                    _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) g[i][s] = _mm256_fmadd_ps(wi, v[s], g[i][s]); \
-                }                                                                                      \
-            }                                                                                          \
-        }                                                                                              \
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                                            \
-            _Pragma("GCC unroll 3") for (int s = 0; s < S; s++)                                        \
-                FINISH(SUF, g[i][s], w[i], x + s * n, nv, n, Y[(t + s) * ldy + r + i * rs]);           \
+#define DEFINE_TILE(SUF)                                                                                               \
+    AVX2 static inline __attribute__((always_inline)) void tile_##SUF(int R, int S, const void *const *w,              \
+                                                                      const acts *a, int64_t n, int64_t nv, int64_t t, \
+                                                                      float *Y, int64_t ldy, int64_t r, int64_t rs,    \
+                                                                      ha_prefetcher *pf) {                             \
+        const float *X = a->x;                                                                                         \
+        __m256 g[ROWS][3];                                                                                             \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) _Pragma("GCC unroll 3") for (int s = 0; s < S; s++)        \
+            g[i][s] = _mm256_setzero_ps();                                                                             \
+        const float *x = X + t * n;                                                                                    \
+        for (int64_t k0 = 0; k0 < nv; k0 += CHUNK) {                                                                   \
+            const int64_t ke = nv - k0 < CHUNK ? nv : k0 + CHUNK;                                                      \
+            ha_prefetch_step(pf);                                                                                      \
+            for (int64_t k = k0; k < ke; k += 8) {                                                                     \
+                __m256 v[3];                                                                                           \
+                _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) v[s] = _mm256_loadu_ps(x + s * n + k);             \
+                _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                                                  \
+                    const __m256 wi = w8_##SUF(w[i], k);                                                               \
+                    _Pragma("GCC unroll 3") for (int s = 0; s < S; s++) g[i][s] = _mm256_fmadd_ps(wi, v[s], g[i][s]);  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) _Pragma("GCC unroll 3") for (int s = 0; s < S; s++)        \
+            FINISH(SUF, g[i][s], w[i], x + s * n, nv, n, Y[(t + s) * ldy + r + i * rs]);                               \
     }
 DEFINE_TILE(f32)
 DEFINE_TILE(bf16)
@@ -153,8 +153,8 @@ AVX2 static inline __m256i w16_int(const char *blk, int k, int q4) {
  * and q4 are literals. */
 AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, int GROUP, int BLOCK, int q4,
                                                                 const void *const *w, const acts *a, int64_t nv,
-                                                                int64_t t, float *Y, int64_t ldy, int64_t r,
-                                                                int64_t rs, ha_prefetcher *pf) {
+                                                                int64_t t, float *Y, int64_t ldy, int64_t r, int64_t rs,
+                                                                ha_prefetcher *pf) {
     __m256 acc[ROWS][3];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -198,12 +198,13 @@ AVX2 static inline __attribute__((always_inline)) void tile_int(int R, int S, in
 #pragma GCC unroll 3
         for (int s = 0; s < S; s++) Y[(t + s) * ldy + r + i * rs] = hsum(acc[i][s]) * a->qscale[t + s];
 }
-#define DEFINE_TILE_INT(SUF, GROUP, BLOCK, Q4)                                                          \
-    AVX2 static inline __attribute__((always_inline)) void tile_##SUF(                                \
-        int R, int S, const void *const *w, const acts *a, int64_t n, int64_t nv, int64_t t, float *Y, \
-        int64_t ldy, int64_t r, int64_t rs, ha_prefetcher *pf) {                                       \
-        (void)n;                                                                                       \
-        tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, rs, pf);                              \
+#define DEFINE_TILE_INT(SUF, GROUP, BLOCK, Q4)                                                                         \
+    AVX2 static inline __attribute__((always_inline)) void tile_##SUF(int R, int S, const void *const *w,              \
+                                                                      const acts *a, int64_t n, int64_t nv, int64_t t, \
+                                                                      float *Y, int64_t ldy, int64_t r, int64_t rs,    \
+                                                                      ha_prefetcher *pf) {                             \
+        (void)n;                                                                                                       \
+        tile_int(R, S, GROUP, BLOCK, Q4, w, a, nv, t, Y, ldy, r, rs, pf);                                              \
     }
 DEFINE_TILE_INT(q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
 DEFINE_TILE_INT(q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
@@ -233,48 +234,49 @@ static inline int64_t n_tiles(int64_t T) {
 #define STEP_f16 CHUNK
 #define STEP_q8 HA_Q8_GROUP
 #define STEP_q4 HA_Q4_GROUP
-#define DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                 \
-    AVX2 static inline __attribute__((always_inline)) void matmul_rows_##SUF(                         \
-        const void *W, int64_t n, int64_t r0, int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) { \
-        const size_t rb = ha_row_bytes(DTYPE, n);                                                      \
-        const int64_t nv = LEN_##SUF(n), steps = n_tiles(T) * ((nv + STEP_##SUF - 1) / STEP_##SUF);   \
-        const int64_t q = (r1 - r0) / ROWS;                                                            \
-        if (T == 1 && q >= 1) { /* one token: each tile takes rows r, r + q, r + 2q, r + 3q */          \
-            for (int64_t r = r0; r < r0 + q; r++) {                                                    \
-                const void *w[ROWS];                                                                   \
-                for (int i = 0; i < ROWS; i++) w[i] = (const char *)W + (size_t)(r + i * q) * rb;      \
-                tile_##SUF(4, 1, w, a, n, nv, 0, Y, ldy, r, q, NULL);                                  \
-            }                                                                                          \
-            r0 += ROWS * q;                                                                            \
-        }                                                                                              \
-        for (int64_t r = r0; r < r1; r += ROWS) {                                                      \
-            const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;                                     \
-            const void *w[ROWS];                                                                       \
-            for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;              \
-            if (rows == ROWS) {                                                                        \
-                ha_prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;             \
-                for (int64_t t = 0; t < T;) {                                                          \
-                    const int64_t width = TILE_WIDTH(T - t);                                           \
-                    if (width == 3) tile_##SUF(4, 3, w, a, n, nv, t, Y, ldy, r, 1, pf);                   \
-                    else if (width == 2) tile_##SUF(4, 2, w, a, n, nv, t, Y, ldy, r, 1, pf);              \
-                    else tile_##SUF(4, 1, w, a, n, nv, t, Y, ldy, r, 1, pf);                            \
-                    t += width;                                                                        \
-                }                                                                                      \
-                continue;                                                                              \
-            }                                                                                          \
-            for (int i = 0; i < rows; i++) {                                                           \
-                int64_t t = 0;                                                                         \
-                for (; t + 3 <= T; t += 3) tile_##SUF(1, 3, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);  \
-                for (; t < T; t++) tile_##SUF(1, 1, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);          \
-            }                                                                                          \
-        }                                                                                              \
+#define DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                             \
+    AVX2 static inline __attribute__((always_inline)) void matmul_rows_##SUF(const void *W, int64_t n, int64_t r0, \
+                                                                             int64_t r1, const acts *a, int64_t T, \
+                                                                             float *Y, int64_t ldy) {              \
+        const size_t rb = ha_row_bytes(DTYPE, n);                                                                  \
+        const int64_t nv = LEN_##SUF(n), steps = n_tiles(T) * ((nv + STEP_##SUF - 1) / STEP_##SUF);                \
+        const int64_t q = (r1 - r0) / ROWS;                                                                        \
+        if (T == 1 && q >= 1) { /* one token: each tile takes rows r, r + q, r + 2q, r + 3q */                     \
+            for (int64_t r = r0; r < r0 + q; r++) {                                                                \
+                const void *w[ROWS];                                                                               \
+                for (int i = 0; i < ROWS; i++) w[i] = (const char *)W + (size_t)(r + i * q) * rb;                  \
+                tile_##SUF(4, 1, w, a, n, nv, 0, Y, ldy, r, q, NULL);                                              \
+            }                                                                                                      \
+            r0 += ROWS * q;                                                                                        \
+        }                                                                                                          \
+        for (int64_t r = r0; r < r1; r += ROWS) {                                                                  \
+            const int rows = r1 - r < ROWS ? (int)(r1 - r) : ROWS;                                                 \
+            const void *w[ROWS];                                                                                   \
+            for (int i = 0; i < rows; i++) w[i] = (const char *)W + (size_t)(r + i) * rb;                          \
+            if (rows == ROWS) {                                                                                    \
+                ha_prefetcher next = prefetch_next_rows(W, rb, r, r1, steps), *pf = &next;                         \
+                for (int64_t t = 0; t < T;) {                                                                      \
+                    const int64_t width = TILE_WIDTH(T - t);                                                       \
+                    if (width == 3) tile_##SUF(4, 3, w, a, n, nv, t, Y, ldy, r, 1, pf);                            \
+                    else if (width == 2) tile_##SUF(4, 2, w, a, n, nv, t, Y, ldy, r, 1, pf);                       \
+                    else tile_##SUF(4, 1, w, a, n, nv, t, Y, ldy, r, 1, pf);                                       \
+                    t += width;                                                                                    \
+                }                                                                                                  \
+                continue;                                                                                          \
+            }                                                                                                      \
+            for (int i = 0; i < rows; i++) {                                                                       \
+                int64_t t = 0;                                                                                     \
+                for (; t + 3 <= T; t += 3) tile_##SUF(1, 3, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);           \
+                for (; t < T; t++) tile_##SUF(1, 1, w + i, a, n, nv, t, Y, ldy, r + i, 1, NULL);                   \
+            }                                                                                                      \
+        }                                                                                                          \
     }
-#define DEFINE_MATMUL(SUF, DTYPE)                                                                      \
-    DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                     \
-    AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,    \
-                                  int64_t T, float *Y, int64_t ldy) {                                  \
-        const acts a = { .x = X };                                                                     \
-        matmul_rows_##SUF(W, n, r0, r1, &a, T, Y, ldy);                                                \
+#define DEFINE_MATMUL(SUF, DTYPE)                                                                              \
+    DEFINE_MATMUL_ROWS(SUF, DTYPE)                                                                             \
+    AVX2 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, \
+                                  float *Y, int64_t ldy) {                                                     \
+        const acts a = { .x = X };                                                                             \
+        matmul_rows_##SUF(W, n, r0, r1, &a, T, Y, ldy);                                                        \
     }
 DEFINE_MATMUL(f32, HA_F32)
 DEFINE_MATMUL(bf16, HA_BF16)
@@ -411,7 +413,8 @@ AVX2 static inline __attribute__((always_inline)) void group_w8a8(int H, int S, 
         for (int h = 0; h < H; h++) {
             const __m256 ws = _mm256_loadu_ps((const float *)(blk + (size_t)(h / 2) * pstride) + 8 * (h % 2));
             float *a = acc[h * acc_stride + s];
-            _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp[h][s]), _mm256_mul_ps(ws, vxs), _mm256_loadu_ps(a)));
+            _mm256_storeu_ps(a,
+                             _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp[h][s]), _mm256_mul_ps(ws, vxs), _mm256_loadu_ps(a)));
         }
     }
 }
@@ -446,7 +449,8 @@ AVX2 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, c
                 for (int64_t s = 0; s < nt; s++) memset(acc[h * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++) {
                 int64_t t = t0;
-                for (; t + 2 <= t0 + nt; t += 2) group_w8a8(2, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
+                for (; t + 2 <= t0 + nt; t += 2)
+                    group_w8a8(2, 2, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
                 if (t < t0 + nt) group_w8a8(2, 1, W, pstride, g, p, Xq, xb, t, acc + (t - t0), W8_TOKENS);
             }
             for (int h = 0; h < 2; h++)
@@ -491,46 +495,46 @@ AVX2 static inline void p16_f16p(const void *panel, int64_t k, __m256 *lo, __m25
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
  * [r0, r1). P and S are literals at every call (2 * P * S <= 12 accumulators). */
-#define DEFINE_PANEL_TILE(SUF)                                                                          \
-    AVX2 static inline __attribute__((always_inline)) void ptile_##SUF(                                \
-        int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, float *Y, int64_t ldy, \
-        int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) {                                       \
-        __m256 acc[4][2][6];                                                                            \
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) acc[p][0][s] = acc[p][1][s] = _mm256_setzero_ps(); \
-        for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
-            const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
-            ha_prefetch_step(pf);                                                                       \
-            for (int64_t k = k0; k < ke; k++) {                                                         \
-                _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                   \
-                    __m256 lo, hi;                                                                      \
-                    p16_##SUF(panel + (size_t)p * pbytes, k, &lo, &hi);                                 \
-                    _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) {                               \
-                        const __m256 b = _mm256_broadcast_ss(X + s * n + k);                            \
-                        acc[p][0][s] = _mm256_fmadd_ps(lo, b, acc[p][0][s]);                            \
-                        acc[p][1][s] = _mm256_fmadd_ps(hi, b, acc[p][1][s]);                            \
-                    }                                                                                   \
+#define DEFINE_PANEL_TILE(SUF)                                                                                         \
+    AVX2 static inline __attribute__((always_inline)) void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, \
+                                                                       const float *X, int64_t n, float *Y,            \
+                                                                       int64_t ldy, int64_t row, int64_t r0,           \
+                                                                       int64_t r1, ha_prefetcher *pf) {                \
+        __m256 acc[4][2][6];                                                                                           \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 6") for (int s = 0; s < S; s++)        \
+            acc[p][0][s] = acc[p][1][s] = _mm256_setzero_ps();                                                         \
+        for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                               \
+            const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                                              \
+            ha_prefetch_step(pf);                                                                                      \
+            for (int64_t k = k0; k < ke; k++) {                                                                        \
+                _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                  \
+                    __m256 lo, hi;                                                                                     \
+                    p16_##SUF(panel + (size_t)p * pbytes, k, &lo, &hi);                                                \
+                    _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) {                                              \
+                        const __m256 b = _mm256_broadcast_ss(X + s * n + k);                                           \
+                        acc[p][0][s] = _mm256_fmadd_ps(lo, b, acc[p][0][s]);                                           \
+                        acc[p][1][s] = _mm256_fmadd_ps(hi, b, acc[p][1][s]);                                           \
+                    }                                                                                                  \
                     /* 2 x 3: GCC otherwise loads and widens the next panel's weights early and, with both  \
                      * panels' weights live beside the 12 sums, spills; the fence keeps one panel's weights \
-                     * live at a time. */                                                                   \
-                    if (P > 1 && S == 3) __asm__ volatile("" ::: "memory");                             \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) {                                       \
-                const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                     \
-                float *y = Y + s * ldy;                                                                 \
-                if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                               \
-                    _mm256_storeu_ps(y + b, acc[p][0][s]);                                              \
-                    _mm256_storeu_ps(y + b + 8, acc[p][1][s]);                                          \
-                    continue;                                                                           \
-                }                                                                                       \
-                float v[HA_PANEL_ROWS];                                                                 \
-                _mm256_storeu_ps(v, acc[p][0][s]);                                                      \
-                _mm256_storeu_ps(v + 8, acc[p][1][s]);                                                  \
-                ha_store_panel_rows(y, b, r0, r1, v);                                                   \
-            }                                                                                           \
+                     * live at a time. */          \
+                    if (P > 1 && S == 3) __asm__ volatile("" ::: "memory");                                            \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 6") for (int s = 0; s < S; s++) {      \
+            const int64_t b = row + (int64_t)p * HA_PANEL_ROWS;                                                        \
+            float *y = Y + s * ldy;                                                                                    \
+            if (b >= r0 && b + HA_PANEL_ROWS <= r1) {                                                                  \
+                _mm256_storeu_ps(y + b, acc[p][0][s]);                                                                 \
+                _mm256_storeu_ps(y + b + 8, acc[p][1][s]);                                                             \
+                continue;                                                                                              \
+            }                                                                                                          \
+            float v[HA_PANEL_ROWS];                                                                                    \
+            _mm256_storeu_ps(v, acc[p][0][s]);                                                                         \
+            _mm256_storeu_ps(v + 8, acc[p][1][s]);                                                                     \
+            ha_store_panel_rows(y, b, r0, r1, v);                                                                      \
+        }                                                                                                              \
     }
 DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
@@ -554,14 +558,14 @@ HA_DEFINE_MATMUL_PANELS(AVX2, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX2, bf16p, HA_BF16P)
 HA_DEFINE_MATMUL_PANELS(AVX2, f16p, HA_F16P)
 
-#define DEFINE_PANEL_TO_F32(SUF)                                                                        \
-    AVX2 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) {        \
-        for (int64_t k = 0; k < n; k++) {                                                               \
-            __m256 lo, hi;                                                                              \
-            p16_##SUF(panel, k, &lo, &hi);                                                              \
-            _mm256_storeu_ps(dst + k * ldd, lo);                                                        \
-            _mm256_storeu_ps(dst + k * ldd + 8, hi);                                                    \
-        }                                                                                               \
+#define DEFINE_PANEL_TO_F32(SUF)                                                                 \
+    AVX2 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) { \
+        for (int64_t k = 0; k < n; k++) {                                                        \
+            __m256 lo, hi;                                                                       \
+            p16_##SUF(panel, k, &lo, &hi);                                                       \
+            _mm256_storeu_ps(dst + k * ldd, lo);                                                 \
+            _mm256_storeu_ps(dst + k * ldd + 8, hi);                                             \
+        }                                                                                        \
     }
 DEFINE_PANEL_TO_F32(f32p)
 DEFINE_PANEL_TO_F32(bf16p)
@@ -576,11 +580,11 @@ AVX2 static float dot_avx2(const float *a, const float *b, int64_t n) {
     return y;
 }
 
-#define DEFINE_TO_F32(SUF)                                                                             \
-    AVX2 static void to_f32_##SUF(const void *src, float *dst, int64_t n) {                            \
-        int64_t i = 0;                                                                                 \
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, w8_##SUF(src, i));                        \
-        for (; i < n; i++) dst[i] = w1_##SUF(src, i);                                                  \
+#define DEFINE_TO_F32(SUF)                                                      \
+    AVX2 static void to_f32_##SUF(const void *src, float *dst, int64_t n) {     \
+        int64_t i = 0;                                                          \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, w8_##SUF(src, i)); \
+        for (; i < n; i++) dst[i] = w1_##SUF(src, i);                           \
     }
 DEFINE_TO_F32(f32)
 DEFINE_TO_F32(bf16)
@@ -712,7 +716,8 @@ AVX2 static inline __m256 round_away_finite(__m256 y) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(3.40282347e38f);
     const __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 away = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(y, t), abs_mask), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 r = _mm256_add_ps(t, _mm256_and_ps(away, _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(y, _mm256_set1_ps(-0.0f)))));
+    const __m256 r = _mm256_add_ps(t, _mm256_and_ps(away, _mm256_or_ps(_mm256_set1_ps(1.0f),
+                                                                       _mm256_and_ps(y, _mm256_set1_ps(-0.0f)))));
     return _mm256_and_ps(r, _mm256_cmp_ps(_mm256_and_ps(y, abs_mask), big, _CMP_LE_OQ));
 }
 
@@ -748,7 +753,8 @@ AVX2 static inline void round_to_bytes(const float *x, int64_t group, float inv,
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t i = 0; i < group; i += 32) {
         const __m256i a = _mm256_packs_epi32(round_clamp8(x + i, vinv, vtop), round_clamp8(x + i + 8, vinv, vtop));
-        const __m256i b = _mm256_packs_epi32(round_clamp8(x + i + 16, vinv, vtop), round_clamp8(x + i + 24, vinv, vtop));
+        const __m256i b = _mm256_packs_epi32(round_clamp8(x + i + 16, vinv, vtop),
+                                             round_clamp8(x + i + 24, vinv, vtop));
         _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), order));
     }
 }
@@ -800,7 +806,8 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256i v = round_clamp8(x + i, vinv, vtop);
-        _mm_storeu_si128((__m128i *)(q + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+        _mm_storeu_si128((__m128i *)(q + i),
+                         _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
     }
     for (; i < n; i++) q[i] = (int16_t)ha_round_clamp(x[i] * inv, HA_ACT_MAX);
     for (; i < ha_act_width(n); i++) q[i] = 0;
@@ -811,13 +818,15 @@ AVX2 static void quant_act_avx2(const float *x, int64_t n, int16_t *q, float *sc
 
 /* ha_expf of four floats none of which is special (|x| < 88). */
 AVX2 static inline __m128 exp4(__m128 x) {
-    const __m256d xd = _mm256_cvtps_pd(x), invln2n = _mm256_set1_pd(HA_EXP_INVLN2N), shift = _mm256_set1_pd(HA_EXP_SHIFT);
+    const __m256d xd = _mm256_cvtps_pd(x), invln2n = _mm256_set1_pd(HA_EXP_INVLN2N),
+                  shift = _mm256_set1_pd(HA_EXP_SHIFT);
     __m256d kd = _mm256_fmadd_pd(invln2n, xd, shift);
     const __m256i ki = _mm256_castpd_si256(kd);
     kd = _mm256_sub_pd(kd, shift);
     const __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
     const __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
-    const __m256i t = _mm256_add_epi64(_mm256_i64gather_epi64((const long long *)HA_EXP2_TAB, i, 8), _mm256_slli_epi64(ki, 47));
+    const __m256i t = _mm256_add_epi64(_mm256_i64gather_epi64((const long long *)HA_EXP2_TAB, i, 8),
+                                       _mm256_slli_epi64(ki, 47));
     const __m256d p = _mm256_fmadd_pd(r, _mm256_set1_pd(HA_EXP_C0), _mm256_set1_pd(HA_EXP_C1));
     const __m256d y = _mm256_fmadd_pd(r, _mm256_set1_pd(HA_EXP_C2), _mm256_set1_pd(1.0));
     return _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_fmadd_pd(p, _mm256_mul_pd(r, r), y), _mm256_castsi256_pd(t)));
@@ -941,8 +950,9 @@ AVX2 static void philox8_avx2(uint64_t seed, uint32_t row, uint32_t position, ui
  * result are recomputed by the scalar reference. */
 #define BX_MAX_S 4
 
-AVX2 static inline __attribute__((always_inline)) void tile_bf16x(int S, const char *W, int64_t n, int64_t p, const uint32_t *Xb, int64_t t, float *Y,
-                                   int64_t ldy, int64_t r0, int64_t r1) {
+AVX2 static inline
+    __attribute__((always_inline)) void tile_bf16x(int S, const char *W, int64_t n, int64_t p, const uint32_t *Xb,
+                                                   int64_t t, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t steps = (n + 1) / 2;
     const char *P = W + (size_t)p * (size_t)steps * HA_BF16X_STEP_BYTES;
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u), magnitude = _mm256_set1_epi32(0x7fffffff);
@@ -961,9 +971,11 @@ AVX2 static inline __attribute__((always_inline)) void tile_bf16x(int S, const c
             for (int s = 0; s < S; s++) {
                 const __m256i x = _mm256_set1_epi32((int)Xb[(t + s) * steps + k]);
                 __m256 a = _mm256_fmadd_ps(whi, _mm256_castsi256_ps(_mm256_and_si256(x, high)), acc[h][s]);
-                least[h] = _mm256_min_epu32(least[h], _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
+                least[h] = _mm256_min_epu32(least[h],
+                                            _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
                 a = _mm256_fmadd_ps(wlo, _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)), a);
-                least[h] = _mm256_min_epu32(least[h], _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
+                least[h] = _mm256_min_epu32(least[h],
+                                            _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(a), magnitude), one));
                 acc[h][s] = a;
             }
         }
@@ -972,8 +984,10 @@ AVX2 static inline __attribute__((always_inline)) void tile_bf16x(int S, const c
     unsigned redo = 0; /* rows whose chains met a NaN or a tiny result */
     for (int h = 0; h < 2; h++) {
         const __m256i lim = _mm256_set1_epi32(0x007fffff);
-        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_min_epu32(least[h], lim), least[h])));
-        for (int s = 0; s < S; s++) m |= (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(acc[h][s], acc[h][s], _CMP_UNORD_Q));
+        unsigned m = (unsigned)_mm256_movemask_ps(
+            _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_min_epu32(least[h], lim), least[h])));
+        for (int s = 0; s < S; s++)
+            m |= (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(acc[h][s], acc[h][s], _CMP_UNORD_Q));
         redo |= m << (8 * h);
     }
     for (int s = 0; s < S; s++) {
@@ -988,8 +1002,8 @@ AVX2 static inline __attribute__((always_inline)) void tile_bf16x(int S, const c
 }
 
 /* Y[t, r] for r0 <= r < r1: panel by panel, tiles of up to BX_MAX_S tokens (as even as possible). */
-AVX2 static void matmul_bf16x(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T,
-                              float *Y, int64_t ldy) {
+AVX2 static void matmul_bf16x(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, float *Y,
+                              int64_t ldy) {
     if (T < 1 || r0 >= r1) return;
     const int64_t tiles = (T + BX_MAX_S - 1) / BX_MAX_S;
     for (int64_t p = r0 / HA_PANEL_ROWS; p * HA_PANEL_ROWS < r1; p++)
@@ -1015,16 +1029,26 @@ AVX2 static void rng_bits_avx2(uint64_t seed, uint32_t row, uint32_t position, u
 
 const ha_kernels ha_kernels_avx2 = {
     .name = "avx2",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
-                [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
+    .matmul = { [HA_F32] = matmul_f32,
+                [HA_BF16] = matmul_bf16,
+                [HA_F16] = matmul_f16,
+                [HA_F32P] = matmul_f32p,
+                [HA_BF16P] = matmul_bf16p,
+                [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .matmul_w8a8 = matmul_w8a8,
     .matmul_bf16x = matmul_bf16x,
     .quant_act = quant_act_avx2,
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
+    .to_f32 = { [HA_F32] = to_f32_f32,
+                [HA_BF16] = to_f32_bf16,
+                [HA_F16] = to_f32_f16,
+                [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
-    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
-                      [HA_Q8P] = ha_panel_to_f32_q8p, [HA_BF16X] = ha_panel_to_f32_bf16x },
+    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p,
+                      [HA_BF16P] = panel_to_f32_bf16p,
+                      [HA_F16P] = panel_to_f32_f16p,
+                      [HA_Q8P] = ha_panel_to_f32_q8p,
+                      [HA_BF16X] = ha_panel_to_f32_bf16x },
     .dot = dot_avx2,
     .axpy = axpy_avx2,
     .attn_scores = attn_scores_avx2,

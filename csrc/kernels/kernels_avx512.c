@@ -83,9 +83,8 @@ AVX512 INLINE __m512 p16_f32p(const void *panel, int64_t k) {
  * element i's low half (i < 8) or element i - 8's high half (i >= 8), zeros below: bytes 4d + h, 4d + h + 1
  * for lane position d = i % 4 and h = 0 (i < 8) or 2, 0x80 (zero) for the low two. */
 AVX512 INLINE __m512 p16_bf16p(const void *panel, int64_t k) {
-    const __m512i split = _mm512_setr_epi32(0x01008080, 0x05048080, 0x09088080, 0x0d0c8080,
-                                            0x01008080, 0x05048080, 0x09088080, 0x0d0c8080,
-                                            0x03028080, 0x07068080, 0x0b0a8080, 0x0f0e8080,
+    const __m512i split = _mm512_setr_epi32(0x01008080, 0x05048080, 0x09088080, 0x0d0c8080, 0x01008080, 0x05048080,
+                                            0x09088080, 0x0d0c8080, 0x03028080, 0x07068080, 0x0b0a8080, 0x0f0e8080,
                                             0x03028080, 0x07068080, 0x0b0a8080, 0x0f0e8080);
     const __m256i col = _mm256_loadu_si256((const __m256i *)((const uint16_t *)panel + k * HA_PANEL_ROWS));
     return _mm512_castsi512_ps(_mm512_shuffle_epi8(_mm512_broadcast_i64x4(col), split));
@@ -104,35 +103,35 @@ AVX512 INLINE __m512 p16_f16p(const void *panel, int64_t k) {
 #define COLUMN_BYTES_f16p 32
 #define MAX_P 8       /* panels per tile */
 #define MAX_S 6       /* tokens per tile of a matmul cut into tiles (float32 of up to 20 tokens: 12) */
-#define MAX_CASE 12   /* tokens per tile at most: a matmul of up to 12 tokens alone (a bare literal: kernels_panels.h
+#define MAX_CASE \
+    12   /* tokens per tile at most: a matmul of up to 12 tokens alone (a bare literal: kernels_panels.h
                          pastes it) */
 
 /* ptile_SUF(P, S, panel, pbytes, X, n, Y, ldy, row, r0, r1, pf): for panels panel + p * pbytes (p < P, the
  * first holding row `row`) and tokens s < S of X (S, n), Y[s * ldy + row + 16 p + i] for the rows in
  * [r0, r1). P and S are literals at every call (P * S <= 24 accumulators); the loops over s unroll up to 12, all
  * of S, so that the accumulators stay in registers (a loop left partly rolled indexes them in memory). */
-#define DEFINE_PANEL_TILE(SUF)                                                                          \
-    AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n, \
+#define DEFINE_PANEL_TILE(SUF)                                                                                      \
+    AVX512 INLINE void ptile_##SUF(int P, int S, const char *panel, size_t pbytes, const float *X, int64_t n,       \
                                    float *Y, int64_t ldy, int64_t row, int64_t r0, int64_t r1, ha_prefetcher *pf) { \
-        __m512 acc[MAX_P][MAX_CASE];                                                                       \
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();       \
-        for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                \
-            const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                               \
-            ha_prefetch_step(pf);                                                                       \
-            for (int64_t k = k0; k < ke; k++) {                                                         \
-                _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                   \
-                    const char *pp = panel + (size_t)p * pbytes;                                        \
-                    __builtin_prefetch(pp + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3);      \
-                    const __m512 w = p16_##SUF(pp, k);                                                  \
-                    _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                \
-                        acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);        \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++)                                             \
-            _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                        \
-                store_panel(Y + s * ldy, row + (int64_t)p * HA_PANEL_ROWS, r0, r1, acc[p][s]);          \
+        __m512 acc[MAX_P][MAX_CASE];                                                                                \
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)    \
+            acc[p][s] = _mm512_setzero_ps();                                                                        \
+        for (int64_t k0 = 0; k0 < n; k0 += PANEL_STEP) {                                                            \
+            const int64_t ke = n - k0 < PANEL_STEP ? n : k0 + PANEL_STEP;                                           \
+            ha_prefetch_step(pf);                                                                                   \
+            for (int64_t k = k0; k < ke; k++) {                                                                     \
+                _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) {                                               \
+                    const char *pp = panel + (size_t)p * pbytes;                                                    \
+                    __builtin_prefetch(pp + (size_t)(k + PANEL_AHEAD) * COLUMN_BYTES_##SUF, 0, 3);                  \
+                    const __m512 w = p16_##SUF(pp, k);                                                              \
+                    _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)                                            \
+                        acc[p][s] = _mm512_fmadd_ps(w, _mm512_set1_ps(X[s * n + k]), acc[p][s]);                    \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
+        _Pragma("GCC unroll 8") for (int p = 0; p < P; p++) _Pragma("GCC unroll 12") for (int s = 0; s < S; s++)    \
+            store_panel(Y + s * ldy, row + (int64_t)p * HA_PANEL_ROWS, r0, r1, acc[p][s]);                          \
     }
 DEFINE_PANEL_TILE(f32p)
 DEFINE_PANEL_TILE(bf16p)
@@ -159,9 +158,9 @@ HA_DEFINE_MATMUL_PANELS(AVX512, f32p, HA_F32P)
 HA_DEFINE_MATMUL_PANELS(AVX512, bf16p, HA_BF16P)
 HA_DEFINE_MATMUL_PANELS(AVX512, f16p, HA_F16P)
 
-#define DEFINE_PANEL_TO_F32(SUF)                                                                        \
-    AVX512 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) {      \
-        for (int64_t k = 0; k < n; k++) _mm512_storeu_ps(dst + k * ldd, p16_##SUF(panel, k));           \
+#define DEFINE_PANEL_TO_F32(SUF)                                                                   \
+    AVX512 static void panel_to_f32_##SUF(const void *panel, int64_t n, float *dst, int64_t ldd) { \
+        for (int64_t k = 0; k < n; k++) _mm512_storeu_ps(dst + k * ldd, p16_##SUF(panel, k));      \
     }
 DEFINE_PANEL_TO_F32(f32p)
 DEFINE_PANEL_TO_F32(bf16p)
@@ -208,9 +207,8 @@ typedef struct acts {
 /* tile_int(R, S, ...): Y[(t + s) * ldy + r + i * rs] for rows i < R (w[i]: row i's first byte) and tokens
  * s < S; rows go in pairs, an odd last row paired with itself (its second half discarded). R, S, GROUP,
  * BLOCK and q4 are literals at every call: (R + 1) / 2 * S * 2 + S + 4 <= 24 registers. */
-AVX512 INLINE void tile_int(int R, int S, int GROUP, int BLOCK, int q4, const char *const *w, const acts *a,
-                            int64_t nv, int64_t t, float *Y, int64_t ldy, int64_t r, int64_t rs,
-                            ha_prefetcher *pf) {
+AVX512 INLINE void tile_int(int R, int S, int GROUP, int BLOCK, int q4, const char *const *w, const acts *a, int64_t nv,
+                            int64_t t, float *Y, int64_t ldy, int64_t r, int64_t rs, ha_prefetcher *pf) {
     const int RP = (R + 1) / 2;
     __m512 acc[MAX_RP][MAX_ST];
 #pragma GCC unroll 2
@@ -260,20 +258,20 @@ AVX512 INLINE void tile_int(int R, int S, int GROUP, int BLOCK, int q4, const ch
 }
 
 /* One tile of S tokens (1 to 4) on R (a literal) rows w from row r. */
-#define INT_TILE_CASE(R, S, w, r, pf)                                                                   \
+#define INT_TILE_CASE(R, S, w, r, pf) \
     case S: tile_int(R, S, GROUP, BLOCK, q4, w, a, nv, t, Y, ldy, r, 1, pf); break;
-#define INT_TILE(R, S, w, r, pf)                                                                        \
-    switch (S) {                                                                                        \
-        INT_TILE_CASE(R, 1, w, r, pf) INT_TILE_CASE(R, 2, w, r, pf) INT_TILE_CASE(R, 3, w, r, pf)       \
-        INT_TILE_CASE(R, 4, w, r, pf)                                                                   \
+#define INT_TILE(R, S, w, r, pf)                                                                  \
+    switch (S) {                                                                                  \
+        INT_TILE_CASE(R, 1, w, r, pf)                                                             \
+        INT_TILE_CASE(R, 2, w, r, pf) INT_TILE_CASE(R, 3, w, r, pf) INT_TILE_CASE(R, 4, w, r, pf) \
     }
 
 /* Y[t, r] for r0 <= r < r1: four rows at a time (two pairs), in token tiles of up to four, as even as
  * possible, which share out the prefetch of the next four rows into L2; the rows left at the end of the range
  * one at a time. One token (decode) takes its four rows from the four quarters of the range (four streams,
  * as the AVX2 kernels do). */
-AVX512 INLINE void matmul_rows_int(int GROUP, int BLOCK, int q4, ha_dtype dtype, const void *W, int64_t n,
-                                   int64_t r0, int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) {
+AVX512 INLINE void matmul_rows_int(int GROUP, int BLOCK, int q4, ha_dtype dtype, const void *W, int64_t n, int64_t r0,
+                                   int64_t r1, const acts *a, int64_t T, float *Y, int64_t ldy) {
     const size_t rb = ha_row_bytes(dtype, n);
     const int64_t nv = (n + GROUP - 1) / GROUP * GROUP, tiles = (T + MAX_ST - 1) / MAX_ST;
     const int64_t q = (r1 - r0) / 4;
@@ -304,12 +302,12 @@ AVX512 INLINE void matmul_rows_int(int GROUP, int BLOCK, int q4, ha_dtype dtype,
     }
 }
 
-#define DEFINE_MATMUL_INT(SUF, DTYPE, GROUP, BLOCK, Q4)                                                 \
+#define DEFINE_MATMUL_INT(SUF, DTYPE, GROUP, BLOCK, Q4)                                                  \
     AVX512 static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, \
-                                    const float *xscale, int64_t T, float *Y, int64_t ldy) {            \
-        if (T < 1 || r0 >= r1) return;                                                                  \
-        const acts a = { Xq, xscale, ha_act_width(n) };                                                 \
-        matmul_rows_int(GROUP, BLOCK, Q4, DTYPE, W, n, r0, r1, &a, T, Y, ldy);                          \
+                                    const float *xscale, int64_t T, float *Y, int64_t ldy) {             \
+        if (T < 1 || r0 >= r1) return;                                                                   \
+        const acts a = { Xq, xscale, ha_act_width(n) };                                                  \
+        matmul_rows_int(GROUP, BLOCK, Q4, DTYPE, W, n, r0, r1, &a, T, Y, ldy);                           \
     }
 DEFINE_MATMUL_INT(q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, 0)
 DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
@@ -342,8 +340,8 @@ AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64
         const __m512i corr = _mm512_set1_epi32(-128 * xsum[(t + s) * groups + g]);
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) dp[p][s] = corr;
     }
-    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
-        _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dq[p][s] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)
+        dq[p][s] = _mm512_setzero_si512();
     const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
     const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
     /* Steps in pairs, two at a time unrolled: fully unrolled, GCC hoisted the activations' broadcasts of later
@@ -368,8 +366,8 @@ AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64
         }
     }
     if (two)
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) dp[p][s] = _mm512_add_epi32(dp[p][s], dq[p][s]);
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)
+            dp[p][s] = _mm512_add_epi32(dp[p][s], dq[p][s]);
     _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
         float xs;
         memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
@@ -377,7 +375,8 @@ AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
             const __m512 ws = _mm512_loadu_ps((const float *)(blk + (size_t)p * pstride));
             float *a = acc[p * acc_stride + s];
-            _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp[p][s]), _mm512_mul_ps(ws, vxs), _mm512_loadu_ps(a)));
+            _mm512_storeu_ps(a,
+                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp[p][s]), _mm512_mul_ps(ws, vxs), _mm512_loadu_ps(a)));
         }
     }
 }
@@ -422,12 +421,12 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
 
 #define W8_TOKEN(P) token_w8a8(P, W, pstride, groups, p, Xq, xsum, Y, r0, r1);
 
-#define W8_GROUP_S(P)                                                                                               \
-    switch (S) {                                                                                                    \
-    case 4: group_w8a8(P, 4, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;          \
-    case 3: group_w8a8(P, 3, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;          \
-    case 2: group_w8a8(P, 2, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;          \
-    default: group_w8a8(P, 1, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;         \
+#define W8_GROUP_S(P)                                                                                       \
+    switch (S) {                                                                                            \
+    case 4: group_w8a8(P, 4, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    case 3: group_w8a8(P, 3, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    case 2: group_w8a8(P, 2, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    default: group_w8a8(P, 1, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break; \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of W8_MAX_P panels; for each, blocks of up to W8_TOKENS tokens, each run group
@@ -491,7 +490,7 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
 
 /* One step k of panel p for token s: the native instruction, or the emulation's two FMAs and their tracking. */
 #define BX_STEP_NATIVE(p, s) acc[p][s] = _mm512_dpbf16_ps(acc[p][s], (__m512bh)w, (__m512bh)xv[s])
-#define BX_TRACK(p, a)                                                                                  \
+#define BX_TRACK(p, a) \
     least[p] = _mm512_min_epu32(least[p], _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(a), magnitude), one))
 #define BX_STEP_EMULATED(p, s)                                                                          \
     do {                                                                                                \
@@ -502,82 +501,82 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
         acc[p][s] = a;                                                                                  \
     } while (0)
 
-#define DEFINE_TILE_BF16X(SUF, TARGET, NATIVE, STEP)                                                    \
-    TARGET INLINE void tile_bf16x_##SUF(int P, int S, const char *W, int64_t n, int64_t p0, const uint32_t *Xb, \
-                                        int64_t t, float *Y, int64_t ldy, int64_t r0, int64_t r1) {     \
-        const int64_t steps = (n + 1) / 2;                                                              \
-        const size_t pstride = (size_t)steps * HA_BF16X_STEP_BYTES;                                     \
-        const char *P0 = W + (size_t)p0 * pstride;                                                      \
-        __m512 acc[BX_MAX_P][BX_MAX_S];                                                                 \
-        __m512i least[BX_MAX_P];                                                                        \
-        const __m512i high = _mm512_set1_epi32((int)0xffff0000u), magnitude = _mm512_set1_epi32(0x7fffffff); \
-        const __m512i one = _mm512_set1_epi32(1);                                                       \
-        (void)high, (void)magnitude, (void)one;                                                         \
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                           \
-            least[p] = _mm512_set1_epi32(-1);                                                           \
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();        \
-        }                                                                                               \
-        for (int64_t k = 0; k < steps; k++) {                                                           \
-            __m512i xv[BX_MAX_S];                                                                       \
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) xv[s] = _mm512_set1_epi32((int)Xb[(t + s) * steps + k]); \
-            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                       \
-                const char *wp = P0 + (size_t)p * pstride + (size_t)k * HA_BF16X_STEP_BYTES;           \
-                __builtin_prefetch(wp + BX_AHEAD, 0, 3);                                                \
-                const __m512i w = _mm512_loadu_si512((const void *)wp);                                 \
-                const __m512 whi = _mm512_castsi512_ps(_mm512_and_si512(w, high));                      \
-                const __m512 wlo = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));                       \
-                (void)whi, (void)wlo;                                                                   \
-                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) STEP(p, s);                         \
-            }                                                                                           \
-        }                                                                                               \
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                           \
-            const int64_t b = (p0 + p) * HA_PANEL_ROWS;                                                 \
-            unsigned redo = 0; /* rows whose chains met a NaN or a tiny result (the emulation's) */     \
-            if (!(NATIVE)) {                                                                            \
-                const __m512i lim = _mm512_set1_epi32(0x007fffff);                                      \
-                redo = (unsigned)_mm512_cmpeq_epi32_mask(_mm512_min_epu32(least[p], lim), least[p]);    \
-                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                     \
-                    redo |= (unsigned)_mm512_cmp_ps_mask(acc[p][s], acc[p][s], _CMP_UNORD_Q);           \
-            }                                                                                           \
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                         \
-                store_panel(Y + (t + s) * ldy, b, r0, r1, acc[p][s]);                                   \
-            for (int i = 0; redo && i < HA_PANEL_ROWS; i++)                                             \
-                if (redo >> i & 1 && b + i >= r0 && b + i < r1)                                         \
-                    ha_matmul_bf16x_ref(W, n, b + i, b + i + 1, Xb + t * steps, S, Y + t * ldy, ldy);   \
-        }                                                                                               \
+#define DEFINE_TILE_BF16X(SUF, TARGET, NATIVE, STEP)                                                                  \
+    TARGET INLINE void tile_bf16x_##SUF(int P, int S, const char *W, int64_t n, int64_t p0, const uint32_t *Xb,       \
+                                        int64_t t, float *Y, int64_t ldy, int64_t r0, int64_t r1) {                   \
+        const int64_t steps = (n + 1) / 2;                                                                            \
+        const size_t pstride = (size_t)steps * HA_BF16X_STEP_BYTES;                                                   \
+        const char *P0 = W + (size_t)p0 * pstride;                                                                    \
+        __m512 acc[BX_MAX_P][BX_MAX_S];                                                                               \
+        __m512i least[BX_MAX_P];                                                                                      \
+        const __m512i high = _mm512_set1_epi32((int)0xffff0000u), magnitude = _mm512_set1_epi32(0x7fffffff);          \
+        const __m512i one = _mm512_set1_epi32(1);                                                                     \
+        (void)high, (void)magnitude, (void)one;                                                                       \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                         \
+            least[p] = _mm512_set1_epi32(-1);                                                                         \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) acc[p][s] = _mm512_setzero_ps();                      \
+        }                                                                                                             \
+        for (int64_t k = 0; k < steps; k++) {                                                                         \
+            __m512i xv[BX_MAX_S];                                                                                     \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                                       \
+                xv[s] = _mm512_set1_epi32((int)Xb[(t + s) * steps + k]);                                              \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                     \
+                const char *wp = P0 + (size_t)p * pstride + (size_t)k * HA_BF16X_STEP_BYTES;                          \
+                __builtin_prefetch(wp + BX_AHEAD, 0, 3);                                                              \
+                const __m512i w = _mm512_loadu_si512((const void *)wp);                                               \
+                const __m512 whi = _mm512_castsi512_ps(_mm512_and_si512(w, high));                                    \
+                const __m512 wlo = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));                                     \
+                (void)whi, (void)wlo;                                                                                 \
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) STEP(p, s);                                       \
+            }                                                                                                         \
+        }                                                                                                             \
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {                                                         \
+            const int64_t b = (p0 + p) * HA_PANEL_ROWS;                                                               \
+            unsigned redo = 0; /* rows whose chains met a NaN or a tiny result (the emulation's) */                   \
+            if (!(NATIVE)) {                                                                                          \
+                const __m512i lim = _mm512_set1_epi32(0x007fffff);                                                    \
+                redo = (unsigned)_mm512_cmpeq_epi32_mask(_mm512_min_epu32(least[p], lim), least[p]);                  \
+                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)                                                   \
+                    redo |= (unsigned)_mm512_cmp_ps_mask(acc[p][s], acc[p][s], _CMP_UNORD_Q);                         \
+            }                                                                                                         \
+            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) store_panel(Y + (t + s) * ldy, b, r0, r1, acc[p][s]); \
+            for (int i = 0; redo && i < HA_PANEL_ROWS; i++)                                                           \
+                if (redo >> i & 1 && b + i >= r0 && b + i < r1)                                                       \
+                    ha_matmul_bf16x_ref(W, n, b + i, b + i + 1, Xb + t * steps, S, Y + t * ldy, ldy);                 \
+        }                                                                                                             \
     }
 
-#define BX_TILE_S(N, P, S)                                                                              \
-    switch (S) {                                                                                        \
-    case 4: tile_bf16x_##N(P, 4, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
-    case 3: tile_bf16x_##N(P, 3, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
-    case 2: tile_bf16x_##N(P, 2, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                 \
-    default: tile_bf16x_##N(P, 1, W, n, p, Xb, t, Y, ldy, r0, r1); break;                                \
+#define BX_TILE_S(N, P, S)                                                \
+    switch (S) {                                                          \
+    case 4: tile_bf16x_##N(P, 4, W, n, p, Xb, t, Y, ldy, r0, r1); break;  \
+    case 3: tile_bf16x_##N(P, 3, W, n, p, Xb, t, Y, ldy, r0, r1); break;  \
+    case 2: tile_bf16x_##N(P, 2, W, n, p, Xb, t, Y, ldy, r0, r1); break;  \
+    default: tile_bf16x_##N(P, 1, W, n, p, Xb, t, Y, ldy, r0, r1); break; \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of BX_MAX_P panels, each run by tiles of up to BX_MAX_S tokens (as even as
  * possible). */
-#define DEFINE_MATMUL_BF16X(NAME, N, TARGET)                                                            \
+#define DEFINE_MATMUL_BF16X(NAME, N, TARGET)                                                                  \
     TARGET static void NAME(const void *Wv, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T, \
-                            float *Y, int64_t ldy) {                                                    \
-        if (T < 1 || r0 >= r1) return;                                                                  \
-        const char *W = Wv;                                                                             \
-        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
-        const int64_t tiles = (T + BX_MAX_S - 1) / BX_MAX_S;                                            \
-        for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {                                              \
-            const int64_t np = p_end - p < BX_MAX_P ? p_end - p : BX_MAX_P;                             \
-            for (int64_t t = 0, i = 0; i < tiles; i++) {                                                \
-                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
-                switch (np) {                                                                           \
-                case 4: BX_TILE_S(N, 4, S) break;                                                       \
-                case 3: BX_TILE_S(N, 3, S) break;                                                       \
-                case 2: BX_TILE_S(N, 2, S) break;                                                       \
-                default: BX_TILE_S(N, 1, S) break;                                                      \
-                }                                                                                       \
-                t += S;                                                                                 \
-            }                                                                                           \
-            p += np;                                                                                    \
-        }                                                                                               \
+                            float *Y, int64_t ldy) {                                                          \
+        if (T < 1 || r0 >= r1) return;                                                                        \
+        const char *W = Wv;                                                                                   \
+        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                       \
+        const int64_t tiles = (T + BX_MAX_S - 1) / BX_MAX_S;                                                  \
+        for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {                                                    \
+            const int64_t np = p_end - p < BX_MAX_P ? p_end - p : BX_MAX_P;                                   \
+            for (int64_t t = 0, i = 0; i < tiles; i++) {                                                      \
+                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                                    \
+                switch (np) {                                                                                 \
+                case 4: BX_TILE_S(N, 4, S) break;                                                             \
+                case 3: BX_TILE_S(N, 3, S) break;                                                             \
+                case 2: BX_TILE_S(N, 2, S) break;                                                             \
+                default: BX_TILE_S(N, 1, S) break;                                                            \
+                }                                                                                             \
+                t += S;                                                                                       \
+            }                                                                                                 \
+            p += np;                                                                                          \
+        }                                                                                                     \
     }
 DEFINE_TILE_BF16X(emulated, AVX512, 0, BX_STEP_EMULATED)
 DEFINE_MATMUL_BF16X(matmul_bf16x_emulated, emulated, AVX512)
@@ -613,9 +612,8 @@ AVX512 INLINE __m512 scores_step3(__m512 r, __m512 q) {
     return _mm512_add_ps(_mm512_shuffle_ps(r, q, 0x88), _mm512_shuffle_ps(r, q, 0xDD));
 }
 
-AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld,
-                                      int64_t slot0, int64_t S, int64_t nk, int64_t n, float scale, float *s,
-                                      int64_t lds) {
+AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
+                                      int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
     if (n % 8 || n > 8 * SCORES_MAX_BLOCKS) {
         ha_kernels_avx2.attn_scores(q, nq, qs, K, ld, slot0, S, nk, n, scale, s, lds);
         return;
@@ -633,9 +631,9 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
         for (int i = m16; i < 16; i++) key[i] = key[m16 - 1];
         for (int64_t b = 0; b < nb; b++)
             for (int m = 0; m < 8; m++)
-                pairs[b * 8 + m] = _mm512_castpd_ps(_mm512_insertf64x4(
-                    _mm512_castpd256_pd512(_mm256_loadu_pd((const double *)(key[2 * m] + 8 * b))),
-                    _mm256_loadu_pd((const double *)(key[2 * m + 1] + 8 * b)), 1));
+                pairs[b * 8 + m] = _mm512_castpd_ps(
+                    _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd((const double *)(key[2 * m] + 8 * b))),
+                                       _mm256_loadu_pd((const double *)(key[2 * m + 1] + 8 * b)), 1));
         for (int64_t i = 0; i < nq; i++) {
             const float *qi = q + i * qs;
             __m512 acc[8];
@@ -666,11 +664,11 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
  * multiply-add, as axpy_avx2 updates it (vector width does not change an element's chain). The n % 16 last
  * columns go to AVX2's kernel, which fuses and rounds them as axpy_avx2 does. (AVX2's runs the heads one after
  * the other, each value row loaded once per head.) */
-AVX512 INLINE void values_tile(int NH, int NC, const float *w, int64_t ldw, const float *V, int64_t ld,
-                               int64_t slot0, int64_t S, int64_t nk, float *acc, int64_t lda) {
+AVX512 INLINE void values_tile(int NH, int NC, const float *w, int64_t ldw, const float *V, int64_t ld, int64_t slot0,
+                               int64_t S, int64_t nk, float *acc, int64_t lda) {
     __m512 y[4][4];
-    _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) y[h][c] = _mm512_loadu_ps(acc + h * lda + 16 * c);
+    _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++) _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)
+        y[h][c] = _mm512_loadu_ps(acc + h * lda + 16 * c);
     for (int64_t t = 0, slot = slot0; t < nk; t++, slot = slot + 1 == S ? 0 : slot + 1) {
         const float *x = V + slot * ld;
         __m512 v[4];
@@ -680,16 +678,16 @@ AVX512 INLINE void values_tile(int NH, int NC, const float *w, int64_t ldw, cons
             _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) y[h][c] = _mm512_fmadd_ps(a, v[c], y[h][c]);
         }
     }
-    _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) _mm512_storeu_ps(acc + h * lda + 16 * c, y[h][c]);
+    _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++) _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)
+        _mm512_storeu_ps(acc + h * lda + 16 * c, y[h][c]);
 }
 
-#define VALUES_TILES(NC)                                                                                \
-    switch (nh) {                                                                                       \
-    case 4: values_tile(4, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;                      \
-    case 3: values_tile(3, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;                      \
-    case 2: values_tile(2, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;                      \
-    default: values_tile(1, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;                     \
+#define VALUES_TILES(NC)                                                            \
+    switch (nh) {                                                                   \
+    case 4: values_tile(4, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;  \
+    case 3: values_tile(3, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;  \
+    case 2: values_tile(2, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break;  \
+    default: values_tile(1, NC, wh, ldw, V + c0, ld, slot0, S, nk, ah, lda); break; \
     }
 
 AVX512 static void attn_values_avx512(const float *w, int64_t ldw, int64_t nq, const float *V, int64_t ld,
@@ -807,5 +805,8 @@ ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native) {
 #elif !HA_AVX512_EMULATED /* not x86-64: no AVX-512 */
 #include "kernels.h"
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
-ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native) { (void)native; return NULL; }
+ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native) {
+    (void)native;
+    return NULL;
+}
 #endif

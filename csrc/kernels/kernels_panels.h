@@ -40,33 +40,33 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
  * if the group has that many panels, else (a narrower tile, or the range's last group cut short) runs of 4,
  * 3, 2 and 1 panels (each only where the widest of the two exceeds it), so that a cut group still reads
  * several panels side by side (AVX2 at one token: exactly the tiles it ran before this driver was shared). */
-#define HA_PANEL_TILE_RUN(SUF, P, S)                                                                    \
+#define HA_PANEL_TILE_RUN(SUF, P, S) \
     ptile_##SUF(P, S, panel + (size_t)p * pbytes, pbytes, x, n, y, ldy, row + p * HA_PANEL_ROWS, r0, r1, pf)
-#define HA_PANEL_TILE_CASE(SUF, S)                                                                      \
-    case S: {                                                                                           \
-        int64_t p = 0;                                                                                  \
-        if (PANEL_ALONE_##SUF(S) > 0 && np == PANEL_ALONE_##SUF(S)) {                                   \
-            HA_PANEL_TILE_RUN(SUF, PANEL_ALONE_##SUF(S), S);                                            \
-            break;                                                                                      \
-        }                                                                                               \
-        if (np == PANEL_GROUP(S)) {                                                                     \
-            HA_PANEL_TILE_RUN(SUF, PANEL_GROUP(S), S);                                                  \
-            break;                                                                                      \
-        }                                                                                               \
-        if (HA_PANEL_WIDEST(SUF, S) > 4 && np - p >= 4) {                                               \
-            HA_PANEL_TILE_RUN(SUF, 4, S);                                                               \
-            p += 4;                                                                                     \
-        }                                                                                               \
-        if (HA_PANEL_WIDEST(SUF, S) > 3 && np - p >= 3) {                                               \
-            HA_PANEL_TILE_RUN(SUF, 3, S);                                                               \
-            p += 3;                                                                                     \
-        }                                                                                               \
-        if (HA_PANEL_WIDEST(SUF, S) > 2 && np - p >= 2) {                                               \
-            HA_PANEL_TILE_RUN(SUF, 2, S);                                                               \
-            p += 2;                                                                                     \
-        }                                                                                               \
-        for (; p < np; p++) HA_PANEL_TILE_RUN(SUF, 1, S);                                               \
-        break;                                                                                          \
+#define HA_PANEL_TILE_CASE(SUF, S)                                    \
+    case S: {                                                         \
+        int64_t p = 0;                                                \
+        if (PANEL_ALONE_##SUF(S) > 0 && np == PANEL_ALONE_##SUF(S)) { \
+            HA_PANEL_TILE_RUN(SUF, PANEL_ALONE_##SUF(S), S);          \
+            break;                                                    \
+        }                                                             \
+        if (np == PANEL_GROUP(S)) {                                   \
+            HA_PANEL_TILE_RUN(SUF, PANEL_GROUP(S), S);                \
+            break;                                                    \
+        }                                                             \
+        if (HA_PANEL_WIDEST(SUF, S) > 4 && np - p >= 4) {             \
+            HA_PANEL_TILE_RUN(SUF, 4, S);                             \
+            p += 4;                                                   \
+        }                                                             \
+        if (HA_PANEL_WIDEST(SUF, S) > 3 && np - p >= 3) {             \
+            HA_PANEL_TILE_RUN(SUF, 3, S);                             \
+            p += 3;                                                   \
+        }                                                             \
+        if (HA_PANEL_WIDEST(SUF, S) > 2 && np - p >= 2) {             \
+            HA_PANEL_TILE_RUN(SUF, 2, S);                             \
+            p += 2;                                                   \
+        }                                                             \
+        for (; p < np; p++) HA_PANEL_TILE_RUN(SUF, 1, S);             \
+        break;                                                        \
     }
 
 /* The cases S = 1 .. M (MAX_CASE, a bare literal: 6, 8 or 12). clang-format off: it reads the runs of cases as
@@ -83,31 +83,31 @@ static inline void ha_store_panel_rows(float *y, int64_t b, int64_t r0, int64_t 
     HA_PANEL_TILE_CASE(SUF, 11) HA_PANEL_TILE_CASE(SUF, 12)
 /* clang-format on */
 
-#define HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)                                                       \
-    ATTR static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,     \
-                                  int64_t T, float *Y, int64_t ldy) {                                   \
-        if (T < 1 || r0 >= r1) return;                                                                  \
-        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                 \
-        const int64_t alone = T <= MAX_CASE ? PANEL_ALONE_##SUF(T) : 0;                                \
-        const int64_t tiles = alone ? 1 : (T + PANEL_TILE_MAX_##SUF(T) - 1) / PANEL_TILE_MAX_##SUF(T);  \
-        const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                         \
-        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                 \
-        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                              \
-        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                    \
+#define HA_DEFINE_MATMUL_PANELS(ATTR, SUF, DTYPE)                                                                     \
+    ATTR static void matmul_##SUF(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,        \
+                                  float *Y, int64_t ldy) {                                                            \
+        if (T < 1 || r0 >= r1) return;                                                                                \
+        const size_t pbytes = ha_matrix_bytes(DTYPE, HA_PANEL_ROWS, n);                                               \
+        const int64_t alone = T <= MAX_CASE ? PANEL_ALONE_##SUF(T) : 0;                                               \
+        const int64_t tiles = alone ? 1 : (T + PANEL_TILE_MAX_##SUF(T) - 1) / PANEL_TILE_MAX_##SUF(T);                \
+        const int64_t G = alone ? alone : PANEL_GROUP((T + tiles - 1) / tiles);                                       \
+        const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;                                               \
+        const int64_t steps = tiles * ((n + PANEL_STEP - 1) / PANEL_STEP);                                            \
+        for (int64_t p0 = r0 / HA_PANEL_ROWS; p0 < p_end; p0 += G) {                                                  \
             const int64_t np = p_end - p0 < G ? p_end - p0 : G, next = p_end - (p0 + np) < G ? p_end - (p0 + np) : G; \
-            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                  \
-            ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps); \
-            ha_prefetcher *pf = alone ? NULL : &ahead;                                                  \
-            const int64_t row = p0 * HA_PANEL_ROWS;                                                     \
-            int64_t t = 0;                                                                              \
-            for (int64_t i = 0; i < tiles; i++) {                                                       \
-                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                              \
-                const float *x = X + t * n;                                                             \
-                float *y = Y + t * ldy;                                                                 \
-                switch (S) { HA_PANEL_TILE_CASES(MAX_CASE, SUF) }                                          \
-                t += S;                                                                                 \
-            }                                                                                           \
-        }                                                                                               \
+            const char *panel = (const char *)W + (size_t)p0 * pbytes;                                                \
+            ha_prefetcher ahead = ha_prefetcher_over(panel + (size_t)np * pbytes, (size_t)next * pbytes, steps);      \
+            ha_prefetcher *pf = alone ? NULL : &ahead;                                                                \
+            const int64_t row = p0 * HA_PANEL_ROWS;                                                                   \
+            int64_t t = 0;                                                                                            \
+            for (int64_t i = 0; i < tiles; i++) {                                                                     \
+                const int64_t S = (T - t + (tiles - i) - 1) / (tiles - i);                                            \
+                const float *x = X + t * n;                                                                           \
+                float *y = Y + t * ldy;                                                                               \
+                switch (S) { HA_PANEL_TILE_CASES(MAX_CASE, SUF) }                                                     \
+                t += S;                                                                                               \
+            }                                                                                                         \
+        }                                                                                                             \
     }
 
 #endif /* HA_KERNELS_PANELS_H */

@@ -27,7 +27,10 @@ float ha_f16_to_f32(uint16_t h) {
         }
         bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
     }
-    union { uint32_t u; float f; } v = { bits };
+    union {
+        uint32_t u;
+        float f;
+    } v = { bits };
     return v.f;
 }
 
@@ -63,22 +66,22 @@ static float dot_scalar(const float *a, const float *b, int64_t n) {
 
 /* One macro body per weight dtype: LOAD(w, i) gives element i of the weight row w as float (exactly); each
  * output dot_scalar's sum of the row with x. */
-#define MATMUL_SCALAR(NAME, TYPE, DTYPE, LOAD)                                                         \
-    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
-                     float *Y, int64_t ldy) {                                                          \
-        for (int64_t r = r0; r < r1; r++) {                                                            \
-            const TYPE *w = (const TYPE *)((const char *)W + (size_t)r * ha_row_bytes(DTYPE, n));      \
-            for (int64_t t = 0; t < T; t++) {                                                          \
-                const float *x = X + t * n;                                                            \
-                const int64_t nv = n - n % 8;                                                          \
-                float lane[8] = { 0 };                                                                 \
-                for (int64_t i = 0; i < nv; i += 8)                                                    \
-                    for (int l = 0; l < 8; l++) lane[l] = fmaf(LOAD(w, i + l), x[i + l], lane[l]);     \
-                float s = ha_lanes_sum8(lane);                                                         \
-                for (int64_t i = nv; i < n; i++) s += LOAD(w, i) * x[i];                               \
-                Y[t * ldy + r] = s;                                                                    \
-            }                                                                                          \
-        }                                                                                              \
+#define MATMUL_SCALAR(NAME, TYPE, DTYPE, LOAD)                                                              \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, float *Y, \
+                     int64_t ldy) {                                                                         \
+        for (int64_t r = r0; r < r1; r++) {                                                                 \
+            const TYPE *w = (const TYPE *)((const char *)W + (size_t)r * ha_row_bytes(DTYPE, n));           \
+            for (int64_t t = 0; t < T; t++) {                                                               \
+                const float *x = X + t * n;                                                                 \
+                const int64_t nv = n - n % 8;                                                               \
+                float lane[8] = { 0 };                                                                      \
+                for (int64_t i = 0; i < nv; i += 8)                                                         \
+                    for (int l = 0; l < 8; l++) lane[l] = fmaf(LOAD(w, i + l), x[i + l], lane[l]);          \
+                float s = ha_lanes_sum8(lane);                                                              \
+                for (int64_t i = nv; i < n; i++) s += LOAD(w, i) * x[i];                                    \
+                Y[t * ldy + r] = s;                                                                         \
+            }                                                                                               \
+        }                                                                                                   \
     }
 
 #define LOAD_F32(w, i) ((w)[i])
@@ -90,24 +93,24 @@ MATMUL_SCALAR(matmul_f16, uint16_t, HA_F16, LOAD_F16)
 
 /* Panels: each output one chain of fused multiply-adds in index order (the contract every variant meets
  * bitwise; fmaf is one instruction where the CPU has FMA, glibc's exact emulation elsewhere). */
-#define MATMUL_PANELS_SCALAR(NAME, DTYPE)                                                              \
-    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T,      \
-                     float *Y, int64_t ldy) {                                                          \
-        for (int64_t r = r0; r < r1; r++)                                                              \
-            for (int64_t t = 0; t < T; t++) {                                                          \
-                const float *x = X + t * n;                                                            \
-                float s = 0.0f;                                                                        \
-                for (int64_t k = 0; k < n; k++) s = fmaf(ha_panel_at(W, DTYPE, n, r, k), x[k], s);     \
-                Y[t * ldy + r] = s;                                                                    \
-            }                                                                                          \
+#define MATMUL_PANELS_SCALAR(NAME, DTYPE)                                                                   \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const float *X, int64_t T, float *Y, \
+                     int64_t ldy) {                                                                         \
+        for (int64_t r = r0; r < r1; r++)                                                                   \
+            for (int64_t t = 0; t < T; t++) {                                                               \
+                const float *x = X + t * n;                                                                 \
+                float s = 0.0f;                                                                             \
+                for (int64_t k = 0; k < n; k++) s = fmaf(ha_panel_at(W, DTYPE, n, r, k), x[k], s);          \
+                Y[t * ldy + r] = s;                                                                         \
+            }                                                                                               \
     }
 MATMUL_PANELS_SCALAR(matmul_f32p, HA_F32P)
 MATMUL_PANELS_SCALAR(matmul_bf16p, HA_BF16P)
 MATMUL_PANELS_SCALAR(matmul_f16p, HA_F16P)
 
-#define PANEL_TO_F32_SCALAR(NAME, DTYPE)                                                               \
-    static void NAME(const void *panel, int64_t n, float *dst, int64_t ldd) {                          \
-        for (int64_t k = 0; k < n; k++)                                                                \
+#define PANEL_TO_F32_SCALAR(NAME, DTYPE)                                                                       \
+    static void NAME(const void *panel, int64_t n, float *dst, int64_t ldd) {                                  \
+        for (int64_t k = 0; k < n; k++)                                                                        \
             for (int64_t i = 0; i < HA_PANEL_ROWS; i++) dst[k * ldd + i] = ha_panel_at(panel, DTYPE, n, i, k); \
     }
 PANEL_TO_F32_SCALAR(panel_to_f32_f32p, HA_F32P)
@@ -117,26 +120,26 @@ PANEL_TO_F32_SCALAR(panel_to_f32_f16p, HA_F16P)
 /* Integer weights times int16 activations, in the lanes ha_kernels.matmul_int defines (those of AVX2's
  * vpmaddwd). QAT(blk, i): the integer weight i of a block. */
 #define Q8_AT(blk, i) ((const int8_t *)(blk) + 4)[i]
-#define MATMUL_INT_SCALAR(NAME, DTYPE, GROUP, BLOCK, QAT)                                              \
-    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale, \
-                     int64_t T, float *Y, int64_t ldy) {                                               \
-        const int64_t width = ha_act_width(n), groups = (n + (GROUP) - 1) / (GROUP);                   \
-        for (int64_t r = r0; r < r1; r++) {                                                            \
-            const char *row = (const char *)W + (size_t)r * ha_row_bytes(DTYPE, n);                    \
-            for (int64_t t = 0; t < T; t++) {                                                          \
-                float lane[8] = { 0 };                                                                 \
-                for (int64_t g = 0; g < groups; g++) {                                                 \
-                    const char *blk = row + (size_t)g * (BLOCK);                                       \
-                    const int16_t *xg = Xq + t * width + g * (GROUP);                                  \
-                    float scale;                                                                       \
-                    memcpy(&scale, blk, sizeof scale);                                                 \
-                    int32_t sum[8] = { 0 };                                                            \
+#define MATMUL_INT_SCALAR(NAME, DTYPE, GROUP, BLOCK, QAT)                                                         \
+    static void NAME(const void *W, int64_t n, int64_t r0, int64_t r1, const int16_t *Xq, const float *xscale,    \
+                     int64_t T, float *Y, int64_t ldy) {                                                          \
+        const int64_t width = ha_act_width(n), groups = (n + (GROUP) - 1) / (GROUP);                              \
+        for (int64_t r = r0; r < r1; r++) {                                                                       \
+            const char *row = (const char *)W + (size_t)r * ha_row_bytes(DTYPE, n);                               \
+            for (int64_t t = 0; t < T; t++) {                                                                     \
+                float lane[8] = { 0 };                                                                            \
+                for (int64_t g = 0; g < groups; g++) {                                                            \
+                    const char *blk = row + (size_t)g * (BLOCK);                                                  \
+                    const int16_t *xg = Xq + t * width + g * (GROUP);                                             \
+                    float scale;                                                                                  \
+                    memcpy(&scale, blk, sizeof scale);                                                            \
+                    int32_t sum[8] = { 0 };                                                                       \
                     for (int i = 0; i < (GROUP); i++) sum[(i % 16) / 2] += (int32_t)QAT(blk, i) * (int32_t)xg[i]; \
-                    for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);         \
-                }                                                                                      \
-                Y[t * ldy + r] = ha_lanes_sum8(lane) * xscale[t];                                      \
-            }                                                                                          \
-        }                                                                                              \
+                    for (int j = 0; j < 8; j++) lane[j] = fmaf((float)sum[j], scale, lane[j]);                    \
+                }                                                                                                 \
+                Y[t * ldy + r] = ha_lanes_sum8(lane) * xscale[t];                                                 \
+            }                                                                                                     \
+        }                                                                                                         \
     }
 MATMUL_INT_SCALAR(matmul_q8, HA_Q8, HA_Q8_GROUP, HA_Q8_BLOCK_BYTES, Q8_AT)
 MATMUL_INT_SCALAR(matmul_q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, ha_q4_q)
@@ -280,16 +283,26 @@ static void rng_bits_scalar(uint64_t seed, uint32_t row, uint32_t position, uint
 
 const ha_kernels ha_kernels_scalar = {
     .name = "scalar",
-    .matmul = { [HA_F32] = matmul_f32, [HA_BF16] = matmul_bf16, [HA_F16] = matmul_f16, [HA_F32P] = matmul_f32p,
-                [HA_BF16P] = matmul_bf16p, [HA_F16P] = matmul_f16p },
+    .matmul = { [HA_F32] = matmul_f32,
+                [HA_BF16] = matmul_bf16,
+                [HA_F16] = matmul_f16,
+                [HA_F32P] = matmul_f32p,
+                [HA_BF16P] = matmul_bf16p,
+                [HA_F16P] = matmul_f16p },
     .matmul_int = { [HA_Q8] = matmul_q8, [HA_Q4] = matmul_q4 },
     .matmul_w8a8 = matmul_w8a8,
     .matmul_bf16x = ha_matmul_bf16x_ref,
     .quant_act = ha_quant_act_ref,
-    .to_f32 = { [HA_F32] = to_f32_f32, [HA_BF16] = to_f32_bf16, [HA_F16] = to_f32_f16, [HA_Q8] = to_f32_q8,
+    .to_f32 = { [HA_F32] = to_f32_f32,
+                [HA_BF16] = to_f32_bf16,
+                [HA_F16] = to_f32_f16,
+                [HA_Q8] = to_f32_q8,
                 [HA_Q4] = to_f32_q4 },
-    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p, [HA_BF16P] = panel_to_f32_bf16p, [HA_F16P] = panel_to_f32_f16p,
-                      [HA_Q8P] = ha_panel_to_f32_q8p, [HA_BF16X] = ha_panel_to_f32_bf16x },
+    .panel_to_f32 = { [HA_F32P] = panel_to_f32_f32p,
+                      [HA_BF16P] = panel_to_f32_bf16p,
+                      [HA_F16P] = panel_to_f32_f16p,
+                      [HA_Q8P] = ha_panel_to_f32_q8p,
+                      [HA_BF16X] = ha_panel_to_f32_bf16x },
     .dot = dot_scalar,
     .axpy = axpy_scalar,
     .attn_scores = attn_scores_scalar,

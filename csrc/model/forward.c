@@ -15,9 +15,11 @@
 #define STEP_MAX (CHUNK > HA_BLAS_BLOCK ? CHUNK : HA_BLAS_BLOCK) /* tokens a forward step holds at most */
 #define KEY_BLOCK 128     /* keys per online-softmax block */
 #define ROW_UNIT 16       /* matmul rows per parallel work unit */
-#define SMALL_JOB (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool
+#define SMALL_JOB \
+    (1 << 18) /* multiply-adds below which a job runs on the calling thread: waking the pool
                                costs more, and far more when other processes hold the cores */
-#define ATTN_SMALL_JOB (1 << 14) /* the same for attention (query-key pairs times head_dim): a key costs two
+#define ATTN_SMALL_JOB \
+    (1 << 14) /* the same for attention (query-key pairs times head_dim): a key costs two
                                    multiply-adds per dimension and an expf, so even one decode token's heads over
                                    a few hundred positions are worth both threads */
 
@@ -74,7 +76,8 @@ typedef struct matmul_job {
 /* Rows [lo, hi) of W (rows, n) times X into Y (T, ldy), through the kernel W's dtype takes. */
 static void matmul_rows(const matmul_job *j, const ha_matrix *W, int64_t lo, int64_t hi, float *Y, int64_t ldy) {
     if (lo >= hi) return;
-    if (ha_dtype_is_int(W->dtype)) j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
+    if (ha_dtype_is_int(W->dtype))
+        j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
     else if (W->dtype == HA_Q8P) j->k->matmul_w8a8(W->data, W->cols, lo, hi, j->Xq8, j->xq8_sum, j->T, Y, ldy);
     else if (W->dtype == HA_BF16X) j->k->matmul_bf16x(W->data, W->cols, lo, hi, j->Xbf, j->T, Y, ldy);
     else j->k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, Y, ldy);
@@ -102,13 +105,13 @@ static void activate(const ha_kernels *k, ha_act act, float *x, const float *up,
         }
         break;
     case HA_ACT_GELU:
-        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f)) * (up ? up[i] : 1.0f);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f)) * (up ? up[i] : 1.0f);
         break;
     case HA_ACT_RELU:
         for (int64_t i = 0; i < n; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) * (up ? up[i] : 1.0f);
         break;
-    default:
-        k->silu(x, up, n);
+    default: k->silu(x, up, n);
     }
 }
 
@@ -317,8 +320,8 @@ static void block_weights(const ha_kernels *k, float (*sc)[KEY_BLOCK], int64_t n
  * and summed by one kernel call at its column of the block. The kernels score each key on its own and add values
  * key by key in order (ha_kernels.attn_scores, attn_values), so the block is bitwise the one a sequential decode of
  * the node's path reads from consecutive positions. qs (nq, hd) the node's queries, the rest as attention_range's. */
-static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i, int64_t kb, int64_t S,
-                       const float *K, const float *V, const float *qs, int64_t nq, int64_t hd, float scale, float cap,
+static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i, int64_t kb, int64_t S, const float *K,
+                       const float *V, const float *qs, int64_t nq, int64_t hd, float scale, float cap,
                        float (*sc)[KEY_BLOCK], float *mx, float *sum, float *acc) {
     const int64_t p = c->pos[i], tb = c->tbase[i], end = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
     const int64_t nk = end - kb, nc = tb > kb ? (tb < end ? tb : end) - kb : 0; /* keys, and those in the cache */
@@ -450,7 +453,8 @@ static void norm_all(const ha_llama_config *cfg, const float *x, const float *w,
 }
 
 /* Each of the T rows of x (T, d) normed in place by the optional vector v (and bias vb); nothing if v is absent. */
-static void norm_rows(const ha_llama_config *cfg, float *x, const ha_vector *v, const ha_vector *vb, int64_t T, int64_t d) {
+static void norm_rows(const ha_llama_config *cfg, float *x, const ha_vector *v, const ha_vector *vb, int64_t T,
+                      int64_t d) {
     if (v->data) norm_all(cfg, x, v->data, vb ? vb->data : NULL, x, T, d);
 }
 
@@ -504,9 +508,14 @@ static void split_rows(const float *Y, int64_t T, int64_t rows, int parts, float
 static void mlp_in(const ha_llama_context *c, const ha_llama_layer *L, int64_t T) {
     const ha_llama_config *cfg = &c->m->cfg;
     const int gated = !cfg->ungated_mlp, fused = gated && L->w_gate_up.data;
-    const mlp_step s = { .gated = gated, .act = cfg->act, .f = cfg->intermediate_size,
-                         .b_gate = gated ? L->b_gate.data : L->b_up.data, .b_up = gated ? L->b_up.data : NULL,
-                         .gate = c->gate, .up = c->up, .fused = fused ? c->fused : NULL };
+    const mlp_step s = { .gated = gated,
+                         .act = cfg->act,
+                         .f = cfg->intermediate_size,
+                         .b_gate = gated ? L->b_gate.data : L->b_up.data,
+                         .b_up = gated ? L->b_up.data : NULL,
+                         .gate = c->gate,
+                         .up = c->up,
+                         .fused = fused ? c->fused : NULL };
     const ha_matrix *W[2] = { !gated ? &L->w_up : fused ? &L->w_gate_up : &L->w_gate, &L->w_up };
     const int count = gated && !fused ? 2 : 1;
     if (c->blas_now && T >= HA_BLAS_BLOCK / 4) {
@@ -564,7 +573,8 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
         if (L->wqkv.data) {
             matmul(c, 1, (const ha_matrix *[]){ &L->wqkv }, (float *[]){ c->fused }, c->xn, T);
             add_bias(c->fused, &L->bqkv, T, qd + 2 * kvd);
-            split_rows(c->fused, T, qd + 2 * kvd, 3, (float *[]){ c->q, c->k, c->v }, (const int64_t[]){ qd, kvd, kvd });
+            split_rows(c->fused, T, qd + 2 * kvd, 3, (float *[]){ c->q, c->k, c->v },
+                       (const int64_t[]){ qd, kvd, kvd });
         } else {
             matmul(c, 3, (const ha_matrix *[]){ &L->wq, &L->wk, &L->wv }, (float *[]){ c->q, c->k, c->v }, c->xn, T);
         }

@@ -33,7 +33,8 @@ static ha_status interrupted_append(ha_llama_context *c, const int32_t *seq, int
         if (c->len[s] == 0) c->top[s] = -1;
     }
     if (emptied)
-        return ha_fail(HA_ERR_INTERRUPTED, "interrupted; a sequence whose sliding-window layers this append had "
+        return ha_fail(HA_ERR_INTERRUPTED,
+                       "interrupted; a sequence whose sliding-window layers this append had "
                        "overwritten was emptied, the others hold what they held before this append");
     return ha_fail(HA_ERR_INTERRUPTED, "interrupted; the cache holds what it held before this append");
 }
@@ -46,9 +47,9 @@ static ha_status ctx_append(void *self, int64_t n, const int32_t *seq, const int
                             float *logits) {
     ha_llama_context *c = self;
     ha_status st = c->hidden && n != c->hidden_n
-        ? ha_fail(HA_ERR_INVALID, "append: %lld tokens, but hidden states were requested for %lld",
-                  (long long)n, (long long)c->hidden_n)
-        : append_tokens(c, n, seq, tokens, want, logits);
+                       ? ha_fail(HA_ERR_INVALID, "append: %lld tokens, but hidden states were requested for %lld",
+                                 (long long)n, (long long)c->hidden_n)
+                       : append_tokens(c, n, seq, tokens, want, logits);
     c->hidden = NULL;
     return st;
 }
@@ -57,8 +58,10 @@ HA_API ha_status ha_llama_context_record_hidden(ha_llama_context *c, float *out,
     if (!c) return ha_fail(HA_ERR_INVALID, "record_hidden: no context");
     const ha_llama_config *cfg = &c->m->cfg;
     if (out && (n < 1 || out_floats != (size_t)((cfg->n_layers + 1) * n * cfg->hidden_size)))
-        return ha_fail(HA_ERR_INVALID, "record_hidden: %zu floats for %lld tokens; (n_layers + 1) x n x hidden_size = "
-                       "%lld are needed", out_floats, (long long)n, (long long)((cfg->n_layers + 1) * n * cfg->hidden_size));
+        return ha_fail(HA_ERR_INVALID,
+                       "record_hidden: %zu floats for %lld tokens; (n_layers + 1) x n x hidden_size = "
+                       "%lld are needed",
+                       out_floats, (long long)n, (long long)((cfg->n_layers + 1) * n * cfg->hidden_size));
     c->hidden = out;
     c->hidden_n = out ? n : 0;
     return HA_OK;
@@ -67,7 +70,8 @@ HA_API ha_status ha_llama_context_record_hidden(ha_llama_context *c, float *out,
 static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
                                const uint8_t *want, float *logits) {
     const int64_t V = c->m->cfg.vocab_size;
-    if (n < 0 || (n > 0 && (!seq || !tokens))) return ha_fail(HA_ERR_INVALID, "append: bad token arrays (n=%lld)", (long long)n);
+    if (n < 0 || (n > 0 && (!seq || !tokens)))
+        return ha_fail(HA_ERR_INVALID, "append: bad token arrays (n=%lld)", (long long)n);
     int64_t wanted = 0;
     memset(c->adding, 0, (size_t)c->n_seq * sizeof(int64_t));
     for (int64_t i = 0; i < n; i++) {
@@ -75,16 +79,19 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
             return ha_fail(HA_ERR_INVALID, "append: sequence %d is out of range; the cache holds %lld sequences",
                            seq[i], (long long)c->n_seq);
         if (tokens[i] < 0 || tokens[i] >= V)
-            return ha_fail(HA_ERR_INVALID, "token id %d at index %lld is out of range for vocab_size %lld; "
-                           "ids must be in [0, %lld)", tokens[i], (long long)i, (long long)V, (long long)V);
+            return ha_fail(HA_ERR_INVALID,
+                           "token id %d at index %lld is out of range for vocab_size %lld; "
+                           "ids must be in [0, %lld)",
+                           tokens[i], (long long)i, (long long)V, (long long)V);
         c->adding[seq[i]]++;
         wanted += !want || want[i];
     }
     for (int64_t s = 0; s < c->n_seq; s++)
         if (c->len[s] + c->adding[s] > c->capacity)
-            return ha_fail(HA_ERR_CAPACITY, "sequence %lld holds %lld positions; %lld more would pass the cache capacity "
-                           "of %lld; create the cache with a larger max_cache_len", (long long)s, (long long)c->len[s],
-                           (long long)c->adding[s], (long long)c->capacity);
+            return ha_fail(HA_ERR_CAPACITY,
+                           "sequence %lld holds %lld positions; %lld more would pass the cache capacity "
+                           "of %lld; create the cache with a larger max_cache_len",
+                           (long long)s, (long long)c->len[s], (long long)c->adding[s], (long long)c->capacity);
     if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append: logits requested but no output buffer given");
     c->kern = ha_kernels_get();
     /* longrope, as Transformers chooses per forward: the whole append of a sequence takes the long table when the
@@ -123,7 +130,8 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
             if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
         }
         c->hidden_at = b;
-        if (ha_llama_forward(c, tokens + b, T, want ? want + b : NULL, logits)) return interrupted_append(c, seq, b + T);
+        if (ha_llama_forward(c, tokens + b, T, want ? want + b : NULL, logits))
+            return interrupted_append(c, seq, b + T);
         for (int64_t i = 0; i < T; i++) w0 += !want || want[b + i];
         if (logits) logits += w0 * V;
     }
@@ -144,15 +152,17 @@ static int ring_keeps(const ha_llama_context *c, int32_t s, int64_t len) {
 static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
     ha_llama_context *c = self;
     if (seq < 0 || seq >= c->n_seq)
-        return ha_fail(HA_ERR_INVALID, "crop: sequence %d is out of range; the cache holds %lld sequences", seq, (long long)c->n_seq);
+        return ha_fail(HA_ERR_INVALID, "crop: sequence %d is out of range; the cache holds %lld sequences", seq,
+                       (long long)c->n_seq);
     if (len < 0 || len > c->len[seq])
         return ha_fail(HA_ERR_INVALID, "crop: cannot keep %lld positions of sequence %d, which holds %lld",
                        (long long)len, seq, (long long)c->len[seq]);
     if (!ha_llama_context_can_crop(c, seq, len))
-        return ha_fail(HA_ERR_UNSUPPORTED, "crop: sequence %d has held up to %lld positions; its sliding-window layers keep "
+        return ha_fail(HA_ERR_UNSUPPORTED,
+                       "crop: sequence %d has held up to %lld positions; its sliding-window layers keep "
                        "only %d positions beyond their window, so it cannot go back to %lld (crop at most %d positions "
-                       "after an append, or crop to 0 and append again)", seq, (long long)c->top[seq] + 1,
-                       HA_RING_SLACK, (long long)len, HA_RING_SLACK);
+                       "after an append, or crop to 0 and append again)",
+                       seq, (long long)c->top[seq] + 1, HA_RING_SLACK, (long long)len, HA_RING_SLACK);
     c->len[seq] = len;
     if (len == 0) c->top[seq] = -1;
     return HA_OK;
@@ -169,7 +179,7 @@ static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, 
 
 /* Checks a tree call as ha.h's contract states it, leaving each sequence's node count in c->adding. */
 static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
-                          const int32_t *parent, const uint8_t *want, float *logits) {
+                            const int32_t *parent, const uint8_t *want, float *logits) {
     const int64_t V = c->m->cfg.vocab_size;
     if (n < 0 || (n > 0 && (!seq || !tokens || !parent)))
         return ha_fail(HA_ERR_INVALID, "append_tree: bad token arrays (n=%lld)", (long long)n);
@@ -180,27 +190,34 @@ static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, 
     for (int64_t i = 0; i < n; i++) {
         const int32_t s = seq[i];
         if (s < 0 || s >= c->n_seq)
-            return ha_fail(HA_ERR_INVALID, "append_tree: sequence %d is out of range; the cache holds %lld sequences", s,
-                           (long long)c->n_seq);
+            return ha_fail(HA_ERR_INVALID, "append_tree: sequence %d is out of range; the cache holds %lld sequences",
+                           s, (long long)c->n_seq);
         if (tokens[i] < 0 || tokens[i] >= V)
-            return ha_fail(HA_ERR_INVALID, "token id %d at index %lld is out of range for vocab_size %lld; ids must be "
-                           "in [0, %lld)", tokens[i], (long long)i, (long long)V, (long long)V);
+            return ha_fail(HA_ERR_INVALID,
+                           "token id %d at index %lld is out of range for vocab_size %lld; ids must be "
+                           "in [0, %lld)",
+                           tokens[i], (long long)i, (long long)V, (long long)V);
         if (c->adding[s] > 0 && seq[i - 1] != s)
-            return ha_fail(HA_ERR_INVALID, "append_tree: the nodes of sequence %d are not together (index %lld); give "
-                           "each sequence's nodes one after the other", s, (long long)i);
+            return ha_fail(HA_ERR_INVALID,
+                           "append_tree: the nodes of sequence %d are not together (index %lld); give "
+                           "each sequence's nodes one after the other",
+                           s, (long long)i);
         if (parent[i] != -1 && (parent[i] < 0 || parent[i] >= i || seq[parent[i]] != s))
-            return ha_fail(HA_ERR_INVALID, "append_tree: node %lld's parent %d is not -1 nor an earlier node of its "
-                           "sequence", (long long)i, parent[i]);
+            return ha_fail(HA_ERR_INVALID,
+                           "append_tree: node %lld's parent %d is not -1 nor an earlier node of its "
+                           "sequence",
+                           (long long)i, parent[i]);
         if (++c->adding[s] > CHUNK)
-            return ha_fail(HA_ERR_INVALID, "append_tree: more than %d nodes for sequence %d in one call (ha_lm.max_tree)",
-                           CHUNK, s);
+            return ha_fail(HA_ERR_INVALID,
+                           "append_tree: more than %d nodes for sequence %d in one call (ha_lm.max_tree)", CHUNK, s);
         wanted |= !want || want[i];
     }
     for (int64_t s = 0; s < c->n_seq; s++)
         if (c->len[s] + c->adding[s] > c->capacity)
-            return ha_fail(HA_ERR_CAPACITY, "sequence %lld holds %lld positions; a tree of %lld more nodes would pass the "
-                           "cache capacity of %lld; create the cache with a larger max_cache_len", (long long)s,
-                           (long long)c->len[s], (long long)c->adding[s], (long long)c->capacity);
+            return ha_fail(HA_ERR_CAPACITY,
+                           "sequence %lld holds %lld positions; a tree of %lld more nodes would pass the "
+                           "cache capacity of %lld; create the cache with a larger max_cache_len",
+                           (long long)s, (long long)c->len[s], (long long)c->adding[s], (long long)c->capacity);
     if (wanted && !logits) return ha_fail(HA_ERR_INVALID, "append_tree: logits requested but no output buffer given");
     return HA_OK;
 }
@@ -264,9 +281,10 @@ static ha_status ctx_keep_path(void *self, int32_t seq, int64_t base, const int3
         return ha_fail(HA_ERR_INVALID, "keep_path: bad arguments (base %lld, n %lld)", (long long)base, (long long)n);
     for (int64_t j = 0; j < n; j++)
         if (nodes[j] < 0 || (j > 0 && nodes[j] <= nodes[j - 1]) || base + nodes[j] >= c->len[seq])
-            return ha_fail(HA_ERR_INVALID, "keep_path: node %d (at %lld) is not after the one before it within the %lld "
-                           "positions past %lld that sequence %d holds", nodes[j], (long long)j,
-                           (long long)(c->len[seq] - base), (long long)base, seq);
+            return ha_fail(HA_ERR_INVALID,
+                           "keep_path: node %d (at %lld) is not after the one before it within the %lld "
+                           "positions past %lld that sequence %d holds",
+                           nodes[j], (long long)j, (long long)(c->len[seq] - base), (long long)base, seq);
     if (base + n > c->len[seq])
         return ha_fail(HA_ERR_INVALID, "keep_path: %lld positions past %lld, but sequence %d holds %lld", (long long)n,
                        (long long)base, seq, (long long)c->len[seq]);
@@ -274,16 +292,20 @@ static ha_status ctx_keep_path(void *self, int32_t seq, int64_t base, const int3
     for (int64_t l = 0; held && n > 0 && l < c->m->cfg.n_layers; l++) /* a ring still holds the first node moved */
         held = c->slots[l] >= c->capacity || base + nodes[0] + c->slots[l] > c->top[seq];
     if (!held)
-        return ha_fail(HA_ERR_UNSUPPORTED, "keep_path: sequence %d's sliding-window layers no longer hold what the path "
-                       "needs; keep a path right after the tree it is in", seq);
+        return ha_fail(HA_ERR_UNSUPPORTED,
+                       "keep_path: sequence %d's sliding-window layers no longer hold what the path "
+                       "needs; keep a path right after the tree it is in",
+                       seq);
     const ha_llama_config *cfg = &c->m->cfg;
     const size_t bytes = (size_t)cfg->head_dim * sizeof(float);
     for (int64_t l = 0; l < cfg->n_layers; l++)
         for (int64_t g = 0; g < cfg->n_kv_heads; g++)
             for (int64_t j = 0; j < n; j++) {
                 if (nodes[j] == j) continue;
-                memcpy(c->kcache + kv_at(c, l, seq, g, base + j), c->kcache + kv_at(c, l, seq, g, base + nodes[j]), bytes);
-                memcpy(c->vcache + kv_at(c, l, seq, g, base + j), c->vcache + kv_at(c, l, seq, g, base + nodes[j]), bytes);
+                memcpy(c->kcache + kv_at(c, l, seq, g, base + j), c->kcache + kv_at(c, l, seq, g, base + nodes[j]),
+                       bytes);
+                memcpy(c->vcache + kv_at(c, l, seq, g, base + j), c->vcache + kv_at(c, l, seq, g, base + nodes[j]),
+                       bytes);
             }
     c->len[seq] = base + n;
     if (c->len[seq] == 0) c->top[seq] = -1;
@@ -304,7 +326,8 @@ void ha_kv_store(ha_llama_context *c, int64_t l, int64_t T) {
     for (int64_t i = 0; i < T; i++) {
         for (int64_t g = 0; g < cfg->n_kv_heads; g++) {
             size_t off = c->layer_at[l] + (((size_t)c->seq[i] * (size_t)cfg->n_kv_heads + (size_t)g) * (size_t)S +
-                                           (size_t)(c->store[i] % S)) * (size_t)hd;
+                                           (size_t)(c->store[i] % S)) *
+                                              (size_t)hd;
             memcpy(c->kcache + off, c->k + i * kvd + g * hd, (size_t)hd * sizeof(float));
             memcpy(c->vcache + off, c->v + i * kvd + g * hd, (size_t)hd * sizeof(float));
         }
@@ -315,14 +338,16 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
                                   ha_llama_context **out) {
     if (!m || !out) return ha_fail(HA_ERR_INVALID, "ha_llama_context_create: NULL argument");
     *out = NULL;
-    if (n_seq < 1 || n_seq > (1 << 20)) return ha_fail(HA_ERR_INVALID, "batch size %lld is out of range 1..%d", (long long)n_seq, 1 << 20);
+    if (n_seq < 1 || n_seq > (1 << 20))
+        return ha_fail(HA_ERR_INVALID, "batch size %lld is out of range 1..%d", (long long)n_seq, 1 << 20);
     if (capacity < 1 || capacity > INT32_MAX)
         return ha_fail(HA_ERR_INVALID, "cache capacity %lld is out of range 1..%d", (long long)capacity, INT32_MAX);
     const ha_llama_config *cfg = &m->cfg;
     if (m->w.pos_embed.data && capacity > m->w.pos_embed.rows)
-        return ha_fail(HA_ERR_CAPACITY, "a cache of %lld positions is longer than the model's %lld learned positions "
-                       "(n_positions); use max_cache_len <= %lld", (long long)capacity, (long long)m->w.pos_embed.rows,
-                       (long long)m->w.pos_embed.rows);
+        return ha_fail(HA_ERR_CAPACITY,
+                       "a cache of %lld positions is longer than the model's %lld learned positions "
+                       "(n_positions); use max_cache_len <= %lld",
+                       (long long)capacity, (long long)m->w.pos_embed.rows, (long long)m->w.pos_embed.rows);
     /* Positions each layer holds: a sliding layer's ring where that is smaller than the capacity. */
     double per_seq = 0.0; /* positions over all layers, per sequence */
     int ring = 0;
@@ -333,15 +358,16 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     double cache_elems = per_seq * (double)n_seq * (double)m->kv_dim;
     if (cache_elems * 8.0 > 0.9 * (double)SIZE_MAX)
-        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions is too large to address", (long long)n_seq,
-                       (long long)capacity);
+        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions is too large to address",
+                       (long long)n_seq, (long long)capacity);
     /* A cache the machine cannot hold is refused here, rather than overcommitted and the process killed when its
      * pages are touched (the activation buffers are small beside it). */
     const double need = cache_elems * 8.0, room = ha_available_memory();
     if (room >= 0 && need > room)
-        return ha_fail(HA_ERR_NOMEM, "a KV cache of %lld sequences x %lld positions needs %.0f MB, more than the %.0f MB of "
-                       "memory available; use a smaller max_cache_len or batch", (long long)n_seq, (long long)capacity,
-                       need / 1e6, room / 1e6);
+        return ha_fail(HA_ERR_NOMEM,
+                       "a KV cache of %lld sequences x %lld positions needs %.0f MB, more than the %.0f MB of "
+                       "memory available; use a smaller max_cache_len or batch",
+                       (long long)n_seq, (long long)capacity, need / 1e6, room / 1e6);
     ha_llama_context *c = calloc(1, sizeof *c);
     if (!c) return ha_fail(HA_ERR_NOMEM, "out of memory creating a context");
     const size_t d = (size_t)cfg->hidden_size, f = (size_t)cfg->intermediate_size, fl = sizeof(float);
@@ -423,10 +449,13 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     if (!c->len || !c->top || !c->adding || !c->blas_left || !c->long_rope || !c->slots || !c->layer_at || !c->kcache ||
         !c->vcache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up ||
-        !c->rope_cos || !c->rope_sin || !c->pos || !c->store || !c->tbase || !c->tparent || !c->seq || !wide_ok || !xq_ok || !fused_ok) {
+        !c->rope_cos || !c->rope_sin || !c->pos || !c->store || !c->tbase || !c->tparent || !c->seq || !wide_ok ||
+        !xq_ok || !fused_ok) {
         ha_llama_context_free(c);
-        return ha_fail(HA_ERR_NOMEM, "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
-                       "use a smaller max_cache_len or batch", cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
+        return ha_fail(HA_ERR_NOMEM,
+                       "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
+                       "use a smaller max_cache_len or batch",
+                       cache_elems * 8.0 / 1e6, (long long)n_seq, (long long)capacity);
     }
     for (int64_t s = 0; s < n_seq; s++) c->top[s] = -1;
     for (size_t l = 0, at = 0; l < nl; l++) {
@@ -441,9 +470,16 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
         ha_llama_context_free(c);
         return st;
     }
-    c->lm = (ha_lm){ .self = c, .vocab_size = cfg->vocab_size, .n_seq = n_seq, .capacity = capacity,
-                     .append = ctx_append, .crop = ctx_crop, .length = ctx_length,
-                     .append_tree = ctx_append_tree, .keep_path = ctx_keep_path, .max_tree = CHUNK,
+    c->lm = (ha_lm){ .self = c,
+                     .vocab_size = cfg->vocab_size,
+                     .n_seq = n_seq,
+                     .capacity = capacity,
+                     .append = ctx_append,
+                     .crop = ctx_crop,
+                     .length = ctx_length,
+                     .append_tree = ctx_append_tree,
+                     .keep_path = ctx_keep_path,
+                     .max_tree = CHUNK,
                      .max_rollback = ring ? HA_RING_SLACK : INT64_MAX,
                      .rope_switch = cfg->rope_inv_freq_long && cfg->rope_long_from > 0 ? cfg->rope_long_from : 0 };
     *out = c;
@@ -454,10 +490,10 @@ void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
     ha_free_streamed(c->kcache, c->cache_bytes, c->kmapped);
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
-    void *bufs[] = { c->len, c->top, c->adding, c->blas_left, c->long_rope, c->slots, c->layer_at, c->x, c->xn, c->q,
-                     c->k, c->v, c->att, c->tmp, c->gate, c->up, c->fused, c->rope_cos, c->rope_sin, c->pos, c->seq,
-                     c->store, c->tbase, c->tparent,
-                     c->wide, c->xq, c->xq_scale, c->xq8, c->xq8_sum, c->xbf };
+    void *bufs[] = { c->len,   c->top,      c->adding,   c->blas_left, c->long_rope, c->slots, c->layer_at, c->x,
+                     c->xn,    c->q,        c->k,        c->v,         c->att,       c->tmp,   c->gate,     c->up,
+                     c->fused, c->rope_cos, c->rope_sin, c->pos,       c->seq,       c->store, c->tbase,    c->tparent,
+                     c->wide,  c->xq,       c->xq_scale, c->xq8,       c->xq8_sum,   c->xbf };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }
@@ -468,7 +504,7 @@ ha_lm *ha_llama_context_lm(ha_llama_context *c) { return c ? &c->lm : NULL; }
 static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, int64_t p) {
     const int64_t S = c->slots[l];
     return c->layer_at[l] + (((size_t)s * (size_t)c->m->cfg.n_kv_heads + (size_t)g) * (size_t)S + (size_t)(p % S)) *
-                            (size_t)c->m->cfg.head_dim;
+                                (size_t)c->m->cfg.head_dim;
 }
 
 /* The first position layer l of sequence s still holds: a ring's slot p mod slots holds p until p + slots is
@@ -526,8 +562,10 @@ static ha_status kv_range(const ha_llama_context *c, int64_t layer, int32_t seq,
         return ha_fail(HA_ERR_INVALID, "%s: layer %lld or sequence %d is out of range", what, (long long)layer, seq);
     const int64_t end = reading ? c->len[seq] : c->capacity;
     if (floats != (size_t)(n * c->m->cfg.n_kv_heads * c->m->cfg.head_dim))
-        return ha_fail(HA_ERR_INVALID, "%s: k and v hold %zu floats each; (n_kv_heads, %lld, head_dim) = %lld are "
-                       "needed", what, floats, (long long)n, (long long)(n * c->m->cfg.n_kv_heads * c->m->cfg.head_dim));
+        return ha_fail(HA_ERR_INVALID,
+                       "%s: k and v hold %zu floats each; (n_kv_heads, %lld, head_dim) = %lld are "
+                       "needed",
+                       what, floats, (long long)n, (long long)(n * c->m->cfg.n_kv_heads * c->m->cfg.head_dim));
     if (first < 0 || n < 0 || first + n > end)
         return ha_fail(HA_ERR_INVALID, "%s: positions [%lld, %lld) are outside [0, %lld)", what, (long long)first,
                        (long long)(first + n), (long long)end);
@@ -539,8 +577,10 @@ HA_API ha_status ha_llama_context_read_kv(const ha_llama_context *c, int64_t lay
     ha_status st = kv_range(c, layer, seq, first, n, floats, 1, "read_kv");
     if (st != HA_OK) return st;
     if (first < kv_first(c, layer, seq))
-        return ha_fail(HA_ERR_INVALID, "read_kv: layer %lld keeps positions from %lld on (a sliding window's ring), "
-                       "not %lld", (long long)layer, (long long)kv_first(c, layer, seq), (long long)first);
+        return ha_fail(HA_ERR_INVALID,
+                       "read_kv: layer %lld keeps positions from %lld on (a sliding window's ring), "
+                       "not %lld",
+                       (long long)layer, (long long)kv_first(c, layer, seq), (long long)first);
     const int64_t hd = c->m->cfg.head_dim;
     for (int64_t g = 0; g < c->m->cfg.n_kv_heads; g++)
         for (int64_t i = 0; i < n; i++) {

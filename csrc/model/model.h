@@ -17,7 +17,8 @@ void ha_blas_matmul(const ha_kernels *k, const ha_matrix *W, const float *X, int
 
 /* ---- the native decoder (weights.c, kv_cache.c, forward.c) ------------------------------------------- */
 
-#define CHUNK 64          /* tokens per forward step; longer appends are cut into chunks (a batch of 8 rows verifying
+#define CHUNK \
+    64          /* tokens per forward step; longer appends are cut into chunks (a batch of 8 rows verifying
                              K = 4 each is one chunk: a second one reads every weight again) */
 #define HA_RING_SLACK 256 /* positions a sliding layer's ring holds beyond its window */
 _Static_assert(HA_RING_SLACK >= HA_BLAS_BLOCK - 1 && HA_RING_SLACK >= CHUNK - 1,
@@ -46,41 +47,42 @@ struct ha_llama_context {
     int64_t *blas_left;   /* (n_seq,) scratch: tokens of the current append still due to go through OpenBLAS */
     uint8_t *long_rope;   /* (n_seq,) scratch: the current append rotates the sequence's tokens with the long table */
     int64_t *slots;       /* (n_layers,) positions a layer holds per sequence: capacity, or a ring's size */
-    size_t *layer_at;     /* (n_layers,) where layer l's (n_seq, n_kv_heads, slots[l], head_dim) block starts in the caches */
-    float *kcache;        /* every layer's (n_seq, n_kv_heads, slots[l], head_dim) block, one after the other: a head's
+    size_t
+        *layer_at; /* (n_layers,) where layer l's (n_seq, n_kv_heads, slots[l], head_dim) block starts in the caches */
+    float *kcache; /* every layer's (n_seq, n_kv_heads, slots[l], head_dim) block, one after the other: a head's
                              keys side by side, the rows one attention task reads */
-    float *vcache;        /* the same for values */
-    size_t cache_bytes;   /* of kcache, and of vcache (ha_alloc_streamed's) */
+    float *vcache; /* the same for values */
+    size_t cache_bytes; /* of kcache, and of vcache (ha_alloc_streamed's) */
     int kmapped, vmapped; /* ha_alloc_streamed's *mapped for each */
     /* Activations of one forward of up to R = rows tokens. */
-    float *x;             /* (R, d) residual stream */
-    float *xn;            /* (R, d) normed input of a block; packed rows wanting logits at the end */
-    float *q;             /* (R, q_dim) */
-    float *k, *v;         /* (R, kv_dim) */
-    float *att;           /* (R, q_dim) attention output */
-    float *tmp;           /* (R, d) projection output before the residual add */
-    float *gate, *up;     /* (R, f) */
-    float *fused;         /* (R, max(q_dim + 2 kv_dim, 2f)) a fused projection's output; NULL if none is fused */
+    float *x; /* (R, d) residual stream */
+    float *xn; /* (R, d) normed input of a block; packed rows wanting logits at the end */
+    float *q; /* (R, q_dim) */
+    float *k, *v; /* (R, kv_dim) */
+    float *att; /* (R, q_dim) attention output */
+    float *tmp; /* (R, d) projection output before the residual add */
+    float *gate, *up; /* (R, f) */
+    float *fused; /* (R, max(q_dim + 2 kv_dim, 2f)) a fused projection's output; NULL if none is fused */
     float *rope_cos, *rope_sin; /* (2, R, r2): the global (or long) and the local table's values per token */
-    int64_t *pos;         /* (R,) each token's position: rotary, learned positions, the keys it sees */
-    int64_t *store;       /* (R,) the position whose slots keep its key and value: pos, except a tree's nodes
+    int64_t *pos; /* (R,) each token's position: rotary, learned positions, the keys it sees */
+    int64_t *store; /* (R,) the position whose slots keep its key and value: pos, except a tree's nodes
                              (append_tree), kept at base + their index among their sequence's nodes */
-    int32_t *seq;         /* (R,) */
+    int32_t *seq; /* (R,) */
     /* A forward of tree nodes (append_tree; tree == 0 for appends): node i sees its sequence's positions below
      * tbase[i] from the cache, then its ancestors (tparent[i]: the chunk index of its parent, -1 for a node at
      * depth 0) and itself, one per position from tbase[i] to pos[i]. */
     int tree;
-    int32_t *tparent;     /* (R,) */
-    int64_t *tbase;       /* (R,) */
-    float *wide;          /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
-    float *hidden;        /* NULL, or (n_layers + 1, hidden_n, d): the hidden states the current append records */
-    int64_t hidden_n;     /* tokens of that append (ha_llama_context_record_hidden) */
-    int64_t hidden_at;    /* index in that append of the forward's first token */
-    int16_t *xq;          /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
-    float *xq_scale;      /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
-    char *xq8;            /* (R, ha_row_bytes(HA_Q8, max(d, q_dim, f))) a matmul's input quantized for w8a8 weights */
-    int32_t *xq8_sum;     /* (R, its groups) each group's sum of integers; both NULL if no matrix is w8a8 */
-    uint32_t *xbf;        /* (R, ceil(max(d, q_dim, f) / 2)) a matmul's input as bfloat16 pairs; NULL if no matrix is
+    int32_t *tparent; /* (R,) */
+    int64_t *tbase; /* (R,) */
+    float *wide; /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
+    float *hidden; /* NULL, or (n_layers + 1, hidden_n, d): the hidden states the current append records */
+    int64_t hidden_n; /* tokens of that append (ha_llama_context_record_hidden) */
+    int64_t hidden_at; /* index in that append of the forward's first token */
+    int16_t *xq; /* (R, ha_act_width(max(d, q_dim, f))) a matmul's input quantized for integer weights; */
+    float *xq_scale; /* (R,) with its scales; both NULL if no matrix is int8 or int4 */
+    char *xq8; /* (R, ha_row_bytes(HA_Q8, max(d, q_dim, f))) a matmul's input quantized for w8a8 weights */
+    int32_t *xq8_sum; /* (R, its groups) each group's sum of integers; both NULL if no matrix is w8a8 */
+    uint32_t *xbf; /* (R, ceil(max(d, q_dim, f) / 2)) a matmul's input as bfloat16 pairs; NULL if no matrix is
                            * bfloat16 pairs */
 };
 

@@ -80,7 +80,9 @@ static void pair_panels(void *ctx, int64_t p0, int64_t p1) {
             for (int64_t b = 0; b < 2 * steps; b += HA_Q8_GROUP) {
                 const int64_t len = n - b < HA_Q8_GROUP ? n - b : HA_Q8_GROUP;
                 if (r < m->rows && len > 0)
-                    k->to_f32[m->dtype]((const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n) + ha_row_bytes(m->dtype, b), x, len);
+                    k->to_f32[m->dtype]((const char *)m->data + (size_t)r * ha_row_bytes(m->dtype, n) +
+                                            ha_row_bytes(m->dtype, b),
+                                        x, len);
                 for (int64_t c = 0; c < HA_Q8_GROUP && b + c < 2 * steps; c++)
                     panel[((size_t)(b + c) / 2) * (2 * HA_PANEL_ROWS) + (size_t)i * 2 + (size_t)(b + c) % 2] =
                         r < m->rows && c < len ? ha_bf16_round(x[c]) : 0;
@@ -92,20 +94,23 @@ static void pair_panels(void *ctx, int64_t p0, int64_t p1) {
 /* What ha_quantize and ha_pack check alike: src (non-NULL) a row-major float32, bfloat16 or float16 matrix of a
  * possible shape whose buffer is exactly its size, both buffers aligned for their dtypes, and dst exactly a
  * (rows, cols) matrix of dtype `to`. what names the caller in the message. */
-static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dtype to, const void *dst, size_t dst_bytes) {
+static ha_status check_conversion(const char *what, const ha_matrix *src, ha_dtype to, const void *dst,
+                                  size_t dst_bytes) {
     if (ha_panel_dtype(src->dtype) == HA_NDTYPES)
         return ha_fail(HA_ERR_INVALID, "%s: the source must be row-major float32, bfloat16 or float16, not %s", what,
                        ha_dtype_name(src->dtype));
     if (src->rows < 0 || src->cols < 1)
-        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1",
-                       what, (long long)src->rows, (long long)src->cols);
-    if (src->rows > 0 && (ha_matrix_bytes(src->dtype, src->rows, src->cols) == 0 || ha_matrix_bytes(to, src->rows, src->cols) == 0))
+        return ha_fail(HA_ERR_INVALID,
+                       "%s: a (%lld, %lld) source is impossible; a matrix needs rows >= 0 and cols >= 1", what,
+                       (long long)src->rows, (long long)src->cols);
+    if (src->rows > 0 &&
+        (ha_matrix_bytes(src->dtype, src->rows, src->cols) == 0 || ha_matrix_bytes(to, src->rows, src->cols) == 0))
         return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) matrix is too large to address; no buffer can hold it", what,
                        (long long)src->rows, (long long)src->cols);
     if (src->nbytes != ha_matrix_bytes(src->dtype, src->rows, src->cols))
-        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) %s source needs %zu bytes, got %zu", what, (long long)src->rows,
-                       (long long)src->cols, ha_dtype_name(src->dtype), ha_matrix_bytes(src->dtype, src->rows, src->cols),
-                       src->nbytes);
+        return ha_fail(HA_ERR_INVALID, "%s: a (%lld, %lld) %s source needs %zu bytes, got %zu", what,
+                       (long long)src->rows, (long long)src->cols, ha_dtype_name(src->dtype),
+                       ha_matrix_bytes(src->dtype, src->rows, src->cols), src->nbytes);
     if ((uintptr_t)src->data % ha_dtype_align(src->dtype) || (uintptr_t)dst % ha_dtype_align(to))
         return ha_fail(HA_ERR_INVALID, "%s: source or destination is not aligned", what);
     if (dst_bytes != ha_matrix_bytes(to, src->rows, src->cols))
@@ -140,20 +145,20 @@ typedef struct pack_job {
 
 /* Panels [p0, p1): per panel the 16 source rows are read side by side, column by column, and each column's 16
  * elements written out in order, as 16- or 32-bit words (the bits unchanged, whatever the float format). */
-#define DEFINE_PACK(NAME, TYPE)                                                                        \
+#define DEFINE_PACK(NAME, TYPE)                                                                                  \
     static void NAME(const TYPE *src, int64_t rows, int64_t n, ha_dtype to, TYPE *dst, int64_t p0, int64_t p1) { \
-        for (int64_t p = p0; p < p1; p++) {                                                            \
-            const TYPE *row[HA_PANEL_ROWS];                                                            \
-            int64_t at[HA_PANEL_ROWS];                                                                 \
-            for (int64_t i = 0; i < HA_PANEL_ROWS; i++) {                                              \
-                const int64_t r = p * HA_PANEL_ROWS + i;                                               \
-                row[i] = r < rows ? src + r * n : NULL; /* padding rows: zeros */                      \
-                at[i] = ha_panel_pos(to, i);                                                           \
-            }                                                                                          \
-            TYPE *out = dst + p * HA_PANEL_ROWS * n;                                                   \
-            for (int64_t k = 0; k < n; k++, out += HA_PANEL_ROWS)                                      \
-                for (int64_t i = 0; i < HA_PANEL_ROWS; i++) out[at[i]] = row[i] ? row[i][k] : (TYPE)0; \
-        }                                                                                              \
+        for (int64_t p = p0; p < p1; p++) {                                                                      \
+            const TYPE *row[HA_PANEL_ROWS];                                                                      \
+            int64_t at[HA_PANEL_ROWS];                                                                           \
+            for (int64_t i = 0; i < HA_PANEL_ROWS; i++) {                                                        \
+                const int64_t r = p * HA_PANEL_ROWS + i;                                                         \
+                row[i] = r < rows ? src + r * n : NULL; /* padding rows: zeros */                                \
+                at[i] = ha_panel_pos(to, i);                                                                     \
+            }                                                                                                    \
+            TYPE *out = dst + p * HA_PANEL_ROWS * n;                                                             \
+            for (int64_t k = 0; k < n; k++, out += HA_PANEL_ROWS)                                                \
+                for (int64_t i = 0; i < HA_PANEL_ROWS; i++) out[at[i]] = row[i] ? row[i][k] : (TYPE)0;           \
+        }                                                                                                        \
     }
 DEFINE_PACK(pack_32, uint32_t)
 DEFINE_PACK(pack_16, uint16_t)

@@ -9,24 +9,27 @@
 /* ---- creation and checks --------------------------------------------------------------------------- */
 
 static ha_status check_matrix(const char *name, int64_t layer, const ha_matrix *m, int64_t rows, int64_t cols) {
-    if (!m->data)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is missing", name, (long long)layer);
+    if (!m->data) return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is missing", name, (long long)layer);
     if ((unsigned)m->dtype >= HA_NDTYPES)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16 (row-major or in panels), int8 or int4",
+        return ha_fail(HA_ERR_INVALID,
+                       "weight %s (layer %lld) has unknown dtype code %d; use float32, bfloat16, float16 (row-major or "
+                       "in panels), int8 or int4",
                        name, (long long)layer, (int)m->dtype);
     if (m->rows != rows || m->cols != cols)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)",
-                       name, (long long)layer, (long long)m->rows, (long long)m->cols, (long long)rows, (long long)cols);
+        return ha_fail(HA_ERR_INVALID,
+                       "weight %s (layer %lld) has shape (%lld, %lld) but the config needs (%lld, %lld)", name,
+                       (long long)layer, (long long)m->rows, (long long)m->cols, (long long)rows, (long long)cols);
     size_t need = ha_matrix_bytes(m->dtype, rows, cols), align = ha_dtype_align(m->dtype);
     if (need == 0 && rows > 0 && cols > 0) /* ha_matrix_bytes' 0 for a size beyond size_t */
         return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld): (%lld, %lld) is too large to address", name,
                        (long long)layer, (long long)rows, (long long)cols);
     if (m->nbytes != need)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld): buffer of %zu bytes for (%lld, %lld) %s, which needs %zu",
-                       name, (long long)layer, m->nbytes, (long long)rows, (long long)cols, ha_dtype_name(m->dtype), need);
+        return ha_fail(HA_ERR_INVALID,
+                       "weight %s (layer %lld): buffer of %zu bytes for (%lld, %lld) %s, which needs %zu", name,
+                       (long long)layer, m->nbytes, (long long)rows, (long long)cols, ha_dtype_name(m->dtype), need);
     if ((uintptr_t)m->data % align)
-        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is not aligned to %zu bytes; pass an aligned copy",
-                       name, (long long)layer, align);
+        return ha_fail(HA_ERR_INVALID, "weight %s (layer %lld) is not aligned to %zu bytes; pass an aligned copy", name,
+                       (long long)layer, align);
     return HA_OK;
 }
 
@@ -36,8 +39,8 @@ static ha_status check_vector(const char *name, int64_t layer, const ha_vector *
         return HA_OK;
     }
     if (v->n != n)
-        return ha_fail(HA_ERR_INVALID, "vector %s (layer %lld) has %lld elements but the config needs %lld",
-                       name, (long long)layer, (long long)v->n, (long long)n);
+        return ha_fail(HA_ERR_INVALID, "vector %s (layer %lld) has %lld elements but the config needs %lld", name,
+                       (long long)layer, (long long)v->n, (long long)n);
     if ((uintptr_t)v->data % sizeof(float))
         return ha_fail(HA_ERR_INVALID, "vector %s (layer %lld) is not 4-byte aligned", name, (long long)layer);
     return HA_OK;
@@ -51,8 +54,8 @@ static ha_status check_table(const char *name, const double *t, int64_t n) {
 }
 
 static ha_status check_config(const ha_llama_config *c) {
-#define POSITIVE(f, max)                                                                                  \
-    if (c->f < 1 || c->f > (max))                                                                        \
+#define POSITIVE(f, max)          \
+    if (c->f < 1 || c->f > (max)) \
         return ha_fail(HA_ERR_INVALID, "config " #f "=%lld is out of range 1..%lld", (long long)c->f, (long long)(max));
     POSITIVE(vocab_size, INT32_MAX)
     POSITIVE(hidden_size, 1 << 20)
@@ -69,22 +72,30 @@ static ha_status check_config(const ha_llama_config *c) {
         return ha_fail(HA_ERR_INVALID, "norm_eps=%g must be a positive finite number", (double)c->norm_eps);
     if ((unsigned)c->norm > HA_NORM_LAYER) return ha_fail(HA_ERR_INVALID, "unknown norm kind %d", (int)c->norm);
     if ((unsigned)c->act > HA_ACT_RELU) return ha_fail(HA_ERR_INVALID, "unknown activation %d", (int)c->act);
-    const struct { const char *name; float v; } scalars[] = {
-        { "embed_scale", c->embed_scale }, { "attn_softcap", c->attn_softcap },
-        { "final_softcap", c->final_softcap }, { "rope_scale", c->rope_scale } };
+    const struct {
+        const char *name;
+        float v;
+    } scalars[] = { { "embed_scale", c->embed_scale },
+                    { "attn_softcap", c->attn_softcap },
+                    { "final_softcap", c->final_softcap },
+                    { "rope_scale", c->rope_scale } };
     for (size_t i = 0; i < sizeof scalars / sizeof *scalars; i++)
         if (!(scalars[i].v >= 0.0f) || !isfinite(scalars[i].v))
-            return ha_fail(HA_ERR_INVALID, "%s=%g must be a finite number >= 0 (0: off)", scalars[i].name, (double)scalars[i].v);
+            return ha_fail(HA_ERR_INVALID, "%s=%g must be a finite number >= 0 (0: off)", scalars[i].name,
+                           (double)scalars[i].v);
     if (!c->rope_inv_freq) {
         if (c->rope_dim || c->rope_inv_freq_long || c->rope_inv_freq_local)
-            return ha_fail(HA_ERR_INVALID, "rope_inv_freq is missing but rope_dim=%lld or another rotary table is given",
+            return ha_fail(HA_ERR_INVALID,
+                           "rope_inv_freq is missing but rope_dim=%lld or another rotary table is given",
                            (long long)c->rope_dim);
         return HA_OK;
     }
     const int64_t rd = c->rope_dim ? c->rope_dim : c->head_dim;
     if (rd < 2 || rd > c->head_dim || rd % 2)
-        return ha_fail(HA_ERR_INVALID, "the rotary dimension %lld must be even and in 2..head_dim=%lld (rope_dim, or "
-                       "head_dim when rope_dim is 0)", (long long)rd, (long long)c->head_dim);
+        return ha_fail(HA_ERR_INVALID,
+                       "the rotary dimension %lld must be even and in 2..head_dim=%lld (rope_dim, or "
+                       "head_dim when rope_dim is 0)",
+                       (long long)rd, (long long)c->head_dim);
     if (c->rope_inv_freq_long && c->rope_long_from < 0)
         return ha_fail(HA_ERR_INVALID, "rope_long_from=%lld must be >= 0", (long long)c->rope_long_from);
     ha_status st = check_table("rope_inv_freq", c->rope_inv_freq, rd / 2);
@@ -96,7 +107,8 @@ static ha_status check_config(const ha_llama_config *c) {
 /* A fused matrix replaces its parts: not both forms (a missing part is reported by check_matrix). */
 static ha_status check_fused(const char *fused, const char *parts, int64_t layer, int has_fused, int n_parts) {
     if (has_fused && n_parts)
-        return ha_fail(HA_ERR_INVALID, "layer %lld: give either %s or the fused %s, not both", (long long)layer, parts, fused);
+        return ha_fail(HA_ERR_INVALID, "layer %lld: give either %s or the fused %s, not both", (long long)layer, parts,
+                       fused);
     return HA_OK;
 }
 
@@ -104,7 +116,8 @@ static ha_status check_weights(const ha_llama_config *c, const ha_llama_weights 
     int64_t d = c->hidden_size, f = c->intermediate_size, hd = c->head_dim, qd = c->n_heads * hd,
             kvd = c->n_kv_heads * hd;
     ha_status st;
-#define TRY(e) if ((st = (e)) != HA_OK) return st
+#define TRY(e) \
+    if ((st = (e)) != HA_OK) return st
     TRY(check_matrix("embed", -1, &w->embed, c->vocab_size, d));
     if (w->pos_embed.data) {
         TRY(check_matrix("pos_embed", -1, &w->pos_embed, w->pos_embed.rows, d));
@@ -162,10 +175,13 @@ static ha_status check_weights(const ha_llama_config *c, const ha_llama_weights 
         TRY(check_vector("b_up", l, &L->b_up, f, 0));
         TRY(check_vector("b_down", l, &L->b_down, d, 0));
         TRY(check_vector("post_ffn_norm", l, &L->post_ffn_norm, d, 0));
-        if (L->window < 0) return ha_fail(HA_ERR_INVALID, "layer %lld: window=%lld must be >= 0", (long long)l, (long long)L->window);
-        if ((unsigned)L->rope > HA_ROPE_NONE) return ha_fail(HA_ERR_INVALID, "layer %lld: unknown rope %d", (long long)l, (int)L->rope);
+        if (L->window < 0)
+            return ha_fail(HA_ERR_INVALID, "layer %lld: window=%lld must be >= 0", (long long)l, (long long)L->window);
+        if ((unsigned)L->rope > HA_ROPE_NONE)
+            return ha_fail(HA_ERR_INVALID, "layer %lld: unknown rope %d", (long long)l, (int)L->rope);
         if (L->rope == HA_ROPE_LOCAL && !c->rope_inv_freq_local)
-            return ha_fail(HA_ERR_INVALID, "layer %lld uses the local rotary table but rope_inv_freq_local is missing", (long long)l);
+            return ha_fail(HA_ERR_INVALID, "layer %lld uses the local rotary table but rope_inv_freq_local is missing",
+                           (long long)l);
         if (!(L->attn_scale >= 0.0f) || !isfinite(L->attn_scale))
             return ha_fail(HA_ERR_INVALID, "layer %lld: attn_scale=%g must be finite and >= 0 (0: 1/sqrt(head_dim))",
                            (long long)l, (double)L->attn_scale);
@@ -225,8 +241,8 @@ void ha_llama_free(ha_llama *m) {
 
 /* The matrices of one layer (absent ones have data == NULL). */
 void ha_layer_matrices(const ha_llama_layer *L, const ha_matrix *out[LAYER_MATRICES]) {
-    const ha_matrix *mats[LAYER_MATRICES] = { &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo, &L->w_gate, &L->w_up,
-                                              &L->w_gate_up, &L->w_down };
+    const ha_matrix *mats[LAYER_MATRICES] = { &L->wq,     &L->wk,   &L->wv,        &L->wqkv,  &L->wo,
+                                              &L->w_gate, &L->w_up, &L->w_gate_up, &L->w_down };
     memcpy(out, mats, sizeof mats);
 }
 
@@ -238,9 +254,10 @@ int64_t ha_llama_weight_bytes(const ha_llama *m) {
         ha_layer_matrices(L, mats);
         for (int i = 0; i < LAYER_MATRICES; i++)
             if (mats[i]->data) total += (int64_t)mats[i]->nbytes;
-        const ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b, &L->bq, &L->bk, &L->bv, &L->bqkv, &L->bo,
-                                    &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b,
-                                    &L->b_gate, &L->b_up, &L->b_down, &L->post_ffn_norm };
+        const ha_vector *vecs[] = { &L->attn_norm, &L->attn_norm_b,    &L->bq,       &L->bk,
+                                    &L->bv,        &L->bqkv,           &L->bo,       &L->q_norm,
+                                    &L->k_norm,    &L->post_attn_norm, &L->ffn_norm, &L->ffn_norm_b,
+                                    &L->b_gate,    &L->b_up,           &L->b_down,   &L->post_ffn_norm };
         for (size_t i = 0; i < sizeof vecs / sizeof *vecs; i++)
             if (vecs[i]->data) total += vecs[i]->n * 4;
     }

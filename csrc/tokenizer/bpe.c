@@ -33,8 +33,8 @@ static ha_status table_init(table *t, int64_t n) {
     t->a = malloc(cap * sizeof *t->a);
     t->b = malloc(cap * sizeof *t->b);
     t->mask = cap - 1;
-    if (!t->keys || !t->a || !t->b) return ha_fail(HA_ERR_NOMEM, "bpe: no memory for a table of %llu slots",
-                                                  (unsigned long long)cap);
+    if (!t->keys || !t->a || !t->b)
+        return ha_fail(HA_ERR_NOMEM, "bpe: no memory for a table of %llu slots", (unsigned long long)cap);
     return HA_OK;
 }
 
@@ -87,8 +87,8 @@ ha_status ha_bpe_create(const int32_t *merges, int64_t n_merges, const uint32_t 
                            merges[i], (long long)vocab_size);
     for (int64_t i = 0; i < n_chars; i++)
         if (char_ids[i] < 0 || char_ids[i] >= vocab_size || chars[i] > 0x10FFFF)
-            return ha_fail(HA_ERR_INVALID, "bpe: character %lld (U+%X -> %d) is outside the vocabulary",
-                           (long long)i, chars[i], char_ids[i]);
+            return ha_fail(HA_ERR_INVALID, "bpe: character %lld (U+%X -> %d) is outside the vocabulary", (long long)i,
+                           chars[i], char_ids[i]);
     if (byte_ids)
         for (int i = 0; i < 256; i++)
             if (byte_ids[i] < -1 || byte_ids[i] >= vocab_size)
@@ -145,9 +145,7 @@ static int utf8(uint32_t c, unsigned char *out) {
     return 4;
 }
 
-typedef struct {
-    int32_t rank, pos, result;
-} entry;
+typedef struct { int32_t rank, pos, result; } entry;
 
 static int before(entry x, entry y) { return x.rank != y.rank ? x.rank < y.rank : x.pos < y.pos; }
 
@@ -185,10 +183,10 @@ static void push_pair(const ha_bpe *b, const int32_t *id, const int32_t *next, i
 
 ha_status ha_bpe_encode(const ha_bpe *b, const uint32_t *word, int64_t n, int32_t *ids, int64_t cap, int64_t *n_ids) {
     if (!b || !n_ids || n < 0 || (n && !word) || !ids || cap < 4 * n)
-        return ha_fail(HA_ERR_INVALID, "bpe_encode: bad arguments (n %lld, cap %lld; cap must be >= 4 n)",
-                       (long long)n, (long long)cap);
-    if (n > INT32_MAX / 8) return ha_fail(HA_ERR_INVALID, "bpe_encode: a word of %lld characters is too long",
-                                          (long long)n);
+        return ha_fail(HA_ERR_INVALID, "bpe_encode: bad arguments (n %lld, cap %lld; cap must be >= 4 n)", (long long)n,
+                       (long long)cap);
+    if (n > INT32_MAX / 8)
+        return ha_fail(HA_ERR_INVALID, "bpe_encode: a word of %lld characters is too long", (long long)n);
     *n_ids = 0;
     /* The first symbols are written into ids itself (at most 4 per code point), then linked and merged. */
     int64_t m = 0;
@@ -212,8 +210,10 @@ ha_status ha_bpe_encode(const ha_bpe *b, const uint32_t *word, int64_t n, int32_
             }
         }
         if (b->unk_id < 0)
-            return ha_fail(HA_ERR_INVALID, "bpe_encode: U+%04X is not in the vocabulary, which has no unk_token "
-                                           "(and no byte fallback for it)", word[i]);
+            return ha_fail(HA_ERR_INVALID,
+                           "bpe_encode: U+%04X is not in the vocabulary, which has no unk_token "
+                           "(and no byte fallback for it)",
+                           word[i]);
         if (!(unk_open && b->fuse_unk)) ids[m++] = b->unk_id;
         unk_open = 1;
     }

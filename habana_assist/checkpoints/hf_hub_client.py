@@ -33,8 +33,17 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # huggingface_hub's exceptions by class name (its module layout moves between versions): HTTP answers carry
 # .response; these mean the Hub could not be asked at all.
-_NETWORK = {"ConnectError", "ConnectionError", "TimeoutException", "Timeout", "NetworkError", "RemoteProtocolError",
-            "ProxyError", "SSLError", "OSError"}
+_NETWORK = {
+    "ConnectError",
+    "ConnectionError",
+    "TimeoutException",
+    "Timeout",
+    "NetworkError",
+    "RemoteProtocolError",
+    "ProxyError",
+    "SSLError",
+    "OSError",
+}
 
 
 def available():
@@ -46,6 +55,7 @@ def available():
 def _accepts(name):
     """The keyword arguments huggingface_hub's hf_hub_download takes in this version."""
     import huggingface_hub
+
     return frozenset(inspect.signature(huggingface_hub.hf_hub_download).parameters)
 
 
@@ -60,26 +70,39 @@ class HfHubClient:
     def revision(self):
         """-> (commit hash, [file path]) of the repo at the revision."""
         import huggingface_hub
+
         try:
             info = huggingface_hub.HfApi(endpoint=self.endpoint).model_info(
-                self.repo_id, revision=self.ref, token=self.token or False,
-                timeout=hub_client._timeout("HF_HUB_ETAG_TIMEOUT"))
+                self.repo_id,
+                revision=self.ref,
+                token=self.token or False,
+                timeout=hub_client._timeout("HF_HUB_ETAG_TIMEOUT"),
+            )
         except Exception as e:  # noqa: BLE001 - every failure becomes this package's error (_translate)
             raise self._translate(e, f"{self.repo_id}@{self.ref}") from e
         if not (isinstance(info.sha, str) and _COMMIT.match(info.sha)):
-            raise HubError(f"{self.repo_id}@{self.ref}: the Hub ({self.endpoint}) gave no commit for it; is "
-                           "HF_ENDPOINT a Hugging Face Hub?")
+            raise HubError(
+                f"{self.repo_id}@{self.ref}: the Hub ({self.endpoint}) gave no commit for it; is "
+                "HF_ENDPOINT a Hugging Face Hub?"
+            )
         return info.sha, [sibling.rfilename for sibling in info.siblings or ()]
 
     def fetch(self, commit, path, force):
         """The file `path` of the repo at `commit` into the cache (blob, snapshot link), unless it is there."""
         import huggingface_hub
+
         pointer = os.path.join(self.storage, "snapshots", commit, *path.split("/"))
         if os.path.isfile(pointer) and not force:
             return
         what = f"{self.repo_id}/{path}"
-        kwargs = dict(revision=commit, cache_dir=self.cache, endpoint=self.endpoint, token=self.token or False,
-                      force_download=force, etag_timeout=hub_client._timeout("HF_HUB_ETAG_TIMEOUT"))
+        kwargs = dict(
+            revision=commit,
+            cache_dir=self.cache,
+            endpoint=self.endpoint,
+            token=self.token or False,
+            force_download=force,
+            etag_timeout=hub_client._timeout("HF_HUB_ETAG_TIMEOUT"),
+        )
         if "tqdm_class" in _accepts("hf_hub_download"):
             kwargs["tqdm_class"] = _bars(self.progress, what)
         try:
@@ -107,22 +130,31 @@ class HfHubClient:
             message = headers.get("X-Error-Message") or str(e).splitlines()[0]
             return hub_client.http_error(self.endpoint, self.token, code, headers.get("X-Error-Code"), message, what)
         if "OfflineModeIsEnabled" in names:
-            return hub_client.Unreachable(f"huggingface_hub is offline ({e}): HF_HUB_OFFLINE was set when it first "
-                                          "read its settings, and it keeps them for the process")
+            return hub_client.Unreachable(
+                f"huggingface_hub is offline ({e}): HF_HUB_OFFLINE was set when it first "
+                "read its settings, and it keeps them for the process"
+            )
         if "LocalEntryNotFoundError" in names:  # the Hub could not be asked, and huggingface_hub's cache lacks it
             cause = e.__cause__ if e.__cause__ is not None else e
             return hub_client.unreachable(self.endpoint, f"{type(cause).__name__}: {cause}")
         if names & _NETWORK:
             return hub_client.unreachable(self.endpoint, f"{type(e).__name__}: {e}")
-        if names & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError",
-                    "RemoteEntryNotFoundError"}:  # an HTTP answer without its response (older versions)
+        if names & {
+            "RepositoryNotFoundError",
+            "GatedRepoError",
+            "RevisionNotFoundError",
+            "EntryNotFoundError",
+            "RemoteEntryNotFoundError",
+        }:  # an HTTP answer without its response (older versions)
             raised = (CheckpointNotFoundError if "GatedRepoError" not in names else HubError)(f"{what}: {e}")
             raised.cache_may_serve = bool(names & {"RepositoryNotFoundError", "GatedRepoError"})
             return raised
         if isinstance(e, (InvalidInputError, HubError, CheckpointNotFoundError, hub_client.Unreachable)):
             return e
-        return HubError(f"{what}: huggingface_hub failed ({type(e).__name__}: {e}); set HA_HUB_CLIENT=builtin to "
-                        "download with habana_assist's own client instead")
+        return HubError(
+            f"{what}: huggingface_hub failed ({type(e).__name__}: {e}); set HA_HUB_CLIENT=builtin to "
+            "download with habana_assist's own client instead"
+        )
 
 
 def _bars(progress, what):
@@ -133,6 +165,7 @@ def _bars(progress, what):
         bar = _progress.bar(progress, total or 0, _progress.MIN_BYTES, total, f"downloading {what}", "B")
         if bar is None:
             import tqdm.std  # a dependency of huggingface_hub
+
             kwargs.pop("name", None)
             return tqdm.std.tqdm(*args, **dict(kwargs, disable=True))
         if kwargs.get("initial"):

@@ -39,8 +39,15 @@ MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 SHIPPED = {"habana-assist/pycode": "pycode", "habana-assist/pycode-draft": "pycode-draft"}
 
 # from_pretrained's arguments about where files come from, and what None means for each.
-HUB_ARGUMENTS = {"revision": None, "cache_dir": None, "local_files_only": False, "token": None,
-                 "force_download": False, "proxies": None, "subfolder": ""}
+HUB_ARGUMENTS = {
+    "revision": None,
+    "cache_dir": None,
+    "local_files_only": False,
+    "token": None,
+    "force_download": False,
+    "proxies": None,
+    "subfolder": "",
+}
 # Transformers' older names and arguments that change nothing here (resume_download: every download resumes).
 LEGACY_ARGUMENTS = {"use_auth_token": "token", "resume_download": None, "_commit_hash": None}
 
@@ -62,8 +69,10 @@ class Files:
 
 CONFIG_FILES = Files(required=[("config.json",)])
 MODEL_FILES = Files(required=[("config.json",)], optional=("generation_config.json",), weights=True)
-TOKENIZER_FILES = Files(required=[("tokenizer.json", "tokenizer.model")],
-                        optional=("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"))
+TOKENIZER_FILES = Files(
+    required=[("tokenizer.json", "tokenizer.model")],
+    optional=("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"),
+)
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 
 
@@ -91,8 +100,18 @@ def pop_hub_arguments(kwargs, caller):
     return args
 
 
-def resolve(name_or_path, files=MODEL_FILES, revision=None, cache_dir=None, local_files_only=False, token=None,
-            force_download=False, proxies=None, subfolder="", progress=None):
+def resolve(
+    name_or_path,
+    files=MODEL_FILES,
+    revision=None,
+    cache_dir=None,
+    local_files_only=False,
+    token=None,
+    force_download=False,
+    proxies=None,
+    subfolder="",
+    progress=None,
+):
     """-> the directory holding `files` (a Files) for name_or_path: a local directory, a shipped model's, or a
     snapshot of a Hub repo in the cache (see the module docstring). Raises CheckpointNotFoundError (no such
     directory, repo, revision or file; offline or unreachable without the files in the cache) or HubError (a
@@ -100,8 +119,10 @@ def resolve(name_or_path, files=MODEL_FILES, revision=None, cache_dir=None, loca
     try:
         path = os.fspath(name_or_path)
     except TypeError:
-        raise InvalidInputError(f"from_pretrained: expected a directory or a Hub repo id as a string or a path, not "
-                                f"{type(name_or_path).__name__}{_object_hint(name_or_path)}") from None
+        raise InvalidInputError(
+            f"from_pretrained: expected a directory or a Hub repo id as a string or a path, not "
+            f"{type(name_or_path).__name__}{_object_hint(name_or_path)}"
+        ) from None
     if not isinstance(path, str):
         path = os.fsdecode(path)
     subfolder = _check_relative(subfolder or "", "subfolder")
@@ -110,23 +131,30 @@ def resolve(name_or_path, files=MODEL_FILES, revision=None, cache_dir=None, loca
     if path in SHIPPED:
         directory = os.path.join(MODELS_DIR, SHIPPED[path])
         if not os.path.isdir(directory):
-            raise CheckpointNotFoundError(f"{path} is not installed with this copy of habana_assist (expected "
-                                          f"{directory}); reinstall the package or pass a local directory")
+            raise CheckpointNotFoundError(
+                f"{path} is not installed with this copy of habana_assist (expected "
+                f"{directory}); reinstall the package or pass a local directory"
+            )
         if revision not in SHIPPED_REVISIONS:
-            raise InvalidInputError(f"{path}: revision={revision!r}, but the shipped files are one revision: pass "
-                                    "revision='main' or None (or no revision=), or a local directory or a Hub repo id "
-                                    "for another revision")
+            raise InvalidInputError(
+                f"{path}: revision={revision!r}, but the shipped files are one revision: pass "
+                "revision='main' or None (or no revision=), or a local directory or a Hub repo id "
+                "for another revision"
+            )
         return _local_subfolder(path, directory, subfolder)
     if not is_repo_id(path):
         raise CheckpointNotFoundError(
             f"{path}: no such directory, and not a Hub repo id ('org/name'); pass a local checkpoint directory, a "
-            f"Hub repo id, or one of the shipped models ({', '.join(sorted(SHIPPED))})")
+            f"Hub repo id, or one of the shipped models ({', '.join(sorted(SHIPPED))})"
+        )
     snapshot = _Snapshot(path, revision or "main", cache_dir, token, proxies)
     offline = local_files_only or is_offline()
     if force_download and offline:
-        raise InvalidInputError(f"{path}: force_download=True and "
-                                f"{'local_files_only=True' if local_files_only else 'offline mode (HF_HUB_OFFLINE)'} "
-                                "disagree; drop one")
+        raise InvalidInputError(
+            f"{path}: force_download=True and "
+            f"{'local_files_only=True' if local_files_only else 'offline mode (HF_HUB_OFFLINE)'} "
+            "disagree; drop one"
+        )
     return snapshot.directory(files, subfolder, offline, force_download, progress)
 
 
@@ -137,8 +165,12 @@ def _local_subfolder(name, directory, subfolder):
     folder = os.path.join(directory, subfolder)
     if not os.path.isdir(folder):
         there = sorted(e.name for e in os.scandir(directory) if e.is_dir())
-        fix = (f"its folders are {there}: pass one of them as subfolder=, or leave subfolder= out for the top of the "
-               "checkpoint" if there else "it has no folders: leave subfolder= out")
+        fix = (
+            f"its folders are {there}: pass one of them as subfolder=, or leave subfolder= out for the top of the "
+            "checkpoint"
+            if there
+            else "it has no folders: leave subfolder= out"
+        )
         raise CheckpointNotFoundError(f"{name}: subfolder={subfolder!r} does not exist ({folder}); {fix}")
     return folder
 
@@ -146,11 +178,15 @@ def _local_subfolder(name, directory, subfolder):
 def _object_hint(obj):
     """What to do instead, where from_pretrained was given a model or tokenizer object (Transformers' own)."""
     if callable(getattr(obj, "generate", None)) or callable(getattr(obj, "state_dict", None)):
-        return ("; for a model object of Transformers (or torch), ha.wrap(model) gives it this package's generate(), "
-                "or save it with model.save_pretrained(directory) and pass the directory")
+        return (
+            "; for a model object of Transformers (or torch), ha.wrap(model) gives it this package's generate(), "
+            "or save it with model.save_pretrained(directory) and pass the directory"
+        )
     if callable(getattr(obj, "save_pretrained", None)) or callable(getattr(obj, "encode", None)):
-        return ("; for a tokenizer object, save it with tokenizer.save_pretrained(directory) and pass the directory "
-                "(Transformers' tokenizers also work as they are with TextStreamer and pipeline(tokenizer=))")
+        return (
+            "; for a tokenizer object, save it with tokenizer.save_pretrained(directory) and pass the directory "
+            "(Transformers' tokenizers also work as they are with TextStreamer and pipeline(tokenizer=))"
+        )
     return ""
 
 
@@ -159,27 +195,38 @@ def client_name(proxies=None):
     forces one; unset (or "auto"), huggingface_hub where it is importable and the load passes no proxies=."""
     wanted = os.environ.get("HA_HUB_CLIENT", "").strip().lower()
     if wanted not in ("", "auto", *CLIENTS):
-        raise InvalidInputError(f"HA_HUB_CLIENT={os.environ['HA_HUB_CLIENT']!r}: expected one of {', '.join(CLIENTS)} "
-                                "(or unset it: huggingface_hub where it is installed, else builtin)")
+        raise InvalidInputError(
+            f"HA_HUB_CLIENT={os.environ['HA_HUB_CLIENT']!r}: expected one of {', '.join(CLIENTS)} "
+            "(or unset it: huggingface_hub where it is installed, else builtin)"
+        )
     if wanted == "builtin":
         return "builtin"
     if wanted == "huggingface_hub":
         if not hf_hub_client.available():
-            raise InvalidInputError("HA_HUB_CLIENT=huggingface_hub, but huggingface_hub is not importable here: pip "
-                                    "install huggingface_hub, or unset HA_HUB_CLIENT (habana_assist's own client then "
-                                    "downloads)")
+            raise InvalidInputError(
+                "HA_HUB_CLIENT=huggingface_hub, but huggingface_hub is not importable here: pip "
+                "install huggingface_hub, or unset HA_HUB_CLIENT (habana_assist's own client then "
+                "downloads)"
+            )
         if proxies:
-            raise InvalidInputError("proxies= with HA_HUB_CLIENT=huggingface_hub: huggingface_hub takes no proxies per "
-                                    "call; set HTTPS_PROXY / HTTP_PROXY in the environment instead, or unset "
-                                    "HA_HUB_CLIENT (a load with proxies= then goes through habana_assist's own client)")
+            raise InvalidInputError(
+                "proxies= with HA_HUB_CLIENT=huggingface_hub: huggingface_hub takes no proxies per "
+                "call; set HTTPS_PROXY / HTTP_PROXY in the environment instead, or unset "
+                "HA_HUB_CLIENT (a load with proxies= then goes through habana_assist's own client)"
+            )
         return "huggingface_hub"
     return "huggingface_hub" if hf_hub_client.available() and not proxies else "builtin"
 
 
 def is_repo_id(name):
     """Whether name is a Hub repo id as huggingface_hub validates one ("org/name" or "name")."""
-    return (bool(_REPO_ID.match(name)) and name.count("/") <= 1 and "--" not in name and ".." not in name
-            and not name.endswith(".git"))
+    return (
+        bool(_REPO_ID.match(name))
+        and name.count("/") <= 1
+        and "--" not in name
+        and ".." not in name
+        and not name.endswith(".git")
+    )
 
 
 def is_offline():
@@ -248,15 +295,23 @@ class _Snapshot:
             if cached is not None:
                 return cached  # a commit's files never change: nothing to ask
         if offline:
-            return self._from_cache(files, subfolder, "offline mode is on (local_files_only=True, HF_HUB_OFFLINE or "
-                                    "TRANSFORMERS_OFFLINE)", "download it once with the network on")
+            return self._from_cache(
+                files,
+                subfolder,
+                "offline mode is on (local_files_only=True, HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)",
+                "download it once with the network on",
+            )
         try:
             return self._download(files, subfolder, force, progress)
         except hub_client.Unreachable as e:
             if force:
                 raise HubError(f"{self._where()}: force_download=True but {e}; try again later") from None
-            return self._from_cache(files, subfolder, str(e),
-                                    "check the network (and HF_ENDPOINT), or copy the model into a local directory")
+            return self._from_cache(
+                files,
+                subfolder,
+                str(e),
+                "check the network (and HF_ENDPOINT), or copy the model into a local directory",
+            )
         except (HubError, CheckpointNotFoundError) as e:  # refused: what the cache holds still serves
             commit = None if force or not getattr(e, "cache_may_serve", False) else self._commit()
             cached = self._cached(files, subfolder, commit) if commit else None
@@ -301,38 +356,47 @@ class _Snapshot:
         directory = self._cached(files, subfolder, commit) if commit else None
         if directory is not None:
             return directory
-        held = (f"the cache ({self.cache}) has no snapshot of it" if commit is None or not os.path.isdir(
-            os.path.join(self.storage, "snapshots", commit)) else
-            f"its snapshot in the cache ({self.storage}/snapshots/{commit[:12]}...) lacks "
-            f"{_describe(files, subfolder)}")
+        held = (
+            f"the cache ({self.cache}) has no snapshot of it"
+            if commit is None or not os.path.isdir(os.path.join(self.storage, "snapshots", commit))
+            else f"its snapshot in the cache ({self.storage}/snapshots/{commit[:12]}...) lacks "
+            f"{_describe(files, subfolder)}"
+        )
         raise CheckpointNotFoundError(f"{self._where()}: {why}, and {held}; {fix}")
 
     # ---- downloads --------------------------------------------------------------------------------------------
 
     def _download(self, files, subfolder, force, progress):
         if client_name(self.proxies) == "huggingface_hub":
-            hub = hf_hub_client.HfHubClient(self.repo_id, self.revision, self.endpoint, self.cache,
-                                            find_token(self.token), progress)
+            hub = hf_hub_client.HfHubClient(
+                self.repo_id, self.revision, self.endpoint, self.cache, find_token(self.token), progress
+            )
         else:
             hub = _Builtin(self, progress)
         commit, listed = hub.revision()
         if self.revision != commit:
             _write_ref(self.storage, self.revision, commit)
         prefix = subfolder + "/" if subfolder else ""
-        listed = {name[len(prefix):] for name in listed if name.startswith(prefix)}
+        listed = {name[len(prefix) :] for name in listed if name.startswith(prefix)}
         wanted = [name for group in files.required for name in group if name in listed]
         wanted += [name for name in files.optional if name in listed]
         missing = _missing(files, set(wanted) | ({_WEIGHTS[0]} & listed) | ({_WEIGHTS[1]} & listed))
         if subfolder and not listed:
-            raise CheckpointNotFoundError(f"{self._where()} has no folder {subfolder!r} (subfolder={subfolder!r}); "
-                                          "check subfolder= against the repo's files, or leave it out")
+            raise CheckpointNotFoundError(
+                f"{self._where()} has no folder {subfolder!r} (subfolder={subfolder!r}); "
+                "check subfolder= against the repo's files, or leave it out"
+            )
         if missing:
             others = sorted(listed)[:12]
             raise CheckpointNotFoundError(
                 f"{self._where()} has no {missing} (it has {others}{'...' if len(listed) > 12 else ''}); "
-                + ("only safetensors weights are read: convert the checkpoint (save_pretrained with "
-                   "safe_serialization=True) or pick a repo that has them" if _WEIGHTS[0] in missing else
-                   "check the repo id and revision"))
+                + (
+                    "only safetensors weights are read: convert the checkpoint (save_pretrained with "
+                    "safe_serialization=True) or pick a repo that has them"
+                    if _WEIGHTS[0] in missing
+                    else "check the repo id and revision"
+                )
+            )
         for name in wanted:
             hub.fetch(commit, prefix + name, force)
         directory = os.path.join(self.storage, "snapshots", commit, subfolder)
@@ -343,8 +407,10 @@ class _Snapshot:
                 hub.fetch(commit, prefix + _WEIGHTS[1], force)
                 for shard in _shards(os.path.join(directory, _WEIGHTS[1]), self.repo_id):
                     if shard not in listed:
-                        raise CheckpointNotFoundError(f"{self._where()}: {_WEIGHTS[1]} names shard {shard!r}, which "
-                                                      "the repo does not have; the checkpoint is incomplete")
+                        raise CheckpointNotFoundError(
+                            f"{self._where()}: {_WEIGHTS[1]} names shard {shard!r}, which "
+                            "the repo does not have; the checkpoint is incomplete"
+                        )
                     hub.fetch(commit, prefix + shard, force)
         return directory.rstrip(os.sep)
 
@@ -360,8 +426,9 @@ def _missing(files, present):
 
 
 def _describe(files, subfolder):
-    names = [" or ".join(g) for g in files.required] + ([" or ".join(_WEIGHTS) + " (and its shards)"]
-                                                        if files.weights else [])
+    names = [" or ".join(g) for g in files.required] + (
+        [" or ".join(_WEIGHTS) + " (and its shards)"] if files.weights else []
+    )
     return ", ".join(f"{subfolder}/{n}" if subfolder else n for n in names)
 
 
@@ -372,8 +439,9 @@ def _shards(index_path, repo_id):
             weight_map = json.loads(f.read().decode("utf-8")).get("weight_map")
         shards = sorted(set(weight_map.values()))
     except (OSError, ValueError, AttributeError, TypeError, RecursionError) as e:
-        raise HubError(f"{repo_id}: {index_path} is not a safetensors index ({e}); delete it from the cache to "
-                       "download it again") from None
+        raise HubError(
+            f"{repo_id}: {index_path} is not a safetensors index ({e}); delete it from the cache to download it again"
+        ) from None
     for shard in shards:
         if not isinstance(shard, str) or _check_relative_or_none(shard) is None:
             raise HubError(f"{repo_id}: {index_path} names shard {shard!r}, not a file inside the repo")

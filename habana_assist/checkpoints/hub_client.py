@@ -36,9 +36,11 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _CHUNK = 1 << 20
 _RETRIES = 5  # resumptions of one download in a row that bring no new byte before giving up
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-TOKEN_HINT = ("pass token='hf_...' to from_pretrained, set HF_TOKEN in the environment, or log in once with "
-              "`hf auth login` (or the older `huggingface-cli login`: it writes the token file); for a gated model "
-              "accept its terms on its page first")
+TOKEN_HINT = (
+    "pass token='hf_...' to from_pretrained, set HF_TOKEN in the environment, or log in once with "
+    "`hf auth login` (or the older `huggingface-cli login`: it writes the token file); for a gated model "
+    "accept its terms on its page first"
+)
 
 
 class Unreachable(Exception):
@@ -60,16 +62,21 @@ def http_error(endpoint, token, code, error, message, what):
     too) carry cache_may_serve=True; a server error or throttling is Unreachable."""
     said = f"the Hub ({endpoint}) answered {code}{' ' + error if error else ''} ({message})"
     if error == "GatedRepo" or (code in (401, 403) and error != "RepoNotFound"):
-        raised = HubError(f"{what}: {said}: the repo is gated or private and this request has "
-                          f"{'a token without access' if token else 'no token'}; {TOKEN_HINT}")
+        raised = HubError(
+            f"{what}: {said}: the repo is gated or private and this request has "
+            f"{'a token without access' if token else 'no token'}; {TOKEN_HINT}"
+        )
         raised.cache_may_serve = True
     elif error == "RepoNotFound":
-        raised = CheckpointNotFoundError(f"{what}: {said}: no such repo, or a private one needing a token; check "
-                                         f"the name ('org/name' as on the Hub's page), or {TOKEN_HINT}")
+        raised = CheckpointNotFoundError(
+            f"{what}: {said}: no such repo, or a private one needing a token; check "
+            f"the name ('org/name' as on the Hub's page), or {TOKEN_HINT}"
+        )
         raised.cache_may_serve = True
     elif error == "RevisionNotFound":
-        raised = CheckpointNotFoundError(f"{what}: {said}: no such revision; pass revision= a branch, tag or "
-                                         "commit of the repo")
+        raised = CheckpointNotFoundError(
+            f"{what}: {said}: no such revision; pass revision= a branch, tag or commit of the repo"
+        )
     elif error == "EntryNotFound" or code == 404:
         raised = CheckpointNotFoundError(f"{what}: {said}: no such file in the repo at that revision")
     elif code >= 500 or code in (408, 429):
@@ -86,9 +93,11 @@ def unreachable(endpoint, reason):
 
 def mismatch(what, size, sha256, found):
     """HubError for a download that is not the file the Hub advertised (already deleted by the caller)."""
-    return HubError(f"{what}: the downloaded file does not match what the Hub advertised ({size} bytes"
-                    f"{', sha256 ' + sha256 if sha256 else ''}; got {found}), so it was deleted; try again "
-                    "(the network or a proxy altered it)")
+    return HubError(
+        f"{what}: the downloaded file does not match what the Hub advertised ({size} bytes"
+        f"{', sha256 ' + sha256 if sha256 else ''}; got {found}), so it was deleted; try again "
+        "(the network or a proxy altered it)"
+    )
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -134,13 +143,18 @@ class HubClient:
             raise unreachable(self.endpoint, getattr(e, "reason", e)) from None
 
     def _raise_for_status(self, e, what):
-        raise http_error(self.endpoint, self.token, e.code, e.headers.get("X-Error-Code"),
-                         e.headers.get("X-Error-Message") or e.reason, what) from None
+        raise http_error(
+            self.endpoint,
+            self.token,
+            e.code,
+            e.headers.get("X-Error-Code"),
+            e.headers.get("X-Error-Message") or e.reason,
+            what,
+        ) from None
 
     def revision(self, repo_id, revision):
         """-> (commit hash, [file path]) of repo_id at revision (a branch, tag or commit)."""
-        url = (f"{self.endpoint}/api/models/{repo_id}/revision/"
-               f"{urllib.parse.quote(revision, safe='')}")
+        url = f"{self.endpoint}/api/models/{repo_id}/revision/{urllib.parse.quote(revision, safe='')}"
         with contextlib.closing(self._request(url, f"{repo_id}@{revision}")) as response:
             try:
                 info = json.loads(response.read().decode("utf-8"))
@@ -149,8 +163,10 @@ class HubClient:
         commit = info.get("sha") if isinstance(info, dict) else None
         siblings = info.get("siblings") if isinstance(info, dict) else None
         if not (isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit) and isinstance(siblings, list)):
-            raise HubError(f"{url}: the answer has no commit (\"sha\") and file list (\"siblings\"); is HF_ENDPOINT "
-                           "a Hugging Face Hub?")
+            raise HubError(
+                f'{url}: the answer has no commit ("sha") and file list ("siblings"); is HF_ENDPOINT '
+                "a Hugging Face Hub?"
+            )
         return commit, [s["rfilename"] for s in siblings if isinstance(s, dict) and isinstance(s.get("rfilename"), str)]
 
     def metadata(self, repo_id, commit, path):
@@ -169,8 +185,10 @@ class HubClient:
         etag = (linked or headers.get("ETag") or "").removeprefix("W/").strip('"')
         size = headers.get("X-Linked-Size") or (None if location else headers.get("Content-Length"))
         if not etag or size is None or not size.isdigit() or "/" in etag or etag.startswith("."):
-            raise HubError(f"{what}: the Hub's answer lacks an ETag or a size; is HF_ENDPOINT ({self.endpoint}) a "
-                           "Hugging Face Hub? (a proxy may be rewriting the answers)")
+            raise HubError(
+                f"{what}: the Hub's answer lacks an ETag or a size; is HF_ENDPOINT ({self.endpoint}) a "
+                "Hugging Face Hub? (a proxy may be rewriting the answers)"
+            )
         sha256 = etag if linked and _SHA256.match(etag) else None
         return etag, int(size), (location or url), sha256
 

@@ -43,8 +43,17 @@ from ..models.family import LAYER_ROLES, layer_tensors
 from ..utils import progress as _progress
 from .safetensors import DTYPES, bfloat16_bits_to_float32, open_checkpoint, to_bfloat16_bits
 
-__all__ = ["Weight", "WeightSpec", "Checkpoint", "load_checkpoint", "expected_weights", "WEIGHT_DTYPES",
-           "check_load_arguments", "load_config", "warn_if_blas_generic"]
+__all__ = [
+    "Weight",
+    "WeightSpec",
+    "Checkpoint",
+    "load_checkpoint",
+    "expected_weights",
+    "WEIGHT_DTYPES",
+    "check_load_arguments",
+    "load_config",
+    "warn_if_blas_generic",
+]
 
 # array: C-contiguous, read-only; dtype: "float32" | "bfloat16" | "float16" | "int8" | "w8a8" | "int4"; cols:
 # elements per row. bfloat16 arrays hold np.uint16 bits; int8 and int4 arrays are np.uint8 (rows, bytes per row) of
@@ -81,8 +90,10 @@ class Checkpoint:
 
     def __repr__(self):
         dtypes = sorted({w.dtype for w in self.weights.values()})
-        return (f"Checkpoint(path={self.path!r}, model_type={self.config.model_type!r}, "
-                f"tensors={len(self.weights)}, dtypes={dtypes})")
+        return (
+            f"Checkpoint(path={self.path!r}, model_type={self.config.model_type!r}, "
+            f"tensors={len(self.weights)}, dtypes={dtypes})"
+        )
 
 
 # One tensor a family's checkpoint holds. name: the tensor name as Transformers saves it; is_matrix; dims:
@@ -132,8 +143,10 @@ def _target_dtype(dtype):
     if name == "auto":
         return None
     if name not in WEIGHT_DTYPES:
-        raise InvalidInputError(f"load_checkpoint: dtype {dtype!r} is not supported; pass None or 'auto' (as "
-                                f"stored) or one of {', '.join(WEIGHT_DTYPES)}")
+        raise InvalidInputError(
+            f"load_checkpoint: dtype {dtype!r} is not supported; pass None or 'auto' (as "
+            f"stored) or one of {', '.join(WEIGHT_DTYPES)}"
+        )
     return name
 
 
@@ -158,7 +171,7 @@ class _Rows:
         step = self.step(multiple)
         buffer = np.empty((min(step, self.rows),) + tuple(self.shape[1:]), dtype=self.element)
         for start in range(0, self.rows, step):
-            rows = buffer[:min(step, self.rows - start)]
+            rows = buffer[: min(step, self.rows - start)]
             _read_rows(self, start, start + rows.shape[0], rows)
             yield start, rows
 
@@ -192,7 +205,7 @@ class _Transposed(_Rows):
         self.name, self.element = stored.name, stored.element
         self.array = empty((outputs, inputs), stored.element)  # (out, in)
         for r, chunk in stored.chunks():
-            self.array[:, r:r + chunk.shape[0]] = chunk.T
+            self.array[:, r : r + chunk.shape[0]] = chunk.T
         self.shape, self.rows = (outputs, inputs), outputs
         self.row_bytes = self.element.itemsize * inputs
 
@@ -232,7 +245,7 @@ class _Arena:
             pass
         whole = np.frombuffer(m, dtype=np.uint8)
         at = -whole.ctypes.data % self.HUGE
-        return whole[at:at + size]
+        return whole[at : at + size]
 
     def empty(self, shape, dtype):
         """An uninitialized C-contiguous writable array, as np.empty(shape, dtype)."""
@@ -246,7 +259,7 @@ class _Arena:
         if self._slab is None or at + n > self.SLAB:
             self._slab, at = self._map(self.SLAB), 0
         self._used = at + n
-        return self._slab[at:at + n].view(dtype).reshape(shape)
+        return self._slab[at : at + n].view(dtype).reshape(shape)
 
 
 def _quantize(tensor, source, target, arena):
@@ -258,7 +271,7 @@ def _quantize(tensor, source, target, arena):
     # a row's share of the bytes (row_bytes gives a panel dtype's whole panel for one row)
     out = arena.empty((-(-rows // multiple) * multiple, _core.row_bytes(target, cols) // multiple), np.uint8)
     for r, chunk in tensor.chunks(multiple):
-        _core.quantize(chunk, source, out[r:r + -(-chunk.shape[0] // multiple) * multiple], target)
+        _core.quantize(chunk, source, out[r : r + -(-chunk.shape[0] // multiple) * multiple], target)
     out.flags.writeable = False
     return Weight(out, target, cols, False, rows)
 
@@ -271,7 +284,7 @@ def _pack(tensor, source, target, arena):
     out = arena.empty((-(-rows // PANEL_ROWS) * PANEL_ROWS, cols), _ELEMENT[target])
     for r, chunk in tensor.chunks(PANEL_ROWS):
         converted = _convert(tensor.name, chunk, source, target)
-        _core.pack(converted, target, out[r:r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS])
+        _core.pack(converted, target, out[r : r + -(-chunk.shape[0] // PANEL_ROWS) * PANEL_ROWS])
     out.flags.writeable = False
     return Weight(out, target, cols, True, rows)
 
@@ -286,12 +299,12 @@ def _copy(tensor, source, target, arena):
         rows = out.reshape(tensor.rows, tensor.row_bytes // tensor.element.itemsize)
         step = tensor.step()
         for r in range(0, tensor.rows, step):
-            _read_rows(tensor, r, min(r + step, tensor.rows), rows[r:r + step])
+            _read_rows(tensor, r, min(r + step, tensor.rows), rows[r : r + step])
     else:
         out = arena.empty(tensor.shape, _ELEMENT[target])
         rows = out.reshape((tensor.rows,) + tuple(tensor.shape[1:]))
         for r, chunk in tensor.chunks():
-            rows[r:r + chunk.shape[0]] = _convert(tensor.name, chunk, source, target)
+            rows[r : r + chunk.shape[0]] = _convert(tensor.name, chunk, source, target)
     out.flags.writeable = False
     return out
 
@@ -309,9 +322,11 @@ def _convert(name, array, source, target):
         with np.errstate(over="ignore"):
             result = as_f32.astype(np.float16)
         if (np.isinf(result) & np.isfinite(as_f32)).any():
-            raise InvalidInputError(f"load_checkpoint: tensor {name!r} has values beyond the float16 range "
-                                    f"(max |x| = {np.abs(as_f32).max():g} > 65504); load it with "
-                                    "dtype='bfloat16' or 'float32'")
+            raise InvalidInputError(
+                f"load_checkpoint: tensor {name!r} has values beyond the float16 range "
+                f"(max |x| = {np.abs(as_f32).max():g} > 65504); load it with "
+                "dtype='bfloat16' or 'float32'"
+            )
     return np.ascontiguousarray(result)
 
 
@@ -378,35 +393,51 @@ def _file_names(directory, config, origin, searched):
         # the multimodal model's text model: its decoder's "model.X" under prefix + "X", its other tensors under
         # head + name
         for prefix, head in family.multimodal_prefixes:
+
             def stored(name, prefix=prefix, head=head):
-                return prefix + name[len("model."):] if name.startswith("model.") else head + name
+                return prefix + name[len("model.") :] if name.startswith("model.") else head + name
+
             if stored(embed) in origin:
                 return stored
     prefix = family.optional_prefix
     if not prefix or embed in origin:
         return lambda name: name
-    if embed[len(prefix):] in origin:
-        return lambda name: name[len(prefix):] if name.startswith(prefix) else name
-    raise CheckpointError(f"{directory}: tensor {embed!r} (or {embed[len(prefix):]!r}, as the original "
-                          f"{family.title} files name it) not found in {searched}; the checkpoint is incomplete or "
-                          f"is not a {family.title} model — re-download it")
+    if embed[len(prefix) :] in origin:
+        return lambda name: name[len(prefix) :] if name.startswith(prefix) else name
+    raise CheckpointError(
+        f"{directory}: tensor {embed!r} (or {embed[len(prefix) :]!r}, as the original "
+        f"{family.title} files name it) not found in {searched}; the checkpoint is incomplete or "
+        f"is not a {family.title} model — re-download it"
+    )
 
 
 def _load_weights(directory, config, files, origin, target, repack, progress=None):
     """-> ({HF tensor name: Weight}, the model's float dtype) for load_checkpoint, from the open files."""
     searched = ", ".join(sorted(files)) or "the checkpoint's safetensors files (no tensors)"
     if config.num_hidden_layers > len(origin):  # each layer has tensors; and expected_weights lists every one
-        raise CheckpointError(f"{directory}: config.json says num_hidden_layers={config.num_hidden_layers} but "
-                              f"{searched} hold only {len(origin)} tensors; the weights and config.json do not "
-                              "match — use the config.json saved with these weights")
+        raise CheckpointError(
+            f"{directory}: config.json says num_hidden_layers={config.num_hidden_layers} but "
+            f"{searched} hold only {len(origin)} tensors; the weights and config.json do not "
+            "match — use the config.json saved with these weights"
+        )
     stored_name = _file_names(directory, config, origin, searched)
     specs = expected_weights(config)
     stored = [files[origin[n]].entries[n] for n in map(stored_name, (s.name for s in specs)) if n in origin]
     total = sum(end - begin for _, _, begin, end in stored)  # bytes of weights this load reads
     meter = _progress.bar(progress, total, _progress.MIN_BYTES, total, f"loading {os.path.basename(directory)}", "B")
     try:
-        loaded = _load_specs(directory, config, files, origin, target, repack, specs, stored_name, searched,
-                             meter.update if meter else None)
+        loaded = _load_specs(
+            directory,
+            config,
+            files,
+            origin,
+            target,
+            repack,
+            specs,
+            stored_name,
+            searched,
+            meter.update if meter else None,
+        )
     finally:
         if meter is not None:
             meter.close()
@@ -426,20 +457,34 @@ def _warn_unused(directory, config, origin, stored_name, specs):
     used = {stored_name(spec.name) for spec in specs}
     used.add(stored_name(family.tensor("lm_head").name))
     ignored = re.compile("|".join(_ALWAYS_IGNORED + tuple(family.ignore_unexpected)))
-    text = next((prefix for prefix, _ in family.multimodal_prefixes
-                 if stored_name(family.tensor("embed").name).startswith(prefix)), None)
-    unused = sorted(name for name in origin if name not in used and not ignored.search(name)
-                    and (text is None or name.startswith(text)))
+    text = next(
+        (
+            prefix
+            for prefix, _ in family.multimodal_prefixes
+            if stored_name(family.tensor("embed").name).startswith(prefix)
+        ),
+        None,
+    )
+    unused = sorted(
+        name
+        for name in origin
+        if name not in used and not ignored.search(name) and (text is None or name.startswith(text))
+    )
     if not unused:
         return
-    named = ", ".join(unused[:_NAMED_AT_MOST]) + (f" and {len(unused) - _NAMED_AT_MOST} more"
-                                                  if len(unused) > _NAMED_AT_MOST else "")
-    warnings.warn(f"Some weights of the model checkpoint at {directory} were not used when initializing "
-                  f"{config.architectures[0] if config.architectures else family.architecture} "
-                  f"(num_hidden_layers={config.num_hidden_layers}): {named}. This IS expected if the config "
-                  "describes a smaller or other model than these weights on purpose (e.g. num_hidden_layers lowered); "
-                  "it IS NOT expected if the config should match them: use the config.json saved with these "
-                  "weights", UserWarning, stacklevel=_user_stacklevel())
+    named = ", ".join(unused[:_NAMED_AT_MOST]) + (
+        f" and {len(unused) - _NAMED_AT_MOST} more" if len(unused) > _NAMED_AT_MOST else ""
+    )
+    warnings.warn(
+        f"Some weights of the model checkpoint at {directory} were not used when initializing "
+        f"{config.architectures[0] if config.architectures else family.architecture} "
+        f"(num_hidden_layers={config.num_hidden_layers}): {named}. This IS expected if the config "
+        "describes a smaller or other model than these weights on purpose (e.g. num_hidden_layers lowered); "
+        "it IS NOT expected if the config should match them: use the config.json saved with these "
+        "weights",
+        UserWarning,
+        stacklevel=_user_stacklevel(),
+    )
 
 
 def _user_stacklevel():
@@ -458,26 +503,41 @@ def _load_specs(directory, config, files, origin, target, repack, specs, stored_
     for spec in specs:
         name = stored_name(spec.name)
         if name not in origin:
-            hint = (" (or, if this model ties its output layer to the embedding, set \"tie_word_embeddings\": "
-                    "true in config.json)" if spec.role == "lm_head" and name == spec.name else "")
-            raise CheckpointError(f"{directory}: tensor {name!r} not found in {searched}; the checkpoint is "
-                                  f"incomplete or does not match config.json — re-download it{hint}")
+            hint = (
+                ' (or, if this model ties its output layer to the embedding, set "tie_word_embeddings": '
+                "true in config.json)"
+                if spec.role == "lm_head" and name == spec.name
+                else ""
+            )
+            raise CheckpointError(
+                f"{directory}: tensor {name!r} not found in {searched}; the checkpoint is "
+                f"incomplete or does not match config.json — re-download it{hint}"
+            )
         file = files[origin[name]]
         stored, shape = file.entries[name][:2]
         where = f"{origin[name]}: tensor {name!r}"
         if stored not in _STORED:
-            raise CheckpointError(f"{where} has dtype {stored}; weights must be F32, BF16 or F16 — re-save the "
-                                  "checkpoint in one of those (quantized checkpoints are not supported)")
+            raise CheckpointError(
+                f"{where} has dtype {stored}; weights must be F32, BF16 or F16 — re-save the "
+                "checkpoint in one of those (quantized checkpoints are not supported)"
+            )
         expected = tuple(size for size, _ in spec.dims)
         if shape != expected:
             fields = ", ".join(field for _, field in spec.dims)
-            raise CheckpointError(f"{where} has shape {list(shape)} but config.json ({fields}) expects "
-                                  f"{list(expected)}; the weights and config.json do not match — use the "
-                                  "config.json saved with these weights")
+            raise CheckpointError(
+                f"{where} has shape {list(shape)} but config.json ({fields}) expects "
+                f"{list(expected)}; the weights and config.json do not match — use the "
+                "config.json saved with these weights"
+            )
         weights[spec.name] = _load_one(spec, _Stored(file, name, meter), file, config, target, repack, arena)
         if spec.role == "embed":
-            float_dtype = ("bfloat16" if target == _PAIRS else target if target is not None and target not in _INTEGER
-                           else _STORED[stored])
+            float_dtype = (
+                "bfloat16"
+                if target == _PAIRS
+                else target
+                if target is not None and target not in _INTEGER
+                else _STORED[stored]
+            )
     return weights, float_dtype
 
 
@@ -511,41 +571,60 @@ def _load_one(spec, tensor, file, config, target, repack, arena):
     held = source if held in _INTEGER else held
     vector = np.empty(tensor.shape, dtype=np.float32)
     for r, chunk in tensor.chunks():
-        vector[r:r + chunk.shape[0]] = _convert(tensor.name, _convert(tensor.name, chunk, source, held), held,
-                                                "float32")
+        vector[r : r + chunk.shape[0]] = _convert(
+            tensor.name, _convert(tensor.name, chunk, source, held), held, "float32"
+        )
     vector.flags.writeable = False
     return Weight(vector, "float32", tensor.shape[-1])
 
 
 # ---- from_pretrained's arguments (modeling_utils.PreTrainedCausalLM.from_pretrained) ----------------------------
 
+
 def _is_cpu(device):
-    return device is None or str(device) in ("cpu", "auto") or (isinstance(device, dict) and all(
-        str(v) in ("cpu", "auto") for v in device.values()))
+    return (
+        device is None
+        or str(device) in ("cpu", "auto")
+        or (isinstance(device, dict) and all(str(v) in ("cpu", "auto") for v in device.values()))
+    )
 
 
 # from_pretrained arguments of Transformers that change nothing here: name -> (accepts(value), why not otherwise)
 _LOAD_ARGUMENTS = {
     "device_map": (_is_cpu, "this package runs on the CPU only: pass device_map='cpu' or leave it unset"),
     "low_cpu_mem_usage": (lambda v: v in (None, True, False), "pass True or False (loading always streams here)"),
-    "attn_implementation": (lambda v: v in (None, "eager", "sdpa"),
-                            "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset"),
+    "attn_implementation": (
+        lambda v: v in (None, "eager", "sdpa"),
+        "one attention implementation runs here: pass 'eager', 'sdpa' or leave it unset",
+    ),
     "use_safetensors": (lambda v: v in (None, True), "only safetensors checkpoints are read here"),
     "trust_remote_code": (lambda v: v in (None, True, False), "pass True or False (no checkpoint code is ever run)"),
-    "variant": (lambda v: v is None, "weight variants (model.<variant>.safetensors) are not read; pass the path "
-                                     "of a checkpoint without one"),
-    "ignore_mismatched_sizes": (lambda v: v in (None, False), "a tensor whose shape differs from the config's is "
-                                                             "refused here, naming it; pass False or leave it unset"),
+    "variant": (
+        lambda v: v is None,
+        "weight variants (model.<variant>.safetensors) are not read; pass the path of a checkpoint without one",
+    ),
+    "ignore_mismatched_sizes": (
+        lambda v: v in (None, False),
+        "a tensor whose shape differs from the config's is refused here, naming it; pass False or leave it unset",
+    ),
     "weights_only": (lambda v: v in (None, True, False), "pass True or False (safetensors files hold weights only)"),
-    "disable_mmap": (lambda v: v in (None, False), "weights are memory-mapped where they are used as stored; pass "
-                                                  "False or leave it unset"),
+    "disable_mmap": (
+        lambda v: v in (None, False),
+        "weights are memory-mapped where they are used as stored; pass False or leave it unset",
+    ),
     "fusion_config": (lambda v: v is None, "no module fusion is done here; leave it unset"),
-    "output_loading_info": (lambda v: v in (None, False), "the loading report is not returned (unused weights warn "
-                                                         "by name instead); pass False or leave it unset"),
-    "quantization_config": (lambda v: v is None, "quantization here is a numerics class chosen at load: pass "
-                                                 "dtype='int8', 'w8a8' or 'int4' instead"),
-    "key_mapping": (lambda v: v is None, "checkpoint names are read as each family stores them; rename the tensors "
-                                         "in the file instead"),
+    "output_loading_info": (
+        lambda v: v in (None, False),
+        "the loading report is not returned (unused weights warn by name instead); pass False or leave it unset",
+    ),
+    "quantization_config": (
+        lambda v: v is None,
+        "quantization here is a numerics class chosen at load: pass dtype='int8', 'w8a8' or 'int4' instead",
+    ),
+    "key_mapping": (
+        lambda v: v is None,
+        "checkpoint names are read as each family stores them; rename the tensors in the file instead",
+    ),
 }
 
 
@@ -573,19 +652,24 @@ def load_config(config, directory, overrides):
         raise InvalidInputError(
             f"from_pretrained(config=..., {', '.join(f'{k}=...' for k in sorted(overrides))}): with config= given, "
             "Transformers passes other keywords to the model's constructor, which refuses them; set them on the "
-            "config instead (config.num_hidden_layers = 2) and pass only config=")
+            "config instead (config.num_hidden_layers = 2) and pass only config="
+        )
     if config is None:
         config, unused = AutoConfig.from_pretrained(directory, return_unused_kwargs=True, **overrides)
         overrides = {}
         if unused:
             rope = sorted(set(unused) & {"rope_theta", "partial_rotary_factor", "rope_local_base_freq"})
-            hint = (f" ({', '.join(rope)}: Transformers 5 holds {'it' if len(rope) == 1 else 'them'} in "
-                    "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})"
-                    if rope else "")
+            hint = (
+                f" ({', '.join(rope)}: Transformers 5 holds {'it' if len(rope) == 1 else 'them'} in "
+                "rope_parameters; pass rope_parameters={'rope_type': 'default', 'rope_theta': ...})"
+                if rope
+                else ""
+            )
             raise InvalidInputError(
                 f"from_pretrained() got {', '.join(repr(k) for k in sorted(unused))}: neither a loading argument (see "
                 f"AutoModelForCausalLM.from_pretrained's docstring) nor an attribute of this "
-                f"{config.family} config, so Transformers' model constructor refuses it too{hint}")
+                f"{config.family} config, so Transformers' model constructor refuses it too{hint}"
+            )
     elif isinstance(config, (str, os.PathLike)):
         config = AutoConfig.from_pretrained(config)
     elif isinstance(config, AutoConfig):
@@ -593,8 +677,10 @@ def load_config(config, directory, overrides):
     elif callable(getattr(config, "to_dict", None)) and isinstance(config.to_dict(), dict):
         config = AutoConfig.from_dict(config.to_dict())  # a Transformers config object
     else:
-        raise InvalidInputError(f"config= must be a config (AutoConfig.from_pretrained(...)), a Transformers config "
-                                f"or the path of a config.json; got {type(config).__name__}")
+        raise InvalidInputError(
+            f"config= must be a config (AutoConfig.from_pretrained(...)), a Transformers config "
+            f"or the path of a config.json; got {type(config).__name__}"
+        )
     return config
 
 
@@ -610,6 +696,10 @@ def warn_if_blas_generic():
     core, ours = _core.blas_core(), _core.kernels_name()
     if ours in ("avx2", "avx512") and core not in _BLAS_AVX2_CORES:
         want = "SkylakeX" if ours == "avx512" else "Haswell"
-        warnings.warn(f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "
-                      f"times slower than the CPU allows; start Python with OPENBLAS_CORETYPE={want} in the "
-                      "environment (OpenBLAS reads it once, when numpy first loads it)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "
+            f"times slower than the CPU allows; start Python with OPENBLAS_CORETYPE={want} in the "
+            "environment (OpenBLAS reads it once, when numpy first loads it)",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -99,12 +99,15 @@ def _open(path):
     except FileNotFoundError:
         pass
     raise CheckpointNotFoundError(
-        f"{path}: no such file; check the path, or download the checkpoint's weights into that directory")
+        f"{path}: no such file; check the path, or download the checkpoint's weights into that directory"
+    )
 
 
 def _changed(path, problem):
-    return CheckpointError(f"{path}: the file changed while loading ({problem}); re-run once it is fully "
-                           "written (saved or copied) and nothing else writes it")
+    return CheckpointError(
+        f"{path}: the file changed while loading ({problem}); re-run once it is fully "
+        "written (saved or copied) and nothing else writes it"
+    )
 
 
 def _pread(path, fd, n, offset):
@@ -130,16 +133,23 @@ def _read_header(path, fd=None):
             os.close(fd)
     file_size = os.fstat(fd).st_size
     if file_size < 8:
-        raise _fail(path, f"the file is {file_size} bytes, shorter than the 8-byte header length that starts "
-                          "every safetensors file")
+        raise _fail(
+            path,
+            f"the file is {file_size} bytes, shorter than the 8-byte header length that starts every safetensors file",
+        )
     n = int.from_bytes(_pread(path, fd, 8, 0), "little")
     if n > MAX_HEADER_BYTES:
-        raise _fail(path, f"the header length field says {n} bytes, more than the {MAX_HEADER_BYTES}-byte "
-                          "limit; this is not a safetensors file or it is corrupt",
-                    "check that the file really is .safetensors, then re-download or re-save it")
+        raise _fail(
+            path,
+            f"the header length field says {n} bytes, more than the {MAX_HEADER_BYTES}-byte "
+            "limit; this is not a safetensors file or it is corrupt",
+            "check that the file really is .safetensors, then re-download or re-save it",
+        )
     if 8 + n > file_size:
-        raise _fail(path, f"the header length field says {n} bytes, past the end of the file "
-                          f"(only {file_size - 8} bytes follow it)")
+        raise _fail(
+            path,
+            f"the header length field says {n} bytes, past the end of the file (only {file_size - 8} bytes follow it)",
+        )
     raw = _pread(path, fd, n, 8)
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
@@ -162,8 +172,7 @@ def _overflows(shape, itemsize):
 def _check_header(path, header, data_size):
     """Validate every entry; -> (metadata or None, {name: (dtype name, shape tuple, begin, end)})."""
     metadata = header.get("__metadata__")
-    if metadata is not None and not (isinstance(metadata, dict)
-                                     and all(isinstance(v, str) for v in metadata.values())):
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
         raise _fail(path, "'__metadata__' is not an object mapping strings to strings")
     entries = {}
     for name, entry in header.items():
@@ -172,41 +181,55 @@ def _check_header(path, header, data_size):
         where = f"tensor {name!r}"
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
             keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
-            raise _fail(path, f"{where} has header entry {keys}, expected exactly the keys "
-                              "['data_offsets', 'dtype', 'shape']")
+            raise _fail(
+                path, f"{where} has header entry {keys}, expected exactly the keys ['data_offsets', 'dtype', 'shape']"
+            )
         dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         if not (isinstance(dtype, str) and dtype in DTYPES):
-            raise _fail(path, f"{where} has dtype {dtype!r}, which this reader does not support "
-                              f"(supported: {', '.join(DTYPES)})",
-                        "re-save the checkpoint with one of the supported dtypes")
+            raise _fail(
+                path,
+                f"{where} has dtype {dtype!r}, which this reader does not support (supported: {', '.join(DTYPES)})",
+                "re-save the checkpoint with one of the supported dtypes",
+            )
         if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
             raise _fail(path, f"{where} has shape {shape!r}, not a list of non-negative integers")
         if len(shape) > _MAX_DIMS or _overflows(shape, DTYPES[dtype].itemsize):
-            raise _fail(path, f"{where} has shape {shape} of more than {_MAX_DIMS} dimensions or of more than "
-                              "2**63 bytes (dimensions beside a 0 included), which no array can have")
+            raise _fail(
+                path,
+                f"{where} has shape {shape} of more than {_MAX_DIMS} dimensions or of more than "
+                "2**63 bytes (dimensions beside a 0 included), which no array can have",
+            )
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
             raise _fail(path, f"{where} has data_offsets {offsets!r}, not a pair of integers [begin, end]")
         begin, end = offsets
         if not 0 <= begin <= end:
             raise _fail(path, f"{where} has data_offsets {offsets} with begin > end or begin < 0")
         if end > data_size:
-            raise _fail(path, f"{where} has data_offsets {offsets} past the end of the data section "
-                              f"({data_size} bytes)")
+            raise _fail(
+                path, f"{where} has data_offsets {offsets} past the end of the data section ({data_size} bytes)"
+            )
         nbytes = int(np.prod(shape, dtype=object)) * DTYPES[dtype].itemsize
         if end - begin != nbytes:
-            raise _fail(path, f"{where} has data_offsets {offsets} spanning {end - begin} bytes, but dtype "
-                              f"{dtype} and shape {shape} need {nbytes} bytes")
+            raise _fail(
+                path,
+                f"{where} has data_offsets {offsets} spanning {end - begin} bytes, but dtype "
+                f"{dtype} and shape {shape} need {nbytes} bytes",
+            )
         entries[name] = (dtype, tuple(shape), begin, end)
 
     # The data section must be tiled exactly: sorted by (begin, end), each tensor starts where the last ended.
     position, previous = 0, None
     for name, (_, _, begin, end) in sorted(entries.items(), key=lambda kv: (kv[1][2], kv[1][3])):
         if begin < position:
-            raise _fail(path, f"tensor {name!r} (bytes {begin}..{end}) overlaps tensor {previous!r} "
-                              f"(which ends at byte {position})")
+            raise _fail(
+                path,
+                f"tensor {name!r} (bytes {begin}..{end}) overlaps tensor {previous!r} (which ends at byte {position})",
+            )
         if begin > position:
-            raise _fail(path, f"bytes {position}..{begin} of the data section belong to no tensor "
-                              f"(a hole before tensor {name!r})")
+            raise _fail(
+                path,
+                f"bytes {position}..{begin} of the data section belong to no tensor (a hole before tensor {name!r})",
+            )
         position, previous = end, name
     if position != data_size:
         raise _fail(path, f"bytes {position}..{data_size} at the end of the data section belong to no tensor")
@@ -260,8 +283,11 @@ class SafetensorsFile:
         while done < len(buf):
             n = os.preadv(self._fd, [buf[done:]], offset + done)
             if n == 0:
-                raise _changed(self.path, f"tensor {name!r} needs bytes {offset}..{offset + len(buf)} but the file "
-                                          f"now ends at byte {offset + done}")
+                raise _changed(
+                    self.path,
+                    f"tensor {name!r} needs bytes {offset}..{offset + len(buf)} but the file "
+                    f"now ends at byte {offset + done}",
+                )
             done += n
 
     def view(self, name):
@@ -279,8 +305,10 @@ class SafetensorsFile:
                 try:
                     self._map = np.memmap(f, mode="r", shape=(self._stat.st_size,))
                 except ValueError:  # numpy: "mmap length is greater than file size"
-                    raise _changed(self.path, f"it was {self._stat.st_size} bytes when opened and is "
-                                              f"{os.fstat(self._fd).st_size} now") from None
+                    raise _changed(
+                        self.path,
+                        f"it was {self._stat.st_size} bytes when opened and is {os.fstat(self._fd).st_size} now",
+                    ) from None
         return np.ndarray(shape, dtype=np_dtype, buffer=self._map, offset=offset)
 
     def check_unchanged(self):
@@ -317,20 +345,26 @@ def _as_stored(name, value):
     """A save_file value -> (C-contiguous little-endian array, dtype name)."""
     if isinstance(value, tuple):
         if len(value) != 2 or value[1] not in DTYPES:
-            raise InvalidInputError(f"save_file: tensor {name!r} is a tuple {value[1:]!r}; a tuple must be "
-                                    f"(array, dtype name) with a dtype name among {', '.join(DTYPES)}")
+            raise InvalidInputError(
+                f"save_file: tensor {name!r} is a tuple {value[1:]!r}; a tuple must be "
+                f"(array, dtype name) with a dtype name among {', '.join(DTYPES)}"
+            )
         array, dtype = np.asarray(value[0]), value[1]
         if array.dtype.newbyteorder("<") != DTYPES[dtype]:
-            raise InvalidInputError(f"save_file: tensor {name!r} is stored as {dtype} but its array has dtype "
-                                    f"{array.dtype}; pass an array of {DTYPES[dtype]} (BF16: np.uint16 bits, "
-                                    "see to_bfloat16_bits)")
+            raise InvalidInputError(
+                f"save_file: tensor {name!r} is stored as {dtype} but its array has dtype "
+                f"{array.dtype}; pass an array of {DTYPES[dtype]} (BF16: np.uint16 bits, "
+                "see to_bfloat16_bits)"
+            )
     else:
         array = np.asarray(value)
         dtype = _NAME_OF_NUMPY.get(array.dtype.newbyteorder("<"))
         if dtype is None:
-            raise InvalidInputError(f"save_file: tensor {name!r} has numpy dtype {array.dtype}, which "
-                                    "safetensors cannot store; convert it (bfloat16: pass (to_bfloat16_bits(a), "
-                                    "'BF16'))")
+            raise InvalidInputError(
+                f"save_file: tensor {name!r} has numpy dtype {array.dtype}, which "
+                "safetensors cannot store; convert it (bfloat16: pass (to_bfloat16_bits(a), "
+                "'BF16'))"
+            )
     return np.asarray(array, dtype=DTYPES[dtype], order="C"), dtype
 
 
@@ -341,14 +375,16 @@ def save_file(tensors, path, metadata=None):
     multiple of 8 bytes, as the reference writer does. The file is written beside path and renamed into
     place, so a failure never leaves a half-written file and a live memory map of the old file stays valid.
     """
-    if metadata is not None and not (isinstance(metadata, dict) and
-                                     all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
+    ):
         raise InvalidInputError(f"save_file: metadata must be a dict of str to str, got {metadata!r}")
     stored, entries = [], []
     for name in sorted(tensors):
         if not isinstance(name, str) or name == "__metadata__":
-            raise InvalidInputError(f"save_file: tensor name {name!r} is not allowed; use a str other than "
-                                    "'__metadata__'")
+            raise InvalidInputError(
+                f"save_file: tensor name {name!r} is not allowed; use a str other than '__metadata__'"
+            )
         array, dtype = _as_stored(name, tensors[name])
         entries.append((name, dtype, array.shape, array.nbytes))
         stored.append(array)
@@ -358,6 +394,7 @@ def save_file(tensors, path, metadata=None):
         f.write(prefix)
         for array in stored:
             f.write(array.reshape(-1).view(np.uint8).data)
+
     write_atomic(path, write)
 
 
@@ -384,10 +421,10 @@ def to_bfloat16_bits(a):
     out = np.empty(values.shape, dtype=np.uint16)
     flat_bits, flat_out = values.reshape(-1).view(np.uint32), out.reshape(-1)
     for start in range(0, flat_bits.size, _CHUNK):
-        bits = flat_bits[start:start + _CHUNK]
+        bits = flat_bits[start : start + _CHUNK]
         rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & 1))) >> 16  # wraps only for NaN, replaced below
         quiet_nan = (bits >> 16) | np.uint32(0x0040)
-        flat_out[start:start + _CHUNK] = np.where(np.isnan(bits.view(np.float32)), quiet_nan, rounded)
+        flat_out[start : start + _CHUNK] = np.where(np.isnan(bits.view(np.float32)), quiet_nan, rounded)
     return out
 
 
@@ -409,13 +446,15 @@ def _read_index(directory, index_path):
     except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nesting too deep to parse
         raise _fail(index_path, f"not valid UTF-8 JSON ({e})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not (isinstance(weight_map, dict) and
-            all(isinstance(v, str) and v for v in weight_map.values())):
-        raise _fail(index_path, "has no \"weight_map\" object mapping tensor names to shard file names")
+    if not (isinstance(weight_map, dict) and all(isinstance(v, str) and v for v in weight_map.values())):
+        raise _fail(index_path, 'has no "weight_map" object mapping tensor names to shard file names')
     for name, shard in weight_map.items():
         if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
-            raise _fail(index_path, f"tensor {name!r} is mapped to shard {shard!r}, a path outside {directory}",
-                        "fix the weight_map to name files inside the checkpoint directory")
+            raise _fail(
+                index_path,
+                f"tensor {name!r} is mapped to shard {shard!r}, a path outside {directory}",
+                "fix the weight_map to name files inside the checkpoint directory",
+            )
     return weight_map
 
 
@@ -436,7 +475,8 @@ def open_checkpoint(directory):
     if not os.path.isfile(index_path):
         raise CheckpointNotFoundError(
             f"{directory}: has neither {SINGLE_FILE_NAME} nor {INDEX_FILE_NAME}; download the checkpoint's "
-            "safetensors weights into it (.bin/PyTorch weights are not supported: convert them to safetensors)")
+            "safetensors weights into it (.bin/PyTorch weights are not supported: convert them to safetensors)"
+        )
     weight_map = _read_index(directory, index_path)
     files, origin = {}, {}
     try:
@@ -446,18 +486,25 @@ def open_checkpoint(directory):
                 users = sorted(n for n, s in weight_map.items() if s == shard)
                 raise CheckpointNotFoundError(
                     f"{INDEX_FILE_NAME}: shard {shard!r} (holding {len(users)} tensor(s), e.g. {users[0]!r}) is "
-                    f"missing from {directory}; download every shard the index names")
+                    f"missing from {directory}; download every shard the index names"
+                )
             files[shard] = SafetensorsFile(shard_path)
             for name in files[shard].entries:
                 if name in origin:
-                    raise _fail(shard_path, f"tensor {name!r} is also stored in shard {origin[name]!r}",
-                                "a tensor must live in exactly one shard — re-save the checkpoint")
+                    raise _fail(
+                        shard_path,
+                        f"tensor {name!r} is also stored in shard {origin[name]!r}",
+                        "a tensor must live in exactly one shard — re-save the checkpoint",
+                    )
                 origin[name] = shard
         for name, shard in weight_map.items():
             if origin.get(name) != shard:
                 found = f"it is in {origin[name]!r}" if name in origin else "no shard holds it"
-                raise _fail(index_path, f"weight_map says tensor {name!r} is in {shard!r} but {found}",
-                            "the index does not match the shards — re-download the checkpoint")
+                raise _fail(
+                    index_path,
+                    f"weight_map says tensor {name!r} is in {shard!r} but {found}",
+                    "the index does not match the shards — re-download the checkpoint",
+                )
     except BaseException:
         for f in files.values():
             f.close()

@@ -38,8 +38,16 @@ __all__ = ["save_model", "parse_shard_size", "unpack_panels", "state_dict_names"
 
 _STORED = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}  # Weight.dtype -> safetensors dtype
 _ELEMENT = {"F32": np.dtype("<f4"), "BF16": np.dtype("<u2"), "F16": np.dtype("<f2")}  # BF16: its bits
-_SIZE_UNITS = {"TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3,
-               "TIB": 2**40, "GIB": 2**30, "MIB": 2**20, "KIB": 2**10}
+_SIZE_UNITS = {
+    "TB": 10**12,
+    "GB": 10**9,
+    "MB": 10**6,
+    "KB": 10**3,
+    "TIB": 2**40,
+    "GIB": 2**30,
+    "MIB": 2**20,
+    "KIB": 2**10,
+}
 _SHARD_FILE = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 _CHUNK_BYTES = 8 << 20  # bytes of a tensor converted and written at a time
 
@@ -53,13 +61,16 @@ def parse_shard_size(max_shard_size):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*", max_shard_size)
         unit = match and match.group(2).upper()
         if unit not in _SIZE_UNITS:
-            raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} is not a size; pass bytes "
-                                    "as an int or a string such as '5GB', '500MB' or '10KB' (decimal units, as "
-                                    "Transformers)")
+            raise InvalidInputError(
+                f"save_pretrained: max_shard_size={max_shard_size!r} is not a size; pass bytes "
+                "as an int or a string such as '5GB', '500MB' or '10KB' (decimal units, as "
+                "Transformers)"
+            )
         size = int(float(match.group(1)) * _SIZE_UNITS[unit])
     else:
-        raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} must be an int (bytes) or a "
-                                "string such as '5GB'")
+        raise InvalidInputError(
+            f"save_pretrained: max_shard_size={max_shard_size!r} must be an int (bytes) or a string such as '5GB'"
+        )
     if size < 1:
         raise InvalidInputError(f"save_pretrained: max_shard_size={max_shard_size!r} must be at least 1 byte")
     return size
@@ -86,7 +97,7 @@ def _panel_order(dtype):
 def _unpack_rows(panels, dtype, cols, first, last):
     """Panels first..last-1 of a matrix in the core's panels -> their rows, row-major (a copy)."""
     # panels: (panel count * PANEL_ROWS, cols); panel p is cols columns of PANEL_ROWS elements each.
-    block = panels[first * PANEL_ROWS:last * PANEL_ROWS].reshape(last - first, cols, PANEL_ROWS)
+    block = panels[first * PANEL_ROWS : last * PANEL_ROWS].reshape(last - first, cols, PANEL_ROWS)
     by_row = block[:, :, _panel_order(dtype)]  # (panels, cols, row in panel)
     return np.ascontiguousarray(by_row.transpose(0, 2, 1)).reshape((last - first) * PANEL_ROWS, cols)
 
@@ -96,8 +107,10 @@ def unpack_panels(array, dtype, rows, cols):
     panels, cols) of dtype's element type) -> the (rows, cols) row-major matrix, bit for bit."""
     count = -(-rows // PANEL_ROWS)
     if array.shape != (count * PANEL_ROWS, cols):
-        raise InvalidInputError(f"unpack_panels: a ({rows}, {cols}) matrix in panels is an array of shape "
-                                f"{(count * PANEL_ROWS, cols)}, got {array.shape}")
+        raise InvalidInputError(
+            f"unpack_panels: a ({rows}, {cols}) matrix in panels is an array of shape "
+            f"{(count * PANEL_ROWS, cols)}, got {array.shape}"
+        )
     return _unpack_rows(array, dtype, cols, 0, count)[:rows]
 
 
@@ -117,10 +130,12 @@ def _matrix(name, weight, transposed=False):
     dtype = _STORED[weight.dtype]
     if transposed:
         rows = weight.rows if weight.panels else weight.array.shape[0]
-        held = (unpack_panels(weight.array, weight.dtype, rows, weight.cols) if weight.panels
-                else weight.array.reshape(rows, weight.cols))
-        return _matrix(name, weight._replace(array=np.ascontiguousarray(held.T), cols=rows, panels=False,
-                                             rows=None))
+        held = (
+            unpack_panels(weight.array, weight.dtype, rows, weight.cols)
+            if weight.panels
+            else weight.array.reshape(rows, weight.cols)
+        )
+        return _matrix(name, weight._replace(array=np.ascontiguousarray(held.T), cols=rows, panels=False, rows=None))
     if weight.panels:
         rows, cols = weight.rows, weight.cols
         step = max(1, _CHUNK_BYTES // max(1, weight.array.itemsize * cols * PANEL_ROWS))
@@ -128,7 +143,8 @@ def _matrix(name, weight, transposed=False):
         def chunks():
             for first in range(0, -(-rows // PANEL_ROWS), step):
                 last = min(first + step, -(-rows // PANEL_ROWS))
-                yield _unpack_rows(weight.array, weight.dtype, cols, first, last)[:rows - first * PANEL_ROWS]
+                yield _unpack_rows(weight.array, weight.dtype, cols, first, last)[: rows - first * PANEL_ROWS]
+
         return _Tensor(name, dtype, (rows, cols), chunks)
 
     array = weight.array  # row-major, possibly a view of the loaded file's memory map
@@ -137,7 +153,8 @@ def _matrix(name, weight, transposed=False):
         rows = array.reshape(array.shape[0] if array.ndim else 1, -1)
         step = max(1, _CHUNK_BYTES // max(1, rows.strides[0] if rows.shape[1] else 1))
         for first in range(0, rows.shape[0], step):
-            yield np.ascontiguousarray(rows[first:first + step])
+            yield np.ascontiguousarray(rows[first : first + step])
+
     return _Tensor(name, dtype, array.shape, chunks)
 
 
@@ -175,12 +192,16 @@ def _plan(model):
     weights = getattr(model, "_weights", None)
     config = getattr(model, "config", None)
     if not isinstance(weights, dict) or config is None:
-        raise InvalidInputError(f"save_pretrained: {type(model).__name__} holds no checkpoint weights to save; pass a "
-                                "model from AutoModelForCausalLM.from_pretrained")
+        raise InvalidInputError(
+            f"save_pretrained: {type(model).__name__} holds no checkpoint weights to save; pass a "
+            "model from AutoModelForCausalLM.from_pretrained"
+        )
     quantized = sorted({w.dtype for w in weights.values() if w.dtype not in _STORED})
     if quantized:
-        raise InvalidInputError(f"saving {'/'.join(quantized)} weights is not supported: load the original checkpoint "
-                                "with dtype=None or a float dtype to save it")
+        raise InvalidInputError(
+            f"saving {'/'.join(quantized)} weights is not supported: load the original checkpoint "
+            "with dtype=None or a float dtype to save it"
+        )
     model_dtype = _model_dtype(model, weights)
     transposed = {spec.name for spec in expected_weights(config) if spec.transposed}
     tensors = []
@@ -226,6 +247,7 @@ def _write_safetensors(path, tensors):
                 written += data.nbytes
             if written != t.nbytes:  # a bug here, not the caller's: never write a file the header contradicts
                 raise AssertionError(f"tensor {t.name}: wrote {written} bytes, the header says {t.nbytes}")
+
     write_atomic(path, write)
 
 
@@ -248,8 +270,9 @@ def _save_generation_config(model, save_directory):
         write_json(os.path.join(save_directory, GENERATION_CONFIG_NAME), gc.to_dict())
 
 
-def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=True, push_to_hub=False, variant=None,
-               **kwargs):
+def save_model(
+    model, save_directory, max_shard_size="5GB", safe_serialization=True, push_to_hub=False, variant=None, **kwargs
+):
     """Writes model (a native model from from_pretrained) into save_directory (created if needed) as a Hugging
     Face checkpoint: config.json, generation_config.json, and model.safetensors, or shards of at most
     max_shard_size bytes each (a single larger tensor gets its own) with model.safetensors.index.json.
@@ -257,19 +280,27 @@ def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=T
     Raises InvalidInputError for int8/int4 models, safe_serialization=False, push_to_hub=True, a variant or any
     other argument, before writing anything."""
     if kwargs:
-        raise InvalidInputError(f"save_pretrained: unexpected argument(s) {', '.join(sorted(kwargs))}; it takes "
-                                "save_directory, max_shard_size and safe_serialization")
+        raise InvalidInputError(
+            f"save_pretrained: unexpected argument(s) {', '.join(sorted(kwargs))}; it takes "
+            "save_directory, max_shard_size and safe_serialization"
+        )
     if safe_serialization is not True:
-        raise InvalidInputError(f"save_pretrained: safe_serialization={safe_serialization!r} asks for "
-                                "pytorch_model.bin (torch.save's pickle format), which this package does not write; "
-                                "leave safe_serialization=True (model.safetensors, which Transformers loads too)")
+        raise InvalidInputError(
+            f"save_pretrained: safe_serialization={safe_serialization!r} asks for "
+            "pytorch_model.bin (torch.save's pickle format), which this package does not write; "
+            "leave safe_serialization=True (model.safetensors, which Transformers loads too)"
+        )
     if push_to_hub:
-        raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (this package downloads from the "
-                                "Hub but never uploads); save locally and upload the directory with huggingface-cli "
-                                "upload")
+        raise InvalidInputError(
+            "save_pretrained: push_to_hub=True is not supported (this package downloads from the "
+            "Hub but never uploads); save locally and upload the directory with huggingface-cli "
+            "upload"
+        )
     if variant is not None:
-        raise InvalidInputError(f"save_pretrained: variant={variant!r} names weight files "
-                                f"(model.{variant}.safetensors) that from_pretrained does not read; leave it unset")
+        raise InvalidInputError(
+            f"save_pretrained: variant={variant!r} names weight files "
+            f"(model.{variant}.safetensors) that from_pretrained does not read; leave it unset"
+        )
     if not isinstance(save_directory, (str, os.PathLike)):
         raise InvalidInputError(f"save_pretrained: save_directory={save_directory!r} must be a path")
     save_directory = os.fspath(save_directory)
@@ -290,8 +321,10 @@ def save_model(model, save_directory, max_shard_size="5GB", safe_serialization=T
         for file, shard in zip(names, shards):
             _write_safetensors(os.path.join(save_directory, file), shard)
         weight_map = {t.name: file for file, shard in zip(names, shards) for t in shard}
-        write_json(os.path.join(save_directory, INDEX_FILE_NAME),
-                    {"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": weight_map})
+        write_json(
+            os.path.join(save_directory, INDEX_FILE_NAME),
+            {"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": weight_map},
+        )
         written = set(names) | {INDEX_FILE_NAME}
     for file in os.listdir(save_directory):  # an earlier save's weights: a stale model.safetensors shadows shards
         stale = file in (SINGLE_FILE_NAME, INDEX_FILE_NAME) or _SHARD_FILE.fullmatch(file)

@@ -96,8 +96,8 @@ def dequantize_panels(array, cols, rows):
     count = -(-cols // group)
     blocks = np.asarray(array).reshape(-1, count, panel_rows * _BLOCK_BYTES["int8"])  # (panels, groups, block)
     panels = blocks.shape[0]
-    scales = np.ascontiguousarray(blocks[:, :, :4 * panel_rows]).view(np.float32)  # (panels, groups, 16)
-    q = (blocks[:, :, 4 * panel_rows:].astype(np.int16) - 128).reshape(panels, count, group // 4, panel_rows, 4)
+    scales = np.ascontiguousarray(blocks[:, :, : 4 * panel_rows]).view(np.float32)  # (panels, groups, 16)
+    q = (blocks[:, :, 4 * panel_rows :].astype(np.int16) - 128).reshape(panels, count, group // 4, panel_rows, 4)
     q = q.transpose(0, 3, 1, 2, 4).reshape(panels, panel_rows, count, group).astype(np.float32)
     values = q * scales.transpose(0, 2, 1)[:, :, :, None]
     return np.ascontiguousarray(values.reshape(panels * panel_rows, count * group)[:rows, :cols])
@@ -185,6 +185,7 @@ def parameter(model, name):
 
     def values():
         return cache.get(("array", id(weight), torch is not None), lambda: _array(model, name, torch is not None))
+
     if torch is None:
         return values()
     return cache.get(("param", id(weight)), lambda: _as_torch(torch, values()))
@@ -256,8 +257,12 @@ def embeddings(model, output):
             return Linear(weight) if output else Embedding(weight)
         rows, cols = weight.shape
         # built on the meta device (nothing allocated), then given the model's weight
-        module = (torch.nn.Linear(cols, rows, bias=False, device="meta") if output else
-                  torch.nn.Embedding(rows, cols, device="meta"))
+        module = (
+            torch.nn.Linear(cols, rows, bias=False, device="meta")
+            if output
+            else torch.nn.Embedding(rows, cols, device="meta")
+        )
         module.weight = weight
         return module.eval()
+
     return _cache(model).get(("module", output), make)

@@ -23,6 +23,20 @@ from .streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
 from .utils import GenerationMixin
 
 # The names re-exported here
-__all__ = ["GenerationConfig", "LogitsProcessor", "LogitsProcessorList", "EosTokenCriteria", "MaxLengthCriteria",
-           "MaxTimeCriteria", "StoppingCriteria", "StoppingCriteriaList", "StopStringCriteria", "BaseStreamer",
-           "TextIteratorStreamer", "TextStreamer", "GenerateDecoderOnlyOutput", "TokenSource", "GenerationMixin"]
+__all__ = [
+    "GenerationConfig",
+    "LogitsProcessor",
+    "LogitsProcessorList",
+    "EosTokenCriteria",
+    "MaxLengthCriteria",
+    "MaxTimeCriteria",
+    "StoppingCriteria",
+    "StoppingCriteriaList",
+    "StopStringCriteria",
+    "BaseStreamer",
+    "TextIteratorStreamer",
+    "TextStreamer",
+    "GenerateDecoderOnlyOutput",
+    "TokenSource",
+    "GenerationMixin",
+]

@@ -32,11 +32,11 @@ if TYPE_CHECKING:
     from ..modeling_utils import PreTrainedCausalLM
 
 MEASURED_T = tuple(range(1, 17)) + (24, 32, 48, 64)  # target append sizes measured
-DRAFT_ROWS = 8       # draft steps measured for 1 .. DRAFT_ROWS rows
-MAX_T = 64           # most target (and draft) times the core takes
-_PREFIX = 256        # positions already in the cache when a cost is timed (fewer where the cache is smaller):
-                     # attention's share of a step grows with the position, and prompts are often this long
-_REPEATS = 3         # each cost is the best of this many timings (and a warm-up), taken interleaved
+DRAFT_ROWS = 8  # draft steps measured for 1 .. DRAFT_ROWS rows
+MAX_T = 64  # most target (and draft) times the core takes
+_PREFIX = 256  # positions already in the cache when a cost is timed (fewer where the cache is smaller):
+# attention's share of a step grows with the position, and prompts are often this long
+_REPEATS = 3  # each cost is the best of this many timings (and a warm-up), taken interleaved
 
 
 def _times(values: Any, what: str, lo_ok: bool) -> tuple[float, ...]:
@@ -47,8 +47,9 @@ def _times(values: Any, what: str, lo_ok: bool) -> tuple[float, ...]:
     except (TypeError, ValueError):
         t, ok = (), False
     if not ok or not 1 <= len(t) <= MAX_T or not all(math.isfinite(x) and (x >= 0 if lo_ok else x > 0) for x in t):
-        raise InvalidInputError(f"AssistedCosts.{what}={values!r} must hold 1..{MAX_T} finite times "
-                                f"{'>= 0' if lo_ok else '> 0'} in seconds")
+        raise InvalidInputError(
+            f"AssistedCosts.{what}={values!r} must hold 1..{MAX_T} finite times {'>= 0' if lo_ok else '> 0'} in seconds"
+        )
     return t
 
 
@@ -65,8 +66,12 @@ class AssistedCosts:
 
     def __post_init__(self) -> None:
         d = self.draft_step
-        if (isinstance(d, bool) or not isinstance(d, (int, float, np.floating, np.integer)) or not math.isfinite(d)
-                or d < 0):
+        if (
+            isinstance(d, bool)
+            or not isinstance(d, (int, float, np.floating, np.integer))
+            or not math.isfinite(d)
+            or d < 0
+        ):
             raise InvalidInputError(f"AssistedCosts.draft_step={d!r} must be a finite number of seconds >= 0")
         object.__setattr__(self, "draft_step", float(d))
         object.__setattr__(self, "target", _times(self.target, "target", lo_ok=False))
@@ -79,8 +84,14 @@ class AssistedCosts:
         return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64)
 
 
-def append_times(core_model: _core.Model, max_cache_len: int, sizes: Sequence[int], vocab_size: int, rows: int = 1,
-                 repeats: int = _REPEATS) -> dict[int, float]:
+def append_times(
+    core_model: _core.Model,
+    max_cache_len: int,
+    sizes: Sequence[int],
+    vocab_size: int,
+    rows: int = 1,
+    repeats: int = _REPEATS,
+) -> dict[int, float]:
     """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
     positions (fewer if max_cache_len leaves less room): for each T in turn, an untimed append, then the best of
     `repeats` appends back to back, as a generation loop runs appends of about one size. (Timed in rounds that
@@ -102,7 +113,7 @@ def append_times(core_model: _core.Model, max_cache_len: int, sizes: Sequence[in
         seq = (np.arange(T) * rows // T).astype(np.int32)  # rows' tokens in order, as evenly as they go
         for i in range(1 + (repeats if time.perf_counter() < budget else 2)):
             t0 = time.perf_counter()
-            ctx.append(seq, tokens[n_prefix:n_prefix + T], np.ones(T, np.uint8), logits[:T])
+            ctx.append(seq, tokens[n_prefix : n_prefix + T], np.ones(T, np.uint8), logits[:T])
             if i > 0:
                 best[T] = min(best[T], time.perf_counter() - t0)
             for row in range(rows):

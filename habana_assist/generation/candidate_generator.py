@@ -23,8 +23,11 @@ def is_assisted(drafter):
 
 def as_assistant(assistant_model, native):
     """assistant_model as the loop takes it: another framework's model, passed directly, wrapped (wrap())."""
-    if assistant_model is not None and not isinstance(assistant_model, native) and \
-            _external.follows_convention(assistant_model):
+    if (
+        assistant_model is not None
+        and not isinstance(assistant_model, native)
+        and _external.follows_convention(assistant_model)
+    ):
         return _external.wrap_foreign(assistant_model)
     return assistant_model
 
@@ -34,43 +37,65 @@ def choose(target, gc, assistant_model, tokenizer, assistant_tokenizer, need):
     in a call of need cache positions. Warns, as Transformers does, when an argument is left unused."""
     early_exit = gc.assistant_early_exit
     if early_exit is not None or gc.prompt_lookup_num_tokens is not None:
-        unused = [name for name, on in (("assistant_model", assistant_model is not None), (
-            "prompt_lookup_num_tokens", early_exit is not None and gc.prompt_lookup_num_tokens is not None)) if on]
+        unused = [
+            name
+            for name, on in (
+                ("assistant_model", assistant_model is not None),
+                ("prompt_lookup_num_tokens", early_exit is not None and gc.prompt_lookup_num_tokens is not None),
+            )
+            if on
+        ]
         if unused:
-            warnings.warn(f"{' and '.join(unused)} not used: "
-                          f"{'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
-                          "drafts instead, as in Transformers", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"{' and '.join(unused)} not used: "
+                f"{'assistant_early_exit' if early_exit is not None else 'prompt_lookup_num_tokens'} "
+                "drafts instead, as in Transformers",
+                UserWarning,
+                stacklevel=4,
+            )
         assistant_model = None
     # universal assisted decoding: a draft with another tokenizer drafts through text (universal.py)
     universal = assistant_model is not None and _universal.different_tokenizers(
-        target, assistant_model, tokenizer, assistant_tokenizer)
+        target, assistant_model, tokenizer, assistant_tokenizer
+    )
     if _external.is_external(target) or _external.is_external(assistant_model):
         _external.check_call(gc, universal)
     if assistant_model is not None and not universal:
         check_assistant(target, assistant_model, need)
     if early_exit is not None and early_exit > target.config.num_hidden_layers:
-        raise InvalidInputError(f"`assistant_early_exit` (={early_exit}) is more than this model's "
-                                f"{target.config.num_hidden_layers} layers; pass 1..{target.config.num_hidden_layers}")
+        raise InvalidInputError(
+            f"`assistant_early_exit` (={early_exit}) is more than this model's "
+            f"{target.config.num_hidden_layers} layers; pass 1..{target.config.num_hidden_layers}"
+        )
     if gc.num_assistant_tokens_schedule == "cost" and universal:
-        raise InvalidInputError("num_assistant_tokens_schedule='cost' is not implemented for a draft with another "
-                                "tokenizer (universal assisted decoding); pass 'heuristic' or 'constant'")
-    return Drafter(assistant_model, early_exit, early_exit is None and gc.prompt_lookup_num_tokens is not None,
-                   bool(universal))
+        raise InvalidInputError(
+            "num_assistant_tokens_schedule='cost' is not implemented for a draft with another "
+            "tokenizer (universal assisted decoding); pass 'heuristic' or 'constant'"
+        )
+    return Drafter(
+        assistant_model, early_exit, early_exit is None and gc.prompt_lookup_num_tokens is not None, bool(universal)
+    )
 
 
 def check_assistant(target, assistant, need):
     """Raises InvalidInputError unless assistant can draft for target in this call."""
     if assistant.vocab_size != target.vocab_size:
-        raise InvalidInputError(f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
-                                f"({target.vocab_size}); the draft must share the target's tokenizer")
+        raise InvalidInputError(
+            f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's "
+            f"({target.vocab_size}); the draft must share the target's tokenizer"
+        )
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         mine, theirs = getattr(target.config, key, None), getattr(assistant.config, key, None)
         if mine is not None and theirs is not None and mine != theirs:
-            raise InvalidInputError(f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
-                                    "must share the target's tokenizer and special tokens")
+            raise InvalidInputError(
+                f"the assistant's {key} ({theirs}) differs from this model's ({mine}); the draft "
+                "must share the target's tokenizer and special tokens"
+            )
     if need > assistant.max_cache_len:
-        raise CacheCapacityError(f"this generation needs {need} cache positions, more than the assistant's "
-                                 f"max_cache_len={assistant.max_cache_len}; load it with a larger max_cache_len")
+        raise CacheCapacityError(
+            f"this generation needs {need} cache positions, more than the assistant's "
+            f"max_cache_len={assistant.max_cache_len}; load it with a larger max_cache_len"
+        )
 
 
 def draft_context(target, drafter, batch_size, capacity):

@@ -122,24 +122,59 @@ _DEFAULTS: dict[str, Any] = {
 _OURS = ("seed", "assisted_sampling", "assistant_tree_width")
 
 # For fields Transformers also accepts as None: the value that turns their processor off (see effective()).
-_OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
-        "eta_cutoff": 0.0, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
-        "encoder_no_repeat_ngram_size": 0, "length_penalty": 1.0, "diversity_penalty": 0.0, "penalty_alpha": 0.0,
-        "guidance_scale": 1.0, "num_beams": 1, "num_beam_groups": 1, "output_logits": False, "low_memory": False}
+_OFF = {
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "length_penalty": 1.0,
+    "diversity_penalty": 0.0,
+    "penalty_alpha": 0.0,
+    "guidance_scale": 1.0,
+    "num_beams": 1,
+    "num_beam_groups": 1,
+    "output_logits": False,
+    "low_memory": False,
+}
 
 VERSION_KEY = "habana_assist_version"  # written by to_dict(), as Transformers writes transformers_version
-METADATA_FIELDS = ("_from_model_config", "_commit_hash", "_original_object_hash", "transformers_version",
-                   VERSION_KEY)
+METADATA_FIELDS = ("_from_model_config", "_commit_hash", "_original_object_hash", "transformers_version", VERSION_KEY)
 _NOT_SERIALIZED = ("_commit_hash", "_original_object_hash")
 
 # Arguments of generate() itself: a config holding one is a mistake (Transformers refuses them too).
-_GENERATE_ARGUMENTS = ("logits_processor", "stopping_criteria", "prefix_allowed_tokens_fn", "synced_gpus",
-                       "assistant_model", "streamer", "negative_prompt_ids", "negative_prompt_attention_mask")
-CACHE_IMPLEMENTATIONS = ("dynamic", "static", "offloaded", "offloaded_static", "sliding_window", "hybrid",
-                         "hybrid_chunked", "offloaded_hybrid", "offloaded_hybrid_chunked", "mamba", "quantized",
-                         "paged")
+_GENERATE_ARGUMENTS = (
+    "logits_processor",
+    "stopping_criteria",
+    "prefix_allowed_tokens_fn",
+    "synced_gpus",
+    "assistant_model",
+    "streamer",
+    "negative_prompt_ids",
+    "negative_prompt_attention_mask",
+)
+CACHE_IMPLEMENTATIONS = (
+    "dynamic",
+    "static",
+    "offloaded",
+    "offloaded_static",
+    "sliding_window",
+    "hybrid",
+    "hybrid_chunked",
+    "offloaded_hybrid",
+    "offloaded_hybrid_chunked",
+    "mamba",
+    "quantized",
+    "paged",
+)
 
-_MAX_COUNT = 2 ** 31 - 1  # token counts, positions and token ids are 32-bit in the core
+_MAX_COUNT = 2**31 - 1  # token counts, positions and token ids are 32-bit in the core
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 # The core's names, from its one table of each (csrc/bindings/generate.c), which generate_assisted() takes them by:
@@ -244,8 +279,10 @@ def _jsonable(value, strict, where):
     if callable(getattr(value, "to_dict", None)):
         return _jsonable(value.to_dict(), strict, where)
     if strict:
-        raise InvalidInputError(f"GenerationConfig.{where} holds {_show(value)} ({type(value).__name__}), which "
-                                "JSON cannot hold; set it to numbers, strings, lists or dicts")
+        raise InvalidInputError(
+            f"GenerationConfig.{where} holds {_show(value)} ({type(value).__name__}), which "
+            "JSON cannot hold; set it to numbers, strings, lists or dicts"
+        )
     return repr(value)
 
 
@@ -272,6 +309,7 @@ def _same(a, b):
 
 def _version():
     from .. import __version__  # at call time: the package imports this module while it initializes
+
     return __version__
 
 
@@ -372,24 +410,38 @@ class GenerationConfig:
             setattr(self, key, kwargs.pop(key) if key in kwargs else copy.deepcopy(value))  # {} not shared
         for key, value in kwargs.items():
             if hasattr(type(self), key):  # data in place of validate, to_dict... would break every later call
-                raise InvalidInputError(f"GenerationConfig: {key!r} names one of its methods or attributes, not a "
-                                        "generation argument; remove it")
+                raise InvalidInputError(
+                    f"GenerationConfig: {key!r} names one of its methods or attributes, not a "
+                    "generation argument; remove it"
+                )
             setattr(self, key, value)
 
     # ---- construction ------------------------------------------------------------------------------------
 
     @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None, *,
-                        return_unused_kwargs: Literal[False] = False, **kwargs: Any) -> GenerationConfig: ...
+    def from_pretrained(
+        cls,
+        pretrained_model_name: PathLike,
+        config_file_name: Optional[PathLike] = None,
+        *,
+        return_unused_kwargs: Literal[False] = False,
+        **kwargs: Any,
+    ) -> GenerationConfig: ...
     @overload
     @classmethod
-    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None, *,
-                        return_unused_kwargs: Literal[True], **kwargs: Any) -> tuple[GenerationConfig, dict[str, Any]]:
-        ...
+    def from_pretrained(
+        cls,
+        pretrained_model_name: PathLike,
+        config_file_name: Optional[PathLike] = None,
+        *,
+        return_unused_kwargs: Literal[True],
+        **kwargs: Any,
+    ) -> tuple[GenerationConfig, dict[str, Any]]: ...
     @classmethod
-    def from_pretrained(cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None,
-                        **kwargs: Any) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
+    def from_pretrained(
+        cls, pretrained_model_name: PathLike, config_file_name: Optional[PathLike] = None, **kwargs: Any
+    ) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
         """Reads pretrained_model_name/[subfolder/]config_file_name (generation_config.json by default).
 
         pretrained_model_name: a local directory, a shipped name or a Hub repo id, resolved as every
@@ -403,8 +455,7 @@ class GenerationConfig:
         name = config_file_name or GENERATION_CONFIG_NAME
         if not isinstance(name, (str, os.PathLike)):
             raise InvalidInputError(f"config_file_name={name!r} must be a file name such as 'generation_config.json'")
-        path = os.path.join(resolve(pretrained_model_name, Files(required=[(os.fspath(name),)]), **hub_arguments),
-                            name)
+        path = os.path.join(resolve(pretrained_model_name, Files(required=[(os.fspath(name),)]), **hub_arguments), name)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -413,34 +464,42 @@ class GenerationConfig:
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path} does not exist; pass the directory of a Hugging Face checkpoint")
         except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON, an int of > 4300 digits
-            raise CheckpointError(f"{path} is not valid JSON ({e or 'nested too deeply'}); fix or delete the file") \
-                from None
+            raise CheckpointError(
+                f"{path} is not valid JSON ({e or 'nested too deeply'}); fix or delete the file"
+            ) from None
         if not isinstance(data, dict):
             raise CheckpointError(f"{path} must hold a JSON object, not {type(data).__name__}; fix or delete the file")
         methods = sorted(k for k in data if k not in _DEFAULTS and hasattr(cls, k))
         if methods:
-            raise CheckpointError(f"{path}: key(s) {methods} name GenerationConfig methods or attributes, not "
-                                  "generation arguments; remove them from the file")
+            raise CheckpointError(
+                f"{path}: key(s) {methods} name GenerationConfig methods or attributes, not "
+                "generation arguments; remove them from the file"
+            )
         return cls.from_dict(data, **kwargs)
 
     @overload
     @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[False] = False,
-                  **kwargs: Any) -> GenerationConfig: ...
+    def from_dict(
+        cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[False] = False, **kwargs: Any
+    ) -> GenerationConfig: ...
     @overload
     @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[True],
-                  **kwargs: Any) -> tuple[GenerationConfig, dict[str, Any]]: ...
+    def from_dict(
+        cls, config_dict: dict[str, Any], *, return_unused_kwargs: Literal[True], **kwargs: Any
+    ) -> tuple[GenerationConfig, dict[str, Any]]: ...
     @classmethod
-    def from_dict(cls, config_dict: dict[str, Any],
-                  **kwargs: Any) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
+    def from_dict(
+        cls, config_dict: dict[str, Any], **kwargs: Any
+    ) -> Union[GenerationConfig, tuple[GenerationConfig, dict[str, Any]]]:
         """A config from a dict (as to_dict() or a generation_config.json gives); kwargs override its values.
 
         With return_unused_kwargs=True, returns (config, unused): the kwargs that name no field are returned, not
         set. Without it they are kept as attributes, as unknown keys of the dict are."""
         if not isinstance(config_dict, dict):
-            raise InvalidInputError(f"GenerationConfig.from_dict: config_dict must be a dict, not "
-                                    f"{type(config_dict).__name__}; pass e.g. GenerationConfig().to_dict()")
+            raise InvalidInputError(
+                f"GenerationConfig.from_dict: config_dict must be a dict, not "
+                f"{type(config_dict).__name__}; pass e.g. GenerationConfig().to_dict()"
+            )
         return_unused = kwargs.pop("return_unused_kwargs", False)
         for key in ("_from_auto", "_from_pipeline"):
             kwargs.pop(key, None)
@@ -455,8 +514,10 @@ class GenerationConfig:
         other generation arguments in config.json too), as Transformers builds it without generation_config.json."""
         fields = {k: getattr(config, k, None) for k in _DEFAULTS if k not in _OURS and not k.startswith("_")}
         gc = cls(**{k: v for k, v in fields.items() if v is not None}, _from_model_config=True)
-        if any(getattr(gc, flag) is True for flag in ("output_attentions", "output_hidden_states", "output_scores",
-                                                      "output_logits")):
+        if any(
+            getattr(gc, flag) is True
+            for flag in ("output_attentions", "output_hidden_states", "output_scores", "output_logits")
+        ):
             gc.return_dict_in_generate = True
         return gc
 
@@ -464,9 +525,11 @@ class GenerationConfig:
         """What Transformers' assisted generation asks of its assistant_model's generation config first: a model of
         this package cannot be that assistant (Transformers drives it through a torch model's internals), so the
         call is refused here, naming the ways that work."""
-        raise TypeError("a habana_assist model cannot be the assistant_model of Transformers' generate(); verify "
-                        "with habana_assist instead: ha.wrap(transformers_model).generate(..., assistant_model="
-                        "this_model), or a habana_assist target with the Transformers model as assistant_model")
+        raise TypeError(
+            "a habana_assist model cannot be the assistant_model of Transformers' generate(); verify "
+            "with habana_assist instead: ha.wrap(transformers_model).generate(..., assistant_model="
+            "this_model), or a habana_assist target with the Transformers model as assistant_model"
+        )
 
     def update(self, **kwargs: Any) -> dict[str, Any]:
         """Sets the known attributes among kwargs; returns the others, unused (a method's name among them: data
@@ -491,8 +554,9 @@ class GenerationConfig:
     def to_diff_dict(self) -> dict[str, Any]:
         """to_dict() less the attributes equal to GenerationConfig()'s; habana_assist_version always stays."""
         default = GenerationConfig().to_dict()
-        return {k: v for k, v in self.to_dict().items()
-                if k == VERSION_KEY or k not in default or not _same(v, default[k])}
+        return {
+            k: v for k, v in self.to_dict().items() if k == VERSION_KEY or k not in default or not _same(v, default[k])
+        }
 
     def to_json_string(self, use_diff: bool = True, ignore_metadata: bool = False) -> str:
         """JSON text: sorted keys, indent 2, a trailing newline. sequence_bias is written as a list of
@@ -505,33 +569,45 @@ class GenerationConfig:
         try:
             return json.dumps(_json_ready(d, strict=True), indent=2, sort_keys=True) + "\n"
         except RecursionError:
-            raise InvalidInputError("GenerationConfig holds a value nested too deeply (or containing itself) to "
-                                    "write as JSON; set plain numbers, strings and lists") from None
+            raise InvalidInputError(
+                "GenerationConfig holds a value nested too deeply (or containing itself) to "
+                "write as JSON; set plain numbers, strings and lists"
+            ) from None
 
     def to_json_file(self, json_file_path: PathLike, use_diff: bool = True) -> None:
         text = self.to_json_string(use_diff=use_diff)  # before opening: a value JSON cannot hold leaves no file
         with open(json_file_path, "w", encoding="utf-8") as f:
             f.write(text)
 
-    def save_pretrained(self, save_directory: PathLike, config_file_name: Optional[PathLike] = None,
-                        push_to_hub: bool = False, **kwargs: Any) -> None:
+    def save_pretrained(
+        self,
+        save_directory: PathLike,
+        config_file_name: Optional[PathLike] = None,
+        push_to_hub: bool = False,
+        **kwargs: Any,
+    ) -> None:
         """Writes save_directory/generation_config.json (to_diff_dict), creating the directory.
 
         Refuses a config that validate() refuses (Transformers refuses to save an invalid config too); its
         warnings do not stop the save. A config this package cannot run (num_beams=4) is valid and saves.
         kwargs are the hub's (token, commit_message...), meaningless without push_to_hub."""
         if push_to_hub:
-            raise InvalidInputError("`push_to_hub` (=True) is not supported: this package never uploads; save with "
-                                    "push_to_hub=False and upload the directory with huggingface-cli upload")
+            raise InvalidInputError(
+                "`push_to_hub` (=True) is not supported: this package never uploads; save with "
+                "push_to_hub=False and upload the directory with huggingface-cli upload"
+            )
         try:
             self.validate()
         except InvalidInputError as e:
-            raise InvalidInputError(f"GenerationConfig.save_pretrained: not saved, the config is invalid: {e}") \
-                from None
+            raise InvalidInputError(
+                f"GenerationConfig.save_pretrained: not saved, the config is invalid: {e}"
+            ) from None
         directory = os.fspath(save_directory)
         if os.path.isfile(directory):
-            raise InvalidInputError(f"save_pretrained: save_directory {directory!r} is a file, not a directory; "
-                                    "pass the path of a directory (it is created if missing)")
+            raise InvalidInputError(
+                f"save_pretrained: save_directory {directory!r} is a file, not a directory; "
+                "pass the path of a directory (it is created if missing)"
+            )
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, config_file_name or GENERATION_CONFIG_NAME)
         text = self.to_json_string(use_diff=True)
@@ -576,8 +652,9 @@ class GenerationConfig:
             return []
         pairs, problem = _bias_pairs(self.sequence_bias)
         if problem is not None:
-            raise InvalidInputError(f"`sequence_bias` (={_show(self.sequence_bias)}): {problem}; call validate() "
-                                    "for the fix")
+            raise InvalidInputError(
+                f"`sequence_bias` (={_show(self.sequence_bias)}): {problem}; call validate() for the fix"
+            )
         return pairs
 
     def stop_strings_list(self) -> list[str]:
@@ -602,8 +679,10 @@ class GenerationConfig:
         and the like): see check_supported()."""
         for arg in _GENERATE_ARGUMENTS:
             if arg in self.__dict__:
-                raise InvalidInputError(f"`{arg}` is an argument of generate(), not a GenerationConfig field; pass "
-                                        "it to generate() directly")
+                raise InvalidInputError(
+                    f"`{arg}` is an argument of generate(), not a GenerationConfig field; pass "
+                    "it to generate() directly"
+                )
         self._validate_lengths()
         self._validate_strategy()
         self._validate_warpers()
@@ -619,8 +698,9 @@ class GenerationConfig:
         for flag in flags:
             v = getattr(self, flag)
             if not (_is_bool(v) or optional and v is None):
-                self._bad(flag, "must be True or False" + (" (or None)" if optional else ""),
-                          f"pass {flag}=True or False")
+                self._bad(
+                    flag, "must be True or False" + (" (or None)" if optional else ""), f"pass {flag}=True or False"
+                )
 
     def _check_count(self, flag, minimum, fix, optional=False):
         v = getattr(self, flag)
@@ -650,10 +730,12 @@ class GenerationConfig:
             if _is_int(v) and v > _MAX_COUNT:
                 self._bad(flag, f"is larger than this implementation's limit of {_MAX_COUNT}", "pass a smaller value")
         if self.max_new_tokens is not None and not (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1):
-            self._bad("max_new_tokens", "must be a positive integer",
-                      "pass max_new_tokens >= 1 (or None to use max_length)")
+            self._bad(
+                "max_new_tokens", "must be a positive integer", "pass max_new_tokens >= 1 (or None to use max_length)"
+            )
         if not (_is_int(self.max_length) and self.max_length >= 1) and not (
-                self.max_length is None and self.max_new_tokens is not None):  # None: max_new_tokens bounds it
+            self.max_length is None and self.max_new_tokens is not None
+        ):  # None: max_new_tokens bounds it
             self._bad("max_length", "must be a positive integer", "pass max_length >= 1 or set max_new_tokens")
         if self.min_new_tokens is not None and not (_is_int(self.min_new_tokens) and self.min_new_tokens >= 0):
             self._bad("min_new_tokens", "must be a non-negative integer", "pass min_new_tokens >= 0 or None")
@@ -661,23 +743,41 @@ class GenerationConfig:
             self._bad("min_length", "must be a non-negative integer", "pass min_length >= 0")
         m = self.max_time
         if m is not None and not (_is_real(m) and m >= 0 and _finite(m)):
-            self._bad("max_time", "must be a non-negative number of seconds or None",
-                      "pass e.g. max_time=10.0, or None for no limit")
+            self._bad(
+                "max_time",
+                "must be a non-negative number of seconds or None",
+                "pass e.g. max_time=10.0, or None for no limit",
+            )
         s = self.stop_strings
         if s is not None:
             strings = [s] if isinstance(s, str) else s
             if not (isinstance(strings, (list, tuple)) and strings and all(isinstance(x, str) and x for x in strings)):
-                self._bad("stop_strings", "must be a non-empty string or a non-empty list of non-empty strings",
-                          'pass e.g. stop_strings=["\\n\\n"] (with tokenizer= in generate()), or None')
+                self._bad(
+                    "stop_strings",
+                    "must be a non-empty string or a non-empty list of non-empty strings",
+                    'pass e.g. stop_strings=["\\n\\n"] (with tokenizer= in generate()), or None',
+                )
 
     def _validate_strategy(self):
-        self._check_bool(("do_sample", "use_cache", "renormalize_logits", "remove_invalid_values", "token_healing",
-                          "is_assistant", "disable_compile", "_from_model_config"))
+        self._check_bool(
+            (
+                "do_sample",
+                "use_cache",
+                "renormalize_logits",
+                "remove_invalid_values",
+                "token_healing",
+                "is_assistant",
+                "disable_compile",
+                "_from_model_config",
+            )
+        )
         self._check_bool(("low_memory", "return_legacy_cache"), optional=True)
-        if not (_is_bool(self.early_stopping)
-                or isinstance(self.early_stopping, str) and self.early_stopping == "never"):
-            self._bad("early_stopping", "must be True, False or 'never'",
-                      "pass early_stopping=False (beam search only)")
+        if not (
+            _is_bool(self.early_stopping) or isinstance(self.early_stopping, str) and self.early_stopping == "never"
+        ):
+            self._bad(
+                "early_stopping", "must be True, False or 'never'", "pass early_stopping=False (beam search only)"
+            )
         self._check_count("num_beams", 1, "pass num_beams=1 (beam search is not implemented here)", optional=True)
         self._check_count("num_beam_groups", 1, "pass num_beam_groups=1", optional=True)
         self._check_real("diversity_penalty", lambda v: v >= 0, "a non-negative float", "pass diversity_penalty=0.0")
@@ -685,17 +785,24 @@ class GenerationConfig:
         self._check_real("penalty_alpha", lambda v: v >= 0, "a non-negative float", "pass penalty_alpha=None")
         self._check_real("guidance_scale", lambda v: True, "a finite float", "pass guidance_scale=None")
         d = self.dola_layers
-        if d is not None and not (isinstance(d, str) and d in ("low", "high")) and not (
-                isinstance(d, (list, tuple)) and all(_is_int(x) and x >= 0 for x in d)):
+        if (
+            d is not None
+            and not (isinstance(d, str) and d in ("low", "high"))
+            and not (isinstance(d, (list, tuple)) and all(_is_int(x) and x >= 0 for x in d))
+        ):
             self._bad("dola_layers", "must be 'low', 'high', a list of layer indices or None", "pass dola_layers=None")
         c = self.cache_implementation
         if c is not None and (not isinstance(c, str) or c not in CACHE_IMPLEMENTATIONS):
-            self._bad("cache_implementation", "is not a cache Transformers knows",
-                      f"pass one of {', '.join(CACHE_IMPLEMENTATIONS)}, or None")
+            self._bad(
+                "cache_implementation",
+                "is not a cache Transformers knows",
+                f"pass one of {', '.join(CACHE_IMPLEMENTATIONS)}, or None",
+            )
         self._check_count("prefill_chunk_size", 1, "pass e.g. prefill_chunk_size=512, or None", optional=True)
         if not isinstance(self.generation_kwargs, dict):
-            self._bad("generation_kwargs", "must be a dict",
-                      "pass generation_kwargs={} and the arguments to generate()")
+            self._bad(
+                "generation_kwargs", "must be a dict", "pass generation_kwargs={} and the arguments to generate()"
+            )
         for flag in ("constraints", "force_words_ids"):
             if getattr(self, flag) is not None and not isinstance(getattr(self, flag), (list, tuple)):
                 self._bad(flag, "must be a list or None", f"pass {flag}=None")
@@ -707,26 +814,36 @@ class GenerationConfig:
     def _validate_warpers(self):
         t = self.temperature
         if t is not None and not (_is_real(t) and _finite(t) and t >= 0):
-            self._bad("temperature", "must be a finite non-negative float",
-                      "pass e.g. temperature=0.7, or 1.0 to leave logits as they are")
+            self._bad(
+                "temperature",
+                "must be a finite non-negative float",
+                "pass e.g. temperature=0.7, or 1.0 to leave logits as they are",
+            )
         if self.do_sample is True and t == 0:
-            self._bad("temperature", "has to be a strictly positive float when sampling",
-                      "pass temperature > 0, or do_sample=False for greedy decoding")
+            self._bad(
+                "temperature",
+                "has to be a strictly positive float when sampling",
+                "pass temperature > 0, or do_sample=False for greedy decoding",
+            )
         k = self.top_k
         if k is not None and not (_is_int(k) and k >= 0):
             self._bad("top_k", "must be a non-negative integer or None", "pass top_k >= 1, or 0 or None to disable it")
         if _is_int(k) and k > _MAX_COUNT:
             self._bad("top_k", f"is larger than this implementation's limit of {_MAX_COUNT}", "pass a smaller value")
-        self._check_real("top_p", lambda v: 0 < v <= 1, "a float in (0, 1]",
-                         "pass e.g. top_p=0.9, or 1.0 to disable it")
-        self._check_real("min_p", lambda v: 0 <= v <= 1, "a float in [0, 1]",
-                         "pass e.g. min_p=0.1, or None to disable it")
+        self._check_real(
+            "top_p", lambda v: 0 < v <= 1, "a float in (0, 1]", "pass e.g. top_p=0.9, or 1.0 to disable it"
+        )
+        self._check_real(
+            "min_p", lambda v: 0 <= v <= 1, "a float in [0, 1]", "pass e.g. min_p=0.1, or None to disable it"
+        )
         self._check_real("top_h", lambda v: 0 < v <= 1, "a float in (0, 1]", "pass e.g. top_h=0.4, or None")
-        self._check_real("typical_p", lambda v: 0 < v <= 1, "a float in (0, 1]",
-                         "pass e.g. typical_p=0.9, or 1.0 to disable it")
+        self._check_real(
+            "typical_p", lambda v: 0 < v <= 1, "a float in (0, 1]", "pass e.g. typical_p=0.9, or 1.0 to disable it"
+        )
         for flag, example in (("epsilon_cutoff", "3e-4"), ("eta_cutoff", "1e-3")):
-            self._check_real(flag, lambda v: 0 <= v < 1, "a float in [0, 1)",
-                             f"pass e.g. {flag}={example}, or 0.0 to disable it")
+            self._check_real(
+                flag, lambda v: 0 <= v < 1, "a float in [0, 1)", f"pass e.g. {flag}={example}, or 0.0 to disable it"
+            )
 
     def _validate_processors(self):
         for flag in ("repetition_penalty", "encoder_repetition_penalty"):
@@ -735,65 +852,106 @@ class GenerationConfig:
             self._check_count(flag, 0, f"pass e.g. {flag}=3, or 0 to disable it", optional=True)
         b = self.bad_words_ids
         if b is not None:
-            problem = ("it is empty" if isinstance(b, (list, tuple)) and not b else
-                       _token_ids_problem(b, allow_empty=True) if not isinstance(b, (list, tuple)) else
-                       next((p for p in map(_token_ids_problem, b) if p is not None), None))
+            problem = (
+                "it is empty"
+                if isinstance(b, (list, tuple)) and not b
+                else _token_ids_problem(b, allow_empty=True)
+                if not isinstance(b, (list, tuple))
+                else next((p for p in map(_token_ids_problem, b) if p is not None), None)
+            )
             if problem is not None:
-                self._bad("bad_words_ids", f"must be a non-empty list of non-empty lists of token ids ({problem})",
-                          "pass e.g. bad_words_ids=[[5], [7, 8]] (tok(words, add_special_tokens=False).input_ids), "
-                          "or None")
+                self._bad(
+                    "bad_words_ids",
+                    f"must be a non-empty list of non-empty lists of token ids ({problem})",
+                    "pass e.g. bad_words_ids=[[5], [7, 8]] (tok(words, add_special_tokens=False).input_ids), or None",
+                )
         if self.sequence_bias is not None:
             _, problem = _bias_pairs(self.sequence_bias)
             if problem is not None:
-                self._bad("sequence_bias", f"must map token-id sequences to biases ({problem})",
-                          "pass e.g. sequence_bias={(5,): -10.0, (7, 8): 2.5} or [[[5], -10.0], [[7, 8], 2.5]], "
-                          "or None")
+                self._bad(
+                    "sequence_bias",
+                    f"must map token-id sequences to biases ({problem})",
+                    "pass e.g. sequence_bias={(5,): -10.0, (7, 8): 2.5} or [[[5], -10.0], [[7, 8], 2.5]], or None",
+                )
         for flag in ("suppress_tokens", "begin_suppress_tokens"):
             v = getattr(self, flag)
             if v is not None and _token_ids_problem(v, allow_empty=True) is not None:
-                self._bad(flag, f"must be a list of token ids ({_token_ids_problem(v, allow_empty=True)})",
-                          f"pass e.g. {flag}=[5, 7], or None")
+                self._bad(
+                    flag,
+                    f"must be a list of token ids ({_token_ids_problem(v, allow_empty=True)})",
+                    f"pass e.g. {flag}=[5, 7], or None",
+                )
         self._check_token_id("forced_bos_token_id", "pass e.g. forced_bos_token_id=1, or None")
         e = self.forced_eos_token_id
         if e is not None and not (_is_int(e) and 0 <= e <= _MAX_COUNT) and _token_ids_problem(e) is not None:
-            self._bad("forced_eos_token_id", "must be a token id or a non-empty list of them",
-                      "pass e.g. forced_eos_token_id=2 or [2, 32000], or None")
+            self._bad(
+                "forced_eos_token_id",
+                "must be a token id or a non-empty list of them",
+                "pass e.g. forced_eos_token_id=2 or [2, 32000], or None",
+            )
         x = self.exponential_decay_length_penalty
-        if x is not None and not (isinstance(x, (list, tuple)) and len(x) == 2 and _is_int(x[0])
-                                  and 0 <= x[0] <= _MAX_COUNT and _is_real(x[1]) and _finite(x[1]) and x[1] > 0):
-            self._bad("exponential_decay_length_penalty", "must be a (start_index, decay_factor) pair: an int >= 0 "
-                      "and a float > 0", "pass e.g. exponential_decay_length_penalty=(15, 1.1), or None")
+        if x is not None and not (
+            isinstance(x, (list, tuple))
+            and len(x) == 2
+            and _is_int(x[0])
+            and 0 <= x[0] <= _MAX_COUNT
+            and _is_real(x[1])
+            and _finite(x[1])
+            and x[1] > 0
+        ):
+            self._bad(
+                "exponential_decay_length_penalty",
+                "must be a (start_index, decay_factor) pair: an int >= 0 and a float > 0",
+                "pass e.g. exponential_decay_length_penalty=(15, 1.1), or None",
+            )
         if self.forced_decoder_ids is not None and not isinstance(self.forced_decoder_ids, (list, tuple)):
-            self._bad("forced_decoder_ids", "must be a list of [index, token id] pairs or None",
-                      "pass forced_decoder_ids=None")
+            self._bad(
+                "forced_decoder_ids",
+                "must be a list of [index, token id] pairs or None",
+                "pass forced_decoder_ids=None",
+            )
 
     def _validate_outputs(self):
         self._check_bool(("output_attentions", "output_hidden_states", "output_scores", "return_dict_in_generate"))
         self._check_bool(("output_logits",), optional=True)
         e = self.eos_token_id
-        if e is not None and not (_is_int(e) and e >= 0) and not (
-                isinstance(e, (list, tuple)) and all(_is_int(x) and x >= 0 for x in e)):
-            self._bad("eos_token_id", "must be a non-negative int or a list of them",
-                      "pass e.g. eos_token_id=2 or [2, 32000]")
+        if (
+            e is not None
+            and not (_is_int(e) and e >= 0)
+            and not (isinstance(e, (list, tuple)) and all(_is_int(x) and x >= 0 for x in e))
+        ):
+            self._bad(
+                "eos_token_id", "must be a non-negative int or a list of them", "pass e.g. eos_token_id=2 or [2, 32000]"
+            )
         for flag in ("pad_token_id", "bos_token_id"):
             v = getattr(self, flag)
             if v is not None and not (_is_int(v) and v >= 0):
                 self._bad(flag, "must be a non-negative integer or None", f"pass a token id for {flag}")
         d = self.decoder_start_token_id
         if d is not None and not (_is_int(d) and d >= 0) and _token_ids_problem(d) is not None:
-            self._bad("decoder_start_token_id", "must be a token id, a list of them or None",
-                      "pass decoder_start_token_id=None (encoder-decoder models only)")
+            self._bad(
+                "decoder_start_token_id",
+                "must be a token id, a list of them or None",
+                "pass decoder_start_token_id=None (encoder-decoder models only)",
+            )
         self._check_count("num_return_sequences", 1, "pass e.g. num_return_sequences=2 with do_sample=True, or 1")
         n, beams = self.num_return_sequences, self.effective("num_beams")
         if n > 1 and beams == 1 and self.do_sample is not True:
-            self._bad("num_return_sequences", "needs do_sample=True: greedy decoding would return the same sequence "
-                      f"{n} times", "pass do_sample=True, or num_return_sequences=1")
+            self._bad(
+                "num_return_sequences",
+                f"needs do_sample=True: greedy decoding would return the same sequence {n} times",
+                "pass do_sample=True, or num_return_sequences=1",
+            )
         if beams > 1 and n > beams:
-            self._bad("num_return_sequences", f"is larger than num_beams (={beams})",
-                      f"pass num_return_sequences <= {beams}")
-        if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2 ** 64):
-            self._bad("seed", "must be an integer in [0, 2**64)",
-                      "pass e.g. seed=0, or None to draw one (from torch's generator, or set_seed's)")
+            self._bad(
+                "num_return_sequences", f"is larger than num_beams (={beams})", f"pass num_return_sequences <= {beams}"
+            )
+        if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2**64):
+            self._bad(
+                "seed",
+                "must be an integer in [0, 2**64)",
+                "pass e.g. seed=0, or None to draw one (from torch's generator, or set_seed's)",
+            )
 
     def _validate_assisted(self):
         self._check_count("num_assistant_tokens", 1, "pass e.g. num_assistant_tokens=5")
@@ -801,39 +959,65 @@ class GenerationConfig:
             self._bad("num_assistant_tokens_schedule", "is not a known schedule", f"pass one of {', '.join(SCHEDULES)}")
         c = self.assistant_confidence_threshold
         if c is not None and not (_is_real(c) and 0 <= c < 1):
-            self._bad("assistant_confidence_threshold", "must be a float in [0, 1)",
-                      "pass e.g. 0.4, or 0 to turn it off")
+            self._bad(
+                "assistant_confidence_threshold", "must be a float in [0, 1)", "pass e.g. 0.4, or 0 to turn it off"
+            )
         for flag in ("prompt_lookup_num_tokens", "max_matching_ngram_size"):
             self._check_count(flag, 1, f"pass e.g. {flag}=10, or None", optional=True)
-        self._check_count("assistant_early_exit", 1, "pass e.g. assistant_early_exit=4 (draft with the first 4 "
-                          "layers), or None", optional=True)
+        self._check_count(
+            "assistant_early_exit",
+            1,
+            "pass e.g. assistant_early_exit=4 (draft with the first 4 layers), or None",
+            optional=True,
+        )
         for flag in ("assistant_lookbehind", "target_lookbehind"):
             self._check_count(flag, 0, f"pass e.g. {flag}=10", optional=True)
         if self.assisted_sampling not in ASSISTED_SAMPLING:
-            self._bad("assisted_sampling", "is not a known acceptance rule",
-                      f"pass one of {', '.join(ASSISTED_SAMPLING)}")
-        self._check_count("assistant_tree_width", 1, "pass e.g. assistant_tree_width=2 (each drafted token and the "
-                          "draft's next most probable one beside it), or 1 for chains")
+            self._bad(
+                "assisted_sampling", "is not a known acceptance rule", f"pass one of {', '.join(ASSISTED_SAMPLING)}"
+            )
+        self._check_count(
+            "assistant_tree_width",
+            1,
+            "pass e.g. assistant_tree_width=2 (each drafted token and the "
+            "draft's next most probable one beside it), or 1 for chains",
+        )
         if _is_int(self.assistant_tree_width) and self.assistant_tree_width > MAX_TREE_WIDTH:
-            self._bad("assistant_tree_width", f"must be at most {MAX_TREE_WIDTH} (a tree verification takes 64 nodes "
-                      "per row)", "pass e.g. assistant_tree_width=2")
+            self._bad(
+                "assistant_tree_width",
+                f"must be at most {MAX_TREE_WIDTH} (a tree verification takes 64 nodes per row)",
+                "pass e.g. assistant_tree_width=2",
+            )
 
     def _warn_unused_sampling_knobs(self):
         if self.do_sample is not True:
-            off = {"temperature": 1.0, "top_p": 1.0, "min_p": None, "top_h": None, "typical_p": 1.0,
-                   "epsilon_cutoff": 0.0, "eta_cutoff": 0.0}
+            off = {
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "min_p": None,
+                "top_h": None,
+                "typical_p": 1.0,
+                "epsilon_cutoff": 0.0,
+                "eta_cutoff": 0.0,
+            }
             if self.penalty_alpha is None:  # contrastive search reads top_k without sampling
                 off["top_k"] = 50
             for flag, default in off.items():
                 v = getattr(self, flag)
                 if v is not None and v != default:
-                    _warn(f"`{flag}` (={v!r}) is only used when sampling and has no effect with do_sample=False; "
-                          f"pass do_sample=True, or leave {flag} at {default!r} (or None)", 2)
+                    _warn(
+                        f"`{flag}` (={v!r}) is only used when sampling and has no effect with do_sample=False; "
+                        f"pass do_sample=True, or leave {flag} at {default!r} (or None)",
+                        2,
+                    )
         if self.return_dict_in_generate is not True:
             for flag in ("output_attentions", "output_hidden_states", "output_scores", "output_logits"):
                 if getattr(self, flag) is True:
-                    _warn(f"`{flag}` (=True) has no effect without return_dict_in_generate=True; pass "
-                          f"return_dict_in_generate=True to get it, or {flag}=False", 2)
+                    _warn(
+                        f"`{flag}` (=True) has no effect without return_dict_in_generate=True; pass "
+                        f"return_dict_in_generate=True to get it, or {flag}=False",
+                        2,
+                    )
 
     # ---- what this package runs --------------------------------------------------------------------------
 
@@ -846,55 +1030,92 @@ class GenerationConfig:
             raise InvalidInputError(f"`{flag}` (={_show(getattr(self, flag))}) {what}; {fix}.")
 
         if self.effective("num_beams") > 1:
-            refuse("num_beams", "asks for beam search, which is not implemented", "use num_beams=1, with "
-                   "do_sample=True for diverse outputs or num_return_sequences for several per prompt")
+            refuse(
+                "num_beams",
+                "asks for beam search, which is not implemented",
+                "use num_beams=1, with "
+                "do_sample=True for diverse outputs or num_return_sequences for several per prompt",
+            )
         if self.effective("num_beam_groups") > 1:
-            refuse("num_beam_groups", "asks for diverse (group) beam search, which is not implemented",
-                   "use num_beam_groups=1, and do_sample=True with num_return_sequences for diverse outputs")
+            refuse(
+                "num_beam_groups",
+                "asks for diverse (group) beam search, which is not implemented",
+                "use num_beam_groups=1, and do_sample=True with num_return_sequences for diverse outputs",
+            )
         if self.effective("diversity_penalty") != 0:
-            refuse("diversity_penalty", "is used by group beam search only, which is not implemented",
-                   "use diversity_penalty=0.0, and do_sample=True with num_return_sequences for diverse outputs")
+            refuse(
+                "diversity_penalty",
+                "is used by group beam search only, which is not implemented",
+                "use diversity_penalty=0.0, and do_sample=True with num_return_sequences for diverse outputs",
+            )
         for flag in ("constraints", "force_words_ids"):
             if getattr(self, flag) is not None:
-                refuse(flag, "asks for constrained beam search, which is not implemented",
-                       f"use {flag}=None; sequence_bias or a logits_processor can favour words")
+                refuse(
+                    flag,
+                    "asks for constrained beam search, which is not implemented",
+                    f"use {flag}=None; sequence_bias or a logits_processor can favour words",
+                )
         alpha, k = self.effective("penalty_alpha"), self.effective("top_k")
         if alpha > 0 and k > 1 and self.do_sample is not True:
-            refuse("penalty_alpha", f"with top_k={k} asks for contrastive search, which is not implemented",
-                   "use penalty_alpha=None (greedy), or do_sample=True with top_k/top_p")
+            refuse(
+                "penalty_alpha",
+                f"with top_k={k} asks for contrastive search, which is not implemented",
+                "use penalty_alpha=None (greedy), or do_sample=True with top_k/top_p",
+            )
         if self.dola_layers is not None:
-            refuse("dola_layers", "asks for DoLa decoding, which is not implemented",
-                   "use dola_layers=None, and repetition_penalty or no_repeat_ngram_size against repetition")
+            refuse(
+                "dola_layers",
+                "asks for DoLa decoding, which is not implemented",
+                "use dola_layers=None, and repetition_penalty or no_repeat_ngram_size against repetition",
+            )
         g = self.guidance_scale
         if g is not None and g != 1:
-            refuse("guidance_scale", "asks for classifier-free guidance, which is not implemented",
-                   "use guidance_scale=None (or 1)")
+            refuse(
+                "guidance_scale",
+                "asks for classifier-free guidance, which is not implemented",
+                "use guidance_scale=None (or 1)",
+            )
         if self.top_h is not None:
             refuse("top_h", "asks for Top-H sampling, which is not implemented", "use top_p, min_p or typical_p")
         if self.watermarking_config is not None:
-            refuse("watermarking_config", "asks for watermarking, which is not implemented",
-                   "use watermarking_config=None")
-        for flag, instead in (("output_attentions", "output_scores or output_logits with return_dict_in_generate"),
-                              ("output_hidden_states", "output_logits, or model(input_ids).logits")):
+            refuse(
+                "watermarking_config", "asks for watermarking, which is not implemented", "use watermarking_config=None"
+            )
+        for flag, instead in (
+            ("output_attentions", "output_scores or output_logits with return_dict_in_generate"),
+            ("output_hidden_states", "output_logits, or model(input_ids).logits"),
+        ):
             if getattr(self, flag) is True:
                 refuse(flag, "asks for what this package's models do not return", f"use {flag}=False; {instead}")
         if self.token_healing is True:
             refuse("token_healing", "is not implemented", "use token_healing=False")
         r = self.encoder_repetition_penalty
         if r is not None and r != 1:
-            refuse("encoder_repetition_penalty", "is not implemented",
-                   "use encoder_repetition_penalty=1.0; repetition_penalty or sequence_bias on the prompt's tokens")
+            refuse(
+                "encoder_repetition_penalty",
+                "is not implemented",
+                "use encoder_repetition_penalty=1.0; repetition_penalty or sequence_bias on the prompt's tokens",
+            )
         if self.effective("encoder_no_repeat_ngram_size") > 0:
-            refuse("encoder_no_repeat_ngram_size", "is for encoder-decoder models only",
-                   "use encoder_no_repeat_ngram_size=0; no_repeat_ngram_size applies to decoder-only models")
+            refuse(
+                "encoder_no_repeat_ngram_size",
+                "is for encoder-decoder models only",
+                "use encoder_no_repeat_ngram_size=0; no_repeat_ngram_size applies to decoder-only models",
+            )
         if self.forced_decoder_ids is not None:
-            refuse("forced_decoder_ids", "is for encoder-decoder models only",
-                   "use forced_decoder_ids=None; forced_bos_token_id or a logits_processor forces tokens")
+            refuse(
+                "forced_decoder_ids",
+                "is for encoder-decoder models only",
+                "use forced_decoder_ids=None; forced_bos_token_id or a logits_processor forces tokens",
+            )
         if self.low_memory is True:
             refuse("low_memory", "is for beam and contrastive search only, not implemented here", "use low_memory=None")
         if self.cache_implementation == "quantized":
-            refuse("cache_implementation", "asks for a quantized KV cache, which changes outputs and is not "
-                   "implemented", "use cache_implementation=None, or load the model with dtype=\"int8\"")
+            refuse(
+                "cache_implementation",
+                "asks for a quantized KV cache, which changes outputs and is not implemented",
+                'use cache_implementation=None, or load the model with dtype="int8"',
+            )
         if self.generation_kwargs:
             refuse("generation_kwargs", "is not read here", "pass those arguments to generate() directly")
 
@@ -902,11 +1123,17 @@ class GenerationConfig:
             for flag, default in (("early_stopping", False), ("length_penalty", 1.0)):
                 v = getattr(self, flag)
                 if v is not None and v != default:
-                    _warn(f"`{flag}` (={v!r}) is only used by beam search and has no effect with num_beams=1; "
-                          f"leave {flag} at {default!r}", 1)
+                    _warn(
+                        f"`{flag}` (={v!r}) is only used by beam search and has no effect with num_beams=1; "
+                        f"leave {flag} at {default!r}",
+                        1,
+                    )
         if alpha > 0 and not (k > 1 and self.do_sample is not True):
-            _warn(f"`penalty_alpha` (={alpha!r}) is only used by contrastive search (do_sample=False and top_k > 1) "
-                  "and has no effect here; leave penalty_alpha at None", 1)
+            _warn(
+                f"`penalty_alpha` (={alpha!r}) is only used by contrastive search (do_sample=False and top_k > 1) "
+                "and has no effect here; leave penalty_alpha at None",
+                1,
+            )
 
 
 def _warn(message, depth):

@@ -31,8 +31,8 @@ STYLES = {
     TokenSource.BONUS: ("ha-bonus", "#9ec5f0", "underline double", "target's token after a fully accepted draft"),
     TokenSource.PLAIN: ("ha-plain", "#e4e4e4", "underline dotted", "plain decoding (nothing drafted)"),
 }
-TEXT = "#1a1a1a"             # text on every token background: contrast >= 9:1 on each (WCAG AA asks 4.5)
-EDGE = "rgba(0,0,0,0.28)"    # the thin boundary drawn inside each token's right edge
+TEXT = "#1a1a1a"  # text on every token background: contrast >= 9:1 on each (WCAG AA asks 4.5)
+EDGE = "rgba(0,0,0,0.28)"  # the thin boundary drawn inside each token's right edge
 # after the last token of each target pass: a dark bar with a white one outside it, one of them seen on any page
 ROUND_END = f"border-right:2px solid {TEXT};margin-right:3px"
 ROUND_END_SHADOW = "2px 0 0 #ffffff"
@@ -40,16 +40,18 @@ PROMPT_BOX = "color:#303030;background:#f3f3f3;border:1px dashed #707070"
 SPECIAL = "color:#ffffff;background:#505050;border-radius:3px;padding:0 2px;font-size:0.85em"
 # Glyphs for whitespace, drawn by CSS generated content: shown, never part of the text a reader copies (a page
 # that drops <style> shows the tokens without them). ha-sp overlays a space, ha-nl precedes a newline.
-CSS = (".ha-generation .ha-sp{position:relative}"
-       ".ha-generation .ha-sp::after{content:'\\00b7';position:absolute;left:0;right:0;text-align:center;"
-       "opacity:0.6}"
-       ".ha-generation .ha-tab::before{content:'\\2192';position:absolute;opacity:0.6}"
-       ".ha-generation .ha-tab{position:relative}"
-       ".ha-generation .ha-nl::before{content:'\\21b5';opacity:0.6}")
+CSS = (
+    ".ha-generation .ha-sp{position:relative}"
+    ".ha-generation .ha-sp::after{content:'\\00b7';position:absolute;left:0;right:0;text-align:center;"
+    "opacity:0.6}"
+    ".ha-generation .ha-tab::before{content:'\\2192';position:absolute;opacity:0.6}"
+    ".ha-generation .ha-tab{position:relative}"
+    ".ha-generation .ha-nl::before{content:'\\21b5';opacity:0.6}"
+)
 SPECIAL_NAMES = {"bos_token": "BOS", "eos_token": "EOS", "unk_token": "UNK", "pad_token": "PAD"}
-MAX_ROWS = 8         # rows the notebook view shows of a batch (to_html(row=i) shows any one)
-PROMPT_TAIL = 160    # characters of the prompt shown before the generated text (whole lines where possible)
-WINDOW = 8           # tokens decoded before a token to find its own text (see token_texts)
+MAX_ROWS = 8  # rows the notebook view shows of a batch (to_html(row=i) shows any one)
+PROMPT_TAIL = 160  # characters of the prompt shown before the generated text (whole lines where possible)
+WINDOW = 8  # tokens decoded before a token to find its own text (see token_texts)
 
 
 def _token_style(source, round_end):
@@ -125,8 +127,8 @@ def token_texts(tokenizer, prompt, new):
     for i in range(base, len(ids)):
         lo = max(0, i - WINDOW)
         before = tokenizer.decode(ids[lo:i]).rstrip("\ufffd") if i > lo else ""
-        after = tokenizer.decode(ids[lo:i + 1]).rstrip("\ufffd")
-        texts.append(after[len(before):] if after.startswith(before) else tokenizer.decode([ids[i]]))
+        after = tokenizer.decode(ids[lo : i + 1]).rstrip("\ufffd")
+        texts.append(after[len(before) :] if after.startswith(before) else tokenizer.decode([ids[i]]))
     return texts
 
 
@@ -153,8 +155,10 @@ def _plain_note(result, sources):
     plain = int(np.count_nonzero(sources == TokenSource.PLAIN))
     if not plain or getattr(result, "num_target_passes", None) is None:
         return ""
-    return (f"{plain} plain token{'s' if plain != 1 else ''}: {'a round' if plain == 1 else 'rounds'} that drafted "
-            "nothing (no room left before max_new_tokens, K = 0 under the cost schedule, or no prompt-lookup match)")
+    return (
+        f"{plain} plain token{'s' if plain != 1 else ''}: {'a round' if plain == 1 else 'rounds'} that drafted "
+        "nothing (no room left before max_new_tokens, K = 0 under the cost schedule, or no prompt-lookup match)"
+    )
 
 
 def _special_names(tok):
@@ -162,7 +166,7 @@ def _special_names(tok):
     names = {}
     try:
         for attr, value in tok.special_tokens_map.items():
-            for text in (value if isinstance(value, (list, tuple)) else [value]):
+            for text in value if isinstance(value, (list, tuple)) else [value]:
                 ids = tok.convert_tokens_to_ids([text])
                 if ids and ids[0] is not None:
                     names.setdefault(int(ids[0]), SPECIAL_NAMES.get(attr, text))
@@ -194,7 +198,7 @@ def prompt_pieces(tok, prompt):
     start, mid_line = 0, False
     if len(text) > PROMPT_TAIL:
         start = len(text) - PROMPT_TAIL
-        back = text.rfind("\n", 0, start) + 1      # the beginning of the line the cut falls in
+        back = text.rfind("\n", 0, start) + 1  # the beginning of the line the cut falls in
         ahead = text.find("\n", start, len(text) - 1) + 1  # the next line's, if the prompt has one after it
         if start - back <= PROMPT_TAIL // 2:
             start = back
@@ -205,7 +209,7 @@ def prompt_pieces(tok, prompt):
     shown, at = [], 0
     for piece, own in pieces:  # pieces after `start`; a special token is kept or dropped whole
         if at + len(piece) > start:
-            shown.append((piece if own is not None or at >= start else piece[start - at:], own))
+            shown.append((piece if own is not None or at >= start else piece[start - at :], own))
         at += len(piece)
     return shown, text[start:].count("\n") + 1, text.count("\n") + 1, mid_line
 
@@ -233,22 +237,37 @@ def _prompt_html(tok, prompt, row=None):
     if tok is None or len(prompt) == 0:
         return ""
     pieces, shown, lines, mid_line = prompt_pieces(tok, prompt)
-    label = ("" if row is None else f"row {row}: ") + "prompt" + (
-        f", its last {shown} of {lines} lines" if shown < lines else "")
-    body = "".join(f'<span class="ha-special" style="{SPECIAL}" title="special token {html.escape(own)}">'
-                   f"{html.escape(text)}</span>" if own is not None else html.escape(text) for text, own in pieces)
-    return (f'<div class="ha-prompt" style="{PROMPT_BOX};margin:4px 0 0 0;padding:2px 4px">'
-            f'<div class="ha-prompt-label" style="font-size:0.85em;font-style:italic">{html.escape(label)}</div>'
-            f'<pre style="white-space:pre-wrap;margin:0;color:inherit;background:inherit">'
-            f'{"…" if mid_line else ""}{body}</pre></div>')
+    label = (
+        ("" if row is None else f"row {row}: ")
+        + "prompt"
+        + (f", its last {shown} of {lines} lines" if shown < lines else "")
+    )
+    body = "".join(
+        f'<span class="ha-special" style="{SPECIAL}" title="special token {html.escape(own)}">'
+        f"{html.escape(text)}</span>"
+        if own is not None
+        else html.escape(text)
+        for text, own in pieces
+    )
+    return (
+        f'<div class="ha-prompt" style="{PROMPT_BOX};margin:4px 0 0 0;padding:2px 4px">'
+        f'<div class="ha-prompt-label" style="font-size:0.85em;font-style:italic">{html.escape(label)}</div>'
+        f'<pre style="white-space:pre-wrap;margin:0;color:inherit;background:inherit">'
+        f"{'…' if mid_line else ''}{body}</pre></div>"
+    )
 
 
 def _legend():
     """One sample per kind, drawn as the tokens are, then the round's end and the prompt's box."""
-    items = [f'<span class="ha-legend-{cls[3:]}" style="{_token_style(source, False)};padding:0 3px">'
-             f"{html.escape(label)}</span>" for source, (cls, _, _, label) in STYLES.items()]
-    items.append(f'<span class="ha-legend-end" style="{_token_style(TokenSource.ACCEPTED, True)};padding:0 3px">'
-                 'end of a target pass</span>')
+    items = [
+        f'<span class="ha-legend-{cls[3:]}" style="{_token_style(source, False)};padding:0 3px">'
+        f"{html.escape(label)}</span>"
+        for source, (cls, _, _, label) in STYLES.items()
+    ]
+    items.append(
+        f'<span class="ha-legend-end" style="{_token_style(TokenSource.ACCEPTED, True)};padding:0 3px">'
+        "end of a target pass</span>"
+    )
     items.append(f'<span class="ha-legend-prompt" style="{PROMPT_BOX};padding:0 3px">prompt</span>')
     items.append(f'<span class="ha-legend-special" style="{SPECIAL}">special token</span>')
     return " ".join(items)
@@ -264,15 +283,17 @@ def result_html(result, tokenizer=None, row=None):
     if row is not None and not 0 <= row < B:
         raise InvalidInputError(f"row={row} is outside the batch of {B}; pass 0..{B - 1}")
     tok = _tokenizer(result, tokenizer)
-    out = [f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
-           f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
-           f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>']
+    out = [
+        f'<div class="ha-generation" style="font-size:0.9em"><style>{CSS}</style>',
+        f'<div class="ha-summary"><b>{html.escape(_summary(result, B))}</b></div>',
+        f'<div class="ha-legend" style="margin:2px 0;line-height:1.8">{_legend()}</div>',
+    ]
     note = _plain_note(result, src)
     if note:
         out.insert(2, f'<div class="ha-note" style="font-size:0.9em">{html.escape(note)}</div>')
     rows = [row] if row is not None else range(min(B, MAX_ROWS))
     for b in rows:
-        prompt, new = seq[b, :seq.shape[1] - n_new], seq[b, seq.shape[1] - n_new:]
+        prompt, new = seq[b, : seq.shape[1] - n_new], seq[b, seq.shape[1] - n_new :]
         n = int(np.count_nonzero(src[b]))
         texts = token_texts(tok, prompt, new[:n]) if tok is not None else [f"[{int(t)}]" for t in new[:n]]
         spans = []
@@ -281,12 +302,16 @@ def result_html(result, tokenizer=None, row=None):
             cls, _, _, label = STYLES[source]
             where = f"round {r}, draft position {position}" if position else f"round {r}, nothing drafted"
             title = f"{texts[j]!r}, id {int(new[j])}\n{where}\n{label}"
-            spans.append(f'<span class="{cls}" data-round="{r}" data-position="{position}" '
-                         f'style="{_token_style(source, last)}" title="{html.escape(title)}">'
-                         f"{_whitespace_marked(texts[j])}</span>")
+            spans.append(
+                f'<span class="{cls}" data-round="{r}" data-position="{position}" '
+                f'style="{_token_style(source, last)}" title="{html.escape(title)}">'
+                f"{_whitespace_marked(texts[j])}</span>"
+            )
         out.append(_prompt_html(tok, prompt, b if B > 1 else None))
-        out.append(f'<pre class="ha-row" style="white-space:pre-wrap;margin:2px 0 6px 0;line-height:1.5">'
-                   f'{"".join(spans)}</pre>')
+        out.append(
+            f'<pre class="ha-row" style="white-space:pre-wrap;margin:2px 0 6px 0;line-height:1.5">'
+            f"{''.join(spans)}</pre>"
+        )
     if row is None and B > MAX_ROWS:
         out.append(f"<div>… {B - MAX_ROWS} more rows (result.to_html(row=i) shows row i)</div>")
     out.append("</div>")
@@ -303,8 +328,10 @@ def plot_acceptance(result: GenerateDecoderOnlyOutput) -> Any:
         from matplotlib.figure import Figure
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        raise ImportError("plot_acceptance needs matplotlib: apt-get install python3-matplotlib (Debian's package), "
-                          "or pip install matplotlib") from None
+        raise ImportError(
+            "plot_acceptance needs matplotlib: apt-get install python3-matplotlib (Debian's package), "
+            "or pip install matplotlib"
+        ) from None
 
     class AcceptanceFigure(Figure):
         """A Figure that shows itself in a notebook without pyplot (which would also draw it a second time)."""
@@ -318,8 +345,10 @@ def plot_acceptance(result: GenerateDecoderOnlyOutput) -> Any:
 
     proposed = getattr(result, "proposed_per_position", None)
     if proposed is None:
-        raise InvalidInputError("plot_acceptance needs the result of an assisted generation (assistant_model= or "
-                                "prompt_lookup_num_tokens=) with return_dict_in_generate=True")
+        raise InvalidInputError(
+            "plot_acceptance needs the result of an assisted generation (assistant_model= or "
+            "prompt_lookup_num_tokens=) with return_dict_in_generate=True"
+        )
     proposed = to_numpy(proposed, "proposed_per_position")[0].astype(np.int64)
     accepted = to_numpy(result.accepted_per_position, "accepted_per_position")[0].astype(np.int64)
     rounds = [n for row in _sources(result) for n in rounds_of(row)]
@@ -329,17 +358,25 @@ def plot_acceptance(result: GenerateDecoderOnlyOutput) -> Any:
     rate = accepted[positions - 1] / proposed[positions - 1]
     bars = ax.bar(positions, rate, color=STYLES[TokenSource.ACCEPTED][1], edgecolor="#3a6ea5")
     for bar, n in zip(bars, proposed[positions - 1]):
-        ax.annotate(str(int(n)), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                    fontsize=7)
-    ax.set(xlabel="draft position (over each bar: tokens proposed there)", ylabel="accepted / proposed",
-           ylim=(0, 1.1), title="Acceptance by draft position")
+        ax.annotate(
+            str(int(n)), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7
+        )
+    ax.set(
+        xlabel="draft position (over each bar: tokens proposed there)",
+        ylabel="accepted / proposed",
+        ylim=(0, 1.1),
+        title="Acceptance by draft position",
+    )
     ax.set_xticks(positions)
     counts = np.bincount(rounds) if rounds else np.zeros(1, dtype=np.int64)  # counts[k]: passes that gave k
     sizes = np.flatnonzero(counts)
     bx.bar(sizes, counts[sizes], color=STYLES[TokenSource.BONUS][1], edgecolor="#2a5a90")
     mean = sum(rounds) / len(rounds) if rounds else 0.0
-    bx.set(xlabel="tokens given by one target pass", ylabel="target passes",
-           title=f"Tokens per target pass (mean {mean:.2f})")
+    bx.set(
+        xlabel="tokens given by one target pass",
+        ylabel="target passes",
+        title=f"Tokens per target pass (mean {mean:.2f})",
+    )
     bx.set_xticks(sizes)
     bx.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count axis: no fractional ticks
     return fig

@@ -21,8 +21,10 @@ class LogitsProcessor:
     """Base class of a processor: subclasses implement __call__(input_ids, scores) -> scores."""
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement __call__(input_ids, scores) -> scores "
-                                  "(LogitsProcessor is a base class)")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement __call__(input_ids, scores) -> scores "
+            "(LogitsProcessor is a base class)"
+        )
 
 
 def _extra_parameters(processor: Callable[..., Any]) -> Optional[tuple[list[str], set[str], bool]]:
@@ -56,9 +58,11 @@ class LogitsProcessorList(list[Callable[..., Tensor]]):
             required, accepted, var_kw = extra
             missing = [name for name in required if name not in kwargs]
             if missing:
-                raise InvalidInputError(f"logits processor {type(processor).__name__} requires the argument(s) "
-                                        f"{missing}, which were not passed to LogitsProcessorList(...)(input_ids, "
-                                        "scores, **kwargs); pass them, or give them defaults")
+                raise InvalidInputError(
+                    f"logits processor {type(processor).__name__} requires the argument(s) "
+                    f"{missing}, which were not passed to LogitsProcessorList(...)(input_ids, "
+                    "scores, **kwargs); pass them, or give them defaults"
+                )
             given = kwargs if var_kw else {k: v for k, v in kwargs.items() if k in accepted}
             scores = processor(input_ids, scores, **given)
         return scores

@@ -44,28 +44,47 @@ def processing_args(gc, prompt_width, max_new, eos, logits_fn, stop_fn, logits_o
     # SuppressTokensAtBeginLogitsProcessor's begin_index: the prompt's width, one more after a forced bos
     begin_step = 0 if prompt_width > 1 or gc.forced_bos_token_id is None else 1
     typical_p = gc.effective("typical_p")
-    return dict(sequence_bias_tokens=bias[0], sequence_bias_offsets=bias[1], sequence_bias_values=bias[2],
-                no_repeat_ngram_size=int(gc.effective("no_repeat_ngram_size")), bad_words_tokens=bad_tokens,
-                bad_words_offsets=bad_offsets, forced_bos_token_id=np.array(forced_bos, dtype=np.int32),
-                forced_eos_token_id=np.array(gc.forced_eos_token_ids(), dtype=np.int32), forced_eos_step=max_new - 1,
-                remove_invalid_values=bool(gc.remove_invalid_values), decay_factor=decay_factor,
-                decay_start=decay_start,
-                suppress_tokens=np.array(_ids(gc.suppress_tokens), dtype=np.int32),
-                begin_suppress_tokens=np.array(_ids(gc.begin_suppress_tokens), dtype=np.int32),
-                begin_suppress_step=begin_step, min_p=float(gc.effective("min_p")),
-                typical_p=float(typical_p if typical_p < 1.0 else 0.0),
-                epsilon_cutoff=float(gc.effective("epsilon_cutoff")),
-                eta_cutoff=float(gc.effective("eta_cutoff")), renormalize_logits=bool(gc.renormalize_logits),
-                logits_fn=logits_fn, stop_fn=stop_fn, logits_out=logits_out, no_cache=gc.use_cache is False)
+    return dict(
+        sequence_bias_tokens=bias[0],
+        sequence_bias_offsets=bias[1],
+        sequence_bias_values=bias[2],
+        no_repeat_ngram_size=int(gc.effective("no_repeat_ngram_size")),
+        bad_words_tokens=bad_tokens,
+        bad_words_offsets=bad_offsets,
+        forced_bos_token_id=np.array(forced_bos, dtype=np.int32),
+        forced_eos_token_id=np.array(gc.forced_eos_token_ids(), dtype=np.int32),
+        forced_eos_step=max_new - 1,
+        remove_invalid_values=bool(gc.remove_invalid_values),
+        decay_factor=decay_factor,
+        decay_start=decay_start,
+        suppress_tokens=np.array(_ids(gc.suppress_tokens), dtype=np.int32),
+        begin_suppress_tokens=np.array(_ids(gc.begin_suppress_tokens), dtype=np.int32),
+        begin_suppress_step=begin_step,
+        min_p=float(gc.effective("min_p")),
+        typical_p=float(typical_p if typical_p < 1.0 else 0.0),
+        epsilon_cutoff=float(gc.effective("epsilon_cutoff")),
+        eta_cutoff=float(gc.effective("eta_cutoff")),
+        renormalize_logits=bool(gc.renormalize_logits),
+        logits_fn=logits_fn,
+        stop_fn=stop_fn,
+        logits_out=logits_out,
+        no_cache=gc.use_cache is False,
+    )
 
 
 def sampling_options(gc, min_new, eos, seed):
     """The token choice's options by name, beside processing_args' (the Sampler's and both generation
     functions'): min_new the new tokens before eos may come, eos the eos ids (list), seed the call's."""
-    return dict(min_new_tokens=min_new, eos_token_id=np.asarray(eos, dtype=np.int32), do_sample=bool(gc.do_sample),
-                temperature=float(gc.effective("temperature")), top_k=int(gc.effective("top_k")),
-                top_p=float(gc.effective("top_p")), repetition_penalty=float(gc.effective("repetition_penalty")),
-                seed=seed)
+    return dict(
+        min_new_tokens=min_new,
+        eos_token_id=np.asarray(eos, dtype=np.int32),
+        do_sample=bool(gc.do_sample),
+        temperature=float(gc.effective("temperature")),
+        top_k=int(gc.effective("top_k")),
+        top_p=float(gc.effective("top_p")),
+        repetition_penalty=float(gc.effective("repetition_penalty")),
+        seed=seed,
+    )
 
 
 def reads_argmax_only(gc, procs, min_new):
@@ -74,13 +93,30 @@ def reads_argmax_only(gc, procs, min_new):
     kept, no callback given the scores. A wrapped model on an accelerator then sends only each row's top two
     (integrations/external.py); the decided tokens are the same either way."""
     p = procs
-    return (not gc.do_sample and not gc.output_scores and float(gc.effective("repetition_penalty")) == 1.0
-            and min_new == 0
-            and p["no_repeat_ngram_size"] == 0 and not p["remove_invalid_values"] and p["decay_factor"] == 0.0
-            and p["min_p"] == p["typical_p"] == p["epsilon_cutoff"] == p["eta_cutoff"] == 0.0
-            and p["logits_fn"] is None and p["stop_fn"] is None and p["logits_out"] is None
-            and all(len(p[k]) == 0 for k in ("sequence_bias_tokens", "bad_words_tokens", "forced_bos_token_id",
-                                              "forced_eos_token_id", "suppress_tokens", "begin_suppress_tokens")))
+    return (
+        not gc.do_sample
+        and not gc.output_scores
+        and float(gc.effective("repetition_penalty")) == 1.0
+        and min_new == 0
+        and p["no_repeat_ngram_size"] == 0
+        and not p["remove_invalid_values"]
+        and p["decay_factor"] == 0.0
+        and p["min_p"] == p["typical_p"] == p["epsilon_cutoff"] == p["eta_cutoff"] == 0.0
+        and p["logits_fn"] is None
+        and p["stop_fn"] is None
+        and p["logits_out"] is None
+        and all(
+            len(p[k]) == 0
+            for k in (
+                "sequence_bias_tokens",
+                "bad_words_tokens",
+                "forced_bos_token_id",
+                "forced_eos_token_id",
+                "suppress_tokens",
+                "begin_suppress_tokens",
+            )
+        )
+    )
 
 
 def _callables(value, flag):
@@ -90,8 +126,9 @@ def _callables(value, flag):
     if callable(value) and not isinstance(value, (list, tuple)):
         return [value]  # a single processor, or a *List object called as a whole
     if not isinstance(value, (list, tuple)) or not all(callable(v) for v in value):
-        raise InvalidInputError(f"`{flag}` must be a list of callables f(input_ids, scores), got {value!r}; pass e.g. "
-                                f"{flag}=[my_function]")
+        raise InvalidInputError(
+            f"`{flag}` must be a list of callables f(input_ids, scores), got {value!r}; pass e.g. {flag}=[my_function]"
+        )
     return list(value)
 
 
@@ -120,8 +157,10 @@ def logits_callback(logits_processor, kind):
         for processor in processors:
             s = processor(ids, s)
             if s is None:
-                raise InvalidInputError(f"the logits processor {processor!r} returned None; it must return the "
-                                        "scores (input_ids, scores) -> scores")
+                raise InvalidInputError(
+                    f"the logits processor {processor!r} returned None; it must return the "
+                    "scores (input_ids, scores) -> scores"
+                )
         return np.ascontiguousarray(_as_numpy(s), dtype=np.float32)
 
     return run
@@ -141,8 +180,10 @@ def stop_callback(stopping_criteria, kind):
         for criterion in criteria:
             result = _as_numpy(criterion(ids, s))
             if result.dtype != bool or result.size != 1:
-                raise InvalidInputError(f"the stopping criterion {criterion!r} returned {result!r}; it must return a "
-                                        "bool or a bool array of shape (batch,), here (1,)")
+                raise InvalidInputError(
+                    f"the stopping criterion {criterion!r} returned {result!r}; it must return a "
+                    "bool or a bool array of shape (batch,), here (1,)"
+                )
             stop |= bool(result.reshape(-1)[0])
         return stop
 

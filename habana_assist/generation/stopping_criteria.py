@@ -30,8 +30,14 @@ from ..errors import InvalidInputError
 from ..tokenization.tokenizer_json import _encodable
 from ..utils.types import Tensor, TokenIds
 
-__all__ = ["StoppingCriteria", "StoppingCriteriaList", "MaxLengthCriteria", "MaxTimeCriteria", "EosTokenCriteria",
-           "StopStringCriteria"]
+__all__ = [
+    "StoppingCriteria",
+    "StoppingCriteriaList",
+    "MaxLengthCriteria",
+    "MaxTimeCriteria",
+    "EosTokenCriteria",
+    "StopStringCriteria",
+]
 
 
 def _batch_size(input_ids: TokenIds) -> int:
@@ -45,8 +51,10 @@ def _ids_2d(input_ids: TokenIds, who: str) -> np.ndarray:
     """input_ids (numpy, torch on the CPU, or lists) -> numpy integer array (batch, seq)."""
     ids = np.asarray(input_ids)
     if ids.ndim != 2 or not (np.issubdtype(ids.dtype, np.integer) or ids.size == 0):
-        raise InvalidInputError(f"{who}: input_ids has shape {ids.shape} and dtype {ids.dtype}; expected integer "
-                                "token ids of shape (batch, seq)")
+        raise InvalidInputError(
+            f"{who}: input_ids has shape {ids.shape} and dtype {ids.dtype}; expected integer "
+            "token ids of shape (batch, seq)"
+        )
     return ids
 
 
@@ -61,8 +69,10 @@ class StoppingCriteria:
     or bool array (batch,)."""
 
     def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> Union[bool, Tensor]:
-        raise NotImplementedError(f"{type(self).__name__} must implement __call__(input_ids, scores, **kwargs) -> "
-                                  "bool array (batch,) (StoppingCriteria is a base class)")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement __call__(input_ids, scores, **kwargs) -> "
+            "bool array (batch,) (StoppingCriteria is a base class)"
+        )
 
 
 class StoppingCriteriaList(list[Callable[..., Any]]):
@@ -93,16 +103,22 @@ def _as_done(result: Any, batch: int, criterion: Callable[..., Any]) -> np.ndarr
     try:
         value = np.asarray(result)
     except (TypeError, RuntimeError, ValueError) as e:  # e.g. a torch tensor on another device
-        raise InvalidInputError(f"stopping criterion {name} returned {type(result).__name__}, which numpy cannot "
-                                f"read ({e}); return a bool or a bool array of shape ({batch},)") from None
+        raise InvalidInputError(
+            f"stopping criterion {name} returned {type(result).__name__}, which numpy cannot "
+            f"read ({e}); return a bool or a bool array of shape ({batch},)"
+        ) from None
     if value.dtype != bool and not np.issubdtype(value.dtype, np.integer):
-        raise InvalidInputError(f"stopping criterion {name} returned {result!r:.80} (dtype {value.dtype}); return a "
-                                f"bool or a bool array of shape ({batch},)")
+        raise InvalidInputError(
+            f"stopping criterion {name} returned {result!r:.80} (dtype {value.dtype}); return a "
+            f"bool or a bool array of shape ({batch},)"
+        )
     if value.size == 1:
         return np.full(batch, bool(value.reshape(())), dtype=bool)
     if value.size != batch:
-        raise InvalidInputError(f"stopping criterion {name} returned an array of shape {value.shape} for a batch of "
-                                f"{batch}; return a bool or a bool array of shape ({batch},)")
+        raise InvalidInputError(
+            f"stopping criterion {name} returned an array of shape {value.shape} for a batch of "
+            f"{batch}; return a bool or a bool array of shape ({batch},)"
+        )
     return value.reshape(batch).astype(bool)
 
 
@@ -111,18 +127,28 @@ class MaxLengthCriteria(StoppingCriteria):
 
     def __init__(self, max_length: int, max_position_embeddings: Optional[int] = None) -> None:
         self.max_length = _check_int("max_length", max_length, 0)
-        self.max_position_embeddings = (None if max_position_embeddings is None else
-                                        _check_int("max_position_embeddings", max_position_embeddings, 1))
+        self.max_position_embeddings = (
+            None
+            if max_position_embeddings is None
+            else _check_int("max_position_embeddings", max_position_embeddings, 1)
+        )
         self._warned = False
 
     def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
         length = np.shape(input_ids)[-1]
         done = length >= self.max_length
-        if (not done and not self._warned and self.max_position_embeddings is not None
-                and length >= self.max_position_embeddings):
+        if (
+            not done
+            and not self._warned
+            and self.max_position_embeddings is not None
+            and length >= self.max_position_embeddings
+        ):
             self._warned = True
-            warnings.warn(f"the generation has reached {length} tokens, the model's max_position_embeddings "
-                          f"({self.max_position_embeddings}); past it the model may degrade", stacklevel=2)
+            warnings.warn(
+                f"the generation has reached {length} tokens, the model's max_position_embeddings "
+                f"({self.max_position_embeddings}); past it the model may degrade",
+                stacklevel=2,
+            )
         return np.full(_batch_size(input_ids), done, dtype=bool)
 
 
@@ -130,8 +156,11 @@ class MaxTimeCriteria(StoppingCriteria):
     """Done once more than max_time seconds have passed since initial_timestamp (time.time(); default: now)."""
 
     def __init__(self, max_time: float, initial_timestamp: Optional[float] = None) -> None:
-        if isinstance(max_time, bool) or not isinstance(max_time, (int, float, np.integer, np.floating)) \
-                or not max_time >= 0:
+        if (
+            isinstance(max_time, bool)
+            or not isinstance(max_time, (int, float, np.integer, np.floating))
+            or not max_time >= 0
+        ):
             raise InvalidInputError(f"max_time={max_time!r}; expected a number of seconds >= 0")
         self.max_time = float(max_time)
         self.initial_timestamp = time.time() if initial_timestamp is None else float(initial_timestamp)
@@ -144,12 +173,15 @@ class EosTokenCriteria(StoppingCriteria):
     """Done for the rows whose last token is eos_token_id (an int, or a list of them)."""
 
     def __init__(self, eos_token_id: Union[int, list[int]]) -> None:
-        ids = np.asarray(eos_token_id).reshape(-1) if not isinstance(eos_token_id, (int, np.integer)) \
+        ids = (
+            np.asarray(eos_token_id).reshape(-1)
+            if not isinstance(eos_token_id, (int, np.integer))
             else np.asarray([eos_token_id])
-        if isinstance(eos_token_id, bool) or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer) \
-                or ids.min() < 0:
-            raise InvalidInputError(f"eos_token_id={eos_token_id!r}; expected a token id (int >= 0) or a non-empty "
-                                    "list of them")
+        )
+        if isinstance(eos_token_id, bool) or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer) or ids.min() < 0:
+            raise InvalidInputError(
+                f"eos_token_id={eos_token_id!r}; expected a token id (int >= 0) or a non-empty list of them"
+            )
         self.eos_token_id = ids.astype(np.int64)
 
     def __call__(self, input_ids: Tensor, scores: Tensor, **kwargs: Any) -> np.ndarray:
@@ -203,17 +235,20 @@ class _Vocabulary:
             text = tokenizer.decode(prefix + [i], **options)
             at = text.find(_STATIC_PREFIX)
             if at < 0:
-                raise InvalidInputError(f"StopStringCriteria: the tokenizer does not give {_STATIC_PREFIX!r} back "
-                                        f"from decode(encode({_STATIC_PREFIX!r}) + [{i}]) (it gave {text!r}), so "
-                                        "the text of each token cannot be found; stop strings need a tokenizer "
-                                        "that round-trips plain ASCII")
-            text = text[at + len(_STATIC_PREFIX):]
+                raise InvalidInputError(
+                    f"StopStringCriteria: the tokenizer does not give {_STATIC_PREFIX!r} back "
+                    f"from decode(encode({_STATIC_PREFIX!r}) + [{i}]) (it gave {text!r}), so "
+                    "the text of each token cannot be found; stop strings need a tokenizer "
+                    "that round-trips plain ASCII"
+                )
+            text = text[at + len(_STATIC_PREFIX) :]
             values.append(text.encode("utf-8", "surrogatepass") if self.byte_mode else text)
         self.values = values
         self.lengths = np.zeros(self.size + 1, dtype=np.int64)  # the extra last row stands for any id out of range
-        self.lengths[:self.size] = [len(v) for v in values]
-        self.tables: collections.OrderedDict[tuple[_Text, ...], list[_StopTable]] = \
-            collections.OrderedDict()  # stop strings (tuple) -> [_StopTable]
+        self.lengths[: self.size] = [len(v) for v in values]
+        self.tables: collections.OrderedDict[tuple[_Text, ...], list[_StopTable]] = (
+            collections.OrderedDict()
+        )  # stop strings (tuple) -> [_StopTable]
 
 
 def _vocabulary(tokenizer: Any) -> _Vocabulary:
@@ -255,7 +290,7 @@ class _StopTable:
             if contains or (n and t[0] in chars):  # else t cannot start with a part of S
                 ends = np.zeros(L, dtype=bool)
                 for e in range(1, min(n, L - 1) + 1):
-                    ends[e - 1] = t[:e] == stop[L - e:]
+                    ends[e - 1] = t[:e] == stop[L - e :]
                 ends[L - 1] = contains
                 if ends.any():
                     self.end_row[tid] = len(end_rows)
@@ -302,12 +337,16 @@ def _check_stop_strings(stop_strings: Union[str, list[str], tuple[str, ...]]) ->
     if isinstance(stop_strings, str):
         stop_strings = [stop_strings]
     if not isinstance(stop_strings, (list, tuple)) or not stop_strings:
-        raise InvalidInputError(f"stop_strings={stop_strings!r:.200}; expected a str or a non-empty list of str, "
-                                "e.g. stop_strings=['\\n\\n']")
+        raise InvalidInputError(
+            f"stop_strings={stop_strings!r:.200}; expected a str or a non-empty list of str, "
+            "e.g. stop_strings=['\\n\\n']"
+        )
     for s in stop_strings:
         if not isinstance(s, str) or not s:
-            raise InvalidInputError(f"stop_strings holds {s!r:.200}; every stop string must be a non-empty str, "
-                                    "e.g. stop_strings=['\\n\\n']")
+            raise InvalidInputError(
+                f"stop_strings holds {s!r:.200}; every stop string must be a non-empty str, "
+                "e.g. stop_strings=['\\n\\n']"
+            )
     return tuple(stop_strings)
 
 
@@ -322,16 +361,20 @@ class StopStringCriteria(StoppingCriteria):
     def __init__(self, tokenizer: Any, stop_strings: Union[str, list[str]]) -> None:
         self.stop_strings = _check_stop_strings(stop_strings)
         if tokenizer is None or not all(callable(getattr(tokenizer, m, None)) for m in ("encode", "decode", "__len__")):
-            raise InvalidInputError(f"StopStringCriteria needs the model's tokenizer (with encode, decode and len), "
-                                    f"got {type(tokenizer).__name__}; pass "
-                                    "tokenizer=AutoTokenizer.from_pretrained(path)")
+            raise InvalidInputError(
+                f"StopStringCriteria needs the model's tokenizer (with encode, decode and len), "
+                f"got {type(tokenizer).__name__}; pass "
+                "tokenizer=AutoTokenizer.from_pretrained(path)"
+            )
         vocab = _vocabulary(tokenizer)
         keys: tuple[_Text, ...] = self.stop_strings
         if vocab.byte_mode:
             bad = [s for s in keys if not _encodable(s)]
             if bad:
-                raise InvalidInputError(f"stop string {bad[0]!r} is not valid Unicode (a lone surrogate); "
-                                        "UTF-8 cannot carry it: fix the string")
+                raise InvalidInputError(
+                    f"stop string {bad[0]!r} is not valid Unicode (a lone surrogate); "
+                    "UTF-8 cannot carry it: fix the string"
+                )
             keys = tuple(s.encode("utf-8") for s in keys)
         with _cache_lock:
             tables = vocab.tables.get(keys)
@@ -344,9 +387,11 @@ class StopStringCriteria(StoppingCriteria):
                 while len(vocab.tables) > _CACHE_SIZE:
                     vocab.tables.popitem(last=False)
         if not any(t.ends.shape[0] > 1 for t in tables):
-            raise InvalidInputError(f"stop_strings={list(self.stop_strings)!r:.200}: no token of this tokenizer can "
-                                    "end any of them (they hold characters its vocabulary lacks); use strings the "
-                                    "tokenizer can produce")
+            raise InvalidInputError(
+                f"stop_strings={list(self.stop_strings)!r:.200}: no token of this tokenizer can "
+                "end any of them (they hold characters its vocabulary lacks); use strings the "
+                "tokenizer can produce"
+            )
         self._vocab = vocab
         self._tables = tables
         self._size = vocab.size
@@ -361,7 +406,7 @@ class StopStringCriteria(StoppingCriteria):
         batch = ids.shape[0]
         if ids.shape[1] == 0:
             return np.zeros(batch, dtype=bool)
-        window = ids[:, ::-1][:, :self.maximum_token_len]
+        window = ids[:, ::-1][:, : self.maximum_token_len]
         flipped = np.where((window < 0) | (window >= self._size), self._size, window).astype(np.intp)
         if not self._can_end[flipped[:, 0]].any():
             return np.zeros(batch, dtype=bool)

@@ -77,7 +77,7 @@ class TextStreamer(BaseStreamer):
             return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
         text = self.tokenizer.decode(self._context + self.token_cache, **self.decode_kwargs)
         if text.startswith(self._context_text):
-            return text[len(self._context_text):]
+            return text[len(self._context_text) :]
         return self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
 
     def _cleans_up(self) -> bool:
@@ -95,7 +95,7 @@ class TextStreamer(BaseStreamer):
         self.token_cache.extend(int(t) for t in ids.reshape(-1))
         text = self._decode_cache()
         if text.endswith("\n"):  # a finished line: flush it and start a new cache after its last token
-            printable = text[self.print_len:]
+            printable = text[self.print_len :]
             self._context = self.token_cache[-1:]
             self._context_text = self.tokenizer.decode(self._context, **self.decode_kwargs)
             self.token_cache, self.print_len = [], 0
@@ -104,13 +104,13 @@ class TextStreamer(BaseStreamer):
             cut = min(cut, len(text.rstrip("\ufffd")))  # a partial UTF-8 sequence may still change
             if self._cleans_up():
                 cut = min(cut, len(text) - _cleanup_hold(text))
-            printable = text[self.print_len:cut] if cut > self.print_len else ""
+            printable = text[self.print_len : cut] if cut > self.print_len else ""
             self.print_len += len(printable)
         self.on_finalized_text(printable)
 
     def end(self) -> None:
         text = self._decode_cache() if self.token_cache else ""
-        printable = text[self.print_len:]
+        printable = text[self.print_len :]
         self.token_cache, self.print_len, self.next_tokens_are_prompt = [], 0, True
         self._context, self._context_text = [], ""
         self.on_finalized_text(printable, stream_end=True)
@@ -137,17 +137,25 @@ def _is_cjk(char: str) -> bool:
     """Transformers' TextStreamer._is_chinese_char: the CJK Unified Ideographs blocks, whose characters are words
     of their own (printed without waiting for a space)."""
     cp = ord(char)
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
-            or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF
-            or 0x2F800 <= cp <= 0x2FA1F)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
 
 
 class TextIteratorStreamer(TextStreamer):
     """TextStreamer whose text goes into a queue: iterate over it from another thread. timeout (seconds) bounds
     each wait; queue.Empty is raised when it passes."""
 
-    def __init__(self, tokenizer: Decoder, skip_prompt: bool = False, timeout: Optional[float] = None,
-                 **decode_kwargs: Any) -> None:
+    def __init__(
+        self, tokenizer: Decoder, skip_prompt: bool = False, timeout: Optional[float] = None, **decode_kwargs: Any
+    ) -> None:
         super().__init__(tokenizer, skip_prompt, **decode_kwargs)
         self.text_queue: queue.Queue[Union[str, None, _Stopped]] = queue.Queue()
         self.stop_signal, self.timeout = None, timeout

@@ -44,11 +44,14 @@ _HOLD_BACK = 4  # tokens held back at most while their text ends inside a charac
 
 # ---- which path: the check of tokenizer / assistant_tokenizer ---------------------------------------------
 
+
 def _vocab(tok, name):
     get = getattr(tok, "get_vocab", None)
     if not callable(get) or not callable(getattr(tok, "encode", None)) or not callable(getattr(tok, "decode", None)):
-        raise InvalidInputError(f"`{name}` must be a tokenizer with encode(), decode() and get_vocab() (e.g. from "
-                                f"ha.AutoTokenizer.from_pretrained), got {type(tok).__name__}")
+        raise InvalidInputError(
+            f"`{name}` must be a tokenizer with encode(), decode() and get_vocab() (e.g. from "
+            f"ha.AutoTokenizer.from_pretrained), got {type(tok).__name__}"
+        )
     return get()
 
 
@@ -62,11 +65,14 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
             raise InvalidInputError(
                 f"the assistant's vocab_size ({assistant.vocab_size}) differs from this model's ({target.vocab_size}): "
                 "the main and assistant models have different tokenizers; pass tokenizer= (this model's) and "
-                "assistant_tokenizer= (the assistant's) to generate() for universal assisted decoding")
+                "assistant_tokenizer= (the assistant's) to generate() for universal assisted decoding"
+            )
         return False
     if tokenizer is None:
-        raise InvalidInputError("`assistant_tokenizer` was passed without `tokenizer`: universal assisted decoding "
-                                "needs both, pass tokenizer= (the target's tokenizer) too")
+        raise InvalidInputError(
+            "`assistant_tokenizer` was passed without `tokenizer`: universal assisted decoding "
+            "needs both, pass tokenizer= (the target's tokenizer) too"
+        )
     same = _vocab(tokenizer, "tokenizer") == _vocab(assistant_tokenizer, "assistant_tokenizer")
     if same and assistant.vocab_size == target.vocab_size:
         return False
@@ -74,6 +80,7 @@ def different_tokenizers(target, assistant, tokenizer, assistant_tokenizer):
 
 
 # ---- the target's token choice: the C core's sampler ----------------------------------------------------------
+
 
 class TargetChooser:
     """The target's processors and token choice for one generate() call: csrc/generation/sampling.c through
@@ -96,6 +103,7 @@ class TargetChooser:
 
 # ---- text between the two tokenizers -----------------------------------------------------------------------
 
+
 def _decode(tok, ids):
     return tok.decode(list(ids), skip_special_tokens=True) if len(ids) else ""
 
@@ -111,7 +119,7 @@ def _text_added(tok, ids, a, b, context=8):
     left, full = _decode(tok, ids[base:a]), _decode(tok, ids[base:b])
     if not full.startswith(left):
         return None
-    text = full[len(left):]
+    text = full[len(left) :]
     return None if text.endswith("\ufffd") else text
 
 
@@ -141,13 +149,15 @@ class _Row:
         text = _decode(ttok, self.T)
         body = _encode(dtok, text)
         full = [int(i) for i in dtok.encode(text, add_special_tokens=True)]
-        lead = full[:len(full) - len(body)] if full[len(full) - len(body):] == body else []
+        lead = full[: len(full) - len(body)] if full[len(full) - len(body) :] == body else []
         self.A = lead + body
         self.a_floor = len(lead)
         bad = [i for i in self.A if not 0 <= i < draft_vocab]
         if bad:
-            raise InvalidInputError(f"assistant_tokenizer gives token id {bad[0]}, outside the assistant model's "
-                                    f"vocabulary of {draft_vocab}; pass the assistant's own tokenizer")
+            raise InvalidInputError(
+                f"assistant_tokenizer gives token id {bad[0]}, outside the assistant model's "
+                f"vocabulary of {draft_vocab}; pass the assistant's own tokenizer"
+            )
         self.cached = []  # the ids the draft's cache holds, in order
         self.dirty = 0  # A[:dirty] is unchanged since the draft's cache last caught up on A
         self.sent = len(self.T)
@@ -195,7 +205,7 @@ def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
         return []
     window = row.T[w:L]
     E = _encode(ttok, text + new)
-    cands = E[len(window):] if E[:len(window)] == window else _encode(ttok, new)
+    cands = E[len(window) :] if E[: len(window)] == window else _encode(ttok, new)
     # keep the longest prefix that extends the window's text by a prefix of the draft's text
     goal = text + new
     while cands:
@@ -210,8 +220,27 @@ def _candidates(row, ttok, dtok, drafts, draft_eos, target_eos, width):
 
 # ---- the loop ----------------------------------------------------------------------------------------------
 
-def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, eos, pad, seed, max_time,
-             on_tokens, scores_out, logits_out, sources=None):
+
+def generate(
+    target,
+    draft,
+    ttok,
+    dtok,
+    gc,
+    procs,
+    ids,
+    real,
+    max_new,
+    min_new,
+    eos,
+    pad,
+    seed,
+    max_time,
+    on_tokens,
+    scores_out,
+    logits_out,
+    sources=None,
+):
     """Universal assisted generation of ids int32 (B, S) (left-padded, real tokens per row in `real`), row by
     row; procs the processors' options (options.processing_args), its stop_fn the stopping criteria's callback.
     Writes scores_out / logits_out (max_new, B, V) and sources (B, max_new) (TokenSource) where given. -> (out
@@ -222,9 +251,12 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
     chooser = TargetChooser(gc, procs, eos, min_new, seed, V)
     eos_set = set(int(e) for e in eos)
     draft_eos = set(draft.generation_config.eos_token_ids()) | (
-        {int(dtok.eos_token_id)} if getattr(dtok, "eos_token_id", None) is not None else set())
-    t_special = set(int(i) for i in (getattr(ttok, "all_special_ids", None) or getattr(ttok, "special_ids", None)
-                                      or ())) | eos_set
+        {int(dtok.eos_token_id)} if getattr(dtok, "eos_token_id", None) is not None else set()
+    )
+    t_special = (
+        set(int(i) for i in (getattr(ttok, "all_special_ids", None) or getattr(ttok, "special_ids", None) or ()))
+        | eos_set
+    )
     lookbehind_t = max(int(gc.target_lookbehind if gc.target_lookbehind is not None else 10), 2)
     lookbehind_a = max(int(gc.assistant_lookbehind if gc.assistant_lookbehind is not None else 10), 2)
     adaptive = gc.num_assistant_tokens_schedule != "constant"
@@ -237,7 +269,7 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
     K = int(gc.num_assistant_tokens)
     for b in range(B):
         K = int(gc.num_assistant_tokens)
-        prompt = ids[b, S - int(real[b]):]
+        prompt = ids[b, S - int(real[b]) :]
         row = _Row(ttok, dtok, prompt, draft.vocab_size, t_special)
         tctx = _core.Context(target._core, 1, len(prompt) + max_new + 1, target.blas_prefill)
         dcap = draft.max_cache_len
@@ -304,8 +336,7 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                     row.cached.extend(drafts[:-1])
                     row.dirty = len(row.A)
                     # 3. Translate into target ids, at most cap of them.
-                    cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None,
-                                        lookbehind_t)[:cap]
+                    cands = _candidates(row, ttok, dtok, drafts, draft_eos, eos[0] if eos else None, lookbehind_t)[:cap]
             # 4. Verify: the target appends T[target_len:L] + candidates, scores positions L .. L + k; a round that
             # takes the row past the target's rope switch from a cache of <= switch_t positions first runs its
             # tokens again from an empty cache (its logits at L - 1 score position L, as after the prefill).
@@ -324,20 +355,22 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                 n_want = k + 1 - int(scored)
                 want = np.zeros(len(fresh), dtype=np.uint8)
                 if n_want:
-                    want[len(fresh) - n_want:] = 1
-                tctx.append(np.zeros(len(fresh), dtype=np.int32), np.asarray(fresh, dtype=np.int32), want,
-                            logits[int(scored):])
+                    want[len(fresh) - n_want :] = 1
+                tctx.append(
+                    np.zeros(len(fresh), dtype=np.int32), np.asarray(fresh, dtype=np.int32), want, logits[int(scored) :]
+                )
             target_len = L + k
             stats["num_target_passes"] += 1
             raw = logits.copy() if logits_out is not None else None
             hist = np.asarray(row.T + cands, dtype=np.int32)  # the processors' history, as the core passes it
             chosen = []
             for j in range(k + 1):
-                s = chooser.process(logits[j], b, hist[:L + j], int(generated[b]) + j)
+                s = chooser.process(logits[j], b, hist[: L + j], int(generated[b]) + j)
                 t = chooser.choose(s, b, L + j)
                 if t < 0:
-                    raise InvalidInputError(f"row {b}: every token was removed or NaN; check the weights and the "
-                                            "sampling arguments")
+                    raise InvalidInputError(
+                        f"row {b}: every token was removed or NaN; check the weights and the sampling arguments"
+                    )
                 chosen.append(t)
                 if j == k or t != cands[j]:
                     break
@@ -346,7 +379,7 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
             for j in range(kept):
                 stop = False
                 if stop_fn is not None:  # the criteria's contract: the row's whole sequence, as the core passes it
-                    toks = np.asarray(row.T + chosen[:j + 1], dtype=np.int32)
+                    toks = np.asarray(row.T + chosen[: j + 1], dtype=np.int32)
                     stop = bool(stop_fn(b, toks.tobytes(), logits[j].tobytes()))
                 if stop or chosen[j] in eos_set:
                     kept, done = j + 1, True
@@ -355,8 +388,15 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                 at = int(generated[b]) + j
                 out[b, at] = chosen[j]
                 if sources is not None:
-                    sources[b, at] = TokenSource.ACCEPTED if j < n else TokenSource.PLAIN if k == 0 else \
-                        TokenSource.BONUS if n == k else TokenSource.CORRECTED
+                    sources[b, at] = (
+                        TokenSource.ACCEPTED
+                        if j < n
+                        else TokenSource.PLAIN
+                        if k == 0
+                        else TokenSource.BONUS
+                        if n == k
+                        else TokenSource.CORRECTED
+                    )
                 if scores_out is not None:
                     scores_out[at, b] = logits[j]
                 if logits_out is not None:
@@ -386,6 +426,9 @@ def generate(target, draft, ttok, dtok, gc, procs, ids, real, max_new, min_new, 
                 logits_out[at, b] = -np.inf
     used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
     # rows run one after another here, each round its own target append
-    stats.update(num_rounds=stats["num_target_passes"], proposed_per_position=proposed[:used],
-                 accepted_per_position=accepted[:used])
+    stats.update(
+        num_rounds=stats["num_target_passes"],
+        proposed_per_position=proposed[:used],
+        accepted_per_position=accepted[:used],
+    )
     return out, steps, stats, K

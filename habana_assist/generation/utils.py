@@ -50,14 +50,14 @@ _Call = namedtuple("_Call", "ids kind real B S eos pad max_new min_new need")
 # GenerationConfig.check_supported refuses): flag -> why, and what to use instead.
 _REFUSED_ARGUMENTS = {
     "prefix_allowed_tokens_fn": "constrained decoding by a prefix function is not implemented; pass a "
-                                "logits_processor that sets the scores of disallowed tokens to -inf",
+    "logits_processor that sets the scores of disallowed tokens to -inf",
     "negative_prompt_ids": "classifier-free guidance is not implemented; leave guidance_scale unset",
     "negative_prompt_attention_mask": "classifier-free guidance is not implemented; leave guidance_scale unset",
     "synced_gpus": "there is one CPU process here, nothing to synchronize; leave it unset",
     "use_model_defaults": "generation always starts from the model's generation_config (use_model_defaults=True); "
-                          "pass generation_config=GenerationConfig() for Transformers' global defaults",
+    "pass generation_config=GenerationConfig() for Transformers' global defaults",
     "custom_generate": "no generation code from the Hub or a directory is run here; call generate() without it (its "
-                       "own arguments cover greedy, sampling and assisted decoding)",
+    "own arguments cover greedy, sampling and assisted decoding)",
 }
 # Values of those arguments that are accepted, since they change nothing here (default: None only).
 _ACCEPTED = {"synced_gpus": (None, False), "use_model_defaults": (None, True)}
@@ -73,11 +73,11 @@ def set_seed(seed: int, deterministic: bool = False) -> None:
     as Transformers); this package's own kernels are deterministic always."""
     global _seed_source
     random.seed(seed)
-    np.random.seed(seed % 2 ** 32)
+    np.random.seed(seed % 2**32)
     _seed_source = np.random.default_rng(seed)
     torch = optional_torch()
     if torch is not None:
-        torch.manual_seed(seed % 2 ** 64)  # what torch itself makes of a negative seed
+        torch.manual_seed(seed % 2**64)  # what torch itself makes of a negative seed
         if deterministic:
             torch.use_deterministic_algorithms(True)
 
@@ -93,8 +93,8 @@ def call_seed(gc):
         return 0
     torch = sys.modules.get("torch")  # imported: whoever seeded torch's generator has imported it
     if torch is not None and hasattr(torch, "randint"):
-        return int(torch.randint(0, 2 ** 63 - 1, (1,)).item())
-    return int(_seed_source.integers(0, 2 ** 63))
+        return int(torch.randint(0, 2**63 - 1, (1,)).item())
+    return int(_seed_source.integers(0, 2**63))
 
 
 def _check_tree(model, gc, drafter):
@@ -102,26 +102,36 @@ def _check_tree(model, gc, drafter):
     w = gc.assistant_tree_width
     fix = "or pass assistant_tree_width=1 (chains)"
     if drafter.universal:
-        raise InvalidInputError(f"assistant_tree_width={w}: a draft with another tokenizer proposes re-encoded text, "
-                                f"not distributions over this model's tokens to draw siblings from; {fix}")
+        raise InvalidInputError(
+            f"assistant_tree_width={w}: a draft with another tokenizer proposes re-encoded text, "
+            f"not distributions over this model's tokens to draw siblings from; {fix}"
+        )
     if _external.is_external(model):
-        raise InvalidInputError(f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
-                                f"forward verifies chains only; trees need a habana_assist model as the target, {fix}")
+        raise InvalidInputError(
+            f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
+            f"forward verifies chains only; trees need a habana_assist model as the target, {fix}"
+        )
 
 
 def _metered(on_tokens, meter):
     """The token callback with a progress bar told each decided token (on_tokens may be None)."""
+
     def told(row, tokens):
         meter.update(len(tokens))
         if on_tokens is not None:
             on_tokens(row, tokens)
+
     return told
 
 
 def _is_transformers_generation_config(obj):
     """Transformers' GenerationConfig (from transformers.generation), which generate() takes as its own."""
-    return (obj is not None and type(obj).__name__ == "GenerationConfig"
-            and type(obj).__module__.startswith("transformers.") and callable(getattr(obj, "to_dict", None)))
+    return (
+        obj is not None
+        and type(obj).__name__ == "GenerationConfig"
+        and type(obj).__module__.startswith("transformers.")
+        and callable(getattr(obj, "to_dict", None))
+    )
 
 
 class GenerationMixin:
@@ -133,13 +143,19 @@ class GenerationMixin:
         config: Any
         generation_config: GenerationConfig
 
-    def generate(self, input_ids: Optional[TokenIds] = None, attention_mask: Optional[TokenIds] = None,
-                 generation_config: Optional[GenerationConfig] = None,
-                 assistant_model: Optional[GenerationMixin] = None,
-                 streamer: Any = None, logits_processor: Optional[list[Callable[..., Tensor]]] = None,
-                 stopping_criteria: Optional[list[Callable[..., Any]]] = None,
-                 tokenizer: Optional[PreTrainedTokenizerBase] = None, progress: Optional[bool] = None,
-                 **kwargs: Any) -> Union[Tensor, GenerateDecoderOnlyOutput]:
+    def generate(
+        self,
+        input_ids: Optional[TokenIds] = None,
+        attention_mask: Optional[TokenIds] = None,
+        generation_config: Optional[GenerationConfig] = None,
+        assistant_model: Optional[GenerationMixin] = None,
+        streamer: Any = None,
+        logits_processor: Optional[list[Callable[..., Tensor]]] = None,
+        stopping_criteria: Optional[list[Callable[..., Any]]] = None,
+        tokenizer: Optional[PreTrainedTokenizerBase] = None,
+        progress: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> Union[Tensor, GenerateDecoderOnlyOutput]:
         """Greedy or sampled generation with Transformers' arguments and semantics.
 
         Warnings, where Transformers warns (UserWarning): max_length passed with max_new_tokens (max_new_tokens
@@ -217,12 +233,23 @@ class GenerationMixin:
             CacheCapacityError: the prompt plus max_new_tokens needs more positions than the model's (or the
                 assistant's) max_cache_len (from_pretrained's).
         """
-        if streamer is not None and not (callable(getattr(streamer, "put", None))
-                                         and callable(getattr(streamer, "end", None))):
+        if streamer is not None and not (
+            callable(getattr(streamer, "put", None)) and callable(getattr(streamer, "end", None))
+        ):
             raise InvalidInputError("streamer must have put(ids) and end() methods, like ha.TextStreamer")
         try:
-            result = self._generate(input_ids, attention_mask, generation_config, assistant_model, streamer,
-                                    logits_processor, stopping_criteria, tokenizer, progress, kwargs)
+            result = self._generate(
+                input_ids,
+                attention_mask,
+                generation_config,
+                assistant_model,
+                streamer,
+                logits_processor,
+                stopping_criteria,
+                tokenizer,
+                progress,
+                kwargs,
+            )
             if streamer is not None:  # inside the try: a Ctrl-C that lands in end() must still release the consumer
                 streamer.end()
         except BaseException as error:
@@ -236,13 +263,18 @@ class GenerationMixin:
         if _is_transformers_generation_config(generation_config):
             # Transformers' own GenerationConfig: the fields it sets (5.x leaves the rest None until generate() fills
             # them), with this package's meaning for each, as if its generation_config.json had been loaded here
-            fields = {k: v for k, v in generation_config.to_dict().items()
-                      if v is not None and not k.startswith("_") and k != "transformers_version"}
+            fields = {
+                k: v
+                for k, v in generation_config.to_dict().items()
+                if v is not None and not k.startswith("_") and k != "transformers_version"
+            }
             generation_config = GenerationConfig.from_dict(fields)
         if generation_config is not None and not isinstance(generation_config, GenerationConfig):
-            raise InvalidInputError("generation_config must be a GenerationConfig, got "
-                                    f"{type(generation_config).__name__}; pass GenerationConfig(**your_dict) or the "
-                                    "arguments themselves")
+            raise InvalidInputError(
+                "generation_config must be a GenerationConfig, got "
+                f"{type(generation_config).__name__}; pass GenerationConfig(**your_dict) or the "
+                "arguments themselves"
+            )
         for flag, why in _REFUSED_ARGUMENTS.items():
             if flag in kwargs and not any(kwargs[flag] is v for v in _ACCEPTED.get(flag, (None,))):
                 raise InvalidInputError(f"`{flag}` (={kwargs[flag]!r}) is not supported: {why}")
@@ -254,42 +286,64 @@ class GenerationMixin:
                     setattr(gc, key, getattr(assistant_model.generation_config, key, getattr(gc, key)))
         unused = gc.update(**kwargs)
         if unused:
-            raise InvalidInputError(f"The following generation arguments are not used: {sorted(unused)}; check their "
-                                    "spelling against GenerationConfig")
+            raise InvalidInputError(
+                f"The following generation arguments are not used: {sorted(unused)}; check their "
+                "spelling against GenerationConfig"
+            )
         gc.validate()
         gc.check_supported()
         # Transformers' _prepare_generated_length: max_length (min_length) passed to this call with max_new_tokens
         # (min_new_tokens) set, here or in the config: the new tokens' count wins (see _prepare_inputs)
         for new, total in (("max_new_tokens", "max_length"), ("min_new_tokens", "min_length")):
             if kwargs.get(total) is not None and getattr(gc, new) is not None:
-                warnings.warn(f"Both `{new}` (={getattr(gc, new)}) and `{total}` (={getattr(gc, total)}) seem to have "
-                              f"been set. `{new}` will take precedence; pass only one of them", UserWarning,
-                              stacklevel=4)
+                warnings.warn(
+                    f"Both `{new}` (={getattr(gc, new)}) and `{total}` (={getattr(gc, total)}) seem to have "
+                    f"been set. `{new}` will take precedence; pass only one of them",
+                    UserWarning,
+                    stacklevel=4,
+                )
         return gc
 
-    def _generate(self, input_ids, attention_mask, generation_config, assistant_model, streamer, logits_processor,
-                  stopping_criteria, tokenizer, progress, kwargs):
+    def _generate(
+        self,
+        input_ids,
+        attention_mask,
+        generation_config,
+        assistant_model,
+        streamer,
+        logits_processor,
+        stopping_criteria,
+        tokenizer,
+        progress,
+        kwargs,
+    ):
         """generate() up to the streamer's end (or stop): the call's config, its inputs, its drafter, the core's
         loop, the output."""
         kwargs = dict(kwargs)
         cache, renamed = kwargs.pop("past_key_values", None), kwargs.pop("cache", None)
         if cache is not None and renamed is not None:
-            raise InvalidInputError("cache and past_key_values are one argument (Transformers 5.24 renamed "
-                                    "past_key_values to cache): pass one of them")
+            raise InvalidInputError(
+                "cache and past_key_values are one argument (Transformers 5.24 renamed "
+                "past_key_values to cache): pass one of them"
+            )
         cache = renamed if cache is None else cache
         if "inputs" in kwargs:  # Transformers' generate(inputs=None, ...): its main input, input_ids here
             inputs = kwargs.pop("inputs")
             if inputs is not None and input_ids is not None:
-                raise InvalidInputError("`inputs` and `input_ids` were both passed: they are the same argument "
-                                        "(Transformers' name and this model's); pass the prompt once, as "
-                                        "generate(ids), generate(inputs=ids) or generate(input_ids=ids)")
+                raise InvalidInputError(
+                    "`inputs` and `input_ids` were both passed: they are the same argument "
+                    "(Transformers' name and this model's); pass the prompt once, as "
+                    "generate(ids), generate(inputs=ids) or generate(input_ids=ids)"
+                )
             if inputs is not None:
                 input_ids = inputs
         assistant_model = candidate_generator.as_assistant(assistant_model, GenerationMixin)
         assistant_tokenizer = kwargs.pop("assistant_tokenizer", None)
         if assistant_tokenizer is not None and assistant_model is None:
-            raise InvalidInputError("`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
-                                    "too, or leave assistant_tokenizer unset")
+            raise InvalidInputError(
+                "`assistant_tokenizer` is the tokenizer of assistant_model: pass assistant_model= "
+                "too, or leave assistant_tokenizer unset"
+            )
         gc = self._generate_config(generation_config, assistant_model, kwargs)
         call = self._prepare_inputs(input_ids, attention_mask, gc)
         drafter = candidate_generator.choose(self, gc, assistant_model, tokenizer, assistant_tokenizer, call.need)
@@ -298,20 +352,27 @@ class GenerationMixin:
             _check_tree(self, gc, drafter)
         if cache is not None:
             if drafter.universal:
-                raise InvalidInputError("past_key_values with a draft of another tokenizer is not supported: leave "
-                                        "past_key_values unset")
+                raise InvalidInputError(
+                    "past_key_values with a draft of another tokenizer is not supported: leave past_key_values unset"
+                )
             cache = check_generate_cache(self, cache, call.ids, call.real)
         # the cache returned (Transformers: with return_dict_in_generate and use_cache) or filled
-        keep_cache = (cache is not None or gc.return_dict_in_generate) and gc.use_cache is not False and not (
-            drafter.universal or _external.is_external(self))
+        keep_cache = (
+            (cache is not None or gc.return_dict_in_generate)
+            and gc.use_cache is not False
+            and not (drafter.universal or _external.is_external(self))
+        )
         if gc.use_cache is False:
             if assisted:
-                raise InvalidInputError("assisted generation requires `use_cache=True`: the drafts are verified "
-                                        "against the KV cache")
+                raise InvalidInputError(
+                    "assisted generation requires `use_cache=True`: the drafts are verified against the KV cache"
+                )
             if self.blas_prefill:
-                raise InvalidInputError("`use_cache=False` recomputes each sequence through the batch-invariant "
-                                        "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
-                                        "through OpenBLAS, not bitwise the same); load it without blas_prefill")
+                raise InvalidInputError(
+                    "`use_cache=False` recomputes each sequence through the batch-invariant "
+                    "kernels, but this model was loaded with blas_prefill=True (prompt blocks "
+                    "through OpenBLAS, not bitwise the same); load it without blas_prefill"
+                )
         B, S, max_new = call.B, call.S, call.max_new
         if streamer is not None and B != 1:
             raise InvalidInputError(f"streamer works with one prompt at a time; got a batch of {B}")
@@ -319,39 +380,77 @@ class GenerationMixin:
         stop_strings = gc.stop_strings
         if stop_strings is not None:
             if tokenizer is None:
-                raise InvalidInputError("`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
-                                        "pass tokenizer=tokenizer to generate()")
+                raise InvalidInputError(
+                    "`stop_strings` needs the model's tokenizer to find the strings in the tokens: "
+                    "pass tokenizer=tokenizer to generate()"
+                )
             stops.append(StopStringCriteria(tokenizer, stop_strings))
         for flag, on in (("output_scores", gc.output_scores), ("output_logits", gc.effective("output_logits"))):
             if on:
-                check_fits(f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
-                           4 * B * max_new * self.vocab_size, f"lower max_new_tokens or leave {flag} off")
+                check_fits(
+                    f"{flag} for {B} rows x {max_new} new tokens x vocab {self.vocab_size}",
+                    4 * B * max_new * self.vocab_size,
+                    f"lower max_new_tokens or leave {flag} off",
+                )
         seed = call_seed(gc)
         # max_time 0 ends after the first step, as in Transformers; the core reads 0 as no limit
         max_time = 0.0 if gc.max_time is None else max(float(gc.max_time), 1e-300)
         if streamer is not None:  # what Transformers puts: the prompt (1, n), then each step's (1,) tokens, or
             # each assisted round's (1, n); torch tensors where the inputs were torch
-            streamer.put(convert_output(call.ids[:1, S - int(call.real[0]):].astype(np.int64), call.kind))
+            streamer.put(convert_output(call.ids[:1, S - int(call.real[0]) :].astype(np.int64), call.kind))
         put_shape = (1, -1) if assisted else (-1,)
-        on_tokens = (lambda row, tokens: streamer.put(convert_output(
-            np.array(tokens, dtype=np.int64).reshape(put_shape), call.kind))) if streamer else None
+        on_tokens = (
+            (
+                lambda row, tokens: streamer.put(
+                    convert_output(np.array(tokens, dtype=np.int64).reshape(put_shape), call.kind)
+                )
+            )
+            if streamer
+            else None
+        )
         # a bar for long calls: by size, never time (streamed text is its own progress)
-        meter = _progress.bar(progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new,
-                              "generating", "tok")
+        meter = _progress.bar(
+            progress, 0 if streamer is not None else B * max_new, _progress.MIN_TOKENS, B * max_new, "generating", "tok"
+        )
         if meter is not None:
             on_tokens = _metered(on_tokens, meter)
         with meter if meter is not None else contextlib.nullcontext():  # the bar closes however the call ends
             out = np.empty((B, max_new), dtype=np.int32)
             scores = np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.output_scores else None
-            logits = (np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits")
-                      else None)
+            logits = (
+                np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
+            )
             sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
-            procs = processing_args(gc, S, max_new, call.eos, logits_callback(logits_processor, call.kind),
-                                    stop_callback(stops, call.kind), logits)
+            procs = processing_args(
+                gc,
+                S,
+                max_new,
+                call.eos,
+                logits_callback(logits_processor, call.kind),
+                stop_callback(stops, call.kind),
+                logits,
+            )
             if drafter.universal:
                 out[:], steps, extra, k_final = _universal.generate(
-                    self, drafter.model, tokenizer, assistant_tokenizer, gc, procs, call.ids, call.real, max_new,
-                    call.min_new, call.eos, call.pad, seed, max_time, on_tokens, scores, logits, sources)
+                    self,
+                    drafter.model,
+                    tokenizer,
+                    assistant_tokenizer,
+                    gc,
+                    procs,
+                    call.ids,
+                    call.real,
+                    max_new,
+                    call.min_new,
+                    call.eos,
+                    call.pad,
+                    seed,
+                    max_time,
+                    on_tokens,
+                    scores,
+                    logits,
+                    sources,
+                )
                 candidate_generator.carry_heuristic_k(self, drafter, gc, k_final)
             else:
                 # a tree's nodes take cache positions past the row's tokens: room for a whole tree (64 nodes) where
@@ -359,9 +458,19 @@ class GenerationMixin:
                 trees = assisted and gc.assistant_tree_width > 1
                 room = min(call.need + 64, self.max_cache_len) if trees else call.need
                 ctx = self._context(B, room, argmax_only=reads_argmax_only(gc, procs, call.min_new))
-                common = dict(procs, **sampling_options(gc, call.min_new, call.eos, seed), prompt=call.ids,
-                              start=(S - call.real).astype(np.int64), max_new_tokens=max_new, pad_token_id=call.pad,
-                              max_time=max_time, out=out, scores=scores, sources=sources, on_tokens=on_tokens)
+                common = dict(
+                    procs,
+                    **sampling_options(gc, call.min_new, call.eos, seed),
+                    prompt=call.ids,
+                    start=(S - call.real).astype(np.int64),
+                    max_new_tokens=max_new,
+                    pad_token_id=call.pad,
+                    max_time=max_time,
+                    out=out,
+                    scores=scores,
+                    sources=sources,
+                    on_tokens=on_tokens,
+                )
                 if not assisted:
                     steps, extra = _core.generate(ctx, common), {}
                 else:
@@ -388,25 +497,30 @@ class GenerationMixin:
             return
         first = ended[:, rows].argmax(axis=0)  # each row's first step after its end
         S, V = call.S, self.vocab_size
-        histories = [np.concatenate([call.ids[b, S - int(call.real[b]):], out[b, :steps - 1]]).astype(np.int32)
-                     for b in rows]
+        histories = [
+            np.concatenate([call.ids[b, S - int(call.real[b]) :], out[b, : steps - 1]]).astype(np.int32) for b in rows
+        ]
         seq = np.concatenate([np.full(h.size, k, dtype=np.int32) for k, h in enumerate(histories)])
         tokens = np.concatenate(histories)
         # the logits of position p predict step p - real + 1: wanted from each row's first step after its end
-        want = np.concatenate([(np.arange(h.size) >= call.real[b] + j - 1).astype(np.uint8)
-                               for h, b, j in zip(histories, rows, first)])
+        want = np.concatenate(
+            [(np.arange(h.size) >= call.real[b] + j - 1).astype(np.uint8) for h, b, j in zip(histories, rows, first)]
+        )
         raw = np.empty((int(want.sum()), V), dtype=np.float32)
         ctx = self._context(int(rows.size), int(max(h.size for h in histories)))
         ctx.append(seq, tokens, want, raw)
-        sampler = _core.Sampler(V, dict(procs, **sampling_options(gc, call.min_new, call.eos, seed))) \
-            if scores is not None else None
+        sampler = (
+            _core.Sampler(V, dict(procs, **sampling_options(gc, call.min_new, call.eos, seed)))
+            if scores is not None
+            else None
+        )
         k = 0
         for h, b, j in zip(histories, rows, first):
             for step in range(int(j), steps):
                 if logits is not None:
                     logits[step, b] = raw[k]
                 if sampler is not None:
-                    sampler.process(raw[k], int(b), h[:int(call.real[b]) + step], step)
+                    sampler.process(raw[k], int(b), h[: int(call.real[b]) + step], step)
                     scores[step, b] = raw[k]
                 k += 1
 
@@ -423,40 +537,57 @@ class GenerationMixin:
         eos = gc.eos_token_ids()
         pad = gc.pad_token_id if gc.pad_token_id is not None else (eos[0] if eos else 0)
         if any(v >= self.vocab_size for v in eos):  # processors index the scores at eos ids (min_new_tokens...)
-            raise InvalidInputError(f"`eos_token_id` (={eos}) is outside the vocabulary "
-                                    f"(vocab_size={self.vocab_size}); pass ids from the model's tokenizer")
-        if not -2 ** 31 <= pad < 2 ** 31:  # only written into the output (rows that stopped early), as Transformers
+            raise InvalidInputError(
+                f"`eos_token_id` (={eos}) is outside the vocabulary "
+                f"(vocab_size={self.vocab_size}); pass ids from the model's tokenizer"
+            )
+        if not -(2**31) <= pad < 2**31:  # only written into the output (rows that stopped early), as Transformers
             raise InvalidInputError(f"`pad_token_id` (={pad}) must fit in 32 bits")
         if attention_mask is None and pad in eos:  # Transformers' _prepare_special_tokens (pad unset: eos[0])
             if "mask not inferred" not in _WARNED_ONCE:
                 _WARNED_ONCE.add("mask not inferred")
-                warnings.warn("The attention mask is not set and cannot be inferred from input because pad token is "
-                              f"same as eos token (pad_token_id={pad}, eos_token_id={eos}). As a consequence, you may "
-                              "observe unexpected behavior. Please pass your input's `attention_mask` to obtain "
-                              "reliable results.", UserWarning, stacklevel=4)
-        if attention_mask is None and gc.pad_token_id is not None and gc.pad_token_id not in eos \
-                and (ids == gc.pad_token_id).any():
+                warnings.warn(
+                    "The attention mask is not set and cannot be inferred from input because pad token is "
+                    f"same as eos token (pad_token_id={pad}, eos_token_id={eos}). As a consequence, you may "
+                    "observe unexpected behavior. Please pass your input's `attention_mask` to obtain "
+                    "reliable results.",
+                    UserWarning,
+                    stacklevel=4,
+                )
+        if (
+            attention_mask is None
+            and gc.pad_token_id is not None
+            and gc.pad_token_id not in eos
+            and (ids == gc.pad_token_id).any()
+        ):
             attention_mask = ids != gc.pad_token_id  # what Transformers infers from the pad token
         mask = checked_attention_mask(attention_mask, ids.shape)
         real = mask.sum(axis=1)
         if (real == 0).any():
-            raise InvalidInputError(f"row {int(np.argmin(real))} of attention_mask has no real token; every prompt "
-                                    "needs at least one")
+            raise InvalidInputError(
+                f"row {int(np.argmin(real))} of attention_mask has no real token; every prompt needs at least one"
+            )
         if not (mask == (np.arange(S)[None, :] >= (S - real)[:, None])).all():
-            raise InvalidInputError("attention_mask is not left-padded: generation continues each row after its last "
-                                    "column, so pad on the left (tokenizer.padding_side = 'left')")
+            raise InvalidInputError(
+                "attention_mask is not left-padded: generation continues each row after its last "
+                "column, so pad on the left (tokenizer.padding_side = 'left')"
+            )
         max_new = gc.max_new_tokens if gc.max_new_tokens is not None else gc.max_length - S
         if max_new < 1:
-            raise InvalidInputError(f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
-                                    "pass max_new_tokens instead")
+            raise InvalidInputError(
+                f"`max_length` (={gc.max_length}) leaves no room after the prompt of {S} tokens; "
+                "pass max_new_tokens instead"
+            )
         # min_new_tokens wins over min_length, as max_new_tokens over max_length (Transformers sets min_length to
         # min_new_tokens + the prompt's width)
         min_new = gc.min_new_tokens if gc.min_new_tokens is not None else max(gc.min_length - S, 0)
         need = int(real.max()) + max_new
         if need > self.max_cache_len:
-            raise CacheCapacityError(f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
-                                     f"{need} cache positions, more than max_cache_len={self.max_cache_len}; "
-                                     "shorten the prompt, lower max_new_tokens, or load with a larger max_cache_len")
+            raise CacheCapacityError(
+                f"the prompt ({int(real.max())} tokens) plus max_new_tokens ({max_new}) needs "
+                f"{need} cache positions, more than max_cache_len={self.max_cache_len}; "
+                "shorten the prompt, lower max_new_tokens, or load with a larger max_cache_len"
+            )
         return _Call(ids, kind, real, B, S, eos, pad, max_new, min_new, need)
 
     def _run_assisted(self, ctx, drafter, gc, call, common):
@@ -466,30 +597,54 @@ class GenerationMixin:
         a copy, put back whole after it, so that calls from two threads never leave a mix of both."""
         draft_ctx = candidate_generator.draft_context(self, drafter, call.B, call.need)
         cost = gc.num_assistant_tokens_schedule == "cost"
-        costs = self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core() if cost \
+        costs = (
+            self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core()
+            if cost
             else (None, None)
-        learned = self._costs.learned(self._drafter(drafter.model, drafter.early_exit)) if cost and not (
-            gc.do_sample and gc.assisted_sampling == "rejection") else None
+        )
+        learned = (
+            self._costs.learned(self._drafter(drafter.model, drafter.early_exit))
+            if cost and not (gc.do_sample and gc.assisted_sampling == "rejection")
+            else None
+        )
         counts = None if learned is None else learned.copy()
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
-        stats = _core.generate_assisted(ctx, draft_ctx, dict(
-            common, num_assistant_tokens=int(gc.num_assistant_tokens), schedule=gc.num_assistant_tokens_schedule,
-            confidence_threshold=float(gc.assistant_confidence_threshold or 0.0), acceptance=gc.assisted_sampling,
-            prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
-            max_matching_ngram_size=int(gc.max_matching_ngram_size or 2), draft_costs=costs[0],
-            target_costs=costs[1], proposed_at=proposed, accepted_at=accepted, overlap=overlap, cost_state=counts,
-            tree_width=int(gc.assistant_tree_width)))
+        stats = _core.generate_assisted(
+            ctx,
+            draft_ctx,
+            dict(
+                common,
+                num_assistant_tokens=int(gc.num_assistant_tokens),
+                schedule=gc.num_assistant_tokens_schedule,
+                confidence_threshold=float(gc.assistant_confidence_threshold or 0.0),
+                acceptance=gc.assisted_sampling,
+                prompt_lookup_num_tokens=int(gc.prompt_lookup_num_tokens or 1),
+                max_matching_ngram_size=int(gc.max_matching_ngram_size or 2),
+                draft_costs=costs[0],
+                target_costs=costs[1],
+                proposed_at=proposed,
+                accepted_at=accepted,
+                overlap=overlap,
+                cost_state=counts,
+                tree_width=int(gc.assistant_tree_width),
+            ),
+        )
         if learned is not None:
             learned[:] = counts
         if _external.is_external(self):
             self.drafted_ahead = {"passes": stats.num_ahead_passes, "used": stats.num_ahead_used}
         candidate_generator.carry_heuristic_k(self, drafter, gc, stats.num_assistant_tokens)
         used = int(np.max(np.nonzero(proposed)[0], initial=-1)) + 1
-        result = dict(num_draft_tokens=stats.num_draft_tokens, num_accepted_tokens=stats.num_accepted_tokens,
-                      num_target_passes=stats.num_target_passes, num_draft_passes=stats.num_draft_passes,
-                      num_rounds=stats.num_rounds, proposed_per_position=proposed[:used],
-                      accepted_per_position=accepted[:used])
+        result = dict(
+            num_draft_tokens=stats.num_draft_tokens,
+            num_accepted_tokens=stats.num_accepted_tokens,
+            num_target_passes=stats.num_target_passes,
+            num_draft_passes=stats.num_draft_passes,
+            num_rounds=stats.num_rounds,
+            proposed_per_position=proposed[:used],
+            accepted_per_position=accepted[:used],
+        )
         if gc.assistant_tree_width > 1:
             result.update(num_sibling_tokens=stats.num_sibling_tokens, num_sibling_accepted=stats.num_sibling_accepted)
         return stats.steps, result
@@ -504,37 +659,49 @@ class GenerationMixin:
             return convert_output(sequences, call.kind)
         if logits is not None:
             extra["logits"] = tuple(logits[:steps])
-        result = GenerateDecoderOnlyOutput(sequences=sequences, scores=tuple(scores[:steps]) if scores is not None
-                                           else None, **extra)
+        result = GenerateDecoderOnlyOutput(
+            sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra
+        )
         result.token_sources = np.ascontiguousarray(sources[:, :steps])
         # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
         result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
         return convert_output(result, call.kind)
 
-    def compute_transition_scores(self, sequences: Tensor, scores: Union[tuple[Tensor, ...], list[Tensor]],
-                                  beam_indices: Optional[Tensor] = None, normalize_logits: bool = False) -> Tensor:
+    def compute_transition_scores(
+        self,
+        sequences: Tensor,
+        scores: Union[tuple[Tensor, ...], list[Tensor]],
+        beam_indices: Optional[Tensor] = None,
+        normalize_logits: bool = False,
+    ) -> Tensor:
         """Transformers' compute_transition_scores without beams: the score of each generated token at its step,
         (batch, steps) float32, from generate(..., output_scores=True, return_dict_in_generate=True)'s sequences
         and scores (or logits); normalize_logits=True takes log_softmax over the vocabulary first. A row that ended
         before the last step scores its pad tokens there, as in Transformers (generate() reports that row's real
         scores after its end). Torch in, torch out."""
         if beam_indices is not None:
-            raise InvalidInputError("beam_indices is for beam search, which is not implemented here; pass "
-                                    "compute_transition_scores(sequences, scores)")
+            raise InvalidInputError(
+                "beam_indices is for beam search, which is not implemented here; pass "
+                "compute_transition_scores(sequences, scores)"
+            )
         seq, kind = to_numpy(sequences, "sequences")
         if not isinstance(scores, (tuple, list)) or not scores:
-            raise InvalidInputError("scores must be the tuple of per-step (batch, vocab) arrays that generate(..., "
-                                    "output_scores=True, return_dict_in_generate=True) returns")
+            raise InvalidInputError(
+                "scores must be the tuple of per-step (batch, vocab) arrays that generate(..., "
+                "output_scores=True, return_dict_in_generate=True) returns"
+            )
         steps = np.stack([to_numpy(step, "scores")[0] for step in scores]).astype(np.float32)  # (steps, batch, vocab)
         if seq.ndim != 2 or steps.ndim != 3 or steps.shape[1] != seq.shape[0] or steps.shape[0] > seq.shape[1]:
-            raise InvalidInputError(f"sequences {seq.shape} and scores ({len(scores)} steps of "
-                                    f"{steps.shape[1:]}) do not belong together; pass both from one generate() result")
+            raise InvalidInputError(
+                f"sequences {seq.shape} and scores ({len(scores)} steps of "
+                f"{steps.shape[1:]}) do not belong together; pass both from one generate() result"
+            )
         if normalize_logits:
             m = steps.max(axis=2, keepdims=True)
             m = np.where(np.isfinite(m), m, 0)
             with np.errstate(divide="ignore"):
                 steps = steps - m - np.log(np.exp(steps - m).sum(axis=2, keepdims=True))
-        tokens = seq[:, seq.shape[1] - steps.shape[0]:]  # (batch, steps): the token chosen at each step
+        tokens = seq[:, seq.shape[1] - steps.shape[0] :]  # (batch, steps): the token chosen at each step
         if tokens.size and (tokens.min() < 0 or tokens.max() >= steps.shape[2]):
             raise InvalidInputError("sequences hold token ids outside the scores' vocabulary")
         result = np.take_along_axis(steps.transpose(1, 0, 2), tokens[:, :, None].astype(np.int64), axis=2)[:, :, 0]

@@ -56,8 +56,8 @@ from ..utils.tensors import cpu_device, import_torch
 if TYPE_CHECKING:
     from ..generation.configuration_utils import GenerationConfig
 
-_PROBE = 8     # positions of the batch-invariance probe
-_KDLCPU = 1    # DLPack's device type of host memory
+_PROBE = 8  # positions of the batch-invariance probe
+_KDLCPU = 1  # DLPack's device type of host memory
 # reduce_logits=None reduces a device's rows to their top two from this vocabulary size up: below it, the
 # reduction's kernel launches cost more than the whole rows' transfer (benchmarks/bench_external.py --reduce-sweep;
 # docs/benchmarks.md)
@@ -89,8 +89,10 @@ def _field(out, name, index):
             return out[n]
     if isinstance(out, (tuple, list)) and len(out) > index:
         return out[index]
-    raise InvalidInputError(f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must "
-                            "return an object with .logits and .past_key_values (Transformers' CausalLMOutputWithPast)")
+    raise InvalidInputError(
+        f"the wrapped model's forward returned {type(out).__name__} without `{name}`; it must "
+        "return an object with .logits and .past_key_values (Transformers' CausalLMOutputWithPast)"
+    )
 
 
 def crop_cache(cache, length):
@@ -107,12 +109,15 @@ def crop_cache(cache, length):
         elif int(held) > length:
             cache.crop(length - int(held))
         return cache
-    if isinstance(cache, (tuple, list)) and all(isinstance(layer, (tuple, list)) and len(layer) >= 2
-                                                for layer in cache):
+    if isinstance(cache, (tuple, list)) and all(
+        isinstance(layer, (tuple, list)) and len(layer) >= 2 for layer in cache
+    ):
         return tuple(tuple(t[..., :length, :] for t in layer) for layer in cache)
-    raise UnsupportedModelError(f"the wrapped model's cache ({type(cache).__name__}) cannot be cropped: assisted "
-                                "generation takes back rejected drafts; use a cache with crop(n) (Transformers' "
-                                "DynamicCache) or the tuple of (key, value) tensors")
+    raise UnsupportedModelError(
+        f"the wrapped model's cache ({type(cache).__name__}) cannot be cropped: assisted "
+        "generation takes back rejected drafts; use a cache with crop(n) (Transformers' "
+        "DynamicCache) or the tuple of (key, value) tensors"
+    )
 
 
 def rope_switch(config):
@@ -123,9 +128,11 @@ def rope_switch(config):
     for key in ("rope_parameters", "rope_scaling"):
         params = getattr(config, key, None)
         if isinstance(params, dict) and params.get("rope_type", params.get("type")) == "longrope":
-            for value in (getattr(config, "original_max_position_embeddings", None),
-                          params.get("original_max_position_embeddings"),
-                          getattr(config, "max_position_embeddings", None)):
+            for value in (
+                getattr(config, "original_max_position_embeddings", None),
+                params.get("original_max_position_embeddings"),
+                getattr(config, "max_position_embeddings", None),
+            ):
                 if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0:
                     return int(value)
     return 0
@@ -156,8 +163,10 @@ def _widened(logits):
 
 
 def _not_float32(dtype):
-    return InvalidInputError(f"the wrapped model's logits are {dtype}; return float32 logits (float16 and bfloat16 are "
-                             "widened here; others: logits.float() in the forward)")
+    return InvalidInputError(
+        f"the wrapped model's logits are {dtype}; return float32 logits (float16 and bfloat16 are "
+        "widened here; others: logits.float() in the forward)"
+    )
 
 
 def host_rows(logits):
@@ -166,12 +175,16 @@ def host_rows(logits):
     logits = _widened(logits)
     if not isinstance(logits, np.ndarray):
         if not hasattr(logits, "__dlpack__") or not hasattr(logits, "__dlpack_device__"):
-            raise InvalidInputError(f"the wrapped model's logits ({type(logits).__name__}) export no DLPack "
-                                    "(__dlpack__); return a torch tensor or a numpy array")
+            raise InvalidInputError(
+                f"the wrapped model's logits ({type(logits).__name__}) export no DLPack "
+                "(__dlpack__); return a torch tensor or a numpy array"
+            )
         if logits.__dlpack_device__()[0] != _KDLCPU:
             if not callable(getattr(logits, "cpu", None)):
-                raise InvalidInputError("the wrapped model's logits are on a device this package cannot copy from "
-                                        "(no .cpu()); return them on the host or as a torch tensor")
+                raise InvalidInputError(
+                    "the wrapped model's logits are on a device this package cannot copy from "
+                    "(no .cpu()); return them on the host or as a torch tensor"
+                )
             logits = logits.cpu()
         try:
             logits = np.from_dlpack(logits)
@@ -228,15 +241,20 @@ class _Adapter:
         if str(device) != "cpu":
             self.owner.transfer_bytes["to_device"] += ids.nbytes
         with torch.no_grad():
-            out = model(input_ids=torch.from_numpy(ids)[None].to(device),
-                        attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
-                        position_ids=torch.arange(before, before + n, device=device)[None],
-                        use_cache=True, **{_cache_keyword(model): self.cache[b]})
+            out = model(
+                input_ids=torch.from_numpy(ids)[None].to(device),
+                attention_mask=torch.ones((1, before + n), dtype=torch.long, device=device),
+                position_ids=torch.arange(before, before + n, device=device)[None],
+                use_cache=True,
+                **{_cache_keyword(model): self.cache[b]},
+            )
         logits, self.cache[b] = _field(out, "logits", 0), _field(out, "past_key_values", 1)
         if self.cache[b] is not None and any(c is self.cache[b] for i, c in enumerate(self.cache) if i != b):
-            raise UnsupportedModelError("the wrapped model returned one cache object for two rows of the batch "
-                                        "(a cache it keeps itself?); each row needs its own: return a new cache when "
-                                        "past_key_values is None, or generate() per prompt")
+            raise UnsupportedModelError(
+                "the wrapped model returned one cache object for two rows of the batch "
+                "(a cache it keeps itself?); each row needs its own: return a new cache when "
+                "past_key_values is None, or generate() per prompt"
+            )
         host = self._wanted_rows(logits, n, wanted)
         self.length[b] = before + n
         return host
@@ -246,18 +264,29 @@ class _Adapter:
         float64 (n_wanted, 4) from top_two where this call reduces them."""
         torch, shape = _torch(), tuple(getattr(logits, "shape", ()))
         if len(shape) != 3 or shape[0] != 1 or shape[1] != n or shape[2] != self.owner.vocab_size:
-            raise InvalidInputError(f"the wrapped model returned logits of shape {shape} for 1 row of {n} positions; "
-                                    f"expected (1, {n}, {self.owner.vocab_size}) (vocab_size from its config)")
+            raise InvalidInputError(
+                f"the wrapped model returned logits of shape {shape} for 1 row of {n} positions; "
+                f"expected (1, {n}, {self.owner.vocab_size}) (vocab_size from its config)"
+            )
         rows = logits[0]
         idx = np.flatnonzero(wanted)
         if len(idx) < n:  # a slice where the wanted rows are one run (a view), else those rows gathered
-            rows = rows[int(idx[0]):int(idx[-1]) + 1] if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else \
-                rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
-        on_host = isinstance(rows, np.ndarray) or not hasattr(rows, "__dlpack_device__") or \
-            rows.__dlpack_device__()[0] == _KDLCPU
+            rows = (
+                rows[int(idx[0]) : int(idx[-1]) + 1]
+                if len(idx) and idx[-1] - idx[0] + 1 == len(idx)
+                else rows[torch.from_numpy(idx).to(rows.device) if hasattr(rows, "device") else idx]
+            )
+        on_host = (
+            isinstance(rows, np.ndarray)
+            or not hasattr(rows, "__dlpack_device__")
+            or rows.__dlpack_device__()[0] == _KDLCPU
+        )
         wish = self.owner.reduce_logits
-        reduce = self.argmax_only and isinstance(rows, (np.ndarray, torch.Tensor)) and (
-            wish or (wish is None and not on_host and self.owner.vocab_size >= REDUCE_FROM_VOCAB))
+        reduce = (
+            self.argmax_only
+            and isinstance(rows, (np.ndarray, torch.Tensor))
+            and (wish or (wish is None and not on_host and self.owner.vocab_size >= REDUCE_FROM_VOCAB))
+        )
         if not on_host:  # what crosses: 4 numbers per position (top_two), else the rows whole
             self.owner.transfer_bytes["to_host"] += (32 if reduce else 4 * self.owner.vocab_size) * int(rows.shape[0])
         return top_two(rows) if reduce else host_rows(rows)
@@ -270,18 +299,28 @@ class ExternalModel:
     """A model of another framework (see the module's docstring), with generate() as a native model's. Build it
     with habana_assist.wrap(model)."""
 
-    def __init__(self, model: Any, vocab_size: Optional[int] = None, max_cache_len: Optional[int] = None,
-                 generation_config: Optional[GenerationConfig] = None, reduce_logits: Optional[bool] = None,
-                 overlap: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        vocab_size: Optional[int] = None,
+        max_cache_len: Optional[int] = None,
+        generation_config: Optional[GenerationConfig] = None,
+        reduce_logits: Optional[bool] = None,
+        overlap: Optional[bool] = None,
+    ) -> None:
         _torch()
         if not callable(model):
-            raise InvalidInputError(f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
-                                    f"use_cache=True); got {type(model).__name__}, which is not callable")
+            raise InvalidInputError(
+                f"wrap() takes a model to call as model(input_ids=..., past_key_values=..., "
+                f"use_cache=True); got {type(model).__name__}, which is not callable"
+            )
         config = getattr(model, "config", None)
         vocab = vocab_size if vocab_size is not None else getattr(config, "vocab_size", None)
         if isinstance(vocab, bool) or not isinstance(vocab, (int, np.integer)) or vocab < 1:
-            raise InvalidInputError(f"wrap(): the model's vocab_size is unknown ({vocab!r}); pass wrap(model, "
-                                    "vocab_size=...) or give the model a config with vocab_size")
+            raise InvalidInputError(
+                f"wrap(): the model's vocab_size is unknown ({vocab!r}); pass wrap(model, "
+                "vocab_size=...) or give the model a config with vocab_size"
+            )
         self.model, self.config = model, config
         self._vocab = int(vocab)
         cap = max_cache_len if max_cache_len is not None else getattr(config, "max_position_embeddings", None) or 4096
@@ -294,14 +333,17 @@ class ExternalModel:
         self.blas_prefill = False
         # measured at the first generate() as target (measure_disagreement)
         self.batch_disagreement: Optional[float] = None
-        self.narrow_margins = 0         # of the last generate() as target
+        self.narrow_margins = 0  # of the last generate() as target
         if reduce_logits not in (None, True, False):
-            raise InvalidInputError(f"wrap(reduce_logits=) takes None (reduce on an accelerator), True or False; got "
-                                    f"{reduce_logits!r}")
+            raise InvalidInputError(
+                f"wrap(reduce_logits=) takes None (reduce on an accelerator), True or False; got {reduce_logits!r}"
+            )
         self.reduce_logits = reduce_logits
         if overlap not in (None, True, False):
-            raise InvalidInputError("wrap(overlap=) takes None (draft ahead when the model is not on the CPU), "
-                                    f"True or False; got {overlap!r}")
+            raise InvalidInputError(
+                "wrap(overlap=) takes None (draft ahead when the model is not on the CPU), "
+                f"True or False; got {overlap!r}"
+            )
         self.overlap = overlap
         self.transfer_bytes = {"to_device": 0, "to_host": 0}  # over the last generate(): see the module's docstring
         self.drafted_ahead = {"passes": 0, "used": 0}  # over the last generate() as target: see draft_ahead
@@ -338,11 +380,14 @@ class ExternalModel:
         row0 = bytes(4 * _PROBE)  # sequence 0 for each token
         chunked = _Adapter(self, 1, False).append(row0, tokens.tobytes(), want).copy()
         one = _Adapter(self, 1, False)
-        single = np.concatenate([one.append(row0[:4], tokens[i:i + 1].tobytes(), b"\x01").copy()
-                                 for i in range(_PROBE)])
+        single = np.concatenate(
+            [one.append(row0[:4], tokens[i : i + 1].tobytes(), b"\x01").copy() for i in range(_PROBE)]
+        )
         if not (np.isfinite(chunked).all() and np.isfinite(single).all()):
-            raise InvalidInputError("the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
-                                    "forward overflowed or is broken; check it in float32 outside generate()")
+            raise InvalidInputError(
+                "the wrapped model gives NaN or infinite logits on a probe of ordinary tokens: its "
+                "forward overflowed or is broken; check it in float32 outside generate()"
+            )
         disagreement = float(np.max(np.abs(chunked - single)))
         self.batch_disagreement = disagreement
         return disagreement
@@ -397,13 +442,19 @@ def follows_convention(obj):
 def check_call(gc, universal):
     """Refuses what an external model cannot do in this generate() call."""
     if universal:
-        raise InvalidInputError("a wrapped model drafts or verifies in the target's own token ids; a draft with "
-                                "another tokenizer (universal assisted decoding) is for native models")
+        raise InvalidInputError(
+            "a wrapped model drafts or verifies in the target's own token ids; a draft with "
+            "another tokenizer (universal assisted decoding) is for native models"
+        )
     if gc.assistant_early_exit is not None:
-        raise InvalidInputError("assistant_early_exit drafts with a native model's own first layers; a wrapped model "
-                                "has none here: pass assistant_model= instead")
+        raise InvalidInputError(
+            "assistant_early_exit drafts with a native model's own first layers; a wrapped model "
+            "has none here: pass assistant_model= instead"
+        )
     if gc.num_assistant_tokens_schedule == "cost":
-        raise InvalidInputError("num_assistant_tokens_schedule='cost' measures native models' costs; with a wrapped "
-                                "model pass 'heuristic' or 'constant'")
+        raise InvalidInputError(
+            "num_assistant_tokens_schedule='cost' measures native models' costs; with a wrapped "
+            "model pass 'heuristic' or 'constant'"
+        )
     if gc.use_cache is False:
         raise InvalidInputError("a wrapped model generates through its cache: use_cache=False is not supported")

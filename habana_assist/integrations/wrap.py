@@ -15,15 +15,32 @@ class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
     """A model of another framework with this package's generate() (habana_assist.wrap; external.py). Its device and
     dtype are the wrapped model's; parameters(), state_dict(), the embeddings and num_parameters() are its own."""
 
-    def __init__(self, model: Any, vocab_size: Optional[int] = None, max_cache_len: Optional[int] = None,
-                 generation_config: Optional[GenerationConfig] = None, reduce_logits: Optional[bool] = None,
-                 overlap: Optional[bool] = None) -> None:
-        super().__init__(model, vocab_size=vocab_size, max_cache_len=max_cache_len,
-                         generation_config=generation_config, reduce_logits=reduce_logits, overlap=overlap)
+    def __init__(
+        self,
+        model: Any,
+        vocab_size: Optional[int] = None,
+        max_cache_len: Optional[int] = None,
+        generation_config: Optional[GenerationConfig] = None,
+        reduce_logits: Optional[bool] = None,
+        overlap: Optional[bool] = None,
+    ) -> None:
+        super().__init__(
+            model,
+            vocab_size=vocab_size,
+            max_cache_len=max_cache_len,
+            generation_config=generation_config,
+            reduce_logits=reduce_logits,
+            overlap=overlap,
+        )
         if self.generation_config is None:  # the model config's special tokens
             config = self.config
-            self.generation_config = GenerationConfig(**{k: getattr(config, k) for k in (
-                "bos_token_id", "eos_token_id", "pad_token_id") if getattr(config, k, None) is not None})
+            self.generation_config = GenerationConfig(
+                **{
+                    k: getattr(config, k)
+                    for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+                    if getattr(config, k, None) is not None
+                }
+            )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.model(*args, **kwargs)
@@ -32,8 +49,10 @@ class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
         return self.model(*args, **kwargs)
 
     def _unsupported(self, what: str) -> NoReturn:
-        raise InvalidInputError(f"{what} is for native models; this one is wrapped ({type(self.model).__name__}): use "
-                                "its own framework for that")
+        raise InvalidInputError(
+            f"{what} is for native models; this one is wrapped ({type(self.model).__name__}): use "
+            "its own framework for that"
+        )
 
     def assisted_costs(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._unsupported("assisted_costs()")
@@ -98,9 +117,14 @@ class WrappedModel(_external.ExternalModel, PreTrainedCausalLM):
         self._unsupported("weight_bytes")
 
 
-def wrap(model: Any, vocab_size: Optional[int] = None, max_cache_len: Optional[int] = None,
-         generation_config: Optional[GenerationConfig] = None, reduce_logits: Optional[bool] = None,
-         overlap: Optional[bool] = None) -> WrappedModel:
+def wrap(
+    model: Any,
+    vocab_size: Optional[int] = None,
+    max_cache_len: Optional[int] = None,
+    generation_config: Optional[GenerationConfig] = None,
+    reduce_logits: Optional[bool] = None,
+    overlap: Optional[bool] = None,
+) -> WrappedModel:
     """A model of another framework that follows Transformers' causal-LM calling convention, with generate() (and
     usable as assistant_model=) run by this package's loop; see habana_assist/integrations/external.py. vocab_size and
     max_cache_len default to model.config's vocab_size and max_position_embeddings; generation_config to one
@@ -110,8 +134,14 @@ def wrap(model: Any, vocab_size: Optional[int] = None, max_cache_len: Optional[i
     where it is not on the CPU, True always, False never (the same output either way)."""
     if isinstance(model, PreTrainedCausalLM):
         raise InvalidInputError("wrap() is for models of other frameworks; this one is already a habana_assist model")
-    return WrappedModel(model, vocab_size=vocab_size, max_cache_len=max_cache_len, generation_config=generation_config,
-                        reduce_logits=reduce_logits, overlap=overlap)
+    return WrappedModel(
+        model,
+        vocab_size=vocab_size,
+        max_cache_len=max_cache_len,
+        generation_config=generation_config,
+        reduce_logits=reduce_logits,
+        overlap=overlap,
+    )
 
 
 _external.register_wrap(wrap)  # generate() wraps another framework's assistant_model with it

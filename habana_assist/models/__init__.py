@@ -33,7 +33,16 @@ from .family import Family, Tensor, layer_tensors
 __all__ = ["FAMILIES", "ARCHITECTURES", "Family", "Tensor", "layer_tensors"]
 
 # The order of every list of the supported families (SUPPORTED_ARCHITECTURES, messages).
-_ROWS = (llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, qwen3.FAMILY, phi3.FAMILY, gemma2.FAMILY, gemma3.FAMILY,
-         smollm3.FAMILY, gpt2.FAMILY)
+_ROWS = (
+    llama.FAMILY,
+    mistral.FAMILY,
+    qwen2.FAMILY,
+    qwen3.FAMILY,
+    phi3.FAMILY,
+    gemma2.FAMILY,
+    gemma3.FAMILY,
+    smollm3.FAMILY,
+    gpt2.FAMILY,
+)
 FAMILIES = {row.model_type: row for row in _ROWS}
 ARCHITECTURES = {row.architecture: row for row in _ROWS}

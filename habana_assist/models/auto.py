@@ -14,10 +14,14 @@ __all__ = ["AutoConfig", "AutoModelForCausalLM", "ARCHITECTURE_CLASSES"]
 # sibling subclass of the neutral PreTrainedCausalLM (one C forward for every family; the differences are data),
 # registered as its architecture's class (PreTrainedCausalLM.__init_subclass__).
 ARCHITECTURE_CLASSES = {
-    name: type(name, (PreTrainedCausalLM,), {
-        "__module__": __name__, "__doc__": f"A {name} checkpoint on the C core (see PreTrainedCausalLM)."},
-        architecture=name)
-    for name in SUPPORTED_ARCHITECTURES}
+    name: type(
+        name,
+        (PreTrainedCausalLM,),
+        {"__module__": __name__, "__doc__": f"A {name} checkpoint on the C core (see PreTrainedCausalLM)."},
+        architecture=name,
+    )
+    for name in SUPPORTED_ARCHITECTURES
+}
 
 
 class AutoModelForCausalLM:

@@ -11,9 +11,25 @@ import dataclasses
 from types import MappingProxyType
 from typing import Callable, Mapping, Optional, Tuple
 
-__all__ = ["Family", "Tensor", "MODEL_ROLES", "LAYER_ROLES", "field_dim", "vocab_size", "hidden_size",
-           "intermediate_size", "head_dim", "query_heads", "key_value_heads", "qkv_bias", "o_bias", "mlp_biases",
-           "qk_norm", "untied", "layer_tensors"]
+__all__ = [
+    "Family",
+    "Tensor",
+    "MODEL_ROLES",
+    "LAYER_ROLES",
+    "field_dim",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "head_dim",
+    "query_heads",
+    "key_value_heads",
+    "qkv_bias",
+    "o_bias",
+    "mlp_biases",
+    "qk_norm",
+    "untied",
+    "layer_tensors",
+]
 
 # The keys of the core's weights dict (csrc/bindings/model.c, WEIGHT_KEYS), in the order they are loaded: the
 # model-level tensors before the layers, then those after them.
@@ -21,18 +37,45 @@ MODEL_ROLES = ("embed", "pos_embed", "final_norm", "final_norm_bias", "lm_head")
 # The keys of the core's layer dicts (bindings/model.c, LAYER_MATRIX_KEYS and LAYER_VECTOR_KEYS) in the order a layer
 # applies them: the order loading reads and checks a layer's tensors (a first missing or misshapen tensor is
 # reported in it), whatever order Transformers saves them in.
-LAYER_ROLES = ("attn_norm", "attn_norm_bias", "wq", "bq", "wk", "bk", "wv", "bv", "wqkv", "bqkv", "q_norm", "k_norm",
-               "wo", "bo", "post_attn_norm", "ffn_norm", "ffn_norm_bias", "w_gate", "b_gate", "w_up", "b_up",
-               "w_gate_up", "w_down", "b_down", "post_ffn_norm")
+LAYER_ROLES = (
+    "attn_norm",
+    "attn_norm_bias",
+    "wq",
+    "bq",
+    "wk",
+    "bk",
+    "wv",
+    "bv",
+    "wqkv",
+    "bqkv",
+    "q_norm",
+    "k_norm",
+    "wo",
+    "bo",
+    "post_attn_norm",
+    "ffn_norm",
+    "ffn_norm_bias",
+    "w_gate",
+    "b_gate",
+    "w_up",
+    "b_up",
+    "w_gate_up",
+    "w_down",
+    "b_down",
+    "post_ffn_norm",
+)
 
 
 # ---- dims: config -> (size, "the config.json fields it comes from"), one per axis of a stored shape ------------
 
+
 def field_dim(name):
     """The dim that is config.json's field `name` itself."""
+
     def dim(c):
         value = getattr(c, name)
         return value, f"{name}={value}"
+
     dim.__name__ = name
     return dim
 
@@ -45,17 +88,16 @@ head_dim = field_dim("head_dim")
 
 def query_heads(c):
     """The query heads' width: num_attention_heads * head_dim."""
-    return (c.num_attention_heads * c.head_dim,
-            f"num_attention_heads={c.num_attention_heads} * head_dim={c.head_dim}")
+    return (c.num_attention_heads * c.head_dim, f"num_attention_heads={c.num_attention_heads} * head_dim={c.head_dim}")
 
 
 def key_value_heads(c):
     """The key (or value) heads' width: num_key_value_heads * head_dim."""
-    return (c.num_key_value_heads * c.head_dim,
-            f"num_key_value_heads={c.num_key_value_heads} * head_dim={c.head_dim}")
+    return (c.num_key_value_heads * c.head_dim, f"num_key_value_heads={c.num_key_value_heads} * head_dim={c.head_dim}")
 
 
 # ---- conditions: config -> whether the checkpoint holds a tensor ------------------------------------------------
+
 
 def qkv_bias(c):
     """q, k and v projections have biases (the row's attention_bias rule)."""
@@ -183,7 +225,7 @@ class Family:
             raise TypeError(f"Family: unknown field(s) {', '.join(sorted(fields))}")
         layered = [t.per_layer for t in self.tensors]
         first = layered.index(True) if True in layered else len(layered)
-        if True in layered[first + layered[first:].count(True):]:
+        if True in layered[first + layered[first:].count(True) :]:
             raise ValueError(f"Family {self.model_type}: a layer's tensors must be listed one after the other")
 
     def tensor(self, role):

@@ -45,21 +45,48 @@ TENSORS = (
 )
 
 FAMILY = Family(
-    architecture="GPT2LMHeadModel", model_type="gpt2", title="GPT-2",
+    architecture="GPT2LMHeadModel",
+    model_type="gpt2",
+    title="GPT-2",
     required=("vocab_size", "n_embd", "n_layer", "n_head"),
-    defaults={"n_positions": 1024, "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
-              "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
-              "bos_token_id": 50256, "eos_token_id": 50256, "pad_token_id": None, "tie_word_embeddings": True,
-              "torch_dtype": None},
-    norm="layer", eps="layer_norm_epsilon", act="activation_function", gated_mlp=False, attention_bias="always",
-    mlp_bias="always", qk_norm=False, windows=None, rotary=None,
+    defaults={
+        "n_positions": 1024,
+        "n_inner": None,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "bos_token_id": 50256,
+        "eos_token_id": 50256,
+        "pad_token_id": None,
+        "tie_word_embeddings": True,
+        "torch_dtype": None,
+    },
+    norm="layer",
+    eps="layer_norm_epsilon",
+    act="activation_function",
+    gated_mlp=False,
+    attention_bias="always",
+    mlp_bias="always",
+    qk_norm=False,
+    windows=None,
+    rotary=None,
     # GPT2Config's attribute_map
-    aliases={"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
-             "max_position_embeddings": "n_positions"},
-    computed={"intermediate_size": lambda d: d["n_inner"] if d.get("n_inner") is not None else 4 * d["n_embd"],
-              "num_key_value_heads": lambda d: d["n_head"], "head_dim": lambda d: d["n_embd"] // d["n_head"]},
+    aliases={
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+    },
+    computed={
+        "intermediate_size": lambda d: d["n_inner"] if d.get("n_inner") is not None else 4 * d["n_embd"],
+        "num_key_value_heads": lambda d: d["n_head"],
+        "head_dim": lambda d: d["n_embd"] // d["n_head"],
+    },
     tensors=TENSORS,
     # GPT2LMHeadModel saves "transformer."; the original gpt2 files have no prefix
     optional_prefix="transformer.",
     # GPT2LMHeadModel's _keys_to_ignore_on_load_unexpected: the causal masks older files saved as buffers
-    ignore_unexpected=(r"attn.bias", r"crossattention.bias"))
+    ignore_unexpected=(r"attn.bias", r"crossattention.bias"),
+)

@@ -20,9 +20,20 @@ from .family import (
 # The shape fields every rotary family's config.json must give.
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 # Defaults LlamaConfig shares with the families built on it (each adds or overrides its own).
-LLAMA_LIKE = {"num_key_value_heads": None, "head_dim": None, "hidden_act": "silu", "rms_norm_eps": 1e-6,
-              "rope_theta": 10000.0, "rope_scaling": None, "tie_word_embeddings": False, "attention_bias": False,
-              "mlp_bias": False, "sliding_window": None, "pad_token_id": None, "torch_dtype": None}
+LLAMA_LIKE = {
+    "num_key_value_heads": None,
+    "head_dim": None,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "sliding_window": None,
+    "pad_token_id": None,
+    "torch_dtype": None,
+}
 
 # The tensors, in the order LlamaForCausalLM registers its modules (its state_dict's order), in groups that the
 # families built on it reuse.
@@ -62,11 +73,33 @@ FINAL = (
     Tensor("model.norm.weight", (hidden_size,), "final_norm"),
     Tensor("lm_head.weight", (vocab_size, hidden_size), "lm_head", when=untied),
 )
-TENSORS = (EMBED_TOKENS, *ATTENTION_QKV, *ATTENTION_OUT, *QK_NORM, *MLP_GATE_UP, *MLP_DOWN, INPUT_LAYERNORM,
-           POST_ATTENTION_LAYERNORM, *FINAL)
+TENSORS = (
+    EMBED_TOKENS,
+    *ATTENTION_QKV,
+    *ATTENTION_OUT,
+    *QK_NORM,
+    *MLP_GATE_UP,
+    *MLP_DOWN,
+    INPUT_LAYERNORM,
+    POST_ATTENTION_LAYERNORM,
+    *FINAL,
+)
 
 FAMILY = Family(
-    architecture="LlamaForCausalLM", model_type="llama", title="Llama", required=REQUIRED,
+    architecture="LlamaForCausalLM",
+    model_type="llama",
+    title="Llama",
+    required=REQUIRED,
     defaults={**LLAMA_LIKE, "max_position_embeddings": 2048, "bos_token_id": 1, "eos_token_id": 2},
-    norm="rms", eps="rms_norm_eps", act="hidden_act", gated_mlp=True, attention_bias="field", mlp_bias="field",
-    qk_norm=False, windows=None, rotary="full", tensors=TENSORS, transformers_lacks=("sliding_window",))
+    norm="rms",
+    eps="rms_norm_eps",
+    act="hidden_act",
+    gated_mlp=True,
+    attention_bias="field",
+    mlp_bias="field",
+    qk_norm=False,
+    windows=None,
+    rotary="full",
+    tensors=TENSORS,
+    transformers_lacks=("sliding_window",),
+)

@@ -34,8 +34,17 @@ SUPPORTED_TASKS = {"text-generation": TextGenerationPipeline}
 
 # from_pretrained arguments that the tokenizer takes too (Transformers hands the tokenizer every model_kwarg but
 # the dtype; its tokenizers keep unknown ones, ours refuse them, so only these go to both).
-_SHARED_LOAD_ARGUMENTS = ("revision", "token", "use_auth_token", "cache_dir", "local_files_only", "force_download",
-                          "resume_download", "proxies", "trust_remote_code")
+_SHARED_LOAD_ARGUMENTS = (
+    "revision",
+    "token",
+    "use_auth_token",
+    "cache_dir",
+    "local_files_only",
+    "force_download",
+    "resume_download",
+    "proxies",
+    "trust_remote_code",
+)
 
 
 def get_supported_tasks() -> list[str]:
@@ -43,16 +52,26 @@ def get_supported_tasks() -> list[str]:
     return sorted(SUPPORTED_TASKS)
 
 
-def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausalLM, None] = None,
-             config: Union[PathLike, PretrainedConfig, None] = None,
-             tokenizer: Union[PathLike, tuple[str, dict[str, Any]], PreTrainedTokenizerBase, None] = None,
-             feature_extractor: Any = None, image_processor: Any = None, video_processor: Any = None,
-             processor: Any = None, revision: Optional[str] = None, use_fast: bool = True,
-             token: Union[str, bool, None] = None,
-             device: Any = None, device_map: Any = None, dtype: Any = "auto", trust_remote_code: Optional[bool] = None,
-             model_kwargs: Optional[dict[str, Any]] = None,
-             pipeline_class: Optional[type[TextGenerationPipeline]] = None,
-             **kwargs: Any) -> TextGenerationPipeline:
+def pipeline(
+    task: Optional[str] = None,
+    model: Union[PathLike, PreTrainedCausalLM, None] = None,
+    config: Union[PathLike, PretrainedConfig, None] = None,
+    tokenizer: Union[PathLike, tuple[str, dict[str, Any]], PreTrainedTokenizerBase, None] = None,
+    feature_extractor: Any = None,
+    image_processor: Any = None,
+    video_processor: Any = None,
+    processor: Any = None,
+    revision: Optional[str] = None,
+    use_fast: bool = True,
+    token: Union[str, bool, None] = None,
+    device: Any = None,
+    device_map: Any = None,
+    dtype: Any = "auto",
+    trust_remote_code: Optional[bool] = None,
+    model_kwargs: Optional[dict[str, Any]] = None,
+    pipeline_class: Optional[type[TextGenerationPipeline]] = None,
+    **kwargs: Any,
+) -> TextGenerationPipeline:
     """Transformers' pipeline() for task "text-generation" -> a TextGenerationPipeline.
 
     Args:
@@ -103,35 +122,53 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
             them, loading a model or tokenizer by name.
     """
     if task is None and model is None:
-        raise InvalidInputError("pipeline() needs a task or a model; pass pipeline('text-generation', "
-                                "model='habana-assist/pycode') or another checkpoint")
+        raise InvalidInputError(
+            "pipeline() needs a task or a model; pass pipeline('text-generation', "
+            "model='habana-assist/pycode') or another checkpoint"
+        )
     if task is not None and task not in SUPPORTED_TASKS:
-        raise InvalidInputError(f"task={task!r} is not supported: habana_assist implements only 'text-generation' "
-                                "(decoder-only causal language models); for other tasks use transformers.pipeline")
+        raise InvalidInputError(
+            f"task={task!r} is not supported: habana_assist implements only 'text-generation' "
+            "(decoder-only causal language models); for other tasks use transformers.pipeline"
+        )
     task = "text-generation"  # the only task; Transformers would ask the Hub for the model's pipeline_tag
     if model is None:
-        raise InvalidInputError("pipeline('text-generation') needs model=: pass a checkpoint directory, a shipped "
-                                "name such as 'habana-assist/pycode', or a Hub id (Transformers would download its "
-                                "default, 'HuggingFaceTB/SmolLM3-3B'; pass that name to get it)")
-    if pipeline_class is not None and not (isinstance(pipeline_class, type)
-                                           and issubclass(pipeline_class, TextGenerationPipeline)):
-        raise InvalidInputError(f"pipeline_class={pipeline_class!r} must be TextGenerationPipeline or a subclass of "
-                                "it; leave it unset for the default")
-    others = {"feature_extractor": feature_extractor, "image_processor": image_processor, "processor": processor,
-              "video_processor": video_processor}
+        raise InvalidInputError(
+            "pipeline('text-generation') needs model=: pass a checkpoint directory, a shipped "
+            "name such as 'habana-assist/pycode', or a Hub id (Transformers would download its "
+            "default, 'HuggingFaceTB/SmolLM3-3B'; pass that name to get it)"
+        )
+    if pipeline_class is not None and not (
+        isinstance(pipeline_class, type) and issubclass(pipeline_class, TextGenerationPipeline)
+    ):
+        raise InvalidInputError(
+            f"pipeline_class={pipeline_class!r} must be TextGenerationPipeline or a subclass of "
+            "it; leave it unset for the default"
+        )
+    others = {
+        "feature_extractor": feature_extractor,
+        "image_processor": image_processor,
+        "processor": processor,
+        "video_processor": video_processor,
+    }
     for name, value in others.items():
         if value is not None:
-            raise InvalidInputError(f"{name}= is not used by 'text-generation', which reads text through a "
-                                    "tokenizer only; pass tokenizer= instead, or leave it unset")
+            raise InvalidInputError(
+                f"{name}= is not used by 'text-generation', which reads text through a "
+                "tokenizer only; pass tokenizer= instead, or leave it unset"
+            )
     framework = kwargs.pop("framework", None)  # Transformers 4's argument, gone in 5; "pt" is the only one
     if framework not in (None, "pt"):
-        raise InvalidInputError(f"framework={framework!r} is not supported: the model runs on this package's C core; "
-                                "pass framework='pt' or leave it unset")
+        raise InvalidInputError(
+            f"framework={framework!r} is not supported: the model runs on this package's C core; "
+            "pass framework='pt' or leave it unset"
+        )
     if model_kwargs is None:
         model_kwargs = {}
     if not isinstance(model_kwargs, dict):
-        raise InvalidInputError(f"model_kwargs must be a dict of from_pretrained arguments, got "
-                                f"{type(model_kwargs).__name__}")
+        raise InvalidInputError(
+            f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}"
+        )
     model_kwargs = dict(model_kwargs)
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
@@ -139,8 +176,10 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
     check_cpu("device", device)
     if device_map is not None:
         if "device_map" in model_kwargs:
-            raise InvalidInputError('You cannot use both `pipeline(... device_map=..., model_kwargs={"device_map":...'
-                                    '})` as those arguments might conflict; use only one')
+            raise InvalidInputError(
+                'You cannot use both `pipeline(... device_map=..., model_kwargs={"device_map":...'
+                "})` as those arguments might conflict; use only one"
+            )
         check_cpu("device_map", device_map)
         model_kwargs["device_map"] = device_map
     if "device_map" in model_kwargs:
@@ -151,8 +190,10 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
         dtype = torch_dtype
     if "torch_dtype" in model_kwargs or "dtype" in model_kwargs:
         if not _is_auto(dtype):
-            raise InvalidInputError('You cannot use both `pipeline(... dtype=..., model_kwargs={"dtype":...})` as '
-                                    "those arguments might conflict; use only one")
+            raise InvalidInputError(
+                'You cannot use both `pipeline(... dtype=..., model_kwargs={"dtype":...})` as '
+                "those arguments might conflict; use only one"
+            )
         dtype = None  # model_kwargs' own
     if dtype is not None:
         model_kwargs["dtype"] = dtype
@@ -167,19 +208,26 @@ def pipeline(task: Optional[str] = None, model: Union[PathLike, PreTrainedCausal
         model = AutoModelForCausalLM.from_pretrained(model, **hub_kwargs, **model_kwargs)
     else:
         model_name = None
-        loading = sorted(k for k, v in model_kwargs.items()  # device_map: checked above, and the model runs on the CPU
-                         if k != "device_map" and not (k == "dtype" and _is_auto(v)))
+        loading = sorted(
+            k
+            for k, v in model_kwargs.items()  # device_map: checked above, and the model runs on the CPU
+            if k != "device_map" and not (k == "dtype" and _is_auto(v))
+        )
         if loading:
-            raise InvalidInputError(f"{', '.join(loading)} configure loading, but model is already loaded "
-                                    f"({type(model).__name__}); pass the model's name instead, or load it with "
-                                    "AutoModelForCausalLM.from_pretrained(name, ...) yourself")
+            raise InvalidInputError(
+                f"{', '.join(loading)} configure loading, but model is already loaded "
+                f"({type(model).__name__}); pass the model's name instead, or load it with "
+                "AutoModelForCausalLM.from_pretrained(name, ...) yourself"
+            )
     _check_config(config, model)
 
     if tokenizer is None:
         tokenizer = model_name if model_name is not None else config_name
         if tokenizer is None:
-            raise InvalidInputError("Impossible to guess which tokenizer to use: the model was passed as an object. "
-                                    "Pass tokenizer= (a tokenizer from AutoTokenizer.from_pretrained, or its name)")
+            raise InvalidInputError(
+                "Impossible to guess which tokenizer to use: the model was passed as an object. "
+                "Pass tokenizer= (a tokenizer from AutoTokenizer.from_pretrained, or its name)"
+            )
     if isinstance(tokenizer, (str, os.PathLike, tuple)):
         tokenizer = _load_tokenizer(tokenizer, use_fast, hub_kwargs, model_kwargs)
 
@@ -202,12 +250,18 @@ def _check_config(config: Any, model: Any) -> None:
     if architectures is None:
         raise InvalidInputError(f"config must be a name or a PretrainedConfig, got {type(config).__name__}")
     if architectures and type(model).__name__ not in architectures and getattr(model, "config", None) != config:
-        raise InvalidInputError(f"config names {architectures}, but the model is a {type(model).__name__}; pass the "
-                                "model's own config, or leave config unset")
+        raise InvalidInputError(
+            f"config names {architectures}, but the model is a {type(model).__name__}; pass the "
+            "model's own config, or leave config unset"
+        )
 
 
-def _load_tokenizer(tokenizer: Union[PathLike, tuple[str, dict[str, Any]]], use_fast: bool, hub_kwargs: dict[str, Any],
-                    model_kwargs: dict[str, Any]) -> PreTrainedTokenizerBase:
+def _load_tokenizer(
+    tokenizer: Union[PathLike, tuple[str, dict[str, Any]]],
+    use_fast: bool,
+    hub_kwargs: dict[str, Any],
+    model_kwargs: dict[str, Any],
+) -> PreTrainedTokenizerBase:
     """A tokenizer name, or Transformers' (name, {from_pretrained kwargs}) tuple -> AutoTokenizer.from_pretrained."""
     name: PathLike
     if isinstance(tokenizer, tuple):

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 class ReturnType(enum.Enum):
     """What each record holds: the token ids, the new text only, or the prompt and the new text."""
+
     TENSORS = 0
     NEW_TEXT = 1
     FULL_TEXT = 2
@@ -60,17 +61,54 @@ DEFAULT_GENERATION = {"max_new_tokens": 256, "do_sample": True, "temperature": 0
 _GLOBAL_MAX_LENGTH = GenerationConfig().max_length  # 20: a max_length other than it was set on purpose
 
 # The pipeline's own call arguments (Transformers' _sanitize_parameters), by the step that reads them.
-_PREPROCESS_ARGS = ("prefix", "handle_long_generation", "add_special_tokens", "truncation", "padding", "max_length",
-                    "continue_final_message", "tokenizer_encode_kwargs", "tools", "documents")
-_POSTPROCESS_ARGS = ("return_full_text", "return_tensors", "return_text", "return_type",
-                     "clean_up_tokenization_spaces", "skip_special_tokens", "continue_final_message")
+_PREPROCESS_ARGS = (
+    "prefix",
+    "handle_long_generation",
+    "add_special_tokens",
+    "truncation",
+    "padding",
+    "max_length",
+    "continue_final_message",
+    "tokenizer_encode_kwargs",
+    "tools",
+    "documents",
+)
+_POSTPROCESS_ARGS = (
+    "return_full_text",
+    "return_tensors",
+    "return_text",
+    "return_type",
+    "clean_up_tokenization_spaces",
+    "skip_special_tokens",
+    "continue_final_message",
+)
 _PIPELINE_ARGS = frozenset(_PREPROCESS_ARGS + _POSTPROCESS_ARGS + ("stop_sequence",))
 # generate()'s arguments beside GenerationConfig's fields; those it refuses reach it and raise its message.
-_GENERATE_ARGS = frozenset(("generation_config", "streamer", "logits_processor", "stopping_criteria", "tokenizer",
-                            "progress", "assistant_model", "assistant_tokenizer")) | frozenset(_REFUSED_ARGUMENTS)
+_GENERATE_ARGS = frozenset(
+    (
+        "generation_config",
+        "streamer",
+        "logits_processor",
+        "stopping_criteria",
+        "tokenizer",
+        "progress",
+        "assistant_model",
+        "assistant_tokenizer",
+    )
+) | frozenset(_REFUSED_ARGUMENTS)
 # pipeline()'s loading arguments: a pipeline built from a loaded model has nothing to apply them to.
-_LOADING_ARGS = ("dtype", "torch_dtype", "device_map", "model_kwargs", "trust_remote_code", "revision", "token",
-                 "use_fast", "config", "framework")
+_LOADING_ARGS = (
+    "dtype",
+    "torch_dtype",
+    "device_map",
+    "model_kwargs",
+    "trust_remote_code",
+    "revision",
+    "token",
+    "use_fast",
+    "config",
+    "framework",
+)
 _CHAT_ONLY = ("continue_final_message", "tools", "documents")
 _PER_ROW_OUTPUTS = ("scores", "logits", "token_sources")  # what a record gets from return_dict_in_generate=True
 
@@ -80,8 +118,10 @@ def check_cpu(name, value):
     or (a device_map) a dict whose values all do."""
     values = value.values() if isinstance(value, dict) else (value,)
     if not all(_is_cpu(v) for v in values):
-        raise InvalidInputError(f"{name}={value!r}: habana_assist runs models on the CPU, with its own C kernels; "
-                                f"pass {name}='cpu' or leave it unset (a GPU needs transformers' own pipeline)")
+        raise InvalidInputError(
+            f"{name}={value!r}: habana_assist runs models on the CPU, with its own C kernels; "
+            f"pass {name}='cpu' or leave it unset (a GPU needs transformers' own pipeline)"
+        )
 
 
 def _is_cpu(value):
@@ -104,8 +144,9 @@ class Chat:
             raise InvalidInputError("a chat needs at least one message ({'role': ..., 'content': ...})")
         for m in self.messages:
             if not (isinstance(m, dict) and "role" in m and ("content" in m or "tool_calls" in m)):
-                raise InvalidInputError("When passing chat dicts as input, each dict must have a 'role' and "
-                                        f"'content' key; got {m!r}")
+                raise InvalidInputError(
+                    f"When passing chat dicts as input, each dict must have a 'role' and 'content' key; got {m!r}"
+                )
 
 
 def _as_items(text_inputs):
@@ -117,9 +158,11 @@ def _as_items(text_inputs):
     if stream is not None:
         return stream
     if not isinstance(text_inputs, (list, tuple)):
-        raise InvalidInputError(f"the pipeline takes a str, a chat (a list of {{'role', 'content'}} dicts), a list of "
-                                "them, or a generator, iterator or torch Dataset of them (streamed); got "
-                                f"{type(text_inputs).__name__}")
+        raise InvalidInputError(
+            f"the pipeline takes a str, a chat (a list of {{'role', 'content'}} dicts), a list of "
+            "them, or a generator, iterator or torch Dataset of them (streamed); got "
+            f"{type(text_inputs).__name__}"
+        )
     if text_inputs and isinstance(text_inputs[0], dict):
         return [Chat(text_inputs)], True
     return [_as_item(i, item) for i, item in enumerate(text_inputs)], False
@@ -133,8 +176,10 @@ def _as_item(i, item):
         return Chat(item)
     if hasattr(item, "messages"):  # a Conversation-like object (Transformers 4)
         return Chat(item.messages)
-    raise InvalidInputError(f"input {i} is a {type(item).__name__}: each input must be a str or a chat (a list of "
-                            "{'role', 'content'} dicts)")
+    raise InvalidInputError(
+        f"input {i} is a {type(item).__name__}: each input must be a str or a chat (a list of "
+        "{'role', 'content'} dicts)"
+    )
 
 
 def _as_stream(text_inputs):
@@ -147,7 +192,8 @@ def _as_stream(text_inputs):
     if data is not None and isinstance(text_inputs, data.Dataset) and not isinstance(text_inputs, data.IterableDataset):
         iterator = (text_inputs[i] for i in range(len(text_inputs)))
     elif isinstance(text_inputs, (types.GeneratorType, collections.abc.Iterator)) or (
-            data is not None and isinstance(text_inputs, data.IterableDataset)):
+        data is not None and isinstance(text_inputs, data.IterableDataset)
+    ):
         iterator = iter(text_inputs)
     else:
         return None
@@ -161,8 +207,9 @@ def _as_stream(text_inputs):
 
 
 def _positive_or_none(name, value):
-    if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
-                              or value < 1):
+    if value is not None and (
+        isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1
+    ):
         raise InvalidInputError(f"{name}={value!r} must be a positive integer or None")
 
 
@@ -193,23 +240,37 @@ class TextGenerationPipeline:
 
     -> for a single input, a list of num_return_sequences dicts; for a list of inputs, a list of such lists."""
 
-    def __init__(self, model: GenerationMixin, tokenizer: Optional[PreTrainedTokenizerBase] = None,
-                 task: str = "text-generation", device: Any = None, batch_size: Optional[int] = None,
-                 num_workers: Optional[int] = None, assistant_model: Union[GenerationMixin, str, None] = None,
-                 assistant_tokenizer: Optional[PreTrainedTokenizerBase] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: GenerationMixin,
+        tokenizer: Optional[PreTrainedTokenizerBase] = None,
+        task: str = "text-generation",
+        device: Any = None,
+        batch_size: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        assistant_model: Union[GenerationMixin, str, None] = None,
+        assistant_tokenizer: Optional[PreTrainedTokenizerBase] = None,
+        **kwargs: Any,
+    ) -> None:
         if task not in ("", "text-generation"):
             raise InvalidInputError(f"task={task!r}: TextGenerationPipeline runs 'text-generation' only")
         if not isinstance(model, GenerationMixin):
-            raise InvalidInputError(f"model must be a habana_assist model (AutoModelForCausalLM.from_pretrained, or "
-                                    f"ha.wrap(torch_model)), or its name given to pipeline(); got "
-                                    f"{type(model).__name__}")
+            raise InvalidInputError(
+                f"model must be a habana_assist model (AutoModelForCausalLM.from_pretrained, or "
+                f"ha.wrap(torch_model)), or its name given to pipeline(); got "
+                f"{type(model).__name__}"
+            )
         if tokenizer is None:
-            raise InvalidInputError("TextGenerationPipeline needs a tokenizer: pass tokenizer= (a tokenizer from "
-                                    "AutoTokenizer.from_pretrained, or its name given to pipeline())")
+            raise InvalidInputError(
+                "TextGenerationPipeline needs a tokenizer: pass tokenizer= (a tokenizer from "
+                "AutoTokenizer.from_pretrained, or its name given to pipeline())"
+            )
         loading = [k for k in _LOADING_ARGS if k in kwargs]
         if loading:
-            raise InvalidInputError(f"{', '.join(loading)}: loading arguments, which apply when pipeline() loads the "
-                                    "model from its name; the model here is already loaded")
+            raise InvalidInputError(
+                f"{', '.join(loading)}: loading arguments, which apply when pipeline() loads the "
+                "model from its name; the model here is already loaded"
+            )
         check_cpu("device", device)
         _positive_or_none("batch_size", batch_size)
         self._check_num_workers(num_workers)
@@ -248,9 +309,11 @@ class TextGenerationPipeline:
     @staticmethod
     def _check_num_workers(num_workers):
         if num_workers not in (None, 0, 1) or isinstance(num_workers, bool):
-            raise InvalidInputError(f"num_workers={num_workers!r}: inputs are tokenized in the calling thread here "
-                                    "(generation itself runs on the core's threads, ha.set_num_threads); pass None, "
-                                    "0 or 1")
+            raise InvalidInputError(
+                f"num_workers={num_workers!r}: inputs are tokenized in the calling thread here "
+                "(generation itself runs on the core's threads, ha.set_num_threads); pass None, "
+                "0 or 1"
+            )
 
     def _config_fields(self):
         """The names generate() reads from a GenerationConfig: its fields, and the model's own extra keys."""
@@ -262,8 +325,10 @@ class TextGenerationPipeline:
         it: where its vocabulary or special tokens differ from model's, or where one was passed)."""
         if assistant_model is None:
             if assistant_tokenizer is not None:
-                raise InvalidInputError("assistant_tokenizer= is the tokenizer of assistant_model: pass "
-                                        "assistant_model= too, or leave assistant_tokenizer unset")
+                raise InvalidInputError(
+                    "assistant_tokenizer= is the tokenizer of assistant_model: pass "
+                    "assistant_model= too, or leave assistant_tokenizer unset"
+                )
             return None, None
         if isinstance(assistant_tokenizer, (str, os.PathLike)):
             assistant_tokenizer = AutoTokenizer.from_pretrained(assistant_tokenizer)
@@ -271,24 +336,31 @@ class TextGenerationPipeline:
         if isinstance(assistant_model, (str, os.PathLike)):
             # Transformers moves the assistant to model's dtype; here it is held as model's matrices are (int8 too)
             held = getattr(self.model, "weight_dtype", None)
-            assistant = AutoModelForCausalLM.from_pretrained(assistant_model,
-                                                             dtype=held if held in WEIGHT_DTYPES else None)
+            assistant = AutoModelForCausalLM.from_pretrained(
+                assistant_model, dtype=held if held in WEIGHT_DTYPES else None
+            )
             if loaded_tokenizer is None:
                 loaded_tokenizer = AutoTokenizer.from_pretrained(assistant_model)
         else:
             assistant = candidate_generator.as_assistant(assistant_model, GenerationMixin)
             if not isinstance(assistant, GenerationMixin):
-                raise InvalidInputError(f"assistant_model must be a model (AutoModelForCausalLM.from_pretrained, "
-                                        f"ha.wrap(torch_model)) or its name; got {type(assistant_model).__name__}")
+                raise InvalidInputError(
+                    f"assistant_model must be a model (AutoModelForCausalLM.from_pretrained, "
+                    f"ha.wrap(torch_model)) or its name; got {type(assistant_model).__name__}"
+                )
         same_vocab = assistant.config.vocab_size == self.model.config.vocab_size
-        same_special = all(getattr(assistant.config, t, None) == getattr(self.model.config, t, None)
-                           for t in ("eos_token_id", "pad_token_id", "bos_token_id"))
+        same_special = all(
+            getattr(assistant.config, t, None) == getattr(self.model.config, t, None)
+            for t in ("eos_token_id", "pad_token_id", "bos_token_id")
+        )
         if same_vocab and same_special:
             return assistant, assistant_tokenizer  # the one given, if any: generate() compares the vocabularies
         if loaded_tokenizer is None:
-            raise InvalidInputError("The assistant model has a different tokenizer than the main model (vocab_size "
-                                    f"{assistant.config.vocab_size} vs {self.model.config.vocab_size}, or its special "
-                                    "tokens): pass assistant_tokenizer= (the assistant's tokenizer or its name)")
+            raise InvalidInputError(
+                "The assistant model has a different tokenizer than the main model (vocab_size "
+                f"{assistant.config.vocab_size} vs {self.model.config.vocab_size}, or its special "
+                "tokens): pass assistant_tokenizer= (the assistant's tokenizer or its name)"
+            )
         return assistant, loaded_tokenizer
 
     def _prepare_generation_config(self, user):
@@ -306,8 +378,12 @@ class TextGenerationPipeline:
         defaulted -= set(user)
         # Transformers: a max_length set on purpose (not the global 20) wins over the pipeline's max_new_tokens;
         # here also over the model's, where the user set max_length (the user's arguments come first)
-        if "max_new_tokens" not in user and gc.max_length is not None and gc.max_length != _GLOBAL_MAX_LENGTH and (
-                "max_new_tokens" in defaulted or "max_length" in user):
+        if (
+            "max_new_tokens" not in user
+            and gc.max_length is not None
+            and gc.max_length != _GLOBAL_MAX_LENGTH
+            and ("max_new_tokens" in defaulted or "max_length" in user)
+        ):
             gc.max_new_tokens = None
             defaulted.discard("max_new_tokens")
         task_params = getattr(self.model.config, "task_specific_params", None)  # legacy, e.g. GPT-2's config.json
@@ -355,7 +431,8 @@ class TextGenerationPipeline:
                 f"{', '.join(unknown)}: not an argument of the text-generation pipeline nor of generate(); check the "
                 f"spelling. The pipeline takes {', '.join(sorted(_PIPELINE_ARGS))}, batch_size, and generate()'s "
                 "arguments (GenerationConfig's fields, generation_config, streamer, logits_processor, "
-                "stopping_criteria, assistant_model...)")
+                "stopping_criteria, assistant_model...)"
+            )
         preprocess, postprocess = {}, {}
         generate = {k: v for k, v in kwargs.items() if k not in _PIPELINE_ARGS}
         for key in ("add_special_tokens", "padding", "tools", "documents"):
@@ -375,17 +452,21 @@ class TextGenerationPipeline:
             if not isinstance(prefix, str):
                 raise InvalidInputError(f"prefix must be a str, got {type(prefix).__name__}")
             preprocess["prefix"] = prefix  # "" turns off a prefix given before (or the model config's)
-            generate["prefix_length"] = self._prefix_length(prefix, kwargs.get("add_special_tokens", False)) \
-                if prefix else 0
+            generate["prefix_length"] = (
+                self._prefix_length(prefix, kwargs.get("add_special_tokens", False)) if prefix else 0
+            )
         long_generation = kwargs.get("handle_long_generation")
         if long_generation is not None:
             if long_generation != "hole":
-                raise InvalidInputError(f"{long_generation!r} is not a valid value for `handle_long_generation` "
-                                        "parameter expected [None, 'hole']")
+                raise InvalidInputError(
+                    f"{long_generation!r} is not a valid value for `handle_long_generation` "
+                    "parameter expected [None, 'hole']"
+                )
             preprocess["handle_long_generation"] = long_generation
         if kwargs.get("continue_final_message") is not None:
-            preprocess["continue_final_message"] = postprocess["continue_final_message"] = \
-                kwargs["continue_final_message"]
+            preprocess["continue_final_message"] = postprocess["continue_final_message"] = kwargs[
+                "continue_final_message"
+            ]
         stop_sequence = kwargs.get("stop_sequence")
         if stop_sequence is not None:
             ids = self.tokenizer.encode(stop_sequence, add_special_tokens=False)
@@ -400,8 +481,10 @@ class TextGenerationPipeline:
                 postprocess[key] = kwargs[key]
         assistant = generate.get("assistant_model")
         if isinstance(assistant, (str, os.PathLike)):
-            raise InvalidInputError("assistant_model as a name is loaded once, when the pipeline is built: pass it to "
-                                    "pipeline(..., assistant_model=name), or pass a loaded model to the call")
+            raise InvalidInputError(
+                "assistant_model as a name is loaded once, when the pipeline is built: pass it to "
+                "pipeline(..., assistant_model=name), or pass a loaded model to the call"
+            )
         return preprocess, generate, postprocess
 
     @staticmethod
@@ -425,19 +508,29 @@ class TextGenerationPipeline:
                 raise InvalidInputError("`return_text` is mutually exclusive with `return_tensors`")
             return ReturnType.TENSORS
         if text is False:
-            raise InvalidInputError("return_text=False leaves nothing to return; pass return_tensors=True for the "
-                                    "token ids, or leave return_text unset")
+            raise InvalidInputError(
+                "return_text=False leaves nothing to return; pass return_tensors=True for the "
+                "token ids, or leave return_text unset"
+            )
         return None
 
     # ---- a call ------------------------------------------------------------------------------------------
 
-    def __call__(self, text_inputs: Any, *args: Any, batch_size: Optional[int] = None,
-                 num_workers: Optional[int] = None, **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        text_inputs: Any,
+        *args: Any,
+        batch_size: Optional[int] = None,
+        num_workers: Optional[int] = None,
+        **kwargs: Any,
+    ) -> Any:
         """Completes each prompt or chat; see the class docstring for the arguments and the result (a list of
         records, a list of such lists, or a generator of them: Any, so that a caller indexes it as it knows)."""
         if args:
-            raise InvalidInputError(f"the pipeline takes one positional argument (the inputs), got {1 + len(args)}; "
-                                    "pass a list of prompts, and other arguments by name")
+            raise InvalidInputError(
+                f"the pipeline takes one positional argument (the inputs), got {1 + len(args)}; "
+                "pass a list of prompts, and other arguments by name"
+            )
         _positive_or_none("batch_size", batch_size)
         self._check_num_workers(num_workers)
         preprocess, forward, postprocess = self._sanitize_parameters(**kwargs)
@@ -446,9 +539,11 @@ class TextGenerationPipeline:
         postprocess = {**self._postprocess_params, **postprocess}
         batch_size = batch_size or self._batch_size or 1
         if batch_size > 1 and self.tokenizer.pad_token_id is None:
-            raise InvalidInputError("Pipeline with tokenizer without pad_token cannot do batching. You can try to set "
-                                    "it with `pipe.tokenizer.pad_token_id = model.config.eos_token_id`, or pass "
-                                    "batch_size=1")
+            raise InvalidInputError(
+                "Pipeline with tokenizer without pad_token cannot do batching. You can try to set "
+                "it with `pipe.tokenizer.pad_token_id = model.config.eos_token_id`, or pass "
+                "batch_size=1"
+            )
         items, single = _as_items(text_inputs)
         if not isinstance(items, list):  # lazy, as Transformers' PipelineIterator: each batch generated when reached
             return self._records(items, batch_size, kwargs, preprocess, forward, postprocess)
@@ -477,22 +572,38 @@ class TextGenerationPipeline:
         if not any(isinstance(item, Chat) for item in items):
             given = [k for k in _CHAT_ONLY if kwargs.get(k) is not None]
             if given and items:
-                raise InvalidInputError(f"{', '.join(given)} apply to chats only, and this call has none; pass chats "
-                                        "(lists of {'role', 'content'} dicts) or leave them unset")
+                raise InvalidInputError(
+                    f"{', '.join(given)} apply to chats only, and this call has none; pass chats "
+                    "(lists of {'role', 'content'} dicts) or leave them unset"
+                )
         if kwargs.get("prefix") and items and not any(isinstance(item, str) for item in items):
-            raise InvalidInputError("prefix applies to str prompts only, and this call has none; for a chat, put it "
-                                    "in a message")
+            raise InvalidInputError(
+                "prefix applies to str prompts only, and this call has none; for a chat, put it in a message"
+            )
 
-    def preprocess(self, prompt_text: Any, prefix: str = "", handle_long_generation: Optional[str] = None,
-                   add_special_tokens: Optional[bool] = None, truncation: Union[bool, str, None] = None,
-                   padding: Union[bool, str, None] = None, max_length: Optional[int] = None,
-                   continue_final_message: Optional[bool] = None,
-                   tokenizer_encode_kwargs: Optional[dict[str, Any]] = None, tools: Any = None, documents: Any = None,
-                   **generate_kwargs: Any) -> dict[str, Any]:
+    def preprocess(
+        self,
+        prompt_text: Any,
+        prefix: str = "",
+        handle_long_generation: Optional[str] = None,
+        add_special_tokens: Optional[bool] = None,
+        truncation: Union[bool, str, None] = None,
+        padding: Union[bool, str, None] = None,
+        max_length: Optional[int] = None,
+        continue_final_message: Optional[bool] = None,
+        tokenizer_encode_kwargs: Optional[dict[str, Any]] = None,
+        tools: Any = None,
+        documents: Any = None,
+        **generate_kwargs: Any,
+    ) -> dict[str, Any]:
         """One input -> {"input_ids": int64 (1, S), "attention_mask": int64 (1, S), "prompt_text": the input}: a
         str (prefix + it) through the tokenizer, a Chat through its chat template."""
-        tokenizer_kwargs: dict[str, Any] = {"add_special_tokens": add_special_tokens, "truncation": truncation,
-                                            "padding": padding, "max_length": max_length}
+        tokenizer_kwargs: dict[str, Any] = {
+            "add_special_tokens": add_special_tokens,
+            "truncation": truncation,
+            "padding": padding,
+            "max_length": max_length,
+        }
         tokenizer_kwargs = {k: v for k, v in tokenizer_kwargs.items() if v is not None}
         tokenizer_kwargs.update(tokenizer_encode_kwargs or {})
         if isinstance(prompt_text, Chat):
@@ -500,9 +611,15 @@ class TextGenerationPipeline:
             if continue_final_message is None:  # a chat ending in the assistant's message is a prefill
                 continue_final_message = prompt_text.messages[-1]["role"] == "assistant"
             inputs = self.tokenizer.apply_chat_template(
-                prompt_text.messages, add_generation_prompt=not continue_final_message,
-                continue_final_message=continue_final_message, return_dict=True, return_tensors="np", tools=tools,
-                documents=documents, **tokenizer_kwargs)
+                prompt_text.messages,
+                add_generation_prompt=not continue_final_message,
+                continue_final_message=continue_final_message,
+                return_dict=True,
+                return_tensors="np",
+                tools=tools,
+                documents=documents,
+                **tokenizer_kwargs,
+            )
         else:
             inputs = self.tokenizer((prefix or "") + prompt_text, return_tensors="np", **tokenizer_kwargs)
         ids = np.asarray(inputs["input_ids"], dtype=np.int64).reshape(1, -1)
@@ -517,7 +634,8 @@ class TextGenerationPipeline:
         fit the model (here the smaller of the tokenizer's model_max_length and the model's max_cache_len)."""
         cur_len = ids.shape[1]
         gc = generate_kwargs.get("generation_config") or self._settle(
-            self.generation_config, generate_kwargs, self._defaulted, self._user_generation)  # as _forward's
+            self.generation_config, generate_kwargs, self._defaulted, self._user_generation
+        )  # as _forward's
         new_tokens = generate_kwargs.get("max_new_tokens", gc.max_new_tokens)
         if new_tokens is None:
             new_tokens = generate_kwargs.get("max_length", gc.max_length) - cur_len
@@ -527,8 +645,10 @@ class TextGenerationPipeline:
         if cur_len + new_tokens > limit:
             keep = limit - new_tokens
             if keep <= 0:
-                raise InvalidInputError(f"We cannot use `hole` to handle this generation: max_new_tokens={new_tokens} "
-                                        f"exceeds the model's maximum length ({limit}); lower max_new_tokens")
+                raise InvalidInputError(
+                    f"We cannot use `hole` to handle this generation: max_new_tokens={new_tokens} "
+                    f"exceeds the model's maximum length ({limit}); lower max_new_tokens"
+                )
             ids, mask = ids[:, -keep:], mask[:, -keep:]
         return ids, mask
 
@@ -555,11 +675,13 @@ class TextGenerationPipeline:
         for item in encoded:
             ids, mask = item["input_ids"], item["attention_mask"]
             if ids.shape[1] == 0:  # Transformers generates from bos_token_id when the prompt is empty
-                bos = gc.bos_token_id if gc.bos_token_id is not None else getattr(self.model.config, "bos_token_id",
-                                                                                  None)
+                bos = (
+                    gc.bos_token_id if gc.bos_token_id is not None else getattr(self.model.config, "bos_token_id", None)
+                )
                 if bos is None:
-                    raise InvalidInputError("the prompt is empty and the model has no bos_token_id to start from; "
-                                            "pass a non-empty prompt")
+                    raise InvalidInputError(
+                        "the prompt is empty and the model has no bos_token_id to start from; pass a non-empty prompt"
+                    )
                 ids, mask = np.array([[int(bos)]], dtype=np.int64), np.ones((1, 1), dtype=np.int64)
             prompts.append((ids, mask))
         width = max(ids.shape[1] for ids, _ in prompts)
@@ -567,8 +689,8 @@ class TextGenerationPipeline:
         batch_ids = np.full((len(prompts), width), pad, dtype=np.int64)
         batch_mask = np.zeros((len(prompts), width), dtype=np.int64)
         for row, (ids, mask) in enumerate(prompts):
-            batch_ids[row, width - ids.shape[1]:] = ids[0]
-            batch_mask[row, width - ids.shape[1]:] = mask[0]
+            batch_ids[row, width - ids.shape[1] :] = ids[0]
+            batch_mask[row, width - ids.shape[1] :] = mask[0]
         out = self.model.generate(input_ids=batch_ids, attention_mask=batch_mask, generation_config=gc, **kwargs)
         sequences = np.asarray(getattr(out, "sequences", out))
         per_row = {}
@@ -584,31 +706,48 @@ class TextGenerationPipeline:
         for row, item in enumerate(encoded):
             rows = slice(row * n_return, (row + 1) * n_return)
             cut = width - prompts[row][0].shape[1]
-            results.append({"generated_sequence": sequences[rows, cut:],
-                            "input_ids": item["input_ids"] if item["input_ids"].shape[1] else None,
-                            "prompt_text": item["prompt_text"],
-                            "additional_outputs": {name: value[rows] for name, value in per_row.items()}})
+            results.append(
+                {
+                    "generated_sequence": sequences[rows, cut:],
+                    "input_ids": item["input_ids"] if item["input_ids"].shape[1] else None,
+                    "prompt_text": item["prompt_text"],
+                    "additional_outputs": {name: value[rows] for name, value in per_row.items()},
+                }
+            )
         return results
 
-    def postprocess(self, model_outputs: dict[str, Any], return_type: ReturnType = ReturnType.FULL_TEXT,
-                    clean_up_tokenization_spaces: Optional[bool] = None, continue_final_message: Optional[bool] = None,
-                    skip_special_tokens: Optional[bool] = None) -> list[dict[str, Any]]:
+    def postprocess(
+        self,
+        model_outputs: dict[str, Any],
+        return_type: ReturnType = ReturnType.FULL_TEXT,
+        clean_up_tokenization_spaces: Optional[bool] = None,
+        continue_final_message: Optional[bool] = None,
+        skip_special_tokens: Optional[bool] = None,
+    ) -> list[dict[str, Any]]:
         """One prompt's outputs -> its records, one dict per returned sequence: {"generated_token_ids": list of int}
         or {"generated_text": str, or for a chat the messages}, plus, with return_dict_in_generate=True, that
         row's scores / logits (steps, vocab) and token_sources (steps,) as lists."""
         skip = True if skip_special_tokens is None else skip_special_tokens
         input_ids = model_outputs["input_ids"]
         prompt_text = model_outputs["prompt_text"]
-        prompt_length = 0 if input_ids is None else len(self.tokenizer.decode(
-            input_ids[0], skip_special_tokens=skip, clean_up_tokenization_spaces=clean_up_tokenization_spaces))
+        prompt_length = (
+            0
+            if input_ids is None
+            else len(
+                self.tokenizer.decode(
+                    input_ids[0], skip_special_tokens=skip, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+                )
+            )
+        )
         extras = model_outputs.get("additional_outputs", {})
         records = []
         for idx, sequence in enumerate(model_outputs["generated_sequence"].tolist()):
             if return_type == ReturnType.TENSORS:
                 records.append({"generated_token_ids": sequence})
                 continue
-            text = self.tokenizer.decode(sequence, skip_special_tokens=skip,
-                                         clean_up_tokenization_spaces=clean_up_tokenization_spaces)
+            text = self.tokenizer.decode(
+                sequence, skip_special_tokens=skip, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+            )
             new_text = text[prompt_length:]
             if return_type == ReturnType.FULL_TEXT:
                 new_text = self._full(prompt_text, new_text, continue_final_message)

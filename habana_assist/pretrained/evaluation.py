@@ -21,14 +21,19 @@ def held_out_windows(tokenizer, n_windows=24, length=256):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         # a whole file, cut into windows below: verbose=False, since it is no model input (no too-long warning)
-        parts.append([tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False, verbose=False)
-                     + [tokenizer.eos_token_id])
+        parts.append(
+            [tokenizer.bos_token_id]
+            + tokenizer.encode(text, add_special_tokens=False, verbose=False)
+            + [tokenizer.eos_token_id]
+        )
     stream = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.zeros(0, np.int64)
     if len(stream) < n_windows * length:
-        raise InvalidInputError(f"the held-out files hold {len(stream)} tokens, fewer than {n_windows} windows of "
-                                f"{length}; ask for fewer or shorter windows")
+        raise InvalidInputError(
+            f"the held-out files hold {len(stream)} tokens, fewer than {n_windows} windows of "
+            f"{length}; ask for fewer or shorter windows"
+        )
     starts = np.linspace(0, len(stream) - length, n_windows).astype(np.int64)
-    return np.stack([stream[s:s + length] for s in starts])
+    return np.stack([stream[s : s + length] for s in starts])
 
 
 def perplexity(model, windows):

@@ -36,9 +36,11 @@ from ..errors import InvalidInputError
 # Appended to the final message's text for continue_final_message, then looked for in the render and cut there
 # (Transformers' tag: a word no template writes, with the trailing space that shows whether the template trimmed).
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
-_SET_TEMPLATE_HINT = ("set one with tokenizer.chat_template = '<Jinja template>' (or a chat_template.jinja file / "
-                      "\"chat_template\" in tokenizer_config.json beside the tokenizer), or pass "
-                      "chat_template='<Jinja template>' to apply_chat_template")
+_SET_TEMPLATE_HINT = (
+    "set one with tokenizer.chat_template = '<Jinja template>' (or a chat_template.jinja file / "
+    '"chat_template" in tokenizer_config.json beside the tokenizer), or pass '
+    "chat_template='<Jinja template>' to apply_chat_template"
+)
 _QUOTED_LINE_CHARS = 160  # a quoted template line is cut to this many characters (one-line templates are long)
 
 
@@ -60,6 +62,7 @@ class _TemplateRaised(jinja2.TemplateError):
 
 # ---------------------------------------------------------------------------------------------------------------
 # The environment: Transformers' helpers
+
 
 def _raise_exception(message):
     raise _TemplateRaised(message)
@@ -94,8 +97,9 @@ class _GenerationTag(jinja2.ext.Extension):
 
 @functools.lru_cache(maxsize=None)
 def _environment():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+    )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -121,8 +125,10 @@ def compile_chat_template(source):
     """Template source (str) -> jinja2.Template in Transformers' environment; compiled once per source.
     A syntax error is a ChatTemplateError naming the line."""
     if not isinstance(source, str):
-        raise InvalidInputError(f"a chat template is a str of Jinja source, not {type(source).__name__}; set "
-                                "tokenizer.chat_template (or pass chat_template=) to the template's text")
+        raise InvalidInputError(
+            f"a chat template is a str of Jinja source, not {type(source).__name__}; set "
+            "tokenizer.chat_template (or pass chat_template=) to the template's text"
+        )
     return _compile(source)
 
 
@@ -132,15 +138,21 @@ def _compile(source):
         return _environment().from_string(source)
     except jinja2.TemplateSyntaxError as e:
         lineno, line = _template_line(source, e.lineno)
-        raise ChatTemplateError(f"the chat template has a syntax error at {_where(lineno, line)}: {e.message}; fix "
-                                "the template (tokenizer.chat_template or the chat_template argument)",
-                                lineno, line) from None
+        raise ChatTemplateError(
+            f"the chat template has a syntax error at {_where(lineno, line)}: {e.message}; fix "
+            "the template (tokenizer.chat_template or the chat_template argument)",
+            lineno,
+            line,
+        ) from None
     except SyntaxError as e:  # Jinja compiled it to Python that Python refuses ({% break %} outside a loop)
-        raise ChatTemplateError(f"the chat template compiles to invalid code ({e.msg}); fix the template "
-                                "(tokenizer.chat_template or the chat_template argument)") from None
+        raise ChatTemplateError(
+            f"the chat template compiles to invalid code ({e.msg}); fix the template "
+            "(tokenizer.chat_template or the chat_template argument)"
+        ) from None
     except (RecursionError, MemoryError) as e:  # absurdly deep nesting: the parser gives up
-        raise ChatTemplateError(f"the chat template could not be compiled ({type(e).__name__}: {e}); simplify the "
-                                "template's nesting") from None
+        raise ChatTemplateError(
+            f"the chat template could not be compiled ({type(e).__name__}: {e}); simplify the template's nesting"
+        ) from None
 
 
 def _render(template, source, context):
@@ -152,18 +164,23 @@ def _render(template, source, context):
         frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == "<template>"]
         lineno, line = _template_line(source, frames[-1].lineno if frames else getattr(e, "lineno", None))
         if isinstance(e, _TemplateRaised):
-            message = (f"the chat template refused this input: {e.message} (raise_exception at "
-                       f"{_where(lineno, line)}); change the conversation or the arguments to what the template "
-                       "accepts")
+            message = (
+                f"the chat template refused this input: {e.message} (raise_exception at "
+                f"{_where(lineno, line)}); change the conversation or the arguments to what the template "
+                "accepts"
+            )
         else:
-            message = (f"rendering the chat template failed at {_where(lineno, line)}: {type(e).__name__}: {e}; "
-                       "check that the conversation and the keyword arguments are what the template expects, or "
-                       "fix the template")
+            message = (
+                f"rendering the chat template failed at {_where(lineno, line)}: {type(e).__name__}: {e}; "
+                "check that the conversation and the keyword arguments are what the template expects, or "
+                "fix the template"
+            )
         raise ChatTemplateError(message, lineno, line) from e
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Choosing the template
+
 
 def get_chat_template(tokenizer, chat_template=None, tools=None):
     """The template source apply_chat_template uses, chosen as Transformers' get_chat_template chooses it.
@@ -177,11 +194,15 @@ def get_chat_template(tokenizer, chat_template=None, tools=None):
         try:
             own = {entry["name"]: entry["template"] for entry in own}
         except (TypeError, KeyError):
-            raise InvalidInputError("tokenizer.chat_template is a list: it must hold {'name': ..., 'template': ...} "
-                                    "dicts (named templates); set a str or a dict name -> template") from None
+            raise InvalidInputError(
+                "tokenizer.chat_template is a list: it must hold {'name': ..., 'template': ...} "
+                "dicts (named templates); set a str or a dict name -> template"
+            ) from None
     if chat_template is not None and not isinstance(chat_template, str):
-        raise InvalidInputError(f"chat_template={type(chat_template).__name__}; pass a template's Jinja source or "
-                                "the name of one of the tokenizer's named templates (a str)")
+        raise InvalidInputError(
+            f"chat_template={type(chat_template).__name__}; pass a template's Jinja source or "
+            "the name of one of the tokenizer's named templates (a str)"
+        )
     if isinstance(own, dict):
         if chat_template is not None:
             return own.get(chat_template, chat_template)
@@ -189,8 +210,10 @@ def get_chat_template(tokenizer, chat_template=None, tools=None):
             return own["tool_use"]
         if "default" in own:
             return own["default"]
-        raise InvalidInputError("this tokenizer has several chat templates and none named 'default'; pass "
-                                f"chat_template=<one of {sorted(own)}> or a template's Jinja source")
+        raise InvalidInputError(
+            "this tokenizer has several chat templates and none named 'default'; pass "
+            f"chat_template=<one of {sorted(own)}> or a template's Jinja source"
+        )
     if chat_template is not None:
         return chat_template
     if own is None:
@@ -201,8 +224,14 @@ def get_chat_template(tokenizer, chat_template=None, tools=None):
 # ---------------------------------------------------------------------------------------------------------------
 # Tools given as Python functions: Transformers' get_json_schema (type hints + a Google-style docstring)
 
-_JSON_TYPES = {int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"},
-               bool: {"type": "boolean"}, typing.Any: {}, type(None): {"type": "null"}}
+_JSON_TYPES = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    typing.Any: {},
+    type(None): {"type": "null"},
+}
 
 
 def _hint_schema(hint, where):
@@ -228,16 +257,20 @@ def _hint_schema(hint, where):
         if not args:
             return {"type": "array"}
         if len(args) == 1 or ... in args:
-            raise InvalidInputError(f"{where}: a tuple hint needs two or more fixed element types ({hint}); use "
-                                    "list[...] for a variable-length argument")
+            raise InvalidInputError(
+                f"{where}: a tuple hint needs two or more fixed element types ({hint}); use "
+                "list[...] for a variable-length argument"
+            )
         return {"type": "array", "prefixItems": [_hint_schema(a, where) for a in args]}
     if origin is dict:
         out = {"type": "object"}
         if len(args) == 2:
             out["additionalProperties"] = _hint_schema(args[1], where)
         return out
-    raise InvalidInputError(f"{where}: the type hint {hint} has no JSON schema here; use int, float, str, bool, "
-                            "list, tuple, dict, Optional or Union of those, or pass the tool's JSON schema")
+    raise InvalidInputError(
+        f"{where}: the type hint {hint} has no JSON schema here; use int, float, str, bool, "
+        "list, tuple, dict, Optional or Union of those, or pass the tool's JSON schema"
+    )
 
 
 def _parse_docstring(doc):
@@ -261,19 +294,24 @@ def get_json_schema(func):
     name = getattr(func, "__name__", repr(func))
     doc = inspect.getdoc(func)
     if not doc:
-        raise InvalidInputError(f"cannot build a JSON schema for tool {name}: it has no docstring; give it one "
-                                "(a description, then 'Args:' with one 'name: description' line per argument)")
+        raise InvalidInputError(
+            f"cannot build a JSON schema for tool {name}: it has no docstring; give it one "
+            "(a description, then 'Args:' with one 'name: description' line per argument)"
+        )
     description, described, returns = _parse_docstring(doc.strip())
     try:
         hints = typing.get_type_hints(func)
     except Exception as e:  # noqa: BLE001 - an unresolvable annotation raises NameError, TypeError...
-        raise InvalidInputError(f"cannot build a JSON schema for tool {name}: its type hints do not resolve "
-                                f"({type(e).__name__}: {e})") from None
+        raise InvalidInputError(
+            f"cannot build a JSON schema for tool {name}: its type hints do not resolve ({type(e).__name__}: {e})"
+        ) from None
     required = []
     for parameter in inspect.signature(func).parameters.values():
         if parameter.annotation is inspect.Parameter.empty:
-            raise InvalidInputError(f"cannot build a JSON schema for tool {name}: argument {parameter.name} has no "
-                                    "type hint; annotate it (e.g. city: str)")
+            raise InvalidInputError(
+                f"cannot build a JSON schema for tool {name}: argument {parameter.name} has no "
+                "type hint; annotate it (e.g. city: str)"
+            )
         if parameter.default is inspect.Parameter.empty:
             required.append(parameter.name)
     properties = {arg: _hint_schema(hint, f"tool {name}, argument {arg}") for arg, hint in hints.items()}
@@ -282,18 +320,22 @@ def get_json_schema(func):
         returned["description"] = returns
     for arg, schema in properties.items():
         if arg not in described:
-            raise InvalidInputError(f"cannot build a JSON schema for tool {name}: the docstring has no description "
-                                    f"for the argument '{arg}'; add '{arg}: <description>' under 'Args:'")
+            raise InvalidInputError(
+                f"cannot build a JSON schema for tool {name}: the docstring has no description "
+                f"for the argument '{arg}'; add '{arg}: <description>' under 'Args:'"
+            )
         text = described[arg]
         choices = re.search(r"\(choices:\s*(.*?)\)\s*$", text, flags=re.IGNORECASE)
         if choices:
             try:
                 values = json.loads(choices.group(1))
             except ValueError:
-                raise InvalidInputError(f"tool {name}, argument {arg}: '(choices: ...)' must hold a JSON list, e.g. "
-                                        '(choices: ["tea", "coffee"])') from None
+                raise InvalidInputError(
+                    f"tool {name}, argument {arg}: '(choices: ...)' must hold a JSON list, e.g. "
+                    '(choices: ["tea", "coffee"])'
+                ) from None
             schema["enum"] = [v.strip() if isinstance(v, str) else v for v in values]
-            text = text[:choices.start()].strip()
+            text = text[: choices.start()].strip()
         schema["description"] = text
     parameters = {"type": "object", "properties": properties}
     if required:
@@ -306,6 +348,7 @@ def get_json_schema(func):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Rendering
+
 
 def _is_chat(value):
     return isinstance(value, (list, tuple)) or hasattr(value, "messages")
@@ -320,8 +363,10 @@ def _tool_schemas(tools):
     if tools is None:
         return None
     if not isinstance(tools, (list, tuple)):
-        raise InvalidInputError(f"tools={type(tools).__name__}; pass a list of JSON schemas (dicts) or Python "
-                                "functions with type hints and a Google-style docstring")
+        raise InvalidInputError(
+            f"tools={type(tools).__name__}; pass a list of JSON schemas (dicts) or Python "
+            "functions with type hints and a Google-style docstring"
+        )
     schemas = []
     for i, tool in enumerate(tools):
         if isinstance(tool, dict):
@@ -329,9 +374,11 @@ def _tool_schemas(tools):
         elif inspect.isfunction(tool):
             schemas.append(get_json_schema(tool))
         else:
-            raise InvalidInputError(f"tools[{i}] is a {type(tool).__name__}; tools should either be a JSON schema "
-                                    "(a dict) or a Python function with type hints and a docstring suitable for "
-                                    "auto-conversion to a schema")
+            raise InvalidInputError(
+                f"tools[{i}] is a {type(tool).__name__}; tools should either be a JSON schema "
+                "(a dict) or a Python function with type hints and a docstring suitable for "
+                "auto-conversion to a schema"
+            )
     return schemas
 
 
@@ -342,8 +389,9 @@ def _with_continue_tag(messages):
         raise InvalidInputError("continue_final_message=True needs a conversation with at least one message")
     final = messages[-1]
     if not isinstance(final, dict) or "content" not in final:
-        raise InvalidInputError("continue_final_message=True: the final message must be a dict with a 'content' "
-                                "to continue")
+        raise InvalidInputError(
+            "continue_final_message=True: the final message must be a dict with a 'content' to continue"
+        )
     content = final["content"]
     if isinstance(content, str):
         return list(messages[:-1]) + [{**final, "content": content + _CONTINUE_TAG}], content
@@ -356,10 +404,14 @@ def _with_continue_tag(messages):
                     break
                 blocks[i] = {**blocks[i], "text": text + _CONTINUE_TAG}
                 return list(messages[:-1]) + [{**final, "content": blocks}], text
-        raise InvalidInputError("continue_final_message is set but we could not find any text to continue in the "
-                                "final message! Give its content a str, or a block with a 'text' str")
-    raise InvalidInputError(f"continue_final_message=True: the final message's content is a "
-                            f"{type(content).__name__}; it must be a str or a list of content blocks with 'text'")
+        raise InvalidInputError(
+            "continue_final_message is set but we could not find any text to continue in the "
+            "final message! Give its content a str, or a block with a 'text' str"
+        )
+    raise InvalidInputError(
+        f"continue_final_message=True: the final message's content is a "
+        f"{type(content).__name__}; it must be a str or a list of content blocks with 'text'"
+    )
 
 
 def _cut_at_continue_tag(rendered, final_text):
@@ -367,18 +419,27 @@ def _cut_at_continue_tag(rendered, final_text):
     (end-of-turn tokens). Where the template trimmed the tag's space, trailing space before it goes too."""
     tag = _CONTINUE_TAG.strip()
     if final_text.strip() not in rendered or tag not in rendered:
-        raise InvalidInputError("continue_final_message is set but the final message does not appear in the chat "
-                                "after applying the chat template! This can happen if the chat template deletes "
-                                "portions of the final message. Please verify the chat template and final message "
-                                "in your chat to ensure they are compatible.")
+        raise InvalidInputError(
+            "continue_final_message is set but the final message does not appear in the chat "
+            "after applying the chat template! This can happen if the chat template deletes "
+            "portions of the final message. Please verify the chat template and final message "
+            "in your chat to ensure they are compatible."
+        )
     at = rendered.rindex(tag)
-    if rendered[at:at + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
+    if rendered[at : at + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
         return rendered[:at]
     return rendered[:at].rstrip()
 
 
-def render_chat_template(source, conversations, tools=None, documents=None, add_generation_prompt=False,
-                         continue_final_message=False, context=None):
+def render_chat_template(
+    source,
+    conversations,
+    tools=None,
+    documents=None,
+    add_generation_prompt=False,
+    continue_final_message=False,
+    context=None,
+):
     """Template source, a list of conversations -> a list of rendered str (one per conversation), Transformers'
     render_jinja_template without the assistant mask. context: dict of the other template variables (special
     tokens, then the caller's kwargs)."""
@@ -389,26 +450,51 @@ def render_chat_template(source, conversations, tools=None, documents=None, add_
         if not isinstance(documents, (list, tuple)) or not all(isinstance(d, dict) for d in documents):
             raise InvalidInputError("documents should be a list of dicts with 'title' and 'text' keys")
     if "messages" in context:
-        raise InvalidInputError("'messages' is the conversation's name inside the template; pass the conversation as "
-                                "the first argument, not messages=")
+        raise InvalidInputError(
+            "'messages' is the conversation's name inside the template; pass the conversation as "
+            "the first argument, not messages="
+        )
     rendered = []
     for chat in conversations:
         messages = _messages(chat)
         final_text = None
         if continue_final_message:
             messages, final_text = _with_continue_tag(messages)
-        text = _render(template, source, {**context, "messages": messages, "tools": tool_schemas,
-                                          "documents": documents, "add_generation_prompt": add_generation_prompt})
+        text = _render(
+            template,
+            source,
+            {
+                **context,
+                "messages": messages,
+                "tools": tool_schemas,
+                "documents": documents,
+                "add_generation_prompt": add_generation_prompt,
+            },
+        )
         if continue_final_message:
             text = _cut_at_continue_tag(text, final_text)
         rendered.append(text)
     return rendered
 
 
-def apply_chat_template(tokenizer, conversation, tools=None, documents=None, chat_template=None,
-                        add_generation_prompt=False, continue_final_message=False, tokenize=True, padding=False,
-                        truncation=False, max_length=None, return_tensors=None, return_dict=False,
-                        return_assistant_tokens_mask=False, tokenizer_kwargs=None, **kwargs):
+def apply_chat_template(
+    tokenizer,
+    conversation,
+    tools=None,
+    documents=None,
+    chat_template=None,
+    add_generation_prompt=False,
+    continue_final_message=False,
+    tokenize=True,
+    padding=False,
+    truncation=False,
+    max_length=None,
+    return_tensors=None,
+    return_dict=False,
+    return_assistant_tokens_mask=False,
+    tokenizer_kwargs=None,
+    **kwargs,
+):
     """A conversation (list of {"role", "content"} dicts) or a batch of them -> the prompt, as Transformers'
     tokenizer.apply_chat_template.
 
@@ -420,40 +506,63 @@ def apply_chat_template(tokenizer, conversation, tools=None, documents=None, cha
     tools: JSON schemas (dicts) or Python functions (converted by get_json_schema).
     Refused: return_assistant_tokens_mask=True (it needs each token's character offsets)."""
     if return_dict and not tokenize:
-        raise InvalidInputError("`return_dict=True` is incompatible with `tokenize=False`, because there is no dict "
-                                "of tokenizer outputs to return.")
+        raise InvalidInputError(
+            "`return_dict=True` is incompatible with `tokenize=False`, because there is no dict "
+            "of tokenizer outputs to return."
+        )
     if return_assistant_tokens_mask and not return_dict:
         raise InvalidInputError("`return_assistant_tokens_mask=True` is incompatible with `return_dict=False`")
     if return_assistant_tokens_mask:
-        raise InvalidInputError("return_assistant_tokens_mask=True is not supported by this package (it needs "
-                                "character offsets of each token); leave it False")
+        raise InvalidInputError(
+            "return_assistant_tokens_mask=True is not supported by this package (it needs "
+            "character offsets of each token); leave it False"
+        )
     if continue_final_message and add_generation_prompt:
-        raise InvalidInputError("continue_final_message and add_generation_prompt are not compatible. Use "
-                                "continue_final_message when you want the model to continue the final message, and "
-                                "add_generation_prompt when you want to add a header that will prompt it to start a "
-                                "new assistant message instead.")
+        raise InvalidInputError(
+            "continue_final_message and add_generation_prompt are not compatible. Use "
+            "continue_final_message when you want the model to continue the final message, and "
+            "add_generation_prompt when you want to add a header that will prompt it to start a "
+            "new assistant message instead."
+        )
     if tokenizer_kwargs is not None and not isinstance(tokenizer_kwargs, dict):
-        raise InvalidInputError(f"tokenizer_kwargs={type(tokenizer_kwargs).__name__}; pass a dict of the "
-                                "tokenizer's call arguments or None")
+        raise InvalidInputError(
+            f"tokenizer_kwargs={type(tokenizer_kwargs).__name__}; pass a dict of the tokenizer's call arguments or None"
+        )
     source = get_chat_template(tokenizer, chat_template, tools)
 
     if not isinstance(conversation, (list, tuple)) and not hasattr(conversation, "messages"):
-        raise InvalidInputError(f"conversation is a {type(conversation).__name__}; pass a list of messages "
-                                "({'role': ..., 'content': ...} dicts) or a list of such lists (a batch)")
+        raise InvalidInputError(
+            f"conversation is a {type(conversation).__name__}; pass a list of messages "
+            "({'role': ..., 'content': ...} dicts) or a list of such lists (a batch)"
+        )
     batched = isinstance(conversation, (list, tuple)) and len(conversation) > 0 and _is_chat(conversation[0])
     conversations = list(conversation) if batched else [conversation]
     if batched and not all(_is_chat(c) for c in conversations):
-        raise InvalidInputError("a batch of conversations must hold only lists of messages; conversation holds a "
-                                "list and something else")
+        raise InvalidInputError(
+            "a batch of conversations must hold only lists of messages; conversation holds a list and something else"
+        )
 
     special = dict(getattr(tokenizer, "special_tokens_map", None) or {})
-    rendered = render_chat_template(source, conversations, tools=tools, documents=documents,
-                                    add_generation_prompt=add_generation_prompt,
-                                    continue_final_message=continue_final_message, context={**special, **kwargs})
+    rendered = render_chat_template(
+        source,
+        conversations,
+        tools=tools,
+        documents=documents,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=continue_final_message,
+        context={**special, **kwargs},
+    )
     if not batched:
         rendered = rendered[0]
     if not tokenize:
         return rendered
-    out = tokenizer(rendered, padding=padding, truncation=truncation, max_length=max_length, add_special_tokens=False,
-                    return_tensors=return_tensors, **(tokenizer_kwargs or {}))
+    out = tokenizer(
+        rendered,
+        padding=padding,
+        truncation=truncation,
+        max_length=max_length,
+        add_special_tokens=False,
+        return_tensors=return_tensors,
+        **(tokenizer_kwargs or {}),
+    )
     return out if return_dict else out["input_ids"]

@@ -58,6 +58,7 @@ def _normalizer(cfg, kind="normalizer"):
             while right and j > i and _is_space(s[j - 1]):
                 j -= 1
             return s[i:j], spans[i:j]
+
         return strip
     if t == "StripAccents":
         return lambda s, spans: _per_char(s, spans, lambda c: "" if unicodedata.category(c).startswith("M") else c)
@@ -79,6 +80,7 @@ def _normalizer(cfg, kind="normalizer"):
             out.append(s[prev:])
             out_spans += spans[prev:]
             return "".join(out), out_spans
+
         return replace
     if t == "Prepend":
         prepend = _field(cfg, kind, "prepend", str, required=True)
@@ -91,6 +93,7 @@ def _normalizer(cfg, kind="normalizer"):
                 if f is not None:
                     s, spans = f(s, spans)
             return s, spans
+
         return sequence
     raise _Bad(f"{kind} type {t!r} has no offsets here")
 
@@ -130,6 +133,7 @@ def _unicode_form(form, s, spans):
 
 # ---- pre-tokenizers: (pieces, first) -> (pieces, first), pieces a list of aligned strings ----------------------
 
+
 def _split_pieces(pieces, first, pattern, behavior, invert=False):
     out, out_first = [], False
     for k, (s, spans) in enumerate(pieces):
@@ -167,6 +171,7 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
                     char_spans += [span] * len(data)
                 out.append(("".join(chars), char_spans))
             return out, first
+
         return byte_level
     if t == "Split":
         pattern = _compile(_field(cfg, kind, "pattern", dict, required=True), f"{kind} Split")
@@ -189,6 +194,7 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
             if split:
                 return _split_pieces(out, first, marker, "MergedWithNext")
             return out, first
+
         return metaspace
     if t == "Digits":
         individual = _field(cfg, kind, "individual_digits", bool, False)
@@ -212,6 +218,7 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
                 if f is not None:
                     pieces, first = f(pieces, first)
             return pieces, first
+
         return sequence
     raise _Bad(f"{kind} type {t!r} has no offsets here")
 
@@ -223,8 +230,11 @@ def _trim(cfg, kind="post_processor"):
         return None
     t = _type_of(cfg, kind)
     if t in ("ByteLevel", "RobertaProcessing"):
-        return (_field(cfg, kind, "add_prefix_space", bool, True),) if _field(cfg, kind, "trim_offsets", bool, True) \
+        return (
+            (_field(cfg, kind, "add_prefix_space", bool, True),)
+            if _field(cfg, kind, "trim_offsets", bool, True)
             else None
+        )
     if t == "Sequence":
         for c in _field(cfg, kind, "processors", list, required=True):
             found = _trim(c, kind)
@@ -247,6 +257,7 @@ class AlignedPipeline:
         if self.trim is None:
             return offsets
         (add_prefix_space,) = self.trim
+
         def spaces(chars):
             n = 0
             for c in chars:
@@ -280,8 +291,13 @@ def token_spans(model, id_to_token, word, spans, ids):
         if byte == 0 and token and word.startswith(token, pos):
             out.append((spans[pos][0], spans[pos + len(token) - 1][1]))
             pos += len(token)
-        elif model.byte_fallback and len(token) == 6 and token.startswith("<0x") and token.endswith(">") \
-                and pos < len(word):
+        elif (
+            model.byte_fallback
+            and len(token) == 6
+            and token.startswith("<0x")
+            and token.endswith(">")
+            and pos < len(word)
+        ):
             out.append(spans[pos])
             byte += 1
             if byte == len(word[pos].encode("utf-8")):
@@ -311,8 +327,11 @@ def text_ids_offsets(tokenizer, text, split_special_tokens=False):
             raise InvalidInputError(f"return_offsets_mapping: {tokenizer.source}: {e}") from None
     aligned = tokenizer._aligned
     ids, offsets = [], []
-    pieces = tokenizer._find_added(text, tokenizer._raw_split, "r", split_special_tokens) \
-        if tokenizer._raw_split is not None else [(text, None)]
+    pieces = (
+        tokenizer._find_added(text, tokenizer._raw_split, "r", split_special_tokens)
+        if tokenizer._raw_split is not None
+        else [(text, None)]
+    )
     offset = 0
     for piece, tid in pieces:
         start, at_start = offset, offset == 0
@@ -324,11 +343,14 @@ def text_ids_offsets(tokenizer, text, split_special_tokens=False):
         s, spans = piece, [(start + k, start + k + 1) for k in range(len(piece))]
         if aligned.normalize is not None:
             s, spans = aligned.normalize(s, spans)
-        parts = (tokenizer._find_added(s, tokenizer._norm_split, "n", split_special_tokens)
-                 if tokenizer._norm_split is not None else [(s, None)])
+        parts = (
+            tokenizer._find_added(s, tokenizer._norm_split, "n", split_special_tokens)
+            if tokenizer._norm_split is not None
+            else [(s, None)]
+        )
         at = 0
         for k, (part, pid) in enumerate(parts):
-            part_spans, at = spans[at:at + len(part)], at + len(part)
+            part_spans, at = spans[at : at + len(part)], at + len(part)
             if pid is not None:
                 ids.append(pid)
                 offsets.append((part_spans[0][0], part_spans[-1][1]) if part_spans else (start, start))

@@ -29,16 +29,39 @@ from .tokenizer_json import AddedToken, TokenizerJSON
 
 # tokenizer_class values of tokenizer_config.json whose Transformers fast class always rewrites the post-processor
 # from bos/eos and add_bos_token (default true) / add_eos_token (default false) (update_post_processor in __init__).
-_LLAMA_CLASSES = frozenset({"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast",
-                            "CodeLlamaTokenizer", "CodeLlamaTokenizerFast"})
+_LLAMA_CLASSES = frozenset(
+    {
+        "LlamaTokenizer",
+        "LlamaTokenizerFast",
+        "GemmaTokenizer",
+        "GemmaTokenizerFast",
+        "CodeLlamaTokenizer",
+        "CodeLlamaTokenizerFast",
+    }
+)
 # Classes that pad on the left unless tokenizer_config.json says otherwise (their padding_side class attribute).
-_LEFT_PADDING_CLASSES = frozenset({"LlamaTokenizer", "LlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast",
-                                   "CodeLlamaTokenizer", "CodeLlamaTokenizerFast", "CohereTokenizer",
-                                   "CohereTokenizerFast"})
+_LEFT_PADDING_CLASSES = frozenset(
+    {
+        "LlamaTokenizer",
+        "LlamaTokenizerFast",
+        "GemmaTokenizer",
+        "GemmaTokenizerFast",
+        "CodeLlamaTokenizer",
+        "CodeLlamaTokenizerFast",
+        "CohereTokenizer",
+        "CohereTokenizerFast",
+    }
+)
 # Classes whose model_input_names leave out token_type_ids (PreTrainedTokenizerFast's default has them).
-_NO_TYPE_IDS_CLASSES = _LLAMA_CLASSES | {"Qwen2Tokenizer", "Qwen2TokenizerFast", "GPT2Tokenizer",
-                                         "GPT2TokenizerFast", "GPTNeoXTokenizerFast", "CodeGenTokenizer",
-                                         "CodeGenTokenizerFast"}
+_NO_TYPE_IDS_CLASSES = _LLAMA_CLASSES | {
+    "Qwen2Tokenizer",
+    "Qwen2TokenizerFast",
+    "GPT2Tokenizer",
+    "GPT2TokenizerFast",
+    "GPTNeoXTokenizerFast",
+    "CodeGenTokenizer",
+    "CodeGenTokenizerFast",
+}
 # Config keys with which Transformers rebuilds the normalizer or pre-tokenizer (BERT-style classes) or converts the
 # slow tokenizer instead of reading tokenizer.json: not reproduced, so refused where set.
 _REBUILDING_KEYS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "from_slow")
@@ -60,16 +83,24 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
     _fast_truncation = True
     _default_max_length = _VERY_LARGE_INTEGER
 
-    def __init__(self, json_file: str, config: Optional[dict[str, Any]] = None,
-                 special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None:
+    def __init__(
+        self,
+        json_file: str,
+        config: Optional[dict[str, Any]] = None,
+        special_tokens_map: Optional[dict[str, Any]] = None,
+        arguments: Any = (),
+    ) -> None:
         self._tok = TokenizerJSON.load(json_file)
         config = dict(config or {})
         self._loaded_config, self._loaded_special = copy.deepcopy(config), copy.deepcopy(dict(special_tokens_map or {}))
         self._class = config.get("tokenizer_class") or "PreTrainedTokenizerFast"
         if not isinstance(self._class, str):
             raise CheckpointError(f"tokenizer_config.json: tokenizer_class={self._class!r} must be a string")
-        self.model_input_names = ["input_ids", "attention_mask"] if self._class in _NO_TYPE_IDS_CLASSES else \
-            ["input_ids", "token_type_ids", "attention_mask"]
+        self.model_input_names = (
+            ["input_ids", "attention_mask"]
+            if self._class in _NO_TYPE_IDS_CLASSES
+            else ["input_ids", "token_type_ids", "attention_mask"]
+        )
         defaults = self._defaults_from_json(json_file)
         if self._class in _LEFT_PADDING_CLASSES:
             defaults.setdefault("padding_side", "left")
@@ -88,8 +119,11 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
             text = self._special_tokens[name]
             if text is not None and not self._is_added(text, added):
                 specs.append(_token_spec(value if isinstance(value, dict) else text, True, name))
-        specs += [_token_spec(t, True, "additional_special_tokens") for t in self._additional_special_tokens
-                  if not self._is_added(t, added)]
+        specs += [
+            _token_spec(t, True, "additional_special_tokens")
+            for t in self._additional_special_tokens
+            if not self._is_added(t, added)
+        ]
         self._add_new_tokens(specs)
         self._extra_special_tokens = self._extra_from(config)
         # add_bos_token / add_eos_token: Transformers' update_post_processor, where its class would call it.
@@ -120,29 +154,47 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         tokenize differently from tokenizer.json and which are not reproduced here."""
         for key in _REBUILDING_KEYS:
             if config.get(key) not in (None, False):
-                self._refuse(key, config[key], arguments, "Transformers rebuilds the tokenizer.json pipeline from it "
-                             "(or converts the slow tokenizer), which this package does not reproduce")
+                self._refuse(
+                    key,
+                    config[key],
+                    arguments,
+                    "Transformers rebuilds the tokenizer.json pipeline from it "
+                    "(or converts the slow tokenizer), which this package does not reproduce",
+                )
         value = config.get("add_prefix_space")
         if value not in (None, True, False):
             self._refuse("add_prefix_space", value, arguments, "it must be true, false or null")
         if value is not None:
             if self._class in _LLAMA_CLASSES:
-                self._refuse("add_prefix_space", value, arguments, f"Transformers' {self._class} then converts "
-                             "tokenizer.model instead of reading tokenizer.json, which this package does not do")
+                self._refuse(
+                    "add_prefix_space",
+                    value,
+                    arguments,
+                    f"Transformers' {self._class} then converts "
+                    "tokenizer.model instead of reading tokenizer.json, which this package does not do",
+                )
             pre = self._tok.to_dict().get("pre_tokenizer")
             if isinstance(pre, dict) and "add_prefix_space" in pre and pre["add_prefix_space"] != value:
-                self._refuse("add_prefix_space", value, arguments, "it differs from tokenizer.json's pre_tokenizer "
-                             f"(add_prefix_space={pre['add_prefix_space']}), which Transformers would rewrite; "
-                             "this package does not")
+                self._refuse(
+                    "add_prefix_space",
+                    value,
+                    arguments,
+                    "it differs from tokenizer.json's pre_tokenizer "
+                    f"(add_prefix_space={pre['add_prefix_space']}), which Transformers would rewrite; "
+                    "this package does not",
+                )
         self.add_prefix_space, self.legacy = value, config.get("legacy")
 
     @staticmethod
     def _refuse(key, value, arguments, why):
         if key in arguments:
-            raise InvalidInputError(f"{key}={value!r} is not supported for a tokenizer.json tokenizer: {why}; "
-                                    "leave it out")
-        raise CheckpointError(f"tokenizer_config.json: {key}={value!r} is not supported: {why}; remove the key "
-                              "(or load tokenizer.model with use_fast=False)")
+            raise InvalidInputError(
+                f"{key}={value!r} is not supported for a tokenizer.json tokenizer: {why}; leave it out"
+            )
+        raise CheckpointError(
+            f"tokenizer_config.json: {key}={value!r} is not supported: {why}; remove the key "
+            "(or load tokenizer.model with use_fast=False)"
+        )
 
     def _is_added(self, text, added=None):
         """Whether text is an added token (added: a set of their contents, to reuse across many questions)."""
@@ -156,17 +208,21 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
             content = value["content"]
             have = self._tok.token_to_id(content)
             if have is not None and have != want:
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want} but "
-                                      f"{json_file} has it at id {have}; the files do not belong together")
+                raise CheckpointError(
+                    f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want} but "
+                    f"{json_file} has it at id {have}; the files do not belong together"
+                )
             if have is not None and content in added:
                 continue
             flags = {f: value[f] for f in ("special", "single_word", "lstrip", "rstrip", "normalized") if f in value}
             self._tok.add_tokens([AddedToken(content, **flags)])
             got = self._tok.token_to_id(content)
             if got != want:
-                raise CheckpointError(f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want}, but "
-                                      f"added after {json_file}'s tokens it gets id {got} (ids must follow the "
-                                      "vocabulary without gaps); fix the ids")
+                raise CheckpointError(
+                    f"tokenizer_config.json: added_tokens_decoder gives {content!r} id {want}, but "
+                    f"added after {json_file}'s tokens it gets id {got} (ids must follow the "
+                    "vocabulary without gaps); fix the ids"
+                )
         self._bound = 0
 
     def _extra_from(self, config):
@@ -176,15 +232,20 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         extra = config.get("extra_special_tokens")
         if extra is None or isinstance(extra, list):
             return {}
-        if not isinstance(extra, dict) or not all(isinstance(k, str) and k.endswith("_token") and
-                                                  isinstance(_token_text(v), str) for k, v in extra.items()):
-            raise CheckpointError(f"tokenizer_config.json: extra_special_tokens={extra!r} must map names ending in "
-                                  "_token to token strings; fix the file")
+        if not isinstance(extra, dict) or not all(
+            isinstance(k, str) and k.endswith("_token") and isinstance(_token_text(v), str) for k, v in extra.items()
+        ):
+            raise CheckpointError(
+                f"tokenizer_config.json: extra_special_tokens={extra!r} must map names ending in "
+                "_token to token strings; fix the file"
+            )
         out = {k: _token_text(v) for k, v in extra.items()}
         missing = [t for t in out.values() if self._tok.token_to_id(t) is None]
         if missing:
-            raise CheckpointError(f"tokenizer_config.json: extra_special_tokens names {missing[0]!r}, which the "
-                                  "tokenizer does not have; fix the file")
+            raise CheckpointError(
+                f"tokenizer_config.json: extra_special_tokens names {missing[0]!r}, which the "
+                "tokenizer does not have; fix the file"
+            )
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -241,8 +302,12 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
                 if source:
                     raise CheckpointError(f"{source}: {message}; set {name}_token or add_{name}_token=false")
                 raise InvalidInputError(f"{message}; set tokenizer.{name}_token first")
-        self._tok.set_template(self._special_tokens["bos_token"], self._special_tokens["eos_token"],
-                               self._add_bos_token, self._add_eos_token)
+        self._tok.set_template(
+            self._special_tokens["bos_token"],
+            self._special_tokens["eos_token"],
+            self._add_bos_token,
+            self._add_eos_token,
+        )
 
     def _special_tokens_changed(self):
         if self._manages_template:
@@ -260,8 +325,10 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         ids = _int_list(ids, "token ids")
         for i in ids:
             if self._tok.id_to_token(i) is None:
-                raise InvalidInputError(f"token id {i} is outside this tokenizer's vocabulary ({len(self)} tokens); "
-                                        "use the tokenizer that belongs to the model")
+                raise InvalidInputError(
+                    f"token id {i} is outside this tokenizer's vocabulary ({len(self)} tokens); "
+                    "use the tokenizer that belongs to the model"
+                )
         return ids
 
     def __len__(self) -> int:
@@ -282,9 +349,23 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
         return {t.id: t for t in sorted(self._tok.added_tokens, key=lambda t: t.id)}
 
     def _add_new_tokens(self, tokens):
-        return self._tok.add_tokens([AddedToken(t["content"], single_word=t["single_word"], lstrip=t["lstrip"],
-                                                rstrip=t["rstrip"], normalized=t["normalized"], special=t["special"])
-                                     for t in tokens]) if tokens else 0
+        return (
+            self._tok.add_tokens(
+                [
+                    AddedToken(
+                        t["content"],
+                        single_word=t["single_word"],
+                        lstrip=t["lstrip"],
+                        rstrip=t["rstrip"],
+                        normalized=t["normalized"],
+                        special=t["special"],
+                    )
+                    for t in tokens
+                ]
+            )
+            if tokens
+            else 0
+        )
 
     def _text_ids(self, text, split_special_tokens=False):
         """Rust tokenizers' encode; split_special_tokens as its encode_special_tokens (Transformers' fast
@@ -315,6 +396,7 @@ class PreTrainedTokenizerFast(PreTrainedTokenizerBase):
             config.update(add_bos_token=self._add_bos_token, add_eos_token=self._add_eos_token)
         config["added_tokens_decoder"] = {
             str(t.id): {k: v for k, v in t.to_dict().items() if k != "id"}
-            for t in sorted(self._tok.added_tokens, key=lambda t: t.id)}
+            for t in sorted(self._tok.added_tokens, key=lambda t: t.id)
+        }
         data = json.dumps(self._tok.to_dict(), indent=2, ensure_ascii=False) + "\n"
         return [(TOKENIZER_JSON_FILE, data.encode("utf-8"))]

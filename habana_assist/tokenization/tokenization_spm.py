@@ -63,7 +63,7 @@ def _proto_fields(data, varints=False):
             i += 8 if wire == 1 else 4
         elif wire == 2:
             n = varint()
-            value, i = data[i:i + n], i + n
+            value, i = data[i : i + n], i + n
         else:
             raise ValueError("a protobuf group or a bad wire type")
         if i > len(data):
@@ -122,23 +122,32 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
     model_input_names = ["input_ids", "attention_mask"]
     _FILE = TOKENIZER_FILE  # what from_pretrained reads
 
-    def __init__(self, model_file: str, config: Optional[dict[str, Any]] = None,
-                 special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None:
+    def __init__(
+        self,
+        model_file: str,
+        config: Optional[dict[str, Any]] = None,
+        special_tokens_map: Optional[dict[str, Any]] = None,
+        arguments: Any = (),
+    ) -> None:
         """arguments: the keys of config that came from from_pretrained's keyword arguments, not from the file
         (their refusals are InvalidInputError naming the argument rather than CheckpointError naming the file)."""
         try:
             import sentencepiece
         except ImportError:
-            raise ImportError("habana_assist's tokenizer needs sentencepiece: apt-get install python3-sentencepiece "
-                              "(scripts/setup.sh does)") from None
+            raise ImportError(
+                "habana_assist's tokenizer needs sentencepiece: apt-get install python3-sentencepiece "
+                "(scripts/setup.sh does)"
+            ) from None
         self.sp = sentencepiece.SentencePieceProcessor()
         try:
             with open(model_file, "rb") as f:
                 proto = f.read()
             bad = _bad_piece(proto)
             if bad is not None:  # sentencepiece would abort the process (its trie's keys are non-empty C strings)
-                raise CheckpointError(f"{model_file}: piece {bad} is empty or holds a NUL byte, so it is not a "
-                                      "SentencePiece model or it is corrupt; re-download it")
+                raise CheckpointError(
+                    f"{model_file}: piece {bad} is empty or holds a NUL byte, so it is not a "
+                    "SentencePiece model or it is corrupt; re-download it"
+                )
             self.sp.load_from_serialized_proto(proto)
             self._proto = proto  # written back byte for byte by save_pretrained
         except (OSError, RuntimeError) as e:
@@ -147,8 +156,10 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             try:
                 self.sp.id_to_piece(i)
             except UnicodeDecodeError:
-                raise CheckpointError(f"{model_file}: piece {i} is not valid UTF-8, so it is not a SentencePiece "
-                                      "model or it is corrupt; re-download it") from None
+                raise CheckpointError(
+                    f"{model_file}: piece {i} is not valid UTF-8, so it is not a SentencePiece "
+                    "model or it is corrupt; re-download it"
+                ) from None
         config = dict(config or {})
         # As read, for save_pretrained: it writes them back with what the script changed since.
         self._loaded_config, self._loaded_special = copy.deepcopy(config), copy.deepcopy(dict(special_tokens_map or {}))
@@ -165,8 +176,12 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         self._split: Any = None  # the added tokens' trie, as a regex (None: no added tokens)
         self._additional_special_tokens = _additional_special_tokens(config, special_map)
         self._load_added_tokens(config, model_file, set(tokens.values()) | set(self._additional_special_tokens))
-        defaults = {"bos_token": self.sp.bos_id(), "eos_token": self.sp.eos_id(), "unk_token": self.sp.unk_id(),
-                    "pad_token": self.sp.pad_id()}
+        defaults = {
+            "bos_token": self.sp.bos_id(),
+            "eos_token": self.sp.eos_id(),
+            "unk_token": self.sp.unk_id(),
+            "pad_token": self.sp.pad_id(),
+        }
         self._special_tokens = {}  # name -> token text or None; the *_token and *_token_id attributes read it
         for name in _SPECIAL_NAMES:
             text = tokens.get(name)
@@ -177,16 +192,25 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         # as AddedToken(normalized=False, special=True) unless the config gives its flags); one the model lacks
         # gets the next id.
         given = {n: config.get(n, special_map.get(n)) for n in _SPECIAL_NAMES}
-        specs = [dict(_token_spec(given[n] if isinstance(given[n], dict) and _token_text(given[n]) == t else t,
-                                  True, n), name=n)
-                 for n, t in self._special_tokens.items() if t is not None and t not in self._added_ids]
-        specs += [dict(_token_spec(t, True, "additional_special_tokens"), name="additional_special_tokens")
-                  for t in self._additional_special_tokens if t not in self._added_ids]
+        specs = [
+            dict(
+                _token_spec(given[n] if isinstance(given[n], dict) and _token_text(given[n]) == t else t, True, n),
+                name=n,
+            )
+            for n, t in self._special_tokens.items()
+            if t is not None and t not in self._added_ids
+        ]
+        specs += [
+            dict(_token_spec(t, True, "additional_special_tokens"), name="additional_special_tokens")
+            for t in self._additional_special_tokens
+            if t not in self._added_ids
+        ]
         self._add_new_tokens(specs)
         # Ids decode() treats as special: the control pieces and the special tokens as loaded (Transformers keeps
         # those in added_tokens_decoder); the current ones are added at each decode.
-        self._special = {self._token_to_id(t) for t in self._special_tokens.values() if t is not None} | \
-            {i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)}
+        self._special = {self._token_to_id(t) for t in self._special_tokens.values() if t is not None} | {
+            i for i in range(self.sp.get_piece_size()) if self.sp.is_control(i)
+        }
 
     def _load_added_tokens(self, config, model_file, special_texts):
         """tokenizer_config.json's added_tokens_decoder, else (Transformers' legacy) added_tokens.json beside the
@@ -200,12 +224,15 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         for want, value in entries:
             content = value["content"]
             if content in self._added_ids and self._added_ids[content] != want:
-                raise CheckpointError(f"{source} gives {content!r} ids {self._added_ids[content]} and {want}; fix "
-                                      "the file")
+                raise CheckpointError(
+                    f"{source} gives {content!r} ids {self._added_ids[content]} and {want}; fix the file"
+                )
             if want >= self.sp.get_piece_size() and want != len(self) and want not in self._added:
-                raise CheckpointError(f"{source} gives {content!r} id {want}, but the next id after {model_file}'s "
-                                      f"{self.sp.get_piece_size()} pieces and the added tokens before it is "
-                                      f"{len(self)} (ids must follow without gaps); fix the ids")
+                raise CheckpointError(
+                    f"{source} gives {content!r} id {want}, but the next id after {model_file}'s "
+                    f"{self.sp.get_piece_size()} pieces and the added tokens before it is "
+                    f"{len(self)} (ids must follow without gaps); fix the ids"
+                )
             flags = {f: value[f] for f in ("special", "single_word", "lstrip", "rstrip", "normalized") if f in value}
             self._register(AddedToken(content, **flags), want)
         self._rebuild_split()
@@ -224,8 +251,9 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             if value not in (None, True, False):
                 if key in arguments:
                     raise InvalidInputError(f"{key}={value!r}; pass True, False or None")
-                raise CheckpointError(f"tokenizer_config.json: {key}={value!r} must be true, false or null; "
-                                      "fix the file")
+                raise CheckpointError(
+                    f"tokenizer_config.json: {key}={value!r} must be true, false or null; fix the file"
+                )
         self.add_prefix_space, self.legacy = config.get("add_prefix_space"), config.get("legacy")
         want = self.add_prefix_space if self.add_prefix_space is not None else (True if self.legacy is False else None)
         name, dummy_prefix, extra_whitespaces = _normalizer_spec(self._proto)
@@ -244,9 +272,11 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             # single meaning to reproduce.
             key = "add_prefix_space" if self.add_prefix_space is not None else "legacy"
             fix = "leave it unset (the tokenizer then follows sentencepiece's own normalizer)"
-            message = (f"{key}={config[key]!r} changes where this tokenizer puts a leading space, which is exact only "
-                       f"for an 'identity' sentencepiece normalizer that keeps whitespace; {model_file} has "
-                       f"normalizer {name!r} with remove_extra_whitespaces={extra_whitespaces}: {fix}")
+            message = (
+                f"{key}={config[key]!r} changes where this tokenizer puts a leading space, which is exact only "
+                f"for an 'identity' sentencepiece normalizer that keeps whitespace; {model_file} has "
+                f"normalizer {name!r} with remove_extra_whitespaces={extra_whitespaces}: {fix}"
+            )
             if key in arguments:
                 raise InvalidInputError(message)
             raise CheckpointError(f"tokenizer_config.json: {message}")
@@ -315,8 +345,17 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
             normalized = spec["normalized"] if spec.get("flags_given") else not special
             if tid is None:
                 tid, new = len(self), new + 1
-            self._register(AddedToken(content, single_word=spec["single_word"], lstrip=spec["lstrip"],
-                                      rstrip=spec["rstrip"], normalized=normalized, special=special), tid)
+            self._register(
+                AddedToken(
+                    content,
+                    single_word=spec["single_word"],
+                    lstrip=spec["lstrip"],
+                    rstrip=spec["rstrip"],
+                    normalized=normalized,
+                    special=special,
+                ),
+                tid,
+            )
             if special and "name" not in spec and content not in self.all_special_tokens:
                 self._additional_special_tokens.append(content)
         self._rebuild_split()
@@ -333,7 +372,7 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         pieces, at = [], 0
         for m in self._split.finditer(text):
             if m.start() > at:
-                pieces.append(text[at:m.start()])
+                pieces.append(text[at : m.start()])
             pieces.append(m.group())
             at = m.end()
         if at < len(text):
@@ -385,8 +424,12 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         for piece in pieces:
             tid = None if split_special_tokens else self._added_ids.get(piece)
             ids.extend(self._sp_encode(piece) if tid is None else [tid])
-        if not self._legacy and len(ids) > 1 and ids[0] == self._sp_id(_SPIECE_UNDERLINE) and \
-                self._id_to_token(ids[1]) in self.all_special_tokens:
+        if (
+            not self._legacy
+            and len(ids) > 1
+            and ids[0] == self._sp_id(_SPIECE_UNDERLINE)
+            and self._id_to_token(ids[1]) in self.all_special_tokens
+        ):
             ids = ids[1:]  # the space put before a special token that starts the text
         return ids
 
@@ -417,8 +460,11 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         for i in ids:
             if skip_special_tokens and i in special:
                 continue
-            pieces.append((i, None) if i < self.sp.get_piece_size() and i not in self._added and i not in special
-                          else (None, self._id_to_token(i)))
+            pieces.append(
+                (i, None)
+                if i < self.sp.get_piece_size() and i not in self._added and i not in special
+                else (None, self._id_to_token(i))
+            )
         return self._join(pieces, lambda run: self.sp.decode([i for i, _ in run]))
 
     def _tokens_to_string(self, tokens):
@@ -446,8 +492,10 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
 
     def _check_legacy_format(self, legacy_format):
         if legacy_format is False:
-            raise InvalidInputError("save_pretrained: legacy_format=False writes only tokenizer.json, which a "
-                                    "SentencePiece tokenizer does not have; leave legacy_format unset")
+            raise InvalidInputError(
+                "save_pretrained: legacy_format=False writes only tokenizer.json, which a "
+                "SentencePiece tokenizer does not have; leave legacy_format unset"
+            )
 
     def _files_to_save(self, config):
         """tokenizer.model as loaded; the added tokens as Transformers' slow tokenizers write them:
@@ -457,8 +505,9 @@ class LlamaTokenizer(PreTrainedTokenizerBase):
         for key in ("add_prefix_space", "legacy"):  # fixed at load; written where set, as Transformers does
             if getattr(self, key) is not None:
                 config[key] = getattr(self, key)
-        config["added_tokens_decoder"] = {str(i): {k: v for k, v in t.to_dict().items() if k != "id"}
-                                          for i, t in self.added_tokens_decoder.items()}
+        config["added_tokens_decoder"] = {
+            str(i): {k: v for k, v in t.to_dict().items() if k != "id"} for i, t in self.added_tokens_decoder.items()
+        }
         files = [(TOKENIZER_FILE, self._proto)]
         past = {t.content: i for i, t in self.added_tokens_decoder.items() if i >= self.vocab_size}
         if past:

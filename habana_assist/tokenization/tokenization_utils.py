@@ -21,8 +21,15 @@ from .tokenization_utils_base import AddedToken, BatchEncoding, PreTrainedTokeni
 from .tokenizer_files import TOKENIZER_FILE, TOKENIZER_JSON_FILE, _read_directory
 
 # The public names (pyflakes reads the re-exports as used).
-__all__ = ["AddedToken", "AutoTokenizer", "BatchEncoding", "PreTrainedTokenizerBase", "PreTrainedTokenizerFast",
-           "LlamaTokenizer", "clean_up_tokenization"]
+__all__ = [
+    "AddedToken",
+    "AutoTokenizer",
+    "BatchEncoding",
+    "PreTrainedTokenizerBase",
+    "PreTrainedTokenizerFast",
+    "LlamaTokenizer",
+    "clean_up_tokenization",
+]
 
 
 class AutoTokenizer:
@@ -33,8 +40,9 @@ class AutoTokenizer:
         raise TypeError("use AutoTokenizer.from_pretrained(path)")
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: PathLike, *inputs: Any,
-                        **kwargs: Any) -> PreTrainedTokenizerBase:
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: PathLike, *inputs: Any, **kwargs: Any
+    ) -> PreTrainedTokenizerBase:
         """A directory (or a shipped model's name) -> a tokenizer. Which file: tokenizer.json where there is one
         (Transformers' fast tokenizer), else tokenizer.model; use_fast=False prefers tokenizer.model where both
         exist (Transformers' slow tokenizer), and still reads tokenizer.json where it is the only file.
@@ -82,7 +90,8 @@ class AutoTokenizer:
             return PreTrainedTokenizerFast.from_pretrained(pretrained_model_name_or_path, *inputs, **kwargs)
         if not has_model and not has_json:
             _read_directory(pretrained_model_name_or_path, inputs, kwargs)  # its argument errors come first
-            raise CheckpointNotFoundError(f"{directory}: no {TOKENIZER_JSON_FILE} and no {TOKENIZER_FILE}; a "
-                                          "checkpoint's tokenizer is one of these files")
+            raise CheckpointNotFoundError(
+                f"{directory}: no {TOKENIZER_JSON_FILE} and no {TOKENIZER_FILE}; a "
+                "checkpoint's tokenizer is one of these files"
+            )
         return LlamaTokenizer.from_pretrained(pretrained_model_name_or_path, *inputs, **kwargs)
-

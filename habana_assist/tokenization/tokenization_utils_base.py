@@ -77,8 +77,18 @@ _LARGE_INTEGER = int(1e20)  # above this, Transformers treats model_max_length a
 _TRUNCATIONS = ("longest_first", "only_first", "only_second", "do_not_truncate")
 _PADDINGS = ("longest", "max_length", "do_not_pad")
 # Transformers' clean_up_tokenization: (written, cleaned), applied in this order with str.replace.
-_CLEANUPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
-             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+_CLEANUPS = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # habana_assist/
@@ -118,8 +128,10 @@ class BatchEncoding(dict[str, Any]):
             if is_torch_tensor(value):
                 out[key] = value.to(device)
             elif str(device) != "cpu":
-                raise InvalidInputError(f"BatchEncoding.to({device!r}): {key} is not a torch tensor and stays on the "
-                                        "CPU; this package computes on the CPU: use .to('cpu') or leave .to() out")
+                raise InvalidInputError(
+                    f"BatchEncoding.to({device!r}): {key} is not a torch tensor and stays on the "
+                    "CPU; this package computes on the CPU: use .to('cpu') or leave .to() out"
+                )
             else:
                 out[key] = value
         return out
@@ -143,8 +155,9 @@ class _SpecialToken:
 
     def __set__(self, tok: Any, value: Any) -> None:
         before = tok._special_tokens[self.name]
-        tok._special_tokens[self.name] = tok._token_of_id(self.name, value) if self.as_id else \
-            tok._known_token(self.name, value)
+        tok._special_tokens[self.name] = (
+            tok._token_of_id(self.name, value) if self.as_id else tok._known_token(self.name, value)
+        )
         try:
             tok._special_tokens_changed()
         except InvalidInputError:  # e.g. bos_token = None while add_bos_token: refused, nothing changed
@@ -179,8 +192,9 @@ class PreTrainedTokenizerBase:
     """
 
     @classmethod
-    def from_pretrained(cls: type[_Tokenizer], pretrained_model_name_or_path: PathLike, *inputs: Any,
-                        **kwargs: Any) -> _Tokenizer:
+    def from_pretrained(
+        cls: type[_Tokenizer], pretrained_model_name_or_path: PathLike, *inputs: Any, **kwargs: Any
+    ) -> _Tokenizer:
         """A directory (or a shipped model's name) with this backend's file -> the tokenizer
         (PreTrainedTokenizerFast reads tokenizer.json, LlamaTokenizer tokenizer.model).
 
@@ -207,9 +221,11 @@ class PreTrainedTokenizerBase:
         directory, config, special_map, overrides = _read_directory(pretrained_model_name_or_path, inputs, kwargs)
         path = os.path.join(directory, cls._FILE)
         if not os.path.exists(path):
-            raise CheckpointNotFoundError(f"{directory}: no {cls._FILE}, which {cls.__name__} reads; use "
-                                          "AutoTokenizer.from_pretrained, which reads tokenizer.json or "
-                                          "tokenizer.model")
+            raise CheckpointNotFoundError(
+                f"{directory}: no {cls._FILE}, which {cls.__name__} reads; use "
+                "AutoTokenizer.from_pretrained, which reads tokenizer.json or "
+                "tokenizer.model"
+            )
         tok = cls(path, config, special_map, arguments=set(overrides))
         for name in _TOKEN_ARGUMENTS & set(kwargs):  # a token the vocabulary lacks is added, as Transformers does
             if kwargs[name] is None:
@@ -237,8 +253,13 @@ class PreTrainedTokenizerBase:
         _loaded_config: dict[str, Any]
         _loaded_special: dict[str, Any]
 
-        def __init__(self, path: str, config: Optional[dict[str, Any]] = None,
-                     special_tokens_map: Optional[dict[str, Any]] = None, arguments: Any = ()) -> None: ...
+        def __init__(
+            self,
+            path: str,
+            config: Optional[dict[str, Any]] = None,
+            special_tokens_map: Optional[dict[str, Any]] = None,
+            arguments: Any = (),
+        ) -> None: ...
         def __len__(self) -> int: ...
         @property
         def vocab_size(self) -> int: ...
@@ -248,13 +269,15 @@ class PreTrainedTokenizerBase:
         def num_special_tokens_to_add(self, pair: bool = False) -> int: ...
         def _text_ids(self, text: str, split_special_tokens: bool = False) -> list[int]: ...
         def _tokens_to_string(self, tokens: list[str]) -> str: ...
-        def _post_process(self, ids: list[int], pair_ids: Optional[list[int]],
-                          add_special_tokens: bool) -> tuple[list[int], list[int]]: ...
+        def _post_process(
+            self, ids: list[int], pair_ids: Optional[list[int]], add_special_tokens: bool
+        ) -> tuple[list[int], list[int]]: ...
         def _decode_ids(self, ids: list[int], skip_special_tokens: bool) -> str: ...
         def _token_to_id(self, text: str) -> Optional[int]: ...
         def _id_to_token(self, i: int) -> str: ...
         def _add_new_tokens(self, specs: list[Any]) -> int: ...
         def _files_to_save(self, config: dict[str, Any]) -> Any: ...
+
     _model_max_length_set = False
     pad_token_type_id = 0
 
@@ -265,8 +288,9 @@ class PreTrainedTokenizerBase:
         self._truncation_side = config.get("truncation_side", "right")
         for side in ("padding_side", "truncation_side"):
             if getattr(self, side) not in ("left", "right"):
-                raise CheckpointError(f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or "
-                                      "'right'")
+                raise CheckpointError(
+                    f"tokenizer_config.json: {side}={getattr(self, side)!r} must be 'left' or 'right'"
+                )
         max_length = config.get("model_max_length")
         self._model_max_length_set = max_length is not None
         if max_length is None:
@@ -274,18 +298,25 @@ class PreTrainedTokenizerBase:
         elif isinstance(max_length, float) and max_length.is_integer():  # e.g. 1e+30 written as a float
             max_length = int(max_length)
         if not (isinstance(max_length, int) and not isinstance(max_length, bool) and max_length >= 1):
-            raise CheckpointError(f"tokenizer_config.json: model_max_length={config['model_max_length']!r} must be a "
-                                  "positive integer; fix the file")
+            raise CheckpointError(
+                f"tokenizer_config.json: model_max_length={config['model_max_length']!r} must be a "
+                "positive integer; fix the file"
+            )
         self.model_max_length = max_length
         self.deprecation_warnings = {}  # Transformers' name: which once-per-tokenizer warnings were given
         self.clean_up_tokenization_spaces = _flag(config, "clean_up_tokenization_spaces", False)
         self.split_special_tokens = _flag(config, "split_special_tokens", False)
         self.chat_template = _chat_template(config.get("chat_template"), TOKENIZER_CONFIG_FILE)
         names = config.get("model_input_names", self.model_input_names)
-        if not (isinstance(names, list) and "input_ids" in names and
-                all(n in ("input_ids", "attention_mask", "token_type_ids") for n in names)):
-            raise CheckpointError(f"tokenizer_config.json: model_input_names={names!r}: expected a list of "
-                                  "'input_ids', 'attention_mask' and 'token_type_ids'; fix the file")
+        if not (
+            isinstance(names, list)
+            and "input_ids" in names
+            and all(n in ("input_ids", "attention_mask", "token_type_ids") for n in names)
+        ):
+            raise CheckpointError(
+                f"tokenizer_config.json: model_input_names={names!r}: expected a list of "
+                "'input_ids', 'attention_mask' and 'token_type_ids'; fix the file"
+            )
         self.model_input_names = list(names)
 
     @property
@@ -296,8 +327,9 @@ class PreTrainedTokenizerBase:
     @padding_side.setter
     def padding_side(self, value: str) -> None:
         if value not in ("left", "right"):
-            raise InvalidInputError(f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or "
-                                    "'right'")
+            raise InvalidInputError(
+                f"padding_side={value!r}; use 'left' (what generate() needs for a batch) or 'right'"
+            )
         self._padding_side = value
 
     @property
@@ -316,8 +348,10 @@ class PreTrainedTokenizerBase:
         return self._fast_truncation
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(vocab_size={self.vocab_size}, len={len(self)}, bos={self.bos_token!r}, "
-                f"eos={self.eos_token!r}, pad={self.pad_token!r}, padding_side={self.padding_side!r})")
+        return (
+            f"{type(self).__name__}(vocab_size={self.vocab_size}, len={len(self)}, bos={self.bos_token!r}, "
+            f"eos={self.eos_token!r}, pad={self.pad_token!r}, padding_side={self.padding_side!r})"
+        )
 
     # ---- special tokens (Transformers' SpecialTokensMixin) -----------------------------------------------------
 
@@ -332,8 +366,10 @@ class PreTrainedTokenizerBase:
             return None
         content = value if isinstance(value, str) else getattr(value, "content", None)
         if not isinstance(content, str):
-            raise InvalidInputError(f"cannot set a non-string value as the {name}: got {value!r}; set a token string "
-                                    f"(e.g. tokenizer.{name} = tokenizer.eos_token) or None")
+            raise InvalidInputError(
+                f"cannot set a non-string value as the {name}: got {value!r}; set a token string "
+                f"(e.g. tokenizer.{name} = tokenizer.eos_token) or None"
+            )
         content = str(content)
         if not _encodable(content) or self._token_to_id(content) is None:
             raise InvalidInputError(
@@ -341,18 +377,20 @@ class PreTrainedTokenizerBase:
                 f"does not add it (Transformers would map it to the unk id). Use a token the vocabulary has, e.g. "
                 f"tokenizer.{name} = tokenizer.eos_token, or add it as a new token with "
                 f"tokenizer.add_special_tokens({{{name!r}: {content!r}}}) (a new id, which generate() refuses where "
-                "the model's embedding has no row for it)")
+                "the model's embedding has no row for it)"
+            )
         return content
 
     def _token_of_id(self, name, value):
         """A value set as bos_token_id (eos, unk, pad) -> the text of that token, or None."""
         if value is None:
             return None
-        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and \
-                0 <= value < len(self):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < len(self):
             return self._id_to_token(int(value))
-        raise InvalidInputError(f"{name}_id={value!r} is not a token id of this vocabulary [0, {len(self)}); "
-                                f"set an id in that range (e.g. tokenizer.{name}_id = tokenizer.eos_token_id) or None")
+        raise InvalidInputError(
+            f"{name}_id={value!r} is not a token id of this vocabulary [0, {len(self)}); "
+            f"set an id in that range (e.g. tokenizer.{name}_id = tokenizer.eos_token_id) or None"
+        )
 
     @property
     def additional_special_tokens(self) -> list[str]:
@@ -391,8 +429,9 @@ class PreTrainedTokenizerBase:
         """{content: id} of the added tokens, as Transformers' get_added_vocab."""
         return self.added_tokens_encoder
 
-    def add_tokens(self, new_tokens: Union[_Token, list[_Token], tuple[_Token, ...]],
-                   special_tokens: bool = False) -> int:
+    def add_tokens(
+        self, new_tokens: Union[_Token, list[_Token], tuple[_Token, ...]], special_tokens: bool = False
+    ) -> int:
         """Transformers' add_tokens: a str, an AddedToken-like object (content, single_word, lstrip, rstrip,
         normalized, special) or a list of them -> the number of tokens new to the vocabulary (they get the ids
         after len(tok)). Tokens the vocabulary has already are registered as added tokens, and count 0."""
@@ -403,8 +442,9 @@ class PreTrainedTokenizerBase:
         tokens = [_token_spec(t, special_tokens, "add_tokens") for t in new_tokens]
         return self._add_new_tokens(tokens)
 
-    def add_special_tokens(self, special_tokens_dict: Mapping[str, Any],
-                           replace_additional_special_tokens: bool = True) -> int:
+    def add_special_tokens(
+        self, special_tokens_dict: Mapping[str, Any], replace_additional_special_tokens: bool = True
+    ) -> int:
         """Transformers' add_special_tokens: {bos/eos/unk/sep/pad/cls/mask_token: token, additional_special_tokens:
         [token]} (a token: a str or an AddedToken) -> the number of tokens new to the vocabulary. Each is set as
         that special token and registered as a special added token (split out of text, skipped by
@@ -412,8 +452,10 @@ class PreTrainedTokenizerBase:
         replace_additional_special_tokens=False the list is extended instead of replaced. All are checked before
         anything is set: a refusal changes nothing."""
         if not isinstance(special_tokens_dict, dict):
-            raise InvalidInputError("add_special_tokens takes a dict such as {'pad_token': tokenizer.eos_token}, "
-                                    f"got {type(special_tokens_dict).__name__}")
+            raise InvalidInputError(
+                "add_special_tokens takes a dict such as {'pad_token': tokenizer.eos_token}, "
+                f"got {type(special_tokens_dict).__name__}"
+            )
         specs, named, additional = [], {}, None
         for key, value in special_tokens_dict.items():
             if key == "additional_special_tokens":
@@ -428,13 +470,17 @@ class PreTrainedTokenizerBase:
             else:
                 raise InvalidInputError(
                     f"add_special_tokens: {key!r} is not a special token name; use {', '.join(_SPECIAL_NAMES)} or "
-                    "additional_special_tokens (other tokens: add_tokens)")
+                    "additional_special_tokens (other tokens: add_tokens)"
+                )
         added = self._add_new_tokens(specs)  # refuses (changing nothing) where the backend cannot take them
         self._special_tokens.update(named)
         if additional is not None:
             texts = [s["content"] for s in additional]
-            self._additional_special_tokens = texts if replace_additional_special_tokens else \
-                list(dict.fromkeys(self._additional_special_tokens + texts))
+            self._additional_special_tokens = (
+                texts
+                if replace_additional_special_tokens
+                else list(dict.fromkeys(self._additional_special_tokens + texts))
+            )
         self._special_tokens_changed()
         return added
 
@@ -449,7 +495,7 @@ class PreTrainedTokenizerBase:
         remove = total - room
 
         def cut(seq, n):  # keep n of seq
-            return seq[:n] if self.truncation_side == "right" else seq[len(seq) - n:]
+            return seq[:n] if self.truncation_side == "right" else seq[len(seq) - n :]
 
         if strategy == "only_second" and pair is None:
             raise InvalidInputError("truncation='only_second' needs a text_pair; use truncation=True for one text")
@@ -459,7 +505,8 @@ class PreTrainedTokenizerBase:
                 which = "second" if strategy == "only_second" else "first"
                 raise InvalidInputError(
                     f"truncation={strategy!r}: the {which} sequence has {len(target)} tokens but {remove} must go to "
-                    f"fit max_length; raise max_length or use truncation='longest_first'")
+                    f"fit max_length; raise max_length or use truncation='longest_first'"
+                )
             kept = cut(target, max(0, len(target) - remove))
             return (ids, kept) if strategy == "only_second" else (kept, pair)
         if self._fast_truncation:  # Rust tokenizers' truncate_encodings (LongestFirst, a pair)
@@ -478,8 +525,9 @@ class PreTrainedTokenizerBase:
                 n2 -= 1
         return cut(ids, n1), cut(pair, n2)
 
-    def _encode_one(self, text, pair, add_special_tokens, strategy, max_length, split_special_tokens=False,
-                    offsets=False):
+    def _encode_one(
+        self, text, pair, add_special_tokens, strategy, max_length, split_special_tokens=False, offsets=False
+    ):
         """One text (and its pair) -> (ids, type_ids), truncated to max_length where strategy says; with offsets
         (ids, type_ids, offsets): each token's (start, end) characters in its own text, (0, 0) for the special tokens
         the post-processor adds, as Transformers' fast tokenizers' offset_mapping."""
@@ -492,31 +540,50 @@ class PreTrainedTokenizerBase:
         if strategy != "do_not_truncate" and max_length is not None:
             special = self.num_special_tokens_to_add(pair is not None) if add_special_tokens else 0
             if max_length < special:
-                raise InvalidInputError(f"max_length={max_length} leaves no room for the text: the tokenizer adds "
-                                        f"{special} special token(s); raise max_length")
+                raise InvalidInputError(
+                    f"max_length={max_length} leaves no room for the text: the tokenizer adds "
+                    f"{special} special token(s); raise max_length"
+                )
             ids, pair_ids = self._truncate(ids, pair_ids, max_length - special, strategy)
         if not offsets:
             return self._post_process(ids, pair_ids, add_special_tokens)
         spans = [o for _, o in ids] + ([o for _, o in pair_ids] if pair_ids is not None else [])
         # the post-processor run on markers (-1 - k for the k-th token of text and pair; special ids are >= 0)
-        marks, _ = self._post_process([-1 - k for k in range(len(ids))], None if pair_ids is None else
-                                      [-1 - len(ids) - k for k in range(len(pair_ids))], add_special_tokens)
-        out_ids, types = self._post_process([i for i, _ in ids], None if pair_ids is None else
-                                            [i for i, _ in pair_ids], add_special_tokens)
+        marks, _ = self._post_process(
+            [-1 - k for k in range(len(ids))],
+            None if pair_ids is None else [-1 - len(ids) - k for k in range(len(pair_ids))],
+            add_special_tokens,
+        )
+        out_ids, types = self._post_process(
+            [i for i, _ in ids], None if pair_ids is None else [i for i, _ in pair_ids], add_special_tokens
+        )
         return out_ids, types, [spans[-1 - m] if m < 0 else (0, 0) for m in marks]
 
     def _text_ids_offsets(self, text, split_special_tokens=False):
-        raise InvalidInputError(f"return_offsets_mapping=True is not available with {type(self).__name__} over "
-                                "tokenizer.model (SentencePiece), as with Transformers' slow tokenizers: it needs a "
-                                "fast tokenizer, one read from a tokenizer.json (is_fast True)")
+        raise InvalidInputError(
+            f"return_offsets_mapping=True is not available with {type(self).__name__} over "
+            "tokenizer.model (SentencePiece), as with Transformers' slow tokenizers: it needs a "
+            "fast tokenizer, one read from a tokenizer.json (is_fast True)"
+        )
 
-    def __call__(self, text: Optional[_TextInput] = None, text_pair: Union[str, Sequence[str], None] = None,
-                 add_special_tokens: bool = True, padding: Union[bool, str] = False,
-                 truncation: Union[bool, str, None] = None, max_length: Optional[int] = None, stride: int = 0,
-                 pad_to_multiple_of: Optional[int] = None, padding_side: Optional[str] = None,
-                 return_tensors: Optional[str] = None, return_token_type_ids: Optional[bool] = None,
-                 return_attention_mask: Optional[bool] = None, verbose: bool = True,
-                 split_special_tokens: Optional[bool] = None, **kwargs: Any) -> BatchEncoding:
+    def __call__(
+        self,
+        text: Optional[_TextInput] = None,
+        text_pair: Union[str, Sequence[str], None] = None,
+        add_special_tokens: bool = True,
+        padding: Union[bool, str] = False,
+        truncation: Union[bool, str, None] = None,
+        max_length: Optional[int] = None,
+        stride: int = 0,
+        pad_to_multiple_of: Optional[int] = None,
+        padding_side: Optional[str] = None,
+        return_tensors: Optional[str] = None,
+        return_token_type_ids: Optional[bool] = None,
+        return_attention_mask: Optional[bool] = None,
+        verbose: bool = True,
+        split_special_tokens: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> BatchEncoding:
         """str, list of str (or of (text, pair) tuples), with text_pair a str or a list -> BatchEncoding with
         input_ids, attention_mask (as model_input_names says, or return_attention_mask) and token_type_ids (where
         asked or in model_input_names), Transformers' semantics:
@@ -544,19 +611,24 @@ class PreTrainedTokenizerBase:
             raise InvalidInputError(f"return_offsets_mapping={want_offsets!r}: pass True or False")
         _refuse_unimplemented(kwargs, "the tokenizer call")
         if stride:
-            raise InvalidInputError(f"stride={stride!r} is not supported (it only shapes the overflowing tokens, "
-                                    "which are not returned here); leave it 0")
+            raise InvalidInputError(
+                f"stride={stride!r} is not supported (it only shapes the overflowing tokens, "
+                "which are not returned here); leave it 0"
+            )
         texts, pairs, single = _batch_of(text, text_pair)
         if return_tensors not in (None, "np", "pt"):
-            raise InvalidInputError(f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy), 'pt' "
-                                    "(torch) or None (lists)")
+            raise InvalidInputError(
+                f"return_tensors={return_tensors!r} is not supported; use 'np' (numpy), 'pt' (torch) or None (lists)"
+            )
         if padding_side not in (None, "left", "right"):
             raise InvalidInputError(f"padding_side={padding_side!r}; use 'left', 'right' or None (the tokenizer's)")
         torch = _import_torch() if return_tensors == "pt" else None
         padding, strategy, max_length = self._strategies(padding, truncation, max_length, pad_to_multiple_of)
         split = self._split_flag(split_special_tokens)
-        rows = [self._encode_one(t, p, add_special_tokens, strategy, max_length, split, bool(want_offsets))
-                for t, p in zip(texts, pairs)]
+        rows = [
+            self._encode_one(t, p, add_special_tokens, strategy, max_length, split, bool(want_offsets))
+            for t, p in zip(texts, pairs)
+        ]
         ids = [r[0] for r in rows]
         types = [r[1] for r in rows]
         spans = [r[2] for r in rows] if want_offsets else None
@@ -588,24 +660,36 @@ class PreTrainedTokenizerBase:
             return_token_type_ids = "token_type_ids" in self.model_input_names
         if return_token_type_ids and any(t is None for t in types):
             raise InvalidInputError(self._no_type_ids_message())
-        fields = [("input_ids", ids)] + ([("token_type_ids", types)] if return_token_type_ids else []) + \
-            ([("attention_mask", masks)] if return_attention_mask else []) + \
-            ([("offset_mapping", spans)] if spans is not None else [])
+        fields = (
+            [("input_ids", ids)]
+            + ([("token_type_ids", types)] if return_token_type_ids else [])
+            + ([("attention_mask", masks)] if return_attention_mask else [])
+            + ([("offset_mapping", spans)] if spans is not None else [])
+        )
         if return_tensors is not None:
             if len({len(s) for s in ids}) > 1:
                 raise InvalidInputError("the texts have different lengths; pass padding=True to make one array")
             as_tensor = torch.from_numpy if torch is not None else (lambda a: a)
-            return BatchEncoding((k, as_tensor(np.array(v, dtype=np.int64).reshape(len(v), -1, 2) if
-                                            k == "offset_mapping" else np.array(v, dtype=np.int64)))
-                                 for k, v in fields)
+            return BatchEncoding(
+                (
+                    k,
+                    as_tensor(
+                        np.array(v, dtype=np.int64).reshape(len(v), -1, 2)
+                        if k == "offset_mapping"
+                        else np.array(v, dtype=np.int64)
+                    ),
+                )
+                for k, v in fields
+            )
         return BatchEncoding((k, v[0] if single else v) for k, v in fields)
 
     def _split_flag(self, split_special_tokens):
         if split_special_tokens is None:
             return bool(self.split_special_tokens)
         if not isinstance(split_special_tokens, bool):
-            raise InvalidInputError(f"split_special_tokens={split_special_tokens!r}; pass True, False or None (the "
-                                    "tokenizer's)")
+            raise InvalidInputError(
+                f"split_special_tokens={split_special_tokens!r}; pass True, False or None (the tokenizer's)"
+            )
         return split_special_tokens
 
     def _warn_if_too_long(self, rows, max_length, verbose):
@@ -617,10 +701,13 @@ class PreTrainedTokenizerBase:
             return
         first = next((len(r) for r in rows if len(r) > self.model_max_length), None)  # the first, as Transformers
         if first is not None:
-            warnings.warn("Token indices sequence length is longer than the specified maximum sequence length for "
-                          f"this model ({first} > {self.model_max_length}). Running this sequence through the model "
-                          "will result in indexing errors; pass truncation=True to cut it to model_max_length",
-                          UserWarning, stacklevel=_stacklevel_outside_package())
+            warnings.warn(
+                "Token indices sequence length is longer than the specified maximum sequence length for "
+                f"this model ({first} > {self.model_max_length}). Running this sequence through the model "
+                "will result in indexing errors; pass truncation=True to cut it to model_max_length",
+                UserWarning,
+                stacklevel=_stacklevel_outside_package(),
+            )
             self.deprecation_warnings[key] = True
 
     def _no_type_ids_message(self):
@@ -629,92 +716,156 @@ class PreTrainedTokenizerBase:
     def _strategies(self, padding, truncation, max_length, pad_to_multiple_of):
         """Transformers' _get_padding_truncation_strategies -> (padding strategy, truncation strategy,
         max_length or None), with its refusals as InvalidInputError."""
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer))
-                                       or max_length < 1):
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < 1
+        ):
             raise InvalidInputError(f"max_length={max_length!r} must be a positive integer")
-        if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool) or
-                                               not isinstance(pad_to_multiple_of, (int, np.integer)) or
-                                               pad_to_multiple_of < 1):
+        if pad_to_multiple_of is not None and (
+            isinstance(pad_to_multiple_of, bool)
+            or not isinstance(pad_to_multiple_of, (int, np.integer))
+            or pad_to_multiple_of < 1
+        ):
             raise InvalidInputError(f"pad_to_multiple_of={pad_to_multiple_of!r} must be a positive integer or None")
         if truncation is None and max_length is not None and padding in (False, None, "do_not_pad"):
             truncation = "longest_first"  # Transformers: max_length alone asks for truncation (with a warning)
         requested = padding
-        padding = {True: "longest", False: "do_not_pad", None: "do_not_pad"}.get(padding, padding) \
-            if isinstance(padding, (bool, type(None))) else padding
+        padding = (
+            {True: "longest", False: "do_not_pad", None: "do_not_pad"}.get(padding, padding)
+            if isinstance(padding, (bool, type(None)))
+            else padding
+        )
         if padding not in _PADDINGS:
             raise InvalidInputError(f"padding={requested!r}; use False, True ('longest') or 'max_length'")
-        strategy = {True: "longest_first", False: "do_not_truncate", None: "do_not_truncate"}.get(truncation) \
-            if isinstance(truncation, (bool, type(None))) else truncation
+        strategy = (
+            {True: "longest_first", False: "do_not_truncate", None: "do_not_truncate"}.get(truncation)
+            if isinstance(truncation, (bool, type(None)))
+            else truncation
+        )
         if strategy not in _TRUNCATIONS:
-            raise InvalidInputError(f"truncation={truncation!r}; use True ('longest_first'), 'only_first', "
-                                    "'only_second' or False")
-        limit = self.model_max_length if self._model_max_length_set and self.model_max_length <= _LARGE_INTEGER \
-            else None
+            raise InvalidInputError(
+                f"truncation={truncation!r}; use True ('longest_first'), 'only_first', 'only_second' or False"
+            )
+        limit = (
+            self.model_max_length if self._model_max_length_set and self.model_max_length <= _LARGE_INTEGER else None
+        )
         if padding == "max_length" and max_length is None:
             if limit is None:
-                raise InvalidInputError("padding='max_length' needs max_length (the tokenizer has no "
-                                        "model_max_length to use instead); pass max_length=N")
+                raise InvalidInputError(
+                    "padding='max_length' needs max_length (the tokenizer has no "
+                    "model_max_length to use instead); pass max_length=N"
+                )
             max_length = limit
         if strategy != "do_not_truncate" and max_length is None:
             max_length = limit  # None: no limit, so nothing is cut (Transformers warns)
         if padding != "do_not_pad" and self.pad_token_id is None:
-            raise InvalidInputError(f"padding={requested!r}: asking to pad but the tokenizer does not have a "
-                                    "padding token; set one, e.g. `tokenizer.pad_token = tokenizer.eos_token`, "
-                                    "or pass padding=False")
-        if strategy != "do_not_truncate" and padding != "do_not_pad" and pad_to_multiple_of and \
-                max_length is not None and max_length % pad_to_multiple_of:
-            raise InvalidInputError(f"truncation and padding are both on but max_length={max_length} is not a "
-                                    f"multiple of pad_to_multiple_of={pad_to_multiple_of}; make it one")
+            raise InvalidInputError(
+                f"padding={requested!r}: asking to pad but the tokenizer does not have a "
+                "padding token; set one, e.g. `tokenizer.pad_token = tokenizer.eos_token`, "
+                "or pass padding=False"
+            )
+        if (
+            strategy != "do_not_truncate"
+            and padding != "do_not_pad"
+            and pad_to_multiple_of
+            and max_length is not None
+            and max_length % pad_to_multiple_of
+        ):
+            raise InvalidInputError(
+                f"truncation and padding are both on but max_length={max_length} is not a "
+                f"multiple of pad_to_multiple_of={pad_to_multiple_of}; make it one"
+            )
         return padding, strategy, max_length
 
-    def encode(self, text: str, text_pair: Optional[str] = None, add_special_tokens: bool = True,
-               padding: Union[bool, str] = False, truncation: Union[bool, str, None] = None,
-               max_length: Optional[int] = None, stride: int = 0, padding_side: Optional[str] = None,
-               return_tensors: Optional[str] = None, **kwargs: Any) -> Any:
+    def encode(
+        self,
+        text: str,
+        text_pair: Optional[str] = None,
+        add_special_tokens: bool = True,
+        padding: Union[bool, str] = False,
+        truncation: Union[bool, str, None] = None,
+        max_length: Optional[int] = None,
+        stride: int = 0,
+        padding_side: Optional[str] = None,
+        return_tensors: Optional[str] = None,
+        **kwargs: Any,
+    ) -> Any:
         """str (and a str text_pair) -> list of ids, with the special tokens the tokenizer adds; return_tensors
         gives a (1, seq) array or tensor instead, as Transformers."""
         if isinstance(text_pair, bool):
-            raise InvalidInputError(f"encode(text, {text_pair}): the second argument is text_pair, as in Transformers; "
-                                    f"pass add_special_tokens={text_pair} by name")
+            raise InvalidInputError(
+                f"encode(text, {text_pair}): the second argument is text_pair, as in Transformers; "
+                f"pass add_special_tokens={text_pair} by name"
+            )
         if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
-            raise InvalidInputError(f"encode takes a str (and a str text_pair), got {type(text).__name__}"
-                                    + ("" if text_pair is None else f" and {type(text_pair).__name__}"))
-        return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding, truncation=truncation,
-                    max_length=max_length, stride=stride, padding_side=padding_side, return_tensors=return_tensors,
-                    return_attention_mask=False, return_token_type_ids=False, **kwargs)["input_ids"]
+            raise InvalidInputError(
+                f"encode takes a str (and a str text_pair), got {type(text).__name__}"
+                + ("" if text_pair is None else f" and {type(text_pair).__name__}")
+            )
+        return self(
+            text,
+            text_pair,
+            add_special_tokens=add_special_tokens,
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            stride=stride,
+            padding_side=padding_side,
+            return_tensors=return_tensors,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            **kwargs,
+        )["input_ids"]
 
-    def tokenize(self, text: str, pair: Optional[str] = None, add_special_tokens: bool = False,
-                 split_special_tokens: Optional[bool] = None, **kwargs: Any) -> list[str]:
+    def tokenize(
+        self,
+        text: str,
+        pair: Optional[str] = None,
+        add_special_tokens: bool = False,
+        split_special_tokens: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """str -> the token strings it encodes to (no special tokens unless add_special_tokens)."""
         _refuse_unimplemented(kwargs, "tokenize")
-        return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens,
-                                                      split_special_tokens=split_special_tokens))
+        return self.convert_ids_to_tokens(
+            self.encode(text, pair, add_special_tokens=add_special_tokens, split_special_tokens=split_special_tokens)
+        )
 
     def encode_plus(self, text: str, text_pair: Optional[str] = None, **kwargs: Any) -> BatchEncoding:
         """Transformers' older name for __call__ on one text (and its pair): the same arguments, the same
         BatchEncoding (flat lists, or (1, seq) arrays with return_tensors)."""
         if not isinstance(text, str) or not (text_pair is None or isinstance(text_pair, str)):
-            raise InvalidInputError(f"encode_plus takes one text (a str, and a str text_pair), got "
-                                    f"{type(text).__name__}; for many texts use batch_encode_plus(texts) or "
-                                    "tokenizer(texts)")
+            raise InvalidInputError(
+                f"encode_plus takes one text (a str, and a str text_pair), got "
+                f"{type(text).__name__}; for many texts use batch_encode_plus(texts) or "
+                "tokenizer(texts)"
+            )
         return self(text, text_pair, **kwargs)
 
-    def batch_encode_plus(self, batch_text_or_text_pairs: Union[Sequence[str], Sequence[tuple[str, str]]],
-                          **kwargs: Any) -> BatchEncoding:
+    def batch_encode_plus(
+        self, batch_text_or_text_pairs: Union[Sequence[str], Sequence[tuple[str, str]]], **kwargs: Any
+    ) -> BatchEncoding:
         """Transformers' older name for __call__ on many texts: a list of str or of (text, pair) tuples, the same
         arguments as __call__ (but no text_pair), the same BatchEncoding (a list per text)."""
         if isinstance(batch_text_or_text_pairs, str) or "text_pair" in kwargs:
-            raise InvalidInputError("batch_encode_plus takes a list of texts, or of (text, pair) tuples; for one "
-                                    "text use encode_plus(text) or tokenizer(text)")
+            raise InvalidInputError(
+                "batch_encode_plus takes a list of texts, or of (text, pair) tuples; for one "
+                "text use encode_plus(text) or tokenizer(text)"
+            )
         return self(batch_text_or_text_pairs, **kwargs)
 
     # ---- padding encodings ------------------------------------------------------------------------------------
 
-    def pad(self, encoded_inputs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]],
-            padding: Union[bool, str] = True, max_length: Optional[int] = None,
-            pad_to_multiple_of: Optional[int] = None, padding_side: Optional[str] = None,
-            return_attention_mask: Optional[bool] = None,
-            return_tensors: Optional[str] = None, verbose: bool = True) -> BatchEncoding:
+    def pad(
+        self,
+        encoded_inputs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]],
+        padding: Union[bool, str] = True,
+        max_length: Optional[int] = None,
+        pad_to_multiple_of: Optional[int] = None,
+        padding_side: Optional[str] = None,
+        return_attention_mask: Optional[bool] = None,
+        return_tensors: Optional[str] = None,
+        verbose: bool = True,
+    ) -> BatchEncoding:
         """Transformers' pad: an encoding (a BatchEncoding or dict of input_ids and optionally attention_mask,
         token_type_ids, special_tokens_mask; one sequence each, or a batch of them) or a list of such dicts (a
         data collator's features) -> BatchEncoding padded with pad_token_id on padding_side (this call's, else the
@@ -724,16 +875,22 @@ class PreTrainedTokenizerBase:
         pad_token_type_id; special_tokens_mask with 1; other keys pass unchanged. Nothing is truncated.
         return_tensors: "np", "pt" or None (default: the type input_ids came in: numpy arrays, torch tensors or
         lists); a single sequence stays 1-D, as in Transformers."""
-        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and \
-                all(isinstance(e, Mapping) for e in encoded_inputs):
+        if (
+            isinstance(encoded_inputs, (list, tuple))
+            and encoded_inputs
+            and all(isinstance(e, Mapping) for e in encoded_inputs)
+        ):
             keys = list(encoded_inputs[0].keys())
             if any(set(e.keys()) != set(keys) for e in encoded_inputs):
-                raise InvalidInputError(f"pad: every encoding in the list must have the same keys; the first has "
-                                        f"{keys}")
+                raise InvalidInputError(
+                    f"pad: every encoding in the list must have the same keys; the first has {keys}"
+                )
             encoded_inputs = {k: [e[k] for e in encoded_inputs] for k in keys}
         if not isinstance(encoded_inputs, Mapping):
-            raise InvalidInputError(f"pad takes an encoding (a BatchEncoding or dict with input_ids) or a list of "
-                                    f"them, got {type(encoded_inputs).__name__}")
+            raise InvalidInputError(
+                f"pad takes an encoding (a BatchEncoding or dict with input_ids) or a list of "
+                f"them, got {type(encoded_inputs).__name__}"
+            )
         if "input_ids" not in encoded_inputs:
             raise InvalidInputError(f"pad: the encoding must include input_ids, but it has {list(encoded_inputs)}")
         if return_tensors not in (None, "np", "pt"):
@@ -753,8 +910,9 @@ class PreTrainedTokenizerBase:
             data.pop("attention_mask", None)
         required = data["input_ids"]
         if not isinstance(required, list):
-            raise InvalidInputError(f"pad: input_ids must be token ids (a list, array or tensor), got "
-                                    f"{type(required).__name__}")
+            raise InvalidInputError(
+                f"pad: input_ids must be token ids (a list, array or tensor), got {type(required).__name__}"
+            )
         if not required:
             if return_attention_mask:
                 data["attention_mask"] = []
@@ -767,12 +925,23 @@ class PreTrainedTokenizerBase:
             n = len(required)
             bad = [k for k, v in data.items() if not isinstance(v, list) or len(v) != n]
             if bad:
-                raise InvalidInputError(f"pad: {bad[0]} does not hold one entry per sequence of input_ids ({n}); "
-                                        "give every key the same batch size")
+                raise InvalidInputError(
+                    f"pad: {bad[0]} does not hold one entry per sequence of input_ids ({n}); "
+                    "give every key the same batch size"
+                )
             if padding == "longest":
                 padding, max_length = "max_length", max(len(r) if isinstance(r, list) else 0 for r in required)
-            rows = [self._pad_one({k: v[i] for k, v in data.items()}, padding, max_length, pad_to_multiple_of, side,
-                                  return_attention_mask) for i in range(n)]
+            rows = [
+                self._pad_one(
+                    {k: v[i] for k, v in data.items()},
+                    padding,
+                    max_length,
+                    pad_to_multiple_of,
+                    side,
+                    return_attention_mask,
+                )
+                for i in range(n)
+            ]
             out = {k: [r[k] for r in rows] for k in rows[0]}
         if return_tensors is None:
             return BatchEncoding(out)
@@ -784,8 +953,10 @@ class PreTrainedTokenizerBase:
             except (ValueError, TypeError):
                 array = None
             if array is None or array.dtype == object:
-                raise InvalidInputError(f"pad: {key} has sequences of different lengths, so it cannot be one array; "
-                                        "pad them (padding=True) or pass return_tensors=None")
+                raise InvalidInputError(
+                    f"pad: {key} has sequences of different lengths, so it cannot be one array; "
+                    "pad them (padding=True) or pass return_tensors=None"
+                )
             converted[key] = as_tensor(array)
         return converted
 
@@ -807,8 +978,12 @@ class PreTrainedTokenizerBase:
             row["attention_mask"] = [1] * len(ids)
         fill = max_length - len(ids) if padding != "do_not_pad" and max_length is not None else 0
         if fill > 0:
-            values = {"input_ids": self.pad_token_id, "attention_mask": 0, "token_type_ids": self.pad_token_type_id,
-                      "special_tokens_mask": 1}
+            values = {
+                "input_ids": self.pad_token_id,
+                "attention_mask": 0,
+                "token_type_ids": self.pad_token_type_id,
+                "special_tokens_mask": 1,
+            }
             for key, value in values.items():
                 if key in row:
                     row[key] = [value] * fill + row[key] if side == "left" else row[key] + [value] * fill
@@ -817,10 +992,14 @@ class PreTrainedTokenizerBase:
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """Token strings (as tokenize() and convert_ids_to_tokens() give) -> the text they stand for, special and
         added tokens written as they are: what decode() gives for their ids."""
-        if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)) or \
-                not all(isinstance(t, str) for t in tokens):
-            raise InvalidInputError("convert_tokens_to_string takes a list of token strings (e.g. from "
-                                    "tokenizer.tokenize(text))")
+        if (
+            isinstance(tokens, str)
+            or not isinstance(tokens, (list, tuple))
+            or not all(isinstance(t, str) for t in tokens)
+        ):
+            raise InvalidInputError(
+                "convert_tokens_to_string takes a list of token strings (e.g. from tokenizer.tokenize(text))"
+            )
         return self._tokens_to_string(list(tokens))
 
     # ---- ids -> text ----------------------------------------------------------------------------------------
@@ -829,35 +1008,55 @@ class PreTrainedTokenizerBase:
         ids = _int_list(ids, "token ids")
         bad = [i for i in ids if not 0 <= i < len(self)]
         if bad:
-            raise InvalidInputError(f"token id {bad[0]} is outside [0, {len(self)}); use the tokenizer that belongs "
-                                    "to the model")
+            raise InvalidInputError(
+                f"token id {bad[0]} is outside [0, {len(self)}); use the tokenizer that belongs to the model"
+            )
         return ids
 
-    def decode(self, token_ids: Union[int, TokenIds], skip_special_tokens: bool = False,
-               clean_up_tokenization_spaces: Optional[bool] = None, **kwargs: Any) -> str:
+    def decode(
+        self,
+        token_ids: Union[int, TokenIds],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> str:
         """ids (an int, a list, a 1-D numpy array or torch tensor) -> str; special tokens written as their text
         unless skipped; clean_up_tokenization_spaces (default: the tokenizer's, from tokenizer_config.json)
         applies Transformers' clean_up_tokenization."""
         _refuse_unimplemented(kwargs, "decode")
         text = self._decode_ids(self._check_ids(token_ids), bool(skip_special_tokens))
-        clean = self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else \
-            clean_up_tokenization_spaces
+        clean = (
+            self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces
+        )
         return clean_up_tokenization(text) if clean else text
 
-    def batch_decode(self, sequences: TokenIds, skip_special_tokens: bool = False,
-                     clean_up_tokenization_spaces: Optional[bool] = None, **kwargs: Any) -> list[str]:
+    def batch_decode(
+        self,
+        sequences: TokenIds,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """(batch, seq) ids (a numpy array, a torch tensor, or a list of rows, which may differ in length) ->
         list of str."""
         seqs = sequences if isinstance(sequences, (list, tuple)) else to_numpy(sequences, "sequences")[0]
-        return [self.decode(s, skip_special_tokens=skip_special_tokens,
-                            clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs) for s in seqs]
+        return [
+            self.decode(
+                s,
+                skip_special_tokens=skip_special_tokens,
+                clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                **kwargs,
+            )
+            for s in seqs
+        ]
 
     @overload
     def convert_ids_to_tokens(self, ids: int, skip_special_tokens: bool = False) -> str: ...
     @overload
     def convert_ids_to_tokens(self, ids: TokenIds, skip_special_tokens: bool = False) -> list[str]: ...
-    def convert_ids_to_tokens(self, ids: Union[int, TokenIds],
-                              skip_special_tokens: bool = False) -> Union[str, list[str]]:
+    def convert_ids_to_tokens(
+        self, ids: Union[int, TokenIds], skip_special_tokens: bool = False
+    ) -> Union[str, list[str]]:
         """An id -> its token string; a list (array) of ids -> a list of them, special ones left out with
         skip_special_tokens."""
         if isinstance(ids, (int, np.integer)) and not isinstance(ids, (bool, np.bool_)):
@@ -885,28 +1084,40 @@ class PreTrainedTokenizerBase:
     def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any:
         """Renders conversation with the tokenizer's chat_template; see habana_assist.chat_template."""
         from .chat_template import apply_chat_template  # deferred: jinja2 loads at the first template
+
         return apply_chat_template(self, conversation, **kwargs)
 
     # ---- saving ---------------------------------------------------------------------------------------------
 
-    def save_pretrained(self, save_directory: PathLike, legacy_format: Optional[bool] = None,
-                        filename_prefix: Optional[str] = None, push_to_hub: bool = False,
-                        **kwargs: Any) -> tuple[str, ...]:
+    def save_pretrained(
+        self,
+        save_directory: PathLike,
+        legacy_format: Optional[bool] = None,
+        filename_prefix: Optional[str] = None,
+        push_to_hub: bool = False,
+        **kwargs: Any,
+    ) -> tuple[str, ...]:
         """Writes tokenizer_config.json, special_tokens_map.json and the backend's tokenizer file into
         save_directory (created if needed): as read at load, with what the script changed since (special tokens,
         padding_side, truncation_side, add_bos_token, add_eos_token, model_max_length, added tokens).
         from_pretrained(save_directory) then encodes and decodes alike. -> the paths written, Transformers' order."""
         if push_to_hub:
-            raise InvalidInputError("save_pretrained: push_to_hub=True is not supported (this package downloads from "
-                                    "the Hub but never uploads); save locally and upload the directory with "
-                                    "huggingface-cli upload")
+            raise InvalidInputError(
+                "save_pretrained: push_to_hub=True is not supported (this package downloads from "
+                "the Hub but never uploads); save locally and upload the directory with "
+                "huggingface-cli upload"
+            )
         self._check_legacy_format(legacy_format)
         if filename_prefix is not None:
-            raise InvalidInputError(f"save_pretrained: filename_prefix={filename_prefix!r} would name files that "
-                                    "from_pretrained does not read; leave it unset")
+            raise InvalidInputError(
+                f"save_pretrained: filename_prefix={filename_prefix!r} would name files that "
+                "from_pretrained does not read; leave it unset"
+            )
         if kwargs:
-            raise InvalidInputError(f"save_pretrained: unexpected argument(s) {', '.join(sorted(kwargs))}; it takes "
-                                    "save_directory (and Transformers' legacy_format)")
+            raise InvalidInputError(
+                f"save_pretrained: unexpected argument(s) {', '.join(sorted(kwargs))}; it takes "
+                "save_directory (and Transformers' legacy_format)"
+            )
         if not isinstance(save_directory, (str, os.PathLike)):
             raise InvalidInputError(f"save_pretrained: save_directory={save_directory!r} must be a path")
         save_directory = os.fspath(save_directory)
@@ -928,8 +1139,11 @@ class PreTrainedTokenizerBase:
             if loaded_additional != self._additional_special_tokens:
                 config["additional_special_tokens"] = list(self._additional_special_tokens)
             special["additional_special_tokens"] = config["additional_special_tokens"]
-        config.update(padding_side=self.padding_side, truncation_side=self.truncation_side,
-                      clean_up_tokenization_spaces=bool(self.clean_up_tokenization_spaces))
+        config.update(
+            padding_side=self.padding_side,
+            truncation_side=self.truncation_side,
+            clean_up_tokenization_spaces=bool(self.clean_up_tokenization_spaces),
+        )
         if self.split_special_tokens or "split_special_tokens" in config:
             config["split_special_tokens"] = bool(self.split_special_tokens)
         if "model_max_length" in config or self.model_max_length != self._default_max_length:
@@ -941,8 +1155,10 @@ class PreTrainedTokenizerBase:
             config["chat_template"] = [{"name": k, "template": v} for k, v in self.chat_template.items()]
         files = self._files_to_save(config)  # the backend adds its keys to config
         os.makedirs(save_directory, exist_ok=True)
-        paths = [os.path.join(save_directory, TOKENIZER_CONFIG_FILE), os.path.join(save_directory,
-                                                                                   SPECIAL_TOKENS_MAP_FILE)]
+        paths = [
+            os.path.join(save_directory, TOKENIZER_CONFIG_FILE),
+            os.path.join(save_directory, SPECIAL_TOKENS_MAP_FILE),
+        ]
         _write_file(paths[0], _json_bytes(config))
         _write_file(paths[1], _json_bytes(special))
         for name, data in files:
@@ -959,17 +1175,25 @@ class PreTrainedTokenizerBase:
 
 # Transformers' __call__ / encode / decode arguments this package does not implement, with the value that means
 # "not used" (accepted).
-_UNIMPLEMENTED = {"is_split_into_words": False, "return_overflowing_tokens": False,
-                  "return_special_tokens_mask": False, "return_offsets_mapping": False, "return_length": False,
-                  "text_target": None, "text_pair_target": None,
-                  "spaces_between_special_tokens": False, "use_source_tokenizer": False}
+_UNIMPLEMENTED = {
+    "is_split_into_words": False,
+    "return_overflowing_tokens": False,
+    "return_special_tokens_mask": False,
+    "return_offsets_mapping": False,
+    "return_length": False,
+    "text_target": None,
+    "text_pair_target": None,
+    "spaces_between_special_tokens": False,
+    "use_source_tokenizer": False,
+}
 
 
 def _refuse_unimplemented(kwargs, where):
     bad = {k: v for k, v in kwargs.items() if k not in _UNIMPLEMENTED or (v is not None and v != _UNIMPLEMENTED[k])}
     if bad:
-        raise InvalidInputError(f"{where}: {', '.join(f'{k}={v!r}' for k, v in bad.items())} is not supported here; "
-                                "leave it out")
+        raise InvalidInputError(
+            f"{where}: {', '.join(f'{k}={v!r}' for k, v in bad.items())} is not supported here; leave it out"
+        )
 
 
 # The keys pad() pads, and with what (input_ids first: the others must match its length).
@@ -1007,15 +1231,19 @@ def _batch_of(text, text_pair):
         return [text], [text_pair], True
     if not isinstance(text, (list, tuple)) or not text:
         raise InvalidInputError("the tokenizer takes a str or a non-empty list of str")
-    if text_pair is None and all(isinstance(t, (list, tuple)) and len(t) == 2 and all(isinstance(s, str) for s in t)
-                                 for t in text):
+    if text_pair is None and all(
+        isinstance(t, (list, tuple)) and len(t) == 2 and all(isinstance(s, str) for s in t) for t in text
+    ):
         return [t[0] for t in text], [t[1] for t in text], False  # a batch of (text, pair)
     if not all(isinstance(t, str) for t in text):
         raise InvalidInputError("the tokenizer takes a str or a non-empty list of str")
     if text_pair is None:
         return list(text), [None] * len(text), False
-    if not isinstance(text_pair, (list, tuple)) or len(text_pair) != len(text) or \
-            not all(isinstance(t, str) for t in text_pair):
+    if (
+        not isinstance(text_pair, (list, tuple))
+        or len(text_pair) != len(text)
+        or not all(isinstance(t, str) for t in text_pair)
+    ):
         raise InvalidInputError(f"text_pair must be a list of {len(text)} str, one per text")
     return list(text), list(text_pair), False
 

@@ -66,9 +66,11 @@ def _encodable(text):
 def check_text(text):
     """InvalidInputError for a str that holds a lone surrogate: it has no UTF-8 bytes to tokenize."""
     if not _encodable(text):
-        raise InvalidInputError("the text holds a lone surrogate (e.g. '\\ud800'), which is not Unicode text and "
-                                "has no UTF-8 bytes to tokenize; fix the string (e.g. decode your bytes with "
-                                "errors='replace')")
+        raise InvalidInputError(
+            "the text holds a lone surrogate (e.g. '\\ud800'), which is not Unicode text and "
+            "has no UTF-8 bytes to tokenize; fix the string (e.g. decode your bytes with "
+            "errors='replace')"
+        )
 
 
 def _is_space(c):
@@ -84,22 +86,39 @@ class AddedToken:
 
     __slots__ = ("content", "id", "special", "single_word", "lstrip", "rstrip", "normalized")
 
-    def __init__(self, content: str, single_word: bool = False, lstrip: bool = False, rstrip: bool = False,
-                 normalized: Optional[bool] = None, special: bool = False, id: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        content: str,
+        single_word: bool = False,
+        lstrip: bool = False,
+        rstrip: bool = False,
+        normalized: Optional[bool] = None,
+        special: bool = False,
+        id: Optional[int] = None,
+    ) -> None:
         self.content, self.id, self.special = content, id, bool(special)
         self.single_word, self.lstrip, self.rstrip = bool(single_word), bool(lstrip), bool(rstrip)
         self.normalized = (not self.special) if normalized is None else bool(normalized)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "content": self.content, "single_word": self.single_word, "lstrip": self.lstrip,
-                "rstrip": self.rstrip, "normalized": self.normalized, "special": self.special}
+        return {
+            "id": self.id,
+            "content": self.content,
+            "single_word": self.single_word,
+            "lstrip": self.lstrip,
+            "rstrip": self.rstrip,
+            "normalized": self.normalized,
+            "special": self.special,
+        }
 
     def __str__(self) -> str:
         return self.content
 
     def __repr__(self) -> str:
-        return (f"AddedToken({self.content!r}, rstrip={self.rstrip}, lstrip={self.lstrip}, "
-                f"single_word={self.single_word}, normalized={self.normalized}, special={self.special})")
+        return (
+            f"AddedToken({self.content!r}, rstrip={self.rstrip}, lstrip={self.lstrip}, "
+            f"single_word={self.single_word}, normalized={self.normalized}, special={self.special})"
+        )
 
 
 class _Bad(Exception):
@@ -114,7 +133,7 @@ def _need(cond, message):
 def _type_of(cfg, kind):
     _need(isinstance(cfg, dict), f"{kind} must be an object, got {type(cfg).__name__}")
     t = cfg.get("type")
-    _need(isinstance(t, str), f"{kind} has no \"type\"")
+    _need(isinstance(t, str), f'{kind} has no "type"')
     return t
 
 
@@ -123,8 +142,10 @@ def _field(cfg, kind, name, types, default=None, required=False):
         _need(not required, f"{kind} {cfg.get('type')} has no {name!r}")
         return default
     value = cfg[name]
-    _need(isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)),
-          f"{kind} {cfg.get('type')}: {name}={value!r} has the wrong type")
+    _need(
+        isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)),
+        f"{kind} {cfg.get('type')}: {name}={value!r} has the wrong type",
+    )
     return value
 
 
@@ -134,13 +155,13 @@ def _as_tuple(types):
 
 def _compile(pattern, kind):
     """tokenizer.json's {"String": s} (literal) or {"Regex": r} (Oniguruma) -> a compiled pattern."""
-    _need(isinstance(pattern, dict) and len(pattern) == 1, f"{kind}: pattern must be {{\"String\"}} or {{\"Regex\"}}")
-    (key, value), = pattern.items()
-    _need(key in ("String", "Regex") and isinstance(value, str), f"{kind}: pattern {pattern!r} is not a "
-                                                                  "String or a Regex")
+    _need(isinstance(pattern, dict) and len(pattern) == 1, f'{kind}: pattern must be {{"String"}} or {{"Regex"}}')
+    ((key, value),) = pattern.items()
+    _need(
+        key in ("String", "Regex") and isinstance(value, str), f"{kind}: pattern {pattern!r} is not a String or a Regex"
+    )
     if regex is None:
-        raise _Bad("tokenizer.json regexes need python3-regex: apt-get install python3-regex (scripts/setup.sh "
-                   "does)")
+        raise _Bad("tokenizer.json regexes need python3-regex: apt-get install python3-regex (scripts/setup.sh does)")
     try:
         return regex.compile(regex.escape(value) if key == "String" else value)
     except (regex.error, ValueError, OverflowError, RecursionError) as e:
@@ -148,6 +169,7 @@ def _compile(pattern, kind):
 
 
 # ---- normalizers: str -> str ----------------------------------------------------------------------------------
+
 
 def _lowercase(s):
     # Rust lowercases char by char; Python's str.lower() turns a final capital sigma into a final small sigma.
@@ -194,9 +216,12 @@ def _normalizer(cfg, kind="normalizer"):
             for f in parts:
                 s = f(s) if f is not None else s
             return s
+
         return sequence
-    raise _Bad(f"{kind} type {t!r} is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
-               "StripAccents, Replace, Prepend, Sequence)")
+    raise _Bad(
+        f"{kind} type {t!r} is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
+        "StripAccents, Replace, Prepend, Sequence)"
+    )
 
 
 # ---- pre-tokenizers: (pieces, first) -> (pieces, first) ---------------------------------------------------------
@@ -264,13 +289,17 @@ def _metaspace_scheme(cfg, kind):
     scheme = _field(cfg, kind, "prepend_scheme", str)
     prefix = _field(cfg, kind, "add_prefix_space", bool)
     if prefix is False:  # as Rust's loader: add_prefix_space false means never, and contradicts any other scheme
-        _need(scheme in (None, "never"), f"{kind} Metaspace: add_prefix_space false does not match prepend_scheme "
-                                         f"{scheme!r}")
+        _need(
+            scheme in (None, "never"),
+            f"{kind} Metaspace: add_prefix_space false does not match prepend_scheme {scheme!r}",
+        )
         scheme = "never"
     if scheme is None:  # files written before prepend_scheme: add_prefix_space alone (true when absent)
         scheme = "always"
-    _need(scheme in ("first", "always", "never"), f"{kind} Metaspace: prepend_scheme={scheme!r} is not "
-                                                  "first, always or never")
+    _need(
+        scheme in ("first", "always", "never"),
+        f"{kind} Metaspace: prepend_scheme={scheme!r} is not first, always or never",
+    )
     replacement = _field(cfg, kind, "replacement", str, required=True)
     _need(len(replacement) == 1, f"{kind} Metaspace: replacement={replacement!r} must be one character")
     return replacement, scheme
@@ -291,6 +320,7 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
             if gpt2 is not None:
                 pieces, first = _split_pieces(pieces, first, gpt2, "Isolated")
             return [p.encode("utf-8").decode("latin-1").translate(BYTE_TO_CHAR) for p in pieces], first
+
         return byte_level
     if t == "Split":
         pattern = _compile(_field(cfg, kind, "pattern", dict, required=True), f"{kind} Split")
@@ -308,12 +338,14 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
             for k, piece in enumerate(pieces):
                 piece = piece.replace(" ", replacement)
                 if not piece.startswith(replacement) and (
-                        scheme == "always" or (scheme == "first" and k == 0 and first)):
+                    scheme == "always" or (scheme == "first" and k == 0 and first)
+                ):
                     piece = replacement + piece
                 out.append(piece)
             if split:
                 return _split_pieces(out, first, marker, "MergedWithNext")
             return out, first
+
         return metaspace
     if t == "Digits":
         individual = _field(cfg, kind, "individual_digits", bool, False)
@@ -327,8 +359,9 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
         return lambda pieces, first: _split_pieces(pieces, first, spaces, "Removed")
     if t == "Punctuation":
         behavior = _field(cfg, kind, "behavior", str, "Isolated")
-        _need(behavior in _BEHAVIORS, f"{kind} Punctuation: behavior={behavior!r} is not one of "
-                                      f"{', '.join(_BEHAVIORS)}")
+        _need(
+            behavior in _BEHAVIORS, f"{kind} Punctuation: behavior={behavior!r} is not one of {', '.join(_BEHAVIORS)}"
+        )
         punct = _compile({"Regex": r"[\p{P}!-/:-@\[-`{-~]"}, kind)
         return lambda pieces, first: _split_pieces(pieces, first, punct, behavior)
     if t == "Sequence":
@@ -339,12 +372,16 @@ def _pre_tokenizer(cfg, kind="pre_tokenizer"):
                 if f is not None:
                     pieces, first = f(pieces, first)
             return pieces, first
+
         return sequence
-    raise _Bad(f"{kind} type {t!r} is not supported (supported: ByteLevel, Split, Metaspace, Digits, Whitespace, "
-               "WhitespaceSplit, Punctuation, Sequence)")
+    raise _Bad(
+        f"{kind} type {t!r} is not supported (supported: ByteLevel, Split, Metaspace, Digits, Whitespace, "
+        "WhitespaceSplit, Punctuation, Sequence)"
+    )
 
 
 # ---- decoders: list of token strings -> list of strings ---------------------------------------------------------
+
 
 def _byte_level_decode(tokens):
     out = bytearray()
@@ -366,9 +403,14 @@ def _byte_fallback_decode(tokens):
             except UnicodeDecodeError:  # Rust writes one U+FFFD per byte of an invalid run
                 out.extend("\ufffd" * len(run))
             run.clear()
+
     for t in tokens:
-        if len(t) == 6 and t.startswith("<0x") and t.endswith(">") and all(c in "0123456789abcdefABCDEF"
-                                                                             for c in t[3:5]):
+        if (
+            len(t) == 6
+            and t.startswith("<0x")
+            and t.endswith(">")
+            and all(c in "0123456789abcdefABCDEF" for c in t[3:5])
+        ):
             run.append(int(t[3:5], 16))
         else:
             flush()
@@ -405,8 +447,10 @@ def _decoder(cfg, kind="decoder"):
 
         def metaspace(tokens):
             # Rust drops every replacement character of the first token where a space may have been prepended.
-            return [tok.replace(replacement, "" if i == 0 and scheme != "never" else " ")
-                    for i, tok in enumerate(tokens)]
+            return [
+                tok.replace(replacement, "" if i == 0 and scheme != "never" else " ") for i, tok in enumerate(tokens)
+            ]
+
         return metaspace
     if t == "ByteFallback":
         return _byte_fallback_decode
@@ -431,12 +475,16 @@ def _decoder(cfg, kind="decoder"):
                 if f is not None:
                     tokens = f(tokens)
             return tokens
+
         return sequence
-    raise _Bad(f"{kind} type {t!r} is not supported (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
-               "Replace, Sequence)")
+    raise _Bad(
+        f"{kind} type {t!r} is not supported (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, "
+        "Replace, Sequence)"
+    )
 
 
 # ---- post-processors: (ids, type ids, pair ids, add_special_tokens) ------------------------------------------
+
 
 class _Template:
     """TemplateProcessing (and Roberta/Bert processing, which are templates): pieces ("A"|"B"|special name,
@@ -447,7 +495,7 @@ class _Template:
 
     def apply(self, a, b, add_special_tokens):
         ids, types = [], []
-        for name, type_id in (self.single if b is None else self.pair):
+        for name, type_id in self.single if b is None else self.pair:
             if name in ("A", "B"):
                 seq = a if name == "A" else b
                 if seq is None:
@@ -465,14 +513,18 @@ def _template_pieces(items, kind, specials):
     _need(isinstance(items, list), f"{kind}: single and pair must be lists")
     out = []
     for item in items:
-        _need(isinstance(item, dict) and len(item) == 1, f"{kind}: template piece {item!r} is not "
-                                                         "{\"SpecialToken\"} or {\"Sequence\"}")
-        (key, value), = item.items()
+        _need(
+            isinstance(item, dict) and len(item) == 1,
+            f'{kind}: template piece {item!r} is not {{"SpecialToken"}} or {{"Sequence"}}',
+        )
+        ((key, value),) = item.items()
         _need(key in ("SpecialToken", "Sequence") and isinstance(value, dict), f"{kind}: template piece {item!r}")
         name, type_id = value.get("id"), value.get("type_id", 0)
         _need(isinstance(name, str), f"{kind}: template piece {item!r} has an id that is not a string")
-        _need(isinstance(type_id, int) and not isinstance(type_id, bool) and 0 <= type_id < 1 << 32,
-              f"{kind}: type_id {type_id!r} must be an integer in [0, 2^32) (Rust's u32)")
+        _need(
+            isinstance(type_id, int) and not isinstance(type_id, bool) and 0 <= type_id < 1 << 32,
+            f"{kind}: type_id {type_id!r} must be an integer in [0, 2^32) (Rust's u32)",
+        )
         if key == "Sequence":
             _need(name in ("A", "B"), f"{kind}: sequence {name!r} must be A or B")
         else:
@@ -493,19 +545,27 @@ def _post_processor(cfg, kind="post_processor"):
         table = _field(cfg, kind, "special_tokens", dict, {})
         for name, spec in table.items():
             ids = spec.get("ids") if isinstance(spec, dict) else None
-            _need(isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids),
-                  f"{kind}: special token {name!r} has no list of ids")
+            _need(
+                isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids),
+                f"{kind}: special token {name!r} has no list of ids",
+            )
             for i in ids:
                 _need(0 <= i, f"{kind}: special token {name!r} has id {i}")
             specials[name] = list(ids)
-        return _Template(_template_pieces(_field(cfg, kind, "single", list, required=True), kind, specials),
-                         _template_pieces(_field(cfg, kind, "pair", list, []), kind, specials), specials)
+        return _Template(
+            _template_pieces(_field(cfg, kind, "single", list, required=True), kind, specials),
+            _template_pieces(_field(cfg, kind, "pair", list, []), kind, specials),
+            specials,
+        )
     if t in ("RobertaProcessing", "BertProcessing"):
+
         def token(name):
             v = cfg.get(name)
-            _need(isinstance(v, list) and len(v) == 2 and isinstance(v[1], int), f"{kind} {t}: {name} must be "
-                                                                                  "[token, id]")
+            _need(
+                isinstance(v, list) and len(v) == 2 and isinstance(v[1], int), f"{kind} {t}: {name} must be [token, id]"
+            )
             return [v[1]]
+
         specials = {"cls": token("cls"), "sep": token("sep")}
         single = [("cls", 0), ("A", 0), ("sep", 0)]
         pair = single + ([("sep", 0)] if t == "RobertaProcessing" else []) + [("B", 1), ("sep", 1)]
@@ -515,14 +575,16 @@ def _post_processor(cfg, kind="post_processor"):
     if t == "Sequence":
         parts = [_post_processor(c, kind) for c in _field(cfg, kind, "processors", list, required=True)]
         parts = [p for p in parts if p is not None]
-        _need(len(parts) <= 1, f"{kind} Sequence: more than one processor that adds special tokens is not "
-                               "supported")
+        _need(len(parts) <= 1, f"{kind} Sequence: more than one processor that adds special tokens is not supported")
         return parts[0] if parts else None
-    raise _Bad(f"{kind} type {t!r} is not supported (supported: TemplateProcessing, ByteLevel, RobertaProcessing, "
-               "BertProcessing, Sequence)")
+    raise _Bad(
+        f"{kind} type {t!r} is not supported (supported: TemplateProcessing, ByteLevel, RobertaProcessing, "
+        "BertProcessing, Sequence)"
+    )
 
 
 # ---- the model ----------------------------------------------------------------------------------------------
+
 
 class _BPE:
     """tokenizer.json's BPE model: vocab {token: id}, merges -> the C merge loop (habana_assist._core.BPE)."""
@@ -531,12 +593,13 @@ class _BPE:
         kind = "model"
         self.cfg = {k: v for k, v in cfg.items() if k not in ("vocab", "merges")}
         dropout = cfg.get("dropout")
-        _need(dropout is None or (isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and
-                                  dropout == 0), f"model BPE: dropout={dropout!r} is not supported (only null): "
-                                                 "it makes tokenization random")
+        _need(
+            dropout is None or (isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout == 0),
+            f"model BPE: dropout={dropout!r} is not supported (only null): it makes tokenization random",
+        )
         for name in ("continuing_subword_prefix", "end_of_word_suffix"):
             value = _field(cfg, kind, name, str, "")
-            _need(value == "", f"model BPE: {name}={value!r} is not supported (only null or \"\")")
+            _need(value == "", f'model BPE: {name}={value!r} is not supported (only null or "")')
         vocab = _field(cfg, kind, "vocab", dict, required=True)
         for token, i in vocab.items():
             if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 31):
@@ -546,8 +609,11 @@ class _BPE:
         self.max_id = max(vocab.values(), default=-1)
         # Ids index arrays here (Rust keeps a map): a vocabulary is dense in real files, so an id far beyond the
         # number of tokens is a corrupt file, not something to allocate for.
-        _need(self.max_id < 2 * self.size + 65536, f"model BPE: the vocab's largest id is {self.max_id} for "
-                                                   f"{self.size} tokens; ids must be about 0 to the vocab's size")
+        _need(
+            self.max_id < 2 * self.size + 65536,
+            f"model BPE: the vocab's largest id is {self.max_id} for "
+            f"{self.size} tokens; ids must be about 0 to the vocab's size",
+        )
         unk = _field(cfg, kind, "unk_token", str)
         _need(unk is None or unk in vocab, f"model BPE: unk_token {unk!r} is not in the vocab")
         self.unk_id = vocab[unk] if unk is not None else -1
@@ -561,18 +627,23 @@ class _BPE:
         for rank, m in enumerate(merges):
             if isinstance(m, str):
                 parts = m.split(" ")
-                _need(len(parts) == 2, f"model BPE: merges entry {rank} ({m!r}) is not two tokens separated by "
-                                       "one space")
+                _need(
+                    len(parts) == 2, f"model BPE: merges entry {rank} ({m!r}) is not two tokens separated by one space"
+                )
             else:
-                _need(isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) for p in m),
-                      f"model BPE: merges entry {rank} ({m!r}) is not a pair of tokens")
+                _need(
+                    isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) for p in m),
+                    f"model BPE: merges entry {rank} ({m!r}) is not a pair of tokens",
+                )
                 parts = m
             a, b = get(parts[0]), get(parts[1])
             c = get(parts[0] + parts[1])
             if a is None or b is None or c is None:
                 missing = parts[0] if a is None else parts[1] if b is None else parts[0] + parts[1]
-                raise _Bad(f"model BPE: merges entry {rank} ({parts[0]!r} {parts[1]!r}) names {missing!r}, which "
-                           "is not in the vocab")
+                raise _Bad(
+                    f"model BPE: merges entry {rank} ({parts[0]!r} {parts[1]!r}) names {missing!r}, which "
+                    "is not in the vocab"
+                )
             rows[rank] = (a, b, c)
         self.merges = rows
         singles = [(t, i) for t, i in vocab.items() if len(t) == 1]
@@ -612,11 +683,14 @@ def _model(cfg):
         t = "BPE"
     if t == "BPE":
         return _BPE(cfg)
-    raise _Bad(f"model type {t!r} is not supported (supported: BPE; the checkpoint families this package loads — "
-               "Llama 2/3, Mistral, Qwen2/3, Gemma, SmolLM, Phi-3/4, GPT-2 — use BPE)")
+    raise _Bad(
+        f"model type {t!r} is not supported (supported: BPE; the checkpoint families this package loads — "
+        "Llama 2/3, Mistral, Qwen2/3, Gemma, SmolLM, Phi-3/4, GPT-2 — use BPE)"
+    )
 
 
 # ---- the tokenizer ------------------------------------------------------------------------------------------
+
 
 def _trie_pattern(strings):
     """Literal strings -> a compiled regex matching the longest of them that starts at a position: their trie, each
@@ -637,13 +711,14 @@ def _trie_pattern(strings):
                 continue
             run = c  # a chain of single-child nodes is one literal (no recursion along a long token)
             while len(child) == 1 and "" not in child:
-                (c2, child), = child.items()
+                ((c2, child),) = child.items()
                 run += c2
             branches.append(regex.escape(run) + emit(child))
         if not branches:
             return ""
         body = branches[0] if len(branches) == 1 and not ends else "(?:" + "|".join(branches) + ")"
         return body + "?" if ends else body
+
     try:
         return regex.compile(emit(trie))
     except (RecursionError, regex.error):  # thousands of nested prefixes: the flat alternation, longest first
@@ -670,8 +745,9 @@ class TokenizerJSON:
         except OSError as e:
             raise CheckpointError(f"{path} cannot be read ({e})") from None
         except (ValueError, RecursionError) as e:  # bad UTF-8, bad or truncated JSON
-            raise CheckpointError(f"{path} is not valid JSON ({e}); it is truncated or corrupt: re-download "
-                                  "it") from None
+            raise CheckpointError(
+                f"{path} is not valid JSON ({e}); it is truncated or corrupt: re-download it"
+            ) from None
         return cls(data, source=str(path))
 
     @classmethod
@@ -680,9 +756,11 @@ class TokenizerJSON:
 
     def _build(self, data):
         _need(isinstance(data, dict), f"the file must hold a JSON object, not {type(data).__name__}")
-        _need("model" in data, "there is no \"model\"")
-        self._kept = {k: data.get(k) for k in ("version", "truncation", "padding", "normalizer", "pre_tokenizer",
-                                               "post_processor", "decoder")}
+        _need("model" in data, 'there is no "model"')
+        self._kept = {
+            k: data.get(k)
+            for k in ("version", "truncation", "padding", "normalizer", "pre_tokenizer", "post_processor", "decoder")
+        }
         self.truncation, self.padding = data.get("truncation"), data.get("padding")
         self._aligned = None  # offsets.AlignedPipeline, built at the first offsets.text_ids_offsets
         self._normalize = _normalizer(data.get("normalizer"))
@@ -697,26 +775,37 @@ class TokenizerJSON:
         added = data.get("added_tokens") or []
         _need(isinstance(added, list), "added_tokens must be a list")
         for k, item in enumerate(added):
-            _need(isinstance(item, dict) and isinstance(item.get("content"), str) and item["content"],
-                  f"added_tokens[{k}] has no non-empty \"content\"")
+            _need(
+                isinstance(item, dict) and isinstance(item.get("content"), str) and item["content"],
+                f'added_tokens[{k}] has no non-empty "content"',
+            )
             flags = {f: item.get(f) for f in ("special", "single_word", "lstrip", "rstrip", "normalized")}
             for f, v in flags.items():
-                _need(v is None or isinstance(v, bool), f"added_tokens[{k}] ({item['content']!r}): {f}={v!r} must "
-                                                        "be true or false")
+                _need(
+                    v is None or isinstance(v, bool),
+                    f"added_tokens[{k}] ({item['content']!r}): {f}={v!r} must be true or false",
+                )
             want = item.get("id")
-            _need(want is None or (isinstance(want, int) and not isinstance(want, bool) and want >= 0),
-                  f"added_tokens[{k}] ({item['content']!r}): id {want!r} must be an integer >= 0")
+            _need(
+                want is None or (isinstance(want, int) and not isinstance(want, bool) and want >= 0),
+                f"added_tokens[{k}] ({item['content']!r}): id {want!r} must be an integer >= 0",
+            )
             token = AddedToken(item["content"], **{f: v for f, v in flags.items() if v is not None})
             got = self._add(token)
-            _need(want is None or got == want, f"added token {item['content']!r} has id {want} but the vocab gives "
-                                               f"it id {got} (a duplicate or a gap in added_tokens)")
+            _need(
+                want is None or got == want,
+                f"added token {item['content']!r} has id {want} but the vocab gives "
+                f"it id {got} (a duplicate or a gap in added_tokens)",
+            )
         self._rebuild_splitters()
         self._template = _post_processor(data.get("post_processor"))
         if self._template is not None:
             for name, ids in self._template.specials.items():
                 for i in ids:
-                    _need(i < len(self._id_to_token) and self._id_to_token[i] is not None,
-                          f"post_processor: special token {name!r} has id {i}, which is not in the vocab")
+                    _need(
+                        i < len(self._id_to_token) and self._id_to_token[i] is not None,
+                        f"post_processor: special token {name!r} has id {i}, which is not in the vocab",
+                    )
 
     # -- added tokens --
 
@@ -744,8 +833,16 @@ class TokenizerJSON:
             if not isinstance(token, AddedToken) or not isinstance(token.content, str) or not token.content:
                 raise InvalidInputError(f"add_tokens takes AddedToken objects with non-empty content, got {token!r}")
             new += token.content not in self._token_to_id
-            self._add(AddedToken(token.content, single_word=token.single_word, lstrip=token.lstrip,
-                                 rstrip=token.rstrip, normalized=token.normalized, special=token.special))
+            self._add(
+                AddedToken(
+                    token.content,
+                    single_word=token.single_word,
+                    lstrip=token.lstrip,
+                    rstrip=token.rstrip,
+                    normalized=token.normalized,
+                    special=token.special,
+                )
+            )
         self._rebuild_splitters()
         return new
 
@@ -814,8 +911,11 @@ class TokenizerJSON:
             raise InvalidInputError(f"the tokenizer encodes str, got {type(text).__name__}")
         check_text(text)
         ids = []
-        pieces = self._find_added(text, self._raw_split, "r", split_special_tokens) if self._raw_split is not None \
+        pieces = (
+            self._find_added(text, self._raw_split, "r", split_special_tokens)
+            if self._raw_split is not None
             else [(text, None)]
+        )
         offset = 0
         for piece, tid in pieces:
             at_start = offset == 0
@@ -825,8 +925,11 @@ class TokenizerJSON:
                 continue
             if self._normalize is not None:
                 piece = self._normalize(piece)
-            parts = (self._find_added(piece, self._norm_split, "n", split_special_tokens)
-                     if self._norm_split is not None else [(piece, None)])
+            parts = (
+                self._find_added(piece, self._norm_split, "n", split_special_tokens)
+                if self._norm_split is not None
+                else [(piece, None)]
+            )
             for k, (part, pid) in enumerate(parts):
                 if pid is not None:
                     ids.append(pid)
@@ -847,8 +950,9 @@ class TokenizerJSON:
             out = list(ids) + (list(pair_ids) if pair_ids is not None else [])
             types = [0] * len(ids) + ([1] * len(pair_ids) if pair_ids is not None else [])
         else:
-            out, types = self._template.apply(list(ids), None if pair_ids is None else list(pair_ids),
-                                              add_special_tokens)
+            out, types = self._template.apply(
+                list(ids), None if pair_ids is None else list(pair_ids), add_special_tokens
+            )
         return (out, types) if return_type_ids else out
 
     def num_special_tokens_to_add(self, pair=False):
@@ -867,20 +971,31 @@ class TokenizerJSON:
         for name, token, on in (("bos", bos, add_bos), ("eos", eos, add_eos)):
             if on:
                 if token is None or token not in self._token_to_id:
-                    raise InvalidInputError(f"add_{name}_token is set but the {name} token {token!r} is not in the "
-                                            "vocabulary; set the token or turn the flag off")
+                    raise InvalidInputError(
+                        f"add_{name}_token is set but the {name} token {token!r} is not in the "
+                        "vocabulary; set the token or turn the flag off"
+                    )
                 specials[token] = [self._token_to_id[token]]
+
         def side(seq, type_id):
             return ([(bos, type_id)] if add_bos else []) + [(seq, type_id)] + ([(eos, type_id)] if add_eos else [])
+
         self._template = _Template(side("A", 0), side("A", 0) + side("B", 1), specials)
         self._aligned = None  # the post-processor changed: offsets' trimming is read again
-        single = [{"SpecialToken": {"id": n, "type_id": t}} if n not in ("A", "B") else
-                  {"Sequence": {"id": n, "type_id": t}} for n, t in self._template.single]
-        pair = [{"SpecialToken": {"id": n, "type_id": t}} if n not in ("A", "B") else
-                {"Sequence": {"id": n, "type_id": t}} for n, t in self._template.pair]
+        single = [
+            {"SpecialToken": {"id": n, "type_id": t}} if n not in ("A", "B") else {"Sequence": {"id": n, "type_id": t}}
+            for n, t in self._template.single
+        ]
+        pair = [
+            {"SpecialToken": {"id": n, "type_id": t}} if n not in ("A", "B") else {"Sequence": {"id": n, "type_id": t}}
+            for n, t in self._template.pair
+        ]
         self._kept["post_processor"] = {
-            "type": "TemplateProcessing", "single": single, "pair": pair,
-            "special_tokens": {n: {"id": n, "ids": ids, "tokens": [n]} for n, ids in specials.items()}}
+            "type": "TemplateProcessing",
+            "single": single,
+            "pair": pair,
+            "special_tokens": {n: {"id": n, "ids": ids, "tokens": [n]} for n, ids in specials.items()},
+        }
 
     def tokens(self, text):
         return [self._id_to_token[i] for i in self.text_ids(text)]
@@ -889,8 +1004,10 @@ class TokenizerJSON:
 
     def _check_id(self, i):
         if not (0 <= i < len(self._id_to_token)) or self._id_to_token[i] is None:
-            raise InvalidInputError(f"token id {i} is not in this tokenizer's vocabulary (ids 0 to "
-                                    f"{len(self._id_to_token) - 1}); use the tokenizer that belongs to the model")
+            raise InvalidInputError(
+                f"token id {i} is not in this tokenizer's vocabulary (ids 0 to "
+                f"{len(self._id_to_token) - 1}); use the tokenizer that belongs to the model"
+            )
         return self._id_to_token[i]
 
     def decode(self, ids, skip_special_tokens=False):
@@ -933,8 +1050,14 @@ class TokenizerJSON:
         """The tokenizer.json to write back: the components as loaded (the post-processor as set_template left
         it), the model's vocab and merges, and every added token."""
         k = self._kept
-        return {"version": k.get("version") or "1.0", "truncation": k["truncation"], "padding": k["padding"],
-                "added_tokens": [t.to_dict() for t in sorted(self.added_tokens, key=lambda t: t.id)],
-                "normalizer": k["normalizer"], "pre_tokenizer": k["pre_tokenizer"],
-                "post_processor": k["post_processor"], "decoder": k["decoder"],
-                "model": self.model.to_dict(self._id_to_token)}
+        return {
+            "version": k.get("version") or "1.0",
+            "truncation": k["truncation"],
+            "padding": k["padding"],
+            "added_tokens": [t.to_dict() for t in sorted(self.added_tokens, key=lambda t: t.id)],
+            "normalizer": k["normalizer"],
+            "pre_tokenizer": k["pre_tokenizer"],
+            "post_processor": k["post_processor"],
+            "decoder": k["decoder"],
+            "model": self.model.to_dict(self._id_to_token),
+        }

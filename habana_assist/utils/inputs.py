@@ -25,8 +25,9 @@ def check_fits(what, nbytes, fix):
     allocation is checked on its own against what is left now (as the core checks a KV cache)."""
     room = _core.available_memory()
     if room >= 0 and nbytes > room:
-        raise OutOfMemoryError(f"{what} need {nbytes / 1e6:.0f} MB, more than the {room / 1e6:.0f} MB of memory "
-                               f"available; {fix}")
+        raise OutOfMemoryError(
+            f"{what} need {nbytes / 1e6:.0f} MB, more than the {room / 1e6:.0f} MB of memory available; {fix}"
+        )
 
 
 def checked_input_ids(input_ids, vocab_size, name="input_ids"):
@@ -35,8 +36,9 @@ def checked_input_ids(input_ids, vocab_size, name="input_ids"):
         raise InvalidInputError(f"{name} is required: pass token ids as an integer array of shape (batch, seq)")
     a = np.asarray(input_ids)
     if a.dtype == object or not np.issubdtype(a.dtype, np.integer):
-        raise InvalidInputError(f"{name} must hold integers, got dtype {a.dtype}; tokenize the text first "
-                                "(tok(text, return_tensors='np'))")
+        raise InvalidInputError(
+            f"{name} must hold integers, got dtype {a.dtype}; tokenize the text first (tok(text, return_tensors='np'))"
+        )
     if a.ndim == 1:
         a = a[None, :]
     if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
@@ -44,10 +46,12 @@ def checked_input_ids(input_ids, vocab_size, name="input_ids"):
     lo, hi = int(a.min()), int(a.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
-        raise InvalidInputError(f"{name} holds token id {bad}, outside [0, {vocab_size}) for this model's vocab_size; "
-                                "use the tokenizer that belongs to the checkpoint (a token added with add_tokens or "
-                                "add_special_tokens past the model's embedding has no row there, and the embedding "
-                                "cannot grow: resize_token_embeddings refuses)")
+        raise InvalidInputError(
+            f"{name} holds token id {bad}, outside [0, {vocab_size}) for this model's vocab_size; "
+            "use the tokenizer that belongs to the checkpoint (a token added with add_tokens or "
+            "add_special_tokens past the model's embedding has no row there, and the embedding "
+            "cannot grow: resize_token_embeddings refuses)"
+        )
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
@@ -57,8 +61,9 @@ def checked_attention_mask(attention_mask, shape):
         return np.ones(shape, dtype=bool)
     m = np.asarray(attention_mask)
     if m.shape != shape:
-        raise InvalidInputError(f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's "
-                                "mask")
+        raise InvalidInputError(
+            f"attention_mask has shape {m.shape} but input_ids has {shape}; pass the tokenizer's mask"
+        )
     if not (np.issubdtype(m.dtype, np.number) or m.dtype == bool):
         raise InvalidInputError(f"attention_mask must be numeric (0 and 1), got dtype {m.dtype}")
     if not np.isin(m, (0, 1)).all():

@@ -16,7 +16,7 @@ import sys
 from ..errors import InvalidInputError
 
 MIN_BYTES = 512 << 20  # a checkpoint load of this many bytes of weights or more shows a bar by default
-MIN_TOKENS = 1024      # a generation of this many new tokens (batch x max_new_tokens) or more
+MIN_TOKENS = 1024  # a generation of this many new tokens (batch x max_new_tokens) or more
 _ENV = {"0": False, "false": False, "off": False, "no": False, "1": True, "true": True, "on": True, "yes": True}
 
 
@@ -28,8 +28,10 @@ def wanted(progress, size, minimum):
         return progress
     env = os.environ.get("HA_PROGRESS")
     if env is not None and env.strip().lower() not in _ENV:
-        raise InvalidInputError(f"HA_PROGRESS={env!r} must be 0 or 1 (or false/true, off/on); unset it for the "
-                                "default (a bar for large work only)")
+        raise InvalidInputError(
+            f"HA_PROGRESS={env!r} must be 0 or 1 (or false/true, off/on); unset it for the "
+            "default (a bar for large work only)"
+        )
     if env is not None and env.strip() != "":
         return _ENV[env.strip().lower()]
     return size >= minimum
@@ -40,13 +42,15 @@ def _tqdm_class(required):
         import tqdm.std
     except ImportError:
         if required:
-            raise ImportError("progress=True needs tqdm: apt-get install python3-tqdm (Debian's package), or pip "
-                              "install tqdm") from None
+            raise ImportError(
+                "progress=True needs tqdm: apt-get install python3-tqdm (Debian's package), or pip install tqdm"
+            ) from None
         return None
     if "ipykernel" in sys.modules:  # in a notebook: tqdm's widget where ipywidgets can draw it
         try:
             import ipywidgets  # noqa: F401 - tqdm.notebook's widgets need it: imported to learn it is there
             import tqdm.notebook
+
             return tqdm.notebook.tqdm
         except ImportError:
             pass
@@ -61,5 +65,13 @@ def bar(progress, size, minimum, total, desc, unit):
     if cls is None:
         return None
     scale = unit == "B"
-    return cls(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
-               file=sys.stderr, leave=True, dynamic_ncols=True)
+    return cls(
+        total=total,
+        desc=desc,
+        unit=unit,
+        unit_scale=scale,
+        unit_divisor=1024 if scale else 1000,
+        file=sys.stderr,
+        leave=True,
+        dynamic_ncols=True,
+    )

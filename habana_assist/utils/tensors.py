@@ -19,8 +19,18 @@ import numpy as np
 
 from ..errors import InvalidInputError
 
-__all__ = ["to_numpy", "from_numpy", "convert_output", "torch_available", "is_torch_tensor", "optional_torch",
-           "dtype_object", "cpu_device", "CPUDevice", "KINDS"]
+__all__ = [
+    "to_numpy",
+    "from_numpy",
+    "convert_output",
+    "torch_available",
+    "is_torch_tensor",
+    "optional_torch",
+    "dtype_object",
+    "cpu_device",
+    "CPUDevice",
+    "KINDS",
+]
 
 KINDS = ("numpy", "list", "torch")
 
@@ -41,11 +51,14 @@ def _tensor_to_numpy(x, name):
     """A torch tensor -> numpy array viewing its memory where numpy can (a copy for bfloat16, which numpy has
     no type for, and for tensors with a pending negation or conjugation)."""
     if x.device.type != "cpu":
-        raise InvalidInputError(f"{name} is a torch tensor on device {str(x.device)!r}; this package computes on the "
-                                f"CPU: pass {name}.cpu() (or {name}.to('cpu'))")
+        raise InvalidInputError(
+            f"{name} is a torch tensor on device {str(x.device)!r}; this package computes on the "
+            f"CPU: pass {name}.cpu() (or {name}.to('cpu'))"
+        )
     if x.layout is not sys.modules["torch"].strided:
-        raise InvalidInputError(f"{name} is a torch tensor with layout {x.layout}; pass a dense tensor "
-                                f"({name}.to_dense())")
+        raise InvalidInputError(
+            f"{name} is a torch tensor with layout {x.layout}; pass a dense tensor ({name}.to_dense())"
+        )
     x = x.detach()  # a tensor that requires grad: numpy() refuses it; detach() shares its memory
     if x.dtype == sys.modules["torch"].bfloat16:
         x = x.float()
@@ -67,17 +80,25 @@ def to_numpy(x, name):
         try:
             array = np.asarray(x)
         except (ValueError, TypeError) as e:  # numpy >= 1.24: a ragged list raises ValueError
-            raise InvalidInputError(f"{name} is a list that is not rectangular ({e}); pass equal-length rows (pad "
-                                    "them: tok(texts, padding=True))") from None
+            raise InvalidInputError(
+                f"{name} is a list that is not rectangular ({e}); pass equal-length rows (pad "
+                "them: tok(texts, padding=True))"
+            ) from None
         if array.dtype == object:
-            raise InvalidInputError(f"{name} is a list whose items are not all numbers of equal-length rows; pass a "
-                                    "list of ints or a list of equal-length lists of ints")
+            raise InvalidInputError(
+                f"{name} is a list whose items are not all numbers of equal-length rows; pass a "
+                "list of ints or a list of equal-length lists of ints"
+            )
         return array, "list"
     if callable(getattr(x, "keys", None)) and "input_ids" in x.keys():  # a tokenizer's whole output (BatchEncoding)
-        raise InvalidInputError(f"{name} is a tokenizer's whole output ({type(x).__qualname__}); unpack it, "
-                                "model.generate(**inputs), or pass inputs['input_ids'] (and attention_mask=)")
-    raise InvalidInputError(f"{name} is a {type(x).__module__}.{type(x).__qualname__}; pass a numpy array, a (nested) "
-                            "list or a torch tensor, of shape (batch, seq) for token ids")
+        raise InvalidInputError(
+            f"{name} is a tokenizer's whole output ({type(x).__qualname__}); unpack it, "
+            "model.generate(**inputs), or pass inputs['input_ids'] (and attention_mask=)"
+        )
+    raise InvalidInputError(
+        f"{name} is a {type(x).__module__}.{type(x).__qualname__}; pass a numpy array, a (nested) "
+        "list or a torch tensor, of shape (batch, seq) for token ids"
+    )
 
 
 def import_torch(needed_by="this call", fix="install Debian's python3-torch"):

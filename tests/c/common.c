@@ -43,7 +43,7 @@ float bits_f(uint32_t u) {
 }
 
 __attribute__((format(printf, 6, 7))) void check_same_floats(const char *file, int line, const float *want,
-                                                                    const float *got, size_t n, const char *fmt, ...) {
+                                                             const float *got, size_t n, const char *fmt, ...) {
     if (memcmp(want, got, n * sizeof(float)) == 0) return;
     size_t i = 0;
     while (fbits(want[i]) == fbits(got[i])) i++;
@@ -52,7 +52,9 @@ __attribute__((format(printf, 6, 7))) void check_same_floats(const char *file, i
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    fail_at(file, line, "%s: expected bitwise equal floats; first difference at index %zu of %zu: expected %.9g (0x%08x), got %.9g (0x%08x)",
+    fail_at(file, line,
+            "%s: expected bitwise equal floats; first difference at index %zu of %zu: expected %.9g (0x%08x), got %.9g "
+            "(0x%08x)",
             what, i, n, (double)want[i], fbits(want[i]), (double)got[i], fbits(got[i]));
 }
 
@@ -104,10 +106,11 @@ uint16_t half_from_float(float f) {
 }
 
 const char *dname(ha_dtype t) {
-    static const char *names[HA_NDTYPES] = { [HA_F32] = "f32", [HA_BF16] = "bf16", [HA_F16] = "f16", [HA_Q8] = "q8",
-                                             [HA_Q4] = "q4", [HA_F32P] = "f32 panels", [HA_BF16P] = "bf16 panels",
-                                             [HA_F16P] = "f16 panels", [HA_Q8P] = "w8a8",
-                                             [HA_BF16X] = "bf16 pairs" };
+    static const char *names[HA_NDTYPES] = {
+        [HA_F32] = "f32",  [HA_BF16] = "bf16",       [HA_F16] = "f16",           [HA_Q8] = "q8",
+        [HA_Q4] = "q4",    [HA_F32P] = "f32 panels", [HA_BF16P] = "bf16 panels", [HA_F16P] = "f16 panels",
+        [HA_Q8P] = "w8a8", [HA_BF16X] = "bf16 pairs"
+    };
     return (unsigned)t < HA_NDTYPES ? names[t] : "?";
 }
 
@@ -123,7 +126,9 @@ ha_dtype element_dtype(ha_dtype t) {
 void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale, int wide, double *vals) {
     if (dt == HA_BF16X) { /* float32 values rounded by ha_quantize: each element ha_bf16_round's, padding zero */
         float *src = make_row_major_weights(HA_F32, rows, cols, r, scale, wide, NULL);
-        ha_matrix m = { .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols) };
+        ha_matrix m = {
+            .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols)
+        };
         const size_t bytes = ha_matrix_bytes(HA_BF16X, rows, cols);
         char *buf = xmalloc(bytes);
         memset(buf, 0xff, bytes); /* ha_quantize must write every byte, the padding's too */
@@ -142,7 +147,9 @@ void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale
     }
     if (dt == HA_Q8P) { /* the same values quantized to HA_Q8 and to HA_Q8P: every element equal, padding zero */
         float *src = make_row_major_weights(HA_F32, rows, cols, r, scale, wide, NULL);
-        ha_matrix m = { .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols) };
+        ha_matrix m = {
+            .data = src, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(HA_F32, rows, cols)
+        };
         const size_t bytes = ha_matrix_bytes(HA_Q8P, rows, cols), rbytes = ha_matrix_bytes(HA_Q8, rows, cols);
         char *buf = xmalloc(bytes), *q8 = xmalloc(rbytes);
         memset(buf, 0xff, bytes); /* ha_quantize must write every byte, the padding rows' too */
@@ -152,10 +159,12 @@ void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale
         const int64_t pcol = (cols + HA_Q8_GROUP - 1) / HA_Q8_GROUP * HA_Q8_GROUP;
         for (int64_t i = 0; i < prow; i++)
             for (int64_t k = 0; k < pcol; k++) {
-                const float want = i < rows && k < cols ? ha_q8_at(q8 + (size_t)i * ha_row_bytes(HA_Q8, cols), k) : 0.0f;
+                const float want = i < rows && k < cols ? ha_q8_at(q8 + (size_t)i * ha_row_bytes(HA_Q8, cols), k)
+                                                        : 0.0f;
                 const float got = ha_panel_at(buf, HA_Q8P, cols, i, k);
-                CHECK(fbits(got) == fbits(want), "quantize w8a8 (%lld, %lld): element (%lld, %lld) expected int8's %g, got %g",
-                      (long long)rows, (long long)cols, (long long)i, (long long)k, (double)want, (double)got);
+                CHECK(fbits(got) == fbits(want),
+                      "quantize w8a8 (%lld, %lld): element (%lld, %lld) expected int8's %g, got %g", (long long)rows,
+                      (long long)cols, (long long)i, (long long)k, (double)want, (double)got);
                 if (vals && i < rows && k < cols) vals[i * cols + k] = got;
             }
         free(src);
@@ -173,15 +182,16 @@ void *make_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, double scale
     const size_t es = ha_row_bytes(el, 1);
     for (int64_t i = 0; i < rows; i++) /* every element where ha_panel_at finds it, bit for bit */
         for (int64_t k = 0; k < cols; k++) {
-            const size_t at = ((size_t)(i / HA_PANEL_ROWS) * (size_t)cols + (size_t)k) * HA_PANEL_ROWS + (size_t)ha_panel_pos(dt, i % HA_PANEL_ROWS);
+            const size_t at = ((size_t)(i / HA_PANEL_ROWS) * (size_t)cols + (size_t)k) * HA_PANEL_ROWS +
+                              (size_t)ha_panel_pos(dt, i % HA_PANEL_ROWS);
             CHECK(memcmp((char *)buf + at * es, (char *)src + ((size_t)i * (size_t)cols + (size_t)k) * es, es) == 0,
-                  "pack %s (%lld, %lld): element (%lld, %lld) not where ha_panel_pos puts it", dname(dt), (long long)rows,
-                  (long long)cols, (long long)i, (long long)k);
+                  "pack %s (%lld, %lld): element (%lld, %lld) not where ha_panel_pos puts it", dname(dt),
+                  (long long)rows, (long long)cols, (long long)i, (long long)k);
         }
     for (int64_t i = rows; i < (rows + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS * HA_PANEL_ROWS; i++)
         for (int64_t k = 0; k < cols; k++)
-            CHECK(ha_panel_at(buf, dt, cols, i, k) == 0.0f, "pack %s (%lld, %lld): padding row %lld not zero", dname(dt),
-                  (long long)rows, (long long)cols, (long long)i);
+            CHECK(ha_panel_at(buf, dt, cols, i, k) == 0.0f, "pack %s (%lld, %lld): padding row %lld not zero",
+                  dname(dt), (long long)rows, (long long)cols, (long long)i);
     free(src);
     return buf;
 }
@@ -232,7 +242,8 @@ int kernel_variants(const ha_kernels **out, const char **names) {
             printf("%s unavailable\n", VARIANTS[i]);
             continue;
         }
-        CHECK(strcmp(k->name, VARIANTS[i]) == 0, "variant %s: expected that name in its table, got %s", VARIANTS[i], k->name);
+        CHECK(strcmp(k->name, VARIANTS[i]) == 0, "variant %s: expected that name in its table, got %s", VARIANTS[i],
+              k->name);
         out[n] = k;
         names[n++] = VARIANTS[i];
     }
@@ -242,7 +253,7 @@ int kernel_variants(const ha_kernels **out, const char **names) {
 /* k's matmul for weights of dtype dt, as model/forward.c runs it: integer weights first quantize each token's row of
  * X with k's quant_act (into (T, ha_act_width(n)) int16 and T scales) and go through matmul_int. */
 void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
-                       int64_t T, float *Y, int64_t ldy) {
+                int64_t T, float *Y, int64_t ldy) {
     if (dt == HA_BF16X) { /* bfloat16 pairs: each token's row rounded once (ha_round_act_bf16) */
         const int64_t steps = (n + 1) / 2;
         uint32_t *xb = xmalloc((size_t)(T * steps) * sizeof *xb);
@@ -283,7 +294,9 @@ void *tiny_keep(tiny *t, void *p) {
 
 ha_matrix tiny_matrix(tiny *t, rng *r, int64_t rows, int64_t cols, double scale) {
     void *p = tiny_keep(t, make_weights(t->dtype, rows, cols, r, scale, 0, NULL));
-    return (ha_matrix){ .data = p, .dtype = t->dtype, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(t->dtype, rows, cols) };
+    return (ha_matrix){
+        .data = p, .dtype = t->dtype, .rows = rows, .cols = cols, .nbytes = ha_matrix_bytes(t->dtype, rows, cols)
+    };
 }
 
 ha_vector tiny_vector(tiny *t, rng *r, int64_t n, double center, double spread) {
@@ -300,8 +313,14 @@ tiny *tiny_build_longrope(ha_dtype dtype, int bias, int tied, int64_t window, ui
         t->inv_freq[j] = pow(10000.0, -2.0 * j / THD);
         t->inv_freq_long[j] = t->inv_freq[j] / (1.0 + 5.0 * j / (THD / 2 - 1));
     }
-    t->cfg = (ha_llama_config){ .vocab_size = TV, .hidden_size = TD, .intermediate_size = TF, .n_layers = TL, .n_heads = TNH,
-                                .n_kv_heads = TNKV, .head_dim = THD, .norm_eps = 1e-5f,
+    t->cfg = (ha_llama_config){ .vocab_size = TV,
+                                .hidden_size = TD,
+                                .intermediate_size = TF,
+                                .n_layers = TL,
+                                .n_heads = TNH,
+                                .n_kv_heads = TNKV,
+                                .head_dim = THD,
+                                .norm_eps = 1e-5f,
                                 .rope_inv_freq = long_from == TINY_LONG ? t->inv_freq_long : t->inv_freq };
     if (long_from != 0) t->cfg.rope_scale = 1.1f;
     if (long_from > 0) {
@@ -355,8 +374,8 @@ ha_llama_context *ctx_new_blas(const ha_llama *m, int64_t n_seq, int64_t capacit
     CHECK(c != NULL && ha_llama_context_lm(c) != NULL, "context created without an interface");
     ha_lm *lm = ha_llama_context_lm(c);
     CHECK(lm->vocab_size == TV && lm->n_seq == n_seq && lm->capacity == capacity,
-          "ha_lm expected vocab %d, n_seq %lld, capacity %lld; got %lld, %lld, %lld", TV, (long long)n_seq, (long long)capacity,
-          (long long)lm->vocab_size, (long long)lm->n_seq, (long long)lm->capacity);
+          "ha_lm expected vocab %d, n_seq %lld, capacity %lld; got %lld, %lld, %lld", TV, (long long)n_seq,
+          (long long)capacity, (long long)lm->vocab_size, (long long)lm->n_seq, (long long)lm->capacity);
     return c;
 }
 

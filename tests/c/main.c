@@ -14,7 +14,10 @@
 
 /* ---- the list ------------------------------------------------------------------------------------------ */
 
-typedef struct test_case { const char *name; void (*fn)(void); } test_case;
+typedef struct test_case {
+    const char *name;
+    void (*fn)(void);
+} test_case;
 
 #define T(name) { #name, test_##name }
 static const test_case TESTS[] = {

@@ -40,29 +40,29 @@ __attribute__((format(printf, 3, 4), noreturn)) void fail_at(const char *file, i
 #define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* CHECK(cond, "expected ..., got ...", args) */
-#define CHECK(cond, ...)                                                                                  \
-    do {                                                                                                  \
-        if (!(cond)) FAIL("check `" #cond "` is false: " __VA_ARGS__);                                    \
+#define CHECK(cond, ...)                                               \
+    do {                                                               \
+        if (!(cond)) FAIL("check `" #cond "` is false: " __VA_ARGS__); \
     } while (0)
 
 const char *status_name(ha_status s);
 
 /* The call returns `want`; on a mismatch shows both statuses and ha_last_error(). */
-#define CHECK_STATUS(call, want)                                                                          \
-    do {                                                                                                  \
-        ha_status st_ = (call);                                                                           \
-        if (st_ != (want))                                                                                \
+#define CHECK_STATUS(call, want)                                                                             \
+    do {                                                                                                     \
+        ha_status st_ = (call);                                                                              \
+        if (st_ != (want))                                                                                   \
             FAIL("%s: expected %s, got %s (last error: \"%s\")", #call, status_name(want), status_name(st_), \
-                 ha_last_error());                                                                        \
+                 ha_last_error());                                                                           \
     } while (0)
 
 #define CHECK_OK(call) CHECK_STATUS(call, HA_OK)
 
 /* ha_last_error() contains `needle`. */
-#define CHECK_MSG(needle)                                                                                 \
-    do {                                                                                                  \
-        if (!strstr(ha_last_error(), (needle)))                                                           \
-            FAIL("expected the error message to mention \"%s\", got \"%s\"", (needle), ha_last_error());   \
+#define CHECK_MSG(needle)                                                                                \
+    do {                                                                                                 \
+        if (!strstr(ha_last_error(), (needle)))                                                          \
+            FAIL("expected the error message to mention \"%s\", got \"%s\"", (needle), ha_last_error()); \
     } while (0)
 
 uint32_t fbits(float f);
@@ -73,7 +73,7 @@ float bits_f(uint32_t u);
 #define CHECK_SAME_FLOATS(want, got, n, ...) check_same_floats(__FILE__, __LINE__, (want), (got), (n), __VA_ARGS__)
 
 __attribute__((format(printf, 6, 7))) void check_same_floats(const char *file, int line, const float *want,
-                                                                    const float *got, size_t n, const char *fmt, ...);
+                                                             const float *got, size_t n, const char *fmt, ...);
 
 void *xmalloc(size_t n);
 
@@ -114,7 +114,7 @@ static const char *const VARIANTS[] = { "scalar", "avx2", "avx512", "avx512-emul
 int kernel_variants(const ha_kernels **out, const char **names);
 
 void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int64_t r0, int64_t r1, const float *X,
-                       int64_t T, float *Y, int64_t ldy);
+                int64_t T, float *Y, int64_t ldy);
 
 static const int64_t KN[] = { 1, 7, 8, 15, 16, 17, 33, 100, 257, 523 };
 
@@ -174,10 +174,15 @@ ha_status append_seq(ha_llama_context *c, int32_t s, int64_t n, const int32_t *t
 void random_tokens(rng *r, int32_t *tok, int64_t n);
 
 /* Every model configuration the model tests run: dtype x biases. */
-typedef struct model_case { ha_dtype dtype; int bias; } model_case;
+typedef struct model_case {
+    ha_dtype dtype;
+    int bias;
+} model_case;
 
-static const model_case MODEL_CASES[] = { { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 }, { HA_F16, 1 },
-                                           { HA_Q8, 1 }, { HA_Q4, 0 }, { HA_F32P, 1 }, { HA_BF16P, 0 }, { HA_F16P, 1 } };
+static const model_case MODEL_CASES[] = {
+    { HA_F32, 0 }, { HA_F32, 1 }, { HA_BF16, 0 }, { HA_BF16, 1 },  { HA_F16, 1 },
+    { HA_Q8, 1 },  { HA_Q4, 0 },  { HA_F32P, 1 }, { HA_BF16P, 0 }, { HA_F16P, 1 }
+};
 
 int forward_variants(const char **names);
 
@@ -185,14 +190,14 @@ void select_kernels(const char *name);
 
 void one_thread(void);
 
-#define FOR_EACH_MODEL(t, vname)                                                                           \
-    const char *vnames_[NVARIANTS];                                                                             \
-    int nv_ = forward_variants(vnames_);                                                                  \
-    for (int vi_ = 0; vi_ < nv_; vi_++)                                                                   \
-        for (size_t mc_ = 0; mc_ < COUNT(MODEL_CASES); mc_++)                                             \
-            for (tiny *t = (select_kernels(vnames_[vi_]),                                                  \
-                            tiny_build(MODEL_CASES[mc_].dtype, MODEL_CASES[mc_].bias, 0, 0, 100 + mc_));   \
-                 t; tiny_free(t), t = NULL)                                                                \
+#define FOR_EACH_MODEL(t, vname)                                                                         \
+    const char *vnames_[NVARIANTS];                                                                      \
+    int nv_ = forward_variants(vnames_);                                                                 \
+    for (int vi_ = 0; vi_ < nv_; vi_++)                                                                  \
+        for (size_t mc_ = 0; mc_ < COUNT(MODEL_CASES); mc_++)                                            \
+            for (tiny *t = (select_kernels(vnames_[vi_]),                                                \
+                            tiny_build(MODEL_CASES[mc_].dtype, MODEL_CASES[mc_].bias, 0, 0, 100 + mc_)); \
+                 t; tiny_free(t), t = NULL)                                                              \
                 for (const char *vname = vnames_[vi_]; vname; vname = NULL)
 
 #define CASE_FMT "[%s kernels, %s weights, %s] "

@@ -3,12 +3,18 @@
 /* ---- 6. sampler ------------------------------------------------------------------------------------ */
 
 static ha_sampling_params greedy_params(void) {
-    return (ha_sampling_params){ .do_sample = 0, .temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 0 };
+    return (ha_sampling_params){
+        .do_sample = 0, .temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 0
+    };
 }
 
 static ha_sampling_params sample_params(float temperature, int64_t top_k, float top_p) {
-    return (ha_sampling_params){ .do_sample = 1, .temperature = temperature, .top_k = top_k, .top_p = top_p,
-                                 .repetition_penalty = 1.0f, .seed = 42 };
+    return (ha_sampling_params){ .do_sample = 1,
+                                 .temperature = temperature,
+                                 .top_k = top_k,
+                                 .top_p = top_p,
+                                 .repetition_penalty = 1.0f,
+                                 .seed = 42 };
 }
 
 static ha_sampler *sampler_new(ha_sampling_params p, int64_t V) {
@@ -46,15 +52,18 @@ void test_rng_uniform_properties(void) {
         bins[(int)(u * 10)]++;
     }
     double mean = sum / N, var = sum2 / N - (mean - 0.5) * (mean - 0.5);
-    CHECK(fabs(mean - 0.5) < 4 * sqrt(1.0 / 12 / N), "mean of %d uniforms expected 0.5 +- %.4f, got %.5f", N, 4 * sqrt(1.0 / 12 / N), mean);
+    CHECK(fabs(mean - 0.5) < 4 * sqrt(1.0 / 12 / N), "mean of %d uniforms expected 0.5 +- %.4f, got %.5f", N,
+          4 * sqrt(1.0 / 12 / N), mean);
     double var_sd = sqrt((1.0 / 80 - 1.0 / 144) / N);
     CHECK(fabs(var - 1.0 / 12) < 4 * var_sd, "variance expected %.5f +- %.5f, got %.5f", 1.0 / 12, 4 * var_sd, var);
-    CHECK(fabs(lag / N) < 4 * (1.0 / 12) / sqrt(N), "lag-1 covariance expected 0 +- %.5f, got %.5f", 4 * (1.0 / 12) / sqrt(N), lag / N);
+    CHECK(fabs(lag / N) < 4 * (1.0 / 12) / sqrt(N), "lag-1 covariance expected 0 +- %.5f, got %.5f",
+          4 * (1.0 / 12) / sqrt(N), lag / N);
     double chi2 = 0.0;
     for (int b = 0; b < 10; b++) chi2 += (bins[b] - N / 10.0) * (bins[b] - N / 10.0) / (N / 10.0);
     CHECK(chi2 < 33.7, "chi-square of 10 bins (9 dof) expected < 33.7 (p = 1e-4), got %.2f", chi2);
     /* the extremes map inside (0, 1) */
-    CHECK(ha_rng_uniform(0, 0, 0, 0, 0) > 0.0 && ha_rng_uniform(UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX) < 1.0,
+    CHECK(ha_rng_uniform(0, 0, 0, 0, 0) > 0.0 &&
+              ha_rng_uniform(UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX) < 1.0,
           "draws at extreme keys expected in (0, 1)");
 }
 
@@ -62,7 +71,11 @@ void test_rng_uniform_properties(void) {
  * pi's digits), and every variant's rng_bits gives its bits for blocks of any length, at any index (wrapping
  * past 2^32 - 1 as the scalar generator's uint32 index does). */
 void test_rng_bits_philox_and_variants_bitwise(void) {
-    static const struct { uint64_t seed; uint32_t row, position, purpose, index; uint64_t first64; } KAT[] = {
+    static const struct {
+        uint64_t seed;
+        uint32_t row, position, purpose, index;
+        uint64_t first64;
+    } KAT[] = {
         { 0, 0, 0, 0, 0, 0x6627e8d5e169c58dull },
         { UINT64_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0x408f276d41c83b0eull },
         { 0x299f31d0a4093822ull, 0x13198a2eu, 0x85a308d3u, 0x03707344u, 0x243f6a88u, 0xd16cfe0994fdccebull },
@@ -122,23 +135,24 @@ void test_sampler_greedy_first_argmax(void) {
 static void check_kept(const char *what, const float *orig, const float *got, const int *keep, int n) {
     for (int i = 0; i < n; i++) {
         if (keep[i])
-            CHECK(fbits(got[i]) == fbits(orig[i]), "%s: token %d expected kept with score %g, got %g", what, i, (double)orig[i],
-                  (double)got[i]);
+            CHECK(fbits(got[i]) == fbits(orig[i]), "%s: token %d expected kept with score %g, got %g", what, i,
+                  (double)orig[i], (double)got[i]);
         else
-            CHECK(got[i] == -INFINITY, "%s: token %d (score %g) expected removed (-inf), got %g", what, i, (double)orig[i], (double)got[i]);
+            CHECK(got[i] == -INFINITY, "%s: token %d (score %g) expected removed (-inf), got %g", what, i,
+                  (double)orig[i], (double)got[i]);
     }
 }
 
 void test_sampler_top_k_keeps_ties(void) {
     const float in[7] = { 1.0f, 5.0f, 3.0f, 5.0f, 2.0f, 3.0f, 0.0f };
-    struct { int64_t k; int keep[7]; } cases[] = {
+    struct {
+        int64_t k;
+        int keep[7];
+    } cases[] = {
         { 1, { 0, 1, 0, 1, 0, 0, 0 } }, /* the top score is tied: both stay */
-        { 2, { 0, 1, 0, 1, 0, 0, 0 } },
-        { 3, { 0, 1, 1, 1, 0, 1, 0 } }, /* the 3rd largest is 3, tied: 4 stay */
-        { 5, { 0, 1, 1, 1, 1, 1, 0 } },
-        { 6, { 1, 1, 1, 1, 1, 1, 0 } },
-        { 7, { 1, 1, 1, 1, 1, 1, 1 } },
-        { 100, { 1, 1, 1, 1, 1, 1, 1 } },
+        { 2, { 0, 1, 0, 1, 0, 0, 0 } }, { 3, { 0, 1, 1, 1, 0, 1, 0 } }, /* the 3rd largest is 3, tied: 4 stay */
+        { 5, { 0, 1, 1, 1, 1, 1, 0 } }, { 6, { 1, 1, 1, 1, 1, 1, 0 } },
+        { 7, { 1, 1, 1, 1, 1, 1, 1 } }, { 100, { 1, 1, 1, 1, 1, 1, 1 } },
     };
     char what[64];
     for (size_t c = 0; c < COUNT(cases); c++) {
@@ -186,8 +200,10 @@ void test_sampler_shortcuts_equal_full_passes(void) {
         CHECK_OK(ha_sampler_process(s, y, 0, NULL, 0, 0));
         for (int64_t i = 0; i < V; i++) {
             const float want = (isnan(x[i]) ? -INFINITY : x[i]) < kth ? -INFINITY : (isnan(x[i]) ? -INFINITY : x[i]);
-            CHECK(y[i] == want || (isinf(want) && isinf(y[i])), "trial %d, V=%lld, top_k=%lld: token %lld kept %g, "
-                  "expected %g", trial, (long long)V, (long long)k, (long long)i, (double)y[i], (double)want);
+            CHECK(y[i] == want || (isinf(want) && isinf(y[i])),
+                  "trial %d, V=%lld, top_k=%lld: token %lld kept %g, "
+                  "expected %g",
+                  trial, (long long)V, (long long)k, (long long)i, (double)y[i], (double)want);
         }
         ha_sampler_free(s);
         /* Gumbel-max */
@@ -199,14 +215,16 @@ void test_sampler_shortcuts_equal_full_passes(void) {
         double bv = -INFINITY;
         for (int64_t i = 0; i < V; i++) {
             if (!(x[i] > -INFINITY)) continue;
-            const double g = (double)x[i] - log(-log(ha_rng_uniform(sp.seed, row, position, HA_RNG_SAMPLE, (uint32_t)i)));
+            const double g = (double)x[i] -
+                             log(-log(ha_rng_uniform(sp.seed, row, position, HA_RNG_SAMPLE, (uint32_t)i)));
             if (g > bv) {
                 bv = g;
                 best = (int32_t)i;
             }
         }
         const int32_t got = ha_sampler_choose(s, x, row, position);
-        CHECK(got == best, "trial %d, V=%lld, scale %g: chose %d, the full pass %d", trial, (long long)V, scale, got, best);
+        CHECK(got == best, "trial %d, V=%lld, scale %g: chose %d, the full pass %d", trial, (long long)V, scale, got,
+              best);
         ha_sampler_free(s);
     }
 }
@@ -216,7 +234,10 @@ void test_sampler_shortcuts_equal_full_passes(void) {
  * cumulative 0.05, 0.2, 0.5, 1.0). Thresholds are chosen away from the cumulative values. */
 void test_sampler_top_p_transformers_semantics(void) {
     const float in[4] = { logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f) };
-    struct { float top_p; int keep[4]; } cases[] = {
+    struct {
+        float top_p;
+        int keep[4];
+    } cases[] = {
         { 0.99f, { 1, 1, 1, 1 } }, /* 1 - p = 0.01 < 0.05: nothing removed */
         { 0.9f, { 1, 1, 0, 1 } },  /* 0.1: the 0.05 goes */
         { 0.75f, { 0, 1, 0, 1 } }, /* 0.25: 0.05 and 0.15 go (cum 0.2) */
@@ -274,8 +295,9 @@ void test_sampler_repetition_penalty_and_temperature(void) {
     CHECK_SAME_FLOATS(y0, y, 6, "processing with an empty history after a penalized call");
     const int32_t h2[1] = { 4 };
     CHECK_OK(ha_sampler_process(s, y, 0, h2, 1, 0));
-    CHECK(y[1] == 2.0f && y[4] == 2.0f, "second history {4}: expected token 1 unpenalized (2) and token 4 halved (2), got %g, %g",
-          (double)y[1], (double)y[4]);
+    CHECK(y[1] == 2.0f && y[4] == 2.0f,
+          "second history {4}: expected token 1 unpenalized (2) and token 4 halved (2), got %g, %g", (double)y[1],
+          (double)y[4]);
     ha_sampler_free(s);
 
     /* penalty, then temperature; each score divided by the temperature in float */
@@ -285,7 +307,8 @@ void test_sampler_repetition_penalty_and_temperature(void) {
     float z[6] = { -1.0f, 2.0f, 0.5f, -3.0f, 4.0f, 0.0f };
     const int32_t h3[2] = { 0, 4 };
     CHECK_OK(ha_sampler_process(t, z, 0, h3, 2, 0));
-    const float wz[6] = { (-1.0f * 1.5f) / 0.7f, 2.0f / 0.7f, 0.5f / 0.7f, -3.0f / 0.7f, (4.0f / 1.5f) / 0.7f, 0.0f / 0.7f };
+    const float wz[6] = { (-1.0f * 1.5f) / 0.7f, 2.0f / 0.7f,          0.5f / 0.7f,
+                          -3.0f / 0.7f,          (4.0f / 1.5f) / 0.7f, 0.0f / 0.7f };
     CHECK_SAME_FLOATS(wz, z, 6, "repetition_penalty 1.5 then temperature 0.7");
     ha_sampler_free(t);
 }
@@ -304,21 +327,24 @@ void test_sampler_frequencies_match_softmax(void) {
         int count[V] = { 0 };
         for (int pos = 0; pos < N; pos++) {
             int32_t c = ha_sampler_choose(s, x, 3, (uint32_t)pos);
-            CHECK(c >= 0 && c < V - 1, "temperature %g: expected a token in 0..%d (the -inf one never), got %d", (double)temperature, V - 2, c);
+            CHECK(c >= 0 && c < V - 1, "temperature %g: expected a token in 0..%d (the -inf one never), got %d",
+                  (double)temperature, V - 2, c);
             count[c]++;
             CHECK(c == ha_sampler_choose(s, x, 3, (uint32_t)pos), "choose expected deterministic at position %d", pos);
         }
         for (int i = 0; i < V - 1; i++) {
             double pi = p[i] / z, sd = sqrt(N * pi * (1 - pi));
-            CHECK(fabs(count[i] - N * pi) <= 4 * sd, "temperature %g: token %d expected %.0f +- %.0f draws of %d, got %d",
-                  (double)temperature, i, N * pi, 4 * sd, N, count[i]);
+            CHECK(fabs(count[i] - N * pi) <= 4 * sd,
+                  "temperature %g: token %d expected %.0f +- %.0f draws of %d, got %d", (double)temperature, i, N * pi,
+                  4 * sd, N, count[i]);
         }
         ha_sampler_free(s);
     }
     /* the row is part of the key: two rows at the same positions do not draw the same tokens */
     ha_sampler *s = sampler_new(sample_params(1.0f, 0, 1.0f), V);
     int same = 0;
-    for (int pos = 0; pos < 200; pos++) same += ha_sampler_choose(s, logits, 0, (uint32_t)pos) == ha_sampler_choose(s, logits, 1, (uint32_t)pos);
+    for (int pos = 0; pos < 200; pos++)
+        same += ha_sampler_choose(s, logits, 0, (uint32_t)pos) == ha_sampler_choose(s, logits, 1, (uint32_t)pos);
     CHECK(same < 150, "rows 0 and 1 expected independent draws (about 50 of 200 equal), got %d equal", same);
     ha_sampler_free(s);
 }
@@ -326,10 +352,14 @@ void test_sampler_frequencies_match_softmax(void) {
 void test_sampler_all_removed_returns_minus_one(void) {
     const float none[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY }, nans[4] = { NAN, NAN, -INFINITY, NAN };
     ha_sampler *g = sampler_new(greedy_params(), 4), *s = sampler_new(sample_params(1.0f, 2, 0.9f), 4);
-    CHECK(ha_sampler_choose(g, none, 0, 0) == -1, "greedy over all -inf expected -1, got %d", ha_sampler_choose(g, none, 0, 0));
-    CHECK(ha_sampler_choose(g, nans, 0, 0) == -1, "greedy over NaN/-inf expected -1, got %d", ha_sampler_choose(g, nans, 0, 0));
-    CHECK(ha_sampler_choose(s, none, 0, 0) == -1, "sampling over all -inf expected -1, got %d", ha_sampler_choose(s, none, 0, 0));
-    CHECK(ha_sampler_choose(s, nans, 0, 0) == -1, "sampling over NaN/-inf expected -1, got %d", ha_sampler_choose(s, nans, 0, 0));
+    CHECK(ha_sampler_choose(g, none, 0, 0) == -1, "greedy over all -inf expected -1, got %d",
+          ha_sampler_choose(g, none, 0, 0));
+    CHECK(ha_sampler_choose(g, nans, 0, 0) == -1, "greedy over NaN/-inf expected -1, got %d",
+          ha_sampler_choose(g, nans, 0, 0));
+    CHECK(ha_sampler_choose(s, none, 0, 0) == -1, "sampling over all -inf expected -1, got %d",
+          ha_sampler_choose(s, none, 0, 0));
+    CHECK(ha_sampler_choose(s, nans, 0, 0) == -1, "sampling over NaN/-inf expected -1, got %d",
+          ha_sampler_choose(s, nans, 0, 0));
     float x[4];
     memcpy(x, none, sizeof x);
     CHECK_OK(ha_sampler_process(s, x, 0, NULL, 0, 0));
@@ -339,7 +369,10 @@ void test_sampler_all_removed_returns_minus_one(void) {
 }
 
 void test_sampler_create_rejects_bad_params(void) {
-    struct { ha_sampling_params p; const char *needle; } cases[] = {
+    struct {
+        ha_sampling_params p;
+        const char *needle;
+    } cases[] = {
         { sample_params(0.0f, 0, 1.0f), "temperature" },
         { sample_params(-1.0f, 0, 1.0f), "temperature" },
         { sample_params(NAN, 0, 1.0f), "temperature" },
@@ -359,7 +392,8 @@ void test_sampler_create_rejects_bad_params(void) {
     for (size_t i = 0; i < COUNT(cases); i++) {
         ha_sampler *s = (ha_sampler *)(void *)&sentinel_model;
         ha_status st = ha_sampler_create(&cases[i].p, 10, &s);
-        CHECK(st == HA_ERR_INVALID, "case %zu (%s): expected HA_ERR_INVALID, got %s", i, cases[i].needle, status_name(st));
+        CHECK(st == HA_ERR_INVALID, "case %zu (%s): expected HA_ERR_INVALID, got %s", i, cases[i].needle,
+              status_name(st));
         CHECK(s == NULL, "case %zu: a rejected sampler expected *out == NULL", i);
         CHECK_MSG(cases[i].needle);
     }
@@ -389,7 +423,8 @@ static int32_t argmax_first(const float *x, int64_t n) {
 
 /* Row b generated alone in its own cache: append the prompt, then for each step process, choose and
  * append. tokens (N,) and the processed scores (N, V) of each step. */
-static void manual_generate(const ha_llama *m, const ha_sampling_params *sp, int b, int64_t N, int32_t *tokens, float *scores) {
+static void manual_generate(const ha_llama *m, const ha_sampling_params *sp, int b, int64_t N, int32_t *tokens,
+                            float *scores) {
     ha_llama_context *c = ctx_new(m, 1, 16);
     ha_sampler *s = sampler_new(*sp, TV);
     int32_t hist[GW + GMAX];
@@ -441,10 +476,10 @@ void test_generate_greedy_equals_manual_loop(void) {
             CHECK(steps == N, "expected %lld steps, got %lld", (long long)N, (long long)steps);
             for (int b = 0; b < 2; b++)
                 for (int64_t i = 0; i < N; i++) {
-                    CHECK(out[b * N + i] == want[b][i], "[%s, %s] row %d step %lld: expected %d (manual loop), got %d", vn[v],
-                          dname(t->dtype), b, (long long)i, want[b][i], out[b * N + i]);
-                    CHECK_SAME_FLOATS(want_scores[b] + i * TV, scores + (i * 2 + b) * TV, TV, "[%s] row %d step %lld scores", vn[v], b,
-                                      (long long)i);
+                    CHECK(out[b * N + i] == want[b][i], "[%s, %s] row %d step %lld: expected %d (manual loop), got %d",
+                          vn[v], dname(t->dtype), b, (long long)i, want[b][i], out[b * N + i]);
+                    CHECK_SAME_FLOATS(want_scores[b] + i * TV, scores + (i * 2 + b) * TV, TV,
+                                      "[%s] row %d step %lld scores", vn[v], b, (long long)i);
                 }
             free(out);
             free(scores);
@@ -456,7 +491,9 @@ void test_generate_greedy_equals_manual_loop(void) {
 void test_generate_sampled_equals_manual_loop(void) {
     one_thread();
     tiny *t = tiny_build(HA_BF16, 1, 0, 0, 42);
-    ha_sampling_params sp = { .do_sample = 1, .temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.3f, .seed = 1234 };
+    ha_sampling_params sp = {
+        .do_sample = 1, .temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.3f, .seed = 1234
+    };
     const int64_t N = 10;
     int32_t want[2][GMAX], out[2 * 10], again[2 * 10], other[2 * 10];
     float ws[2][GMAX * TV];
@@ -468,8 +505,9 @@ void test_generate_sampled_equals_manual_loop(void) {
     CHECK(steps == N, "expected %lld steps, got %lld", (long long)N, (long long)steps);
     for (int b = 0; b < 2; b++)
         for (int64_t i = 0; i < N; i++)
-            CHECK(out[b * N + i] == want[b][i], "sampled row %d step %lld: expected %d (manual loop keyed by row and position), got %d",
-                  b, (long long)i, want[b][i], out[b * N + i]);
+            CHECK(out[b * N + i] == want[b][i],
+                  "sampled row %d step %lld: expected %d (manual loop keyed by row and position), got %d", b,
+                  (long long)i, want[b][i], out[b * N + i]);
     ha_llama_context_free(c);
     c = ctx_new(t->m, 2, 16);
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, again, NULL, &steps));
@@ -508,8 +546,8 @@ void test_generate_eos_stops_row_and_pads(void) {
             e[1] = f1;
         }
     }
-    CHECK(eos >= 0, "test setup: no token of row 0 stops it before row 1 (rows %d %d %d... and %d %d %d...)", man[0][0], man[0][1],
-          man[0][2], man[1][0], man[1][1], man[1][2]);
+    CHECK(eos >= 0, "test setup: no token of row 0 stops it before row 1 (rows %d %d %d... and %d %d %d...)", man[0][0],
+          man[0][1], man[0][2], man[1][0], man[1][1], man[1][2]);
     /* a second stop token first in the list, one that neither row produces */
     int32_t unused = 0;
     for (int found = 1; found; unused += found) {
@@ -528,21 +566,23 @@ void test_generate_eos_stops_row_and_pads(void) {
     for (int i = 0; i < 2 * GMAX; i++) out[i] = -12345;
     int64_t steps = -1;
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
-    CHECK(steps == want_steps, "eos %d (row stops at %lld, %lld): expected %lld steps, got %lld", eos, (long long)e[0], (long long)e[1],
-          (long long)want_steps, (long long)steps);
+    CHECK(steps == want_steps, "eos %d (row stops at %lld, %lld): expected %lld steps, got %lld", eos, (long long)e[0],
+          (long long)e[1], (long long)want_steps, (long long)steps);
     CHECK(e[0] + 1 < steps, "test setup: row 0 expected to stop before the last step");
     for (int b = 0; b < 2; b++)
         for (int64_t i = 0; i < steps; i++) {
             int stopped = e[b] >= 0 && i > e[b];
             int32_t w = stopped ? p.pad_token_id : man[b][i];
-            CHECK(out[b * N + i] == w, "row %d step %lld (eos at %lld): expected %d, got %d", b, (long long)i, (long long)e[b], w,
-                  out[b * N + i]);
+            CHECK(out[b * N + i] == w, "row %d step %lld (eos at %lld): expected %d, got %d", b, (long long)i,
+                  (long long)e[b], w, out[b * N + i]);
             if (stopped) {
                 for (int v = 0; v < TV; v++)
-                    CHECK(scores[(i * 2 + b) * TV + v] == -INFINITY, "row %d stopped, step %lld: expected -inf scores, got %g at %d", b,
-                          (long long)i, (double)scores[(i * 2 + b) * TV + v], v);
+                    CHECK(scores[(i * 2 + b) * TV + v] == -INFINITY,
+                          "row %d stopped, step %lld: expected -inf scores, got %g at %d", b, (long long)i,
+                          (double)scores[(i * 2 + b) * TV + v], v);
             } else {
-                CHECK_SAME_FLOATS(ms[b] + i * TV, scores + (i * 2 + b) * TV, TV, "row %d step %lld scores", b, (long long)i);
+                CHECK_SAME_FLOATS(ms[b] + i * TV, scores + (i * 2 + b) * TV, TV, "row %d step %lld scores", b,
+                                  (long long)i);
             }
         }
     free(scores);
@@ -567,14 +607,16 @@ void test_generate_max_new_tokens_exact(void) {
         ha_generate_params p = gen_params(N, sp);
         int64_t steps = -1;
         CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
-        CHECK(steps == N, "max_new_tokens=%lld: expected %lld steps, got %lld", (long long)N, (long long)N, (long long)steps);
+        CHECK(steps == N, "max_new_tokens=%lld: expected %lld steps, got %lld", (long long)N, (long long)N,
+              (long long)steps);
         for (int b = 0; b < 2; b++)
             for (int64_t i = 0; i < N; i++)
-                CHECK(out[b * N + i] == man[b][i], "max_new_tokens=%lld row %d step %lld: expected %d, got %d", (long long)N, b,
-                      (long long)i, man[b][i], out[b * N + i]);
+                CHECK(out[b * N + i] == man[b][i], "max_new_tokens=%lld row %d step %lld: expected %d, got %d",
+                      (long long)N, b, (long long)i, man[b][i], out[b * N + i]);
         for (int b = 0; b < 2; b++) {
             int64_t plen = GW - GSTART[b];
-            CHECK(LEN(c, b) <= plen + N, "max_new_tokens=%lld: row %d's cache expected at most %lld positions, got %lld", (long long)N, b,
+            CHECK(LEN(c, b) <= plen + N,
+                  "max_new_tokens=%lld: row %d's cache expected at most %lld positions, got %lld", (long long)N, b,
                   (long long)(plen + N), (long long)LEN(c, b));
         }
         ha_llama_context_free(c);
@@ -602,7 +644,8 @@ void test_generate_min_new_tokens_suppresses_eos(void) {
     p.sampling.min_new_tokens = MIN;
     int64_t steps = -1;
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
-    CHECK(steps >= MIN, "min_new_tokens=%lld: expected at least %lld steps, got %lld", (long long)MIN, (long long)MIN, (long long)steps);
+    CHECK(steps >= MIN, "min_new_tokens=%lld: expected at least %lld steps, got %lld", (long long)MIN, (long long)MIN,
+          (long long)steps);
     float s0[TV];
     memcpy(s0, ms[0], sizeof s0);
     s0[eos] = -INFINITY;
@@ -611,16 +654,16 @@ void test_generate_min_new_tokens_suppresses_eos(void) {
     for (int b = 0; b < 2; b++)
         for (int64_t i = 0; i < MIN; i++) {
             CHECK(out[b * N + i] != eos, "row %d step %lld < min_new_tokens: expected no eos %d", b, (long long)i, eos);
-            CHECK(scores[(i * 2 + b) * TV + eos] == -INFINITY, "row %d step %lld: expected the eos score -inf, got %g", b, (long long)i,
-                  (double)scores[(i * 2 + b) * TV + eos]);
+            CHECK(scores[(i * 2 + b) * TV + eos] == -INFINITY, "row %d step %lld: expected the eos score -inf, got %g",
+                  b, (long long)i, (double)scores[(i * 2 + b) * TV + eos]);
         }
     ha_llama_context_free(c);
     /* without min_new_tokens, row 0 stops at once */
     c = ctx_new(t->m, 2, 16);
     p.sampling.min_new_tokens = 0;
     CHECK_OK(ha_generate(LM(c), &p, GPROMPT, GW, GSTART, out, scores, &steps));
-    CHECK(out[0] == eos && (steps == 1 || out[1] == p.pad_token_id), "min_new_tokens=0: expected row 0 to end with eos %d at once, got %d %d",
-          eos, out[0], out[1]);
+    CHECK(out[0] == eos && (steps == 1 || out[1] == p.pad_token_id),
+          "min_new_tokens=0: expected row 0 to end with eos %d at once, got %d %d", eos, out[0], out[1]);
     ha_llama_context_free(c);
     free(scores);
     tiny_free(t);
@@ -698,8 +741,12 @@ static void assisted_equals_plain(int64_t long_from) {
     int32_t plain[2 * 10], got[2 * 10];
     float *ps = xmalloc((size_t)(N * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(N * 2 * TV) * sizeof(float));
     for (int sampled = 0; sampled < 2; sampled++) {
-        ha_sampling_params sp = sampled ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_k = 0, .top_p = 0.95f,
-                                                                .repetition_penalty = 1.2f, .seed = 77 }
+        ha_sampling_params sp = sampled ? (ha_sampling_params){ .do_sample = 1,
+                                                                .temperature = 0.9f,
+                                                                .top_k = 0,
+                                                                .top_p = 0.95f,
+                                                                .repetition_penalty = 1.2f,
+                                                                .seed = 77 }
                                         : greedy_params();
         ha_generate_params gp = gen_params(N, sp);
         int32_t eos = -1;
@@ -713,29 +760,41 @@ static void assisted_equals_plain(int64_t long_from) {
                     for (int sched = 0; sched < 3; sched++) {
                         const tiny *dm = d == 0 ? other : d == 1 ? target : NULL;
                         static const double draft_costs[] = { 0.05, 0.06 }, target_costs[] = { 1.0, 1.1, 1.2, 1.3 };
-                        ha_assist_params ap = { .gen = gp, .num_assistant_tokens = K,
-                                                .schedule = sched == 2 ? HA_SCHEDULE_COST : sched ? HA_SCHEDULE_HEURISTIC
-                                                                                              : HA_SCHEDULE_CONSTANT,
-                                                .confidence_threshold = 0.0f, .acceptance = HA_ACCEPT_COUPLED,
-                                                .prompt_lookup_num_tokens = K, .max_matching_ngram_size = 2,
-                                                .draft_costs = draft_costs, .n_draft_costs = 2,
-                                                .target_costs = target_costs, .n_target_costs = 4 };
+                        ha_assist_params ap = { .gen = gp,
+                                                .num_assistant_tokens = K,
+                                                .schedule = sched == 2 ? HA_SCHEDULE_COST
+                                                            : sched    ? HA_SCHEDULE_HEURISTIC
+                                                                       : HA_SCHEDULE_CONSTANT,
+                                                .confidence_threshold = 0.0f,
+                                                .acceptance = HA_ACCEPT_COUPLED,
+                                                .prompt_lookup_num_tokens = K,
+                                                .max_matching_ngram_size = 2,
+                                                .draft_costs = draft_costs,
+                                                .n_draft_costs = 2,
+                                                .target_costs = target_costs,
+                                                .n_target_costs = 4 };
                         ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = dm ? ctx_new(dm->m, 2, 16) : NULL;
                         int64_t steps = -1;
                         for (int i = 0; i < 2 * 10; i++) got[i] = -999;
                         ha_assist_stats stats = { 0 };
-                        CHECK_OK(ha_generate_assisted(LM(tc), dc ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART, got, gs, &steps, &stats));
+                        CHECK_OK(ha_generate_assisted(LM(tc), dc ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART, got, gs,
+                                                      &steps, &stats));
                         const char *dn = d == 0 ? "another model" : d == 1 ? "the same model" : "prompt lookup";
-                        CHECK(steps == plain_steps, "%s, draft %s, K=%lld, schedule %d, eos %d: expected %lld steps, got %lld",
+                        CHECK(steps == plain_steps,
+                              "%s, draft %s, K=%lld, schedule %d, eos %d: expected %lld steps, got %lld",
                               sampled ? "coupled sampling" : "greedy", dn, (long long)K, sched, with_eos ? eos : -1,
                               (long long)plain_steps, (long long)steps);
                         for (int b = 0; b < 2; b++)
                             for (int64_t i = 0; i < steps; i++) {
-                                CHECK(got[b * N + i] == plain[b * N + i], "%s, draft %s, K=%lld, schedule %d: row %d step %lld "
-                                      "expected %d (plain), got %d", sampled ? "coupled sampling" : "greedy", dn, (long long)K, sched,
-                                      b, (long long)i, plain[b * N + i], got[b * N + i]);
-                                CHECK_SAME_FLOATS(ps + (i * 2 + b) * TV, gs + (i * 2 + b) * TV, TV, "%s, draft %s, K=%lld: row %d "
-                                                  "step %lld scores", sampled ? "coupled" : "greedy", dn, (long long)K, b, (long long)i);
+                                CHECK(got[b * N + i] == plain[b * N + i],
+                                      "%s, draft %s, K=%lld, schedule %d: row %d step %lld "
+                                      "expected %d (plain), got %d",
+                                      sampled ? "coupled sampling" : "greedy", dn, (long long)K, sched, b, (long long)i,
+                                      plain[b * N + i], got[b * N + i]);
+                                CHECK_SAME_FLOATS(ps + (i * 2 + b) * TV, gs + (i * 2 + b) * TV, TV,
+                                                  "%s, draft %s, K=%lld: row %d "
+                                                  "step %lld scores",
+                                                  sampled ? "coupled" : "greedy", dn, (long long)K, b, (long long)i);
                             }
                         CHECK(stats.num_accepted_tokens <= stats.num_draft_tokens, "accepted %lld of %lld drafts",
                               (long long)stats.num_accepted_tokens, (long long)stats.num_draft_tokens);
@@ -744,8 +803,10 @@ static void assisted_equals_plain(int64_t long_from) {
                               (long long)stats.num_target_passes);
                         if (d == 1 && !sampled)
                             CHECK(stats.num_accepted_tokens == stats.num_draft_tokens && stats.num_draft_tokens > 0,
-                                  "greedy, the target as its own draft, K=%lld: expected every draft accepted, got %lld of %lld",
-                                  (long long)K, (long long)stats.num_accepted_tokens, (long long)stats.num_draft_tokens);
+                                  "greedy, the target as its own draft, K=%lld: expected every draft accepted, got "
+                                  "%lld of %lld",
+                                  (long long)K, (long long)stats.num_accepted_tokens,
+                                  (long long)stats.num_draft_tokens);
                         ha_llama_context_free(tc);
                         ha_llama_context_free(dc);
                     }
@@ -779,8 +840,13 @@ void test_longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch(vo
          *lo = tiny_build_longrope(HA_F32, 1, 0, 0, 93, TINY_LONG);
     float *got = xmalloc((size_t)N * TV * sizeof(float)), *want = xmalloc((size_t)N * TV * sizeof(float));
     /* (model, tokens appended in one go, the model it must equal) */
-    const struct { tiny *m; int n; tiny *as; } cases[] = { { lr7, 7, sh }, { lr7, 8, lo }, { lr7, 12, lo },
-                                                           { lr66, 66, sh }, { lr66, 67, lo }, { lr66, N, lo } };
+    const struct {
+        tiny *m;
+        int n;
+        tiny *as;
+    } cases[] = {
+        { lr7, 7, sh }, { lr7, 8, lo }, { lr7, 12, lo }, { lr66, 66, sh }, { lr66, 67, lo }, { lr66, N, lo }
+    };
     for (size_t i = 0; i < COUNT(cases); i++) {
         ha_llama_context *c = ctx_new(cases[i].m->m, 1, N), *e = ctx_new(cases[i].as->m, 1, N);
         CHECK(LM(c)->rope_switch == cases[i].m->cfg.rope_long_from && LM(e)->rope_switch == 0,
@@ -788,9 +854,10 @@ void test_longrope_an_append_takes_the_long_table_iff_it_ends_past_the_switch(vo
               (long long)LM(c)->rope_switch, (long long)LM(e)->rope_switch);
         CHECK_OK(append_seq(c, 0, cases[i].n, tok, got));
         CHECK_OK(append_seq(e, 0, cases[i].n, tok, want));
-        CHECK_SAME_FLOATS(want, got, (size_t)cases[i].n * TV, "switch %lld, one append of %d tokens vs the model "
-                          "always %s", (long long)cases[i].m->cfg.rope_long_from, cases[i].n,
-                          cases[i].as == sh ? "short" : "long");
+        CHECK_SAME_FLOATS(want, got, (size_t)cases[i].n * TV,
+                          "switch %lld, one append of %d tokens vs the model "
+                          "always %s",
+                          (long long)cases[i].m->cfg.rope_long_from, cases[i].n, cases[i].as == sh ? "short" : "long");
         ha_llama_context_free(c);
         ha_llama_context_free(e);
     }
@@ -888,37 +955,51 @@ void test_assisted_cost_schedule_edges(void) {
             int64_t proposed[6] = { 0 }, accepted[6] = { 0 }, steps = -1;
             uint8_t sources[2 * 6];
             memset(sources, 0xff, sizeof sources);
-            ha_assist_params ap = { .gen = gen_params(n_new, greedy_params()), .num_assistant_tokens = 20,
-                                    .schedule = HA_SCHEDULE_COST, .draft_costs = c ? free_drafts : dear,
-                                    .n_draft_costs = 1, .target_costs = flat, .n_target_costs = c ? 3 : 2 };
+            ha_assist_params ap = { .gen = gen_params(n_new, greedy_params()),
+                                    .num_assistant_tokens = 20,
+                                    .schedule = HA_SCHEDULE_COST,
+                                    .draft_costs = c ? free_drafts : dear,
+                                    .n_draft_costs = 1,
+                                    .target_costs = flat,
+                                    .n_target_costs = c ? 3 : 2 };
             ap.gen.sources = sources;
             ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
             ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
             CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, &stats));
-            CHECK(steps == (n_new < plain_steps ? n_new : plain_steps), "max_new_tokens=%lld: %lld steps", (long long)n_new,
-                  (long long)steps);
+            CHECK(steps == (n_new < plain_steps ? n_new : plain_steps), "max_new_tokens=%lld: %lld steps",
+                  (long long)n_new, (long long)steps);
             for (int b = 0; b < 2; b++)
                 for (int64_t i = 0; i < steps; i++)
-                    CHECK(got[b * n_new + i] == plain[b * N + i], "costs %d, max_new_tokens=%lld: row %d step %lld expected "
-                          "%d, got %d", c, (long long)n_new, b, (long long)i, plain[b * N + i], got[b * n_new + i]);
+                    CHECK(got[b * n_new + i] == plain[b * N + i],
+                          "costs %d, max_new_tokens=%lld: row %d step %lld expected "
+                          "%d, got %d",
+                          c, (long long)n_new, b, (long long)i, plain[b * N + i], got[b * n_new + i]);
             /* how each token was decided: dear drafts, plain decoding; free ones, every draft accepted and the
              * target's bonus token last (nothing to draft when one token is left: plain) */
             for (int b = 0; b < 2 && steps == n_new; b++)
                 for (int64_t i = 0; i < n_new; i++) {
-                    const int want = !c || n_new == 1 ? HA_SOURCE_PLAIN : i < n_new - 1 ? HA_SOURCE_ACCEPTED : HA_SOURCE_BONUS;
-                    CHECK(sources[b * n_new + i] == want, "costs %d, max_new_tokens=%lld: row %d token %lld: source %d, "
-                          "expected %d", c, (long long)n_new, b, (long long)i, sources[b * n_new + i], want);
+                    const int want = !c || n_new == 1 ? HA_SOURCE_PLAIN
+                                     : i < n_new - 1  ? HA_SOURCE_ACCEPTED
+                                                      : HA_SOURCE_BONUS;
+                    CHECK(sources[b * n_new + i] == want,
+                          "costs %d, max_new_tokens=%lld: row %d token %lld: source %d, "
+                          "expected %d",
+                          c, (long long)n_new, b, (long long)i, sources[b * n_new + i], want);
                 }
             if (!c) {
-                CHECK(stats.num_draft_tokens == 0 && stats.num_draft_passes == 0 && stats.num_target_passes == 2 * n_new,
-                      "drafts dearer than they gain: expected plain decoding (0 drafts, %lld passes), got %lld drafts in "
-                      "%lld draft passes, %lld target passes", (long long)(2 * n_new), (long long)stats.num_draft_tokens,
-                      (long long)stats.num_draft_passes, (long long)stats.num_target_passes);
+                CHECK(
+                    stats.num_draft_tokens == 0 && stats.num_draft_passes == 0 && stats.num_target_passes == 2 * n_new,
+                    "drafts dearer than they gain: expected plain decoding (0 drafts, %lld passes), got %lld drafts in "
+                    "%lld draft passes, %lld target passes",
+                    (long long)(2 * n_new), (long long)stats.num_draft_tokens, (long long)stats.num_draft_passes,
+                    (long long)stats.num_target_passes);
             } else {
                 /* the target drafting for itself, for free: every round drafts all the room there is */
                 CHECK(stats.num_draft_tokens == 2 * (n_new - 1) && proposed[n_new - 1] == 0,
-                      "free drafts, max_new_tokens=%lld: expected %lld drafts over the 2 rows, none at position %lld; got "
-                      "%lld", (long long)n_new, (long long)(2 * (n_new - 1)), (long long)(n_new - 1),
+                      "free drafts, max_new_tokens=%lld: expected %lld drafts over the 2 rows, none at position %lld; "
+                      "got "
+                      "%lld",
+                      (long long)n_new, (long long)(2 * (n_new - 1)), (long long)(n_new - 1),
                       (long long)stats.num_draft_tokens);
             }
             ha_llama_context_free(tc);
@@ -930,11 +1011,16 @@ void test_assisted_cost_schedule_edges(void) {
     static const double ok_d[] = { 0.1 }, nan_t[] = { 1.0, NAN }, neg_d[] = { -1.0 }, zero_t[] = { 1.0, 0.0 };
     static double many[65];
     for (int i = 0; i < 65; i++) many[i] = 1.0;
-    const double *bad_d[] = { ok_d, neg_d, ok_d, ok_d, NULL, ok_d }, *bad_t[] = { nan_t, flat, zero_t, flat, flat, many };
+    const double *bad_d[] = { ok_d, neg_d, ok_d, ok_d, NULL, ok_d },
+                 *bad_t[] = { nan_t, flat, zero_t, flat, flat, many };
     const int64_t n_bad_d[] = { 1, 1, 1, 1, 1, 1 }, n_bad_t[] = { 2, 1, 2, 0, 1, 65 };
     for (int i = 0; i < 6; i++) {
-        ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_COST,
-                                .draft_costs = bad_d[i], .n_draft_costs = n_bad_d[i], .target_costs = bad_t[i],
+        ha_assist_params ap = { .gen = gp,
+                                .num_assistant_tokens = 4,
+                                .schedule = HA_SCHEDULE_COST,
+                                .draft_costs = bad_d[i],
+                                .n_draft_costs = n_bad_d[i],
+                                .target_costs = bad_t[i],
                                 .n_target_costs = n_bad_t[i] };
         ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(target->m, 2, 16);
         int64_t steps = -1;
@@ -964,7 +1050,9 @@ void test_assisted_reads_start_once(void) {
     const int64_t N = 6;
     int32_t want[2 * 6], got[2 * 6];
     ha_generate_params gp = gen_params(N, greedy_params());
-    ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 2, .prompt_lookup_num_tokens = 2, .max_matching_ngram_size = 2 };
+    ha_assist_params ap = {
+        .gen = gp, .num_assistant_tokens = 2, .prompt_lookup_num_tokens = 2, .max_matching_ngram_size = 2
+    };
     int64_t steps = -1, start[2] = { GSTART[0], GSTART[1] };
     ha_llama_context *c = ctx_new(t->m, 2, 16);
     CHECK_OK(ha_generate_assisted(LM(c), NULL, &ap, GPROMPT, GW, start, want, NULL, &steps, NULL));
@@ -1042,8 +1130,11 @@ static void drafting_ahead_changes_nothing(int64_t long_from) {
     float *scores[2] = { xmalloc((size_t)(N * 2 * V) * sizeof(float)), xmalloc((size_t)(N * 2 * V) * sizeof(float)) };
     int64_t ahead_passes = 0, used_when_right = 0;
     for (int mode = 0; mode < 3; mode++) { /* greedy, coupled, rejection */
-        ha_sampling_params sp = mode ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_p = 0.95f,
-                                                             .repetition_penalty = 1.2f, .seed = 78 }
+        ha_sampling_params sp = mode ? (ha_sampling_params){ .do_sample = 1,
+                                                             .temperature = 0.9f,
+                                                             .top_p = 0.95f,
+                                                             .repetition_penalty = 1.2f,
+                                                             .seed = 78 }
                                      : greedy_params();
         for (int d = 0; d < 3; d++)
             for (int64_t K = 1; K <= 3; K += 2)
@@ -1055,7 +1146,8 @@ static void drafting_ahead_changes_nothing(int64_t long_from) {
                         int64_t proposed[2][N] = { { 0 } }, accepted[2][N] = { { 0 } }, steps[2] = { -1, -1 };
                         ha_assist_stats stats[2];
                         for (int overlap = 0; overlap < 2; overlap++) {
-                            ha_assist_params ap = { .gen = gen_params(N, sp), .num_assistant_tokens = K,
+                            ha_assist_params ap = { .gen = gen_params(N, sp),
+                                                    .num_assistant_tokens = K,
                                                     .schedule = sched ? HA_SCHEDULE_HEURISTIC : HA_SCHEDULE_CONSTANT,
                                                     .acceptance = mode == 2 ? HA_ACCEPT_REJECTION : HA_ACCEPT_COUPLED,
                                                     .overlap = overlap };
@@ -1072,8 +1164,9 @@ static void drafting_ahead_changes_nothing(int64_t long_from) {
                             CHECK_OK(ha_generate_assisted(&t.lm, &dr.lm, &ap, GPROMPT, GW, GSTART, out[overlap],
                                                           scores[overlap], &steps[overlap], &stats[overlap]));
                             const long off = atomic_load(&dr.off_owner); /* appends of one or two rows each */
-                            CHECK(overlap ? stats[1].num_ahead_passes >= off && (off > 0) == (stats[1].num_ahead_passes > 0)
-                                          : stats[0].num_ahead_passes == 0 && off == 0,
+                            CHECK(overlap
+                                      ? stats[1].num_ahead_passes >= off && (off > 0) == (stats[1].num_ahead_passes > 0)
+                                      : stats[0].num_ahead_passes == 0 && off == 0,
                                   "overlap %d: %lld passes made ahead, %ld draft appends off the caller's thread",
                                   overlap, (long long)stats[overlap].num_ahead_passes, off);
                             ha_llama_context_free(tc);
@@ -1081,40 +1174,53 @@ static void drafting_ahead_changes_nothing(int64_t long_from) {
                         }
                         char what[160];
                         snprintf(what, sizeof what, "mode %d, draft %s, K=%lld, schedule %d, eos %d, rope switch %lld",
-                                 mode, d == 0 ? "another model" : d == 1 ? "the target in int4" : "the target",
+                                 mode,
+                                 d == 0   ? "another model"
+                                 : d == 1 ? "the target in int4"
+                                          : "the target",
                                  (long long)K, sched, with_eos, (long long)long_from);
                         CHECK(steps[0] == steps[1], "%s: %lld steps without drafting ahead, %lld with", what,
                               (long long)steps[0], (long long)steps[1]);
                         for (int i = 0; i < 2 * N; i++)
-                            CHECK(out[0][i] == out[1][i] && sources[0][i] == sources[1][i], "%s: token %d: %d (source %d) "
-                                  "without drafting ahead, %d (source %d) with", what, i, out[0][i], sources[0][i],
-                                  out[1][i], sources[1][i]);
+                            CHECK(out[0][i] == out[1][i] && sources[0][i] == sources[1][i],
+                                  "%s: token %d: %d (source %d) "
+                                  "without drafting ahead, %d (source %d) with",
+                                  what, i, out[0][i], sources[0][i], out[1][i], sources[1][i]);
                         CHECK_SAME_FLOATS(scores[0], scores[1], steps[0] * 2 * V, "%s: scores", what);
                         const ha_assist_stats *a = &stats[0], *b = &stats[1];
-                        CHECK(a->num_draft_tokens == b->num_draft_tokens && a->num_accepted_tokens == b->num_accepted_tokens &&
-                              a->num_target_passes == b->num_target_passes && a->num_draft_passes == b->num_draft_passes &&
-                              a->num_rounds == b->num_rounds && a->num_assistant_tokens == b->num_assistant_tokens,
-                              "%s: statistics without drafting ahead (drafts %lld, accepted %lld, target passes %lld, draft "
-                              "passes %lld, rounds %lld, K %lld) and with (%lld, %lld, %lld, %lld, %lld, %lld)", what,
-                              (long long)a->num_draft_tokens, (long long)a->num_accepted_tokens,
+                        CHECK(a->num_draft_tokens == b->num_draft_tokens &&
+                                  a->num_accepted_tokens == b->num_accepted_tokens &&
+                                  a->num_target_passes == b->num_target_passes &&
+                                  a->num_draft_passes == b->num_draft_passes && a->num_rounds == b->num_rounds &&
+                                  a->num_assistant_tokens == b->num_assistant_tokens,
+                              "%s: statistics without drafting ahead (drafts %lld, accepted %lld, target passes %lld, "
+                              "draft "
+                              "passes %lld, rounds %lld, K %lld) and with (%lld, %lld, %lld, %lld, %lld, %lld)",
+                              what, (long long)a->num_draft_tokens, (long long)a->num_accepted_tokens,
                               (long long)a->num_target_passes, (long long)a->num_draft_passes, (long long)a->num_rounds,
                               (long long)a->num_assistant_tokens, (long long)b->num_draft_tokens,
                               (long long)b->num_accepted_tokens, (long long)b->num_target_passes,
-                              (long long)b->num_draft_passes, (long long)b->num_rounds, (long long)b->num_assistant_tokens);
+                              (long long)b->num_draft_passes, (long long)b->num_rounds,
+                              (long long)b->num_assistant_tokens);
                         for (int j = 0; j < N; j++)
                             CHECK(proposed[0][j] == proposed[1][j] && accepted[0][j] == accepted[1][j],
-                                  "%s: draft position %d: %lld of %lld accepted without drafting ahead, %lld of %lld with",
-                                  what, j, (long long)accepted[0][j], (long long)proposed[0][j], (long long)accepted[1][j],
-                                  (long long)proposed[1][j]);
-                        CHECK(b->num_ahead_used <= b->num_draft_passes, "%s: %lld of %lld draft passes read what was "
-                              "drafted ahead", what, (long long)b->num_ahead_used, (long long)b->num_draft_passes);
+                                  "%s: draft position %d: %lld of %lld accepted without drafting ahead, %lld of %lld "
+                                  "with",
+                                  what, j, (long long)accepted[0][j], (long long)proposed[0][j],
+                                  (long long)accepted[1][j], (long long)proposed[1][j]);
+                        CHECK(b->num_ahead_used <= b->num_draft_passes,
+                              "%s: %lld of %lld draft passes read what was "
+                              "drafted ahead",
+                              what, (long long)b->num_ahead_used, (long long)b->num_draft_passes);
                         ahead_passes += b->num_ahead_passes;
                         if (d == 2 && mode == 0) used_when_right += b->num_ahead_used; /* every guess right */
                     }
     }
     /* how far the thread gets in a round depends on the machine; over all these rounds it must have got somewhere */
-    CHECK(ahead_passes > 0 && used_when_right > 0, "%lld passes made ahead; %lld draft passes read them where every "
-          "guess was right", (long long)ahead_passes, (long long)used_when_right);
+    CHECK(ahead_passes > 0 && used_when_right > 0,
+          "%lld passes made ahead; %lld draft passes read them where every "
+          "guess was right",
+          (long long)ahead_passes, (long long)used_when_right);
     free(scores[0]);
     free(scores[1]);
     tiny_free(target);
@@ -1126,18 +1232,22 @@ void test_assisted_drafting_ahead_changes_nothing(void) { drafting_ahead_changes
 
 /* The same with target and drafts longrope models switching at 7 positions, which both rows pass (prompts of 4 and 2
  * tokens, 10 new): drafting ahead stops short of the draft's switch, where draft_round runs the row again whole. */
-void test_assisted_drafting_ahead_changes_nothing_across_a_rope_switch(void) {
-    drafting_ahead_changes_nothing(7);
-}
+void test_assisted_drafting_ahead_changes_nothing_across_a_rope_switch(void) { drafting_ahead_changes_nothing(7); }
 
 /* Rejection sampling runs clean (tokens in range, stats consistent) and rejects bad arguments. */
 void test_assisted_rejection_runs_and_rejects_bad_args(void) {
     one_thread();
     tiny *target = tiny_build(HA_BF16, 1, 0, 0, 63), *draft = tiny_build(HA_F16, 0, 0, 0, 64);
     const int64_t N = 12;
-    ha_sampling_params sp = { .do_sample = 1, .temperature = 1.0f, .top_k = 10, .top_p = 0.9f, .repetition_penalty = 1.0f, .seed = 5 };
-    ha_assist_params ap = { .gen = gen_params(N, sp), .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_HEURISTIC,
-                            .confidence_threshold = 0.3f, .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3,
+    ha_sampling_params sp = {
+        .do_sample = 1, .temperature = 1.0f, .top_k = 10, .top_p = 0.9f, .repetition_penalty = 1.0f, .seed = 5
+    };
+    ha_assist_params ap = { .gen = gen_params(N, sp),
+                            .num_assistant_tokens = 4,
+                            .schedule = HA_SCHEDULE_HEURISTIC,
+                            .confidence_threshold = 0.3f,
+                            .acceptance = HA_ACCEPT_REJECTION,
+                            .prompt_lookup_num_tokens = 3,
                             .max_matching_ngram_size = 2 };
     int64_t proposed[12] = { 0 }, accepted[12] = { 0 };
     ha_assist_stats stats = { .proposed_at = proposed, .accepted_at = accepted };
@@ -1146,10 +1256,12 @@ void test_assisted_rejection_runs_and_rejects_bad_args(void) {
     ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(draft->m, 2, 16);
     CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, &stats));
     CHECK(steps == N, "rejection sampling without eos: expected %lld steps, got %lld", (long long)N, (long long)steps);
-    for (int i = 0; i < 2 * 12; i++) CHECK(out[i] >= 0 && out[i] < TV, "token %d expected in [0, %d), got %d", i, TV, out[i]);
+    for (int i = 0; i < 2 * 12; i++)
+        CHECK(out[i] >= 0 && out[i] < TV, "token %d expected in [0, %d), got %d", i, TV, out[i]);
     int64_t sum_p = 0, sum_a = 0;
     for (int j = 0; j < 12; j++) {
-        CHECK(accepted[j] <= proposed[j], "position %d: accepted %lld of %lld", j, (long long)accepted[j], (long long)proposed[j]);
+        CHECK(accepted[j] <= proposed[j], "position %d: accepted %lld of %lld", j, (long long)accepted[j],
+              (long long)proposed[j]);
         sum_p += proposed[j];
         sum_a += accepted[j];
     }
@@ -1163,20 +1275,25 @@ void test_assisted_rejection_runs_and_rejects_bad_args(void) {
     dc = ctx_new(draft->m, 2, 16);
     ha_assist_params bad = ap;
     bad.num_assistant_tokens = 0;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     CHECK_MSG("num_assistant_tokens");
     bad = ap;
     bad.confidence_threshold = 1.0f;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     bad = ap;
     bad.prompt_lookup_num_tokens = 0;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &bad, GPROMPT, GW, GSTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     CHECK_MSG("prompt_lookup_num_tokens");
     ha_llama_context *one = ctx_new(draft->m, 1, 16);
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(one), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(one), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     const int32_t t1 = 1;
     CHECK_OK(append_seq(dc, 0, 1, &t1, NULL));
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     CHECK_MSG("empty");
     CHECK(LEN(tc, 0) == 0 && LEN(tc, 1) == 0, "rejected assisted calls expected to leave the target's caches empty");
     ha_llama_context_free(one);
@@ -1229,14 +1346,15 @@ void test_interrupt_stops_append_and_keeps_the_cache(void) {
         CHECK_OK(append_seq(c, 0, 5, first, NULL));
         set_poll(&cp, &it, fire);
         ha_status st = append_seq(c, 0, 80, more, got);
-        CHECK(cp.foreign == 0, "the poll expected on the calling thread only; %d calls came from pool workers", cp.foreign);
+        CHECK(cp.foreign == 0, "the poll expected on the calling thread only; %d calls came from pool workers",
+              cp.foreign);
         if (st == HA_OK) {
             ha_set_interrupt(NULL);
             ha_llama_context_free(c);
             break;
         }
-        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", (long long)fire,
-              status_name(st));
+        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s",
+              (long long)fire, status_name(st));
         CHECK_MSG("interrupted");
         CHECK(cp.calls == fire + 1, "after asking to stop, the poll expected no more calls: %lld calls for fire=%lld",
               (long long)cp.calls, (long long)fire);
@@ -1244,7 +1362,8 @@ void test_interrupt_stops_append_and_keeps_the_cache(void) {
         CHECK_STATUS(append_seq(c, 0, 1, more, got), HA_ERR_INTERRUPTED); /* still stopped until set again */
         ha_set_interrupt(NULL);
         CHECK_OK(append_seq(c, 0, 80, more, got));
-        CHECK_SAME_FLOATS(want, got, 80 * TV, "append after an interrupt at poll %lld vs a cache that never saw it", (long long)fire);
+        CHECK_SAME_FLOATS(want, got, 80 * TV, "append after an interrupt at poll %lld vs a cache that never saw it",
+                          (long long)fire);
         ha_llama_context_free(c);
     }
     /* 2 chunks x (1 + TL layers) polls */
@@ -1261,8 +1380,12 @@ void test_interrupt_stops_generation(void) {
     CHECK_OK(ha_set_num_threads(2));
     tiny *target = tiny_build(HA_F32P, 1, 0, 0, 72), *draft = tiny_build(HA_BF16, 0, 0, 0, 73);
     const int64_t N = 10;
-    ha_assist_params ap = { .gen = gen_params(N, greedy_params()), .num_assistant_tokens = 3, .schedule = HA_SCHEDULE_CONSTANT,
-                            .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    ha_assist_params ap = { .gen = gen_params(N, greedy_params()),
+                            .num_assistant_tokens = 3,
+                            .schedule = HA_SCHEDULE_CONSTANT,
+                            .acceptance = HA_ACCEPT_REJECTION,
+                            .prompt_lookup_num_tokens = 3,
+                            .max_matching_ngram_size = 2 };
     int32_t want[2 * 10], got[2 * 10];
     int64_t steps;
     counting_poll cp;
@@ -1272,30 +1395,35 @@ void test_interrupt_stops_generation(void) {
         for (int64_t fire = -1;; fire++) {
             ha_llama_context *tc = ctx_new(target->m, 2, 16), *dc = ctx_new(draft->m, 2, 16);
             set_poll(&cp, &it, fire);
-            ha_status st = mode == 0 ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, fire < 0 ? want : got, NULL, &steps)
-                                     : ha_generate_assisted(LM(tc), mode == 1 ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART,
-                                                            fire < 0 ? want : got, NULL, &steps, NULL);
+            ha_status st = mode == 0
+                               ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, fire < 0 ? want : got, NULL, &steps)
+                               : ha_generate_assisted(LM(tc), mode == 1 ? LM(dc) : NULL, &ap, GPROMPT, GW, GSTART,
+                                                      fire < 0 ? want : got, NULL, &steps, NULL);
             ha_set_interrupt(NULL);
             ha_llama_context_free(tc);
             ha_llama_context_free(dc);
-            CHECK(cp.foreign == 0, "mode %d: the poll expected on the calling thread only; %d foreign calls", mode, cp.foreign);
+            CHECK(cp.foreign == 0, "mode %d: the poll expected on the calling thread only; %d foreign calls", mode,
+                  cp.foreign);
             if (fire < 0) { /* the reference run: counts the polls */
                 CHECK(st == HA_OK, "mode %d: a poll that never asks expected HA_OK, got %s", mode, status_name(st));
                 polls = cp.calls;
-                CHECK(polls > N, "mode %d: expected more than %lld polls over %lld tokens, got %lld", mode, (long long)N,
-                      (long long)N, (long long)polls);
+                CHECK(polls > N, "mode %d: expected more than %lld polls over %lld tokens, got %lld", mode,
+                      (long long)N, (long long)N, (long long)polls);
                 continue;
             }
             if (st == HA_OK) {
-                CHECK(fire == polls, "mode %d: expected every one of the %lld polls to stop the generation, but firing at "
-                      "call %lld did not", mode, (long long)polls, (long long)fire);
-                CHECK(memcmp(want, got, sizeof want) == 0, "mode %d: tokens differ once the poll no longer fires", mode);
+                CHECK(fire == polls,
+                      "mode %d: expected every one of the %lld polls to stop the generation, but firing at "
+                      "call %lld did not",
+                      mode, (long long)polls, (long long)fire);
+                CHECK(memcmp(want, got, sizeof want) == 0, "mode %d: tokens differ once the poll no longer fires",
+                      mode);
                 break;
             }
-            CHECK(st == HA_ERR_INTERRUPTED, "mode %d, poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", mode,
-                  (long long)fire, status_name(st));
-            CHECK(cp.calls == fire + 1, "mode %d: the poll expected no calls after asking to stop (%lld for fire=%lld)", mode,
-                  (long long)cp.calls, (long long)fire);
+            CHECK(st == HA_ERR_INTERRUPTED, "mode %d, poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s",
+                  mode, (long long)fire, status_name(st));
+            CHECK(cp.calls == fire + 1, "mode %d: the poll expected no calls after asking to stop (%lld for fire=%lld)",
+                  mode, (long long)cp.calls, (long long)fire);
         }
     }
     tiny_free(target);
@@ -1308,8 +1436,12 @@ void test_generate_max_time_returns_the_tokens_so_far(void) {
     one_thread();
     tiny *target = tiny_build(HA_F32, 1, 0, 0, 74), *draft = tiny_build(HA_F16, 0, 0, 0, 75);
     const int64_t N = 10;
-    ha_assist_params ap = { .gen = gen_params(N, greedy_params()), .num_assistant_tokens = 2, .schedule = HA_SCHEDULE_CONSTANT,
-                            .acceptance = HA_ACCEPT_REJECTION, .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    ha_assist_params ap = { .gen = gen_params(N, greedy_params()),
+                            .num_assistant_tokens = 2,
+                            .schedule = HA_SCHEDULE_CONSTANT,
+                            .acceptance = HA_ACCEPT_REJECTION,
+                            .prompt_lookup_num_tokens = 3,
+                            .max_matching_ngram_size = 2 };
     int32_t full[2 * 10], got[2 * 10];
     int64_t steps;
     for (int mode = 0; mode < 2; mode++) {
@@ -1325,15 +1457,17 @@ void test_generate_max_time_returns_the_tokens_so_far(void) {
         CHECK_OK(mode == 0 ? ha_generate(LM(tc), &ap.gen, GPROMPT, GW, GSTART, got, NULL, &steps)
                            : ha_generate_assisted(LM(tc), LM(dc), &ap, GPROMPT, GW, GSTART, got, NULL, &steps, NULL));
         /* plain: one step; assisted: one round per row (its accepted drafts and the target's token) */
-        CHECK(steps >= 1 && steps <= (mode == 0 ? 1 : 3), "mode %d: max_time passed at once: expected 1..%d steps, got %lld",
-              mode, mode == 0 ? 1 : 3, (long long)steps);
+        CHECK(steps >= 1 && steps <= (mode == 0 ? 1 : 3),
+              "mode %d: max_time passed at once: expected 1..%d steps, got %lld", mode, mode == 0 ? 1 : 3,
+              (long long)steps);
         for (int b = 0; b < 2; b++) {
-            CHECK(got[b * N] == full[b * N], "mode %d row %d: the first token expected %d, got %d", mode, b, full[b * N], got[b * N]);
+            CHECK(got[b * N] == full[b * N], "mode %d row %d: the first token expected %d, got %d", mode, b,
+                  full[b * N], got[b * N]);
             int64_t j = 0;
             while (j < N && got[b * N + j] == full[b * N + j]) j++;
             for (; j < N; j++)
-                CHECK(got[b * N + j] == -7, "mode %d row %d: after the prefix expected padding at %lld, got %d", mode, b,
-                      (long long)j, got[b * N + j]);
+                CHECK(got[b * N + j] == -7, "mode %d row %d: after the prefix expected padding at %lld, got %d", mode,
+                      b, (long long)j, got[b * N + j]);
         }
         ha_llama_context_free(tc);
         ha_llama_context_free(dc);

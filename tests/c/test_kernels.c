@@ -28,9 +28,10 @@ void test_kernels_matmul_matches_double(void) {
                         if (ha_dtype_is_int((ha_dtype)dt)) ha_quant_act_ref(X + t * n, n, q, &qs);
                         if (dt == HA_Q8P) ha_quant_act8(ha_quant_q8_ref, X + t * n, n, q8, xsum);
                         for (int64_t i = 0; i < n; i++)
-                            xv[t * n + i] = dt == HA_BF16X ? bf16_value(ha_bf16_round(X[t * n + i]))
-                                          : dt == HA_Q8P ? ha_q8_at(q8, i)
-                                          : ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs : (double)X[t * n + i];
+                            xv[t * n + i] = dt == HA_BF16X                  ? bf16_value(ha_bf16_round(X[t * n + i]))
+                                            : dt == HA_Q8P                  ? ha_q8_at(q8, i)
+                                            : ha_dtype_is_int((ha_dtype)dt) ? (double)q[i] * qs
+                                                                            : (double)X[t * n + i];
                     }
                     free(q);
                     free(q8);
@@ -41,9 +42,11 @@ void test_kernels_matmul_matches_double(void) {
                         for (int64_t c = 0; c < ldy; c++) {
                             float y = Y[t * ldy + c];
                             if (c < r0 || c >= r1) {
-                                CHECK(fbits(y) == SENTINEL, "%s matmul %s n=%lld rows [%lld,%lld): expected Y[%lld, %lld] "
-                                      "(outside the row range) untouched, got %g", kn[v], dname((ha_dtype)dt), (long long)n,
-                                      (long long)r0, (long long)r1, (long long)t, (long long)c, (double)y);
+                                CHECK(fbits(y) == SENTINEL,
+                                      "%s matmul %s n=%lld rows [%lld,%lld): expected Y[%lld, %lld] "
+                                      "(outside the row range) untouched, got %g",
+                                      kn[v], dname((ha_dtype)dt), (long long)n, (long long)r0, (long long)r1,
+                                      (long long)t, (long long)c, (double)y);
                                 continue;
                             }
                             double ref = 0.0, mag = 0.0;
@@ -52,9 +55,10 @@ void test_kernels_matmul_matches_double(void) {
                                 mag += fabs(wv[c * n + i] * xv[t * n + i]);
                             }
                             CHECK(fabs((double)y - ref) <= 1e-5 * mag,
-                                  "%s matmul %s n=%lld R=%lld: Y[%lld, %lld] expected %.10g (double) within %.3g, got %.10g",
-                                  kn[v], dname((ha_dtype)dt), (long long)n, (long long)R, (long long)t, (long long)c, ref,
-                                  1e-5 * mag, (double)y);
+                                  "%s matmul %s n=%lld R=%lld: Y[%lld, %lld] expected %.10g (double) within %.3g, got "
+                                  "%.10g",
+                                  kn[v], dname((ha_dtype)dt), (long long)n, (long long)R, (long long)t, (long long)c,
+                                  ref, 1e-5 * mag, (double)y);
                         }
                     free(wv);
                     free(W);
@@ -69,8 +73,9 @@ static void check_converted(const char *what, const uint16_t *src, const float *
         float want = f16 ? ha_f16_to_f32(src[i]) : bits_f((uint32_t)src[i] << 16);
         if (f16 && isnan(want)) {
             /* a NaN stays a NaN of the same sign (hardware may quiet a signalling payload) */
-            CHECK(isnan(got[i]) && signbit(got[i]) == signbit(want), "%s: half 0x%04x expected a NaN of sign %d, got %g (0x%08x)",
-                  what, src[i], signbit(want) != 0, (double)got[i], fbits(got[i]));
+            CHECK(isnan(got[i]) && signbit(got[i]) == signbit(want),
+                  "%s: half 0x%04x expected a NaN of sign %d, got %g (0x%08x)", what, src[i], signbit(want) != 0,
+                  (double)got[i], fbits(got[i]));
             continue;
         }
         CHECK(fbits(got[i]) == fbits(want), "%s: 0x%04x expected %.9g (0x%08x), got %.9g (0x%08x)", what, src[i],
@@ -84,15 +89,17 @@ void test_kernels_to_f32_exact(void) {
         float got = ha_f16_to_f32((uint16_t)h);
         double want = half_value((uint16_t)h);
         if (isnan(want)) {
-            CHECK(isnan(got) && (signbit(got) != 0) == ((h & 0x8000) != 0), "ha_f16_to_f32(0x%04x): expected NaN, got %g", h,
-                  (double)got);
+            CHECK(isnan(got) && (signbit(got) != 0) == ((h & 0x8000) != 0),
+                  "ha_f16_to_f32(0x%04x): expected NaN, got %g", h, (double)got);
         } else {
-            CHECK(fbits(got) == fbits((float)want), "ha_f16_to_f32(0x%04x): expected %.9g (0x%08x), got %.9g (0x%08x)", h, want,
-                  fbits((float)want), (double)got, fbits(got));
+            CHECK(fbits(got) == fbits((float)want), "ha_f16_to_f32(0x%04x): expected %.9g (0x%08x), got %.9g (0x%08x)",
+                  h, want, fbits((float)want), (double)got, fbits(got));
         }
     }
-    CHECK(fbits(ha_f16_to_f32(0x8000)) == 0x80000000u, "ha_f16_to_f32(-0) expected -0.0, got 0x%08x", fbits(ha_f16_to_f32(0x8000)));
-    CHECK(ha_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal half expected 2^-24, got %g", (double)ha_f16_to_f32(1));
+    CHECK(fbits(ha_f16_to_f32(0x8000)) == 0x80000000u, "ha_f16_to_f32(-0) expected -0.0, got 0x%08x",
+          fbits(ha_f16_to_f32(0x8000)));
+    CHECK(ha_f16_to_f32(0x0001) == 0x1p-24f, "smallest subnormal half expected 2^-24, got %g",
+          (double)ha_f16_to_f32(1));
     CHECK(ha_f16_to_f32(0x7bff) == 65504.0f, "largest half expected 65504, got %g", (double)ha_f16_to_f32(0x7bff));
     CHECK(ha_f16_to_f32(0xfc00) == -INFINITY, "half 0xfc00 expected -inf, got %g", (double)ha_f16_to_f32(0xfc00));
 
@@ -115,7 +122,8 @@ void test_kernels_to_f32_exact(void) {
             check_converted(what, all + 1, out, 65535, f16);
             for (int64_t n = 1; n <= 17; n++)
                 for (int64_t off = 0; off < 65536 - n; off += 4093) {
-                    snprintf(what, sizeof what, "%s to_f32 %s, n=%lld from 0x%04llx", kn[v], dname(dt), (long long)n, (long long)off);
+                    snprintf(what, sizeof what, "%s to_f32 %s, n=%lld from 0x%04llx", kn[v], dname(dt), (long long)n,
+                             (long long)off);
                     uint16_t *src = xmalloc((size_t)n * 2);
                     float *dst = xmalloc((size_t)n * sizeof(float));
                     memcpy(src, all + off, (size_t)n * 2);
@@ -166,8 +174,8 @@ void test_kernels_dot_axpy_scale_match_double(void) {
                 mag += fabs((double)a[i] * b[i]);
             }
             float d = ks[v]->dot(a, b, n);
-            CHECK(fabs((double)d - ref) <= 1e-5 * mag, "%s dot n=%lld: expected %.10g within %.3g, got %.10g", kn[v], (long long)n,
-                  ref, 1e-5 * mag, (double)d);
+            CHECK(fabs((double)d - ref) <= 1e-5 * mag, "%s dot n=%lld: expected %.10g within %.3g, got %.10g", kn[v],
+                  (long long)n, ref, 1e-5 * mag, (double)d);
 
             float *y = make_floats((size_t)n, &r, -2.0, 2.0), *y0 = xmalloc((size_t)n * sizeof(float));
             memcpy(y0, y, (size_t)n * sizeof(float));
@@ -176,15 +184,16 @@ void test_kernels_dot_axpy_scale_match_double(void) {
             for (int64_t i = 0; i < n; i++) {
                 double ax = (double)alpha * a[i], want = (double)y0[i] + ax;
                 CHECK(fabs((double)y[i] - want) <= 0x1p-23 * (fabs(want) + 2.0 * fabs(ax)),
-                      "%s axpy n=%lld: y[%lld] expected %.10g, got %.10g", kn[v], (long long)n, (long long)i, want, (double)y[i]);
+                      "%s axpy n=%lld: y[%lld] expected %.10g, got %.10g", kn[v], (long long)n, (long long)i, want,
+                      (double)y[i]);
             }
             memcpy(y, y0, (size_t)n * sizeof(float));
             const float beta = -1.3125e-3f;
             ks[v]->scale(beta, y, n);
             for (int64_t i = 0; i < n; i++) {
                 float want = (float)((double)beta * y0[i]); /* the exact product, rounded once */
-                CHECK(fbits(y[i]) == fbits(want), "%s scale n=%lld: y[%lld] expected %.9g, got %.9g", kn[v], (long long)n,
-                      (long long)i, (double)want, (double)y[i]);
+                CHECK(fbits(y[i]) == fbits(want), "%s scale n=%lld: y[%lld] expected %.9g, got %.9g", kn[v],
+                      (long long)n, (long long)i, (double)want, (double)y[i]);
             }
             free(a);
             free(b);
@@ -236,11 +245,12 @@ void test_kernels_float_sums_bitwise_their_definition(void) {
         }
         for (int v = 0; v < nk; v++) {
             const float d = ks[v]->dot(x, y, n), dw = dot8_definition(x, y, n);
-            CHECK(fbits(d) == fbits(dw), "%s dot n=%lld: expected the 8-lane definition's %.9g, got %.9g", kn[v], (long long)n,
-                  (double)dw, (double)d);
+            CHECK(fbits(d) == fbits(dw), "%s dot n=%lld: expected the 8-lane definition's %.9g, got %.9g", kn[v],
+                  (long long)n, (double)dw, (double)d);
             memcpy(got, y, (size_t)n * sizeof(float));
             ks[v]->axpy(alpha, x, got, n);
-            CHECK_SAME_FLOATS(want, got, (size_t)n, "%s axpy n=%lld against the axpy update's definition", kn[v], (long long)n);
+            CHECK_SAME_FLOATS(want, got, (size_t)n, "%s axpy n=%lld against the axpy update's definition", kn[v],
+                              (long long)n);
         }
         free(x);
         free(y);
@@ -256,19 +266,21 @@ void test_kernels_float_sums_bitwise_their_definition(void) {
                 float *wf = xmalloc((size_t)(rows * n) * sizeof(float)); /* the weights as float32: exact */
                 for (int64_t i = 0; i < rows * n; i++) wf[i] = (float)wv[i];
                 float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
-                float *want = xmalloc((size_t)(T * ldy) * sizeof(float)), *got = xmalloc((size_t)(T * ldy) * sizeof(float));
+                float *want = xmalloc((size_t)(T * ldy) * sizeof(float)),
+                      *got = xmalloc((size_t)(T * ldy) * sizeof(float));
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t c = 0; c < ldy; c++)
-                        want[t * ldy + c] = c >= r0 && c < r1 ? dot8_definition(wf + c * n, X + t * n, n) : bits_f(SENTINEL);
+                        want[t * ldy + c] = c >= r0 && c < r1 ? dot8_definition(wf + c * n, X + t * n, n)
+                                                              : bits_f(SENTINEL);
                 for (int v = 0; v < nk; v++)
                     for (size_t c = 0; c < COUNT(FT); c++) {
                         const int64_t Tc = FT[c];
                         for (int64_t i = 0; i < T * ldy; i++) got[i] = bits_f(SENTINEL);
                         ks[v]->matmul[dt](W, n, r0, r1, X, Tc, got, ldy);
                         CHECK_SAME_FLOATS(want, got, (size_t)(Tc * ldy),
-                                          "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against the 8-lane definition", kn[v],
-                                          dname((ha_dtype)dt), (long long)n, (long long)Tc, (long long)r0, (long long)r1,
-                                          (long long)rows);
+                                          "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against the 8-lane definition",
+                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)Tc, (long long)r0,
+                                          (long long)r1, (long long)rows);
                     }
                 free(wv);
                 free(W);
@@ -298,30 +310,34 @@ void test_kernels_attention_blocks_equal_dot_axpy(void) {
                     const int64_t n = NS[a], nq = NQ[b], nk = NKEYS[c], ld = n + 3, qs = n + 1;
                     const int64_t slot0 = c % 2 ? 30 : 21; /* 21: the 16th key at the ring's last slot */
                     const float scale = 0.125f;
-                    float *q = make_floats((size_t)(nq * qs), &r, -2.0, 2.0), *K = make_floats((size_t)(S * ld), &r, -2.0, 2.0);
+                    float *q = make_floats((size_t)(nq * qs), &r, -2.0, 2.0),
+                          *K = make_floats((size_t)(S * ld), &r, -2.0, 2.0);
                     float *sc = make_floats((size_t)(nq * lds), &r, -1.0, 1.0);
                     ks[v]->attn_scores(q, nq, qs, K, ld, slot0, S, nk, n, scale, sc, lds);
                     for (int64_t i = 0; i < nq; i++)
                         for (int64_t t = 0; t < nk; t++) {
                             const float want = ks[v]->dot(q + i * qs, K + (slot0 + t) % S * ld, n) * scale;
                             CHECK(fbits(sc[i * lds + t]) == fbits(want),
-                                  "%s attn_scores n=%lld nq=%lld nk=%lld: s[%lld][%lld] expected %.9g (dot), got %.9g", kn[v],
-                                  (long long)n, (long long)nq, (long long)nk, (long long)i, (long long)t, (double)want,
-                                  (double)sc[i * lds + t]);
+                                  "%s attn_scores n=%lld nq=%lld nk=%lld: s[%lld][%lld] expected %.9g (dot), got %.9g",
+                                  kn[v], (long long)n, (long long)nq, (long long)nk, (long long)i, (long long)t,
+                                  (double)want, (double)sc[i * lds + t]);
                         }
                     /* values: the nq heads' weights nk + 2 apart, their accumulators n + 5 apart (the gaps must
                      * stay as they were) */
                     const int64_t ldw = nk + 2, lda = n + 5;
-                    float *w = make_floats((size_t)(nq * ldw), &r, 0.0, 1.0), *acc = make_floats((size_t)(nq * lda), &r, -1.0, 1.0);
+                    float *w = make_floats((size_t)(nq * ldw), &r, 0.0, 1.0),
+                          *acc = make_floats((size_t)(nq * lda), &r, -1.0, 1.0);
                     float *want = xmalloc((size_t)(nq * lda) * sizeof(float));
                     memcpy(want, acc, (size_t)(nq * lda) * sizeof(float));
                     for (int64_t h = 0; h < nq; h++)
-                        for (int64_t t = 0; t < nk; t++) ks[v]->axpy(w[h * ldw + t], K + (slot0 + t) % S * ld, want + h * lda, n);
+                        for (int64_t t = 0; t < nk; t++)
+                            ks[v]->axpy(w[h * ldw + t], K + (slot0 + t) % S * ld, want + h * lda, n);
                     ks[v]->attn_values(w, ldw, nq, K, ld, slot0, S, nk, n, acc, lda);
                     for (int64_t i = 0; i < nq * lda; i++)
                         CHECK(fbits(acc[i]) == fbits(want[i]),
                               "%s attn_values n=%lld nq=%lld nk=%lld: acc[%lld] expected %.9g (axpy), got %.9g", kn[v],
-                              (long long)n, (long long)nq, (long long)nk, (long long)i, (double)want[i], (double)acc[i]);
+                              (long long)n, (long long)nq, (long long)nk, (long long)i, (double)want[i],
+                              (double)acc[i]);
                     free(q);
                     free(K);
                     free(sc);
@@ -361,8 +377,8 @@ void test_kernels_exp_bitwise_ha_expf(void) {
     if (__builtin_cpu_supports("fma"))
         for (size_t i = 0; i < n; i++) {
             const float a = ha_expf(x[i]), e = expf(x[i]);
-            CHECK(fbits(a) == fbits(e) || (isnan(a) && isnan(e)), "ha_expf(%a) = %a, glibc's expf gives %a", (double)x[i],
-                  (double)a, (double)e);
+            CHECK(fbits(a) == fbits(e) || (isnan(a) && isnan(e)), "ha_expf(%a) = %a, glibc's expf gives %a",
+                  (double)x[i], (double)a, (double)e);
         }
 #endif
     const ha_kernels *ks[NVARIANTS];
@@ -379,8 +395,9 @@ void test_kernels_exp_bitwise_ha_expf(void) {
                 ks[v]->exp_shift(s + at, (int64_t)len, M[mi]);
             for (size_t i = 0; i < n; i++) {
                 const float want = ha_expf(x[i] - M[mi]);
-                CHECK(fbits(s[i]) == fbits(want) || (isnan(s[i]) && isnan(want)), "%s exp_shift(%a - %g) = %a, ha_expf gives %a",
-                      kn[v], (double)x[i], (double)M[mi], (double)s[i], (double)want);
+                CHECK(fbits(s[i]) == fbits(want) || (isnan(s[i]) && isnan(want)),
+                      "%s exp_shift(%a - %g) = %a, ha_expf gives %a", kn[v], (double)x[i], (double)M[mi], (double)s[i],
+                      (double)want);
             }
         }
         for (int gated = 0; gated < 2; gated++) {
@@ -389,8 +406,8 @@ void test_kernels_exp_bitwise_ha_expf(void) {
                 ks[v]->silu(g + at, gated ? up + at : NULL, (int64_t)len);
             for (size_t i = 0; i < n; i++) {
                 const float a = x[i] / (1.0f + ha_expf(-x[i])), want = gated ? a * up[i] : a;
-                CHECK(fbits(g[i]) == fbits(want) || (isnan(g[i]) && isnan(want)), "%s silu(%a)%s = %a, expected %a", kn[v],
-                      (double)x[i], gated ? " * up" : "", (double)g[i], (double)want);
+                CHECK(fbits(g[i]) == fbits(want) || (isnan(g[i]) && isnan(want)), "%s silu(%a)%s = %a, expected %a",
+                      kn[v], (double)x[i], gated ? " * up" : "", (double)g[i], (double)want);
             }
         }
     }
@@ -416,7 +433,8 @@ void test_kernels_matmul_batch_invariant(void) {
                 const int64_t n = KN[c / COUNT(KT)], T = KT[c % COUNT(KT)];
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 0, NULL);
                 float *X = make_floats((size_t)(T * n), &r, -1.0, 1.0);
-                float *full = xcalloc((size_t)(T * ldy), sizeof(float)), *part = xcalloc((size_t)(T * ldy), sizeof(float));
+                float *full = xcalloc((size_t)(T * ldy), sizeof(float)),
+                      *part = xcalloc((size_t)(T * ldy), sizeof(float));
                 run_matmul(ks[v], (ha_dtype)dt, W, n, r0, r1, X, T, full, ldy);
                 for (int64_t t = 0; t < T; t++) /* rows outside [r0, r1) untouched (still calloc's zeros) */
                     CHECK(fbits(full[t * ldy]) == 0 && fbits(full[t * ldy + ldy - 1]) == 0,
@@ -426,15 +444,17 @@ void test_kernels_matmul_batch_invariant(void) {
                 for (int64_t t = 0; t < T; t++) {
                     float one[12];
                     run_matmul(ks[v], (ha_dtype)dt, W, n, r0, r1, X + t * n, 1, one, ldy);
-                    CHECK_SAME_FLOATS(full + t * ldy + r0, one + r0, (size_t)(r1 - r0), "%s %s n=%lld: token %lld alone vs in a chunk of %lld",
-                                      kn[v], dname((ha_dtype)dt), (long long)n, (long long)t, (long long)T);
+                    CHECK_SAME_FLOATS(full + t * ldy + r0, one + r0, (size_t)(r1 - r0),
+                                      "%s %s n=%lld: token %lld alone vs in a chunk of %lld", kn[v],
+                                      dname((ha_dtype)dt), (long long)n, (long long)t, (long long)T);
                 }
                 /* one row at a time */
                 for (int64_t rr = r0; rr < r1; rr++) {
                     run_matmul(ks[v], (ha_dtype)dt, W, n, rr, rr + 1, X, T, part, ldy);
                     for (int64_t t = 0; t < T; t++)
-                        CHECK_SAME_FLOATS(full + t * ldy + rr, part + t * ldy + rr, 1, "%s %s n=%lld: row %lld alone, token %lld",
-                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)rr, (long long)t);
+                        CHECK_SAME_FLOATS(full + t * ldy + rr, part + t * ldy + rr, 1,
+                                          "%s %s n=%lld: row %lld alone, token %lld", kn[v], dname((ha_dtype)dt),
+                                          (long long)n, (long long)rr, (long long)t);
                 }
                 /* [r0, mid) + [mid, r1) at every split */
                 for (int64_t mid = r0; mid <= r1; mid++) {
@@ -443,8 +463,8 @@ void test_kernels_matmul_batch_invariant(void) {
                     run_matmul(ks[v], (ha_dtype)dt, W, n, mid, r1, X, T, part, ldy);
                     for (int64_t t = 0; t < T; t++)
                         CHECK_SAME_FLOATS(full + t * ldy + r0, part + t * ldy + r0, (size_t)(r1 - r0),
-                                          "%s %s n=%lld: rows split at %lld, token %lld", kn[v], dname((ha_dtype)dt), (long long)n,
-                                          (long long)mid, (long long)t);
+                                          "%s %s n=%lld: rows split at %lld, token %lld", kn[v], dname((ha_dtype)dt),
+                                          (long long)n, (long long)mid, (long long)t);
                 }
                 free(W);
                 free(X);
@@ -482,8 +502,12 @@ void test_kernels_bf16x_bitwise_across_variants(void) {
                 case 1: X[i] = ldexpf(X[i], 120); break;
                 case 2: X[i] = ldexpf(X[i], -120); break;
                 case 3: X[i] = ldexpf(1.0f, -63 - rng_int(&r, 3)) * (rng_int(&r, 2) ? 1.0f : -1.0f); break;
-                case 4: if (T > 2 && i / n == 1) X[i] = NAN; break;
-                default: if (T > 2 && i / n == 2) X[i] = -INFINITY; break;
+                case 4:
+                    if (T > 2 && i / n == 1) X[i] = NAN;
+                    break;
+                default:
+                    if (T > 2 && i / n == 2) X[i] = -INFINITY;
+                    break;
                 }
             float *ref = xcalloc((size_t)(T * ldy), sizeof(float)), *got = xcalloc((size_t)(T * ldy), sizeof(float));
             const int64_t steps = (n + 1) / 2;
@@ -499,12 +523,12 @@ void test_kernels_bf16x_bitwise_across_variants(void) {
                     else extra[v - nk](W, n, R0[c], R1[c], xb, T, got, ldy);
                     for (int64_t t = 0; t < T; t++) {
                         CHECK_SAME_FLOATS(ref + t * ldy + R0[c], got + t * ldy + R0[c], (size_t)(R1[c] - R0[c]),
-                                          "bf16 pairs %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", name, (long long)n,
-                                          (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
-                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "bf16 pairs %s: wrote below row %lld", name,
-                              (long long)R0[c]);
-                        CHECK(R1[c] == rows || fbits(got[t * ldy + R1[c]]) == 0, "bf16 pairs %s: wrote at row %lld", name,
-                              (long long)R1[c]);
+                                          "bf16 pairs %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", name,
+                                          (long long)n, (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
+                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "bf16 pairs %s: wrote below row %lld",
+                              name, (long long)R0[c]);
+                        CHECK(R1[c] == rows || fbits(got[t * ldy + R1[c]]) == 0, "bf16 pairs %s: wrote at row %lld",
+                              name, (long long)R1[c]);
                     }
                 }
             }
@@ -518,9 +542,10 @@ void test_kernels_bf16x_bitwise_across_variants(void) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bf16"))) static void native_lanes(const float *acc, const uint32_t *a, const uint32_t *b,
-                                                                        float *out) {
-    _mm512_storeu_ps(out, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a), (__m512bh)_mm512_loadu_si512(b)));
+__attribute__((target("avx512f,avx512bf16"))) static void native_lanes(const float *acc, const uint32_t *a,
+                                                                       const uint32_t *b, float *out) {
+    _mm512_storeu_ps(out, _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a),
+                                           (__m512bh)_mm512_loadu_si512(b)));
 }
 __attribute__((target("avx512f,avx512bf16"))) static void native_round(const float *x, uint16_t *out) {
     _mm256_storeu_si256((__m256i *)out, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x)));
@@ -554,19 +579,20 @@ void test_bf16x_reference_is_the_instruction(void) {
             a[i] = h[0] | h[1] << 16;
             b[i] = h[2] | h[3] << 16;
             const uint32_t k = (uint32_t)rng_int(&r, 4);
-            acc[i] = k == 0 ? bits_f((uint32_t)(0x00800000 + rng_int(&r, 64) - 32) | (uint32_t)rng_int(&r, 2) << 31)
-                   : k == 1 ? -bf16_value((uint16_t)h[1]) * bf16_value((uint16_t)h[3])
-                   : bits_f((uint32_t)rng_int(&r, 1 << 16) << 16 | (uint32_t)rng_int(&r, 1 << 16));
+            acc[i] = k == 0   ? bits_f((uint32_t)(0x00800000 + rng_int(&r, 64) - 32) | (uint32_t)rng_int(&r, 2) << 31)
+                     : k == 1 ? -bf16_value((uint16_t)h[1]) * bf16_value((uint16_t)h[3])
+                              : bits_f((uint32_t)rng_int(&r, 1 << 16) << 16 | (uint32_t)rng_int(&r, 1 << 16));
             x[i] = bits_f((uint32_t)rng_int(&r, 1 << 16) << 16 | (uint32_t)rng_int(&r, 1 << 16));
         }
         native_lanes(acc, a, b, out);
         native_round(x, rb);
         for (int i = 0; i < 16; i++) {
             const float want = ha_bf16x_lane(acc[i], a[i], b[i]);
-            CHECK(fbits(want) == fbits(out[i]), "lane acc 0x%08x a 0x%08x b 0x%08x: vdpbf16ps gave 0x%08x, the reference 0x%08x",
-                  fbits(acc[i]), a[i], b[i], fbits(out[i]), fbits(want));
-            CHECK(ha_bf16_round(x[i]) == rb[i], "round 0x%08x: vcvtneps2bf16 gave 0x%04x, the reference 0x%04x", fbits(x[i]), rb[i],
-                  ha_bf16_round(x[i]));
+            CHECK(fbits(want) == fbits(out[i]),
+                  "lane acc 0x%08x a 0x%08x b 0x%08x: vdpbf16ps gave 0x%08x, the reference 0x%08x", fbits(acc[i]), a[i],
+                  b[i], fbits(out[i]), fbits(want));
+            CHECK(ha_bf16_round(x[i]) == rb[i], "round 0x%08x: vcvtneps2bf16 gave 0x%04x, the reference 0x%04x",
+                  fbits(x[i]), rb[i], ha_bf16_round(x[i]));
         }
     }
 #endif
@@ -597,7 +623,8 @@ void test_kernels_w8a8_bitwise_across_variants(void) {
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t i = R0[c]; i < R1[c]; i++)
                         CHECK((T > 2 && t == 1) == (isnan(ref[t * ldy + i]) != 0),
-                              "scalar w8a8 n=%lld T=%lld: output (%lld, %lld) expected NaN only for the token holding one, got %g",
+                              "scalar w8a8 n=%lld T=%lld: output (%lld, %lld) expected NaN only for the token holding "
+                              "one, got %g",
                               (long long)n, (long long)T, (long long)t, (long long)i, (double)ref[t * ldy + i]);
                 for (int v = 1; v < nk; v++) {
                     memset(got, 0, (size_t)(T * ldy) * sizeof(float));
@@ -605,10 +632,10 @@ void test_kernels_w8a8_bitwise_across_variants(void) {
                     for (int64_t t = 0; t < T; t++) {
                         if (T > 2 && t == 1) continue; /* NaN's payload may differ */
                         CHECK_SAME_FLOATS(ref + t * ldy + R0[c], got + t * ldy + R0[c], (size_t)(R1[c] - R0[c]),
-                                          "w8a8 %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", kn[v], (long long)n,
-                                          (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
-                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "w8a8 %s: wrote below row %lld", kn[v],
-                              (long long)R0[c]);
+                                          "w8a8 %s vs scalar n=%lld T=%lld rows [%lld, %lld) token %lld", kn[v],
+                                          (long long)n, (long long)T, (long long)R0[c], (long long)R1[c], (long long)t);
+                        CHECK(R0[c] == 0 || fbits(got[t * ldy + R0[c] - 1]) == 0, "w8a8 %s: wrote below row %lld",
+                              kn[v], (long long)R0[c]);
                         CHECK(R1[c] == rows || fbits(got[t * ldy + R1[c]]) == 0, "w8a8 %s: wrote at row %lld", kn[v],
                               (long long)R1[c]);
                     }
@@ -624,17 +651,17 @@ void test_kernels_w8a8_bitwise_across_variants(void) {
 
 void test_kernels_select_by_name(void) {
     CHECK_OK(ha_kernels_select("scalar"));
-    CHECK(strcmp(ha_kernels_name(), "scalar") == 0, "after selecting scalar expected ha_kernels_name() \"scalar\", got \"%s\"",
-          ha_kernels_name());
+    CHECK(strcmp(ha_kernels_name(), "scalar") == 0,
+          "after selecting scalar expected ha_kernels_name() \"scalar\", got \"%s\"", ha_kernels_name());
     CHECK_STATUS(ha_kernels_select("avx9000"), HA_ERR_UNSUPPORTED);
     CHECK_MSG("avx9000");
     CHECK_STATUS(ha_kernels_select(NULL), HA_ERR_UNSUPPORTED);
     CHECK(strcmp(ha_kernels_name(), "scalar") == 0, "a rejected selection expected to keep \"scalar\", got \"%s\"",
           ha_kernels_name());
     if (ha_kernels_select("avx2") == HA_OK)
-        CHECK(strcmp(ha_kernels_name(), "avx2") == 0, "after selecting avx2 expected \"avx2\", got \"%s\"", ha_kernels_name());
-    else
-        printf("avx2 unavailable\n");
+        CHECK(strcmp(ha_kernels_name(), "avx2") == 0, "after selecting avx2 expected \"avx2\", got \"%s\"",
+              ha_kernels_name());
+    else printf("avx2 unavailable\n");
 }
 
 /* ---- int8 and int4 quantization ----------------------------------------------------------------------- */
@@ -642,7 +669,9 @@ void test_kernels_select_by_name(void) {
 /* Group size, block bytes and element accessor of an integer dtype. */
 static int64_t int_group(ha_dtype dt) { return dt == HA_Q8 ? HA_Q8_GROUP : HA_Q4_GROUP; }
 static size_t int_block(ha_dtype dt) { return dt == HA_Q8 ? HA_Q8_BLOCK_BYTES : HA_Q4_BLOCK_BYTES; }
-static float int_at(ha_dtype dt, const void *row, int64_t j) { return dt == HA_Q8 ? ha_q8_at(row, j) : ha_q4_at(row, j); }
+static float int_at(ha_dtype dt, const void *row, int64_t j) {
+    return dt == HA_Q8 ? ha_q8_at(row, j) : ha_q4_at(row, j);
+}
 
 void test_quantize_error_within_half_a_step(void) {
     rng r = { 77 };
@@ -653,7 +682,9 @@ void test_quantize_error_within_half_a_step(void) {
             float *w = make_floats((size_t)(rows * cols), &r, -3.0, 3.0);
             if (cols >= 64)
                 for (int64_t j = 0; j < 64; j++) w[j] = 0.0f; /* an all-zero group: scale 0, every q 0 */
-            ha_matrix src = { .data = w, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * 4 };
+            ha_matrix src = {
+                .data = w, .dtype = HA_F32, .rows = rows, .cols = cols, .nbytes = (size_t)(rows * cols) * 4
+            };
             size_t nb = ha_matrix_bytes((ha_dtype)dt, rows, cols);
             char *q = xmalloc(nb);
             CHECK_OK(ha_quantize(&src, (ha_dtype)dt, q, nb));
@@ -663,16 +694,19 @@ void test_quantize_error_within_half_a_step(void) {
                     float scale;
                     memcpy(&scale, row + (size_t)(j / group) * int_block((ha_dtype)dt), 4);
                     double err = fabs((double)int_at((ha_dtype)dt, row, j) - (double)w[i * cols + j]);
-                    CHECK(err <= 0.5 * scale * (1 + 1e-6) + 1e-12, "%s (%lld, %lld) of a (%lld, %lld) matrix: expected |error| "
-                          "<= scale/2 = %g, got %g", dname((ha_dtype)dt), (long long)i, (long long)j, (long long)rows,
-                          (long long)cols, 0.5 * scale, err);
+                    CHECK(err <= 0.5 * scale * (1 + 1e-6) + 1e-12,
+                          "%s (%lld, %lld) of a (%lld, %lld) matrix: expected |error| "
+                          "<= scale/2 = %g, got %g",
+                          dname((ha_dtype)dt), (long long)i, (long long)j, (long long)rows, (long long)cols,
+                          0.5 * scale, err);
                 }
                 for (int64_t j = cols; j % group; j++) /* the padding of the last group */
-                    CHECK(int_at((ha_dtype)dt, row, j) == 0.0f, "%s padding element %lld expected 0, got %g", dname((ha_dtype)dt),
-                          (long long)j, (double)int_at((ha_dtype)dt, row, j));
+                    CHECK(int_at((ha_dtype)dt, row, j) == 0.0f, "%s padding element %lld expected 0, got %g",
+                          dname((ha_dtype)dt), (long long)j, (double)int_at((ha_dtype)dt, row, j));
             }
             if (cols >= 64)
-                CHECK(int_at((ha_dtype)dt, q, 0) == 0.0f && int_at((ha_dtype)dt, q, 63) == 0.0f, "an all-zero group expected to stay zero");
+                CHECK(int_at((ha_dtype)dt, q, 0) == 0.0f && int_at((ha_dtype)dt, q, 63) == 0.0f,
+                      "an all-zero group expected to stay zero");
             free(q);
             free(w);
         }
@@ -704,7 +738,10 @@ void test_quantize_variants_match_the_reference(void) {
                 case 3: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
                 case 4: x[i] = (float)(((c & 8) ? 1e-37 : 1e-40) * (2 * u - 1)); break; /* top / max overflows */
                 case 5: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
-                case 6: x[i] = (float)(2 * u - 1); if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY; break;
+                case 6:
+                    x[i] = (float)(2 * u - 1);
+                    if (i == (int64_t)(c % len)) x[i] = (c & 8) ? NAN : -INFINITY;
+                    break;
                 default: x[i] = (float)(3 * (2 * u - 1)); break;
                 }
             }
@@ -719,8 +756,10 @@ void test_quantize_variants_match_the_reference(void) {
                 CHECK(ok == want_ok, "%s quant %s case %d (kind %d, len %lld): finite flag %d, reference %d", kn[v],
                       dname((ha_dtype)dt), c, kind, (long long)len, ok, want_ok);
                 if (want_ok)
-                    CHECK(memcmp(got, want, nb) == 0, "%s quant %s case %d (kind %d, len %lld): block differs from the "
-                          "reference", kn[v], dname((ha_dtype)dt), c, kind, (long long)len);
+                    CHECK(memcmp(got, want, nb) == 0,
+                          "%s quant %s case %d (kind %d, len %lld): block differs from the "
+                          "reference",
+                          kn[v], dname((ha_dtype)dt), c, kind, (long long)len);
             }
             CHECK(kind != 6 || !want_ok, "case %d: a group with NaN or inf expected to be flagged", c);
         }
@@ -753,7 +792,8 @@ void test_kernels_to_f32_integer_rows_exact(void) {
                     CHECK(fbits(out[j]) == fbits(want), "%s to_f32 %s n=%lld: element %lld expected %g, got %g", kn[v],
                           dname((ha_dtype)dt), (long long)n, (long long)j, (double)want, (double)out[j]);
                 }
-                CHECK(fbits(out[n]) == SENTINEL, "%s to_f32 %s n=%lld wrote past n", kn[v], dname((ha_dtype)dt), (long long)n);
+                CHECK(fbits(out[n]) == SENTINEL, "%s to_f32 %s n=%lld wrote past n", kn[v], dname((ha_dtype)dt),
+                      (long long)n);
             }
             free(row);
             free(out);
@@ -782,8 +822,10 @@ void test_quantize_rejects_bad_input(void) {
     CHECK_OK(ha_quantize(&src, HA_Q8, q, sizeof q));
     CHECK(ha_q8_at(q, 7) == 8.0f, "the group's largest weight expected exact (8), got %g", (double)ha_q8_at(q, 7));
     CHECK_OK(ha_quantize(&src, HA_Q4, q, HA_Q4_BLOCK_BYTES));
-    CHECK(ha_q4_at(q, 7) == 8.0f && ha_q4_at(q, 0) == 8.0f / 7.0f, "int4: the largest weight expected exact (8), got %g; "
-          "1 expected 8/7, got %g", (double)ha_q4_at(q, 7), (double)ha_q4_at(q, 0));
+    CHECK(ha_q4_at(q, 7) == 8.0f && ha_q4_at(q, 0) == 8.0f / 7.0f,
+          "int4: the largest weight expected exact (8), got %g; "
+          "1 expected 8/7, got %g",
+          (double)ha_q4_at(q, 7), (double)ha_q4_at(q, 0));
 }
 
 /* A shape whose byte count does not fit in size_t counts 0 bytes (it wrapped: (2^44, 2^20) float32 counted 0),
@@ -792,11 +834,12 @@ void test_quantize_rejects_bad_input(void) {
 void test_convert_rejects_shapes_too_large_to_address(void) {
     const int64_t big_rows = (int64_t)1 << 44, big_cols = (int64_t)1 << 20;
     CHECK(ha_matrix_bytes(HA_F32, big_rows, big_cols) == 0 && ha_matrix_bytes(HA_F32P, big_rows, big_cols) == 0 &&
-          ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64) == 0 && ha_matrix_bytes(HA_BF16, 1, INT64_MAX) == 0,
-          "sizes past size_t expected to count 0 bytes, got %zu, %zu, %zu, %zu", ha_matrix_bytes(HA_F32, big_rows, big_cols),
-          ha_matrix_bytes(HA_F32P, big_rows, big_cols), ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64),
-          ha_matrix_bytes(HA_BF16, 1, INT64_MAX));
-    CHECK(ha_matrix_bytes(HA_F32, (int64_t)1 << 40, 4) == (size_t)1 << 44, "a (2^40, 4) float32 matrix expected 2^44 bytes");
+              ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64) == 0 && ha_matrix_bytes(HA_BF16, 1, INT64_MAX) == 0,
+          "sizes past size_t expected to count 0 bytes, got %zu, %zu, %zu, %zu",
+          ha_matrix_bytes(HA_F32, big_rows, big_cols), ha_matrix_bytes(HA_F32P, big_rows, big_cols),
+          ha_matrix_bytes(HA_Q8, (int64_t)1 << 60, 64), ha_matrix_bytes(HA_BF16, 1, INT64_MAX));
+    CHECK(ha_matrix_bytes(HA_F32, (int64_t)1 << 40, 4) == (size_t)1 << 44,
+          "a (2^40, 4) float32 matrix expected 2^44 bytes");
     float *src = xmalloc(4), *dst = xmalloc(4);
     ha_matrix m = { .data = src, .dtype = HA_F32, .rows = big_rows, .cols = big_cols, .nbytes = 0 };
     CHECK_STATUS(ha_pack(&m, dst, 0), HA_ERR_INVALID);
@@ -835,7 +878,10 @@ void test_quant_act_variants_match_the_reference(void) {
             case 2: x[i] = (rng_next(&r) & 1) ? 0.0f : -0.0f; break;
             case 3: x[i] = (float)(((c & 8) ? 1e-35 : 1e-40) * (2 * u - 1)); break; /* 32767 / max overflows */
             case 4: x[i] = (float)((2 * u - 1) * 3.0e38); break; /* near FLT_MAX */
-            case 5: x[i] = (float)(2 * u - 1); if (i == c % n) x[i] = (c & 8) ? NAN : -INFINITY; break;
+            case 5:
+                x[i] = (float)(2 * u - 1);
+                if (i == c % n) x[i] = (c & 8) ? NAN : -INFINITY;
+                break;
             default: x[i] = (float)(3 * (2 * u - 1)); break;
             }
         }
@@ -846,19 +892,24 @@ void test_quant_act_variants_match_the_reference(void) {
             memset(got, 0x5a, sizeof got);
             got_s = 0.0f;
             ks[v]->quant_act(x, n, got, &got_s);
-            CHECK(memcmp(got, want, (size_t)width * sizeof *got) == 0 && (fbits(got_s) == fbits(want_s) || (isnan(got_s) && isnan(want_s))),
-                  "%s quant_act case %d (kind %d, n %lld): row or scale (%g, reference %g) differs from the reference", kn[v], c,
-                  kind, (long long)n, (double)got_s, (double)want_s);
+            CHECK(memcmp(got, want, (size_t)width * sizeof *got) == 0 &&
+                      (fbits(got_s) == fbits(want_s) || (isnan(got_s) && isnan(want_s))),
+                  "%s quant_act case %d (kind %d, n %lld): row or scale (%g, reference %g) differs from the reference",
+                  kn[v], c, kind, (long long)n, (double)got_s, (double)want_s);
         }
-        CHECK(kind != 5 || isnan(want_s), "case %d: a row with NaN or inf expected a NaN scale, got %g", c, (double)want_s);
-        for (int64_t i = n; i < width; i++) CHECK(want[i] == 0, "case %d: padding element %lld expected 0, got %d", c, (long long)i, want[i]);
+        CHECK(kind != 5 || isnan(want_s), "case %d: a row with NaN or inf expected a NaN scale, got %g", c,
+              (double)want_s);
+        for (int64_t i = n; i < width; i++)
+            CHECK(want[i] == 0, "case %d: padding element %lld expected 0, got %d", c, (long long)i, want[i]);
         if (isnan(want_s)) continue;
         double amax = 0.0;
         for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)x[i]));
         for (int64_t i = 0; i < n && kind != 3; i++)
-            CHECK(fabs((double)want[i] * want_s - x[i]) <= 0.505 * amax / 32767.0, /* half a step, and the factor's rounding (32767 * 2^-23) */
-                  "case %d (kind %d): element %lld = %g quantized to %d * %.9g (max %.9g), off by more than half a step",
-                  c, kind, (long long)i, (double)x[i], want[i], (double)want_s, amax);
+            CHECK(
+                fabs((double)want[i] * want_s - x[i]) <=
+                    0.505 * amax / 32767.0, /* half a step, and the factor's rounding (32767 * 2^-23) */
+                "case %d (kind %d): element %lld = %g quantized to %d * %.9g (max %.9g), off by more than half a step",
+                c, kind, (long long)i, (double)x[i], want[i], (double)want_s, amax);
     }
 }
 
@@ -894,18 +945,21 @@ void test_kernels_matmul_int_variants_bitwise(void) {
                     float *X = make_floats((size_t)(T * n), &r, -4.0, 4.0);
                     for (int64_t i = 0; extreme && i < T * n; i++) X[i] = (rng_next(&r) & 1) ? 1.0f : -1.0f;
                     if (extreme && T > 1) X[n / 2] = NAN; /* token 0 */
-                    float *want = xcalloc((size_t)(T * rows), sizeof(float)), *got = xcalloc((size_t)(T * rows), sizeof(float));
+                    float *want = xcalloc((size_t)(T * rows), sizeof(float)),
+                          *got = xcalloc((size_t)(T * rows), sizeof(float));
                     run_matmul(&ha_kernels_scalar, (ha_dtype)dt, W, n, r0, r1, X, T, want, rows);
                     for (int v = 1; v < nk; v++) {
                         run_matmul(ks[v], (ha_dtype)dt, W, n, r0, r1, X, T, got, rows);
                         const int64_t nan_rows = extreme && T > 1 ? 1 : 0;
                         for (int64_t c = r0; c < r1 && nan_rows; c++)
-                            CHECK(isnan(want[c]) && isnan(got[c]), "%s matmul %s n=%lld: a token holding NaN expected NaN "
-                                  "outputs, got %g (scalar %g)", kn[v], dname((ha_dtype)dt), (long long)n, (double)got[c],
-                                  (double)want[c]);
-                        CHECK_SAME_FLOATS(want + nan_rows * rows, got + nan_rows * rows, (size_t)((T - nan_rows) * rows),
-                                          "%s matmul %s n=%lld T=%lld%s vs scalar", kn[v], dname((ha_dtype)dt), (long long)n,
-                                          (long long)T, extreme ? " (extremes)" : "");
+                            CHECK(isnan(want[c]) && isnan(got[c]),
+                                  "%s matmul %s n=%lld: a token holding NaN expected NaN "
+                                  "outputs, got %g (scalar %g)",
+                                  kn[v], dname((ha_dtype)dt), (long long)n, (double)got[c], (double)want[c]);
+                        CHECK_SAME_FLOATS(want + nan_rows * rows, got + nan_rows * rows,
+                                          (size_t)((T - nan_rows) * rows), "%s matmul %s n=%lld T=%lld%s vs scalar",
+                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)T,
+                                          extreme ? " (extremes)" : "");
                     }
                     free(W);
                     free(X);
@@ -924,22 +978,28 @@ void test_kernels_matmul_panels_bitwise(void) {
     int nk = kernel_variants(ks, kn);
     rng r = { 21 };
     static const int64_t PT[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 20, 24, 25 };
-    static const int64_t PR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 }, { 16, 0, 16 }, { 17, 0, 17 }, { 40, 3, 37 },
-                                     { 70, 16, 70 }, { 100, 5, 99 }, { 300, 7, 290 } };
+    static const int64_t PR[][3] = { /* rows, r0, r1 */ { 1, 0, 1 },
+                                     { 16, 0, 16 },
+                                     { 17, 0, 17 },
+                                     { 40, 3, 37 },
+                                     { 70, 16, 70 },
+                                     { 100, 5, 99 },
+                                     { 300, 7, 290 } };
     for (int dt = HA_F32P; dt <= HA_F16P; dt++)
         for (size_t a = 0; a < COUNT(KN); a++)
             for (size_t b = 0; b < COUNT(PR); b++) {
                 const int64_t n = KN[a], rows = PR[b][0], r0 = PR[b][1], r1 = PR[b][2], ldy = rows + 2;
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, NULL);
                 float *X = make_floats((size_t)(25 * n), &r, -1.0, 1.0);
-                float *want = xmalloc((size_t)(25 * ldy) * sizeof(float)), *got = xmalloc((size_t)(25 * ldy) * sizeof(float));
+                float *want = xmalloc((size_t)(25 * ldy) * sizeof(float)),
+                      *got = xmalloc((size_t)(25 * ldy) * sizeof(float));
                 for (int v = 0; v < nk; v++) { /* T = 0 and an empty row range: nothing to do, nothing written */
                     for (int64_t i = 0; i < 25 * ldy; i++) got[i] = bits_f(SENTINEL);
                     ks[v]->matmul[dt](W, n, r0, r1, X, 0, got, ldy);
                     ks[v]->matmul[dt](W, n, r1 - 1, r1 - 1, X, 5, got, ldy);
                     for (int64_t i = 0; i < 25 * ldy; i++)
-                        CHECK(fbits(got[i]) == SENTINEL, "%s %s: T = 0 or an empty range wrote Y[%lld]", kn[v], dname((ha_dtype)dt),
-                              (long long)i);
+                        CHECK(fbits(got[i]) == SENTINEL, "%s %s: T = 0 or an empty range wrote Y[%lld]", kn[v],
+                              dname((ha_dtype)dt), (long long)i);
                 }
                 for (size_t c = 0; c < COUNT(PT); c++) {
                     const int64_t T = PT[c];
@@ -948,15 +1008,18 @@ void test_kernels_matmul_panels_bitwise(void) {
                     for (int64_t t = 0; t < T; t++) /* the reference's own contract, spelled out */
                         for (int64_t row = r0; row < r1; row++) {
                             float sum = 0.0f;
-                            for (int64_t k = 0; k < n; k++) sum = fmaf(ha_panel_at(W, (ha_dtype)dt, n, row, k), X[t * n + k], sum);
-                            CHECK(fbits(want[t * ldy + row]) == fbits(sum), "scalar %s n=%lld: Y[%lld, %lld] expected the fmaf chain's %.9g, got %.9g",
+                            for (int64_t k = 0; k < n; k++)
+                                sum = fmaf(ha_panel_at(W, (ha_dtype)dt, n, row, k), X[t * n + k], sum);
+                            CHECK(fbits(want[t * ldy + row]) == fbits(sum),
+                                  "scalar %s n=%lld: Y[%lld, %lld] expected the fmaf chain's %.9g, got %.9g",
                                   dname((ha_dtype)dt), (long long)n, (long long)t, (long long)row, (double)sum,
                                   (double)want[t * ldy + row]);
                         }
                     for (int v = 1; v < nk; v++) {
                         ks[v]->matmul[dt](W, n, r0, r1, X, T, got, ldy);
-                        CHECK_SAME_FLOATS(want, got, (size_t)(T * ldy), "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against scalar",
-                                          kn[v], dname((ha_dtype)dt), (long long)n, (long long)T, (long long)r0, (long long)r1,
+                        CHECK_SAME_FLOATS(want, got, (size_t)(T * ldy),
+                                          "%s %s n=%lld T=%lld rows [%lld, %lld) of %lld against scalar", kn[v],
+                                          dname((ha_dtype)dt), (long long)n, (long long)T, (long long)r0, (long long)r1,
                                           (long long)rows);
                     }
                 }
@@ -980,11 +1043,14 @@ void test_prefetcher_stays_in_its_region(void) {
             const int64_t steps = STEPS[b] < 1 ? 1 : STEPS[b];
             for (int64_t i = 0; i < steps + 5; i++) {
                 ha_prefetch_step(&pf);
-                CHECK(pf.off <= whole, "region of %zu bytes, %lld steps: after step %lld prefetched %zu bytes, past its "
-                      "%zu in whole lines", end, (long long)STEPS[b], (long long)i, pf.off, whole);
+                CHECK(pf.off <= whole,
+                      "region of %zu bytes, %lld steps: after step %lld prefetched %zu bytes, past its "
+                      "%zu in whole lines",
+                      end, (long long)STEPS[b], (long long)i, pf.off, whole);
                 if (i == steps - 1)
-                    CHECK(pf.off == whole, "region of %zu bytes: after all %lld steps expected %zu bytes prefetched, got %zu",
-                          end, (long long)steps, whole, pf.off);
+                    CHECK(pf.off == whole,
+                          "region of %zu bytes: after all %lld steps expected %zu bytes prefetched, got %zu", end,
+                          (long long)steps, whole, pf.off);
             }
         }
     ha_prefetch_step(NULL); /* no prefetcher: nothing to do */
@@ -1010,14 +1076,14 @@ void test_kernels_panel_to_f32_exact(void) {
                 for (int64_t i = 0; i < ldd; i++) {
                     const float y = out[k * ldd + i];
                     if (i >= HA_PANEL_ROWS) {
-                        CHECK(fbits(y) == SENTINEL, "%s panel_to_f32 %s wrote column %lld past its 16 rows", kn[v], dname((ha_dtype)dt),
-                              (long long)k);
+                        CHECK(fbits(y) == SENTINEL, "%s panel_to_f32 %s wrote column %lld past its 16 rows", kn[v],
+                              dname((ha_dtype)dt), (long long)k);
                         continue;
                     }
                     const float want = ha_panel_at(bits, (ha_dtype)dt, n, i, k);
                     CHECK(fbits(y) == fbits(want) || (isnan(want) && isnan(y) && signbit(want) == signbit(y)),
-                          "%s panel_to_f32 %s: row %lld column %lld expected 0x%08x, got 0x%08x", kn[v], dname((ha_dtype)dt),
-                          (long long)i, (long long)k, fbits(want), fbits(y));
+                          "%s panel_to_f32 %s: row %lld column %lld expected 0x%08x, got 0x%08x", kn[v],
+                          dname((ha_dtype)dt), (long long)i, (long long)k, fbits(want), fbits(y));
                 }
         }
     }
@@ -1045,8 +1111,10 @@ void test_membw_measures_and_rejects(void) {
     for (int int8 = 0; int8 < 2; int8++) {
         CHECK_OK(ha_measure_mac_rate(1, int8, &one));
         /* the floor is the scalar variant under the sanitizers; the ceiling a few hundred cores' worth */
-        CHECK(isfinite(one) && one > 1e7 && one < 1e13, "1 thread, int8=%d: expected a plausible multiply-add rate, "
-              "got %g/s", int8, one);
+        CHECK(isfinite(one) && one > 1e7 && one < 1e13,
+              "1 thread, int8=%d: expected a plausible multiply-add rate, "
+              "got %g/s",
+              int8, one);
     }
     CHECK_STATUS(ha_measure_mac_rate(0, 0, &rate), HA_ERR_INVALID);
     CHECK_MSG("repeats");

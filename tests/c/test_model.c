@@ -15,8 +15,8 @@ void test_model_chunk_equals_token_by_token(void) {
               (long long)LEN(a, 0), (long long)LEN(b, 0), (long long)LEN(a, 1));
         for (int i = 0; i < 5 * TV; i++)
             CHECK(isfinite(la[i]), CASE_FMT "logit %d expected finite, got %g", CASE_ARGS(t, vname), i, (double)la[i]);
-        CHECK(memcmp(la, la + TV, TV * sizeof(float)) != 0, CASE_FMT "expected positions 0 and 1 to give different logits",
-              CASE_ARGS(t, vname));
+        CHECK(memcmp(la, la + TV, TV * sizeof(float)) != 0,
+              CASE_FMT "expected positions 0 and 1 to give different logits", CASE_ARGS(t, vname));
         CHECK_SAME_FLOATS(la, lb, 5 * TV, CASE_FMT "a 5-token append vs 5 one-token appends", CASE_ARGS(t, vname));
         ha_llama_context_free(a);
         ha_llama_context_free(b);
@@ -110,23 +110,41 @@ void test_model_blas_prefill_wide_attention_output(void) {
         rng r = { 40 + di };
         double inv[HD / 2];
         for (int j = 0; j < HD / 2; j++) inv[j] = pow(10000.0, -2.0 * j / HD);
-        ha_llama_config cfg = { .vocab_size = V, .hidden_size = D, .intermediate_size = F, .n_layers = 1, .n_heads = NH,
-                                .n_kv_heads = NH, .head_dim = HD, .norm_eps = 1e-5f, .rope_inv_freq = inv };
+        ha_llama_config cfg = { .vocab_size = V,
+                                .hidden_size = D,
+                                .intermediate_size = F,
+                                .n_layers = 1,
+                                .n_heads = NH,
+                                .n_kv_heads = NH,
+                                .head_dim = HD,
+                                .norm_eps = 1e-5f,
+                                .rope_inv_freq = inv };
         void *bufs[9];
         ha_matrix mats[7];
         const int64_t shapes[7][2] = { { V, D }, { Q, D }, { Q, D }, { Q, D }, { D, Q }, { F, D }, { F, D } };
         for (int i = 0; i < 7; i++) {
             bufs[i] = make_weights(dt, shapes[i][0], shapes[i][1], &r, 0.5, 0, NULL);
-            mats[i] = (ha_matrix){ .data = bufs[i], .dtype = dt, .rows = shapes[i][0], .cols = shapes[i][1],
+            mats[i] = (ha_matrix){ .data = bufs[i],
+                                   .dtype = dt,
+                                   .rows = shapes[i][0],
+                                   .cols = shapes[i][1],
                                    .nbytes = ha_matrix_bytes(dt, shapes[i][0], shapes[i][1]) };
         }
         void *down = make_weights(dt, D, F, &r, 0.5, 0, NULL);
         float *norm = make_floats(D, &r, 0.8, 1.2);
         bufs[7] = down;
         bufs[8] = norm;
-        ha_llama_layer L = { .attn_norm = { norm, D }, .wq = mats[1], .wk = mats[2], .wv = mats[3], .wo = mats[4],
-                             .ffn_norm = { norm, D }, .w_gate = mats[5], .w_up = mats[6],
-                             .w_down = { .data = down, .dtype = dt, .rows = D, .cols = F, .nbytes = ha_matrix_bytes(dt, D, F) } };
+        ha_llama_layer L = {
+            .attn_norm = { norm, D },
+            .wq = mats[1],
+            .wk = mats[2],
+            .wv = mats[3],
+            .wo = mats[4],
+            .ffn_norm = { norm, D },
+            .w_gate = mats[5],
+            .w_up = mats[6],
+            .w_down = { .data = down, .dtype = dt, .rows = D, .cols = F, .nbytes = ha_matrix_bytes(dt, D, F) }
+        };
         ha_llama_weights w = { .embed = mats[0], .final_norm = { norm, D }, .lm_head = mats[0], .layers = &L };
         ha_llama *m = NULL;
         CHECK_OK(ha_llama_create(&cfg, &w, &m));
@@ -144,8 +162,8 @@ void test_model_blas_prefill_wide_attention_output(void) {
             scale = fmax(scale, fabs((double)b[i]));
         }
         const double tol = ha_dtype_is_int(dt) ? 1e-3 : 1e-4;
-        CHECK(worst <= tol * scale, "[%s weights] OpenBLAS prefill vs the kernels: max |diff| %g > %g x %g", dname(dt), worst,
-              tol, scale);
+        CHECK(worst <= tol * scale, "[%s weights] OpenBLAS prefill vs the kernels: max |diff| %g > %g x %g", dname(dt),
+              worst, tol, scale);
         ha_llama_context_free(blas);
         ha_llama_context_free(kern);
         ha_llama_free(m);
@@ -173,9 +191,11 @@ void test_model_crop_then_append_equals_fresh(void) {
         CHECK(LEN(a, 1) == 7, "after re-append expected length 7, got %lld", (long long)LEN(a, 1));
         CHECK_OK(append_seq(b, 1, 3, tok, NULL));
         CHECK_OK(append_seq(b, 1, 4, u, lb));
-        CHECK_SAME_FLOATS(lb, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs a fresh cache with the same 7", CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(lb, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs a fresh cache with the same 7",
+                          CASE_ARGS(t, vname));
         CHECK_OK(append_seq(c, 0, 7, joined, lc));
-        CHECK_SAME_FLOATS(lc + 3 * TV, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs one 7-token append", CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(lc + 3 * TV, la, 4 * TV, CASE_FMT "crop(3) + 4 tokens vs one 7-token append",
+                          CASE_ARGS(t, vname));
         ha_llama_context_free(a);
         ha_llama_context_free(b);
         ha_llama_context_free(c);
@@ -202,8 +222,8 @@ void test_model_interleaved_sequences_equal_alone(void) {
         for (int i = 0; i < N; i++) {
             int s = seq[i];
             CHECK_SAME_FLOATS(ls[s] + k[s] * TV, la + i * TV, TV,
-                              CASE_FMT "token %d (sequence %d, position %d) interleaved vs its sequence alone", CASE_ARGS(t, vname), i,
-                              s, k[s]);
+                              CASE_FMT "token %d (sequence %d, position %d) interleaved vs its sequence alone",
+                              CASE_ARGS(t, vname), i, s, k[s]);
             k[s]++;
         }
         /* and the number of sequences in the cache makes no difference */
@@ -231,8 +251,10 @@ void test_model_want_mask_packs_rows(void) {
         CHECK_OK(LM(a)->append(LM(a)->self, N, seq, tok, NULL, all));
         CHECK_OK(LM(b)->append(LM(b)->self, N, seq, tok, want, packed));
         CHECK_SAME_FLOATS(all + 0 * TV, packed + 0 * TV, TV, CASE_FMT "wanted row 0", CASE_ARGS(t, vname));
-        CHECK_SAME_FLOATS(all + 3 * TV, packed + 1 * TV, TV, CASE_FMT "wanted row 3, packed second", CASE_ARGS(t, vname));
-        CHECK_SAME_FLOATS(all + 4 * TV, packed + 2 * TV, TV, CASE_FMT "wanted row 4, packed third", CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(all + 3 * TV, packed + 1 * TV, TV, CASE_FMT "wanted row 3, packed second",
+                          CASE_ARGS(t, vname));
+        CHECK_SAME_FLOATS(all + 4 * TV, packed + 2 * TV, TV, CASE_FMT "wanted row 4, packed third",
+                          CASE_ARGS(t, vname));
         /* no row wanted: no logits buffer needed, and the cache is filled all the same */
         CHECK_OK(LM(a)->crop(LM(a)->self, 0, 0));
         CHECK_OK(append_seq(a, 0, N, tok, NULL));
@@ -301,13 +323,15 @@ void test_model_sliding_window_limits_attention(void) {
     int nv = forward_variants(vn);
     for (int v = 0; v < nv; v++) {
         CHECK_OK(ha_kernels_select(vn[v]));
-        tiny *full = tiny_build(HA_BF16, 1, 0, 0, 5), *w1 = tiny_build(HA_BF16, 1, 0, 1, 5), *w16 = tiny_build(HA_BF16, 1, 0, 16, 5);
+        tiny *full = tiny_build(HA_BF16, 1, 0, 0, 5), *w1 = tiny_build(HA_BF16, 1, 0, 1, 5),
+             *w16 = tiny_build(HA_BF16, 1, 0, 16, 5);
         const int32_t p1[3] = { 4, 9, 30 }, p2[3] = { 40, 2, 30 };
         float a[3 * TV], b[3 * TV], c[3 * TV], d[3 * TV];
         ha_llama_context *ca = ctx_new(w1->m, 2, 16);
         CHECK_OK(append_seq(ca, 0, 3, p1, a));
         CHECK_OK(append_seq(ca, 1, 3, p2, b));
-        CHECK_SAME_FLOATS(a + 2 * TV, b + 2 * TV, TV, "[%s] window 1: token 30 at position 2 after different tokens", vn[v]);
+        CHECK_SAME_FLOATS(a + 2 * TV, b + 2 * TV, TV, "[%s] window 1: token 30 at position 2 after different tokens",
+                          vn[v]);
         ha_llama_context_free(ca);
         ha_llama_context *cf = ctx_new(full->m, 2, 16), *cw = ctx_new(w16->m, 2, 16);
         CHECK_OK(append_seq(cf, 0, 3, p1, a));
@@ -379,7 +403,8 @@ void test_model_ring_cache_keeps_the_window(void) {
     tiny_free(huge);
     /* A cache no longer than window + slack is not a ring, and crops anywhere. */
     c = ctx_new(t->m, 1, W + 256);
-    CHECK(LM(c)->max_rollback == INT64_MAX, "capacity 260 expected no ring, max_rollback %lld", (long long)LM(c)->max_rollback);
+    CHECK(LM(c)->max_rollback == INT64_MAX, "capacity 260 expected no ring, max_rollback %lld",
+          (long long)LM(c)->max_rollback);
     CHECK_OK(append_seq(c, 0, 250, x, NULL));
     CHECK_OK(LM(c)->crop(LM(c)->self, 0, 1));
     ha_llama_context_free(c);
@@ -410,8 +435,8 @@ void test_model_cache_copy_of_a_cropped_ring_is_a_clone(void) {
         ha_llama_context *dst = ctx_new(t->m, 2, grow ? 2000 : 1000);
         CHECK_OK(append_seq(dst, 1, 30, x + 5, NULL)); /* older contents, overwritten by the copy */
         CHECK_OK(ha_llama_context_copy(dst, src));
-        CHECK(LEN(dst, 1) == L && LEN(dst, 0) == 0, "[grow %d] copy: lengths %lld, %lld", grow,
-              (long long)LEN(dst, 1), (long long)LEN(dst, 0));
+        CHECK(LEN(dst, 1) == L && LEN(dst, 0) == 0, "[grow %d] copy: lengths %lld, %lld", grow, (long long)LEN(dst, 1),
+              (long long)LEN(dst, 0));
         for (int l = 0; l < TL; l++)
             CHECK(ha_llama_context_kv_first(dst, l, 1) == ha_llama_context_kv_first(src, l, 1),
                   "[grow %d] layer %d of the copy starts at %lld, the source's at %lld", grow, l,
@@ -487,7 +512,8 @@ void test_model_cache_copy_kv_and_hidden_states(void) {
         CHECK_OK(LM(src)->crop(LM(src)->self, 1, N));
         /* every held position of every layer out, into a fresh cache, then the same continuation */
         ha_llama_context *fresh = ctx_new(t->m, 2, N + M);
-        float *k = xmalloc((size_t)TNKV * N * THD * sizeof(float)), *v = xmalloc((size_t)TNKV * N * THD * sizeof(float));
+        float *k = xmalloc((size_t)TNKV * N * THD * sizeof(float)),
+              *v = xmalloc((size_t)TNKV * N * THD * sizeof(float));
         for (int l = 0; l < TL; l++) {
             const int64_t first = ha_llama_context_kv_first(src, l, 1), n = N - first;
             CHECK(windowed ? first > 0 : first == 0, "kv_first %lld (window %d)", (long long)first, windowed * W);
@@ -507,7 +533,8 @@ void test_model_cache_copy_kv_and_hidden_states(void) {
         /* hidden states: one append of 12 tokens vs 5 + 7 */
         enum { H = 12 };
         float *one = xmalloc((size_t)(TL + 1) * H * TD * sizeof(float));
-        float *a = xmalloc((size_t)(TL + 1) * 5 * TD * sizeof(float)), *b = xmalloc((size_t)(TL + 1) * 7 * TD * sizeof(float));
+        float *a = xmalloc((size_t)(TL + 1) * 5 * TD * sizeof(float)),
+              *b = xmalloc((size_t)(TL + 1) * 7 * TD * sizeof(float));
         ha_llama_context *h = ctx_new(t->m, 1, H), *h2 = ctx_new(t->m, 1, H);
         CHECK_STATUS(ha_llama_context_record_hidden(h, one, 7, H), HA_ERR_INVALID);
         CHECK_OK(ha_llama_context_record_hidden(h, one, (size_t)(TL + 1) * H * TD, H));
@@ -520,8 +547,10 @@ void test_model_cache_copy_kv_and_hidden_states(void) {
         CHECK_OK(ha_llama_context_record_hidden(h2, b, (size_t)(TL + 1) * 7 * TD, 7));
         CHECK_OK(append_seq(h2, 0, 7, x + 5, NULL));
         for (int e = 0; e <= TL; e++) {
-            CHECK_SAME_FLOATS(one + (size_t)e * H * TD, a + (size_t)e * 5 * TD, 5 * TD, "hidden entry %d, tokens 0..4", e);
-            CHECK_SAME_FLOATS(one + ((size_t)e * H + 5) * TD, b + (size_t)e * 7 * TD, 7 * TD, "hidden entry %d, 5..11", e);
+            CHECK_SAME_FLOATS(one + (size_t)e * H * TD, a + (size_t)e * 5 * TD, 5 * TD, "hidden entry %d, tokens 0..4",
+                              e);
+            CHECK_SAME_FLOATS(one + ((size_t)e * H + 5) * TD, b + (size_t)e * 7 * TD, 7 * TD, "hidden entry %d, 5..11",
+                              e);
         }
         ha_llama_context_free(h);
         ha_llama_context_free(h2);
@@ -546,7 +575,8 @@ void test_model_cache_copy_kv_and_hidden_states(void) {
  * dtype (the parts' rows are whole panels: 32, 16, 16 and 48, 48). */
 void test_model_fused_projections_equal_split(void) {
     for (size_t mc = 0; mc < COUNT(MODEL_CASES); mc++) {
-        tiny *t = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc), *u = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc);
+        tiny *t = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc),
+             *u = tiny_build(MODEL_CASES[mc].dtype, 1, 0, 0, 40 + mc);
         for (int l = 0; l < TL; l++) {
             ha_llama_layer *L = &u->layers[l];
             const ha_matrix qkv[3] = { L->wq, L->wk, L->wv }, gu[2] = { L->w_gate, L->w_up };
@@ -691,10 +721,10 @@ void test_kv_bad_sequence_and_crop_rejected(void) {
     CHECK_STATUS(LM(a)->crop(LM(a)->self, 2, 0), HA_ERR_INVALID);
     CHECK_MSG("sequence 2");
     CHECK_STATUS(LM(a)->crop(LM(a)->self, -1, 0), HA_ERR_INVALID);
-    CHECK(LEN(a, 0) == 5 && LEN(a, 1) == 0, "rejected crops expected to leave lengths 5, 0; got %lld, %lld", (long long)LEN(a, 0),
-          (long long)LEN(a, 1));
-    CHECK(LEN(a, 2) == 0 && LEN(a, -1) == 0, "length of an out-of-range sequence expected 0, got %lld, %lld", (long long)LEN(a, 2),
-          (long long)LEN(a, -1));
+    CHECK(LEN(a, 0) == 5 && LEN(a, 1) == 0, "rejected crops expected to leave lengths 5, 0; got %lld, %lld",
+          (long long)LEN(a, 0), (long long)LEN(a, 1));
+    CHECK(LEN(a, 2) == 0 && LEN(a, -1) == 0, "length of an out-of-range sequence expected 0, got %lld, %lld",
+          (long long)LEN(a, 2), (long long)LEN(a, -1));
     CHECK_OK(LM(a)->crop(LM(a)->self, 0, 5));
     CHECK(LEN(a, 0) == 5, "crop to the current length expected to keep 5, got %lld", (long long)LEN(a, 0));
     ha_llama_context *c = NULL;
@@ -731,13 +761,14 @@ void test_kv_crop_to_zero_equals_fresh(void) {
 /* ---- 5. ha_llama_create rejects bad weights and configs ----------------------------------------------- */
 
 
-#define EXPECT_CREATE_FAILS(t, needle1, needle2)                                                           \
+#define EXPECT_CREATE_FAILS(t, needle1, needle2)                                                          \
     do {                                                                                                  \
         ha_llama *m_ = (ha_llama *)(void *)&sentinel_model;                                               \
         ha_status st_ = ha_llama_create(&(t)->cfg, &(t)->w, &m_);                                         \
         if (st_ != HA_ERR_INVALID)                                                                        \
-            FAIL("expected HA_ERR_INVALID mentioning \"%s\", got %s (\"%s\")", needle1, status_name(st_), ha_last_error()); \
-        if (m_ != NULL) FAIL("a rejected ha_llama_create expected *out == NULL, got %p", (void *)m_);      \
+            FAIL("expected HA_ERR_INVALID mentioning \"%s\", got %s (\"%s\")", needle1, status_name(st_), \
+                 ha_last_error());                                                                        \
+        if (m_ != NULL) FAIL("a rejected ha_llama_create expected *out == NULL, got %p", (void *)m_);     \
         CHECK_MSG(needle1);                                                                               \
         CHECK_MSG(needle2);                                                                               \
     } while (0)
@@ -888,13 +919,14 @@ void test_create_accepts_tied_and_counts_bytes(void) {
 #undef MB
             if (bias) per_layer += (TQ + 2 * TKV + TD + 2 * TF + TD) * 4;
             int64_t want = (int64_t)ha_matrix_bytes((ha_dtype)dt, TV, TD) + TD * 4 + TL * per_layer;
-            CHECK(ha_llama_weight_bytes(t->m) == want, "[%s, bias %d] weight bytes expected %lld, got %lld", dname((ha_dtype)dt), bias,
-                  (long long)want, (long long)ha_llama_weight_bytes(t->m));
+            CHECK(ha_llama_weight_bytes(t->m) == want, "[%s, bias %d] weight bytes expected %lld, got %lld",
+                  dname((ha_dtype)dt), bias, (long long)want, (long long)ha_llama_weight_bytes(t->m));
             float l[3 * TV];
             const int32_t tok[3] = { 0, 49, 25 };
             ha_llama_context *c = ctx_new(t->m, 1, 4);
             CHECK_OK(append_seq(c, 0, 3, tok, l));
-            for (int i = 0; i < 3 * TV; i++) CHECK(isfinite(l[i]), "tied model: logit %d expected finite, got %g", i, (double)l[i]);
+            for (int i = 0; i < 3 * TV; i++)
+                CHECK(isfinite(l[i]), "tied model: logit %d expected finite, got %g", i, (double)l[i]);
             ha_llama_context_free(c);
             tiny_free(t);
         }

@@ -68,7 +68,8 @@ void test_threads_parallel_for_covers_range(void) {
             atomic_init(&j.calls, 0);
             ha_parallel_for(cover_range, &j, n);
             for (int64_t i = 0; i < n; i++)
-                CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n, (long long)i, j.hits[i]);
+                CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n,
+                      (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
             /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last; or the caller runs
              * [0, n) alone in one call */
@@ -79,9 +80,10 @@ void test_threads_parallel_for_covers_range(void) {
                 const int64_t b = j.begins[k], e = j.ends[k];
                 const int whole = calls == 1 && b == 0 && e == n;
                 const int piece = whole || (b / grain * grain == b && e == (b + grain < n ? b + grain : n));
-                CHECK(piece, "%d threads, n=%lld: range [%lld, %lld) is neither [0, n) whole nor a piece "
-                      "[k*%lld, min((k+1)*%lld, n))", nt, (long long)n, (long long)b, (long long)e,
-                      (long long)grain, (long long)grain);
+                CHECK(piece,
+                      "%d threads, n=%lld: range [%lld, %lld) is neither [0, n) whole nor a piece "
+                      "[k*%lld, min((k+1)*%lld, n))",
+                      nt, (long long)n, (long long)b, (long long)e, (long long)grain, (long long)grain);
             }
             free(j.hits);
         }
@@ -135,14 +137,17 @@ void test_threads_concurrent_callers(void) {
         for (int i = 0; i < 3; i++)
             args[i] = (caller_arg){ .m = t->m, .ref = ref, .rounds = 8, .stop = &stop, .toggler = i == 2 };
         int n = with_toggler ? 3 : 2;
-        for (int i = 0; i < n; i++) CHECK(pthread_create(&th[i], NULL, caller_main, &args[i]) == 0, "pthread_create failed");
+        for (int i = 0; i < n; i++)
+            CHECK(pthread_create(&th[i], NULL, caller_main, &args[i]) == 0, "pthread_create failed");
         pthread_join(th[0], NULL);
         pthread_join(th[1], NULL);
         atomic_store(&stop, 1);
         if (with_toggler) pthread_join(th[2], NULL);
         for (int i = 0; i < 2; i++)
-            CHECK(args[i].mismatches == 0, "%s: caller %d expected the single-threaded logits in all %d rounds, %d differed",
-                  with_toggler ? "with a thread toggling the count" : "two callers", i, args[i].rounds, args[i].mismatches);
+            CHECK(args[i].mismatches == 0,
+                  "%s: caller %d expected the single-threaded logits in all %d rounds, %d differed",
+                  with_toggler ? "with a thread toggling the count" : "two callers", i, args[i].rounds,
+                  args[i].mismatches);
         CHECK(args[2].bad_status == 0, "ha_set_num_threads failed %d times while forwards ran", args[2].bad_status);
     }
     CHECK_OK(ha_set_num_threads(1));
@@ -155,7 +160,8 @@ static void check_covers(int64_t n, const char *when) {
     atomic_init(&j.calls, 0);
     ha_parallel_for(cover_range, &j, n);
     for (int64_t i = 0; i < n; i++)
-        CHECK(j.hits[i] == 1, "%s, n=%lld: index %lld expected once, got %d times", when, (long long)n, (long long)i, j.hits[i]);
+        CHECK(j.hits[i] == 1, "%s, n=%lld: index %lld expected once, got %d times", when, (long long)n, (long long)i,
+              j.hits[i]);
     free(j.hits);
 }
 
@@ -195,8 +201,7 @@ typedef struct stall_job {
  * far longer than the whole job would take the caller alone (a thread descheduled by another process). */
 static void stall_range(void *ctx, int64_t b, int64_t e) {
     stall_job *j = ctx;
-    if (pthread_equal(pthread_self(), j->caller))
-        nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
+    if (pthread_equal(pthread_self(), j->caller)) nanosleep(&(struct timespec){ .tv_nsec = 1000 * 1000 }, NULL);
     else if (atomic_fetch_add(&j->worker_pieces, 1) == 0)
         nanosleep(&(struct timespec){ .tv_nsec = 200 * 1000 * 1000 }, NULL);
     for (int64_t i = b; i < e; i++) j->hits[i]++;
@@ -221,10 +226,14 @@ void test_threads_a_stalled_worker_turns_jobs_to_the_caller(void) {
     }
     CHECK(stalled, "in 50 jobs of 16 pieces taking 1 ms each on the caller, no worker took a piece");
     ha_pool_get_stats(&after);
-    CHECK(after.backoffs > before.backoffs, "a worker held a job up 200 ms, expected the caller to stop offering jobs "
-          "to the pool (backoffs %lld -> %lld)", (long long)before.backoffs, (long long)after.backoffs);
-    CHECK(after.caller_sleeps > before.caller_sleeps, "expected the caller to sleep rather than spin through a 200 ms "
-          "wait (caller sleeps %lld -> %lld)", (long long)before.caller_sleeps, (long long)after.caller_sleeps);
+    CHECK(after.backoffs > before.backoffs,
+          "a worker held a job up 200 ms, expected the caller to stop offering jobs "
+          "to the pool (backoffs %lld -> %lld)",
+          (long long)before.backoffs, (long long)after.backoffs);
+    CHECK(after.caller_sleeps > before.caller_sleeps,
+          "expected the caller to sleep rather than spin through a 200 ms "
+          "wait (caller sleeps %lld -> %lld)",
+          (long long)before.caller_sleeps, (long long)after.caller_sleeps);
     test_threads_parallel_for_covers_range(); /* the pieces' contract holds whether or not jobs go to the pool */
     CHECK_OK(ha_set_num_threads(1));
 }
@@ -257,8 +266,10 @@ void test_threads_forked_child_runs_jobs(void) {
         waitpid(pid, &status, 0);
         FAIL("the forked child hung for 60 s running a job");
     }
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child expected exit 0 (every index once, 2 threads), "
-          "got status %d", status);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the forked child expected exit 0 (every index once, 2 threads), "
+          "got status %d",
+          status);
     check_covers(1000, "parent, after the fork");
     CHECK_OK(ha_set_num_threads(1));
 }
@@ -295,13 +306,14 @@ void test_cpus_cgroup_quota_lowers_the_default(void) {
     CHECK(ha_cgroup_cpu_limit() == 0, "no cgroup files: expected no limit (0), got %d", ha_cgroup_cpu_limit());
     CHECK(ha_cpus_available() == affinity, "no cgroup files: expected the %d CPUs of the affinity mask, got %d",
           affinity, ha_cpus_available());
-    const struct { const char *file, *text; int want; } v2[] = {
-        { "cpu.max", "max 100000\n", 0 },
-        { "cpu.max", "100000 100000\n", 1 },
+    const struct {
+        const char *file, *text;
+        int want;
+    } v2[] = {
+        { "cpu.max", "max 100000\n", 0 },    { "cpu.max", "100000 100000\n", 1 },
         { "cpu.max", "50000 100000\n", 1 },   /* half a CPU's time: still one thread */
         { "cpu.max", "150000 100000\n", 2 },  /* rounded up */
-        { "cpu.max", "400000 100000\n", 4 },
-        { "cpu.max", "garbage\n", 0 },
+        { "cpu.max", "400000 100000\n", 4 }, { "cpu.max", "garbage\n", 0 },
     };
     for (size_t i = 0; i < COUNT(v2); i++) {
         write_text(root, v2[i].file, v2[i].text);
@@ -322,9 +334,12 @@ void test_cpus_cgroup_quota_lowers_the_default(void) {
     int v1 = f == NULL;
     while (f && fgets(line, sizeof line, f)) v1 |= strstr(line, ":cpu:") != NULL || strstr(line, ":cpu,") != NULL;
     if (f) fclose(f);
-    if (v1) CHECK(ha_cgroup_cpu_limit() == 1, "v1 quota 100000 / period 100000: expected 1 CPU, got %d", ha_cgroup_cpu_limit());
+    if (v1)
+        CHECK(ha_cgroup_cpu_limit() == 1, "v1 quota 100000 / period 100000: expected 1 CPU, got %d",
+              ha_cgroup_cpu_limit());
     write_text(root, "cpu.max", "300000 100000\n"); /* both: the lesser binds */
-    CHECK(ha_cgroup_cpu_limit() == (v1 ? 1 : 3), "v2 3 CPUs and v1 1 CPU: expected %d, got %d", v1 ? 1 : 3, ha_cgroup_cpu_limit());
+    CHECK(ha_cgroup_cpu_limit() == (v1 ? 1 : 3), "v2 3 CPUs and v1 1 CPU: expected %d, got %d", v1 ? 1 : 3,
+          ha_cgroup_cpu_limit());
     remove_text(root, "cpu.max");
     remove_text(root, "cpu/cpu.cfs_quota_us");
     remove_text(root, "cpu/cpu.cfs_period_us");

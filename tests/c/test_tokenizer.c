@@ -96,8 +96,10 @@ void test_bpe_equals_naive_rule_on_random_merges(void) {
         }
         int64_t n = -1, m = bpe_naive(merges, MERGES, want, len);
         CHECK(ha_bpe_encode(b, word, len, got, 4 * len, &n) == HA_OK, "%s", ha_last_error());
-        CHECK(n == m && memcmp(got, want, (size_t)m * sizeof *got) == 0, "trial %d (length %lld): %lld ids, naive "
-              "%lld", trial, (long long)len, (long long)n, (long long)m);
+        CHECK(n == m && memcmp(got, want, (size_t)m * sizeof *got) == 0,
+              "trial %d (length %lld): %lld ids, naive "
+              "%lld",
+              trial, (long long)len, (long long)n, (long long)m);
     }
     ha_bpe_free(b);
 }

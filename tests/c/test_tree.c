@@ -59,7 +59,10 @@ static tiny *family_build(int fam, ha_dtype dt, uint64_t seed, int64_t positions
 }
 
 /* A tree of n nodes by parent (-1: the sequence's end), and a fixed shape's tokens. */
-typedef struct tree_case { int n; int32_t parent[16]; } tree_case;
+typedef struct tree_case {
+    int n;
+    int32_t parent[16];
+} tree_case;
 static const tree_case TREES[] = {
     { 1, { -1 } },
     { 5, { -1, 0, 1, 2, 3 } },                                     /* a chain */
@@ -119,8 +122,9 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
         }
     float *logits = xmalloc((size_t)n * TV * sizeof(float)), want_row[TV];
     CHECK_OK(LM(c)->append_tree(LM(c)->self, n, seq, tokens, parent, want, logits));
-    CHECK(LEN(c, 0) == np0 + t0->n && LEN(c, 1) == np1 + t1->n, "%s: after a tree expected lengths %d, %d, got %lld, %lld",
-          what, np0 + t0->n, np1 + t1->n, (long long)LEN(c, 0), (long long)LEN(c, 1));
+    CHECK(LEN(c, 0) == np0 + t0->n && LEN(c, 1) == np1 + t1->n,
+          "%s: after a tree expected lengths %d, %d, got %lld, %lld", what, np0 + t0->n, np1 + t1->n,
+          (long long)LEN(c, 0), (long long)LEN(c, 1));
     int32_t path[16];
     ha_llama_context *pre = ctx_new(m, 1, cap), *one = ctx_new(m, 1, cap);
     for (int s = 0, i = 0; s < 2; s++) {
@@ -129,8 +133,10 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
         for (int j = 0; j < tc[s]->n; j++, i++) {
             const int len = path_of(tc[s], j, path);
             decode_path(pre, one, tok[s], path, len, want_row);
-            CHECK_SAME_FLOATS(want_row, logits + (size_t)i * TV, TV, "%s: sequence %d (prefix %d), node %d at depth %d vs "
-                              "its path decoded one token at a time", what, s, np[s], j, len - 1);
+            CHECK_SAME_FLOATS(want_row, logits + (size_t)i * TV, TV,
+                              "%s: sequence %d (prefix %d), node %d at depth %d vs "
+                              "its path decoded one token at a time",
+                              what, s, np[s], j, len - 1);
         }
     }
     ha_llama_context_free(pre);
@@ -140,8 +146,8 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
     for (int s = 0; s < 2; s++) {
         const int len = path_of(tc[s], tc[s]->n - 1, path);
         CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], path, len));
-        CHECK(LEN(c, s) == np[s] + len, "%s: keep_path of %d nodes expected length %d, got %lld", what, len, np[s] + len,
-              (long long)LEN(c, s));
+        CHECK(LEN(c, s) == np[s] + len, "%s: keep_path of %d nodes expected length %d, got %lld", what, len,
+              np[s] + len, (long long)LEN(c, s));
         float got[TV];
         CHECK_OK(append_seq(c, s, 1, next + s, got));
         int32_t ext[17];
@@ -151,8 +157,10 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
         if (np[s] > 0) CHECK_OK(append_seq(f, 0, np[s], prefix[s], scratch));
         float *fl = xmalloc((size_t)(len + 1) * TV * sizeof(float));
         CHECK_OK(append_seq(f, 0, len + 1, ext, fl));
-        CHECK_SAME_FLOATS(fl + (size_t)len * TV, got, TV, "%s: sequence %d: the token after a kept path of %d nodes vs "
-                          "a fresh cache that appended them", what, s, len);
+        CHECK_SAME_FLOATS(fl + (size_t)len * TV, got, TV,
+                          "%s: sequence %d: the token after a kept path of %d nodes vs "
+                          "a fresh cache that appended them",
+                          what, s, len);
         free(fl);
         ha_llama_context_free(f);
     }
@@ -223,9 +231,11 @@ void test_tree_contract_and_refusals(void) {
                  HA_ERR_INVALID);
     CHECK_MSG("together");
     CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, (const int32_t[]){ 0, 0, 1 }, tok, (const int32_t[]){ -1, 0, 0 },
-                                    NULL, la), HA_ERR_INVALID);
+                                    NULL, la),
+                 HA_ERR_INVALID);
     CHECK_MSG("parent");
-    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, seq, (const int32_t[]){ 0, TV, 1 }, chain, NULL, la), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 3, seq, (const int32_t[]){ 0, TV, 1 }, chain, NULL, la),
+                 HA_ERR_INVALID);
     int32_t many_seq[70], many_par[70];
     for (int i = 0; i < 70; i++) many_seq[i] = 1, many_par[i] = i - 1;
     CHECK(LM(a)->max_tree == 64, "expected max_tree 64, got %lld", (long long)LM(a)->max_tree);
@@ -261,8 +271,9 @@ static const int32_t APROMPT[2 * AW] = { 7, 12, 3, 44, /* row 1 left padded: */ 
 static const int64_t ASTART[2] = { 0, 2 };
 
 static ha_generate_params tree_gen(ha_sampling_params sp, const int32_t *eos, int n_eos, uint8_t *sources) {
-    return (ha_generate_params){ .max_new_tokens = AN, .eos = eos, .n_eos = n_eos, .pad_token_id = 0, .sampling = sp,
-                                 .sources = sources };
+    return (ha_generate_params){
+        .max_new_tokens = AN, .eos = eos, .n_eos = n_eos, .pad_token_id = 0, .sampling = sp, .sources = sources
+    };
 }
 
 /* Sequence b of c, after a generation of its row (new tokens (steps,)), holds the row's first LEN positions as
@@ -279,8 +290,8 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
     CHECK_OK(append_seq(c, b, 1, all + held, a));
     ha_llama_context *fresh = ctx_new(m, 1, AW + AN + 64);
     CHECK_OK(append_seq(fresh, 0, held + 1, all, f));
-    CHECK_SAME_FLOATS(f + held * TV, a, TV, "%s: the %s's cache of row %d (%lld positions) vs a fresh one", what, which, b,
-                      (long long)held);
+    CHECK_SAME_FLOATS(f + held * TV, a, TV, "%s: the %s's cache of row %d (%lld positions) vs a fresh one", what, which,
+                      b, (long long)held);
     free(f);
     ha_llama_context_free(fresh);
 }
@@ -299,10 +310,14 @@ static void tree_assisted_equals_plain(int64_t long_from) {
     float *ps = xmalloc((size_t)(AN * 2 * TV) * sizeof(float)), *gs = xmalloc((size_t)(AN * 2 * TV) * sizeof(float));
     int64_t siblings_taken = 0;
     for (int sampled = 0; sampled < 2; sampled++) {
-        const ha_sampling_params sp = sampled
-            ? (ha_sampling_params){ .do_sample = 1, .temperature = 0.9f, .top_p = 0.95f, .repetition_penalty = 1.2f,
-                                    .seed = 77 }
-            : (ha_sampling_params){ .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
+        const ha_sampling_params sp = sampled ? (ha_sampling_params){ .do_sample = 1,
+                                                                      .temperature = 0.9f,
+                                                                      .top_p = 0.95f,
+                                                                      .repetition_penalty = 1.2f,
+                                                                      .seed = 77 }
+                                              : (ha_sampling_params){ .temperature = 1.0f,
+                                                                      .top_p = 1.0f,
+                                                                      .repetition_penalty = 1.0f };
         int32_t eos = -1;
         for (int with_eos = 0; with_eos < 2; with_eos++) {
             ha_generate_params gp = tree_gen(sp, &eos, with_eos, plain_src);
@@ -317,35 +332,44 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                         for (int sched = 0; sched < 3; sched++)
                             for (int tight = 0; tight < 2 - (long_from > 0 || sched > 0); tight++) {
                                 static const double draft_costs[] = { 0.05 }, target_costs[] = { 1.0, 1.05, 1.1 };
-                                ha_assist_params ap = {
-                                    .gen = tree_gen(sp, &eos, with_eos, src), .num_assistant_tokens = K,
-                                    .schedule = sched == 2 ? HA_SCHEDULE_COST : sched ? HA_SCHEDULE_HEURISTIC
-                                                                                      : HA_SCHEDULE_CONSTANT,
-                                    .acceptance = HA_ACCEPT_COUPLED, .draft_costs = draft_costs, .n_draft_costs = 1,
-                                    .target_costs = target_costs, .n_target_costs = 3, .tree_width = width };
+                                ha_assist_params ap = { .gen = tree_gen(sp, &eos, with_eos, src),
+                                                        .num_assistant_tokens = K,
+                                                        .schedule = sched == 2 ? HA_SCHEDULE_COST
+                                                                    : sched    ? HA_SCHEDULE_HEURISTIC
+                                                                               : HA_SCHEDULE_CONSTANT,
+                                                        .acceptance = HA_ACCEPT_COUPLED,
+                                                        .draft_costs = draft_costs,
+                                                        .n_draft_costs = 1,
+                                                        .target_costs = target_costs,
+                                                        .n_target_costs = 3,
+                                                        .tree_width = width };
                                 const tiny *dm = d ? target : other;
                                 const int64_t cap = tight ? AW + AN : 64;
                                 ha_llama_context *tc = ctx_new(target->m, 2, cap), *dc = ctx_new(dm->m, 2, cap);
                                 ha_assist_stats st = { 0 };
                                 int64_t steps = -1;
-                                CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, got, gs, &steps, &st));
+                                CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, got, gs, &steps,
+                                                              &st));
                                 char what[200];
-                                snprintf(what, sizeof what, "%s, draft %s, width %lld, K=%lld, schedule %d, eos %d, cap %lld",
+                                snprintf(what, sizeof what,
+                                         "%s, draft %s, width %lld, K=%lld, schedule %d, eos %d, cap %lld",
                                          sampled ? "coupled" : "greedy", d ? "the target" : "another model",
                                          (long long)width, (long long)K, sched, with_eos ? eos : -1, (long long)cap);
                                 CHECK(steps == plain_steps, "%s: expected %lld steps, got %lld", what,
                                       (long long)plain_steps, (long long)steps);
                                 for (int b = 0; b < 2; b++)
                                     for (int64_t i = 0; i < steps; i++) {
-                                        CHECK(got[b * AN + i] == plain[b * AN + i], "%s: row %d step %lld expected %d "
-                                              "(plain), got %d", what, b, (long long)i, plain[b * AN + i], got[b * AN + i]);
+                                        CHECK(got[b * AN + i] == plain[b * AN + i],
+                                              "%s: row %d step %lld expected %d "
+                                              "(plain), got %d",
+                                              what, b, (long long)i, plain[b * AN + i], got[b * AN + i]);
                                         CHECK_SAME_FLOATS(ps + (i * 2 + b) * TV, gs + (i * 2 + b) * TV, TV,
                                                           "%s: row %d step %lld scores", what, b, (long long)i);
                                     }
                                 CHECK(st.num_sibling_tokens <= st.num_draft_tokens &&
-                                      st.num_sibling_accepted <= st.num_sibling_tokens &&
-                                      st.num_accepted_tokens <= st.num_draft_tokens - st.num_sibling_tokens +
-                                                                st.num_sibling_accepted,
+                                          st.num_sibling_accepted <= st.num_sibling_tokens &&
+                                          st.num_accepted_tokens <=
+                                              st.num_draft_tokens - st.num_sibling_tokens + st.num_sibling_accepted,
                                       "%s: counts drafted %lld (siblings %lld), accepted %lld (siblings %lld)", what,
                                       (long long)st.num_draft_tokens, (long long)st.num_sibling_tokens,
                                       (long long)st.num_accepted_tokens, (long long)st.num_sibling_accepted);
@@ -353,11 +377,11 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                                       "%s: width %lld drafted %lld tokens and no sibling", what, (long long)width,
                                       (long long)st.num_draft_tokens);
                                 if (d == 1 && !sampled)
-                                    CHECK(st.num_sibling_accepted == 0 && st.num_accepted_tokens ==
-                                                                              st.num_draft_tokens - st.num_sibling_tokens,
+                                    CHECK(st.num_sibling_accepted == 0 &&
+                                              st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
                                           "%s: the target as its own draft expected its whole chain accepted and no "
-                                          "sibling, got %lld of %lld (siblings %lld)", what,
-                                          (long long)st.num_accepted_tokens, (long long)st.num_draft_tokens,
+                                          "sibling, got %lld of %lld (siblings %lld)",
+                                          what, (long long)st.num_accepted_tokens, (long long)st.num_draft_tokens,
                                           (long long)st.num_sibling_accepted);
                                 for (int i = 0; i < 2 * AN; i++) /* a token where plain has one */
                                     CHECK((src[i] != HA_SOURCE_NONE) == (plain_src[i] != HA_SOURCE_NONE),
@@ -394,18 +418,23 @@ void test_tree_assisted_refusals(void) {
     int32_t out[2 * AN];
     int64_t steps;
     const ha_sampling_params greedy = { .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f };
-    ha_assist_params ap = { .gen = tree_gen(greedy, NULL, 0, NULL), .num_assistant_tokens = 3, .tree_width = 2,
-                            .prompt_lookup_num_tokens = 3, .max_matching_ngram_size = 2 };
+    ha_assist_params ap = { .gen = tree_gen(greedy, NULL, 0, NULL),
+                            .num_assistant_tokens = 3,
+                            .tree_width = 2,
+                            .prompt_lookup_num_tokens = 3,
+                            .max_matching_ngram_size = 2 };
     ha_lm chains_only = *LM(tc);
     chains_only.append_tree = NULL;
     CHECK_STATUS(ha_generate_assisted(&chains_only, LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
                  HA_ERR_UNSUPPORTED);
     CHECK_MSG("chains only");
     ap.tree_width = 64;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width=64");
     ap.tree_width = -1;
-    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width");
     ha_llama_context_free(tc);
     ha_llama_context_free(dc);
@@ -422,19 +451,25 @@ void test_tree_rejection_sampling_runs_and_keeps_the_caches(void) {
     int64_t steps, taken = 0;
     for (int d = 0; d < 2; d++)
         for (uint64_t seed = 1; seed <= 6; seed++) {
-            const ha_sampling_params sp = { .do_sample = 1, .temperature = 1.5f, .top_p = 1.0f, .repetition_penalty = 1.0f,
-                                            .seed = seed };
-            ha_assist_params ap = { .gen = tree_gen(sp, NULL, 0, NULL), .num_assistant_tokens = 3, .tree_width = 4,
+            const ha_sampling_params sp = {
+                .do_sample = 1, .temperature = 1.5f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = seed
+            };
+            ha_assist_params ap = { .gen = tree_gen(sp, NULL, 0, NULL),
+                                    .num_assistant_tokens = 3,
+                                    .tree_width = 4,
                                     .acceptance = HA_ACCEPT_REJECTION };
             const tiny *dm = d ? other : target;
             ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(dm->m, 2, 64);
             ha_assist_stats st = { 0 };
             CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, &st));
-            CHECK(steps == AN, "seed %llu: expected %d steps, got %lld", (unsigned long long)seed, AN, (long long)steps);
+            CHECK(steps == AN, "seed %llu: expected %d steps, got %lld", (unsigned long long)seed, AN,
+                  (long long)steps);
             if (d == 0)
-                CHECK(st.num_sibling_accepted == 0 && st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
+                CHECK(st.num_sibling_accepted == 0 &&
+                          st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
                       "seed %llu, the target as its own draft: expected its whole chain accepted and no sibling, got "
-                      "%lld of %lld (siblings %lld)", (unsigned long long)seed, (long long)st.num_accepted_tokens,
+                      "%lld of %lld (siblings %lld)",
+                      (unsigned long long)seed, (long long)st.num_accepted_tokens,
                       (long long)(st.num_draft_tokens - st.num_sibling_tokens), (long long)st.num_sibling_accepted);
             for (int b = 0; b < 2; b++) {
                 check_cache_holds("rejection", "target", target->m, tc, b, out + b * AN, steps);
@@ -444,7 +479,8 @@ void test_tree_rejection_sampling_runs_and_keeps_the_caches(void) {
             ha_llama_context_free(tc);
             ha_llama_context_free(dc);
         }
-    CHECK(taken > 0, "rejection sampling never accepted a sibling: the residual's path through the siblings went untested");
+    CHECK(taken > 0,
+          "rejection sampling never accepted a sibling: the residual's path through the siblings went untested");
     tiny_free(target);
     tiny_free(other);
 }
@@ -486,8 +522,8 @@ void test_tree_interrupt_leaves_the_cache_as_it_was(void) {
             ha_llama_context_free(c);
             break;
         }
-        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s", (long long)fire,
-              status_name(st));
+        CHECK(st == HA_ERR_INTERRUPTED, "poll firing at call %lld: expected HA_ERR_INTERRUPTED, got %s",
+              (long long)fire, status_name(st));
         CHECK(LEN(c, 0) == 290 && LEN(c, 1) == 100, "an interrupted tree expected lengths 290, 100, got %lld, %lld",
               (long long)LEN(c, 0), (long long)LEN(c, 1));
         CHECK_OK(LM(c)->append_tree(LM(c)->self, 80, seq, tok, par, NULL, got));
@@ -517,8 +553,13 @@ void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void) {
     ha_llama_context_free(pc);
     static const double draft_costs[] = { 0.02 }, flat[] = { 1.0, 1.0, 1.0, 1.0 }, linear[] = { 1.0, 2.0, 3.0, 4.0 };
     for (int steep = 0; steep < 2; steep++) {
-        ha_assist_params ap = { .gen = gp, .num_assistant_tokens = 4, .schedule = HA_SCHEDULE_COST, .tree_width = 4,
-                                .draft_costs = draft_costs, .n_draft_costs = 1, .target_costs = steep ? linear : flat,
+        ha_assist_params ap = { .gen = gp,
+                                .num_assistant_tokens = 4,
+                                .schedule = HA_SCHEDULE_COST,
+                                .tree_width = 4,
+                                .draft_costs = draft_costs,
+                                .n_draft_costs = 1,
+                                .target_costs = steep ? linear : flat,
                                 .n_target_costs = 4 };
         ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(other->m, 2, 64);
         ha_assist_stats st = { 0 };
@@ -550,22 +591,26 @@ void test_tree_prompt_lookup_branches_equal_plain(void) {
     int32_t plain[N], got[N];
     int64_t steps, plain_steps, siblings = 0;
     for (int sampled = 0; sampled < 2; sampled++) {
-        const ha_sampling_params sp = { .do_sample = sampled, .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f,
-                                        .seed = 5 };
+        const ha_sampling_params sp = {
+            .do_sample = sampled, .temperature = 1.0f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 5
+        };
         ha_generate_params gp = { .max_new_tokens = N, .sampling = sp };
         ha_llama_context *pc = ctx_new(t->m, 1, 64);
         CHECK_OK(ha_generate(LM(pc), &gp, prompt, W, start, plain, NULL, &plain_steps));
         ha_llama_context_free(pc);
         for (int64_t width = 2; width <= 3; width++)
             for (int64_t ngram = 1; ngram <= 2; ngram++) {
-                ha_assist_params ap = { .gen = gp, .tree_width = width, .prompt_lookup_num_tokens = 4,
-                                        .max_matching_ngram_size = ngram, .acceptance = HA_ACCEPT_REJECTION };
+                ha_assist_params ap = { .gen = gp,
+                                        .tree_width = width,
+                                        .prompt_lookup_num_tokens = 4,
+                                        .max_matching_ngram_size = ngram,
+                                        .acceptance = HA_ACCEPT_REJECTION };
                 ha_llama_context *tc = ctx_new(t->m, 1, 64);
                 ha_assist_stats st = { 0 };
                 CHECK_OK(ha_generate_assisted(LM(tc), NULL, &ap, prompt, W, start, got, NULL, &steps, &st));
                 CHECK(steps == plain_steps && memcmp(got, plain, sizeof got) == 0,
-                      "%s, prompt lookup width %lld, n-gram %lld: expected plain output", sampled ? "sampled" : "greedy",
-                      (long long)width, (long long)ngram);
+                      "%s, prompt lookup width %lld, n-gram %lld: expected plain output",
+                      sampled ? "sampled" : "greedy", (long long)width, (long long)ngram);
                 siblings += st.num_sibling_tokens;
                 ha_llama_context_free(tc);
             }

@@ -17,9 +17,17 @@ from habana_assist.checkpoints.safetensors import (
 from habana_assist.configuration_utils import LlamaConfig
 from habana_assist.errors import CheckpointError, CheckpointNotFoundError, UnsupportedModelError
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32, "hidden_size": 16,
-        "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "rms_norm_eps": 1e-5}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 32,
+    "hidden_size": 16,
+    "intermediate_size": 24,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-5,
+}
 
 
 def tiny_tensors(biases=False):
@@ -27,14 +35,27 @@ def tiny_tensors(biases=False):
     shapes = {"model.embed_tokens.weight": (32, 16), "model.norm.weight": (16,), "lm_head.weight": (32, 16)}
     for i in range(2):
         p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (16,), p + "post_attention_layernorm.weight": (16,),
-                       p + "self_attn.q_proj.weight": (16, 16), p + "self_attn.k_proj.weight": (8, 16),
-                       p + "self_attn.v_proj.weight": (8, 16), p + "self_attn.o_proj.weight": (16, 16),
-                       p + "mlp.gate_proj.weight": (24, 16), p + "mlp.up_proj.weight": (24, 16),
-                       p + "mlp.down_proj.weight": (16, 24)})
+        shapes.update(
+            {
+                p + "input_layernorm.weight": (16,),
+                p + "post_attention_layernorm.weight": (16,),
+                p + "self_attn.q_proj.weight": (16, 16),
+                p + "self_attn.k_proj.weight": (8, 16),
+                p + "self_attn.v_proj.weight": (8, 16),
+                p + "self_attn.o_proj.weight": (16, 16),
+                p + "mlp.gate_proj.weight": (24, 16),
+                p + "mlp.up_proj.weight": (24, 16),
+                p + "mlp.down_proj.weight": (16, 24),
+            }
+        )
         if biases:
-            shapes.update({p + "self_attn.q_proj.bias": (16,), p + "self_attn.k_proj.bias": (8,),
-                           p + "self_attn.v_proj.bias": (8,)})
+            shapes.update(
+                {
+                    p + "self_attn.q_proj.bias": (16,),
+                    p + "self_attn.k_proj.bias": (8,),
+                    p + "self_attn.v_proj.bias": (8,),
+                }
+            )
     rng = np.random.default_rng(0)
     return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
 
@@ -61,6 +82,7 @@ def f32(begin, end):
 
 # --- positive controls: the helper builds a checkpoint that loads ------------------------------------------
 
+
 def test_tiny_checkpoint_loads_every_weight_zero_copy(tmp_path):
     tensors = tiny_tensors()
     ckpt = load_checkpoint(write_checkpoint(tmp_path / "m"), repack=False)
@@ -79,7 +101,7 @@ def unpack_panels(weight, padding=False):
     a = weight.array.reshape(-1, weight.cols, 16)  # (panel, column, position)
     pos = [2 * i if i < 8 else 2 * (i - 8) + 1 for i in range(16)] if weight.dtype == "bfloat16" else list(range(16))
     rows = a[:, :, pos].transpose(0, 2, 1).reshape(-1, weight.cols)  # (panel * 16 + i, column)
-    return rows[weight.rows:] if padding else rows[:weight.rows]
+    return rows[weight.rows :] if padding else rows[: weight.rows]
 
 
 @pytest.mark.parametrize("stored,dtype", [("F32", None), ("BF16", None), ("F32", "float16"), ("F32", "bfloat16")])
@@ -113,8 +135,9 @@ def test_bfloat16_matrices_load_as_stored_or_converted_and_vectors_are_float32(t
     assert stored.weights["model.norm.weight"].dtype == "float32"
     assert stored.weights["model.norm.weight"].array.dtype == np.float32
 
-    as_f32 = load_checkpoint(directory, dtype=np.float32,
-                             repack=False).weights["model.layers.1.self_attn.q_proj.weight"]
+    as_f32 = load_checkpoint(directory, dtype=np.float32, repack=False).weights[
+        "model.layers.1.self_attn.q_proj.weight"
+    ]
     assert as_f32.dtype == "float32" and np.array_equal(as_f32.array, bfloat16_bits_to_float32(q.array))
 
 
@@ -152,6 +175,7 @@ def test_qwen2_loads_qkv_biases_and_needs_them(tmp_path):
 
 # --- missing things ------------------------------------------------------------------------------------
 
+
 def test_missing_directory_raises_not_found(tmp_path):
     with pytest.raises(CheckpointNotFoundError, match="no_such_model"):
         load_checkpoint(tmp_path / "no_such_model")
@@ -175,12 +199,16 @@ def test_missing_weights_file_names_both_expected_files(tmp_path):
 def test_missing_tensor_names_tensor_and_file_searched(tmp_path):
     tensors = tiny_tensors()
     del tensors["model.layers.1.mlp.down_proj.weight"]
-    with pytest.raises(CheckpointError, match=r"'model\.layers\.1\.mlp\.down_proj\.weight' not found in "
-                                              r"model\.safetensors"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'model\.layers\.1\.mlp\.down_proj\.weight' not found in "
+        r"model\.safetensors",
+    ):
         load_checkpoint(write_checkpoint(tmp_path / "m", tensors))
 
 
 # --- broken safetensors files ----------------------------------------------------------------------------
+
 
 def test_file_shorter_than_8_bytes(tmp_path):
     directory = write_checkpoint(tmp_path / "m")
@@ -255,20 +283,29 @@ def test_unknown_safetensors_dtype(tmp_path):
 
 # --- weights disagreeing with config.json ----------------------------------------------------------------
 
+
 def test_q_proj_shape_disagreeing_with_config(tmp_path):
     tensors = tiny_tensors()
     tensors["model.layers.0.self_attn.q_proj.weight"] = np.zeros((8, 16), np.float32)
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(write_checkpoint(tmp_path / "m", tensors))
     message = str(info.value)
-    for part in ("model.safetensors", "'model.layers.0.self_attn.q_proj.weight'", "[8, 16]", "[16, 16]",
-                 "num_attention_heads=4 * head_dim=4"):
+    for part in (
+        "model.safetensors",
+        "'model.layers.0.self_attn.q_proj.weight'",
+        "[8, 16]",
+        "[16, 16]",
+        "num_attention_heads=4 * head_dim=4",
+    ):
         assert part in message, f"{part!r} missing from: {message}"
 
 
 def test_embedding_vocab_disagreeing_with_config(tmp_path):
-    with pytest.raises(CheckpointError, match=r"'model\.embed_tokens\.weight' has shape \[32, 16\] but config\.json "
-                                              r"\(vocab_size=40, hidden_size=16\) expects \[40, 16\]"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'model\.embed_tokens\.weight' has shape \[32, 16\] but config\.json "
+        r"\(vocab_size=40, hidden_size=16\) expects \[40, 16\]",
+    ):
         load_checkpoint(write_checkpoint(tmp_path / "m", vocab_size=40))
 
 
@@ -280,6 +317,7 @@ def test_int32_matrix_is_an_unsupported_weight_dtype(tmp_path):
 
 
 # --- config.json the package does not support or that cannot be right ------------------------------------
+
 
 def test_unsupported_architecture(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"FalconForCausalLM.*LlamaForCausalLM.*GPT2LMHeadModel"):
@@ -298,27 +336,35 @@ def test_unsupported_hidden_act(tmp_path):
 
 def test_config_json_not_json(tmp_path):
     directory = write_checkpoint(tmp_path / "m")
-    (directory / "config.json").write_text("{\"vocab_size\": 32,")
+    (directory / "config.json").write_text('{"vocab_size": 32,')
     with pytest.raises(CheckpointError, match=r"config\.json: not valid UTF-8 JSON"):
         load_checkpoint(directory)
 
 
-@pytest.mark.parametrize("field, value, needle", [
-    ("num_key_value_heads", 3, "must divide num_attention_heads"),
-    ("hidden_size", 0, "positive integer"),
-    ("rms_norm_eps", 0.0, "positive number"),
-    ("rope_theta", -1.0, "positive number"),
-    ("head_dim", 5, "even head dimension"),
-    ("intermediate_size", None, "required field"),
-])
+@pytest.mark.parametrize(
+    "field, value, needle",
+    [
+        ("num_key_value_heads", 3, "must divide num_attention_heads"),
+        ("hidden_size", 0, "positive integer"),
+        ("rms_norm_eps", 0.0, "positive number"),
+        ("rope_theta", -1.0, "positive number"),
+        ("head_dim", 5, "even head dimension"),
+        ("intermediate_size", None, "required field"),
+    ],
+)
 def test_impossible_config_values(field, value, needle):
     with pytest.raises(CheckpointError, match=f"{field}.*{needle}|{needle}.*{field}"):
         LlamaConfig.from_dict({k: v for k, v in {**TINY, field: value}.items() if v is not None})
 
 
 def test_llama3_rope_keeps_high_frequencies_and_divides_low_ones():
-    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 8192}
+    scaling = {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
     config = LlamaConfig.from_dict({**TINY, "hidden_size": 512, "rope_theta": 500000.0, "rope_scaling": scaling})
     plain = LlamaConfig.from_dict({**TINY, "hidden_size": 512, "rope_theta": 500000.0}).rope_inv_freq()
     scaled = config.rope_inv_freq()
@@ -331,6 +377,7 @@ def test_llama3_rope_keeps_high_frequencies_and_divides_low_ones():
 
 
 # --- sharded checkpoints ---------------------------------------------------------------------------------
+
 
 def write_sharded(directory, weight_map_changes=None):
     """TINY split over two shards + index; weight_map_changes edits the index after the shards are written."""
@@ -362,29 +409,47 @@ def test_index_naming_a_missing_shard(tmp_path):
 
 def test_index_naming_a_tensor_absent_from_its_shard(tmp_path):
     directory = write_sharded(tmp_path / "m", {"model.extra.weight": "model-00001-of-00002.safetensors"})
-    with pytest.raises(CheckpointError, match=r"'model\.extra\.weight' is in 'model-00001-of-00002\.safetensors' "
-                                              r"but no shard holds it"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"'model\.extra\.weight' is in 'model-00001-of-00002\.safetensors' "
+        r"but no shard holds it",
+    ):
         load_checkpoint(directory)
 
 
 def test_tensor_stored_in_two_shards(tmp_path):
     directory = write_sharded(tmp_path / "m")
     save_file({"model.norm.weight": np.ones(16, np.float32)}, directory / "model-00001-of-00002.safetensors")
-    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "model.norm.weight": "model-00001-of-00002.safetensors",
-        "model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}))
+    (directory / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "weight_map": {
+                    "model.norm.weight": "model-00001-of-00002.safetensors",
+                    "model.embed_tokens.weight": "model-00002-of-00002.safetensors",
+                }
+            }
+        )
+    )
     save_file(tiny_tensors(), directory / "model-00002-of-00002.safetensors")
     with pytest.raises(CheckpointError, match=r"'model\.norm\.weight' is also stored in shard"):
         load_checkpoint(directory)
 
 
-@pytest.mark.parametrize("name, same, other", [
-    ("ignore_mismatched_sizes", False, True), ("disable_mmap", False, True), ("fusion_config", None, {"a": 1}),
-    ("output_loading_info", False, True), ("key_mapping", None, {"^model": "m"}),
-    ("quantization_config", None, {"load_in_8bit": True}), ("weights_only", True, None),
-])
+@pytest.mark.parametrize(
+    "name, same, other",
+    [
+        ("ignore_mismatched_sizes", False, True),
+        ("disable_mmap", False, True),
+        ("fusion_config", None, {"a": 1}),
+        ("output_loading_info", False, True),
+        ("key_mapping", None, {"^model": "m"}),
+        ("quantization_config", None, {"load_in_8bit": True}),
+        ("weights_only", True, None),
+    ],
+)
 def test_transformers_loading_arguments_at_values_that_change_nothing_load_and_others_are_refused_by_name(
-        name, same, other):
+    name, same, other
+):
     """Transformers' loading arguments whose value changes nothing here load as without them (bitwise the same
     logits); a value that would change the result is refused with the argument's name and what to do."""
     import habana_assist as ha

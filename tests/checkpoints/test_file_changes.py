@@ -61,12 +61,14 @@ def test_a_file_truncated_after_its_header_was_read_gives_checkpoint_error_namin
     message = str(caught.value)
     assert calls, "the loader read no weight bytes through _read_rows: the truncation never happened"
     assert str(path) in message and "changed while loading" in message, (
-        f"expected a CheckpointError naming {path} and saying it changed while loading, got: {message}")
+        f"expected a CheckpointError naming {path} and saying it changed while loading, got: {message}"
+    )
 
 
 @pytest.mark.parametrize("kwargs", UNMAPPED + [{"repack": False}], ids=UNMAPPED_IDS + ["as-stored-mapped"])
-def test_a_file_rewritten_in_place_during_the_load_gives_checkpoint_error_not_a_mixed_model(tmp_path, monkeypatch,
-                                                                                              kwargs):
+def test_a_file_rewritten_in_place_during_the_load_gives_checkpoint_error_not_a_mixed_model(
+    tmp_path, monkeypatch, kwargs
+):
     path, other = checkpoint(tmp_path / "m", seed=0), checkpoint(tmp_path / "other", seed=1)
     assert path.stat().st_size == other.stat().st_size  # same shapes: same header, same size
     os.utime(path, ns=(10**18, 10**18))  # an old modification time, so the rewrite's differs at any clock grain
@@ -82,8 +84,7 @@ def test_a_file_rewritten_in_place_during_the_load_gives_checkpoint_error_not_a_
 
 
 @pytest.mark.parametrize("repack", (True, False))
-def test_a_file_replaced_by_rename_during_or_after_the_load_leaves_the_model_as_loaded(tmp_path, monkeypatch,
-                                                                                        repack):
+def test_a_file_replaced_by_rename_during_or_after_the_load_leaves_the_model_as_loaded(tmp_path, monkeypatch, repack):
     """Header and data come from one open file, so a rename during the load gives the opened file's model; a
     map keeps the old inode, so a rename after it changes nothing either."""
     path, other = checkpoint(tmp_path / "m", seed=0), checkpoint(tmp_path / "other", seed=1)
@@ -110,10 +111,19 @@ def test_a_file_replaced_by_rename_during_or_after_the_load_leaves_the_model_as_
 
 
 def run_child(script, *args):
-    child = subprocess.run([PYTHON, "-c", script, *map(str, args)], capture_output=True, text=True,
-                           cwd=PACKAGE_PARENT, env=child_env(), timeout=TIMEOUT)
-    died = (f"died of signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
-            else f"exited {child.returncode}")
+    child = subprocess.run(
+        [PYTHON, "-c", script, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE_PARENT,
+        env=child_env(),
+        timeout=TIMEOUT,
+    )
+    died = (
+        f"died of signal {signal.Signals(-child.returncode).name}"
+        if child.returncode < 0
+        else f"exited {child.returncode}"
+    )
     assert child.returncode == 0, f"the child {died}, expected exit 0; stderr:\n{child.stderr[-3000:]}"
     return json.loads(child.stdout.strip().splitlines()[-1])
 
@@ -184,8 +194,9 @@ def test_loading_a_file_another_process_keeps_truncating_never_dies_and_never_gi
     loads it N times (every mode that maps nothing) and computes logits after each load: each load succeeds with
     the right logits or raises CheckpointError, and the child never dies of SIGBUS."""
     n = 40
-    path = checkpoint(tmp_path / "m", vocab_size=2048, hidden_size=128, intermediate_size=256, num_heads=4,
-                      num_kv_heads=2)
+    path = checkpoint(
+        tmp_path / "m", vocab_size=2048, hidden_size=128, intermediate_size=256, num_heads=4, num_kv_heads=2
+    )
     shutil.copytree(tmp_path / "m", tmp_path / "reference")
     stop = tmp_path / "stop"
     writer = subprocess.Popen([PYTHON, "-c", RACE_WRITER, str(path), str(stop)])

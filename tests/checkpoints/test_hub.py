@@ -11,6 +11,7 @@
 Tests taking `hub` run once per client; `builtin_hub` marks what only the built-in client does (or what does not
 depend on the client: the command line's and the pipeline's children download with the built-in one), and
 `library_hub` where huggingface_hub differs (test_difference_*, docs/models.md)."""
+
 import functools
 import hashlib
 import json
@@ -54,8 +55,9 @@ class _HfHubInVenv:
 
     def __init__(self, worker, repo_id, revision, endpoint, cache, token, progress=None):
         self.worker = worker
-        self.args = dict(repo_id=repo_id, revision=revision, endpoint=endpoint, cache=cache, token=token,
-                         progress=progress)
+        self.args = dict(
+            repo_id=repo_id, revision=revision, endpoint=endpoint, cache=cache, token=token, progress=progress
+        )
 
     def _call(self, **op):
         result = self.worker.call(dict(kind="ha_hub_client", **self.args, **op))
@@ -130,6 +132,7 @@ def _logits(model, ids=(1, 5, 9, 3)):
 
 # ---- a load from the Hub, and the cache it leaves -------------------------------------------------------------
 
+
 def test_every_entry_point_loads_a_repo_id_as_from_the_same_files_on_disk(hub, tiny, tmp_path):
     _, commit = hub.add_repo(REPO, tiny)
     model = ha.AutoModelForCausalLM.from_pretrained(REPO)
@@ -160,8 +163,11 @@ def test_the_cache_has_huggingface_hubs_layout(hub, tiny, tmp_path):
         target = os.readlink(pointer)
         assert not os.path.isabs(target) and target.startswith("../../blobs/"), f"{name}: {target}"
         data = tiny[name]
-        blob = (hashlib.sha256(data).hexdigest() if name.endswith(".safetensors") else
-                hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+        blob = (
+            hashlib.sha256(data).hexdigest()
+            if name.endswith(".safetensors")
+            else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        )
         assert os.path.basename(target) == blob, f"{name}: blobs are named by sha256 (LFS) or git blob id"
     assert not [n for n in os.listdir(storage / "blobs") if n.endswith(".incomplete")]
     assert (tmp_path / "hf-home" / "hub" / ".locks" / storage.name).is_dir(), "locks live in .locks/<repo folder>"
@@ -172,8 +178,9 @@ def test_a_second_load_asks_only_for_the_commit_and_offline_asks_nothing(hub, ti
     first = _logits(ha.AutoModelForCausalLM.from_pretrained(REPO))
     hub.requests.clear()
     ha.AutoModelForCausalLM.from_pretrained(REPO)
-    assert [(m, p) for m, p, _ in hub.requests] == [("GET", f"/api/models/{REPO}/revision/main")], \
+    assert [(m, p) for m, p, _ in hub.requests] == [("GET", f"/api/models/{REPO}/revision/main")], (
         "a cached load should ask the Hub for the branch's commit only"
+    )
     hub.requests.clear()
     ha.AutoModelForCausalLM.from_pretrained(REPO, revision=commit)
     assert hub.requests == [], "a commit whose files are cached needs no request"
@@ -215,6 +222,7 @@ def test_an_unreachable_hub_falls_back_to_the_cache_or_says_how_to_go_offline(hu
 
 # ---- revisions --------------------------------------------------------------------------------------------------
 
+
 def test_revisions_branches_tags_and_commits(hub, tiny, tmp_path):
     repo, first = hub.add_repo(REPO, tiny, tags=("v1.0",))
     changed = dict(tiny, **{"generation_config.json": json.dumps({"max_new_tokens": 9}).encode()})
@@ -231,6 +239,7 @@ def test_revisions_branches_tags_and_commits(hub, tiny, tmp_path):
 
 
 # ---- sharded checkpoints, missing files, families ---------------------------------------------------------------
+
 
 def test_a_sharded_checkpoint_downloads_its_index_and_every_shard(hub, tmp_path):
     write_random_checkpoint(tmp_path / "sharded", shards=3)
@@ -258,8 +267,11 @@ def test_missing_files_and_pytorch_only_repos_are_named(hub, tiny):
 
 def test_trust_remote_code_for_a_family_we_do_not_run_says_so(hub, tiny):
     config = json.loads(tiny["config.json"])
-    config.update(architectures=["MambaForCausalLM"], model_type="mamba",
-                  auto_map={"AutoModelForCausalLM": "modeling_mamba.MambaForCausalLM"})
+    config.update(
+        architectures=["MambaForCausalLM"],
+        model_type="mamba",
+        auto_map={"AutoModelForCausalLM": "modeling_mamba.MambaForCausalLM"},
+    )
     hub.add_repo("acme/custom", dict(tiny, **{"config.json": json.dumps(config).encode()}))
     with pytest.raises(UnsupportedModelError) as e:
         ha.AutoModelForCausalLM.from_pretrained("acme/custom", trust_remote_code=True)
@@ -281,8 +293,10 @@ def test_subfolder_reads_that_folder_of_the_repo(hub, tiny, tmp_path):
 
 # ---- tokens and gated repos --------------------------------------------------------------------------------------
 
-def test_a_gated_repo_needs_its_token_from_the_argument_the_environment_or_the_token_file(hub, tiny, tmp_path,
-                                                                                           monkeypatch):
+
+def test_a_gated_repo_needs_its_token_from_the_argument_the_environment_or_the_token_file(
+    hub, tiny, tmp_path, monkeypatch
+):
     hub.add_repo(REPO, tiny, token="hf_secret")
     with pytest.raises(HubError) as e:
         ha.AutoConfig.from_pretrained(REPO)
@@ -305,6 +319,7 @@ def test_a_gated_repo_needs_its_token_from_the_argument_the_environment_or_the_t
 
 
 # ---- downloads that go wrong ------------------------------------------------------------------------------------
+
 
 def test_a_corrupted_blob_is_deleted_and_raises(hub, tiny, tmp_path):
     hub.add_repo(REPO, tiny)
@@ -345,8 +360,9 @@ def test_a_partial_file_left_by_a_killed_download_is_resumed(builtin_hub, tiny, 
     assert (blobs / sha).read_bytes() == data
 
 
-def test_difference_huggingface_hub_starts_over_where_a_killed_download_left_a_partial_file(library_hub, tiny,
-                                                                                              tmp_path):
+def test_difference_huggingface_hub_starts_over_where_a_killed_download_left_a_partial_file(
+    library_hub, tiny, tmp_path
+):
     """huggingface_hub (2.x) downloads to a file of its own per process and never resumes another's (docs/models.md):
     the file our client left stays, and the blob comes whole from a fresh GET."""
     hub = library_hub
@@ -376,8 +392,12 @@ def test_two_processes_downloading_the_same_file_leave_one_whole_blob(hub, tiny,
     n_children = 2 if hub.client == "builtin" else 1
     here = []  # the huggingface_hub side runs in this process, from a thread, while the child runs
     thread = threading.Thread(target=lambda: here.append(ha.AutoModelForCausalLM.from_pretrained(REPO)))
-    children = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, cwd=ROOT, env=env) for _ in range(n_children)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
+        )
+        for _ in range(n_children)
+    ]
     if n_children == 1:
         thread.start()
     outputs = [c.communicate(timeout=300) for c in children]
@@ -404,12 +424,16 @@ def test_downloads_show_a_progress_bar_by_bytes(hub, tiny, capsys):
 
 # ---- the cache without a server -----------------------------------------------------------------------------------
 
+
 def _lay_out_cache(cache, repo_id, commit, source, revision="main"):
     """A cache exactly as huggingface_hub leaves it: blobs named by etag, relative symlinks, refs/<revision>."""
     storage = cache / ("models--" + repo_id.replace("/", "--"))
     for name, data in source.items():
-        etag = (hashlib.sha256(data).hexdigest() if name.endswith((".safetensors", ".model")) else
-                hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+        etag = (
+            hashlib.sha256(data).hexdigest()
+            if name.endswith((".safetensors", ".model"))
+            else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        )
         blob = storage / "blobs" / etag
         blob.parent.mkdir(parents=True, exist_ok=True)
         blob.write_bytes(data)
@@ -454,14 +478,18 @@ def test_cache_dir_then_hf_hub_cache_then_hf_home(tmp_path, monkeypatch):
 
 # ---- names -------------------------------------------------------------------------------------------------------
 
+
 def test_every_entry_point_takes_the_shipped_names():
     for name in ("habana-assist/pycode", "habana-assist/pycode-draft"):
         directory = os.path.join(hub_module.MODELS_DIR, name.split("/")[1])
         assert ha.AutoConfig.from_pretrained(name).to_dict() == ha.AutoConfig.from_pretrained(directory).to_dict()
-        assert ha.GenerationConfig.from_pretrained(name).to_dict() == \
-            ha.GenerationConfig.from_pretrained(directory).to_dict()
-        assert ha.AutoTokenizer.from_pretrained(name).encode("x = 1") == \
-            ha.AutoTokenizer.from_pretrained(directory).encode("x = 1")
+        assert (
+            ha.GenerationConfig.from_pretrained(name).to_dict()
+            == ha.GenerationConfig.from_pretrained(directory).to_dict()
+        )
+        assert ha.AutoTokenizer.from_pretrained(name).encode("x = 1") == ha.AutoTokenizer.from_pretrained(
+            directory
+        ).encode("x = 1")
 
 
 def test_names_that_are_neither_directories_nor_repo_ids_say_so(tmp_path):
@@ -477,15 +505,33 @@ def test_the_command_line_takes_repo_ids(builtin_hub, tmp_path):
     hub = builtin_hub
     hub.add_repo("acme/pycode-draft", _files(DRAFT))
     env = dict(os.environ, PYTHONPATH=ROOT, PYTHONIOENCODING="utf-8")
-    run = subprocess.run([sys.executable, "-m", "habana_assist", "generate", "--model", "acme/pycode-draft",
-                          "--assistant", "none", "--prompt", "def f(x):", "--max-new-tokens", "6"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "habana_assist",
+            "generate",
+            "--model",
+            "acme/pycode-draft",
+            "--assistant",
+            "none",
+            "--prompt",
+            "def f(x):",
+            "--max-new-tokens",
+            "6",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     tok = ha.AutoTokenizer.from_pretrained("habana-assist/pycode-draft")
     model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
     inputs = tok("def f(x):", return_tensors="np")
     out = model.generate(**inputs, max_new_tokens=6)
-    expected = tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+    expected = tok.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     assert run.stdout == expected + "\n", (run.stdout, expected)
 
 
@@ -515,11 +561,15 @@ def test_a_partial_file_longer_than_the_blob_is_started_over(builtin_hub, tiny, 
 
 # ---- which client, and what each refuses --------------------------------------------------------------------------
 
+
 def test_ha_hub_client_picks_the_client_and_says_what_it_takes(builtin_hub, tiny, monkeypatch):
     builtin_hub.add_repo(REPO, tiny)
     monkeypatch.delenv("HA_HUB_CLIENT")
-    for available, proxies, expected in ((True, None, "huggingface_hub"), (False, None, "builtin"),
-                                         (True, {"https": "http://proxy:3128"}, "builtin")):
+    for available, proxies, expected in (
+        (True, None, "huggingface_hub"),
+        (False, None, "builtin"),
+        (True, {"https": "http://proxy:3128"}, "builtin"),
+    ):
         monkeypatch.setattr(hf_hub_client, "available", lambda: available)
         got = hub_module.client_name(proxies)
         assert got == expected, f"huggingface_hub importable {available}, proxies={proxies}: {got}, not {expected}"
@@ -557,10 +607,12 @@ def test_proxies_go_through_the_builtin_client_which_honours_them(builtin_hub, t
 
 # ---- the shipped names' revision, and subfolders that are not there ------------------------------------------------
 
-ENTRY_POINTS = {"AutoConfig": ha.AutoConfig.from_pretrained,
-                "AutoModelForCausalLM": ha.AutoModelForCausalLM.from_pretrained,
-                "AutoTokenizer": ha.AutoTokenizer.from_pretrained,
-                "GenerationConfig": ha.GenerationConfig.from_pretrained}
+ENTRY_POINTS = {
+    "AutoConfig": ha.AutoConfig.from_pretrained,
+    "AutoModelForCausalLM": ha.AutoModelForCausalLM.from_pretrained,
+    "AutoTokenizer": ha.AutoTokenizer.from_pretrained,
+    "GenerationConfig": ha.GenerationConfig.from_pretrained,
+}
 
 
 def test_a_shipped_name_takes_main_or_no_revision_and_refuses_others():
@@ -571,8 +623,9 @@ def test_a_shipped_name_takes_main_or_no_revision_and_refuses_others():
         with pytest.raises(InvalidInputError) as e:
             load(name, revision="v2.0")
         message = str(e.value)
-        assert "revision='v2.0'" in message and "revision='main' or None" in message and name in message, \
+        assert "revision='v2.0'" in message and "revision='main' or None" in message and name in message, (
             f"{entry}: {message}"
+        )
 
 
 def test_a_missing_subfolder_is_named_for_a_directory_a_shipped_name_and_a_repo(builtin_hub, tiny, tmp_path):

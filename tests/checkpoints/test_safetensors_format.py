@@ -27,17 +27,18 @@ def test_save_file_layout_matches_the_spec(tmp_path):
 
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header_bytes = raw[8:8 + n]
+    header_bytes = raw[8 : 8 + n]
     json_bytes = header_bytes.rstrip(b" ")
-    assert n % 8 == 0 and n == len(json_bytes) + (-len(json_bytes) % 8), \
+    assert n % 8 == 0 and n == len(json_bytes) + (-len(json_bytes) % 8), (
         f"header of {n} bytes is not the {len(json_bytes)}-byte JSON padded with spaces to a multiple of 8"
+    )
     header = json.loads(header_bytes)
     assert header == {
         "__metadata__": {"format": "pt"},
         "a": {"dtype": "I64", "shape": [4], "data_offsets": [0, 32]},
         "b": {"dtype": "F32", "shape": [2, 3], "data_offsets": [32, 56]},
     }
-    assert raw[8 + n:] == a.tobytes() + b.tobytes(), "data section is not the tensors in sorted-name order"
+    assert raw[8 + n :] == a.tobytes() + b.tobytes(), "data section is not the tensors in sorted-name order"
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
@@ -67,16 +68,16 @@ def test_bfloat16_rounds_to_nearest_even_with_exact_values():
     one = 0x3F800000  # float32 bits of 1.0
     cases = {
         one: 0x3F80,
-        one + 0x8000: 0x3F80,           # exactly halfway between 1.0 and the next bf16, odd side: down to even
-        one + 0x18000: 0x3F82,          # halfway above an odd bf16: up to even
-        one + 0x8001: 0x3F81,           # just above halfway: up
-        one + 0x7FFF: 0x3F80,           # just below halfway: down
-        0xC0000000: 0xC000,             # -2.0
-        0x7F800000: 0x7F80,             # +inf
-        0xFF800000: 0xFF80,             # -inf
-        0x7F7FFFFF: 0x7F80,             # float32 max rounds up to inf
-        0x00000001: 0x0000,             # smallest subnormal rounds to +0
-        0x80000000: 0x8000,             # -0.0
+        one + 0x8000: 0x3F80,  # exactly halfway between 1.0 and the next bf16, odd side: down to even
+        one + 0x18000: 0x3F82,  # halfway above an odd bf16: up to even
+        one + 0x8001: 0x3F81,  # just above halfway: up
+        one + 0x7FFF: 0x3F80,  # just below halfway: down
+        0xC0000000: 0xC000,  # -2.0
+        0x7F800000: 0x7F80,  # +inf
+        0xFF800000: 0xFF80,  # -inf
+        0x7F7FFFFF: 0x7F80,  # float32 max rounds up to inf
+        0x00000001: 0x0000,  # smallest subnormal rounds to +0
+        0x80000000: 0x8000,  # -0.0
     }
     bits = np.array(list(cases), dtype=np.uint32)
     got = to_bfloat16_bits(bits.view(np.float32))
@@ -115,10 +116,14 @@ def test_sharded_index_round_trips(tmp_path):
     second = {"c": (to_bfloat16_bits(rng.standard_normal(5)), "BF16")}
     save_file(first, tmp_path / "model-00001-of-00002.safetensors")
     save_file(second, tmp_path / "model-00002-of-00002.safetensors")
-    weight_map = {"a": "model-00001-of-00002.safetensors", "b": "model-00001-of-00002.safetensors",
-                  "c": "model-00002-of-00002.safetensors"}
+    weight_map = {
+        "a": "model-00001-of-00002.safetensors",
+        "b": "model-00001-of-00002.safetensors",
+        "c": "model-00002-of-00002.safetensors",
+    }
     (tmp_path / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": 48}, "weight_map": weight_map}))
+        json.dumps({"metadata": {"total_size": 48}, "weight_map": weight_map})
+    )
 
     back = read_checkpoint_tensors(tmp_path)
     assert sorted(back) == ["a", "b", "c"]
@@ -144,8 +149,10 @@ def test_read_is_a_zero_copy_read_only_view_of_the_file(tmp_path):
 
 def test_unaligned_offset_yields_an_aligned_correct_copy(tmp_path):
     values = np.array([1.5, -2.0, 3.25], dtype=np.float32)
-    header = {"pad": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
-              "x": {"dtype": "F32", "shape": [3], "data_offsets": [1, 13]}}
+    header = {
+        "pad": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+        "x": {"dtype": "F32", "shape": [3], "data_offsets": [1, 13]},
+    }
     blob = json.dumps(header).encode()
     blob += b" " * (-len(blob) % 8)  # data section starts 8-aligned, so x sits at an odd address
     path = tmp_path / "t.safetensors"

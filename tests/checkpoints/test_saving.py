@@ -3,6 +3,7 @@ load back to the same model, bit for bit: the same weights, the same logits, the
 
 The written safetensors files are checked by a reader written here (struct + json), independent of the package's
 own, and against torch's view of the original checkpoint's bytes."""
+
 import json
 import os
 import shutil
@@ -53,12 +54,14 @@ def _assert_same_weights(original, reloaded):
     assert set(a) == set(b), f"tensor names differ: {sorted(set(a) ^ set(b))}"
     for name in a:
         wa, wb = a[name], b[name]
-        assert (wa.dtype, wa.cols, wa.panels, wa.rows) == (wb.dtype, wb.cols, wb.panels, wb.rows), \
+        assert (wa.dtype, wa.cols, wa.panels, wa.rows) == (wb.dtype, wb.cols, wb.panels, wb.rows), (
             f"{name}: expected {wa[1:]}, reloaded {wb[1:]}"
+        )
         _assert_bitwise(np.asarray(wa.array), np.asarray(wb.array), name)
 
 
 # ---- an independent safetensors reader ------------------------------------------------------------------------
+
 
 def _read_raw(path):
     """-> (header dict, {name: bytes}) by the format's definition: u64 little-endian header size, JSON header,
@@ -67,11 +70,12 @@ def _read_raw(path):
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
     assert n % 8 == 0, f"{path}: header of {n} bytes, expected a multiple of 8 (padded as the reference writer)"
-    text = blob[8:8 + n].decode("utf-8")
-    assert text.startswith("{") and text.rstrip(" ").endswith("}") and len(text) - len(text.rstrip(" ")) < 8, \
+    text = blob[8 : 8 + n].decode("utf-8")
+    assert text.startswith("{") and text.rstrip(" ").endswith("}") and len(text) - len(text.rstrip(" ")) < 8, (
         f"{path}: the header must be a JSON object padded with fewer than 8 trailing spaces, got ...{text[-12:]!r}"
+    )
     header = json.loads(text)
-    data = blob[8 + n:]
+    data = blob[8 + n :]
     assert header.get("__metadata__") == {"format": "pt"}, f"{path}: metadata {header.get('__metadata__')}"
     spans, tensors = [], {}
     for name, entry in header.items():
@@ -84,8 +88,9 @@ def _read_raw(path):
         spans.append((begin, end))
         tensors[name] = data[begin:end]
     spans.sort()
-    assert spans[0][0] == 0 and spans[-1][1] == len(data) and all(a[1] == b[0] for a, b in zip(spans, spans[1:])), \
+    assert spans[0][0] == 0 and spans[-1][1] == len(data) and all(a[1] == b[0] for a, b in zip(spans, spans[1:])), (
         f"{path}: the tensors must tile the data section exactly, got spans {spans[:4]}..."
+    )
     return header, tensors
 
 
@@ -95,13 +100,15 @@ def _weight_files(directory):
 
 # ---- round trips of the shipped model -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("repack", [True, False], ids=["repack", "row-major"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_saved_model_reloads_to_bitwise_equal_weights_and_logits(tmp_path, prompt_ids, repack, dtype):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT, dtype=dtype, repack=repack)
     save_model(model, tmp_path / "saved")
-    assert sorted(os.listdir(tmp_path / "saved")) == ["config.json", "generation_config.json", "model.safetensors"], \
+    assert sorted(os.listdir(tmp_path / "saved")) == ["config.json", "generation_config.json", "model.safetensors"], (
         f"got {sorted(os.listdir(tmp_path / 'saved'))}"
+    )
     reloaded = ha.AutoModelForCausalLM.from_pretrained(tmp_path / "saved", repack=repack)
     assert reloaded.weight_dtype == dtype, f"expected the reloaded model in {dtype}, got {reloaded.weight_dtype}"
     _assert_same_weights(model, reloaded)
@@ -118,8 +125,10 @@ def test_saving_as_loaded_writes_the_checkpoints_own_tensors(tmp_path):
     original_header, original = _read_raw(os.path.join(DRAFT, "model.safetensors"))
     assert set(saved) == set(original), f"tensor names differ: {sorted(set(saved) ^ set(original))}"
     for name in original:
-        assert (header[name]["dtype"], header[name]["shape"]) == (original_header[name]["dtype"],
-                                                                  original_header[name]["shape"]), name
+        assert (header[name]["dtype"], header[name]["shape"]) == (
+            original_header[name]["dtype"],
+            original_header[name]["shape"],
+        ), name
         assert saved[name] == original[name], f"{name}: the saved bytes differ from the shipped checkpoint's"
 
 
@@ -132,8 +141,9 @@ def test_saved_tensor_bytes_match_torchs_view_of_the_original(tmp_path):
     assert stored == "BF16" and header[name]["dtype"] == "F32", f"test setup: {stored} -> {header[name]['dtype']}"
     expected = torch.frombuffer(bytearray(bits.tobytes()), dtype=torch.bfloat16).reshape(bits.shape).float()
     got = torch.frombuffer(bytearray(saved[name]), dtype=torch.float32).reshape(header[name]["shape"])
-    assert torch.equal(got.view(torch.int32), expected.view(torch.int32)), \
+    assert torch.equal(got.view(torch.int32), expected.view(torch.int32)), (
         f"{name}: saved float32 values differ from the original bfloat16 ones in {(got != expected).sum()} places"
+    )
 
 
 def test_tensor_names_and_order_are_transformers(tmp_path):
@@ -143,11 +153,19 @@ def test_tensor_names_and_order_are_transformers(tmp_path):
     names = state_dict_names(model.config)
     assert sorted(n for n in header if n != "__metadata__") == sorted(names), "names differ from Transformers'"
     assert "lm_head.weight" not in header, "a tied lm_head must be left out, as Transformers does"
-    assert names[:3] == ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
-                         "model.layers.0.self_attn.k_proj.weight"] and names[-1] == "model.norm.weight", names[:3]
+    assert (
+        names[:3]
+        == [
+            "model.embed_tokens.weight",
+            "model.layers.0.self_attn.q_proj.weight",
+            "model.layers.0.self_attn.k_proj.weight",
+        ]
+        and names[-1] == "model.norm.weight"
+    ), names[:3]
 
 
 # ---- sharding -------------------------------------------------------------------------------------------------
+
 
 def test_sharded_save_has_an_index_covering_every_tensor_once_and_reloads_bitwise(tmp_path, prompt_ids):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT, repack=True)
@@ -187,8 +205,9 @@ def test_shards_are_cut_in_state_dict_order_as_huggingface_hub(tmp_path):
     order = state_dict_names(model.config)
     shard_of = [weight_map[name] for name in order]
     assert shard_of == sorted(shard_of), "shards must follow Transformers' state_dict order"
-    assert [name for name in order if weight_map[name] == shard_of[0]] == ["model.embed_tokens.weight"], \
+    assert [name for name in order if weight_map[name] == shard_of[0]] == ["model.embed_tokens.weight"], (
         "the tensor larger than max_shard_size must get a shard of its own"
+    )
 
 
 def test_saving_again_removes_the_earlier_saves_weight_files(tmp_path, prompt_ids):
@@ -196,11 +215,13 @@ def test_saving_again_removes_the_earlier_saves_weight_files(tmp_path, prompt_id
     save_model(model, tmp_path, max_shard_size="1MB")
     save_model(model, tmp_path)
     assert _weight_files(tmp_path) == ["model.safetensors"] and not os.path.exists(
-        tmp_path / "model.safetensors.index.json"), f"stale shards left: {sorted(os.listdir(tmp_path))}"
+        tmp_path / "model.safetensors.index.json"
+    ), f"stale shards left: {sorted(os.listdir(tmp_path))}"
     save_model(model, tmp_path, max_shard_size="2MB")  # a stale model.safetensors would shadow the shards
     assert "model.safetensors" not in os.listdir(tmp_path), f"got {sorted(os.listdir(tmp_path))}"
-    _assert_bitwise(_logits(model, prompt_ids), _logits(ha.AutoModelForCausalLM.from_pretrained(tmp_path), prompt_ids),
-                    "logits")
+    _assert_bitwise(
+        _logits(model, prompt_ids), _logits(ha.AutoModelForCausalLM.from_pretrained(tmp_path), prompt_ids), "logits"
+    )
 
 
 def test_a_model_mapping_its_directory_can_save_over_it(tmp_path, prompt_ids):
@@ -212,13 +233,27 @@ def test_a_model_mapping_its_directory_can_save_over_it(tmp_path, prompt_ids):
     before = _logits(model, prompt_ids)
     save_model(model, directory)
     _assert_bitwise(before, _logits(model, prompt_ids), "logits of the model whose file was replaced")
-    _assert_bitwise(before, _logits(ha.AutoModelForCausalLM.from_pretrained(directory, repack=False), prompt_ids),
-                    "logits of the reloaded model")
+    _assert_bitwise(
+        before,
+        _logits(ha.AutoModelForCausalLM.from_pretrained(directory, repack=False), prompt_ids),
+        "logits of the reloaded model",
+    )
 
 
-@pytest.mark.parametrize("value, expected", [("5GB", 5 * 10**9), ("500MB", 5 * 10**8), ("10KB", 10**4), (10, 10),
-                                             ("5gb", 5 * 10**9), (" 0.5MB ", 500_000), ("1TB", 10**12),
-                                             ("2GiB", 2 * 2**30), (np.int64(7), 7)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("5GB", 5 * 10**9),
+        ("500MB", 5 * 10**8),
+        ("10KB", 10**4),
+        (10, 10),
+        ("5gb", 5 * 10**9),
+        (" 0.5MB ", 500_000),
+        ("1TB", 10**12),
+        ("2GiB", 2 * 2**30),
+        (np.int64(7), 7),
+    ],
+)
 def test_max_shard_size_is_read_as_transformers_reads_it(value, expected):
     assert parse_shard_size(value) == expected, f"{value!r}: expected {expected}, got {parse_shard_size(value)}"
 
@@ -231,12 +266,19 @@ def test_bad_max_shard_size_is_refused(value):
 
 # ---- other checkpoints: biases, untied heads, odd shapes, mixed dtypes -----------------------------------------
 
-@pytest.mark.parametrize("arch, kwargs", [
-    ("Qwen2ForCausalLM", dict(dtype="F16", vocab_size=70, intermediate_size=40)),
-    ("LlamaForCausalLM", dict(dtype="F32", attention_bias=True, mlp_bias=True, vocab_size=37, num_layers=3)),
-    ("MistralForCausalLM", dict(dtype="BF16", tie_word_embeddings=True, sliding_window=8, hidden_size=48,
-                                num_heads=3, num_kv_heads=1)),
-], ids=["qwen2-f16", "llama-bias-f32", "mistral-bf16-tied"])
+
+@pytest.mark.parametrize(
+    "arch, kwargs",
+    [
+        ("Qwen2ForCausalLM", dict(dtype="F16", vocab_size=70, intermediate_size=40)),
+        ("LlamaForCausalLM", dict(dtype="F32", attention_bias=True, mlp_bias=True, vocab_size=37, num_layers=3)),
+        (
+            "MistralForCausalLM",
+            dict(dtype="BF16", tie_word_embeddings=True, sliding_window=8, hidden_size=48, num_heads=3, num_kv_heads=1),
+        ),
+    ],
+    ids=["qwen2-f16", "llama-bias-f32", "mistral-bf16-tied"],
+)
 @pytest.mark.parametrize("dtype", [None, "bfloat16", "float32"], ids=["as-stored", "bf16", "f32"])
 @pytest.mark.parametrize("repack", [True, False], ids=["repack", "row-major"])
 def test_random_checkpoints_round_trip(tmp_path, arch, kwargs, dtype, repack):
@@ -250,8 +292,9 @@ def test_random_checkpoints_round_trip(tmp_path, arch, kwargs, dtype, repack):
     header, _ = _read_raw(tmp_path / "out" / "model.safetensors")
     assert ("lm_head.weight" in header) == (not model.config.tie_word_embeddings), "lm_head kept iff untied"
     biases = sorted(n for n in header if n.endswith(".bias"))
-    assert biases == sorted(n for n in state_dict_names(model.config) if n.endswith(".bias")) and \
-        (biases or arch == "MistralForCausalLM"), f"biases saved: {biases}"
+    assert biases == sorted(n for n in state_dict_names(model.config) if n.endswith(".bias")) and (
+        biases or arch == "MistralForCausalLM"
+    ), f"biases saved: {biases}"
 
 
 def test_vectors_not_exact_in_the_model_dtype_are_saved_as_float32(tmp_path):
@@ -265,8 +308,10 @@ def test_vectors_not_exact_in_the_model_dtype_are_saved_as_float32(tmp_path):
     model = ha.AutoModelForCausalLM.from_pretrained(tmp_path / "src")
     save_model(model, tmp_path / "out")
     header, _ = _read_raw(tmp_path / "out" / "model.safetensors")
-    assert header["model.norm.weight"]["dtype"] == "F32" and header["model.layers.0.input_layernorm.weight"]["dtype"] \
-        == "BF16", f"got {header['model.norm.weight']['dtype']}, {header['model.layers.0.input_layernorm.weight']}"
+    assert (
+        header["model.norm.weight"]["dtype"] == "F32"
+        and header["model.layers.0.input_layernorm.weight"]["dtype"] == "BF16"
+    ), f"got {header['model.norm.weight']['dtype']}, {header['model.layers.0.input_layernorm.weight']}"
     _assert_same_weights(model, ha.AutoModelForCausalLM.from_pretrained(tmp_path / "out"))
 
 
@@ -286,6 +331,7 @@ def test_unpack_panels_inverts_the_cores_pack(dtype, rows):
 
 # ---- refusals -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
 def test_quantized_models_are_refused_before_anything_is_written(tmp_path, dtype):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT, dtype=dtype)
@@ -295,13 +341,16 @@ def test_quantized_models_are_refused_before_anything_is_written(tmp_path, dtype
     assert not os.path.exists(tmp_path / "out"), "nothing may be written for a refused save"
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(safe_serialization=False), "safe_serialization=False.*pytorch_model.bin"),
-    (dict(push_to_hub=True), "push_to_hub"),
-    (dict(variant="fp16"), "variant='fp16'"),
-    (dict(max_shard_size="lots"), "max_shard_size='lots'"),
-    (dict(state_dict={}), "unexpected argument.*state_dict"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(safe_serialization=False), "safe_serialization=False.*pytorch_model.bin"),
+        (dict(push_to_hub=True), "push_to_hub"),
+        (dict(variant="fp16"), "variant='fp16'"),
+        (dict(max_shard_size="lots"), "max_shard_size='lots'"),
+        (dict(state_dict={}), "unexpected argument.*state_dict"),
+    ],
+)
 def test_unsupported_save_arguments_are_refused(tmp_path, kwargs, match):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT)
     with pytest.raises(InvalidInputError, match=match):
@@ -317,6 +366,7 @@ def test_saving_into_a_file_path_is_refused(tmp_path):
 
 # ---- config.json and generation_config.json -------------------------------------------------------------------
 
+
 def test_config_and_generation_config_reload_equal(tmp_path):
     model = ha.AutoModelForCausalLM.from_pretrained(DRAFT, dtype="float32")
     model.generation_config.max_new_tokens = 7
@@ -326,8 +376,9 @@ def test_config_and_generation_config_reload_equal(tmp_path):
     saved = config.to_dict()["torch_dtype"]
     assert saved == "float32", f"torch_dtype must name the dtype saved, got {saved!r}"
     expected = {**model.config.to_dict(), "torch_dtype": "float32"}
-    assert config.to_dict() == expected, \
+    assert config.to_dict() == expected, (
         f"config.json differs in {sorted(k for k in expected if expected[k] != config.to_dict().get(k))}"
+    )
     gc = ha.GenerationConfig.from_pretrained(tmp_path)
     assert gc == model.generation_config, f"expected {model.generation_config}, got {gc}"
     assert (gc.max_new_tokens, gc.do_sample) == (7, True), "edits to model.generation_config must be saved"
@@ -353,21 +404,32 @@ TEXTS = ["def f(x):\n    return x * 2\n", "import os, sys\n", "  héllo wörld �
 
 def test_tokenizer_save_and_reload_encodes_and_decodes_identically(tmp_path, tok):
     paths = tok.save_pretrained(tmp_path)
-    assert paths == tuple(str(tmp_path / f) for f in ("tokenizer_config.json", "special_tokens_map.json",
-                                                      "tokenizer.model")), f"got {paths}"
+    assert paths == tuple(
+        str(tmp_path / f) for f in ("tokenizer_config.json", "special_tokens_map.json", "tokenizer.model")
+    ), f"got {paths}"
     with open(tmp_path / "tokenizer.model", "rb") as a, open(os.path.join(DRAFT, "tokenizer.model"), "rb") as b:
         assert a.read() == b.read(), "tokenizer.model must be copied byte for byte"
     again = ha.AutoTokenizer.from_pretrained(tmp_path)
     for text in TEXTS:
         assert again.encode(text) == tok.encode(text), f"{text!r}: {again.encode(text)} != {tok.encode(text)}"
         ids = tok.encode(text)
-        assert again.decode(ids) == tok.decode(ids) and again.decode(ids, skip_special_tokens=True) == \
-            tok.decode(ids, skip_special_tokens=True), f"{text!r} decodes differently"
+        assert again.decode(ids) == tok.decode(ids) and again.decode(ids, skip_special_tokens=True) == tok.decode(
+            ids, skip_special_tokens=True
+        ), f"{text!r} decodes differently"
     a = tok(TEXTS, padding=True, return_tensors="np")
     b = again(TEXTS, padding=True, return_tensors="np")
     assert all(np.array_equal(a[k], b[k]) for k in ("input_ids", "attention_mask")), "batch encoding differs"
-    for name in ("bos_token", "eos_token", "unk_token", "pad_token", "padding_side", "truncation_side",
-                 "add_bos_token", "add_eos_token", "model_max_length"):
+    for name in (
+        "bos_token",
+        "eos_token",
+        "unk_token",
+        "pad_token",
+        "padding_side",
+        "truncation_side",
+        "add_bos_token",
+        "add_eos_token",
+        "model_max_length",
+    ):
         assert getattr(again, name) == getattr(tok, name), f"{name}: {getattr(again, name)!r} != {getattr(tok, name)!r}"
     assert again.get_vocab() == tok.get_vocab() and len(tok.get_vocab()) == tok.vocab_size
 
@@ -379,8 +441,12 @@ def test_tokenizer_save_keeps_what_the_script_changed(tmp_path):
     tok.add_eos_token = True
     tok.save_pretrained(tmp_path)
     again = ha.AutoTokenizer.from_pretrained(tmp_path)
-    assert (again.pad_token, again.pad_token_id, again.padding_side, again.add_eos_token) == \
-        ("</s>", tok.eos_token_id, "right", True), f"got {again}"
+    assert (again.pad_token, again.pad_token_id, again.padding_side, again.add_eos_token) == (
+        "</s>",
+        tok.eos_token_id,
+        "right",
+        True,
+    ), f"got {again}"
     enc = again(["a", "bb cc dd"], padding=True, return_tensors="np")["input_ids"]
     assert enc[0, -1] == tok.eos_token_id and enc[0, 0] == tok.bos_token_id, f"right padding with </s>: {enc}"
     with open(tmp_path / "special_tokens_map.json") as f:
@@ -397,9 +463,12 @@ def test_tokenizer_save_refusals(tmp_path):
     with pytest.raises(InvalidInputError, match=r"pad_token='\[PAD\]' is not a token of this vocabulary"):
         tok.pad_token = "[PAD]"  # refused where it is set, so a save never meets it
     tok = ha.AutoTokenizer.from_pretrained(DRAFT)
-    for kwargs, match in ((dict(push_to_hub=True), "push_to_hub"), (dict(legacy_format=False), "legacy_format"),
-                          (dict(filename_prefix="x"), "filename_prefix"),
-                          (dict(safe_serialization=True), "unexpected")):
+    for kwargs, match in (
+        (dict(push_to_hub=True), "push_to_hub"),
+        (dict(legacy_format=False), "legacy_format"),
+        (dict(filename_prefix="x"), "filename_prefix"),
+        (dict(safe_serialization=True), "unexpected"),
+    ):
         with pytest.raises(InvalidInputError, match=match):
             tok.save_pretrained(tmp_path / "b", **kwargs)
     assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b"), "refused saves write nothing"

@@ -19,10 +19,24 @@ from reference import reference_logits
 import habana_assist as ha
 
 VOCAB = 96
-ARGS = dict(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=136,
-            max_position_embeddings=512)
-DRAFT_ARGS = dict(vocab_size=VOCAB, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=40,
-                  max_position_embeddings=512)
+ARGS = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=136,
+    max_position_embeddings=512,
+)
+DRAFT_ARGS = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    num_kv_heads=1,
+    intermediate_size=40,
+    max_position_embeddings=512,
+)
 LENGTHS = (127, 128, 200, 256, 300)  # below one block, exactly one, one plus a rest, two, two plus a rest
 
 
@@ -54,8 +68,10 @@ def test_blas_prefill_logits_match_the_float64_reference(checkpoints, dtype):
     ref = reference_logits(config, tensors, ids[0])
     tol = 1e-4 * max(1.0, np.abs(ref).max())
     err = np.abs(got - ref)
-    assert err.max() <= tol, (f"{dtype}: max |logit - reference| = {err.max():.3g} at position "
-                              f"{np.unravel_index(err.argmax(), err.shape)[0]}; expected <= {tol:.3g}")
+    assert err.max() <= tol, (
+        f"{dtype}: max |logit - reference| = {err.max():.3g} at position "
+        f"{np.unravel_index(err.argmax(), err.shape)[0]}; expected <= {tol:.3g}"
+    )
 
 
 @pytest.mark.parametrize("dtype", ["F32", "BF16", "int8"])
@@ -68,7 +84,8 @@ def test_blas_prefill_runs_openblas_only_on_whole_prompt_blocks(checkpoints, dty
     ids = prompt(300)
     a, b = blas(ids).logits[0], kernels(ids).logits[0]
     assert not np.array_equal(a[:256], b[:256]), (
-        f"{dtype}: the two OpenBLAS blocks gave bitwise the kernels' logits; the OpenBLAS path did not run")
+        f"{dtype}: the two OpenBLAS blocks gave bitwise the kernels' logits; the OpenBLAS path did not run"
+    )
     # The rest attends to the blocks' keys and values, so compare one token appended after an identical prefix.
     cache_a, cache_b = blas.create_cache(1, 400), kernels.create_cache(1, 400)
     blas(ids[:, :100], past_key_values=cache_a)  # 100 < 128: no block, so the caches hold the same bits
@@ -76,7 +93,8 @@ def test_blas_prefill_runs_openblas_only_on_whole_prompt_blocks(checkpoints, dty
     rest_a = blas(ids[:, 100:], past_key_values=cache_a).logits
     rest_b = kernels(ids[:, 100:], past_key_values=cache_b).logits
     assert np.array_equal(rest_a, rest_b), (
-        f"{dtype}: an append to a non-empty cache must not use OpenBLAS, but its logits differ from the kernels'")
+        f"{dtype}: an append to a non-empty cache must not use OpenBLAS, but its logits differ from the kernels'"
+    )
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -93,12 +111,18 @@ def test_assisted_equals_plain_with_blas_prefill(checkpoints, dtype, threads):
             expected = target.generate(ids, max_new_tokens=24)
             for draft_model in (draft, target):
                 for K in (1, 4):
-                    got = target.generate(ids, max_new_tokens=24, assistant_model=draft_model, num_assistant_tokens=K,
-                                          num_assistant_tokens_schedule="constant")
+                    got = target.generate(
+                        ids,
+                        max_new_tokens=24,
+                        assistant_model=draft_model,
+                        num_assistant_tokens=K,
+                        num_assistant_tokens_schedule="constant",
+                    )
                     assert np.array_equal(expected, got), (
                         f"{dtype}, {threads} thread(s), prompt of {n}, K={K}, "
                         f"{'self' if draft_model is target else 'small'} draft: assisted {got[0, n:].tolist()} "
-                        f"differs from plain {expected[0, n:].tolist()}")
+                        f"differs from plain {expected[0, n:].tolist()}"
+                    )
         ids = prompt(200, seed=3)
         kw = dict(max_new_tokens=24, do_sample=True, temperature=1.5, seed=11)
         plain = target.generate(ids, **kw)
@@ -118,9 +142,10 @@ def test_left_padded_batch_rows_equal_each_prompt_alone_with_blas_prefill(checkp
     batch = model.generate(ids, attention_mask=mask, max_new_tokens=16)
     for row, alone in ((0, a), (1, b)):
         single = model.generate(alone[None], max_new_tokens=16)
-        assert np.array_equal(batch[row, 260:], single[0, alone.size:]), (
+        assert np.array_equal(batch[row, 260:], single[0, alone.size :]), (
             f"batch row {row}: {batch[row, 260:].tolist()} but its prompt alone gives "
-            f"{single[0, alone.size:].tolist()}")
+            f"{single[0, alone.size :].tolist()}"
+        )
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, "auto"])
@@ -135,8 +160,10 @@ def test_repack_must_be_a_bool(checkpoints, bad):
         ha.AutoModelForCausalLM.from_pretrained(checkpoints["F32"][0], repack=bad)
 
 
-@pytest.mark.parametrize("stored, dtype, default", [("F32", None, False), ("BF16", None, False),
-                                                    ("BF16", "float16", False), ("BF16", "int8", False)])
+@pytest.mark.parametrize(
+    "stored, dtype, default",
+    [("F32", None, False), ("BF16", None, False), ("BF16", "float16", False), ("BF16", "int8", False)],
+)
 def test_blas_prefill_is_off_by_default_and_can_be_forced(checkpoints, stored, dtype, default):
     path = checkpoints[stored][0]
     assert load(path, None, dtype).blas_prefill is default, f"{stored} loaded as {dtype}: default blas_prefill"
@@ -152,8 +179,18 @@ def test_blas_prefill_is_off_by_default_and_can_be_forced(checkpoints, stored, d
 def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path):
     """OpenBLAS's calls are fixed units of rows, not the threads' shares, so the thread count changes no bit.
     A model wide enough that every matrix has several units to share out."""
-    write_random_checkpoint(tmp_path, dtype="BF16", seed=5, vocab_size=300, hidden_size=256, num_layers=2, num_heads=4,
-                            num_kv_heads=2, intermediate_size=520, max_position_embeddings=512)
+    write_random_checkpoint(
+        tmp_path,
+        dtype="BF16",
+        seed=5,
+        vocab_size=300,
+        hidden_size=256,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=520,
+        max_position_embeddings=512,
+    )
     model = load(str(tmp_path), True)
     ids = np.random.default_rng(0).integers(0, 300, size=(1, 300))
     old = ha.get_num_threads()
@@ -165,7 +202,8 @@ def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path)
     finally:
         ha.set_num_threads(old)
     assert np.array_equal(got[0], got[1]), (
-        f"blas_prefill logits differ between 1 and 2 threads in {int((got[0] != got[1]).sum())} places")
+        f"blas_prefill logits differ between 1 and 2 threads in {int((got[0] != got[1]).sum())} places"
+    )
 
 
 OWN_CORE = {"avx512": "SkylakeX", "avx2": "Haswell"}  # the OpenBLAS core that matches each of our variants
@@ -178,14 +216,16 @@ def test_blas_prefill_warns_where_openblas_runs_older_kernels_than_the_cpu_has(c
     kernels show AVX2 or AVX-512 (the fix's core then runs here); one given the matching core is not."""
     ours = ha.kernels_name()
     core = OWN_CORE.get(ours, "Prescott") if forced == "matching" else "Prescott"
-    code = ("import warnings, habana_assist as ha\n"
-            "from habana_assist import _core\n"
-            "with warnings.catch_warnings(record=True) as seen:\n"
-            "    warnings.simplefilter('always')\n"
-            f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=True)\n"
-            f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=False)\n"
-            "print(_core.blas_core(), _core.kernels_name())\n"
-            "print('\\n'.join(str(w.message) for w in seen if w.category is RuntimeWarning))\n")
+    code = (
+        "import warnings, habana_assist as ha\n"
+        "from habana_assist import _core\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=True)\n"
+        f"    ha.AutoModelForCausalLM.from_pretrained({checkpoints['F32'][0]!r}, blas_prefill=False)\n"
+        "print(_core.blas_core(), _core.kernels_name())\n"
+        "print('\\n'.join(str(w.message) for w in seen if w.category is RuntimeWarning))\n"
+    )
     env = dict(os.environ, OPENBLAS_CORETYPE=core, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -194,6 +234,7 @@ def test_blas_prefill_warns_where_openblas_runs_older_kernels_than_the_cpu_has(c
     warned = [line for line in lines[1:] if line]
     if ours in OWN_CORE and core == "Prescott":
         assert len(warned) == 1 and f"OPENBLAS_CORETYPE={OWN_CORE[ours]}" in warned[0] and "Prescott" in warned[0], (
-            f"expected one warning naming the fix, got {warned}")
+            f"expected one warning naming the fix, got {warned}"
+        )
     else:
         assert warned == [], f"OpenBLAS on {core} with our {ours} kernels: unexpected warnings {warned}"

@@ -6,6 +6,7 @@ asked for its test names with --list while pytest collects, so each C test is on
 its own process with leak detection on; a sanitizer report, a failed check or a leak is a non-zero exit whose
 stderr the failure message shows.
 """
+
 import os
 import shutil
 import subprocess
@@ -17,8 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent.parent
 SOURCES = sorted(str(p) for p in (ROOT / "tests" / "c").glob("*.c"))  # they share tests/c/test_core.h
 CFLAGS = [
-    "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-    "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-Wno-psabi", "-pthread",  # -Wno-psabi: see setup.py
+    "-std=c11",
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-ffp-contract=off",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-psabi",
+    "-pthread",  # -Wno-psabi: see setup.py
 ]
 RUN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
 BUILD_FAILED = "<build>"  # the one test collected when the program cannot be built or listed
@@ -44,8 +55,10 @@ def build(config):
         return _build
     cc = shutil.which("cc")
     if cc is None:
-        _build["error"] = ("no C compiler: `cc` is not on PATH. Install gcc (apt-get install gcc; ASan/UBSan come "
-                           "with it) to build and run the C tests of the core.")
+        _build["error"] = (
+            "no C compiler: `cc` is not on PATH. Install gcc (apt-get install gcc; ASan/UBSan come "
+            "with it) to build and run the C tests of the core."
+        )
         return _build
     out_dir = _tmp_dir(config)
     binary = out_dir / "test_core"
@@ -66,13 +79,15 @@ def build(config):
         if res.returncode != 0:
             failures.append(f"command: {' '.join(link)}\n{res.stdout}{res.stderr}")
     if failures:
-        _build["error"] = ("building the C tests failed; expected a clean build with -Werror.\n" + "\n".join(failures))
+        _build["error"] = "building the C tests failed; expected a clean build with -Werror.\n" + "\n".join(failures)
         return _build
     res = subprocess.run([str(binary), "--list"], capture_output=True, text=True, env=_env(), timeout=60)
     names = res.stdout.split()
     if res.returncode != 0 or not names:
-        _build["error"] = (f"`test_core --list` expected exit 0 and test names, got exit {res.returncode} and "
-                           f"{len(names)} names.\nstderr:\n{res.stderr}")
+        _build["error"] = (
+            f"`test_core --list` expected exit 0 and test names, got exit {res.returncode} and "
+            f"{len(names)} names.\nstderr:\n{res.stderr}"
+        )
         return _build
     _build["binary"] = binary
     _build["names"] = names
@@ -113,18 +128,21 @@ def test_c_core_builds_and_lists_tests(core_build):
 
 
 def test_c_core_rejects_unknown_test_name(core_build):
-    res = subprocess.run([str(_binary(core_build)), "no_such_test"], capture_output=True, text=True,
-                         env=_env(), timeout=60)
+    res = subprocess.run(
+        [str(_binary(core_build)), "no_such_test"], capture_output=True, text=True, env=_env(), timeout=60
+    )
     assert res.returncode != 0, "expected a non-zero exit for an unknown test name, got 0"
     assert "no_such_test" in res.stderr, f"expected stderr to name the unknown test, got: {res.stderr!r}"
 
 
 def test_c_core(core_build, c_test_name):
-    res = subprocess.run([str(_binary(core_build)), c_test_name], capture_output=True, text=True,
-                         env=_env(), timeout=300)
+    res = subprocess.run(
+        [str(_binary(core_build)), c_test_name], capture_output=True, text=True, env=_env(), timeout=300
+    )
     assert res.returncode == 0, (
         f"C test {c_test_name} expected exit 0, got {res.returncode}\n"
-        f"--- stderr ---\n{res.stderr}\n--- stdout ---\n{res.stdout}")
+        f"--- stderr ---\n{res.stderr}\n--- stdout ---\n{res.stdout}"
+    )
 
 
 def test_kernel_ab_tool_builds_and_compares_two_builds():
@@ -134,27 +152,38 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    in_git = subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", "HEAD"],
-                            capture_output=True).returncode == 0
-    r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), "HEAD", "int8", "9",
-                        "70", "1", "1", "4"],
-                       capture_output=True, text=True, timeout=300)
+    in_git = (
+        subprocess.run(["git", "-C", root, "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True).returncode
+        == 0
+    )
+    r = subprocess.run(
+        ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), "HEAD", "int8", "9", "70", "1", "1", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if not in_git:
-        assert r.returncode == 2 and "git checkout" in r.stderr, \
+        assert r.returncode == 2 and "git checkout" in r.stderr, (
             f"expected a refusal naming git, got {r.returncode}:\n{r.stderr}"
+        )
     elif {"avx2", "fma", "f16c"} <= set(flags):
         assert r.returncode == 0, f"kernel_ab.sh failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
-        assert len(lines) == 2 and all("B/A" in line and ("bitwise equal" in line or "DIFFER" in line)
-                                       for line in lines), r.stdout
+        assert len(lines) == 2 and all(
+            "B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines
+        ), r.stdout
         # A as a file (here the working tree's own kernels), on float panels: the same code must agree bitwise
         own = os.path.join(root, "csrc", "kernels", "kernels_avx2.c")
-        r = subprocess.run(["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21",
-                            "70", "1", "1", "8"],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21", "70", "1", "1", "8"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, f"kernel_ab.sh with a file failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
         assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
     else:
-        assert r.returncode == 2 and "avx2" in r.stderr, \
+        assert r.returncode == 2 and "avx2" in r.stderr, (
             f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"
+        )

@@ -1,6 +1,7 @@
 """Regressions from the review of the C core and its binding: shapes that could wrap, re-initialization,
 fork, out-of-range thread counts and counts beyond the core's 32-bit positions. Each must raise a clear
 error (or just work), never corrupt memory or hang."""
+
 import multiprocessing
 
 import numpy as np
@@ -17,10 +18,26 @@ OFF = processing_args(ha.GenerationConfig(), 3, 4, [], None, None, None)
 
 def greedy(prompt, max_new, out):
     """_core.generate's options, by name, for a greedy call of max_new tokens with every processor off."""
-    return dict(OFF, prompt=prompt, start=np.zeros(len(prompt), np.int64), max_new_tokens=max_new, min_new_tokens=0,
-                eos_token_id=np.zeros(0, np.int32), pad_token_id=0, do_sample=False,
-                temperature=1.0, top_k=0, top_p=1.0,
-                repetition_penalty=1.0, seed=0, max_time=0.0, out=out, scores=None, sources=None, on_tokens=None)
+    return dict(
+        OFF,
+        prompt=prompt,
+        start=np.zeros(len(prompt), np.int64),
+        max_new_tokens=max_new,
+        min_new_tokens=0,
+        eos_token_id=np.zeros(0, np.int32),
+        pad_token_id=0,
+        do_sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        repetition_penalty=1.0,
+        seed=0,
+        max_time=0.0,
+        out=out,
+        scores=None,
+        sources=None,
+        on_tokens=None,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +50,7 @@ def model(tmp_path_factory):
 def test_core_generate_refuses_buffers_whose_shape_disagrees_even_when_sizes_wrap(model):
     ctx = _core.Context(model._core, 1, 16)
     prompt = np.array([[1, 2, 3]], np.int32)
-    huge = 2 ** 62 + 1  # 4 * huge wraps to 4 bytes: a one-element buffer must still be refused
+    huge = 2**62 + 1  # 4 * huge wraps to 4 bytes: a one-element buffer must still be refused
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
         _core.generate(ctx, greedy(prompt, huge, np.zeros((1, 1), np.int32)))
     with pytest.raises(ha.InvalidInputError, match="shapes disagree"):
@@ -57,7 +74,7 @@ def test_a_model_or_context_cannot_be_initialized_twice(model):
     assert ctx.capacity == 4 and ctx.n_seq == 1
 
 
-@pytest.mark.parametrize("n", [0, -1, 2 ** 32 + 1, 10 ** 30])
+@pytest.mark.parametrize("n", [0, -1, 2**32 + 1, 10**30])
 def test_set_num_threads_out_of_range_is_refused_not_truncated(n):
     before = ha.get_num_threads()
     with pytest.raises(ha.InvalidInputError):
@@ -65,11 +82,12 @@ def test_set_num_threads_out_of_range_is_refused_not_truncated(n):
     assert ha.get_num_threads() == before, "a refused thread count must leave the pool as it was"
 
 
-@pytest.mark.parametrize("flag", ["top_k", "min_new_tokens", "num_assistant_tokens", "prompt_lookup_num_tokens",
-                                  "max_new_tokens"])
+@pytest.mark.parametrize(
+    "flag", ["top_k", "min_new_tokens", "num_assistant_tokens", "prompt_lookup_num_tokens", "max_new_tokens"]
+)
 def test_counts_beyond_32_bits_are_refused_naming_the_flag(model, flag):
     with pytest.raises(ha.InvalidInputError, match=flag):
-        model.generate(np.array([[1, 2]]), **{"max_new_tokens": 2, flag: 10 ** 20})
+        model.generate(np.array([[1, 2]]), **{"max_new_tokens": 2, flag: 10**20})
 
 
 def _child_generates(path, queue):
@@ -122,12 +140,12 @@ def test_pack_refuses_bad_buffers_naming_the_problem():
     # column k of the one panel holds rows 0..2, then zeros for the padding rows 3..15
     assert np.array_equal(dst.reshape(5, 16)[:, :3], src.T) and not dst.reshape(5, 16)[:, 3:].any()
     bad = [
-        ((src, "float32", np.zeros((15, 5), np.float32)), "destination needs"),       # one row short
-        ((src, "float32-panels", dst), "source must be row-major"),                   # a panel dtype as source
-        ((src, "int8", np.zeros(80, np.uint8)), "item format"),                       # not a float source
-        ((src, "float32", np.zeros((16, 5), np.float16)), "item format"),             # dst of another type
-        ((src, "bfloat16", dst.view(np.uint16)), "item format"),                      # src not uint16 bits
-        ((src[:, ::2], "float32", dst), "contiguous"),                                # a strided view
+        ((src, "float32", np.zeros((15, 5), np.float32)), "destination needs"),  # one row short
+        ((src, "float32-panels", dst), "source must be row-major"),  # a panel dtype as source
+        ((src, "int8", np.zeros(80, np.uint8)), "item format"),  # not a float source
+        ((src, "float32", np.zeros((16, 5), np.float16)), "item format"),  # dst of another type
+        ((src, "bfloat16", dst.view(np.uint16)), "item format"),  # src not uint16 bits
+        ((src[:, ::2], "float32", dst), "contiguous"),  # a strided view
     ]
     for args, match in bad:
         with pytest.raises((ha.InvalidInputError, TypeError, ValueError), match=match):

@@ -15,6 +15,7 @@ Each variant runs in a process of its own (HA_KERNELS is read at import), all of
 CPU runs is compared with the scalar reference, bit for bit. On a CPU without AVX-512, avx512-emulated runs the
 AVX-512 source through SIMDe.
 """
+
 import json
 import os
 import subprocess
@@ -34,16 +35,25 @@ DTYPES = ["float32", "bfloat16", "float16", "float32-rowmajor", "int8", "w8a8", 
 VOCAB = 96
 PROMPT = 16  # tokens of the chunk: past every window below
 # family -> write_family_checkpoint arguments: a sliding window of 4-6 where the family has one
-FAMILY_ARGS = {"mistral": dict(sliding_window=4), "qwen2": dict(num_layers=3, sliding_window=5, max_window_layers=1),
-               "qwen3": dict(sliding_window=4, max_window_layers=0), "phi3": dict(sliding_window=6),
-               "gemma2": dict(num_layers=3, sliding_window=4), "gemma3_text": dict(num_layers=3, sliding_window=5),
-               "smollm3": dict(num_layers=4, sliding_window=4)}
+FAMILY_ARGS = {
+    "mistral": dict(sliding_window=4),
+    "qwen2": dict(num_layers=3, sliding_window=5, max_window_layers=1),
+    "qwen3": dict(sliding_window=4, max_window_layers=0),
+    "phi3": dict(sliding_window=6),
+    "gemma2": dict(num_layers=3, sliding_window=4),
+    "gemma3_text": dict(num_layers=3, sliding_window=5),
+    "smollm3": dict(num_layers=4, sliding_window=4),
+}
 # extra cases: name -> (family, arguments, prompt length, generations' prompt length)
-EXTRA = {"llama_tails": ("llama", dict(hidden_size=36, num_heads=3, num_kv_heads=1, head_dim=12,
-                                       intermediate_size=44), PROMPT, 6),
-         "mistral_ring": ("mistral", dict(sliding_window=4, max_position_embeddings=512), 270, 270)}
-
-
+EXTRA = {
+    "llama_tails": (
+        "llama",
+        dict(hidden_size=36, num_heads=3, num_kv_heads=1, head_dim=12, intermediate_size=44),
+        PROMPT,
+        6,
+    ),
+    "mistral_ring": ("mistral", dict(sliding_window=4, max_position_embeddings=512), 270, 270),
+}
 
 
 def _write_cases(root):
@@ -56,8 +66,16 @@ def _write_cases(root):
         write_family_checkpoint(path, family, seed=40 + i, vocab_size=VOCAB, **args)
         draft_args = {k: v for k, v in args.items() if k not in ("num_layers", "max_window_layers")}
         write_family_checkpoint(draft, family, seed=80 + i, vocab_size=VOCAB, num_layers=1, **draft_args)
-        cases.append({"name": name, "path": path, "draft": draft, "dtypes": DTYPES, "prompt_len": prompt_len,
-                      "gen_prompt_len": gen_len})
+        cases.append(
+            {
+                "name": name,
+                "path": path,
+                "draft": draft,
+                "dtypes": DTYPES,
+                "prompt_len": prompt_len,
+                "gen_prompt_len": gen_len,
+            }
+        )
     spec = os.path.join(root, "cases.json")
     with open(spec, "w") as f:
         json.dump({"cases": cases, "shipped": True}, f)
@@ -74,8 +92,17 @@ def outputs(tmp_path_factory):
     for variant in available_variants():
         out = os.path.join(root, f"{variant}.npz")
         env = child_env(HA_KERNELS=variant, HA_NUM_THREADS="1")
-        procs[variant] = (out, subprocess.Popen([PYTHON, script, spec, out], env=env, cwd=PACKAGE_PARENT,
-                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs[variant] = (
+            out,
+            subprocess.Popen(
+                [PYTHON, script, spec, out],
+                env=env,
+                cwd=PACKAGE_PARENT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
     results = {}
     for variant, (out, proc) in procs.items():
         try:
@@ -96,8 +123,9 @@ def _compare(outputs, variant, prefix):
         pytest.skip(f"this CPU does not run the {variant} kernels")
     want, got = outputs["scalar"], outputs[variant]
     keys = sorted(k for k in want if k.startswith(prefix))
-    assert keys and sorted(k for k in got if k.startswith(prefix)) == keys, \
+    assert keys and sorted(k for k in got if k.startswith(prefix)) == keys, (
         f"{variant}: expected the outputs {keys[:6]}..., got {sorted(got)[:6]}..."
+    )
     differ = []
     for key in keys:
         a, b = want[key], got[key]
@@ -107,8 +135,10 @@ def _compare(outputs, variant, prefix):
             else:
                 d = np.abs(a.astype(np.float64) - b)
                 differ.append(f"{key}: {int((a != b).sum())} of {a.size} differ, max |diff| {np.nanmax(d):.3g}")
-    assert not differ, (f"scalar vs {variant}: expected every output bitwise the same, {len(differ)} of {len(keys)} "
-                        "differ:\n" + "\n".join(differ[:20]))
+    assert not differ, (
+        f"scalar vs {variant}: expected every output bitwise the same, {len(differ)} of {len(keys)} "
+        "differ:\n" + "\n".join(differ[:20])
+    )
     return keys
 
 

@@ -23,9 +23,11 @@ STREAMED = ("generate", "assisted", "prompt_lookup", "assisted_sampled", "wrappe
 
 @pytest.fixture(scope="module")
 def pair():
-    return (ha.AutoTokenizer.from_pretrained("habana-assist/pycode"),
-            ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode"),
-            ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft"))
+    return (
+        ha.AutoTokenizer.from_pretrained("habana-assist/pycode"),
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode"),
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft"),
+    )
 
 
 def test_ctrl_c_stops_every_kind_of_work_and_leaves_everything_usable():
@@ -41,8 +43,9 @@ def test_ctrl_c_stops_every_kind_of_work_and_leaves_everything_usable():
         assert r["model_usable"], f"{name}: after the interrupt the model must give its earlier greedy output; {r}"
         assert r["pool_idle"], f"{name}: after the interrupt every core thread must go to sleep; {r}"
         if name in STREAMED:
-            assert r["consumer"] == "GenerationStoppedError caused by KeyboardInterrupt", \
+            assert r["consumer"] == "GenerationStoppedError caused by KeyboardInterrupt", (
                 f"{name}: the streamer's consumer must be released with GenerationStoppedError; got {r}"
+            )
     fwd = results["forward"]
     assert fwd["cache_length"] == [8, 8], f"an interrupted append must leave the cache's 8 positions; got {fwd}"
     assert fwd["cache_goes_on_exactly"], f"the cache must go on as if the interrupted append never ran; got {fwd}"
@@ -84,8 +87,9 @@ def test_a_streamer_error_stops_generation_and_releases_the_consumer(pair, mode)
         model.generate(**tok(["def f(x):"], return_tensors="np"), streamer=streamer, max_new_tokens=50, **kw)
     streamer.thread.join(120)
     assert not streamer.thread.is_alive(), "the consumer must not wait forever"
-    assert isinstance(streamer.consumer_saw, ha.GenerationStoppedError), \
+    assert isinstance(streamer.consumer_saw, ha.GenerationStoppedError), (
         f"the consumer expected GenerationStoppedError, got {streamer.consumer_saw!r}"
+    )
     assert isinstance(streamer.consumer_saw.__cause__, ValueError), "GenerationStoppedError must name its cause"
 
 
@@ -114,9 +118,10 @@ def test_a_streamer_without_stop_is_ended_and_its_errors_never_hide_the_first(pa
     s = FailingStreamer(tok, fail_end=True)
     with pytest.raises(ValueError, match="on purpose") as info:
         model.generate(**ids, streamer=s, max_new_tokens=20)
-    assert any("end failed too" in note for note in getattr(info.value, "__notes__", [])), \
-        "the streamer's own failure to stop must be noted on the first error; notes: " \
+    assert any("end failed too" in note for note in getattr(info.value, "__notes__", [])), (
+        "the streamer's own failure to stop must be noted on the first error; notes: "
         f"{getattr(info.value, '__notes__', None)}"
+    )
     s.text_queue.put(s.stop_signal)  # its end() failed, so release its consumer here
     s.thread.join(120)
 
@@ -131,7 +136,7 @@ def test_max_time_zero_ends_after_the_first_step_with_the_tokens_so_far(pair, mo
     S = ids["input_ids"].shape[1]
     rounds = 1 if mode == "plain" else 1 + 20  # one step, or one assisted round (up to 20 drafts and a token)
     assert S < cut.shape[1] <= S + rounds, f"max_time=0: expected one step, got {cut.shape[1] - S} new tokens"
-    assert np.array_equal(cut, full[:, :cut.shape[1]]), "max_time must return a prefix of the full output"
+    assert np.array_equal(cut, full[:, : cut.shape[1]]), "max_time must return a prefix of the full output"
     again = model.generate(**ids, max_new_tokens=40, eos_token_id=None, max_time=3600.0, **kw)
     assert np.array_equal(again, full), "a max_time never reached must change nothing"
 
@@ -149,7 +154,7 @@ def test_a_kv_cache_beyond_available_memory_is_refused_before_allocating(pair):
     room = _core.available_memory()
     assert room > 0, "available_memory() must read /proc/meminfo on Linux"
     positions = int(1.5 * room / per_position) + 1
-    assert positions < 2 ** 31, "the model is too small for this test's arithmetic"
+    assert positions < 2**31, "the model is too small for this test's arithmetic"
     with pytest.raises(ha.OutOfMemoryError, match="memory available") as info:
         model.create_cache(batch_size=1, max_cache_len=positions)
     assert isinstance(info.value, MemoryError), "OutOfMemoryError must be caught by `except MemoryError`"
@@ -160,32 +165,40 @@ def test_outputs_beyond_available_memory_are_refused_before_allocating(pair):
     V, room = model.vocab_size, _core.available_memory()
     rows = int(1.5 * room / (4 * 1000 * V)) + 1  # output_scores of 1000 steps
     with pytest.raises(ha.OutOfMemoryError, match="output_scores"):
-        model.generate(np.ones((rows, 2), dtype=np.int64), max_new_tokens=1000, output_scores=True,
-                       return_dict_in_generate=True)
+        model.generate(
+            np.ones((rows, 2), dtype=np.int64), max_new_tokens=1000, output_scores=True, return_dict_in_generate=True
+        )
     tokens = int(1.5 * room / (8 * V)) + 1  # a forward's logits, and the core's copy of them
     with pytest.raises(ha.OutOfMemoryError, match="logits"):
         model(np.ones((1, tokens), dtype=np.int64))
 
 
 def test_ctrl_c_ends_the_command_line_quietly_with_130():
-    proc = subprocess.Popen([PYTHON, "-m", "habana_assist", "demo"], cwd=PACKAGE_PARENT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=interrupt_child.default_sigint, env=child_env())
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "habana_assist", "demo"],
+        cwd=PACKAGE_PARENT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interrupt_child.default_sigint,
+        env=child_env(),
+    )
     first = proc.stdout.readline()  # the demo is under way (it runs for tens of seconds)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     assert first, f"the demo printed nothing; stderr: {err[-2000:]}"
     assert proc.returncode == 130, f"Ctrl-C: expected exit code 130, got {proc.returncode}; stderr: {err[-2000:]}"
-    assert "habana-assist: interrupted" in err and "Traceback" not in err, \
+    assert "habana-assist: interrupted" in err and "Traceback" not in err, (
         f"expected one quiet line, got: {err[-2000:]}"
+    )
 
 
 def test_a_call_refused_before_it_starts_releases_the_consumer_too(pair):
     tok, model, _ = pair
     streamer = FailingStreamer(tok)
     with pytest.raises(ha.CacheCapacityError):
-        model.generate(**tok(["def f(x):"], return_tensors="np"), streamer=streamer, max_new_tokens=10 ** 6)
+        model.generate(**tok(["def f(x):"], return_tensors="np"), streamer=streamer, max_new_tokens=10**6)
     streamer.thread.join(120)
-    assert isinstance(streamer.consumer_saw, ha.GenerationStoppedError) and \
-        isinstance(streamer.consumer_saw.__cause__, ha.CacheCapacityError), \
-        f"the consumer expected GenerationStoppedError caused by CacheCapacityError, got {streamer.consumer_saw!r}"
+    assert isinstance(streamer.consumer_saw, ha.GenerationStoppedError) and isinstance(
+        streamer.consumer_saw.__cause__, ha.CacheCapacityError
+    ), f"the consumer expected GenerationStoppedError caused by CacheCapacityError, got {streamer.consumer_saw!r}"

@@ -1,6 +1,7 @@
 """Every kernel variant this CPU has passes the exactness suites: the default run uses the best variant;
 here each variant is forced through HA_KERNELS in a child pytest run of the bitwise and reference tests.
 On a CPU without AVX-512, avx512-emulated runs the AVX-512 source through SIMDe (libsimde-dev)."""
+
 import os
 import subprocess
 
@@ -9,11 +10,13 @@ from kernel_variants import available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUITES = ["generation/test_cache_exactness.py", "models/test_logits_reference.py",
-          "generation/test_assisted_exactness.py",
-          "models/test_model_families.py", "models/test_sliding_ring.py"]
-
-
+SUITES = [
+    "generation/test_cache_exactness.py",
+    "models/test_logits_reference.py",
+    "generation/test_assisted_exactness.py",
+    "models/test_model_families.py",
+    "models/test_sliding_ring.py",
+]
 
 
 @pytest.mark.parametrize("variant", available_variants())
@@ -21,17 +24,29 @@ def test_exactness_suites_pass_on_every_kernel_variant(variant):
     suites = [os.path.join(TESTS, s) for s in SUITES]
     missing = [s for s in suites if not os.path.exists(s)]
     assert not missing, f"expected the exactness suites at {missing}; update SUITES where a suite moved"
-    r = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
-                       env=child_env(HA_KERNELS=variant), capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
+        env=child_env(HA_KERNELS=variant),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, f"HA_KERNELS={variant}: expected the exactness suites to pass, got:\n{r.stdout[-4000:]}"
     assert " passed" in r.stdout, f"HA_KERNELS={variant}: expected tests to run, got:\n{r.stdout[-2000:]}"
 
 
 def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
-    r = subprocess.run([PYTHON, "-c", "import habana_assist"], env=child_env(HA_KERNELS="avx9000"),
-                       capture_output=True, text=True, cwd=PACKAGE_PARENT, timeout=60)
-    assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, \
+    r = subprocess.run(
+        [PYTHON, "-c", "import habana_assist"],
+        env=child_env(HA_KERNELS="avx9000"),
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE_PARENT,
+        timeout=60,
+    )
+    assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, (
         f"expected an ImportError naming HA_KERNELS and the variants, got rc={r.returncode}:\n{r.stderr[-1500:]}"
+    )
 
 
 def test_the_avx512_source_runs_here_natively_or_emulated():
@@ -40,4 +55,5 @@ def test_the_avx512_source_runs_here_natively_or_emulated():
         pytest.skip("this CPU has no AVX2, which the AVX-512 emulation runs on")
     assert "avx512" in names or "avx512-emulated" in names, (
         f"expected the AVX-512 kernels to run here natively or through SIMDe, got only {names}: the build did not find "
-        "<simde/x86/avx512.h>; install Debian's libsimde-dev (scripts/setup.sh does) and rebuild")
+        "<simde/x86/avx512.h>; install Debian's libsimde-dev (scripts/setup.sh does) and rebuild"
+    )

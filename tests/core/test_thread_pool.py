@@ -2,6 +2,7 @@
 depend on the thread count while another process keeps a core busy, a pool whose workers went to sleep wakes
 for the next call, and a forked child gets a pool of its own. No test here depends on speed (the benchmark,
 benchmarks/bench_decode.py --busy, measures that); a hang is a failure, bounded by a subprocess timeout."""
+
 import os
 import subprocess
 import textwrap
@@ -15,8 +16,15 @@ import habana_assist as ha
 
 TIMEOUT = 120  # seconds for a child: a hang is a failure, not a stuck test run
 # Large enough that a decode step's feed-forward and output layer go to the pool (forward.c's SMALL_JOB).
-MODEL = dict(vocab_size=1024, hidden_size=256, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=1024,
-             max_position_embeddings=512)
+MODEL = dict(
+    vocab_size=1024,
+    hidden_size=256,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=1024,
+    max_position_embeddings=512,
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +54,14 @@ def run_child(code, timeout=TIMEOUT, **env):
     """Runs code in a fresh interpreter (HA_NUM_THREADS unset unless env sets it); -> its stdout, stripped."""
     base = {k: v for k, v in os.environ.items() if k not in ("HA_NUM_THREADS", "HA_CGROUP_ROOT")}
     try:
-        r = subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
-                           cwd=PACKAGE_PARENT, env=child_env(base, **env))
+        r = subprocess.run(
+            [PYTHON, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=PACKAGE_PARENT,
+            env=child_env(base, **env),
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"the child hung: no exit within {timeout} s", pytrace=False)
     assert r.returncode == 0, f"the child expected to exit 0, got {r.returncode}; stderr:\n{r.stderr[-3000:]}"
@@ -60,14 +74,17 @@ AFFINITY = len(os.sched_getaffinity(0))
 DEFAULT_THREADS = "import habana_assist as ha; print(ha.get_num_threads())"
 
 
-@pytest.mark.parametrize("cpu_max, quota", [("max 100000", None), ("100000 100000", 1), ("50000 100000", 1),
-                                            ("150000 100000", 2), ("800000 100000", 8)])
+@pytest.mark.parametrize(
+    "cpu_max, quota",
+    [("max 100000", None), ("100000 100000", 1), ("50000 100000", 1), ("150000 100000", 2), ("800000 100000", 8)],
+)
 def test_default_threads_honour_a_cgroup_v2_cpu_quota(tmp_path, cpu_max, quota):
     (tmp_path / "cpu.max").write_text(cpu_max + "\n")
     want = AFFINITY if quota is None else min(quota, AFFINITY)
     got = int(run_child(DEFAULT_THREADS, HA_CGROUP_ROOT=str(tmp_path)))
-    assert got == want, (f"cpu.max {cpu_max!r} with {AFFINITY} CPUs in the affinity mask: expected {want} default "
-                         f"threads, got {got}")
+    assert got == want, (
+        f"cpu.max {cpu_max!r} with {AFFINITY} CPUs in the affinity mask: expected {want} default threads, got {got}"
+    )
 
 
 def test_num_threads_variable_wins_over_a_cgroup_quota(tmp_path):
@@ -83,26 +100,34 @@ def test_default_threads_without_cgroup_files_are_the_affinity_mask(tmp_path):
 
 # ---- results on a busy machine --------------------------------------------------------------------------
 
-def test_generate_is_bitwise_identical_with_1_and_n_threads_beside_a_busy_process(model_dir, busy_process,
-                                                                                     restore_threads):
+
+def test_generate_is_bitwise_identical_with_1_and_n_threads_beside_a_busy_process(
+    model_dir, busy_process, restore_threads
+):
     m = ha.AutoModelForCausalLM.from_pretrained(model_dir)
     prompt = np.random.default_rng(5).integers(3, MODEL["vocab_size"], size=(1, 40))
 
     def outputs():
-        return {"greedy tokens": m.generate(prompt, max_new_tokens=48, eos_token_id=None),
-                "prompt logits": m(prompt).logits,
-                "sampled tokens": m.generate(prompt, max_new_tokens=24, do_sample=True, temperature=0.8, seed=3,
-                                             eos_token_id=None)}
+        return {
+            "greedy tokens": m.generate(prompt, max_new_tokens=48, eos_token_id=None),
+            "prompt logits": m(prompt).logits,
+            "sampled tokens": m.generate(
+                prompt, max_new_tokens=24, do_sample=True, temperature=0.8, seed=3, eos_token_id=None
+            ),
+        }
+
     ha.set_num_threads(1)
     want = outputs()
     for n in (2, 3, 2):
         ha.set_num_threads(n)
         for name, got in outputs().items():
-            assert got.tobytes() == want[name].tobytes(), (f"{name} with {n} threads beside a busy process differ "
-                                                           f"from 1 thread's")
+            assert got.tobytes() == want[name].tobytes(), (
+                f"{name} with {n} threads beside a busy process differ from 1 thread's"
+            )
 
 
 # ---- sleeping workers and fork --------------------------------------------------------------------------
+
 
 def test_a_pool_whose_workers_slept_wakes_for_the_next_call(model_dir):
     code = f"""
@@ -145,5 +170,7 @@ def test_a_child_forked_while_the_pools_workers_sleep_runs_the_core(model_dir):
         print(answer, os.waitstatus_to_exitcode(status), again.tobytes() == want.tobytes())
     """
     got = run_child(code)
-    assert got == "same 0 True", (f"expected the forked child to generate the parent's tokens and exit 0, and the "
-                                  f"parent to keep working ('same 0 True'), got {got!r}")
+    assert got == "same 0 True", (
+        f"expected the forked child to generate the parent's tokens and exit 0, and the "
+        f"parent to keep working ('same 0 True'), got {got!r}"
+    )

@@ -20,12 +20,26 @@ from habana_assist import _core
 from habana_assist.errors import InvalidInputError
 
 SMALL_VOCAB = 256
-SMALL = dict(vocab_size=SMALL_VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-             intermediate_size=160, max_position_embeddings=512)
+SMALL = dict(
+    vocab_size=SMALL_VOCAB,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=160,
+    max_position_embeddings=512,
+)
 # Large enough that one long-prompt call runs for a good fraction of a second on one core.
 BIG_VOCAB = 512
-BIG = dict(vocab_size=BIG_VOCAB, hidden_size=256, num_layers=2, num_heads=4, num_kv_heads=2,
-           intermediate_size=512, max_position_embeddings=4096)
+BIG = dict(
+    vocab_size=BIG_VOCAB,
+    hidden_size=256,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    intermediate_size=512,
+    max_position_embeddings=4096,
+)
 N_THREADS = 4
 ITERATIONS = 3
 JOIN_TIMEOUT = 60  # seconds: a hang is a failure, not a stuck test run
@@ -107,18 +121,41 @@ def workload(model, seed, make_streamer=None):
     cache.crop(4)
     third = model(ids[None, 9:], past_key_values=cache).logits
     greedy = model.generate(ids[None, :6], max_new_tokens=10, eos_token_id=None, **stream())
-    sampled = model.generate(ids[None, :6], max_new_tokens=10, do_sample=True, temperature=1.5, top_p=0.9,
-                             seed=seed, eos_token_id=None, return_dict_in_generate=True, output_scores=True,
-                             **stream())
+    sampled = model.generate(
+        ids[None, :6],
+        max_new_tokens=10,
+        do_sample=True,
+        temperature=1.5,
+        top_p=0.9,
+        seed=seed,
+        eos_token_id=None,
+        return_dict_in_generate=True,
+        output_scores=True,
+        **stream(),
+    )
     padded = np.array([[0, 0, *ids[:4]], list(ids[4:10])])
-    batch = model.generate(padded, attention_mask=(np.arange(6)[None] >= [[2], [0]]).astype(np.int64),
-                           max_new_tokens=6, do_sample=True, seed=seed + 1, eos_token_id=None)
+    batch = model.generate(
+        padded,
+        attention_mask=(np.arange(6)[None] >= [[2], [0]]).astype(np.int64),
+        max_new_tokens=6,
+        do_sample=True,
+        seed=seed + 1,
+        eos_token_id=None,
+    )
     long = tokens(seed + 7, 200)  # a prompt over 128 tokens, one OpenBLAS block where blas_prefill is on
     long_logits = model(long[None]).logits[0, -3:]
     long_greedy = model.generate(long[None, :150], max_new_tokens=4, eos_token_id=None, **stream())
-    return {"first chunk logits": first, "second chunk logits": second, "logits after crop": third,
-            "greedy tokens": greedy, "sampled tokens": sampled.sequences, "sampled scores": np.stack(sampled.scores),
-            "left-padded batch tokens": batch, "long prompt logits": long_logits, "long prompt greedy": long_greedy}
+    return {
+        "first chunk logits": first,
+        "second chunk logits": second,
+        "logits after crop": third,
+        "greedy tokens": greedy,
+        "sampled tokens": sampled.sequences,
+        "sampled scores": np.stack(sampled.scores),
+        "left-padded batch tokens": batch,
+        "long prompt logits": long_logits,
+        "long prompt greedy": long_greedy,
+    }
 
 
 def assert_same(got, expected, what):
@@ -127,11 +164,14 @@ def assert_same(got, expected, what):
         assert g.shape == value.shape, f"{what}, {key}: expected shape {value.shape}, got {g.shape}"
         if not np.array_equal(g, value):
             diff = np.abs(g.astype(np.float64) - value.astype(np.float64))
-            raise AssertionError(f"{what}, {key}: expected bitwise the single-threaded result; "
-                                 f"{int((diff > 0).sum())} of {diff.size} entries differ (max |diff| {diff.max():.3g})")
+            raise AssertionError(
+                f"{what}, {key}: expected bitwise the single-threaded result; "
+                f"{int((diff > 0).sum())} of {diff.size} entries differ (max |diff| {diff.max():.3g})"
+            )
 
 
 # ---- many threads, one model ---------------------------------------------------------------------------
+
 
 def test_four_threads_sharing_a_model_get_bitwise_single_threaded_results(small, restore_threads):
     # One core thread: the four Python threads then run in the core at once (two cores). The pool's own
@@ -200,9 +240,11 @@ def test_changing_the_thread_count_during_concurrent_generation_changes_no_bit(s
 
     *results, changes = run_threads([lambda s=s: worker(s) for s in seeds] + [switcher])
     unchanged = sum(not p.changed_inside for p in pacers)
-    assert pacers and unchanged == 0, (f"expected the thread count to change in the middle of every one of the "
-                                       f"{len(pacers)} generations; {unchanged} waited {JOIN_TIMEOUT} s for a change "
-                                       f"in vain ({changes} changes made)")
+    assert pacers and unchanged == 0, (
+        f"expected the thread count to change in the middle of every one of the "
+        f"{len(pacers)} generations; {unchanged} waited {JOIN_TIMEOUT} s for a change "
+        f"in vain ({changes} changes made)"
+    )
     for seed, runs in zip(seeds, results):
         for it, got in enumerate(runs):
             assert_same(got, expected[seed], f"thread with seed {seed}, iteration {it}, while switching 1 <-> 2")
@@ -220,6 +262,7 @@ def test_generate_is_bitwise_identical_with_1_and_2_core_threads(small, restore_
 
 # ---- one cache, two threads ----------------------------------------------------------------------------
 
+
 def reconstruct(model, successes):
     """successes: per thread, the list in call order of (tokens appended, logits returned) that succeeded.
 
@@ -235,12 +278,13 @@ def reconstruct(model, successes):
         for t in sorted(candidates, key=lambda t: successes[t][heads[t]][0].size):  # cheapest check first
             chunk, logits = successes[t][heads[t]]
             full = np.concatenate([prefix, chunk])
-            if np.array_equal(model(full[None]).logits[:, prefix.size:], logits):
+            if np.array_equal(model(full[None]).logits[:, prefix.size :], logits):
                 matched = t
                 break
         assert matched is not None, (
             f"after {step} of {total} successful appends (cache holding {prefix.size} tokens), no thread's next "
-            f"result equals a fresh forward of the tokens so far: the shared cache was corrupted")
+            f"result equals a fresh forward of the tokens so far: the shared cache was corrupted"
+        )
         prefix = np.concatenate([prefix, successes[matched][heads[matched]][0]])
         heads[matched] += 1
     return prefix
@@ -248,18 +292,21 @@ def reconstruct(model, successes):
 
 def check_cache_consistent(model, cache, successes, what):
     held = reconstruct(model, successes)
-    assert cache._ctx.length(0) == held.size, \
+    assert cache._ctx.length(0) == held.size, (
         f"{what}: expected the core cache to hold {held.size} positions, got {cache._ctx.length(0)}"
-    assert cache.get_seq_length() == held.size, \
-        f"{what}: the core holds the {held.size} appended positions, but Cache.get_seq_length() says " \
-        f"{cache.get_seq_length()}: the Cache's column mask lost updates (see " \
+    )
+    assert cache.get_seq_length() == held.size, (
+        f"{what}: the core holds the {held.size} appended positions, but Cache.get_seq_length() says "
+        f"{cache.get_seq_length()}: the Cache's column mask lost updates (see "
         f"test_cache_bookkeeping_survives_a_thread_switch_right_after_an_append)"
+    )
     probe = np.array([5, 6])
     got = model(probe[None], past_key_values=cache).logits
-    expected = model(np.concatenate([held, probe])[None]).logits[:, held.size:]
-    assert np.array_equal(got, expected), \
-        f"{what}: after the concurrent use, appending to the cache gives logits different from a fresh forward " \
+    expected = model(np.concatenate([held, probe])[None]).logits[:, held.size :]
+    assert np.array_equal(got, expected), (
+        f"{what}: after the concurrent use, appending to the cache gives logits different from a fresh forward "
         f"of the {held.size} tokens it should hold"
+    )
 
 
 def is_busy_error(e):
@@ -322,8 +369,9 @@ def test_one_cache_from_two_threads_is_refused_or_serialized_never_corrupted(sma
         return done
 
     successes = run_threads([lambda: appender(0), lambda: appender(1)])
-    assert sum(len(s) for s in successes) + sum(refused.values()) == 50, \
+    assert sum(len(s) for s in successes) + sum(refused.values()) == 50, (
         f"expected 50 calls to succeed or be refused, got {[len(s) for s in successes]} + {refused}"
+    )
     check_cache_consistent(small, cache, successes, "two threads appending to one cache")
 
 
@@ -347,17 +395,20 @@ def test_second_thread_using_a_busy_cache_gets_a_clear_error_while_the_gil_is_re
                 assert is_busy_error(e), f"expected only the 'in use by another thread' error, got: {e}"
                 return "refused"
 
-        a_logits, outcome = call_watched(lambda: big(long_chunk[None], past_key_values=cache).logits,
-                                         lambda: [cache._ctx], append_probe)
+        a_logits, outcome = call_watched(
+            lambda: big(long_chunk[None], past_key_values=cache).logits, lambda: [cache._ctx], append_probe
+        )
         outcomes.append(outcome)
         if outcome == "refused":
             break
     assert outcomes[-1] == "refused", (
         f"expected thread B, running while A's 1024-token append was inside the core, to be refused with "
         f"InvalidInputError 'in use by another thread'; in {len(outcomes)} tries it got {outcomes} (None: B never "
-        "ran while A was inside the core, so the GIL was held; 'appended': B's append went in after A's)")
-    check_cache_consistent(big, cache, [[(long_chunk, a_logits)], b_successes],
-                           "a long append against a thread probing the busy cache")
+        "ran while A was inside the core, so the GIL was held; 'appended': B's append went in after A's)"
+    )
+    check_cache_consistent(
+        big, cache, [[(long_chunk, a_logits)], b_successes], "a long append against a thread probing the busy cache"
+    )
 
 
 class _PausingNumpy:
@@ -422,13 +473,15 @@ def test_cache_bookkeeping_survives_a_thread_switch_right_after_an_append(small,
     go = threading.Event()
     run_threads([thread_a, thread_b])
     total = 4 + appended["A"] + appended["B"]
-    assert cache._ctx.length(0) == total, \
-        f"expected the core cache to hold {total} positions (4 + A's {appended['A']} + B's {appended['B']}), " \
+    assert cache._ctx.length(0) == total, (
+        f"expected the core cache to hold {total} positions (4 + A's {appended['A']} + B's {appended['B']}), "
         f"got {cache._ctx.length(0)}"
-    assert cache.get_seq_length() == total, \
-        f"B's append was {b_outcome[0]} while A was between its core append and its mask update; expected " \
-        f"Cache.get_seq_length() to count all {total} columns the core holds, got {cache.get_seq_length()}: " \
+    )
+    assert cache.get_seq_length() == total, (
+        f"B's append was {b_outcome[0]} while A was between its core append and its mask update; expected "
+        f"Cache.get_seq_length() to count all {total} columns the core holds, got {cache.get_seq_length()}: "
         f"a column update was lost (the mask update is not atomic with the append)"
+    )
 
 
 def test_a_crop_refused_as_busy_leaves_the_cache_unchanged(big, restore_threads):
@@ -455,15 +508,19 @@ def test_a_crop_refused_as_busy_leaves_the_cache_unchanged(big, restore_threads)
             break
     assert outcomes[-1] == "refused", (
         f"expected thread B's crop(3), made while A's append was inside the core, to be refused; in {len(outcomes)} "
-        f"tries it got {outcomes} (None: B never ran while A was inside the core, so the GIL was held)")
-    assert cache._ctx.length(0) == 6 + 1024, \
+        f"tries it got {outcomes} (None: B never ran while A was inside the core, so the GIL was held)"
+    )
+    assert cache._ctx.length(0) == 6 + 1024, (
         f"expected the refused crop to leave the core cache at 6 + 1024 positions, got {cache._ctx.length(0)}"
-    assert cache.get_seq_length() == 6 + 1024, \
-        f"expected the refused crop(3) to leave the Cache's columns at 6 + 1024 = 1030, got " \
+    )
+    assert cache.get_seq_length() == 6 + 1024, (
+        f"expected the refused crop(3) to leave the Cache's columns at 6 + 1024 = 1030, got "
         f"{cache.get_seq_length()}: Cache.crop() shortened its mask before the core refused the crop"
+    )
 
 
 # ---- the GIL really is released --------------------------------------------------------------------------
+
 
 class _CapturingCore:
     """habana_assist._core, except that each Context made through it is also kept in .contexts (so a test can
@@ -491,19 +548,24 @@ def test_python_threads_keep_running_during_a_long_core_call(big, restore_thread
     monkeypatch.setattr(sys.modules["habana_assist.modeling_utils"], "_core", capturing)
     monkeypatch.setattr(sys.modules["habana_assist.cache_utils"], "_core", capturing)  # the forward's DynamicCache
     if kind == "forward":
+
         def call():
             big(ids)
     else:
+
         def call():
             big.generate(ids, max_new_tokens=2, eos_token_id=None)
+
     for attempt in range(1, TRIES + 1):
         capturing.contexts.clear()
         _, seen = call_watched(call, lambda: list(capturing.contexts))
         assert capturing.contexts, f"test setup: the {kind} call made no core context through habana_assist._core"
         if seen:
             break
-    assert seen, (f"expected another Python thread to run while the {kind} call was inside the core (GIL "
-                  f"released); in {TRIES} calls it never did")
+    assert seen, (
+        f"expected another Python thread to run while the {kind} call was inside the core (GIL "
+        f"released); in {TRIES} calls it never did"
+    )
 
 
 # ---- lifetimes -------------------------------------------------------------------------------------------
@@ -556,9 +618,16 @@ print("OK")
 
 
 def test_cache_keeps_working_after_its_model_is_deleted(small_dir):
-    proc = subprocess.run([PYTHON, "-c", ORPHAN_CACHE_SCRIPT, small_dir, str(SMALL_VOCAB)], env=child_env(),
-                          cwd=PACKAGE_PARENT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [PYTHON, "-c", ORPHAN_CACHE_SCRIPT, small_dir, str(SMALL_VOCAB)],
+        env=child_env(),
+        cwd=PACKAGE_PARENT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "OK", (
         f"expected a cache to keep its deleted model's weights alive and keep working; the child process exited "
         f"with {proc.returncode}{' (killed by a signal: a crash)' if proc.returncode < 0 else ''}, "
-        f"stdout {proc.stdout[-500:]!r}, stderr {proc.stderr[-1500:]!r}")
+        f"stdout {proc.stdout[-500:]!r}, stderr {proc.stderr[-1500:]!r}"
+    )

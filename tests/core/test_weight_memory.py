@@ -17,8 +17,15 @@ import habana_assist as ha
 IDS = np.array([[3, 17, 42, 5, 9, 11]])
 # every way a load makes its own copy of a matrix: packed (as stored, converted), quantized, row-major converted,
 # and GPT-2's Conv1D matrices transposed (with repack=False as stored, the transposed copy is the Weight's own)
-CASES = [("llama", {}), ("llama", {"dtype": "float32"}), ("llama", {"dtype": "int8"}), ("llama", {"dtype": "int4"}),
-         ("llama", {"dtype": "float32", "repack": False}), ("gpt2", {}), ("gpt2", {"repack": False})]
+CASES = [
+    ("llama", {}),
+    ("llama", {"dtype": "float32"}),
+    ("llama", {"dtype": "int8"}),
+    ("llama", {"dtype": "int4"}),
+    ("llama", {"dtype": "float32", "repack": False}),
+    ("gpt2", {}),
+    ("gpt2", {"repack": False}),
+]
 CASE_IDS = ["packed", "float32", "int8", "int4", "float32-row-major", "gpt2-packed", "gpt2-row-major"]
 
 
@@ -72,8 +79,9 @@ def test_weights_in_huge_page_memory_equal_plain_arrays_bitwise(tmp_path, monkey
         assert b[name].ctypes.data % 64 == 0, f"{name} at {b[name].ctypes.data:#x}, expected a 64-byte boundary"
     assert np.array_equal(plain(IDS).logits, huge(IDS).logits), "logits differ between the two loads"
     for name in a:
-        assert not isinstance(memory_chain(a[name])[-1], mmap.mmap), \
+        assert not isinstance(memory_chain(a[name])[-1], mmap.mmap), (
             f"{name}: HA_HUGE_PAGES=0 still gave a mapping of its own"
+        )
     if hasattr(mmap, "MADV_HUGEPAGE") and THP:
         advised = advised_ranges()
         for name in b:

@@ -12,8 +12,10 @@ print(model.generation_config)
 # values that differ from the defaults.
 generation_config = model.generation_config
 assert isinstance(generation_config, GenerationConfig), type(generation_config)
-assert generation_config.eos_token_id == model.config.eos_token_id, (generation_config.eos_token_id,
-                                                                      model.config.eos_token_id)
+assert generation_config.eos_token_id == model.config.eos_token_id, (
+    generation_config.eos_token_id,
+    model.config.eos_token_id,
+)
 assert generation_config.bos_token_id == model.config.bos_token_id
 text = repr(generation_config)
 assert text.startswith("GenerationConfig"), text

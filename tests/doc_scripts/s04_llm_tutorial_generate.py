@@ -5,9 +5,7 @@ import os
 
 from habana_assist import AutoModelForCausalLM
 
-model = AutoModelForCausalLM.from_pretrained(
-    os.environ["HA_MODEL"], device_map="auto", load_in_4bit=True
-)
+model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"], device_map="auto", load_in_4bit=True)
 
 from habana_assist import AutoTokenizer  # noqa: E402 - where Transformers' documentation imports it
 

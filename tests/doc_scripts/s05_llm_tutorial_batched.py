@@ -9,9 +9,7 @@ model = AutoModelForCausalLM.from_pretrained(os.environ["HA_MODEL"])
 tokenizer = AutoTokenizer.from_pretrained(os.environ["HA_MODEL"], padding_side="left")
 
 tokenizer.pad_token = tokenizer.eos_token  # Most LLMs don't have a pad token by default
-model_inputs = tokenizer(
-    ["A list of colors: red, blue", "Portugal is"], return_tensors="pt", padding=True
-).to("cpu")
+model_inputs = tokenizer(["A list of colors: red, blue", "Portugal is"], return_tensors="pt", padding=True).to("cpu")
 generated_ids = model.generate(**model_inputs)
 print(tokenizer.batch_decode(generated_ids, skip_special_tokens=True))
 
@@ -28,7 +26,7 @@ assert texts[0].startswith("A list of colors: red, blue") and texts[1].startswit
 width = ids.shape[1]
 for row, prompt in enumerate(["A list of colors: red, blue", "Portugal is"]):
     alone_inputs = tokenizer([prompt], return_tensors="pt")
-    alone = model.generate(**alone_inputs)[0, alone_inputs["input_ids"].shape[1]:]
+    alone = model.generate(**alone_inputs)[0, alone_inputs["input_ids"].shape[1] :]
     got = generated_ids[row, width:]
-    assert torch.equal(got[:len(alone)], alone), (row, got, alone)
-    assert (got[len(alone):] == model.generation_config.pad_token_id).all(), (row, got)  # ended early: padded
+    assert torch.equal(got[: len(alone)], alone), (row, got, alone)
+    assert (got[len(alone) :] == model.generation_config.pad_token_id).all(), (row, got)  # ended early: padded

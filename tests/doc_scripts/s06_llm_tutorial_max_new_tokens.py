@@ -26,4 +26,4 @@ assert 1 <= len(new) <= 50, generated_ids.shape
 assert len(new) == 50 or new[-1].item() == tokenizer.eos_token_id, new
 short = model.generate(**model_inputs, max_new_tokens=5)
 assert short.shape[1] == prompt_len + 5 or short[0, -1].item() == tokenizer.eos_token_id, short
-assert (short[0] == generated_ids[0, :short.shape[1]]).all()  # greedy: a shorter run is a prefix
+assert (short[0] == generated_ids[0, : short.shape[1]]).all()  # greedy: a shorter run is a prefix

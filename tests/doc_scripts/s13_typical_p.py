@@ -22,9 +22,7 @@ print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
 # With `typical_p` set, the most obvious sequence is no longer produced, which may be good for your problem
 set_seed(18)
-outputs = model.generate(
-    **inputs, do_sample=True, typical_p=0.1, return_dict_in_generate=True, output_scores=True
-)
+outputs = model.generate(**inputs, do_sample=True, typical_p=0.1, return_dict_in_generate=True, output_scores=True)
 print(tokenizer.batch_decode(outputs.sequences, skip_special_tokens=True)[0])
 greedy_second = model.generate(**inputs, max_new_tokens=2)[0, -1].item()
 print(outputs.scores[1][0, greedy_second])

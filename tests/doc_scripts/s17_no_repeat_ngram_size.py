@@ -16,12 +16,13 @@ print(tokenizer.decode(output[0], skip_special_tokens=True))
 output = model.generate(**inputs, no_repeat_ngram_size=2)
 print(tokenizer.decode(output[0], skip_special_tokens=True))
 
+
 # Checks: no 2-gram occurs twice in the whole sequence (the prompt counts, as in Transformers), while the
 # unconstrained greedy output does repeat one.
 def repeated_ngrams(tokens, n):
     seen, repeats = set(), []
     for i in range(len(tokens) - n + 1):
-        gram = tuple(tokens[i:i + n])
+        gram = tuple(tokens[i : i + n])
         if gram in seen:
             repeats.append(gram)
         seen.add(gram)

@@ -20,17 +20,17 @@ def get_tokens(word):
 
 
 # IMPORTANT: Remember our tip about adding spaces before words to bias them correctly.
-sequence_bias = [[get_tokens("list"), -10.0],]  # will fail to apply bias
-biased_ids = model.generate(
-    inputs["input_ids"], max_new_tokens=4, do_sample=False, sequence_bias=sequence_bias
-)
+sequence_bias = [
+    [get_tokens("list"), -10.0],
+]  # will fail to apply bias
+biased_ids = model.generate(inputs["input_ids"], max_new_tokens=4, do_sample=False, sequence_bias=sequence_bias)
 print(tokenizer.batch_decode(biased_ids, skip_special_tokens=True)[0])
 unchanged_ids = biased_ids
 
-sequence_bias = [[get_tokens(" list"), -10.0],]  # will work
-biased_ids = model.generate(
-    inputs["input_ids"], max_new_tokens=4, do_sample=False, sequence_bias=sequence_bias
-)
+sequence_bias = [
+    [get_tokens(" list"), -10.0],
+]  # will work
+biased_ids = model.generate(inputs["input_ids"], max_new_tokens=4, do_sample=False, sequence_bias=sequence_bias)
 print(tokenizer.batch_decode(biased_ids, skip_special_tokens=True)[0])
 
 # Checks: the bias on "list" (no space) changes nothing; on " list" each greedy token is the argmax of the

@@ -48,16 +48,24 @@ assert model.generation_config.max_new_tokens == 128
 assert prompt_len < plain.shape[1] <= limit and plain.shape[1] > 30, plain.shape
 assert outputs[0, -1].item() == eos and outputs.shape[1] < limit, outputs
 set_seed(1)
-res = model.generate(**inputs, do_sample=True, temperature=0.9, max_length=30, pad_token_id=eos,
-                     exponential_decay_length_penalty=(15, 1.6), return_dict_in_generate=True,
-                     output_scores=True, output_logits=True)
+res = model.generate(
+    **inputs,
+    do_sample=True,
+    temperature=0.9,
+    max_length=30,
+    pad_token_id=eos,
+    exponential_decay_length_penalty=(15, 1.6),
+    return_dict_in_generate=True,
+    output_scores=True,
+    output_logits=True,
+)
 assert torch.equal(res.sequences, outputs), "the same seed gave another sample with output_scores on"
 assert len(res.scores) == len(res.logits) == res.sequences.shape[1] - prompt_len
 checked = 0
 for step, (scores, logits) in enumerate(zip(res.scores, res.logits)):
     raw = logits[0, eos].item()
     k = (prompt_len + step) - (prompt_len + 15)
-    expected = (raw + abs(raw) * (1.6 ** k - 1) if k > 0 else raw) / 0.9
+    expected = (raw + abs(raw) * (1.6**k - 1) if k > 0 else raw) / 0.9
     got = scores[0, eos].item()
     if got != float("-inf"):  # else top_k=50 filtered it out
         assert abs(got - expected) <= 1e-4 * max(1.0, abs(expected)), (step, got, expected)

@@ -17,14 +17,16 @@ token = outputs.sequences[0, prompt_len].item()  # what greedy writes first
 print(outputs.scores[1][0, token])
 
 # If we suppress it, it can't be generated anywhere
-outputs = model.generate(**inputs, max_new_tokens=8, return_dict_in_generate=True, output_scores=True,
-                         suppress_tokens=[token])
+outputs = model.generate(
+    **inputs, max_new_tokens=8, return_dict_in_generate=True, output_scores=True, suppress_tokens=[token]
+)
 print(outputs.scores[1][0, token])
 suppressed = outputs
 
 # With begin_suppress_tokens, it can't be generated in the first iteration, but it can in the others.
-outputs = model.generate(**inputs, max_new_tokens=8, return_dict_in_generate=True, output_scores=True,
-                         begin_suppress_tokens=[token])
+outputs = model.generate(
+    **inputs, max_new_tokens=8, return_dict_in_generate=True, output_scores=True, begin_suppress_tokens=[token]
+)
 print(outputs.scores[0][0, token])
 print(outputs.scores[-1][0, token])
 

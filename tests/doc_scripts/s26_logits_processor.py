@@ -37,8 +37,12 @@ processor = SuppressTokenLogitsProcessor(first_token)
 outputs = model.generate(**inputs, max_new_tokens=20, logits_processor=LogitsProcessorList([processor]))
 print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
-assisted = model.generate(**inputs, max_new_tokens=20, assistant_model=assistant_model,
-                          logits_processor=LogitsProcessorList([SuppressTokenLogitsProcessor(first_token)]))
+assisted = model.generate(
+    **inputs,
+    max_new_tokens=20,
+    assistant_model=assistant_model,
+    logits_processor=LogitsProcessorList([SuppressTokenLogitsProcessor(first_token)]),
+)
 print(tokenizer.batch_decode(assisted, skip_special_tokens=True)[0])
 
 # Checks: the processor runs once per new token, on torch tensors, with the tokens so far (prompt first) and the

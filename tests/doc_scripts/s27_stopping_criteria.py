@@ -29,18 +29,23 @@ prompt_len = inputs["input_ids"].shape[1]
 plain = model.generate(**inputs, max_new_tokens=30)
 stop_token = plain[0, prompt_len + 6].item()  # the 7th new token
 
-outputs = model.generate(**inputs, max_new_tokens=30,
-                         stopping_criteria=StoppingCriteriaList([StopOnTokenCriteria(stop_token)]))
+outputs = model.generate(
+    **inputs, max_new_tokens=30, stopping_criteria=StoppingCriteriaList([StopOnTokenCriteria(stop_token)])
+)
 print(tokenizer.batch_decode(outputs, skip_special_tokens=True)[0])
 
-assisted = model.generate(**inputs, max_new_tokens=30, assistant_model=assistant_model,
-                          stopping_criteria=StoppingCriteriaList([StopOnTokenCriteria(stop_token)]))
+assisted = model.generate(
+    **inputs,
+    max_new_tokens=30,
+    assistant_model=assistant_model,
+    stopping_criteria=StoppingCriteriaList([StopOnTokenCriteria(stop_token)]),
+)
 
 # Checks: generation stops right after the first new occurrence of the token, as the criterion says; the output
 # is the plain output up to there; assisted generation stops at the same place with the same tokens.
 new_plain = plain[0, prompt_len:].tolist()
 first = new_plain.index(stop_token)
 assert outputs.shape[1] == prompt_len + first + 1, (outputs.shape, first)
-assert torch.equal(outputs[0], plain[0, :outputs.shape[1]])
+assert torch.equal(outputs[0], plain[0, : outputs.shape[1]])
 assert outputs[0, -1].item() == stop_token
 assert torch.equal(assisted, outputs), (assisted, outputs)

@@ -15,9 +15,7 @@ inputs = tokenizer(["Today is"], return_tensors="pt")
 
 # Example 1: Print the scores for each token generated with Greedy Search
 outputs = model.generate(**inputs, max_new_tokens=5, return_dict_in_generate=True, output_scores=True)
-transition_scores = model.compute_transition_scores(
-    outputs.sequences, outputs.scores, normalize_logits=True
-)
+transition_scores = model.compute_transition_scores(outputs.sequences, outputs.scores, normalize_logits=True)
 # input_length is the length of the input prompt for decoder-only models, like the GPT family, and 1 for
 # encoder-decoder models, like BART or T5.
 input_length = 1 if model.config.is_encoder_decoder else inputs.input_ids.shape[1]

@@ -23,4 +23,5 @@ assert torch.equal(outputs[:, :prompt_len], inputs["input_ids"])
 assert prompt_len < outputs.shape[1] <= prompt_len + model.generation_config.max_new_tokens
 assert int(outputs.max()) < model.config.vocab_size
 assert tokenizer.batch_decode(outputs, skip_special_tokens=True)[0].startswith(
-    "The second law of thermodynamics states")
+    "The second law of thermodynamics states"
+)

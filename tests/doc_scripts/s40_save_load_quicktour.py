@@ -39,7 +39,11 @@ original = AutoModelForCausalLM.from_pretrained(model_name)
 reloaded_tokenizer = AutoTokenizer.from_pretrained(pt_save_directory)
 batch_again = reloaded_tokenizer(
     ["We are very happy to show you the 🤗 Transformers library.", "We hope you don't hate it."],
-    padding=True, truncation=True, max_length=512, return_tensors="pt")
+    padding=True,
+    truncation=True,
+    max_length=512,
+    return_tensors="pt",
+)
 assert all(torch.equal(batch_again[k], pt_batch[k]) for k in ("input_ids", "attention_mask"))
 assert pt_predictions.shape == (2, pt_batch["input_ids"].shape[1], pt_model.config.vocab_size)
 assert torch.equal(pt_model(**pt_batch).logits, original(**pt_batch).logits)

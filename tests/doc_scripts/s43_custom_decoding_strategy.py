@@ -46,5 +46,5 @@ assert generation_config.max_new_tokens == 12 and generation_config.no_repeat_ng
 prompt_len = inputs["input_ids"].shape[1]
 assert prompt_len < outputs.shape[1] <= prompt_len + 12, outputs.shape
 tokens = outputs[0].tolist()
-grams = [tuple(tokens[i:i + 2]) for i in range(len(tokens) - 1)]
+grams = [tuple(tokens[i : i + 2]) for i in range(len(tokens) - 1)]
 assert len(grams) == len(set(grams)), "a 2-gram repeats"

@@ -24,8 +24,11 @@ predictions = torch.nn.functional.softmax(outputs.logits, dim=-1)
 # generate; the forward gives torch float32 logits (batch, seq, vocab) whose softmax rows sum to 1.
 c = model.config
 head_dim = c.hidden_size // c.num_attention_heads
-per_layer = (c.hidden_size * head_dim * (c.num_attention_heads * 2 + c.num_key_value_heads * 2)
-             + 3 * c.hidden_size * c.intermediate_size + 2 * c.hidden_size)
+per_layer = (
+    c.hidden_size * head_dim * (c.num_attention_heads * 2 + c.num_key_value_heads * 2)
+    + 3 * c.hidden_size * c.intermediate_size
+    + 2 * c.hidden_size
+)
 expected = c.num_hidden_layers * per_layer + 2 * c.vocab_size * c.hidden_size + c.hidden_size
 assert model.num_parameters() == expected, (model.num_parameters(), expected)
 assert model.can_generate() is True

@@ -34,6 +34,6 @@ import torch  # noqa: E402 - where Transformers' documentation imports it
 
 first = generated_ids[0, prompt_len:].tolist().index(new_eos)
 assert generated_ids_eos.shape[1] == prompt_len + first + 1, (generated_ids_eos.shape, first)
-assert torch.equal(generated_ids_eos[0], generated_ids[0, :generated_ids_eos.shape[1]])
+assert torch.equal(generated_ids_eos[0], generated_ids[0, : generated_ids_eos.shape[1]])
 assert generated_ids_short.shape[1] == prompt_len + 6, generated_ids_short.shape
-assert torch.equal(generated_ids_short[0], generated_ids[0, :prompt_len + 6])
+assert torch.equal(generated_ids_short[0], generated_ids[0, : prompt_len + 6])

@@ -17,6 +17,7 @@ it. The cases run in a worker process: if it dies (a segfault, an abort), this p
 the call it was in (the worker writes each call to a trace file before making it) and how to replay it.
 Exit status: 0 if no finding, 1 otherwise.
 """
+
 import argparse
 import collections
 import faulthandler
@@ -61,6 +62,7 @@ class Finding(Exception):
 
 # ---- the run's bookkeeping ---------------------------------------------------------------------------------
 
+
 class Run:
     def __init__(self, seed, trace_fd=None):
         self.seed = seed
@@ -91,8 +93,9 @@ class Run:
         except Finding:
             raise
         except BaseException as e:  # noqa: BLE001 - every other exception is what the fuzz looks for
-            raise Finding(f"{name}({', '.join(short(a) for a in args)}) raised {type(e).__name__}: {e}\n"
-                          f"{traceback.format_exc()}") from None
+            raise Finding(
+                f"{name}({', '.join(short(a) for a in args)}) raised {type(e).__name__}: {e}\n{traceback.format_exc()}"
+            ) from None
         self.outcomes["ok"] += 1
         self.ok_calls[name] += 1
         self.last_ok = True
@@ -113,14 +116,45 @@ def short(a):
 
 # ---- values around the valid ones --------------------------------------------------------------------------
 
-WILD_INTS = [0, -1, 1, 2, 2**31 - 1, 2**31, -2**31 - 1, 2**32, 2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**64, 10**30,
-             True, False]
+WILD_INTS = [
+    0,
+    -1,
+    1,
+    2,
+    2**31 - 1,
+    2**31,
+    -(2**31) - 1,
+    2**32,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    2**64,
+    10**30,
+    True,
+    False,
+]
 WILD_FLOATS = [0.0, -0.0, 1.0, -1.0, math.nan, math.inf, -math.inf, 1e-45, 1e300, -1e300, 0.5, 2.0]
 
 
 def wild_scalar(r):
-    return r.choice([None, "3", b"x", 1.5, [1], (1,), object(), np.int64(3), np.float32(0.5), np.uint64(2**64 - 1),
-                     "\ud800", 1j, np.nan])
+    return r.choice(
+        [
+            None,
+            "3",
+            b"x",
+            1.5,
+            [1],
+            (1,),
+            object(),
+            np.int64(3),
+            np.float32(0.5),
+            np.uint64(2**64 - 1),
+            "\ud800",
+            1j,
+            np.nan,
+        ]
+    )
 
 
 def some_int(r, lo, hi, p_wild=0.08):
@@ -132,8 +166,11 @@ def some_int(r, lo, hi, p_wild=0.08):
 def some_name(r, names, p_wild=0.08):
     """One of names (the core's enum names), or sometimes a wrong one: another case, an index, anything."""
     if r.random() < p_wild:
-        return r.choice([names[0].upper(), names[0] + " ", "", "bogus", 0, len(names)]) if r.random() < 0.85 \
+        return (
+            r.choice([names[0].upper(), names[0] + " ", "", "bogus", 0, len(names)])
+            if r.random() < 0.85
             else wild_scalar(r)
+        )
     return r.choice(names)
 
 
@@ -192,6 +229,7 @@ def mutate_array(r, a, writable=False, p=0.08):
 
 # ---- models --------------------------------------------------------------------------------------------------
 
+
 def encode(w, dtype):
     """float32 weights w (rows, cols) as the binding's buffer for dtype (valid)."""
     rows, cols = w.shape
@@ -205,7 +243,7 @@ def encode(w, dtype):
         out = np.empty((rows, _core.row_bytes(dtype, cols)), np.uint8)
         _core.quantize(w, "float32", out, dtype)
         return out
-    el = dtype[:-len("-panels")]
+    el = dtype[: -len("-panels")]
     src = encode(w, el)
     out = np.empty((-(-rows // PANEL) * PANEL, cols), src.dtype)
     _core.pack(src, el, out)
@@ -245,7 +283,7 @@ class Spec:
         elif x < 0.05:
             spec = (arr, dtype, cols, some_int(r, 0, rows + 1, 0.5))
         elif x < 0.06:
-            spec = spec[:r.randrange(3)]
+            spec = spec[: r.randrange(3)]
         elif x < 0.065:
             spec = [arr, dtype, cols]
         elif x < 0.07:
@@ -263,11 +301,31 @@ class Spec:
         keys), each piece sometimes wrong: a value, a key missing or unknown, a type."""
         hd, p = self.hd, self.p
         inv = mutate_array(r, (10000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float64), p=p)
-        cfg = dict(vocab_size=self.V, hidden_size=self.d, intermediate_size=self.f, n_layers=self.L, n_heads=self.nh,
-                   n_kv_heads=self.nkv, head_dim=hd, norm_eps=self.eps, norm="rms", act="silu", gated_mlp=True,
-                   rope_dim=hd, rope_inv_freq=inv)
-        for key in ("vocab_size", "hidden_size", "intermediate_size", "n_layers", "n_heads", "n_kv_heads", "head_dim",
-                    "rope_dim"):
+        cfg = dict(
+            vocab_size=self.V,
+            hidden_size=self.d,
+            intermediate_size=self.f,
+            n_layers=self.L,
+            n_heads=self.nh,
+            n_kv_heads=self.nkv,
+            head_dim=hd,
+            norm_eps=self.eps,
+            norm="rms",
+            act="silu",
+            gated_mlp=True,
+            rope_dim=hd,
+            rope_inv_freq=inv,
+        )
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "head_dim",
+            "rope_dim",
+        ):
             if r.random() < p / 2:
                 cfg[key] = some_int(r, -2, 2 * cfg[key] + 2, 0.5)
         if r.random() < p:
@@ -280,18 +338,36 @@ class Spec:
             cfg.pop(r.choice(list(cfg))) if r.random() < 0.5 else cfg.update(unknown_key=1)
         qd, kvd = self.nh * hd, self.nkv * hd
         embed = self.mat(r, self.V, self.d, 1.0)
-        weights = dict(embed=embed, final_norm=self.vec(r, self.d, 1.0),
-                       lm_head=embed if r.random() < 0.3 else self.mat(r, self.V, self.d, 1.0))
+        weights = dict(
+            embed=embed,
+            final_norm=self.vec(r, self.d, 1.0),
+            lm_head=embed if r.random() < 0.3 else self.mat(r, self.V, self.d, 1.0),
+        )
         layers = []
         for _ in range(self.L):
             bias = r.random() < 0.3
-            layer = dict(window=self.window, rope="global", attn_norm=self.vec(r, self.d, 1.0),
-                         wq=self.mat(r, qd, self.d, 0.5), wk=self.mat(r, kvd, self.d, 0.5),
-                         wv=self.mat(r, kvd, self.d, 0.5), wo=self.mat(r, self.d, qd, 0.3),
-                         ffn_norm=self.vec(r, self.d, 1.0), w_gate=self.mat(r, self.f, self.d, 0.4),
-                         w_up=self.mat(r, self.f, self.d, 0.4), w_down=self.mat(r, self.d, self.f, 0.3))
-            for key, n in (("bq", qd), ("bk", kvd), ("bv", kvd), ("bo", self.d), ("b_gate", self.f),
-                           ("b_up", self.f), ("b_down", self.d)):
+            layer = dict(
+                window=self.window,
+                rope="global",
+                attn_norm=self.vec(r, self.d, 1.0),
+                wq=self.mat(r, qd, self.d, 0.5),
+                wk=self.mat(r, kvd, self.d, 0.5),
+                wv=self.mat(r, kvd, self.d, 0.5),
+                wo=self.mat(r, self.d, qd, 0.3),
+                ffn_norm=self.vec(r, self.d, 1.0),
+                w_gate=self.mat(r, self.f, self.d, 0.4),
+                w_up=self.mat(r, self.f, self.d, 0.4),
+                w_down=self.mat(r, self.d, self.f, 0.3),
+            )
+            for key, n in (
+                ("bq", qd),
+                ("bk", kvd),
+                ("bv", kvd),
+                ("bo", self.d),
+                ("b_gate", self.f),
+                ("b_up", self.f),
+                ("b_down", self.d),
+            ):
                 v = self.vec(r, n, 0.0, not bias)
                 if v is not None:
                     layer[key] = v
@@ -308,11 +384,12 @@ class Spec:
             weights.pop(r.choice(list(weights)))
         args = [cfg if r.random() > 0.01 else list(cfg.items()), weights, layers]
         if r.random() < p / 2:
-            args = args[:r.randrange(3)]
+            args = args[: r.randrange(3)]
         return args
 
 
 # ---- generation -----------------------------------------------------------------------------------------------
+
 
 def stop_raising(row, ids, scores):
     raise CallbackStop("a stopping criterion raised")  # re-raised by the call, as any callback's exception
@@ -320,29 +397,96 @@ def stop_raising(row, ids, scores):
 
 # The generation options' names (csrc/bindings/generate.c): the processors' (as generation/options.py's
 # processing_args gives them) and the leading ones.
-PROCS = ("sequence_bias_tokens", "sequence_bias_offsets", "sequence_bias_values", "no_repeat_ngram_size",
-         "bad_words_tokens", "bad_words_offsets", "forced_bos_token_id", "forced_eos_token_id", "forced_eos_step",
-         "remove_invalid_values", "decay_factor", "decay_start", "suppress_tokens", "begin_suppress_tokens",
-         "begin_suppress_step", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "renormalize_logits", "logits_fn",
-         "stop_fn", "logits_out", "no_cache")
-LEAD = ("prompt", "start", "max_new_tokens", "min_new_tokens", "eos_token_id", "pad_token_id", "do_sample",
-        "temperature", "top_k", "top_p", "repetition_penalty", "seed", "max_time")
+PROCS = (
+    "sequence_bias_tokens",
+    "sequence_bias_offsets",
+    "sequence_bias_values",
+    "no_repeat_ngram_size",
+    "bad_words_tokens",
+    "bad_words_offsets",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "forced_eos_step",
+    "remove_invalid_values",
+    "decay_factor",
+    "decay_start",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "begin_suppress_step",
+    "min_p",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "renormalize_logits",
+    "logits_fn",
+    "stop_fn",
+    "logits_out",
+    "no_cache",
+)
+LEAD = (
+    "prompt",
+    "start",
+    "max_new_tokens",
+    "min_new_tokens",
+    "eos_token_id",
+    "pad_token_id",
+    "do_sample",
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "seed",
+    "max_time",
+)
 
 
 def gen_procs(r, N, B, V):
     """The processors' options by name (csrc/bindings/generate.c): mostly all off, else fuzzed values, arrays,
     callbacks and a logits_out buffer (sometimes of the wrong shape or type), sometimes a key missing or unknown."""
     none_i, none_q = np.zeros(0, np.int32), np.zeros(1, np.int64)
-    procs = [none_i, np.zeros(1, np.int64), np.zeros(0, np.float32), 0, none_i, none_q, none_i, none_i, N - 1, False,
-             0.0, 0, none_i, none_i, 0, 0.0, 0.0, 0.0, 0.0, False, None, None, None, False]
+    procs = [
+        none_i,
+        np.zeros(1, np.int64),
+        np.zeros(0, np.float32),
+        0,
+        none_i,
+        none_q,
+        none_i,
+        none_i,
+        N - 1,
+        False,
+        0.0,
+        0,
+        none_i,
+        none_i,
+        0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        False,
+        None,
+        None,
+        None,
+        False,
+    ]
     if r.random() < 0.5:
         return dict(zip(PROCS, procs))
     toks = np.array([r.randrange(V) for _ in range(4)], np.int32)
     if r.random() < 0.1:
         toks[0] = r.choice([-1, V, 2**31 - 1])
     offs = np.array([0, 1, r.choice([2, 3, 1, 5]), 4], np.int64)
-    for i, v in ((0, toks), (1, offs), (2, np.array([r.uniform(-5, 5) for _ in range(3)], np.float32)), (4, toks),
-                 (5, offs), (6, toks[:1]), (7, toks[:2]), (12, toks[:3]), (13, toks[1:])):
+    for i, v in (
+        (0, toks),
+        (1, offs),
+        (2, np.array([r.uniform(-5, 5) for _ in range(3)], np.float32)),
+        (4, toks),
+        (5, offs),
+        (6, toks[:1]),
+        (7, toks[:2]),
+        (12, toks[:3]),
+        (13, toks[1:]),
+    ):
         if r.random() < 0.3:
             procs[i] = mutate_array(r, v)
     for i, (lo, hi) in ((3, (0, 4)), (8, (0, N)), (11, (0, 3)), (14, (0, 2))):
@@ -354,15 +498,28 @@ def gen_procs(r, N, B, V):
         if r.random() < 0.3:
             procs[i] = some_float(r, lo, hi, 0.1)
     if r.random() < 0.3:
-        procs[20] = r.choice([lambda row, ids, s: None, lambda row, ids, s: np.zeros(V, np.float32),
-                              lambda row, ids, s: np.zeros(V + 1, np.float32), lambda row, ids, s: b"xx", 5])
+        procs[20] = r.choice(
+            [
+                lambda row, ids, s: None,
+                lambda row, ids, s: np.zeros(V, np.float32),
+                lambda row, ids, s: np.zeros(V + 1, np.float32),
+                lambda row, ids, s: b"xx",
+                5,
+            ]
+        )
     if r.random() < 0.3:
         procs[21] = r.choice([lambda row, ids, s: len(ids) > 3, stop_raising, lambda row, ids, s: None, 7])
     if r.random() < 0.3:
-        procs[22] = r.choice([np.zeros((N, B, V), np.float32), np.zeros((N, B, V + 1), np.float32),
-                              np.zeros((N, B, V), np.float64), "logits"])
+        procs[22] = r.choice(
+            [
+                np.zeros((N, B, V), np.float32),
+                np.zeros((N, B, V + 1), np.float32),
+                np.zeros((N, B, V), np.float64),
+                "logits",
+            ]
+        )
     if r.random() < 0.05:
-        return dict(zip(PROCS, procs[:r.randrange(len(procs))]))
+        return dict(zip(PROCS, procs[: r.randrange(len(procs))]))
     if r.random() < 0.03:
         return dict(zip(PROCS, procs), **{r.choice(["top_kk", "logit_fn", "", "eos"]): 0})
     return dict(zip(PROCS, procs))
@@ -377,10 +534,10 @@ def gen_args(r, run, ctx_B, V, cap, held):
     N = r.randint(1, max(1, min(cap, 12)))
     prompt = np.array([[r.randrange(V) for _ in range(W)] for _ in range(B)], np.int32).reshape(B, W)
     if r.random() < 0.05 and prompt.size:
-        prompt.flat[r.randrange(prompt.size)] = r.choice([-1, V, 2**31 - 1, -2**31])
+        prompt.flat[r.randrange(prompt.size)] = r.choice([-1, V, 2**31 - 1, -(2**31)])
     start = np.array([r.randrange(W) for _ in range(B)], np.int64)
     if r.random() < 0.05 and B:
-        start[r.randrange(B)] = r.choice([-1, W, 2**62, -2**63])
+        start[r.randrange(B)] = r.choice([-1, W, 2**62, -(2**63)])
     eos = np.array([r.randrange(V) for _ in range(r.randint(0, 2))], np.int32)
     if r.random() < 0.05:
         eos = np.array([r.choice([-1, V, 2**31 - 1])], np.int32)
@@ -388,19 +545,27 @@ def gen_args(r, run, ctx_B, V, cap, held):
     scores = np.zeros((N, B, V), np.float32) if r.random() < 0.4 else None
     held.update(prompt=prompt, start=start, eos=eos, out=out)
     max_new = N if r.random() > 0.05 else some_int(r, -1, cap + 2, 0.5)
-    lead = [mutate_array(r, prompt), mutate_array(r, start), max_new,
-            some_int(r, 0, 3, 0.05) if r.random() < 0.3 else 0,
-            mutate_array(r, eos), some_int(r, 0, V - 1), r.random() < 0.5,
-            some_float(r, 0.2, 2.0) if r.random() < 0.5 else 1.0, some_int(r, 0, V + 1) if r.random() < 0.3 else 0,
-            some_float(r, 0.05, 1.0) if r.random() < 0.3 else 1.0,
-            some_float(r, 0.5, 2.0) if r.random() < 0.3 else 1.0, some_int(r, 0, 2**64 - 1),
-            some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0]  # max_time
+    lead = [
+        mutate_array(r, prompt),
+        mutate_array(r, start),
+        max_new,
+        some_int(r, 0, 3, 0.05) if r.random() < 0.3 else 0,
+        mutate_array(r, eos),
+        some_int(r, 0, V - 1),
+        r.random() < 0.5,
+        some_float(r, 0.2, 2.0) if r.random() < 0.5 else 1.0,
+        some_int(r, 0, V + 1) if r.random() < 0.3 else 0,
+        some_float(r, 0.05, 1.0) if r.random() < 0.3 else 1.0,
+        some_float(r, 0.5, 2.0) if r.random() < 0.3 else 1.0,
+        some_int(r, 0, 2**64 - 1),
+        some_float(r, 0.0, 1e-4, 0.3) if r.random() < 0.1 else 0.0,
+    ]  # max_time
     if r.random() < 0.05:  # alias the written buffer with an input
         which = r.randrange(3)
         if which == 0 and B:
             raw = np.zeros(max(B * N, 2 * B), np.int32)
-            out = raw[:B * N].reshape(B, N)
-            lead[1] = raw[:2 * B].view(np.int64)  # start shares out's memory
+            out = raw[: B * N].reshape(B, N)
+            lead[1] = raw[: 2 * B].view(np.int64)  # start shares out's memory
         elif which == 1:
             lead[0] = out  # prompt is out
         else:
@@ -426,11 +591,17 @@ def make_callback(r, run, held, ctxs):
             for name in ("start", "prompt", "eos"):
                 a = held.get(name)
                 if a is not None and a.size and a.flags.writeable:
-                    a.flat[r.randrange(a.size)] = r.choice([-1, 2**31 - 1, -2**31, 7])
+                    a.flat[r.randrange(a.size)] = r.choice([-1, 2**31 - 1, -(2**31), 7])
         if kind == 5:  # drive a context in use from inside its own call
             c = r.choice(ctxs)
-            run.call("callback append", c.append, np.zeros(1, np.int32), np.zeros(1, np.int32), None,
-                     np.zeros((1, c.vocab_size), np.float32))
+            run.call(
+                "callback append",
+                c.append,
+                np.zeros(1, np.int32),
+                np.zeros(1, np.int32),
+                None,
+                np.zeros((1, c.vocab_size), np.float32),
+            )
             run.call("callback crop", c.crop, 0, 0)
         if kind == 6:
             return r.choice([1, None, "x", object()])
@@ -470,11 +641,14 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     lead, out, scores = gen_args(r, run, ctx.n_seq, V, cap, held)
     cb = make_callback(r, run, held, [c for c in (ctx, draft) if c is not None])
     # each token's source (TokenSource, uint8 (B, max_new)), as return_dict_in_generate asks; sometimes malformed
-    src = None if r.random() < 0.5 else mutate_array(r, np.zeros(out.shape if isinstance(out, np.ndarray) else (1, 1),
-                                                                  np.uint8))
+    src = (
+        None
+        if r.random() < 0.5
+        else mutate_array(r, np.zeros(out.shape if isinstance(out, np.ndarray) else (1, 1), np.uint8))
+    )
     if not assisted:
         opts = options_of(r, dict(lead, out=out, scores=scores, sources=src, on_tokens=cb))
-        run.call("generate", _core.generate, *[ctx, opts][:2 if r.random() > 0.01 else r.randrange(2)])
+        run.call("generate", _core.generate, *[ctx, opts][: 2 if r.random() > 0.01 else r.randrange(2)])
         if run.last_ok:
             check_out(out, V, lead["pad_token_id"])
         return
@@ -484,21 +658,53 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
     acc = mutate_array(r, np.zeros(N, np.int64)) if r.random() > 0.02 else prop
     dctx = draft if r.random() > 0.03 else r.choice([ctx, 5, "draft"])
     # the cost schedule's draft and target costs, sometimes malformed
-    costs = r.choice([(None, None), (None, None), (mutate_array(r, np.array([0.1, 0.12])), mutate_array(
-        r, np.array([1.0, 1.2, 1.4]))), (np.array([0.1]), np.array([np.nan, 1.0])), (np.zeros(0), np.zeros(0)),
-        (np.array([0.1] * 70), np.array([1.0] * 70)), (np.array([0.1]), None)])
+    costs = r.choice(
+        [
+            (None, None),
+            (None, None),
+            (mutate_array(r, np.array([0.1, 0.12])), mutate_array(r, np.array([1.0, 1.2, 1.4]))),
+            (np.array([0.1]), np.array([np.nan, 1.0])),
+            (np.zeros(0), np.zeros(0)),
+            (np.array([0.1] * 70), np.array([1.0] * 70)),
+            (np.array([0.1]), None),
+        ]
+    )
     # the cost schedule's carried acceptance counts (cost_state), sometimes malformed or corrupt
-    state = r.choice([None, None, np.zeros(_core.COST_STATE), mutate_array(r, np.zeros(_core.COST_STATE)),
-                      np.full(_core.COST_STATE, np.nan), np.zeros(_core.COST_STATE - 1),
-                      np.zeros(_core.COST_STATE, np.float32)])
-    opts = options_of(r, dict(
-        lead, num_assistant_tokens=some_int(r, 1, 6), schedule=some_name(r, _core.SCHEDULES),
-        confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
-        acceptance=some_name(r, _core.ACCEPTANCES),
-        prompt_lookup_num_tokens=some_int(r, 1, 5), max_matching_ngram_size=some_int(r, 1, 3), draft_costs=costs[0],
-        target_costs=costs[1], out=out, scores=scores, proposed_at=prop, accepted_at=acc, sources=src, on_tokens=cb,
-        overlap=r.random() < 0.3, cost_state=state, tree_width=r.choice([1, 1, 1, 0, some_int(r, 2, 4), 70, -1])))
-    args = [ctx, dctx, opts][:3 if r.random() > 0.01 else r.randrange(3)]
+    state = r.choice(
+        [
+            None,
+            None,
+            np.zeros(_core.COST_STATE),
+            mutate_array(r, np.zeros(_core.COST_STATE)),
+            np.full(_core.COST_STATE, np.nan),
+            np.zeros(_core.COST_STATE - 1),
+            np.zeros(_core.COST_STATE, np.float32),
+        ]
+    )
+    opts = options_of(
+        r,
+        dict(
+            lead,
+            num_assistant_tokens=some_int(r, 1, 6),
+            schedule=some_name(r, _core.SCHEDULES),
+            confidence_threshold=some_float(r, 0.0, 0.9) if r.random() < 0.3 else 0.0,
+            acceptance=some_name(r, _core.ACCEPTANCES),
+            prompt_lookup_num_tokens=some_int(r, 1, 5),
+            max_matching_ngram_size=some_int(r, 1, 3),
+            draft_costs=costs[0],
+            target_costs=costs[1],
+            out=out,
+            scores=scores,
+            proposed_at=prop,
+            accepted_at=acc,
+            sources=src,
+            on_tokens=cb,
+            overlap=r.random() < 0.3,
+            cost_state=state,
+            tree_width=r.choice([1, 1, 1, 0, some_int(r, 2, 4), 70, -1]),
+        ),
+    )
+    args = [ctx, dctx, opts][: 3 if r.random() > 0.01 else r.randrange(3)]
     res = run.call("generate_assisted", _core.generate_assisted, *args)
     if run.last_ok:
         if not (isinstance(res, _core.AssistedStats) and len(res) == 11 and all(isinstance(x, int) for x in res)):
@@ -509,18 +715,26 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
 def do_append(r, run, ctx, V):
     S = ctx.n_seq
     n = r.randint(0, 40)
-    seq = (np.array([r.randrange(S) for _ in range(n)], np.int32) if r.random() < 0.5
-           else np.full(n, r.randrange(S), np.int32))
+    seq = (
+        np.array([r.randrange(S) for _ in range(n)], np.int32)
+        if r.random() < 0.5
+        else np.full(n, r.randrange(S), np.int32)
+    )
     tok = np.array([r.randrange(V) for _ in range(n)], np.int32)
     if n and r.random() < 0.1:
-        (seq if r.random() < 0.5 else tok)[r.randrange(n)] = r.choice([-1, S, V, 2**31 - 1, -2**31])
+        (seq if r.random() < 0.5 else tok)[r.randrange(n)] = r.choice([-1, S, V, 2**31 - 1, -(2**31)])
     want = None if r.random() < 0.4 else np.array([r.random() < 0.5 for _ in range(n)], np.uint8)
     wanted = n if want is None else int(want.sum())
     logits = np.zeros((wanted, V), np.float32) if r.random() > 0.05 else np.zeros((max(0, wanted - 1), V), np.float32)
     before = [ctx.length(s) for s in range(S)]
-    run.call("append", ctx.append, mutate_array(r, seq), mutate_array(r, tok),
-             mutate_array(r, want) if want is not None else None,
-             mutate_array(r, logits) if wanted or r.random() < 0.5 else None)
+    run.call(
+        "append",
+        ctx.append,
+        mutate_array(r, seq),
+        mutate_array(r, tok),
+        mutate_array(r, want) if want is not None else None,
+        mutate_array(r, logits) if wanted or r.random() < 0.5 else None,
+    )
     ok = run.last_ok
     after = [ctx.length(s) for s in range(S)]
     if not ok and after != before:
@@ -540,7 +754,7 @@ def model_case(r, run):
     if r.random() < 0.03:
         ctx_args[0] = r.choice([None, 5, _core.Model.__new__(_core.Model)])
     if r.random() < 0.03:
-        ctx_args = ctx_args[:r.randrange(4)]
+        ctx_args = ctx_args[: r.randrange(4)]
     ctx = run.call("Context", _core.Context, *ctx_args)
     if ctx is None:
         return
@@ -567,9 +781,14 @@ def model_case(r, run):
                 else:
                     dm = model
                 if dm is not None:
-                    draft = run.call("draft Context", _core.Context, dm,
-                                     ctx.n_seq if r.random() < 0.9 else some_int(r, 1, 3),
-                                     some_int(r, 1, 48, 0.05), r.random() < 0.2)
+                    draft = run.call(
+                        "draft Context",
+                        _core.Context,
+                        dm,
+                        ctx.n_seq if r.random() < 0.9 else some_int(r, 1, 3),
+                        some_int(r, 1, 48, 0.05),
+                        r.random() < 0.2,
+                    )
             do_generate(r, run, ctx, spec.V, ctx.capacity, draft=draft, assisted=True)
         if r.random() < 0.05:
             run.call("Context.__init__ again", ctx.__init__, model, 1, 4)
@@ -593,14 +812,15 @@ def convert_case(r, run):
             dst = np.zeros((rows, nb + r.choice([-1, 1])), np.uint8)
         args = [mutate_array(r, src), src_dt, mutate_array(r, dst), to]
         if r.random() < 0.02:
-            args = args[:r.randrange(4)]
+            args = args[: r.randrange(4)]
         run.call("quantize", _core.quantize, *args)
     else:
-        dst = np.zeros((max(0, -(-rows // PANEL) * PANEL + (r.choice([-1, 1]) if r.random() < 0.05 else 0)), cols),
-                       src.dtype)
+        dst = np.zeros(
+            (max(0, -(-rows // PANEL) * PANEL + (r.choice([-1, 1]) if r.random() < 0.05 else 0)), cols), src.dtype
+        )
         args = [mutate_array(r, src), src_dt, mutate_array(r, dst)]
         if r.random() < 0.02:
-            args = args[:r.randrange(3)]
+            args = args[: r.randrange(3)]
         run.call("pack", _core.pack, *args)
 
 
@@ -610,7 +830,7 @@ def misc_case(r, run):
         run.call("row_bytes", _core.row_bytes, r.choice(DTYPES + [None, "x", 3]), some_int(r, 1, 1000, 0.3))
     elif k == 1:
         args = [some_int(r, 0, 2**64 - 1, 0.2)] + [some_int(r, 0, 2**32 - 1, 0.1) for _ in range(4)]
-        u = run.call("rng_uniform", _core.rng_uniform, *args[:5 if r.random() > 0.05 else r.randrange(5)])
+        u = run.call("rng_uniform", _core.rng_uniform, *args[: 5 if r.random() > 0.05 else r.randrange(5)])
         if u is not None and not (0.0 < u < 1.0):
             raise Finding(f"rng_uniform{tuple(args)} = {u}")
     elif k == 2:
@@ -626,8 +846,12 @@ def misc_case(r, run):
         run.call("select_kernels", _core.select_kernels, name)
         _core.select_kernels(before)
     elif k == 5:  # cheap arguments only: a valid large measurement takes the memory and time it is asked for
-        run.call("measure_read_bandwidth", _core.measure_read_bandwidth, r.choice([0, 1, 4096, -1, 2**64, "1"]),
-                 r.choice([0, -1, 1, 2**31, None]))
+        run.call(
+            "measure_read_bandwidth",
+            _core.measure_read_bandwidth,
+            r.choice([0, 1, 4096, -1, 2**64, "1"]),
+            r.choice([0, -1, 1, 2**31, None]),
+        )
     elif k == 6:
         run.call("measure_mac_rate", _core.measure_mac_rate, r.choice([0, -1, 2**31, None, "1"]))
     elif k == 7:  # objects made without __init__
@@ -639,15 +863,51 @@ def misc_case(r, run):
         run.call("Context.crop uninit", c.crop, 0, 0)
         run.call("Context.length uninit", c.length, 0)
         run.call("Context uninit model", _core.Context, m, 1, 4)
-        lead = dict(zip(LEAD, [np.zeros((1, 1), np.int32), np.zeros(1, np.int64), 1, 0, np.zeros(0, np.int32), 0,
-                               False, 1.0, 0, 1.0, 1.0, 0, 0.0]), **gen_procs(r, 1, 1, 4))
+        lead = dict(
+            zip(
+                LEAD,
+                [
+                    np.zeros((1, 1), np.int32),
+                    np.zeros(1, np.int64),
+                    1,
+                    0,
+                    np.zeros(0, np.int32),
+                    0,
+                    False,
+                    1.0,
+                    0,
+                    1.0,
+                    1.0,
+                    0,
+                    0.0,
+                ],
+            ),
+            **gen_procs(r, 1, 1, 4),
+        )
         opts = dict(lead, out=np.zeros((1, 1), np.int32), scores=None, sources=None, on_tokens=None)
         run.call("generate uninit", _core.generate, c, opts)
-        run.call("generate_assisted uninit", _core.generate_assisted, c, None, dict(
-            opts, num_assistant_tokens=1, schedule="constant", confidence_threshold=0.0, acceptance="rejection",
-            prompt_lookup_num_tokens=1, max_matching_ngram_size=1, draft_costs=None, target_costs=None,
-            proposed_at=np.zeros(1, np.int64),
-            accepted_at=np.zeros(1, np.int64), overlap=False, cost_state=None, tree_width=1))
+        run.call(
+            "generate_assisted uninit",
+            _core.generate_assisted,
+            c,
+            None,
+            dict(
+                opts,
+                num_assistant_tokens=1,
+                schedule="constant",
+                confidence_threshold=0.0,
+                acceptance="rejection",
+                prompt_lookup_num_tokens=1,
+                max_matching_ngram_size=1,
+                draft_costs=None,
+                target_costs=None,
+                proposed_at=np.zeros(1, np.int64),
+                accepted_at=np.zeros(1, np.int64),
+                overlap=False,
+                cost_state=None,
+                tree_width=1,
+            ),
+        )
     else:
         fn = r.choice([_core.generate, _core.generate_assisted, _core.quantize, _core.pack, _core.Model, _core.Context])
         run.call("random args", fn, *[wild_scalar(r) for _ in range(r.randrange(25))])
@@ -691,8 +951,9 @@ def one_case(seed, i, run):
     except Finding as f:
         run.findings.append(f"case {i} (seed {seed}, {fn.__name__}): {f}")
     except Exception:  # noqa: BLE001 - the fuzz's own code outside run.call: reported, never hidden
-        run.findings.append(f"case {i} (seed {seed}, {fn.__name__}): error in the fuzz itself (fix the fuzz):\n"
-                            f"{traceback.format_exc()}")
+        run.findings.append(
+            f"case {i} (seed {seed}, {fn.__name__}): error in the fuzz itself (fix the fuzz):\n{traceback.format_exc()}"
+        )
 
 
 def worker(args):
@@ -716,10 +977,14 @@ def worker(args):
         one_case(args.seed, i, run)
         i += 1
     done = 1 if args.case is not None else i
-    print(f"fuzz_binding: seed {args.seed}: {done} cases, {run.calls} calls in {time.monotonic() - t0:.1f} s; "
-          f"outcomes: {dict(sorted(run.outcomes.items()))}")
-    print(f"fuzz_binding: generations that ran: generate {run.ok_calls['generate']}, "
-          f"generate_assisted {run.ok_calls['generate_assisted']}")
+    print(
+        f"fuzz_binding: seed {args.seed}: {done} cases, {run.calls} calls in {time.monotonic() - t0:.1f} s; "
+        f"outcomes: {dict(sorted(run.outcomes.items()))}"
+    )
+    print(
+        f"fuzz_binding: generations that ran: generate {run.ok_calls['generate']}, "
+        f"generate_assisted {run.ok_calls['generate_assisted']}"
+    )
     for f in run.findings:
         print(f"FINDING {f}")
     print(f"fuzz_binding: {len(run.findings)} finding(s)")
@@ -743,8 +1008,17 @@ def main(argv=None):
         return worker(args)
     with tempfile.TemporaryDirectory(prefix="fuzz_binding_") as tmp:
         trace = os.path.join(tmp, "trace")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--trace", trace, "--seed", str(args.seed),
-               "--iterations", str(args.iterations)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--trace",
+            trace,
+            "--seed",
+            str(args.seed),
+            "--iterations",
+            str(args.iterations),
+        ]
         if args.seconds is not None:
             cmd += ["--seconds", str(args.seconds)]
         if args.case is not None:
@@ -758,8 +1032,11 @@ def main(argv=None):
             return res.returncode
         last = open(trace, encoding="utf-8", errors="replace").read().rstrip() if os.path.exists(trace) else "?"
         case = last.split(" ", 2)[1] if last.startswith("case ") else "?"
-        print(f"FINDING the worker died (exit {res.returncode}) in {last}\nreplay: {sys.executable} "
-              f"{os.path.relpath(os.path.abspath(__file__))} --seed {args.seed} --case {case}", flush=True)
+        print(
+            f"FINDING the worker died (exit {res.returncode}) in {last}\nreplay: {sys.executable} "
+            f"{os.path.relpath(os.path.abspath(__file__))} --seed {args.seed} --case {case}",
+            flush=True,
+        )
         return 1
 
 

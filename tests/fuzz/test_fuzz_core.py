@@ -6,6 +6,7 @@ into the repository). Without clang or its libFuzzer runtime the tests fail nami
 (scripts/setup.sh installs them). A crash, a sanitizer report, a leak, a hang (libFuzzer's -timeout) or a broken
 contract the harness checks is a non-zero exit, and the failure shows the tail of the fuzzer's output.
 """
+
 import os
 import shutil
 import subprocess
@@ -39,14 +40,23 @@ def fuzzer(tmp_path_factory):
     if not _build:
         out = tmp_path_factory.mktemp("fuzz_core")
         if shutil.which("clang") is None:
-            _build["error"] = ("clang is not installed: the C fuzzer needs clang and its libFuzzer runtime; "
-                               "apt-get install clang libclang-rt-14-dev (scripts/setup.sh installs both)")
+            _build["error"] = (
+                "clang is not installed: the C fuzzer needs clang and its libFuzzer runtime; "
+                "apt-get install clang libclang-rt-14-dev (scripts/setup.sh installs both)"
+            )
         else:
-            res = subprocess.run(["bash", str(RUN_SH), "--build-only", "--out", str(out)], capture_output=True,
-                                 text=True, timeout=600, env=_env())
+            res = subprocess.run(
+                ["bash", str(RUN_SH), "--build-only", "--out", str(out)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=_env(),
+            )
             if res.returncode != 0:
-                _build["error"] = (f"building the fuzzer (tests/fuzz/c/run.sh --build-only) failed with exit "
-                                   f"{res.returncode}:\n{_tail(res.stdout + res.stderr)}")
+                _build["error"] = (
+                    f"building the fuzzer (tests/fuzz/c/run.sh --build-only) failed with exit "
+                    f"{res.returncode}:\n{_tail(res.stdout + res.stderr)}"
+                )
             else:
                 _build["binary"] = out / "fuzz_core"
                 _build["dir"] = out
@@ -68,24 +78,41 @@ def test_fuzz_core_seed_corpus_is_small_and_present():
 
 def test_fuzz_core_replays_corpus_and_crashers(fuzzer):
     files = _inputs(HERE / "corpus") + _inputs(HERE / "crashers")
-    res = subprocess.run([str(fuzzer["binary"]), "-timeout=60", *files], capture_output=True, text=True,
-                         timeout=600, env=_env(), cwd=fuzzer["dir"])
+    res = subprocess.run(
+        [str(fuzzer["binary"]), "-timeout=60", *files],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+        cwd=fuzzer["dir"],
+    )
     out = res.stdout + res.stderr
     failing = [line.split("Running: ", 1)[1] for line in out.splitlines() if line.startswith("Running: ")]
     assert res.returncode == 0, (
         f"replaying {len(files)} inputs expected exit 0, got {res.returncode}; last input run: "
-        f"{failing[-1] if failing else '?'}\n{_tail(out)}")
+        f"{failing[-1] if failing else '?'}\n{_tail(out)}"
+    )
     assert len(failing) == len(files), f"expected all {len(files)} inputs run, libFuzzer ran {len(failing)}"
 
 
 def test_fuzz_core_short_deterministic_run(fuzzer):
     work = Path(tempfile.mkdtemp(prefix="corpus_", dir=fuzzer["dir"]))  # new inputs go here, not to the repo
-    cmd = [str(fuzzer["binary"]), "-seed=1", f"-runs={SHORT_RUNS}", "-timeout=60", "-rss_limit_mb=3072",
-           "-print_final_stats=1", f"-artifact_prefix={fuzzer['dir']}/", str(work), str(HERE / "corpus"),
-           str(HERE / "crashers")]
+    cmd = [
+        str(fuzzer["binary"]),
+        "-seed=1",
+        f"-runs={SHORT_RUNS}",
+        "-timeout=60",
+        "-rss_limit_mb=3072",
+        "-print_final_stats=1",
+        f"-artifact_prefix={fuzzer['dir']}/",
+        str(work),
+        str(HERE / "corpus"),
+        str(HERE / "crashers"),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=_env(), cwd=fuzzer["dir"])
     out = res.stdout + res.stderr
     assert res.returncode == 0, (
         f"`{' '.join(cmd)}` expected exit 0 (no finding), got {res.returncode}; the input is saved in "
-        f"{fuzzer['dir']} (crash-*, leak-*, timeout-*, oom-*)\n{_tail(out)}")
+        f"{fuzzer['dir']} (crash-*, leak-*, timeout-*, oom-*)\n{_tail(out)}"
+    )
     assert "stat::number_of_executed_units" in out, f"expected libFuzzer's final stats, got:\n{_tail(out)}"

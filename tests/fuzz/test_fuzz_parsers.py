@@ -28,18 +28,22 @@ def short_run():
 
 def test_every_seed_of_the_corpus_gives_a_valid_result(short_run):
     assert short_run.bad_seeds == [], "expected every corpus seed to parse and load; came:\n" + "\n".join(
-        short_run.bad_seeds)
+        short_run.bad_seeds
+    )
 
 
 @pytest.mark.parametrize("target", fp.TARGETS)
 def test_mutated_inputs_give_a_valid_result_or_a_clear_error(short_run, target):
     failures = short_run.failures[target]
-    assert not failures, (f"expected only valid results and HabanaAssistErrors from {target}; came "
-                          f"{len(failures)} distinct failure(s):\n{short_run.summary()}\n{short_run.details()}")
+    assert not failures, (
+        f"expected only valid results and HabanaAssistErrors from {target}; came "
+        f"{len(failures)} distinct failure(s):\n{short_run.summary()}\n{short_run.details()}"
+    )
     assert short_run.execs[target] == ITERATIONS, f"expected {ITERATIONS} inputs run, came {short_run.execs[target]}"
     outcomes = short_run.outcomes[target]
     assert outcomes["ok"] > 0 and outcomes["error"] > 0, (
-        f"expected the mutations to reach both the valid path and the error path of {target}, came {outcomes}")
+        f"expected the mutations to reach both the valid path and the error path of {target}, came {outcomes}"
+    )
 
 
 def test_the_tokenizer_json_seeds_on_disk_are_what_their_generator_writes():
@@ -47,28 +51,33 @@ def test_the_tokenizer_json_seeds_on_disk_are_what_their_generator_writes():
     made = fp.tokenizer_json_seeds()
     assert sorted(seeds) == sorted(made) and all(seeds[n] == made[n] for n in made), (
         "expected tests/fuzz/corpus/tokenizer_json/ to hold exactly what tokenizer_json_seeds() writes; rewrite "
-        "it with: /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json")
+        "it with: /usr/bin/python3 tests/fuzz/fuzz_parsers.py --make-corpus --targets tokenizer_json"
+    )
     assert all(len(data) < 16384 for files in made.values() for data in files.values()), (
-        "expected tiny seeds (a few KB a file): the worker's memory cap grows with the largest seed")
+        "expected tiny seeds (a few KB a file): the worker's memory cap grows with the largest seed"
+    )
 
 
 def test_tokenizer_json_mutations_reach_the_components_and_the_chat_template():
     seeds = fp.corpus_seeds("tokenizer_json")
-    kinds = {step.split(":")[0] for i in range(ITERATIONS) for step in fp.make_input("tokenizer_json", SEED, i,
-                                                                                    seeds)[2]}
+    kinds = {
+        step.split(":")[0] for i in range(ITERATIONS) for step in fp.make_input("tokenizer_json", SEED, i, seeds)[2]
+    }
     assert {"component", "template", "json", "bytes", "removed"} <= kinds, (
-        f"expected every kind of tokenizer_json mutation among the first {ITERATIONS} inputs, came {sorted(kinds)}")
+        f"expected every kind of tokenizer_json mutation among the first {ITERATIONS} inputs, came {sorted(kinds)}"
+    )
 
 
 def test_every_kept_crasher_now_gives_a_valid_result_or_a_clear_error():
     kept = fp.crasher_dirs()
     on_disk = sorted(d for d in os.listdir(fp.CRASHERS_DIR) if os.path.isdir(os.path.join(fp.CRASHERS_DIR, d)))
     assert sum(map(len, kept.values())) == len(on_disk) >= 20, (
-        f"expected every directory of {fp.CRASHERS_DIR} to name its target in a TARGET file; came {kept} "
-        f"for {on_disk}")
+        f"expected every directory of {fp.CRASHERS_DIR} to name its target in a TARGET file; came {kept} for {on_disk}"
+    )
     report = fp.run_fuzz(sorted(kept), SEED, replay=kept)
-    assert report.total_failures() == 0, f"expected no failure from the kept crashers, came:\n{report.summary()}\n" \
-                                         f"{report.details()}"
+    assert report.total_failures() == 0, (
+        f"expected no failure from the kept crashers, came:\n{report.summary()}\n{report.details()}"
+    )
     assert sum(report.execs.values()) == len(on_disk)
 
 
@@ -82,7 +91,9 @@ def test_the_harness_reports_an_exception_a_crash_a_hang_and_an_over_allocation(
     report = fp.run_fuzz(["selftest"], SEED, replay={"selftest": dirs}, timeout=5)
     sigs = sorted(report.failures["selftest"])
     assert report.outcomes["selftest"] == {"ok": 2, "error": 1, "FAIL": 4}, (
-        f"expected 2 valid, 1 clear error and 4 failures; came {report.outcomes['selftest']}: {sigs}")
+        f"expected 2 valid, 1 clear error and 4 failures; came {report.outcomes['selftest']}: {sigs}"
+    )
     assert [s.split(" ")[0] for s in sigs] == ["MemoryError", "TypeError", "crash", "hang"], (
-        f"expected MemoryError (the address-space cap), TypeError, crash (abort) and hang (the watchdog), came {sigs}")
+        f"expected MemoryError (the address-space cap), TypeError, crash (abort) and hang (the watchdog), came {sigs}"
+    )
     assert report.execs["selftest"] == len(actions), "expected the inputs after a crash and a hang to run too"

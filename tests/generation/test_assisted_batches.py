@@ -23,8 +23,11 @@ import habana_assist as ha
 VOCAB = 64
 NEW = 24
 # Three prompts of very different lengths (2, 9 and 30 tokens), left-padded into one batch.
-PROMPTS = [[17, 3], [9, 21, 40, 9, 21, 40, 13, 9, 21],
-           [int(x) for x in np.random.default_rng(4).integers(3, VOCAB, size=30)]]
+PROMPTS = [
+    [17, 3],
+    [9, 21, 40, 9, 21, 40, 13, 9, 21],
+    [int(x) for x in np.random.default_rng(4).integers(3, VOCAB, size=30)],
+]
 SCHEDULES = ("constant", "heuristic", "cost")
 # Pinned costs (seconds) for "cost", so that its K choices do not depend on this machine's timing: a draft step
 # a twentieth of a target step, a verification of T tokens 1 + 0.15 (T - 1) target steps.
@@ -37,8 +40,8 @@ def left_padded(prompts):
     ids = np.zeros((len(prompts), width), dtype=np.int64)
     mask = np.zeros_like(ids)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = p
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = p
+        mask[i, width - len(p) :] = 1
     return ids, mask
 
 
@@ -46,8 +49,16 @@ def left_padded(prompts):
 def models(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("assisted_batches"))
     write_random_checkpoint(os.path.join(root, "target"), vocab_size=VOCAB, seed=5)
-    write_random_checkpoint(os.path.join(root, "draft"), vocab_size=VOCAB, seed=6, hidden_size=16, num_layers=1,
-                            num_heads=2, num_kv_heads=1, intermediate_size=24)
+    write_random_checkpoint(
+        os.path.join(root, "draft"),
+        vocab_size=VOCAB,
+        seed=6,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        intermediate_size=24,
+    )
     target = ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "target"))
     draft = ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "draft"))
     for drafter in (draft, target, None):
@@ -66,8 +77,12 @@ def drafting(kind, models, schedule):
     target, draft = models
     if kind == "lookup":
         return dict(prompt_lookup_num_tokens=3, num_assistant_tokens_schedule=schedule)
-    return dict(assistant_model=draft if kind == "draft" else target, num_assistant_tokens=3,
-                num_assistant_tokens_schedule=schedule, assistant_confidence_threshold=0.0)
+    return dict(
+        assistant_model=draft if kind == "draft" else target,
+        num_assistant_tokens=3,
+        num_assistant_tokens_schedule=schedule,
+        assistant_confidence_threshold=0.0,
+    )
 
 
 def eos_for_row(plain_out, row, width):
@@ -94,29 +109,47 @@ def test_batched_greedy_is_each_row_alone_and_plain(models, kind, schedule, thre
     eos = eos_for_row(plain_free, 1, width)
     for eos_ids in ([], [eos]):
         label = f"{kind} {schedule} threads={threads} eos={eos_ids}"
-        plain = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=eos_ids, pad_token_id=0,
-                                output_scores=True, return_dict_in_generate=True)
-        res = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=eos_ids, pad_token_id=0,
-                              output_scores=True, return_dict_in_generate=True, **kw)
+        plain = target.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=NEW,
+            eos_token_id=eos_ids,
+            pad_token_id=0,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        res = target.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=NEW,
+            eos_token_id=eos_ids,
+            pad_token_id=0,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **kw,
+        )
         assert np.array_equal(plain.sequences, res.sequences), (
             f"{label}: batched assisted {res.sequences[:, width:].tolist()} differs from plain "
-            f"{plain.sequences[:, width:].tolist()}")
+            f"{plain.sequences[:, width:].tolist()}"
+        )
         assert len(res.scores) == len(plain.scores) and all(
-            np.array_equal(a, b) for a, b in zip(plain.scores, res.scores)), f"{label}: scores differ from plain's"
+            np.array_equal(a, b) for a, b in zip(plain.scores, res.scores)
+        ), f"{label}: scores differ from plain's"
         if eos_ids:
             ended = list(res.sequences[1, width:]).index(eos)
-            assert ended < NEW - 1 and (res.sequences[1, width + ended + 1:] == 0).all(), (
+            assert ended < NEW - 1 and (res.sequences[1, width + ended + 1 :] == 0).all(), (
                 f"{label}: row 1 must end at its eos ({eos}) and be padded after it, got "
-                f"{res.sequences[1, width:].tolist()}")
+                f"{res.sequences[1, width:].tolist()}"
+            )
             if len(res.scores) > ended + 1:  # as Transformers: the row's scores go on, over its pad tokens
                 assert np.isfinite(res.scores[ended + 1][1]).any(), f"{label}: a finished row's scores must go on"
         for row, prompt in enumerate(PROMPTS):
-            alone = target.generate(np.array([prompt]), max_new_tokens=NEW, eos_token_id=eos_ids, pad_token_id=0,
-                                    **kw)
+            alone = target.generate(np.array([prompt]), max_new_tokens=NEW, eos_token_id=eos_ids, pad_token_id=0, **kw)
             got = res.sequences[row, width:]
-            want = alone[0, len(prompt):]
-            assert np.array_equal(got[:len(want)], want) and (got[len(want):] == 0).all(), (
-                f"{label}: row {row} of the batch {got.tolist()} differs from the row alone {want.tolist()}")
+            want = alone[0, len(prompt) :]
+            assert np.array_equal(got[: len(want)], want) and (got[len(want) :] == 0).all(), (
+                f"{label}: row {row} of the batch {got.tolist()} differs from the row alone {want.tolist()}"
+            )
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -127,11 +160,13 @@ def test_batched_coupled_sampling_equals_plain_sampling(models, schedule):
         for seed in (0, 1, 2):
             sampling = dict(do_sample=True, seed=seed, temperature=1.3, top_k=0, max_new_tokens=NEW, eos_token_id=[])
             plain = target.generate(ids, attention_mask=mask, **sampling)
-            res = target.generate(ids, attention_mask=mask, assisted_sampling="coupled", **sampling,
-                                  **drafting(kind, models, schedule))
+            res = target.generate(
+                ids, attention_mask=mask, assisted_sampling="coupled", **sampling, **drafting(kind, models, schedule)
+            )
             assert np.array_equal(plain, res), (
-                f"coupled {kind} {schedule} seed={seed}: the batch {res[:, ids.shape[1]:].tolist()} differs from "
-                f"plain sampling {plain[:, ids.shape[1]:].tolist()} with the same seed")
+                f"coupled {kind} {schedule} seed={seed}: the batch {res[:, ids.shape[1] :].tolist()} differs from "
+                f"plain sampling {plain[:, ids.shape[1] :].tolist()} with the same seed"
+            )
 
 
 @pytest.mark.parametrize("schedule", ("constant", "heuristic"))
@@ -147,20 +182,24 @@ def test_batch_statistics_are_the_rows_alone_summed(models, kind, schedule):
     for key in ("num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes"):
         assert getattr(batch, key) == sum(getattr(a, key) for a in alone), (
             f"{kind} {schedule}: {key} of the batch {getattr(batch, key)} should be the rows' alone summed "
-            f"{[getattr(a, key) for a in alone]}")
+            f"{[getattr(a, key) for a in alone]}"
+        )
     for key in ("proposed_per_position", "accepted_per_position"):
         summed = np.zeros(max(len(getattr(a, key)) for a in alone), dtype=np.int64)
         for a in alone:
-            summed[:len(getattr(a, key))] += getattr(a, key)
-        assert np.array_equal(getattr(batch, key), summed), \
+            summed[: len(getattr(a, key))] += getattr(a, key)
+        assert np.array_equal(getattr(batch, key), summed), (
             f"{kind} {schedule}: {key} {getattr(batch, key)} != {summed}"
+        )
     rounds_alone = [a.num_rounds for a in alone]
     assert all(a.num_rounds == a.num_target_passes for a in alone), "at batch 1 every round is one target pass"
     assert max(rounds_alone) <= batch.num_rounds <= batch.num_target_passes, (
-        f"{kind} {schedule}: {batch.num_rounds} rounds for rows that alone take {rounds_alone}")
+        f"{kind} {schedule}: {batch.num_rounds} rounds for rows that alone take {rounds_alone}"
+    )
     generated = 3 * NEW
     assert generated == batch.num_target_passes + batch.num_accepted_tokens, (
-        f"{kind} {schedule}: every row's pass gives one token of its own plus its accepted drafts")
+        f"{kind} {schedule}: every row's pass gives one token of its own plus its accepted drafts"
+    )
 
 
 # ----------------------------------------------------------------------------------- rejection sampling
@@ -169,7 +208,7 @@ def test_batch_statistics_are_the_rows_alone_summed(models, kind, schedule):
 # the chi-square pair of test_rejection_sampling.py (a target and an unrelated draft over a vocabulary of 8)
 from test_rejection_sampling import TEMPERATURE, V, pair  # noqa: E402, F401 - this section's own; pair: a fixture
 
-CHI_PROMPTS = [[1, 2, 3], [4, 5, 6, 7, 1]]   # two rows of different lengths, left-padded
+CHI_PROMPTS = [[1, 2, 3], [4, 5, 6, 7, 1]]  # two rows of different lengths, left-padded
 T_NEW = 2
 DRAWS = 3000
 
@@ -196,23 +235,37 @@ def test_batched_rejection_sampling_draws_each_row_from_the_target(pair, schedul
     rows = [[] for _ in CHI_PROMPTS]
     drafted = accepted = 0
     for seed in range(DRAWS):
-        res = target.generate(ids, attention_mask=mask, assistant_model=draft, do_sample=True, seed=seed,
-                              temperature=TEMPERATURE, top_k=0, max_new_tokens=T_NEW, eos_token_id=[],
-                              num_assistant_tokens=2, num_assistant_tokens_schedule=schedule,
-                              assistant_confidence_threshold=0.0, return_dict_in_generate=True)
+        res = target.generate(
+            ids,
+            attention_mask=mask,
+            assistant_model=draft,
+            do_sample=True,
+            seed=seed,
+            temperature=TEMPERATURE,
+            top_k=0,
+            max_new_tokens=T_NEW,
+            eos_token_id=[],
+            num_assistant_tokens=2,
+            num_assistant_tokens_schedule=schedule,
+            assistant_confidence_threshold=0.0,
+            return_dict_in_generate=True,
+        )
         for r in range(len(CHI_PROMPTS)):
             rows[r].append(res.sequences[r, width:])
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
-    assert 0 < accepted < drafted, \
+    assert 0 < accepted < drafted, (
         f"{schedule}: an unrelated draft must be rejected sometimes, accepted {accepted} of {drafted}"
+    )
     for r, prompt in enumerate(CHI_PROMPTS):
         tokens = np.array(rows[r])
-        counts = np.bincount(np.ravel_multi_index(tokens.T, (V,) * T_NEW), minlength=V ** T_NEW)
+        counts = np.bincount(np.ravel_multi_index(tokens.T, (V,) * T_NEW), minlength=V**T_NEW)
         stat, df, p = chi_square(counts, exact_joint(target, prompt))
-        assert p >= 1e-3, (f"{schedule}: row {r} of a batch of {len(CHI_PROMPTS)}: its first {T_NEW} tokens over "
-                           f"{DRAWS} seeds should follow the target's distribution; chi-square {stat:.1f} on {df} "
-                           f"degrees of freedom, p = {p:.3g}")
+        assert p >= 1e-3, (
+            f"{schedule}: row {r} of a batch of {len(CHI_PROMPTS)}: its first {T_NEW} tokens over "
+            f"{DRAWS} seeds should follow the target's distribution; chi-square {stat:.1f} on {df} "
+            f"degrees of freedom, p = {p:.3g}"
+        )
 
 
 # --------------------------------------------------------------------------------------- the cost schedule
@@ -226,20 +279,28 @@ def test_cost_schedule_with_drafts_dearer_than_their_gain_decodes_plainly(models
         dear = ha.AssistedCosts(draft_step=50.0 if drafter else 0.0, target=(1.0, 100.0))
         target.set_assisted_costs(dear, drafter)
         try:
-            res = target.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[],
-                                  assistant_model=drafter,
-                                  prompt_lookup_num_tokens=lookup, num_assistant_tokens_schedule="cost",
-                                  return_dict_in_generate=True)
+            res = target.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=NEW,
+                eos_token_id=[],
+                assistant_model=drafter,
+                prompt_lookup_num_tokens=lookup,
+                num_assistant_tokens_schedule="cost",
+                return_dict_in_generate=True,
+            )
         finally:
             target.set_assisted_costs(COSTS, drafter)
         label = "a draft model" if drafter else "prompt lookup"
         assert np.array_equal(res.sequences, plain), f"{label}: K = 0 every round must give plain decoding's tokens"
         assert res.num_draft_tokens == 0 and res.num_draft_passes == 0, (
             f"{label}: no draft is worth its cost, yet {res.num_draft_tokens} were proposed in "
-            f"{res.num_draft_passes} draft passes")
+            f"{res.num_draft_passes} draft passes"
+        )
         assert res.num_target_passes == 3 * NEW and res.num_rounds == NEW, (
             f"{label}: plain decoding is one target pass per token per row ({3 * NEW}) in {NEW} rounds; got "
-            f"{res.num_target_passes} passes in {res.num_rounds} rounds")
+            f"{res.num_target_passes} passes in {res.num_rounds} rounds"
+        )
 
 
 @pytest.mark.parametrize("max_new", (1, 2, 3, 5))
@@ -250,19 +311,29 @@ def test_cost_schedule_never_proposes_past_max_new_tokens(models, max_new):
     free = ha.AssistedCosts(draft_step=0.0, target=(1.0,) * 16)  # drafting and verifying more costs nothing
     target.set_assisted_costs(free, target)
     try:
-        res = target.generate(ids, attention_mask=mask, max_new_tokens=max_new, eos_token_id=[], assistant_model=target,
-                              num_assistant_tokens=20, num_assistant_tokens_schedule="cost",
-                              assistant_confidence_threshold=0.0, return_dict_in_generate=True)
+        res = target.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=max_new,
+            eos_token_id=[],
+            assistant_model=target,
+            num_assistant_tokens=20,
+            num_assistant_tokens_schedule="cost",
+            assistant_confidence_threshold=0.0,
+            return_dict_in_generate=True,
+        )
     finally:
         target.set_assisted_costs(COSTS, target)
     assert np.array_equal(res.sequences, plain), f"max_new_tokens={max_new}: the output differs from plain"
     assert len(res.proposed_per_position) <= max_new - 1 and res.num_draft_tokens <= 3 * (max_new - 1), (
         f"max_new_tokens={max_new}: a row may propose at most {max_new - 1} tokens (room for the target's own), "
-        f"got {res.num_draft_tokens} proposals at positions {res.proposed_per_position.tolist()}")
+        f"got {res.num_draft_tokens} proposals at positions {res.proposed_per_position.tolist()}"
+    )
     # the target drafting for itself for free: one round drafts all the room there is, and all is accepted
     assert res.num_rounds == 1 and res.num_draft_tokens == 3 * (max_new - 1), (
         f"max_new_tokens={max_new}: free drafts that are always right should fill the room in one round; got "
-        f"{res.num_rounds} rounds and {res.num_draft_tokens} drafts")
+        f"{res.num_rounds} rounds and {res.num_draft_tokens} drafts"
+    )
 
 
 @pytest.mark.parametrize("cap", (1, 2, 4))
@@ -271,14 +342,22 @@ def test_num_assistant_tokens_caps_the_cost_schedule(models, cap):
     free = ha.AssistedCosts(draft_step=0.0, target=(1.0,) * 16)
     target.set_assisted_costs(free, target)
     try:
-        res = target.generate(np.array([PROMPTS[2]]), assistant_model=target, num_assistant_tokens=cap,
-                              num_assistant_tokens_schedule="cost", max_new_tokens=NEW, eos_token_id=[],
-                              assistant_confidence_threshold=0.0, return_dict_in_generate=True)
+        res = target.generate(
+            np.array([PROMPTS[2]]),
+            assistant_model=target,
+            num_assistant_tokens=cap,
+            num_assistant_tokens_schedule="cost",
+            max_new_tokens=NEW,
+            eos_token_id=[],
+            assistant_confidence_threshold=0.0,
+            return_dict_in_generate=True,
+        )
     finally:
         target.set_assisted_costs(COSTS, target)
     assert len(res.proposed_per_position) == cap, (
         f"num_assistant_tokens={cap} caps K under 'cost'; free drafts should reach it and never pass it, got "
-        f"proposals at positions {res.proposed_per_position.tolist()}")
+        f"proposals at positions {res.proposed_per_position.tolist()}"
+    )
 
 
 def test_assisted_costs_are_measured_once_and_kept(models):
@@ -298,6 +377,7 @@ def test_measured_costs_never_fall_with_size(models):
     """A larger append (a draft step of more rows) never costs less in the table the cost schedule reads: an
     outlier slowed by the machine is lowered to the least cost at its size or above."""
     from habana_assist.generation.assisted_costs import _never_falling
+
     assert _never_falling([1.0, 1.7, 1.3, 2.0, 1.9]) == [1.0, 1.3, 1.3, 1.9, 1.9]
     assert _never_falling([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0], "a rising table must stay as measured"
     target, draft = models
@@ -319,9 +399,18 @@ def measured_as(model, drafter, costs):
 
 
 def cost_call(model, draft, ids, mask, **kw):
-    return model.generate(ids, attention_mask=mask, assistant_model=draft, num_assistant_tokens=6,
-                          num_assistant_tokens_schedule="cost", assistant_confidence_threshold=0.0, max_new_tokens=NEW,
-                          eos_token_id=[], return_dict_in_generate=True, **kw)
+    return model.generate(
+        ids,
+        attention_mask=mask,
+        assistant_model=draft,
+        num_assistant_tokens=6,
+        num_assistant_tokens_schedule="cost",
+        assistant_confidence_threshold=0.0,
+        max_new_tokens=NEW,
+        eos_token_id=[],
+        return_dict_in_generate=True,
+        **kw,
+    )
 
 
 def choices(res):
@@ -344,11 +433,12 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
         before = state.copy()
         res = cost_call(fresh, draft, ids, mask)
         assert np.array_equal(res.sequences, plain), f"call {call + 1}: carried counts must not change greedy tokens"
-        added = state[K:2 * K].sum() - before[K:2 * K].sum()
+        added = state[K : 2 * K].sum() - before[K : 2 * K].sum()
         assert added > 0 and added <= res.num_draft_tokens, (
             f"call {call + 1}: its tested candidates ({added}) must be added, at most its {res.num_draft_tokens} "
-            f"proposals")
-        assert (state[:K] <= state[K:2 * K]).all() and (state[2 * K:2 * K + 10] <= state[2 * K + 10:]).all(), state
+            f"proposals"
+        )
+        assert (state[:K] <= state[K : 2 * K]).all() and (state[2 * K : 2 * K + 10] <= state[2 * K + 10 :]).all(), state
     # the same starting counts give the same K choices
     start = state.copy()
     first = cost_call(fresh, draft, ids, mask)
@@ -359,7 +449,7 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
     plain_s = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[], do_sample=True, seed=3)
     before = state.copy()
     res = cost_call(fresh, draft, ids, mask, do_sample=True, seed=3, assisted_sampling="coupled")
-    assert np.array_equal(res.sequences, plain_s) and state[K:2 * K].sum() > before[K:2 * K].sum()
+    assert np.array_equal(res.sequences, plain_s) and state[K : 2 * K].sum() > before[K : 2 * K].sum()
 
 
 def test_carried_acceptance_is_a_window_over_the_latest_calls(models):
@@ -369,11 +459,12 @@ def test_carried_acceptance_is_a_window_over_the_latest_calls(models):
     state = fresh._costs.learned(draft)
     K = POSITIONS
     state[K] = 20000.0  # tested at position 0, as if from many calls
-    state[0] = 5000.0   # a quarter accepted
+    state[0] = 5000.0  # a quarter accepted
     res = cost_call(fresh, draft, ids, mask)
-    assert state[K:2 * K].sum() <= 512 + res.num_draft_tokens, (
+    assert state[K : 2 * K].sum() <= 512 + res.num_draft_tokens, (
         f"the carried counts stand for 512 candidates at most before the call's own ({res.num_draft_tokens} "
-        f"proposed); tested now {state[K:2 * K].sum()}")
+        f"proposed); tested now {state[K : 2 * K].sum()}"
+    )
 
 
 def test_pinned_costs_and_rejection_sampling_learn_within_each_call(models):
@@ -402,14 +493,23 @@ def test_corrupt_carried_acceptance_is_refused(models, where, value):
         cost_call(fresh, draft, ids, mask)
 
 
-@pytest.mark.parametrize("bad", [
-    dict(draft_step=float("nan"), target=(1.0,)), dict(draft_step=-1.0, target=(1.0,)),
-    dict(draft_step=0.1, target=()), dict(draft_step=0.1, target=(1.0, 0.0)),
-    dict(draft_step=0.1, target=(1.0, float("inf"))), dict(draft_step=0.1, target=tuple([1.0] * 65)),
-    dict(draft_step="fast", target=(1.0,)), dict(draft_step=0.1, target=("slow",)),
-    dict(draft_step=0.1, target=None), dict(draft_step=0.1, target=(1.0,), draft_rows=(-1.0,)),
-    dict(draft_step=0.1, target=(1.0,), draft_rows=()), dict(draft_step=0.1, target=(1.0,), draft_rows=(float("nan"),)),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(draft_step=float("nan"), target=(1.0,)),
+        dict(draft_step=-1.0, target=(1.0,)),
+        dict(draft_step=0.1, target=()),
+        dict(draft_step=0.1, target=(1.0, 0.0)),
+        dict(draft_step=0.1, target=(1.0, float("inf"))),
+        dict(draft_step=0.1, target=tuple([1.0] * 65)),
+        dict(draft_step="fast", target=(1.0,)),
+        dict(draft_step=0.1, target=("slow",)),
+        dict(draft_step=0.1, target=None),
+        dict(draft_step=0.1, target=(1.0,), draft_rows=(-1.0,)),
+        dict(draft_step=0.1, target=(1.0,), draft_rows=()),
+        dict(draft_step=0.1, target=(1.0,), draft_rows=(float("nan"),)),
+    ],
+)
 def test_malformed_costs_are_refused(bad):
     with pytest.raises(ha.InvalidInputError, match="AssistedCosts"):
         ha.AssistedCosts(**bad)

@@ -21,11 +21,11 @@ import habana_assist as ha
 from habana_assist.checkpoints.safetensors import save_file, to_bfloat16_bits
 
 VOCAB = 64
-NEW = 32                          # max_new_tokens of most comparisons
-TARGET_SEED, RANDOM_SEED = 5, 6   # the random draft shares nothing with the target but the vocabulary
+NEW = 32  # max_new_tokens of most comparisons
+TARGET_SEED, RANDOM_SEED = 5, 6  # the random draft shares nothing with the target but the vocabulary
 # The random draft is also smaller, as real drafts are: other widths, depth and grouped-query layout.
 RANDOM_DRAFT_SHAPE = dict(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=24)
-NOISE = 0.1                       # perturbed draft: each matrix + NOISE * std(matrix) * N(0, 1)
+NOISE = 0.1  # perturbed draft: each matrix + NOISE * std(matrix) * N(0, 1)
 PROMPT = np.array([[17, 3, 42, 8, 29, 11, 56, 2]], dtype=np.int64)
 # A left-padded batch: row 0 has 3 pad columns (token 0, masked out), row 1 is full.
 BATCH = np.array([[0, 0, 0, 33, 7, 19, 50, 4], [17, 3, 42, 8, 29, 11, 56, 2]], dtype=np.int64)
@@ -64,9 +64,11 @@ class Models:
         self.dirs = {"target": t_dir, "random": r_dir, "perturbed": p_dir}
         self.target = ha.AutoModelForCausalLM.from_pretrained(t_dir)
         # "target": the very same object drafts for itself.
-        self.drafts = {"target": self.target,
-                       "random": ha.AutoModelForCausalLM.from_pretrained(r_dir),
-                       "perturbed": ha.AutoModelForCausalLM.from_pretrained(p_dir)}
+        self.drafts = {
+            "target": self.target,
+            "random": ha.AutoModelForCausalLM.from_pretrained(r_dir),
+            "perturbed": ha.AutoModelForCausalLM.from_pretrained(p_dir),
+        }
 
     def fresh(self, kind):
         """A newly loaded copy (for tests that change a model's generation_config)."""
@@ -91,7 +93,8 @@ def show(a):
 
 def assert_same(expected, got, label):
     assert np.array_equal(expected, got), (
-        f"{label}: expected plain generate()'s {show(expected)}, got {show(got)} from assisted generation")
+        f"{label}: expected plain generate()'s {show(expected)}, got {show(got)} from assisted generation"
+    )
 
 
 def plain(model, ids, mask=None, **kw):
@@ -99,27 +102,37 @@ def plain(model, ids, mask=None, **kw):
 
 
 def assisted(model, draft, ids, mask=None, **kw):
-    return model.generate(ids, attention_mask=mask if mask is not None else np.ones_like(ids), assistant_model=draft,
-                          return_dict_in_generate=True, **kw)
+    return model.generate(
+        ids,
+        attention_mask=mask if mask is not None else np.ones_like(ids),
+        assistant_model=draft,
+        return_dict_in_generate=True,
+        **kw,
+    )
 
 
 def check_statistics(res, label):
     """Invariants of the statistics of one assisted call with a draft model."""
     prop, acc = np.asarray(res.proposed_per_position), np.asarray(res.accepted_per_position)
     assert res.num_accepted_tokens <= res.num_draft_tokens, (
-        f"{label}: num_accepted_tokens ({res.num_accepted_tokens}) > num_draft_tokens ({res.num_draft_tokens})")
+        f"{label}: num_accepted_tokens ({res.num_accepted_tokens}) > num_draft_tokens ({res.num_draft_tokens})"
+    )
     assert acc.sum() == res.num_accepted_tokens, (
         f"{label}: sum(accepted_per_position) = sum({show(acc)}) should be num_accepted_tokens "
-        f"= {res.num_accepted_tokens}")
+        f"= {res.num_accepted_tokens}"
+    )
     assert prop.sum() == res.num_draft_tokens, (
-        f"{label}: sum(proposed_per_position) = sum({show(prop)}) should be num_draft_tokens = {res.num_draft_tokens}")
+        f"{label}: sum(proposed_per_position) = sum({show(prop)}) should be num_draft_tokens = {res.num_draft_tokens}"
+    )
     assert (acc <= prop).all(), f"{label}: accepted_per_position {show(acc)} exceeds proposed {show(prop)}"
     assert (np.diff(prop) <= 0).all() and (np.diff(acc) <= 0).all(), (
         f"{label}: a draft position j+1 is only proposed/accepted after position j, so both must be non-increasing; "
-        f"proposed {show(prop)}, accepted {show(acc)}")
+        f"proposed {show(prop)}, accepted {show(acc)}"
+    )
     assert prop.size == 0 or prop[0] <= res.num_target_passes, (
         f"{label}: {prop[0]} rounds proposed a first draft token but there were only {res.num_target_passes} "
-        "target passes (one per round)")
+        "target passes (one per round)"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- greedy
@@ -144,17 +157,24 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
     expected = {}
     for threads in THREADS:
         ha.set_num_threads(threads)
-        expected[threads] = (plain(target, PROMPT, max_new_tokens=NEW),
-                             plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW))
+        expected[threads] = (
+            plain(target, PROMPT, max_new_tokens=NEW),
+            plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW),
+        )
     assert_same(expected[1][0], expected[2][0], f"{dtype}: plain greedy with 1 thread vs 2 threads")
     ha.set_num_threads(1)
-    plain_scores = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW, output_scores=True,
-                         return_dict_in_generate=True).scores
+    plain_scores = plain(
+        target, BATCH, BATCH_MASK, max_new_tokens=NEW, output_scores=True, return_dict_in_generate=True
+    ).scores
     rates = {}
     for threads, schedule, threshold in greedy_combinations(draft_kind, K):
         ha.set_num_threads(threads)
-        kw = dict(max_new_tokens=NEW, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule,
-                  assistant_confidence_threshold=threshold)
+        kw = dict(
+            max_new_tokens=NEW,
+            num_assistant_tokens=K,
+            num_assistant_tokens_schedule=schedule,
+            assistant_confidence_threshold=threshold,
+        )
         label = f"draft={draft_kind} {dtype} K={K} schedule={schedule} threshold={threshold} threads={threads}"
         res = assisted(target, draft, PROMPT, **kw)
         assert_same(expected[threads][0], res.sequences, label)
@@ -162,17 +182,20 @@ def test_assisted_greedy_is_bitwise_plain_greedy(models, draft_kind, dtype, K):
         if draft_kind == "target":
             assert res.num_accepted_tokens == res.num_draft_tokens > 0, (
                 f"{label}: the target drafting for itself must have every proposal accepted, got "
-                f"{res.num_accepted_tokens} of {res.num_draft_tokens}")
+                f"{res.num_accepted_tokens} of {res.num_draft_tokens}"
+            )
         rates[(threads, schedule, threshold)] = res.num_accepted_tokens / max(res.num_draft_tokens, 1)
         batch = assisted(target, draft, BATCH, BATCH_MASK, output_scores=True, **kw)
         assert_same(expected[threads][1], batch.sequences, label + " batch of 2 left-padded prompts")
         assert len(batch.scores) == len(plain_scores) and all(
-            np.array_equal(a, b) for a, b in zip(plain_scores, batch.scores)), (
-            f"{label}: the processed scores of each step (output_scores) should be bitwise plain generate()'s")
+            np.array_equal(a, b) for a, b in zip(plain_scores, batch.scores)
+        ), f"{label}: the processed scores of each step (output_scores) should be bitwise plain generate()'s"
     if draft_kind == "perturbed":
         rate = rates[(1, "constant", 0.0)]
-        assert 0 < rate < 1, (f"test setup: the perturbed draft should be right only sometimes (acceptance rate "
-                              f"strictly between 0 and 1), got {rate} for {dtype} K={K}")
+        assert 0 < rate < 1, (
+            f"test setup: the perturbed draft should be right only sometimes (acceptance rate "
+            f"strictly between 0 and 1), got {rate} for {dtype} K={K}"
+        )
 
 
 @pytest.mark.parametrize("dtype", ("F32", "BF16"))
@@ -196,10 +219,19 @@ def test_row_major_weights_keep_assisted_greedy_bitwise_plain_greedy(models, dra
     ha.set_num_threads(1)
 
 
-@pytest.mark.parametrize("pair", ("float32 target, int8 draft", "int8 target drafting for itself",
-                                  "float32 target, w8a8 draft", "w8a8 target drafting for itself",
-                                  "float32 target, bfloat16-pairs draft", "bfloat16-pairs target drafting for itself",
-                                  "float32 target, int4 draft", "int4 target drafting for itself"))
+@pytest.mark.parametrize(
+    "pair",
+    (
+        "float32 target, int8 draft",
+        "int8 target drafting for itself",
+        "float32 target, w8a8 draft",
+        "w8a8 target drafting for itself",
+        "float32 target, bfloat16-pairs draft",
+        "bfloat16-pairs target drafting for itself",
+        "float32 target, int4 draft",
+        "int4 target drafting for itself",
+    ),
+)
 def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
     """The draft that needs no second checkpoint: the target's own checkpoint quantized at load (int8, w8a8, int4) or
     held in bfloat16 pairs."""
@@ -221,8 +253,9 @@ def test_quantized_draft_greedy_is_bitwise_plain_greedy(models, pair):
     if target is draft:
         assert accepted == drafted > 0, f"{pair}: every proposal should be accepted, got {accepted} of {drafted}"
     elif "w8a8" in pair or "pairs" in pair:  # these drafts happen to agree with this target everywhere; int8's do not
-        assert 0 < accepted <= drafted, \
+        assert 0 < accepted <= drafted, (
             f"test setup: {pair} should be right at least sometimes, {accepted} of {drafted}"
+        )
     else:
         assert 0 < accepted < drafted, f"test setup: {pair} should be right only sometimes, {accepted} of {drafted}"
 
@@ -240,14 +273,17 @@ def test_prompt_lookup_greedy_is_bitwise_plain_greedy(models, lookup, dtype, thr
     check_statistics(res, label)
     assert res.num_accepted_tokens > 0, (
         f"test setup: {label} on a repeating prompt should have some lookup candidates accepted, got "
-        f"{res.num_accepted_tokens} of {res.num_draft_tokens}")
+        f"{res.num_accepted_tokens} of {res.num_draft_tokens}"
+    )
     assert res.num_accepted_tokens <= res.num_draft_tokens
     assert res.num_draft_tokens <= lookup * res.num_target_passes, (
-        f"{label}: {res.num_draft_tokens} candidates in {res.num_target_passes} rounds is more than {lookup} a round")
+        f"{label}: {res.num_draft_tokens} candidates in {res.num_target_passes} rounds is more than {lookup} a round"
+    )
     generated = res.sequences.shape[1] - REPEATING.shape[1]
     assert generated == res.num_target_passes + res.num_accepted_tokens, (
         f"{label}: {generated} tokens generated, expected num_target_passes ({res.num_target_passes}) + "
-        f"num_accepted_tokens ({res.num_accepted_tokens})")
+        f"num_accepted_tokens ({res.num_accepted_tokens})"
+    )
     mask = np.ones_like(REPEATING)
     batch_ids = np.concatenate([np.concatenate([[[0, 0, 0]], REPEATING[:, :-3]], axis=1), REPEATING])
     batch_mask = np.concatenate([np.concatenate([[[0, 0, 0]], mask[:, :-3]], axis=1), mask])
@@ -277,18 +313,40 @@ def test_coupled_sampling_equals_plain_sampling_for_the_same_seed(models, settin
         K, schedule = 1 + seed % 6, SCHEDULES[seed % 3]
         label = f"coupled {sampling} seed={seed} K={K} schedule={schedule}"
         expected = plain(target, PROMPT, max_new_tokens=24, do_sample=True, seed=seed, **sampling)
-        res = assisted(target, draft, PROMPT, max_new_tokens=24, do_sample=True, seed=seed, assisted_sampling="coupled",
-                       num_assistant_tokens=K, num_assistant_tokens_schedule=schedule, **sampling)
+        res = assisted(
+            target,
+            draft,
+            PROMPT,
+            max_new_tokens=24,
+            do_sample=True,
+            seed=seed,
+            assisted_sampling="coupled",
+            num_assistant_tokens=K,
+            num_assistant_tokens_schedule=schedule,
+            **sampling,
+        )
         assert_same(expected, res.sequences, label)
         check_statistics(res, label)
         accepted, drafted = accepted + res.num_accepted_tokens, drafted + res.num_draft_tokens
-    assert 0 < accepted < drafted, (f"test setup: coupled sampling with the perturbed draft should accept some drafts "
-                                    f"and reject others, accepted {accepted} of {drafted}")
+    assert 0 < accepted < drafted, (
+        f"test setup: coupled sampling with the perturbed draft should accept some drafts "
+        f"and reject others, accepted {accepted} of {drafted}"
+    )
     for seed in range(3):
         label = f"coupled {sampling} seed={seed} batch of 2 left-padded prompts"
         expected = plain(target, BATCH, BATCH_MASK, max_new_tokens=24, do_sample=True, seed=seed, **sampling)
-        res = assisted(target, draft, BATCH, BATCH_MASK, max_new_tokens=24, do_sample=True, seed=seed,
-                       assisted_sampling="coupled", num_assistant_tokens=4, **sampling)
+        res = assisted(
+            target,
+            draft,
+            BATCH,
+            BATCH_MASK,
+            max_new_tokens=24,
+            do_sample=True,
+            seed=seed,
+            assisted_sampling="coupled",
+            num_assistant_tokens=4,
+            **sampling,
+        )
         assert_same(expected, res.sequences, label)
 
 
@@ -300,14 +358,27 @@ def test_coupled_sampling_with_a_w8a8_or_bfloat16_pairs_model_equals_plain_sampl
     w8a8 = ha.AutoModelForCausalLM.from_pretrained(m.dirs["target"], dtype="w8a8")
     pairs = ha.AutoModelForCausalLM.from_pretrained(m.dirs["target"], dtype="bfloat16-pairs")
     sampling = SAMPLING_SETTINGS[1]
-    for target, draft, pair in ((w8a8, m.target, "w8a8 target, float32 draft"), (m.target, w8a8, "float32, w8a8 draft"),
-                                (pairs, m.target, "bfloat16-pairs target, float32 draft")):
+    for target, draft, pair in (
+        (w8a8, m.target, "w8a8 target, float32 draft"),
+        (m.target, w8a8, "float32, w8a8 draft"),
+        (pairs, m.target, "bfloat16-pairs target, float32 draft"),
+    ):
         for seed in range(8):
             label = f"coupled {pair} seed={seed}"
             for prompt, mask in ((PROMPT, None), (BATCH, BATCH_MASK)):
                 expected = plain(target, prompt, mask, max_new_tokens=16, do_sample=True, seed=seed, **sampling)
-                res = assisted(target, draft, prompt, mask, max_new_tokens=16, do_sample=True, seed=seed,
-                               assisted_sampling="coupled", num_assistant_tokens=1 + seed % 5, **sampling)
+                res = assisted(
+                    target,
+                    draft,
+                    prompt,
+                    mask,
+                    max_new_tokens=16,
+                    do_sample=True,
+                    seed=seed,
+                    assisted_sampling="coupled",
+                    num_assistant_tokens=1 + seed % 5,
+                    **sampling,
+                )
                 assert_same(expected, res.sequences, label)
 
 
@@ -316,12 +387,24 @@ def test_coupled_sampling_with_the_target_as_draft_accepts_every_proposal(models
     for seed in range(10):
         label = f"coupled, target drafting for itself, seed={seed}"
         expected = plain(target, PROMPT, max_new_tokens=24, do_sample=True, seed=seed, temperature=1.0, top_k=0)
-        res = assisted(target, target, PROMPT, max_new_tokens=24, do_sample=True, seed=seed, temperature=1.0, top_k=0,
-                       assisted_sampling="coupled", num_assistant_tokens=5, assistant_confidence_threshold=0.0)
+        res = assisted(
+            target,
+            target,
+            PROMPT,
+            max_new_tokens=24,
+            do_sample=True,
+            seed=seed,
+            temperature=1.0,
+            top_k=0,
+            assisted_sampling="coupled",
+            num_assistant_tokens=5,
+            assistant_confidence_threshold=0.0,
+        )
         assert_same(expected, res.sequences, label)
         assert res.num_accepted_tokens == res.num_draft_tokens > 0, (
             f"{label}: draft and target share the position-keyed noise and the logits, so every proposal must be "
-            f"accepted; got {res.num_accepted_tokens} of {res.num_draft_tokens}")
+            f"accepted; got {res.num_accepted_tokens} of {res.num_draft_tokens}"
+        )
 
 
 # ---------------------------------------------------------------------------------------- statistics
@@ -335,29 +418,41 @@ def test_assisted_statistics_add_up(models, draft_kind, schedule):
         for threshold in THRESHOLDS:
             for do_sample in (False, True):
                 label = f"draft={draft_kind} schedule={schedule} K={K} threshold={threshold} do_sample={do_sample}"
-                res = assisted(m.target, m.drafts[draft_kind], PROMPT, max_new_tokens=NEW, num_assistant_tokens=K,
-                               num_assistant_tokens_schedule=schedule, assistant_confidence_threshold=threshold,
-                               do_sample=do_sample, seed=K,
-                               **(dict(temperature=1.0, top_k=0) if do_sample else {}))
+                res = assisted(
+                    m.target,
+                    m.drafts[draft_kind],
+                    PROMPT,
+                    max_new_tokens=NEW,
+                    num_assistant_tokens=K,
+                    num_assistant_tokens_schedule=schedule,
+                    assistant_confidence_threshold=threshold,
+                    do_sample=do_sample,
+                    seed=K,
+                    **(dict(temperature=1.0, top_k=0) if do_sample else {}),
+                )
                 check_statistics(res, label)
                 generated = res.sequences.shape[1] - PROMPT.shape[1]
                 assert generated == NEW, f"{label}: expected {NEW} new tokens (no eos is set), got {generated}"
                 assert generated == res.num_target_passes + res.num_accepted_tokens, (
                     f"{label}: each target pass yields one token of its own plus the accepted drafts, so "
                     f"{generated} generated tokens should be num_target_passes ({res.num_target_passes}) + "
-                    f"num_accepted_tokens ({res.num_accepted_tokens})")
+                    f"num_accepted_tokens ({res.num_accepted_tokens})"
+                )
                 assert res.num_draft_passes <= res.num_draft_tokens + res.num_target_passes, (
                     f"{label}: {res.num_draft_passes} draft passes for {res.num_draft_tokens} proposals in "
-                    f"{res.num_target_passes} rounds")
+                    f"{res.num_target_passes} rounds"
+                )
                 if schedule == "constant":
                     prop = np.asarray(res.proposed_per_position)
                     assert prop.size <= K and res.num_draft_tokens <= K * res.num_target_passes, (
                         f"{label}: a constant schedule proposes at most K={K} tokens a round; got proposals at "
-                        f"positions {show(prop)} over {res.num_target_passes} rounds")
+                        f"positions {show(prop)} over {res.num_target_passes} rounds"
+                    )
                 if draft_kind == "target" and not do_sample:
                     assert res.num_accepted_tokens == res.num_draft_tokens > 0, (
                         f"{label}: the target drafting for itself greedily must have every proposal accepted, got "
-                        f"{res.num_accepted_tokens} of {res.num_draft_tokens}")
+                        f"{res.num_accepted_tokens} of {res.num_draft_tokens}"
+                    )
 
 
 def heuristic_rounds(K, max_new_tokens):
@@ -389,10 +484,13 @@ def test_heuristic_schedule_carries_K_across_calls_on_the_assistant(models):
         res = assisted(target, draft, PROMPT, **kw)
         assert np.array_equal(res.proposed_per_position, per_position(rounds)), (
             f"call {call}: starting from num_assistant_tokens={K} (carried on the assistant's generation_config), "
-            f"expected proposals by position {show(per_position(rounds))}, got {show(res.proposed_per_position)}")
+            f"expected proposals by position {show(per_position(rounds))}, got {show(res.proposed_per_position)}"
+        )
         got = draft.generation_config.num_assistant_tokens
-        assert got == K_after, (f"call {call}: the heuristic schedule should leave num_assistant_tokens={K_after} on "
-                                f"assistant_model.generation_config, got {got}")
+        assert got == K_after, (
+            f"call {call}: the heuristic schedule should leave num_assistant_tokens={K_after} on "
+            f"assistant_model.generation_config, got {got}"
+        )
         K = K_after
     assert K != 3, "test setup: a fully accepted draft should have changed K"
 
@@ -402,7 +500,8 @@ def test_heuristic_schedule_carries_K_across_calls_on_the_assistant(models):
     got = bad.generation_config.num_assistant_tokens
     assert res.num_accepted_tokens < res.num_draft_tokens and got < 5, (
         f"with drafts rejected, the heuristic schedule should lower num_assistant_tokens from 5, got {got} "
-        f"({res.num_accepted_tokens} of {res.num_draft_tokens} accepted)")
+        f"({res.num_accepted_tokens} of {res.num_draft_tokens} accepted)"
+    )
 
 
 @pytest.mark.parametrize("schedule", ("heuristic_transient", "constant"))
@@ -414,20 +513,30 @@ def test_transient_and_constant_schedules_leave_K_unchanged(models, schedule):
         draft.generation_config.num_assistant_tokens = 3
         rounds, _ = heuristic_rounds(3, NEW)
         for call in range(2):
-            res = assisted(target, draft, PROMPT, max_new_tokens=NEW, num_assistant_tokens_schedule=schedule,
-                           assistant_confidence_threshold=0.0)
+            res = assisted(
+                target,
+                draft,
+                PROMPT,
+                max_new_tokens=NEW,
+                num_assistant_tokens_schedule=schedule,
+                assistant_confidence_threshold=0.0,
+            )
             got = draft.generation_config.num_assistant_tokens
-            assert got == 3, (f"draft={kind} call {call}: schedule {schedule} must leave the assistant's "
-                              f"num_assistant_tokens at 3, got {got}")
+            assert got == 3, (
+                f"draft={kind} call {call}: schedule {schedule} must leave the assistant's "
+                f"num_assistant_tokens at 3, got {got}"
+            )
             if kind == "target":
                 expected = per_position(rounds) if schedule == "heuristic_transient" else None
                 if expected is not None:
                     assert np.array_equal(res.proposed_per_position, expected), (
                         f"call {call}: heuristic_transient adapts K within the call, starting from 3 each call: "
-                        f"expected proposals by position {show(expected)}, got {show(res.proposed_per_position)}")
+                        f"expected proposals by position {show(expected)}, got {show(res.proposed_per_position)}"
+                    )
                 else:
                     assert np.asarray(res.proposed_per_position).size <= 3, (
-                        f"constant K=3 proposed at positions {show(res.proposed_per_position)}")
+                        f"constant K=3 proposed at positions {show(res.proposed_per_position)}"
+                    )
 
 
 # ------------------------------------------------------------------------------ eos and max_new_tokens
@@ -450,17 +559,21 @@ def test_assisted_stops_exactly_at_eos_like_plain(models, draft_kind):
     pad = 0 if eos != 0 else 1
     expected = plain(target, PROMPT, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=pad)
     assert expected.shape[1] == P + s + 1 and expected[0, -1] == eos, (
-        f"test setup: plain greedy should stop at step {s} on eos {eos}, got {show(expected)}")
+        f"test setup: plain greedy should stop at step {s} on eos {eos}, got {show(expected)}"
+    )
     # A batch in which row 0 stops at the eos and row 1 runs on: row 0 must be padded after it.
     plain_b = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW)
     gen0, gen1 = plain_b[0, P:], plain_b[1, P:]
-    sb, eos_b = next(((t, int(gen0[t])) for t in range(3, NEW - 3)
-                      if gen0[t] not in gen0[:t] and gen0[t] not in gen1[:t + 3]), (None, None))
+    sb, eos_b = next(
+        ((t, int(gen0[t])) for t in range(3, NEW - 3) if gen0[t] not in gen0[:t] and gen0[t] not in gen1[: t + 3]),
+        (None, None),
+    )
     assert sb is not None, f"test setup: no eos candidate that stops row 0 of {show(plain_b)} before row 1"
     pad_b = 0 if eos_b != 0 else 1
     expected_b = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW, eos_token_id=eos_b, pad_token_id=pad_b)
-    assert expected_b[0, P + sb] == eos_b and (expected_b[0, P + sb + 1:] == pad_b).all(), (
-        f"test setup: plain row 0 should end at eos {eos_b} (step {sb}) then pad {pad_b}, got {show(expected_b[0])}")
+    assert expected_b[0, P + sb] == eos_b and (expected_b[0, P + sb + 1 :] == pad_b).all(), (
+        f"test setup: plain row 0 should end at eos {eos_b} (step {sb}) then pad {pad_b}, got {show(expected_b[0])}"
+    )
     for K in KS:
         for schedule in ("constant", "heuristic"):
             label = f"draft={draft_kind} K={K} schedule={schedule} eos={eos}"
@@ -474,8 +587,16 @@ def test_assisted_stops_exactly_at_eos_like_plain(models, draft_kind):
     eos_list = [eos_b, eos]
     expected_l = plain(target, BATCH, BATCH_MASK, max_new_tokens=NEW, eos_token_id=eos_list, pad_token_id=pad_b)
     for K in (1, 5):
-        res = assisted(target, draft, BATCH, BATCH_MASK, max_new_tokens=NEW, eos_token_id=eos_list,
-                       pad_token_id=pad_b, num_assistant_tokens=K)
+        res = assisted(
+            target,
+            draft,
+            BATCH,
+            BATCH_MASK,
+            max_new_tokens=NEW,
+            eos_token_id=eos_list,
+            pad_token_id=pad_b,
+            num_assistant_tokens=K,
+        )
         assert_same(expected_l, res.sequences, f"draft={draft_kind} K={K} eos_token_id={eos_list}")
 
 
@@ -492,19 +613,35 @@ def test_assisted_returns_exactly_max_new_tokens(models, draft_kind):
             if draft_kind == "lookup":
                 res = assisted(target, None, ids, max_new_tokens=N, prompt_lookup_num_tokens=K)
             else:
-                res = assisted(target, m.drafts[draft_kind], ids, max_new_tokens=N, num_assistant_tokens=K,
-                               assistant_confidence_threshold=0.0)
+                res = assisted(
+                    target,
+                    m.drafts[draft_kind],
+                    ids,
+                    max_new_tokens=N,
+                    num_assistant_tokens=K,
+                    assistant_confidence_threshold=0.0,
+                )
             assert res.sequences.shape == (1, ids.shape[1] + N), (
-                f"{label}: expected width prompt + max_new_tokens = {ids.shape[1] + N}, got {res.sequences.shape[1]}")
+                f"{label}: expected width prompt + max_new_tokens = {ids.shape[1] + N}, got {res.sequences.shape[1]}"
+            )
             assert_same(expected, res.sequences, label)
             assert np.asarray(res.proposed_per_position).size <= N - 1, (
                 f"{label}: a round proposes at most max_new_tokens - 1 = {N - 1} tokens (room for the target's own), "
-                f"got proposals at positions {show(res.proposed_per_position)}")
+                f"got proposals at positions {show(res.proposed_per_position)}"
+            )
             if draft_kind != "lookup":
-                sampled = assisted(target, m.drafts[draft_kind], ids, max_new_tokens=N, num_assistant_tokens=K,
-                                   do_sample=True, seed=N + K)
+                sampled = assisted(
+                    target,
+                    m.drafts[draft_kind],
+                    ids,
+                    max_new_tokens=N,
+                    num_assistant_tokens=K,
+                    do_sample=True,
+                    seed=N + K,
+                )
                 assert sampled.sequences.shape == (1, ids.shape[1] + N), (
-                    f"{label} rejection sampling: expected width {ids.shape[1] + N}, got {sampled.sequences.shape[1]}")
+                    f"{label} rejection sampling: expected width {ids.shape[1] + N}, got {sampled.sequences.shape[1]}"
+                )
 
 
 @pytest.mark.parametrize("draft_kind", ("target", "perturbed"))
@@ -516,17 +653,37 @@ def test_min_new_tokens_suppresses_eos_in_assisted_as_in_plain(models, draft_kin
     min_new = s + 4
     pad = 0 if eos != 0 else 1
     expected = plain(target, PROMPT, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=pad, min_new_tokens=min_new)
-    assert eos not in expected[0, P:P + min_new], (
-        f"test setup: plain generate should not emit eos {eos} in the first {min_new} tokens: {show(expected)}")
+    assert eos not in expected[0, P : P + min_new], (
+        f"test setup: plain generate should not emit eos {eos} in the first {min_new} tokens: {show(expected)}"
+    )
     for K in KS:
         label = f"draft={draft_kind} K={K} eos={eos} min_new_tokens={min_new}"
-        res = assisted(target, draft, PROMPT, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=pad,
-                       min_new_tokens=min_new, num_assistant_tokens=K)
+        res = assisted(
+            target,
+            draft,
+            PROMPT,
+            max_new_tokens=NEW,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            min_new_tokens=min_new,
+            num_assistant_tokens=K,
+        )
         assert_same(expected, res.sequences, label)
-        res = assisted(target, draft, PROMPT, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=pad,
-                       min_new_tokens=min_new, num_assistant_tokens=K, do_sample=True, seed=K)
-        assert eos not in res.sequences[0, P:P + min_new], (
-            f"{label} rejection sampling: eos {eos} came before min_new_tokens: {show(res.sequences)}")
+        res = assisted(
+            target,
+            draft,
+            PROMPT,
+            max_new_tokens=NEW,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            min_new_tokens=min_new,
+            num_assistant_tokens=K,
+            do_sample=True,
+            seed=K,
+        )
+        assert eos not in res.sequences[0, P : P + min_new], (
+            f"{label} rejection sampling: eos {eos} came before min_new_tokens: {show(res.sequences)}"
+        )
 
 
 # ------------------------------------------------------------------------------------------- errors
@@ -549,11 +706,14 @@ def special(tmp_path_factory):
         return d
 
     target = write("target")
-    return {"dir": target, "target": ha.AutoModelForCausalLM.from_pretrained(target),
-            "vocab": write("vocab", vocab_size=48),
-            "bos_token_id": write("bos", bos_token_id=3),
-            "eos_token_id": write("eos", eos_token_id=3),
-            "pad_token_id": write("pad", pad_token_id=3)}
+    return {
+        "dir": target,
+        "target": ha.AutoModelForCausalLM.from_pretrained(target),
+        "vocab": write("vocab", vocab_size=48),
+        "bos_token_id": write("bos", bos_token_id=3),
+        "eos_token_id": write("eos", eos_token_id=3),
+        "pad_token_id": write("pad", pad_token_id=3),
+    }
 
 
 def test_draft_with_another_vocab_size_is_refused(special):
@@ -602,12 +762,14 @@ def test_prompt_lookup_with_an_assistant_model_drafts_by_lookup_and_warns_the_as
     say so with a warning rather than silently."""
     t = special["target"]
     with pytest.warns(UserWarning, match=r"assistant_model not used: prompt_lookup_num_tokens drafts"):
-        both = t.generate(PROMPT, max_new_tokens=8, assistant_model=t, prompt_lookup_num_tokens=3,
-                          return_dict_in_generate=True)
+        both = t.generate(
+            PROMPT, max_new_tokens=8, assistant_model=t, prompt_lookup_num_tokens=3, return_dict_in_generate=True
+        )
     lookup = t.generate(PROMPT, max_new_tokens=8, prompt_lookup_num_tokens=3, return_dict_in_generate=True)
     assert np.array_equal(both.sequences, lookup.sequences)
-    assert (both.num_draft_passes, both.num_target_passes) == (lookup.num_draft_passes, lookup.num_target_passes), \
+    assert (both.num_draft_passes, both.num_target_passes) == (lookup.num_draft_passes, lookup.num_target_passes), (
         "expected the prompt-lookup run's pass counts (no draft model passes)"
+    )
 
 
 @pytest.mark.parametrize("do_sample", (True, False))

@@ -46,26 +46,37 @@ def plain(model, ids, mask=None, **kw):
 
 
 def tree(model, draft, ids, width, mask=None, **kw):
-    return model.generate(ids, attention_mask=np.ones_like(ids) if mask is None else mask, max_new_tokens=NEW,
-                          assistant_model=draft, assistant_tree_width=width, return_dict_in_generate=True, **kw)
+    return model.generate(
+        ids,
+        attention_mask=np.ones_like(ids) if mask is None else mask,
+        max_new_tokens=NEW,
+        assistant_model=draft,
+        assistant_tree_width=width,
+        return_dict_in_generate=True,
+        **kw,
+    )
 
 
 def check_tree_statistics(res, label):
     """The counts of one tree-assisted call add up."""
     assert 0 <= res.num_sibling_accepted <= res.num_sibling_tokens <= res.num_draft_tokens, (
         f"{label}: expected 0 <= siblings accepted ({res.num_sibling_accepted}) <= siblings proposed "
-        f"({res.num_sibling_tokens}) <= nodes verified ({res.num_draft_tokens})")
+        f"({res.num_sibling_tokens}) <= nodes verified ({res.num_draft_tokens})"
+    )
     assert res.num_accepted_tokens <= res.num_draft_tokens - res.num_sibling_tokens + res.num_sibling_accepted, (
         f"{label}: {res.num_accepted_tokens} accepted, more than the chain's "
-        f"{res.num_draft_tokens - res.num_sibling_tokens} tokens and {res.num_sibling_accepted} siblings")
+        f"{res.num_draft_tokens - res.num_sibling_tokens} tokens and {res.num_sibling_accepted} siblings"
+    )
     prop, acc = np.asarray(res.proposed_per_position), np.asarray(res.accepted_per_position)
     assert prop.sum() == res.num_draft_tokens and acc.sum() == res.num_accepted_tokens, (
         f"{label}: by depth {prop.tolist()} proposed and {acc.tolist()} accepted; expected sums "
-        f"{res.num_draft_tokens} and {res.num_accepted_tokens}")
+        f"{res.num_draft_tokens} and {res.num_accepted_tokens}"
+    )
     sources = np.asarray(res.token_sources)
     assert (sources == ha.TokenSource.ACCEPTED).sum() == res.num_accepted_tokens, (
         f"{label}: {(sources == ha.TokenSource.ACCEPTED).sum()} tokens marked ACCEPTED, expected "
-        f"num_accepted_tokens = {res.num_accepted_tokens}")
+        f"num_accepted_tokens = {res.num_accepted_tokens}"
+    )
 
 
 def test_tree_greedy_is_bitwise_plain_greedy_in_every_family(pairs):
@@ -76,30 +87,44 @@ def test_tree_greedy_is_bitwise_plain_greedy_in_every_family(pairs):
             label = f"{family}, width {width}, K={K}, {schedule}"
             res = tree(target, draft, PROMPT, width, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule)
             assert np.array_equal(res.sequences, want), (
-                f"{label}: expected plain greedy {want.tolist()}, got {res.sequences.tolist()}")
+                f"{label}: expected plain greedy {want.tolist()}, got {res.sequences.tolist()}"
+            )
             check_tree_statistics(res, label)
             # (the cost schedule keeps siblings only where the measured t(T) says width is cheap)
             assert res.num_sibling_tokens > 0 or schedule == "cost", f"{label}: no sibling was proposed"
             siblings_taken[family] = siblings_taken.get(family, 0) + res.num_sibling_accepted
     assert sum(siblings_taken.values()) > 0, (
-        f"no sibling was accepted in any family ({siblings_taken}): the path through a sibling went untested")
+        f"no sibling was accepted in any family ({siblings_taken}): the path through a sibling went untested"
+    )
 
 
 def test_tree_greedy_batch_each_row_its_own_tree(pairs):
     target, draft = pairs["llama"]
     want = plain(target, BATCH, BATCH_MASK)
     for width, K, schedule in SHAPES[:2]:
-        res = tree(target, draft, BATCH, width, BATCH_MASK, num_assistant_tokens=K,
-                   num_assistant_tokens_schedule=schedule)
+        res = tree(
+            target, draft, BATCH, width, BATCH_MASK, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule
+        )
         assert np.array_equal(res.sequences, want), (
-            f"batch, width {width}, K={K}: expected plain {want.tolist()}, got {res.sequences.tolist()}")
-        rows = [tree(target, draft, BATCH[i:i + 1, 3 * (1 - i):], width, num_assistant_tokens=K,
-                     num_assistant_tokens_schedule=schedule) for i in range(2)]
+            f"batch, width {width}, K={K}: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+        )
+        rows = [
+            tree(
+                target,
+                draft,
+                BATCH[i : i + 1, 3 * (1 - i) :],
+                width,
+                num_assistant_tokens=K,
+                num_assistant_tokens_schedule=schedule,
+            )
+            for i in range(2)
+        ]
         for i, r in enumerate(rows):
-            assert np.array_equal(r.sequences[0], want[i, 3 * (1 - i):]), f"row {i} alone, width {width}"
+            assert np.array_equal(r.sequences[0], want[i, 3 * (1 - i) :]), f"row {i} alone, width {width}"
         assert res.num_rounds < res.num_target_passes, (
             f"batch, width {width}: {res.num_target_passes} row passes in {res.num_rounds} rounds; expected both rows "
-            "verified together, one target pass per round")
+            "verified together, one target pass per round"
+        )
 
 
 def test_tree_leaves_a_cache_that_continues_bitwise(pairs):
@@ -110,7 +135,8 @@ def test_tree_leaves_a_cache_that_continues_bitwise(pairs):
     more = target.generate(ids, attention_mask=np.ones_like(ids), past_key_values=res.cache, max_new_tokens=8)
     want = target.generate(ids, attention_mask=np.ones_like(ids), max_new_tokens=8)
     assert np.array_equal(more, want), (
-        f"continuing from the tree call's cache: expected plain {want.tolist()}, got {more.tolist()}")
+        f"continuing from the tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
+    )
 
 
 def test_tree_greedy_with_logits_processors_is_bitwise_plain(pairs):
@@ -123,12 +149,17 @@ def test_tree_greedy_with_logits_processors_is_bitwise_plain(pairs):
         scores[:, ::5] -= 0.5
         return scores
 
-    for kw in (dict(repetition_penalty=1.3, no_repeat_ngram_size=2), dict(bad_words_ids=[[5], [9, 12]]),
-               dict(logits_processor=[penalize_multiples_of_five]), dict(min_new_tokens=NEW, suppress_tokens=[1, 2])):
+    for kw in (
+        dict(repetition_penalty=1.3, no_repeat_ngram_size=2),
+        dict(bad_words_ids=[[5], [9, 12]]),
+        dict(logits_processor=[penalize_multiples_of_five]),
+        dict(min_new_tokens=NEW, suppress_tokens=[1, 2]),
+    ):
         want = plain(target, PROMPT, **kw)
         res = tree(target, draft, PROMPT, 3, num_assistant_tokens=4, **kw)
         assert np.array_equal(res.sequences, want), (
-            f"processors {sorted(kw)}: expected plain {want.tolist()}, got {res.sequences.tolist()}")
+            f"processors {sorted(kw)}: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+        )
     assert seen, "the logits processor was never called"
 
 
@@ -138,21 +169,39 @@ def test_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs):
         for seed, kw in ((3, dict(temperature=0.8)), (4, dict(temperature=1.2, top_k=20, top_p=0.9))):
             want = plain(target, PROMPT, do_sample=True, seed=seed, **kw)
             for width in (2, 4):
-                res = tree(target, draft, PROMPT, width, do_sample=True, seed=seed, assisted_sampling="coupled",
-                           num_assistant_tokens=4, **kw)
+                res = tree(
+                    target,
+                    draft,
+                    PROMPT,
+                    width,
+                    do_sample=True,
+                    seed=seed,
+                    assisted_sampling="coupled",
+                    num_assistant_tokens=4,
+                    **kw,
+                )
                 assert np.array_equal(res.sequences, want), (
                     f"{family}, seed {seed}, width {width}: expected the plain sample {want.tolist()}, got "
-                    f"{res.sequences.tolist()}")
+                    f"{res.sequences.tolist()}"
+                )
                 check_tree_statistics(res, f"coupled {family} width {width}")
 
 
 def test_tree_with_early_exit_draft_is_bitwise_plain(pairs):
     target, _ = pairs["mistral"]
     want = plain(target, PROMPT)
-    res = target.generate(PROMPT, attention_mask=np.ones_like(PROMPT), max_new_tokens=NEW, assistant_early_exit=1,
-                          assistant_tree_width=3, num_assistant_tokens=3, return_dict_in_generate=True)
+    res = target.generate(
+        PROMPT,
+        attention_mask=np.ones_like(PROMPT),
+        max_new_tokens=NEW,
+        assistant_early_exit=1,
+        assistant_tree_width=3,
+        num_assistant_tokens=3,
+        return_dict_in_generate=True,
+    )
     assert np.array_equal(res.sequences, want), (
-        f"early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}")
+        f"early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+    )
     check_tree_statistics(res, "early exit")
 
 
@@ -160,13 +209,16 @@ def test_chains_keep_their_keys_and_trees_add_theirs(pairs):
     target, draft = pairs["llama"]
     chain = tree(target, draft, PROMPT, 1, num_assistant_tokens=4)
     assert "num_sibling_tokens" not in chain.keys() and chain.num_sibling_tokens is None, (
-        f"assistant_tree_width=1 (chains) expected no tree counts among the keys, got {list(chain.keys())}")
+        f"assistant_tree_width=1 (chains) expected no tree counts among the keys, got {list(chain.keys())}"
+    )
     res = tree(target, draft, PROMPT, 2, num_assistant_tokens=4)
     assert {"num_sibling_tokens", "num_sibling_accepted"} <= set(res.keys()), (
-        f"a tree call expected num_sibling_tokens and num_sibling_accepted among the keys, got {list(res.keys())}")
+        f"a tree call expected num_sibling_tokens and num_sibling_accepted among the keys, got {list(res.keys())}"
+    )
     assert ha.GenerationConfig().assistant_tree_width == 1, "expected the default assistant_tree_width=1 (chains)"
     assert ha.GenerationConfig(assistant_tree_width=3).to_diff_dict().get("assistant_tree_width") == 3, (
-        "expected assistant_tree_width=3 saved in a generation_config's diff")
+        "expected assistant_tree_width=3 saved in a generation_config's diff"
+    )
 
 
 @pytest.mark.parametrize("width", (0, -1, 1.5, "2", True, 64))
@@ -175,7 +227,8 @@ def test_bad_tree_widths_are_refused_by_name(pairs, width):
     with pytest.raises(ha.InvalidInputError) as err:
         tree(target, draft, PROMPT, width)
     assert "assistant_tree_width" in str(err.value), (
-        f"assistant_tree_width={width!r}: expected the message to name the flag, got {err.value}")
+        f"assistant_tree_width={width!r}: expected the message to name the flag, got {err.value}"
+    )
 
 
 def test_prompt_lookup_branches_are_bitwise_plain(pairs):
@@ -188,6 +241,7 @@ def test_prompt_lookup_branches_are_bitwise_plain(pairs):
         res = tree(target, None, ids, width, prompt_lookup_num_tokens=4, max_matching_ngram_size=ngram)
         assert np.array_equal(res.sequences, want), (
             f"prompt lookup, width {width}, n-gram {ngram}: expected plain {want.tolist()}, "
-            f"got {res.sequences.tolist()}")
+            f"got {res.sequences.tolist()}"
+        )
         siblings += res.num_sibling_tokens
     assert siblings > 0, "prompt lookup proposed no sibling from a prompt whose n-grams have several continuations"

@@ -5,7 +5,6 @@ exactly the float32 logits of feeding that token alone; so cropping, re-extendin
 and the thread count never change a single bit.  Everything here compares with np.array_equal.
 """
 
-
 import numpy as np
 import pytest
 from checkpoints import write_random_checkpoint
@@ -14,8 +13,7 @@ import habana_assist as ha
 
 VOCAB = 256
 # Larger than the logits tests' models so that a 2-thread pool has rows to split.
-MODEL_ARGS = dict(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                  intermediate_size=160)
+MODEL_ARGS = dict(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=160)
 
 
 def tokens(seed, n):
@@ -23,8 +21,9 @@ def tokens(seed, n):
 
 
 # Sizes that are not multiples of any SIMD width, so that every kernel's tail loop runs too.
-ODD_ARGS = dict(vocab_size=VOCAB + 3, hidden_size=72, num_layers=2, num_heads=6, num_kv_heads=2, head_dim=10,
-                intermediate_size=150)
+ODD_ARGS = dict(
+    vocab_size=VOCAB + 3, hidden_size=72, num_layers=2, num_heads=6, num_kv_heads=2, head_dim=10, intermediate_size=150
+)
 
 
 @pytest.fixture(scope="module", params=["F32", "BF16", "F16-odd-sizes"])
@@ -41,8 +40,9 @@ def model(request, tmp_path_factory):
 def threads(request):
     old = ha.get_num_threads()
     ha.set_num_threads(request.param)
-    assert ha.get_num_threads() == request.param, \
+    assert ha.get_num_threads() == request.param, (
         f"set_num_threads({request.param}) then get_num_threads() gave {ha.get_num_threads()}"
+    )
     yield request.param
     ha.set_num_threads(old)
 
@@ -54,8 +54,10 @@ def assert_bitwise(got, expected, what):
     if not np.array_equal(got, expected):
         diff = np.abs(got.astype(np.float64) - expected)
         rows = sorted({int(i) for i in np.argwhere(diff > 0)[:, :-1].reshape(-1)}) if diff.ndim > 1 else []
-        raise AssertionError(f"{what}: expected bitwise equal logits; {int((diff > 0).sum())} of {diff.size} "
-                             f"differ, max |diff| = {diff.max():.3g} (differing leading indices {rows[:10]})")
+        raise AssertionError(
+            f"{what}: expected bitwise equal logits; {int((diff > 0).sum())} of {diff.size} "
+            f"differ, max |diff| = {diff.max():.3g} (differing leading indices {rows[:10]})"
+        )
 
 
 def feed(model, cache, ids, attention_mask=None):
@@ -65,15 +67,16 @@ def feed(model, cache, ids, attention_mask=None):
 
 def one_token_at_a_time(model, ids):
     cache = model.create_cache(batch_size=1, max_cache_len=64)
-    return np.concatenate([feed(model, cache, ids[None, t:t + 1])[0] for t in range(ids.size)])
+    return np.concatenate([feed(model, cache, ids[None, t : t + 1])[0] for t in range(ids.size)])
 
 
 def test_chunk_rows_are_bitwise_one_token_forwards(model, threads):
     ids = tokens(1, 11)
     cache = model.create_cache(batch_size=1, max_cache_len=64)
     chunk = feed(model, cache, ids[None])[0]
-    assert cache.get_seq_length() == 11, f"expected cache length 11 after an 11-token chunk, got " \
-                                         f"{cache.get_seq_length()}"
+    assert cache.get_seq_length() == 11, (
+        f"expected cache length 11 after an 11-token chunk, got {cache.get_seq_length()}"
+    )
     assert_bitwise(chunk, one_token_at_a_time(model, ids), "11-token chunk vs 11 one-token forwards")
     assert_bitwise(model(ids[None]).logits[0], chunk, "forward without a cache vs chunk into a cache")
 
@@ -85,10 +88,11 @@ def test_incremental_decoding_is_bitwise_one_full_forward(model, threads):
         cache = model.create_cache(batch_size=1, max_cache_len=32)
         parts, start = [], 0
         for size in sizes:
-            parts.append(feed(model, cache, ids[None, start:start + size])[0])
+            parts.append(feed(model, cache, ids[None, start : start + size])[0])
             start += size
-            assert cache.get_seq_length() == start, \
+            assert cache.get_seq_length() == start, (
                 f"expected cache length {start} after chunks {sizes}, got {cache.get_seq_length()}"
+            )
         assert_bitwise(np.concatenate(parts), full, f"chunks of sizes {sizes} vs one full forward")
 
 
@@ -102,7 +106,7 @@ def test_chunk_across_key_blocks_is_bitwise_one_token_forwards(model, threads):
     chunk = feed(model, cache, ids[None, 110:])[0]
     alone_cache = model.create_cache(batch_size=1, max_cache_len=160)
     feed(model, alone_cache, ids[None, :110])
-    alone = np.concatenate([feed(model, alone_cache, ids[None, t:t + 1])[0] for t in range(110, 150)])
+    alone = np.concatenate([feed(model, alone_cache, ids[None, t : t + 1])[0] for t in range(110, 150)])
     assert_bitwise(chunk, alone, "40-token chunk at positions 110..149 vs 40 one-token forwards")
 
 
@@ -118,8 +122,11 @@ def test_crop_then_extend_is_bitwise_a_fresh_cache(model, threads):
     fresh = model.create_cache(batch_size=1, max_cache_len=32)
     feed(model, fresh, a[None, :6])
     assert_bitwise(extended, feed(model, fresh, b[None])[0], "crop(6) + 5 tokens vs fresh cache of 6 + 5 tokens")
-    assert_bitwise(extended, model(np.concatenate([a[:6], b])[None]).logits[0, 6:],
-                   "crop(6) + 5 tokens vs full forward of the 11 tokens")
+    assert_bitwise(
+        extended,
+        model(np.concatenate([a[:6], b])[None]).logits[0, 6:],
+        "crop(6) + 5 tokens vs full forward of the 11 tokens",
+    )
 
     cache.crop(4)  # crop again, and re-extend with the original tokens: the original logits come back
     assert_bitwise(feed(model, cache, a[None, 4:])[0], first[4:], "crop(4) + original tokens 4..9 vs first pass")
@@ -146,8 +153,8 @@ def left_pad(prompts, pad_id=0):
     ids = np.full((len(prompts), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(prompts), width), dtype=np.int64)
     for r, p in enumerate(prompts):
-        ids[r, width - p.size:] = p
-        mask[r, width - p.size:] = 1
+        ids[r, width - p.size :] = p
+        mask[r, width - p.size :] = 1
     return ids, mask
 
 
@@ -157,8 +164,11 @@ def test_left_padded_batch_rows_are_bitwise_each_prompt_alone(model, threads):
     out = model(ids, attention_mask=mask).logits
     for r, p in enumerate(prompts):
         alone = model(p[None]).logits[0]
-        assert_bitwise(out[r, ids.shape[1] - p.size:], alone, f"row {r} (prompt of {p.size}) of a left-padded "
-                                                               f"batch vs the prompt alone")
+        assert_bitwise(
+            out[r, ids.shape[1] - p.size :],
+            alone,
+            f"row {r} (prompt of {p.size}) of a left-padded batch vs the prompt alone",
+        )
 
 
 def test_left_padded_batch_decoding_with_cache_is_bitwise_each_prompt_alone(model, threads):
@@ -177,9 +187,12 @@ def test_left_padded_batch_decoding_with_cache_is_bitwise_each_prompt_alone(mode
         alone_cache = model.create_cache(batch_size=1, max_cache_len=32)
         alone = [feed(model, alone_cache, p[None])[0]]
         for s in range(3):
-            alone.append(feed(model, alone_cache, steps[s][r:r + 1][None])[0])
-        assert_bitwise(got[r, ids.shape[1] - p.size:], np.concatenate(alone),
-                       f"row {r}: left-padded batch prefill + 3 decode steps vs the prompt alone")
+            alone.append(feed(model, alone_cache, steps[s][r : r + 1][None])[0])
+        assert_bitwise(
+            got[r, ids.shape[1] - p.size :],
+            np.concatenate(alone),
+            f"row {r}: left-padded batch prefill + 3 decode steps vs the prompt alone",
+        )
 
 
 def _bundle(model):

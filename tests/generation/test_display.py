@@ -17,16 +17,20 @@ from habana_assist.utils import progress as _progress
 
 S = ha.TokenSource
 # a token's span -> (kind, round, draft position, style, title, inner HTML: its text, whitespace wrapped for glyphs)
-TOKEN = re.compile(r'<span class="ha-(\w+)" data-round="(\d+)" data-position="(\d+)" style="([^"]*)" '
-                   r'title="([^"]*)">((?:[^<]|<span class="ha-(?:nl|sp|tab)">[^<]*</span>)*)</span>')
+TOKEN = re.compile(
+    r'<span class="ha-(\w+)" data-round="(\d+)" data-position="(\d+)" style="([^"]*)" '
+    r'title="([^"]*)">((?:[^<]|<span class="ha-(?:nl|sp|tab)">[^<]*</span>)*)</span>'
+)
 CLASSES = {"accepted": S.ACCEPTED, "corrected": S.CORRECTED, "bonus": S.BONUS, "plain": S.PLAIN}
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return (ha.AutoTokenizer.from_pretrained("habana-assist/pycode"),
-            ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode"),
-            ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft"))
+    return (
+        ha.AutoTokenizer.from_pretrained("habana-assist/pycode"),
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode"),
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft"),
+    )
 
 
 PROMPTS = ["import os\n\n\ndef walk(root):\n", "class Stack:\n    def push(self, item):\n        self.items"]
@@ -57,11 +61,11 @@ def _check_sources(result, n_prompt):
             rounds.append(r)
         j = 0
         for r in rounds_of(row):  # a round's accepted tokens sit at draft positions 0, 1, ...
-            a = int(np.sum(row[j:j + r] == S.ACCEPTED))
-            assert (row[j:j + a] == S.ACCEPTED).all()
+            a = int(np.sum(row[j : j + r] == S.ACCEPTED))
+            assert (row[j : j + a] == S.ACCEPTED).all()
             accepted_at[:a] += 1
             j += r
-    np.testing.assert_array_equal(accepted_at[:len(result.accepted_per_position)], result.accepted_per_position)
+    np.testing.assert_array_equal(accepted_at[: len(result.accepted_per_position)], result.accepted_per_position)
     assert len(rounds) == result.num_target_passes  # one verifying append per row per round
     return rounds
 
@@ -72,8 +76,17 @@ def spans(page):
     for kind, r, position, style, title, inner in TOKEN.findall(page):
         title = html.unescape(title)
         token_id = int(re.search(r", id (\d+)\n", title).group(1))
-        out.append((kind, token_id, html.unescape(re.sub(r"<[^>]+>", "", inner)), int(r), int(position),
-                    "border-right:2px" in style, title))
+        out.append(
+            (
+                kind,
+                token_id,
+                html.unescape(re.sub(r"<[^>]+>", "", inner)),
+                int(r),
+                int(position),
+                "border-right:2px" in style,
+                title,
+            )
+        )
     return out
 
 
@@ -99,8 +112,15 @@ def _sources_agree(tok, model, assistant, mode, kw):
     for prompts in (PROMPTS[:1], PROMPTS):
         inputs = tok(prompts, return_tensors="np", padding=True)
         # eos at a token the first row produces early, so rows end at different times in the batch
-        result = model.generate(**inputs, max_new_tokens=40, assistant_model=assistant, return_dict_in_generate=True,
-                                eos_token_id=[tok.convert_tokens_to_ids(")")], pad_token_id=0, **kw)
+        result = model.generate(
+            **inputs,
+            max_new_tokens=40,
+            assistant_model=assistant,
+            return_dict_in_generate=True,
+            eos_token_id=[tok.convert_tokens_to_ids(")")],
+            pad_token_id=0,
+            **kw,
+        )
         rounds = _check_sources(result, inputs["input_ids"].shape[1])
         if len(prompts) == 1:
             assert len(rounds) == result.num_rounds
@@ -116,8 +136,13 @@ def test_rounds_that_draft_nothing_are_plain_and_plain_generation_is_plain(pair)
     inputs = tok(PROMPTS[:1], return_tensors="np")
     model.set_assisted_costs(ha.AssistedCosts(draft_step=1.0, target=(1e-3, 2e-3)), assistant_model=draft)
     try:  # a draft step costing as much as 1000 target steps: every round is plain decoding
-        result = model.generate(**inputs, max_new_tokens=12, assistant_model=draft, return_dict_in_generate=True,
-                                num_assistant_tokens_schedule="cost")
+        result = model.generate(
+            **inputs,
+            max_new_tokens=12,
+            assistant_model=draft,
+            return_dict_in_generate=True,
+            num_assistant_tokens_schedule="cost",
+        )
     finally:
         model.assisted_costs(draft, remeasure=True)
     assert (np.asarray(result.token_sources) == S.PLAIN).all() and result.num_draft_tokens == 0
@@ -127,7 +152,7 @@ def test_rounds_that_draft_nothing_are_plain_and_plain_generation_is_plain(pair)
     np.testing.assert_array_equal(plain.sequences, result.sequences)
     stop = int(plain.sequences[0, inputs["input_ids"].shape[1] + 4])  # ends the row after its 5th new token
     ended = model.generate(**inputs, max_new_tokens=12, return_dict_in_generate=True, eos_token_id=stop)
-    first = int(np.argmax(ended.sequences[0, inputs["input_ids"].shape[1]:] == stop))
+    first = int(np.argmax(ended.sequences[0, inputs["input_ids"].shape[1] :] == stop))
     np.testing.assert_array_equal(ended.token_sources[0], [S.PLAIN] * (first + 1))  # no column past the last step
 
 
@@ -135,12 +160,13 @@ def test_the_view_marks_each_token_by_its_source_and_reads_as_the_text(pair):
     tok, model, draft = pair
     inputs = tok(PROMPTS, return_tensors="np", padding=True)
     n = inputs["input_ids"].shape[1]
-    result = model.generate(**inputs, max_new_tokens=48, assistant_model=draft, return_dict_in_generate=True,
-                            output_scores=True)
+    result = model.generate(
+        **inputs, max_new_tokens=48, assistant_model=draft, return_dict_in_generate=True, output_scores=True
+    )
     for row in range(2):
         found = spans(result.to_html(row=row))
         src = result.token_sources[row]
-        ids = result.sequences[row, n:n + len(found)].tolist()
+        ids = result.sequences[row, n : n + len(found)].tolist()
         assert [CLASSES[f[0]] for f in found] == [S(int(s)) for s in src if s != S.NONE]
         assert [f[1] for f in found] == ids
         assert "".join(f[2] for f in found) == tok.decode(ids)  # the glyph wrappers leave the text as it is
@@ -151,7 +177,7 @@ def test_the_view_marks_each_token_by_its_source_and_reads_as_the_text(pair):
             expected = f"round {r}, draft position {position}" if position else f"round {r}, nothing drafted"
             assert title.startswith(f"{text!r}, id {token_id}\n{expected}\n"), title
         for length, start in zip(rounds, np.cumsum([0] + rounds)):  # accepted at 1, 2, ..; the target's token next
-            positions = [f[4] for f in found[start:start + length]]
+            positions = [f[4] for f in found[start : start + length]]
             assert positions == [0] if found[start][0] == "plain" else positions == list(range(1, length + 1))
     page = result._repr_html_()  # the notebook's view: every row, and the summary line of the call
     assert len(spans(page)) == int(np.count_nonzero(result.token_sources))
@@ -163,8 +189,11 @@ def test_the_view_marks_each_token_by_its_source_and_reads_as_the_text(pair):
     assert inputs["input_ids"][0, 0] == tok.pad_token_id  # row 0 is left-padded: the padding is not its prompt
     assert "&lt;pad&gt;" not in page and ">PAD<" not in page and page.count(": prompt</div>") == 2
     for row, prompt in enumerate(PROMPTS):  # each row's box: labelled, BOS named, then the prompt's text
-        assert re.search(f'row {row}: prompt</div><pre[^>]*><span class="ha-special"[^>]*>BOS</span>'
-                         f"{re.escape(html.escape(prompt))}</pre>", page), f"row {row}'s prompt box"
+        assert re.search(
+            f'row {row}: prompt</div><pre[^>]*><span class="ha-special"[^>]*>BOS</span>'
+            f"{re.escape(html.escape(prompt))}</pre>",
+            page,
+        ), f"row {row}'s prompt box"
     with pytest.raises(ha.InvalidInputError, match="row=2 is outside the batch of 2"):
         result.to_html(row=2)
     short = repr(result)  # the plain repr stays short whatever the arrays hold
@@ -178,27 +207,30 @@ def test_the_view_shows_ids_where_no_tokenizer_is_known(pair, tmp_path):
     ids = tok(PROMPTS[:1], return_tensors="np")["input_ids"]
     result = bare.generate(ids, max_new_tokens=6, return_dict_in_generate=True)
     found = spans(result.to_html())
-    assert [f[2] for f in found] == [f"[{int(i)}]" for i in result.sequences[0, ids.shape[1]:]]
+    assert [f[2] for f in found] == [f"[{int(i)}]" for i in result.sequences[0, ids.shape[1] :]]
     assert [f[0] for f in found] == ["plain"] * 6 and "plain decoding" in result.to_html()
     assert 'class="ha-prompt"' not in result.to_html()  # no tokenizer: no prompt text to show
     named = spans(result.to_html(tokenizer=tok))  # a tokenizer passed to the view decodes
-    assert "".join(f[2] for f in named) == tok.decode(result.sequences[0, ids.shape[1]:].tolist())
+    assert "".join(f[2] for f in named) == tok.decode(result.sequences[0, ids.shape[1] :].tolist())
 
 
 # Machado, Oliveira and Fernandes (2009) at full severity, on linear RGB: what a protanope, deuteranope, tritanope sees
 VISION = {
     "normal": np.eye(3),
-    "protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
-                            [-0.003882, -0.048116, 1.051998]]),
-    "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
-                              [-0.011820, 0.042940, 0.968881]]),
-    "tritanopia": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
-                            [0.004733, 0.691367, 0.303900]]),
+    "protanopia": np.array(
+        [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]
+    ),
+    "deuteranopia": np.array(
+        [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]
+    ),
+    "tritanopia": np.array(
+        [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]]
+    ),
 }
 
 
 def _linear(colour):  # "#rrggbb" -> linear RGB (3,)
-    c = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)]) / 255
+    c = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)]) / 255
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
 
 
@@ -212,7 +244,7 @@ def _lab(linear):  # linear RGB (3,) -> CIELAB (3,), D65
 
 def _closest_pair(colours, vision):  # -> the smallest CIELAB distance between two of colours as `vision` sees them
     labs = [_lab(VISION[vision] @ _linear(c)) for c in colours]
-    return min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:])
+    return min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1 :])
 
 
 def _contrast(a, b):  # WCAG 2 contrast ratio of two "#rrggbb"
@@ -240,17 +272,23 @@ def test_the_prompt_is_a_labelled_box_cut_at_a_line_with_special_tokens_named(pa
     assert inputs["input_ids"][0, 0] == tok.bos_token_id  # the checkpoint's tokenizer adds BOS
     result = model.generate(**inputs, max_new_tokens=4, return_dict_in_generate=True, tokenizer=tok)
     page = result._repr_html_()
-    box = re.search(r'<div class="ha-prompt"[^>]*><div class="ha-prompt-label"[^>]*>([^<]*)</div><pre[^>]*>(.*?)'
-                    r'</pre></div>', page, re.S)
+    box = re.search(
+        r'<div class="ha-prompt"[^>]*><div class="ha-prompt-label"[^>]*>([^<]*)</div><pre[^>]*>(.*?)'
+        r"</pre></div>",
+        page,
+        re.S,
+    )
     assert box, page[:2000]
     shown = html.unescape(box.group(2))
     whole = tok.decode(inputs["input_ids"][0].tolist(), skip_special_tokens=True)
-    assert len(whole) > display.PROMPT_TAIL and whole.endswith(shown) and whole[-len(shown) - 1] == "\n", \
+    assert len(whole) > display.PROMPT_TAIL and whole.endswith(shown) and whole[-len(shown) - 1] == "\n", (
         f"the box must show the prompt's last whole lines; it shows {shown!r}"
+    )
     assert box.group(1) == f"prompt, its last {shown.count(chr(10)) + 1} of {whole.count(chr(10)) + 1} lines"
     assert 'class="ha-legend-prompt"' in page
-    short = model.generate(**tok(["import os\n"], return_tensors="np"), max_new_tokens=2,
-                           return_dict_in_generate=True, tokenizer=tok)._repr_html_()
+    short = model.generate(
+        **tok(["import os\n"], return_tensors="np"), max_new_tokens=2, return_dict_in_generate=True, tokenizer=tok
+    )._repr_html_()
     assert re.search(r'<span class="ha-special" [^>]*title="special token &lt;s&gt;">BOS</span>import os', short)
     assert "&lt;s&gt;import" not in short  # the token's name, not its text
 
@@ -259,16 +297,20 @@ def test_plot_acceptance_draws_the_rates_by_position_and_the_tokens_per_pass(pai
     tok, model, draft = pair
     inputs = tok(PROMPTS[:1], return_tensors="np")
     for max_new_tokens in (64, 6):  # few rounds: counts of 1 and 2, where a default axis ticks 0.25, 0.5, ...
-        result = model.generate(**inputs, max_new_tokens=max_new_tokens, assistant_model=draft,
-                                return_dict_in_generate=True)
+        result = model.generate(
+            **inputs, max_new_tokens=max_new_tokens, assistant_model=draft, return_dict_in_generate=True
+        )
         fig = ha.plot_acceptance(result)
         from matplotlib.figure import Figure
+
         assert isinstance(fig, Figure) and len(fig.axes) == 2
         ax, bx = fig.axes
         positions = np.flatnonzero(result.proposed_per_position) + 1  # only where something was proposed
         assert [p.get_x() + p.get_width() / 2 for p in ax.patches] == positions.tolist()
-        np.testing.assert_allclose([p.get_height() for p in ax.patches],
-                                   (result.accepted_per_position / result.proposed_per_position)[positions - 1])
+        np.testing.assert_allclose(
+            [p.get_height() for p in ax.patches],
+            (result.accepted_per_position / result.proposed_per_position)[positions - 1],
+        )
         assert ax.get_xticks().tolist() == positions.tolist()
         assert [t.get_text() for t in ax.texts] == [str(n) for n in result.proposed_per_position[positions - 1]]
         assert "tokens proposed" in ax.get_xlabel()  # the numbers over the bars, explained
@@ -288,8 +330,9 @@ def test_plot_acceptance_draws_the_rates_by_position_and_the_tokens_per_pass(pai
 
 def test_plot_acceptance_names_the_package_when_matplotlib_is_missing(pair, monkeypatch):
     tok, model, draft = pair
-    result = model.generate(**tok(PROMPTS[:1], return_tensors="np"), max_new_tokens=8, assistant_model=draft,
-                            return_dict_in_generate=True)
+    result = model.generate(
+        **tok(PROMPTS[:1], return_tensors="np"), max_new_tokens=8, assistant_model=draft, return_dict_in_generate=True
+    )
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails, as without the package
     with pytest.raises(ImportError, match="python3-matplotlib"):
         ha.plot_acceptance(result)

@@ -3,7 +3,6 @@ page: every token and legend element readable (WCAG AA contrast, from the browse
 whitespace glyphs drawn, and the text a reader copies the generated text itself, glyphs not included.
 """
 
-
 import browser
 import numpy as np
 import pytest
@@ -23,9 +22,10 @@ def result():
     model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
     draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
     inputs = tok([PROMPT], return_tensors="np")
-    res = model.generate(**inputs, max_new_tokens=48, assistant_model=draft, return_dict_in_generate=True,
-                         tokenizer=tok)
-    return tok, res, tok.decode(res.sequences[0, inputs["input_ids"].shape[1]:].tolist())
+    res = model.generate(
+        **inputs, max_new_tokens=48, assistant_model=draft, return_dict_in_generate=True, tokenizer=tok
+    )
+    return tok, res, tok.decode(res.sequences[0, inputs["input_ids"].shape[1] :].tolist())
 
 
 @pytest.mark.parametrize("theme", sorted(browser.THEMES))
@@ -36,11 +36,20 @@ def test_every_token_and_legend_element_is_readable_in_a_light_and_a_dark_page(r
     tokens = [e for e in measured["elements"] if e["cls"] in ("ha-accepted", "ha-corrected", "ha-bonus", "ha-plain")]
     n_prompt = res.sequences.shape[1] - res.token_sources.shape[1]
     n = int(np.count_nonzero(res.token_sources[0]))
-    texts = token_texts(tok, res.sequences[0, :n_prompt].tolist(), res.sequences[0, n_prompt:n_prompt + n].tolist())
+    texts = token_texts(tok, res.sequences[0, :n_prompt].tolist(), res.sequences[0, n_prompt : n_prompt + n].tolist())
     visible = sum(1 for t in texts if t.strip())  # whitespace-only tokens show glyphs, not text
     assert len(tokens) == visible > 0, f"measured {len(tokens)} tokens, {visible} show text: the script missed some"
-    for legend in ("ha-legend-accepted", "ha-legend-corrected", "ha-legend-bonus", "ha-legend-plain",
-                   "ha-legend-end", "ha-legend-prompt", "ha-legend-special", "ha-prompt-label", "ha-special"):
+    for legend in (
+        "ha-legend-accepted",
+        "ha-legend-corrected",
+        "ha-legend-bonus",
+        "ha-legend-plain",
+        "ha-legend-end",
+        "ha-legend-prompt",
+        "ha-legend-special",
+        "ha-prompt-label",
+        "ha-special",
+    ):
         assert legend in kinds, f"{legend} was not measured in the {theme} page; measured {sorted(kinds)}"
     bad = browser.unreadable(measured)
     assert not bad, f"below {browser.AA}:1 in the {theme} page:\n" + "\n".join(bad)
@@ -49,4 +58,3 @@ def test_every_token_and_legend_element_is_readable_in_a_light_and_a_dark_page(r
     assert row["glyphs"]["ha-nl"]["content"] == '"\u21b5"', row["glyphs"]
     if "ha-sp" in row["glyphs"]:
         assert row["glyphs"]["ha-sp"]["content"] == '"\u00b7"', row["glyphs"]
-

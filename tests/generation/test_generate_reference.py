@@ -6,7 +6,6 @@ than MIN_MARGIN, far above the float32 logits error (<= 1e-4 * max|logit| ~ 2e-3
 so a correct float32 implementation cannot pick a different token.
 """
 
-
 import numpy as np
 import pytest
 import reference as R
@@ -56,18 +55,22 @@ def safe_chain(config, tensors, prompt, steps, **kw):
 
 def prompt_with_safe_chain(config, tensors, length, steps):
     """(prompt (length,), its reference greedy continuation (steps,)) with every argmax margin safe."""
+
     def accept(seed):
         prompt = prompt_of(seed, length)
         chain = safe_chain(config, tensors, prompt, steps)
         return None if chain is None else (prompt, chain)
+
     return find_setup(f"a greedy chain of {steps} with margins > {MIN_MARGIN}", accept)
 
 
 def assert_tokens(got, expected, what):
     got = np.asarray(got)
     assert got.dtype == np.int64, f"{what}: expected np.int64 sequences, got {got.dtype}"
-    assert got.shape == expected.shape, (f"{what}: expected shape {expected.shape}, got {got.shape}\n"
-                                         f"expected {expected.tolist()}\ngot      {got.tolist()}")
+    assert got.shape == expected.shape, (
+        f"{what}: expected shape {expected.shape}, got {got.shape}\n"
+        f"expected {expected.tolist()}\ngot      {got.tolist()}"
+    )
     assert np.array_equal(got, expected), f"{what}:\nexpected {expected.tolist()}\ngot      {got.tolist()}"
 
 
@@ -94,9 +97,11 @@ def test_greedy_with_repetition_penalty_is_the_reference_chain_with_penalty(ckpt
 
     prompt, chain, plain = find_setup("a chain that the penalty changes", accept)
     out = model.generate(prompt[None], max_new_tokens=10, repetition_penalty=1.5)
-    assert_tokens(out, np.concatenate([prompt, chain])[None],
-                  f"greedy generate(repetition_penalty=1.5) vs reference (without the penalty it would be "
-                  f"{plain.tolist()})")
+    assert_tokens(
+        out,
+        np.concatenate([prompt, chain])[None],
+        f"greedy generate(repetition_penalty=1.5) vs reference (without the penalty it would be {plain.tolist()})",
+    )
 
 
 def test_min_new_tokens_suppresses_eos(ckpt):
@@ -118,9 +123,10 @@ def test_min_new_tokens_suppresses_eos(ckpt):
     out = model.generate(prompt[None], max_new_tokens=6, min_new_tokens=3, eos_token_id=eos, pad_token_id=PAD)
     stop = next((i for i, t in enumerate(held) if t == eos), len(held) - 1)  # eos allowed from step 3 on
     assert stop >= 3
-    expected = np.concatenate([prompt, held[:stop + 1]])[None]
-    assert eos not in out[0, prompt.size:prompt.size + 3].tolist(), \
-        f"min_new_tokens=3: eos {eos} among the first 3 new tokens {out[0, prompt.size:].tolist()}"
+    expected = np.concatenate([prompt, held[: stop + 1]])[None]
+    assert eos not in out[0, prompt.size : prompt.size + 3].tolist(), (
+        f"min_new_tokens=3: eos {eos} among the first 3 new tokens {out[0, prompt.size :].tolist()}"
+    )
     assert_tokens(out, expected, f"min_new_tokens=3 with eos {eos}")
 
 
@@ -128,8 +134,9 @@ def test_max_length_counts_the_prompt(ckpt):
     config, tensors, model = ckpt
     prompt, chain = prompt_with_safe_chain(config, tensors, 7, 4)
     out = model.generate(prompt[None], max_length=prompt.size + 4)
-    assert_tokens(out, np.concatenate([prompt, chain])[None], f"max_length={prompt.size + 4} with a prompt of "
-                                                               f"{prompt.size}")
+    assert_tokens(
+        out, np.concatenate([prompt, chain])[None], f"max_length={prompt.size + 4} with a prompt of {prompt.size}"
+    )
 
 
 # --------------------------------------------------------------------------------------- eos in a batch
@@ -140,7 +147,7 @@ def left_pad(prompts):
     ids = np.full((len(prompts), width), PAD, dtype=np.int64)
     mask = np.zeros_like(ids)
     for r, p in enumerate(prompts):
-        ids[r, width - p.size:], mask[r, width - p.size:] = p, 1
+        ids[r, width - p.size :], mask[r, width - p.size :] = p, 1
     return ids, mask
 
 
@@ -171,7 +178,7 @@ def test_eos_int_finishes_one_row_which_is_padded_while_the_other_runs_to_max_ne
             return None
         for j in range(1, max_new - 2):
             e = int(c0[j])
-            if m0[:j + 1].min() > MIN_MARGIN and e not in c0[:j].tolist() and e not in c1.tolist():
+            if m0[: j + 1].min() > MIN_MARGIN and e not in c0[:j].tolist() and e not in c1.tolist():
                 return p0, p1, c0, c1, e
         return None
 
@@ -180,8 +187,11 @@ def test_eos_int_finishes_one_row_which_is_padded_while_the_other_runs_to_max_ne
     expected, finish, steps = expected_batch(ids, [c0, c1], {eos}, max_new)
     assert finish[1] is None and steps == max_new
     out = model.generate(ids, attention_mask=mask, max_new_tokens=max_new, eos_token_id=eos, pad_token_id=PAD)
-    assert_tokens(out, expected, f"batch of 2 (row 0 ends with eos {eos} at step {finish[0]}, row 1 never), "
-                                 f"max_new_tokens={max_new}")
+    assert_tokens(
+        out,
+        expected,
+        f"batch of 2 (row 0 ends with eos {eos} at step {finish[0]}, row 1 never), max_new_tokens={max_new}",
+    )
 
 
 def test_eos_list_stops_generation_when_every_row_has_finished(ckpt):
@@ -196,8 +206,14 @@ def test_eos_list_stops_generation_when_every_row_has_finished(ckpt):
             for j1 in range(2, 7):
                 eos = [int(c0[j0]), int(c1[j1])]
                 _, finish, steps = expected_batch(left_pad([p0, p1])[0], [c0, c1], set(eos), max_new)
-                if (None not in finish and finish[0] != finish[1] and steps < max_new and eos[0] != eos[1]
-                        and m0[:finish[0] + 1].min() > MIN_MARGIN and m1[:finish[1] + 1].min() > MIN_MARGIN):
+                if (
+                    None not in finish
+                    and finish[0] != finish[1]
+                    and steps < max_new
+                    and eos[0] != eos[1]
+                    and m0[: finish[0] + 1].min() > MIN_MARGIN
+                    and m1[: finish[1] + 1].min() > MIN_MARGIN
+                ):
                     return p0, p1, c0, c1, eos
         return None
 
@@ -205,8 +221,12 @@ def test_eos_list_stops_generation_when_every_row_has_finished(ckpt):
     ids, mask = left_pad([p0, p1])
     expected, finish, steps = expected_batch(ids, [c0, c1], set(eos), max_new)
     out = model.generate(ids, attention_mask=mask, max_new_tokens=max_new, eos_token_id=eos, pad_token_id=PAD)
-    assert_tokens(out, expected, f"eos_token_id={eos}: rows finish at steps {finish}, so generation must stop "
-                                 f"after {steps} steps (width {ids.shape[1]} + {steps}), not run to {max_new}")
+    assert_tokens(
+        out,
+        expected,
+        f"eos_token_id={eos}: rows finish at steps {finish}, so generation must stop "
+        f"after {steps} steps (width {ids.shape[1]} + {steps}), not run to {max_new}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- sampling
@@ -251,27 +271,43 @@ def test_greedy_output_scores_are_the_reference_processed_scores(ckpt):
     min_new_tokens are new."""
     config, tensors, model = ckpt
     prompt, eos, penalty = prompt_of(31, 6), 5, 1.3
-    res = model.generate(prompt[None], max_new_tokens=5, min_new_tokens=2, eos_token_id=eos, pad_token_id=PAD,
-                         repetition_penalty=penalty, return_dict_in_generate=True, output_scores=True)
+    res = model.generate(
+        prompt[None],
+        max_new_tokens=5,
+        min_new_tokens=2,
+        eos_token_id=eos,
+        pad_token_id=PAD,
+        repetition_penalty=penalty,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     seq = np.asarray(res.sequences)
     steps = seq.shape[1] - prompt.size
     assert len(res.scores) == steps, f"expected {steps} scores arrays (one per step), got {len(res.scores)}"
     for t, scores in enumerate(res.scores):
         scores = np.asarray(scores)
         assert scores.shape == (1, VOCAB), f"step {t}: expected scores of shape (1, {VOCAB}), got {scores.shape}"
-        logits = R.reference_logits(config, tensors, seq[0, :prompt.size + t])[-1]
-        ref = R.process_scores(logits, previous_tokens=seq[0, :prompt.size + t], new_tokens=t,
-                               repetition_penalty_=penalty, eos_token_ids=[eos], min_new_tokens=2)
+        logits = R.reference_logits(config, tensors, seq[0, : prompt.size + t])[-1]
+        ref = R.process_scores(
+            logits,
+            previous_tokens=seq[0, : prompt.size + t],
+            new_tokens=t,
+            repetition_penalty_=penalty,
+            eos_token_ids=[eos],
+            min_new_tokens=2,
+        )
         got = scores[0].astype(np.float64)
         tol = REL_TOL * max(1.0, float(np.abs(logits).max())) * penalty
-        assert np.array_equal(np.isfinite(got), np.isfinite(ref)), \
-            f"step {t}: expected -inf exactly at {np.flatnonzero(~np.isfinite(ref)).tolist()}, got -inf at " \
+        assert np.array_equal(np.isfinite(got), np.isfinite(ref)), (
+            f"step {t}: expected -inf exactly at {np.flatnonzero(~np.isfinite(ref)).tolist()}, got -inf at "
             f"{np.flatnonzero(~np.isfinite(got)).tolist()}"
+        )
         finite = np.isfinite(ref)
         err = np.abs(got[finite] - ref[finite]).max()
         assert err <= tol, f"step {t}: max |score - reference processed score| = {err:.3g}, expected <= {tol:.3g}"
-        assert int(seq[0, prompt.size + t]) == int(np.argmax(got)), \
+        assert int(seq[0, prompt.size + t]) == int(np.argmax(got)), (
             f"step {t}: greedy chose {seq[0, prompt.size + t]} but its own scores peak at {int(np.argmax(got))}"
+        )
 
 
 def _ambiguous_tokens(scaled, k, p, tol):
@@ -290,16 +326,26 @@ def test_sampled_output_scores_are_the_reference_processed_scores(ckpt):
     config, tensors, model = ckpt
     temp, k, p = 1.3, 10, 0.9
     prompt = prompt_of(21, 6)
-    res = model.generate(prompt[None], do_sample=True, temperature=temp, top_k=k, top_p=p, max_new_tokens=6,
-                         seed=5, return_dict_in_generate=True, output_scores=True)
+    res = model.generate(
+        prompt[None],
+        do_sample=True,
+        temperature=temp,
+        top_k=k,
+        top_p=p,
+        max_new_tokens=6,
+        seed=5,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     seq = np.asarray(res.sequences)
     assert seq.shape == (1, prompt.size + 6), f"expected sequences of shape (1, {prompt.size + 6}), got {seq.shape}"
     assert len(res.scores) == 6, f"expected one scores array per step (6), got {len(res.scores)}"
     for t, scores in enumerate(res.scores):
         scores = np.asarray(scores)
-        assert scores.shape == (1, VOCAB) and scores.dtype == np.float32, \
+        assert scores.shape == (1, VOCAB) and scores.dtype == np.float32, (
             f"step {t}: expected (1, {VOCAB}) float32 scores, got {scores.shape} {scores.dtype}"
-        logits = R.reference_logits(config, tensors, seq[0, :prompt.size + t])[-1]
+        )
+        logits = R.reference_logits(config, tensors, seq[0, : prompt.size + t])[-1]
         ref = R.process_scores(logits, do_sample=True, temperature_=temp, top_k_=k, top_p_=p)
         tol = REL_TOL * max(1.0, float(np.abs(logits).max())) / temp
         amb = _ambiguous_tokens(logits / temp, k, p, tol)
@@ -308,8 +354,9 @@ def test_sampled_output_scores_are_the_reference_processed_scores(ckpt):
             if v in amb:
                 continue
             if np.isfinite(ref[v]):
-                assert np.isfinite(got[v]) and abs(got[v] - ref[v]) <= tol, \
+                assert np.isfinite(got[v]) and abs(got[v] - ref[v]) <= tol, (
                     f"step {t}, token {v}: expected processed score {ref[v]:.6g} (+-{tol:.2g}), got {got[v]}"
+                )
             else:
                 assert got[v] == -np.inf, f"step {t}, token {v}: expected -inf (removed by top_k/top_p), got {got[v]}"
         chosen = int(seq[0, prompt.size + t])
@@ -364,20 +411,26 @@ def test_first_sampled_token_follows_the_processed_reference_distribution(ckpt):
     prompt, prob, bins, lam = find_setup("a spread-out first-token distribution", accept)
     counts = np.zeros(VOCAB, dtype=np.int64)
     for seed in range(n):
-        out = model.generate(prompt[None], do_sample=True, temperature=temp, top_k=k, top_p=top_p_,
-                             max_new_tokens=1, seed=seed)
+        out = model.generate(
+            prompt[None], do_sample=True, temperature=temp, top_k=k, top_p=top_p_, max_new_tokens=1, seed=seed
+        )
         counts[int(out[0, -1])] += 1
     impossible = np.flatnonzero((prob == 0) & (counts > 0))
-    assert impossible.size == 0, f"sampled tokens {impossible.tolist()} that top_k={k}/top_p={top_p_} removed " \
-                                 f"(counts {counts[impossible].tolist()})"
+    assert impossible.size == 0, (
+        f"sampled tokens {impossible.tolist()} that top_k={k}/top_p={top_p_} removed "
+        f"(counts {counts[impossible].tolist()})"
+    )
     observed = np.array([counts[b].sum() for b in bins], dtype=np.float64)
     expected = np.array([prob[b].sum() * n for b in bins])
     stat = float(((observed - expected) ** 2 / expected).sum())
     df = len(bins) - 1
     critical = chi2_critical(1e-3, df)
-    assert lam >= 5 * critical, f"test setup: a temperature-ignoring sampler would give lambda {lam:.1f}, " \
-                                f"not clearly above the critical value {critical:.1f}"
+    assert lam >= 5 * critical, (
+        f"test setup: a temperature-ignoring sampler would give lambda {lam:.1f}, "
+        f"not clearly above the critical value {critical:.1f}"
+    )
     assert stat <= critical, (
         f"first-token counts over {n} seeds do not follow softmax(processed reference logits): chi2 = {stat:.1f} "
         f"> {critical:.1f} (df {df}, p = {chi2_sf(stat, df):.2g})\nexpected {np.round(expected, 1).tolist()}\n"
-        f"observed {observed.astype(int).tolist()}\nbins {bins}")
+        f"observed {observed.astype(int).tolist()}\nbins {bins}"
+    )

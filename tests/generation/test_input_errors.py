@@ -36,9 +36,11 @@ def model(checkpoint):
 @pytest.fixture(scope="module")
 def baseline(model):
     """What a valid greedy generate and a valid forward give before any error."""
-    return {"tokens": model.generate(PROMPT, max_new_tokens=NEW),
-            "sampled": model.generate(PROMPT, max_new_tokens=NEW, do_sample=True, seed=7),
-            "logits": model(PROMPT).logits}
+    return {
+        "tokens": model.generate(PROMPT, max_new_tokens=NEW),
+        "sampled": model.generate(PROMPT, max_new_tokens=NEW, do_sample=True, seed=7),
+        "logits": model(PROMPT).logits,
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -46,14 +48,17 @@ def model_still_works(model, baseline):
     """After every test (each provokes an error), the model gives bitwise what it gave before."""
     threads = ha.get_num_threads()
     yield
-    assert ha.get_num_threads() == threads, \
+    assert ha.get_num_threads() == threads, (
         f"expected the thread count to stay {threads} after the error, got {ha.get_num_threads()}"
+    )
     got = model.generate(PROMPT, max_new_tokens=NEW)
-    assert np.array_equal(got, baseline["tokens"]), \
+    assert np.array_equal(got, baseline["tokens"]), (
         f"after the error a greedy generate gave {got.tolist()}, expected {baseline['tokens'].tolist()} as before"
+    )
     got = model.generate(PROMPT, max_new_tokens=NEW, do_sample=True, seed=7)
-    assert np.array_equal(got, baseline["sampled"]), \
+    assert np.array_equal(got, baseline["sampled"]), (
         f"after the error a seeded sampled generate gave {got.tolist()}, expected {baseline['sampled'].tolist()}"
+    )
     logits = model(PROMPT).logits
     assert np.array_equal(logits, baseline["logits"]), "after the error a forward gave different logits than before"
 
@@ -63,16 +68,17 @@ def raises(exc_type, fn, *needles):
     with pytest.raises(Exception) as info:
         fn()
     err = info.value
-    assert isinstance(err, exc_type), \
-        f"expected {exc_type.__name__}, got {type(err).__name__}: {err}"
+    assert isinstance(err, exc_type), f"expected {exc_type.__name__}, got {type(err).__name__}: {err}"
     msg = str(err)
     for needle in needles:
-        assert re.search(needle, msg, re.IGNORECASE), \
+        assert re.search(needle, msg, re.IGNORECASE), (
             f"expected the {type(err).__name__} message to mention {needle!r}; it says: {msg!r}"
+        )
     return err
 
 
 # ---- token ids -------------------------------------------------------------------------------------------
+
 
 def test_model_rejects_negative_token_id(model):
     raises(InvalidInputError, lambda: model(np.array([[3, -1, 4]])), "input_ids", "-1", f"\\[0, {VOCAB}\\)")
@@ -83,36 +89,47 @@ def test_model_rejects_token_id_equal_to_vocab_size(model):
 
 
 def test_model_rejects_huge_unsigned_token_id(model):
-    raises(InvalidInputError, lambda: model(np.array([[2 ** 63]], dtype=np.uint64)), "input_ids", "vocab_size")
+    raises(InvalidInputError, lambda: model(np.array([[2**63]], dtype=np.uint64)), "input_ids", "vocab_size")
 
 
 def test_generate_rejects_negative_token_id(model):
-    raises(InvalidInputError, lambda: model.generate(np.array([[-5, 3]]), max_new_tokens=2),
-           "input_ids", "-5", "vocab_size")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(np.array([[-5, 3]]), max_new_tokens=2),
+        "input_ids",
+        "-5",
+        "vocab_size",
+    )
 
 
 def test_generate_rejects_token_id_beyond_vocab(model):
-    raises(InvalidInputError, lambda: model.generate(np.array([[3, VOCAB + 100]]), max_new_tokens=2),
-           "input_ids", str(VOCAB + 100), "vocab_size")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(np.array([[3, VOCAB + 100]]), max_new_tokens=2),
+        "input_ids",
+        str(VOCAB + 100),
+        "vocab_size",
+    )
 
 
 def test_out_of_range_token_leaves_the_cache_unchanged(model):
     cache = model.create_cache(max_cache_len=CAPACITY)
     model(PROMPT, past_key_values=cache)
     raises(InvalidInputError, lambda: model(np.array([[VOCAB]]), past_key_values=cache), "input_ids")
-    assert cache.get_seq_length() == PROMPT.shape[1], \
+    assert cache.get_seq_length() == PROMPT.shape[1], (
         f"expected the cache to still hold {PROMPT.shape[1]} columns, got {cache.get_seq_length()}"
+    )
 
 
 # ---- non-integer input_ids -------------------------------------------------------------------------------
+
 
 def test_model_rejects_float_input_ids(model):
     raises(InvalidInputError, lambda: model(np.array([[1.0, 2.0]])), "input_ids", "integers", "float64")
 
 
 def test_generate_rejects_float_input_ids(model):
-    raises(InvalidInputError, lambda: model.generate(np.array([[1.5, 2.0]]), max_new_tokens=2),
-           "input_ids", "integers")
+    raises(InvalidInputError, lambda: model.generate(np.array([[1.5, 2.0]]), max_new_tokens=2), "input_ids", "integers")
 
 
 def test_model_rejects_string_input_ids(model):
@@ -138,8 +155,10 @@ def test_generate_rejects_missing_input_ids(model):
 def test_generate_refuses_inputs_and_input_ids_together(model):
     """inputs= is Transformers' name of the prompt: passed with input_ids (by position or by name) it is refused,
     as Transformers refuses it, whether or not the two are the same array."""
-    for call in (lambda: model.generate(PROMPT, inputs=PROMPT, max_new_tokens=2),
-                 lambda: model.generate(input_ids=PROMPT, inputs=PROMPT[:, :2], max_new_tokens=2)):
+    for call in (
+        lambda: model.generate(PROMPT, inputs=PROMPT, max_new_tokens=2),
+        lambda: model.generate(input_ids=PROMPT, inputs=PROMPT[:, :2], max_new_tokens=2),
+    ):
         raises(InvalidInputError, call, "`inputs`", "`input_ids`", "once")
 
 
@@ -149,14 +168,26 @@ def test_model_rejects_ragged_input_ids(model):
 
 # ---- shapes ----------------------------------------------------------------------------------------------
 
+
 def test_model_rejects_3d_input_ids(model):
-    raises(InvalidInputError, lambda: model(np.zeros((1, 2, 3), dtype=np.int64)),
-           "input_ids", "shape", r"\(batch, seq\)", r"\(1, 2, 3\)")
+    raises(
+        InvalidInputError,
+        lambda: model(np.zeros((1, 2, 3), dtype=np.int64)),
+        "input_ids",
+        "shape",
+        r"\(batch, seq\)",
+        r"\(1, 2, 3\)",
+    )
 
 
 def test_generate_rejects_3d_input_ids(model):
-    raises(InvalidInputError, lambda: model.generate(np.zeros((1, 2, 3), dtype=np.int64), max_new_tokens=2),
-           "input_ids", "shape", r"\(1, 2, 3\)")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(np.zeros((1, 2, 3), dtype=np.int64), max_new_tokens=2),
+        "input_ids",
+        "shape",
+        r"\(1, 2, 3\)",
+    )
 
 
 def test_model_rejects_empty_input_ids(model):
@@ -172,8 +203,13 @@ def test_model_rejects_zero_row_batch(model):
 
 
 def test_generate_rejects_zero_length_row(model):
-    raises(InvalidInputError, lambda: model.generate(np.zeros((1, 0), dtype=np.int64), max_new_tokens=2),
-           "input_ids", "shape", r"\(1, 0\)")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(np.zeros((1, 0), dtype=np.int64), max_new_tokens=2),
+        "input_ids",
+        "shape",
+        r"\(1, 0\)",
+    )
 
 
 def test_model_rejects_scalar_input_ids(model):
@@ -182,15 +218,26 @@ def test_model_rejects_scalar_input_ids(model):
 
 # ---- attention_mask --------------------------------------------------------------------------------------
 
+
 def test_model_rejects_mask_of_wrong_shape(model):
-    raises(InvalidInputError, lambda: model(PROMPT, attention_mask=np.ones((1, 2), dtype=np.int64)),
-           "attention_mask", "shape", r"\(1, 2\)", r"\(1, 3\)")
+    raises(
+        InvalidInputError,
+        lambda: model(PROMPT, attention_mask=np.ones((1, 2), dtype=np.int64)),
+        "attention_mask",
+        "shape",
+        r"\(1, 2\)",
+        r"\(1, 3\)",
+    )
 
 
 def test_generate_rejects_mask_of_wrong_shape(model):
-    raises(InvalidInputError,
-           lambda: model.generate(PROMPT, attention_mask=np.ones((2, 3), dtype=np.int64), max_new_tokens=2),
-           "attention_mask", "shape", r"\(2, 3\)")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(PROMPT, attention_mask=np.ones((2, 3), dtype=np.int64), max_new_tokens=2),
+        "attention_mask",
+        "shape",
+        r"\(2, 3\)",
+    )
 
 
 def test_model_rejects_mask_value_two(model):
@@ -202,9 +249,12 @@ def test_model_rejects_negative_mask_value(model):
 
 
 def test_generate_rejects_fractional_mask(model):
-    raises(InvalidInputError,
-           lambda: model.generate(PROMPT, attention_mask=np.array([[1.0, 0.5, 1.0]]), max_new_tokens=2),
-           "attention_mask", "0 and 1")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(PROMPT, attention_mask=np.array([[1.0, 0.5, 1.0]]), max_new_tokens=2),
+        "attention_mask",
+        "0 and 1",
+    )
 
 
 def test_float_mask_of_ones_is_accepted_or_rejected_naming_its_dtype(model, baseline):
@@ -213,33 +263,45 @@ def test_float_mask_of_ones_is_accepted_or_rejected_naming_its_dtype(model, base
     try:
         logits = model(PROMPT, attention_mask=np.ones((1, 3), dtype=np.float32)).logits
     except InvalidInputError as e:
-        assert re.search("dtype|float|integer|bool", str(e), re.IGNORECASE), \
-            f"expected the error for a float32 mask of ones to name its dtype; it says {str(e)!r} although the " \
+        assert re.search("dtype|float|integer|bool", str(e), re.IGNORECASE), (
+            f"expected the error for a float32 mask of ones to name its dtype; it says {str(e)!r} although the "
             "values are 0 and 1"
+        )
         return
     assert np.array_equal(logits, baseline["logits"]), "a float mask of ones gave logits different from no mask"
 
 
 def test_generate_rejects_right_padded_mask(model):
-    raises(InvalidInputError,
-           lambda: model.generate(PROMPT, attention_mask=np.array([[1, 1, 0]]), max_new_tokens=2),
-           "attention_mask", "left", "padding_side")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(PROMPT, attention_mask=np.array([[1, 1, 0]]), max_new_tokens=2),
+        "attention_mask",
+        "left",
+        "padding_side",
+    )
 
 
 def test_generate_rejects_mask_with_a_hole(model):
-    raises(InvalidInputError,
-           lambda: model.generate(PROMPT, attention_mask=np.array([[1, 0, 1]]), max_new_tokens=2),
-           "attention_mask", "left")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(PROMPT, attention_mask=np.array([[1, 0, 1]]), max_new_tokens=2),
+        "attention_mask",
+        "left",
+    )
 
 
 def test_generate_rejects_a_row_with_no_real_token(model):
     ids = np.array([[3, 4], [5, 6]])
-    raises(InvalidInputError,
-           lambda: model.generate(ids, attention_mask=np.array([[1, 1], [0, 0]]), max_new_tokens=2),
-           "row 1", "no real token")
+    raises(
+        InvalidInputError,
+        lambda: model.generate(ids, attention_mask=np.array([[1, 1], [0, 0]]), max_new_tokens=2),
+        "row 1",
+        "no real token",
+    )
 
 
 # ---- cache capacity --------------------------------------------------------------------------------------
+
 
 def test_largest_generation_that_fits_the_cache_works(model, baseline):
     out = model.generate(PROMPT, max_new_tokens=CAPACITY - PROMPT.shape[1])
@@ -247,8 +309,13 @@ def test_largest_generation_that_fits_the_cache_works(model, baseline):
 
 
 def test_generate_beyond_cache_capacity_raises(model):
-    raises(CacheCapacityError, lambda: model.generate(PROMPT, max_new_tokens=CAPACITY - PROMPT.shape[1] + 1),
-           "max_cache_len=8", "max_new_tokens", "9")
+    raises(
+        CacheCapacityError,
+        lambda: model.generate(PROMPT, max_new_tokens=CAPACITY - PROMPT.shape[1] + 1),
+        "max_cache_len=8",
+        "max_new_tokens",
+        "9",
+    )
 
 
 def test_generate_with_prompt_longer_than_capacity_raises(model):
@@ -267,8 +334,9 @@ def test_append_past_cache_capacity_raises_and_leaves_the_cache_usable(model):
     cache = model.create_cache()
     assert cache.max_cache_len == CAPACITY, f"expected max_cache_len {CAPACITY}, got {cache.max_cache_len}"
     model(first, past_key_values=cache)
-    raises(CacheCapacityError, lambda: model(too_many, past_key_values=cache), "capacity", "5", "4", "8",
-           "max_cache_len")
+    raises(
+        CacheCapacityError, lambda: model(too_many, past_key_values=cache), "capacity", "5", "4", "8", "max_cache_len"
+    )
     assert cache.get_seq_length() == 5, f"expected the cache to still hold 5 columns, got {cache.get_seq_length()}"
     assert cache._ctx.length(0) == 5, f"expected the core cache to still hold 5 positions, got {cache._ctx.length(0)}"
     got = model(rest, past_key_values=cache).logits
@@ -276,8 +344,9 @@ def test_append_past_cache_capacity_raises_and_leaves_the_cache_usable(model):
     fresh = model.create_cache()
     model(first, past_key_values=fresh)
     expected = model(rest, past_key_values=fresh).logits
-    assert np.array_equal(got, expected), \
+    assert np.array_equal(got, expected), (
         "after the failed append, 3 more tokens gave logits different from a fresh cache fed the same tokens"
+    )
     assert cache.get_seq_length() == CAPACITY, f"expected a full cache of {CAPACITY}, got {cache.get_seq_length()}"
     raises(CacheCapacityError, lambda: model(np.array([[1]]), past_key_values=cache), "capacity")
 
@@ -285,25 +354,40 @@ def test_append_past_cache_capacity_raises_and_leaves_the_cache_usable(model):
 def test_cache_append_past_capacity_in_a_batch_names_the_row(model):
     cache = model.create_cache(batch_size=2, max_cache_len=4)
     model(np.array([[3, 4], [5, 6]]), past_key_values=cache)
-    raises(CacheCapacityError, lambda: model(np.array([[3, 4, 5], [6, 7, 8]]), past_key_values=cache),
-           "sequence 0", "capacity")
+    raises(
+        CacheCapacityError,
+        lambda: model(np.array([[3, 4, 5], [6, 7, 8]]), past_key_values=cache),
+        "sequence 0",
+        "capacity",
+    )
     assert cache.get_seq_length() == 2, f"expected 2 columns after the failed append, got {cache.get_seq_length()}"
 
 
 # ---- past_key_values -------------------------------------------------------------------------------------
 
+
 def test_model_rejects_past_key_values_of_wrong_type(model):
-    raises(InvalidInputError, lambda: model(PROMPT, past_key_values={"layers": 1}),
-           "past_key_values", "Cache", "create_cache")
+    raises(
+        InvalidInputError,
+        lambda: model(PROMPT, past_key_values={"layers": 1}),
+        "past_key_values",
+        "Cache",
+        "create_cache",
+    )
     # Transformers' legacy tuples are read, and checked
-    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
-           "from_legacy_cache", "batch, n_kv_heads")
+    raises(
+        InvalidInputError,
+        lambda: model(PROMPT, past_key_values=((np.zeros(3), np.zeros(3)),)),
+        "from_legacy_cache",
+        "batch, n_kv_heads",
+    )
 
 
 def test_model_rejects_past_key_values_of_wrong_batch_size(model):
     cache = model.create_cache(batch_size=2)
-    raises(InvalidInputError, lambda: model(PROMPT, past_key_values=cache), "past_key_values", "2 rows", "1",
-           "batch_size")
+    raises(
+        InvalidInputError, lambda: model(PROMPT, past_key_values=cache), "past_key_values", "2 rows", "1", "batch_size"
+    )
     assert cache.get_seq_length() == 0, f"expected the cache to stay empty, got {cache.get_seq_length()} columns"
 
 
@@ -320,19 +404,25 @@ def test_model_rejects_cache_of_a_model_with_a_smaller_vocab(model, tmp_path):
     try:
         out = model(np.array([[3, 4]]), past_key_values=foreign)
     except InvalidInputError as e:
-        assert re.search("cache|past_key_values", str(e), re.IGNORECASE), \
+        assert re.search("cache|past_key_values", str(e), re.IGNORECASE), (
             f"expected the message to name the cache / past_key_values; it says {str(e)!r}"
+        )
         return
-    pytest.fail(f"expected InvalidInputError for a cache created by a model with vocab_size {VOCAB // 2}; "
-                f"the call returned logits {out.logits.shape} whose second row is "
-                f"{out.logits[0, 1, :4].tolist()}... (not this model's logits)")
+    pytest.fail(
+        f"expected InvalidInputError for a cache created by a model with vocab_size {VOCAB // 2}; "
+        f"the call returned logits {out.logits.shape} whose second row is "
+        f"{out.logits[0, 1, :4].tolist()}... (not this model's logits)"
+    )
 
 
 def test_model_rejects_cache_of_a_model_with_a_larger_vocab(model, tmp_path):
     write_random_checkpoint(tmp_path, vocab_size=VOCAB * 2, seed=3)
     other = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path))
-    raises(InvalidInputError, lambda: model(np.array([[3, 4]]), past_key_values=other.create_cache()),
-           "cache|past_key_values")
+    raises(
+        InvalidInputError,
+        lambda: model(np.array([[3, 4]]), past_key_values=other.create_cache()),
+        "cache|past_key_values",
+    )
 
 
 def test_model_rejects_cache_of_another_model_with_the_same_shapes(model, checkpoint, tmp_path):
@@ -342,15 +432,19 @@ def test_model_rejects_cache_of_another_model_with_the_same_shapes(model, checkp
     try:
         out = model(PROMPT, past_key_values=foreign)
     except InvalidInputError as e:
-        assert re.search("cache|past_key_values", str(e), re.IGNORECASE), \
+        assert re.search("cache|past_key_values", str(e), re.IGNORECASE), (
             f"expected the message to name the cache / past_key_values; it says {str(e)!r}"
+        )
         return
     own = model(PROMPT).logits
-    pytest.fail("expected InvalidInputError for a cache created by another model; the call ran the other "
-                f"model's weights instead (logits equal this model's: {np.array_equal(out.logits, own)})")
+    pytest.fail(
+        "expected InvalidInputError for a cache created by another model; the call ran the other "
+        f"model's weights instead (logits equal this model's: {np.array_equal(out.logits, own)})"
+    )
 
 
 # ---- generation arguments --------------------------------------------------------------------------------
+
 
 def gen(model, **kwargs):
     kwargs.setdefault("max_new_tokens", 2)
@@ -374,8 +468,9 @@ def test_generate_rejects_nan_temperature(model):
 
 
 def test_generate_rejects_zero_temperature_when_sampling(model):
-    raises(ValueError, gen(model, do_sample=True, temperature=0.0), "`temperature`", "strictly positive",
-           "do_sample=False")
+    raises(
+        ValueError, gen(model, do_sample=True, temperature=0.0), "`temperature`", "strictly positive", "do_sample=False"
+    )
 
 
 def test_generate_rejects_max_new_tokens_zero(model):
@@ -427,7 +522,7 @@ def test_generate_pads_with_a_pad_token_id_beyond_vocab_as_transformers(model):
     assert plain[row, 0] not in plain[1 - row], f"no row stops alone: {plain}"
     out = model.generate(prompts, max_new_tokens=4, eos_token_id=int(plain[row, 0]), pad_token_id=VOCAB + 5)
     assert (out[row, 4:] == VOCAB + 5).all() and (out[1 - row, 3:] == plain[1 - row]).all(), out
-    raises(ValueError, gen(model, pad_token_id=2 ** 31), "pad_token_id", "32 bits")
+    raises(ValueError, gen(model, pad_token_id=2**31), "pad_token_id", "32 bits")
 
 
 def test_generate_rejects_negative_seed(model):
@@ -439,8 +534,12 @@ def test_generate_rejects_a_misspelled_argument(model):
 
 
 def test_generate_rejects_an_unknown_argument_and_names_all_of_them(model):
-    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, tempreature=0.5, beam_width=3),
-           "tempreature", "beam_width")
+    raises(
+        ValueError,
+        lambda: model.generate(PROMPT, max_new_tokens=2, tempreature=0.5, beam_width=3),
+        "tempreature",
+        "beam_width",
+    )
 
 
 def test_generate_rejects_past_key_values_it_cannot_use(model):
@@ -448,15 +547,29 @@ def test_generate_rejects_past_key_values_it_cannot_use(model):
     that holds nothing less than the whole prompt, or is no cache, must not be silently ignored."""
     full = model.create_cache()
     model(PROMPT, past_key_values=full)
-    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=full), "past_key_values",
-           "at least one new token")
-    raises(ValueError, lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values="cache"), "past_key_values",
-           "Cache")
+    raises(
+        ValueError,
+        lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values=full),
+        "past_key_values",
+        "at least one new token",
+    )
+    raises(
+        ValueError,
+        lambda: model.generate(PROMPT, max_new_tokens=2, past_key_values="cache"),
+        "past_key_values",
+        "Cache",
+    )
 
 
 def test_generate_rejects_max_length_equal_to_prompt(model):
-    raises(ValueError, lambda: model.generate(PROMPT, max_length=PROMPT.shape[1]), "`max_length`", r"\(=3\)",
-           "prompt of 3", "max_new_tokens")
+    raises(
+        ValueError,
+        lambda: model.generate(PROMPT, max_length=PROMPT.shape[1]),
+        "`max_length`",
+        r"\(=3\)",
+        "prompt of 3",
+        "max_new_tokens",
+    )
 
 
 def test_generate_rejects_max_length_shorter_than_prompt(model):
@@ -468,6 +581,7 @@ def test_generate_rejects_non_bool_do_sample(model):
 
 
 # ---- cache crop, threads, loading ------------------------------------------------------------------------
+
 
 def test_crop_beyond_the_cache_length_raises_and_changes_nothing(model):
     cache = model.create_cache()
@@ -498,25 +612,46 @@ def test_set_num_threads_rejects_negative_float_and_bool():
 
 
 def test_from_pretrained_rejects_zero_max_cache_len(checkpoint):
-    raises(ValueError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, max_cache_len=0),
-           "max_cache_len=0", "positive")
+    raises(
+        ValueError,
+        lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, max_cache_len=0),
+        "max_cache_len=0",
+        "positive",
+    )
 
 
 def test_from_pretrained_rejects_negative_max_cache_len(checkpoint):
-    raises(ValueError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, max_cache_len=-3),
-           "max_cache_len=-3", "positive")
+    raises(
+        ValueError,
+        lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, max_cache_len=-3),
+        "max_cache_len=-3",
+        "positive",
+    )
 
 
 def test_from_pretrained_rejects_int2_and_names_the_allowed_dtypes(checkpoint):
-    raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int2"),
-           "int2", "not supported", "float32", "bfloat16", "float16", "int8", "int4")
+    raises(
+        InvalidInputError,
+        lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="int2"),
+        "int2",
+        "not supported",
+        "float32",
+        "bfloat16",
+        "float16",
+        "int8",
+        "int4",
+    )
 
 
-@pytest.mark.parametrize("kw, needles", [
-    (dict(load_in_8bit=True, load_in_4bit=True), ("load_in_8bit", "load_in_4bit", "disagree")),
-    (dict(load_in_4bit=True, dtype="int8"), ("load_in_4bit", "int8", "disagree")),
-    (dict(load_in_8bit=True, dtype="float32"), ("load_in_8bit", "float32", "disagree")),
-    (dict(load_in_4bit=True, torch_dtype="bfloat16"), ("load_in_4bit", "torch_dtype", "bfloat16", "disagree"))])
+@pytest.mark.parametrize(
+    "kw, needles",
+    [
+        (dict(load_in_8bit=True, load_in_4bit=True), ("load_in_8bit", "load_in_4bit", "disagree")),
+        (dict(load_in_4bit=True, dtype="int8"), ("load_in_4bit", "int8", "disagree")),
+        (dict(load_in_8bit=True, dtype="float32"), ("load_in_8bit", "float32", "disagree")),
+        (dict(load_in_4bit=True, torch_dtype="bfloat16"), ("load_in_4bit", "torch_dtype", "bfloat16", "disagree")),
+    ],
+)
 def test_from_pretrained_rejects_load_in_bits_disagreeing_with_dtype(checkpoint, kw, needles):
     raises(InvalidInputError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, **kw), *needles)
 
@@ -530,12 +665,17 @@ def test_load_in_4bit_is_dtype_int4(checkpoint):
 
 
 def test_from_pretrained_rejects_disagreeing_dtype_and_torch_dtype(checkpoint):
-    raises(ValueError, lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="float32",
-                                                                       torch_dtype="bfloat16"),
-           "dtype", "torch_dtype", "disagree")
+    raises(
+        ValueError,
+        lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, dtype="float32", torch_dtype="bfloat16"),
+        "dtype",
+        "torch_dtype",
+        "disagree",
+    )
 
 
 # ---- one hierarchy ---------------------------------------------------------------------------------------
+
 
 def test_every_deliberate_error_is_a_habana_assist_error(model, checkpoint, tmp_path):
     """errors.py: "Every error raised on purpose by the package is a HabanaAssistError" (each also a
@@ -547,10 +687,12 @@ def test_every_deliberate_error_is_a_habana_assist_error(model, checkpoint, tmp_
         "generate(eos_token_id=vocab_size)": gen(model, eos_token_id=VOCAB),
         "generate(max_new_token=5) (typo)": lambda: model.generate(PROMPT, max_new_token=5),
         "generate(max_length=len(prompt))": lambda: model.generate(PROMPT, max_length=3),
-        "from_pretrained(max_cache_len=0)":
-            lambda: ha.AutoModelForCausalLM.from_pretrained(checkpoint, max_cache_len=0),
-        "GenerationConfig.from_pretrained(directory without the file)":
-            lambda: ha.GenerationConfig.from_pretrained(str(tmp_path)),
+        "from_pretrained(max_cache_len=0)": lambda: ha.AutoModelForCausalLM.from_pretrained(
+            checkpoint, max_cache_len=0
+        ),
+        "GenerationConfig.from_pretrained(directory without the file)": lambda: ha.GenerationConfig.from_pretrained(
+            str(tmp_path)
+        ),
     }
     outside = []
     for what, fn in cases.items():
@@ -561,11 +703,17 @@ def test_every_deliberate_error_is_a_habana_assist_error(model, checkpoint, tmp_
                 outside.append(f"{what} raised {type(e).__name__}")
         else:
             outside.append(f"{what} raised nothing")
-    assert not outside, ("expected every deliberate error to be a habana_assist.errors.HabanaAssistError (e.g. "
-                         "InvalidInputError, which is also a ValueError; CheckpointNotFoundError for a missing "
-                         "file); got: " + "; ".join(outside))
+    assert not outside, (
+        "expected every deliberate error to be a habana_assist.errors.HabanaAssistError (e.g. "
+        "InvalidInputError, which is also a ValueError; CheckpointNotFoundError for a missing "
+        "file); got: " + "; ".join(outside)
+    )
 
 
 def test_missing_checkpoint_directory_is_checkpoint_not_found(tmp_path):
-    raises(CheckpointNotFoundError, lambda: ha.AutoModelForCausalLM.from_pretrained(str(tmp_path / "nope")),
-           "nope", "no such")
+    raises(
+        CheckpointNotFoundError,
+        lambda: ha.AutoModelForCausalLM.from_pretrained(str(tmp_path / "nope")),
+        "nope",
+        "no such",
+    )

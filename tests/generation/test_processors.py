@@ -47,15 +47,28 @@ CASES = {
     # [[EOS]] is dropped (Transformers lets generation end), the others hold
     "bad_words_single": ("import", dict(bad_words_ids=[[SYS], [IMPORT_TOKEN], [EOS]])),
     "bad_words_multi": ("import", dict(bad_words_ids=[[NEWLINE, IMPORT_TOKEN], [SYS, NEWLINE, OS]])),
-    "sequence_bias_dict": ("import", dict(sequence_bias={(SYS,): -4.0, (NEWLINE, IMPORT_TOKEN): -3.0,
-                                                         (IMPORT_TOKEN, SYS): -2.5, (IMPORT_TOKEN, OS): 6.0,
-                                                         (4, 639, OS): 1.5})),
-    "sequence_bias_list": ("import", dict(sequence_bias=[[[SYS], -4.0], [[NEWLINE, IMPORT_TOKEN], -3.0],
-                                                         [[IMPORT_TOKEN, OS], 6.0]])),
+    "sequence_bias_dict": (
+        "import",
+        dict(
+            sequence_bias={
+                (SYS,): -4.0,
+                (NEWLINE, IMPORT_TOKEN): -3.0,
+                (IMPORT_TOKEN, SYS): -2.5,
+                (IMPORT_TOKEN, OS): 6.0,
+                (4, 639, OS): 1.5,
+            }
+        ),
+    ),
+    "sequence_bias_list": (
+        "import",
+        dict(sequence_bias=[[[SYS], -4.0], [[NEWLINE, IMPORT_TOKEN], -3.0], [[IMPORT_TOKEN, OS], 6.0]]),
+    ),
     # a bias on a sequence longer than the one-token prompt is skipped until the row is long enough
     # ((1, 313) is skipped at the first step although the one-token row ends with 1: Transformers' length rule)
-    "sequence_bias_longer_than_row": ("bos", dict(sequence_bias={(1, 313): 9.0, (1, 313, 289): 9.0,
-                                                                 (IMPORT_TOKEN,): 1.0})),
+    "sequence_bias_longer_than_row": (
+        "bos",
+        dict(sequence_bias={(1, 313): 9.0, (1, 313, 289): 9.0, (IMPORT_TOKEN,): 1.0}),
+    ),
     # length-dependent processors
     "min_new_tokens": ("class", dict(min_new_tokens=6)),
     # every eos id of a list is suppressed (and ends the row)
@@ -69,8 +82,10 @@ CASES = {
     "suppress_tokens": ("import", dict(suppress_tokens=[SYS, NEWLINE])),
     "begin_suppress_tokens": ("import", dict(begin_suppress_tokens=[SYS, EOS])),
     # -inf from the processors before it becomes float32's lowest; suppress_tokens after it is -inf again
-    "remove_invalid_values": ("import", dict(remove_invalid_values=True, no_repeat_ngram_size=2,
-                                             bad_words_ids=[[SYS]], suppress_tokens=[NEWLINE])),
+    "remove_invalid_values": (
+        "import",
+        dict(remove_invalid_values=True, no_repeat_ngram_size=2, bad_words_ids=[[SYS]], suppress_tokens=[NEWLINE]),
+    ),
     "renormalize_logits": ("class", dict(renormalize_logits=True, repetition_penalty=1.2)),
     # warpers: they act only when sampling
     "min_p": ("class", dict(do_sample=True, min_p=0.1, top_k=None)),
@@ -80,19 +95,48 @@ CASES = {
     "eta_cutoff": ("class", dict(do_sample=True, eta_cutoff=3e-3, top_k=None)),
     "top_k_none": ("class", dict(do_sample=True, top_k=None, temperature=1.3)),
     "top_k_zero": ("class", dict(do_sample=True, top_k=0, temperature=1.3)),  # 0: no top-k either
-    "warpers_are_off_when_greedy": ("class", dict(min_p=0.5, typical_p=0.2, epsilon_cutoff=0.1, eta_cutoff=0.1,
-                                                  top_k=2, top_p=0.1, temperature=0.3)),
+    "warpers_are_off_when_greedy": (
+        "class",
+        dict(min_p=0.5, typical_p=0.2, epsilon_cutoff=0.1, eta_cutoff=0.1, top_k=2, top_p=0.1, temperature=0.3),
+    ),
     "renormalize_after_warpers": ("class", dict(do_sample=True, renormalize_logits=True, temperature=0.8, top_p=0.9)),
     # every processor at once, in Transformers' order
-    "all_greedy": ("import", dict(sequence_bias={(SYS,): -1.0, (IMPORT_TOKEN, OS): 2.0}, repetition_penalty=1.1,
-                                  no_repeat_ngram_size=4, bad_words_ids=[[NEWLINE, OS]], min_new_tokens=3,
-                                  forced_eos_token_id=EOS, exponential_decay_length_penalty=(4, 1.2),
-                                  suppress_tokens=[7], begin_suppress_tokens=[SYS], renormalize_logits=True)),
-    "all_sampled": ("class", dict(do_sample=True, sequence_bias=[[[277, 4026], 1.5]], repetition_penalty=1.2,
-                                  no_repeat_ngram_size=3, bad_words_ids=[[4026, 750]], min_new_tokens=2,
-                                  suppress_tokens=[5], begin_suppress_tokens=[4], temperature=0.9, top_k=200,
-                                  top_p=0.95, min_p=0.01, typical_p=0.97, epsilon_cutoff=1e-4, eta_cutoff=1e-4,
-                                  renormalize_logits=True)),
+    "all_greedy": (
+        "import",
+        dict(
+            sequence_bias={(SYS,): -1.0, (IMPORT_TOKEN, OS): 2.0},
+            repetition_penalty=1.1,
+            no_repeat_ngram_size=4,
+            bad_words_ids=[[NEWLINE, OS]],
+            min_new_tokens=3,
+            forced_eos_token_id=EOS,
+            exponential_decay_length_penalty=(4, 1.2),
+            suppress_tokens=[7],
+            begin_suppress_tokens=[SYS],
+            renormalize_logits=True,
+        ),
+    ),
+    "all_sampled": (
+        "class",
+        dict(
+            do_sample=True,
+            sequence_bias=[[[277, 4026], 1.5]],
+            repetition_penalty=1.2,
+            no_repeat_ngram_size=3,
+            bad_words_ids=[[4026, 750]],
+            min_new_tokens=2,
+            suppress_tokens=[5],
+            begin_suppress_tokens=[4],
+            temperature=0.9,
+            top_k=200,
+            top_p=0.95,
+            min_p=0.01,
+            typical_p=0.97,
+            epsilon_cutoff=1e-4,
+            eta_cutoff=1e-4,
+            renormalize_logits=True,
+        ),
+    ),
 }
 
 RUN_KEYS = ("max_new_tokens", "seed", "eos_token_id")  # generate() arguments the reference does not need
@@ -114,7 +158,8 @@ def prompts():
     class_ids = [int(t) for t in tok([CLASS_TEXT], return_tensors="np")["input_ids"][0]]
     assert tok.decode(IMPORT, skip_special_tokens=True) == "import os\nimport sys\nimport", (
         f"test setup: the shipped tokenizer should spell IMPORT as 'import os\\nimport sys\\nimport', got "
-        f"{tok.decode(IMPORT, skip_special_tokens=True)!r}")
+        f"{tok.decode(IMPORT, skip_special_tokens=True)!r}"
+    )
     return {"import": [IMPORT], "class": [class_ids], "bos": [[1]]}
 
 
@@ -127,8 +172,8 @@ def left_pad(rows):
     ids = np.full((len(rows), width), PAD, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for i, r in enumerate(rows):
-        ids[i, width - len(r):] = r
-        mask[i, width - len(r):] = 1
+        ids[i, width - len(r) :] = r
+        mask[i, width - len(r) :] = 1
     return ids, mask
 
 
@@ -147,7 +192,8 @@ def assert_scores_match(got, want64, border, raw, where):
         raise AssertionError(
             f"{where}: {int(wrong.sum())} tokens removed (-inf) differently from Transformers' semantics; e.g. tokens "
             f"{idx.tolist()}: package {got[idx].tolist()}, reference {want[idx].tolist()} (raw logits "
-            f"{raw[idx].tolist()}); package keeps {int((~got_removed).sum())}, reference {int((~want_removed).sum())}")
+            f"{raw[idx].tolist()}); package keeps {int((~got_removed).sum())}, reference {int((~want_removed).sum())}"
+        )
     if differ.any():
         return True
     keep = ~want_removed
@@ -157,8 +203,13 @@ def assert_scores_match(got, want64, border, raw, where):
     # values near 0 after a subtraction (log_softmax), covers that many times over, while a wrong formula (a
     # bias missed or applied twice, a penalty on the wrong side, an exponent off by one step) is off by far more.
     scale = max(1.0, float(np.abs(raw[np.isfinite(raw)]).max()))
-    np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5, atol=1e-5 * scale,
-                               err_msg=f"{where}: processed scores differ from the reference")
+    np.testing.assert_allclose(
+        got[keep],
+        want[keep],
+        rtol=1e-5,
+        atol=1e-5 * scale,
+        err_msg=f"{where}: processed scores differ from the reference",
+    )
     return False
 
 
@@ -171,26 +222,43 @@ def run_and_check(model, rows, flags, new=NEW, seed=0, logits_processor=None, eo
         kw["seed"] = seed
     if logits_processor is not None:
         kw["logits_processor"] = logits_processor
-    res = model.generate(ids, attention_mask=mask, max_new_tokens=new, return_dict_in_generate=True,
-                         output_scores=True, output_logits=True, **kw)
+    res = model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=new,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+        **kw,
+    )
     B, S = ids.shape
     steps = len(res.scores)
     assert res.logits is not None and len(res.logits) == steps, (
         f"output_logits=True should give one raw-logits array per step ({steps}), got "
-        f"{None if res.logits is None else len(res.logits)}")
+        f"{None if res.logits is None else len(res.logits)}"
+    )
     assert res.sequences.shape == (B, S + steps)
     gc = {k: v for k, v in flags.items() if k not in RUN_KEYS}
     checked = {}
     for r in range(B):
-        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()):]]
+        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()) :]]
         prompt_len = int(mask[r].sum())
         for t in range(steps):
             raw = np.asarray(res.logits[t][r])
             got = np.asarray(res.scores[t][r])
             assert raw.dtype == np.float32 and got.dtype == np.float32 and raw.shape == got.shape == (model.vocab_size,)
             border = np.zeros(raw.shape, dtype=bool)
-            want = P.process(raw, row[:prompt_len + t], t, gc, S, new, eos,
-                             logits_processor=logits_processor or (), borderline=border)
+            want = P.process(
+                raw,
+                row[: prompt_len + t],
+                t,
+                gc,
+                S,
+                new,
+                eos,
+                logits_processor=logits_processor or (),
+                borderline=border,
+            )
             where = f"{flags} row {r} step {t}"
             assert_scores_match(got, want, border, raw, where)
             token = row[prompt_len + t]
@@ -199,7 +267,8 @@ def run_and_check(model, rows, flags, new=NEW, seed=0, logits_processor=None, eo
             else:
                 assert token == int(np.argmax(got)), (
                     f"{where}: greedy chose {token} (score {got[token]}), argmax is {int(np.argmax(got))} "
-                    f"(score {got.max()})")
+                    f"(score {got.max()})"
+                )
             checked[r] = t + 1
             if token in P._ids(eos):
                 break
@@ -214,28 +283,32 @@ def flag_acts(model, rows, flags, res, off):
     gc = {k: v for k, v in flags.items() if k not in RUN_KEYS}
     without = {k: v for k, v in gc.items() if k not in off}
     for r in range(len(rows)):
-        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()):]]
+        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()) :]]
         n = int(mask[r].sum())
         for t in range(len(res.scores)):
-            args = (np.asarray(res.logits[t][r]), row[:n + t], t)
+            args = (np.asarray(res.logits[t][r]), row[: n + t], t)
             eos = flags.get("eos_token_id", EOS)
             a = P.process(*args, gc, S, NEW, eos)
             b = P.process(*args, without, S, NEW, eos)
-            if not np.array_equal(np.isneginf(a), np.isneginf(b)) or not np.allclose(a[np.isfinite(a)],
-                                                                                      b[np.isfinite(a)]):
+            if not np.array_equal(np.isneginf(a), np.isneginf(b)) or not np.allclose(
+                a[np.isfinite(a)], b[np.isfinite(a)]
+            ):
                 return True
     return False
 
 
 def ngrams_ending_in_new_tokens(seq, n, start):
     """[(position, n-gram)] for the n-grams of seq whose last token is at a position >= start."""
-    return [(i, tuple(seq[i - n + 1:i + 1])) for i in range(max(start, n - 1), len(seq))]
+    return [(i, tuple(seq[i - n + 1 : i + 1])) for i in range(max(start, n - 1), len(seq))]
 
 
 def repeated_ngrams(seq, n, start):
     """[(position, n-gram)]: the n-grams ending at a new token (position >= start) that ended earlier too."""
-    return [(i, g) for i, g in ngrams_ending_in_new_tokens(seq, n, start)
-            if any(tuple(seq[j - n + 1:j + 1]) == g for j in range(n - 1, i))]
+    return [
+        (i, g)
+        for i, g in ngrams_ending_in_new_tokens(seq, n, start)
+        if any(tuple(seq[j - n + 1 : j + 1]) == g for j in range(n - 1, i))
+    ]
 
 
 # ------------------------------------------------------------------------------------ the reference itself
@@ -324,7 +397,8 @@ def test_processed_scores_equal_transformers_reference(pair, prompts, case):
         meaningful = [k for k in flags if k not in ("do_sample", "top_k")] or ["top_k"]
         assert flag_acts(draft, prompts[prompt], flags, res, meaningful), (
             f"test setup: {case}'s flags {meaningful} never change the scores of this generation; pick a case "
-            "where they act")
+            "where they act"
+        )
 
 
 @pytest.mark.parametrize("case", ["all_greedy", "all_sampled", "no_repeat_ngram_size_3", "min_p"])
@@ -334,12 +408,28 @@ def test_processed_scores_equal_transformers_reference_on_the_target(pair, promp
     run_and_check(target, prompts[prompt], flags, new=10)
 
 
-@pytest.mark.parametrize("flags", [
-    dict(no_repeat_ngram_size=2, repetition_penalty=1.2, sequence_bias={(4, 639): -2.0},
-         min_length=21, exponential_decay_length_penalty=(4, 1.3)),
-    dict(do_sample=True, no_repeat_ngram_size=1, bad_words_ids=[[4, 639]], top_k=None, min_p=0.05,
-         begin_suppress_tokens=[SYS, 4026], forced_eos_token_id=EOS),
-], ids=["greedy", "sampled"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        dict(
+            no_repeat_ngram_size=2,
+            repetition_penalty=1.2,
+            sequence_bias={(4, 639): -2.0},
+            min_length=21,
+            exponential_decay_length_penalty=(4, 1.3),
+        ),
+        dict(
+            do_sample=True,
+            no_repeat_ngram_size=1,
+            bad_words_ids=[[4, 639]],
+            top_k=None,
+            min_p=0.05,
+            begin_suppress_tokens=[SYS, 4026],
+            forced_eos_token_id=EOS,
+        ),
+    ],
+    ids=["greedy", "sampled"],
+)
 def test_left_padded_batch_rows_see_their_own_tokens(pair, prompts, flags):
     """Row 0 is padded on the left with PAD (3); its history-dependent processors see its prompt without the
     padding (the repetition penalty and no_repeat_ngram_size=1 would otherwise act on PAD), as the reference.
@@ -352,7 +442,8 @@ def test_left_padded_batch_rows_see_their_own_tokens(pair, prompts, flags):
     if not flags.get("do_sample"):
         assert res.scores[0][0, PAD] == res.logits[0][0, PAD], (
             f"row 0's padding counted as its tokens: PAD's score {res.scores[0][0, PAD]} is not its logit "
-            f"{res.logits[0][0, PAD]} under repetition_penalty")
+            f"{res.logits[0][0, PAD]} under repetition_penalty"
+        )
 
 
 # -------------------------------------------------------------------------------- properties, directly
@@ -379,11 +470,13 @@ def test_bad_words_are_never_generated(pair, prompts, sample):
     S = prompt.shape[1]
     kw = dict(max_new_tokens=20, do_sample=sample, seed=5, top_k=None, **(dict(temperature=0.6) if sample else {}))
     plain = [int(t) for t in draft.generate(prompt, **kw)[0]]
-    assert FROM in plain[S:] and (NEWLINE, FROM) in zip(plain[S:], plain[S + 1:]), (
-        f"test setup: without bad_words_ids the output should hold {FROM} and ({NEWLINE}, {FROM}): {plain}")
+    assert FROM in plain[S:] and (NEWLINE, FROM) in zip(plain[S:], plain[S + 1 :]), (
+        f"test setup: without bad_words_ids the output should hold {FROM} and ({NEWLINE}, {FROM}): {plain}"
+    )
     single = [int(t) for t in draft.generate(prompt, bad_words_ids=[[FROM], [IMPORT_TOKEN]], **kw)[0]]
     assert FROM not in single[S:] and IMPORT_TOKEN not in single[S:], (
-        f"bad_words_ids=[[{FROM}], [{IMPORT_TOKEN}]] appear in the new tokens {single[S:]}")
+        f"bad_words_ids=[[{FROM}], [{IMPORT_TOKEN}]] appear in the new tokens {single[S:]}"
+    )
     # multi-token: the sequence is never completed by a new token (its prefix may come from the prompt)
     bad = (NEWLINE, FROM)
     multi = [int(t) for t in draft.generate(prompt, bad_words_ids=[list(bad)], **kw)[0]]
@@ -394,12 +487,19 @@ def test_bad_words_are_never_generated(pair, prompts, sample):
 def test_bad_words_single_eos_is_dropped_as_transformers_does(pair, prompts):
     """NoBadWordsLogitsProcessor drops a one-token bad word equal to an eos id: eos keeps its score."""
     _, draft = pair
-    res = draft.generate(np.array(prompts["class"]), max_new_tokens=4, bad_words_ids=[[EOS], [SYS]],
-                         return_dict_in_generate=True, output_scores=True, output_logits=True)
+    res = draft.generate(
+        np.array(prompts["class"]),
+        max_new_tokens=4,
+        bad_words_ids=[[EOS], [SYS]],
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+    )
     for t in range(len(res.scores)):
         assert res.scores[t][0, EOS] == res.logits[t][0, EOS], (
             f"step {t}: eos {EOS} in bad_words_ids should be dropped (Transformers), got score {res.scores[t][0, EOS]}"
-            f" from logit {res.logits[t][0, EOS]}")
+            f" from logit {res.logits[t][0, EOS]}"
+        )
         assert np.isneginf(res.scores[t][0, SYS])
 
 
@@ -407,9 +507,18 @@ def test_bad_words_single_eos_is_dropped_as_transformers_does(pair, prompts):
 def test_min_p_removes_exactly_the_tokens_below_min_p_times_the_top_probability(pair, prompts, temperature):
     _, draft = pair
     min_p = 0.1
-    res = draft.generate(np.array(prompts["class"]), max_new_tokens=NEW, do_sample=True, seed=11, top_k=None,
-                         min_p=min_p, temperature=temperature, return_dict_in_generate=True, output_scores=True,
-                         output_logits=True)
+    res = draft.generate(
+        np.array(prompts["class"]),
+        max_new_tokens=NEW,
+        do_sample=True,
+        seed=11,
+        top_k=None,
+        min_p=min_p,
+        temperature=temperature,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+    )
     kept_some = removed_some = False
     for t in range(len(res.scores)):
         raw, got = np.asarray(res.logits[t][0]), np.asarray(res.scores[t][0])
@@ -419,7 +528,8 @@ def test_min_p_removes_exactly_the_tokens_below_min_p_times_the_top_probability(
         wrong = (np.isfinite(got) != keep) & ~border
         assert not wrong.any(), (
             f"step {t}: min_p={min_p} should keep exactly the tokens with p >= {min_p} * {p.max():.4g}; tokens "
-            f"{np.flatnonzero(wrong)[:8].tolist()} have p {p[wrong][:8].tolist()} and scores {got[wrong][:8].tolist()}")
+            f"{np.flatnonzero(wrong)[:8].tolist()} have p {p[wrong][:8].tolist()} and scores {got[wrong][:8].tolist()}"
+        )
         kept = np.isfinite(got)
         with np.errstate(over="ignore"):
             want = (raw.astype(np.float64) / temperature).astype(np.float32) if temperature != 1.0 else raw
@@ -437,11 +547,13 @@ def test_forced_eos_token_is_the_last_token(pair, prompts):
     _, draft = pair
     prompt = np.array(prompts["import"])
     S, new = prompt.shape[1], 7
-    res = draft.generate(prompt, max_new_tokens=new, forced_eos_token_id=EOS, return_dict_in_generate=True,
-                         output_scores=True)
+    res = draft.generate(
+        prompt, max_new_tokens=new, forced_eos_token_id=EOS, return_dict_in_generate=True, output_scores=True
+    )
     seq = res.sequences[0]
     assert len(seq) == S + new and seq[-1] == EOS and EOS not in seq[S:-1].tolist(), (
-        f"forced_eos_token_id={EOS}: expected {new} new tokens ending with {EOS}, got {seq[S:].tolist()}")
+        f"forced_eos_token_id={EOS}: expected {new} new tokens ending with {EOS}, got {seq[S:].tolist()}"
+    )
     last = np.asarray(res.scores[-1][0])
     assert np.flatnonzero(np.isfinite(last)).tolist() == [EOS] and last[EOS] == 0.0
     for t in range(new - 1):
@@ -453,27 +565,44 @@ def test_begin_suppress_tokens_act_at_the_first_step_only(pair, prompts):
     prompt = np.array(prompts["import"])
     S = prompt.shape[1]
     first = int(draft.generate(prompt, max_new_tokens=1)[0, S])
-    res = draft.generate(prompt, max_new_tokens=8, begin_suppress_tokens=[first, NEWLINE],
-                         return_dict_in_generate=True, output_scores=True, output_logits=True)
+    res = draft.generate(
+        prompt,
+        max_new_tokens=8,
+        begin_suppress_tokens=[first, NEWLINE],
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+    )
     assert int(res.sequences[0, S]) != first, f"begin_suppress_tokens=[{first}] still chose {first} first"
     assert np.isneginf(res.scores[0][0, [first, NEWLINE]]).all()
     for t in range(1, len(res.scores)):
         for token in (first, NEWLINE):
             assert res.scores[t][0, token] == res.logits[t][0, token], (
                 f"step {t}: begin_suppress_tokens must act at the first step only; token {token} has score "
-                f"{res.scores[t][0, token]}, logit {res.logits[t][0, token]}")
+                f"{res.scores[t][0, token]}, logit {res.logits[t][0, token]}"
+            )
 
 
 def test_forced_bos_token_with_a_one_token_prompt(pair):
     _, draft = pair
-    res = draft.generate(np.array([[1]]), max_new_tokens=3, forced_bos_token_id=IMPORT_TOKEN,
-                         return_dict_in_generate=True, output_scores=True)
+    res = draft.generate(
+        np.array([[1]]),
+        max_new_tokens=3,
+        forced_bos_token_id=IMPORT_TOKEN,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     assert int(res.sequences[0, 1]) == IMPORT_TOKEN
     assert np.flatnonzero(np.isfinite(res.scores[0][0])).tolist() == [IMPORT_TOKEN]
     assert np.isfinite(res.scores[1][0]).all(), "forced_bos_token_id acts at the first step only"
     # Transformers forces it only where cur_len == 1: a longer prompt is left alone
-    longer = draft.generate(np.array([[1, 639]]), max_new_tokens=2, forced_bos_token_id=SYS,
-                            return_dict_in_generate=True, output_scores=True)
+    longer = draft.generate(
+        np.array([[1, 639]]),
+        max_new_tokens=2,
+        forced_bos_token_id=SYS,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     assert np.isfinite(longer.scores[0][0]).all()
 
 
@@ -523,15 +652,16 @@ def test_user_class_processor_receives_each_rows_own_tokens(pair, prompts):
     S = ids.shape[1]
     proc = BanAndRecord(banned=SYS, boosted=4026)
     res, checked = run_and_check(draft, rows, {}, logits_processor=[proc])
-    calls = proc.calls[:sum(checked.values())]  # the reference's own calls came after generate()'s
+    calls = proc.calls[: sum(checked.values())]  # the reference's own calls came after generate()'s
     assert len(calls) == sum(checked.values()), f"expected one call per row and step ({checked}), got {len(calls)}"
     expected = []
     for r, steps in checked.items():
-        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()):]]
-        expected += [tuple(row[:int(mask[r].sum()) + t]) for t in range(steps)]
+        row = [int(t) for t in res.sequences[r, S - int(mask[r].sum()) :]]
+        expected += [tuple(row[: int(mask[r].sum()) + t]) for t in range(steps)]
     for input_ids, dtype, shape in calls:
         assert input_ids.ndim == 2 and input_ids.shape[0] == 1 and input_ids.dtype == np.int64, (
-            f"input_ids should be int64 of shape (1, n), got {input_ids.dtype} {input_ids.shape}")
+            f"input_ids should be int64 of shape (1, n), got {input_ids.dtype} {input_ids.shape}"
+        )
         assert dtype == np.float32 and shape == (1, draft.vocab_size)
     got = sorted(tuple(int(t) for t in c[0][0]) for c in calls)
     assert got == sorted(expected), "the processor should see each row's own tokens (no padding) at each step"

@@ -27,9 +27,9 @@ import habana_assist as ha
 V = 8
 TINY = dict(vocab_size=V, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=16)
 PROMPT = [1, 2, 3]
-DRAWS = 8000           # generate() calls per distribution test (and draws per simulated sampler)
-P_CRITICAL = 1e-3      # a sampler fails when the chi-square p-value is below this
-TEMPERATURE = 2.0      # logits have a std of ~3; at 2.0 each distribution spreads over several tokens
+DRAWS = 8000  # generate() calls per distribution test (and draws per simulated sampler)
+P_CRITICAL = 1e-3  # a sampler fails when the chi-square p-value is below this
+TEMPERATURE = 2.0  # logits have a std of ~3; at 2.0 each distribution spreads over several tokens
 
 # name: (K, max_new_tokens, {processors besides temperature}, assistant_confidence_threshold)
 CONFIGS = {
@@ -52,7 +52,7 @@ CONFIGS = {
 
 def outcome_counts(tokens, T):
     """tokens (n, T) -> counts over the V**T joint outcomes, in ravel order."""
-    return np.bincount(np.ravel_multi_index(tokens.T, (V,) * T), minlength=V ** T)
+    return np.bincount(np.ravel_multi_index(tokens.T, (V,) * T), minlength=V**T)
 
 
 # -------------------------------------------------------------------------------------- exact distributions
@@ -68,9 +68,15 @@ def distributions(model, T, top_k=0, top_p=1.0, repetition_penalty=1.0, assistan
         prefixes = list(itertools.product(range(V), repeat=length))
         logits = model(np.array([PROMPT + list(p) for p in prefixes], dtype=np.int64)).logits[:, -1]
         for prefix, row in zip(prefixes, logits):
-            scores = R.process_scores(row, previous_tokens=PROMPT + list(prefix), do_sample=True,
-                                      temperature_=TEMPERATURE, top_k_=top_k, top_p_=top_p,
-                                      repetition_penalty_=repetition_penalty)
+            scores = R.process_scores(
+                row,
+                previous_tokens=PROMPT + list(prefix),
+                do_sample=True,
+                temperature_=TEMPERATURE,
+                top_k_=top_k,
+                top_p_=top_p,
+                repetition_penalty_=repetition_penalty,
+            )
             table[prefix] = R.softmax(scores)
     return table
 
@@ -158,7 +164,7 @@ def simulate_tree(P, Q, K, W, T, n, rng, sampler):
                 if rng.random() * q[x] <= p[x]:
                     ctx += (x,)
                     continue
-                order = [y for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][:W - 1]
+                order = [y for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][: W - 1]
                 residual = np.maximum(p - q, 0.0)
                 for y in order:
                     take = residual[y] / residual.sum() if sampler == "rrs" else p[y]
@@ -187,8 +193,10 @@ def pair(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("rejection"))
     write_random_checkpoint(os.path.join(root, "target"), seed=11, **TINY)
     write_random_checkpoint(os.path.join(root, "draft"), seed=12, **TINY)
-    return (ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "target")),
-            ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "draft")))
+    return (
+        ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "target")),
+        ha.AutoModelForCausalLM.from_pretrained(os.path.join(root, "draft")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -213,10 +221,19 @@ def sample_package(target, draft, K, T, threshold, seeds, **kw):
     prompt = np.array([PROMPT], dtype=np.int64)
     rows, drafted, accepted, sib_drafted, siblings = [], 0, 0, 0, 0
     for seed in seeds:
-        res = target.generate(prompt, assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=T,
-                              temperature=TEMPERATURE, num_assistant_tokens=K,
-                              assistant_confidence_threshold=threshold, return_dict_in_generate=True, **kw)
-        rows.append(res.sequences[0, len(PROMPT):])
+        res = target.generate(
+            prompt,
+            assistant_model=draft,
+            do_sample=True,
+            seed=seed,
+            max_new_tokens=T,
+            temperature=TEMPERATURE,
+            num_assistant_tokens=K,
+            assistant_confidence_threshold=threshold,
+            return_dict_in_generate=True,
+            **kw,
+        )
+        rows.append(res.sequences[0, len(PROMPT) :])
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
         sib_drafted += res.num_sibling_tokens or 0
@@ -242,23 +259,28 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
     target, draft = pair
     K, T, processors, threshold = CONFIGS[config]
     P, Q, probs = exact[config]
-    tokens, drafted, accepted, sib_drafted, siblings = sample_package(target, draft, K, T, threshold, range(DRAWS),
-                                                                      **processors)
+    tokens, drafted, accepted, sib_drafted, siblings = sample_package(
+        target, draft, K, T, threshold, range(DRAWS), **processors
+    )
     counts = outcome_counts(tokens, T)
     impossible = int(counts[probs == 0].sum())
-    assert impossible == 0, (f"{config}: {impossible} of {DRAWS} sequences have probability 0 under the target "
-                             f"(a token its processors {processors} remove)")
+    assert impossible == 0, (
+        f"{config}: {impossible} of {DRAWS} sequences have probability 0 under the target "
+        f"(a token its processors {processors} remove)"
+    )
     stat, df, p = chi_square(counts, probs)
     assert p >= P_CRITICAL, (
         f"{config}: the joint distribution of the first {T} tokens from {DRAWS} rejection-sampled assisted calls "
         f"(K={K}, {processors}) should be the target's; chi-square {stat:.1f} on {df} degrees of freedom, "
-        f"p = {p:.3g} < {P_CRITICAL}")
+        f"p = {p:.3g} < {P_CRITICAL}"
+    )
     if "tree" in config:  # nodes verified include the siblings: rarer acceptance per node, yet some accepted
         assert siblings > 0, f"{config}: no sibling was accepted in {DRAWS} calls; the tree's path went untested"
         drafted -= sib_drafted
     assert 0.1 < accepted / drafted < 0.9, (
         f"{config}: a draft this different from the target must be rejected often but not always, accepted "
-        f"{accepted} of {drafted}")
+        f"{accepted} of {drafted}"
+    )
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -269,12 +291,16 @@ def test_chi_square_rejects_wrong_speculative_samplers(exact, config, sampler):
     tokens = simulate(P, Q, K, T, DRAWS, np.random.default_rng(1000 + SAMPLERS.index(sampler)), sampler)
     stat, df, p = chi_square(outcome_counts(tokens, T), probs)
     if sampler == "chen":
-        assert p >= P_CRITICAL, (f"{config}: the correct numpy speculative sampler (control) should pass: "
-                                 f"chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.3g}")
+        assert p >= P_CRITICAL, (
+            f"{config}: the correct numpy speculative sampler (control) should pass: "
+            f"chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.3g}"
+        )
     else:
-        assert p < P_CRITICAL, (f"{config}: the wrong sampler {sampler!r} should fail the chi-square test with "
-                                f"{DRAWS} draws, but got chi-square {stat:.1f} on {df} degrees of freedom, "
-                                f"p = {p:.3g} >= {P_CRITICAL}")
+        assert p < P_CRITICAL, (
+            f"{config}: the wrong sampler {sampler!r} should fail the chi-square test with "
+            f"{DRAWS} draws, but got chi-square {stat:.1f} on {df} degrees of freedom, "
+            f"p = {p:.3g} >= {P_CRITICAL}"
+        )
 
 
 @pytest.mark.parametrize("sampler", ("rrs", "sibling_by_p"))
@@ -284,23 +310,34 @@ def test_chi_square_tells_the_tree_rule_from_a_wrong_one(exact, sampler):
     tokens = simulate_tree(P, Q, K, processors["assistant_tree_width"], T, DRAWS, np.random.default_rng(77), sampler)
     stat, df, p = chi_square(outcome_counts(tokens, T), probs)
     if sampler == "rrs":
-        assert p >= P_CRITICAL, (f"the numpy tree rule (control) should pass: chi-square {stat:.1f} on {df} degrees "
-                                 f"of freedom, p = {p:.3g}")
+        assert p >= P_CRITICAL, (
+            f"the numpy tree rule (control) should pass: chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.3g}"
+        )
     else:
-        assert p < P_CRITICAL, (f"the wrong tree rule {sampler!r} should fail with {DRAWS} draws, but got chi-square "
-                                f"{stat:.1f} on {df} degrees of freedom, p = {p:.3g} >= {P_CRITICAL}")
+        assert p < P_CRITICAL, (
+            f"the wrong tree rule {sampler!r} should fail with {DRAWS} draws, but got chi-square "
+            f"{stat:.1f} on {df} degrees of freedom, p = {p:.3g} >= {P_CRITICAL}"
+        )
 
 
 def test_rejection_is_the_default_assisted_sampling(pair):
     target, draft = pair
     for seed in range(40):
-        kw = dict(do_sample=True, seed=seed, max_new_tokens=4, temperature=TEMPERATURE, top_k=0,
-                  num_assistant_tokens=3, assistant_model=draft)
+        kw = dict(
+            do_sample=True,
+            seed=seed,
+            max_new_tokens=4,
+            temperature=TEMPERATURE,
+            top_k=0,
+            num_assistant_tokens=3,
+            assistant_model=draft,
+        )
         default = target.generate(np.array([PROMPT]), **kw)
         rejection = target.generate(np.array([PROMPT]), assisted_sampling="rejection", **kw)
         assert np.array_equal(default, rejection), (
             f"seed {seed}: the default assisted sampling should be 'rejection': {default.tolist()} vs "
-            f"{rejection.tolist()}")
+            f"{rejection.tolist()}"
+        )
 
 
 def test_target_as_its_own_draft_accepts_every_draft_and_draws_the_target_distribution(pair):
@@ -309,10 +346,12 @@ def test_target_as_its_own_draft_accepts_every_draft_and_draws_the_target_distri
     P = distributions(target, T)
     tokens, drafted, accepted, _, _ = sample_package(target, target, K, T, 0.0, range(DRAWS), top_k=0)
     assert accepted == drafted > 0, (
-        f"with p == q, min(1, p/q) = 1: every draft must be accepted, got {accepted} of {drafted}")
+        f"with p == q, min(1, p/q) = 1: every draft must be accepted, got {accepted} of {drafted}"
+    )
     stat, df, p = chi_square(outcome_counts(tokens, T), joint(P, T))
-    assert p >= P_CRITICAL, (f"target as its own draft, K={K}: chi-square {stat:.1f} on {df} degrees of freedom, "
-                             f"p = {p:.3g} < {P_CRITICAL}")
+    assert p >= P_CRITICAL, (
+        f"target as its own draft, K={K}: chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.3g} < {P_CRITICAL}"
+    )
 
 
 def test_one_hot_p_and_q_give_the_target_argmax_never_nan_or_invalid(pair):
@@ -324,11 +363,21 @@ def test_one_hot_p_and_q_give_the_target_argmax_never_nan_or_invalid(pair):
     greedy = target.generate(prompt, max_new_tokens=6)
     drafted = accepted = 0
     for seed in range(100):
-        res = target.generate(prompt, assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=6, top_k=1,
-                              temperature=TEMPERATURE, num_assistant_tokens=1 + seed % 4,
-                              assistant_confidence_threshold=0.0, return_dict_in_generate=True)
+        res = target.generate(
+            prompt,
+            assistant_model=draft,
+            do_sample=True,
+            seed=seed,
+            max_new_tokens=6,
+            top_k=1,
+            temperature=TEMPERATURE,
+            num_assistant_tokens=1 + seed % 4,
+            assistant_confidence_threshold=0.0,
+            return_dict_in_generate=True,
+        )
         assert np.array_equal(res.sequences, greedy), (
-            f"seed {seed}, top_k=1: expected the target's greedy {greedy.tolist()}, got {res.sequences.tolist()}")
+            f"seed {seed}, top_k=1: expected the target's greedy {greedy.tolist()}, got {res.sequences.tolist()}"
+        )
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
     assert accepted < drafted, f"test setup: some one-hot drafts should be rejected, accepted {accepted} of {drafted}"
@@ -346,4 +395,5 @@ def test_rejection_never_emits_a_token_the_target_removed(pair):
         for i in range(T):
             assert P[tuple(row[:i])][row[i]] > 0, (
                 f"token {row[i]} at step {i} of {row.tolist()} is outside the target's top_k=2 "
-                f"(probabilities {np.round(P[tuple(row[:i])], 3).tolist()})")
+                f"(probabilities {np.round(P[tuple(row[:i])], 3).tolist()})"
+            )

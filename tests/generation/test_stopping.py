@@ -32,11 +32,11 @@ TARGET = os.path.join(ROOT, "habana_assist", "pretrained", "pycode")
 SNIPPETS = [
     "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
     "import os\nimport sys\n\nclass Stack:\n    def __init__(self):\n        self.items = []\n",
-    "for i in range(10):\n\tprint(i, end=', ')\n# caf\u00e9 \u2192 na\u00efve \u4e2d\u6587 \U0001F600\n",
+    "for i in range(10):\n\tprint(i, end=', ')\n# caf\u00e9 \u2192 na\u00efve \u4e2d\u6587 \U0001f600\n",
     "x = {'a': 1, \"b\": [2, 3]}  # done.\n\n\nwhile True:\n    break\n",
     "s = '\u00fc\u00df\u2192\u00e9' + \"\\n\" + r'\\t'\nreturn s[::-1]\n",
 ]
-UNICODE_STOPS = ["\u2192", "\u00e9", "\u4e2d\u6587", "\U0001F600", "na\u00efve", "1 \u2192", "\u00fc\u00df"]
+UNICODE_STOPS = ["\u2192", "\u00e9", "\u4e2d\u6587", "\U0001f600", "na\u00efve", "1 \u2192", "\u00fc\u00df"]
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +55,17 @@ def texts(tok):
             out.append(bytes([int(m.group(1), 16)]))
         else:
             text = tok.decode(prefix + [i])
-            out.append(text[text.index("abcdef") + 6:].encode("utf-8"))
+            out.append(text[text.index("abcdef") + 6 :].encode("utf-8"))
     return out
 
 
 def reference(ids, stops, texts):
     """Transformers' rule on one row of ids (a list), in plain Python."""
     stops = [s.encode("utf-8") for s in stops]
-    window = list(ids[max(0, len(ids) - max(len(s) for s in stops)):])
+    window = list(ids[max(0, len(ids) - max(len(s) for s in stops)) :])
     for k in range(len(window) - 1, -1, -1):  # an id outside the vocabulary breaks every match through it
         if not 0 <= window[k] < len(texts):
-            window = window[k + 1:]
+            window = window[k + 1 :]
             break
     if not window:
         return False
@@ -91,6 +91,7 @@ def check_all_prefixes(criterion, ids, stops, texts):
 
 # ---- token texts --------------------------------------------------------------------------------------------
 
+
 def test_token_texts_concatenate_to_the_decoded_text(tok, texts):
     """The per-token texts the reference uses are what decode gives for whole sequences."""
     prefix = tok.encode("abcdef", add_special_tokens=False)
@@ -114,6 +115,7 @@ def test_newline_has_two_tokens_in_this_vocabulary(tok, texts):
 
 # ---- StopStringCriteria against the reference ---------------------------------------------------------------
 
+
 def test_stop_strings_spanning_and_ending_inside_tokens(tok, texts):
     """Stop strings cut from the snippets' text at random: many span token boundaries or end mid-token."""
     rng = np.random.default_rng(0)
@@ -124,7 +126,7 @@ def test_stop_strings_spanning_and_ending_inside_tokens(tok, texts):
         for _ in range(40):
             n = int(rng.integers(1, 9))
             start = int(rng.integers(0, len(whole) - n))
-            stop = whole[start:start + n]
+            stop = whole[start : start + n]
             crit = StopStringCriteria(tok, stop)
             matches += check_all_prefixes(crit, ids, [stop], texts)
             spanning += not any(stop.encode() in texts[i] for i in ids)
@@ -149,7 +151,7 @@ def test_unicode_stop_strings_end_on_their_last_byte_piece(tok):
     ids = tok.encode("a \u2192 b", add_special_tokens=False)
     pieces = tok.convert_ids_to_tokens(ids)
     last = pieces.index("<0x92>")
-    assert pieces[last - 2:last + 1] == ["<0xE2>", "<0x86>", "<0x92>"] and last < len(ids) - 1, pieces
+    assert pieces[last - 2 : last + 1] == ["<0xE2>", "<0x86>", "<0x92>"] and last < len(ids) - 1, pieces
     got = [bool(crit(np.array([ids[:n]]), None)[0]) for n in range(1, len(ids) + 1)]
     assert got == [n == last + 1 for n in range(1, len(ids) + 1)], (pieces, got)
 
@@ -165,7 +167,7 @@ def test_random_token_sequences(tok, texts):
             if rng.random() < 0.5:
                 snippet = SNIPPETS[int(rng.integers(len(SNIPPETS)))]
                 a = int(rng.integers(0, len(snippet) - 1))
-                parts += tok.encode(snippet[a:a + int(rng.integers(1, 30))], add_special_tokens=False)
+                parts += tok.encode(snippet[a : a + int(rng.integers(1, 30))], add_special_tokens=False)
             else:
                 parts += [int(i) for i in rng.integers(0, vocab + (3 if rng.random() < 0.2 else 0), size=4)]
         text = b"".join(texts[i] for i in parts if i < vocab).decode("utf-8", "ignore")
@@ -173,7 +175,7 @@ def test_random_token_sequences(tok, texts):
         for _ in range(int(rng.integers(1, 3))):
             if text and rng.random() < 0.8:
                 a = int(rng.integers(0, len(text)))
-                stops.append(text[a:a + int(rng.integers(1, 6))] or "x")
+                stops.append(text[a : a + int(rng.integers(1, 6))] or "x")
             else:
                 stops.append(UNICODE_STOPS[int(rng.integers(len(UNICODE_STOPS)))])
         matches += check_all_prefixes(StopStringCriteria(tok, stops), parts, stops, texts)
@@ -183,7 +185,7 @@ def test_random_token_sequences(tok, texts):
 def test_stop_string_only_in_the_prompt_does_not_stop(tok, texts):
     crit = StopStringCriteria(tok, "return")
     prompt = tok.encode("def f():\n    return 1\n")
-    assert crit(np.array([prompt[:prompt.index(tok.encode("return", add_special_tokens=False)[0]) + 1]]), None)[0]
+    assert crit(np.array([prompt[: prompt.index(tok.encode("return", add_special_tokens=False)[0]) + 1]]), None)[0]
     for tail in ("x", "    pass\n", " retur"):
         ids = prompt + tok.encode(tail, add_special_tokens=False)
         assert not crit(np.array([ids]), None)[0], tail
@@ -240,6 +242,7 @@ def test_bad_stop_strings_are_refused(tok):
 
 # ---- any tokenizer with encode and decode: string mode, Transformers' own examples ---------------------------
 
+
 class WordTokenizer:
     """A tokenizer with only encode / decode / len: longest match over a small vocabulary."""
 
@@ -252,10 +255,11 @@ class WordTokenizer:
     def encode(self, text, add_special_tokens=False):
         ids = []
         while text:
-            best = max((i for i, v in enumerate(self.vocab) if v and text.startswith(v)),
-                       key=lambda i: len(self.vocab[i]))
+            best = max(
+                (i for i, v in enumerate(self.vocab) if v and text.startswith(v)), key=lambda i: len(self.vocab[i])
+            )
             ids.append(best)
-            text = text[len(self.vocab[best]):]
+            text = text[len(self.vocab[best]) :]
         return ids
 
     def decode(self, ids):
@@ -269,11 +273,25 @@ def test_transformers_docstring_examples():
     tok = WordTokenizer(list("abcdefghijklmnopqrstuvwxyz") + words)
     crit = StopStringCriteria(tok, "stop")
     ids = {w: tok.vocab.index(w) for w in tok.vocab}
-    positive = [["st", "op"], ["stop"], ["st", "opera"], ["sto", "pper"], ["las", "topper"], ["s", "to", "pped"],
-                ["s", "to", "", "pped"], ["s", "t", "o", "p"]]
+    positive = [
+        ["st", "op"],
+        ["stop"],
+        ["st", "opera"],
+        ["sto", "pper"],
+        ["las", "topper"],
+        ["s", "to", "pped"],
+        ["s", "to", "", "pped"],
+        ["s", "t", "o", "p"],
+    ]
     # an empty final token takes no part; only the last len("stop") = 4 tokens are read, empty ones included
-    negative = [["stop", "at"], ["st", "op", "at"], ["st", "opera", "tion"], ["st", "op", ""], ["s", "t", "o"],
-                ["s", "t", "", "o", "p"]]
+    negative = [
+        ["stop", "at"],
+        ["st", "op", "at"],
+        ["st", "opera", "tion"],
+        ["st", "op", ""],
+        ["s", "t", "o"],
+        ["s", "t", "", "o", "p"],
+    ]
     for seq in positive + negative:
         got = bool(crit(np.array([[ids[w] for w in seq]]), None)[0])
         assert got == (seq in positive), seq
@@ -284,11 +302,17 @@ def test_transformers_docstring_examples():
 
 # ---- StoppingCriteriaList and the simple criteria -----------------------------------------------------------
 
+
 def test_criteria_list_is_an_or_over_bools_and_arrays():
     torch = pytest.importorskip("torch")
     ids = np.zeros((3, 4), dtype=np.int64)
-    lst = StoppingCriteriaList([lambda i, s: False, lambda i, s: np.array([False, True, False]),
-                                lambda i, s, **kw: torch.tensor([False, False, True])])
+    lst = StoppingCriteriaList(
+        [
+            lambda i, s: False,
+            lambda i, s: np.array([False, True, False]),
+            lambda i, s, **kw: torch.tensor([False, False, True]),
+        ]
+    )
     out = lst(ids, None)
     assert out.dtype == bool and out.tolist() == [False, True, True]
     assert StoppingCriteriaList([lambda i, s: True])(ids, None).tolist() == [True] * 3
@@ -341,6 +365,7 @@ def test_base_classes_name_the_subclass():
 
 # ---- LogitsProcessorList ------------------------------------------------------------------------------------
 
+
 def test_logits_processor_list_applies_in_order_to_numpy_and_torch():
     torch = pytest.importorskip("torch")
 
@@ -382,7 +407,7 @@ def test_logits_processor_list_passes_keyword_arguments_as_transformers():
 # ---- generate(): stop_strings and stopping_criteria end to end ----------------------------------------------
 
 DRAFT = os.path.join(ROOT, "habana_assist", "pretrained", "pycode-draft")
-GEN_PROMPTS = ["def fib(n):", "class Stack:\n    def", "name = \"caf\u00e9\"\ndef"]
+GEN_PROMPTS = ["def fib(n):", "class Stack:\n    def", 'name = "caf\u00e9"\ndef']
 NEW = 40
 
 
@@ -443,7 +468,7 @@ def test_generation_stops_right_after_the_completing_token(target, tok, texts, u
     for prompt, (ids, full) in unstopped.items():
         n0 = ids.shape[1]
         span, mid, three = stop_strings_from(full, n0, texts)
-        for stops in (["\n"], span, [mid], [three], [three, span, "\n"], ["\u00e9"], ["zzzq", "\U0001F600"]):
+        for stops in (["\n"], span, [mid], [three], [three, span, "\n"], ["\u00e9"], ["zzzq", "\U0001f600"]):
             want = first_stop(full, n0, [stops] if isinstance(stops, str) else stops, texts)
             got = target.generate(input_ids=ids, max_new_tokens=NEW, stop_strings=stops, tokenizer=tok)[0].tolist()
             assert got == (full[:want] if want else full), (prompt, stops, want)
@@ -464,7 +489,7 @@ def test_generation_stops_right_after_the_completing_token(target, tok, texts, u
 def test_stop_string_only_in_the_prompt_leaves_generation_whole(target, tok, texts, unstopped):
     """The third prompt holds "é" (as byte pieces), "caf" and "é\"\\n"; none of them may stop the generation."""
     ids, full = unstopped[GEN_PROMPTS[2]]
-    stops = ["\u00e9", "caf", "\u00e9\"\n"]
+    stops = ["\u00e9", "caf", '\u00e9"\n']
     assert all(s in tok.decode(ids[0]) for s in stops) and first_stop(full, ids.shape[1], stops, texts) is None
     got = target.generate(input_ids=ids, max_new_tokens=NEW, stop_strings=stops, tokenizer=tok)
     assert got[0].tolist() == full
@@ -478,9 +503,9 @@ def test_batched_rows_stop_on_their_own(target, tok, texts, unstopped):
     for r, prompt in enumerate(GEN_PROMPTS):
         ids, full = unstopped[prompt]
         n0 = ids.shape[1]
-        want = full[:first_stop(full, n0, stops, texts) or len(full)]
-        row = got[r].tolist()[enc["input_ids"].shape[1] - n0:]  # drop the left padding
-        assert row[:len(want)] == want and set(row[len(want):]) <= {pad}, (prompt, row, want)
+        want = full[: first_stop(full, n0, stops, texts) or len(full)]
+        row = got[r].tolist()[enc["input_ids"].shape[1] - n0 :]  # drop the left padding
+        assert row[: len(want)] == want and set(row[len(want) :]) <= {pad}, (prompt, row, want)
 
 
 @pytest.mark.parametrize("mode", ["greedy", "coupled_sampling"])
@@ -491,11 +516,14 @@ def test_assisted_generation_equals_plain_with_stop_strings(target, draft, tok, 
     stopped = 0
     for prompt, (ids, full) in unstopped.items():
         span, mid, three = stop_strings_from(full, ids.shape[1], texts)
-        for stops in (["\n"], span, [mid, three], ["self", "("])[::1 if mode == "greedy" else 3]:
+        for stops in (["\n"], span, [mid, three], ["self", "("])[:: 1 if mode == "greedy" else 3]:
             plain = target.generate(input_ids=ids, stop_strings=stops, **kw)
             stopped += plain.shape[1] < ids.shape[1] + kw["max_new_tokens"]
-            for extra in (dict(assistant_model=draft, num_assistant_tokens=5), dict(assistant_model=draft),
-                          dict(prompt_lookup_num_tokens=3)):
+            for extra in (
+                dict(assistant_model=draft, num_assistant_tokens=5),
+                dict(assistant_model=draft),
+                dict(prompt_lookup_num_tokens=3),
+            ):
                 assisted = target.generate(input_ids=ids, stop_strings=stops, **kw, **extra)
                 assert assisted.tolist() == plain.tolist(), (mode, prompt, stops, sorted(extra))
     assert stopped >= 3, stopped
@@ -548,7 +576,7 @@ def test_stopping_criteria_returning_arrays_and_tensors(target, tok, unstopped):
         return torch.tensor([input_ids.shape[1] >= n0 + 2])
 
     got = target.generate(input_ids=torch.from_numpy(ids), max_new_tokens=NEW, stopping_criteria=[torch_criterion])
-    assert isinstance(got, torch.Tensor) and got[0].tolist() == full[:n0 + 2]
+    assert isinstance(got, torch.Tensor) and got[0].tolist() == full[: n0 + 2]
     assert kinds == [(torch.Tensor, torch.Tensor, torch.int64, (1, len(tok)))] * 2
 
 
@@ -558,6 +586,7 @@ def test_stop_strings_read_each_tokens_text_without_decodes_clean_up(tmp_path):
     import shutil
 
     import tokenizer_data as td
+
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(os.path.dirname(td.tokenizer_path("llama3")), name), tmp_path / name)
     tok = ha.AutoTokenizer.from_pretrained(str(tmp_path))

@@ -17,7 +17,7 @@ import tokenizer_fixture as tf
 import habana_assist as ha
 from habana_assist.errors import InvalidInputError
 
-PROMPTS = ["def fib(n):\n    ", "import os\n", "class A:\n\tpass\n# caf\u00e9 \U0001F600", "x"]
+PROMPTS = ["def fib(n):\n    ", "import os\n", "class A:\n\tpass\n# caf\u00e9 \U0001f600", "x"]
 NEW = 40
 JOIN_TIMEOUT = 60  # seconds: a hang is a failure, not a stuck test run
 
@@ -48,8 +48,9 @@ def model(checkpoint):
 
 @pytest.fixture(scope="module")
 def draft(tmp_path_factory):
-    directory = tf.write_checkpoint(tmp_path_factory.mktemp("stream_draft"), seed=12, hidden_size=32,
-                                    num_layers=1, intermediate_size=64)
+    directory = tf.write_checkpoint(
+        tmp_path_factory.mktemp("stream_draft"), seed=12, hidden_size=32, num_layers=1, intermediate_size=64
+    )
     return ha.AutoModelForCausalLM.from_pretrained(directory)
 
 
@@ -97,13 +98,14 @@ def _stream_from_thread(model, inputs, kwargs, streamer):
 
 # ---- the streamed text is exactly the decoded tokens -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_iterator_streamer_text_is_exactly_the_decoded_new_tokens(tok, model, draft, mode):
     for prompt in PROMPTS:
         inputs = tok(prompt, return_tensors="np")
         streamer = ha.TextIteratorStreamer(tok, skip_prompt=True, timeout=JOIN_TIMEOUT, skip_special_tokens=True)
         pieces, out = _stream_from_thread(model, inputs, _kwargs(mode, draft), streamer)
-        new = out[0, inputs["input_ids"].shape[1]:]
+        new = out[0, inputs["input_ids"].shape[1] :]
         expected = tok.decode(new, skip_special_tokens=True)
         got = "".join(pieces)
         assert got == expected, f"{mode}, prompt {prompt!r}: expected {expected!r}, streamed {got!r} in {pieces!r}"
@@ -116,7 +118,7 @@ def test_iterator_streamer_keeps_special_tokens_as_decode_does(tok, model, draft
     inputs = tok(PROMPTS[0], return_tensors="np")
     streamer = ha.TextIteratorStreamer(tok, skip_prompt=True, timeout=JOIN_TIMEOUT)
     pieces, out = _stream_from_thread(model, inputs, dict(_kwargs(mode, draft), max_new_tokens=120), streamer)
-    expected = tok.decode(out[0, inputs["input_ids"].shape[1]:])
+    expected = tok.decode(out[0, inputs["input_ids"].shape[1] :])
     assert "".join(pieces) == expected, f"{mode}: expected {expected!r}, streamed {''.join(pieces)!r}"
 
 
@@ -136,10 +138,11 @@ def test_text_streamer_prints_exactly_the_completion(tok, model, draft, capsys):
     for mode in ("greedy", "sampled", "assisted"):
         inputs = tok(PROMPTS[0], return_tensors="np")
         capsys.readouterr()
-        out = model.generate(**inputs, streamer=ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True),
-                             **_kwargs(mode, draft))
+        out = model.generate(
+            **inputs, streamer=ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True), **_kwargs(mode, draft)
+        )
         printed = capsys.readouterr().out
-        expected = tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True) + "\n"
+        expected = tok.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True) + "\n"
         assert printed == expected, f"{mode}: expected {expected!r} on stdout, got {printed!r}"
 
 
@@ -150,15 +153,20 @@ def test_text_streamer_can_be_reused_for_a_second_generation(tok, model, capsys)
     for prompt in PROMPTS[:2]:
         inputs = tok(prompt, return_tensors="np")
         out = model.generate(**inputs, streamer=streamer, max_new_tokens=12)
-        expected += tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True) + "\n"
+        expected += tok.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True) + "\n"
     printed = capsys.readouterr().out
     assert printed == expected, f"expected {expected!r}, got {printed!r}"
 
 
 def test_streamer_decoding_fed_token_by_token_equals_decode(tok):
     # Incremental decoding alone, with byte-fallback characters split across puts and newlines inside.
-    texts = ["caf\u00e9 \U0001F600\U0001F680 x\n\u4e2d\u6587 y", "  a\n\n\tb  c ", "\U0001F600", "end with space ",
-             "\u00e9\n\u00e9 \u00e9"]
+    texts = [
+        "caf\u00e9 \U0001f600\U0001f680 x\n\u4e2d\u6587 y",
+        "  a\n\n\tb  c ",
+        "\U0001f600",
+        "end with space ",
+        "\u00e9\n\u00e9 \u00e9",
+    ]
     for text in texts:
         ids = tok.encode(text)
         streamer = ha.TextIteratorStreamer(tok, skip_prompt=True, timeout=5)
@@ -172,23 +180,27 @@ def test_streamer_decoding_fed_token_by_token_equals_decode(tok):
 
 # ---- what put() and end() receive --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_put_gets_the_prompt_then_the_new_tokens_then_end_once(tok, model, draft, mode):
     inputs = tok(PROMPTS[1], return_tensors="np")
     rec = Recorder()
     out = model.generate(**inputs, streamer=rec, **_kwargs(mode, draft))
     S = inputs["input_ids"].shape[1]
-    assert rec.calls[0][0] == "put" and rec.calls[0][1] == inputs["input_ids"][0].tolist(), \
+    assert rec.calls[0][0] == "put" and rec.calls[0][1] == inputs["input_ids"][0].tolist(), (
         f"{mode}: first call should be put(prompt {inputs['input_ids'][0].tolist()}), got {rec.calls[0]}"
-    assert rec.calls[-1] == ("end",) and sum(c == ("end",) for c in rec.calls) == 1, \
+    )
+    assert rec.calls[-1] == ("end",) and sum(c == ("end",) for c in rec.calls) == 1, (
         f"{mode}: expected exactly one end(), last; got {[c[0] for c in rec.calls]}"
+    )
     chunks = [c[1] for c in rec.calls[1:-1]]
     assert all(c[0] == "put" for c in rec.calls[1:-1]), f"{mode}: only put() between the first put and end()"
     streamed = [t for c in chunks for t in c]
     assert streamed == out[0, S:].tolist(), f"{mode}: expected new tokens {out[0, S:].tolist()}, put got {streamed}"
     assert all(len(c) >= 1 for c in chunks), f"{mode}: an empty put: {chunks}"
-    assert all(np.issubdtype(c[2], np.integer) for c in rec.calls[:-1]), \
+    assert all(np.issubdtype(c[2], np.integer) for c in rec.calls[:-1]), (
         f"{mode}: put should get integer ids, got dtypes {[c[2] for c in rec.calls[:-1]]}"
+    )
     if mode in ("greedy", "sampled"):
         assert all(len(c) == 1 for c in chunks), f"{mode}: plain generation puts one token at a time, got {chunks}"
 
@@ -206,11 +218,19 @@ def test_assisted_put_carries_whole_accepted_drafts_when_the_draft_is_the_target
     K = 4
     inputs = tok(PROMPTS[0], return_tensors="np")
     rec = Recorder()
-    res = model.generate(**inputs, streamer=rec, assistant_model=model, num_assistant_tokens=K,
-                         assistant_confidence_threshold=0.0, max_new_tokens=NEW, return_dict_in_generate=True)
+    res = model.generate(
+        **inputs,
+        streamer=rec,
+        assistant_model=model,
+        num_assistant_tokens=K,
+        assistant_confidence_threshold=0.0,
+        max_new_tokens=NEW,
+        return_dict_in_generate=True,
+    )
     sizes = [len(c[1]) for c in rec.calls[1:-1]]
-    assert max(sizes) > 1, f"a draft equal to the target is always accepted: expected chunks of up to {K + 1}, " \
-                           f"got {sizes}"
+    assert max(sizes) > 1, (
+        f"a draft equal to the target is always accepted: expected chunks of up to {K + 1}, got {sizes}"
+    )
     assert max(sizes) <= K + 1, f"a chunk cannot exceed K + 1 = {K + 1} tokens, got {sizes}"
     assert sum(sizes) == res.sequences.shape[1] - inputs["input_ids"].shape[1], f"chunk sizes {sizes} do not add up"
     plain = model.generate(**inputs, max_new_tokens=NEW)
@@ -229,9 +249,10 @@ def test_streamed_tokens_stop_at_eos_even_inside_an_accepted_draft(tok, model):
         rec = Recorder()
         out = model.generate(**inputs, streamer=rec, max_new_tokens=NEW, eos_token_id=eos, pad_token_id=0, **kw)
         streamed = [t for c in rec.calls[1:-1] for t in c[1]]
-        assert streamed == free[:stop + 1], f"{kw or 'plain'}: expected the tokens up to eos {free[:stop + 1]}, " \
-                                            f"streamed {streamed}"
-        assert out[0, S:].tolist() == free[:stop + 1], f"output {out[0, S:].tolist()}, expected {free[:stop + 1]}"
+        assert streamed == free[: stop + 1], (
+            f"{kw or 'plain'}: expected the tokens up to eos {free[: stop + 1]}, streamed {streamed}"
+        )
+        assert out[0, S:].tolist() == free[: stop + 1], f"output {out[0, S:].tolist()}, expected {free[: stop + 1]}"
 
 
 def test_streamer_does_not_change_the_output(tok, model, draft):
@@ -240,11 +261,13 @@ def test_streamer_does_not_change_the_output(tok, model, draft):
         kw = _kwargs(mode, draft)
         with_streamer = model.generate(**inputs, streamer=Recorder(), **kw)
         without = model.generate(**inputs, **kw)
-        assert np.array_equal(with_streamer, without), f"{mode}: output with a streamer {with_streamer} differs " \
-                                                       f"from output without {without}"
+        assert np.array_equal(with_streamer, without), (
+            f"{mode}: output with a streamer {with_streamer} differs from output without {without}"
+        )
 
 
 # ---- a streamer that fails, bad streamers -----------------------------------------------------------------------
+
 
 class StreamerBoom(Exception):
     pass
@@ -274,13 +297,17 @@ def test_streamer_exception_stops_generation_and_propagates_unchanged(tok, model
         streamer = FailingStreamer(fail_at)
         with pytest.raises(StreamerBoom) as e:
             model.generate(**inputs, streamer=streamer, **kw)
-        assert type(e.value) is StreamerBoom and str(e.value) == f"boom at put {fail_at}", \
+        assert type(e.value) is StreamerBoom and str(e.value) == f"boom at put {fail_at}", (
             f"{mode}: expected StreamerBoom('boom at put {fail_at}'), got {type(e.value).__name__}({e.value})"
-        assert streamer.n == fail_at + 1, f"{mode}: generation should stop at the failing put; put was called " \
-                                          f"{streamer.n} times, the failure was call {fail_at + 1}"
+        )
+        assert streamer.n == fail_at + 1, (
+            f"{mode}: generation should stop at the failing put; put was called "
+            f"{streamer.n} times, the failure was call {fail_at + 1}"
+        )
         again = model.generate(**inputs, **kw)
-        assert np.array_equal(again, reference), f"{mode}: after a failed streamer the model gives {again}, " \
-                                                 f"expected {reference}"
+        assert np.array_equal(again, reference), (
+            f"{mode}: after a failed streamer the model gives {again}, expected {reference}"
+        )
 
 
 def test_streamer_raising_a_builtin_error_keeps_its_type_and_message(tok, model, draft):
@@ -331,6 +358,7 @@ def test_text_streamers_refuse_a_batch_put(tok):
 
 # ---- the GIL ---------------------------------------------------------------------------------------------------
 
+
 def test_gil_is_released_while_the_core_generates_between_puts(tmp_path):
     # An event, not a count. The old version counted how often a spinner (sleep(0.0001) between counts) ran
     # between the first and last put, and once got [0, 20]: 64 plain tokens of this model take about a
@@ -376,8 +404,10 @@ def test_gil_is_released_while_the_core_generates_between_puts(tmp_path):
         def end(self):
             pass
 
-    modes = {"plain": dict(),
-             "assisted": dict(assistant_model=model, num_assistant_tokens=3, assistant_confidence_threshold=0.0)}
+    modes = {
+        "plain": dict(),
+        "assisted": dict(assistant_model=model, num_assistant_tokens=3, assistant_confidence_threshold=0.0),
+    }
     tries = {}
     old = sys.getswitchinterval()
     thread = threading.Thread(target=witness, daemon=True)
@@ -402,9 +432,11 @@ def test_gil_is_released_while_the_core_generates_between_puts(tmp_path):
         thread.join(JOIN_TIMEOUT)
     assert not thread.is_alive(), f"the witness thread did not stop within {JOIN_TIMEOUT} s"
     missing = [mode for mode in modes if mode not in tries]
-    assert not missing, (f"{missing}: in {TRIES} generations of {N} tokens each, another Python thread never ran "
-                         "between two puts of new tokens, while the core generated: the binding kept the GIL "
-                         f"(it ran there after {tries} tries in the other modes)")
+    assert not missing, (
+        f"{missing}: in {TRIES} generations of {N} tokens each, another Python thread never ran "
+        "between two puts of new tokens, while the core generated: the binding kept the GIL "
+        f"(it ran there after {tries} tries in the other modes)"
+    )
 
 
 def _wait_for(predicate, what):

@@ -22,18 +22,20 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("seeding")
     write_family_checkpoint(str(root / "target"), "llama", seed=3)
     write_family_checkpoint(str(root / "draft"), "llama", seed=3, perturb=(1, 0.3))
-    return (ha.AutoModelForCausalLM.from_pretrained(str(root / "target")),
-            ha.AutoModelForCausalLM.from_pretrained(str(root / "draft")))
+    return (
+        ha.AutoModelForCausalLM.from_pretrained(str(root / "target")),
+        ha.AutoModelForCausalLM.from_pretrained(str(root / "draft")),
+    )
 
 
 def tokens(out):
-    return out[0, PROMPT.shape[1]:].tolist()
+    return out[0, PROMPT.shape[1] :].tolist()
 
 
 def drawn(seed):
     """The seed a sampled call draws after torch.manual_seed(seed)."""
     torch.manual_seed(seed)
-    return int(torch.randint(0, 2 ** 63 - 1, (1,)).item())
+    return int(torch.randint(0, 2**63 - 1, (1,)).item())
 
 
 def test_torch_manual_seed_repeats_a_sampled_call_and_successive_calls_differ(models):
@@ -53,8 +55,9 @@ def test_the_seed_is_one_draw_from_torchs_default_generator(models):
     torch.manual_seed(11)
     got = tokens(model.generate(PROMPT, **SAMPLED))
     after = torch.rand(3)
-    assert got == tokens(model.generate(PROMPT, seed=drawn(11), **SAMPLED)), \
+    assert got == tokens(model.generate(PROMPT, seed=drawn(11), **SAMPLED)), (
         "a sampled call after torch.manual_seed(11) must equal seed=<the draw torch.randint gives then>"
+    )
     drawn(11)
     assert torch.equal(torch.rand(3), after), "the call must consume exactly one torch.randint draw"
 
@@ -123,7 +126,7 @@ def test_without_torch_set_seeds_generator_seeds_the_calls(models, monkeypatch):
     ha.set_seed(5)
     assert [tokens(model.generate(PROMPT, **SAMPLED)), tokens(model.generate(PROMPT, **SAMPLED))] == [a, b]
     assert a != b, "successive calls without reseeding gave equal outputs"
-    assert a == tokens(model.generate(PROMPT, seed=int(np.random.default_rng(5).integers(0, 2 ** 63)), **SAMPLED))
+    assert a == tokens(model.generate(PROMPT, seed=int(np.random.default_rng(5).integers(0, 2**63)), **SAMPLED))
     ha.set_seed(5)
     coupled = tokens(model.generate(PROMPT, assistant_model=draft, assisted_sampling="coupled", **SAMPLED))
     assert coupled == a, "coupled assisted sampling after set_seed(5) != the plain call's"

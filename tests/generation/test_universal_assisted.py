@@ -5,6 +5,7 @@ Drafts: (a) the shipped draft re-expressed in a permuted vocabulary (its embeddi
 it predicts the same text: acceptance as high as the same-tokenizer path); (b) a byte-level draft on a
 tokenizer.json of 256 byte tokens, a byte bigram of Python source written in closed form into a one-layer
 Llama, which segments text differently from the target everywhere (boundaries inside words and characters)."""
+
 import json
 import os
 import shutil
@@ -19,10 +20,12 @@ from habana_assist.errors import InvalidInputError
 from habana_assist.pretrained.stdlib_split import stdlib_files
 from habana_assist.tokenization.tokenizer_json import BYTE_TO_CHAR, TokenizerJSON
 
-PROMPTS = ["def fibonacci(n):\n    if n < 2:\n        return n\n",
-           "import os\n\n\nclass Config:\n    def __init__(self, path):\n        self.",
-           "# caf\u00e9 \u2192 r\u00e9sum\u00e9\nfor i in range(10):\n    print(",
-           "x"]
+PROMPTS = [
+    "def fibonacci(n):\n    if n < 2:\n        return n\n",
+    "import os\n\n\nclass Config:\n    def __init__(self, path):\n        self.",
+    "# caf\u00e9 \u2192 r\u00e9sum\u00e9\nfor i in range(10):\n    print(",
+    "x",
+]
 
 
 class PermutedTokenizer:
@@ -50,16 +53,38 @@ def _write_byte_draft(directory):
     os.makedirs(directory, exist_ok=True)
     symbols = BYTE_TO_CHAR  # GPT-2's byte -> printable character map (what a ByteLevel pre-tokenizer writes)
     vocab = {"<s>": 0, **{symbols[b]: b + 1 for b in range(256)}}
-    spec = {"version": "1.0", "truncation": None, "padding": None,
-            "added_tokens": [{"id": 0, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False,
-                              "normalized": False, "special": True}],
-            "normalizer": None,
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-            "post_processor": None,
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": vocab, "merges": []}}
+    spec = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": 0,
+                "content": "<s>",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
+    }
     with open(os.path.join(directory, "tokenizer.json"), "w") as f:
         json.dump(spec, f)
     V, H = 257, 258  # hidden: one spare even dimension (rotary needs an even head_dim)
@@ -70,23 +95,40 @@ def _write_byte_draft(directory):
         np.add.at(counts, (data[:-1], data[1:]), 1)
     log_p = np.log(counts / counts.sum(axis=1, keepdims=True))  # (previous, next)
     zero = lambda *shape: np.zeros(shape, dtype=np.float32)  # noqa: E731 - a one-line helper
-    tensors = {"model.embed_tokens.weight": np.eye(V, H, dtype=np.float32),
-               "model.norm.weight": np.full(H, 1 / np.sqrt(H), dtype=np.float32),  # rmsnorm(one-hot) = sqrt(H) e_x
-               "lm_head.weight": np.ascontiguousarray(np.pad(log_p.T, ((0, 0), (0, H - V))), dtype=np.float32),
-               "model.layers.0.input_layernorm.weight": np.ones(H, dtype=np.float32),
-               "model.layers.0.post_attention_layernorm.weight": np.ones(H, dtype=np.float32),
-               "model.layers.0.self_attn.q_proj.weight": zero(8, H),
-               "model.layers.0.self_attn.k_proj.weight": zero(8, H),
-               "model.layers.0.self_attn.v_proj.weight": zero(8, H),
-               "model.layers.0.self_attn.o_proj.weight": zero(H, 8),
-               "model.layers.0.mlp.gate_proj.weight": zero(8, H), "model.layers.0.mlp.up_proj.weight": zero(8, H),
-               "model.layers.0.mlp.down_proj.weight": zero(H, 8)}
+    tensors = {
+        "model.embed_tokens.weight": np.eye(V, H, dtype=np.float32),
+        "model.norm.weight": np.full(H, 1 / np.sqrt(H), dtype=np.float32),  # rmsnorm(one-hot) = sqrt(H) e_x
+        "lm_head.weight": np.ascontiguousarray(np.pad(log_p.T, ((0, 0), (0, H - V))), dtype=np.float32),
+        "model.layers.0.input_layernorm.weight": np.ones(H, dtype=np.float32),
+        "model.layers.0.post_attention_layernorm.weight": np.ones(H, dtype=np.float32),
+        "model.layers.0.self_attn.q_proj.weight": zero(8, H),
+        "model.layers.0.self_attn.k_proj.weight": zero(8, H),
+        "model.layers.0.self_attn.v_proj.weight": zero(8, H),
+        "model.layers.0.self_attn.o_proj.weight": zero(H, 8),
+        "model.layers.0.mlp.gate_proj.weight": zero(8, H),
+        "model.layers.0.mlp.up_proj.weight": zero(8, H),
+        "model.layers.0.mlp.down_proj.weight": zero(H, 8),
+    }
     save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": H,
-              "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
-              "head_dim": 8, "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
-              "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float32", "bos_token_id": 0,
-              "eos_token_id": None}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": V,
+        "hidden_size": H,
+        "intermediate_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 1,
+        "num_key_value_heads": 1,
+        "head_dim": 8,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "bos_token_id": 0,
+        "eos_token_id": None,
+    }
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f)
 
@@ -122,8 +164,13 @@ def models(tmp_path_factory):
     byte_dir = str(tmp_path_factory.mktemp("byte_draft"))
     _write_byte_draft(byte_dir)
     byte_draft = ha.AutoModelForCausalLM.from_pretrained(byte_dir)
-    return dict(tok=tok, target=target, draft=draft, permuted=(permuted, PermutedTokenizer(tok, perm)),
-                bytes=(byte_draft, TokenizerJSON.load(os.path.join(byte_dir, "tokenizer.json"))))
+    return dict(
+        tok=tok,
+        target=target,
+        draft=draft,
+        permuted=(permuted, PermutedTokenizer(tok, perm)),
+        bytes=(byte_draft, TokenizerJSON.load(os.path.join(byte_dir, "tokenizer.json"))),
+    )
 
 
 def _inputs(tok, text):
@@ -139,24 +186,36 @@ def test_universal_assisted_greedy_is_bitwise_plain_greedy(models, which, one_co
         for max_new, k, schedule in ((7, 3, "constant"), (40, 5, "heuristic_transient")):
             inputs = _inputs(tok, text)
             plain = target.generate(**inputs, max_new_tokens=max_new)
-            res = target.generate(**inputs, max_new_tokens=max_new, assistant_model=draft, tokenizer=tok,
-                                  assistant_tokenizer=draft_tok, num_assistant_tokens=k,
-                                  num_assistant_tokens_schedule=schedule, return_dict_in_generate=True)
-            assert np.array_equal(plain, res.sequences), \
+            res = target.generate(
+                **inputs,
+                max_new_tokens=max_new,
+                assistant_model=draft,
+                tokenizer=tok,
+                assistant_tokenizer=draft_tok,
+                num_assistant_tokens=k,
+                num_assistant_tokens_schedule=schedule,
+                return_dict_in_generate=True,
+            )
+            assert np.array_equal(plain, res.sequences), (
                 f"{which} draft, {text!r}, {max_new} tokens: expected plain greedy\n{plain}\ngot\n{res.sequences}"
-            assert 0 <= res.num_accepted_tokens <= res.num_draft_tokens, \
+            )
+            assert 0 <= res.num_accepted_tokens <= res.num_draft_tokens, (
                 f"expected 0 <= accepted <= proposed, got {res.num_accepted_tokens}, {res.num_draft_tokens}"
-            assert res.proposed_per_position.sum() == res.num_draft_tokens, \
+            )
+            assert res.proposed_per_position.sum() == res.num_draft_tokens, (
                 "expected proposed_per_position to sum to num_draft_tokens (target tokens)"
+            )
             assert res.accepted_per_position.sum() == res.num_accepted_tokens
-            assert res.num_accepted_tokens <= plain.shape[1] - inputs["input_ids"].shape[1], \
+            assert res.num_accepted_tokens <= plain.shape[1] - inputs["input_ids"].shape[1], (
                 "expected accepted target tokens to be at most the new tokens"
+            )
             total_proposed += res.num_draft_tokens
             total_accepted += res.num_accepted_tokens
     assert total_proposed > 0, f"expected the {which} draft to propose target tokens"
     if which == "permuted":
-        assert total_accepted >= total_proposed / 2, \
+        assert total_accepted >= total_proposed / 2, (
             f"expected the permuted shipped draft to be accepted often, got {total_accepted}/{total_proposed}"
+        )
 
 
 def test_permuted_draft_accepts_as_many_as_the_same_tokenizer_draft(models, one_core_thread):
@@ -164,13 +223,22 @@ def test_permuted_draft_accepts_as_many_as_the_same_tokenizer_draft(models, one_
     tok, target, draft = models["tok"], models["target"], models["draft"]
     permuted, permuted_tok = models["permuted"]
     inputs = _inputs(tok, PROMPTS[0])
-    same = target.generate(**inputs, max_new_tokens=40, assistant_model=draft, num_assistant_tokens=5,
-                           return_dict_in_generate=True)
-    univ = target.generate(**inputs, max_new_tokens=40, assistant_model=permuted, tokenizer=tok,
-                           assistant_tokenizer=permuted_tok, num_assistant_tokens=5, return_dict_in_generate=True)
+    same = target.generate(
+        **inputs, max_new_tokens=40, assistant_model=draft, num_assistant_tokens=5, return_dict_in_generate=True
+    )
+    univ = target.generate(
+        **inputs,
+        max_new_tokens=40,
+        assistant_model=permuted,
+        tokenizer=tok,
+        assistant_tokenizer=permuted_tok,
+        num_assistant_tokens=5,
+        return_dict_in_generate=True,
+    )
     assert np.array_equal(same.sequences, univ.sequences)
-    assert univ.num_accepted_tokens >= same.num_accepted_tokens - 2, \
+    assert univ.num_accepted_tokens >= same.num_accepted_tokens - 2, (
         f"expected acceptance near the same-tokenizer path's {same.num_accepted_tokens}, got {univ.num_accepted_tokens}"
+    )
 
 
 @pytest.mark.parametrize("which", ["permuted", "bytes"])
@@ -178,17 +246,29 @@ def test_permuted_draft_accepts_as_many_as_the_same_tokenizer_draft(models, one_
 def test_universal_assisted_sampling_is_plain_sampling_for_the_same_seed(models, which, mode, one_core_thread):
     tok, target = models["tok"], models["target"]
     draft, draft_tok = models[which]
-    for text, knobs in ((PROMPTS[0], dict(temperature=0.8, top_k=0, top_p=1.0)),
-                        (PROMPTS[1], dict(temperature=1.3, top_k=20, top_p=0.9)),
-                        (PROMPTS[2], dict(temperature=0.6, top_k=50, top_p=0.95, repetition_penalty=1.2))):
+    for text, knobs in (
+        (PROMPTS[0], dict(temperature=0.8, top_k=0, top_p=1.0)),
+        (PROMPTS[1], dict(temperature=1.3, top_k=20, top_p=0.9)),
+        (PROMPTS[2], dict(temperature=0.6, top_k=50, top_p=0.95, repetition_penalty=1.2)),
+    ):
         inputs = _inputs(tok, text)
         for seed in (0, 7):
             plain = target.generate(**inputs, max_new_tokens=30, do_sample=True, seed=seed, **knobs)
-            res = target.generate(**inputs, max_new_tokens=30, do_sample=True, seed=seed, assistant_model=draft,
-                                  tokenizer=tok, assistant_tokenizer=draft_tok, assisted_sampling=mode,
-                                  return_dict_in_generate=True, **knobs)
-            assert np.array_equal(plain, res.sequences), \
+            res = target.generate(
+                **inputs,
+                max_new_tokens=30,
+                do_sample=True,
+                seed=seed,
+                assistant_model=draft,
+                tokenizer=tok,
+                assistant_tokenizer=draft_tok,
+                assisted_sampling=mode,
+                return_dict_in_generate=True,
+                **knobs,
+            )
+            assert np.array_equal(plain, res.sequences), (
                 f"{which}, {mode}, seed {seed}, {knobs}: expected plain sampled\n{plain}\ngot\n{res.sequences}"
+            )
 
 
 def test_processors_scores_and_stopping_are_plain_generations(models, one_core_thread):
@@ -206,28 +286,49 @@ def test_processors_scores_and_stopping_are_plain_generations(models, one_core_t
     def stop_after_colon(input_ids, scores):
         return tok.decode(np.asarray(input_ids)[0, -1:]).endswith(":")
 
-    cases = [dict(repetition_penalty=1.3), dict(no_repeat_ngram_size=3), dict(min_new_tokens=20, eos_token_id=ban),
-             dict(suppress_tokens=[ban]), dict(begin_suppress_tokens=[ban]), dict(eos_token_id=ban),
-             dict(logits_processor=[halve_last_seen]), dict(stopping_criteria=[stop_after_colon]),
-             dict(output_scores=True, output_logits=True),
-             # the rest of the core's processors, which the sampler shared with plain generation runs too
-             dict(sequence_bias={(ban,): -4.0}), dict(bad_words_ids=[[ban]]), dict(forced_eos_token_id=ban),
-             dict(exponential_decay_length_penalty=(4, 1.5), eos_token_id=ban), dict(renormalize_logits=True),
-             dict(do_sample=True, seed=3, min_p=0.05), dict(do_sample=True, seed=4, typical_p=0.9),
-             dict(do_sample=True, seed=5, epsilon_cutoff=3e-4), dict(do_sample=True, seed=6, eta_cutoff=1e-3)]
+    cases = [
+        dict(repetition_penalty=1.3),
+        dict(no_repeat_ngram_size=3),
+        dict(min_new_tokens=20, eos_token_id=ban),
+        dict(suppress_tokens=[ban]),
+        dict(begin_suppress_tokens=[ban]),
+        dict(eos_token_id=ban),
+        dict(logits_processor=[halve_last_seen]),
+        dict(stopping_criteria=[stop_after_colon]),
+        dict(output_scores=True, output_logits=True),
+        # the rest of the core's processors, which the sampler shared with plain generation runs too
+        dict(sequence_bias={(ban,): -4.0}),
+        dict(bad_words_ids=[[ban]]),
+        dict(forced_eos_token_id=ban),
+        dict(exponential_decay_length_penalty=(4, 1.5), eos_token_id=ban),
+        dict(renormalize_logits=True),
+        dict(do_sample=True, seed=3, min_p=0.05),
+        dict(do_sample=True, seed=4, typical_p=0.9),
+        dict(do_sample=True, seed=5, epsilon_cutoff=3e-4),
+        dict(do_sample=True, seed=6, eta_cutoff=1e-3),
+    ]
     for d, dt in ((draft, draft_tok), (pdraft, ptok)):
         for extra in cases:
             plain = target.generate(**inputs, max_new_tokens=24, return_dict_in_generate=True, **extra)
-            res = target.generate(**inputs, max_new_tokens=24, assistant_model=d, tokenizer=tok, assistant_tokenizer=dt,
-                                  return_dict_in_generate=True, **extra)
-            assert np.array_equal(plain.sequences, res.sequences), \
+            res = target.generate(
+                **inputs,
+                max_new_tokens=24,
+                assistant_model=d,
+                tokenizer=tok,
+                assistant_tokenizer=dt,
+                return_dict_in_generate=True,
+                **extra,
+            )
+            assert np.array_equal(plain.sequences, res.sequences), (
                 f"{extra}: expected plain output\n{plain.sequences}\ngot\n{res.sequences}"
+            )
             for field in ("scores", "logits"):
                 a, b = getattr(plain, field), getattr(res, field)
                 assert (a is None) == (b is None), f"{extra}: expected {field} exactly when plain gives it"
                 if a is not None:
-                    assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b)), \
+                    assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b)), (
                         f"{extra}: expected {field} bitwise plain generation's"
+                    )
 
 
 def test_batch_rows_and_streamer_follow_the_plain_contract(models, one_core_thread):
@@ -237,8 +338,9 @@ def test_batch_rows_and_streamer_follow_the_plain_contract(models, one_core_thre
     batch = tok([PROMPTS[0], PROMPTS[3]], padding=True, return_tensors="np")
     for sample in (dict(), dict(do_sample=True, seed=3, temperature=0.9)):
         plain = target.generate(**batch, max_new_tokens=20, **sample)
-        res = target.generate(**batch, max_new_tokens=20, assistant_model=draft, tokenizer=tok,
-                              assistant_tokenizer=draft_tok, **sample)
+        res = target.generate(
+            **batch, max_new_tokens=20, assistant_model=draft, tokenizer=tok, assistant_tokenizer=draft_tok, **sample
+        )
         assert np.array_equal(plain, res), f"{sample}: expected the batch's plain output\n{plain}\ngot\n{res}"
 
     class Collect:
@@ -253,26 +355,42 @@ def test_batch_rows_and_streamer_follow_the_plain_contract(models, one_core_thre
 
     inputs = _inputs(tok, PROMPTS[2])
     streamer = Collect()
-    out = target.generate(**inputs, max_new_tokens=25, assistant_model=draft, tokenizer=tok,
-                          assistant_tokenizer=draft_tok, streamer=streamer)
+    out = target.generate(
+        **inputs,
+        max_new_tokens=25,
+        assistant_model=draft,
+        tokenizer=tok,
+        assistant_tokenizer=draft_tok,
+        streamer=streamer,
+    )
     assert streamer.ended, "expected the streamer ended"
     assert np.array_equal(streamer.parts[0], inputs["input_ids"][0]), "expected the prompt put first"
-    assert np.array_equal(np.concatenate(streamer.parts[1:]), out[0, inputs["input_ids"].shape[1]:]), \
+    assert np.array_equal(np.concatenate(streamer.parts[1:]), out[0, inputs["input_ids"].shape[1] :]), (
         "expected the streamer to receive exactly the new tokens, in order"
+    )
 
 
 def test_same_vocabulary_pair_takes_the_same_tokenizer_path(models, one_core_thread):
     tok, target, draft = models["tok"], models["target"], models["draft"]
     inputs = _inputs(tok, PROMPTS[0])
-    core = target.generate(**inputs, max_new_tokens=30, assistant_model=draft, num_assistant_tokens=4,
-                           return_dict_in_generate=True)
-    both = target.generate(**inputs, max_new_tokens=30, assistant_model=draft, num_assistant_tokens=4, tokenizer=tok,
-                           assistant_tokenizer=tok, return_dict_in_generate=True)
+    core = target.generate(
+        **inputs, max_new_tokens=30, assistant_model=draft, num_assistant_tokens=4, return_dict_in_generate=True
+    )
+    both = target.generate(
+        **inputs,
+        max_new_tokens=30,
+        assistant_model=draft,
+        num_assistant_tokens=4,
+        tokenizer=tok,
+        assistant_tokenizer=tok,
+        return_dict_in_generate=True,
+    )
     assert np.array_equal(core.sequences, both.sequences)
     for field in ("num_draft_tokens", "num_accepted_tokens", "num_target_passes", "num_draft_passes"):
-        assert getattr(core, field) == getattr(both, field), \
-            f"expected identical vocabularies to draft in the core ({field} {getattr(core, field)}), " \
+        assert getattr(core, field) == getattr(both, field), (
+            f"expected identical vocabularies to draft in the core ({field} {getattr(core, field)}), "
             f"got {getattr(both, field)}"
+        )
 
 
 def test_universal_argument_errors_name_the_fix(models):
@@ -288,11 +406,19 @@ def test_universal_argument_errors_name_the_fix(models):
     with pytest.raises(InvalidInputError, match="pass assistant_model"):
         target.generate(**inputs, max_new_tokens=4, tokenizer=tok, assistant_tokenizer=byte_tok)
     with pytest.raises(InvalidInputError, match="encode\\(\\), decode\\(\\) and get_vocab"):
-        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok,
-                        assistant_tokenizer="gpt2")
+        target.generate(
+            **inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer="gpt2"
+        )
     with pytest.raises(InvalidInputError, match="outside the assistant model's vocabulary"):
         target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok, assistant_tokenizer=tok)
-    with pytest.raises(InvalidInputError, match="assistant_tree_width=2: a draft with another tokenizer.*"
-                                                "assistant_tree_width=1"):
-        target.generate(**inputs, max_new_tokens=4, assistant_model=byte_draft, tokenizer=tok,
-                        assistant_tokenizer=byte_tok, assistant_tree_width=2)
+    with pytest.raises(
+        InvalidInputError, match="assistant_tree_width=2: a draft with another tokenizer.*assistant_tree_width=1"
+    ):
+        target.generate(
+            **inputs,
+            max_new_tokens=4,
+            assistant_model=byte_draft,
+            tokenizer=tok,
+            assistant_tokenizer=byte_tok,
+            assistant_tree_width=2,
+        )

@@ -55,7 +55,8 @@ def test_torch_model_logits_agree_with_the_native_model_on_the_shipped_target():
     scale = float(np.abs(want).max())
     assert got.shape == want.shape and float(np.abs(got - want).max()) <= 1e-5 * scale, (
         f"the torch model's logits should agree with the native model's to float32 rounding: largest difference "
-        f"{float(np.abs(got - want).max()):.3g} on logits up to {scale:.3g}")
+        f"{float(np.abs(got - want).max()):.3g} on logits up to {scale:.3g}"
+    )
 
 
 @pytest.mark.parametrize("tuple_cache", [False, True])
@@ -66,12 +67,20 @@ def test_every_mixed_pair_gives_plain_greedy_output_when_the_forward_is_batch_in
     assert ext_t.measure_disagreement() == 0.0
     plain = ext_t.generate(IDS, max_new_tokens=24)
     assert np.array_equal(plain, native_t.generate(IDS, max_new_tokens=24)), "torch and native greedy differ"
-    for name, target, draft in (("external target, native draft", ext_t, native_d),
-                                ("external target, external draft", ext_t, ext_d),
-                                ("native target, external draft", native_t, ext_d)):
+    for name, target, draft in (
+        ("external target, native draft", ext_t, native_d),
+        ("external target, external draft", ext_t, ext_d),
+        ("native target, external draft", native_t, ext_d),
+    ):
         for K in (1, 4):
-            res = target.generate(IDS, max_new_tokens=24, assistant_model=draft, num_assistant_tokens=K,
-                                  num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
+            res = target.generate(
+                IDS,
+                max_new_tokens=24,
+                assistant_model=draft,
+                num_assistant_tokens=K,
+                num_assistant_tokens_schedule="constant",
+                return_dict_in_generate=True,
+            )
             assert np.array_equal(res.sequences, plain), f"{name}, K={K}: assisted greedy differs from plain"
             assert res.num_draft_tokens > 0 and 0 <= res.num_accepted_tokens <= res.num_draft_tokens
             if target is ext_t:
@@ -89,27 +98,30 @@ def test_a_batch_of_wrapped_rows_gives_each_row_what_it_gives_alone(small):
     t, d, native_t, native_d = small
     ext_t, ext_d = ha.wrap(TorchCausalLM(t, one_at_a_time=True)), ha.wrap(TorchCausalLM(d))
     ids, mask = left_padded(BATCH)
-    alone = [ext_t.generate(np.array([p]), max_new_tokens=16, eos_token_id=[])[0, len(p):] for p in BATCH]
+    alone = [ext_t.generate(np.array([p]), max_new_tokens=16, eos_token_id=[])[0, len(p) :] for p in BATCH]
     # as eos, a token the last row decides at step 3 or later and the others never: it ends there, they run on
     eos = next(int(tok) for tok in alone[2][3:] if tok not in alone[0] and tok not in alone[1])
     kw = dict(attention_mask=mask, max_new_tokens=16, eos_token_id=eos, pad_token_id=0)
     want = native_t.generate(ids, **kw)
     for name, target, assistant, extra in (
-            ("plain", ext_t, None, {}), ("external target, native draft", ext_t, native_d, {}),
-            ("external target, external draft", ext_t, ext_d, {}),
-            ("native target, external draft", native_t, ext_d, {}),
-            ("prompt lookup", ext_t, None, dict(prompt_lookup_num_tokens=3))):
+        ("plain", ext_t, None, {}),
+        ("external target, native draft", ext_t, native_d, {}),
+        ("external target, external draft", ext_t, ext_d, {}),
+        ("native target, external draft", native_t, ext_d, {}),
+        ("prompt lookup", ext_t, None, dict(prompt_lookup_num_tokens=3)),
+    ):
         got = target.generate(ids, assistant_model=assistant, **kw, **extra)
         assert np.array_equal(got, want), f"{name}: the batch differs from the native batch"
     for row, (p, tokens) in enumerate(zip(BATCH, alone)):
         ends = [j for j, tok in enumerate(tokens) if tok == eos]
         n = ends[0] + 1 if ends else len(tokens)
-        assert np.array_equal(want[row, ids.shape[1]:ids.shape[1] + n], tokens[:n]), f"row {row} differs from alone"
-        assert (want[row, ids.shape[1] + n:] == 0).all()
-    assert eos in want[2, ids.shape[1]:] and (want[2, -1] == 0) and want.shape[1] == ids.shape[1] + 16
+        assert np.array_equal(want[row, ids.shape[1] : ids.shape[1] + n], tokens[:n]), f"row {row} differs from alone"
+        assert (want[row, ids.shape[1] + n :] == 0).all()
+    assert eos in want[2, ids.shape[1] :] and (want[2, -1] == 0) and want.shape[1] == ids.shape[1] + 16
     kw = dict(attention_mask=mask, max_new_tokens=12, do_sample=True, seed=3, top_k=0, eos_token_id=[])
-    assert np.array_equal(ext_t.generate(ids, assistant_model=native_d, assisted_sampling="coupled", **kw),
-                          ext_t.generate(ids, **kw)), "coupled sampling of a batch differs from plain sampling"
+    assert np.array_equal(
+        ext_t.generate(ids, assistant_model=native_d, assisted_sampling="coupled", **kw), ext_t.generate(ids, **kw)
+    ), "coupled sampling of a batch differs from plain sampling"
 
 
 class FailsAt(TorchCausalLM):
@@ -131,8 +143,9 @@ class FailsAt(TorchCausalLM):
 def test_a_failing_row_leaves_no_row_appended_and_the_next_call_is_whole(small):
     t, _, _, native_d = small
     ids, mask = left_padded(BATCH)
-    want = ha.wrap(TorchCausalLM(t, one_at_a_time=True)).generate(ids, attention_mask=mask, max_new_tokens=10,
-                                                                  assistant_model=native_d)
+    want = ha.wrap(TorchCausalLM(t, one_at_a_time=True)).generate(
+        ids, attention_mask=mask, max_new_tokens=10, assistant_model=native_d
+    )
     # calls: the probe's 1 + 8, then the prefill's three rows, then each round's; the 14th fails mid-round
     model = FailsAt(t, 14)
     ext = ha.wrap(model)
@@ -144,8 +157,12 @@ def test_a_failing_row_leaves_no_row_appended_and_the_next_call_is_whole(small):
     adapter = external._Adapter(ha.wrap(FailsAt(t, 2)), 2, False)
     ctx = _core.external_context(adapter, SMALL["vocab_size"], 16, 2)
     with pytest.raises(RuntimeError, match="device lost"):
-        ctx.append(np.array([0, 0, 1, 1], dtype=np.int32), np.array([5, 6, 7, 8], dtype=np.int32), None,
-                   np.empty((4, SMALL["vocab_size"]), dtype=np.float32))
+        ctx.append(
+            np.array([0, 0, 1, 1], dtype=np.int32),
+            np.array([5, 6, 7, 8], dtype=np.int32),
+            None,
+            np.empty((4, SMALL["vocab_size"]), dtype=np.float32),
+        )
     assert ctx.length(0) == ctx.length(1) == 0 and adapter.length == [0, 0]
     assert adapter.cache[0].get_seq_length() == 0, "row 0's cache keeps the positions of a failed append"
 
@@ -174,13 +191,16 @@ def test_token_trees_need_a_native_target_and_take_a_wrapped_draft(small):
         ext_t.generate(IDS, assistant_model=TorchCausalLM(d), assistant_tree_width=2, max_new_tokens=8)
     msg = str(err.value)
     assert "assistant_tree_width=2" in msg and "wrap" in msg and "assistant_tree_width=1" in msg, (
-        f"a wrapped target with trees: expected a message naming assistant_tree_width=2, wrap and the fix, got {msg!r}")
+        f"a wrapped target with trees: expected a message naming assistant_tree_width=2, wrap and the fix, got {msg!r}"
+    )
     plain = native_t.generate(IDS, max_new_tokens=16)
-    res = native_t.generate(IDS, max_new_tokens=16, assistant_model=TorchCausalLM(d), assistant_tree_width=3,
-                            return_dict_in_generate=True)
+    res = native_t.generate(
+        IDS, max_new_tokens=16, assistant_model=TorchCausalLM(d), assistant_tree_width=3, return_dict_in_generate=True
+    )
     assert np.array_equal(res.sequences, plain) and res.num_sibling_tokens > 0, (
         f"a native target verifying a wrapped draft's trees: expected plain {plain.tolist()} with siblings proposed, "
-        f"got {res.sequences.tolist()} ({res.num_sibling_tokens} siblings)")
+        f"got {res.sequences.tolist()} ({res.num_sibling_tokens} siblings)"
+    )
 
 
 class Slow(TorchCausalLM):
@@ -209,16 +229,30 @@ def test_drafting_ahead_beside_a_wrapped_target_changes_nothing(small):
     ids, mask = left_padded(BATCH)
     passes = used_when_right = 0
     for draft in (native_d, native_t):
-        for kw in (dict(), dict(do_sample=True, seed=4, assisted_sampling="coupled"),
-                   dict(do_sample=True, seed=4, assisted_sampling="rejection", top_k=0)):
-            for schedule, prompt in (("constant", dict(input_ids=IDS)), ("heuristic", dict(input_ids=ids,
-                                                                                           attention_mask=mask))):
+        for kw in (
+            dict(),
+            dict(do_sample=True, seed=4, assisted_sampling="coupled"),
+            dict(do_sample=True, seed=4, assisted_sampling="rejection", top_k=0),
+        ):
+            for schedule, prompt in (
+                ("constant", dict(input_ids=IDS)),
+                ("heuristic", dict(input_ids=ids, attention_mask=mask)),
+            ):
                 results = []
                 for overlap in (False, True):
                     ext.overlap = overlap
-                    results.append(ext.generate(**prompt, max_new_tokens=14, assistant_model=draft, eos_token_id=[],
-                                                num_assistant_tokens=3, num_assistant_tokens_schedule=schedule,
-                                                return_dict_in_generate=True, **kw))
+                    results.append(
+                        ext.generate(
+                            **prompt,
+                            max_new_tokens=14,
+                            assistant_model=draft,
+                            eos_token_id=[],
+                            num_assistant_tokens=3,
+                            num_assistant_tokens_schedule=schedule,
+                            return_dict_in_generate=True,
+                            **kw,
+                        )
+                    )
                     if not overlap:
                         assert ext.drafted_ahead == {"passes": 0, "used": 0}
                 without, with_ = results
@@ -260,13 +294,20 @@ def test_disagreement_is_measured_and_narrow_margins_are_reported(small):
     chunked = ha.wrap(TorchCausalLM(t))
     assert chunked.measure_disagreement() < 1e-4  # float32 rounding only
     big = ha.wrap(Perturbed(t, 1e4))  # every margin is narrower than this disagreement
-    res = big.generate(IDS, max_new_tokens=12, assistant_model=native_d, num_assistant_tokens=3,
-                       num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
+    res = big.generate(
+        IDS,
+        max_new_tokens=12,
+        assistant_model=native_d,
+        num_assistant_tokens=3,
+        num_assistant_tokens_schedule="constant",
+        return_dict_in_generate=True,
+    )
     assert big.batch_disagreement == pytest.approx(1e4, rel=1e-3), "the probe should measure the injected disagreement"
     # the rows the target's appends returned: the prompt's last, then K + 1 per verification of K drafts
     rows = 1 + res.num_draft_tokens + (res.num_target_passes - 1)
     assert res.num_narrow_margins == rows == big.narrow_margins, (
-        f"every one of the target's {rows} logits rows has a margin below 1e4; reported {res.num_narrow_margins}")
+        f"every one of the target's {rows} logits rows has a margin below 1e4; reported {res.num_narrow_margins}"
+    )
 
 
 def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_same(small, monkeypatch):
@@ -277,8 +318,12 @@ def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_sa
     real = external.top_two
     monkeypatch.setattr(external, "top_two", lambda rows: calls.append(int(rows.shape[0])) or real(rows))
     whole, reduced = ha.wrap(Perturbed(t, 0.5), reduce_logits=False), ha.wrap(Perturbed(t, 0.5), reduce_logits=True)
-    kw = dict(max_new_tokens=20, num_assistant_tokens=3, num_assistant_tokens_schedule="constant",
-              return_dict_in_generate=True)
+    kw = dict(
+        max_new_tokens=20,
+        num_assistant_tokens=3,
+        num_assistant_tokens_schedule="constant",
+        return_dict_in_generate=True,
+    )
     for assistant in (None, native_d):
         a = whole.generate(IDS, assistant_model=assistant, **kw)
         assert not calls
@@ -289,18 +334,27 @@ def test_greedy_calls_reduce_the_targets_rows_to_their_top_two_and_decide_the_sa
         assert 0 < a.num_narrow_margins, "0.5 should be wider than some margins (else the count is not compared)"
         # every row the target's appends returned was reduced: the prompt's last, then one per step (plain) or
         # K + 1 per verification of K drafts (the probe's forwards are not reduced)
-        rows = (b.sequences.shape[1] - IDS.shape[1] if assistant is None
-                else 1 + b.num_draft_tokens + b.num_target_passes - 1)
+        rows = (
+            b.sequences.shape[1] - IDS.shape[1]
+            if assistant is None
+            else 1 + b.num_draft_tokens + b.num_target_passes - 1
+        )
         assert sum(calls) == rows, f"{sum(calls)} rows reduced of {rows}"
         calls.clear()
-    assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, \
+    assert whole.transfer_bytes == reduced.transfer_bytes == {"to_device": 0, "to_host": 0}, (
         "nothing crosses on the host"
-    for extra in (dict(output_scores=True, return_dict_in_generate=True), dict(repetition_penalty=1.2),
-                  dict(min_new_tokens=3),
-                  dict(do_sample=True, seed=1), dict(logits_processor=[lambda ids, s: s]),
-                  dict(stopping_criteria=[lambda ids, s, **k: False]),
-                  dict(output_logits=True, return_dict_in_generate=True),
-                  dict(suppress_tokens=[3]), dict(no_repeat_ngram_size=2)):
+    )
+    for extra in (
+        dict(output_scores=True, return_dict_in_generate=True),
+        dict(repetition_penalty=1.2),
+        dict(min_new_tokens=3),
+        dict(do_sample=True, seed=1),
+        dict(logits_processor=[lambda ids, s: s]),
+        dict(stopping_criteria=[lambda ids, s, **k: False]),
+        dict(output_logits=True, return_dict_in_generate=True),
+        dict(suppress_tokens=[3]),
+        dict(no_repeat_ngram_size=2),
+    ):
         reduced.generate(IDS, max_new_tokens=6, assistant_model=native_d, **extra)
         assert not calls, f"{extra} reads more of the target's rows than their argmax; they must cross whole"
     with pytest.raises(ha.InvalidInputError, match="reduce_logits"):
@@ -327,16 +381,19 @@ def test_top_two_are_the_largest_logits_and_the_first_of_equals(case):
             assert (v2, i2) == (v1, i1)
 
 
-@pytest.mark.parametrize("top, message", [
-    ([[1.0, 70.0, 0.5, 1.0]], "outside the vocabulary"),
-    ([[1.0, 2.5, 0.5, 1.0]], "outside the vocabulary"),
-    ([[1.0, 2.0, 1.5, 1.0]], "not the largest"),
-    ([[1.0, 2.0, 0.5, 2.0]], "not the largest"),
-    ([[float("nan"), 2.0, 0.5, 1.0]], "NaN logits .position 0 of this forward, token id 2"),
-    ([[1.0, 2.0, 0.5, 1.0, 0.0]], "expected 4 per position"),
-    (np.zeros((1, 4), dtype=np.int64), "format '[lq]'"),
-    ("text", "must return float32 logits"),
-])
+@pytest.mark.parametrize(
+    "top, message",
+    [
+        ([[1.0, 70.0, 0.5, 1.0]], "outside the vocabulary"),
+        ([[1.0, 2.5, 0.5, 1.0]], "outside the vocabulary"),
+        ([[1.0, 2.0, 1.5, 1.0]], "not the largest"),
+        ([[1.0, 2.0, 0.5, 2.0]], "not the largest"),
+        ([[float("nan"), 2.0, 0.5, 1.0]], "NaN logits .position 0 of this forward, token id 2"),
+        ([[1.0, 2.0, 0.5, 1.0, 0.0]], "expected 4 per position"),
+        (np.zeros((1, 4), dtype=np.int64), "format '[lq]'"),
+        ("text", "must return float32 logits"),
+    ],
+)
 def test_the_core_checks_an_adapters_top_two(top, message):
     class Adapter:
         def append(self, seq, tokens, want):
@@ -347,8 +404,9 @@ def test_the_core_checks_an_adapters_top_two(top, message):
 
     ctx = _core.external_context(Adapter(), 64, 16)
     with pytest.raises(ha.InvalidInputError, match=message):
-        ctx.append(np.zeros(1, dtype=np.int32), np.array([1], dtype=np.int32), None,
-                   np.empty((1, 64), dtype=np.float32))
+        ctx.append(
+            np.zeros(1, dtype=np.int32), np.array([1], dtype=np.int32), None, np.empty((1, 64), dtype=np.float32)
+        )
     assert ctx.length(0) == 0
 
 
@@ -359,10 +417,19 @@ def test_rejection_sampling_through_the_wrapper_draws_the_target_distribution(pa
     probs = joint(distributions(target, T), T)  # the native twin's: equal to float32 rounding
     rows, drafted, accepted = [], 0, 0
     for seed in range(draws):
-        res = ext.generate(np.array([PROMPT]), assistant_model=draft, do_sample=True, seed=seed, max_new_tokens=T,
-                           temperature=TEMPERATURE, top_k=0, num_assistant_tokens=K,
-                           num_assistant_tokens_schedule="constant", return_dict_in_generate=True)
-        rows.append(res.sequences[0, len(PROMPT):])
+        res = ext.generate(
+            np.array([PROMPT]),
+            assistant_model=draft,
+            do_sample=True,
+            seed=seed,
+            max_new_tokens=T,
+            temperature=TEMPERATURE,
+            top_k=0,
+            num_assistant_tokens=K,
+            num_assistant_tokens_schedule="constant",
+            return_dict_in_generate=True,
+        )
+        rows.append(res.sequences[0, len(PROMPT) :])
         drafted += res.num_draft_tokens
         accepted += res.num_accepted_tokens
     stat, df, p = chi_square(outcome_counts(np.array(rows), T), probs)
@@ -390,15 +457,23 @@ def _good(n, cache, dtype=torch.float32, vocab=TINY["vocab_size"]):
     return SimpleNamespace(logits=torch.arange(n * vocab, dtype=dtype).reshape(1, n, vocab) % 7, past_key_values=cache)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda n, c: SimpleNamespace(past_key_values=c), "without `logits`"),
-    (lambda n, c: _good(n, c, vocab=5), "shape"),
-    (lambda n, c: _good(n, c, dtype=torch.float64), "float64"),
-    (lambda n, c: _good(n, c, dtype=torch.int32), "int32"),
-    (lambda n, c: SimpleNamespace(logits=torch.full((1, n, TINY["vocab_size"]), float("nan")),
-                                  past_key_values=SimpleNamespace(crop=lambda m: None)), "NaN"),
-    (lambda n, c: SimpleNamespace(logits=_good(n, c).logits, past_key_values=object()), "cannot be cropped"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda n, c: SimpleNamespace(past_key_values=c), "without `logits`"),
+        (lambda n, c: _good(n, c, vocab=5), "shape"),
+        (lambda n, c: _good(n, c, dtype=torch.float64), "float64"),
+        (lambda n, c: _good(n, c, dtype=torch.int32), "int32"),
+        (
+            lambda n, c: SimpleNamespace(
+                logits=torch.full((1, n, TINY["vocab_size"]), float("nan")),
+                past_key_values=SimpleNamespace(crop=lambda m: None),
+            ),
+            "NaN",
+        ),
+        (lambda n, c: SimpleNamespace(logits=_good(n, c).logits, past_key_values=object()), "cannot be cropped"),
+    ],
+)
 def test_models_that_break_the_convention_get_clear_errors(pair, make, message):  # noqa: F811 - the imported fixture
     _, draft = pair
     model = ha.wrap(Returns(make))

@@ -1,6 +1,7 @@
 """Inputs and outputs in the caller's types: torch in, torch out; lists and numpy in, numpy out; torch CPU tensors
 read in place (zero copy); torch never imported for a caller who passes none; clear errors for tensors the CPU
 cannot read and for objects that are no arrays."""
+
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def _address(array):
 
 # ---- tokenizer ------------------------------------------------------------------------------------------------
 
+
 def test_return_tensors_pt_gives_int64_torch_tensors_equal_to_numpys(tok):
     pt = tok(TEXTS, padding=True, return_tensors="pt")
     np_ = tok(TEXTS, padding=True, return_tensors="np")
@@ -49,8 +51,11 @@ def test_return_tensors_pt_gives_int64_torch_tensors_equal_to_numpys(tok):
 
 def test_return_tensors_pt_without_torch_says_how_to_get_it(tok, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` sees where torch is not installed
-    with pytest.raises(InvalidInputError, match=r"return_tensors='pt' needs PyTorch \(torch\), which is not importable "
-                                                r"here; install Debian's python3-torch, or use return_tensors='np'"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"return_tensors='pt' needs PyTorch \(torch\), which is not importable "
+        r"here; install Debian's python3-torch, or use return_tensors='np'",
+    ):
         tok(TEXTS[0], return_tensors="pt")
     assert isinstance(tok(TEXTS[0], return_tensors="np")["input_ids"], np.ndarray), "'np' must still work"
 
@@ -84,8 +89,11 @@ def test_batch_encoding_to_cpu_as_transformers_scripts_write_it(tok):
 def test_a_tokenizers_whole_output_passed_as_input_ids_says_to_unpack_it(tok, model):
     for return_tensors in ("np", "pt"):
         inputs = tok(TEXTS[:1], return_tensors=return_tensors)
-        with pytest.raises(InvalidInputError, match=r"tokenizer's whole output \(BatchEncoding\); unpack it, "
-                                                    r"model.generate\(\*\*inputs\)"):
+        with pytest.raises(
+            InvalidInputError,
+            match=r"tokenizer's whole output \(BatchEncoding\); unpack it, "
+            r"model.generate\(\*\*inputs\)",
+        ):
             model.generate(inputs, max_new_tokens=2)
         with pytest.raises(InvalidInputError, match=r"unpack it"):
             model(dict(inputs))
@@ -104,13 +112,15 @@ def test_numpy_users_never_import_torch():
         "assert isinstance(out.sequences, np.ndarray)\n"
         "print('torch' in sys.modules)\n"
     )
-    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=PACKAGE_PARENT, env=child_env(),
-                            timeout=120)
+    result = subprocess.run(
+        [PYTHON, "-c", code], capture_output=True, text=True, cwd=PACKAGE_PARENT, env=child_env(), timeout=120
+    )
     assert result.returncode == 0, f"the script failed: {result.stderr[-2000:]}"
     assert result.stdout.strip() == "False", "numpy in and out must never import torch"
 
 
 # ---- to_numpy / from_numpy / convert_output -------------------------------------------------------------------
+
 
 def test_torch_cpu_tensors_are_read_in_place():
     t = torch.arange(12, dtype=torch.int64).reshape(3, 4)
@@ -129,13 +139,17 @@ def test_a_tensor_that_requires_grad_is_read_detached_in_place():
     assert np.array_equal(to_numpy(y, "scores")[0], y.detach().numpy())
 
 
-@pytest.mark.parametrize("make, dtype", [
-    (lambda: torch.arange(6, dtype=torch.int32).reshape(2, 3).T, np.int32),  # strided: a view of another layout
-    (lambda: torch.tensor([[True, False, True]]), np.bool_),
-    (lambda: torch.tensor([[0.5, -1.25, 3.0]], dtype=torch.bfloat16), np.float32),  # numpy has no bfloat16
-    (lambda: torch.tensor([[0.5, 2.0]], dtype=torch.float16), np.float16),
-    (lambda: -torch.ones(2, 2), np.float32),
-], ids=["transposed-int32", "bool", "bfloat16", "float16", "negated"])
+@pytest.mark.parametrize(
+    "make, dtype",
+    [
+        (lambda: torch.arange(6, dtype=torch.int32).reshape(2, 3).T, np.int32),  # strided: a view of another layout
+        (lambda: torch.tensor([[True, False, True]]), np.bool_),
+        (lambda: torch.tensor([[0.5, -1.25, 3.0]], dtype=torch.bfloat16), np.float32),  # numpy has no bfloat16
+        (lambda: torch.tensor([[0.5, 2.0]], dtype=torch.float16), np.float16),
+        (lambda: -torch.ones(2, 2), np.float32),
+    ],
+    ids=["transposed-int32", "bool", "bfloat16", "float16", "negated"],
+)
 def test_tensor_dtypes_and_layouts_are_kept_as_numpy_can(make, dtype):
     t = make()
     array, kind = to_numpy(t, "x")
@@ -160,9 +174,11 @@ def test_lists_and_numpy_arrays():
     assert b is a and kind == "numpy", "numpy arrays pass through untouched"
 
 
-@pytest.mark.parametrize("value", ["def f():", {"input_ids": [1]}, None, 5, {1, 2}, b"\x01\x02",
-                                   [[1, 2], [3]], [1, "a", None]],
-                         ids=["str", "dict", "None", "int", "set", "bytes", "ragged", "mixed"])
+@pytest.mark.parametrize(
+    "value",
+    ["def f():", {"input_ids": [1]}, None, 5, {1, 2}, b"\x01\x02", [[1, 2], [3]], [1, "a", None]],
+    ids=["str", "dict", "None", "int", "set", "bytes", "ragged", "mixed"],
+)
 def test_other_objects_are_refused_naming_the_argument(value):
     with pytest.raises(InvalidInputError, match="input_ids"):
         to_numpy(value, "input_ids")
@@ -182,9 +198,12 @@ def test_from_numpy_shares_memory_and_copies_read_only_arrays_quietly():
 
 
 def test_convert_output_converts_every_array_and_keeps_the_rest():
-    out = GenerateDecoderOnlyOutput(sequences=np.ones((1, 3), dtype=np.int64),
-                                    scores=(np.zeros((1, 5), np.float32), np.ones((1, 5), np.float32)),
-                                    num_draft_tokens=4, proposed_per_position=np.array([2, 1]))
+    out = GenerateDecoderOnlyOutput(
+        sequences=np.ones((1, 3), dtype=np.int64),
+        scores=(np.zeros((1, 5), np.float32), np.ones((1, 5), np.float32)),
+        num_draft_tokens=4,
+        proposed_per_position=np.array([2, 1]),
+    )
     got = convert_output(out, "torch")
     assert isinstance(got, GenerateDecoderOnlyOutput) and got is not out
     assert isinstance(got.sequences, torch.Tensor) and got.sequences.dtype == torch.int64
@@ -204,6 +223,7 @@ def test_torch_available():
 
 
 # ---- the model: torch in, torch out; lists in, numpy out ---------------------------------------------------------
+
 
 def test_forward_torch_in_torch_out(tok, model):
     np_ = tok(TEXTS, padding=True, return_tensors="np")
@@ -228,8 +248,9 @@ def test_generate_torch_in_torch_out(tok, model):
     plain = model.generate(pt["input_ids"], attention_mask=pt["attention_mask"], max_new_tokens=6)
     assert isinstance(plain, torch.Tensor) and np.array_equal(plain.numpy(), expected.sequences)
     listed = model.generate(tok.encode(TEXTS[0]), max_new_tokens=6)
-    assert isinstance(listed, np.ndarray) and listed.shape == (1, len(tok.encode(TEXTS[0])) + 6), \
+    assert isinstance(listed, np.ndarray) and listed.shape == (1, len(tok.encode(TEXTS[0])) + 6), (
         f"a 1-D list in gives a numpy (1, prompt + new) array, got {type(listed)} {np.shape(listed)}"
+    )
 
 
 def test_assisted_generate_torch_in_torch_out(tok):
@@ -246,8 +267,9 @@ def test_logits_processors_see_torch_tensors_when_the_input_was_torch(tok, model
     seen = []
 
     def ban(input_ids, scores):
-        seen.append((type(input_ids), input_ids.dtype, tuple(input_ids.shape), type(scores), scores.dtype,
-                     tuple(scores.shape)))
+        seen.append(
+            (type(input_ids), input_ids.dtype, tuple(input_ids.shape), type(scores), scores.dtype, tuple(scores.shape))
+        )
         out = scores.clone().requires_grad_(True)  # a processor that builds a new, autograd-tracked tensor
         mask = torch.zeros_like(scores, dtype=torch.bool)
         mask[:, banned] = True
@@ -263,7 +285,7 @@ def test_logits_processors_see_torch_tensors_when_the_input_was_torch(tok, model
     assert seen and all(s[:3] == (torch.Tensor, torch.int64, (1, s[2][1])) for s in seen), f"input_ids: {seen[:2]}"
     assert all(s[3:] == (torch.Tensor, torch.float32, (1, model.vocab_size)) for s in seen), f"scores: {seen[:2]}"
     assert isinstance(got, torch.Tensor) and np.array_equal(got.numpy(), expected), f"{got} != {expected}"
-    assert banned not in got[0, pt["input_ids"].shape[1]:].tolist(), "the banned token was generated"
+    assert banned not in got[0, pt["input_ids"].shape[1] :].tolist(), "the banned token was generated"
 
 
 def test_model_refuses_what_is_no_array(model):

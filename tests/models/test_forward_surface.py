@@ -4,6 +4,7 @@ and StaticCache, legacy tuples, refusals. References: a float64 numpy forward wr
 (tests/fixtures/reference.py), torch's cross_entropy for the loss (Transformers' ForCausalLMLoss calls it), and
 the package's own one-shot forward (a cache must give bit for bit what one forward of the whole sequence gives).
 """
+
 import numpy as np
 import pytest
 from checkpoints import write_random_checkpoint
@@ -35,14 +36,18 @@ def _close(got, ref, what):
 
 # ---- labels -------------------------------------------------------------------------------------------------
 
+
 def test_labels_give_transformers_loss(model):
     torch = pytest.importorskip("torch")
     labels = IDS.copy()
     labels[0, 3] = -100
     out = model(IDS, labels=labels)
     logits = torch.from_numpy(out.logits)
-    expected = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).double(),
-                                                 torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100)
+    expected = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).double(),
+        torch.from_numpy(labels[:, 1:]).reshape(-1),
+        ignore_index=-100,
+    )
     assert out.loss.shape == () and out.loss.dtype == np.float32
     assert abs(float(out.loss) - float(expected)) <= 1e-6 * max(1.0, abs(float(expected))), (out.loss, expected)
     t_out = model(torch.from_numpy(IDS), labels=torch.from_numpy(labels))
@@ -64,6 +69,7 @@ def test_labels_after_padding_must_be_ignored(model):
 
 
 # ---- outputs -------------------------------------------------------------------------------------------------
+
 
 def test_return_dict_false_gives_the_filled_fields_as_a_tuple(model):
     out = model(IDS, labels=IDS, return_dict=False)
@@ -116,14 +122,17 @@ def test_positions_are_accepted_where_they_agree_and_refused_where_not(model):
 
 
 def test_arguments_that_are_not_supported_are_refused_by_name(model):
-    for kwargs, needle in ((dict(output_attentions=True), "output_attentions"),
-                           (dict(inputs_embeds=np.zeros((1, 2, 32), np.float32)), "inputs_embeds"),
-                           (dict(head_mask=None, foo=1), "foo")):
+    for kwargs, needle in (
+        (dict(output_attentions=True), "output_attentions"),
+        (dict(inputs_embeds=np.zeros((1, 2, 32), np.float32)), "inputs_embeds"),
+        (dict(head_mask=None, foo=1), "foo"),
+    ):
         with pytest.raises(InvalidInputError, match=needle):
             model(IDS, **kwargs)
 
 
 # ---- caches ----------------------------------------------------------------------------------------------------
+
 
 def test_the_manual_decoding_loop_gives_generates_tokens(model):
     """The loop of Transformers' docs: feed out.past_key_values back with the next token."""
@@ -147,7 +156,7 @@ def test_a_dynamic_cache_grows_and_gives_one_forwards_bits(model):
     assert cache.get_seq_length() == 0 and cache.get_max_cache_shape() == -1
     parts, at = [], 0
     for step in (5, 60, 1, 70, 14):  # past the first room (64) and its doubling
-        parts.append(model(seq[:, at:at + step], past_key_values=cache).logits)
+        parts.append(model(seq[:, at : at + step], past_key_values=cache).logits)
         at += step
     assert cache.get_seq_length() == 150 and cache._ctx.capacity >= 150
     assert np.array_equal(np.concatenate(parts, axis=1), whole)
@@ -194,14 +203,16 @@ def test_legacy_tuples_round_trip_and_match_the_reference_keys(ckpt, model):
     again = ha.DynamicCache.from_legacy_cache(legacy)
     assert again.get_seq_length() == 9
     assert np.array_equal(model(nxt, past_key_values=again).logits, model(nxt, past_key_values=cache).logits)
-    assert np.array_equal(model(nxt, past_key_values=legacy).logits,
-                          model(np.concatenate([IDS, nxt], axis=1)).logits[:, -1:])
+    assert np.array_equal(
+        model(nxt, past_key_values=legacy).logits, model(np.concatenate([IDS, nxt], axis=1)).logits[:, -1:]
+    )
     torch = pytest.importorskip("torch")
     t_legacy = model(torch.from_numpy(IDS)).past_key_values.to_legacy_cache()
     assert isinstance(t_legacy[0][0], torch.Tensor)
 
 
 # ---- generate() and caches ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def eos_model(tmp_path_factory):
@@ -219,8 +230,15 @@ def test_generate_returns_a_cache_that_continues_bit_for_bit(eos_model, assisted
     plain = model.generate(ids, attention_mask=mask, max_new_tokens=12, eos_token_id=None, pad_token_id=63)
     # an end for one row only, decided before the last column
     end = int(plain[0, 6])
-    out = model.generate(ids, attention_mask=mask, max_new_tokens=12, eos_token_id=end, pad_token_id=63,
-                         return_dict_in_generate=True, **draft)
+    out = model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=12,
+        eos_token_id=end,
+        pad_token_id=63,
+        return_dict_in_generate=True,
+        **draft,
+    )
     cache, seq = out.past_key_values, out.sequences
     assert isinstance(cache, ha.DynamicCache) and cache.get_seq_length() == seq.shape[1] - 1
     # the cache holds what one forward of the sequences (but the last column) holds: compare the next logits
@@ -228,10 +246,12 @@ def test_generate_returns_a_cache_that_continues_bit_for_bit(eos_model, assisted
     last = seq[:, -1:]
     one_shot = model(seq[:, :-1], attention_mask=full_mask)
     fresh_cache = one_shot.past_key_values
-    want = model(last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1),
-                 past_key_values=fresh_cache).logits
-    got = model(last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1),
-                past_key_values=cache).logits
+    want = model(
+        last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1), past_key_values=fresh_cache
+    ).logits
+    got = model(
+        last, attention_mask=np.concatenate([full_mask, np.ones((2, 1), int)], axis=1), past_key_values=cache
+    ).logits
     assert np.array_equal(got, want)
 
 

@@ -7,7 +7,6 @@ room for different summation orders while a wrong formula (rope convention, a mi
 an off-by-one window) moves logits by whole units.
 """
 
-
 import numpy as np
 import pytest
 from checkpoints import round_to_bfloat16, write_random_checkpoint
@@ -17,8 +16,13 @@ import habana_assist as ha
 
 REL_TOL = 1e-4
 
-LLAMA3_SCALING = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 8.0,
-                  "original_max_position_embeddings": 64}
+LLAMA3_SCALING = {
+    "rope_type": "llama3",
+    "factor": 4.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 8.0,
+    "original_max_position_embeddings": 64,
+}
 LINEAR_SCALING = {"rope_type": "linear", "factor": 2.0}
 
 TOKENS = np.random.default_rng(1234).integers(0, 64, size=13).astype(np.int64)
@@ -42,8 +46,9 @@ CASES = {
     "mistral_sliding_window_5": dict(arch="MistralForCausalLM", sliding_window=5),
     "mistral_no_window": dict(arch="MistralForCausalLM"),
     "odd_sizes_simd_tails": dict(vocab_size=67, hidden_size=40, num_heads=4, num_kv_heads=2, intermediate_size=52),
-    "odd_sizes_f16": dict(vocab_size=67, hidden_size=40, num_heads=4, num_kv_heads=2, intermediate_size=52,
-                          dtype="F16"),
+    "odd_sizes_f16": dict(
+        vocab_size=67, hidden_size=40, num_heads=4, num_kv_heads=2, intermediate_size=52, dtype="F16"
+    ),
     "three_shards": dict(shards=3),
     "three_shards_bf16_tied": dict(shards=3, dtype="BF16", tie_word_embeddings=True),
 }
@@ -56,8 +61,10 @@ def assert_matches_reference(got, ref, what):
     tol = REL_TOL * max(1.0, float(np.abs(ref).max()))
     err = np.abs(got.astype(np.float64) - ref)
     worst = np.unravel_index(int(np.argmax(err)), err.shape)
-    assert err.max() <= tol, (f"{what}: max |logit - reference| = {err.max():.3g} at {worst} "
-                              f"(got {got[worst]:.6g}, reference {ref[worst]:.6g}); expected <= {tol:.3g}")
+    assert err.max() <= tol, (
+        f"{what}: max |logit - reference| = {err.max():.3g} at {worst} "
+        f"(got {got[worst]:.6g}, reference {ref[worst]:.6g}); expected <= {tol:.3g}"
+    )
 
 
 @pytest.mark.parametrize("repack", (True, False), ids=("panels", "row-major"))
@@ -75,9 +82,11 @@ def test_features_under_test_change_the_reference(tmp_path):
     base_cfg, base_t = write_random_checkpoint(tmp_path / "base")
     base = reference_logits(base_cfg, base_t, TOKENS)
     tol = REL_TOL * max(1.0, float(np.abs(base).max()))
-    for name, change in [("rope_scaling llama3", dict(rope_scaling=LLAMA3_SCALING, rope_theta=500.0)),
-                         ("rope_scaling linear", dict(rope_scaling=LINEAR_SCALING)),
-                         ("rope_theta", dict(rope_theta=500000.0))]:
+    for name, change in [
+        ("rope_scaling llama3", dict(rope_scaling=LLAMA3_SCALING, rope_theta=500.0)),
+        ("rope_scaling linear", dict(rope_scaling=LINEAR_SCALING)),
+        ("rope_theta", dict(rope_theta=500000.0)),
+    ]:
         changed = reference_logits(dict(base_cfg, **change), base_t, TOKENS)
         if name == "rope_scaling llama3":  # against the same theta without scaling
             changed_base = reference_logits(dict(base_cfg, rope_theta=500.0), base_t, TOKENS)
@@ -90,8 +99,9 @@ def test_features_under_test_change_the_reference(tmp_path):
     full = reference_logits(dict(cfg, sliding_window=None), t, TOKENS)
     assert np.array_equal(windowed[:5], full[:5]), "a window of 5 must not change the first 5 positions"
     row_change = np.abs(windowed[5:] - full[5:]).max(axis=-1)
-    assert row_change.min() > 100 * tol, \
+    assert row_change.min() > 100 * tol, (
         f"the sliding window should change every position past the window; changes per row: {row_change}"
+    )
 
 
 def test_batch_of_two_sequences_matches_reference_row_by_row(tmp_path):
@@ -113,8 +123,11 @@ def test_one_dimensional_input_ids_give_batch_of_one(tmp_path):
 def test_bf16_file_loaded_as_float32_matches_reference(tmp_path):
     config, tensors = write_random_checkpoint(tmp_path, dtype="BF16")
     model = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path), dtype="float32")
-    assert_matches_reference(model(TOKENS[None]).logits, reference_logits(config, tensors, TOKENS)[None],
-                             "BF16 file loaded with dtype='float32'")
+    assert_matches_reference(
+        model(TOKENS[None]).logits,
+        reference_logits(config, tensors, TOKENS)[None],
+        "BF16 file loaded with dtype='float32'",
+    )
 
 
 def test_f32_file_loaded_as_bfloat16_matches_bf16_rounded_reference(tmp_path):
@@ -126,13 +139,18 @@ def test_f32_file_loaded_as_bfloat16_matches_bf16_rounded_reference(tmp_path):
     unrounded = reference_logits(config, tensors, TOKENS)[None]
     tol = REL_TOL * max(1.0, float(np.abs(unrounded).max()))
     far = np.abs(got.astype(np.float64) - unrounded).max()
-    assert far > tol, (f"dtype='bfloat16' should round the weights to bfloat16, but the logits match the "
-                       f"float32 weights to {far:.3g} (<= {tol:.3g})")
+    assert far > tol, (
+        f"dtype='bfloat16' should round the weights to bfloat16, but the logits match the "
+        f"float32 weights to {far:.3g} (<= {tol:.3g})"
+    )
 
 
 def test_f32_file_loaded_as_float16_matches_f16_rounded_reference(tmp_path):
     config, tensors = write_random_checkpoint(tmp_path, dtype="F32")
     model = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path), dtype="float16")
     rounded = {k: v.astype(np.float32).astype(np.float16).astype(np.float64) for k, v in tensors.items()}
-    assert_matches_reference(model(TOKENS[None]).logits, reference_logits(config, rounded, TOKENS)[None],
-                             "F32 file loaded with dtype='float16' vs f16-rounded reference")
+    assert_matches_reference(
+        model(TOKENS[None]).logits,
+        reference_logits(config, rounded, TOKENS)[None],
+        "F32 file loaded with dtype='float16' vs f16-rounded reference",
+    )

@@ -42,8 +42,11 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("longrope")
     out = {}
     target = dict(PHI3, num_layers=3, sliding_window=6, rope_scaling=longrope_scaling(8, seed=3))
-    for name, args in (("target", dict(target, seed=21)), ("perturbed", dict(target, seed=21, perturb=(7, 0.1))),
-                       ("small", dict(target, seed=22, num_layers=1))):
+    for name, args in (
+        ("target", dict(target, seed=21)),
+        ("perturbed", dict(target, seed=21, perturb=(7, 0.1))),
+        ("small", dict(target, seed=22, num_layers=1)),
+    ):
         config, tensors = write_family_checkpoint(str(root / name), "phi3", vocab_size=VOCAB, **args)
         out[name] = (ha.AutoModelForCausalLM.from_pretrained(str(root / name)), config, tensors)
     return out
@@ -65,14 +68,17 @@ def assert_bitwise(got, expected, what):
     assert got.shape == expected.shape, f"{what}: expected shape {expected.shape}, got {got.shape}"
     if not np.array_equal(got, expected):
         diff = np.abs(got.astype(np.float64) - expected)
-        raise AssertionError(f"{what}: expected bitwise equal values; {int((diff > 0).sum())} of {diff.size} differ, "
-                             f"max |diff| = {diff.max():.3g}")
+        raise AssertionError(
+            f"{what}: expected bitwise equal values; {int((diff > 0).sum())} of {diff.size} differ, "
+            f"max |diff| = {diff.max():.3g}"
+        )
 
 
 def assert_tokens(got, expected, what):
     got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape and np.array_equal(got, expected), \
+    assert got.shape == expected.shape and np.array_equal(got, expected), (
         f"{what}:\nexpected {expected.tolist()}\ngot      {got.tolist()}"
+    )
 
 
 def short_only(config):
@@ -110,8 +116,10 @@ def test_a_forward_takes_the_long_factors_for_all_its_tokens_iff_it_passes_origi
     assert moved.min() > 30 * REL_TOL, f"a forward of {n} tokens: rows 1.. should all be long; moved by {moved}"
     first = model(ids[None, :SWITCH]).logits[0]
     apart = np.abs(got[1:SWITCH].astype(np.float64) - first[1:]).max(axis=1) / np.abs(first).max()
-    assert apart.min() > 30 * REL_TOL, (f"rows 1-15 of a forward of {n} tokens must differ from a forward of 16 "
-                                        f"(the long factors cover the whole forward); moved by {apart}")
+    assert apart.min() > 30 * REL_TOL, (
+        f"rows 1-15 of a forward of {n} tokens must differ from a forward of 16 "
+        f"(the long factors cover the whole forward); moved by {apart}"
+    )
 
 
 @pytest.mark.parametrize("pieces", [[14] + [1] * 10, [12, 8, 4], [16, 1, 7], [3, 5, 9, 7]])
@@ -122,13 +130,14 @@ def test_over_a_cache_each_forward_rotates_its_own_tokens_and_keeps_the_cached_k
     cache = model.create_cache(batch_size=1, max_cache_len=32)
     got, start = [], 0
     for size in pieces:
-        got.append(model(TOKENS[None, start:start + size], past_key_values=cache).logits[0])
+        got.append(model(TOKENS[None, start : start + size], past_key_values=cache).logits[0])
         start += size
     ref = R.reference_logits(config, tensors, TOKENS, pieces=pieces)
     assert_close(np.concatenate(got), ref, f"forwards of {pieces} over a cache")
     whole = R.reference_logits(config, tensors, TOKENS)
-    assert relative_error(ref[SWITCH:], whole[SWITCH:]) > 30 * REL_TOL, \
+    assert relative_error(ref[SWITCH:], whole[SWITCH:]) > 30 * REL_TOL, (
         f"test setup: the keys cached short by {pieces} should move the logits past {SWITCH}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- generation
@@ -158,21 +167,26 @@ def test_greedy_generation_runs_the_sequence_again_where_it_passes_original_max(
     logits = stacked(res)[:, 0]
     for step in range(10):
         n = prompt_len + step
-        assert_close(logits[step], R.reference_logits(config, tensors, seq[:n])[-1],
-                     f"prompt of {prompt_len}, step {step} (a forward of {n} tokens)")
-    again = generate(model, prompt[None], max_new_tokens=10, use_cache=False, output_logits=True,
-                     return_dict_in_generate=True)
+        assert_close(
+            logits[step],
+            R.reference_logits(config, tensors, seq[:n])[-1],
+            f"prompt of {prompt_len}, step {step} (a forward of {n} tokens)",
+        )
+    again = generate(
+        model, prompt[None], max_new_tokens=10, use_cache=False, output_logits=True, return_dict_in_generate=True
+    )
     assert_tokens(again.sequences, res.sequences, f"prompt of {prompt_len}: use_cache=False")
     assert_bitwise(stacked(again), stacked(res), f"prompt of {prompt_len}: logits with the cache vs use_cache=False")
     if prompt_len <= SWITCH:
         cache = model.create_cache(batch_size=1, max_cache_len=64)
         kept = model(seq[None, :prompt_len], past_key_values=cache).logits[0, -1:]
         for t in range(prompt_len, prompt_len + 9):
-            kept = np.concatenate([kept, model(seq[None, t:t + 1], past_key_values=cache).logits[0]])
+            kept = np.concatenate([kept, model(seq[None, t : t + 1], past_key_values=cache).logits[0]])
         first = SWITCH + 1 - prompt_len  # step s comes from the forward ending at position prompt_len - 1 + s
         assert_bitwise(logits[:first], kept[:first], f"prompt of {prompt_len}: steps below the switch")
         assert relative_error(kept[first], logits[first].astype(np.float64)) > 30 * REL_TOL, (
-            f"prompt of {prompt_len}: the step past {SWITCH} should differ from decoding over the cached short keys")
+            f"prompt of {prompt_len}: the step past {SWITCH} should differ from decoding over the cached short keys"
+        )
 
 
 def test_assisted_generation_is_bitwise_plain_across_the_switch(models, one_core_thread):
@@ -187,19 +201,33 @@ def test_assisted_generation_is_bitwise_plain_across_the_switch(models, one_core
         plain = generate(target, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True)
         for name in ("perturbed", "small", "target"):
             for k in (1, 3, 5, 8):
-                res = generate(target, prompt, max_new_tokens=12, assistant_model=models[name][0],
-                               num_assistant_tokens=k, output_logits=True, return_dict_in_generate=True)
+                res = generate(
+                    target,
+                    prompt,
+                    max_new_tokens=12,
+                    assistant_model=models[name][0],
+                    num_assistant_tokens=k,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                )
                 what = f"prompt of {prompt_len}, {name} draft, K={k}"
                 assert_tokens(res.sequences, plain.sequences, what)
                 assert_bitwise(stacked(res), stacked(plain), f"{what}: output logits")
                 if name == "perturbed":
                     accepted += res.num_accepted_tokens
                     proposed += res.num_draft_tokens
-        for kwargs in (dict(prompt_lookup_num_tokens=4), dict(assistant_early_exit=1),
-                       dict(assistant_model=models["perturbed"][0], num_assistant_tokens=6,
-                            num_assistant_tokens_schedule="heuristic")):
-            res = generate(target, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True,
-                           **kwargs)
+        for kwargs in (
+            dict(prompt_lookup_num_tokens=4),
+            dict(assistant_early_exit=1),
+            dict(
+                assistant_model=models["perturbed"][0],
+                num_assistant_tokens=6,
+                num_assistant_tokens_schedule="heuristic",
+            ),
+        ):
+            res = generate(
+                target, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True, **kwargs
+            )
             assert_tokens(res.sequences, plain.sequences, f"prompt of {prompt_len}, {kwargs}")
             assert_bitwise(stacked(res), stacked(plain), f"prompt of {prompt_len}, {kwargs}: output logits")
     assert 0 < accepted < proposed, f"expected some drafts accepted and some rejected, got {accepted} of {proposed}"
@@ -210,15 +238,25 @@ def test_assisted_generation_through_another_tokenizer_is_bitwise_plain_across_t
     draft's vocabulary permuted (its proposals reach the target through text, and are often right). Prompts on both
     sides of 16 and several K: tokens and output logits bitwise plain."""
     from test_model_families import ALPHABET, _write_char_tokenizer
+
     built = {}
     for role, extra in (("target", {}), ("draft", {"perturb": (9, 0.1)})):
         path = str(tmp_path / role)
         os.makedirs(path)
         perm = np.random.default_rng(4).permutation(len(ALPHABET) + 32) if role == "draft" else None
         vocab = _write_char_tokenizer(path, ALPHABET, 32, seed=1, permutation=perm)
-        write_family_checkpoint(path, "phi3", seed=21, vocab_size=vocab, permute_vocab=perm, num_layers=2,
-                                rope_scaling=longrope_scaling(8, seed=3), original_max_position_embeddings=SWITCH,
-                                max_position_embeddings=128, **extra)
+        write_family_checkpoint(
+            path,
+            "phi3",
+            seed=21,
+            vocab_size=vocab,
+            permute_vocab=perm,
+            num_layers=2,
+            rope_scaling=longrope_scaling(8, seed=3),
+            original_max_position_embeddings=SWITCH,
+            max_position_embeddings=128,
+            **extra,
+        )
         built[role] = (ha.AutoModelForCausalLM.from_pretrained(path), ha.AutoTokenizer.from_pretrained(path))
     (target, tok), (draft, draft_tok) = built["target"], built["draft"]
     accepted = 0
@@ -226,9 +264,17 @@ def test_assisted_generation_through_another_tokenizer_is_bitwise_plain_across_t
         ids = np.array([tok.encode(text)], dtype=np.int64)
         plain = generate(target, ids, max_new_tokens=20, output_logits=True, return_dict_in_generate=True)
         for k in (2, 5, 8):
-            res = generate(target, ids, max_new_tokens=20, assistant_model=draft, tokenizer=tok,
-                           assistant_tokenizer=draft_tok, num_assistant_tokens=k, output_logits=True,
-                           return_dict_in_generate=True)
+            res = generate(
+                target,
+                ids,
+                max_new_tokens=20,
+                assistant_model=draft,
+                tokenizer=tok,
+                assistant_tokenizer=draft_tok,
+                num_assistant_tokens=k,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
             what = f"{ids.shape[1]} prompt tokens, K={k}"
             assert_tokens(res.sequences, plain.sequences, what)
             assert_bitwise(stacked(res), stacked(plain), f"{what}: output logits")
@@ -243,8 +289,14 @@ def test_coupled_sampling_is_plain_sampling_across_the_switch(models, one_core_t
         sampling = dict(max_new_tokens=14, do_sample=True, seed=seed, temperature=0.8, top_k=0)
         plain = generate(target, prompt, **sampling)
         for k in (2, 5):
-            res = generate(target, prompt, assistant_model=models["perturbed"][0], assisted_sampling="coupled",
-                           num_assistant_tokens=k, **sampling)
+            res = generate(
+                target,
+                prompt,
+                assistant_model=models["perturbed"][0],
+                assisted_sampling="coupled",
+                num_assistant_tokens=k,
+                **sampling,
+            )
             assert_tokens(res, plain, f"prompt of {prompt_len}, seed {seed}, K={k}: coupled sampling vs plain")
 
 
@@ -259,17 +311,18 @@ def test_batch_rows_switch_by_their_own_length(models, one_core_thread):
     prompts = [tokens(80 + i, n) for i, n in enumerate(lengths)]
     ids, mask = np.zeros((len(lengths), width), dtype=np.int64), np.zeros((len(lengths), width), dtype=np.int64)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):], mask[i, width - len(p):] = p, 1
+        ids[i, width - len(p) :], mask[i, width - len(p) :] = p, 1
     out = target(ids, attention_mask=mask).logits
     for i, p in enumerate(prompts):
-        assert_bitwise(out[i, width - len(p):], target(p[None]).logits[0], f"row {i} ({len(p)} tokens): forward")
+        assert_bitwise(out[i, width - len(p) :], target(p[None]).logits[0], f"row {i} ({len(p)} tokens): forward")
     plain = target.generate(ids, attention_mask=mask, max_new_tokens=12)
     for i, p in enumerate(prompts):
         alone = generate(target, p[None], max_new_tokens=12)[0]
-        assert_tokens(plain[i, width - len(p):], alone, f"row {i} ({len(p)} tokens): batch vs alone")
+        assert_tokens(plain[i, width - len(p) :], alone, f"row {i} ({len(p)} tokens): batch vs alone")
     for k in (3, 6):
-        res = target.generate(ids, attention_mask=mask, max_new_tokens=12, assistant_model=models["perturbed"][0],
-                              num_assistant_tokens=k)
+        res = target.generate(
+            ids, attention_mask=mask, max_new_tokens=12, assistant_model=models["perturbed"][0], num_assistant_tokens=k
+        )
         assert_tokens(res, plain, f"batch, K={k}: assisted vs plain")
 
 
@@ -279,12 +332,27 @@ def test_blas_prefill_runs_the_sequence_again_through_the_same_blocks(tmp_path, 
     assisted generation alike (the round's candidates after it appended apart): assisted is plain bitwise, and the
     rerun's logits stay within the reference's tolerance."""
     path = str(tmp_path / "t")
-    config, tensors = write_family_checkpoint(path, "phi3", vocab_size=VOCAB, seed=5, num_layers=2,
-                                              max_position_embeddings=512, original_max_position_embeddings=130,
-                                              rope_scaling=longrope_scaling(8, seed=4))
-    write_family_checkpoint(str(tmp_path / "d"), "phi3", vocab_size=VOCAB, seed=5, num_layers=2, perturb=(3, 0.1),
-                            max_position_embeddings=512, original_max_position_embeddings=130,
-                            rope_scaling=longrope_scaling(8, seed=4))
+    config, tensors = write_family_checkpoint(
+        path,
+        "phi3",
+        vocab_size=VOCAB,
+        seed=5,
+        num_layers=2,
+        max_position_embeddings=512,
+        original_max_position_embeddings=130,
+        rope_scaling=longrope_scaling(8, seed=4),
+    )
+    write_family_checkpoint(
+        str(tmp_path / "d"),
+        "phi3",
+        vocab_size=VOCAB,
+        seed=5,
+        num_layers=2,
+        perturb=(3, 0.1),
+        max_position_embeddings=512,
+        original_max_position_embeddings=130,
+        rope_scaling=longrope_scaling(8, seed=4),
+    )
     target = ha.AutoModelForCausalLM.from_pretrained(path, blas_prefill=True)
     draft = ha.AutoModelForCausalLM.from_pretrained(str(tmp_path / "d"), blas_prefill=True)
     prompt = tokens(7, 120)[None]
@@ -293,8 +361,15 @@ def test_blas_prefill_runs_the_sequence_again_through_the_same_blocks(tmp_path, 
     step = 131 - 120  # the step whose forward ends at position 130 (119 + step): 131 tokens run again
     assert_close(stacked(plain)[step, 0], R.reference_logits(config, tensors, seq[:131])[-1], "the rerun of 131 tokens")
     for k in (3, 7):
-        res = generate(target, prompt, max_new_tokens=20, assistant_model=draft, num_assistant_tokens=k,
-                       output_logits=True, return_dict_in_generate=True)
+        res = generate(
+            target,
+            prompt,
+            max_new_tokens=20,
+            assistant_model=draft,
+            num_assistant_tokens=k,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
         assert_tokens(res.sequences, plain.sequences, f"blas_prefill, K={k}: assisted vs plain")
         assert_bitwise(stacked(res), stacked(plain), f"blas_prefill, K={k}: output logits")
 
@@ -330,11 +405,13 @@ def test_a_wrapped_longrope_model_is_driven_as_transformers_phi3_generate(models
         prompt = tokens(90 + prompt_len, prompt_len)[None]
         native = generate(target, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True)
         for what, kwargs in (("plain", {}), ("a native draft", dict(assistant_model=draft, num_assistant_tokens=5))):
-            res = generate(wrapped, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True,
-                           **kwargs)
+            res = generate(
+                wrapped, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True, **kwargs
+            )
             assert_tokens(res.sequences, native.sequences, f"wrapped, prompt of {prompt_len}, {what}")
             assert_bitwise(stacked(res), stacked(native), f"wrapped, prompt of {prompt_len}, {what}: output logits")
         res = generate(blind, prompt, max_new_tokens=12, output_logits=True, return_dict_in_generate=True)
         first = SWITCH + 1 - prompt_len
-        assert relative_error(stacked(res)[first, 0], stacked(native)[first, 0].astype(np.float64)) > 30 * REL_TOL, \
+        assert relative_error(stacked(res)[first, 0], stacked(native)[first, 0].astype(np.float64)) > 30 * REL_TOL, (
             f"prompt of {prompt_len}: without the switch the wrapper's step past it should keep the short keys"
+        )

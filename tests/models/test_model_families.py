@@ -50,69 +50,152 @@ CASES = {
     "mistral_window4_f32": ("mistral", dict(sliding_window=4)),
     "mistral_window6_bf16_mqa_hd16": ("mistral", dict(dtype="BF16", num_kv_heads=1, head_dim=16, sliding_window=6)),
     "qwen2_sliding_f32": ("qwen2", dict(num_layers=3, sliding_window=5, max_window_layers=1)),
-    "qwen2_all_sliding_f16_mqa_tied": ("qwen2", dict(dtype="F16", num_kv_heads=1, tie_word_embeddings=True,
-                                                     sliding_window=4, max_window_layers=0)),
+    "qwen2_all_sliding_f16_mqa_tied": (
+        "qwen2",
+        dict(dtype="F16", num_kv_heads=1, tie_word_embeddings=True, sliding_window=4, max_window_layers=0),
+    ),
     "qwen2_window_off_bf16": ("qwen2", dict(dtype="BF16")),
     "qwen3_f32_gqa_hd16": ("qwen3", dict(head_dim=16)),
-    "qwen3_bf16_mqa_tied_bias": ("qwen3", dict(dtype="BF16", num_kv_heads=1, tie_word_embeddings=True,
-                                               attention_bias=True)),
+    "qwen3_bf16_mqa_tied_bias": (
+        "qwen3",
+        dict(dtype="BF16", num_kv_heads=1, tie_word_embeddings=True, attention_bias=True),
+    ),
     "qwen3_sliding_f16": ("qwen3", dict(dtype="F16", num_layers=3, sliding_window=5, max_window_layers=1)),
-    "qwen3_v5_rope_parameters_llama3": ("qwen3", dict(dtype="BF16", v5=True, rope_scaling={
-        "rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 16})),
+    "qwen3_v5_rope_parameters_llama3": (
+        "qwen3",
+        dict(
+            dtype="BF16",
+            v5=True,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": 4.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        ),
+    ),
     "qwen3_default_head_dim_128": ("qwen3", dict(num_heads=2, num_kv_heads=1, head_dim=128, omit=("head_dim",))),
     "phi3_f32_mha": ("phi3", dict(num_kv_heads=4)),
-    "phi4mini_bf16_gqa_partial_tied": ("phi3", dict(dtype="BF16", hidden_size=64, intermediate_size=64,
-                                                    tie_word_embeddings=True, partial_rotary_factor=0.75)),
-    "phi3_longrope_f32": ("phi3", dict(max_position_embeddings=64, original_max_position_embeddings=16,
-                                       rope_scaling=longrope_scaling(8, seed=1))),
-    "phi3_longrope_partial_f16_mqa": ("phi3", dict(dtype="F16", hidden_size=64, intermediate_size=64, num_kv_heads=1,
-                                                   partial_rotary_factor=0.5, max_position_embeddings=64,
-                                                   original_max_position_embeddings=16,
-                                                   rope_scaling=longrope_scaling(8, seed=2, key="rope_type"))),
+    "phi4mini_bf16_gqa_partial_tied": (
+        "phi3",
+        dict(dtype="BF16", hidden_size=64, intermediate_size=64, tie_word_embeddings=True, partial_rotary_factor=0.75),
+    ),
+    "phi3_longrope_f32": (
+        "phi3",
+        dict(max_position_embeddings=64, original_max_position_embeddings=16, rope_scaling=longrope_scaling(8, seed=1)),
+    ),
+    "phi3_longrope_partial_f16_mqa": (
+        "phi3",
+        dict(
+            dtype="F16",
+            hidden_size=64,
+            intermediate_size=64,
+            num_kv_heads=1,
+            partial_rotary_factor=0.5,
+            max_position_embeddings=64,
+            original_max_position_embeddings=16,
+            rope_scaling=longrope_scaling(8, seed=2, key="rope_type"),
+        ),
+    ),
     "phi3_window5_f32": ("phi3", dict(sliding_window=5)),
-    "phi4mini_v5_rope_parameters_longrope": ("phi3", dict(hidden_size=64, intermediate_size=64, v5=True,
-                                                          partial_rotary_factor=0.75, max_position_embeddings=64,
-                                                          original_max_position_embeddings=16,
-                                                          rope_scaling=longrope_scaling(12, seed=6))),
+    "phi4mini_v5_rope_parameters_longrope": (
+        "phi3",
+        dict(
+            hidden_size=64,
+            intermediate_size=64,
+            v5=True,
+            partial_rotary_factor=0.75,
+            max_position_embeddings=64,
+            original_max_position_embeddings=16,
+            rope_scaling=longrope_scaling(12, seed=6),
+        ),
+    ),
     # original_max_position_embeddings only inside rope_scaling: Phi3Config's own (default 4096) wins
-    "phi3_longrope_original_max_default": ("phi3", dict(max_position_embeddings=64, omit=(
-        "original_max_position_embeddings",), rope_scaling=dict(longrope_scaling(8, seed=5),
-                                                                original_max_position_embeddings=16))),
+    "phi3_longrope_original_max_default": (
+        "phi3",
+        dict(
+            max_position_embeddings=64,
+            omit=("original_max_position_embeddings",),
+            rope_scaling=dict(longrope_scaling(8, seed=5), original_max_position_embeddings=16),
+        ),
+    ),
     "gemma2_f32_gqa": ("gemma2", dict(num_layers=3, sliding_window=4)),
-    "gemma2_bf16_mqa_hd16": ("gemma2", dict(dtype="BF16", hidden_size=48, num_kv_heads=1, head_dim=16,
-                                            sliding_window=5)),
+    "gemma2_bf16_mqa_hd16": (
+        "gemma2",
+        dict(dtype="BF16", hidden_size=48, num_kv_heads=1, head_dim=16, sliding_window=5),
+    ),
     "gemma2_f16_untied": ("gemma2", dict(dtype="F16", hidden_size=48, tie_word_embeddings=False, sliding_window=6)),
-    "gemma2_default_head_dim_256_no_scalar": ("gemma2", dict(num_heads=2, num_kv_heads=1, head_dim=256,
-                                                             sliding_window=4,
-                                                             omit=("head_dim", "query_pre_attn_scalar"))),
-    "gemma3_f32_pattern2_linear": ("gemma3_text", dict(num_layers=3, sliding_window=4,
-                                                       rope_scaling={"rope_type": "linear", "factor": 2.0})),
-    "gemma3_bf16_layer_types_mqa": ("gemma3_text", dict(dtype="BF16", hidden_size=48, num_kv_heads=1, num_layers=3,
-                                                        sliding_window=5, layer_types=[
-                                                            "sliding_attention", "sliding_attention",
-                                                            "full_attention"])),
-    "gemma3_f16_final_softcap_untied": ("gemma3_text", dict(dtype="F16", num_layers=3, sliding_window=6,
-                                                            sliding_window_pattern=3, final_logit_softcapping=10.0,
-                                                            tie_word_embeddings=False)),
-    "gemma3_v5_rope_parameters_per_layer_type": ("gemma3_text", dict(num_layers=3, sliding_window=4, v5=True,
-                                                                     layer_types="auto", rope_scaling={
-                                                                         "rope_type": "linear", "factor": 4.0})),
+    "gemma2_default_head_dim_256_no_scalar": (
+        "gemma2",
+        dict(num_heads=2, num_kv_heads=1, head_dim=256, sliding_window=4, omit=("head_dim", "query_pre_attn_scalar")),
+    ),
+    "gemma3_f32_pattern2_linear": (
+        "gemma3_text",
+        dict(num_layers=3, sliding_window=4, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    ),
+    "gemma3_bf16_layer_types_mqa": (
+        "gemma3_text",
+        dict(
+            dtype="BF16",
+            hidden_size=48,
+            num_kv_heads=1,
+            num_layers=3,
+            sliding_window=5,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        ),
+    ),
+    "gemma3_f16_final_softcap_untied": (
+        "gemma3_text",
+        dict(
+            dtype="F16",
+            num_layers=3,
+            sliding_window=6,
+            sliding_window_pattern=3,
+            final_logit_softcapping=10.0,
+            tie_word_embeddings=False,
+        ),
+    ),
+    "gemma3_v5_rope_parameters_per_layer_type": (
+        "gemma3_text",
+        dict(
+            num_layers=3,
+            sliding_window=4,
+            v5=True,
+            layer_types="auto",
+            rope_scaling={"rope_type": "linear", "factor": 4.0},
+        ),
+    ),
     "smollm3_f32_nope": ("smollm3", dict(num_layers=4)),
-    "smollm3_bf16_no_rope_list_untied_mqa": ("smollm3", dict(dtype="BF16", num_layers=3, no_rope_layers=[1, 0, 1],
-                                                             tie_word_embeddings=False, num_kv_heads=1)),
+    "smollm3_bf16_no_rope_list_untied_mqa": (
+        "smollm3",
+        dict(dtype="BF16", num_layers=3, no_rope_layers=[1, 0, 1], tie_word_embeddings=False, num_kv_heads=1),
+    ),
     "smollm3_sliding_nope_layers_f32": ("smollm3", dict(num_layers=4, sliding_window=4)),
-    "smollm3_sliding_layer_types_f16": ("smollm3", dict(dtype="F16", num_layers=4, sliding_window=5, layer_types=[
-        "sliding_attention", "full_attention", "sliding_attention", "full_attention"])),
+    "smollm3_sliding_layer_types_f16": (
+        "smollm3",
+        dict(
+            dtype="F16",
+            num_layers=4,
+            sliding_window=5,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        ),
+    ),
     "gpt2_f32": ("gpt2", dict()),
     "gpt2_v5_dtype_key": ("gpt2", dict(dtype="BF16", v5=True)),
-    "gpt2_bf16_no_prefix_inverse_layer_idx": ("gpt2", dict(dtype="BF16", num_layers=3, gpt2_prefix=False,
-                                                           scale_attn_by_inverse_layer_idx=True)),
-    "gpt2_f16_gelu_erf_unscaled_upcast": ("gpt2", dict(dtype="F16", activation_function="gelu",
-                                                       scale_attn_weights=False, reorder_and_upcast_attn=True)),
+    "gpt2_bf16_no_prefix_inverse_layer_idx": (
+        "gpt2",
+        dict(dtype="BF16", num_layers=3, gpt2_prefix=False, scale_attn_by_inverse_layer_idx=True),
+    ),
+    "gpt2_f16_gelu_erf_unscaled_upcast": (
+        "gpt2",
+        dict(dtype="F16", activation_function="gelu", scale_attn_weights=False, reorder_and_upcast_attn=True),
+    ),
     "gpt2_relu_n_inner_null": ("gpt2", dict(activation_function="relu", intermediate_size=None)),
-    "gpt2_f32_old_hub_layout_mask_buffers": ("gpt2", dict(gpt2_prefix=False, gpt2_mask_buffers=True,
-                                                          max_position_embeddings=64)),
+    "gpt2_f32_old_hub_layout_mask_buffers": (
+        "gpt2",
+        dict(gpt2_prefix=False, gpt2_mask_buffers=True, max_position_embeddings=64),
+    ),
 }
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "smollm3", "gpt2")
 # The first case of each family, for the quantized tests.
@@ -172,9 +255,11 @@ def assert_matches_reference(got, ref, what, tol=REL_TOL):
     err = np.abs(got.astype(np.float64) - ref)
     worst = np.unravel_index(int(np.argmax(err)), err.shape)
     rel = err.max() / np.abs(ref).max()
-    assert rel <= tol, (f"{what}: max |logit - reference| / max |reference| = {rel:.3g} at {worst} (got "
-                        f"{got[worst]:.6g}, reference {ref[worst]:.6g}); expected <= {tol}; rows over the "
-                        f"tolerance: {sorted({int(r) for r in np.argwhere(err > tol * np.abs(ref).max())[:, 0]})}")
+    assert rel <= tol, (
+        f"{what}: max |logit - reference| / max |reference| = {rel:.3g} at {worst} (got "
+        f"{got[worst]:.6g}, reference {ref[worst]:.6g}); expected <= {tol}; rows over the "
+        f"tolerance: {sorted({int(r) for r in np.argwhere(err > tol * np.abs(ref).max())[:, 0]})}"
+    )
 
 
 def assert_bitwise(got, expected, what):
@@ -183,14 +268,17 @@ def assert_bitwise(got, expected, what):
     if not np.array_equal(got, expected):
         diff = np.abs(got.astype(np.float64) - expected)
         rows = sorted({int(i) for i in np.argwhere(diff > 0)[:, 0]})
-        raise AssertionError(f"{what}: expected bitwise equal logits; {int((diff > 0).sum())} of {diff.size} differ, "
-                             f"max |diff| = {diff.max():.3g}, rows {rows[:12]}")
+        raise AssertionError(
+            f"{what}: expected bitwise equal logits; {int((diff > 0).sum())} of {diff.size} differ, "
+            f"max |diff| = {diff.max():.3g}, rows {rows[:12]}"
+        )
 
 
 def assert_tokens(got, expected, what):
     got = np.asarray(got)
-    assert got.shape == expected.shape and np.array_equal(got, expected), \
+    assert got.shape == expected.shape and np.array_equal(got, expected), (
         f"{what}:\nexpected {np.asarray(expected).tolist()}\ngot      {got.tolist()}"
+    )
 
 
 def generate(model, ids, **kwargs):
@@ -209,8 +297,9 @@ def test_each_architecture_is_a_sibling_class_of_the_neutral_base():
     assert "LlamaForCausalLM" in names and "GPT2LMHeadModel" in names, f"expected every family's class, got {names}"
     for name in names:
         cls = getattr(ha, name)
-        assert cls.__name__ == name and issubclass(cls, ha.PreTrainedCausalLM), \
+        assert cls.__name__ == name and issubclass(cls, ha.PreTrainedCausalLM), (
             f"expected ha.{name} to be a PreTrainedCausalLM named {name}, got {cls!r} with bases {cls.__mro__}"
+        )
         others = [other for other in names if other != name and issubclass(cls, getattr(ha, other))]
         assert not others, f"expected ha.{name} to subclass no other architecture's class, but it subclasses {others}"
 
@@ -232,8 +321,9 @@ def test_a_loaded_model_is_an_instance_of_its_architecture_only(store, case):
 def test_logits_match_float64_reference(store, case):
     _, config, tensors = store.checkpoint(case)
     model = store.model(case)
-    assert type(model).__name__ == config["architectures"][0], \
+    assert type(model).__name__ == config["architectures"][0], (
         f"{case}: expected a {config['architectures'][0]}, got {type(model).__name__}"
+    )
     ref = R.reference_logits(config, tensors, TOKENS)
     assert_matches_reference(model(TOKENS[None]).logits[0], ref, case)
 
@@ -250,25 +340,35 @@ FEATURES = {
     "gemma3 final softcap": ("gemma3_f16_final_softcap_untied", lambda c: _without(c, final_logit_softcapping=None)),
     "gemma2 query_pre_attn_scalar": ("gemma2_f32_gqa", lambda c: _without(c, query_pre_attn_scalar=c["head_dim"])),
     "gemma2 even layers slide": ("gemma2_f32_gqa", lambda c: _without(c, sliding_window=None)),
-    "gemma3 local rope base": ("gemma3_f32_pattern2_linear",
-                               lambda c: _without(c, rope_local_base_freq=c["rope_theta"])),
+    "gemma3 local rope base": (
+        "gemma3_f32_pattern2_linear",
+        lambda c: _without(c, rope_local_base_freq=c["rope_theta"]),
+    ),
     "gemma3 global rope scaling": ("gemma3_f32_pattern2_linear", lambda c: _without(c, rope_scaling=None)),
     "gemma3 layer_types": ("gemma3_bf16_layer_types_mqa", lambda c: _without(c, layer_types=None)),
-    "phi3 longrope long factors": ("phi3_longrope_f32", lambda c: _without(c, rope_scaling={
-        **c["rope_scaling"], "long_factor": c["rope_scaling"]["short_factor"]})),
-    "phi3 longrope attention factor": ("phi3_longrope_f32", lambda c: _without(c, rope_scaling={
-        **c["rope_scaling"], "attention_factor": 1.0})),
+    "phi3 longrope long factors": (
+        "phi3_longrope_f32",
+        lambda c: _without(c, rope_scaling={**c["rope_scaling"], "long_factor": c["rope_scaling"]["short_factor"]}),
+    ),
+    "phi3 longrope attention factor": (
+        "phi3_longrope_f32",
+        lambda c: _without(c, rope_scaling={**c["rope_scaling"], "attention_factor": 1.0}),
+    ),
     "phi3 partial rotary": ("phi4mini_bf16_gqa_partial_tied", lambda c: _without(c, partial_rotary_factor=1.0)),
     "phi3 window": ("phi3_window5_f32", lambda c: _without(c, sliding_window=None)),
     "qwen2 max_window_layers": ("qwen2_sliding_f32", lambda c: _without(c, max_window_layers=0)),
     "qwen3 window": ("qwen3_sliding_f16", lambda c: _without(c, use_sliding_window=False)),
     "smollm3 NoPE layer": ("smollm3_f32_nope", lambda c: _without(c, no_rope_layer_interval=100)),
     "smollm3 NoPE layers slide": ("smollm3_sliding_nope_layers_f32", lambda c: _without(c, use_sliding_window=False)),
-    "gpt2 inverse layer idx": ("gpt2_bf16_no_prefix_inverse_layer_idx",
-                               lambda c: _without(c, scale_attn_by_inverse_layer_idx=False)),
+    "gpt2 inverse layer idx": (
+        "gpt2_bf16_no_prefix_inverse_layer_idx",
+        lambda c: _without(c, scale_attn_by_inverse_layer_idx=False),
+    ),
     "gpt2 scale_attn_weights": ("gpt2_f16_gelu_erf_unscaled_upcast", lambda c: _without(c, scale_attn_weights=True)),
-    "gpt2 gelu erf vs tanh": ("gpt2_f16_gelu_erf_unscaled_upcast",
-                              lambda c: _without(c, activation_function="gelu_new")),
+    "gpt2 gelu erf vs tanh": (
+        "gpt2_f16_gelu_erf_unscaled_upcast",
+        lambda c: _without(c, activation_function="gelu_new"),
+    ),
     "mistral window": ("mistral_window4_f32", lambda c: _without(c, sliding_window=None)),
 }
 
@@ -292,13 +392,19 @@ def test_gemma_embedding_normalizer_is_rounded_to_the_dtype_the_model_is_held_in
     as_bf16 = R.reference_logits(config, tensors, TOKENS, dtype="bfloat16")
     as_f32 = R.reference_logits(config, tensors, TOKENS, dtype="float32")
     assert relative_error(as_f32, as_bf16) > 10 * REL_TOL, "the normalizer's rounding should matter in this test"
-    assert_matches_reference(store.model("gemma2_bf16_mqa_hd16", dtype="float32")(TOKENS[None]).logits[0], as_f32,
-                             "gemma2 bf16 file loaded as float32")
+    assert_matches_reference(
+        store.model("gemma2_bf16_mqa_hd16", dtype="float32")(TOKENS[None]).logits[0],
+        as_f32,
+        "gemma2 bf16 file loaded as float32",
+    )
     # An f16 file loaded as bfloat16: weights and vectors rounded to bf16, and the normalizer too.
     path, config, tensors = store.checkpoint("gemma2_f16_untied")
     as_loaded = R.reference_logits(config, round_to_bfloat16(tensors), TOKENS, dtype="bfloat16")
-    assert_matches_reference(store.model("gemma2_f16_untied", dtype="bfloat16")(TOKENS[None]).logits[0], as_loaded,
-                             "gemma2 f16 file loaded as bfloat16")
+    assert_matches_reference(
+        store.model("gemma2_f16_untied", dtype="bfloat16")(TOKENS[None]).logits[0],
+        as_loaded,
+        "gemma2 f16 file loaded as bfloat16",
+    )
 
 
 def longrope_switch(store, case):
@@ -337,15 +443,22 @@ def test_incremental_decoding_is_bitwise_the_full_forward(store, case):
     model = store.model(case)
     full = model(TOKENS[None]).logits[0]
     S = longrope_switch(store, case)
-    plans = [(SEQ, [5] + [1] * (SEQ - 5)), (SEQ, [3, 1, 4, 2, 7, 1, 6])] if S is None else [
-        (S, [5] + [1] * (S - 5)), (S, [3, 1, 4, 2, S - 10]), (SEQ, [S + 1] + [1] * (SEQ - S - 1)),
-        (SEQ, [S + 2, 3, 1, SEQ - S - 6])]
+    plans = (
+        [(SEQ, [5] + [1] * (SEQ - 5)), (SEQ, [3, 1, 4, 2, 7, 1, 6])]
+        if S is None
+        else [
+            (S, [5] + [1] * (S - 5)),
+            (S, [3, 1, 4, 2, S - 10]),
+            (SEQ, [S + 1] + [1] * (SEQ - S - 1)),
+            (SEQ, [S + 2, 3, 1, SEQ - S - 6]),
+        ]
+    )
     for n, sizes in plans:
         expected = full if n == SEQ else model(TOKENS[None, :n]).logits[0]
         cache = model.create_cache(batch_size=1, max_cache_len=32)
         parts, start = [], 0
         for size in sizes:
-            parts.append(model(TOKENS[None, start:start + size], past_key_values=cache).logits[0])
+            parts.append(model(TOKENS[None, start : start + size], past_key_values=cache).logits[0])
             start += size
         assert cache.get_seq_length() == n, f"{case}: expected cache length {n}, got {cache.get_seq_length()}"
         assert_bitwise(np.concatenate(parts), expected, f"{case}: chunks {sizes} vs one forward of {n}")
@@ -355,10 +468,11 @@ def test_incremental_decoding_is_bitwise_the_full_forward(store, case):
     model(TOKENS[None, :20], past_key_values=cache)
     for keep, more in ((13, 7), (9, 2), (4, 9), (12, 12)) if S is None else ((13, 7), (9, 8), (4, 13), (12, 12)):
         cache.crop(keep)
-        assert cache.get_seq_length() == keep, f"{case}: expected length {keep} after crop({keep}), got " \
-                                               f"{cache.get_seq_length()}"
-        again = model(TOKENS[None, keep:keep + more], past_key_values=cache).logits[0]
-        assert_bitwise(again, full[keep:keep + more], f"{case}: crop({keep}) then tokens {keep}..{keep + more - 1}")
+        assert cache.get_seq_length() == keep, (
+            f"{case}: expected length {keep} after crop({keep}), got {cache.get_seq_length()}"
+        )
+        again = model(TOKENS[None, keep : keep + more], past_key_values=cache).logits[0]
+        assert_bitwise(again, full[keep : keep + more], f"{case}: crop({keep}) then tokens {keep}..{keep + more - 1}")
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -392,7 +506,7 @@ def test_row_major_weights_match_the_reference_and_decode_bitwise(store, case):
     cache = model.create_cache(batch_size=1, max_cache_len=32)
     first = 7 if longrope_switch(store, case) is None else longrope_switch(store, case) + 1  # longrope: past it
     parts = [model(TOKENS[None, :first], past_key_values=cache).logits[0]]
-    parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(first, SEQ)]
+    parts += [model(TOKENS[None, t : t + 1], past_key_values=cache).logits[0] for t in range(first, SEQ)]
     assert_bitwise(np.concatenate(parts), full, f"{case}, repack=False: decoded one token at a time vs full")
 
 
@@ -404,8 +518,14 @@ ASSISTED_TARGETS = {  # seeds whose plain greedy output does not fall into a sho
     "mistral": dict(num_layers=3, sliding_window=4, seed=22),
     "qwen2": dict(num_layers=3, sliding_window=5, max_window_layers=1, seed=22),
     "qwen3": dict(num_layers=3, num_kv_heads=1, sliding_window=4, max_window_layers=0, seed=25),
-    "phi3": dict(num_layers=3, sliding_window=6, max_position_embeddings=64, original_max_position_embeddings=16,
-                 rope_scaling=longrope_scaling(8, seed=3), seed=21),
+    "phi3": dict(
+        num_layers=3,
+        sliding_window=6,
+        max_position_embeddings=64,
+        original_max_position_embeddings=16,
+        rope_scaling=longrope_scaling(8, seed=3),
+        seed=21,
+    ),
     "gemma2": dict(num_layers=3, sliding_window=4, seed=25),
     "gemma3_text": dict(num_layers=3, sliding_window=5, sliding_window_pattern=2, seed=27),
     "smollm3": dict(num_layers=4, sliding_window=4, dtype="BF16", seed=22),
@@ -422,9 +542,14 @@ def _assisted_models(store, family, **changes):
     store.checkpoint(f"{family}-perturbed{tag}", family, seed=seed, perturb=(7, 0.1), **target_args)
     small = {k: v for k, v in target_args.items() if k not in ("num_layers", "max_window_layers")}
     store.checkpoint(f"{family}-small{tag}", family, seed=seed + 1, num_layers=1, **small)
-    return (store.model(f"{family}-target{tag}"),
-            {"perturbed": store.model(f"{family}-perturbed{tag}"), "small": store.model(f"{family}-small{tag}"),
-             "itself": store.model(f"{family}-target{tag}")})
+    return (
+        store.model(f"{family}-target{tag}"),
+        {
+            "perturbed": store.model(f"{family}-perturbed{tag}"),
+            "small": store.model(f"{family}-small{tag}"),
+            "itself": store.model(f"{family}-target{tag}"),
+        },
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -438,14 +563,23 @@ def test_assisted_greedy_within_the_family_is_bitwise_plain_greedy(store, family
         assert distinct >= 8, f"test setup: {family}'s plain output loops over {distinct} tokens: {plain.tolist()}"
         for name, draft in drafts.items():
             for k, schedule in ((5, "constant"), (8, "constant"), (6, "heuristic")):
-                res = generate(target, prompt, max_new_tokens=44, assistant_model=draft, num_assistant_tokens=k,
-                               num_assistant_tokens_schedule=schedule, return_dict_in_generate=True)
+                res = generate(
+                    target,
+                    prompt,
+                    max_new_tokens=44,
+                    assistant_model=draft,
+                    num_assistant_tokens=k,
+                    num_assistant_tokens_schedule=schedule,
+                    return_dict_in_generate=True,
+                )
                 assert_tokens(res.sequences, plain, f"{family}, {name} draft, K={k} {schedule}: assisted vs plain")
                 if name == "perturbed":
                     proposed += res.num_draft_tokens
                     accepted += res.num_accepted_tokens
-    assert 0 < accepted < proposed, (f"{family}: the perturbed draft should be accepted sometimes and rejected "
-                                     f"sometimes (rollbacks), got {accepted} of {proposed}")
+    assert 0 < accepted < proposed, (
+        f"{family}: the perturbed draft should be accepted sometimes and rejected "
+        f"sometimes (rollbacks), got {accepted} of {proposed}"
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -458,15 +592,29 @@ def test_coupled_sampling_early_exit_and_prompt_lookup_are_plain_generation(stor
     for seed in (0, 3):
         plain = generate(target, prompt, max_new_tokens=44, do_sample=True, seed=seed, temperature=0.8, top_k=0)
         for name in ("perturbed", "small"):
-            res = generate(target, prompt, max_new_tokens=44, do_sample=True, seed=seed, temperature=0.8, top_k=0,
-                           assistant_model=drafts[name], assisted_sampling="coupled", num_assistant_tokens=6)
+            res = generate(
+                target,
+                prompt,
+                max_new_tokens=44,
+                do_sample=True,
+                seed=seed,
+                temperature=0.8,
+                top_k=0,
+                assistant_model=drafts[name],
+                assisted_sampling="coupled",
+                num_assistant_tokens=6,
+            )
             assert_tokens(res, plain, f"{family}, {name} draft, coupled sampling, seed {seed}")
     plain = generate(target, prompt, max_new_tokens=44)
     for layers in (1, 2):
-        assert_tokens(generate(target, prompt, max_new_tokens=44, assistant_early_exit=layers), plain,
-                      f"{family}, early exit after {layers} layers")
-    assert_tokens(generate(target, prompt, max_new_tokens=44, prompt_lookup_num_tokens=5), plain,
-                  f"{family}, prompt lookup")
+        assert_tokens(
+            generate(target, prompt, max_new_tokens=44, assistant_early_exit=layers),
+            plain,
+            f"{family}, early exit after {layers} layers",
+        )
+    assert_tokens(
+        generate(target, prompt, max_new_tokens=44, prompt_lookup_num_tokens=5), plain, f"{family}, prompt lookup"
+    )
 
 
 SLIDING = ("mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text", "smollm3")
@@ -487,15 +635,15 @@ def test_long_sequences_wrap_the_sliding_window_rings(store, family, one_core_th
     cache = target.create_cache(batch_size=1, max_cache_len=LONG)
     # (Phi-3's longrope switches at 16: from a first forward past it, every key is long, as in the full forward)
     parts = [target(ids[None, :20], past_key_values=cache).logits[0]]
-    parts += [target(ids[None, t:t + 1], past_key_values=cache).logits[0] for t in range(20, LONG - 20)]
-    assert_bitwise(np.concatenate(parts), full[:LONG - 20], f"{family}: one token at a time to {LONG - 20}")
+    parts += [target(ids[None, t : t + 1], past_key_values=cache).logits[0] for t in range(20, LONG - 20)]
+    assert_bitwise(np.concatenate(parts), full[: LONG - 20], f"{family}: one token at a time to {LONG - 20}")
     # Back across the ring's wrap and forward again. Rings hold window + 256 positions: after 282 tokens
     # positions 22..281 are held, so crop(100) keeps what position 100 needs; the 12 tokens written again
     # leave 22..111, so crop(30) is possible, crop(20) (needing positions from 17 on) is refused.
     for keep in (LONG - 30, 100, 30):
         cache.crop(keep)
-        again = target(ids[None, keep:keep + 12], past_key_values=cache).logits[0]
-        assert_bitwise(again, full[keep:keep + 12], f"{family}: crop({keep}) then 12 tokens")
+        again = target(ids[None, keep : keep + 12], past_key_values=cache).logits[0]
+        assert_bitwise(again, full[keep : keep + 12], f"{family}: crop({keep}) then 12 tokens")
     with pytest.raises(UnsupportedModelError, match="crop"):
         cache.crop(20)
     assert cache.get_seq_length() == 42, f"{family}: a refused crop must leave the cache as it was"
@@ -523,11 +671,28 @@ def _write_char_tokenizer(directory, alphabet, n_merges, seed, permutation=None)
         vocab.setdefault(m, len(vocab))
     if permutation is not None:
         vocab = {token: int(permutation[i]) for token, i in vocab.items()}
-    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-            "pre_tokenizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                      "vocab": vocab, "merges": [[m[0], m[1]] for m in merges]}}
+    spec = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {"type": "Fuse"},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [[m[0], m[1]] for m in merges],
+        },
+    }
     with open(os.path.join(directory, "tokenizer.json"), "w") as f:
         json.dump(spec, f)
     return len(vocab)
@@ -538,8 +703,9 @@ CROSS_PAIRS = [("gemma2", "qwen3"), ("phi3", "gpt2"), ("smollm3", "mistral"), ("
 
 
 @pytest.mark.parametrize("target_family,draft_family", CROSS_PAIRS)
-def test_assisted_greedy_across_families_and_tokenizers_is_plain_greedy(store, target_family, draft_family,
-                                                                        one_core_thread):
+def test_assisted_greedy_across_families_and_tokenizers_is_plain_greedy(
+    store, target_family, draft_family, one_core_thread
+):
     """A draft of another family with its own tokenizer (another segmentation of the same alphabet): random
     models of different families rarely agree, so nearly every round is rejected and rolled back."""
     built = {}
@@ -559,8 +725,15 @@ def test_assisted_greedy_across_families_and_tokenizers_is_plain_greedy(store, t
         ids = np.array([tok.encode(text)], dtype=np.int64)
         plain = generate(target, ids, max_new_tokens=30)
         for k in (3, 6):
-            res = generate(target, ids, max_new_tokens=30, assistant_model=draft, tokenizer=tok,
-                           assistant_tokenizer=draft_tok, num_assistant_tokens=k)
+            res = generate(
+                target,
+                ids,
+                max_new_tokens=30,
+                assistant_model=draft,
+                tokenizer=tok,
+                assistant_tokenizer=draft_tok,
+                num_assistant_tokens=k,
+            )
             assert_tokens(res, plain, f"{target_family} target, {draft_family} draft, K={k}, {text!r}")
 
 
@@ -576,8 +749,15 @@ def test_assisted_greedy_through_a_permuted_tokenizer_is_plain_greedy(store, fam
         os.makedirs(path, exist_ok=True)
         perm = np.random.default_rng(4).permutation(len(ALPHABET) + 32) if role == "draft" else None
         vocab = _write_char_tokenizer(path, ALPHABET, 32, seed=1, permutation=perm)
-        write_family_checkpoint(path, family, seed=ASSISTED_TARGETS[family].get("seed", 21), vocab_size=vocab,
-                                permute_vocab=perm, **args, **extra)
+        write_family_checkpoint(
+            path,
+            family,
+            seed=ASSISTED_TARGETS[family].get("seed", 21),
+            vocab_size=vocab,
+            permute_vocab=perm,
+            **args,
+            **extra,
+        )
         models[role] = (ha.AutoModelForCausalLM.from_pretrained(path), ha.AutoTokenizer.from_pretrained(path))
     (target, tok), (draft, draft_tok) = models["target"], models["draft"]
     assert tok.get_vocab() != draft_tok.get_vocab(), "test setup: the vocabularies must differ (the universal path)"
@@ -586,13 +766,22 @@ def test_assisted_greedy_through_a_permuted_tokenizer_is_plain_greedy(store, fam
         ids = np.array([tok.encode(text)], dtype=np.int64)
         plain = generate(target, ids, max_new_tokens=40)
         for k in (5, 8):
-            res = generate(target, ids, max_new_tokens=40, assistant_model=draft, tokenizer=tok,
-                           assistant_tokenizer=draft_tok, num_assistant_tokens=k, return_dict_in_generate=True)
+            res = generate(
+                target,
+                ids,
+                max_new_tokens=40,
+                assistant_model=draft,
+                tokenizer=tok,
+                assistant_tokenizer=draft_tok,
+                num_assistant_tokens=k,
+                return_dict_in_generate=True,
+            )
             assert_tokens(res.sequences, plain, f"{family}, permuted draft, K={k}, {text!r}")
             accepted += res.num_accepted_tokens
             proposed += res.num_draft_tokens
-    assert 0 < accepted < proposed, \
+    assert 0 < accepted < proposed, (
         f"{family}: expected some proposals accepted and some not, got {accepted} of {proposed}"
+    )
 
 
 # -------------------------------------------------------------------------------------------- quantized
@@ -600,10 +789,13 @@ def test_assisted_greedy_through_a_permuted_tokenizer_is_plain_greedy(store, fam
 # (weights per group, top): csrc/ha.h HA_Q8 / HA_Q4; w8a8 holds int8's values in panels (HA_Q8P)
 QUANT = {"int8": (64, 127), "w8a8": (64, 127), "int4": (32, 7)}
 # int8, int4: measured <= 2.3e-4, the int16 rounding of activations (one scale per token)
-QUANT_REL_TOL = {"int8": 1e-3, "int4": 1e-3,
-                 # measured <= 0.092 on these random tiny models (their activations have no structure for 7-bit
-                 # steps to follow); the kernels' arithmetic itself is checked against double in tests/c
-                 "w8a8": 0.15}
+QUANT_REL_TOL = {
+    "int8": 1e-3,
+    "int4": 1e-3,
+    # measured <= 0.092 on these random tiny models (their activations have no structure for 7-bit
+    # steps to follow); the kernels' arithmetic itself is checked against double in tests/c
+    "w8a8": 0.15,
+}
 
 
 def quantized_tensors(config, tensors, dtype):
@@ -642,8 +834,12 @@ def test_quantized_logits_match_the_reference_on_quantized_weights(store, case, 
     measured >= 0.85: random tiny models amplify 4-bit noise)."""
     _, config, tensors = store.checkpoint(case)
     got = store.model(case, dtype=dtype)(TOKENS[None]).logits[0]
-    assert_matches_reference(got, R.reference_logits(config, quantized_tensors(config, tensors, dtype), TOKENS),
-                             f"{case} as {dtype}", tol=QUANT_REL_TOL[dtype])
+    assert_matches_reference(
+        got,
+        R.reference_logits(config, quantized_tensors(config, tensors, dtype), TOKENS),
+        f"{case} as {dtype}",
+        tol=QUANT_REL_TOL[dtype],
+    )
     ref = R.reference_logits(config, tensors, TOKENS)
     if dtype in ("int8", "w8a8"):
         rel, bound = relative_error(got, ref), 0.1 if dtype == "int8" else 0.15
@@ -668,7 +864,7 @@ def test_quantized_models_generate_and_assist_exactly(store, family, dtype, one_
     full = model(TOKENS[None]).logits[0]
     cache = model.create_cache(batch_size=1, max_cache_len=32)
     parts = [model(TOKENS[None, :4], past_key_values=cache).logits[0]]
-    parts += [model(TOKENS[None, t:t + 1], past_key_values=cache).logits[0] for t in range(4, SEQ)]
+    parts += [model(TOKENS[None, t : t + 1], past_key_values=cache).logits[0] for t in range(4, SEQ)]
     assert_bitwise(np.concatenate(parts), full, f"{case} as {dtype}: decoded one token at a time vs full")
 
 
@@ -689,8 +885,9 @@ def test_num_parameters_counts_each_tensor_once_and_leaves_out_the_embeddings(st
     _, config, tensors = store.checkpoint(case)
     model = store.model(case)
     total = sum(v.size for v in tensors.values())
-    embeddings = sum(v.size for name, v in tensors.items() if name.endswith(("wte.weight", "wpe.weight",
-                                                                           "embed_tokens.weight")))
+    embeddings = sum(
+        v.size for name, v in tensors.items() if name.endswith(("wte.weight", "wpe.weight", "embed_tokens.weight"))
+    )
     assert model.num_parameters() == total
     assert model.num_parameters(exclude_embeddings=True) == total - embeddings
 
@@ -703,12 +900,26 @@ def test_assisted_greedy_across_tokenizers_with_ring_caches_is_plain_greedy(stor
         path = os.path.join(store.root, f"ring-cross-{role}")
         os.makedirs(path, exist_ok=True)
         vocab = _write_char_tokenizer(path, ALPHABET, merges, seed)
-        write_family_checkpoint(path, "mistral" if role == "target" else "gemma2", seed=seed + 40, vocab_size=vocab,
-                                num_layers=2, sliding_window=4, max_position_embeddings=1024)
+        write_family_checkpoint(
+            path,
+            "mistral" if role == "target" else "gemma2",
+            seed=seed + 40,
+            vocab_size=vocab,
+            num_layers=2,
+            sliding_window=4,
+            max_position_embeddings=1024,
+        )
         built[role] = (ha.AutoModelForCausalLM.from_pretrained(path), ha.AutoTokenizer.from_pretrained(path))
     (target, tok), (draft, draft_tok) = built["target"], built["draft"]
     ids = np.array([tok.encode("the cat sat on the mat. " * 12)], dtype=np.int64)
     plain = generate(target, ids, max_new_tokens=300)
-    res = generate(target, ids, max_new_tokens=300, assistant_model=draft, tokenizer=tok,
-                   assistant_tokenizer=draft_tok, num_assistant_tokens=6)
+    res = generate(
+        target,
+        ids,
+        max_new_tokens=300,
+        assistant_model=draft,
+        tokenizer=tok,
+        assistant_tokenizer=draft_tok,
+        num_assistant_tokens=6,
+    )
     assert_tokens(res, plain, "mistral target, gemma2 draft, rings")

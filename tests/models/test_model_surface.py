@@ -60,12 +60,15 @@ def shares(tensor, array):
 
 # ---- dtype, device, config.torch_dtype ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype, expected", [(None, "bfloat16"), ("float32", "float32"), ("float16", "float16"),
-                                             (torch.float32, "float32")])
+
+@pytest.mark.parametrize(
+    "dtype, expected", [(None, "bfloat16"), ("float32", "float32"), ("float16", "float16"), (torch.float32, "float32")]
+)
 def test_dtype_and_device_are_torchs_and_work_where_torch_takes_them(store, dtype, expected):
     model = load(store, "llama_bf16", dtype=dtype)
-    assert isinstance(model.dtype, torch.dtype) and model.dtype == TORCH[expected], \
+    assert isinstance(model.dtype, torch.dtype) and model.dtype == TORCH[expected], (
         f"model.dtype: expected {TORCH[expected]}, got {model.dtype!r}"
+    )
     assert torch.zeros(3, dtype=model.dtype).dtype == TORCH[expected]
     assert isinstance(model.device, torch.device) and model.device.type == "cpu" and str(model.device) == "cpu"
     assert torch.ones(2, device=model.device).device == model.device
@@ -81,11 +84,13 @@ def test_config_torch_dtype_is_the_dtype_loaded(store, dtype):
     to_dict() and config.json); the file's config.json says bfloat16."""
     model = load(store, "llama_bf16", dtype=dtype)
     name = dtype or "bfloat16"
-    assert model.config.torch_dtype == TORCH[name] and model.config.dtype == TORCH[name], \
+    assert model.config.torch_dtype == TORCH[name] and model.config.dtype == TORCH[name], (
         f"expected {name}, got torch_dtype={model.config.torch_dtype!r}, dtype={model.config.dtype!r}"
+    )
     assert model.config.to_dict()["torch_dtype"] == name, model.config.to_dict()["torch_dtype"]
-    assert ha.AutoConfig.from_pretrained(store["llama_bf16"][0]).torch_dtype == torch.bfloat16, \
+    assert ha.AutoConfig.from_pretrained(store["llama_bf16"][0]).torch_dtype == torch.bfloat16, (
         "a config read from config.json says its dtype in torch's type"
+    )
 
 
 def test_a_transformers_5_config_keeps_dtype_and_torch_dtype_in_agreement(store, tmp_path):
@@ -110,8 +115,9 @@ def test_a_quantized_model_reports_its_unquantized_dtype_as_bitsandbytes_models_
     """Transformers' dtype of a bitsandbytes model is its first floating-point parameter's (the dtype it was loaded
     in); the integer format is is_loaded_in_8bit / is_loaded_in_4bit, and here weight_dtype."""
     model = load(store, "llama_bf16", dtype=quant)
-    assert model.dtype == torch.bfloat16 and model.config.torch_dtype == torch.bfloat16, \
+    assert model.dtype == torch.bfloat16 and model.config.torch_dtype == torch.bfloat16, (
         f"{quant}: expected torch.bfloat16 (the file's dtype), got {model.dtype!r}, {model.config.torch_dtype!r}"
+    )
     assert model.weight_dtype == quant and model.is_quantized
     assert (model.is_loaded_in_8bit, model.is_loaded_in_4bit) == (quant != "int4", quant == "int4")
     assert f"dtype={quant}" in repr(model), repr(model)
@@ -121,9 +127,17 @@ def test_a_quantized_model_reports_its_unquantized_dtype_as_bitsandbytes_models_
 
 # Transformers' LlamaDecoderLayer registers self_attn, mlp, input_layernorm, post_attention_layernorm: its
 # state_dict's order within a layer (the files here are written in the order a layer applies them)
-LLAMA_LAYER = ["self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-               "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-               "input_layernorm.weight", "post_attention_layernorm.weight"]
+LLAMA_LAYER = [
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+    "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+]
 
 
 def expected_names(config, tensors, family):
@@ -137,7 +151,7 @@ def check_names(got, config, tensors, family, what):
     assert sorted(got) == sorted(expected), f"{what}: names {sorted(got)} != {sorted(expected)}"
     assert got[0] == expected[0] and got[-1] == expected[-1], f"{what}: {got[0]}...{got[-1]} first and last"
     if family == "llama":
-        layer = [n[len("model.layers.0."):] for n in got if n.startswith("model.layers.0.")]
+        layer = [n[len("model.layers.0.") :] for n in got if n.startswith("model.layers.0.")]
         assert layer == LLAMA_LAYER, f"{what}: a layer's order {layer} is not Transformers' {LLAMA_LAYER}"
 
 
@@ -181,12 +195,16 @@ def test_parameters_count_as_num_parameters_each_once(store, case):
     directory, config, tensors = store[case]
     model = load(store, case)
     params = dict(model.named_parameters())
-    check_names(list(params) + ([] if "lm_head.weight" in tensors else ["lm_head.weight"]), config, tensors,
-                config["model_type"], f"{case} named_parameters (each tensor once, a tied head left out)")
+    check_names(
+        list(params) + ([] if "lm_head.weight" in tensors else ["lm_head.weight"]),
+        config,
+        tensors,
+        config["model_type"],
+        f"{case} named_parameters (each tensor once, a tied head left out)",
+    )
     assert "lm_head.weight" in params or "lm_head.weight" not in tensors
     assert all(isinstance(p, torch.nn.Parameter) and p.requires_grad is False for p in params.values())
-    assert sum(p.numel() for p in model.parameters()) == model.num_parameters() == sum(v.size for v in
-                                                                                      tensors.values())
+    assert sum(p.numel() for p in model.parameters()) == model.num_parameters() == sum(v.size for v in tensors.values())
     every = [name for name, _ in model.named_parameters(prefix="m.", remove_duplicate=False)]
     assert every == ["m." + n for n in model.state_dict()], "remove_duplicate=False: every key, a tied head too"
     first = next(iter(params))
@@ -202,8 +220,9 @@ def test_weights_held_in_the_checkpoints_layout_are_views_and_the_rest_copies(st
     params = dict(model.named_parameters())
     for name in ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight"):
         assert not shares(params[name], held(model, name)), f"{name} is held in panels: a copy"
-    assert shares(params["model.embed_tokens.weight"], held(model, "model.embed_tokens.weight")), \
+    assert shares(params["model.embed_tokens.weight"], held(model, "model.embed_tokens.weight")), (
         "the untied embedding is held row-major: a view"
+    )
     # repack=False with a conversion: row-major copies the load made, viewed; float32 vectors viewed
     converted = load(store, "llama_bf16", repack=False, dtype="float32")
     for name, p in converted.named_parameters():
@@ -232,8 +251,9 @@ def test_no_weight_needs_grad_and_writes_do_what_the_docs_say(store):
     assert np.array_equal(model(IDS).logits, before), "a write into a copy changed the model"
     params["model.embed_tokens.weight"][IDS[0, -1]] = 0  # a view
     after = model(IDS).logits
-    assert np.array_equal(after[0, :-1], before[0, :-1]) and not np.array_equal(after[0, -1], before[0, -1]), \
+    assert np.array_equal(after[0, :-1], before[0, :-1]) and not np.array_equal(after[0, -1], before[0, -1]), (
         "a write into the embedding's view must reach the model, for the rewritten token only"
+    )
     mapped = load(store, "llama_bf16", repack=False)  # as stored: the file's map
     name = "model.layers.1.self_attn.o_proj.weight"
     assert maps_file(held(mapped, name))
@@ -314,6 +334,7 @@ def test_dequantize_reads_the_cores_blocks():
 
 # ---- embeddings --------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case, tied", [("llama_bf16", False), ("qwen2_f16_tied", True), ("gpt2_f32", True)])
 def test_embeddings_are_torch_modules_over_the_models_weights(store, case, tied):
     directory, config, tensors = store[case]
@@ -336,8 +357,10 @@ def test_embeddings_are_torch_modules_over_the_models_weights(store, case, tied)
 
 # ---- wrapped models ----------------------------------------------------------------------------------------------
 
+
 def test_a_wrapped_models_surface_is_its_own(store):
     from torch_causal_lm import TorchCausalLM
+
     torch_model = TorchCausalLM(store["llama_bf16"][0])
     wrapped = ha.wrap(torch_model)
     assert wrapped.device == torch.device("cpu") and wrapped.dtype == torch.float32
@@ -346,6 +369,7 @@ def test_a_wrapped_models_surface_is_its_own(store):
 
 
 # ---- without torch -----------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def no_torch(monkeypatch):

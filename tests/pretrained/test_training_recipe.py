@@ -2,6 +2,7 @@
 safetensors writer (sharded as Transformers shards), the trainer's cached generation, and a smoke run of
 train_gpu.py on the CPU whose weights package_pair.py lays out for habana_assist to load and compute as torch does.
 Needs Debian's python3-torch and python3-sentencepiece (scripts/setup.sh installs both)."""
+
 import json
 import os
 import subprocess
@@ -24,17 +25,20 @@ import llama_torch  # noqa: E402 - once torch is known to be there
 import train_gpu  # noqa: E402 - once torch is known to be there
 
 
-@pytest.mark.parametrize("rel, text, kept", [
-    ("pkg/module.py", "import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n", True),
-    ("pkg/tests/test_module.py", "def test_f():\n    assert f(1)\n", False),
-    ("pkg/test_module.py", "def test_f():\n    assert f(1)\n", False),
-    ("pip/_vendor/requests/api.py", "def get(url):\n    return request('get', url)\n", False),
-    ("botocore/vendored/six.py", "import sys\nPY3 = sys.version_info[0] == 3\n", False),
-    ("pkg/table.py", "T = [" + ", ".join(str(i) for i in range(600)) + "]\n", False),  # one long line: data
-    ("pkg/nums.py", "\n".join(f"({i}, {i * 3}, {i * 7})," for i in range(200)), False),  # numbers, not code
-    ("pkg/empty.py", "\n\n", False),
-    ("pkg/nul.py", "x = 1\0\n", False),
-])
+@pytest.mark.parametrize(
+    "rel, text, kept",
+    [
+        ("pkg/module.py", "import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n", True),
+        ("pkg/tests/test_module.py", "def test_f():\n    assert f(1)\n", False),
+        ("pkg/test_module.py", "def test_f():\n    assert f(1)\n", False),
+        ("pip/_vendor/requests/api.py", "def get(url):\n    return request('get', url)\n", False),
+        ("botocore/vendored/six.py", "import sys\nPY3 = sys.version_info[0] == 3\n", False),
+        ("pkg/table.py", "T = [" + ", ".join(str(i) for i in range(600)) + "]\n", False),  # one long line: data
+        ("pkg/nums.py", "\n".join(f"({i}, {i * 3}, {i * 7})," for i in range(200)), False),  # numbers, not code
+        ("pkg/empty.py", "\n\n", False),
+        ("pkg/nul.py", "x = 1\0\n", False),
+    ],
+)
 def test_collector_keeps_code_and_drops_tests_vendored_copies_and_data(rel, text, kept):
     assert collect_corpus.keep(rel, text) is kept, f"{rel}: expected keep() to say {kept}"
 
@@ -92,11 +96,20 @@ def smoke_run(tmp_path_factory):
     with open(corpus / "manifest.json", "w") as f:
         json.dump({"held_out": {"packages": {"stdlib-sample": {"files": 3}}}}, f)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.run([sys.executable, os.path.join(TRAINING, "train_gpu.py"), "--corpus", str(corpus),
-                           "--out", str(run), "--smoke"], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(TRAINING, "train_gpu.py"), "--corpus", str(corpus), "--out", str(run), "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"train_gpu.py --smoke failed:\n{proc.stdout}\n{proc.stderr}"
-    proc = subprocess.run([sys.executable, os.path.join(TRAINING, "package_pair.py"), "--run", str(run),
-                           "--out", str(pair)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(TRAINING, "package_pair.py"), "--run", str(run), "--out", str(pair)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"package_pair.py failed:\n{proc.stdout}\n{proc.stderr}"
     return corpus, run, pair
 
@@ -104,10 +117,11 @@ def smoke_run(tmp_path_factory):
 def test_smoke_run_writes_shards_small_enough_to_come_back_and_its_metrics(smoke_run):
     _, run, _ = smoke_run
     shards = sorted(os.listdir(run / "pycode"))
-    assert shards == [f"model-{i:05d}-of-00004.safetensors" for i in range(1, 5)] + \
-        ["model.safetensors.index.json"], f"got {shards}"
+    assert shards == [f"model-{i:05d}-of-00004.safetensors" for i in range(1, 5)] + ["model.safetensors.index.json"], (
+        f"got {shards}"
+    )
     for name in shards:
-        assert os.path.getsize(run / "pycode" / name) <= 16 * 2 ** 20, f"{name}: over 16 MiB"
+        assert os.path.getsize(run / "pycode" / name) <= 16 * 2**20, f"{name}: over 16 MiB"
     with open(run / "metrics.json") as f:
         m = json.load(f)
     assert m["target"] == train_gpu.TARGET and m["draft"] == train_gpu.DRAFT, m
@@ -127,15 +141,29 @@ def test_packaged_smoke_pair_loads_and_computes_what_torch_computes(smoke_run):
         with torch.no_grad():
             expected = ref(torch.from_numpy(ids)).numpy()
         got = ours(input_ids=ids).logits
-        assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max(), \
+        assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max(), (
             f"{name}: habana_assist's logits differ from the trainer's by {np.abs(got - expected).max()}"
+        )
 
 
 def test_draft_only_run_needs_a_trained_target(smoke_run, tmp_path):
     corpus = smoke_run[0]
-    proc = subprocess.run([sys.executable, os.path.join(TRAINING, "train_gpu.py"), "--corpus", str(corpus),
-                           "--out", str(tmp_path), "--smoke", "--target-share", "0"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(TRAINING, "train_gpu.py"),
+            "--corpus",
+            str(corpus),
+            "--out",
+            str(tmp_path),
+            "--smoke",
+            "--target-share",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "--target-share 0 needs --init" in proc.stderr, proc.stderr
 
 

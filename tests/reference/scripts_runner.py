@@ -96,8 +96,13 @@ def run_script(path, library, work, arrays):
         result = arrays.plain(namespace.get("result"))
     except Exception as e:  # noqa: BLE001 - an unrecordable result is reported, not raised
         result, error = None, error or f"result not recordable: {type(e).__name__}: {e}"
-    return {"stdout": out.getvalue(), "error": error, "where": where, "result": result,
-            "seconds": round(time.perf_counter() - started, 2)}
+    return {
+        "stdout": out.getvalue(),
+        "error": error,
+        "where": where,
+        "result": result,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
 
 
 def _seed_everything():

@@ -27,8 +27,16 @@ TEXTS = ["def fib(n):", "Hello world, said the model."]
 
 def _repo_files(directory):
     """A Llama checkpoint over Llama 2's vocabulary and its tokenizer.json, as a repo's files (path -> bytes)."""
-    write_random_checkpoint(directory, vocab_size=32000, hidden_size=32, intermediate_size=64, num_layers=2,
-                            bos_token_id=1, eos_token_id=2, seed=3)
+    write_random_checkpoint(
+        directory,
+        vocab_size=32000,
+        hidden_size=32,
+        intermediate_size=64,
+        num_layers=2,
+        bos_token_id=1,
+        eos_token_id=2,
+        seed=3,
+    )
     for path in (tokenizer_data.tokenizer_path("llama2"), tokenizer_data.config_path("llama2")):
         shutil.copy(path, directory)
     with open(os.path.join(directory, "generation_config.json"), "w") as f:
@@ -56,13 +64,22 @@ def shared(hf_reference, tmp_path_factory):
         ha.AutoTokenizer.from_pretrained(OURS, cache_dir=cache_b)
     first = len(server.requests)
     ops = [{"op": "encode", "args": [text]} for text in TEXTS]
-    results = [worker.call(job) for job in (
-        dict(kind="forward", dir=THEIRS, input_ids=IDS, load_kwargs={"cache_dir": cache_a}),
-        dict(kind="tokenizer", dir=THEIRS, ops=ops, load_kwargs={"cache_dir": cache_a}),
-        dict(kind="forward", dir=OURS, input_ids=IDS, load_kwargs={"cache_dir": cache_b, "local_files_only": True}),
-        dict(kind="tokenizer", dir=OURS, ops=ops, load_kwargs={"cache_dir": cache_b, "local_files_only": True}))]
-    return dict(source=str(root / "source"), cache_a=cache_a, results=results, requests=server.requests[first:],
-                ours_model=ours_model)
+    results = [
+        worker.call(job)
+        for job in (
+            dict(kind="forward", dir=THEIRS, input_ids=IDS, load_kwargs={"cache_dir": cache_a}),
+            dict(kind="tokenizer", dir=THEIRS, ops=ops, load_kwargs={"cache_dir": cache_a}),
+            dict(kind="forward", dir=OURS, input_ids=IDS, load_kwargs={"cache_dir": cache_b, "local_files_only": True}),
+            dict(kind="tokenizer", dir=OURS, ops=ops, load_kwargs={"cache_dir": cache_b, "local_files_only": True}),
+        )
+    ]
+    return dict(
+        source=str(root / "source"),
+        cache_a=cache_a,
+        results=results,
+        requests=server.requests[first:],
+        ours_model=ours_model,
+    )
 
 
 def _ok(result, what):
@@ -94,10 +111,14 @@ def test_what_transformers_downloaded_loads_here_offline(shared, monkeypatch):
 
 def test_what_we_downloaded_transformers_loads_offline(shared):
     forward, tokenizer = (_ok(r, OURS) for r in shared["results"][2:])
-    assert not [p for _, p, _ in shared["requests"] if OURS in p], \
+    assert not [p for _, p, _ in shared["requests"] if OURS in p], (
         "Transformers with local_files_only=True should have asked the Hub nothing about our download"
-    _assert_close(shared["ours_model"](np.array(IDS)).logits, forward["logits"],
-                  "Transformers' logits on our download against ours")
+    )
+    _assert_close(
+        shared["ours_model"](np.array(IDS)).logits,
+        forward["logits"],
+        "Transformers' logits on our download against ours",
+    )
     tok = ha.AutoTokenizer.from_pretrained(shared["source"])
     for text, theirs in zip(TEXTS, tokenizer["results"]):
         assert theirs["value"] == tok.encode(text), f"{text!r}: theirs {theirs}, ours {tok.encode(text)}"

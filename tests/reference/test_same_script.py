@@ -41,8 +41,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS_DIR = os.path.join(HERE, "scripts")
 RUNNER = os.path.join(HERE, "scripts_runner.py")
 SCRIPTS = sorted(name for name in os.listdir(SCRIPTS_DIR) if name.endswith(".py"))
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=256, initializer_range=0.1)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    initializer_range=0.1,
+)
 PYCODE_IDS = dict(vocab_size=4096, bos_token_id=1, eos_token_id=2, pad_token_id=3)  # the shipped tokenizer's
 QWEN3_IDS = dict(vocab_size=151936, eos_token_id=151645, pad_token_id=151643, tie_word_embeddings=True)
 
@@ -52,43 +59,73 @@ BEING_FIXED = "being fixed"  # a difference another change in progress removes: 
 # "only Transformers", or for "error" "ours: <type or none>, Transformers: <type or none>". kind: "documented"
 # (a decision, docs/transformers-parity.md says why) or BEING_FIXED.
 _VERSION_KEY = "our files name our version (habana_assist_version) where Transformers writes transformers_version"
-_UNSET = ("Transformers 5 leaves every GenerationConfig field None until generate() applies its defaults; ours holds "
-          "the defaults themselves (do_sample False, top_k 50, ...): generate() does the same with either")
+_UNSET = (
+    "Transformers 5 leaves every GenerationConfig field None until generate() applies its defaults; ours holds "
+    "the defaults themselves (do_sample False, top_k 50, ...): generate() does the same with either"
+)
 DIFFERENCES = {
     "c02_generation_config_save_load.py": (
         {"stdout": "differs", "result.saved.habana_assist_version": "only ours", "result.loaded[5]": "differs"},
-        f"{_VERSION_KEY}; top_k: {_UNSET}", "documented"),
+        f"{_VERSION_KEY}; top_k: {_UNSET}",
+        "documented",
+    ),
     "c03_model_generation_config.py": (
-        {"stdout": "differs", "result.diff.habana_assist_version": "only ours",
-         "result.diff.transformers_version": "only Transformers", "result.fields[4]": "differs",
-         "result.fields[5]": "differs"},
-        f"{_VERSION_KEY}; do_sample and top_k: {_UNSET}", "documented"),
+        {
+            "stdout": "differs",
+            "result.diff.habana_assist_version": "only ours",
+            "result.diff.transformers_version": "only Transformers",
+            "result.fields[4]": "differs",
+            "result.fields[5]": "differs",
+        },
+        f"{_VERSION_KEY}; do_sample and top_k: {_UNSET}",
+        "documented",
+    ),
     "c04_generation_config_from_pretrained_kwargs.py": (
-        {"stdout": "differs", "result.diff.habana_assist_version": "only ours", "result.diff.foo": "only Transformers",
-         "result.unused.foo": "only ours"},
+        {
+            "stdout": "differs",
+            "result.diff.habana_assist_version": "only ours",
+            "result.diff.foo": "only Transformers",
+            "result.unused.foo": "only ours",
+        },
         f"{_VERSION_KEY}; GenerationConfig.from_pretrained(..., foo=..., return_unused_kwargs=True) returns a key it "
-        "does not know as unused, where Transformers sets it on the config as an attribute", "documented"),
+        "does not know as unused, where Transformers sets it on the config as an attribute",
+        "documented",
+    ),
     "c05_generation_config_validate.py": (
-        {"stdout": "differs", "result.validate temperature_zero": "differs",
-         "result.validate top_p_above_one": "differs", "result.generate top_p_above_one": "differs"},
+        {
+            "stdout": "differs",
+            "result.validate temperature_zero": "differs",
+            "result.validate top_p_above_one": "differs",
+            "result.generate top_p_above_one": "differs",
+        },
         "ours refuses temperature=0.0 and top_p > 1 with do_sample=True in validate(); Transformers' validate() passes "
-        "both, its generate() refuses temperature 0.0 and samples with top_p=1.5 as with 1.0", "documented"),
+        "both, its generate() refuses temperature 0.0 and samples with top_p=1.5 as with 1.0",
+        "documented",
+    ),
     "c07_generation_config_defaults.py": ({"stdout": "differs", "result.unset": "differs"}, _UNSET, "documented"),
     "k06_cache_crop_meaning.py": (
         {"stdout": "differs", "result.left.4": "differs"},
         "crop(n > 0) keeps the first n columns here (Transformers 4's meaning); Transformers 5 takes only a count to "
-        "drop and refuses n > 0 (crop(0) drops nothing on both sides)", "documented"),
+        "drop and refuses n > 0 (crop(0) drops nothing on both sides)",
+        "documented",
+    ),
     "m06_refused_beam_search.py": (
         {"error": "ours: InvalidInputError, Transformers: none", "stdout": "differs", "result": "differs"},
-        "beam search (num_beams > 1) is refused here, naming what to use instead", "documented"),
+        "beam search (num_beams > 1) is refused here, naming what to use instead",
+        "documented",
+    ),
     "p06_pipeline_stop_strings.py": (
         {"error": "ours: none, Transformers: ValueError", "stdout": "differs", "result": "differs"},
         "the pipeline passes its own tokenizer for stop_strings here; Transformers' pipeline needs tokenizer= in the "
-        "call", "documented"),
+        "call",
+        "documented",
+    ),
     "t03_chat_template_tokenize_default.py": (
         {"stdout": "differs", "result.type": "differs"},
         "apply_chat_template(tokenize=True) returns the list of ids here (Transformers 4's default), a BatchEncoding "
-        "in Transformers 5; the ids are equal", "documented"),
+        "in Transformers 5; the ids are equal",
+        "documented",
+    ),
 }
 
 
@@ -102,17 +139,36 @@ def model_dirs(hf_reference, tmp_path_factory):
     """{variable: directory} of every model the scripts read, the tiny ones made here by Transformers."""
     root = tmp_path_factory.mktemp("same_script_models")
     dirs = {"PYCODE": os.path.join(SHIPPED, "pycode"), "PYCODE_DRAFT": os.path.join(SHIPPED, "pycode-draft")}
-    dirs.update({name: str(root / name.lower()) for name in ("TINY_LLAMA", "TINY_LLAMA_DRAFT", "TINY_GPT2",
-                                                              "TINY_QWEN3")})
+    dirs.update(
+        {name: str(root / name.lower()) for name in ("TINY_LLAMA", "TINY_LLAMA_DRAFT", "TINY_GPT2", "TINY_QWEN3")}
+    )
     jobs = [
-        dict(kind="make_model", model_type="llama", config=dict(TINY, **PYCODE_IDS), seed=0,
-             saves=[dict(dir=dirs["TINY_LLAMA"], dtype="float32")]),
-        dict(kind="make_model", saves=[dict(dir=dirs["TINY_LLAMA_DRAFT"], dtype="float32")],
-             perturb_from=dict(dir=dirs["TINY_LLAMA"], noise=0.15, seed=1)),
-        dict(kind="make_model", model_type="gpt2", seed=0, saves=[dict(dir=dirs["TINY_GPT2"], dtype="float32")],
-             config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=256, initializer_range=0.1, **PYCODE_IDS)),
-        dict(kind="make_model", model_type="qwen3", config=dict(TINY, hidden_size=32, head_dim=8, **QWEN3_IDS),
-             seed=0, saves=[dict(dir=dirs["TINY_QWEN3"], dtype="float32")]),
+        dict(
+            kind="make_model",
+            model_type="llama",
+            config=dict(TINY, **PYCODE_IDS),
+            seed=0,
+            saves=[dict(dir=dirs["TINY_LLAMA"], dtype="float32")],
+        ),
+        dict(
+            kind="make_model",
+            saves=[dict(dir=dirs["TINY_LLAMA_DRAFT"], dtype="float32")],
+            perturb_from=dict(dir=dirs["TINY_LLAMA"], noise=0.15, seed=1),
+        ),
+        dict(
+            kind="make_model",
+            model_type="gpt2",
+            seed=0,
+            saves=[dict(dir=dirs["TINY_GPT2"], dtype="float32")],
+            config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=256, initializer_range=0.1, **PYCODE_IDS),
+        ),
+        dict(
+            kind="make_model",
+            model_type="qwen3",
+            config=dict(TINY, hidden_size=32, head_dim=8, **QWEN3_IDS),
+            seed=0,
+            saves=[dict(dir=dirs["TINY_QWEN3"], dtype="float32")],
+        ),
     ]
     for job, result in zip(jobs, hf_reference.run(jobs)):
         assert "error" not in result, f"Transformers could not make {job['saves'][0]['dir']}: {result['error']}"
@@ -131,12 +187,19 @@ def runs(hf_reference, model_dirs):
     scripts = [os.path.join(SCRIPTS_DIR, name) for name in SCRIPTS]
     env = dict(model_dirs, HA_NUM_THREADS="1")
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {library: pool.submit(hf_reference.run_file, RUNNER, dict(
-            library=library, package_parent=PACKAGE_PARENT, env=env, scripts=scripts), timeout=900)
-            for library in ("transformers", "habana_assist")}
+        futures = {
+            library: pool.submit(
+                hf_reference.run_file,
+                RUNNER,
+                dict(library=library, package_parent=PACKAGE_PARENT, env=env, scripts=scripts),
+                timeout=900,
+            )
+            for library in ("transformers", "habana_assist")
+        }
         out = {library: future.result() for library, future in futures.items()}
-    assert os.path.realpath(out["habana_assist"].pop("__package__")) == os.path.realpath(PACKAGE_PARENT), \
+    assert os.path.realpath(out["habana_assist"].pop("__package__")) == os.path.realpath(PACKAGE_PARENT), (
         "the scripts' habana_assist is not the package under test"
+    )
     return out
 
 
@@ -207,20 +270,23 @@ def _report(script, ours, theirs, found):
         if run["error"]:
             lines.append(f"  {side} raised {run['error'][:600]} (at {run['where']})")
     if "stdout" in found:
-        diff = difflib.unified_diff(theirs["stdout"].splitlines(), ours["stdout"].splitlines(), "Transformers",
-                                    "ours", lineterm="", n=1)
+        diff = difflib.unified_diff(
+            theirs["stdout"].splitlines(), ours["stdout"].splitlines(), "Transformers", "ours", lineterm="", n=1
+        )
         lines.append("  stdout:\n    " + "\n    ".join(list(diff)[:30]))
     for where in sorted(found):
         if where.startswith("result"):
-            lines.append(f"  {where}: ours {_at(ours['result'], where)!r:.500}\n"
-                         f"  {' ' * len(where)}  Transformers {_at(theirs['result'], where)!r:.500}")
+            lines.append(
+                f"  {where}: ours {_at(ours['result'], where)!r:.500}\n"
+                f"  {' ' * len(where)}  Transformers {_at(theirs['result'], where)!r:.500}"
+            )
     return "\n".join(lines)
 
 
 def _at(value, where):
     import re
 
-    for key, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", where[len("result"):]):
+    for key, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", where[len("result") :]):
         try:
             value = value[key] if key else value[int(index)]
         except (KeyError, IndexError, TypeError):
@@ -234,14 +300,18 @@ def test_script_gives_transformers_results_but_the_named_differences(runs, scrip
     found = differences(ours, theirs)
     expected, why, _ = DIFFERENCES.get(script, ({}, None, None))
     if found != expected:
-        pytest.fail(f"expected differences {expected or 'none'}{f' ({why})' if why else ''}, found "
-                    f"{found or 'none'}\n{_report(script, ours, theirs, found)}", pytrace=False)
+        pytest.fail(
+            f"expected differences {expected or 'none'}{f' ({why})' if why else ''}, found "
+            f"{found or 'none'}\n{_report(script, ours, theirs, found)}",
+            pytrace=False,
+        )
 
 
 def test_corpus_is_40_user_scripts_each_run_by_both_libraries(runs):
     assert len(SCRIPTS) >= 40, f"expected at least 40 scripts in tests/reference/scripts, found {len(SCRIPTS)}"
-    assert not set(DIFFERENCES) - set(SCRIPTS), f"DIFFERENCES names scripts that do not exist: " \
-                                                f"{sorted(set(DIFFERENCES) - set(SCRIPTS))}"
+    assert not set(DIFFERENCES) - set(SCRIPTS), (
+        f"DIFFERENCES names scripts that do not exist: {sorted(set(DIFFERENCES) - set(SCRIPTS))}"
+    )
     for library in ("transformers", "habana_assist"):
         assert sorted(runs[library]) == SCRIPTS, f"{library} ran {sorted(runs[library])}, expected {SCRIPTS}"
 
@@ -263,8 +333,10 @@ def test_docs_table_lists_every_script_with_its_result():
     """docs/transformers-parity.md's table: one row per script; "equal" exactly where DIFFERENCES names nothing,
     else "differs" ("being fixed" where the difference is one)."""
     rows = _docs_table()
-    assert sorted(rows) == SCRIPTS, (f"the docs table's scripts differ from tests/reference/scripts: missing "
-                                     f"{sorted(set(SCRIPTS) - set(rows))}, extra {sorted(set(rows) - set(SCRIPTS))}")
+    assert sorted(rows) == SCRIPTS, (
+        f"the docs table's scripts differ from tests/reference/scripts: missing "
+        f"{sorted(set(SCRIPTS) - set(rows))}, extra {sorted(set(rows) - set(SCRIPTS))}"
+    )
     wrong = []
     for script, cell in rows.items():
         kind = DIFFERENCES.get(script, (None, None, None))[2]

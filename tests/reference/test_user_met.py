@@ -27,8 +27,7 @@ from family_checkpoints import write_family_checkpoint
 
 import habana_assist as ha
 
-RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
-                      "hf_usermet_runner.py")
+RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "hf_usermet_runner.py")
 SHIPPED_DRAFT = os.path.join(os.path.dirname(os.path.abspath(ha.__file__)), "pretrained", "pycode-draft")
 TOL = 1e-5  # of the largest |value| compared: test_transformers_parity.py's LOGIT_TOL, for the same reasons
 VOCAB = 96
@@ -58,13 +57,28 @@ def _close(ours, theirs, what):
 def _override_values(config):
     own = dict(config)
     head_dim = own.get("head_dim") or own.get("hidden_size", own.get("n_embd", 32)) // own.get(
-        "num_attention_heads", own.get("n_head", 4))
-    values = dict(output_attentions=False, output_hidden_states=False, return_dict=True, use_cache=True, num_labels=2,
-                  rope_theta=10000.0, partial_rotary_factor=1.0, rope_local_base_freq=10000.0, foo_bar=1,
-                  sliding_window=own.get("sliding_window") or 8, head_dim=head_dim, attention_bias=False,
-                  mlp_bias=False, sliding_window_pattern=own.get("sliding_window_pattern", 2), is_decoder=False,
-                  tie_word_embeddings=own.get("tie_word_embeddings", False), chunk_size_feed_forward=0,
-                  num_hidden_layers=own.get("num_hidden_layers", own.get("n_layer")))
+        "num_attention_heads", own.get("n_head", 4)
+    )
+    values = dict(
+        output_attentions=False,
+        output_hidden_states=False,
+        return_dict=True,
+        use_cache=True,
+        num_labels=2,
+        rope_theta=10000.0,
+        partial_rotary_factor=1.0,
+        rope_local_base_freq=10000.0,
+        foo_bar=1,
+        sliding_window=own.get("sliding_window") or 8,
+        head_dim=head_dim,
+        attention_bias=False,
+        mlp_bias=False,
+        sliding_window_pattern=own.get("sliding_window_pattern", 2),
+        is_decoder=False,
+        tie_word_embeddings=own.get("tie_word_embeddings", False),
+        chunk_size_feed_forward=0,
+        num_hidden_layers=own.get("num_hidden_layers", own.get("n_layer")),
+    )
     if "rope_parameters" in own:
         values["rope_parameters"] = own["rope_parameters"]
     return values
@@ -78,31 +92,64 @@ def setup(hf_reference, tmp_path_factory):
     dirs, configs = {}, {}
     for family in FAMILIES:
         dirs[family] = str(root / family)
-        configs[family], _ = write_family_checkpoint(dirs[family], family, vocab_size=VOCAB, seed=3, v5=True,
-                                                     scale=2.0)
+        configs[family], _ = write_family_checkpoint(dirs[family], family, vocab_size=VOCAB, seed=3, v5=True, scale=2.0)
     model = ha.AutoModelForCausalLM.from_pretrained(dirs["llama"])
     # an end token that the first row gives early and the second row never (taken from a run whose end token, the
     # pad id, is held off to the last step): the rows end apart
-    free = model.generate(np.array(BATCH), attention_mask=np.array(BATCH) != 0, max_new_tokens=NEW,
-                          min_new_tokens=NEW, do_sample=False, repetition_penalty=1.3, eos_token_id=0, pad_token_id=0)
-    new = free[:, len(BATCH[0]):]
+    free = model.generate(
+        np.array(BATCH),
+        attention_mask=np.array(BATCH) != 0,
+        max_new_tokens=NEW,
+        min_new_tokens=NEW,
+        do_sample=False,
+        repetition_penalty=1.3,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    new = free[:, len(BATCH[0]) :]
     eos = next(int(new[0, j]) for j in range(1, NEW - 3) if new[0, j] not in new[1] and new[0, j] not in new[0, :j])
-    scores_kwargs = dict(max_new_tokens=NEW, do_sample=False, repetition_penalty=1.3, eos_token_id=eos,
-                         pad_token_id=0)
-    llama_cases = [dict(num_hidden_layers=1), dict(use_cache=False), dict(output_hidden_states=True),
-                   dict(rope_parameters={"rope_type": "default", "rope_theta": 500.0}), dict(rope_theta=500.0),
-                   dict(foo_bar=1), dict(output_attentions=True)]
+    scores_kwargs = dict(max_new_tokens=NEW, do_sample=False, repetition_penalty=1.3, eos_token_id=eos, pad_token_id=0)
+    llama_cases = [
+        dict(num_hidden_layers=1),
+        dict(use_cache=False),
+        dict(output_hidden_states=True),
+        dict(rope_parameters={"rope_type": "default", "rope_theta": 500.0}),
+        dict(rope_theta=500.0),
+        dict(foo_bar=1),
+        dict(output_attentions=True),
+    ]
     jobs = {
         "cache": dict(kind="cache_copies", dir=dirs["llama"], prompt=PROMPT, suffixes=SUFFIXES, max_new=NEW),
-        "llama_overrides": dict(kind="config_overrides", dir=dirs["llama"], cases=llama_cases, input_ids=IDS,
-                                config_cases=[dict(set=dict(num_hidden_layers=1))]),
-        "scores": dict(kind="transition_scores", dir=dirs["llama"], input_ids=BATCH,
-                       attention_mask=(np.array(BATCH) != 0).astype(int).tolist(), kwargs=scores_kwargs),
-        "pipeline": dict(kind="pipeline_inputs", dir=SHIPPED_DRAFT, prompts=PROMPTS, kwargs=PIPELINE_KWARGS,
-                         cases=list(PIPELINE_INPUTS)),
-        **{("config", family): dict(kind="config_overrides", dir=dirs[family], models=False,
-                                    cases=[{k: v} for k, v in _override_values(configs[family]).items()])
-           for family in FAMILIES},
+        "llama_overrides": dict(
+            kind="config_overrides",
+            dir=dirs["llama"],
+            cases=llama_cases,
+            input_ids=IDS,
+            config_cases=[dict(set=dict(num_hidden_layers=1))],
+        ),
+        "scores": dict(
+            kind="transition_scores",
+            dir=dirs["llama"],
+            input_ids=BATCH,
+            attention_mask=(np.array(BATCH) != 0).astype(int).tolist(),
+            kwargs=scores_kwargs,
+        ),
+        "pipeline": dict(
+            kind="pipeline_inputs",
+            dir=SHIPPED_DRAFT,
+            prompts=PROMPTS,
+            kwargs=PIPELINE_KWARGS,
+            cases=list(PIPELINE_INPUTS),
+        ),
+        **{
+            ("config", family): dict(
+                kind="config_overrides",
+                dir=dirs[family],
+                models=False,
+                cases=[{k: v} for k, v in _override_values(configs[family]).items()],
+            )
+            for family in FAMILIES
+        },
     }
     results = hf_reference.run_file(RUNNER, list(jobs.values()))
     out = dict(zip(jobs, results))
@@ -112,6 +159,7 @@ def setup(hf_reference, tmp_path_factory):
 
 
 # ---- caches: copy.deepcopy and copy.copy ------------------------------------------------------------------------
+
 
 def test_deepcopy_of_a_prompt_cache_serves_each_request_as_transformers(setup):
     """Transformers' prompt-reuse recipe: a prompt's cache filled once, then per request generate(prompt + suffix,
@@ -125,11 +173,13 @@ def test_deepcopy_of_a_prompt_cache_serves_each_request_as_transformers(setup):
     for suffix, theirs, plain in zip(SUFFIXES, hf["copied"], hf["plain"]):
         ids = np.array([PROMPT + suffix])
         ours = model.generate(ids, past_key_values=copy.deepcopy(cache), max_new_tokens=NEW, do_sample=False)
-        assert ours.tolist() == theirs.tolist() == plain.tolist(), \
+        assert ours.tolist() == theirs.tolist() == plain.tolist(), (
             f"suffix {suffix}: ours {ours.tolist()}, Transformers {theirs.tolist()} (plain {plain.tolist()})"
+        )
     assert hf["original_unchanged"] and cache.get_seq_length() == hf["original_length"] == len(PROMPT)
-    assert all(np.array_equal(a, k) for a, (k, _) in zip(keys, cache.to_legacy_cache())), \
+    assert all(np.array_equal(a, k) for a, (k, _) in zip(keys, cache.to_legacy_cache())), (
         "the prompt's cache changed when its deep copies were extended"
+    )
 
 
 def test_copy_copy_of_a_cache_is_another_handle_as_in_transformers(setup):
@@ -140,8 +190,10 @@ def test_copy_copy_of_a_cache_is_another_handle_as_in_transformers(setup):
     model(np.array([PROMPT]), past_key_values=original)
     shallow = copy.copy(original)
     model.generate(np.array([PROMPT + SUFFIXES[0]]), past_key_values=shallow, max_new_tokens=NEW, do_sample=False)
-    assert (original.get_seq_length(), shallow.get_seq_length()) == \
-        (hf["shallow_original_length"], hf["shallow_copy_length"]), "copy.copy: lengths differ from Transformers'"
+    assert (original.get_seq_length(), shallow.get_seq_length()) == (
+        hf["shallow_original_length"],
+        hf["shallow_copy_length"],
+    ), "copy.copy: lengths differ from Transformers'"
     assert shallow is not original
 
 
@@ -164,15 +216,16 @@ def test_deepcopy_of_a_cropped_sliding_window_cache_is_a_clone(tmp_path):
         assert _crops(clone, keep) == allowed[-1], f"crop({keep}): the clone and the original disagree"
     assert True in allowed and False in allowed, f"a weak test: crops allowed {allowed}"
     kept = cache.get_seq_length()
-    a = model(ids[:, kept:kept + 20], past_key_values=cache).logits
-    b = model(ids[:, kept:kept + 20], past_key_values=clone).logits
+    a = model(ids[:, kept : kept + 20], past_key_values=cache).logits
+    b = model(ids[:, kept : kept + 20], past_key_values=clone).logits
     assert np.array_equal(a, b), "the deep copy continues otherwise than the original"
     static = model.create_cache(batch_size=1, max_cache_len=64)
     model(ids[:, :10], past_key_values=static)
     twin = copy.deepcopy(static)
     assert isinstance(twin, ha.StaticCache) and twin.get_seq_length() == 10 and twin.get_max_cache_shape() == 64
-    assert np.array_equal(model(ids[:, 10:12], past_key_values=twin).logits,
-                          model(ids[:, 10:12], past_key_values=static).logits)
+    assert np.array_equal(
+        model(ids[:, 10:12], past_key_values=twin).logits, model(ids[:, 10:12], past_key_values=static).logits
+    )
     assert copy.deepcopy(ha.DynamicCache()).get_seq_length() == 0
     with pytest.raises(ha.InvalidInputError, match="to_legacy_cache"):
         pickle.dumps(cache)
@@ -204,13 +257,15 @@ def test_autoconfig_return_unused_kwargs_is_transformers(setup, family):
     differ = []
     for (name, value), their in zip(_override_values(setup["configs"][family]).items(), theirs, strict=True):
         assert "config_error" not in their, f"{family} {name}: Transformers refused: {their['config_error']}"
-        config, unused = ha.AutoConfig.from_pretrained(setup["dirs"][family], return_unused_kwargs=True,
-                                                       **{name: value})
+        config, unused = ha.AutoConfig.from_pretrained(
+            setup["dirs"][family], return_unused_kwargs=True, **{name: value}
+        )
         if sorted(unused) != their["unused"]:
             differ.append(f"{name}: ours {sorted(unused)}, Transformers {their['unused']}")
         elif not unused and (family, name) not in DERIVED:
-            assert getattr(config, name) == their["config_values"][name] == value, \
+            assert getattr(config, name) == their["config_values"][name] == value, (
                 f"{family} {name}: ours {getattr(config, name)!r}, Transformers {their['config_values'][name]!r}"
+            )
     assert not differ, f"{family}: unused keywords differ:\n" + "\n".join(differ)
     with pytest.warns(UserWarning, match="foo_bar"):  # Transformers drops it silently; we say so
         ha.AutoConfig.from_pretrained(setup["dirs"][family], foo_bar=1)
@@ -235,15 +290,18 @@ def test_from_pretrained_keywords_set_transformers_attributes_and_refuse_the_res
     assert hidden.hidden_states is not None and len(hidden.hidden_states) == 3
     assert hidden.past_key_values is not None
     # rope_parameters: a new rotary base, Transformers' logits
-    rope = ha.AutoModelForCausalLM.from_pretrained(directory,
-                                                   rope_parameters=cases[3]["model_values"]["rope_parameters"])
+    rope = ha.AutoModelForCausalLM.from_pretrained(
+        directory, rope_parameters=cases[3]["model_values"]["rope_parameters"]
+    )
     assert rope.config.rope_theta == 500.0
     _close(rope(np.array(IDS)).logits, cases[3]["logits"], "rope_parameters")
     base = ha.AutoModelForCausalLM.from_pretrained(directory)(np.array(IDS)).logits
     assert not np.allclose(base, cases[3]["logits"], atol=1e-3), "the rope override changed nothing: a weak test"
     # rope_theta and an unknown keyword: refused, as Transformers' model constructor refuses them
-    for case, kwargs, match in ((cases[4], dict(rope_theta=500.0), "rope_parameters"),
-                                (cases[5], dict(foo_bar=1), "foo_bar")):
+    for case, kwargs, match in (
+        (cases[4], dict(rope_theta=500.0), "rope_parameters"),
+        (cases[5], dict(foo_bar=1), "foo_bar"),
+    ):
         assert case["model_error"].startswith("TypeError") and "unexpected keyword" in case["model_error"]
         with pytest.raises(ha.InvalidInputError, match=match):
             ha.AutoModelForCausalLM.from_pretrained(directory, **kwargs)
@@ -279,6 +337,7 @@ def test_from_pretrained_config_is_transformers_config_argument(setup):
 
 # ---- compute_transition_scores of rows that end early -------------------------------------------------------------
 
+
 def test_transition_scores_of_rows_that_ended_are_transformers(setup):
     """A batch whose first row ends three steps in: Transformers keeps computing it (fed the pad id) and reports
     its real scores and logits there; so do we, and compute_transition_scores (normalized or not) equals
@@ -286,11 +345,17 @@ def test_transition_scores_of_rows_that_ended_are_transformers(setup):
     hf = setup["hf"]["scores"]
     model = ha.AutoModelForCausalLM.from_pretrained(setup["dirs"]["llama"])
     batch = np.array(BATCH)
-    res = model.generate(batch, attention_mask=batch != 0, return_dict_in_generate=True, output_scores=True,
-                         output_logits=True, **setup["scores_kwargs"])
+    res = model.generate(
+        batch,
+        attention_mask=batch != 0,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+        **setup["scores_kwargs"],
+    )
     assert res.sequences.tolist() == hf["sequences"].tolist()
     steps = res.sequences.shape[1] - batch.shape[1]
-    ended = int(np.argmax(res.sequences[0, batch.shape[1]:] == setup["eos"]))
+    ended = int(np.argmax(res.sequences[0, batch.shape[1] :] == setup["eos"]))
     assert ended < steps - 2, "the first row must end well before the batch does"
     _close(np.stack(res.scores), hf["scores"], "scores")
     _close(np.stack(res.logits), hf["logits"], "logits")
@@ -302,6 +367,7 @@ def test_transition_scores_of_rows_that_ended_are_transformers(setup):
 
 # ---- pipeline inputs -------------------------------------------------------------------------------------------
 
+
 def _inputs(kind):
     import torch
 
@@ -311,9 +377,15 @@ def _inputs(kind):
 
         def __getitem__(self, i):
             return PROMPTS[i]
-    return {"list": lambda: list(PROMPTS), "tuple": lambda: tuple(PROMPTS), "iterator": lambda: iter(PROMPTS),
-            "generator": lambda: (p for p in PROMPTS), "torch_dataset": Dataset,
-            "empty_generator": lambda: (p for p in [])}[kind]()
+
+    return {
+        "list": lambda: list(PROMPTS),
+        "tuple": lambda: tuple(PROMPTS),
+        "iterator": lambda: iter(PROMPTS),
+        "generator": lambda: (p for p in PROMPTS),
+        "torch_dataset": Dataset,
+        "empty_generator": lambda: (p for p in []),
+    }[kind]()
 
 
 # where we take what Transformers fails on (a TypeError from its preprocessing): documented in transformers-parity.md
@@ -337,8 +409,9 @@ def test_pipeline_returns_transformers_types_for_lists_generators_and_datasets(s
             assert lazy == (kind == "iterator") and records == expected, f"{kind}: {type(got)} {records}"
             continue
         assert "error" not in theirs, f"{kind}: Transformers failed: {theirs}"
-        assert lazy == theirs["lazy"], f"{kind}: ours {'lazy' if lazy else type(got).__name__}, Transformers " \
-                                       f"{theirs['type']}"
+        assert lazy == theirs["lazy"], (
+            f"{kind}: ours {'lazy' if lazy else type(got).__name__}, Transformers {theirs['type']}"
+        )
         assert records == theirs["records"], f"{kind}: ours {records}, Transformers {theirs['records']}"
 
 
@@ -352,6 +425,7 @@ def test_pipeline_over_a_generator_generates_as_it_is_read():
         for p in PROMPTS * 2:
             pulled.append(p)
             yield p
+
     out = pipe(prompts(), batch_size=2, **PIPELINE_KWARGS)
     assert isinstance(out, types.GeneratorType) and len(pulled) == 1, pulled
     first = next(out)
@@ -362,6 +436,7 @@ def test_pipeline_over_a_generator_generates_as_it_is_read():
 
 
 # ---- the model surface torch code touches ---------------------------------------------------------------------
+
 
 def test_training_requires_grad_and_dtype_conversions(setup, tmp_path):
     """training is False (inference only); requires_grad_(False) is a no-op and True is refused; half(),
@@ -377,8 +452,11 @@ def test_training_requires_grad_and_dtype_conversions(setup, tmp_path):
     ids = np.array(IDS)
     assert model.float() is model and model.to(np.float32) is model
     generation_config = model.generation_config
-    for convert, dtype in ((lambda m: m.half(), "float16"), (lambda m: m.bfloat16(), "bfloat16"),
-                           (lambda m: m.to("float32"), "float32")):
+    for convert, dtype in (
+        (lambda m: m.half(), "float16"),
+        (lambda m: m.bfloat16(), "bfloat16"),
+        (lambda m: m.to("float32"), "float32"),
+    ):
         want = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype)(ids).logits
         fresh = ha.AutoModelForCausalLM.from_pretrained(directory)
         assert convert(fresh) is fresh and fresh.weight_dtype == dtype and str(fresh.dtype).endswith(dtype)

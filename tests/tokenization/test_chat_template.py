@@ -67,42 +67,72 @@ class Holder:
 # Conversations
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
-TURNS = [{"role": "user", "content": "What is the capital of France?"},
-         {"role": "assistant", "content": "The capital of France is Paris."},
-         {"role": "user", "content": "And of Italy?"}]
-TRICKY = ("Unicode: é ñ ß 中文 日本語 עברית 🙂 👍🏽\n"
-          "Lines:\n\n    indented\n"
-          "Braces: {{ not_a_variable }} {% if x %} {# comment #} {x} }}\n"
-          "Quotes: 'single' \"double\" `back` \\ backslash\ttab")
-TRICKY_TURNS = [{"role": "user", "content": TRICKY},
-                {"role": "assistant", "content": "  Réponse « ok » {\"json\": [1, 2]}\n\n"},
-                {"role": "user", "content": "\n  trailing and leading space  \n"}]
-CONTINUE_TURNS = [{"role": "user", "content": "Write a haiku about the sea."},
-                  {"role": "assistant", "content": "Waves fold into foam,"}]
+TURNS = [
+    {"role": "user", "content": "What is the capital of France?"},
+    {"role": "assistant", "content": "The capital of France is Paris."},
+    {"role": "user", "content": "And of Italy?"},
+]
+TRICKY = (
+    "Unicode: é ñ ß 中文 日本語 עברית 🙂 👍🏽\n"
+    "Lines:\n\n    indented\n"
+    "Braces: {{ not_a_variable }} {% if x %} {# comment #} {x} }}\n"
+    "Quotes: 'single' \"double\" `back` \\ backslash\ttab"
+)
+TRICKY_TURNS = [
+    {"role": "user", "content": TRICKY},
+    {"role": "assistant", "content": '  Réponse « ok » {"json": [1, 2]}\n\n'},
+    {"role": "user", "content": "\n  trailing and leading space  \n"},
+]
+CONTINUE_TURNS = [
+    {"role": "user", "content": "Write a haiku about the sea."},
+    {"role": "assistant", "content": "Waves fold into foam,"},
+]
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city.",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "description": "City name, e.g. Zürich"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}
-TOOL_TURNS = [{"role": "system", "content": "You can call tools."},
-              {"role": "user", "content": "Weather in Zürich and Paris?"},
-              {"role": "assistant", "content": "",
-               "tool_calls": [{"type": "function", "function": {"name": "get_weather",
-                                                                 "arguments": {"city": "Zürich", "unit": "celsius"}}},
-                              {"type": "function", "function": {"name": "get_weather",
-                                                                 "arguments": "{\"city\": \"Paris\"}"}}]},
-              {"role": "tool", "content": "{\"temperature\": 21}"},
-              {"role": "tool", "content": "{\"temperature\": 24}"},
-              {"role": "assistant", "content": "<think>\nBoth answered.\n</think>\n\nZürich 21 °C, Paris 24 °C."},
-              {"role": "user", "content": "Thanks!"}]
-THINKING_TURNS = [{"role": "user", "content": "2+2?"},
-                  {"role": "assistant", "content": "<think>\nadd them\n</think>\n\n4"},
-                  {"role": "user", "content": "3+3?"},
-                  {"role": "assistant", "content": "<think>\nadd again\n</think>\n\n6"}]
-GEMMA_BLOCKS = [{"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
-                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe this. "}]},
-                {"role": "assistant", "content": [{"type": "text", "text": "Un chat."}]}]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. Zürich"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TOOL_TURNS = [
+    {"role": "system", "content": "You can call tools."},
+    {"role": "user", "content": "Weather in Zürich and Paris?"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Zürich", "unit": "celsius"}},
+            },
+            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        ],
+    },
+    {"role": "tool", "content": '{"temperature": 21}'},
+    {"role": "tool", "content": '{"temperature": 24}'},
+    {"role": "assistant", "content": "<think>\nBoth answered.\n</think>\n\nZürich 21 °C, Paris 24 °C."},
+    {"role": "user", "content": "Thanks!"},
+]
+THINKING_TURNS = [
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "<think>\nadd them\n</think>\n\n4"},
+    {"role": "user", "content": "3+3?"},
+    {"role": "assistant", "content": "<think>\nadd again\n</think>\n\n6"},
+]
+GEMMA_BLOCKS = [
+    {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
+    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": " Describe this. "}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "Un chat."}]},
+]
 
 
 def _cases():
@@ -114,10 +144,15 @@ def _cases():
                 tag = f"{'system' if system else 'nosystem'}-{'genprompt' if prompt else 'plain'}"
                 head = [SYSTEM] if system else []
                 cases.append((f"{family}-{tag}", family, head + TURNS, {"add_generation_prompt": prompt}))
-                cases.append((f"{family}-tricky-{tag}", family, head + TRICKY_TURNS,
-                              {"add_generation_prompt": prompt}))
-            cases.append((f"{family}-continue-{'system' if system else 'nosystem'}", family,
-                          ([SYSTEM] if system else []) + CONTINUE_TURNS, {"continue_final_message": True}))
+                cases.append((f"{family}-tricky-{tag}", family, head + TRICKY_TURNS, {"add_generation_prompt": prompt}))
+            cases.append(
+                (
+                    f"{family}-continue-{'system' if system else 'nosystem'}",
+                    family,
+                    ([SYSTEM] if system else []) + CONTINUE_TURNS,
+                    {"continue_final_message": True},
+                )
+            )
         cases.append((f"{family}-single-user", family, TURNS[:1], {"add_generation_prompt": True}))
     cases += [
         ("qwen3-tools", "qwen3", TOOL_TURNS, {"tools": [WEATHER_TOOL], "add_generation_prompt": True}),
@@ -145,18 +180,26 @@ def _reference_context(family, messages, options):
     options.pop("continue_final_message", None)
     tools = options.pop("tools", None)
     prompt = options.pop("add_generation_prompt", False)
-    return {**ConfigTemplate(family).special_tokens_map, "messages": messages, "tools": tools, "documents": None,
-            "add_generation_prompt": prompt, **options}
+    return {
+        **ConfigTemplate(family).special_tokens_map,
+        "messages": messages,
+        "tools": tools,
+        "documents": None,
+        "add_generation_prompt": prompt,
+        **options,
+    }
 
 
 def run_reference(jobs):
     """[(template, context)] -> [{"ok": str} | {"error": str}] from @huggingface/jinja, in one node process."""
     node = shutil.which("node") or "/usr/bin/node"
-    assert os.path.exists(os.path.join(NPM, "node_modules", "@huggingface", "jinja")), \
+    assert os.path.exists(os.path.join(NPM, "node_modules", "@huggingface", "jinja")), (
         "tests/data/npm/node_modules is missing: run `npm ci --prefix tests/data/npm` (scripts/test.sh does)"
+    )
     payload = json.dumps([{"template": t, "context": c} for t, c in jobs], ensure_ascii=False)
-    done = subprocess.run([node, REFERENCE_SCRIPT], input=payload.encode("utf-8"), cwd=NPM, capture_output=True,
-                          timeout=300)
+    done = subprocess.run(
+        [node, REFERENCE_SCRIPT], input=payload.encode("utf-8"), cwd=NPM, capture_output=True, timeout=300
+    )
     assert done.returncode == 0, f"chat_template_reference.mjs failed: {done.stderr.decode(errors='replace')}"
     results = json.loads(done.stdout.decode("utf-8"))
     assert len(results) == len(jobs)
@@ -166,10 +209,11 @@ def run_reference(jobs):
 @pytest.fixture(scope="session")
 def reference():
     """{case id: {"ok": rendered} | {"error": message}}: every reference case, rendered by one node process."""
-    jobs = [(ConfigTemplate(family).chat_template, _reference_context(family, messages, options))
-            for _, family, messages, options in CASES]
-    jobs.append((ConfigTemplate("gemma3").chat_template,
-                 _reference_context("gemma3", [TURNS[0], TURNS[0]], {})))
+    jobs = [
+        (ConfigTemplate(family).chat_template, _reference_context(family, messages, options))
+        for _, family, messages, options in CASES
+    ]
+    jobs.append((ConfigTemplate("gemma3").chat_template, _reference_context("gemma3", [TURNS[0], TURNS[0]], {})))
     results = run_reference(jobs)
     return {**dict(zip(CASE_IDS, results)), "gemma3-not-alternating": results[-1]}
 
@@ -180,11 +224,12 @@ def _cut_after_final(rendered, messages):
     content = messages[-1]["content"]
     text = content if isinstance(content, str) else [b["text"] for b in content if "text" in b][-1]
     text = text.strip()
-    return rendered[:rendered.rindex(text) + len(text)]
+    return rendered[: rendered.rindex(text) + len(text)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The real templates against @huggingface/jinja
+
 
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_real_template_renders_as_reference(case_id, reference):
@@ -202,14 +247,17 @@ def test_reference_cases_cover_what_they_claim(reference):
     """The comparisons above mean something: each family's output differs with and without system message and
     generation prompt (except Llama 3's base template, which always writes the assistant header), Qwen3's tools
     and enable_thinking appear in the text."""
+
     def ok(case_id):
         return reference[case_id]["ok"]
+
     for family in ("qwen3", "gemma3"):
         assert ok(f"{family}-system-genprompt") != ok(f"{family}-system-plain")
     for family in FAMILIES:
         assert ok(f"{family}-system-plain") != ok(f"{family}-nosystem-plain")
-        assert "中文" in ok(f"{family}-tricky-system-plain") and "{{ not_a_variable }}" in ok(f"{family}-tricky-"
-                                                                                               "system-plain")
+        assert "中文" in ok(f"{family}-tricky-system-plain") and "{{ not_a_variable }}" in ok(
+            f"{family}-tricky-system-plain"
+        )
     assert '"name": "get_weather"' in ok("qwen3-tools") and "<tool_response>" in ok("qwen3-tools")
     assert ok("qwen3-thinking-off").endswith("<think>\n\n</think>\n\n")
     assert not ok("qwen3-thinking-on").endswith("</think>\n\n")
@@ -232,17 +280,32 @@ def test_gemma3_refuses_non_alternating_roles_like_reference(reference):
 # ---------------------------------------------------------------------------------------------------------------
 # Where Python Jinja2 (Transformers) and @huggingface/jinja differ: Transformers wins
 
+
 def test_qwen3_tool_call_float_arguments_follow_python_json():
     """json.dumps writes 1.0 and integers past 2**53 exactly; JavaScript numbers would give 1 and 12345678901234567000.
     Transformers renders with Python, so the float stays 1.0."""
-    messages = [{"role": "user", "content": "Scale it."},
-                {"role": "assistant", "content": "",
-                 "tool_calls": [{"type": "function", "function": {
-                     "name": "scale", "arguments": {"factor": 1.0, "id": 12345678901234567890, "tag": "é<&>"}}}]}]
+    messages = [
+        {"role": "user", "content": "Scale it."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "scale",
+                        "arguments": {"factor": 1.0, "id": 12345678901234567890, "tag": "é<&>"},
+                    },
+                }
+            ],
+        },
+    ]
     got = apply_chat_template(ConfigTemplate("qwen3"), messages, tokenize=False)
-    assert got == ("<|im_start|>user\nScale it.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
-                   '{"name": "scale", "arguments": {"factor": 1.0, "id": 12345678901234567890, "tag": "é<&>"}}\n'
-                   "</tool_call><|im_end|>\n"), got
+    assert got == (
+        "<|im_start|>user\nScale it.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
+        '{"name": "scale", "arguments": {"factor": 1.0, "id": 12345678901234567890, "tag": "é<&>"}}\n'
+        "</tool_call><|im_end|>\n"
+    ), got
     [js] = run_reference([(ConfigTemplate("qwen3").chat_template, {"messages": messages})])
     assert '"factor": 1,' in js["ok"], js  # the difference this test is about is real
 
@@ -251,17 +314,23 @@ def test_continue_final_message_keeps_untrimmed_trailing_space_as_transformers()
     """Transformers appends "CONTINUE_FINAL_MESSAGE_TAG " to the final text and cuts at the tag: where the template
     keeps the text as is (Qwen3) a trailing space stays; where it trims (Llama 3, Gemma 3) the cut is rstripped."""
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, "}]
-    assert apply_chat_template(ConfigTemplate("qwen3"), messages, tokenize=False, continue_final_message=True) == \
-        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello, "
-    assert apply_chat_template(ConfigTemplate("llama3"), messages, tokenize=False, continue_final_message=True) == \
-        ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-         "<|start_header_id|>assistant<|end_header_id|>\n\nHello,")
-    assert apply_chat_template(ConfigTemplate("gemma3"), messages, tokenize=False, continue_final_message=True) == \
-        "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello,"
+    assert (
+        apply_chat_template(ConfigTemplate("qwen3"), messages, tokenize=False, continue_final_message=True)
+        == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello, "
+    )
+    assert apply_chat_template(ConfigTemplate("llama3"), messages, tokenize=False, continue_final_message=True) == (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nHello,"
+    )
+    assert (
+        apply_chat_template(ConfigTemplate("gemma3"), messages, tokenize=False, continue_final_message=True)
+        == "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello,"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Transformers' helpers
+
 
 def _render(template, messages=(), **kwargs):
     return apply_chat_template(Holder(template), list(messages), tokenize=False, **kwargs)
@@ -281,8 +350,10 @@ def test_tojson_is_transformers_json_dumps():
 
 
 def test_raise_exception_gives_the_templates_message_and_line():
-    template = "{% for m in messages %}\n{% if m.role == 'robot' %}\n{{ raise_exception('No robots: ' + m.content) }}" \
-               "\n{% endif %}{% endfor %}"
+    template = (
+        "{% for m in messages %}\n{% if m.role == 'robot' %}\n{{ raise_exception('No robots: ' + m.content) }}"
+        "\n{% endif %}{% endfor %}"
+    )
     with pytest.raises(ChatTemplateError) as info:
         _render(template, [{"role": "robot", "content": "R2"}])
     e = info.value
@@ -301,10 +372,16 @@ def test_strftime_now_formats_the_current_time():
 
 
 def test_loop_controls_break_and_continue():
-    template = "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}" \
-               "{% if m.content == 'stop' %}{% break %}{% endif %}[{{ m.content }}]{% endfor %}"
-    messages = [SYSTEM, {"role": "user", "content": "a"}, {"role": "user", "content": "stop"},
-                {"role": "user", "content": "b"}]
+    template = (
+        "{% for m in messages %}{% if m.role == 'system' %}{% continue %}{% endif %}"
+        "{% if m.content == 'stop' %}{% break %}{% endif %}[{{ m.content }}]{% endfor %}"
+    )
+    messages = [
+        SYSTEM,
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "stop"},
+        {"role": "user", "content": "b"},
+    ]
     assert _render(template, messages) == "[a]"
 
 
@@ -313,8 +390,10 @@ def test_trim_and_lstrip_blocks_are_on():
 
 
 def test_generation_tag_renders_its_body():
-    template = "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}<{{ m.content }}>" \
-               "{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    template = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}<{{ m.content }}>"
+        "{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    )
     assert _render(template, TURNS) == "What is the capital of France?<The capital of France is Paris.>And of Italy?"
 
 
@@ -326,12 +405,24 @@ def test_sandbox_refuses_mutation_and_private_attributes():
 
 
 def test_context_holds_special_tokens_kwargs_tools_documents():
-    holder = Holder("{{ bos_token }}|{{ eos_token }}|{{ tools | tojson }}|{{ documents | tojson }}|"
-                    "{{ add_generation_prompt }}|{{ flavour }}", bos_token="<s>", eos_token="</s>")
-    got = apply_chat_template(holder, TURNS, tokenize=False, tools=[WEATHER_TOOL], add_generation_prompt=True,
-                              documents=[{"title": "T", "text": "x"}], flavour="mint")
-    assert got == f'<s>|</s>|{json.dumps([WEATHER_TOOL], ensure_ascii=False)}|[{{"title": "T", "text": "x"}}]|' \
-                  "True|mint", got
+    holder = Holder(
+        "{{ bos_token }}|{{ eos_token }}|{{ tools | tojson }}|{{ documents | tojson }}|"
+        "{{ add_generation_prompt }}|{{ flavour }}",
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    got = apply_chat_template(
+        holder,
+        TURNS,
+        tokenize=False,
+        tools=[WEATHER_TOOL],
+        add_generation_prompt=True,
+        documents=[{"title": "T", "text": "x"}],
+        flavour="mint",
+    )
+    assert (
+        got == f'<s>|</s>|{json.dumps([WEATHER_TOOL], ensure_ascii=False)}|[{{"title": "T", "text": "x"}}]|True|mint'
+    ), got
     # kwargs override a special token of the same name; tools and documents default to None
     assert apply_chat_template(holder, TURNS, tokenize=False, bos_token="[B]").startswith("[B]|</s>|null|null|False|")
 
@@ -347,8 +438,13 @@ def multiply(x: float, y: float):
     return x * y
 
 
-def drink_beverage(beverage: str, size: Optional[int] = None, extras: list[str] = (),
-                   notes: Union[str, dict[str, int]] = "", anything: Union[int, Any] = 0) -> bool:
+def drink_beverage(
+    beverage: str,
+    size: Optional[int] = None,
+    extras: list[str] = (),
+    notes: Union[str, dict[str, int]] = "",
+    anything: Union[int, Any] = 0,
+) -> bool:
     """Drinks a beverage,
     slowly.
 
@@ -369,23 +465,42 @@ def test_get_json_schema_matches_transformers_documented_examples():
     """Transformers' get_json_schema docstring shows multiply's schema; drink_beverage adds its other rules: enum from
     "(choices: ...)", multi-line descriptions joined, Optional -> nullable, Union -> list of types or anyOf, the
     return value, required = arguments without a default."""
-    assert get_json_schema(multiply) == {"type": "function", "function": {
-        "name": "multiply", "description": "A function that multiplies two numbers",
-        "parameters": {"type": "object", "properties": {
-            "x": {"type": "number", "description": "The first number to multiply"},
-            "y": {"type": "number", "description": "The second number to multiply"}}, "required": ["x", "y"]}}}
-    assert get_json_schema(drink_beverage) == {"type": "function", "function": {
-        "name": "drink_beverage", "description": "Drinks a beverage,\nslowly.",
-        "parameters": {"type": "object", "properties": {
-            "beverage": {"type": "string", "enum": ["tea", "coffee"], "description": "The beverage to drink"},
-            "size": {"type": "integer", "nullable": True, "description": "Cup size in ml, if it matters"},
-            "extras": {"type": "array", "items": {"type": "string"}, "description": "Things to add"},
-            # a Union whose members all have a "type" keeps only the type names (as Transformers: the dict's
-            # additionalProperties is dropped)
-            "notes": {"type": ["object", "string"], "description": "Free text, or counts"},
-            "anything": {"anyOf": [{"type": "integer"}, {}], "description": "Any value"}},
-            "required": ["beverage"]},
-        "return": {"type": "boolean", "description": "Whether it was good."}}}
+    assert get_json_schema(multiply) == {
+        "type": "function",
+        "function": {
+            "name": "multiply",
+            "description": "A function that multiplies two numbers",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "x": {"type": "number", "description": "The first number to multiply"},
+                    "y": {"type": "number", "description": "The second number to multiply"},
+                },
+                "required": ["x", "y"],
+            },
+        },
+    }
+    assert get_json_schema(drink_beverage) == {
+        "type": "function",
+        "function": {
+            "name": "drink_beverage",
+            "description": "Drinks a beverage,\nslowly.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "beverage": {"type": "string", "enum": ["tea", "coffee"], "description": "The beverage to drink"},
+                    "size": {"type": "integer", "nullable": True, "description": "Cup size in ml, if it matters"},
+                    "extras": {"type": "array", "items": {"type": "string"}, "description": "Things to add"},
+                    # a Union whose members all have a "type" keeps only the type names (as Transformers: the dict's
+                    # additionalProperties is dropped)
+                    "notes": {"type": ["object", "string"], "description": "Free text, or counts"},
+                    "anything": {"anyOf": [{"type": "integer"}, {}], "description": "Any value"},
+                },
+                "required": ["beverage"],
+            },
+            "return": {"type": "boolean", "description": "Whether it was good."},
+        },
+    }
 
 
 def test_tools_as_python_functions_render_as_their_schemas():
@@ -412,10 +527,14 @@ def test_tools_that_cannot_become_schemas_are_refused_with_the_fix():
         Args:
             x: the x
         """
-    for tool, message in ((no_doc, "has no docstring"), (no_hint, "argument x has no type hint"),
-                          (undocumented_argument, "no description for the argument 'y'"),
-                          ("get_weather", r"tools\[0\] is a str; tools should either be a JSON schema"),
-                          (print, r"tools\[0\] is a builtin_function_or_method")):
+
+    for tool, message in (
+        (no_doc, "has no docstring"),
+        (no_hint, "argument x has no type hint"),
+        (undocumented_argument, "no description for the argument 'y'"),
+        ("get_weather", r"tools\[0\] is a str; tools should either be a JSON schema"),
+        (print, r"tools\[0\] is a builtin_function_or_method"),
+    ):
         with pytest.raises(InvalidInputError, match=message):
             apply_chat_template(ConfigTemplate("qwen3"), TURNS, tools=[tool], tokenize=False)
     with pytest.raises(InvalidInputError, match="documents should be a list of dicts"):
@@ -457,6 +576,7 @@ def test_no_template_says_how_to_set_one():
 # ---------------------------------------------------------------------------------------------------------------
 # Errors name the template line
 
+
 def test_syntax_error_names_the_line():
     template = "{% for m in messages %}\n{{ m.content }}\n{% if m.role == %}x{% endif %}\n{% endfor %}"
     with pytest.raises(ChatTemplateError) as info:
@@ -479,8 +599,10 @@ def test_unknown_tag_names_the_line():
 
 
 def test_runtime_error_names_the_line_inside_a_macro():
-    template = "{% macro show(m) %}\n[{{ m.role }}]\n{{ m.content + 1 }}\n{% endmacro %}\n" \
-               "{% for m in messages %}{{ show(m) }}{% endfor %}"
+    template = (
+        "{% macro show(m) %}\n[{{ m.role }}]\n{{ m.content + 1 }}\n{% endmacro %}\n"
+        "{% for m in messages %}{{ show(m) }}{% endfor %}"
+    )
     with pytest.raises(ChatTemplateError) as info:
         _render(template, TURNS)
     e = info.value
@@ -516,21 +638,24 @@ def test_real_template_runtime_error_names_its_line():
 # ---------------------------------------------------------------------------------------------------------------
 # Arguments
 
+
 def test_batch_renders_each_conversation():
     template = ConfigTemplate("qwen3")
     batch = [[SYSTEM] + TURNS, TURNS[:1]]
     got = apply_chat_template(template, batch, tokenize=False, add_generation_prompt=True)
     assert got == [apply_chat_template(template, c, tokenize=False, add_generation_prompt=True) for c in batch]
     assert len(set(got)) == 2
-    assert apply_chat_template(template, (tuple(TURNS),), tokenize=False) == \
-        [apply_chat_template(template, TURNS, tokenize=False)]
+    assert apply_chat_template(template, (tuple(TURNS),), tokenize=False) == [
+        apply_chat_template(template, TURNS, tokenize=False)
+    ]
 
 
 def test_continue_final_message_errors_as_transformers():
     template = ConfigTemplate("qwen3")
     with pytest.raises(InvalidInputError, match="continue_final_message and add_generation_prompt are not compatible"):
-        apply_chat_template(template, CONTINUE_TURNS, tokenize=False, continue_final_message=True,
-                            add_generation_prompt=True)
+        apply_chat_template(
+            template, CONTINUE_TURNS, tokenize=False, continue_final_message=True, add_generation_prompt=True
+        )
     with pytest.raises(InvalidInputError, match="final message does not appear in the chat"):
         _render("{% for m in messages[:-1] %}{{ m.content }}{% endfor %}", CONTINUE_TURNS, continue_final_message=True)
     with pytest.raises(InvalidInputError, match="could not find any text to continue"):
@@ -569,8 +694,10 @@ def test_argument_errors():
 # tokenize=True: the rendered text through a real tokenizer (tests/fixtures/tokenizer_fixture.py's SentencePiece one,
 # loaded by AutoTokenizer), with add_special_tokens=False as Transformers passes it
 
-SIMPLE_TEMPLATE = ("{{ bos_token }}{% for m in messages %}[{{ m.role }}]\n{{ m.content }}\n{% endfor %}"
-                   "{% if add_generation_prompt %}[assistant]\n{% endif %}")
+SIMPLE_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}[{{ m.role }}]\n{{ m.content }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[assistant]\n{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -646,6 +773,7 @@ def test_error_inside_a_filter_names_the_template_line():
 # ---------------------------------------------------------------------------------------------------------------
 # The three families through their real tokenizer (AutoTokenizer on tokenizer.json)
 
+
 @pytest.fixture(scope="module")
 def family_tokenizers():
     return {family: AutoTokenizer.from_pretrained(_family_dir(family)) for family in FAMILIES}
@@ -656,15 +784,18 @@ def test_real_tokenizer_renders_what_the_reference_cases_render(family, family_t
     """The tokenizer a user loads gives the template the same special tokens as the reference cases above."""
     tok = family_tokenizers[family]
     for messages in ([SYSTEM] + TURNS, TRICKY_TURNS):
-        assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
-            apply_chat_template(ConfigTemplate(family), messages, tokenize=False, add_generation_prompt=True)
+        assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == apply_chat_template(
+            ConfigTemplate(family), messages, tokenize=False, add_generation_prompt=True
+        )
 
 
 # (special token the template writes once per message, how many times it appears for [SYSTEM] + TURNS with the
 # generation prompt; the bos the template writes itself, or None)
-_MARKERS = {"llama3": ("<|start_header_id|>", 5, "<|begin_of_text|>"),
-            "qwen3": ("<|im_start|>", 5, None),
-            "gemma3": ("<start_of_turn>", 4, "<bos>")}  # Gemma 3 folds the system message into the first user turn
+_MARKERS = {
+    "llama3": ("<|start_header_id|>", 5, "<|begin_of_text|>"),
+    "qwen3": ("<|im_start|>", 5, None),
+    "gemma3": ("<start_of_turn>", 4, "<bos>"),
+}  # Gemma 3 folds the system message into the first user turn
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -699,8 +830,9 @@ def test_real_tokenizer_batch_pads(family, family_tokenizers):
     tok = family_tokenizers[family]
     batch = [[SYSTEM] + TURNS, TURNS[:1]]
     singles = [apply_chat_template(tok, c, add_generation_prompt=True) for c in batch]
-    out = apply_chat_template(tok, batch, add_generation_prompt=True, padding=True, return_dict=True,
-                              return_tensors="np")
+    out = apply_chat_template(
+        tok, batch, add_generation_prompt=True, padding=True, return_dict=True, return_tensors="np"
+    )
     width = max(map(len, singles))
     assert out["input_ids"].shape == (2, width)
     for row, single in enumerate(singles):

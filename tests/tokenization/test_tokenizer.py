@@ -24,7 +24,7 @@ TEXTS = [
     "numbers 1234567890 and 3.14159",
     "caf\u00e9 na\u00efve \u00fcber",
     "\u4e2d\u6587\u5b57\u7b26 and \u65e5\u672c\u8a9e",
-    "emoji \U0001F600\U0001F680 mixed",
+    "emoji \U0001f600\U0001f680 mixed",
     "\u00a0non-breaking\u2003em space",
     "<s almost special, yet text s> </ s> <pad <unk",  # whole special tokens are split out: test_tokenizer_parity.py
     "\r\nwindows line end\r\n",
@@ -60,6 +60,7 @@ def _tokenizer_with(tmp_path, config=None, special_tokens_map=None):
 
 # ---- ids ---------------------------------------------------------------------------------------------------
 
+
 def test_encode_ids_are_sentencepiece_ids_with_bos_prepended(tok, sp):
     for text in TEXTS:
         expected = [tf.BOS_ID] + sp.encode(text)
@@ -72,8 +73,9 @@ def test_call_on_a_str_gives_flat_lists_equal_to_encode(tok, sp):
         enc = tok(text)
         expected = [tf.BOS_ID] + sp.encode(text)
         assert enc["input_ids"] == expected, f"tok({text!r})['input_ids']: expected {expected}, got {enc['input_ids']}"
-        assert enc["attention_mask"] == [1] * len(expected), \
+        assert enc["attention_mask"] == [1] * len(expected), (
             f"tok({text!r})['attention_mask']: expected all ones, got {enc['attention_mask']}"
+        )
         assert enc.input_ids == enc["input_ids"], "BatchEncoding attribute access differs from item access"
 
 
@@ -103,6 +105,7 @@ def test_add_eos_token_in_config_appends_eos(tmp_path, sp):
 
 
 # ---- text ----------------------------------------------------------------------------------------------------
+
 
 def test_decode_of_encode_round_trips_every_text(tok):
     for text in TEXTS:
@@ -136,7 +139,7 @@ def test_batch_decode_decodes_each_row(tok):
 
 
 def test_decode_of_an_out_of_range_id_raises_invalid_input(tok):
-    for bad in ([5, tok.vocab_size], [-1], [10 ** 9]):
+    for bad in ([5, tok.vocab_size], [-1], [10**9]):
         with pytest.raises(InvalidInputError) as e:
             tok.decode(bad)
         assert "outside" in str(e.value), f"decode({bad}): message should say the id is outside the vocab: {e.value}"
@@ -144,14 +147,17 @@ def test_decode_of_an_out_of_range_id_raises_invalid_input(tok):
 
 # ---- tensors, padding, truncation ------------------------------------------------------------------------------
 
+
 def test_return_tensors_np_gives_int64_ids_and_mask(tok, sp):
     enc = tok("def f(x):", return_tensors="np")
     expected = np.array([[tf.BOS_ID] + sp.encode("def f(x):")], dtype=np.int64)
-    assert isinstance(enc["input_ids"], np.ndarray) and enc["input_ids"].dtype == np.int64, \
+    assert isinstance(enc["input_ids"], np.ndarray) and enc["input_ids"].dtype == np.int64, (
         f"expected an int64 array, got {type(enc['input_ids']).__name__} {getattr(enc['input_ids'], 'dtype', None)}"
+    )
     assert np.array_equal(enc["input_ids"], expected), f"expected {expected}, got {enc['input_ids']}"
-    assert enc["attention_mask"].dtype == np.int64 and np.array_equal(enc["attention_mask"], np.ones_like(expected)), \
+    assert enc["attention_mask"].dtype == np.int64 and np.array_equal(enc["attention_mask"], np.ones_like(expected)), (
         f"got mask {enc['attention_mask']!r}"
+    )
 
 
 def test_padding_true_pads_on_the_configs_left_side(tok, sp):
@@ -225,16 +231,18 @@ def test_truncation_keeps_eos_when_the_config_adds_it(tmp_path, sp):
     body = sp.encode(text)
     got = tok(text, truncation=True, max_length=5)["input_ids"]
     expected = [tf.BOS_ID] + body[:3] + [tf.EOS_ID]
-    assert got == expected, f"right truncation to 5 with add_eos_token: expected {expected} (<s>, 3 tokens, </s>), " \
-                            f"got {got}"
+    assert got == expected, (
+        f"right truncation to 5 with add_eos_token: expected {expected} (<s>, 3 tokens, </s>), got {got}"
+    )
 
 
 def test_truncation_side_from_config_applies(tmp_path, sp):
     tok = _tokenizer_with(tmp_path, {**tf.TOKENIZER_CONFIG, "truncation_side": "left"})
     body = sp.encode("one two three four five six seven")
     got = tok("one two three four five six seven", truncation=True, max_length=4)["input_ids"]
-    assert got[1:] == body[-3:], f"truncation_side='left' from the config: expected the last 3 tokens {body[-3:]} " \
-                                 f"after <s>, got {got}"
+    assert got[1:] == body[-3:], (
+        f"truncation_side='left' from the config: expected the last 3 tokens {body[-3:]} after <s>, got {got}"
+    )
 
 
 def test_truncation_with_padding_gives_a_rectangular_array(tok):
@@ -249,19 +257,32 @@ def test_unequal_lengths_with_np_and_no_padding_raise_invalid_input_naming_paddi
 
 
 def test_bad_call_arguments_raise_invalid_input(tok):
-    for kwargs in (dict(text=[]), dict(text=[1, 2]), dict(text=None), dict(text="a", return_tensors="tf"),
-                   dict(text="a", padding="sideways"), dict(text="a", truncation=True, max_length=0)):
+    for kwargs in (
+        dict(text=[]),
+        dict(text=[1, 2]),
+        dict(text=None),
+        dict(text="a", return_tensors="tf"),
+        dict(text="a", padding="sideways"),
+        dict(text="a", truncation=True, max_length=0),
+    ):
         with pytest.raises(InvalidInputError):
             tok(**kwargs)
 
 
 # ---- special tokens ----------------------------------------------------------------------------------------
 
+
 def test_special_token_ids_and_strings_come_from_the_config(tok):
-    got = {name: (getattr(tok, name), getattr(tok, name + "_id")) for name in ("bos_token", "eos_token", "unk_token",
-                                                                               "pad_token")}
-    expected = {"bos_token": ("<s>", tf.BOS_ID), "eos_token": ("</s>", tf.EOS_ID), "unk_token": ("<unk>", tf.UNK_ID),
-                "pad_token": ("<pad>", tf.PAD_ID)}
+    got = {
+        name: (getattr(tok, name), getattr(tok, name + "_id"))
+        for name in ("bos_token", "eos_token", "unk_token", "pad_token")
+    }
+    expected = {
+        "bos_token": ("<s>", tf.BOS_ID),
+        "eos_token": ("</s>", tf.EOS_ID),
+        "unk_token": ("<unk>", tf.UNK_ID),
+        "pad_token": ("<pad>", tf.PAD_ID),
+    }
     assert got == expected, f"expected {expected}, got {got}"
     assert tok.vocab_size == tf.VOCAB_SIZE == len(tok), f"vocab_size {tok.vocab_size}, len {len(tok)}"
 
@@ -275,9 +296,20 @@ def test_pad_token_named_in_tokenizer_config_is_used(tmp_path):
 
 def test_special_tokens_map_alone_sets_the_tokens(tmp_path):
     config = {k: v for k, v in tf.TOKENIZER_CONFIG.items() if not k.endswith("_token")}
-    tok = _tokenizer_with(tmp_path, config, {"pad_token": {"content": "<unk>", "lstrip": False, "normalized": False,
-                                                           "rstrip": False, "single_word": False},
-                                             "eos_token": "<s>"})
+    tok = _tokenizer_with(
+        tmp_path,
+        config,
+        {
+            "pad_token": {
+                "content": "<unk>",
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+            },
+            "eos_token": "<s>",
+        },
+    )
     got = (tok.pad_token, tok.pad_token_id, tok.eos_token, tok.eos_token_id)
     assert got == ("<unk>", tf.UNK_ID, "<s>", tf.BOS_ID), f"expected pad <unk>/0 and eos <s>/1 from the map, got {got}"
 
@@ -327,6 +359,7 @@ def test_bad_padding_side_in_config_raises_checkpoint_error(tmp_path):
 
 # ---- files and paths -----------------------------------------------------------------------------------------
 
+
 def test_missing_tokenizer_model_raises_checkpoint_not_found(tmp_path):
     tf.write_tokenizer(tmp_path)
     os.remove(tmp_path / "tokenizer.model")
@@ -361,12 +394,14 @@ def test_nonexistent_path_or_uncached_repo_raises_checkpoint_not_found_naming_it
 
 def test_pathlike_directory_is_accepted(tok_dir):
     import pathlib
+
     tok = ha.AutoTokenizer.from_pretrained(pathlib.Path(tok_dir))
     assert tok.encode("a") == ha.AutoTokenizer.from_pretrained(tok_dir).encode("a")
 
 
 def test_shipped_name_without_the_installed_model_says_how_to_fix(monkeypatch, tmp_path):
     from habana_assist.checkpoints import hub
+
     monkeypatch.setattr(hub, "MODELS_DIR", str(tmp_path))  # a copy of the package without its models
     with pytest.raises(CheckpointNotFoundError) as e:
         ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
@@ -374,6 +409,7 @@ def test_shipped_name_without_the_installed_model_says_how_to_fix(monkeypatch, t
 
 
 # ---- with a model --------------------------------------------------------------------------------------------
+
 
 def test_left_padded_batch_generates_each_row_as_it_would_alone(tok, model):
     texts = ["a", "bb cc"]
@@ -386,6 +422,6 @@ def test_left_padded_batch_generates_each_row_as_it_would_alone(tok, model):
     for i, text in enumerate(texts):
         alone = tok(text, return_tensors="np")
         single = model.generate(**alone, max_new_tokens=4)
-        new_alone = single[0, alone["input_ids"].shape[1]:].tolist()
-        new_batch = out[i, width:width + len(new_alone)].tolist()
+        new_alone = single[0, alone["input_ids"].shape[1] :].tolist()
+        new_batch = out[i, width : width + len(new_alone)].tolist()
         assert new_batch == new_alone, f"row {i} ({text!r}): alone {new_alone}, in the padded batch {new_batch}"

@@ -22,8 +22,15 @@ from habana_assist.errors import CheckpointError, InvalidInputError
 
 NPM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "npm")
 FAMILIES = ("llama2", "llama3", "qwen3", "gemma3")
-TEXTS = ["Hello world", "def f(x):\n    return x * 2\n", "caf\u00e9 \u4e2d\u6587 \U0001F600 ok", "  two  spaces ",
-         "a", "<|im_end|> and <s> inside text", "1234567 digits"]
+TEXTS = [
+    "Hello world",
+    "def f(x):\n    return x * 2\n",
+    "caf\u00e9 \u4e2d\u6587 \U0001f600 ok",
+    "  two  spaces ",
+    "a",
+    "<|im_end|> and <s> inside text",
+    "1234567 digits",
+]
 PAIRS = [("Question: what?", "Answer: this."), ("short", "a much longer second text with many words in it")]
 # The reference script: stdin {"jobs": [{tokenizer, config, calls: [{text, pair, add_special_tokens}]}]} ->
 # stdout {"jobs": [[ids | {"error"}]]}.
@@ -78,10 +85,17 @@ def reference(tmp_path_factory):
     """{family: [ids of each of _calls()]} from @huggingface/tokenizers, one node process for the session."""
     script = tmp_path_factory.mktemp("ref") / "fast_reference.mjs"
     script.write_text(REFERENCE_JS)
-    jobs = [{"tokenizer": os.path.join(_models(f), "tokenizer.json"),
-             "config": os.path.join(_models(f), "tokenizer_config.json"), "calls": _calls()} for f in FAMILIES]
-    proc = subprocess.run(["node", str(script)], cwd=NPM, input=json.dumps({"jobs": jobs}), capture_output=True,
-                          text=True, timeout=300)
+    jobs = [
+        {
+            "tokenizer": os.path.join(_models(f), "tokenizer.json"),
+            "config": os.path.join(_models(f), "tokenizer_config.json"),
+            "calls": _calls(),
+        }
+        for f in FAMILIES
+    ]
+    proc = subprocess.run(
+        ["node", str(script)], cwd=NPM, input=json.dumps({"jobs": jobs}), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, f"the reference script failed: {proc.stderr[-2000:]}"
     return dict(zip(FAMILIES, json.loads(proc.stdout)["jobs"]))
 
@@ -90,10 +104,16 @@ def reference(tmp_path_factory):
 
 EXPECTED_SPECIALS = {
     "llama2": dict(bos=("<s>", 1), eos=("</s>", 2), unk=("<unk>", 0), pad=(None, None), add_bos=True),
-    "llama3": dict(bos=("<|begin_of_text|>", 128000), eos=("<|end_of_text|>", 128001), unk=(None, None),
-                   pad=(None, None), add_bos=False),
-    "qwen3": dict(bos=(None, None), eos=("<|im_end|>", 151645), unk=(None, None), pad=("<|endoftext|>", 151643),
-                  add_bos=False),
+    "llama3": dict(
+        bos=("<|begin_of_text|>", 128000),
+        eos=("<|end_of_text|>", 128001),
+        unk=(None, None),
+        pad=(None, None),
+        add_bos=False,
+    ),
+    "qwen3": dict(
+        bos=(None, None), eos=("<|im_end|>", 151645), unk=(None, None), pad=("<|endoftext|>", 151643), add_bos=False
+    ),
     "gemma3": dict(bos=("<bos>", 2), eos=("<end_of_turn>", 106), unk=("<unk>", 3), pad=("<pad>", 0), add_bos=True),
 }
 
@@ -127,13 +147,21 @@ def test_all_special_tokens_in_transformers_order():
     5 lists them, also after add_special_tokens."""
     tok = ha.AutoTokenizer.from_pretrained(_models("gemma3"))
     tok.add_special_tokens({"additional_special_tokens": ["<|special_one|>"]})
-    want = ["<bos>", "<end_of_turn>", "<unk>", "<pad>", "<start_of_image>", "<end_of_image>", "<image_soft_token>",
-            "<|special_one|>"]
+    want = [
+        "<bos>",
+        "<end_of_turn>",
+        "<unk>",
+        "<pad>",
+        "<start_of_image>",
+        "<end_of_image>",
+        "<image_soft_token>",
+        "<|special_one|>",
+    ]
     assert tok.all_special_tokens == want, f"expected {want}, got {tok.all_special_tokens}"
 
 
 def test_config_details_as_transformers_exposes_them(toks):
-    assert toks["llama2"].model_max_length == 10 ** 30 or toks["llama2"].model_max_length > 10 ** 29
+    assert toks["llama2"].model_max_length == 10**30 or toks["llama2"].model_max_length > 10**29
     assert toks["qwen3"].model_max_length == 131072 and toks["gemma3"].padding_side == "left"
     assert toks["llama3"].clean_up_tokenization_spaces is True and toks["qwen3"].clean_up_tokenization_spaces is False
     assert toks["qwen3"].special_tokens_map["additional_special_tokens"][0] == "<|im_start|>"
@@ -164,6 +192,7 @@ def test_call_and_encode_ids_equal_the_reference(toks, reference, family):
 
 
 # ---- padding, truncation, pairs ------------------------------------------------------------------------------------
+
 
 def test_padding_longest_max_length_and_multiple_of(toks):
     tok = toks["qwen3"]
@@ -203,11 +232,16 @@ def test_pair_truncation_strategies_follow_rust_tokenizers():
     a = tok.encode("one two three four five six", add_special_tokens=False)
     b = tok.encode("alpha beta gamma delta epsilon zeta eta", add_special_tokens=False)
     assert len(a) >= 6 and len(b) >= 7, (a, b)
-    got = tok("one two three four five six", "alpha beta gamma delta epsilon zeta eta", truncation=True,
-              max_length=10)["input_ids"]
+    got = tok("one two three four five six", "alpha beta gamma delta epsilon zeta eta", truncation=True, max_length=10)[
+        "input_ids"
+    ]
     assert got == [1] + a[:4] + [1] + b[:4], f"8 ids left, split 4 and 4 (Rust's LongestFirst): {got}"
-    got = tok("one two three four five six", "alpha beta gamma delta epsilon zeta eta", truncation="only_second",
-              max_length=len(a) + 5)["input_ids"]
+    got = tok(
+        "one two three four five six",
+        "alpha beta gamma delta epsilon zeta eta",
+        truncation="only_second",
+        max_length=len(a) + 5,
+    )["input_ids"]
     assert got == [1] + a + [1] + b[:3], got
     got = tok("one two three four five six", "alpha beta", truncation="only_first", max_length=7)["input_ids"]
     assert got == [1] + a[:3] + [1] + tok.encode("alpha beta", add_special_tokens=False), got
@@ -219,10 +253,11 @@ def test_pair_truncation_strategies_follow_rust_tokenizers():
         tok("one", truncation=True, max_length=4, stride=2)
     batch = tok(["one two", "three"], ["x", "y z"], padding=True, return_tensors="np", return_token_type_ids=True)
     row = tok.encode("one two", "x")
-    assert batch["input_ids"][0, :len(row)].tolist() == row
+    assert batch["input_ids"][0, : len(row)].tolist() == row
     types = batch["token_type_ids"][0].tolist()
-    assert types[:len(row)] == [0] * (1 + len(tok.encode("one two", add_special_tokens=False))) + \
-        [1] * (1 + len(tok.encode("x", add_special_tokens=False))), types
+    assert types[: len(row)] == [0] * (1 + len(tok.encode("one two", add_special_tokens=False))) + [1] * (
+        1 + len(tok.encode("x", add_special_tokens=False))
+    ), types
 
 
 def test_max_length_alone_truncates_as_transformers(toks):
@@ -232,10 +267,14 @@ def test_max_length_alone_truncates_as_transformers(toks):
 
 def test_refused_arguments_name_themselves(toks):
     tok = toks["llama3"]
-    for kwargs, match in [(dict(return_offsets_mapping="yes"), "return_offsets_mapping=.yes."),
-                          (dict(is_split_into_words=True), "is_split_into_words=True"),
-                          (dict(frobnicate=1), "frobnicate=1"), (dict(padding="sideways"), "padding='sideways'"),
-                          (dict(truncation="both"), "truncation='both'"), (dict(return_tensors="tf"), "'tf'")]:
+    for kwargs, match in [
+        (dict(return_offsets_mapping="yes"), "return_offsets_mapping=.yes."),
+        (dict(is_split_into_words=True), "is_split_into_words=True"),
+        (dict(frobnicate=1), "frobnicate=1"),
+        (dict(padding="sideways"), "padding='sideways'"),
+        (dict(truncation="both"), "truncation='both'"),
+        (dict(return_tensors="tf"), "'tf'"),
+    ]:
         with pytest.raises(InvalidInputError, match=match):
             tok("hello", **kwargs)
     with pytest.raises(InvalidInputError, match="skip_me=1"):
@@ -246,14 +285,17 @@ def test_refused_arguments_name_themselves(toks):
 
 # ---- decoding -------------------------------------------------------------------------------------------------------
 
+
 def test_decode_flags(toks):
     tok = toks["llama3"]
     ids = [128000] + tok.encode("Hello , world . It 's", add_special_tokens=False) + [128001]
     shown = tok.decode(ids, clean_up_tokenization_spaces=False)
     assert shown == "<|begin_of_text|>Hello , world . It 's<|end_of_text|>", shown
     assert tok.decode(ids, skip_special_tokens=True) == "Hello, world. It's", "the config's clean-up is on"
-    assert tok.batch_decode(np.array([ids, ids]), skip_special_tokens=True, clean_up_tokenization_spaces=False) == \
-        ["Hello , world . It 's"] * 2
+    assert (
+        tok.batch_decode(np.array([ids, ids]), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        == ["Hello , world . It 's"] * 2
+    )
     qwen = toks["qwen3"]
     ids = qwen.encode("<|im_start|>user\nhi<|im_end|>")
     assert qwen.decode(ids) == "<|im_start|>user\nhi<|im_end|>"
@@ -270,6 +312,7 @@ def test_decode_of_encode_round_trips(toks, family):
 
 
 # ---- adding tokens, saving ----------------------------------------------------------------------------------------
+
 
 def test_add_tokens_and_special_tokens_grow_the_vocabulary(tmp_path):
     tok = ha.AutoTokenizer.from_pretrained(_models("qwen3"))
@@ -293,8 +336,11 @@ def test_save_pretrained_round_trip(tmp_path, family):
     tok.padding_side = "left"
     tok.pad_token = tok.eos_token
     paths = tok.save_pretrained(tmp_path / "saved")
-    assert [os.path.basename(p) for p in paths] == ["tokenizer_config.json", "special_tokens_map.json",
-                                                    "tokenizer.json"]
+    assert [os.path.basename(p) for p in paths] == [
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+    ]
     again = ha.AutoTokenizer.from_pretrained(tmp_path / "saved")
     assert (again.padding_side, again.pad_token, again.chat_template) == ("left", tok.eos_token, tok.chat_template)
     assert again.special_tokens_map == tok.special_tokens_map and again.add_bos_token == tok.add_bos_token
@@ -305,12 +351,19 @@ def test_save_pretrained_round_trip(tmp_path, family):
 
 
 def test_add_bos_and_eos_token_rewrite_the_post_processor(tmp_path):
-    tok = ha.AutoTokenizer.from_pretrained(_checkpoint(tmp_path, "llama3", {"add_bos_token": True,
-                                                                            "add_eos_token": True}))
+    tok = ha.AutoTokenizer.from_pretrained(
+        _checkpoint(tmp_path, "llama3", {"add_bos_token": True, "add_eos_token": True})
+    )
     body = tok.encode("Hi there", add_special_tokens=False)
     assert tok.encode("Hi there") == [128000] + body + [128001]
-    assert tok.encode("a", "b") == [128000, *tok.encode("a", add_special_tokens=False), 128001, 128000,
-                                    *tok.encode("b", add_special_tokens=False), 128001]
+    assert tok.encode("a", "b") == [
+        128000,
+        *tok.encode("a", add_special_tokens=False),
+        128001,
+        128000,
+        *tok.encode("b", add_special_tokens=False),
+        128001,
+    ]
     tok.add_eos_token = False
     assert tok.encode("Hi there") == [128000] + body
     with pytest.raises(InvalidInputError, match="add_bos_token is true but bos_token is null"):
@@ -341,21 +394,25 @@ def test_use_fast_false_reads_tokenizer_model_where_both_exist(tmp_path):
 
 # ---- bad tokenizer_config.json values ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("changes, match", [
-    ({"padding_side": "middle"}, "padding_side='middle'"),
-    ({"model_max_length": -3}, "model_max_length=-3"),
-    ({"add_bos_token": "yes"}, "add_bos_token='yes'"),
-    ({"clean_up_tokenization_spaces": 1}, "clean_up_tokenization_spaces=1"),
-    ({"split_special_tokens": "yes"}, "split_special_tokens='yes' must be true or false"),
-    ({"chat_template": 5}, "chat_template must be a string"),
-    ({"bos_token": 7}, "bos_token is 7"),
-    ({"add_prefix_space": True}, "add_prefix_space=True is not supported"),
-    ({"do_lower_case": True}, "do_lower_case=True is not supported"),
-    ({"added_tokens_decoder": {"5": {"content": "<s>"}}}, "'<s>' id 5 but"),
-    ({"added_tokens_decoder": {"40000": {"content": "<new>"}}}, "gets id 32000"),
-    ({"added_tokens_decoder": {"x": {"content": "<new>"}}}, "added_tokens_decoder\\['x'\\]"),
-    ({"eos_token": None, "add_eos_token": True}, "add_eos_token is true but eos_token is null"),
-])
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"padding_side": "middle"}, "padding_side='middle'"),
+        ({"model_max_length": -3}, "model_max_length=-3"),
+        ({"add_bos_token": "yes"}, "add_bos_token='yes'"),
+        ({"clean_up_tokenization_spaces": 1}, "clean_up_tokenization_spaces=1"),
+        ({"split_special_tokens": "yes"}, "split_special_tokens='yes' must be true or false"),
+        ({"chat_template": 5}, "chat_template must be a string"),
+        ({"bos_token": 7}, "bos_token is 7"),
+        ({"add_prefix_space": True}, "add_prefix_space=True is not supported"),
+        ({"do_lower_case": True}, "do_lower_case=True is not supported"),
+        ({"added_tokens_decoder": {"5": {"content": "<s>"}}}, "'<s>' id 5 but"),
+        ({"added_tokens_decoder": {"40000": {"content": "<new>"}}}, "gets id 32000"),
+        ({"added_tokens_decoder": {"x": {"content": "<new>"}}}, "added_tokens_decoder\\['x'\\]"),
+        ({"eos_token": None, "add_eos_token": True}, "add_eos_token is true but eos_token is null"),
+    ],
+)
 def test_bad_config_values_raise_checkpoint_errors_naming_them(tmp_path, changes, match):
     with pytest.raises(CheckpointError, match=match):
         ha.AutoTokenizer.from_pretrained(_checkpoint(tmp_path, "llama2", changes))
@@ -369,9 +426,12 @@ def test_config_model_max_length_as_a_huge_float_is_read(tmp_path):
 
 # ---- streaming --------------------------------------------------------------------------------------------------
 
-STREAM_TEXTS = ["Hi \U0001F600\U0001F680 \u4e2d\u6587\u5b57 ok\n\u65e5\u672c\u8a9e\n caf\u00e9",
-                "\U0001F44D\U0001F3FD!",
-                "line one\n  indented \u00e9\u00e8 \U0001F600", "It 's fine , really .\nYes ."]
+STREAM_TEXTS = [
+    "Hi \U0001f600\U0001f680 \u4e2d\u6587\u5b57 ok\n\u65e5\u672c\u8a9e\n caf\u00e9",
+    "\U0001f44d\U0001f3fd!",
+    "line one\n  indented \u00e9\u00e8 \U0001f600",
+    "It 's fine , really .\nYes .",
+]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -419,8 +479,9 @@ def test_a_row_too_long_after_padding_warns_from_the_fast_tokenizer_only(tmp_pat
             rows = tok(["a", "bb cc"], padding=True, pad_to_multiple_of=16)["input_ids"]
         assert len(rows[0]) == 16, f"{type(tok).__name__}: expected rows padded to 16, got {rows}"
         got = [str(w.message) for w in seen if "longer than the specified maximum sequence length" in str(w.message)]
-        assert [w for w in want if any(w in g for g in got)] == want and len(got) == len(want), \
+        assert [w for w in want if any(w in g for g in got)] == want and len(got) == len(want), (
             f"{type(tok).__name__}: expected {want or 'no'} warning, got {got}"
+        )
 
 
 def test_sentencepiece_clean_up_and_pad_to_multiple_of():
@@ -429,7 +490,8 @@ def test_sentencepiece_clean_up_and_pad_to_multiple_of():
     assert tok.decode(ids) == "f(a, b).", tok.decode(ids)
     assert tok.decode(ids, clean_up_tokenization_spaces=False) == "f(a , b) ."
     enc = tok(["a", "bb cc"], padding=True, pad_to_multiple_of=8, return_tensors="np")
-    assert enc["input_ids"].shape == (2, 8) and enc["attention_mask"].sum() == len(tok.encode("a")) + \
-        len(tok.encode("bb cc"))
+    assert enc["input_ids"].shape == (2, 8) and enc["attention_mask"].sum() == len(tok.encode("a")) + len(
+        tok.encode("bb cc")
+    )
     with pytest.raises(InvalidInputError, match="multiple of pad_to_multiple_of"):
         tok(["a"], padding=True, truncation=True, max_length=10, pad_to_multiple_of=8)

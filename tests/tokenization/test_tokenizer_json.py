@@ -34,7 +34,7 @@ PROSE = [
 ]
 CODE = [
     "def f(x):\n    return x * 2\n\n\nclass A:\n\tpass\n",
-    "int main(void) {\n\tfor (int i = 0; i < 10; ++i) {\n\t\tprintf(\"%d\\n\", i);\n\t}\n\treturn 0;\n}\n",
+    'int main(void) {\n\tfor (int i = 0; i < 10; ++i) {\n\t\tprintf("%d\\n", i);\n\t}\n\treturn 0;\n}\n',
     "const f = async (a, b) => {\n  await g(a ?? b);\n  return `${a}-${b}`;\n};\n",
     "    if x:\n        y = [i**2 for i in range(10) if i % 3 == 0]  # comment\n",
     "SELECT id, name FROM users WHERE age >= 18 ORDER BY name;",
@@ -108,30 +108,64 @@ def _specials_in_text(tokens):
     """Added tokens inside text: alone, glued to words, between spaces, repeated, at both ends."""
     a, b = tokens[0], tokens[-1]
     return [
-        a, f"{a}Hello", f"Hello{a}", f"Hello {a} world", f" {a} ", f"{a}{b}", f"{a} {b}",
-        f"x{a}y{b}z", f"{b}\n{a}\n", f"  {a}  Hi  {b}  ", f"{a}{a}{a}",
+        a,
+        f"{a}Hello",
+        f"Hello{a}",
+        f"Hello {a} world",
+        f" {a} ",
+        f"{a}{b}",
+        f"{a} {b}",
+        f"x{a}y{b}z",
+        f"{b}\n{a}\n",
+        f"  {a}  Hi  {b}  ",
+        f"{a}{a}{a}",
     ]
 
 
 FAMILY_TEXTS = {
     "llama2": COMMON + _specials_in_text(["<s>", "</s>"]) + ["<unk> unk", "<s>  spaced"],
-    "llama3": COMMON + _specials_in_text(["<|begin_of_text|>", "<|eot_id|>"])
+    "llama3": COMMON
+    + _specials_in_text(["<|begin_of_text|>", "<|eot_id|>"])
     + ["<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", "<|reserved_special_token_0|>x"],
-    "qwen3": COMMON + _specials_in_text(["<|im_start|>", "<|im_end|>"])
-    + ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nOK",
-       "<tool_call>{\"a\": 1}</tool_call>", "<|endoftext|><|fim_prefix|>code"],
-    "gemma3": COMMON + _specials_in_text(["<start_of_turn>", "<end_of_turn>"])
-    + ["<bos><start_of_turn>user\nHi<end_of_turn>\n", "<table><tr><td>1</td></tr></table>",
-       "literal ▁▁ metaspace pairs ▁▁▁ and spaces   ", "tabs\t\t\tadded", "<mask> [multimodal] <unused0>",
-       "<start_of_image><image_soft_token><end_of_image>"],
+    "qwen3": COMMON
+    + _specials_in_text(["<|im_start|>", "<|im_end|>"])
+    + [
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nOK",
+        '<tool_call>{"a": 1}</tool_call>',
+        "<|endoftext|><|fim_prefix|>code",
+    ],
+    "gemma3": COMMON
+    + _specials_in_text(["<start_of_turn>", "<end_of_turn>"])
+    + [
+        "<bos><start_of_turn>user\nHi<end_of_turn>\n",
+        "<table><tr><td>1</td></tr></table>",
+        "literal ▁▁ metaspace pairs ▁▁▁ and spaces   ",
+        "tabs\t\t\tadded",
+        "<mask> [multimodal] <unused0>",
+        "<start_of_image><image_soft_token><end_of_image>",
+    ],
 }
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Rust semantics written out where the JS reference departs from them (see the module docstring).
 
-RUST_WHITESPACE = {chr(c) for c in [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
-                                    0x2028, 0x2029, 0x202F, 0x205F, 0x3000]}
+RUST_WHITESPACE = {
+    chr(c)
+    for c in [
+        *range(0x09, 0x0E),
+        0x20,
+        0x85,
+        0xA0,
+        0x1680,
+        *range(0x2000, 0x200B),
+        0x2028,
+        0x2029,
+        0x202F,
+        0x205F,
+        0x3000,
+    ]
+}
 
 
 def rust_strip(text, left=True, right=True):
@@ -181,8 +215,18 @@ def metaspace_split_pieces(text, prepend_scheme, replacement="\u2581"):
 # Variants: (family, model overrides, components).  Texts for them avoid the families' added tokens unless said.
 
 META = "\u2581"
-VARIANT_TEXTS = (PROSE + CODE[:3] + SCRIPTS[:4] + SCRIPTS[8:] + EMOJI[:2] + WHITESPACE + DIGITS + CONTRACTIONS
-                 + UNICODE_FORMS + ["", " ", "a", "  two leading", "x" * 300, "ends with space "])
+VARIANT_TEXTS = (
+    PROSE
+    + CODE[:3]
+    + SCRIPTS[:4]
+    + SCRIPTS[8:]
+    + EMOJI[:2]
+    + WHITESPACE
+    + DIGITS
+    + CONTRACTIONS
+    + UNICODE_FORMS
+    + ["", " ", "a", "  two leading", "x" * 300, "ends with space "]
+)
 
 
 def _metaspace(scheme, split):
@@ -199,24 +243,40 @@ BYTELEVEL_NO_REGEX = {"type": "ByteLevel", "add_prefix_space": False, "trim_offs
 
 
 def _digits_seq(individual):
-    return {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": individual},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Digits", "individual_digits": individual},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ],
+    }
 
 
 def _digits_as_split(individual):
     # Rust's Digits (tokenizers/src/pre_tokenizers/digits.rs) splits on char::is_numeric = \p{N}, Isolated per
     # char or Contiguous per run; a Split on \p{N} / \p{N}+ (Isolated) is the same split, and JS does that one
     # right (its Digits uses \d, ASCII only).
-    return {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": "\\p{N}" if individual else "\\p{N}+"}, "behavior": "Isolated",
-         "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {
+                "type": "Split",
+                "pattern": {"Regex": "\\p{N}" if individual else "\\p{N}+"},
+                "behavior": "Isolated",
+                "invert": False,
+            },
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ],
+    }
 
 
 def _template(single, pair, specials):
-    return {"type": "TemplateProcessing", "single": single, "pair": pair,
-            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in specials.items()}}
+    return {
+        "type": "TemplateProcessing",
+        "single": single,
+        "pair": pair,
+        "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in specials.items()},
+    }
 
 
 def _st(token, type_id=0):
@@ -227,16 +287,34 @@ def _seq(name, type_id=0):
     return {"Sequence": {"id": name, "type_id": type_id}}
 
 
-_DEC_REPLACE_BF_STRIP = {"type": "Sequence", "decoders": [   # Strip before Fuse: strips every token
-    _replace(META, " "), {"type": "ByteFallback"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
-_DEC_STRIP_BOTH_ENDS = {"type": "Sequence", "decoders": [
-    _replace(META, " "), {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 2,
-                                                                        "stop": 2}]}
+_DEC_REPLACE_BF_STRIP = {
+    "type": "Sequence",
+    "decoders": [  # Strip before Fuse: strips every token
+        _replace(META, " "),
+        {"type": "ByteFallback"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+    ],
+}
+_DEC_STRIP_BOTH_ENDS = {
+    "type": "Sequence",
+    "decoders": [
+        _replace(META, " "),
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 2, "stop": 2},
+    ],
+}
 _DEC_NO_STRIP = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}, _replace(META, " ")]}
-_ROBERTA = {"type": "RobertaProcessing", "sep": ["<|im_end|>", 151645], "cls": ["<|im_start|>", 151644],
-            "trim_offsets": True, "add_prefix_space": False}
-_TEMPLATE_EOS_ONLY = _template([_seq("A"), _st("<|im_end|>")], [_seq("A"), _seq("B", 1), _st("<|im_end|>", 1)],
-                               {"<|im_end|>": 151645})
+_ROBERTA = {
+    "type": "RobertaProcessing",
+    "sep": ["<|im_end|>", 151645],
+    "cls": ["<|im_start|>", 151644],
+    "trim_offsets": True,
+    "add_prefix_space": False,
+}
+_TEMPLATE_EOS_ONLY = _template(
+    [_seq("A"), _st("<|im_end|>")], [_seq("A"), _seq("B", 1), _st("<|im_end|>", 1)], {"<|im_end|>": 151645}
+)
 
 
 def _llama2_normalizers(*first):
@@ -249,53 +327,120 @@ VARIANTS = {
     # Llama 2 / Mistral files written by newer tokenizers: Metaspace instead of the Prepend+Replace normalizers.
     "ms_first": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("first", False))),
     "ms_always": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("always", False))),
-    "ms_never": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("never", False),
-                                      decoder=_replace(META, " "))),
-    "ms_first_metaspace_decoder": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("first", False),
-                                                        decoder=_metaspace("first", False))),
-    "ms_never_metaspace_decoder": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("never", False),
-                                                        decoder=_metaspace("never", False))),
+    "ms_never": (
+        "llama2",
+        None,
+        dict(normalizer=None, pre_tokenizer=_metaspace("never", False), decoder=_replace(META, " ")),
+    ),
+    "ms_first_metaspace_decoder": (
+        "llama2",
+        None,
+        dict(normalizer=None, pre_tokenizer=_metaspace("first", False), decoder=_metaspace("first", False)),
+    ),
+    "ms_never_metaspace_decoder": (
+        "llama2",
+        None,
+        dict(normalizer=None, pre_tokenizer=_metaspace("never", False), decoder=_metaspace("never", False)),
+    ),
     "ms_always_split": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("always", True))),
     "ms_never_split": ("llama2", None, dict(normalizer=None, pre_tokenizer=_metaspace("never", True))),
     # GPT-2 style byte-level on the qwen3 vocab.
-    "gpt2_bytelevel": ("qwen3", None, dict(normalizer=None, pre_tokenizer=GPT2_BYTELEVEL,
-                                           post_processor=GPT2_BYTELEVEL, decoder=GPT2_BYTELEVEL)),
+    "gpt2_bytelevel": (
+        "qwen3",
+        None,
+        dict(normalizer=None, pre_tokenizer=GPT2_BYTELEVEL, post_processor=GPT2_BYTELEVEL, decoder=GPT2_BYTELEVEL),
+    ),
     "digits_individual_roberta": ("qwen3", None, dict(pre_tokenizer=_digits_seq(True), post_processor=_ROBERTA)),
-    "digits_individual_roberta_as_split": ("qwen3", None, dict(pre_tokenizer=_digits_as_split(True),
-                                                               post_processor=_ROBERTA)),
-    "digits_contiguous_template_eos": ("qwen3", None, dict(pre_tokenizer=_digits_seq(False),
-                                                           post_processor=_TEMPLATE_EOS_ONLY)),
-    "digits_contiguous_template_eos_as_split": ("qwen3", None, dict(pre_tokenizer=_digits_as_split(False),
-                                                                    post_processor=_TEMPLATE_EOS_ONLY)),
-    "nfkc_decoder_strip_each_token": ("llama2", None, dict(normalizer=_llama2_normalizers({"type": "NFKC"}),
-                                                           decoder=_DEC_REPLACE_BF_STRIP)),
-    "lowercase_decoder_no_strip": ("llama2", None, dict(normalizer=_llama2_normalizers({"type": "Lowercase"}),
-                                                        decoder=_DEC_NO_STRIP)),
-    "strip": ("llama2", None, dict(normalizer=_llama2_normalizers(
-        {"type": "Strip", "strip_left": True, "strip_right": True}))),
-    "strip_right": ("llama2", None, dict(normalizer=_llama2_normalizers(
-        {"type": "Strip", "strip_left": False, "strip_right": True}))),
-    "replace_regex_decoder_strip_both_ends": ("llama2", None, dict(
-        normalizer=_llama2_normalizers(_replace(" {2,}", " ", regex=True), _replace("[0-9]", "#", regex=True)),
-        decoder=_DEC_STRIP_BOTH_ENDS)),
-    "template_eos_no_decoder": ("llama2", None, dict(decoder=None, post_processor=_template(
-        [_st("<s>"), _seq("A"), _st("</s>")],
-        [_st("<s>"), _seq("A"), _st("</s>"), _st("<s>", 1), _seq("B", 1), _st("</s>", 1)],
-        {"<s>": 1, "</s>": 2}))),
-    "bert_decoder_replace_only": ("llama2", None, dict(
-        post_processor={"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
-        decoder=_replace(META, " "))),
+    "digits_individual_roberta_as_split": (
+        "qwen3",
+        None,
+        dict(pre_tokenizer=_digits_as_split(True), post_processor=_ROBERTA),
+    ),
+    "digits_contiguous_template_eos": (
+        "qwen3",
+        None,
+        dict(pre_tokenizer=_digits_seq(False), post_processor=_TEMPLATE_EOS_ONLY),
+    ),
+    "digits_contiguous_template_eos_as_split": (
+        "qwen3",
+        None,
+        dict(pre_tokenizer=_digits_as_split(False), post_processor=_TEMPLATE_EOS_ONLY),
+    ),
+    "nfkc_decoder_strip_each_token": (
+        "llama2",
+        None,
+        dict(normalizer=_llama2_normalizers({"type": "NFKC"}), decoder=_DEC_REPLACE_BF_STRIP),
+    ),
+    "lowercase_decoder_no_strip": (
+        "llama2",
+        None,
+        dict(normalizer=_llama2_normalizers({"type": "Lowercase"}), decoder=_DEC_NO_STRIP),
+    ),
+    "strip": (
+        "llama2",
+        None,
+        dict(normalizer=_llama2_normalizers({"type": "Strip", "strip_left": True, "strip_right": True})),
+    ),
+    "strip_right": (
+        "llama2",
+        None,
+        dict(normalizer=_llama2_normalizers({"type": "Strip", "strip_left": False, "strip_right": True})),
+    ),
+    "replace_regex_decoder_strip_both_ends": (
+        "llama2",
+        None,
+        dict(
+            normalizer=_llama2_normalizers(_replace(" {2,}", " ", regex=True), _replace("[0-9]", "#", regex=True)),
+            decoder=_DEC_STRIP_BOTH_ENDS,
+        ),
+    ),
+    "template_eos_no_decoder": (
+        "llama2",
+        None,
+        dict(
+            decoder=None,
+            post_processor=_template(
+                [_st("<s>"), _seq("A"), _st("</s>")],
+                [_st("<s>"), _seq("A"), _st("</s>"), _st("<s>", 1), _seq("B", 1), _st("</s>", 1)],
+                {"<s>": 1, "</s>": 2},
+            ),
+        ),
+    ),
+    "bert_decoder_replace_only": (
+        "llama2",
+        None,
+        dict(
+            post_processor={"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
+            decoder=_replace(META, " "),
+        ),
+    ),
     "no_byte_fallback_fuse_unk": ("llama2", {"byte_fallback": False, "fuse_unk": True}, {}),
     "no_byte_fallback_no_fuse": ("llama2", {"byte_fallback": False, "fuse_unk": False}, {}),
 }
 
 # Variants whose expected values are derived from the Rust source (with JS runs on other inputs): no JS run.
-RUST_DERIVED = {"ms_always_split", "ms_never_split", "digits_individual_roberta", "digits_contiguous_template_eos",
-                "lowercase_decoder_no_strip", "strip", "strip_right"}
+RUST_DERIVED = {
+    "ms_always_split",
+    "ms_never_split",
+    "digits_individual_roberta",
+    "digits_contiguous_template_eos",
+    "lowercase_decoder_no_strip",
+    "strip",
+    "strip_right",
+}
 
 # Texts on which the JS reference of a variant is replaced by a Rust-derived one; see the tests below.
-STRIP_TEXTS = ["  hi  ", "\u0085hi\u0085", "\ufeffhi\ufeff", "\x1chi\x1f", "\u3000hi\u2028", "\u200bhi\u200b",
-               "\t\n hi \r\n", "   ", ""]
+STRIP_TEXTS = [
+    "  hi  ",
+    "\u0085hi\u0085",
+    "\ufeffhi\ufeff",
+    "\x1chi\x1f",
+    "\u3000hi\u2028",
+    "\u200bhi\u200b",
+    "\t\n hi \r\n",
+    "   ",
+    "",
+]
 LOWERCASE_TEXTS = ["HELLO World", "ΟΔΟΣ ΣΟΦΟΣ Σ", "İstanbul DİYARBAKIR", "ẞ STRASSE", "ǅ ǈ ǋ", "ΑΣ. ΑΣ"]
 NUMERIC_TEXTS = ["١٢٣ and ٤٥", "１２３４ fullwidth", "½ ¾ x² Ⅻ ⑦", "abc123def 4567", "٣"]
 
@@ -323,6 +468,7 @@ def _split_pieces_all(scheme):
 # ---------------------------------------------------------------------------------------------------------------
 # Fixtures: every reference job of this file in one Node process; engines loaded once.
 
+
 class Case:
     """One tokenizer under test: its file, its texts, the reference per text, and the loaded engine."""
 
@@ -337,8 +483,16 @@ class Case:
         return self._engine
 
 
-BYTE_DECODE_HEX = [["E4", "BD"], ["E4", "BD", "A0"], ["E4", "BD", "A0", "E4"], ["FF"], ["41", "FF", "42"],
-                   ["F0", "9F", "A4"], ["C3"], ["E4", "BD", "A0", "E5", "A5", "BD"]]
+BYTE_DECODE_HEX = [
+    ["E4", "BD"],
+    ["E4", "BD", "A0"],
+    ["E4", "BD", "A0", "E4"],
+    ["FF"],
+    ["41", "FF", "42"],
+    ["F0", "9F", "A4"],
+    ["C3"],
+    ["E4", "BD", "A0", "E5", "A5", "BD"],
+]
 
 
 def _byte_level_ids(family, hex_bytes):
@@ -380,8 +534,7 @@ def cases(tmp_path_factory):
     jobs, names = [], []
     for family in td.FAMILIES:
         names.append(family)
-        jobs.append((td.tokenizer_path(family), td.config_path(family), FAMILY_TEXTS[family],
-                     _decode_ids_for(family)))
+        jobs.append((td.tokenizer_path(family), td.config_path(family), FAMILY_TEXTS[family], _decode_ids_for(family)))
     no_js = {}
     for name, (family, model, components) in VARIANTS.items():
         path = td.write_variant(root, family, name, model=model, **components)
@@ -393,28 +546,44 @@ def cases(tmp_path_factory):
         jobs.append((path, None, _texts_for(name), decode_ids))
     # Rust-derived references built from JS runs on other inputs (see the tests that use them).
     extra = {
-        "llama2_stripped": (td.tokenizer_path("llama2"), None, [rust_strip(t) for t in _texts_for("strip")] +
-                            [rust_strip(t, left=False) for t in _texts_for("strip_right")], []),
-        "llama2_lowered": (td.tokenizer_path("llama2"), None,
-                           [rust_lowercase(t) for t in _texts_for("lowercase_decoder_no_strip")],
-                           []),
-        "ms_never_pieces_always": (os.path.join(root, "ms_never", "tokenizer.json"), None,
-                                   _split_pieces_all("always"), []),
-        "ms_never_pieces_never": (os.path.join(root, "ms_never", "tokenizer.json"), None,
-                                  _split_pieces_all("never"), []),
+        "llama2_stripped": (
+            td.tokenizer_path("llama2"),
+            None,
+            [rust_strip(t) for t in _texts_for("strip")]
+            + [rust_strip(t, left=False) for t in _texts_for("strip_right")],
+            [],
+        ),
+        "llama2_lowered": (
+            td.tokenizer_path("llama2"),
+            None,
+            [rust_lowercase(t) for t in _texts_for("lowercase_decoder_no_strip")],
+            [],
+        ),
+        "ms_never_pieces_always": (
+            os.path.join(root, "ms_never", "tokenizer.json"),
+            None,
+            _split_pieces_all("always"),
+            [],
+        ),
+        "ms_never_pieces_never": (
+            os.path.join(root, "ms_never", "tokenizer.json"),
+            None,
+            _split_pieces_all("never"),
+            [],
+        ),
     }
     for name, job in extra.items():
         names.append(name)
         jobs.append(job)
     results = td.reference_many(jobs)
-    out = {name: Case(job[0], list(job[2]), refs, decoded)
-           for name, job, (refs, decoded) in zip(names, jobs, results)}
+    out = {name: Case(job[0], list(job[2]), refs, decoded) for name, job, (refs, decoded) in zip(names, jobs, results)}
     out.update(no_js)
     return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers
+
 
 def _mismatches(case, texts, got_fn, expected):
     bad = []
@@ -437,6 +606,7 @@ def _assert_none(bad, what):
 # ---------------------------------------------------------------------------------------------------------------
 # The four families
 
+
 @pytest.mark.parametrize("family", td.FAMILIES)
 def test_ids_with_special_tokens_equal_reference(cases, family):
     c = cases[family]
@@ -447,8 +617,7 @@ def test_ids_with_special_tokens_equal_reference(cases, family):
 @pytest.mark.parametrize("family", td.FAMILIES)
 def test_ids_without_special_tokens_equal_reference(cases, family):
     c = cases[family]
-    bad = _mismatches(c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False),
-                      [r.ids_plain for r in c.refs])
+    bad = _mismatches(c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False), [r.ids_plain for r in c.refs])
     _assert_none(bad, f"{family} encode(add_special_tokens=False)")
 
 
@@ -472,8 +641,10 @@ def test_decode_equals_reference(cases, family, skip):
     c = cases[family]
     bad = []
     for text, r in zip(c.texts, c.refs):
-        for ids, exp in ((r.ids, r.decode_skip if skip else r.decode),
-                         (r.ids_plain, r.decode_plain_skip if skip else r.decode_plain)):
+        for ids, exp in (
+            (r.ids, r.decode_skip if skip else r.decode),
+            (r.ids_plain, r.decode_plain_skip if skip else r.decode_plain),
+        ):
             got = c.engine.decode(ids, skip_special_tokens=skip)
             if got != exp:
                 bad.append(f"  text={text[:120]!r} ids={_short(ids)}\n    expected={exp!r}\n    got     ={got!r}")
@@ -488,7 +659,8 @@ def test_round_trips_exactly_where_the_reference_does(cases, family):
     assert got_fails == ref_fails, (
         f"{family}: texts that do not round-trip differ from the reference's.\n"
         f"  only the engine fails: {sorted(got_fails - ref_fails)!r}\n"
-        f"  only the reference fails: {sorted(ref_fails - got_fails)!r}")
+        f"  only the reference fails: {sorted(ref_fails - got_fails)!r}"
+    )
     # The corpus must exercise round trips: most of it does round-trip.
     assert len(ref_fails) < len(c.texts) / 2, (family, sorted(ref_fails))
 
@@ -536,18 +708,29 @@ def test_byte_fallback_invalid_run_is_one_replacement_per_byte_token(cases):
 # ---------------------------------------------------------------------------------------------------------------
 # Variants compared to the JS reference where it follows Rust
 
-JS_FOLLOWS_RUST = ["ms_first", "ms_always", "ms_never", "gpt2_bytelevel", "digits_individual_roberta_as_split",
-                   "digits_contiguous_template_eos_as_split", "nfkc_decoder_strip_each_token",
-                   "replace_regex_decoder_strip_both_ends", "template_eos_no_decoder", "bert_decoder_replace_only",
-                   "no_byte_fallback_fuse_unk", "no_byte_fallback_no_fuse"]
+JS_FOLLOWS_RUST = [
+    "ms_first",
+    "ms_always",
+    "ms_never",
+    "gpt2_bytelevel",
+    "digits_individual_roberta_as_split",
+    "digits_contiguous_template_eos_as_split",
+    "nfkc_decoder_strip_each_token",
+    "replace_regex_decoder_strip_both_ends",
+    "template_eos_no_decoder",
+    "bert_decoder_replace_only",
+    "no_byte_fallback_fuse_unk",
+    "no_byte_fallback_no_fuse",
+]
 
 
 @pytest.mark.parametrize("name", JS_FOLLOWS_RUST)
 def test_variant_ids_equal_reference(cases, name):
     c = cases[name]
     bad = _mismatches(c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=True), [r.ids for r in c.refs])
-    bad += _mismatches(c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False),
-                       [r.ids_plain for r in c.refs])
+    bad += _mismatches(
+        c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False), [r.ids_plain for r in c.refs]
+    )
     _assert_none(bad, f"variant {name} encode")
 
 
@@ -562,16 +745,26 @@ def test_variant_decode_equals_reference(cases, name):
     c = cases[name]
     bad = []
     for text, r in zip(c.texts, c.refs):
-        for ids, skip, exp in ((r.ids, False, r.decode), (r.ids, True, r.decode_skip),
-                               (r.ids_plain, False, r.decode_plain)):
+        for ids, skip, exp in (
+            (r.ids, False, r.decode),
+            (r.ids, True, r.decode_skip),
+            (r.ids_plain, False, r.decode_plain),
+        ):
             got = c.engine.decode(ids, skip_special_tokens=skip)
             if got != exp:
                 bad.append(f"  text={text[:100]!r} skip={skip}\n    expected={exp!r}\n    got     ={got!r}")
     _assert_none(bad, f"variant {name} decode")
 
 
-@pytest.mark.parametrize("name", ["template_eos_no_decoder", "digits_contiguous_template_eos_as_split",
-                                  "digits_individual_roberta_as_split", "bert_decoder_replace_only"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "template_eos_no_decoder",
+        "digits_contiguous_template_eos_as_split",
+        "digits_individual_roberta_as_split",
+        "bert_decoder_replace_only",
+    ],
+)
 def test_post_processor_variants_count_their_special_tokens(cases, name):
     c = cases[name]
     r = c.refs[c.texts.index("Hello world")]
@@ -596,6 +789,7 @@ def test_fuse_unk_fuses_runs_of_unknown_chars(cases):
 # ---------------------------------------------------------------------------------------------------------------
 # Variants whose expected values come from the Rust source (the JS reference departs from it)
 
+
 @pytest.mark.parametrize("name,scheme", [("ms_always_split", "always"), ("ms_never_split", "never")])
 def test_metaspace_split_true_splits_before_each_replacement(cases, name, scheme):
     # tokenizers/src/pre_tokenizers/metaspace.rs: with split=true the normalized text is split MergedWithNext on
@@ -614,8 +808,10 @@ def test_metaspace_split_true_splits_before_each_replacement(cases, name, scheme
             bad.append(f"  text={text[:100]!r}\n    expected={_short(expected)}\n    got     ={_short(got)}")
         got_bos = c.engine.encode(text, add_special_tokens=True)
         if got_bos != [1] + expected:
-            bad.append(f"  text={text[:100]!r} (with <s>)\n    expected={_short([1] + expected)}\n"
-                       f"    got     ={_short(got_bos)}")
+            bad.append(
+                f"  text={text[:100]!r} (with <s>)\n    expected={_short([1] + expected)}\n"
+                f"    got     ={_short(got_bos)}"
+            )
     _assert_none(bad, f"{name} encode")
 
 
@@ -625,16 +821,18 @@ def test_metaspace_split_true_explicit():
     assert metaspace_split_pieces("Hey friend", "never") == ["Hey", "▁friend"]
 
 
-@pytest.mark.parametrize("name,scheme", [("ms_first_metaspace_decoder", "first"),
-                                         ("ms_never_metaspace_decoder", "never")])
+@pytest.mark.parametrize(
+    "name,scheme", [("ms_first_metaspace_decoder", "first"), ("ms_never_metaspace_decoder", "never")]
+)
 def test_metaspace_decoder_follows_rust(cases, name, scheme):
     c = cases[name]
     vocab_r = {i: t for t, i in td.load_json("llama2")["model"]["vocab"].items()}
     bad = []
     for text, r in zip(c.texts, c.refs):
         if r.ids != c.engine.encode(text):
-            bad.append(f"  encode text={text[:100]!r}\n    expected={_short(r.ids)}\n"
-                       f"    got={_short(c.engine.encode(text))}")
+            bad.append(
+                f"  encode text={text[:100]!r}\n    expected={_short(r.ids)}\n    got={_short(c.engine.encode(text))}"
+            )
             continue
         for ids, skip in ((r.ids, False), (r.ids, True), (r.ids_plain, False)):
             tokens = [vocab_r[i] for i in ids if not (skip and i in (0, 1, 2))]
@@ -661,8 +859,9 @@ def test_digits_split_on_unicode_numerics(cases, name):
     # is that split, and JS computes it right, so its ids are the expected ones for Digits too.
     c, ref = cases[name], cases[f"{name}_as_split"]
     assert c.texts == ref.texts
-    bad = _mismatches(c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False),
-                      [r.ids_plain for r in ref.refs])
+    bad = _mismatches(
+        c, c.texts, lambda t: c.engine.encode(t, add_special_tokens=False), [r.ids_plain for r in ref.refs]
+    )
     bad += _mismatches(c, c.texts, c.engine.tokens, [r.tokens for r in ref.refs])
     _assert_none(bad, f"{name} encode")
 
@@ -677,8 +876,9 @@ def test_digits_explicit(cases):
     assert tokens == ["Ġ", "Ù", "£", "Ù", "¤"], tokens
 
 
-@pytest.mark.parametrize("name,ref_name,index_from", [("strip", "llama2_stripped", 0),
-                                                      ("strip_right", "llama2_stripped", 1)])
+@pytest.mark.parametrize(
+    "name,ref_name,index_from", [("strip", "llama2_stripped", 0), ("strip_right", "llama2_stripped", 1)]
+)
 def test_strip_normalizer_strips_unicode_white_space(cases, name, ref_name, index_from):
     # tokenizers/src/tokenizer/normalizer.rs lrstrip strips char::is_whitespace; Strip comes first in the
     # sequence, so the expected ids are llama2's on the text stripped the Rust way (rust_strip).

@@ -16,14 +16,35 @@ from habana_assist.tokenization.tokenizer_json import TokenizerJSON
 def _tiny(**overrides):
     """A small valid byte-fallback-free BPE tokenizer.json (dict): vocab a b c ab abc <unk>, merges a b, ab c."""
     data = {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": 0, "content": "<unk>", "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True}],
-        "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
-        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "vocab": {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 5},
-                  "merges": ["a b", "ab c"]},
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": 0,
+                "content": "<unk>",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ],
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": None,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "vocab": {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 5},
+            "merges": ["a b", "ab c"],
+        },
     }
     data.update(overrides)
     return data
@@ -77,13 +98,16 @@ def test_missing_model(tmp_path):
     _load_error(tmp_path, data, "model")
 
 
-@pytest.mark.parametrize("key,value,words", [
-    ("model", [], ["model"]),
-    ("added_tokens", {"a": 1}, ["added_tokens"]),
-    ("normalizer", "NFC", ["normalizer"]),
-    ("pre_tokenizer", 7, ["pre_tokenizer"]),
-    ("decoder", ["ByteLevel"], ["decoder"]),
-])
+@pytest.mark.parametrize(
+    "key,value,words",
+    [
+        ("model", [], ["model"]),
+        ("added_tokens", {"a": 1}, ["added_tokens"]),
+        ("normalizer", "NFC", ["normalizer"]),
+        ("pre_tokenizer", 7, ["pre_tokenizer"]),
+        ("decoder", ["ByteLevel"], ["decoder"]),
+    ],
+)
 def test_wrong_top_level_types(tmp_path, key, value, words):
     _load_error(tmp_path, _tiny(**{key: value}), *words)
 
@@ -93,8 +117,9 @@ def test_unknown_component_type_is_named(tmp_path, kind):
     _load_error(tmp_path, _tiny(**{kind: {"type": "FancyThing"}}), kind, "FancyThing")
 
 
-@pytest.mark.parametrize("kind,seq_key", [("normalizer", "normalizers"), ("pre_tokenizer", "pretokenizers"),
-                                          ("decoder", "decoders")])
+@pytest.mark.parametrize(
+    "kind,seq_key", [("normalizer", "normalizers"), ("pre_tokenizer", "pretokenizers"), ("decoder", "decoders")]
+)
 def test_unknown_component_inside_a_sequence_is_named(tmp_path, kind, seq_key):
     _load_error(tmp_path, _tiny(**{kind: {"type": "Sequence", seq_key: [{"type": "NoSuchPart"}]}}), "NoSuchPart")
 
@@ -103,11 +128,19 @@ def test_unknown_model_type_is_named(tmp_path):
     _load_error(tmp_path, _tiny_model(type="FancyModel"), "model", "FancyModel")
 
 
-@pytest.mark.parametrize("model", [
-    {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
-     "vocab": {"[UNK]": 0, "a": 1, "##b": 2}},
-    {"type": "Unigram", "unk_id": 0, "byte_fallback": False, "vocab": [["<unk>", 0.0], ["a", -1.0], ["b", -2.0]]},
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100,
+            "vocab": {"[UNK]": 0, "a": 1, "##b": 2},
+        },
+        {"type": "Unigram", "unk_id": 0, "byte_fallback": False, "vocab": [["<unk>", 0.0], ["a", -1.0], ["b", -2.0]]},
+    ],
+)
 def test_wordpiece_and_unigram(tmp_path, model):
     # Either supported (then it encodes) or a clear error naming the model type.
     path = td.write_json(str(tmp_path), _tiny(model=model, added_tokens=[]))
@@ -144,27 +177,35 @@ def test_malformed_merges_entry(tmp_path, merges):
 
 
 def _added(content, id, special=True):
-    return {"id": id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
-            "normalized": False, "special": special}
+    return {
+        "id": id,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": special,
+    }
 
 
-@pytest.mark.parametrize("added", [
-    [_added("<unk>", 0), _added("<big>", 10**6)],
-    [_added("<unk>", 0), _added("<neg>", -1)],
-    [_added("<unk>", 0), _added("<str>", "7")],
-])
+@pytest.mark.parametrize(
+    "added",
+    [
+        [_added("<unk>", 0), _added("<big>", 10**6)],
+        [_added("<unk>", 0), _added("<neg>", -1)],
+        [_added("<unk>", 0), _added("<str>", "7")],
+    ],
+)
 def test_added_token_id_out_of_range(tmp_path, added):
     _load_error(tmp_path, _tiny(added_tokens=added), "added")
 
 
 def test_added_token_duplicate_id(tmp_path):
-    _load_error(tmp_path, _tiny(added_tokens=[_added("<unk>", 0), _added("<x>", 6), _added("<y>", 6)]),
-                "added", "6")
+    _load_error(tmp_path, _tiny(added_tokens=[_added("<unk>", 0), _added("<x>", 6), _added("<y>", 6)]), "added", "6")
 
 
 def test_added_token_duplicate_content(tmp_path):
-    _load_error(tmp_path, _tiny(added_tokens=[_added("<unk>", 0), _added("<x>", 6), _added("<x>", 7)]),
-                "added", "<x>")
+    _load_error(tmp_path, _tiny(added_tokens=[_added("<unk>", 0), _added("<x>", 6), _added("<x>", 7)]), "added", "<x>")
 
 
 def test_added_token_without_content(tmp_path):
@@ -183,15 +224,16 @@ def test_bad_split_behavior(tmp_path):
 
 
 def test_bad_regex_in_replace_normalizer(tmp_path):
-    _load_error(tmp_path, _tiny(normalizer={"type": "Replace", "pattern": {"Regex": "(x"}, "content": ""}),
-                "Replace")
+    _load_error(tmp_path, _tiny(normalizer={"type": "Replace", "pattern": {"Regex": "(x"}, "content": ""}), "Replace")
 
 
 def test_template_naming_a_token_not_in_vocab(tmp_path):
-    post = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<nope>", "type_id": 0}},
-                                                     {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {}}
+    post = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<nope>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {},
+    }
     _load_error(tmp_path, _tiny(post_processor=post), "<nope>")
 
 
@@ -208,6 +250,7 @@ def test_metaspace_prefix_space_contradicting_scheme(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Bad calls
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -244,16 +287,20 @@ def test_random_bytes_file_fails_cleanly(tmp_path):
 
 # ---- found by the parser fuzzer (tests/fuzz/crashers/tokenizer-json-*, chat-template-*) ---------------------
 
+
 def test_sparse_vocab_id_is_refused_before_allocating(tmp_path):
     vocab = {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 200_000_000}
     _load_error(tmp_path, _tiny_model(vocab=vocab), "largest id", "200000000")
 
 
-@pytest.mark.parametrize("piece, words", [
-    ({"SpecialToken": {"id": {"x": 1}, "type_id": 0}}, ("not a string",)),
-    ({"Sequence": {"id": "A", "type_id": 10 ** 30}}, ("type_id", "2^32")),
-    ({"Sequence": {"id": "A", "type_id": -1}}, ("type_id",)),
-])
+@pytest.mark.parametrize(
+    "piece, words",
+    [
+        ({"SpecialToken": {"id": {"x": 1}, "type_id": 0}}, ("not a string",)),
+        ({"Sequence": {"id": "A", "type_id": 10**30}}, ("type_id", "2^32")),
+        ({"Sequence": {"id": "A", "type_id": -1}}, ("type_id",)),
+    ],
+)
 def test_template_piece_of_the_wrong_kind_is_refused(tmp_path, piece, words):
     post = {"type": "TemplateProcessing", "single": [piece], "pair": [], "special_tokens": {}}
     _load_error(tmp_path, _tiny(post_processor=post), *words)

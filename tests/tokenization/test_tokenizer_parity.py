@@ -24,11 +24,33 @@ import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
 
 SPIECE = "\u2581"
-PLAIN = ["Hello world", "def f(x):\n\treturn x**2\n", "caf\u00e9 \U0001F600 \u4e2d\u6587", "x" * 40, "a\u00a0b", "",
-         " leading", "  two", "\n\n"]
+PLAIN = [
+    "Hello world",
+    "def f(x):\n\treturn x**2\n",
+    "caf\u00e9 \U0001f600 \u4e2d\u6587",
+    "x" * 40,
+    "a\u00a0b",
+    "",
+    " leading",
+    "  two",
+    "\n\n",
+]
 # Special tokens of the Llama vocabulary in text: at the start, the end, between spaces, adjacent, alone.
-SPECIAL = ["Hello <s>.", "<s>Hi</s> there<unk>", "<s> <s>  x", "a</s>b", " </s> ", "</s>", "x <s>\n<s>\ty", "<s>",
-           "  <s>", "<s>[INST] Hi [/INST] ok</s><s>[INST] more", "<<s>>", "</s</s>>", "<unk><unk>"]
+SPECIAL = [
+    "Hello <s>.",
+    "<s>Hi</s> there<unk>",
+    "<s> <s>  x",
+    "a</s>b",
+    " </s> ",
+    "</s>",
+    "x <s>\n<s>\ty",
+    "<s>",
+    "  <s>",
+    "<s>[INST] Hi [/INST] ok</s><s>[INST] more",
+    "<<s>>",
+    "</s</s>>",
+    "<unk><unk>",
+]
 LEGACY_FALSE = {"type": "Metaspace", "replacement": SPIECE, "prepend_scheme": "first", "split": False}
 
 
@@ -62,8 +84,9 @@ def llama_spm_non_legacy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def non_legacy_json(tmp_path_factory):
     """The Llama tokenizer.json as Transformers converts it with legacy=False (no normalizer, Metaspace first)."""
-    return td.write_json(str(tmp_path_factory.mktemp("nl_json")),
-                         td.variant("llama2", normalizer=None, pre_tokenizer=LEGACY_FALSE))
+    return td.write_json(
+        str(tmp_path_factory.mktemp("nl_json")), td.variant("llama2", normalizer=None, pre_tokenizer=LEGACY_FALSE)
+    )
 
 
 @pytest.fixture
@@ -84,6 +107,7 @@ def fast():
 
 # ---- the SentencePiece model built from tokenizer.json is the reference's tokenizer -----------------------------
 
+
 def test_the_built_sentencepiece_model_encodes_plain_text_as_the_reference(llama_spm):
     refs, _ = td.reference(td.tokenizer_path("llama2"), td.config_path("llama2"), PLAIN)
     for text, ref in zip(PLAIN, refs):
@@ -93,19 +117,22 @@ def test_the_built_sentencepiece_model_encodes_plain_text_as_the_reference(llama
 
 # ---- special tokens in the text ------------------------------------------------------------------------------
 
+
 def test_sentencepiece_splits_special_tokens_out_of_the_text_as_the_reference(llama_spm):
     refs, _ = td.reference(td.tokenizer_path("llama2"), td.config_path("llama2"), SPECIAL)
     for text, ref in zip(SPECIAL, refs):
-        assert llama_spm.encode(text, add_special_tokens=False) == ref.ids_plain, \
+        assert llama_spm.encode(text, add_special_tokens=False) == ref.ids_plain, (
             f"{text!r}: got {llama_spm.encode(text, add_special_tokens=False)}, reference {ref.ids_plain}"
+        )
         assert llama_spm.encode(text) == ref.ids, f"{text!r} with <s>: got {llama_spm.encode(text)}, ref {ref.ids}"
         assert llama_spm.tokenize(text) == ref.tokens, f"{text!r}: got {llama_spm.tokenize(text)}, ref {ref.tokens}"
 
 
 def test_transformers_documented_legacy_example_hello_s_dot(llama_spm, llama_spm_non_legacy):
     # Transformers' LlamaTokenizer docstring: "Hello <s>." ends with "▁." (legacy) or "." (legacy=False).
-    hello, space, dot, spaced_dot = (llama_spm.convert_tokens_to_ids(t) for t in
-                                     (f"{SPIECE}Hello", SPIECE, ".", f"{SPIECE}."))
+    hello, space, dot, spaced_dot = (
+        llama_spm.convert_tokens_to_ids(t) for t in (f"{SPIECE}Hello", SPIECE, ".", f"{SPIECE}.")
+    )
     assert llama_spm.encode("Hello <s>.") == [1, hello, space, 1, spaced_dot], llama_spm.encode("Hello <s>.")
     got = llama_spm_non_legacy.encode("Hello <s>.")
     assert got == [1, hello, space, 1, dot], f"legacy=False: expected '.' without a space after <s>, got {got}"
@@ -119,8 +146,9 @@ def test_sentencepiece_legacy_false_encodes_as_its_converted_tokenizer_json(llam
     for text, ref in zip(texts, refs):
         got = llama_spm_non_legacy.encode(text, add_special_tokens=False)
         assert got == ref.ids_plain, f"legacy=False {text!r}: got {got}, reference {ref.ids_plain}"
-    assert llama_spm_non_legacy.encode(" x", add_special_tokens=False) == \
-        llama_spm_non_legacy.encode(f"{SPIECE}x", add_special_tokens=False), "'▁' and ' ' are the same space"
+    assert llama_spm_non_legacy.encode(" x", add_special_tokens=False) == llama_spm_non_legacy.encode(
+        f"{SPIECE}x", add_special_tokens=False
+    ), "'▁' and ' ' are the same space"
 
 
 def test_chat_template_bos_token_is_one_id_on_sentencepiece(llama_spm, small):
@@ -173,8 +201,10 @@ def test_split_special_tokens_from_the_config_is_the_default_and_is_saved(tmp_pa
         directory = tf.write_tokenizer(tmp_path / "spm", {**tf.TOKENIZER_CONFIG, "split_special_tokens": True})
         text = "<s>hi"
     tok = ha.AutoTokenizer.from_pretrained(directory)
-    split, whole = tok.encode(text, add_special_tokens=False), tok.encode(text, add_special_tokens=False,
-                                                                           split_special_tokens=False)
+    split, whole = (
+        tok.encode(text, add_special_tokens=False),
+        tok.encode(text, add_special_tokens=False, split_special_tokens=False),
+    )
     assert tok.split_special_tokens and len(split) > len(whole) and whole[0] == tok.bos_token_id, (split, whole)
     tok.save_pretrained(tmp_path / "saved")
     again = ha.AutoTokenizer.from_pretrained(tmp_path / "saved")
@@ -187,18 +217,35 @@ def test_split_special_tokens_from_the_config_is_the_default_and_is_saved(tmp_pa
 
 # ---- added tokens ------------------------------------------------------------------------------------------------
 
+
 def test_added_token_flags_on_sentencepiece_as_the_reference(tmp_path_factory):
     # The same added tokens in the Llama tokenizer.json (for the reference) and added to the slow tokenizer:
     # lstrip/rstrip take the spaces beside a token, on both.
     added = list(td.load_json("llama2")["added_tokens"]) + [
-        {"id": 32000, "content": "<tool>", "single_word": False, "lstrip": True, "rstrip": True, "normalized": False,
-         "special": True},
-        {"id": 32001, "content": "[X]", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-         "special": False}]
+        {
+            "id": 32000,
+            "content": "<tool>",
+            "single_word": False,
+            "lstrip": True,
+            "rstrip": True,
+            "normalized": False,
+            "special": True,
+        },
+        {
+            "id": 32001,
+            "content": "[X]",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": False,
+        },
+    ]
     path = td.write_json(str(tmp_path_factory.mktemp("flags")), td.variant("llama2", added_tokens=added))
     tok = ha.AutoTokenizer.from_pretrained(_llama_dir(tmp_path_factory, "flags_spm"))
-    assert tok.add_special_tokens({"additional_special_tokens": [ha.AddedToken("<tool>", lstrip=True,
-                                                                               rstrip=True)]}) == 1
+    assert (
+        tok.add_special_tokens({"additional_special_tokens": [ha.AddedToken("<tool>", lstrip=True, rstrip=True)]}) == 1
+    )
     assert tok.add_tokens("[X]") == 1 and len(tok) == 32002
     texts = ["a <tool> b", "a  <tool>\n\nb", "<tool>x", "x[X]y", " [X] ", "a [X]<tool> [X] b", "<s><tool></s>"]
     refs, _ = td.reference(path, td.config_path("llama2"), texts)
@@ -220,8 +267,16 @@ def test_single_word_added_token_follows_the_slow_tokenizers_rule(small):
 def test_add_special_tokens_grows_the_vocabulary_splits_renders_and_saves(tmp_path, small, backend):
     tok = small if backend == "sentencepiece" else _fast("llama3")
     n = len(tok)
-    assert tok.add_special_tokens({"pad_token": "[PAD]", "sep_token": "<sep>",
-                                   "additional_special_tokens": ["<tool>", ha.AddedToken("<x>", rstrip=True)]}) == 4
+    assert (
+        tok.add_special_tokens(
+            {
+                "pad_token": "[PAD]",
+                "sep_token": "<sep>",
+                "additional_special_tokens": ["<tool>", ha.AddedToken("<x>", rstrip=True)],
+            }
+        )
+        == 4
+    )
     assert len(tok) == n + 4 and tok.vocab_size <= n and len(tok.get_vocab()) == len(tok)
     assert (tok.pad_token, tok.pad_token_id, tok.sep_token, tok.sep_token_id) == ("[PAD]", n, "<sep>", n + 1)
     assert tok.additional_special_tokens == ["<tool>", "<x>"] and tok.additional_special_tokens_ids == [n + 2, n + 3]
@@ -230,25 +285,37 @@ def test_add_special_tokens_grows_the_vocabulary_splits_renders_and_saves(tmp_pa
     body = tok.encode("a b", add_special_tokens=False)
     ids = tok.encode("[PAD]a<x>  b<tool>", add_special_tokens=False)
     assert ids[0] == n and n + 3 in ids and ids[-1] == n + 2, f"each added token is one id: {ids}"
-    assert tok.decode(ids, skip_special_tokens=True) == tok.decode(tok.encode("ab", add_special_tokens=False)), \
+    assert tok.decode(ids, skip_special_tokens=True) == tok.decode(tok.encode("ab", add_special_tokens=False)), (
         "special added tokens are skipped (and <x> took the spaces after it)"
+    )
     assert tok.decode([n + 2]) == "<tool>" and tok.convert_ids_to_tokens(n + 1) == "<sep>"
     assert tok.convert_ids_to_tokens(ids, skip_special_tokens=True) == tok.convert_ids_to_tokens(
-        tok.encode("a", add_special_tokens=False) + tok.encode("b", add_special_tokens=False))
+        tok.encode("a", add_special_tokens=False) + tok.encode("b", add_special_tokens=False)
+    )
     paths = tok.save_pretrained(tmp_path / "saved")
     with open(tmp_path / "saved" / "tokenizer_config.json", encoding="utf-8") as f:
         decoder = json.load(f)["added_tokens_decoder"]
     # An AddedToken keeps its own flags (normalized: True, as made); add_special_tokens makes it special.
-    assert decoder[str(n + 3)] == {"content": "<x>", "lstrip": False, "normalized": True, "rstrip": True,
-                                   "single_word": False, "special": True}, decoder[str(n + 3)]
+    assert decoder[str(n + 3)] == {
+        "content": "<x>",
+        "lstrip": False,
+        "normalized": True,
+        "rstrip": True,
+        "single_word": False,
+        "special": True,
+    }, decoder[str(n + 3)]
     assert decoder[str(n)]["normalized"] is False, "a str special token is not normalized"
     if backend == "sentencepiece":  # Transformers' slow tokenizers also write added_tokens.json
         assert os.path.basename(paths[-1]) == "added_tokens.json"
         with open(paths[-1], encoding="utf-8") as f:
             assert json.load(f) == {"[PAD]": n, "<sep>": n + 1, "<tool>": n + 2, "<x>": n + 3}
     again = ha.AutoTokenizer.from_pretrained(tmp_path / "saved")
-    assert (len(again), again.pad_token_id, again.sep_token, again.additional_special_tokens) == \
-        (n + 4, n, "<sep>", ["<tool>", "<x>"])
+    assert (len(again), again.pad_token_id, again.sep_token, again.additional_special_tokens) == (
+        n + 4,
+        n,
+        "<sep>",
+        ["<tool>", "<x>"],
+    )
     for text in ["[PAD]a<x>  b<tool>", "plain text", "<sep><sep>"]:
         assert again.encode(text) == tok.encode(text), text
     assert again.decode(ids) == tok.decode(ids) and tok.encode("a b", add_special_tokens=False) == body
@@ -261,8 +328,9 @@ def test_add_tokens_counts_new_ones_and_special_ones_follow_their_backend(small,
     assert tok.add_tokens([]) == 0 and tok.add_tokens(tok.bos_token) == 0 and len(tok) == n, "a token it has is not new"
     assert tok.add_tokens(["<a>", "<b>", "<a>"]) == 2 and len(tok) == n + 2
     assert tok.encode("x<a><b>", add_special_tokens=False)[-2:] == [n, n + 1]
-    assert tok.decode(tok.encode("x<a>", add_special_tokens=False), skip_special_tokens=True).endswith("<a>"), \
+    assert tok.decode(tok.encode("x<a>", add_special_tokens=False), skip_special_tokens=True).endswith("<a>"), (
         "a plain added token is not skipped"
+    )
     assert tok.add_tokens("<c>", special_tokens=True) == 1
     assert tok.decode([n + 2], skip_special_tokens=True) == ""
     # Transformers' slow _add_tokens lists a new special token in additional_special_tokens; the fast one does not.
@@ -272,21 +340,40 @@ def test_add_tokens_counts_new_ones_and_special_ones_follow_their_backend(small,
 
 
 def test_sentencepiece_added_tokens_load_from_config_or_added_tokens_json(tmp_path):
-    entry = {"content": "<tool>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
-             "special": True}
-    tok = ha.AutoTokenizer.from_pretrained(tf.write_tokenizer(tmp_path / "a", {
-        **tf.TOKENIZER_CONFIG, "added_tokens_decoder": {str(tf.VOCAB_SIZE): entry},
-        "additional_special_tokens": ["<tool>"]}))
-    assert (len(tok), tok.convert_tokens_to_ids("<tool>"), tok.additional_special_tokens_ids) == \
-        (tf.VOCAB_SIZE + 1, tf.VOCAB_SIZE, [tf.VOCAB_SIZE])
+    entry = {
+        "content": "<tool>",
+        "lstrip": False,
+        "normalized": False,
+        "rstrip": False,
+        "single_word": False,
+        "special": True,
+    }
+    tok = ha.AutoTokenizer.from_pretrained(
+        tf.write_tokenizer(
+            tmp_path / "a",
+            {
+                **tf.TOKENIZER_CONFIG,
+                "added_tokens_decoder": {str(tf.VOCAB_SIZE): entry},
+                "additional_special_tokens": ["<tool>"],
+            },
+        )
+    )
+    assert (len(tok), tok.convert_tokens_to_ids("<tool>"), tok.additional_special_tokens_ids) == (
+        tf.VOCAB_SIZE + 1,
+        tf.VOCAB_SIZE,
+        [tf.VOCAB_SIZE],
+    )
     legacy_dir = tf.write_tokenizer(tmp_path / "b")
     with open(os.path.join(legacy_dir, "added_tokens.json"), "w", encoding="utf-8") as f:
         json.dump({"<tool>": tf.VOCAB_SIZE, "<more>": tf.VOCAB_SIZE + 1}, f)
     legacy = ha.AutoTokenizer.from_pretrained(legacy_dir)
     assert legacy.encode("a<more><tool>", add_special_tokens=False)[-2:] == [tf.VOCAB_SIZE + 1, tf.VOCAB_SIZE]
     with pytest.raises(CheckpointError, match="without gaps"):
-        ha.AutoTokenizer.from_pretrained(tf.write_tokenizer(tmp_path / "c", {
-            **tf.TOKENIZER_CONFIG, "added_tokens_decoder": {str(tf.VOCAB_SIZE + 5): entry}}))
+        ha.AutoTokenizer.from_pretrained(
+            tf.write_tokenizer(
+                tmp_path / "c", {**tf.TOKENIZER_CONFIG, "added_tokens_decoder": {str(tf.VOCAB_SIZE + 5): entry}}
+            )
+        )
 
 
 def test_setting_a_special_token_attribute_to_a_new_token_is_refused_pointing_at_add_special_tokens(small):
@@ -296,6 +383,7 @@ def test_setting_a_special_token_attribute_to_a_new_token_is_refused_pointing_at
 
 
 # ---- encode_plus, batch_encode_plus, pad, convert_tokens_to_string --------------------------------------------
+
 
 @pytest.mark.parametrize("backend", ["sentencepiece", "fast"])
 def test_encode_plus_and_batch_encode_plus_are_the_call(small, fast, backend):
@@ -321,8 +409,13 @@ def test_pad_equals_padding_in_the_call(small, fast, backend):
     tok = small if backend == "sentencepiece" else fast["qwen3"]
     texts = ["a", "a longer text here", "mid text"]
     unpadded = tok(texts)
-    for kwargs in (dict(), dict(padding_side="right"), dict(pad_to_multiple_of=8),
-                   dict(padding="max_length", max_length=20), dict(return_tensors="np")):
+    for kwargs in (
+        dict(),
+        dict(padding_side="right"),
+        dict(pad_to_multiple_of=8),
+        dict(padding="max_length", max_length=20),
+        dict(return_tensors="np"),
+    ):
         padded = tok.pad(unpadded, **kwargs)
         call = tok(texts, padding=kwargs.pop("padding", True), **kwargs)
         assert set(padded) == set(call), (kwargs, set(padded))
@@ -340,14 +433,18 @@ def test_pad_details_as_transformers(small):
     assert out["input_ids"] == [[5, 6, 7], [8, pad, pad]] and out["attention_mask"] == [[1, 1, 1], [1, 0, 0]]
     assert out["token_type_ids"] == [[0, 0, 1], [1, n, n]] and out["labels"] == [1, 0], out
     one = small.pad({"input_ids": [5, 6, 7]}, pad_to_multiple_of=4, return_tensors="np")
-    assert one["input_ids"].tolist() == [pad, 5, 6, 7] and one["attention_mask"].tolist() == [0, 1, 1, 1], \
+    assert one["input_ids"].tolist() == [pad, 5, 6, 7] and one["attention_mask"].tolist() == [0, 1, 1, 1], (
         "a single sequence stays 1-D, padded on the tokenizer's padding_side (left here)"
+    )
     arrays = small.pad({"input_ids": [np.array([5, 6]), np.array([7])]})
-    assert isinstance(arrays["input_ids"], np.ndarray) and arrays["input_ids"].tolist() == [[5, 6], [pad, 7]], \
+    assert isinstance(arrays["input_ids"], np.ndarray) and arrays["input_ids"].tolist() == [[5, 6], [pad, 7]], (
         "numpy in, numpy out"
+    )
     assert "attention_mask" not in small.pad({"input_ids": [[5], [6, 7]]}, return_attention_mask=False)
-    assert small.pad({"input_ids": [[5, 6, 7, 8, 9], [1]]}, padding="max_length", max_length=3)["input_ids"] == \
-        [[5, 6, 7, 8, 9], [pad, pad, 1]], "pad never truncates"
+    assert small.pad({"input_ids": [[5, 6, 7, 8, 9], [1]]}, padding="max_length", max_length=3)["input_ids"] == [
+        [5, 6, 7, 8, 9],
+        [pad, pad, 1],
+    ], "pad never truncates"
     with pytest.raises(InvalidInputError, match="must include input_ids"):
         small.pad({"attention_mask": [[1]]})
     with pytest.raises(InvalidInputError, match="cannot be one array"):
@@ -359,6 +456,7 @@ def test_pad_details_as_transformers(small):
 
 def test_pad_torch_in_torch_out(small):
     import torch  # scripts/setup.sh installs python3-torch, as tests/integrations/test_torch_io.py needs
+
     out = small.pad([{"input_ids": torch.tensor([5, 6])}, {"input_ids": torch.tensor([7])}])
     assert isinstance(out["input_ids"], torch.Tensor) and out["input_ids"].tolist() == [[5, 6], [small.pad_token_id, 7]]
 
@@ -384,6 +482,7 @@ def test_convert_tokens_to_string_sentencepiece_is_decode_of_their_ids(llama_spm
 
 # ---- the model: ids past its embedding -------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return tf.write_checkpoint(tmp_path_factory.mktemp("model"), seed=3)
@@ -395,8 +494,10 @@ def test_resize_token_embeddings_accepts_what_fits_and_refuses_growth(model_dir)
         emb = model.resize_token_embeddings(size)
         assert (emb.num_embeddings, emb.embedding_dim) == (tf.VOCAB_SIZE, tf.MODEL["hidden_size"]), size
     assert model.vocab_size == tf.VOCAB_SIZE and model(np.array([[1, 2]])).logits.shape[-1] == tf.VOCAB_SIZE
-    for kwargs in (dict(new_num_tokens=tf.VOCAB_SIZE + 1), dict(new_num_tokens=tf.VOCAB_SIZE - 1,
-                                                                pad_to_multiple_of=64)):
+    for kwargs in (
+        dict(new_num_tokens=tf.VOCAB_SIZE + 1),
+        dict(new_num_tokens=tf.VOCAB_SIZE - 1, pad_to_multiple_of=64),
+    ):
         with pytest.raises(InvalidInputError, match=r"embedding has 500 rows and its weights are fixed"):
             model.resize_token_embeddings(**kwargs)
     with pytest.raises(InvalidInputError, match="new_num_tokens=0"):

@@ -5,6 +5,7 @@ moves pad_token_id, padding and save_pretrained with it), add_special_tokens for
 from_pretrained's keyword arguments (padding_side, truncation_side, model_max_length, add_bos_token, add_eos_token,
 use_fast, add_prefix_space, legacy, the hub arguments) and the refusals of what this tokenizer cannot do.
 """
+
 import json
 import os
 import shutil
@@ -16,8 +17,12 @@ import pytest
 import habana_assist as ha
 from habana_assist.errors import CheckpointError, InvalidInputError
 
-PYCODE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                      "habana_assist", "pretrained", "pycode")
+PYCODE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "habana_assist",
+    "pretrained",
+    "pycode",
+)
 TEXTS = ["a", "longer text", "def fib(n):\n    return n", " leading space", "x  y", ""]
 NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
 
@@ -49,6 +54,7 @@ EXTRA_WHITESPACES_ON = b"\x1a\x02\x20\x01"  # normalizer_spec { remove_extra_whi
 
 # ---- special tokens linked to their ids -----------------------------------------------------------------------
 
+
 def test_pad_token_set_to_eos_token_moves_pad_token_id_and_left_padding_uses_it(tok):
     assert tok.pad_token_id != tok.eos_token_id, "the shipped tokenizer has its own <pad>; the test needs that"
     tok.padding_side = "left"
@@ -59,8 +65,9 @@ def test_pad_token_set_to_eos_token_moves_pad_token_id_and_left_padding_uses_it(
     short = tok.encode("a")
     n_pad = ids.shape[1] - len(short)
     assert n_pad > 0 and ids.dtype == np.int64, f"'a' should be padded: {ids}"
-    assert ids[0, :n_pad].tolist() == [tok.eos_token_id] * n_pad and ids[0, n_pad:].tolist() == short, \
+    assert ids[0, :n_pad].tolist() == [tok.eos_token_id] * n_pad and ids[0, n_pad:].tolist() == short, (
         f"row 0 should be {n_pad} eos ids ({tok.eos_token_id}) then {short}, got {ids[0].tolist()}"
+    )
     assert mask[0].tolist() == [0] * n_pad + [1] * len(short) and mask[1].all(), f"mask: {mask}"
     assert ids[1].tolist() == tok.encode("longer text"), f"the longer row is unpadded: {ids[1]}"
 
@@ -98,8 +105,11 @@ def test_bos_and_eos_set_by_text_change_what_encode_adds(tok):
 def test_a_token_outside_the_vocabulary_is_refused_naming_it_and_nothing_changes(tok):
     for name in NAMES:
         before = (getattr(tok, name), getattr(tok, name + "_id"))
-        with pytest.raises(InvalidInputError, match=rf"{name}='\[PAD\]' is not a token of this vocabulary.*"
-                                                    rf"tokenizer\.{name} = tokenizer\.eos_token"):
+        with pytest.raises(
+            InvalidInputError,
+            match=rf"{name}='\[PAD\]' is not a token of this vocabulary.*"
+            rf"tokenizer\.{name} = tokenizer\.eos_token",
+        ):
             setattr(tok, name, "[PAD]")
         assert (getattr(tok, name), getattr(tok, name + "_id")) == before, f"a refused {name} must change nothing"
 
@@ -110,7 +120,7 @@ def test_a_non_string_token_is_refused(tok, value):
         tok.pad_token = value
 
 
-@pytest.mark.parametrize("value", [-1, 4096, 10 ** 12, True, 2.0, "2"])
+@pytest.mark.parametrize("value", [-1, 4096, 10**12, True, 2.0, "2"])
 def test_a_token_id_outside_the_vocabulary_or_not_an_int_is_refused(tok, value):
     with pytest.raises(InvalidInputError, match=r"pad_token_id=.* is not a token id of this vocabulary \[0, 4096\)"):
         tok.pad_token_id = value
@@ -120,6 +130,7 @@ def test_a_token_id_outside_the_vocabulary_or_not_an_int_is_refused(tok, value):
 def test_an_object_with_content_is_accepted_as_tokenizers_added_token_is(tok):
     class AddedToken:
         content = "</s>"
+
     tok.pad_token = AddedToken()
     assert (tok.pad_token, tok.pad_token_id) == ("</s>", tok.eos_token_id)
 
@@ -130,8 +141,9 @@ def test_special_token_lists_and_decode_follow_the_current_tokens(tok):
     assert tok.special_tokens_map["pad_token"] == tok.convert_ids_to_tokens([piece_id])[0]
     assert tok.all_special_ids == [tok.bos_token_id, tok.eos_token_id, tok.unk_token_id, piece_id], tok.all_special_ids
     ids = [tok.bos_token_id] + tok.encode("x = string", add_special_tokens=False)
-    assert piece_id in ids and tok.decode(ids, skip_special_tokens=True) == "x =", \
+    assert piece_id in ids and tok.decode(ids, skip_special_tokens=True) == "x =", (
         "the pad token is skipped by skip_special_tokens, as Transformers' all_special_ids"
+    )
 
 
 def test_add_special_tokens_sets_tokens_of_the_vocabulary_and_adds_none(tok):
@@ -143,12 +155,17 @@ def test_add_special_tokens_sets_tokens_of_the_vocabulary_and_adds_none(tok):
 
 # A token the vocabulary lacks is added now (tests/tokenization/test_tokenizer_parity.py), as Transformers does;
 # what is refused is what Transformers refuses too.
-@pytest.mark.parametrize("tokens, match", [({"bos_token": "<unk>", "pad_token": ""}, "'' is not a token"),
-                                           ({"bos_token": "<unk>", "pad_token": 5}, "5 is not a token"),
-                                           ({"sep_tokn": "</s>"}, "'sep_tokn' is not a special token name"),
-                                           ({"additional_special_tokens": "<x>"}, "must be a list"),
-                                           ({"additional_special_tokens": ["<s>", None]}, "None is not a token"),
-                                           ("pad_token", "takes a dict")])
+@pytest.mark.parametrize(
+    "tokens, match",
+    [
+        ({"bos_token": "<unk>", "pad_token": ""}, "'' is not a token"),
+        ({"bos_token": "<unk>", "pad_token": 5}, "5 is not a token"),
+        ({"sep_tokn": "</s>"}, "'sep_tokn' is not a special token name"),
+        ({"additional_special_tokens": "<x>"}, "must be a list"),
+        ({"additional_special_tokens": ["<s>", None]}, "None is not a token"),
+        ("pad_token", "takes a dict"),
+    ],
+)
 def test_add_special_tokens_refuses_what_is_not_a_special_token_and_changes_nothing(tok, tokens, match):
     before = (dict(tok.special_tokens_map), len(tok))
     with pytest.raises(InvalidInputError, match=match):
@@ -158,8 +175,11 @@ def test_add_special_tokens_refuses_what_is_not_a_special_token_and_changes_noth
 
 def test_padding_without_a_pad_token_asks_for_pad_token_equal_eos_token(tok):
     tok.pad_token = None
-    with pytest.raises(InvalidInputError, match=r"padding=True: asking to pad but the tokenizer does not have a "
-                                                r"padding token.*tokenizer\.pad_token = tokenizer\.eos_token"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"padding=True: asking to pad but the tokenizer does not have a "
+        r"padding token.*tokenizer\.pad_token = tokenizer\.eos_token",
+    ):
         tok(["a", "longer text"], padding=True)
     assert tok(["a", "longer text"])["input_ids"][0] == tok.encode("a"), "no padding asked: no pad token needed"
 
@@ -187,6 +207,7 @@ def test_pad_token_id_set_by_id_survives_save_and_reload(tok, tmp_path):
 
 # ---- padding_side and truncation_side -------------------------------------------------------------------------
 
+
 def test_padding_side_is_settable_after_load_and_per_call(tok):
     tok.padding_side = "right"
     assert tok(["a", "longer text"], padding=True)["attention_mask"][0][-1] == 0, "right padding after the set"
@@ -202,6 +223,7 @@ def test_padding_side_is_settable_after_load_and_per_call(tok):
 
 
 # ---- from_pretrained's keyword arguments ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_from_pretrained_padding_side(side):
@@ -242,8 +264,9 @@ def test_a_text_longer_than_model_max_length_warns_once_per_tokenizer_as_transfo
         warnings.simplefilter("always")
         short(["a", LONG])
     got = [w for w in seen if TOO_LONG in str(w.message)]
-    assert len(got) == 1 and f"({n} > 4)" in str(got[0].message) and got[0].filename == __file__, \
+    assert len(got) == 1 and f"({n} > 4)" in str(got[0].message) and got[0].filename == __file__, (
         f"expected one warning naming {n} > 4 at this test's line, got {[(str(w.message), w.filename) for w in seen]}"
+    )
     assert too_long_warnings(lambda: (short(LONG), short.encode(LONG))) == [], "a tokenizer warns once only"
     again = ha.AutoTokenizer.from_pretrained(PYCODE, model_max_length=4)
     with warnings.catch_warnings(record=True) as seen:
@@ -253,9 +276,17 @@ def test_a_text_longer_than_model_max_length_warns_once_per_tokenizer_as_transfo
     assert got == [__file__], f"another tokenizer warns again (encode too), at this test's line; got {got}"
 
 
-@pytest.mark.parametrize("kwargs", [dict(truncation=True), dict(max_length=100), dict(max_length=3),
-                                    dict(padding="max_length", truncation=True), dict(verbose=False)],
-                         ids=["truncation", "max_length_above", "max_length_below", "padding_to_max", "not_verbose"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(truncation=True),
+        dict(max_length=100),
+        dict(max_length=3),
+        dict(padding="max_length", truncation=True),
+        dict(verbose=False),
+    ],
+    ids=["truncation", "max_length_above", "max_length_below", "padding_to_max", "not_verbose"],
+)
 def test_a_long_text_encoded_with_a_max_length_or_not_verbose_does_not_warn(kwargs):
     """The warning is for a call with no max_length: one passed, or model_max_length taken by truncation or by
     padding='max_length', silences it, as does verbose=False (which leaves the next verbose call its warning)."""
@@ -287,9 +318,18 @@ def test_from_pretrained_keeps_its_arguments_through_save_pretrained(tmp_path):
 
 
 def test_use_fast_and_hub_arguments_change_nothing(tok):
-    kwargs = [dict(use_fast=True), dict(use_fast=False), dict(trust_remote_code=True), dict(revision="main"),
-              dict(token="hf_x"), dict(cache_dir="/nonexistent"), dict(local_files_only=True),
-              dict(force_download=True), dict(legacy=True), dict(add_prefix_space=False)]
+    kwargs = [
+        dict(use_fast=True),
+        dict(use_fast=False),
+        dict(trust_remote_code=True),
+        dict(revision="main"),
+        dict(token="hf_x"),
+        dict(cache_dir="/nonexistent"),
+        dict(local_files_only=True),
+        dict(force_download=True),
+        dict(legacy=True),
+        dict(add_prefix_space=False),
+    ]
     for kw in kwargs:
         other = ha.AutoTokenizer.from_pretrained(PYCODE, **kw)
         for text in TEXTS:
@@ -305,18 +345,21 @@ def test_from_pretrained_subfolder(tmp_path):
         ha.AutoTokenizer.from_pretrained(tmp_path, subfolder="nope")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(split_special_tokens="yes"), "split_special_tokens='yes'"),
-    (dict(clean_up_tokenization_spaces="yes"), "clean_up_tokenization_spaces='yes'"),
-    (dict(padding_side="middle"), "padding_side='middle'"),
-    (dict(truncation_side=None), "truncation_side=None"),
-    (dict(model_max_length=0), "model_max_length=0"),
-    (dict(model_max_length=True), "model_max_length=True"),
-    (dict(add_bos_token="yes"), "add_bos_token='yes'"),
-    (dict(add_prefix_space="yes"), "add_prefix_space='yes'"),
-    (dict(legacy=1.5), "legacy=1.5"),
-    (dict(use_fast="auto"), "use_fast='auto'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(split_special_tokens="yes"), "split_special_tokens='yes'"),
+        (dict(clean_up_tokenization_spaces="yes"), "clean_up_tokenization_spaces='yes'"),
+        (dict(padding_side="middle"), "padding_side='middle'"),
+        (dict(truncation_side=None), "truncation_side=None"),
+        (dict(model_max_length=0), "model_max_length=0"),
+        (dict(model_max_length=True), "model_max_length=True"),
+        (dict(add_bos_token="yes"), "add_bos_token='yes'"),
+        (dict(add_prefix_space="yes"), "add_prefix_space='yes'"),
+        (dict(legacy=1.5), "legacy=1.5"),
+        (dict(use_fast="auto"), "use_fast='auto'"),
+    ],
+)
 def test_from_pretrained_refuses_what_it_cannot_honour_naming_the_argument(kwargs, match):
     with pytest.raises(InvalidInputError, match=match):
         ha.AutoTokenizer.from_pretrained(PYCODE, **kwargs)
@@ -329,12 +372,15 @@ def test_from_pretrained_refuses_extra_positional_arguments():
 
 # ---- add_prefix_space and legacy ------------------------------------------------------------------------------
 
+
 def test_add_prefix_space_treats_the_first_word_as_any_other_word(tok):
     spaced = ha.AutoTokenizer.from_pretrained(PYCODE, add_prefix_space=True)
     word = spaced(["string"], add_special_tokens=False).input_ids[0]
-    assert word == tok([" string"], add_special_tokens=False).input_ids[0] \
-        != tok.encode("string", add_special_tokens=False), \
-        f"'string' with add_prefix_space should tokenize as ' string' does without: {word}"
+    assert (
+        word
+        == tok([" string"], add_special_tokens=False).input_ids[0]
+        != tok.encode("string", add_special_tokens=False)
+    ), f"'string' with add_prefix_space should tokenize as ' string' does without: {word}"
     assert spaced.decode(spaced.encode("string x"), skip_special_tokens=True) == "string x", "added space dropped"
     assert spaced.decode(spaced.encode("string x")) == "<s> string x", "after <s> the space stays (Transformers' Strip)"
     assert spaced.encode("") == [tok.bos_token_id], "an empty text gets no space"
@@ -347,8 +393,9 @@ def test_legacy_false_means_add_prefix_space_unless_it_is_false(tok, tmp_path):
     spaced = ha.AutoTokenizer.from_pretrained(unsaid, add_prefix_space=True)
     non_legacy = ha.AutoTokenizer.from_pretrained(unsaid, legacy=False)
     unspaced = ha.AutoTokenizer.from_pretrained(unsaid, legacy=False, add_prefix_space=False)
-    assert ha.AutoTokenizer.from_pretrained(PYCODE, legacy=False).encode("string") == tok.encode("string"), \
+    assert ha.AutoTokenizer.from_pretrained(PYCODE, legacy=False).encode("string") == tok.encode("string"), (
         "the shipped file's add_prefix_space=false holds under legacy=False"
+    )
     for text in TEXTS:
         assert non_legacy.encode(text) == spaced.encode(text), f"legacy=False, {text!r}"
         assert unspaced.encode(text) == tok.encode(text), f"legacy=False, add_prefix_space=False, {text!r}"

@@ -31,21 +31,32 @@ def tokenize(tokenizer: ha.LlamaTokenizer, prompts: list[str]) -> ha.BatchEncodi
     ids: list[int] = tokenizer.encode(prompts[0])
     pieces: list[str] = tokenizer.tokenize(prompts[0])
     assert tokenizer.convert_tokens_to_string(pieces).strip() == prompts[0].strip(), (pieces, prompts[0])
-    assert ids[-len(pieces):] == [tokenizer.convert_tokens_to_ids(p) for p in pieces], (ids, pieces)
+    assert ids[-len(pieces) :] == [tokenizer.convert_tokens_to_ids(p) for p in pieces], (ids, pieces)
     return batch
 
 
-def generate(model: ha.PreTrainedCausalLM, assistant: ha.PreTrainedCausalLM, tokenizer: ha.LlamaTokenizer,
-             batch: ha.BatchEncoding) -> list[str]:
+def generate(
+    model: ha.PreTrainedCausalLM,
+    assistant: ha.PreTrainedCausalLM,
+    tokenizer: ha.LlamaTokenizer,
+    batch: ha.BatchEncoding,
+) -> list[str]:
     config = ha.GenerationConfig(max_new_tokens=8, do_sample=False)
     config.num_assistant_tokens = 4
     plain = model.generate(**batch, generation_config=config)
-    assisted = model.generate(batch["input_ids"], attention_mask=batch["attention_mask"], generation_config=config,
-                              assistant_model=assistant)
+    assisted = model.generate(
+        batch["input_ids"], attention_mask=batch["attention_mask"], generation_config=config, assistant_model=assistant
+    )
     assert isinstance(plain, np.ndarray) and isinstance(assisted, np.ndarray), (type(plain), type(assisted))
     assert (plain == assisted).all(), "assisted greedy generation differs from plain greedy generation"
-    out = model.generate(batch["input_ids"][:1], max_new_tokens=4, return_dict_in_generate=True, output_scores=True,
-                         assistant_model=assistant, streamer=ha.TextStreamer(tokenizer, skip_prompt=True))
+    out = model.generate(
+        batch["input_ids"][:1],
+        max_new_tokens=4,
+        return_dict_in_generate=True,
+        output_scores=True,
+        assistant_model=assistant,
+        streamer=ha.TextStreamer(tokenizer, skip_prompt=True),
+    )
     assert isinstance(out, ha.GenerateDecoderOnlyOutput), type(out)
     scores = model.compute_transition_scores(out.sequences, out.scores or ())
     assert scores.shape == (1, 4), scores.shape
@@ -73,8 +84,9 @@ def pipe(target: str, draft: str) -> str:
 
 
 def criteria(tokenizer: ha.LlamaTokenizer, ids: NDArray[np.int64]) -> NDArray[np.bool_]:
-    stop = ha.StoppingCriteriaList([ha.MaxLengthCriteria(max_length=ids.shape[1]),
-                                    ha.StopStringCriteria(tokenizer, ["\n"])])
+    stop = ha.StoppingCriteriaList(
+        [ha.MaxLengthCriteria(max_length=ids.shape[1]), ha.StopStringCriteria(tokenizer, ["\n"])]
+    )
     processors = ha.LogitsProcessorList()
     scores = processors(ids, np.zeros((ids.shape[0], len(tokenizer)), dtype=np.float32))
     assert scores.shape == (ids.shape[0], len(tokenizer)), scores.shape

@@ -46,8 +46,11 @@ def _functions(name: str, obj: object, package: str = "habana_assist") -> Iterat
 def _missing(function: Callable[..., Any]) -> list[str]:
     """The parameters (and "return") of function that have no annotation."""
     signature = inspect.signature(function)
-    missing = [p.name for i, p in enumerate(signature.parameters.values())
-               if p.annotation is inspect.Parameter.empty and not (i == 0 and p.name in ("self", "cls"))]
+    missing = [
+        p.name
+        for i, p in enumerate(signature.parameters.values())
+        if p.annotation is inspect.Parameter.empty and not (i == 0 and p.name in ("self", "cls"))
+    ]
     if signature.return_annotation is inspect.Signature.empty:
         missing.append("return")
     return missing
@@ -85,10 +88,16 @@ def test_the_type_checkers_architecture_classes_are_the_packages() -> None:
     declared: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            declared |= {t.id for stmt in node.body if isinstance(stmt, ast.Assign) for t in stmt.targets
-                         if isinstance(t, ast.Name)}
-    assert declared == set(ARCHITECTURE_CLASSES), \
+            declared |= {
+                t.id
+                for stmt in node.body
+                if isinstance(stmt, ast.Assign)
+                for t in stmt.targets
+                if isinstance(t, ast.Name)
+            }
+    assert declared == set(ARCHITECTURE_CLASSES), (
         f"expected __init__.py's TYPE_CHECKING names {sorted(ARCHITECTURE_CLASSES)}, got {sorted(declared)}"
+    )
     for name in declared:
         assert name in ha.__all__ and issubclass(getattr(ha, name), ha.PreTrainedCausalLM), name
 

@@ -11,6 +11,7 @@ The scripts run two at a time, each with one core thread (HA_NUM_THREADS=1): mos
 Python's and torch's start-up, which one process cannot spread over two cores. Each test waits for its own
 script and reports its exit status and stderr.
 """
+
 import ast
 import concurrent.futures
 import os
@@ -27,20 +28,30 @@ SCRIPTS = sorted(name for name in os.listdir(SCRIPTS_DIR) if re.fullmatch(r"s\d\
 
 
 def _environment():
-    return child_env(HA_MODEL=os.path.join(SHIPPED, "pycode"), HA_DRAFT=os.path.join(SHIPPED, "pycode-draft"),
-                     HA_NUM_THREADS="1")
+    return child_env(
+        HA_MODEL=os.path.join(SHIPPED, "pycode"), HA_DRAFT=os.path.join(SHIPPED, "pycode-draft"), HA_NUM_THREADS="1"
+    )
 
 
 def _run(script, cwd):
-    return subprocess.run([PYTHON, os.path.join(SCRIPTS_DIR, script)], cwd=cwd, env=_environment(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, os.path.join(SCRIPTS_DIR, script)],
+        cwd=cwd,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
 def launched(request, tmp_path_factory):
     """script name -> Future of its CompletedProcess, for the scripts this session selected, two at a time."""
-    selected = [item.callspec.params["script"] for item in request.session.items
-                if getattr(item, "originalname", None) == TEST_NAME and hasattr(item, "callspec")]
+    selected = [
+        item.callspec.params["script"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == TEST_NAME and hasattr(item, "callspec")
+    ]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     futures = {script: pool.submit(_run, script, tmp_path_factory.mktemp(script[:-3])) for script in selected}
     yield futures
@@ -50,8 +61,10 @@ def launched(request, tmp_path_factory):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_doc_script_runs_and_its_outputs_have_the_documented_properties(script, launched):
     r = launched[script].result()
-    assert r.returncode == 0, (f"tests/doc_scripts/{script} exited with {r.returncode}; expected 0.\n"
-                               f"--- stderr (tail) ---\n{r.stderr[-4000:]}\n--- stdout (tail) ---\n{r.stdout[-1500:]}")
+    assert r.returncode == 0, (
+        f"tests/doc_scripts/{script} exited with {r.returncode}; expected 0.\n"
+        f"--- stderr (tail) ---\n{r.stderr[-4000:]}\n--- stdout (tail) ---\n{r.stdout[-1500:]}"
+    )
 
 
 def _imported_modules(tree):

@@ -5,6 +5,7 @@ The graph is read from the source with ast, without importing anything: an edge 
 each package P above B that is not above A (importing B runs P's __init__.py first). Imports under
 `if TYPE_CHECKING:` are left out: they never run. A cycle fails the test, printed module by module.
 """
+
 import ast
 import os
 
@@ -28,8 +29,9 @@ def package_modules(root=ROOT, package=PACKAGE):
 
 
 def _is_type_checking(test):
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree):
@@ -53,7 +55,7 @@ def import_graph(modules):
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), filename=path)
         is_package = path.endswith("__init__.py")
-        here = name.split(".") if is_package else name.split(".")[:-1]   # the package relative imports start from
+        here = name.split(".") if is_package else name.split(".")[:-1]  # the package relative imports start from
         targets = set()
         for node in _imports(tree):
             if isinstance(node, ast.Import):
@@ -61,14 +63,14 @@ def import_graph(modules):
                 names = [[] for _ in bases]
             else:
                 if node.level:
-                    base = here[:len(here) - (node.level - 1)] + ([node.module] if node.module else [])
+                    base = here[: len(here) - (node.level - 1)] + ([node.module] if node.module else [])
                     bases = [".".join(base)]
                 else:
                     bases = [node.module]
                 names = [[alias.name for alias in node.names]]
             for base, imported in zip(bases, names):
-                found = [f"{base}.{n}" for n in imported if f"{base}.{n}" in modules]   # `from pkg import module`
-                if base in modules and (not imported or len(found) < len(imported)):     # names defined in base
+                found = [f"{base}.{n}" for n in imported if f"{base}.{n}" in modules]  # `from pkg import module`
+                if base in modules and (not imported or len(found) < len(imported)):  # names defined in base
                     found.append(base)
                 for target in found:
                     parts = target.split(".")
@@ -144,8 +146,9 @@ def test_import_graph_reads_the_package():
     """The graph holds the edges everyone knows, so an empty cycle list means something."""
     graph = import_graph(package_modules())
     assert "habana_assist.generation.utils" in graph["habana_assist"], graph["habana_assist"]
-    assert "habana_assist.errors" in graph["habana_assist.configuration_utils"], \
-        graph["habana_assist.configuration_utils"]
+    assert "habana_assist.errors" in graph["habana_assist.configuration_utils"], graph[
+        "habana_assist.configuration_utils"
+    ]
 
 
 def test_cycle_finder_finds_a_planted_cycle():
@@ -163,15 +166,23 @@ def test_function_and_type_checking_imports(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("from . import a\n")
-    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n"
-                              "def f():\n    from .sub.c import Y\n")
+    (pkg / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import X\n"
+        "def f():\n    from .sub.c import Y\n"
+    )
     (pkg / "b.py").write_text("from . import a\n")
     (pkg / "sub" / "__init__.py").write_text("")
     (pkg / "sub" / "c.py").write_text("from .. import b\nfrom . import d\n")
     (pkg / "sub" / "d.py").write_text("import pkg.b\n")
     graph = import_graph(package_modules(str(tmp_path), "pkg"))
-    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.sub", "pkg.sub.c"}, "pkg.b": {"pkg.a"},
-                     "pkg.sub": set(), "pkg.sub.c": {"pkg.b", "pkg.sub.d"}, "pkg.sub.d": {"pkg.b"}}, graph
+    assert graph == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.sub", "pkg.sub.c"},
+        "pkg.b": {"pkg.a"},
+        "pkg.sub": set(),
+        "pkg.sub.c": {"pkg.b", "pkg.sub.d"},
+        "pkg.sub.d": {"pkg.b"},
+    }, graph
 
 
 def test_no_import_cycle():
@@ -185,5 +196,8 @@ def test_no_import_cycle():
         for component, cycle in zip(components, cycles):
             lines.append(f"{len(component)} modules import each other: {', '.join(component)}")
             lines.append("  for example: " + " -> ".join(cycle))
-        pytest.fail("import cycles (move the shared part down a layer, or import upward only under "
-                    "`if TYPE_CHECKING:`):\n" + "\n".join(lines), pytrace=False)
+        pytest.fail(
+            "import cycles (move the shared part down a layer, or import upward only under "
+            "`if TYPE_CHECKING:`):\n" + "\n".join(lines),
+            pytrace=False,
+        )

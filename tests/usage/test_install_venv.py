@@ -13,6 +13,7 @@ The builds reuse the objects of the first (setup.py keeps objects that are up to
 extension it built. PyPI is needed for all but the Debian install; where it cannot be reached those tests skip
 saying why, except under CI (CI set), where that is a failure. Without PyPI the Debian install compiles instead.
 """
+
 import json
 import os
 import shlex
@@ -50,18 +51,23 @@ print(json.dumps({"file": ha.__file__, "draft": draft.name_or_path, "numpy": np.
 
 
 def _env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "HA_KERNELS", "HA_AVX512_EMULATED", "HA_BUILD_JOBS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "HA_KERNELS", "HA_AVX512_EMULATED", "HA_BUILD_JOBS")
+    }
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 
 
 def run(cmd, cwd, timeout=INSTALL_TIMEOUT, env=None, check=True):
-    r = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                       env=env or _env())
+    r = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env or _env()
+    )
     if check:
-        assert r.returncode == 0, (f"{' '.join(map(str, cmd))} (in {cwd}) failed ({r.returncode}):\n"
-                                   f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+        assert r.returncode == 0, (
+            f"{' '.join(map(str, cmd))} (in {cwd}) failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        )
     return r
 
 
@@ -75,8 +81,9 @@ def check_install(py, venv_dir, cwd):
     out = json.loads(run([py, "-c", CHECK], cwd=cwd).stdout.splitlines()[-1])
     assert out["file"].startswith(str(venv_dir)), f"expected habana_assist imported from {venv_dir}, got {out['file']}"
     # the shipped pair is package data (habana_assist/pretrained/): installed with the package, not read from a checkout
-    assert out["draft"].startswith(str(venv_dir)), \
+    assert out["draft"].startswith(str(venv_dir)), (
         f"expected the shipped draft loaded from {venv_dir}, got {out['draft']}"
+    )
     assert out["identical"] and out["new_tokens"] == 12, f"expected 12 new tokens, assisted == plain, got {out}"
     assert out["kernels"] in ("scalar", "avx2", "avx512"), f"expected a native kernel variant, got {out['kernels']}"
     return out
@@ -90,8 +97,13 @@ def built(tmp_path_factory):
     tree = work / "tree"
     # The checkout as a user has it, an extension built in place included (the sdist must leave it out); not the
     # tests, the build outputs, the reference venv or the npm packages.
-    shutil.copytree(REPO, tree, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", ".venv*",
-                                                              "__pycache__", ".pytest_cache", "tests"))
+    shutil.copytree(
+        REPO,
+        tree,
+        ignore=shutil.ignore_patterns(
+            ".git", "build", "dist", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache", "tests"
+        ),
+    )
     tools = venv(work / "tools")
     got = run([tools, "-m", "pip", "install", "-q", "build"], cwd=work, check=False)
     if got.returncode != 0:
@@ -105,8 +117,11 @@ def built(tmp_path_factory):
     (source,) = (work / "unpacked").iterdir()
     # --no-cache-dir (here and for every install from a directory): pip would otherwise keep each run's wheel (tens of
     # MB) in its cache
-    run([tools, "-m", "pip", "wheel", "-q", "--no-cache-dir", "--no-deps", "-w", work / "wheels", "."], cwd=source,
-        timeout=BUILD_TIMEOUT)
+    run(
+        [tools, "-m", "pip", "wheel", "-q", "--no-cache-dir", "--no-deps", "-w", work / "wheels", "."],
+        cwd=source,
+        timeout=BUILD_TIMEOUT,
+    )
     (wheel,) = (work / "wheels").glob("habana_assist-*.whl")
     return {"work": work, "source": source, "sdist": sdist, "wheel": wheel, "pypi_missing": None}
 
@@ -120,21 +135,33 @@ def test_sdist_holds_what_the_build_needs_and_no_build_output(built):
     needs_pypi(built)
     with tarfile.open(built["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    tree_sources = {os.path.relpath(os.path.join(d, f), REPO) for d, _, fs in os.walk(os.path.join(REPO, "csrc"))
-                    for f in fs if f.endswith((".c", ".h"))}
+    tree_sources = {
+        os.path.relpath(os.path.join(d, f), REPO)
+        for d, _, fs in os.walk(os.path.join(REPO, "csrc"))
+        for f in fs
+        if f.endswith((".c", ".h"))
+    }
     missing = sorted(tree_sources - names)
     assert not missing, f"expected every C source and header of csrc/ in the sdist, it lacks {missing}"
-    for needed in ("setup.py", "pyproject.toml", "README.md", "habana_assist/py.typed", "habana_assist/_core.pyi",
-                   "habana_assist/pretrained/pycode/model.safetensors",
-                   "habana_assist/pretrained/pycode-draft/tokenizer.model", "habana_assist/pretrained/MODEL_CARD.md"):
+    for needed in (
+        "setup.py",
+        "pyproject.toml",
+        "README.md",
+        "habana_assist/py.typed",
+        "habana_assist/_core.pyi",
+        "habana_assist/pretrained/pycode/model.safetensors",
+        "habana_assist/pretrained/pycode-draft/tokenizer.model",
+        "habana_assist/pretrained/MODEL_CARD.md",
+    ):
         assert needed in names, f"expected {needed} in the sdist, got {sorted(names)[:40]} ..."
     built_files = sorted(n for n in names if n.endswith((".so", ".o", ".pyc")) or n.startswith("build/"))
     assert not built_files, f"expected no build output in the sdist, got {built_files}"
     # the wheel was built from this sdist alone (the `built` fixture): it holds the extension and the shipped pair
     with zipfile.ZipFile(built["wheel"]) as z:
         wheel_names = z.namelist()
-    assert any(n.startswith("habana_assist/_core") and n.endswith(".so") for n in wheel_names), \
+    assert any(n.startswith("habana_assist/_core") and n.endswith(".so") for n in wheel_names), (
         f"expected the extension habana_assist/_core*.so in the wheel, got {wheel_names[:20]} ..."
+    )
     assert "habana_assist/pretrained/pycode/model.safetensors" in wheel_names, "expected the shipped pair in the wheel"
     for typed in ("habana_assist/py.typed", "habana_assist/_core.pyi"):  # PEP 561: type checkers read the hints
         assert typed in wheel_names, f"expected {typed} in the wheel, got {wheel_names[:20]} ..."
@@ -167,8 +194,9 @@ def test_the_wheel_runs_in_another_fresh_venv_on_pypi_numpy_1(built):
     # a build without HA_AVX512_EMULATED=1 has no avx512-emulated variant: asking for it says how to get one
     env = dict(_env(), HA_KERNELS="avx512-emulated")
     r = run([py, "-c", "import habana_assist"], cwd=built["work"], env=env, check=False)
-    assert r.returncode != 0 and "not in this build" in r.stderr and "HA_AVX512_EMULATED=1" in r.stderr, \
+    assert r.returncode != 0 and "not in this build" in r.stderr and "HA_AVX512_EMULATED=1" in r.stderr, (
         f"expected an ImportError saying avx512-emulated is not built and how to build it, got:\n{r.stderr[-1500:]}"
+    )
 
 
 def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(built):
@@ -176,8 +204,11 @@ def test_pip_install_into_system_site_packages_venv_imports_from_anywhere(built)
     # README's Debian commands as written: Debian's Python, whose --system-site-packages reaches Debian's numpy,
     # setuptools, wheel and the other dependencies (--no-index: nothing fetched)
     py = venv(venv_dir, system_site=True)
-    run([py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation", "--no-index", "."],
-        cwd=built["source"], timeout=BUILD_TIMEOUT)
+    run(
+        [py, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-build-isolation", "--no-index", "."],
+        cwd=built["source"],
+        timeout=BUILD_TIMEOUT,
+    )
     out = check_install(py, venv_dir, built["work"])
     debian_numpy = run([DEBIAN_PYTHON, "-c", "import numpy; print(numpy.__version__)"], cwd=built["work"])
     debian_numpy = debian_numpy.stdout.strip()
@@ -203,8 +234,14 @@ def test_a_build_without_openblas_stops_naming_the_package(tmp_path, missing):
         (shadow / "libopenblas.so").write_text("not a library\n")
         cc = f"{compiler} -L{shadow}"
     env = dict(_env(), CC=cc)
-    r = run([DEBIAN_PYTHON, "setup.py", "build_ext", "--build-lib", tmp_path / "lib",
-             "--build-temp", tmp_path / "tmp"], cwd=src, env=env, check=False, timeout=120)
-    assert r.returncode != 0 and "libopenblas-dev" in r.stderr, \
+    r = run(
+        [DEBIAN_PYTHON, "setup.py", "build_ext", "--build-lib", tmp_path / "lib", "--build-temp", tmp_path / "tmp"],
+        cwd=src,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert r.returncode != 0 and "libopenblas-dev" in r.stderr, (
         f"expected the build to stop naming libopenblas-dev, got rc={r.returncode}:\n{r.stderr[-2000:]}"
+    )
     assert not list((tmp_path / "tmp").rglob("*.o")), "expected the check before any compile"

@@ -30,8 +30,15 @@ EXPECTED = {
         ([r"^$"], []),
         ([r"LlamaForCausalLM\('.*pycode', .*layers=8\)", r"LlamaForCausalLM\('.*pycode-draft', .*layers=4\)"], []),
         ([r"\.py \(1, \d+\)"], []),
-        ([r"plain +\d+\.\d tokens/s", r"assisted +\d+\.\d tokens/s \(\d+\.\d\dx\)",
-          r"tokens per target pass: \d+\.\d\d \(\d+ passes for \d+ tokens\)", r"identical: True"], []),
+        (
+            [
+                r"plain +\d+\.\d tokens/s",
+                r"assisted +\d+\.\d tokens/s \(\d+\.\d\dx\)",
+                r"tokens per target pass: \d+\.\d\d \(\d+ passes for \d+ tokens\)",
+                r"identical: True",
+            ],
+            [],
+        ),
         ([r"GenerateDecoderOnlyOutput\(sequences=<int64 \(1, \d+\)>"], ["text/html"]),
         ([r"ACCEPTED +\d+", r"CORRECTED +\d+", r"BONUS +\d+", r"accepted == num_accepted_tokens: True"], []),
         ([r"AcceptanceFigure size 900x320 with 2 Axes"], ["image/png"]),
@@ -41,10 +48,15 @@ EXPECTED = {
         ([r"^$"], []),
         ([r"the same seed gives the same tokens: True"], []),
         # one table: tokens/s (its format only), tokens per pass, acceptance, same tokens as plain sampling
-        ([r"method +tokens/s +tokens/pass +acceptance +same tokens as plain",
-          r"\nplain +\d+\.\d +1\.00 +- +True\n",
-          r"\ncoupled +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +True\n",
-          r"\nrejection +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +False\n"], []),
+        (
+            [
+                r"method +tokens/s +tokens/pass +acceptance +same tokens as plain",
+                r"\nplain +\d+\.\d +1\.00 +- +True\n",
+                r"\ncoupled +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +True\n",
+                r"\nrejection +\d+\.\d +\d+\.\d\d +\d+/\d+ \(\d+%\) +False\n",
+            ],
+            [],
+        ),
         ([r"rejection sampling: 48 new tokens, acceptance \d+/\d+", r"GenerateDecoderOnlyOutput"], ["text/html"]),
     ],
     "streaming.ipynb": [
@@ -53,8 +65,14 @@ EXPECTED = {
         # each piece printed as it arrives, then "|"
         ([r"^[^|]+\|[^|]+\|", r"with the draft: \d+ pieces"], []),
         ([r"^[^|]+\|[^|]+\|", r"without the draft: \d+ pieces"], []),
-        ([r"pieces: \d+ with the draft, \d+ without", r"fewer, larger pieces with the draft: True",
-          r"the streamed text is the generated text: True"], []),
+        (
+            [
+                r"pieces: \d+ with the draft, \d+ without",
+                r"fewer, larger pieces with the draft: True",
+                r"the streamed text is the generated text: True",
+            ],
+            [],
+        ),
     ],
 }
 
@@ -88,9 +106,11 @@ def executed(kernels):
             nb = nbformat.read(os.path.join(EXAMPLES, name), as_version=4)
             km = AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
             NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": EXAMPLES}}).execute(
-                cleanup_kc=True, env=child_env())
+                cleanup_kc=True, env=child_env()
+            )
             done[name] = nb
         return done[name]
+
     return run
 
 
@@ -98,15 +118,17 @@ def executed(kernels):
 def test_notebook_runs_and_every_cell_shows_what_it_should(name, executed):
     nb = executed(name)
     cells = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(cells) == len(EXPECTED[name]), \
+    assert len(cells) == len(EXPECTED[name]), (
         f"{name} has {len(cells)} code cells; EXPECTED lists {len(EXPECTED[name])}"
+    )
     for i, (cell, (patterns, mimetypes)) in enumerate(zip(cells, EXPECTED[name])):
         errors = [o for o in cell.outputs if o.output_type == "error" or getattr(o, "name", "") == "stderr"]
         assert not errors, f"{name} cell {i} wrote an error or to stderr: {errors}"
         text = _text(cell)
         for pattern in patterns:
-            assert (text == "") if pattern == "^$" else re.search(pattern, text), \
+            assert (text == "") if pattern == "^$" else re.search(pattern, text), (
                 f"{name} cell {i}: expected {pattern!r} in its output; it showed:\n{text}"
+            )
         shown = {m for o in cell.outputs for m in o.get("data", {})}
         assert set(mimetypes) <= shown, f"{name} cell {i}: expected {mimetypes}; it showed {sorted(shown)}"
     if name == "quickstart.ipynb":  # the view marks as many accepted tokens as the cell after it counted
@@ -125,8 +147,13 @@ def test_the_notebook_views_are_readable_in_a_browser_in_a_light_and_a_dark_page
     """Every HTML output of the executed notebook, as the notebook shows them one after another, in headless
     chromium (tests/fixtures/browser.py): each element that shows text at WCAG AA contrast, as computed by the
     browser. HA_VIEW_SCREENSHOTS=DIR also writes DIR/NAME-THEME.png of that page (docs/generation.md's pictures)."""
-    outputs = [o.data["text/html"] for c in executed(name).cells if c.cell_type == "code"
-               for o in c.outputs if "text/html" in o.get("data", {})]
+    outputs = [
+        o.data["text/html"]
+        for c in executed(name).cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
     assert outputs, f"{name} showed no HTML"
     body = "\n".join(f'<div class="output">{h}</div>' for h in outputs)
     measured = browser.measure(body, theme, str(tmp_path))
@@ -145,8 +172,9 @@ def test_notebooks_are_committed_without_outputs(name):
     nbformat.validate(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, \
+            assert cell.outputs == [] and cell.execution_count is None, (
                 f"{name}: strip the outputs before committing (Kernel > Restart & Clear Output, then save)"
+            )
 
 
 def test_every_notebook_in_examples_is_tested():
@@ -186,39 +214,53 @@ def test_the_interrupt_button_stops_a_generation_and_the_model_goes_on_exactly(k
         client.start_channels()
         client.wait_for_ready(timeout=60)
         setup = nbformat.read(os.path.join(EXAMPLES, "quickstart.ipynb"), as_version=4).cells[1].source
-        reply, imported = _run(client, setup + """
+        reply, imported = _run(
+            client,
+            setup
+            + """
 print(ha.__file__)
 tokenizer = ha.AutoTokenizer.from_pretrained("habana-assist/pycode")
 model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")
 draft = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft")
 inputs = tokenizer(["import os\\n"] * 4, return_tensors="np")
-before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""")
+before = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)""",
+        )
         assert reply["status"] == "ok", reply
         printed = [os.path.realpath(line) for line in imported.splitlines() if line.endswith("__init__.py")]
-        assert printed == [os.path.realpath(os.path.join(PACKAGE_DIR, "__init__.py"))], \
+        assert printed == [os.path.realpath(os.path.join(PACKAGE_DIR, "__init__.py"))], (
             f"the kernel must import the package under test, {PACKAGE_DIR}; it printed {imported!r}"
+        )
         # a long call (4 rows x 1000 tokens, seconds), interrupted once its first token is decided: a stopping
         # criterion (called inside generate()) says so once
-        msg_id = client.execute("told = []\n"
-                                "def tell(input_ids, scores):\n"
-                                "    if not told:\n"
-                                "        told.append(print('started', flush=True))\n"
-                                "    return False\n"
-                                "model.generate(**inputs, max_new_tokens=1000, assistant_model=draft, progress=False,\n"
-                                "               stopping_criteria=[tell])\n"
-                                "print('finished')", stop_on_error=False)  # else the kernel aborts a request
+        msg_id = client.execute(
+            "told = []\n"
+            "def tell(input_ids, scores):\n"
+            "    if not told:\n"
+            "        told.append(print('started', flush=True))\n"
+            "    return False\n"
+            "model.generate(**inputs, max_new_tokens=1000, assistant_model=draft, progress=False,\n"
+            "               stopping_criteria=[tell])\n"
+            "print('finished')",
+            stop_on_error=False,
+        )  # else the kernel aborts a request
         # sent at once after the error as queued behind it (a user's next cell comes later)
         started = False
         while not started:
             msg = client.get_iopub_msg(timeout=60)
-            started = msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream" \
+            started = (
+                msg["parent_header"].get("msg_id") == msg_id
+                and msg["msg_type"] == "stream"
                 and "started" in msg["content"]["text"]
+            )
         manager.interrupt_kernel()
         reply = _reply(client, msg_id, 60)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
         assert any("generate" in line for line in reply["traceback"]), "the interrupt must land in generate()"
-        reply, text = _run(client, "after = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)\n"
-                                    "print('same after the interrupt:', (after == before).all())")
+        reply, text = _run(
+            client,
+            "after = model.generate(**inputs, max_new_tokens=16, assistant_model=draft)\n"
+            "print('same after the interrupt:', (after == before).all())",
+        )
         assert reply["status"] == "ok" and "same after the interrupt: True" in text, (reply, text)
     finally:
         client.stop_channels()

@@ -20,8 +20,10 @@ from habana_assist.errors import CacheCapacityError, InvalidInputError
 from habana_assist.pipelines import TextGenerationPipeline, pipeline
 
 # A template in the usual shape: one block per message, an assistant header as the generation prompt.
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 PROMPTS = ["def add(a, b):", "import os\nimport sys\n\nclass Stack:\n    def push(self, x):", "x = 1"]
 CHAT = [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "def square(x):"}]
 GREEDY = dict(max_new_tokens=12, do_sample=False)
@@ -59,8 +61,10 @@ def new_texts(model, tok, enc, clean=None, skip=True, **gen):
     -> (new texts, sequences)."""
     sequences = model.generate(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], **gen)
     prompt_length = len(tok.decode(enc["input_ids"][0], skip_special_tokens=skip, clean_up_tokenization_spaces=clean))
-    texts = [tok.decode(row, skip_special_tokens=skip, clean_up_tokenization_spaces=clean)[prompt_length:]
-             for row in sequences]
+    texts = [
+        tok.decode(row, skip_special_tokens=skip, clean_up_tokenization_spaces=clean)[prompt_length:]
+        for row in sequences
+    ]
     return texts, sequences
 
 
@@ -71,16 +75,24 @@ def expected_text(model, tok, prompt, **gen):
 
 
 def expected_chat(model, tok, messages, continue_final_message=False, **gen):
-    enc = tok.apply_chat_template(messages, add_generation_prompt=not continue_final_message,
-                                  continue_final_message=continue_final_message, return_dict=True, return_tensors="np")
+    enc = tok.apply_chat_template(
+        messages,
+        add_generation_prompt=not continue_final_message,
+        continue_final_message=continue_final_message,
+        return_dict=True,
+        return_tensors="np",
+    )
     texts, _ = new_texts(model, tok, enc, **gen)
     if continue_final_message:
-        return [{"generated_text": messages[:-1] + [{"role": messages[-1]["role"],
-                                                     "content": messages[-1]["content"] + t}]} for t in texts]
+        return [
+            {"generated_text": messages[:-1] + [{"role": messages[-1]["role"], "content": messages[-1]["content"] + t}]}
+            for t in texts
+        ]
     return [{"generated_text": messages + [{"role": "assistant", "content": t}]} for t in texts]
 
 
 # ---- inputs and outputs ------------------------------------------------------------------------------------
+
 
 def test_a_string_gives_the_prompt_and_the_decoded_generation(pipe, model, tok):
     got = pipe(PROMPTS[0], **GREEDY)
@@ -171,6 +183,7 @@ def test_return_dict_in_generate_adds_each_rows_scores(pipe, model, tok):
 
 # ---- generation arguments ----------------------------------------------------------------------------------
 
+
 def test_sampled_return_sequences_equal_generate_with_the_same_seed(pipe, model, tok):
     gen = dict(max_new_tokens=10, do_sample=True, num_return_sequences=3, seed=7)
     got = pipe(PROMPTS[0], **gen)
@@ -203,7 +216,7 @@ def test_batch_size_pads_left_and_changes_no_output(model, tok):
     for prompt, got in zip(prompts, batched):
         alone = p(prompt, return_tensors=True, **GREEDY)[0]["generated_token_ids"]
         ids = got[0]["generated_token_ids"]
-        assert ids[:len(alone)] == alone and set(ids[len(alone):]) <= {tok.pad_token_id}, f"{ids} vs {alone}"
+        assert ids[: len(alone)] == alone and set(ids[len(alone) :]) <= {tok.pad_token_id}, f"{ids} vs {alone}"
 
 
 def test_the_tokenizer_pads_on_the_left_as_transformers_sets_it(model, target_dir):
@@ -248,8 +261,9 @@ def test_generation_config_passes_through(pipe, model, tok):
 
 
 def test_arguments_given_at_construction_are_the_calls_defaults(model, tok):
-    p = pipeline("text-generation", model=model, tokenizer=tok, max_new_tokens=6, do_sample=False,
-                 return_full_text=False)
+    p = pipeline(
+        "text-generation", model=model, tokenizer=tok, max_new_tokens=6, do_sample=False, return_full_text=False
+    )
     texts, _ = new_texts(model, tok, tok(PROMPTS[0], return_tensors="np"), max_new_tokens=6, do_sample=False)
     assert p(PROMPTS[0]) == [{"generated_text": texts[0]}]
     assert p.generation_config.max_new_tokens == 6 and model.generation_config.max_new_tokens is None
@@ -264,17 +278,26 @@ def test_the_pipelines_generation_defaults_are_transformers(model, tok):
     assert (gc.max_new_tokens, gc.do_sample, gc.temperature, gc.pad_token_id) == (256, True, 0.7, tok.pad_token_id)
     shipped = pipeline("text-generation", model="habana-assist/pycode").generation_config
     assert shipped.max_new_tokens == 128, "the shipped model's generation_config.json sets max_new_tokens=128"
-    assert pipeline("text-generation", model=model, tokenizer=tok, max_length=40).generation_config.max_new_tokens \
-        is None, "a max_length set on purpose is honoured in place of the default max_new_tokens"
+    assert (
+        pipeline("text-generation", model=model, tokenizer=tok, max_length=40).generation_config.max_new_tokens is None
+    ), "a max_length set on purpose is honoured in place of the default max_new_tokens"
 
 
 def test_a_max_length_the_user_sets_decides_the_length(model, tok):
     _, sequences = new_texts(model, tok, tok(PROMPTS[0], return_tensors="np"), max_length=15, do_sample=False)
     want = [{"generated_token_ids": sequences[0].tolist()}]
-    assert pipeline("text-generation", model=model, tokenizer=tok)(PROMPTS[0], max_length=15, do_sample=False,
-                                                                  return_tensors=True) == want
-    assert pipeline("text-generation", model=model, tokenizer=tok, max_length=15, do_sample=False)(
-        PROMPTS[0], return_tensors=True) == want
+    assert (
+        pipeline("text-generation", model=model, tokenizer=tok)(
+            PROMPTS[0], max_length=15, do_sample=False, return_tensors=True
+        )
+        == want
+    )
+    assert (
+        pipeline("text-generation", model=model, tokenizer=tok, max_length=15, do_sample=False)(
+            PROMPTS[0], return_tensors=True
+        )
+        == want
+    )
 
 
 def test_a_checkpoints_prefix_and_task_specific_params_apply(tmp_path, tok):
@@ -283,14 +306,16 @@ def test_a_checkpoints_prefix_and_task_specific_params_apply(tmp_path, tok):
     directory = write_checkpoint(str(tmp_path), seed=0)
     with open(os.path.join(directory, "config.json")) as f:
         config = json.load(f)
-    config["task_specific_params"] = {"text-generation": {"do_sample": False, "max_new_tokens": 7,
-                                                          "prefix": "# tools\n"}}
+    config["task_specific_params"] = {
+        "text-generation": {"do_sample": False, "max_new_tokens": 7, "prefix": "# tools\n"}
+    }
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config, f)
     p = pipeline("text-generation", model=directory)
     assert p.prefix == "# tools\n" and p.generation_config.max_new_tokens == 7
-    texts, _ = new_texts(p.model, tok, tok("# tools\n" + PROMPTS[0], return_tensors="np"), max_new_tokens=7,
-                         do_sample=False)
+    texts, _ = new_texts(
+        p.model, tok, tok("# tools\n" + PROMPTS[0], return_tensors="np"), max_new_tokens=7, do_sample=False
+    )
     assert p(PROMPTS[0]) == [{"generated_text": PROMPTS[0] + texts[0]}]
     assert pipeline("text-generation", model=directory, max_new_tokens=3).generation_config.max_new_tokens == 3
     texts, _ = new_texts(p.model, tok, tok(PROMPTS[0], return_tensors="np"), max_new_tokens=7, do_sample=False)
@@ -325,6 +350,7 @@ def test_handle_long_generation_hole_keeps_the_prompts_end(target_dir, tok):
 
 # ---- loading -----------------------------------------------------------------------------------------------
 
+
 def test_names_load_the_model_and_the_tokenizer(target_dir, model, tok):
     p = pipeline("text-generation", model=target_dir)
     assert isinstance(p, TextGenerationPipeline) and isinstance(p, ha.TextGenerationPipeline)
@@ -332,8 +358,9 @@ def test_names_load_the_model_and_the_tokenizer(target_dir, model, tok):
     assert p(PROMPTS[0], **GREEDY) == expected_text(model, tok, PROMPTS[0], **GREEDY)
     inferred = pipeline(model=target_dir, tokenizer=target_dir, trust_remote_code=False)
     assert inferred.task == "text-generation", "task=None is inferred as the only task"
-    assert pipeline("text-generation", model=model, tokenizer=target_dir)(PROMPTS[0], **GREEDY) == \
-        expected_text(model, tok, PROMPTS[0], **GREEDY)
+    assert pipeline("text-generation", model=model, tokenizer=target_dir)(PROMPTS[0], **GREEDY) == expected_text(
+        model, tok, PROMPTS[0], **GREEDY
+    )
 
 
 def test_dtype_reaches_from_pretrained(target_dir):
@@ -356,6 +383,7 @@ def test_the_cpu_is_accepted_as_device_and_device_map(model, tok, device):
 
 # ---- assisted generation -----------------------------------------------------------------------------------
 
+
 def spy_on_generate(model):
     """Records the keyword arguments of each model.generate call (the instance's, for this test only)."""
     calls = []
@@ -364,6 +392,7 @@ def spy_on_generate(model):
     def generate(*args, **kwargs):
         calls.append(kwargs)
         return original(*args, **kwargs)
+
     model.generate = generate
     return calls
 
@@ -381,11 +410,13 @@ def test_assistant_model_as_a_name_or_a_model_gives_the_plain_output(target_dir,
         finally:
             del model.generate
         assert got == plain, f"assisted greedy output differs from plain: {got} != {plain}"
-        assert calls and all(c["assistant_model"] is p.assistant_model for c in calls), \
+        assert calls and all(c["assistant_model"] is p.assistant_model for c in calls), (
             "the draft never reached generate()"
+        )
     # a model given to one call drafts for that call
-    assert pipeline("text-generation", model=model, tokenizer=tok)(PROMPTS[0], assistant_model=draft, **GREEDY) == \
-        plain[0]
+    assert (
+        pipeline("text-generation", model=model, tokenizer=tok)(PROMPTS[0], assistant_model=draft, **GREEDY) == plain[0]
+    )
 
 
 def test_shipped_pair_assisted_pipeline_equals_plain():
@@ -403,8 +434,9 @@ def test_a_draft_with_another_tokenizer_gets_both_tokenizers(target_dir, tok):
     model = ha.AutoModelForCausalLM.from_pretrained(target_dir)
     shipped_draft = "habana-assist/pycode-draft"  # a vocabulary of 4096, the tiny model's is 500
     with pytest.raises(InvalidInputError, match="assistant_tokenizer"):
-        TextGenerationPipeline(model=model, tokenizer=tok, assistant_model=ha.AutoModelForCausalLM.from_pretrained(
-            shipped_draft))
+        TextGenerationPipeline(
+            model=model, tokenizer=tok, assistant_model=ha.AutoModelForCausalLM.from_pretrained(shipped_draft)
+        )
     p = pipeline("text-generation", model=model, tokenizer=tok, assistant_model=shipped_draft)
     assert p.assistant_tokenizer is not None, "a named assistant brings its own tokenizer"
     calls = spy_on_generate(model)
@@ -417,6 +449,7 @@ def test_a_draft_with_another_tokenizer_gets_both_tokenizers(target_dir, tok):
 
 
 # ---- refusals ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task", ["summarization", "text2text-generation", "fill-mask", ""])
 def test_another_task_is_refused(model, tok, task):
@@ -489,6 +522,7 @@ def test_other_misuses_are_refused(model, tok, pipe):
 
 def test_names_and_exports():
     import habana_assist.pipelines as pipelines
+
     assert ha.pipeline is pipelines.pipeline is pipeline
     assert ha.TextGenerationPipeline is pipelines.TextGenerationPipeline
     assert "pipeline" in ha.__all__ and "TextGenerationPipeline" in ha.__all__

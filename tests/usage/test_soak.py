@@ -13,7 +13,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_soak_of_200_mixed_calls_exits_zero():
-    run = subprocess.run([PYTHON, os.path.join(REPO, "benchmarks", "soak.py"), "--calls", "200", "--every", "100"],
-                         capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=300)
+    run = subprocess.run(
+        [PYTHON, os.path.join(REPO, "benchmarks", "soak.py"), "--calls", "200", "--every", "100"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=child_env(),
+        timeout=300,
+    )
     assert run.returncode == 0, f"soak.py --calls 200 exited {run.returncode}, expected 0:\n{run.stdout}{run.stderr}"
     assert "soak: OK" in run.stdout, run.stdout

@@ -11,5 +11,14 @@ with open(os.path.join("saved", "generation_config.json")) as f:
 saved.pop("transformers_version", None)
 loaded = GenerationConfig.from_pretrained("saved")
 print(sorted(saved))
-result = {"saved": saved, "loaded": [loaded.do_sample, loaded.temperature, loaded.top_p, loaded.max_new_tokens,
-                                     loaded.eos_token_id, loaded.top_k]}
+result = {
+    "saved": saved,
+    "loaded": [
+        loaded.do_sample,
+        loaded.temperature,
+        loaded.top_p,
+        loaded.max_new_tokens,
+        loaded.eos_token_id,
+        loaded.top_k,
+    ],
+}

@@ -3,8 +3,7 @@ import os
 
 from transformers import GenerationConfig
 
-config, unused = GenerationConfig.from_pretrained(os.environ["PYCODE"], top_k=7, foo="bar",
-                                                  return_unused_kwargs=True)
+config, unused = GenerationConfig.from_pretrained(os.environ["PYCODE"], top_k=7, foo="bar", return_unused_kwargs=True)
 print(config.top_k, unused)
 d = config.to_diff_dict()
 d.pop("transformers_version", None)

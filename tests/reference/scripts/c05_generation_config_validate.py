@@ -7,10 +7,12 @@ from transformers import AutoModelForCausalLM, GenerationConfig
 model = AutoModelForCausalLM.from_pretrained(os.environ["TINY_LLAMA"])
 ids = torch.tensor([[1, 5, 6, 7]])
 outcomes = {}
-for name, kwargs in {"negative_max_new_tokens": dict(max_new_tokens=-1),
-                     "temperature_zero": dict(do_sample=True, temperature=0.0, max_new_tokens=2),
-                     "top_p_above_one": dict(do_sample=True, top_p=1.5, max_new_tokens=2),
-                     "ok": dict(do_sample=True, top_k=5, max_new_tokens=2)}.items():
+for name, kwargs in {
+    "negative_max_new_tokens": dict(max_new_tokens=-1),
+    "temperature_zero": dict(do_sample=True, temperature=0.0, max_new_tokens=2),
+    "top_p_above_one": dict(do_sample=True, top_p=1.5, max_new_tokens=2),
+    "ok": dict(do_sample=True, top_k=5, max_new_tokens=2),
+}.items():
     for step in ("validate", "generate"):
         try:
             config = GenerationConfig(**kwargs)

@@ -6,8 +6,9 @@ import torch
 from transformers import AutoModelForCausalLM, GenerationConfig
 
 shutil.copytree(os.environ["TINY_LLAMA"], "model")
-GenerationConfig(do_sample=True, top_k=3, max_new_tokens=5, bos_token_id=1, eos_token_id=2,
-                 pad_token_id=0).save_pretrained("model")
+GenerationConfig(
+    do_sample=True, top_k=3, max_new_tokens=5, bos_token_id=1, eos_token_id=2, pad_token_id=0
+).save_pretrained("model")
 model = AutoModelForCausalLM.from_pretrained("model")
 ids = torch.tensor([[1, 30, 31]])
 torch.manual_seed(0)

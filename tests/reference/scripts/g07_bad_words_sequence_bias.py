@@ -11,5 +11,5 @@ plain = model.generate(ids, max_new_tokens=8, do_sample=False)
 first = int(plain[0, ids.shape[1]])
 banned = model.generate(ids, max_new_tokens=8, do_sample=False, bad_words_ids=[[first]])
 biased = model.generate(ids, max_new_tokens=8, do_sample=False, sequence_bias={(first,): -10.0})
-print(first, banned[0, ids.shape[1]:].tolist(), biased[0, ids.shape[1]:].tolist())
+print(first, banned[0, ids.shape[1] :].tolist(), biased[0, ids.shape[1] :].tolist())
 result = {"plain": plain, "banned": banned, "biased": biased}

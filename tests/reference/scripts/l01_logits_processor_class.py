@@ -14,7 +14,13 @@ class BanEven(LogitsProcessor):
 
 model = AutoModelForCausalLM.from_pretrained(os.environ["TINY_LLAMA"])
 ids = torch.tensor([[1, 500, 501, 502]])
-out = model.generate(ids, max_new_tokens=6, do_sample=False, logits_processor=LogitsProcessorList([BanEven()]),
-                     return_dict_in_generate=True, output_scores=True)
+out = model.generate(
+    ids,
+    max_new_tokens=6,
+    do_sample=False,
+    logits_processor=LogitsProcessorList([BanEven()]),
+    return_dict_in_generate=True,
+    output_scores=True,
+)
 print(out.sequences.tolist())
 result = {"ids": out.sequences, "scores": torch.stack(out.scores)}

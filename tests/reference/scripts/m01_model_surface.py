@@ -8,8 +8,17 @@ model = AutoModelForCausalLM.from_pretrained(os.environ["PYCODE"], dtype=torch.f
 c = model.config
 result = {
     "class": type(model).__name__,
-    "config": [c.model_type, c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
-               c.num_key_value_heads, c.max_position_embeddings, c.rms_norm_eps, c.tie_word_embeddings],
+    "config": [
+        c.model_type,
+        c.vocab_size,
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.num_attention_heads,
+        c.num_key_value_heads,
+        c.max_position_embeddings,
+        c.rms_norm_eps,
+        c.tie_word_embeddings,
+    ],
     "dtype": str(model.dtype),
     "device": str(model.device),
     "parameters": model.num_parameters(),

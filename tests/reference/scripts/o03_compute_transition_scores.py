@@ -9,6 +9,6 @@ model = AutoModelForCausalLM.from_pretrained(os.environ["PYCODE"], dtype=torch.f
 inputs = tok(["def add(a, b):"], return_tensors="pt")
 out = model.generate(**inputs, max_new_tokens=5, do_sample=False, return_dict_in_generate=True, output_scores=True)
 scores = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-for token, score in zip(out.sequences[0, inputs.input_ids.shape[1]:], scores[0]):
+for token, score in zip(out.sequences[0, inputs.input_ids.shape[1] :], scores[0]):
     print(f"| {token:5d} | {tok.decode(token):8s} |")
 result = {"transition_scores": scores, "probabilities": torch.exp(scores), "scores": torch.stack(out.scores)}

@@ -8,8 +8,7 @@ chat = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content"
 result = {
     "plain": tok.apply_chat_template(chat[:1], tokenize=False),
     "prompt": tok.apply_chat_template(chat[:1], tokenize=False, add_generation_prompt=True),
-    "no_thinking": tok.apply_chat_template(chat[:1], tokenize=False, add_generation_prompt=True,
-                                           enable_thinking=False),
+    "no_thinking": tok.apply_chat_template(chat[:1], tokenize=False, add_generation_prompt=True, enable_thinking=False),
     "continued": tok.apply_chat_template(chat, tokenize=False, continue_final_message=True),
 }
 print(result["prompt"])

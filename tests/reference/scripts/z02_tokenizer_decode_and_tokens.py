@@ -11,8 +11,15 @@ result = {
     "batch": tok.batch_decode([ids, ids[:3]], skip_special_tokens=True),
     "tokens": tok.tokenize("if x:\n    return  y"),
     "convert": tok.convert_ids_to_tokens(ids[:4]),
-    "special": [tok.bos_token, tok.eos_token, tok.pad_token, tok.unk_token, tok.bos_token_id, tok.eos_token_id,
-                tok.pad_token_id],
+    "special": [
+        tok.bos_token,
+        tok.eos_token,
+        tok.pad_token,
+        tok.unk_token,
+        tok.bos_token_id,
+        tok.eos_token_id,
+        tok.pad_token_id,
+    ],
     "len": len(tok),
 }
 print(result["decode"])
