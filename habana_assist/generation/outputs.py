@@ -66,9 +66,14 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     num_sibling_tokens: Optional[int] = None  # token trees (assistant_tree_width > 1), see above
     num_sibling_accepted: Optional[int] = None
     # Attributes, not fields: keys(), to_tuple() and indexing stay Transformers' (a plain call with output_scores
-    # has exactly the keys sequences and scores)
-    token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above
-    _tokenizer: Any = None  # the view's tokenizer, or a checkpoint path to load it from
+    # has exactly the keys sequences and scores). An annotation at run time would make them dataclass fields, so the
+    # type checker alone sees one.
+    if TYPE_CHECKING:
+        token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above
+        _tokenizer: Any = None  # the view's tokenizer, or a checkpoint path to load it from
+    else:
+        token_sources = None
+        _tokenizer = None
 
     def __repr__(self) -> str:
         """Short: shapes and counts, never the arrays' contents."""
