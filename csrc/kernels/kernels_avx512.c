@@ -328,7 +328,8 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 #define W8_AHEAD 2048 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
 
-/* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p][t - t_block][16] += the group's terms. */
+/* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p * acc_stride + s] (the panel's 16 rows) += the
+ * group's terms of panel p0 + p and token t + s. */
 AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64_t groups, int64_t p0, int64_t g,
                               const char *X, size_t xb, const int32_t *xsum, int64_t t, float (*acc)[HA_PANEL_ROWS],
                               int64_t acc_stride) {
