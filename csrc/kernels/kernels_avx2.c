@@ -302,11 +302,44 @@ DEFINE_MATMUL_INT(q4, HA_Q4)
  * the group's 16 steps lane i holds row i's exact isum; then y = fma(float(isum), wscale * xscale, y), the
  * formats.h chain. A tile of H halves (H / 2 panels) x S tokens keeps H * S integer and H * S float
  * accumulators in the 16 registers. */
+/* dp[h][s] = the exact integer sum of half h (of H) of the group block blk and token s (of S) of xg, its activations
+ * (rows xb bytes apart); with `ahead`, each panel's stream prefetched W8_AHEAD bytes ahead of the step read. */
+AVX2 static inline __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride,
+                                                                        const char *xg, size_t xb, int ahead,
+                                                                        __m256i dp[4][2]) {
+    const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; h++)
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) dp[h][s] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
+        __m256i xv[2];
+#pragma GCC unroll 2
+        for (int s = 0; s < S; s++) {
+            int32_t four;
+            memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
+            xv[s] = _mm256_set1_epi32(four);
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < H; h++) {
+            const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
+            if (ahead && h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
+            const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) {
+                const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[s], w));
+                dp[h][s] = _mm256_add_epi32(dp[h][s], _mm256_madd_epi16(pr, ones));
+            }
+        }
+    }
+}
+
 AVX2 static inline __attribute__((always_inline)) void tile_w8a8(int H, int S, const char *W, size_t pstride,
                                                                  int64_t groups, int64_t p0, const char *X, size_t xb,
                                                                  int64_t t, float *Y, int64_t ldy, int64_t r0,
                                                                  int64_t r1) {
-    const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256 acc[4][2];
 #pragma GCC unroll 4
     for (int h = 0; h < H; h++)
@@ -314,33 +347,9 @@ AVX2 static inline __attribute__((always_inline)) void tile_w8a8(int H, int S, c
         for (int s = 0; s < S; s++) acc[h][s] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {
         __m256i dp[4][2];
-#pragma GCC unroll 4
-        for (int h = 0; h < H; h++)
-#pragma GCC unroll 2
-            for (int s = 0; s < S; s++) dp[h][s] = _mm256_setzero_si256();
         const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
         const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
-#pragma GCC unroll 4
-        for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
-            __m256i xv[2];
-#pragma GCC unroll 2
-            for (int s = 0; s < S; s++) {
-                int32_t four;
-                memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
-                xv[s] = _mm256_set1_epi32(four);
-            }
-#pragma GCC unroll 4
-            for (int h = 0; h < H; h++) {
-                const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
-                const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
-                const __m256i aw = _mm256_abs_epi8(w);
-#pragma GCC unroll 2
-                for (int s = 0; s < S; s++) {
-                    const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[s], w));
-                    dp[h][s] = _mm256_add_epi32(dp[h][s], _mm256_madd_epi16(pr, ones));
-                }
-            }
-        }
+        group_isums_w8a8(H, S, blk, pstride, xg, xb, 0, dp);
 #pragma GCC unroll 2
         for (int s = 0; s < S; s++) {
             float xs;
@@ -374,36 +383,10 @@ AVX2 static inline __attribute__((always_inline)) void tile_w8a8(int H, int S, c
 AVX2 static inline __attribute__((always_inline)) void group_w8a8(int H, int S, const char *W, size_t pstride,
                                                                   int64_t g, int64_t p0, const char *X, size_t xb,
                                                                   int64_t t, float (*acc)[8], int64_t acc_stride) {
-    const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256i dp[4][2];
-#pragma GCC unroll 4
-    for (int h = 0; h < H; h++)
-#pragma GCC unroll 2
-        for (int s = 0; s < S; s++) dp[h][s] = _mm256_setzero_si256();
     const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
     const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
-#pragma GCC unroll 2
-    for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
-        __m256i xv[2];
-#pragma GCC unroll 2
-        for (int s = 0; s < S; s++) {
-            int32_t four;
-            memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
-            xv[s] = _mm256_set1_epi32(four);
-        }
-#pragma GCC unroll 4
-        for (int h = 0; h < H; h++) {
-            const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
-            if (h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
-            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
-            const __m256i aw = _mm256_abs_epi8(w);
-#pragma GCC unroll 2
-            for (int s = 0; s < S; s++) {
-                const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[s], w));
-                dp[h][s] = _mm256_add_epi32(dp[h][s], _mm256_madd_epi16(pr, ones));
-            }
-        }
-    }
+    group_isums_w8a8(H, S, blk, pstride, xg, xb, 1, dp);
 #pragma GCC unroll 2
     for (int s = 0; s < S; s++) {
         float xs;
