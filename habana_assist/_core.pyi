@@ -19,9 +19,11 @@ _Out = Union[WriteableBuffer, np.ndarray]
 _DType = str  # "float32" | "bfloat16" | "float16" | "int8" | "int4" | "w8a8" | "bfloat16-pairs" | "*-panels"
 
 COST_STATE: int  # floats of the cost schedule's learned state per (target, drafter) pair (ha.h HA_COST_STATE)
-# The core's names of its num_assistant_tokens schedules and acceptance modes, in its enums' order (generate.c).
+# The core's names of its num_assistant_tokens schedules, acceptance modes and token tree shapes, in its enums' order
+# (generate.c).
 SCHEDULES: tuple[str, ...]
 ACCEPTANCES: tuple[str, ...]
+TREE_SHAPES: tuple[str, ...]
 
 @final
 class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int, int, int, int]):

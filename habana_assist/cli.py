@@ -77,6 +77,8 @@ def _assist(args, draft):
     kw = dict(assisted_sampling="coupled") if getattr(args, "do_sample", False) else {}
     if args.tree_width != 1:  # with a draft model or prompt lookup alike
         kw["assistant_tree_width"] = args.tree_width
+    if args.tree_shape != "siblings":
+        kw["assistant_tree_shape"] = args.tree_shape
     if args.prompt_lookup:
         return dict(kw, prompt_lookup_num_tokens=args.prompt_lookup)
     if draft is None:
@@ -366,6 +368,13 @@ def build_parser():
             metavar="W",
             help="token trees: each drafted token with up to W - 1 siblings, the draft's next choices, all "
             "verified in one pass (default 1: chains; with 'cost', the widest the costs may choose)",
+        )
+        p.add_argument(
+            "--tree-shape",
+            choices=("siblings", "dynamic"),
+            default="siblings",
+            help="with --tree-width W > 1: 'siblings' (default: the W - 1 next choices beside each drafted token) or "
+            "'dynamic' (EAGLE-2: the draft expands its W most probable nodes at each depth; a draft model only)",
         )
         p.add_argument(
             "--prompt-lookup",

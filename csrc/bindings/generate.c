@@ -32,11 +32,12 @@
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
  * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
- * tree_width (ha_assist_params.tree_width: 1, chains). */
+ * tree_width (ha_assist_params.tree_width: 1, chains); tree_shape a tree shape by name (TREE_SHAPES below:
+ * ha_assist_params.tree_dynamic). */
 #define ASSISTED_OPTIONS                                                                                      \
     "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", "prompt_lookup_num_tokens",     \
         "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", "accepted_at", "cost_state", \
-        "overlap", "tree_width"
+        "overlap", "tree_width", "tree_shape"
 
 /* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
  * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
@@ -57,6 +58,13 @@ static const named_value SCHEDULES[] = {
 static const named_value ACCEPTANCES[] = {
     { "rejection", HA_ACCEPT_REJECTION },
     { "coupled", HA_ACCEPT_COUPLED },
+    { NULL, 0 },
+};
+
+/* GenerationConfig.assistant_tree_shape: ha_assist_params.tree_dynamic */
+static const named_value TREE_SHAPES[] = {
+    { "siblings", 0 },
+    { "dynamic", 1 },
     { NULL, 0 },
 };
 
@@ -407,13 +415,14 @@ static PyObject *names_of(const named_value *table) {
 int generate_init(PyObject *m) {
     AssistedStatsType = PyStructSequence_NewType(&ASSISTED_STATS_DESC);
     if (!AssistedStatsType || PyModule_AddObjectRef(m, "AssistedStats", (PyObject *)AssistedStatsType) < 0) return -1;
-    PyObject *schedules = names_of(SCHEDULES), *acceptances = names_of(ACCEPTANCES);
+    PyObject *schedules = names_of(SCHEDULES), *acceptances = names_of(ACCEPTANCES), *shapes = names_of(TREE_SHAPES);
     int rc = -1;
-    if (schedules && acceptances && PyModule_AddObjectRef(m, "SCHEDULES", schedules) == 0 &&
-        PyModule_AddObjectRef(m, "ACCEPTANCES", acceptances) == 0)
+    if (schedules && acceptances && shapes && PyModule_AddObjectRef(m, "SCHEDULES", schedules) == 0 &&
+        PyModule_AddObjectRef(m, "ACCEPTANCES", acceptances) == 0 && PyModule_AddObjectRef(m, "TREE_SHAPES", shapes) == 0)
         rc = 0;
     Py_XDECREF(schedules);
     Py_XDECREF(acceptances);
+    Py_XDECREF(shapes);
     return rc;
 }
 
@@ -423,7 +432,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *tctx_o, *dctx_o, *opts, *result = NULL;
     long long K, pl_num, pl_ngram, tree_width;
-    int schedule, acceptance, overlap, entered = 0;
+    int schedule, acceptance, overlap, tree_shape, entered = 0;
     double threshold;
     gen_args g = { .held = 0 };
     if (!PyArg_ParseTuple(args, "O!OO:generate_assisted", &ContextType, &tctx_o, &dctx_o, &opts)) return NULL;
@@ -445,6 +454,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         option_ll(opts, what, "prompt_lookup_num_tokens", &pl_num) ||
         option_ll(opts, what, "max_matching_ngram_size", &pl_ngram) || option_bool(opts, what, "overlap", &overlap) ||
         option_ll(opts, what, "tree_width", &tree_width) ||
+        option_named(opts, what, "tree_shape", TREE_SHAPES, "tree shape", &tree_shape) ||
         take_buf(&g, G_PROPOSED, opts, what, "proposed_at", "q", 1, 0) ||
         take_buf(&g, G_ACCEPTED, opts, what, "accepted_at", "q", 1, 0) ||
         take_buf(&g, G_DCOSTS, opts, what, "draft_costs", "d", 0, 1) ||
@@ -484,6 +494,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
         .cost_state = state ? state->buf : NULL,
         .tree_width = tree_width,
+        .tree_dynamic = tree_shape,
     };
     ha_assist_stats stats = { .proposed_at = prop->buf, .accepted_at = acc->buf };
     if (context_enter(tctx) != 0) goto cleanup;

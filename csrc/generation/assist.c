@@ -215,6 +215,11 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
         const int64_t w = p->tree_width, most = (target->max_tree - 1) / w, fit = (target->capacity - L) / w;
         if (k > most) k = most;
         if (k > fit) k = fit;
+        if (p->tree_dynamic && draft) { /* the draft's append_tree of a frontier with its ancestors: w (k - 1) nodes */
+            const int64_t d_most = draft->max_tree / w + 1, d_fit = (draft->capacity - L) / w + 1;
+            if (k > d_most) k = d_most;
+            if (k > d_fit) k = d_fit;
+        }
     }
     return k;
 }
@@ -253,7 +258,9 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
     int64_t n = 0, n_rows = 0;
     ha_status st = run_whole_again(target, p, rows, B, b);
     if (st != HA_OK) return st;
-    if (p->tree_width > 1) return ha_tree_verify(target, p, sampler, rows, B, b);
+    if (p->tree_width > 1)
+        return p->tree_dynamic && draft ? ha_dyn_verify(target, p, sampler, rows, B, b)
+                                        : ha_tree_verify(target, p, sampler, rows, B, b);
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].k + 1;
     st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
@@ -301,10 +308,11 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
 static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params *p, const ha_sampler *sampler,
                             row_state *r, int32_t *out, float *scores, ha_assist_stats *stats, cost_model *cost) {
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
-    const int tree = p->tree_width > 1;
+    const int tree = p->tree_width > 1, dyn = tree && p->tree_dynamic && draft;
     int32_t next;
-    const int64_t n = tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
-                           : accept(p, sampler, r, draft != NULL, V, &next);
+    const int64_t n = dyn    ? ha_dyn_accept(p, sampler, r, V, r->scratch, &next)
+                      : tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
+                             : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
         return ha_fail(HA_ERR_INVALID,
                        "row %d: every token was removed or NaN; check the weights and the sampling "
@@ -327,7 +335,8 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
             r->done = 1;
         }
     }
-    const uint8_t own = k == 0 ? HA_SOURCE_PLAIN : n == k ? HA_SOURCE_BONUS : HA_SOURCE_CORRECTED;
+    const int bonus = dyn ? r->dyn_leaf : n == k; /* every candidate on the way accepted: a bonus token after them */
+    const uint8_t own = k == 0 ? HA_SOURCE_PLAIN : bonus ? HA_SOURCE_BONUS : HA_SOURCE_CORRECTED;
     for (int64_t j = 0; j < kept; j++) {
         out[r->row * N + r->generated + j] = r->tok[r->L + j];
         if (p->gen.sources) p->gen.sources[r->row * N + r->generated + j] = j < n ? HA_SOURCE_ACCEPTED : own;
@@ -338,19 +347,20 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     if (p->gen.on_tokens && p->gen.on_tokens(p->gen.user, r->row, r->tok + r->L, kept) != 0)
         return ha_fail(HA_ERR_CALLBACK, "generation stopped by the token callback");
     stats->num_target_passes++;
-    stats->num_draft_tokens += k;
     stats->num_accepted_tokens += n < kept ? n : kept;
-    for (int64_t j = 0; tree && j < k; j++) { /* siblings: nodes of depth j (the one accepted, counted below) */
+    if (dyn) ha_dyn_count(r, n, kept, stats, p->schedule == HA_SCHEDULE_COST ? cost : NULL);
+    else stats->num_draft_tokens += k;
+    for (int64_t j = 0; tree && !dyn && j < k; j++) { /* siblings: nodes of depth j (the one accepted, counted below) */
         stats->num_draft_tokens += r->nsib[j];
         stats->num_sibling_tokens += r->nsib[j];
         if (stats->proposed_at) stats->proposed_at[j] += r->nsib[j];
     }
-    if (tree && r->sib_taken >= 0 && r->chain_n < kept) stats->num_sibling_accepted++;
-    for (int64_t j = 0; j < k; j++) {
+    if (tree && !dyn && r->sib_taken >= 0 && r->chain_n < kept) stats->num_sibling_accepted++;
+    for (int64_t j = 0; !dyn && j < k; j++) {
         if (stats->proposed_at) stats->proposed_at[j]++;
         if (stats->accepted_at && j < n) stats->accepted_at[j]++;
     }
-    if (p->schedule == HA_SCHEDULE_COST)
+    if (p->schedule == HA_SCHEDULE_COST && !dyn)
         ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, tree ? r->chain_n : n);
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. A tree's target keeps its
      * accepted path (keep_path); the draft holds the chain, of which chain_n candidates were accepted. */
@@ -358,8 +368,11 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     r->L += kept;
     r->generated += kept;
     if (r->generated == N) r->done = 1;
-    if (tree) {
-        ha_status st = ha_tree_keep(target, r, L_old, r->L - 1 - (L_old - r->catch_up));
+    if (dyn) { /* the target keeps its accepted path, the draft what its last append_tree holds of it */
+        ha_status st = ha_dyn_keep(target, draft, r, L_old, r->L - 1 - (L_old - r->catch_up), &r->draft_len);
+        if (st != HA_OK) return st;
+    } else if (tree) {
+        ha_status st = ha_tree_keep(target, r, L_old, r->L - 1 - (L_old - r->catch_up), n);
         if (st != HA_OK) return st;
         if (r->draft_len > L_old + r->chain_n) r->draft_len = L_old + r->chain_n;
     }
@@ -419,7 +432,11 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             ha_cost_schedule(&cost, rows, B);
             cost.steps_cost = 0.0;
         }
-        if (draft) {
+        if (draft && p->tree_width > 1 && p->tree_dynamic) {
+            if ((st = ha_dyn_draft(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL,
+                                   stats)) != HA_OK)
+                return st;
+        } else if (draft) {
             if ((st = draft_round(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL,
                                   stats)) != HA_OK)
                 return st;
@@ -486,6 +503,20 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                            "takes per row)",
                            (long long)w, (long long)target->max_tree);
     }
+    if (p->tree_dynamic != 0 && p->tree_dynamic != 1)
+        return ha_fail(HA_ERR_INVALID, "tree_dynamic=%d must be 0 (assistant_tree_shape='siblings') or 1 ('dynamic')",
+                       p->tree_dynamic);
+    const int dyn = w > 1 && p->tree_dynamic;
+    if (dyn && !draft)
+        return ha_fail(HA_ERR_INVALID,
+                       "assistant_tree_shape='dynamic' grows the tree from a draft model's probabilities, and prompt "
+                       "lookup has none; pass assistant_tree_shape='siblings' (the n-gram's later matches as "
+                       "branches), or an assistant_model");
+    if (dyn && (!draft->append_tree || !draft->keep_path || draft->max_tree < w))
+        return ha_fail(HA_ERR_UNSUPPORTED,
+                       "assistant_tree_shape='dynamic': this draft model has no tree attention (a wrapped external "
+                       "model) to score a tree's frontier in one pass; pass a native habana_assist draft, or "
+                       "assistant_tree_shape='siblings'");
     if (p->schedule == HA_SCHEDULE_COST) {
         int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
                  p->n_target_costs >= 1 && p->n_target_costs <= 64;
@@ -533,6 +564,21 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
+    /* trees, for the record: (B, max_tree) the verified nodes' tokens and parents, the accepted path */
+    const int64_t mt = w1 ? target->max_tree : 0;
+    int32_t *rec = w1 ? ha_malloc_array((size_t)B * 3, (size_t)mt, sizeof(int32_t)) : NULL;
+    /* dynamic trees: (B, n_dyn) drafted nodes, (B, max_tree) the verified ones, their gains; (B,) counts */
+    b.n_dyn = dyn ? ha_dyn_max_nodes(w, target->max_tree) : 0;
+    b.max_tree = mt;
+    dyn_node *dn = dyn ? ha_malloc_array((size_t)B, (size_t)b.n_dyn, sizeof(dyn_node)) : NULL;
+    int32_t *vnode = dyn ? ha_malloc_array((size_t)B, (size_t)mt, sizeof(int32_t)) : NULL;
+    b.gain = dyn ? ha_malloc_array((size_t)B, (size_t)mt, sizeof(double)) : NULL;
+    b.n_sel = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
+    b.n_keep = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
+    if ((w1 && !rec) || (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep))) {
+        st = ha_fail(HA_ERR_NOMEM, "out of memory for the token trees of %lld rows", (long long)B);
+        goto cleanup;
+    }
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn ||
         (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
         (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
@@ -566,6 +612,13 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             r->scratch = scratch;
             r->nkeep = nkeep + i * N;
             r->reach = reach + i * N;
+            r->node_tok = rec + (3 * i) * mt;
+            r->node_parent = rec + (3 * i + 1) * mt;
+            r->path = rec + (3 * i + 2) * mt;
+        }
+        if (dyn) {
+            r->dn = dn + i * b.n_dyn;
+            r->vnode = vnode + i * mt;
         }
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
@@ -640,5 +693,11 @@ cleanup:
     free(scratch);
     free(nkeep);
     free(reach);
+    free(rec);
+    free(dn);
+    free(vnode);
+    free(b.gain);
+    free(b.n_sel);
+    free(b.n_keep);
     return st;
 }

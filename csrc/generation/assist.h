@@ -52,7 +52,36 @@ typedef struct row_state {
     float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
     int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
     double *reach;       /* (max_new,) its chance that the chain reaches each depth */
+    /* every tree round (either shape), for the record (a view of the branches tried reads these): written by the
+     * verify, path by the acceptance */
+    int32_t *node_tok;    /* (max_tree,) the row's verified nodes' tokens: its catch-up first, in append order */
+    int32_t *node_parent; /* (max_tree,) each one's parent among them; -1 at the tree's base (the sequence's end) */
+    int64_t n_nodes;
+    int32_t *path;        /* (max_tree,) the accepted path's node indices: the catch-up's, then the nodes accepted */
+    int64_t n_path;
+    /* dynamic trees (ha_assist_params.tree_dynamic; see assist_dyntree.c) */
+    struct dyn_node *dn;  /* (n_dyn,) this round's drafted nodes; dn[0] is the root (the row's last token) */
+    int64_t n_dn;
+    int32_t *vnode;       /* (max_tree,) the verified tree: its drafted nodes, parents first (the catch-up not in) */
+    int64_t n_v;
+    int dyn_leaf;         /* the accepted path ended at a node the verified tree has no child of (a bonus token) */
 } row_state;
+
+/* A drafted node of a dynamic tree (the root: depth -1, the row's last decided token; its distribution r->q[0]). */
+typedef struct dyn_node {
+    int32_t tok;
+    int32_t parent;           /* drafted node index; -1 for the root */
+    int32_t depth;            /* its token is at position L + depth */
+    int32_t child0, n_child;  /* its children, child0 .. child0 + n_child - 1, its chosen token's first; 0: leaf */
+    int32_t vi;               /* its index among the verified nodes (r->vnode), -1 if not verified */
+    int32_t di;               /* its index among the row's nodes in the draft's last append_tree, -1 if not there */
+    double qx;                /* the draft's probability of tok at its parent */
+    double cum;               /* the product of qx along its path (the root: 1) */
+    double reach;             /* the cost schedule's chance that acceptance reaches it */
+    float *q;                 /* (V,) expanded: its processed draft scores for position L + depth + 1 */
+    ha_normalizer qn;
+    float *p, *raw;           /* (V,) verified (or the root): the target's processed and raw scores after it */
+} dyn_node;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
 typedef struct buffers {
@@ -69,6 +98,11 @@ typedef struct buffers {
     float *A;                      /* (cap_a, V) every row's logits drafted ahead (row_state.ahead) */
     int64_t cap_a;
     int32_t *parent;               /* (n_append,) a tree's parents (trees only) */
+    /* dynamic trees */
+    int64_t n_dyn;                 /* nodes a row drafts at most (ha_dyn_max_nodes) */
+    int64_t max_tree;              /* the target's ha_lm.max_tree */
+    double *gain;                  /* (B, max_tree) each row's selected nodes' gains (the cost schedule) */
+    int64_t *n_sel, *n_keep;       /* (B,) nodes selected, and kept by the cost schedule */
 } buffers;
 
 /* ---- the cost schedule (assist_cost.c) ---------------------------------------------------------------- */
@@ -164,8 +198,37 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
  * p[chain_n + 1]) and the target's next token. */
 int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
                        float *scratch, int32_t *next);
-/* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
- * row's round from L_old: keep_path. */
-ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);
+/* ---- dynamic trees (assist_dyntree.c) ------------------------------------------------------------------ */
+
+/* Nodes a row drafts at most in a round of depth <= (max_tree - 1) / w with frontier width w. */
+int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree);
+/* The draft's dynamic trees for every row with k_max > 0 (depth k_max), the rows' catch-up in one append and each
+ * depth's frontiers in one append_tree; then each row's verified tree (r->vnode), r->k its depth. cost: the cost
+ * schedule's model (the verified tree's size from it), else NULL. */
+ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                       buffers *b, cost_model *cost, ha_assist_stats *stats);
+/* The target's append_tree of each running row's catch-up and verified tree, every row processed with its path's
+ * history. */
+ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                        buffers *b);
+/* The walk down r's verified tree (greedy, coupled, rejection sampling); writes the accepted path's tokens at
+ * tok[L, L + n) and their target rows as p[0 .. n] (raw as raw), r->path; returns n, the next token in *next. */
+int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
+                      int32_t *next);
+/* After the round: the target keeps the first `keep` nodes of r->path; the draft the longest prefix of the accepted
+ * path its last append_tree holds (*draft_len: the positions it then holds). */
+ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, int64_t keep, int64_t *draft_len);
+/* The statistics of r's round (nodes verified, those off the chain of chosen tokens, accepted: n of them, kept), and
+ * with the cost schedule its count of the chain's acceptance. */
+void ha_dyn_count(const row_state *r, int64_t n, int64_t kept, ha_assist_stats *stats, cost_model *cost);
+/* The cost schedule: how many of each row's selected nodes (in order, with their gains) to verify. */
+void ha_cost_dyn_budget(const cost_model *c, row_state *rows, int64_t B, const double *gain, const int64_t *n_sel,
+                        int64_t stride, int64_t *n_keep);
+/* d(n) / t(1): a draft step of n rows (0 for none). */
+double ha_cost_draft_step(const cost_model *c, int64_t n);
+
+/* The round's accepted path (catch-up, then the n tokens accepted) into r->path, and the target keeps its first `keep`
+ * positions after the row's round from L_old: keep_path. */
+ha_status ha_tree_keep(ha_lm *target, row_state *r, int64_t L_old, int64_t keep, int64_t n);
 
 #endif /* HA_ASSIST_H */

@@ -253,3 +253,38 @@ void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V
     for (int64_t i = 0; i < B; i++)
         for (int64_t j = 0; !rows[i].done && j < rows[i].k; j++) rows[i].nsib[j] = rows[i].nkeep[j];
 }
+
+double ha_cost_draft_step(const cost_model *c, int64_t n) { return draft_cost(c, n); }
+
+/* Dynamic trees under the cost schedule: each row's nodes come in the order its tree chose them (assist_dyntree.c),
+ * gain (B, stride) the chance that acceptance reaches each; they are kept one at a time, the row whose next one gains
+ * most first, while that raises the round's expected tokens per unit time (1 per row plus the gains kept, over the
+ * draft steps so far and t(nodes + 1 per row)): the first maximum, as each node's place must be settled before the
+ * nodes after it are looked at (the exactness rule there). Where t(T) grows like T this keeps few nodes, a chain's
+ * worth. n_keep (B,) the nodes kept of the n_sel (B,) selected. */
+void ha_cost_dyn_budget(const cost_model *c, row_state *rows, int64_t B, const double *gain, const int64_t *n_sel,
+                        int64_t stride, int64_t *n_keep) {
+    double yield = 0.0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < B; i++) {
+        n_keep[i] = 0;
+        if (rows[i].done) continue;
+        yield += 1.0;
+        tokens += 1;
+    }
+    for (;;) {
+        int64_t best = -1;
+        double g = 0.0;
+        for (int64_t i = 0; i < B; i++)
+            if (!rows[i].done && n_keep[i] < n_sel[i] && (best < 0 || gain[i * stride + n_keep[i]] > g)) {
+                best = i;
+                g = gain[i * stride + n_keep[i]];
+            }
+        if (best < 0) break;
+        const double now = yield / (c->steps_cost + verify_cost(c, tokens));
+        if (!((yield + g) / (c->steps_cost + verify_cost(c, tokens + 1)) > now)) break;
+        n_keep[best]++;
+        yield += g;
+        tokens++;
+    }
+}

@@ -88,6 +88,11 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
             }
             parent = cand;
         }
+        r->n_nodes = n - first; /* for the record */
+        for (int64_t j = 0; j < r->n_nodes; j++) {
+            r->node_tok[j] = b->tok[first + j];
+            r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
+        }
     }
     if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
         return st;
@@ -186,14 +191,14 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
     }
 }
 
-ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep) {
-    int32_t path[64 + 1]; /* <= ha_lm.max_tree nodes: a row's tree never has more (ha_assist_candidate_cap) */
+ha_status ha_tree_keep(ha_lm *target, row_state *r, int64_t L_old, int64_t keep, int64_t n) {
+    /* the accepted path (r->path: <= ha_lm.max_tree nodes, as a row's tree never has more) */
     const int64_t base = L_old - r->catch_up;
-    if (keep > (int64_t)(sizeof path / sizeof *path))
-        return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: a path of %lld nodes", (long long)keep);
-    for (int64_t j = 0; j < keep; j++) {
+    r->n_path = r->catch_up + n;
+    for (int64_t j = 0; j < r->n_path; j++) {
         const int64_t c = j - r->catch_up; /* candidate c, or a catch-up token */
-        path[j] = (int32_t)(c < 0 ? j : c < r->chain_n ? node_of(r, c) : node_of(r, c) + 1 + r->sib_taken);
+        r->path[j] = (int32_t)(c < 0 ? j : c < r->chain_n ? node_of(r, c) : node_of(r, c) + 1 + r->sib_taken);
     }
-    return target->keep_path(target->self, r->row, base, path, keep);
+    if (keep > r->n_path) return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: a path of %lld nodes", (long long)keep);
+    return target->keep_path(target->self, r->row, base, r->path, keep);
 }

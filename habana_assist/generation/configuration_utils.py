@@ -1,8 +1,8 @@
 """Generation arguments, with Transformers' names, defaults, validation and file format (the results are in utils.py).
 
 GenerationConfig holds every field of Transformers' GenerationConfig (beam search and encoder-decoder fields
-included, so that any generation_config.json loads and saves unchanged), plus three of ours (seed,
-assisted_sampling, assistant_tree_width). Three layers of checks:
+included, so that any generation_config.json loads and saves unchanged), plus four of ours (seed,
+assisted_sampling, assistant_tree_width, assistant_tree_shape). Three layers of checks:
   validate()         is each value well formed? (types, ranges; Transformers' own refusals). Never refuses a
                      valid config that this package cannot run, such as num_beams=4 from a checkpoint's file.
   check_supported()  can generate() here do what the config asks? Refuses beam search, contrastive search,
@@ -118,8 +118,9 @@ _DEFAULTS: dict[str, Any] = {
     "seed": None,  # the key of the position-keyed sampler; None: a sampled call draws one (utils.call_seed)
     "assisted_sampling": "rejection",  # "rejection" (Transformers' speculative sampling) or "coupled"
     "assistant_tree_width": 1,  # 1: chains; w > 1: each drafted token with up to w - 1 siblings (token trees)
+    "assistant_tree_shape": "siblings",  # with w > 1: "siblings" (beside the chain) or "dynamic" (EAGLE-2's)
 }
-_OURS = ("seed", "assisted_sampling", "assistant_tree_width")
+_OURS = ("seed", "assisted_sampling", "assistant_tree_width", "assistant_tree_shape")
 
 # For fields Transformers also accepts as None: the value that turns their processor off (see effective()).
 _OFF = {
@@ -178,9 +179,10 @@ _MAX_COUNT = 2**31 - 1  # token counts, positions and token ids are 32-bit in th
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 # The core's names, from its one table of each (csrc/bindings/generate.c), which generate_assisted() takes them by:
-# ("constant", "heuristic", "heuristic_transient", "cost") and ("rejection", "coupled").
+# ("constant", "heuristic", "heuristic_transient", "cost"), ("rejection", "coupled") and ("siblings", "dynamic").
 SCHEDULES = _core.SCHEDULES
 ASSISTED_SAMPLING = _core.ACCEPTANCES
+TREE_SHAPES = _core.TREE_SHAPES
 MAX_TREE_WIDTH = 63  # the native context's ha_lm.max_tree, less the row's newest token
 
 _BIAS_KEY = re.compile(r"^\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\)$")  # "(5, 6)": a tuple key as str() wrote it
@@ -404,6 +406,8 @@ class GenerationConfig:
     generation_kwargs: dict[str, Any]
     seed: Optional[int]
     assisted_sampling: str
+    assistant_tree_width: int
+    assistant_tree_shape: str
 
     def __init__(self, **kwargs: Any) -> None:
         for key, value in _DEFAULTS.items():
@@ -987,6 +991,13 @@ class GenerationConfig:
                 "assistant_tree_width",
                 f"must be at most {MAX_TREE_WIDTH} (a tree verification takes 64 nodes per row)",
                 "pass e.g. assistant_tree_width=2",
+            )
+        if not isinstance(self.assistant_tree_shape, str) or self.assistant_tree_shape not in TREE_SHAPES:
+            self._bad(
+                "assistant_tree_shape",
+                "is not a known tree shape",
+                f"pass one of {', '.join(repr(s) for s in TREE_SHAPES)} ('siblings': each drafted token with the "
+                "draft's next choices beside it; 'dynamic': the draft expands its most probable nodes, as EAGLE-2)",
             )
 
     def _warn_unused_sampling_knobs(self):

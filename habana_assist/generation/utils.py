@@ -111,6 +111,19 @@ def _check_tree(model, gc, drafter):
             f"assistant_tree_width={w}: this model is wrapped (habana_assist.wrap), and its "
             f"forward verifies chains only; trees need a habana_assist model as the target, {fix}"
         )
+    if gc.assistant_tree_shape != "dynamic":
+        return
+    siblings = "or pass assistant_tree_shape='siblings'"
+    if drafter.early_exit is None and drafter.model is None:
+        raise InvalidInputError(
+            "assistant_tree_shape='dynamic' grows the tree from a draft model's probabilities, and prompt lookup "
+            f"has none; pass an assistant_model (or assistant_early_exit), {siblings}"
+        )
+    if drafter.model is not None and _external.is_external(drafter.model):
+        raise InvalidInputError(
+            "assistant_tree_shape='dynamic': this draft is wrapped (habana_assist.wrap), and its forward scores "
+            f"chains only, not a tree's frontier in one pass; pass a habana_assist draft, {siblings}"
+        )
 
 
 def _metered(on_tokens, meter):
@@ -188,7 +201,12 @@ class GenerationMixin:
                 is this model's own token is accepted, so greedy and coupled output stay bit for bit the plain output
                 (rejection sampling offers the siblings to the residual one by one: still exactly this model's
                 distribution). With prompt lookup the siblings are where the n-gram's later matches branch off the
-                chain. Trees need a native model here (not habana_assist.wrap's) and a draft of this model's tokenizer.
+                chain. assistant_tree_shape (ours) "siblings" (the default) is that tree; "dynamic" grows the tree as
+                EAGLE-2 does: at each depth the draft expands (in one pass, with tree attention) the w nodes of highest
+                cumulative probability, each into its chosen token and the w - 1 next, and this model verifies the
+                (at most num_assistant_tokens * w) most probable nodes; the output stays exact as for siblings (a
+                model draft only). Trees need a native model here (not habana_assist.wrap's) and a draft of this
+                model's tokenizer.
                 A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
                 model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
                 into candidates, and the output is still exactly this model's (see universal.py); a pair whose
@@ -214,8 +232,8 @@ class GenerationMixin:
                 environment turns that off), True always, False never.
             **kwargs: GenerationConfig fields for this call (max_new_tokens, do_sample, temperature, top_k, top_p,
                 num_beams=1 only, num_return_sequences, eos_token_id, pad_token_id, stop_strings, seed (ours),
-                assisted_sampling (ours), assistant_tree_width (ours), return_dict_in_generate, output_scores,
-                output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
+                assisted_sampling (ours), assistant_tree_width (ours), assistant_tree_shape (ours),
+                return_dict_in_generate, output_scores, output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
                 past_key_values (or cache) to continue from. synced_gpus (None/False) and use_model_defaults (None/True)
                 are accepted with the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
                 negative_prompt_attention_mask are refused unless None (not implemented), custom_generate unless None
@@ -595,7 +613,13 @@ class GenerationMixin:
         statistics). Acceptance counts of the cost schedule carry from call to call (assisted_costs.py), except
         where the K choices decide the tokens (rejection sampling) or the costs were pinned; the call counts into
         a copy, put back whole after it, so that calls from two threads never leave a mix of both."""
-        draft_ctx = candidate_generator.draft_context(self, drafter, call.B, call.need)
+        # a dynamic tree's frontier takes draft cache positions past the row's tokens, as the target's tree does
+        dynamic = gc.assistant_tree_width > 1 and gc.assistant_tree_shape == "dynamic"
+        draft_model = self if drafter.early_exit is not None else drafter.model
+        room = call.need
+        if dynamic and draft_model is not None:
+            room = max(call.need, min(call.need + 64, draft_model.max_cache_len))
+        draft_ctx = candidate_generator.draft_context(self, drafter, call.B, room)
         cost = gc.num_assistant_tokens_schedule == "cost"
         costs = (
             self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core()
@@ -628,6 +652,7 @@ class GenerationMixin:
                 overlap=overlap,
                 cost_state=counts,
                 tree_width=int(gc.assistant_tree_width),
+                tree_shape=gc.assistant_tree_shape,
             ),
         )
         if learned is not None:

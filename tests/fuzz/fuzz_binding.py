@@ -702,6 +702,7 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
             overlap=r.random() < 0.3,
             cost_state=state,
             tree_width=r.choice([1, 1, 1, 0, some_int(r, 2, 4), 70, -1]),
+            tree_shape=some_name(r, _core.TREE_SHAPES),
         ),
     )
     args = [ctx, dctx, opts][: 3 if r.random() > 0.01 else r.randrange(3)]
@@ -906,6 +907,7 @@ def misc_case(r, run):
                 overlap=False,
                 cost_state=None,
                 tree_width=1,
+                tree_shape="siblings",
             ),
         )
     else:

@@ -321,6 +321,15 @@ def test_tree_width_reaches_generate_and_keeps_the_plain_completion(pair, loaded
         tok.decode(res.sequences[0, ids.shape[1] :], skip_special_tokens=True) == completion(tok, model, PROMPT)
         and res.num_sibling_tokens > 0
     ), "--tree-width 3: expected the plain completion, with siblings verified"
+    args = cli.build_parser().parse_args(
+        ["generate", "--model", pair[0], "--assistant", pair[1], "--tree-width", "3", "--tree-shape", "dynamic"]
+    )
+    kw = cli._assist(args, draft)
+    assert kw.get("assistant_tree_shape") == "dynamic", f"--tree-shape dynamic: expected it in generate()'s {kw}"
+    res = target.generate(ids, max_new_tokens=8, **kw)
+    assert tok.decode(res[0, ids.shape[1] :], skip_special_tokens=True) == completion(tok, model, PROMPT), (
+        "--tree-shape dynamic: expected the plain completion"
+    )
 
 
 @pytest.mark.parametrize(

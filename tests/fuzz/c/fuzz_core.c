@@ -742,6 +742,7 @@ static void do_assisted(fz *f, ha_lm *lm, ha_lm *draft) {
     };
     const uint8_t tw = u8(f); /* token trees now and then, of every width, bad ones included */
     if (tw >= 160) p.tree_width = PICK(f, 2, 5, 0, 1, 63, 64, -1, INT64_MAX);
+    if (tw >= 160) p.tree_dynamic = tw == 255 ? 2 : tw & 1; /* either shape (and a bad value), from the same byte */
     /* the cost schedule's carried counts: none, the counts earlier inputs left (the core must leave them valid), or a
      * copy with one entry spoiled (refused) */
     static double carried[HA_COST_STATE], spoiled[HA_COST_STATE];

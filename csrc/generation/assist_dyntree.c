@@ -1,0 +1,431 @@
+/* Dynamic token trees (ha_assist_params.tree_dynamic, with tree_width w > 1 and a model draft), in the manner of
+ * EAGLE-2: the draft grows a tree by the cumulative probability of its nodes, and the target verifies its most
+ * probable part in one append_tree.
+ *
+ * Drafting, per round and row (depth D: the round's k_max):
+ *   - the draft catches up as for chains (one append over the rows), giving the root's distribution q (r->q[0]);
+ *   - every expanded node (the root first) gets children: its chosen token (argmax; coupled: the sample under the
+ *     target's noise at that position; rejection sampling: a sample under noise of the node's own) and the w - 1
+ *     next most probable (ha_tree_siblings); a node's cum is the product of the draft's probabilities along its path;
+ *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
+ *     never expanded), is expanded: the draft scores every row's frontier in one append_tree (draft_frontier).
+ * Verifying: the verified tree is at most D w nodes (a sibling tree's width at the same K and w), chosen one at a time,
+ * the eligible node (its parent chosen) of highest cum first (then the lower depth, the lower index); with the cost
+ * schedule, as many as raise the round's expected tokens per unit time (ha_cost_dyn_budget). The target scores each
+ * row's catch-up and verified tree in one append_tree, each node's row processed with its own path as history.
+ * Accepting walks from the root: greedy and coupled move to the child that is the target's own token (so the output is
+ * bitwise plain generation's); rejection sampling tests the chosen child by min(1, p/q), then offers the other
+ * children to the residual one by one as point masses (as assist_tree.c's reject_to_siblings), and draws from the last
+ * residual where none is taken; at a leaf the bonus token comes from p.
+ *
+ * EXACTNESS RULE (rejection sampling): a proposal's presence must never depend on its own value. The chosen child c of
+ * a node is a sample from q there, tested by min(1, p/q): that gives p only if whether c is offered does not depend on
+ * c. So whenever a node has any child in the verified tree, its chosen child is among them: choosing a node's first
+ * child adds the chosen child instead (whatever its probability); the other children are point masses, which the
+ * residual's rule turns into the residual whatever they are, so they may be pruned by anything. A node's first child
+ * is chosen when the node's most probable child's cum comes up (the same whichever token was sampled), and the cost
+ * schedule rates that step by that child too; each node's draft sample uses noise of its own (not the position's,
+ * which every node of a depth would share), so that other nodes' samples, which steer the budget, do not carry the
+ * value of this one.
+ *
+ * Caches: the target keeps the accepted path (keep_path); the draft keeps the longest prefix of the accepted path its
+ * last append_tree holds (keep_path) and catches up on the rest next round. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "assist.h"
+
+/* Rejection sampling: the draft's choice at drafted node i draws its noise with purpose RNG_DRAFT_NODE + i. */
+#define RNG_DRAFT_NODE 16
+
+int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree) {
+    const int64_t D = (max_tree - 1) / w;
+    return 1 + w + (D > 1 ? (D - 1) * w * w : 0);
+}
+
+/* Writes node i's path (its ancestors' tokens and its own) at tok[L, L + depth + 1): the history of the position
+ * after it. */
+static void put_path(row_state *r, int64_t i) {
+    for (int64_t j = i; r->dn[j].parent >= 0; j = r->dn[j].parent) r->tok[r->L + r->dn[j].depth] = r->dn[j].tok;
+}
+
+/* Node i's children from its processed draft scores: its chosen token first, then the w - 1 next most probable. */
+static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t i, int64_t V,
+                        int64_t n_max) {
+    dyn_node *d = &r->dn[i];
+    const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + d->depth + 1);
+    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    const int32_t x = rejection ? ha_sampler_choose_keyed(sampler, d->q, row, pos, (uint32_t)(RNG_DRAFT_NODE + i))
+                                : ha_sampler_choose(sampler, d->q, row, pos);
+    if (x < 0)
+        return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld of row %d; check its weights",
+                       (long long)pos, r->row);
+    int32_t sib[64];
+    int64_t ns = 0;
+    ha_tree_siblings(d->q, V, x, p->tree_width - 1, sib, &ns);
+    if (r->n_dn + 1 + ns > n_max)
+        return ha_fail(HA_ERR_INTERNAL, "assist_dyntree.c: row %d drafted more than %lld nodes", r->row,
+                       (long long)n_max);
+    d->child0 = (int32_t)r->n_dn;
+    d->n_child = (int32_t)(1 + ns);
+    for (int64_t c = 0; c <= ns; c++) {
+        const int32_t t = c == 0 ? x : sib[c - 1];
+        const double qx = ha_norm_at(d->q, V, d->qn, t);
+        r->dn[r->n_dn++] = (dyn_node){ .tok = t, .parent = (int32_t)i, .depth = d->depth + 1, .vi = -1, .di = -1,
+                                       .qx = qx, .cum = d->cum * qx };
+    }
+    return HA_OK;
+}
+
+/* One depth of every drafting row: its frontier (the w nodes of depth d - 1 of highest cum, not an eos) with their
+ * ancestors, each row from its tree's base (the draft cropped back to L), in ONE append_tree; logits at the frontier,
+ * into q, each row's processed with its path's history; then each frontier node is expanded. Returns in *n_rows the
+ * rows of q used (0: no row had a frontier; drafting is over). (Only this function knows how the draft's cache holds
+ * the tree: a draft that could continue a tree across calls would append only the frontier here.) */
+static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows,
+                                int64_t B, buffers *b, int64_t d, float *q, int64_t *n_rows, ha_assist_stats *stats) {
+    const int64_t V = b->V, w = p->tree_width;
+    int64_t n = 0, wanted = 0;
+    ha_status st;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        if (d >= r->k_max) {
+            r->drafting = 0;
+            continue;
+        }
+        int32_t front[64];
+        int64_t nf = 0;
+        for (int64_t j = 1; j < r->n_dn; j++) { /* the w best of depth d - 1, best first, the lower index on ties */
+            const dyn_node *x = &r->dn[j];
+            if (x->depth != d - 1 || ha_is_eos(&p->gen, x->tok)) continue;
+            int64_t at = nf < w ? nf++ : w;
+            while (at > 0 && r->dn[front[at - 1]].cum < x->cum) {
+                if (at < w) front[at] = front[at - 1];
+                at--;
+            }
+            if (at < w) front[at] = (int32_t)j;
+        }
+        if (nf == 0) {
+            r->drafting = 0;
+            continue;
+        }
+        for (int64_t j = 0; j < r->n_dn; j++) r->dn[j].di = -1;
+        for (int64_t f = 0; f < nf; f++) /* the frontier and its ancestors (-2: in the call) */
+            for (int64_t j = front[f]; j > 0 && r->dn[j].di == -1; j = r->dn[j].parent) r->dn[j].di = -2;
+        if ((st = draft->crop(draft->self, r->row, r->L)) != HA_OK) return st;
+        const int64_t first = n;
+        for (int64_t j = 1; j < r->n_dn; j++) { /* index order: parents first (nodes are made depth by depth) */
+            dyn_node *x = &r->dn[j];
+            if (x->di != -2) continue;
+            x->di = (int32_t)(n - first);
+            b->seq[n] = r->row;
+            b->tok[n] = x->tok;
+            b->parent[n] = x->parent == 0 ? -1 : (int32_t)(first + r->dn[x->parent].di);
+            b->want[n] = x->depth == d - 1;
+            if (b->want[n]) x->q = q + wanted++ * V;
+            n++;
+        }
+        r->draft_len = r->L + (n - first);
+        stats->num_draft_passes++;
+    }
+    *n_rows = wanted;
+    if (n == 0) return HA_OK;
+    if ((st = draft->append_tree(draft->self, n, b->seq, b->tok, b->parent, b->want, q)) != HA_OK) return st;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        const int64_t made = r->n_dn;
+        for (int64_t j = 1; j < made; j++) {
+            dyn_node *x = &r->dn[j];
+            if (x->di < 0 || x->depth != d - 1) continue;
+            put_path(r, j);
+            st = ha_sampler_process(sampler, x->q, r->row, r->tok, r->L + d, r->generated + d);
+            if (st != HA_OK) return st;
+            x->qn = ha_softmax_norm(x->q, V);
+            if ((st = expand(p, sampler, r, j, V, b->n_dyn)) != HA_OK) return st;
+        }
+    }
+    return HA_OK;
+}
+
+/* Row r's verified tree, at most n_max nodes in the order chosen (r->vnode, each node's vi its place), and with a
+ * cost model each step's gain: the chance acceptance reaches the node that called the step. */
+static int64_t select_nodes(const cost_model *cost, row_state *r, int64_t n_max, double *gain) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < r->n_dn; j++) r->dn[j].vi = -1;
+    r->dn[0].reach = 1.0;
+    while (n < n_max) {
+        int64_t best = -1;
+        for (int64_t j = 1; j < r->n_dn; j++) {
+            const dyn_node *x = &r->dn[j];
+            if (x->vi >= 0 || (x->parent != 0 && r->dn[x->parent].vi < 0)) continue;
+            if (best < 0 || x->cum > r->dn[best].cum || (x->cum == r->dn[best].cum && x->depth < r->dn[best].depth))
+                best = j;
+        }
+        if (best < 0) break;
+        const dyn_node *par = &r->dn[r->dn[best].parent];
+        /* the exactness rule: a node's first child in the tree is its chosen child */
+        const int64_t add = r->dn[par->child0].vi < 0 ? par->child0 : best;
+        r->dn[add].vi = (int32_t)n;
+        r->vnode[n] = (int32_t)add;
+        if (cost) {
+            r->dn[add].reach = par->reach * ha_cost_conf_rate(cost, r->dn[add].qx);
+            gain[n] = par->reach * ha_cost_conf_rate(cost, r->dn[best].qx);
+        }
+        n++;
+    }
+    return n;
+}
+
+ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                       buffers *b, cost_model *cost, ha_assist_stats *stats) {
+    const int64_t V = b->V, w = p->tree_width;
+    int64_t q_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        r->n_v = 0;
+        r->k = 0;
+        b->n_sel[i] = 0;
+        r->drafting = !r->done && r->k_max > 0;
+        q_rows += r->drafting ? 1 + w * (r->k_max - 1) : 0;
+        if (r->done) continue;
+        r->dn[0] = (dyn_node){ .tok = r->tok[r->L - 1], .parent = -1, .depth = -1, .vi = -1, .di = -1, .qx = 1.0,
+                               .cum = 1.0, .reach = 1.0 };
+        r->n_dn = 1;
+    }
+    ha_status st = ha_assist_grow(&b->Q, &b->cap_q, q_rows, V);
+    if (st != HA_OK) return st;
+    float *q = b->Q;
+    /* Depth 0: each drafting row's catch-up in one append (as draft_round's first step), logits at its last token. */
+    int64_t n = 0, n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        if (r->draft_len >= r->L)
+            return ha_fail(HA_ERR_INTERNAL, "assist_dyntree.c: row %d's draft holds %lld positions of %lld", r->row,
+                           (long long)r->draft_len, (long long)r->L);
+        if (ha_whole_again(draft, r->draft_len, r->L)) {
+            if ((st = draft->crop(draft->self, r->row, 0)) != HA_OK) return st;
+            r->draft_len = 0;
+        }
+        for (int64_t j = r->draft_len; j < r->L; j++) {
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[j];
+            b->want[n++] = j == r->L - 1;
+        }
+        r->draft_len = r->L;
+        r->dn[0].q = r->q[0] = q + n_rows++ * V;
+        stats->num_draft_passes++;
+    }
+    if (n_rows == 0) return HA_OK;
+    if ((st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
+    q += n_rows * V;
+    if (cost) cost->steps_cost += ha_cost_draft_step(cost, n_rows);
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (!r->drafting) continue;
+        dyn_node *root = &r->dn[0];
+        if ((st = ha_sampler_process(sampler, root->q, r->row, r->tok, r->L, r->generated)) != HA_OK) return st;
+        r->qn[0] = root->qn = ha_softmax_norm(root->q, V);
+        if ((st = expand(p, sampler, r, 0, V, b->n_dyn)) != HA_OK) return st;
+    }
+    /* Depths 1 .. D - 1: the frontiers. */
+    for (int64_t d = 1;; d++) {
+        if ((st = draft_frontier(draft, p, sampler, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
+        if (n_rows == 0) break;
+        q += n_rows * V;
+        if (cost) {
+            int64_t stepped = 0;
+            for (int64_t i = 0; i < B; i++) stepped += rows[i].drafting;
+            cost->steps_cost += ha_cost_draft_step(cost, stepped);
+        }
+    }
+    /* The verified trees: at most D w nodes each, within the target's max_tree with the catch-up. */
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done || r->n_dn < 2) continue;
+        const int64_t most = r->k_max * w;
+        b->n_sel[i] = select_nodes(cost, r, most, b->gain + i * b->max_tree);
+    }
+    if (cost) ha_cost_dyn_budget(cost, rows, B, b->gain, b->n_sel, b->max_tree, b->n_keep);
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done || r->n_dn < 2) continue;
+        r->n_v = cost ? b->n_keep[i] : b->n_sel[i];
+        for (int64_t v = r->n_v; v < b->n_sel[i]; v++) r->dn[r->vnode[v]].vi = -1;
+        for (int64_t v = 0; v < r->n_v; v++)
+            if (r->dn[r->vnode[v]].depth + 1 > r->k) r->k = r->dn[r->vnode[v]].depth + 1;
+    }
+    return HA_OK;
+}
+
+ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
+                        buffers *b) {
+    const int64_t V = b->V;
+    int64_t n = 0, n_rows = 0;
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done) n_rows += rows[i].n_v + (rows[i].target_len < rows[i].L);
+    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
+    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
+    if (st != HA_OK) return st;
+    n_rows = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        dyn_node *root = &r->dn[0];
+        const int64_t first = n;
+        r->catch_up = r->L - r->target_len;
+        root->raw = NULL;
+        if (r->catch_up == 0) {
+            root->p = b->first + i * V;
+            if (r->raw) root->raw = b->first_raw + i * V;
+        }
+        for (int64_t j = r->target_len; j < r->L; j++) {
+            b->seq[n] = r->row;
+            b->tok[n] = r->tok[j];
+            b->parent[n] = n == first ? -1 : (int32_t)(n - 1);
+            b->want[n] = j == r->L - 1;
+            if (b->want[n++]) root->p = b->P + n_rows++ * V;
+        }
+        const int32_t base = r->catch_up > 0 ? (int32_t)(n - 1) : -1; /* the root in the call */
+        for (int64_t v = 0; v < r->n_v; v++) {
+            dyn_node *x = &r->dn[r->vnode[v]];
+            b->seq[n] = r->row;
+            b->tok[n] = x->tok;
+            b->parent[n] = x->parent == 0 ? base : (int32_t)(first + r->catch_up + r->dn[x->parent].vi);
+            b->want[n++] = 1;
+            x->p = b->P + n_rows++ * V;
+        }
+        r->n_nodes = n - first;
+        for (int64_t j = 0; j < r->n_nodes; j++) {
+            r->node_tok[j] = b->tok[first + j];
+            r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
+        }
+    }
+    if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
+        return st;
+    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        if (r->done) continue;
+        dyn_node *root = &r->dn[0];
+        if (r->raw && root->p >= b->P && root->p < b->P + n_rows * V) root->raw = b->raw + (root->p - b->P);
+        if ((st = ha_sampler_process(sampler, root->p, r->row, r->tok, r->L, r->generated)) != HA_OK) return st;
+        for (int64_t v = 0; v < r->n_v; v++) {
+            dyn_node *x = &r->dn[r->vnode[v]];
+            x->raw = r->raw ? b->raw + (x->p - b->P) : NULL;
+            put_path(r, r->vnode[v]);
+            const int64_t h = r->L + x->depth + 1;
+            if ((st = ha_sampler_process(sampler, x->p, r->row, r->tok, h, r->generated + x->depth + 1)) != HA_OK)
+                return st;
+        }
+    }
+    return HA_OK;
+}
+
+/* Rejection sampling at node d after its chosen child was rejected: the other verified children, each a point mass
+ * offered to the residual R = max(0, p - q) (normalized) in turn: taken with probability R(y), else R loses y. Returns
+ * the child taken, or -1 with *next drawn from the last R (so the token is distributed as R0, whatever the others). */
+static int64_t offer_others(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r,
+                            const dyn_node *d, int64_t V, float *scratch, ha_normalizer np, uint32_t pos,
+                            int32_t *next) {
+    const uint32_t row = (uint32_t)r->row;
+    memcpy(scratch, d->p, (size_t)V * sizeof(float));
+    double z = 0.0;
+    for (int64_t t = 0; t < V; t++) {
+        const double e = ha_norm_at(d->p, V, np, (int32_t)t) - ha_norm_at(d->q, V, d->qn, (int32_t)t);
+        z += e > 0.0 ? e : 0.0;
+    }
+    uint32_t s = 0;
+    for (int64_t c = d->child0 + 1; c < d->child0 + d->n_child && z > 0.0; c++) {
+        if (r->dn[c].vi < 0) continue;
+        const int32_t y = r->dn[c].tok;
+        double e = ha_norm_at(d->p, V, np, y) - ha_norm_at(d->q, V, d->qn, y);
+        e = e > 0.0 ? e : 0.0;
+        if (ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, 1 + s++) < e / z) return c;
+        scratch[y] = -INFINITY;
+        z -= e;
+    }
+    *next = ha_sample_residual(sampler, scratch, np, d->q, d->qn, row, pos);
+    return -1;
+}
+
+int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
+                      int32_t *next) {
+    const uint32_t row = (uint32_t)r->row;
+    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    int64_t n = 0, cur = 0;
+    r->n_path = 0;
+    for (int64_t j = 0; j < r->catch_up; j++) r->path[r->n_path++] = (int32_t)j;
+    for (;;) {
+        const dyn_node *d = &r->dn[cur];
+        const uint32_t pos = (uint32_t)(r->L + n);
+        r->p[n] = d->p;
+        if (r->raw) r->raw[n] = d->raw;
+        const int has_child = d->n_child > 0 && r->dn[d->child0].vi >= 0;
+        r->dyn_leaf = !has_child;
+        int64_t to = -1;
+        if (!rejection || !has_child) { /* greedy, coupled, or the bonus token at a leaf: the target's own token */
+            const int32_t t = ha_sampler_choose(sampler, d->p, row, pos);
+            for (int64_t c = d->child0; has_child && c < d->child0 + d->n_child && to < 0; c++)
+                if (r->dn[c].vi >= 0 && r->dn[c].tok == t) to = c;
+            if (to < 0) *next = t;
+        } else {
+            const ha_normalizer np = ha_softmax_norm(d->p, V);
+            const int32_t x = r->dn[d->child0].tok;
+            const double px = ha_norm_at(d->p, V, np, x), qx = ha_norm_at(d->q, V, d->qn, x);
+            const double u = ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, 0);
+            to = qx > 0.0 && u <= px / qx ? d->child0 : offer_others(p, sampler, r, d, V, scratch, np, pos, next);
+        }
+        if (to < 0) return n;
+        r->tok[r->L + n++] = r->dn[to].tok;
+        r->path[r->n_path++] = (int32_t)(r->catch_up + r->dn[to].vi);
+        cur = to;
+    }
+}
+
+ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, int64_t keep, int64_t *draft_len) {
+    ha_status st = target->keep_path(target->self, r->row, L_old - r->catch_up, r->path, keep);
+    if (st != HA_OK) return st;
+    int32_t dpath[64];
+    int64_t m = 0;
+    for (int64_t j = r->catch_up; j < r->n_path && m < 64; j++) { /* the accepted nodes its last append_tree holds */
+        const dyn_node *x = &r->dn[r->vnode[r->path[j] - r->catch_up]];
+        if (x->di < 0) break;
+        dpath[m++] = x->di;
+    }
+    if (m > 0 && (st = draft->keep_path(draft->self, r->row, L_old, dpath, m)) != HA_OK) return st;
+    if (*draft_len > L_old + m) *draft_len = L_old + m;
+    return HA_OK;
+}
+
+/* Whether node i is on the chain of chosen tokens from the root. */
+static int on_chain(const row_state *r, int64_t i) {
+    for (int64_t j = i; j > 0; j = r->dn[j].parent)
+        if (r->dn[r->dn[j].parent].child0 != j) return 0;
+    return 1;
+}
+
+void ha_dyn_count(const row_state *r, int64_t n, int64_t kept, ha_assist_stats *stats, cost_model *cost) {
+    double conf[64];
+    int64_t k_chain = 0, n_chain = 0;
+    stats->num_draft_tokens += r->n_v;
+    for (int64_t v = 0; v < r->n_v; v++) {
+        const dyn_node *x = &r->dn[r->vnode[v]];
+        const int chain = on_chain(r, r->vnode[v]);
+        stats->num_sibling_tokens += !chain;
+        if (chain && k_chain < 64) conf[k_chain++] = x->qx;
+        if (stats->proposed_at) stats->proposed_at[x->depth]++;
+    }
+    const int64_t acc = n < kept ? n : kept;
+    for (int64_t j = 0; j < acc; j++) {
+        const int64_t i = r->vnode[r->path[r->catch_up + j] - r->catch_up];
+        const int chain = on_chain(r, i);
+        stats->num_sibling_accepted += !chain;
+        n_chain += chain && n_chain == j;
+        if (stats->accepted_at) stats->accepted_at[j]++;
+    }
+    if (cost) ha_cost_count(cost, &cost->rows[r->row], conf, k_chain, n_chain);
+}
