@@ -418,7 +418,8 @@ int generate_init(PyObject *m) {
     PyObject *schedules = names_of(SCHEDULES), *acceptances = names_of(ACCEPTANCES), *shapes = names_of(TREE_SHAPES);
     int rc = -1;
     if (schedules && acceptances && shapes && PyModule_AddObjectRef(m, "SCHEDULES", schedules) == 0 &&
-        PyModule_AddObjectRef(m, "ACCEPTANCES", acceptances) == 0 && PyModule_AddObjectRef(m, "TREE_SHAPES", shapes) == 0)
+        PyModule_AddObjectRef(m, "ACCEPTANCES", acceptances) == 0 &&
+        PyModule_AddObjectRef(m, "TREE_SHAPES", shapes) == 0)
         rc = 0;
     Py_XDECREF(schedules);
     Py_XDECREF(acceptances);

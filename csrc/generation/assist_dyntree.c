@@ -72,8 +72,9 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
     for (int64_t c = 0; c <= ns; c++) {
         const int32_t t = c == 0 ? x : sib[c - 1];
         const double qx = ha_norm_at(d->q, V, d->qn, t);
-        r->dn[r->n_dn++] = (dyn_node){ .tok = t, .parent = (int32_t)i, .depth = d->depth + 1, .vi = -1, .di = -1,
-                                       .qx = qx, .cum = d->cum * qx };
+        r->dn[r->n_dn++] = (dyn_node){
+            .tok = t, .parent = (int32_t)i, .depth = d->depth + 1, .vi = -1, .di = -1, .qx = qx, .cum = d->cum * qx
+        };
     }
     return HA_OK;
 }
@@ -191,8 +192,9 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         r->drafting = !r->done && r->k_max > 0;
         q_rows += r->drafting ? 1 + w * (r->k_max - 1) : 0;
         if (r->done) continue;
-        r->dn[0] = (dyn_node){ .tok = r->tok[r->L - 1], .parent = -1, .depth = -1, .vi = -1, .di = -1, .qx = 1.0,
-                               .cum = 1.0, .reach = 1.0 };
+        r->dn[0] = (dyn_node){
+            .tok = r->tok[r->L - 1], .parent = -1, .depth = -1, .vi = -1, .di = -1, .qx = 1.0, .cum = 1.0, .reach = 1.0
+        };
         r->n_dn = 1;
     }
     ha_status st = ha_assist_grow(&b->Q, &b->cap_q, q_rows, V);
@@ -328,9 +330,8 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
 /* Rejection sampling at node d after its chosen child was rejected: the other verified children, each a point mass
  * offered to the residual R = max(0, p - q) (normalized) in turn: taken with probability R(y), else R loses y. Returns
  * the child taken, or -1 with *next drawn from the last R (so the token is distributed as R0, whatever the others). */
-static int64_t offer_others(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r,
-                            const dyn_node *d, int64_t V, float *scratch, ha_normalizer np, uint32_t pos,
-                            int32_t *next) {
+static int64_t offer_others(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r, const dyn_node *d,
+                            int64_t V, float *scratch, ha_normalizer np, uint32_t pos, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
     memcpy(scratch, d->p, (size_t)V * sizeof(float));
     double z = 0.0;

@@ -233,10 +233,11 @@ class GenerationMixin:
             **kwargs: GenerationConfig fields for this call (max_new_tokens, do_sample, temperature, top_k, top_p,
                 num_beams=1 only, num_return_sequences, eos_token_id, pad_token_id, stop_strings, seed (ours),
                 assisted_sampling (ours), assistant_tree_width (ours), assistant_tree_shape (ours),
-                return_dict_in_generate, output_scores, output_logits...), and Transformers' other arguments: inputs (input_ids), assistant_tokenizer,
-                past_key_values (or cache) to continue from. synced_gpus (None/False) and use_model_defaults (None/True)
-                are accepted with the values that change nothing here; prefix_allowed_tokens_fn, negative_prompt_ids and
-                negative_prompt_attention_mask are refused unless None (not implemented), custom_generate unless None
+                return_dict_in_generate, output_scores, output_logits...), and Transformers' other arguments: inputs
+                (input_ids), assistant_tokenizer, past_key_values (or cache) to continue from. synced_gpus
+                (None/False) and use_model_defaults (None/True) are accepted with the values that change nothing here;
+                prefix_allowed_tokens_fn, negative_prompt_ids and negative_prompt_attention_mask are refused unless
+                None (not implemented), custom_generate unless None
                 (no code from the Hub is run); any other name raises.
 
         Returns:

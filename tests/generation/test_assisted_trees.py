@@ -5,6 +5,9 @@ chain and the siblings in one pass (each node bitwise as decoding its path token
 and a sibling that is the target's own token is accepted. Greedy output is bit for bit plain greedy output for
 every family, tree width, K, schedule, batch and logits processor; coupled sampling gives the plain sample for the
 seed; the statistics count the siblings; the calls trees cannot serve are refused naming assistant_tree_width.
+
+Dynamic trees (assistant_tree_shape="dynamic", EAGLE-2's shape: the draft expands its most probable nodes depth by
+depth and the target verifies the most probable of them) keep the same promises, checked the same way.
 """
 
 import numpy as np
@@ -245,3 +248,173 @@ def test_prompt_lookup_branches_are_bitwise_plain(pairs):
         )
         siblings += res.num_sibling_tokens
     assert siblings > 0, "prompt lookup proposed no sibling from a prompt whose n-grams have several continuations"
+
+
+# ---- dynamic trees (assistant_tree_shape="dynamic") ------------------------------------------------------------
+
+
+def dynamic(model, draft, ids, width, mask=None, **kw):
+    return tree(model, draft, ids, width, mask, assistant_tree_shape="dynamic", **kw)
+
+
+def check_dynamic_budget(res, K, width, label):
+    """A dynamic tree verifies at most K * width nodes a round and row (a sibling tree's width)."""
+    assert res.num_draft_tokens <= res.num_target_passes * K * width, (
+        f"{label}: {res.num_draft_tokens} nodes verified in {res.num_target_passes} row rounds, more than "
+        f"K * width = {K * width} a round"
+    )
+
+
+def test_dynamic_tree_greedy_is_bitwise_plain_greedy_in_every_family(pairs):
+    off_chain_taken = 0
+    for family, (target, draft) in pairs.items():
+        want = plain(target, PROMPT)
+        for width, K, schedule in SHAPES:
+            label = f"dynamic, {family}, width {width}, K={K}, {schedule}"
+            res = dynamic(target, draft, PROMPT, width, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule)
+            assert np.array_equal(res.sequences, want), (
+                f"{label}: expected plain greedy {want.tolist()}, got {res.sequences.tolist()}"
+            )
+            check_tree_statistics(res, label)
+            if schedule == "constant":  # (the heuristic schedules move K from round to round)
+                check_dynamic_budget(res, K, width, label)
+            assert res.num_sibling_tokens > 0 or schedule == "cost", f"{label}: no node off the chain was verified"
+            off_chain_taken += res.num_sibling_accepted
+    assert off_chain_taken > 0, "no node off the chain was accepted in any family: the walk off the chain went untested"
+
+
+def test_dynamic_tree_grows_deeper_off_the_chain_than_siblings(pairs):
+    """Siblings are leaves beside the chain; a dynamic tree expands its most probable nodes wherever they are, so with
+    the same K and width it verifies nodes off the chain at depths where a sibling tree has only the chain's next
+    token and its siblings, and the two shapes verify different trees."""
+    target, draft = pairs["llama"]
+    sib = tree(target, draft, PROMPT, 2, num_assistant_tokens=4)
+    dyn = dynamic(target, draft, PROMPT, 2, num_assistant_tokens=4)
+    assert np.array_equal(sib.sequences, dyn.sequences), "both shapes must give the plain output"
+    assert np.asarray(dyn.proposed_per_position).tolist() != np.asarray(sib.proposed_per_position).tolist(), (
+        f"the dynamic tree verified the same nodes by depth as the sibling tree ({sib.proposed_per_position}): "
+        "assistant_tree_shape='dynamic' had no effect"
+    )
+
+
+def test_dynamic_tree_batch_each_row_its_own_tree(pairs):
+    target, draft = pairs["llama"]
+    want = plain(target, BATCH, BATCH_MASK)
+    for width, K, schedule in SHAPES[:2]:
+        res = dynamic(
+            target, draft, BATCH, width, BATCH_MASK, num_assistant_tokens=K, num_assistant_tokens_schedule=schedule
+        )
+        assert np.array_equal(res.sequences, want), (
+            f"dynamic batch, width {width}, K={K}: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+        )
+        for i in range(2):
+            alone = dynamic(
+                target,
+                draft,
+                BATCH[i : i + 1, 3 * (1 - i) :],
+                width,
+                num_assistant_tokens=K,
+                num_assistant_tokens_schedule=schedule,
+            )
+            assert np.array_equal(alone.sequences[0], want[i, 3 * (1 - i) :]), f"dynamic row {i} alone, width {width}"
+        assert res.num_rounds < res.num_target_passes, (
+            f"dynamic batch, width {width}: {res.num_target_passes} row passes in {res.num_rounds} rounds; expected "
+            "both rows verified together, one target pass per round"
+        )
+
+
+def test_dynamic_tree_with_logits_processors_and_early_exit_is_bitwise_plain(pairs):
+    target, draft = pairs["qwen2"]
+    for kw in (dict(repetition_penalty=1.3, no_repeat_ngram_size=2), dict(bad_words_ids=[[5], [9, 12]])):
+        want = plain(target, PROMPT, **kw)
+        res = dynamic(target, draft, PROMPT, 3, num_assistant_tokens=4, **kw)
+        assert np.array_equal(res.sequences, want), (
+            f"dynamic, processors {sorted(kw)}: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+        )
+    target, _ = pairs["mistral"]
+    want = plain(target, PROMPT)
+    res = target.generate(
+        PROMPT,
+        attention_mask=np.ones_like(PROMPT),
+        max_new_tokens=NEW,
+        assistant_early_exit=1,
+        assistant_tree_width=3,
+        assistant_tree_shape="dynamic",
+        num_assistant_tokens=3,
+        return_dict_in_generate=True,
+    )
+    assert np.array_equal(res.sequences, want), (
+        f"dynamic, early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+    )
+    check_tree_statistics(res, "dynamic early exit")
+
+
+def test_dynamic_tree_leaves_caches_that_continue_bitwise(pairs):
+    """Both caches after keep_path (the target's accepted path, the draft's part of it) continue as plain's."""
+    target, draft = pairs["gemma3_text"]
+    res = dynamic(target, draft, PROMPT, 3, num_assistant_tokens=4)
+    ids = res.sequences
+    more = target.generate(ids, attention_mask=np.ones_like(ids), past_key_values=res.cache, max_new_tokens=8)
+    want = target.generate(ids, attention_mask=np.ones_like(ids), max_new_tokens=8)
+    assert np.array_equal(more, want), (
+        f"continuing from the dynamic tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
+    )
+
+
+def test_dynamic_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs):
+    for family in ("llama", "gpt2"):
+        target, draft = pairs[family]
+        for seed, kw in ((3, dict(temperature=0.8)), (4, dict(temperature=1.2, top_k=20, top_p=0.9))):
+            want = plain(target, PROMPT, do_sample=True, seed=seed, **kw)
+            for width in (2, 4):
+                res = dynamic(
+                    target,
+                    draft,
+                    PROMPT,
+                    width,
+                    do_sample=True,
+                    seed=seed,
+                    assisted_sampling="coupled",
+                    num_assistant_tokens=4,
+                    **kw,
+                )
+                assert np.array_equal(res.sequences, want), (
+                    f"dynamic, {family}, seed {seed}, width {width}: expected the plain sample {want.tolist()}, "
+                    f"got {res.sequences.tolist()}"
+                )
+                check_tree_statistics(res, f"dynamic coupled {family} width {width}")
+
+
+def test_tree_shape_default_and_saved(pairs):
+    assert ha.GenerationConfig().assistant_tree_shape == "siblings", "expected the default tree shape 'siblings'"
+    diff = ha.GenerationConfig(assistant_tree_width=3, assistant_tree_shape="dynamic").to_diff_dict()
+    assert diff.get("assistant_tree_shape") == "dynamic", (
+        f"expected assistant_tree_shape='dynamic' saved in a generation_config's diff, got {diff}"
+    )
+    target, draft = pairs["llama"]
+    one = tree(target, draft, PROMPT, 1, num_assistant_tokens=4, assistant_tree_shape="dynamic")
+    assert np.array_equal(one.sequences, plain(target, PROMPT)) and one.num_sibling_tokens is None, (
+        "assistant_tree_width=1 with either shape: expected chains and the plain output"
+    )
+
+
+@pytest.mark.parametrize("shape", ("bushy", "Dynamic", None, 1, ""))
+def test_bad_tree_shapes_are_refused_by_name(pairs, shape):
+    target, draft = pairs["llama"]
+    with pytest.raises(ha.InvalidInputError) as err:
+        tree(target, draft, PROMPT, 2, assistant_tree_shape=shape)
+    msg = str(err.value)
+    assert "assistant_tree_shape" in msg and "'dynamic'" in msg and "'siblings'" in msg, (
+        f"assistant_tree_shape={shape!r}: expected the message to name the flag and the shapes, got {msg}"
+    )
+
+
+def test_dynamic_tree_with_prompt_lookup_is_refused_by_name(pairs):
+    target, _ = pairs["qwen3"]
+    ids = np.array([[5, 9, 3, 5, 7, 3, 5, 9, 4, 5, 7, 3, 5, 9, 3, 5]], dtype=np.int64)
+    with pytest.raises(ha.InvalidInputError) as err:
+        dynamic(target, None, ids, 2, prompt_lookup_num_tokens=4)
+    msg = str(err.value)
+    assert "assistant_tree_shape='dynamic'" in msg and "assistant_tree_shape='siblings'" in msg, (
+        f"dynamic trees with prompt lookup: expected a refusal naming the shape and the fix, got {msg}"
+    )

@@ -44,6 +44,9 @@ CONFIGS = {
     # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
     # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
     "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
+    # dynamic trees: the draft expands its 3 most probable nodes, the target verifies the 6 most probable nodes (each
+    # node's sampled child first), and the walk may leave the chain and go on below the child it took
+    "K2_dynamic_tree_width3_top_k": (2, 3, dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic"), 0.0),
 }
 
 
@@ -58,11 +61,13 @@ def outcome_counts(tokens, T):
 # -------------------------------------------------------------------------------------- exact distributions
 
 
-def distributions(model, T, top_k=0, top_p=1.0, repetition_penalty=1.0, assistant_tree_width=1):
+def distributions(
+    model, T, top_k=0, top_p=1.0, repetition_penalty=1.0, assistant_tree_width=1, assistant_tree_shape="siblings"
+):
     """{prefix of generated tokens (tuple, length < T): the model's processed next-token distribution (V,)}:
     softmax of its logits from model(...) after Transformers' processors (repetition penalty over prompt and
     prefix, then temperature, top_k, top_p; tests/fixtures/reference.py)."""
-    del assistant_tree_width  # not a processor: the config's tree shape, for the calls
+    del assistant_tree_width, assistant_tree_shape  # not processors: the config's tree, for the calls
     table = {}
     for length in range(T):
         prefixes = list(itertools.product(range(V), repeat=length))
@@ -185,6 +190,86 @@ def simulate_tree(P, Q, K, W, T, n, rng, sampler):
     return out
 
 
+def dynamic_tree(Q, seq, k, W, rng, rule):
+    """A dynamic tree of depth k from the table Q after seq, as the package grows it: each expanded node's children
+    are its sample from Q and the W - 1 next most probable tokens (q > 0); at each depth the W nodes of highest cum
+    (the product of Q along the path) are expanded; the verified tree is the k * W nodes of highest cum, chosen one at
+    a time among those whose parent is in, and under rule "rrs" a node's first child in is its sampled child (the
+    exactness rule). Returns (nodes, verified): nodes as dicts of tok, parent, depth, cum, ctx, children (the sampled
+    one first)."""
+    nodes = [dict(tok=None, parent=-1, depth=-1, cum=1.0, ctx=seq, children=[])]
+
+    def expand(i):
+        q = Q[nodes[i]["ctx"]]
+        x = _draw(q, rng.random())
+        others = [int(y) for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][: W - 1]
+        for y in [x] + others:
+            nodes[i]["children"].append(len(nodes))
+            c = dict(tok=y, parent=i, depth=nodes[i]["depth"] + 1, cum=nodes[i]["cum"] * q[y], children=[])
+            nodes.append(dict(c, ctx=nodes[i]["ctx"] + (y,)))
+
+    expand(0)
+    for d in range(1, k):
+        level = sorted((j for j in range(1, len(nodes)) if nodes[j]["depth"] == d - 1), key=lambda j: -nodes[j]["cum"])
+        for j in level[:W]:
+            expand(j)
+    verified = []
+    while len(verified) < k * W:
+        ok = [j for j in range(1, len(nodes)) if j not in verified and (nodes[j]["parent"] in verified + [0])]
+        if not ok:
+            break
+        best = min(ok, key=lambda j: (-nodes[j]["cum"], nodes[j]["depth"], j))
+        first = nodes[nodes[best]["parent"]]["children"][0]
+        verified.append(first if rule == "rrs" and first not in verified else best)
+    return nodes, set(verified)
+
+
+def simulate_dynamic(P, Q, K, W, T, n, rng, sampler):
+    """As simulate() with dynamic trees (dynamic_tree). sampler "rrs" (the package's rule): from the root, a node's
+    sampled child (when verified: always, where the node has a verified child) by min(1, p/q); if rejected, its other
+    verified children offered to the residual R = max(0, p - q) normalized one by one (taken with probability R(y),
+    else R loses y); a child taken is the next node, else the token is drawn from the last R; at a node without
+    verified children, a token from p. Wrong: "prune_sampled_child" verifies the nodes of highest cum without the
+    exactness rule, so a sampled child of low probability is pruned by its own value (the walk then offers the
+    others to the residual as if it had been rejected)."""
+    out = np.empty((n, T), dtype=np.int64)
+    for i in range(n):
+        seq = ()
+        while len(seq) < T:
+            k = min(K, T - len(seq) - 1)
+            if k == 0:
+                seq += (_draw(P[seq], rng.random()),)
+                continue
+            nodes, verified = dynamic_tree(Q, seq, k, W, rng, sampler)
+            cur, ctx = 0, seq
+            while True:
+                kids = [c for c in nodes[cur]["children"] if c in verified]
+                p, q = P[ctx], Q[ctx]
+                if not kids:
+                    ctx += (_draw(p, rng.random()),)
+                    break
+                first, to = nodes[cur]["children"][0], None
+                if first in verified and rng.random() * q[nodes[first]["tok"]] <= p[nodes[first]["tok"]]:
+                    to = first
+                if to is None:
+                    residual = np.maximum(p - q, 0.0)
+                    for c in kids:
+                        y = nodes[c]["tok"]
+                        if c == first or residual.sum() <= 0:
+                            continue
+                        if rng.random() < residual[y] / residual.sum():
+                            to = c
+                            break
+                        residual[y] = 0.0
+                if to is None:
+                    ctx += (_draw(residual / residual.sum() if residual.sum() > 0 else p, rng.random()),)
+                    break
+                cur, ctx = to, ctx + (nodes[to]["tok"],)
+            seq = ctx
+        out[i] = seq[:T]
+    return out
+
+
 # ------------------------------------------------------------------------------------------- fixtures
 
 
@@ -281,6 +366,25 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
         f"{config}: a draft this different from the target must be rejected often but not always, accepted "
         f"{accepted} of {drafted}"
     )
+
+
+@pytest.mark.parametrize("sampler", ("rrs", "prune_sampled_child"))
+def test_chi_square_tells_the_dynamic_tree_rule_from_a_wrong_one(exact, sampler):
+    K, T, processors, _ = CONFIGS["K2_dynamic_tree_width3_top_k"]
+    P, Q, probs = exact["K2_dynamic_tree_width3_top_k"]
+    W = processors["assistant_tree_width"]
+    tokens = simulate_dynamic(P, Q, K, W, T, DRAWS, np.random.default_rng(78), sampler)
+    stat, df, p = chi_square(outcome_counts(tokens, T), probs)
+    if sampler == "rrs":
+        assert p >= P_CRITICAL, (
+            f"the numpy dynamic tree rule (control) should pass: chi-square {stat:.1f} on {df} degrees of freedom, "
+            f"p = {p:.3g}"
+        )
+    else:
+        assert p < P_CRITICAL, (
+            f"the wrong dynamic tree rule {sampler!r} should fail with {DRAWS} draws, but got chi-square "
+            f"{stat:.1f} on {df} degrees of freedom, p = {p:.3g} >= {P_CRITICAL}"
+        )
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)

@@ -201,6 +201,18 @@ def test_token_trees_need_a_native_target_and_take_a_wrapped_draft(small):
         f"a native target verifying a wrapped draft's trees: expected plain {plain.tolist()} with siblings proposed, "
         f"got {res.sequences.tolist()} ({res.num_sibling_tokens} siblings)"
     )
+    with pytest.raises(ha.InvalidInputError) as err:  # a dynamic tree's frontier needs the draft's tree attention
+        native_t.generate(
+            IDS,
+            max_new_tokens=8,
+            assistant_model=TorchCausalLM(d),
+            assistant_tree_width=3,
+            assistant_tree_shape="dynamic",
+        )
+    msg = str(err.value)
+    assert "assistant_tree_shape='dynamic'" in msg and "assistant_tree_shape='siblings'" in msg, (
+        f"a wrapped draft with dynamic trees: expected a message naming the shape and the fix, got {msg!r}"
+    )
 
 
 class Slow(TorchCausalLM):
