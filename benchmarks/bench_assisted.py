@@ -25,9 +25,10 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
    spread over b sequences at position 256.
 The bars set for the pair are printed with the figures they concern.
-4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K) against the chain verifying K * w
-   candidates a round, greedy, rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens per
-   target pass, tree over chain, the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
+4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K), the sibling tree and the dynamic tree
+   (assistant_tree_shape="dynamic": at most K * w nodes verified, as the sibling tree), against the chain verifying
+   K * w candidates a round, greedy, rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens
+   per target pass, tree over chain, the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
 Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
@@ -320,6 +321,9 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     for w, K in TREE_SHAPES:
         cases[f"chain K={K * w}"] = dict(num_assistant_tokens=K * w)
         cases[f"tree w={w} K={K}"] = dict(num_assistant_tokens=K, assistant_tree_width=w)
+        cases[f"dynamic w={w} K={K}"] = dict(
+            num_assistant_tokens=K, assistant_tree_width=w, assistant_tree_shape="dynamic"
+        )
     calls = {
         (name, i, seed): (
             lambda ids=ids, kw=kw, seed=seed: target.generate(
@@ -350,7 +354,11 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
             tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0],
             same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
         )
-    return [(f"tree w={w} K={K}", rows[f"tree w={w} K={K}"], rows[f"chain K={K * w}"]) for w, K in TREE_SHAPES]
+    return [
+        (f"{shape} w={w} K={K}", rows[f"{shape} w={w} K={K}"], rows[f"chain K={K * w}"])
+        for w, K in TREE_SHAPES
+        for shape in ("tree", "dynamic")
+    ]
 
 
 def print_trees(target, draft, tok, n_new, repeats):
@@ -365,14 +373,14 @@ def print_trees(target, draft, tok, n_new, repeats):
             f"tree over chain, wall-clock speed-up over the chain ({_machine()})"
         )
         print(
-            f"  {'tree':14s} {'T':>3s} {'same':>5s} {'tree t/pass':>11s} {'chain t/pass':>12s} {'ratio':>6s} "
+            f"  {'tree':17s} {'T':>3s} {'same':>5s} {'tree t/pass':>11s} {'chain t/pass':>12s} {'ratio':>6s} "
             f"{'speed-up':>8s} {'t(T)/t(1)':>9s}"
         )
         rows = shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit)
         for name, tr, ch in rows:
             same = "-" if tr["same"] is None else str(tr["same"] and ch["same"])
             print(
-                f"  {name:14s} {tr['T']:3d} {same:>5s} {tr['per_pass']:11.2f} {ch['per_pass']:12.2f} "
+                f"  {name:17s} {tr['T']:3d} {same:>5s} {tr['per_pass']:11.2f} {ch['per_pass']:12.2f} "
                 f"{tr['per_pass'] / ch['per_pass']:6.2f} {ch['t'] / tr['t']:8.2f} {tr['tT']:9.2f}"
             )
         top = max(rows, key=lambda r: r[1]["per_pass"] / r[2]["per_pass"])

@@ -564,8 +564,10 @@ typedef struct ha_assist_stats {
                                      num_draft_passes) */
     int64_t num_ahead_used;       /* with overlap: draft passes that read logits drafted ahead instead of appending
                                      (counted in num_draft_passes, as the passes they stand for) */
-    int64_t num_sibling_tokens;   /* trees: siblings proposed (counted in num_draft_tokens, the nodes verified) */
-    int64_t num_sibling_accepted; /* trees: siblings accepted (counted in num_accepted_tokens) */
+    int64_t num_sibling_tokens;   /* trees: siblings proposed (counted in num_draft_tokens, the nodes verified;
+                                     dynamic trees: the verified nodes off the chain of the draft's chosen tokens) */
+    int64_t num_sibling_accepted; /* trees: siblings accepted (counted in num_accepted_tokens; dynamic: nodes off
+                                     that chain) */
     int64_t *proposed_at;         /* (max_new_tokens,) or NULL: drafts proposed at draft position j (trees: nodes
                                      at depth j, siblings included) */
     int64_t *accepted_at;         /* (max_new_tokens,) or NULL: drafts accepted at draft position j */

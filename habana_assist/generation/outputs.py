@@ -39,7 +39,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     With token trees (assistant_tree_width > 1): num_draft_tokens counts every node verified (the chain's tokens and
     their siblings), num_sibling_tokens the siblings among them and num_sibling_accepted those accepted (counted in
     num_accepted_tokens, and ACCEPTED in token_sources); per target pass, num_draft_tokens / num_target_passes nodes
-    are verified and num_accepted_tokens / num_target_passes tokens accepted.
+    are verified and num_accepted_tokens / num_target_passes tokens accepted. With assistant_tree_shape="dynamic"
+    the "siblings" are the verified nodes off the chain of the draft's chosen tokens from the root.
     token_sources (an attribute, not among keys(); numpy even where the other fields are torch tensors): np.uint8
     (batch, new tokens), aligned with sequences[:, -new:]: how each generated token was
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
