@@ -89,6 +89,8 @@ static const test_case TESTS[] = {
     T(generate_runs_a_row_again_whole_past_a_rope_switch),
     T(tree_assisted_equals_plain),
     T(tree_assisted_equals_plain_across_a_rope_switch),
+    T(dyntree_assisted_equals_plain),
+    T(dyntree_assisted_equals_plain_across_a_rope_switch),
     T(tree_assisted_refusals),
     T(tree_rejection_sampling_runs_and_keeps_the_caches),
     T(tree_interrupt_leaves_the_cache_as_it_was),

@@ -258,6 +258,8 @@ void test_tree_nodes_are_bitwise_their_paths_in_every_family(void);
 void test_tree_contract_and_refusals(void);
 void test_tree_assisted_equals_plain(void);
 void test_tree_assisted_equals_plain_across_a_rope_switch(void);
+void test_dyntree_assisted_equals_plain(void);
+void test_dyntree_assisted_equals_plain_across_a_rope_switch(void);
 void test_tree_assisted_refusals(void);
 void test_tree_rejection_sampling_runs_and_keeps_the_caches(void);
 void test_tree_interrupt_leaves_the_cache_as_it_was(void);

@@ -301,7 +301,7 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
  * eos, caches of room and (constant schedule) of exactly prompt + max_new (the tree then narrows near the end):
  * greedy, and coupled sampling with the same seed; some siblings are accepted, the counts add up, and both caches
  * end holding the row's tokens bitwise. */
-static void tree_assisted_equals_plain(int64_t long_from) {
+static void tree_assisted_equals_plain(int64_t long_from, int dynamic) {
     one_thread();
     tiny *target = tiny_build_longrope(HA_BF16, 1, 0, 0, 61, long_from),
          *other = tiny_build_longrope(HA_Q4, 1, 0, 3, 61, long_from); /* near the target */
@@ -342,7 +342,8 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                                                         .n_draft_costs = 1,
                                                         .target_costs = target_costs,
                                                         .n_target_costs = 3,
-                                                        .tree_width = width };
+                                                        .tree_width = width,
+                                                        .tree_dynamic = dynamic };
                                 const tiny *dm = d ? target : other;
                                 const int64_t cap = tight ? AW + AN : 64;
                                 ha_llama_context *tc = ctx_new(target->m, 2, cap), *dc = ctx_new(dm->m, 2, cap);
@@ -352,9 +353,10 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                                                               &st));
                                 char what[200];
                                 snprintf(what, sizeof what,
-                                         "%s, draft %s, width %lld, K=%lld, schedule %d, eos %d, cap %lld",
-                                         sampled ? "coupled" : "greedy", d ? "the target" : "another model",
-                                         (long long)width, (long long)K, sched, with_eos ? eos : -1, (long long)cap);
+                                         "%s%s, draft %s, width %lld, K=%lld, schedule %d, eos %d, cap %lld",
+                                         dynamic ? "dynamic, " : "", sampled ? "coupled" : "greedy",
+                                         d ? "the target" : "another model", (long long)width, (long long)K, sched,
+                                         with_eos ? eos : -1, (long long)cap);
                                 CHECK(steps == plain_steps, "%s: expected %lld steps, got %lld", what,
                                       (long long)plain_steps, (long long)steps);
                                 for (int b = 0; b < 2; b++)
@@ -404,11 +406,16 @@ static void tree_assisted_equals_plain(int64_t long_from) {
     tiny_free(other);
 }
 
-void test_tree_assisted_equals_plain(void) { tree_assisted_equals_plain(0); }
+void test_tree_assisted_equals_plain(void) { tree_assisted_equals_plain(0, 0); }
 
 /* The same where both models are longrope models switching at 7 positions: no tree has nodes on both sides of the
  * switch (ha_assist_candidate_cap), and the round past it runs the row again whole before its tree. */
-void test_tree_assisted_equals_plain_across_a_rope_switch(void) { tree_assisted_equals_plain(7); }
+void test_tree_assisted_equals_plain_across_a_rope_switch(void) { tree_assisted_equals_plain(7, 0); }
+
+/* The same with dynamic trees (ha_assist_params.tree_dynamic): the draft's frontier in one append_tree a depth, the
+ * verified tree its most probable nodes; both caches (the draft's kept from its last tree) end bitwise. */
+void test_dyntree_assisted_equals_plain(void) { tree_assisted_equals_plain(0, 1); }
+void test_dyntree_assisted_equals_plain_across_a_rope_switch(void) { tree_assisted_equals_plain(7, 1); }
 
 /* Trees are refused by name where they cannot run: a target without append_tree (an external model), a width the
  * target's tree cannot take, a negative width. */
@@ -436,6 +443,19 @@ void test_tree_assisted_refusals(void) {
     CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
                  HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width");
+    ap.tree_width = 2; /* dynamic trees: a model draft with tree attention, and a shape of 0 or 1 */
+    ap.tree_dynamic = 1;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);
+    CHECK_MSG("assistant_tree_shape='dynamic'");
+    ha_lm draft_chains_only = *LM(dc);
+    draft_chains_only.append_tree = NULL;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), &draft_chains_only, &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_UNSUPPORTED);
+    CHECK_MSG("assistant_tree_shape='siblings'");
+    ap.tree_dynamic = 2;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
+    CHECK_MSG("tree_dynamic=2");
     ha_llama_context_free(tc);
     ha_llama_context_free(dc);
     tiny_free(t);
@@ -448,39 +468,44 @@ void test_tree_rejection_sampling_runs_and_keeps_the_caches(void) {
     one_thread();
     tiny *target = tiny_build(HA_F32, 1, 0, 0, 61), *other = tiny_build(HA_Q4, 1, 0, 0, 61);
     int32_t out[2 * AN];
-    int64_t steps, taken = 0;
-    for (int d = 0; d < 2; d++)
-        for (uint64_t seed = 1; seed <= 6; seed++) {
-            const ha_sampling_params sp = {
-                .do_sample = 1, .temperature = 1.5f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = seed
-            };
-            ha_assist_params ap = { .gen = tree_gen(sp, NULL, 0, NULL),
-                                    .num_assistant_tokens = 3,
-                                    .tree_width = 4,
-                                    .acceptance = HA_ACCEPT_REJECTION };
-            const tiny *dm = d ? other : target;
-            ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(dm->m, 2, 64);
-            ha_assist_stats st = { 0 };
-            CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, &st));
-            CHECK(steps == AN, "seed %llu: expected %d steps, got %lld", (unsigned long long)seed, AN,
-                  (long long)steps);
-            if (d == 0)
-                CHECK(st.num_sibling_accepted == 0 &&
-                          st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
-                      "seed %llu, the target as its own draft: expected its whole chain accepted and no sibling, got "
-                      "%lld of %lld (siblings %lld)",
-                      (unsigned long long)seed, (long long)st.num_accepted_tokens,
-                      (long long)(st.num_draft_tokens - st.num_sibling_tokens), (long long)st.num_sibling_accepted);
-            for (int b = 0; b < 2; b++) {
-                check_cache_holds("rejection", "target", target->m, tc, b, out + b * AN, steps);
-                check_cache_holds("rejection", "draft", dm->m, dc, b, out + b * AN, steps);
+    int64_t steps, taken[2] = { 0, 0 };
+    for (int dyn = 0; dyn < 2; dyn++) /* sibling trees, dynamic trees */
+        for (int d = 0; d < 2; d++)
+            for (uint64_t seed = 1; seed <= 6; seed++) {
+                const ha_sampling_params sp = {
+                    .do_sample = 1, .temperature = 1.5f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = seed
+                };
+                ha_assist_params ap = { .gen = tree_gen(sp, NULL, 0, NULL),
+                                        .num_assistant_tokens = 3,
+                                        .tree_width = 4,
+                                        .tree_dynamic = dyn,
+                                        .acceptance = HA_ACCEPT_REJECTION };
+                const tiny *dm = d ? other : target;
+                ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(dm->m, 2, 64);
+                ha_assist_stats st = { 0 };
+                CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, &st));
+                CHECK(steps == AN, "seed %llu: expected %d steps, got %lld", (unsigned long long)seed, AN,
+                      (long long)steps);
+                if (d == 0)
+                    CHECK(
+                        st.num_sibling_accepted == 0 &&
+                            st.num_accepted_tokens == st.num_draft_tokens - st.num_sibling_tokens,
+                        "seed %llu, the target as its own draft: expected its whole chain accepted and no sibling, got "
+                        "%lld of %lld (siblings %lld)",
+                        (unsigned long long)seed, (long long)st.num_accepted_tokens,
+                        (long long)(st.num_draft_tokens - st.num_sibling_tokens), (long long)st.num_sibling_accepted);
+                for (int b = 0; b < 2; b++) {
+                    check_cache_holds("rejection", "target", target->m, tc, b, out + b * AN, steps);
+                    check_cache_holds("rejection", "draft", dm->m, dc, b, out + b * AN, steps);
+                }
+                taken[dyn] += st.num_sibling_accepted;
+                ha_llama_context_free(tc);
+                ha_llama_context_free(dc);
             }
-            taken += st.num_sibling_accepted;
-            ha_llama_context_free(tc);
-            ha_llama_context_free(dc);
-        }
-    CHECK(taken > 0,
-          "rejection sampling never accepted a sibling: the residual's path through the siblings went untested");
+    CHECK(taken[0] > 0 && taken[1] > 0,
+          "rejection sampling never accepted a node off the chain (sibling trees %lld, dynamic %lld): the residual's "
+          "path through them went untested",
+          (long long)taken[0], (long long)taken[1]);
     tiny_free(target);
     tiny_free(other);
 }
