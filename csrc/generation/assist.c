@@ -512,6 +512,9 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                        "assistant_tree_shape='dynamic' grows the tree from a draft model's probabilities, and prompt "
                        "lookup has none; pass assistant_tree_shape='siblings' (the n-gram's later matches as "
                        "branches), or an assistant_model");
+    if (dyn && w > HA_DYN_MAX_WIDTH)
+        return ha_fail(HA_ERR_INVALID, "assistant_tree_shape='dynamic' takes assistant_tree_width <= %d (got %lld)",
+                       HA_DYN_MAX_WIDTH, (long long)w);
     if (dyn && (!draft->append_tree || !draft->keep_path || draft->max_tree < w))
         return ha_fail(HA_ERR_UNSUPPORTED,
                        "assistant_tree_shape='dynamic': this draft model has no tree attention (a wrapped external "

@@ -200,6 +200,8 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
                        float *scratch, int32_t *next);
 /* ---- dynamic trees (assist_dyntree.c) ------------------------------------------------------------------ */
 
+/* The widest dynamic tree (a node's children, a depth's frontier: on the stack). */
+#define HA_DYN_MAX_WIDTH 64
 /* Nodes a row drafts at most in a round of depth <= (max_tree - 1) / w with frontier width w. */
 int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree);
 /* The draft's dynamic trees for every row with k_max > 0 (depth k_max), the rows' catch-up in one append and each

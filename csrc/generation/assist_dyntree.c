@@ -61,7 +61,7 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
     if (x < 0)
         return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld of row %d; check its weights",
                        (long long)pos, r->row);
-    int32_t sib[64];
+    int32_t sib[HA_DYN_MAX_WIDTH];
     int64_t ns = 0;
     ha_tree_siblings(d->q, V, x, p->tree_width - 1, sib, &ns);
     if (r->n_dn + 1 + ns > n_max)
@@ -96,7 +96,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
             r->drafting = 0;
             continue;
         }
-        int32_t front[64];
+        int32_t front[HA_DYN_MAX_WIDTH];
         int64_t nf = 0;
         for (int64_t j = 1; j < r->n_dn; j++) { /* the w best of depth d - 1, best first, the lower index on ties */
             const dyn_node *x = &r->dn[j];

@@ -565,7 +565,7 @@ void test_tree_interrupt_leaves_the_cache_as_it_was(void) {
 
 /* The cost schedule shapes the tree: where a wider target append costs nothing more (t(T) flat) siblings are
  * verified, where each token costs a step of its own (t(T) = T t(1)) no sibling is worth it and the rounds verify
- * chains; the output is plain's either way. */
+ * chains; the output is plain's either way. The same for dynamic trees (nodes off the chain of chosen tokens). */
 void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void) {
     one_thread();
     tiny *target = tiny_build(HA_BF16, 1, 0, 0, 61), *other = tiny_build(HA_Q4, 1, 0, 3, 61);
@@ -577,30 +577,33 @@ void test_tree_cost_schedule_keeps_siblings_only_where_width_is_cheap(void) {
     CHECK_OK(ha_generate(LM(pc), &gp, APROMPT, AW, ASTART, plain, NULL, &steps));
     ha_llama_context_free(pc);
     static const double draft_costs[] = { 0.02 }, flat[] = { 1.0, 1.0, 1.0, 1.0 }, linear[] = { 1.0, 2.0, 3.0, 4.0 };
-    for (int steep = 0; steep < 2; steep++) {
-        ha_assist_params ap = { .gen = gp,
-                                .num_assistant_tokens = 4,
-                                .schedule = HA_SCHEDULE_COST,
-                                .tree_width = 4,
-                                .draft_costs = draft_costs,
-                                .n_draft_costs = 1,
-                                .target_costs = steep ? linear : flat,
-                                .n_target_costs = 4 };
-        ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(other->m, 2, 64);
-        ha_assist_stats st = { 0 };
-        CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, got, NULL, &steps, &st));
-        CHECK(memcmp(got, plain, sizeof got) == 0, "%s target costs: expected plain greedy output",
-              steep ? "linear" : "flat");
-        if (steep)
-            CHECK(st.num_sibling_tokens == 0, "t(T) = T t(1): expected no sibling worth verifying, got %lld",
-                  (long long)st.num_sibling_tokens);
-        else
-            CHECK(st.num_sibling_tokens > 0 && st.num_draft_tokens > st.num_sibling_tokens,
-                  "flat t(T): expected siblings beside the chain, got %lld siblings of %lld nodes",
-                  (long long)st.num_sibling_tokens, (long long)st.num_draft_tokens);
-        ha_llama_context_free(tc);
-        ha_llama_context_free(dc);
-    }
+    for (int dyn = 0; dyn < 2; dyn++)
+        for (int steep = 0; steep < 2; steep++) {
+            ha_assist_params ap = { .gen = gp,
+                                    .tree_dynamic = dyn,
+                                    .num_assistant_tokens = 4,
+                                    .schedule = HA_SCHEDULE_COST,
+                                    .tree_width = 4,
+                                    .draft_costs = draft_costs,
+                                    .n_draft_costs = 1,
+                                    .target_costs = steep ? linear : flat,
+                                    .n_target_costs = 4 };
+            ha_llama_context *tc = ctx_new(target->m, 2, 64), *dc = ctx_new(other->m, 2, 64);
+            ha_assist_stats st = { 0 };
+            CHECK_OK(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, got, NULL, &steps, &st));
+            const char *shape = dyn ? "dynamic" : "siblings";
+            CHECK(memcmp(got, plain, sizeof got) == 0, "%s, %s target costs: expected plain greedy output", shape,
+                  steep ? "linear" : "flat");
+            if (steep)
+                CHECK(st.num_sibling_tokens == 0, "%s, t(T) = T t(1): expected no sibling worth verifying, got %lld",
+                      shape, (long long)st.num_sibling_tokens);
+            else
+                CHECK(st.num_sibling_tokens > 0 && st.num_draft_tokens > st.num_sibling_tokens,
+                      "%s, flat t(T): expected siblings beside the chain, got %lld siblings of %lld nodes", shape,
+                      (long long)st.num_sibling_tokens, (long long)st.num_draft_tokens);
+            ha_llama_context_free(tc);
+            ha_llama_context_free(dc);
+        }
     tiny_free(target);
     tiny_free(other);
 }
