@@ -264,24 +264,26 @@ typedef struct ha_lm {
     /* Positions held by sequence seq (0 if seq is out of range). */
     int64_t (*length)(const void *self, int32_t seq);
     /* Token trees (optional: NULL where the model has none, and generation then verifies chains only).
-     * append_tree: n nodes, node i of sequence seq[i] with parent parent[i]: -1 (the node follows the sequence's
-     * last position: depth 0) or an earlier node of the same call and sequence (depth: its parent's + 1); a
-     * sequence's nodes are one after the other in the call, at most max_tree of them. Node i is at position
-     * base + depth (base: the sequence's length before the call): rotary, learned positions and windows as there;
-     * it attends to the cache below base and to its ancestors and itself, in position order, nothing else. Its
-     * logits row (want and logits as append's) is bitwise what appending its path one token at a time gives
-     * (ha_lm.append's exceptions apply: a model with rope_switch, a tree with nodes on both sides of it). After
-     * the call the sequence holds base + (its nodes) positions, those past base being its nodes in call order:
-     * crop it back to base, or keep a path. Errors as append's: nothing appended.
-     * keep_path: nodes (n,) strictly increasing indices among sequence seq's nodes of its last append_tree
-     * (node 0 being the first of them), a path from depth 0 down; their keys and values move to positions base,
-     * base + 1, ... (base: the length before that call) and the sequence then holds base + n positions: what
-     * appending those n tokens gives, bitwise, in O(n) copies. HA_ERR_UNSUPPORTED where sliding-window rings no
-     * longer hold them (a path is kept right after its tree), nothing changed. */
+     * append_tree: n nodes, node i of sequence seq[i] with parent parent[i]: -1 (the node follows the tree's
+     * base: depth 0), an earlier node of the same call and sequence, or -2 - j: node j of the sequence's tree
+     * from its earlier append_tree calls (depth: the parent's + 1); a sequence's nodes are one after the other in
+     * the call. A sequence's tree is its nodes since its base in call order, node 0 first: a call with a node of
+     * parent <= -2 continues the sequence's tree (its nodes follow the tree's, base unchanged), any other call
+     * starts a new one (base: the sequence's length before the call); the sequence's next append, crop to another
+     * length or keep_path ends it. A tree holds at most max_tree nodes. Node i is at position base + depth:
+     * rotary, learned positions and windows as there; it attends to the cache below base and to its ancestors and
+     * itself, in position order, nothing else. Its logits row (want and logits as append's) is bitwise what
+     * appending its path one token at a time gives (ha_lm.append's exceptions apply: a model with rope_switch, a
+     * tree with nodes on both sides of it). After the call the sequence holds base + (its tree's nodes)
+     * positions: crop it back to base, keep a path, or continue the tree. Errors as append's: nothing appended.
+     * keep_path: nodes (n,) strictly increasing indices among the nodes of sequence seq's tree, a path from depth 0
+     * down; their keys and values move to positions base, base + 1, ... (base: the tree's) and the sequence then
+     * holds base + n positions: what appending those n tokens gives, bitwise, in O(n) copies. HA_ERR_UNSUPPORTED
+     * where sliding-window rings no longer hold them (a path is kept right after its tree), nothing changed. */
     ha_status (*append_tree)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const int32_t *parent,
                              const uint8_t *want, float *logits);
     ha_status (*keep_path)(void *self, int32_t seq, int64_t base, const int32_t *nodes, int64_t n);
-    int64_t max_tree; /* with append_tree: nodes per sequence in one call, >= 1 */
+    int64_t max_tree; /* with append_tree: nodes of a sequence's tree, >= 1 */
 } ha_lm;
 
 typedef struct ha_llama_context ha_llama_context;

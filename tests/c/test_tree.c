@@ -92,11 +92,13 @@ static void decode_path(const ha_llama_context *pre, ha_llama_context *scratch, 
     for (int j = 0; j < n; j++) CHECK_OK(append_seq(scratch, 0, 1, tok + path[j], out));
 }
 
-/* Two sequences (prefixes np0, np1) each take a tree in one append_tree call; every node's logits row must be
- * bitwise its path decoded one token at a time after the prefix. Then keep_path of one path per sequence must leave
- * a cache that continues bitwise as one that appended the path's tokens. */
+/* Two sequences (prefixes np0, np1) each take a tree, in one append_tree call (by_depth 0) or in one call per depth
+ * (by_depth 1: each call continues both trees, its nodes' parents named -2 - j; a node's index in its tree is then
+ * its place in depth order); every node's logits row must be bitwise its path decoded one token at a time after
+ * the prefix. Then keep_path of one path per sequence must leave a cache that continues bitwise as one that
+ * appended the path's tokens. */
 static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np0, int np1, const tree_case *t0,
-                        const tree_case *t1, uint64_t seed) {
+                        const tree_case *t1, uint64_t seed, int by_depth) {
     rng r = { seed };
     const int np[2] = { np0, np1 };
     const tree_case *tc[2] = { t0, t1 };
@@ -111,17 +113,33 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
     for (int s = 0; s < 2; s++)
         if (np[s] > 0) CHECK_OK(append_seq(c, s, np[s], prefix[s], scratch));
     const int n = t0->n + t1->n;
-    int32_t seq[32], tokens[32], parent[32];
+    int32_t seq[32], tokens[32], parent[32], node_at[2][16], placed[2] = { 0, 0 }; /* node_at: index in its tree */
+    int origin[32];                                                                 /* (sequence, node) of a row */
     uint8_t want[32];
-    for (int s = 0, i = 0; s < 2; s++)
-        for (int j = 0; j < tc[s]->n; j++, i++) {
-            seq[i] = s;
-            tokens[i] = tok[s][j];
-            parent[i] = tc[s]->parent[j] < 0 ? -1 : tc[s]->parent[j] + (s ? t0->n : 0);
-            want[i] = 1;
+    float *logits = xmalloc((size_t)n * TV * sizeof(float)), *got = xmalloc((size_t)n * TV * sizeof(float));
+    float want_row[TV];
+    for (int d = 0, done = 0; done < n; d++) { /* by_depth: the nodes of depth d; else all of them at d = 0 */
+        int k = 0;
+        for (int s = 0; s < 2; s++)
+            for (int j = 0; j < tc[s]->n; j++) {
+                if (by_depth && depth_of(tc[s], j) != d) continue;
+                const int pa = tc[s]->parent[j];
+                seq[k] = s;
+                tokens[k] = tok[s][j];
+                parent[k] = pa < 0 ? -1 : by_depth ? -2 - node_at[s][pa] : pa + (s ? t0->n : 0);
+                want[k] = 1;
+                origin[k++] = s * 16 + j;
+                node_at[s][j] = placed[s]++;
+            }
+        if (k == 0) continue;
+        CHECK_OK(LM(c)->append_tree(LM(c)->self, k, seq, tokens, parent, want, got));
+        for (int i = 0; i < k; i++) {
+            const int s = origin[i] / 16, j = origin[i] % 16;
+            memcpy(logits + (size_t)(j + (s ? t0->n : 0)) * TV, got + (size_t)i * TV, TV * sizeof(float));
         }
-    float *logits = xmalloc((size_t)n * TV * sizeof(float)), want_row[TV];
-    CHECK_OK(LM(c)->append_tree(LM(c)->self, n, seq, tokens, parent, want, logits));
+        done += k;
+    }
+    free(got);
     CHECK(LEN(c, 0) == np0 + t0->n && LEN(c, 1) == np1 + t1->n,
           "%s: after a tree expected lengths %d, %d, got %lld, %lld", what, np0 + t0->n, np1 + t1->n,
           (long long)LEN(c, 0), (long long)LEN(c, 1));
@@ -145,7 +163,9 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
     const int32_t next[2] = { 7, 11 };
     for (int s = 0; s < 2; s++) {
         const int len = path_of(tc[s], tc[s]->n - 1, path);
-        CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], path, len));
+        int32_t kept[16];
+        for (int j = 0; j < len; j++) kept[j] = node_at[s][path[j]];
+        CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], kept, len));
         CHECK(LEN(c, s) == np[s] + len, "%s: keep_path of %d nodes expected length %d, got %lld", what, len,
               np[s] + len, (long long)LEN(c, s));
         float got[TV];
@@ -176,8 +196,10 @@ void test_tree_nodes_are_bitwise_their_paths(void) {
     FOR_EACH_MODEL(t, vname) {
         char what[160];
         snprintf(what, sizeof what, CASE_FMT, CASE_ARGS(t, vname));
-        check_trees(what, t->m, 64, 3, 0, &TREES[2], &TREES[3], 1);
-        check_trees(what, t->m, 64, 1, 6, &TREES[0], &TREES[4], 2);
+        for (int by_depth = 0; by_depth <= 1; by_depth++) {
+            check_trees(what, t->m, 64, 3, 0, &TREES[2], &TREES[3], 1, by_depth);
+            check_trees(what, t->m, 64, 1, 6, &TREES[0], &TREES[4], 2, by_depth);
+        }
     }
 }
 
@@ -194,9 +216,9 @@ void test_tree_nodes_are_bitwise_their_paths_in_every_family(void) {
             tiny *t = family_build(fam, v % 2 ? HA_BF16 : HA_F32, 40 + fam, cap);
             char what[200];
             snprintf(what, sizeof what, "[%s kernels, %s]", vn[v], FAM_NAMES[fam]);
-            check_trees(what, t->m, cap, 124, 126, &TREES[2], &TREES[4], 3 + fam);
-            check_trees(what, t->m, cap, 127, 128, &TREES[3], &TREES[1], 5 + fam);
-            if (cap == 600) check_trees(what, t->m, cap, 540, 290, &TREES[4], &TREES[2], 7 + fam);
+            check_trees(what, t->m, cap, 124, 126, &TREES[2], &TREES[4], 3 + fam, 0);
+            check_trees(what, t->m, cap, 127, 128, &TREES[3], &TREES[1], 5 + fam, 1);
+            if (cap == 600) check_trees(what, t->m, cap, 540, 290, &TREES[4], &TREES[2], 7 + fam, fam % 2);
             tiny_free(t);
         }
     }
@@ -257,6 +279,30 @@ void test_tree_contract_and_refusals(void) {
     CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 280, (const int32_t[]){ 0, 2 }, 2));
     CHECK(LEN(a, 0) == 282, "expected 282 after keeping 2 nodes, got %lld", (long long)LEN(a, 0));
     CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 282, NULL, 0));
+    /* a later call continues a tree through parents -2 - j, while the tree lasts and within max_tree nodes in all */
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -1, 0 }, NULL, la));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -4 }, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("tree");
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -3, -2 }, NULL, la)); /* 1 -> 2, 0 -> 3 */
+    CHECK(LEN(a, 0) == 286, "a continued tree: expected 286 positions, got %lld", (long long)LEN(a, 0));
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 0, 1, 3 }, 3), HA_ERR_INVALID);
+    CHECK_MSG("path");
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 1, 2 }, 2), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 281, (const int32_t[]){ 0, 1 }, 2), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 286, "refused paths changed the length to %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 0, 1, 2 }, 3));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -2 }, NULL, la), HA_ERR_INVALID);
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -1, 0 }, NULL, la));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 286));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -2 }, NULL, la), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 286, "refused continuations changed the length to %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 280));
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 60, many_seq, tok, many_par, NULL, la)); /* sequence 1: a chain of 60 */
+    int32_t more[5] = { -61, 0, 1, 2, 3 };
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 5, many_seq, tok, more, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("max_tree");
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 4, many_seq, tok, more, NULL, la));
+    CHECK(LEN(a, 1) == 64, "a tree of 64 nodes over two calls: expected 64 positions, got %lld", (long long)LEN(a, 1));
     free(la);
     free(lb);
     ha_llama_context_free(a);
