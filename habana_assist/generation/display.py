@@ -350,12 +350,14 @@ def _node_span(cls, style, i, tree, depths, text, title):
 
 
 def _trees_html(tok, prompt, new, sources, trees):
-    """The box of one row's trees (TokenTree per target pass): a line per pass, its accepted path then its branches
-    tried and not taken; "" where the row has none."""
-    if not trees:
+    """The box of one row's trees (TokenTree per target pass): a line per pass that drafted, its accepted path then
+    its branches tried and not taken (a pass that drafted nothing verified no tree: its token is the row's PLAIN one);
+    "" where no pass drafted."""
+    drafted = [(r, tree) for r, tree in enumerate(trees, 1) if tree.num_drafted]
+    if not drafted:
         return ""
     lines = []
-    for r, tree in enumerate(trees, 1):
+    for r, tree in drafted:
         depths = tree.depths
         context = [int(t) for t in prompt] + [int(t) for t in new[: tree.position]]
         texts = _node_texts(tok, context, tree)
@@ -398,14 +400,14 @@ def _trees_html(tok, prompt, new, sources, trees):
             f"node{'s' if len(tree.tokens) != 1 else ''}: </span>"
             f"{''.join(path)}{''.join(branches)}</div>"
         )
-    nodes = sum(len(t.tokens) for t in trees)
-    accepted = sum(t.num_accepted for t in trees)
+    nodes = sum(len(t.tokens) for _, t in drafted)
+    accepted = sum(t.num_accepted for _, t in drafted)
     label = (
-        f"branches tried: {len(trees)} trees of {nodes} nodes, {accepted} drafted tokens accepted "
+        f"branches tried: {len(drafted)} trees of {nodes} nodes, {accepted} drafted tokens accepted "
         "(the accepted path drawn as the text, each branch not taken struck through after its draft position)"
     )
     return (
-        f'<details class="ha-trees"{" open" if len(trees) <= TREE_ROUNDS_OPEN else ""} '
+        f'<details class="ha-trees"{" open" if len(drafted) <= TREE_ROUNDS_OPEN else ""} '
         f'style="{TREE_BOX};margin:0 0 6px 0;padding:2px 4px;font-size:0.9em">'
         f'<summary class="ha-trees-label" style="cursor:pointer">{html.escape(label)}</summary>'
         f"{''.join(lines)}</details>"

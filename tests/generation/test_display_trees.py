@@ -79,11 +79,11 @@ def test_the_view_draws_each_pass_its_accepted_path_and_the_branches_it_tried(tr
     assert len(rows) == 2, f"expected a box of trees under each of the 2 rows, found {len(rows)}"
     rejected_seen = 0
     for b, lines in enumerate(rows):
-        trees = res.token_trees[b]
+        trees = [(r, t) for r, t in enumerate(res.token_trees[b], 1) if t.num_drafted]  # a pass of K = 0: no tree
         assert len(lines) == len(trees), f"row {b}: {len(lines)} lines for {len(trees)} trees"
         new = res.sequences[b, n_prompt:].tolist()
         texts = token_texts(tok, res.sequences[b, :n_prompt].tolist(), new)
-        for r, (line, tree) in enumerate(zip(lines, trees), 1):
+        for line, (r, tree) in zip(lines, trees):
             where = f"row {b}, round {r}"
             assert line["attrs"]["data-round"] == str(r), where
             assert line["attrs"]["data-nodes"] == str(len(tree.tokens)), where
@@ -127,7 +127,8 @@ def test_the_summary_says_the_nodes_verified_and_the_tokens_accepted_per_pass(tr
         f"accepted per pass ({res.num_sibling_tokens} siblings, {res.num_sibling_accepted} accepted)"
     )
     assert want in page, f"expected the summary to say {want!r}; it begins {page[:600]!r}"
-    for b, trees in enumerate(res.token_trees):  # each row's box: its trees, their nodes, their accepted drafts
+    for b, row in enumerate(res.token_trees):  # each row's box: its trees, their nodes, their accepted drafts
+        trees = [t for t in row if t.num_drafted]
         nodes, accepted = sum(len(t.tokens) for t in trees), sum(t.num_accepted for t in trees)
         label = f"branches tried: {len(trees)} trees of {nodes} nodes, {accepted} drafted tokens accepted"
         assert label in res.to_html(row=b), f"row {b}: expected its box labelled {label!r}"
@@ -140,7 +141,7 @@ def _box_open(page):
 
 def test_a_long_row_starts_its_box_closed_and_a_chain_has_none(trees_result, monkeypatch):
     tok, model, draft, inputs, res = trees_result
-    n = len(res.token_trees[0])
+    n = sum(1 for t in res.token_trees[0] if t.num_drafted)
     assert n <= display.TREE_ROUNDS_OPEN and _box_open(res.to_html(row=0)), f"{n} trees: expected the box open"
     monkeypatch.setattr(display, "TREE_ROUNDS_OPEN", n - 1)
     assert not _box_open(res.to_html(row=0)), f"{n} trees, more than {n - 1}: expected the box closed"
@@ -150,6 +151,18 @@ def test_a_long_row_starts_its_box_closed_and_a_chain_has_none(trees_result, mon
     page = chain._repr_html_()
     assert "ha-trees" not in page and "ha-node-" not in page and "token trees" not in page, page[:400]
     assert not TreeBoxes(page).rows
+    pinned = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode")  # its costs pinned, the module's kept
+    pinned.set_assisted_costs(ha.AssistedCosts(draft_step=1.0, target=(1e-3, 2e-3)), assistant_model=draft)
+    plain = pinned.generate(  # a draft step costing as much as 1000 target steps: no pass drafts, verifies a tree
+        **inputs,
+        max_new_tokens=6,
+        assistant_model=draft,
+        assistant_tree_width=2,
+        num_assistant_tokens_schedule="cost",
+        return_dict_in_generate=True,
+    )
+    assert all(t.num_drafted == 0 for row in plain.token_trees for t in row), plain.token_trees
+    assert "ha-trees" not in plain._repr_html_(), "passes that drafted nothing drew a box of trees"
 
 
 @pytest.mark.skipif(browser.CHROMIUM is None, reason=browser.SKIP_REASON)
@@ -173,4 +186,4 @@ def test_the_branches_are_readable_in_a_light_and_a_dark_page(trees_result, them
         assert row["copied"] == text, f"row {b}: copying gave {row['copied']!r}; the text is {text!r}"
     if os.environ.get("HA_VIEW_SCREENSHOTS"):
         out = os.path.join(os.environ["HA_VIEW_SCREENSHOTS"], f"token-trees-{theme}.png")
-        browser.screenshot(res.to_html(row=0), theme, str(tmp_path), os.path.abspath(out), size=(860, 500))
+        browser.screenshot(res.to_html(row=0), theme, str(tmp_path), os.path.abspath(out), size=(860, 480))
