@@ -46,10 +46,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
     decoding, NONE where the row had stopped). Its ACCEPTED count is num_accepted_tokens; each round ends in
     one target token (PLAIN, CORRECTED or BONUS) unless eos or max_new_tokens cut it.
-    token_trees (an attribute, not among keys(); token trees only, else None): per row, a list of TokenTree
-    (token_tree.py), one per target pass of that row in order: the nodes the pass verified (token ids, parents),
-    its accepted path, and the column of the row's new tokens the path starts at; the branches tried and not taken
-    are the nodes off the path. Recorded whenever trees run with return_dict_in_generate=True.
+    token_trees (an attribute, not among keys(); token trees only, else None; numpy as token_sources): per row, a
+    list of TokenTree (token_tree.py), one per target pass of that row in order: the nodes the pass verified (token
+    ids, parents), its accepted path, and the column of the row's new tokens the path starts at; the branches tried
+    and not taken are the nodes off the path. Recorded whenever trees run with return_dict_in_generate=True.
 
     In a notebook the result shows itself as its text, each token marked by its source, and a summary
     (_repr_html_, to_html()); habana_assist.plot_acceptance(result) plots acceptance by draft position."""
