@@ -54,7 +54,7 @@ CSS = (
 # as the row's tokens are) and each branch tried and not taken, struck through, after the draft position it began at.
 # Explicit colours throughout, as the tokens': text >= 4.5:1 on the box in any page (test_display_browser.py).
 TREE_BOX = "color:#1a1a1a;background:#fafafa;border:1px solid #b0b0b0"
-TREE_LABEL = "color:#404040;font-size:0.85em"  # round numbers and draft positions: 9.5:1 on the box
+TREE_LABEL = "color:#404040;font-size:0.85em"  # round numbers and draft positions: 9.9:1 on the box
 # a node tried and not taken: 6.1:1, struck through as a second cue beside the grey
 REJECTED = (
     "color:#595959;background:#efefef;text-decoration:line-through #595959;border:1px dotted #8c8c8c;padding:0 1px"
@@ -366,7 +366,7 @@ def _trees_html(tok, prompt, new, sources, trees):
             column = tree.position + int(depths[i])
             source = TokenSource(int(sources[column]))
             where = (
-                "the pass before's token, which this pass caught up on"
+                "the round before's token, which this round caught up on"
                 if i < tree.catch_up
                 else f"accepted at draft position {column - tree.position - tree.catch_up + 1}"
             )
