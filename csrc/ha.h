@@ -495,6 +495,28 @@ typedef enum ha_acceptance {
 #define HA_COST_STATE 84     /* ha_assist_params.cost_state: 2 x 32 by draft position, 2 x 10 by draft probability */
 #define HA_COST_MEMORY 512.0 /* candidates the carried counts stand for at most */
 
+/* A record of each round's verified tree (ha_assist_params.tree_record), what the notebook view draws. For row b and
+ * its round i < n_rounds[b] (the row's target passes, in order): rounds[(b * max_new_tokens + i) * HA_TREE_FIELDS +
+ * f] for the fields f below, and nodes[((b * max_new_tokens + i) * 3 + a) * max_nodes + j] for a = 0 the tokens of
+ * its verified nodes (catch-up first, then in the target's append order), a = 1 each node's parent (its index among
+ * the round's nodes; -1 for a root, a node at depth 0), a = 2 the accepted path's node indices from a root down
+ * (HA_TREE_PATH of them: node d of the path has depth d and sits at out's column HA_TREE_START -
+ * HA_TREE_CATCH_UP + d). Bounded: rounds <= max_new_tokens per row, nodes <= the target's max_tree per round. */
+enum {
+    HA_TREE_START,    /* out's column of the round's first new token (the row's tokens generated before it) */
+    HA_TREE_CATCH_UP, /* nodes on the path that were decided before the round (the target's token of the last) */
+    HA_TREE_NODES,    /* nodes verified: the catch-up and the drafted nodes */
+    HA_TREE_PATH,     /* nodes of the accepted path that reached out: the catch-up, then the drafts accepted (those
+                         after an eos or a stopping criterion's end left out) */
+    HA_TREE_FIELDS
+};
+typedef struct ha_tree_record {
+    int64_t max_nodes; /* nodes a round holds, >= the target's max_tree (else HA_ERR_INVALID) */
+    int64_t *n_rounds; /* (B,) written: rounds recorded per row */
+    int64_t *rounds;   /* (B, max_new_tokens, HA_TREE_FIELDS) written */
+    int32_t *nodes;    /* (B, max_new_tokens, 3, max_nodes) written (entries past a round's count left as they are) */
+} ha_tree_record;
+
 typedef struct ha_assist_params {
     ha_generate_params gen;
     int64_t num_assistant_tokens;     /* K at the start of the call, >= 1 */
@@ -541,6 +563,8 @@ typedef struct ha_assist_params {
      * unit time at the measured t(T) (assist_cost.c, ha_cost_siblings), so where width is not cheap rounds verify
      * chains. */
     int64_t tree_width;
+    /* NULL, or with tree_width > 1 (else HA_ERR_INVALID) where each round's tree is recorded (ha_tree_record) */
+    ha_tree_record *tree_record;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {

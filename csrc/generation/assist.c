@@ -352,6 +352,10 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     }
     if (p->schedule == HA_SCHEDULE_COST)
         ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, tree ? r->chain_n : n);
+    if (tree && p->tree_record) {
+        const ha_status st = ha_tree_record_round(p, r, n, kept);
+        if (st != HA_OK) return st;
+    }
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. A tree's target keeps its
      * accepted path (keep_path); the draft holds the chain, of which chain_n candidates were accepted. */
     const int64_t L_old = r->L;
@@ -486,6 +490,12 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                            "takes per row)",
                            (long long)w, (long long)target->max_tree);
     }
+    if (p->tree_record && (w <= 1 || !p->tree_record->n_rounds || !p->tree_record->rounds || !p->tree_record->nodes ||
+                           p->tree_record->max_nodes < target->max_tree))
+        return ha_fail(HA_ERR_INVALID,
+                       "tree_record: a record of token trees needs assistant_tree_width > 1 (got %lld) and room for "
+                       "%lld nodes a round (got %lld)",
+                       (long long)w, (long long)target->max_tree, (long long)p->tree_record->max_nodes);
     if (p->schedule == HA_SCHEDULE_COST) {
         int ok = p->draft_costs && p->target_costs && p->n_draft_costs >= 1 && p->n_draft_costs <= 64 &&
                  p->n_target_costs >= 1 && p->n_target_costs <= 64;
@@ -533,9 +543,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
+    /* trees: (B, 3, max_tree) each row's verified nodes' tokens, parents and accepted path (row_state.node_tok) */
+    int32_t *nodes = w1 ? ha_malloc_array((size_t)B * 3, (size_t)target->max_tree, sizeof(int32_t)) : NULL;
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn ||
         (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
-        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
+        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach || !nodes))) {
         st = ha_fail(HA_ERR_NOMEM,
                      "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld",
@@ -566,7 +578,11 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             r->scratch = scratch;
             r->nkeep = nkeep + i * N;
             r->reach = reach + i * N;
+            r->node_tok = nodes + i * 3 * target->max_tree;
+            r->node_parent = r->node_tok + target->max_tree;
+            r->path = r->node_parent + target->max_tree;
         }
+        if (p->tree_record) p->tree_record->n_rounds[i] = 0;
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
             b.seq[n] = (int32_t)i;
@@ -640,5 +656,6 @@ cleanup:
     free(scratch);
     free(nkeep);
     free(reach);
+    free(nodes);
     return st;
 }

@@ -52,6 +52,13 @@ typedef struct row_state {
     float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
     int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
     double *reach;       /* (max_new,) its chance that the chain reaches each depth */
+    /* this round's verified tree, whatever its shape: filled by its verify and accept, read by ha_tree_keep and
+     * ha_tree_record_round */
+    int32_t *node_tok;   /* (max_tree,) the row's nodes' tokens, its catch-up first, in append order */
+    int32_t *node_parent; /* (max_tree,) each one's parent: its index among the row's nodes, -1 for the first */
+    int64_t n_nodes;
+    int32_t *path;       /* (max_tree,) the accepted path's node indices, from the first node down */
+    int64_t n_path;
 } row_state;
 
 /* Work buffers of a call; rows of V floats grow with the largest round seen. */
@@ -167,5 +174,11 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
 /* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
  * row's round from L_old: keep_path. */
 ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);
+
+/* ---- the record of the trees (assist_record.c) -------------------------------------------------------- */
+
+/* Row r's round into p->tree_record (if any) from its node_tok, node_parent and path: `accepted` drafts accepted, of
+ * which `kept` reached out (the round's tokens, the target's own after them included), from column r->generated. */
+ha_status ha_tree_record_round(const ha_assist_params *p, const row_state *r, int64_t accepted, int64_t kept);
 
 #endif /* HA_ASSIST_H */

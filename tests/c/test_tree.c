@@ -342,6 +342,47 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
     ha_llama_context_free(fresh);
 }
 
+/* The record of a call's trees (ha_tree_record, 2 rows of AN new tokens, 64 nodes a round) against the call's output
+ * `out` and statistics: a row's rounds start at increasing columns, each path a chain of parent links down from a root
+ * whose tokens are out's at their columns, the rounds as many as the target passes, the nodes as many as the drafts and
+ * the catch-up, the paths' drafts as many as the accepted ones. */
+enum { RM = 64 };
+static void check_tree_record(const char *what, const ha_tree_record *rec, const int32_t *out,
+                              const ha_assist_stats *st) {
+    int64_t rounds = 0, nodes = 0, catch_up = 0, accepted = 0;
+    for (int b = 0; b < 2; b++) {
+        int64_t start = -1;
+        for (int64_t i = 0; i < rec->n_rounds[b]; i++) {
+            const int64_t *f = rec->rounds + (b * AN + i) * HA_TREE_FIELDS;
+            const int32_t *tok = rec->nodes + (b * AN + i) * 3 * RM, *parent = tok + RM, *path = parent + RM;
+            const int64_t at = f[HA_TREE_START] - f[HA_TREE_CATCH_UP]; /* the path's first column */
+            CHECK(f[HA_TREE_START] > start && at >= 0 && f[HA_TREE_NODES] <= RM &&
+                      f[HA_TREE_PATH] <= f[HA_TREE_NODES] && f[HA_TREE_CATCH_UP] <= f[HA_TREE_PATH] &&
+                      f[HA_TREE_START] + f[HA_TREE_PATH] - f[HA_TREE_CATCH_UP] <= AN,
+                  "%s: row %d round %lld: start %lld after %lld, catch-up %lld, %lld nodes, path %lld", what, b,
+                  (long long)i, (long long)f[HA_TREE_START], (long long)start, (long long)f[HA_TREE_CATCH_UP],
+                  (long long)f[HA_TREE_NODES], (long long)f[HA_TREE_PATH]);
+            start = f[HA_TREE_START];
+            for (int64_t d = 0; d < f[HA_TREE_PATH]; d++) {
+                CHECK(path[d] >= 0 && path[d] < f[HA_TREE_NODES] && parent[path[d]] == (d ? path[d - 1] : -1) &&
+                          tok[path[d]] == out[b * AN + at + d],
+                      "%s: row %d round %lld: path node %lld (%d) is no child of the one before or not out's token",
+                      what, b, (long long)i, (long long)d, path[d]);
+            }
+            nodes += f[HA_TREE_NODES];
+            catch_up += f[HA_TREE_CATCH_UP];
+            accepted += f[HA_TREE_PATH] - f[HA_TREE_CATCH_UP];
+        }
+        rounds += rec->n_rounds[b];
+    }
+    CHECK(rounds == st->num_target_passes && nodes == st->num_draft_tokens + catch_up &&
+              accepted == st->num_accepted_tokens,
+          "%s: recorded %lld rounds, %lld nodes (%lld catch-up), %lld accepted; the call's %lld passes, %lld drafts, "
+          "%lld accepted",
+          what, (long long)rounds, (long long)nodes, (long long)catch_up, (long long)accepted,
+          (long long)st->num_target_passes, (long long)st->num_draft_tokens, (long long)st->num_accepted_tokens);
+}
+
 /* Tree-assisted output (tokens, steps, scores, sources of the plain steps) equals plain output for two drafts (another
  * model, the target itself), widths 2 and 4, K 1 to 5, the constant, heuristic and cost schedules, with and without an
  * eos, caches of room and (constant schedule) of exactly prompt + max_new (the tree then narrows near the end):
@@ -389,6 +430,12 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                                                         .target_costs = target_costs,
                                                         .n_target_costs = 3,
                                                         .tree_width = width };
+                                static int64_t rec_n[2], rec_rounds[2 * AN * HA_TREE_FIELDS];
+                                static int32_t rec_nodes[2 * AN * 3 * RM];
+                                ha_tree_record rec = {
+                                    .max_nodes = RM, .n_rounds = rec_n, .rounds = rec_rounds, .nodes = rec_nodes
+                                };
+                                ap.tree_record = &rec; /* the record read beside; the output as without */
                                 const tiny *dm = d ? target : other;
                                 const int64_t cap = tight ? AW + AN : 64;
                                 ha_llama_context *tc = ctx_new(target->m, 2, cap), *dc = ctx_new(dm->m, 2, cap);
@@ -437,6 +484,7 @@ static void tree_assisted_equals_plain(int64_t long_from) {
                                     check_cache_holds(what, "target", target->m, tc, b, got + b * AN, steps);
                                     check_cache_holds(what, "draft", dm->m, dc, b, got + b * AN, steps);
                                 }
+                                check_tree_record(what, &rec, got, &st);
                                 siblings_taken += st.num_sibling_accepted;
                                 ha_llama_context_free(tc);
                                 ha_llama_context_free(dc);
@@ -482,6 +530,19 @@ void test_tree_assisted_refusals(void) {
     CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
                  HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width");
+    int64_t n_rounds[2], rounds[2 * AN * HA_TREE_FIELDS];
+    int32_t nodes[2 * AN * 3 * RM];
+    ha_tree_record rec = { .max_nodes = RM - 1, .n_rounds = n_rounds, .rounds = rounds, .nodes = nodes };
+    ap.tree_record = &rec; /* a round's room below the target's max_tree, then a record of chains */
+    ap.tree_width = 2;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
+    CHECK_MSG("room for 64 nodes");
+    rec.max_nodes = RM;
+    ap.tree_width = 1;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
+    CHECK_MSG("tree_record");
     ha_llama_context_free(tc);
     ha_llama_context_free(dc);
     tiny_free(t);

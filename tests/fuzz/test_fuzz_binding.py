@@ -126,6 +126,9 @@ def assisted_options(max_new=3):
         overlap=False,
         cost_state=None,
         tree_width=1,
+        tree_counts=None,
+        tree_rounds=None,
+        tree_nodes=None,
     )
 
 
