@@ -264,24 +264,26 @@ typedef struct ha_lm {
     /* Positions held by sequence seq (0 if seq is out of range). */
     int64_t (*length)(const void *self, int32_t seq);
     /* Token trees (optional: NULL where the model has none, and generation then verifies chains only).
-     * append_tree: n nodes, node i of sequence seq[i] with parent parent[i]: -1 (the node follows the sequence's
-     * last position: depth 0) or an earlier node of the same call and sequence (depth: its parent's + 1); a
-     * sequence's nodes are one after the other in the call, at most max_tree of them. Node i is at position
-     * base + depth (base: the sequence's length before the call): rotary, learned positions and windows as there;
-     * it attends to the cache below base and to its ancestors and itself, in position order, nothing else. Its
-     * logits row (want and logits as append's) is bitwise what appending its path one token at a time gives
-     * (ha_lm.append's exceptions apply: a model with rope_switch, a tree with nodes on both sides of it). After
-     * the call the sequence holds base + (its nodes) positions, those past base being its nodes in call order:
-     * crop it back to base, or keep a path. Errors as append's: nothing appended.
-     * keep_path: nodes (n,) strictly increasing indices among sequence seq's nodes of its last append_tree
-     * (node 0 being the first of them), a path from depth 0 down; their keys and values move to positions base,
-     * base + 1, ... (base: the length before that call) and the sequence then holds base + n positions: what
-     * appending those n tokens gives, bitwise, in O(n) copies. HA_ERR_UNSUPPORTED where sliding-window rings no
-     * longer hold them (a path is kept right after its tree), nothing changed. */
+     * append_tree: n nodes, node i of sequence seq[i] with parent parent[i]: -1 (the node follows the tree's
+     * base: depth 0), an earlier node of the same call and sequence, or -2 - j: node j of the sequence's tree
+     * from its earlier append_tree calls (depth: the parent's + 1); a sequence's nodes are one after the other in
+     * the call. A sequence's tree is its nodes since its base in call order, node 0 first: a call with a node of
+     * parent <= -2 continues the sequence's tree (its nodes follow the tree's, base unchanged), any other call
+     * starts a new one (base: the sequence's length before the call); the sequence's next append, crop to another
+     * length or keep_path ends it. A tree holds at most max_tree nodes. Node i is at position base + depth:
+     * rotary, learned positions and windows as there; it attends to the cache below base and to its ancestors and
+     * itself, in position order, nothing else. Its logits row (want and logits as append's) is bitwise what
+     * appending its path one token at a time gives (ha_lm.append's exceptions apply: a model with rope_switch, a
+     * tree with nodes on both sides of it). After the call the sequence holds base + (its tree's nodes)
+     * positions: crop it back to base, keep a path, or continue the tree. Errors as append's: nothing appended.
+     * keep_path: nodes (n,) strictly increasing indices among the nodes of sequence seq's tree, a path from depth 0
+     * down; their keys and values move to positions base, base + 1, ... (base: the tree's) and the sequence then
+     * holds base + n positions: what appending those n tokens gives, bitwise, in O(n) copies. HA_ERR_UNSUPPORTED
+     * where sliding-window rings no longer hold them (a path is kept right after its tree), nothing changed. */
     ha_status (*append_tree)(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const int32_t *parent,
                              const uint8_t *want, float *logits);
     ha_status (*keep_path)(void *self, int32_t seq, int64_t base, const int32_t *nodes, int64_t n);
-    int64_t max_tree; /* with append_tree: nodes per sequence in one call, >= 1 */
+    int64_t max_tree; /* with append_tree: nodes of a sequence's tree, >= 1 */
 } ha_lm;
 
 typedef struct ha_llama_context ha_llama_context;
@@ -493,6 +495,28 @@ typedef enum ha_acceptance {
 #define HA_COST_STATE 84     /* ha_assist_params.cost_state: 2 x 32 by draft position, 2 x 10 by draft probability */
 #define HA_COST_MEMORY 512.0 /* candidates the carried counts stand for at most */
 
+/* A record of each round's verified tree (ha_assist_params.tree_record), what the notebook view draws. For row b and
+ * its round i < n_rounds[b] (the row's target passes, in order): rounds[(b * max_new_tokens + i) * HA_TREE_FIELDS +
+ * f] for the fields f below, and nodes[((b * max_new_tokens + i) * 3 + a) * max_nodes + j] for a = 0 the tokens of
+ * its verified nodes (catch-up first, then in the target's append order), a = 1 each node's parent (its index among
+ * the round's nodes; -1 for a root, a node at depth 0), a = 2 the accepted path's node indices from a root down
+ * (HA_TREE_PATH of them: node d of the path has depth d and sits at out's column HA_TREE_START -
+ * HA_TREE_CATCH_UP + d). Bounded: rounds <= max_new_tokens per row, nodes <= the target's max_tree per round. */
+enum {
+    HA_TREE_START,    /* out's column of the round's first new token (the row's tokens generated before it) */
+    HA_TREE_CATCH_UP, /* nodes on the path that were decided before the round (the target's token of the last) */
+    HA_TREE_NODES,    /* nodes verified: the catch-up and the drafted nodes */
+    HA_TREE_PATH,     /* nodes of the accepted path that reached out: the catch-up, then the drafts accepted (those
+                         after an eos or a stopping criterion's end left out) */
+    HA_TREE_FIELDS
+};
+typedef struct ha_tree_record {
+    int64_t max_nodes; /* nodes a round holds, >= the target's max_tree (else HA_ERR_INVALID) */
+    int64_t *n_rounds; /* (B,) written: rounds recorded per row */
+    int64_t *rounds;   /* (B, max_new_tokens, HA_TREE_FIELDS) written */
+    int32_t *nodes;    /* (B, max_new_tokens, 3, max_nodes) written (entries past a round's count left as they are) */
+} ha_tree_record;
+
 typedef struct ha_assist_params {
     ha_generate_params gen;
     int64_t num_assistant_tokens;     /* K at the start of the call, >= 1 */
@@ -549,6 +573,8 @@ typedef struct ha_assist_params {
      * the root as for siblings: bitwise plain output for greedy and coupled, the target's distribution for
      * rejection sampling. Not with prompt lookup (HA_ERR_INVALID). */
     int tree_dynamic;
+    /* NULL, or with tree_width > 1 (else HA_ERR_INVALID) where each round's tree is recorded (ha_tree_record) */
+    ha_tree_record *tree_record;
 } ha_assist_params;
 
 typedef struct ha_assist_stats {

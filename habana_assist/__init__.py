@@ -37,6 +37,7 @@ from .generation.stopping_criteria import (
     StopStringCriteria,
 )
 from .generation.streamers import BaseStreamer, TextIteratorStreamer, TextStreamer
+from .generation.token_tree import TokenTree
 from .generation.utils import GenerateDecoderOnlyOutput, TokenSource, set_seed
 from .integrations.wrap import WrappedModel, wrap
 from .modeling_utils import CausalLMOutput, PreTrainedCausalLM, get_num_threads, set_num_threads
@@ -75,6 +76,7 @@ __all__ = [
     "GenerationConfig",
     "GenerateDecoderOnlyOutput",
     "TokenSource",
+    "TokenTree",
     "plot_acceptance",
     "AssistedCosts",
     "CausalLMOutput",

@@ -24,6 +24,9 @@ COST_STATE: int  # floats of the cost schedule's learned state per (target, draf
 SCHEDULES: tuple[str, ...]
 ACCEPTANCES: tuple[str, ...]
 TREE_SHAPES: tuple[str, ...]
+# The columns of generate_assisted's tree_rounds record, by name in order ("start", "catch_up", "nodes", "path"; ha.h
+# ha_tree_record's HA_TREE_* fields).
+TREE_FIELDS: tuple[str, ...]
 
 @final
 class AssistedStats(structseq[int], tuple[int, int, int, int, int, int, int, int, int, int, int]):
@@ -113,6 +116,8 @@ class Context:
     def max_rollback(self) -> int: ...
     @property
     def rope_switch(self) -> int: ...
+    @property
+    def max_tree(self) -> int: ...  # nodes per sequence one token-tree verification takes (0: none)
 
 @final
 class BPE:

@@ -289,6 +289,7 @@ class PreTrainedCausalLM(GenerationMixin):
     def from_pretrained(
         cls,
         pretrained_model_name_or_path: PathLike,
+        *model_args: Any,
         dtype: Optional[Any] = None,
         max_cache_len: Optional[int] = None,
         torch_dtype: Optional[Any] = None,
@@ -344,6 +345,8 @@ class PreTrainedCausalLM(GenerationMixin):
             config: a config to load the weights for instead of the checkpoint's config.json, as Transformers'
                 config=: a PretrainedConfig (copied), a Transformers config object (read from its to_dict()) or
                 the path of a config.json. With config=, every config override in **kwargs is refused.
+            *model_args: refused: Transformers hands extra positional arguments to the model's constructor, which
+                takes none here; pass dtype and the rest as keywords.
             **kwargs: the hub arguments revision, cache_dir, local_files_only, token (use_auth_token), force_download,
                 proxies and subfolder (resume_download accepted: downloads always resume). Transformers' loading
                 arguments that change nothing here, with those values only (checkpoints/loading.py's _LOAD_ARGUMENTS):
@@ -373,6 +376,12 @@ class PreTrainedCausalLM(GenerationMixin):
             HubError: the Hub refused the request (a gated repo without a token) or a download came out wrong.
             InvalidInputError: an argument out of range, refused or unknown, or two that disagree.
         """
+        if model_args:
+            raise InvalidInputError(
+                f"from_pretrained: {len(model_args)} positional argument(s) after the path ({model_args[0]!r}...); "
+                "Transformers hands them to the model's constructor, which takes none here: pass dtype=, "
+                "max_cache_len= and the rest as keywords"
+            )
         hub_arguments = pop_hub_arguments(kwargs, "from_pretrained")
         overrides = check_load_arguments(kwargs)
         if load_in_8bit and load_in_4bit:
@@ -858,10 +867,10 @@ class PreTrainedCausalLM(GenerationMixin):
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         return_dict = cfg.return_dict if return_dict is None else return_dict
         if kwargs:
+            code = PreTrainedCausalLM.forward.__code__  # the named parameters, after self
             raise InvalidInputError(
-                f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's "
-                "forward (it takes input_ids, attention_mask, past_key_values, use_cache, labels, "
-                "return_dict, output_hidden_states, position_ids, cache_position, logits_to_keep)"
+                f"forward() got {', '.join(sorted(kwargs))}: not an argument of this model's forward (it takes "
+                f"{', '.join(code.co_varnames[1 : code.co_argcount])})"
             )
         if inputs_embeds is not None:
             raise InvalidInputError("inputs_embeds is not supported: the core embeds token ids itself; pass input_ids")

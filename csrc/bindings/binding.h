@@ -213,6 +213,9 @@ enum {
     G_DCOSTS,
     G_TCOSTS,
     G_STATE,
+    G_TREE_COUNTS,
+    G_TREE_ROUNDS,
+    G_TREE_NODES,
     G_NBUF
 };
 

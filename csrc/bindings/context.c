@@ -296,7 +296,8 @@ static PyObject *Context_get(ContextObject *self, void *which) {
                                : w == 1 ? lm->capacity
                                : w == 2 ? lm->vocab_size
                                : w == 3 ? lm->max_rollback
-                                        : lm->rope_switch);
+                               : w == 4 ? lm->rope_switch
+                                        : (lm->append_tree ? lm->max_tree : 0));
 }
 
 
@@ -331,6 +332,9 @@ static PyGetSetDef Context_getset[] = {
     { "rope_switch", (getter)Context_get, NULL,
       "0, or the length past which an append rotates with other factors (longrope; ha.h: ha_lm.rope_switch)",
       (void *)4 },
+    { "max_tree", (getter)Context_get, NULL,
+      "nodes per sequence one token-tree verification takes; 0 without tree attention (ha.h: ha_lm.max_tree)",
+      (void *)5 },
     { NULL, NULL, NULL, NULL, NULL },
 };
 

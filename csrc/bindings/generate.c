@@ -33,11 +33,13 @@
  * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
  * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
  * tree_width (ha_assist_params.tree_width: 1, chains); tree_shape a tree shape by name (TREE_SHAPES below:
- * ha_assist_params.tree_dynamic). */
+ * ha_assist_params.tree_dynamic); tree_counts int64 (B,), tree_rounds int64 (B, max_new_tokens, HA_TREE_FIELDS) and
+ * tree_nodes int32 (B, max_new_tokens, 3, max_nodes), all three written, or all three None (ha_assist_params.tree_record:
+ * the record of each round's tree, with tree_width > 1). */
 #define ASSISTED_OPTIONS                                                                                      \
     "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", "prompt_lookup_num_tokens",     \
         "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", "accepted_at", "cost_state", \
-        "overlap", "tree_width", "tree_shape"
+        "overlap", "tree_width", "tree_shape", "tree_counts", "tree_rounds", "tree_nodes"
 
 /* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
  * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
@@ -412,9 +414,25 @@ static PyObject *names_of(const named_value *table) {
     return t;
 }
 
+/* The columns of tree_rounds (ha.h's HA_TREE_* fields), by name in their order: the module's TREE_FIELDS. */
+static const named_value TREE_FIELDS[] = {
+    { "start", HA_TREE_START },
+    { "catch_up", HA_TREE_CATCH_UP },
+    { "nodes", HA_TREE_NODES },
+    { "path", HA_TREE_PATH },
+    { NULL, 0 },
+};
+_Static_assert(sizeof TREE_FIELDS / sizeof *TREE_FIELDS == HA_TREE_FIELDS + 1, "a name for each tree_rounds column");
+
 int generate_init(PyObject *m) {
     AssistedStatsType = PyStructSequence_NewType(&ASSISTED_STATS_DESC);
     if (!AssistedStatsType || PyModule_AddObjectRef(m, "AssistedStats", (PyObject *)AssistedStatsType) < 0) return -1;
+    PyObject *tree_fields = names_of(TREE_FIELDS);
+    if (!tree_fields || PyModule_AddObjectRef(m, "TREE_FIELDS", tree_fields) < 0) {
+        Py_XDECREF(tree_fields);
+        return -1;
+    }
+    Py_DECREF(tree_fields);
     PyObject *schedules = names_of(SCHEDULES), *acceptances = names_of(ACCEPTANCES), *shapes = names_of(TREE_SHAPES);
     int rc = -1;
     if (schedules && acceptances && shapes && PyModule_AddObjectRef(m, "SCHEDULES", schedules) == 0 &&
@@ -460,7 +478,10 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         take_buf(&g, G_ACCEPTED, opts, what, "accepted_at", "q", 1, 0) ||
         take_buf(&g, G_DCOSTS, opts, what, "draft_costs", "d", 0, 1) ||
         take_buf(&g, G_TCOSTS, opts, what, "target_costs", "d", 0, 1) ||
-        take_buf(&g, G_STATE, opts, what, "cost_state", "d", 1, 1))
+        take_buf(&g, G_STATE, opts, what, "cost_state", "d", 1, 1) ||
+        take_buf(&g, G_TREE_COUNTS, opts, what, "tree_counts", "q", 1, 1) ||
+        take_buf(&g, G_TREE_ROUNDS, opts, what, "tree_rounds", "q", 1, 1) ||
+        take_buf(&g, G_TREE_NODES, opts, what, "tree_nodes", "i", 1, 1))
         goto cleanup;
     const Py_buffer *prop = &g.buf[G_PROPOSED], *acc = &g.buf[G_ACCEPTED];
     const Py_buffer *dcosts = (g.held & (1 << G_DCOSTS)) ? &g.buf[G_DCOSTS] : NULL;
@@ -480,6 +501,25 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
                      "generate_assisted: proposed_at and accepted_at need max_new_tokens=%lld entries", max_new);
         goto cleanup;
     }
+    const int tree_bufs = !!(g.held & (1 << G_TREE_COUNTS)) + !!(g.held & (1 << G_TREE_ROUNDS)) +
+                          !!(g.held & (1 << G_TREE_NODES));
+    const Py_buffer *tc = &g.buf[G_TREE_COUNTS], *tr = &g.buf[G_TREE_ROUNDS], *tn = &g.buf[G_TREE_NODES];
+    if (tree_bufs != 0 &&
+        (tree_bufs != 3 || tc->ndim != 1 || tc->shape[0] != lm->n_seq || tr->ndim != 3 || tr->shape[0] != lm->n_seq ||
+         tr->shape[1] != max_new || tr->shape[2] != HA_TREE_FIELDS || tn->ndim != 4 || tn->shape[0] != lm->n_seq ||
+         tn->shape[1] != max_new || tn->shape[2] != 3)) {
+        PyErr_Format(InvalidInputError,
+                     "generate_assisted: tree_counts (%lld,), tree_rounds (%lld, %lld, %d) and tree_nodes (%lld, %lld, "
+                     "3, nodes) go together, or all three None",
+                     (long long)lm->n_seq, (long long)lm->n_seq, max_new, HA_TREE_FIELDS, (long long)lm->n_seq,
+                     max_new);
+        goto cleanup;
+    }
+    ha_tree_record record = { 0 };
+    if (tree_bufs)
+        record = (ha_tree_record){
+            .max_nodes = tn->shape[3], .n_rounds = tc->buf, .rounds = tr->buf, .nodes = tn->buf
+        };
     ha_assist_params p = {
         .gen = g.p,
         .num_assistant_tokens = K,
@@ -496,6 +536,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .cost_state = state ? state->buf : NULL,
         .tree_width = tree_width,
         .tree_dynamic = tree_shape,
+        .tree_record = tree_bufs ? &record : NULL,
     };
     ha_assist_stats stats = { .proposed_at = prop->buf, .accepted_at = acc->buf };
     if (context_enter(tctx) != 0) goto cleanup;

@@ -362,6 +362,10 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     }
     if (p->schedule == HA_SCHEDULE_COST && !dyn)
         ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, tree ? r->chain_n : n);
+    if (tree && p->tree_record) {
+        const ha_status st = ha_tree_record_round(p, r, n, kept);
+        if (st != HA_OK) return st;
+    }
     /* Both caches keep only decided tokens; the newest token is seen on the next catch-up. A tree's target keeps its
      * accepted path (keep_path); the draft holds the chain, of which chain_n candidates were accepted. */
     const int64_t L_old = r->L;
@@ -372,7 +376,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
         ha_status st = ha_dyn_keep(target, draft, r, L_old, r->L - 1 - (L_old - r->catch_up), &r->draft_len);
         if (st != HA_OK) return st;
     } else if (tree) {
-        ha_status st = ha_tree_keep(target, r, L_old, r->L - 1 - (L_old - r->catch_up), n);
+        ha_status st = ha_tree_keep(target, r, L_old, r->L - 1 - (L_old - r->catch_up));
         if (st != HA_OK) return st;
         if (r->draft_len > L_old + r->chain_n) r->draft_len = L_old + r->chain_n;
     }
@@ -503,6 +507,12 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
                            "takes per row)",
                            (long long)w, (long long)target->max_tree);
     }
+    if (p->tree_record && (w <= 1 || !p->tree_record->n_rounds || !p->tree_record->rounds || !p->tree_record->nodes ||
+                           p->tree_record->max_nodes < target->max_tree))
+        return ha_fail(HA_ERR_INVALID,
+                       "tree_record: a record of token trees needs assistant_tree_width > 1 (got %lld) and room for "
+                       "%lld nodes a round (got %lld)",
+                       (long long)w, (long long)target->max_tree, (long long)p->tree_record->max_nodes);
     if (p->tree_dynamic != 0 && p->tree_dynamic != 1)
         return ha_fail(HA_ERR_INVALID, "tree_dynamic=%d must be 0 (assistant_tree_shape='siblings') or 1 ('dynamic')",
                        p->tree_dynamic);
@@ -567,24 +577,23 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
-    /* trees, for the record: (B, max_tree) the verified nodes' tokens and parents, the accepted path */
-    const int64_t mt = w1 ? target->max_tree : 0;
-    int32_t *rec = w1 ? ha_malloc_array((size_t)B * 3, (size_t)mt, sizeof(int32_t)) : NULL;
+    /* trees: (B, 3, max_tree) each row's verified nodes' tokens, parents and accepted path (row_state.node_tok) */
+    int32_t *nodes = w1 ? ha_malloc_array((size_t)B * 3, (size_t)target->max_tree, sizeof(int32_t)) : NULL;
     /* dynamic trees: (B, n_dyn) drafted nodes, (B, max_tree) the verified ones, their gains; (B,) counts */
     b.n_dyn = dyn ? ha_dyn_max_nodes(w, target->max_tree) : 0;
-    b.max_tree = mt;
+    b.max_tree = target->max_tree;
     dyn_node *dn = dyn ? ha_malloc_array((size_t)B, (size_t)b.n_dyn, sizeof(dyn_node)) : NULL;
-    int32_t *vnode = dyn ? ha_malloc_array((size_t)B, (size_t)mt, sizeof(int32_t)) : NULL;
-    b.gain = dyn ? ha_malloc_array((size_t)B, (size_t)mt, sizeof(double)) : NULL;
+    int32_t *vnode = dyn ? ha_malloc_array((size_t)B, (size_t)target->max_tree, sizeof(int32_t)) : NULL;
+    b.gain = dyn ? ha_malloc_array((size_t)B, (size_t)target->max_tree, sizeof(double)) : NULL;
     b.n_sel = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
     b.n_keep = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
-    if ((w1 && !rec) || (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep))) {
+    if (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep)) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for the token trees of %lld rows", (long long)B);
         goto cleanup;
     }
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn ||
         (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
-        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach))) {
+        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach || !nodes))) {
         st = ha_fail(HA_ERR_NOMEM,
                      "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld",
@@ -615,14 +624,15 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             r->scratch = scratch;
             r->nkeep = nkeep + i * N;
             r->reach = reach + i * N;
-            r->node_tok = rec + (3 * i) * mt;
-            r->node_parent = rec + (3 * i + 1) * mt;
-            r->path = rec + (3 * i + 2) * mt;
+            r->node_tok = nodes + i * 3 * target->max_tree;
+            r->node_parent = r->node_tok + target->max_tree;
+            r->path = r->node_parent + target->max_tree;
         }
         if (dyn) {
             r->dn = dn + i * b.n_dyn;
-            r->vnode = vnode + i * mt;
+            r->vnode = vnode + i * target->max_tree;
         }
+        if (p->tree_record) p->tree_record->n_rounds[i] = 0;
         memcpy(r->tok, prompt + i * prompt_width + first, (size_t)r->L * sizeof(int32_t));
         for (int64_t j = 0; j < r->L; j++) {
             b.seq[n] = (int32_t)i;
@@ -696,7 +706,7 @@ cleanup:
     free(scratch);
     free(nkeep);
     free(reach);
-    free(rec);
+    free(nodes);
     free(dn);
     free(vnode);
     free(b.gain);

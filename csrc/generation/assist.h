@@ -52,12 +52,12 @@ typedef struct row_state {
     float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
     int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
     double *reach;       /* (max_new,) its chance that the chain reaches each depth */
-    /* every tree round (either shape), for the record (a view of the branches tried reads these): written by the
-     * verify, path by the acceptance */
-    int32_t *node_tok;    /* (max_tree,) the row's verified nodes' tokens: its catch-up first, in append order */
-    int32_t *node_parent; /* (max_tree,) each one's parent among them; -1 at the tree's base (the sequence's end) */
+    /* this round's verified tree, whatever its shape: filled by its verify and accept, read by ha_tree_keep and
+     * ha_tree_record_round */
+    int32_t *node_tok;   /* (max_tree,) the row's nodes' tokens, its catch-up first, in append order */
+    int32_t *node_parent; /* (max_tree,) each one's parent: its index among the row's nodes, -1 for the first */
     int64_t n_nodes;
-    int32_t *path;        /* (max_tree,) the accepted path's node indices: the catch-up's, then the nodes accepted */
+    int32_t *path;       /* (max_tree,) the accepted path's node indices, from the first node down */
     int64_t n_path;
     /* dynamic trees (ha_assist_params.tree_dynamic; see assist_dyntree.c) */
     struct dyn_node *dn;  /* (n_dyn,) this round's drafted nodes; dn[0] is the root (the row's last token) */
@@ -229,8 +229,14 @@ void ha_cost_dyn_budget(const cost_model *c, row_state *rows, int64_t B, const d
 /* d(n) / t(1): a draft step of n rows (0 for none). */
 double ha_cost_draft_step(const cost_model *c, int64_t n);
 
-/* The round's accepted path (catch-up, then the n tokens accepted) into r->path, and the target keeps its first `keep`
- * positions after the row's round from L_old: keep_path. */
-ha_status ha_tree_keep(ha_lm *target, row_state *r, int64_t L_old, int64_t keep, int64_t n);
+/* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
+ * row's round from L_old: keep_path. */
+ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep);
+
+/* ---- the record of the trees (assist_record.c) -------------------------------------------------------- */
+
+/* Row r's round into p->tree_record (if any) from its node_tok, node_parent and path: `accepted` drafts accepted, of
+ * which `kept` reached out (the round's tokens, the target's own after them included), from column r->generated. */
+ha_status ha_tree_record_round(const ha_assist_params *p, const row_state *r, int64_t accepted, int64_t kept);
 
 #endif /* HA_ASSIST_H */

@@ -88,7 +88,7 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
             }
             parent = cand;
         }
-        r->n_nodes = n - first; /* for the record */
+        r->n_nodes = n - first; /* the row's tree as its nodes, read by ha_tree_keep and the record */
         for (int64_t j = 0; j < r->n_nodes; j++) {
             r->node_tok[j] = b->tok[first + j];
             r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
@@ -160,8 +160,8 @@ static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *s
     return n;
 }
 
-int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
-                       float *scratch, int32_t *next) {
+static int64_t accept_nodes(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft,
+                            int64_t V, float *scratch, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
     const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
     r->sib_taken = -1;
@@ -191,14 +191,19 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
     }
 }
 
-ha_status ha_tree_keep(ha_lm *target, row_state *r, int64_t L_old, int64_t keep, int64_t n) {
-    /* the accepted path (r->path: <= ha_lm.max_tree nodes, as a row's tree never has more) */
-    const int64_t base = L_old - r->catch_up;
-    r->n_path = r->catch_up + n;
-    for (int64_t j = 0; j < r->n_path; j++) {
-        const int64_t c = j - r->catch_up; /* candidate c, or a catch-up token */
-        r->path[j] = (int32_t)(c < 0 ? j : c < r->chain_n ? node_of(r, c) : node_of(r, c) + 1 + r->sib_taken);
-    }
-    if (keep > r->n_path) return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: a path of %lld nodes", (long long)keep);
-    return target->keep_path(target->self, r->row, base, r->path, keep);
+int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
+                       float *scratch, int32_t *next) {
+    const int64_t n = accept_nodes(p, sampler, r, model_draft, V, scratch, next);
+    r->n_path = 0; /* the accepted path: the catch-up, the chain's chain_n candidates, then the sibling taken */
+    for (int64_t j = 0; j < r->catch_up; j++) r->path[r->n_path++] = (int32_t)j;
+    for (int64_t c = 0; c < r->chain_n; c++) r->path[r->n_path++] = (int32_t)node_of(r, c);
+    if (r->sib_taken >= 0) r->path[r->n_path++] = (int32_t)(node_of(r, r->chain_n) + 1 + r->sib_taken);
+    return n;
+}
+
+ha_status ha_tree_keep(ha_lm *target, const row_state *r, int64_t L_old, int64_t keep) {
+    if (keep > r->n_path)
+        return ha_fail(HA_ERR_INTERNAL, "assist_tree.c: keeps %lld nodes of a path of %lld", (long long)keep,
+                       (long long)r->n_path);
+    return target->keep_path(target->self, r->row, L_old - r->catch_up, r->path, keep);
 }

@@ -316,28 +316,30 @@ static void block_weights(const ha_kernels *k, float (*sc)[KEY_BLOCK], int64_t n
 }
 
 /* The block of keys from position kb of tree node i (chunk index): the positions below its tree's base from the
- * cache's slots, then its ancestors' and its own from theirs (c->store), each stretch of consecutive slots scored
- * and summed by one kernel call at its column of the block. The kernels score each key on its own and add values
- * key by key in order (ha_kernels.attn_scores, attn_values), so the block is bitwise the one a sequential decode of
- * the node's path reads from consecutive positions. qs (nq, hd) the node's queries, the rest as attention_range's. */
+ * cache's slots, then its ancestors' and its own from theirs (node j of the tree at slot base + j; ancestors from
+ * an earlier call of the same tree alike), each stretch of consecutive slots scored and summed by one kernel call
+ * at its column of the block. The kernels score each key on its own and add values key by key in order
+ * (ha_kernels.attn_scores, attn_values), so the block is bitwise the one a sequential decode of the node's path
+ * reads from consecutive positions. qs (nq, hd) the node's queries, the rest as attention_range's. */
 static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i, int64_t kb, int64_t S, const float *K,
                        const float *V, const float *qs, int64_t nq, int64_t hd, float scale, float cap,
                        float (*sc)[KEY_BLOCK], float *mx, float *sum, float *acc) {
     const int64_t p = c->pos[i], tb = c->tbase[i], end = kb + KEY_BLOCK <= p + 1 ? kb + KEY_BLOCK : p + 1;
     const int64_t nk = end - kb, nc = tb > kb ? (tb < end ? tb : end) - kb : 0; /* keys, and those in the cache */
-    int32_t path[CHUNK]; /* the chunk index of the node's ancestor at each depth, and its own */
-    for (int64_t d = p - tb, at = i; d >= 0; d--, at = c->tparent[at]) path[d] = (int32_t)at;
+    const int32_t *par = c->tpar + (size_t)c->seq[i] * CHUNK;
+    int32_t path[CHUNK]; /* the tree index of the node's ancestor at each depth, and its own */
+    for (int64_t d = p - tb, at = c->tnode[i]; d >= 0; d--, at = par[at]) path[d] = (int32_t)at;
     const int64_t d0 = (kb > tb ? kb : tb) - tb, d1 = end - tb; /* the tree's depths in the block */
     if (nc > 0) k->attn_scores(qs, nq, hd, K, hd, kb % S, S, nc, hd, scale, sc[0], KEY_BLOCK);
     for (int64_t d = d0, e; d < d1; d = e) {
-        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
-        k->attn_scores(qs, nq, hd, K, hd, c->store[path[d]] % S, S, e - d, hd, scale, sc[0] + (tb + d - kb), KEY_BLOCK);
+        for (e = d + 1; e < d1 && path[e] == path[e - 1] + 1;) e++;
+        k->attn_scores(qs, nq, hd, K, hd, (tb + path[d]) % S, S, e - d, hd, scale, sc[0] + (tb + d - kb), KEY_BLOCK);
     }
     block_weights(k, sc, nq, nk, cap, mx, sum, acc, hd);
     if (nc > 0) k->attn_values(sc[0], KEY_BLOCK, nq, V, hd, kb % S, S, nc, hd, acc, hd);
     for (int64_t d = d0, e; d < d1; d = e) {
-        for (e = d + 1; e < d1 && c->store[path[e]] == c->store[path[e - 1]] + 1;) e++;
-        k->attn_values(sc[0] + (tb + d - kb), KEY_BLOCK, nq, V, hd, c->store[path[d]] % S, S, e - d, hd, acc, hd);
+        for (e = d + 1; e < d1 && path[e] == path[e - 1] + 1;) e++;
+        k->attn_values(sc[0] + (tb + d - kb), KEY_BLOCK, nq, V, hd, (tb + path[d]) % S, S, e - d, hd, acc, hd);
     }
 }
 

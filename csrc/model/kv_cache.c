@@ -126,6 +126,7 @@ static ha_status append_tokens(ha_llama_context *c, int64_t n, const int32_t *se
         for (int64_t i = 0; i < T; i++) {
             const int32_t s = seq[b + i];
             c->seq[i] = s;
+            c->tnodes[s] = 0;
             c->store[i] = c->pos[i] = c->len[s]++;
             if (c->pos[i] > c->top[s]) c->top[s] = c->pos[i];
         }
@@ -163,6 +164,7 @@ static ha_status ctx_crop(void *self, int32_t seq, int64_t len) {
                        "only %d positions beyond their window, so it cannot go back to %lld (crop at most %d positions "
                        "after an append, or crop to 0 and append again)",
                        seq, (long long)c->top[seq] + 1, HA_RING_SLACK, (long long)len, HA_RING_SLACK);
+    if (len != c->len[seq]) c->tnodes[seq] = 0;
     c->len[seq] = len;
     if (len == 0) c->top[seq] = -1;
     return HA_OK;
@@ -177,7 +179,8 @@ static int64_t ctx_length(const void *self, int32_t seq) {
 
 static size_t kv_at(const ha_llama_context *c, int64_t l, int64_t s, int64_t g, int64_t p);
 
-/* Checks a tree call as ha.h's contract states it, leaving each sequence's node count in c->adding. */
+/* Checks a tree call as ha.h's contract states it, leaving each sequence's node count in c->adding and whether the
+ * call continues its tree in c->tcont. */
 static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, const int32_t *tokens,
                             const int32_t *parent, const uint8_t *want, float *logits) {
     const int64_t V = c->m->cfg.vocab_size;
@@ -187,6 +190,9 @@ static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, 
         return ha_fail(HA_ERR_INVALID, "append_tree: hidden states were requested for an append, not a tree");
     int wanted = 0;
     memset(c->adding, 0, (size_t)c->n_seq * sizeof(int64_t));
+    memset(c->tcont, 0, (size_t)c->n_seq);
+    for (int64_t i = 0; i < n; i++)
+        if (seq && parent && seq[i] >= 0 && seq[i] < c->n_seq && parent[i] <= -2) c->tcont[seq[i]] = 1;
     for (int64_t i = 0; i < n; i++) {
         const int32_t s = seq[i];
         if (s < 0 || s >= c->n_seq)
@@ -202,14 +208,19 @@ static ha_status tree_check(ha_llama_context *c, int64_t n, const int32_t *seq, 
                            "append_tree: the nodes of sequence %d are not together (index %lld); give "
                            "each sequence's nodes one after the other",
                            s, (long long)i);
-        if (parent[i] != -1 && (parent[i] < 0 || parent[i] >= i || seq[parent[i]] != s))
+        if (parent[i] <= -2 && -2 - (int64_t)parent[i] >= c->tnodes[s])
             return ha_fail(HA_ERR_INVALID,
-                           "append_tree: node %lld's parent %d is not -1 nor an earlier node of its "
-                           "sequence",
+                           "append_tree: node %lld's parent %d names node %lld of sequence %d's tree, which holds "
+                           "%lld (a tree ends at the sequence's next append, crop or keep_path)",
+                           (long long)i, parent[i], (long long)(-2 - (int64_t)parent[i]), s, (long long)c->tnodes[s]);
+        if (parent[i] >= 0 && (parent[i] >= i || seq[parent[i]] != s))
+            return ha_fail(HA_ERR_INVALID,
+                           "append_tree: node %lld's parent %d is not -1, an earlier node of its sequence in "
+                           "this call, nor -2 - j for node j of its tree",
                            (long long)i, parent[i]);
-        if (++c->adding[s] > CHUNK)
-            return ha_fail(HA_ERR_INVALID,
-                           "append_tree: more than %d nodes for sequence %d in one call (ha_lm.max_tree)", CHUNK, s);
+        if (++c->adding[s] + (c->tcont[s] ? c->tnodes[s] : 0) > CHUNK)
+            return ha_fail(HA_ERR_INVALID, "append_tree: more than %d nodes in sequence %d's tree (ha_lm.max_tree)",
+                           CHUNK, s);
         wanted |= !want || want[i];
     }
     for (int64_t s = 0; s < c->n_seq; s++)
@@ -241,14 +252,19 @@ static ha_status ctx_append_tree(void *self, int64_t n, const int32_t *seq, cons
         /* whole sequences' nodes, as many as fit in a chunk */
         T = c->adding[seq[b]];
         while (b + T < n && T + c->adding[seq[b + T]] <= CHUNK) T += c->adding[seq[b + T]];
-        for (int64_t i = 0; i < T; i++) {
+        for (int64_t i = 0, first = 0; i < T; i++) {
             const int32_t s = seq[b + i];
-            const int first = i == 0 || c->seq[i - 1] != s; /* the sequence's first node (its nodes are together) */
+            if (i == 0 || c->seq[i - 1] != s) first = i; /* the sequence's first node here (its nodes are together) */
+            const int64_t held = c->tcont[s] ? c->tnodes[s] : 0; /* its tree's nodes from earlier calls */
+            const int32_t j = (int32_t)(held + i - first), pa = parent[b + i];
+            int32_t *par = c->tpar + (size_t)s * CHUNK, *depth = c->tdepth + (size_t)s * CHUNK;
             c->seq[i] = s;
-            c->tbase[i] = c->len[s];
-            c->tparent[i] = parent[b + i] < 0 ? -1 : (int32_t)(parent[b + i] - b);
-            c->pos[i] = c->tparent[i] < 0 ? c->len[s] : c->pos[c->tparent[i]] + 1;
-            c->store[i] = first ? c->len[s] : c->store[i - 1] + 1;
+            c->tbase[i] = c->len[s] - held;
+            c->tnode[i] = j;
+            par[j] = pa == -1 ? -1 : pa <= -2 ? -2 - pa : (int32_t)(held + pa - b - first);
+            depth[j] = par[j] < 0 ? 0 : depth[par[j]] + 1;
+            c->pos[i] = c->tbase[i] + depth[j];
+            c->store[i] = c->tbase[i] + j;
             if (c->store[i] > c->top[s]) c->top[s] = c->store[i];
         }
         /* longrope as append's: the table of the sequence's last position in the call (its deepest node) */
@@ -267,7 +283,11 @@ static ha_status ctx_append_tree(void *self, int64_t n, const int32_t *seq, cons
     }
     c->tree = 0;
     for (int64_t i = 0; i < n; i++)
-        if (i == 0 || seq[i - 1] != seq[i]) c->len[seq[i]] += c->adding[seq[i]];
+        if (i == 0 || seq[i - 1] != seq[i]) {
+            const int32_t s = seq[i];
+            c->len[s] += c->adding[s];
+            c->tnodes[s] = (c->tcont[s] ? c->tnodes[s] : 0) + c->adding[s];
+        }
     return HA_OK;
 }
 
@@ -279,12 +299,20 @@ static ha_status ctx_keep_path(void *self, int32_t seq, int64_t base, const int3
                        (long long)c->n_seq);
     if (base < 0 || n < 0 || (n > 0 && !nodes))
         return ha_fail(HA_ERR_INVALID, "keep_path: bad arguments (base %lld, n %lld)", (long long)base, (long long)n);
+    const int64_t nodes_held = c->tnodes[seq];
+    if (n > 0 && (nodes_held == 0 || base != c->len[seq] - nodes_held))
+        return ha_fail(HA_ERR_INVALID,
+                       "keep_path: sequence %d %s; keep a path of the tree its last append_tree calls made, from its "
+                       "base",
+                       seq, nodes_held == 0 ? "holds no tree" : "'s tree does not start at the base given");
+    const int32_t *par = c->tpar + (size_t)seq * CHUNK;
     for (int64_t j = 0; j < n; j++)
-        if (nodes[j] < 0 || (j > 0 && nodes[j] <= nodes[j - 1]) || base + nodes[j] >= c->len[seq])
+        if (nodes[j] < 0 || nodes[j] >= nodes_held || par[nodes[j]] != (j > 0 ? nodes[j - 1] : -1))
             return ha_fail(HA_ERR_INVALID,
-                           "keep_path: node %d (at %lld) is not after the one before it within the %lld "
-                           "positions past %lld that sequence %d holds",
-                           nodes[j], (long long)j, (long long)(c->len[seq] - base), (long long)base, seq);
+                           "keep_path: node %d (at %lld) is not %s among the %lld nodes of sequence %d's tree; give a "
+                           "path from depth 0 down",
+                           nodes[j], (long long)j, j > 0 ? "a child of the one before it" : "at depth 0",
+                           (long long)nodes_held, seq);
     if (base + n > c->len[seq])
         return ha_fail(HA_ERR_INVALID, "keep_path: %lld positions past %lld, but sequence %d holds %lld", (long long)n,
                        (long long)base, seq, (long long)c->len[seq]);
@@ -308,6 +336,7 @@ static ha_status ctx_keep_path(void *self, int32_t seq, int64_t base, const int3
                        bytes);
             }
     c->len[seq] = base + n;
+    c->tnodes[seq] = 0;
     if (c->len[seq] == 0) c->top[seq] = -1;
     return HA_OK;
 }
@@ -402,7 +431,11 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->pos = malloc(R * sizeof(int64_t));
     c->store = malloc(R * sizeof(int64_t));
     c->tbase = malloc(R * sizeof(int64_t));
-    c->tparent = malloc(R * sizeof(int32_t));
+    c->tnode = malloc(R * sizeof(int32_t));
+    c->tnodes = calloc((size_t)n_seq, sizeof(int64_t));
+    c->tpar = ha_malloc_array((size_t)n_seq, CHUNK, sizeof(int32_t));
+    c->tdepth = ha_malloc_array((size_t)n_seq, CHUNK, sizeof(int32_t));
+    c->tcont = calloc((size_t)n_seq, 1);
     c->seq = malloc(R * sizeof(int32_t));
     int all_f32 = m->w.lm_head.dtype == HA_F32; /* else OpenBLAS needs rows widened to float32 */
     int any_int = ha_dtype_is_int(m->w.lm_head.dtype), any_w8a8 = m->w.lm_head.dtype == HA_Q8P, any_fused = 0;
@@ -449,8 +482,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     }
     if (!c->len || !c->top || !c->adding || !c->blas_left || !c->long_rope || !c->slots || !c->layer_at || !c->kcache ||
         !c->vcache || !c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->tmp || !c->gate || !c->up ||
-        !c->rope_cos || !c->rope_sin || !c->pos || !c->store || !c->tbase || !c->tparent || !c->seq || !wide_ok ||
-        !xq_ok || !fused_ok) {
+        !c->rope_cos || !c->rope_sin || !c->pos || !c->store || !c->tbase || !c->tnode || !c->seq || !wide_ok ||
+        !c->tnodes || !c->tpar || !c->tdepth || !c->tcont || !xq_ok || !fused_ok) {
         ha_llama_context_free(c);
         return ha_fail(HA_ERR_NOMEM,
                        "out of memory allocating a KV cache of %.0f MB (%lld sequences x %lld positions); "
@@ -490,10 +523,11 @@ void ha_llama_context_free(ha_llama_context *c) {
     if (!c) return;
     ha_free_streamed(c->kcache, c->cache_bytes, c->kmapped);
     ha_free_streamed(c->vcache, c->cache_bytes, c->vmapped);
-    void *bufs[] = { c->len,   c->top,      c->adding,   c->blas_left, c->long_rope, c->slots, c->layer_at, c->x,
-                     c->xn,    c->q,        c->k,        c->v,         c->att,       c->tmp,   c->gate,     c->up,
-                     c->fused, c->rope_cos, c->rope_sin, c->pos,       c->seq,       c->store, c->tbase,    c->tparent,
-                     c->wide,  c->xq,       c->xq_scale, c->xq8,       c->xq8_sum,   c->xbf };
+    void *bufs[] = { c->len,     c->top,   c->adding, c->blas_left, c->long_rope, c->slots,    c->layer_at,
+                     c->x,       c->xn,    c->q,      c->k,         c->v,         c->att,      c->tmp,
+                     c->gate,    c->up,    c->fused,  c->rope_cos,  c->rope_sin,  c->pos,      c->seq,
+                     c->store,   c->tbase, c->tnode,  c->wide,      c->xq,        c->xq_scale, c->xq8,
+                     c->xq8_sum, c->xbf,   c->tnodes, c->tpar,      c->tdepth,    c->tcont };
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }
@@ -545,6 +579,7 @@ HA_API ha_status ha_llama_context_copy(ha_llama_context *dst, const ha_llama_con
                 }
         }
         dst->len[s] = src->len[s];
+        dst->tnodes[s] = 0;
         /* src's high-water mark, not len - 1: a ring of src cropped back has lost the positions that its later
          * ones overwrote, and so has the copy (same ring size, or no ring where src had none), so the copy claims
          * and can crop back to exactly what src can */
@@ -608,6 +643,7 @@ HA_API ha_status ha_llama_context_set_length(ha_llama_context *c, int32_t seq, i
         return ha_fail(HA_ERR_INVALID, "set_length: sequence %d or length %lld is out of range", seq, (long long)len);
     c->len[seq] = len;
     c->top[seq] = len - 1;
+    c->tnodes[seq] = 0;
     return HA_OK;
 }
 

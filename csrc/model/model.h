@@ -68,12 +68,17 @@ struct ha_llama_context {
     int64_t *store; /* (R,) the position whose slots keep its key and value: pos, except a tree's nodes
                              (append_tree), kept at base + their index among their sequence's nodes */
     int32_t *seq; /* (R,) */
-    /* A forward of tree nodes (append_tree; tree == 0 for appends): node i sees its sequence's positions below
-     * tbase[i] from the cache, then its ancestors (tparent[i]: the chunk index of its parent, -1 for a node at
-     * depth 0) and itself, one per position from tbase[i] to pos[i]. */
+    /* A forward of tree nodes (append_tree; tree == 0 for appends): node i, index tnode[i] among its sequence's
+     * tree, sees its sequence's positions below tbase[i] from the cache, then its ancestors (tpar) and itself, one
+     * per position from tbase[i] to pos[i]; node j of a sequence's tree keeps its key and value at tbase + j. */
     int tree;
-    int32_t *tparent; /* (R,) */
+    int32_t *tnode; /* (R,) */
     int64_t *tbase; /* (R,) */
+    /* Each sequence's tree, kept between append_tree calls so that a later call may continue it: its nodes (0: no
+     * tree; an append, crop, keep_path or copy ends it), each node's parent among them (-1 at depth 0) and depth. */
+    int64_t *tnodes; /* (n_seq,) */
+    int32_t *tpar, *tdepth; /* (n_seq, CHUNK) */
+    uint8_t *tcont; /* (n_seq,) scratch: the current append_tree continues the sequence's tree */
     float *wide; /* (HA_BLAS_SLICE, max(d, f, q_dim)) weights widened for OpenBLAS; NULL if not needed */
     float *hidden; /* NULL, or (n_layers + 1, hidden_n, d): the hidden states the current append records */
     int64_t hidden_n; /* tokens of that append (ha_llama_context_record_hidden) */

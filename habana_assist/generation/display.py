@@ -1,8 +1,10 @@
 """What a generation looks like in a notebook: the HTML view of a GenerateDecoderOnlyOutput (its text, each token
-marked by how it was decided) and plot_acceptance (acceptance by draft position, tokens per target pass).
+marked by how it was decided; with token trees, the branches each target pass tried) and plot_acceptance
+(acceptance by draft position, tokens per target pass).
 
-Both read only the result: token_sources (TokenSource per generated token), the counts of assisted generation,
-and the tokenizer generate() was given (or the checkpoint's, loaded when the view is first asked for).
+Both read only the result: token_sources (TokenSource per generated token), token_trees (token_tree.py: the trees
+verified, with assistant_tree_width > 1), the counts of assisted generation, and the tokenizer generate() was given
+(or the checkpoint's, loaded when the view is first asked for).
 """
 
 from __future__ import annotations
@@ -48,6 +50,16 @@ CSS = (
     ".ha-generation .ha-tab{position:relative}"
     ".ha-generation .ha-nl::before{content:'\\21b5';opacity:0.6}"
 )
+# Token trees: under each row, a box of its target passes' trees, one line per pass: the accepted path (its nodes drawn
+# as the row's tokens are) and each branch tried and not taken, struck through, after the draft position it began at.
+# Explicit colours throughout, as the tokens': text >= 4.5:1 on the box in any page (test_display_browser.py).
+TREE_BOX = "color:#1a1a1a;background:#fafafa;border:1px solid #b0b0b0"
+TREE_LABEL = "color:#404040;font-size:0.85em"  # round numbers and draft positions: 9.9:1 on the box
+# a node tried and not taken: 6.1:1, struck through as a second cue beside the grey
+REJECTED = (
+    "color:#595959;background:#efefef;text-decoration:line-through #595959;border:1px dotted #8c8c8c;padding:0 1px"
+)
+TREE_ROUNDS_OPEN = 12  # a row's box of trees starts open up to this many passes (a click opens a longer one)
 SPECIAL_NAMES = {"bos_token": "BOS", "eos_token": "EOS", "unk_token": "UNK", "pad_token": "PAD"}
 MAX_ROWS = 8  # rows the notebook view shows of a batch (to_html(row=i) shows any one)
 PROMPT_TAIL = 160  # characters of the prompt shown before the generated text (whole lines where possible)
@@ -144,6 +156,12 @@ def _summary(result, n_rows):
         drafted, accepted = result.num_draft_tokens, result.num_accepted_tokens
         rate = f" ({accepted / drafted:.0%})" if drafted else ""
         parts.append(f"acceptance {accepted} of {drafted} drafted{rate}")
+        if getattr(result, "num_sibling_tokens", None) is not None:  # token trees: the nodes are the drafts
+            passes = max(result.num_target_passes, 1)
+            parts.append(
+                f"token trees: {drafted / passes:.2f} nodes verified and {accepted / passes:.2f} accepted per pass "
+                f"({result.num_sibling_tokens} siblings, {result.num_sibling_accepted} accepted)"
+            )
     else:
         parts.append("plain decoding: one token per target pass")
     return ", ".join(parts)
@@ -273,6 +291,129 @@ def _legend():
     return " ".join(items)
 
 
+def tree_branches(tree):
+    """The branches one TokenTree tried and did not take, each a chain of its rejected nodes: a branch begins at a
+    rejected node whose parent is on the accepted path (or that is a root), or at a rejected node that is not the
+    first rejected child of its rejected parent, and goes on down the first rejected child. -> list of lists of
+    node indices, in the order the pass took their first nodes."""
+    parents = tree.parents.tolist()
+    accepted = tree.accepted.tolist()
+    first_child = {}
+    for i, p in enumerate(parents):
+        if not accepted[i] and p >= 0 and not accepted[p]:
+            first_child.setdefault(p, i)
+    branches = []
+    for i, p in enumerate(parents):
+        if accepted[i] or (p >= 0 and not accepted[p] and first_child[p] == i):
+            continue
+        branch = [i]
+        while branch[-1] in first_child:
+            branch.append(first_child[branch[-1]])
+        branches.append(branch)
+    return branches
+
+
+def _node_texts(tok, context, tree):
+    """The text of each node of tree after `context` (the row's ids before the tree's depth 0), decoded after its
+    own ancestors. -> list of str."""
+    if tok is None:
+        return [f"[{int(t)}]" for t in tree.tokens]
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    texts = []
+    for i in range(len(tokens)):
+        ancestors, p = [], parents[i]
+        while p >= 0 and len(ancestors) < WINDOW:
+            ancestors.append(tokens[p])
+            p = parents[p]
+        texts.append(token_texts(tok, list(context[-WINDOW:]) + ancestors[::-1], [tokens[i]])[0])
+    return texts
+
+
+def _node_text(text):
+    """A node's text for the trees' box, HTML-escaped, on one line: a newline, a tab and (in a token of whitespace
+    only) a space shown as the glyphs the row's text draws for them (the box is no text to copy); an empty text (a
+    token ending inside a UTF-8 character) as a zero-width space, so that its span keeps its place."""
+    if not text:
+        return "&#8203;"
+    blank = text.strip() == ""
+    glyphs = {"\n": "\u21b5", "\t": "\u2192"} if not blank else {"\n": "\u21b5", "\t": "\u2192", " ": "\u00b7"}
+    return html.escape("".join(glyphs.get(ch, ch) for ch in text))
+
+
+def _node_span(cls, style, i, tree, depths, text, title):
+    """One node of a tree as a span: its index, depth, parent and token id as data attributes, its text shown."""
+    return (
+        f'<span class="{cls}" data-node="{i}" data-depth="{int(depths[i])}" data-parent="{int(tree.parents[i])}" '
+        f'data-token="{int(tree.tokens[i])}" style="{style};white-space:pre" title="{html.escape(title)}">'
+        f"{_node_text(text)}</span>"
+    )
+
+
+def _trees_html(tok, prompt, new, sources, trees):
+    """The box of one row's trees (TokenTree per target pass): a line per pass that drafted, its accepted path then
+    its branches tried and not taken (a pass that drafted nothing verified no tree: its token is the row's PLAIN one);
+    "" where no pass drafted."""
+    drafted = [(r, tree) for r, tree in enumerate(trees, 1) if tree.num_drafted]
+    if not drafted:
+        return ""
+    lines = []
+    for r, tree in drafted:
+        depths = tree.depths
+        context = [int(t) for t in prompt] + [int(t) for t in new[: tree.position]]
+        texts = _node_texts(tok, context, tree)
+        path = []
+        for i in tree.path.tolist():  # node d of the path is the row's token at column position + d
+            column = tree.position + int(depths[i])
+            source = TokenSource(int(sources[column]))
+            where = (
+                "the round before's token, which this round caught up on"
+                if i < tree.catch_up
+                else f"accepted at draft position {column - tree.position - tree.catch_up + 1}"
+            )
+            title = f"{texts[i]!r}, id {int(tree.tokens[i])}\n{where}"
+            style = _token_style(source, False)
+            path.append(_node_span(f"ha-node-{STYLES[source][0][3:]}", style, i, tree, depths, texts[i], title))
+        branches = []
+        for branch in tree_branches(tree):
+            head = branch[0]
+            position = int(depths[head]) - tree.catch_up + 1
+            parent = int(tree.parents[head])
+            after = f"after {texts[parent]!r}" if parent >= 0 else "at the round's first position"
+            # a branch off the accepted path says its draft position; one off another branch, the node it follows
+            label = f"{position}:" if parent < 0 or tree.accepted[parent] else f"{position} after {texts[parent]!r}:"
+            nodes = []
+            for i in branch:
+                title = (
+                    f"{texts[i]!r}, id {int(tree.tokens[i])}\ntried at draft position "
+                    f"{int(depths[i]) - tree.catch_up + 1} ({after if i == head else 'after the node before'}), "
+                    "not taken"
+                )
+                nodes.append(_node_span("ha-node-rejected", REJECTED, i, tree, depths, texts[i], title))
+            branches.append(
+                f'<span class="ha-branch" data-position="{position}" style="margin-left:6px;white-space:nowrap">'
+                f'<span class="ha-branch-label" style="{TREE_LABEL}">{html.escape(label)}</span>{"".join(nodes)}</span>'
+            )
+        lines.append(
+            f'<div class="ha-tree" data-round="{r}" data-nodes="{len(tree.tokens)}" '
+            f'data-accepted="{tree.num_accepted}" style="margin:1px 0;white-space:normal;line-height:1.6">'
+            f'<span class="ha-tree-label" style="{TREE_LABEL}">round {r}, {len(tree.tokens)} '
+            f"node{'s' if len(tree.tokens) != 1 else ''}: </span>"
+            f"{''.join(path)}{''.join(branches)}</div>"
+        )
+    nodes = sum(len(t.tokens) for _, t in drafted)
+    accepted = sum(t.num_accepted for _, t in drafted)
+    label = (
+        f"branches tried: {len(drafted)} trees of {nodes} nodes, {accepted} drafted tokens accepted "
+        "(the accepted path drawn as the text, each branch not taken struck through after its draft position)"
+    )
+    return (
+        f'<details class="ha-trees"{" open" if len(drafted) <= TREE_ROUNDS_OPEN else ""} '
+        f'style="{TREE_BOX};margin:0 0 6px 0;padding:2px 4px;font-size:0.9em">'
+        f'<summary class="ha-trees-label" style="cursor:pointer">{html.escape(label)}</summary>'
+        f"{''.join(lines)}</details>"
+    )
+
+
 def result_html(result, tokenizer=None, row=None):
     """HTML of a result: row `row`, or (None) the first MAX_ROWS rows; see GenerateDecoderOnlyOutput.to_html.
     Each token is <span class="ha-KIND" data-round=R data-position=P style=... title=...>its text</span>, KIND
@@ -312,6 +453,9 @@ def result_html(result, tokenizer=None, row=None):
             f'<pre class="ha-row" style="white-space:pre-wrap;margin:2px 0 6px 0;line-height:1.5">'
             f"{''.join(spans)}</pre>"
         )
+        trees = getattr(result, "token_trees", None)
+        if trees is not None:
+            out.append(_trees_html(tok, prompt, new, src[b], trees[b]))
     if row is None and B > MAX_ROWS:
         out.append(f"<div>… {B - MAX_ROWS} more rows (result.to_html(row=i) shows row i)</div>")
     out.append("</div>")

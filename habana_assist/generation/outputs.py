@@ -1,23 +1,24 @@
 """What generate() returns with return_dict_in_generate=True: GenerateDecoderOnlyOutput, which shows itself in a
-notebook through display.py; TokenSource (token_source.py), re-exported.
+notebook through display.py; TokenSource (token_source.py) and TokenTree (token_tree.py), re-exported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
 
 from ..utils.generic import ModelOutput
 from .display import result_html
 from .token_source import TokenSource
+from .token_tree import TokenTree
 
 if TYPE_CHECKING:
     from ..cache_utils import Cache
     from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
 
-__all__ = ["GenerateDecoderOnlyOutput", "TokenSource"]
+__all__ = ["GenerateDecoderOnlyOutput", "TokenSource", "TokenTree"]
 
 
 @dataclass(repr=False)
@@ -46,6 +47,10 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     decided, a TokenSource (ACCEPTED draft token, CORRECTED or BONUS token of the target after a round, PLAIN
     decoding, NONE where the row had stopped). Its ACCEPTED count is num_accepted_tokens; each round ends in
     one target token (PLAIN, CORRECTED or BONUS) unless eos or max_new_tokens cut it.
+    token_trees (an attribute, not among keys(); token trees only, else None; numpy as token_sources): per row, a
+    list of TokenTree (token_tree.py), one per target pass of that row in order: the nodes the pass verified (token
+    ids, parents), its accepted path, and the column of the row's new tokens the path starts at; the branches tried
+    and not taken are the nodes off the path. Recorded whenever trees run with return_dict_in_generate=True.
 
     In a notebook the result shows itself as its text, each token marked by its source, and a summary
     (_repr_html_, to_html()); habana_assist.plot_acceptance(result) plots acceptance by draft position."""
@@ -71,9 +76,11 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     # type checker alone sees one.
     if TYPE_CHECKING:
         token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above
+        token_trees: Optional[List[List[TokenTree]]] = None  # per row, one TokenTree per target pass, see above
         _tokenizer: Any = None  # the view's tokenizer, or a checkpoint path to load it from
     else:
         token_sources = None
+        token_trees = None
         _tokenizer = None
 
     def __repr__(self) -> str:
@@ -89,6 +96,8 @@ class GenerateDecoderOnlyOutput(ModelOutput):
                 parts.append(f"{name}={v!r}")
         if self.token_sources is not None:
             parts.append(f"token_sources=<{self.token_sources.dtype} {tuple(self.token_sources.shape)}>")
+        if self.token_trees is not None:
+            parts.append(f"token_trees=<{sum(len(row) for row in self.token_trees)} trees>")
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def to_html(self, tokenizer: Union[PreTrainedTokenizerBase, str, None] = None, row: int = 0) -> str:

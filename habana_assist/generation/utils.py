@@ -32,6 +32,7 @@ from .options import logits_callback, processing_args, reads_argmax_only, sampli
 from .outputs import GenerateDecoderOnlyOutput, TokenSource
 from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
+from .token_tree import token_trees_from_record
 
 if TYPE_CHECKING:
     from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
@@ -635,6 +636,13 @@ class GenerationMixin:
         counts = None if learned is None else learned.copy()
         proposed, accepted = np.zeros(call.max_new, dtype=np.int64), np.zeros(call.max_new, dtype=np.int64)
         overlap = _external.draft_ahead(self, drafter.model)  # None with early exit (no draft model)
+        # token trees with return_dict_in_generate: the record of each round's tree (result.token_trees), the core
+        # writing a few integers per round and node; its buffers take 12 bytes per round and node of room
+        # (B x max_new rounds of ctx.max_tree nodes), of which only the pages of the rounds run are ever touched
+        record = gc.return_dict_in_generate and gc.assistant_tree_width > 1
+        tree_counts = np.zeros(call.B, dtype=np.int64) if record else None
+        tree_rounds = np.empty((call.B, call.max_new, len(_core.TREE_FIELDS)), dtype=np.int64) if record else None
+        tree_nodes = np.empty((call.B, call.max_new, 3, ctx.max_tree), dtype=np.int32) if record else None
         stats = _core.generate_assisted(
             ctx,
             draft_ctx,
@@ -654,6 +662,9 @@ class GenerationMixin:
                 cost_state=counts,
                 tree_width=int(gc.assistant_tree_width),
                 tree_shape=gc.assistant_tree_shape,
+                tree_counts=tree_counts,
+                tree_rounds=tree_rounds,
+                tree_nodes=tree_nodes,
             ),
         )
         if learned is not None:
@@ -673,6 +684,8 @@ class GenerationMixin:
         )
         if gc.assistant_tree_width > 1:
             result.update(num_sibling_tokens=stats.num_sibling_tokens, num_sibling_accepted=stats.num_sibling_accepted)
+        if record:  # an attribute of the output, not a field (_build_output)
+            result["token_trees"] = token_trees_from_record(tree_counts, tree_rounds, tree_nodes, _core.TREE_FIELDS)
         return stats.steps, result
 
     def _build_output(self, gc, call, out, steps, scores, logits, sources, extra, tokenizer):
@@ -685,10 +698,12 @@ class GenerationMixin:
             return convert_output(sequences, call.kind)
         if logits is not None:
             extra["logits"] = tuple(logits[:steps])
+        token_trees = extra.pop("token_trees", None)
         result = GenerateDecoderOnlyOutput(
             sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra
         )
         result.token_sources = np.ascontiguousarray(sources[:, :steps])
+        result.token_trees = token_trees
         # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
         result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
         return convert_output(result, call.kind)

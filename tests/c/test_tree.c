@@ -92,11 +92,13 @@ static void decode_path(const ha_llama_context *pre, ha_llama_context *scratch, 
     for (int j = 0; j < n; j++) CHECK_OK(append_seq(scratch, 0, 1, tok + path[j], out));
 }
 
-/* Two sequences (prefixes np0, np1) each take a tree in one append_tree call; every node's logits row must be
- * bitwise its path decoded one token at a time after the prefix. Then keep_path of one path per sequence must leave
- * a cache that continues bitwise as one that appended the path's tokens. */
+/* Two sequences (prefixes np0, np1) each take a tree, in one append_tree call (by_depth 0) or in one call per depth
+ * (by_depth 1: each call continues both trees, its nodes' parents named -2 - j; a node's index in its tree is then
+ * its place in depth order); every node's logits row must be bitwise its path decoded one token at a time after
+ * the prefix. Then keep_path of one path per sequence must leave a cache that continues bitwise as one that
+ * appended the path's tokens. */
 static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np0, int np1, const tree_case *t0,
-                        const tree_case *t1, uint64_t seed) {
+                        const tree_case *t1, uint64_t seed, int by_depth) {
     rng r = { seed };
     const int np[2] = { np0, np1 };
     const tree_case *tc[2] = { t0, t1 };
@@ -111,17 +113,33 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
     for (int s = 0; s < 2; s++)
         if (np[s] > 0) CHECK_OK(append_seq(c, s, np[s], prefix[s], scratch));
     const int n = t0->n + t1->n;
-    int32_t seq[32], tokens[32], parent[32];
+    int32_t seq[32], tokens[32], parent[32], node_at[2][16], placed[2] = { 0, 0 }; /* node_at: index in its tree */
+    int origin[32];                                                                 /* (sequence, node) of a row */
     uint8_t want[32];
-    for (int s = 0, i = 0; s < 2; s++)
-        for (int j = 0; j < tc[s]->n; j++, i++) {
-            seq[i] = s;
-            tokens[i] = tok[s][j];
-            parent[i] = tc[s]->parent[j] < 0 ? -1 : tc[s]->parent[j] + (s ? t0->n : 0);
-            want[i] = 1;
+    float *logits = xmalloc((size_t)n * TV * sizeof(float)), *got = xmalloc((size_t)n * TV * sizeof(float));
+    float want_row[TV];
+    for (int d = 0, done = 0; done < n; d++) { /* by_depth: the nodes of depth d; else all of them at d = 0 */
+        int k = 0;
+        for (int s = 0; s < 2; s++)
+            for (int j = 0; j < tc[s]->n; j++) {
+                if (by_depth && depth_of(tc[s], j) != d) continue;
+                const int pa = tc[s]->parent[j];
+                seq[k] = s;
+                tokens[k] = tok[s][j];
+                parent[k] = pa < 0 ? -1 : by_depth ? -2 - node_at[s][pa] : pa + (s ? t0->n : 0);
+                want[k] = 1;
+                origin[k++] = s * 16 + j;
+                node_at[s][j] = placed[s]++;
+            }
+        if (k == 0) continue;
+        CHECK_OK(LM(c)->append_tree(LM(c)->self, k, seq, tokens, parent, want, got));
+        for (int i = 0; i < k; i++) {
+            const int s = origin[i] / 16, j = origin[i] % 16;
+            memcpy(logits + (size_t)(j + (s ? t0->n : 0)) * TV, got + (size_t)i * TV, TV * sizeof(float));
         }
-    float *logits = xmalloc((size_t)n * TV * sizeof(float)), want_row[TV];
-    CHECK_OK(LM(c)->append_tree(LM(c)->self, n, seq, tokens, parent, want, logits));
+        done += k;
+    }
+    free(got);
     CHECK(LEN(c, 0) == np0 + t0->n && LEN(c, 1) == np1 + t1->n,
           "%s: after a tree expected lengths %d, %d, got %lld, %lld", what, np0 + t0->n, np1 + t1->n,
           (long long)LEN(c, 0), (long long)LEN(c, 1));
@@ -145,7 +163,9 @@ static void check_trees(const char *what, const ha_llama *m, int64_t cap, int np
     const int32_t next[2] = { 7, 11 };
     for (int s = 0; s < 2; s++) {
         const int len = path_of(tc[s], tc[s]->n - 1, path);
-        CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], path, len));
+        int32_t kept[16];
+        for (int j = 0; j < len; j++) kept[j] = node_at[s][path[j]];
+        CHECK_OK(LM(c)->keep_path(LM(c)->self, s, np[s], kept, len));
         CHECK(LEN(c, s) == np[s] + len, "%s: keep_path of %d nodes expected length %d, got %lld", what, len,
               np[s] + len, (long long)LEN(c, s));
         float got[TV];
@@ -176,8 +196,10 @@ void test_tree_nodes_are_bitwise_their_paths(void) {
     FOR_EACH_MODEL(t, vname) {
         char what[160];
         snprintf(what, sizeof what, CASE_FMT, CASE_ARGS(t, vname));
-        check_trees(what, t->m, 64, 3, 0, &TREES[2], &TREES[3], 1);
-        check_trees(what, t->m, 64, 1, 6, &TREES[0], &TREES[4], 2);
+        for (int by_depth = 0; by_depth <= 1; by_depth++) {
+            check_trees(what, t->m, 64, 3, 0, &TREES[2], &TREES[3], 1, by_depth);
+            check_trees(what, t->m, 64, 1, 6, &TREES[0], &TREES[4], 2, by_depth);
+        }
     }
 }
 
@@ -194,9 +216,9 @@ void test_tree_nodes_are_bitwise_their_paths_in_every_family(void) {
             tiny *t = family_build(fam, v % 2 ? HA_BF16 : HA_F32, 40 + fam, cap);
             char what[200];
             snprintf(what, sizeof what, "[%s kernels, %s]", vn[v], FAM_NAMES[fam]);
-            check_trees(what, t->m, cap, 124, 126, &TREES[2], &TREES[4], 3 + fam);
-            check_trees(what, t->m, cap, 127, 128, &TREES[3], &TREES[1], 5 + fam);
-            if (cap == 600) check_trees(what, t->m, cap, 540, 290, &TREES[4], &TREES[2], 7 + fam);
+            check_trees(what, t->m, cap, 124, 126, &TREES[2], &TREES[4], 3 + fam, 0);
+            check_trees(what, t->m, cap, 127, 128, &TREES[3], &TREES[1], 5 + fam, 1);
+            if (cap == 600) check_trees(what, t->m, cap, 540, 290, &TREES[4], &TREES[2], 7 + fam, fam % 2);
             tiny_free(t);
         }
     }
@@ -257,6 +279,30 @@ void test_tree_contract_and_refusals(void) {
     CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 280, (const int32_t[]){ 0, 2 }, 2));
     CHECK(LEN(a, 0) == 282, "expected 282 after keeping 2 nodes, got %lld", (long long)LEN(a, 0));
     CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 282, NULL, 0));
+    /* a later call continues a tree through parents -2 - j, while the tree lasts and within max_tree nodes in all */
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -1, 0 }, NULL, la));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -4 }, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("tree");
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -3, -2 }, NULL, la)); /* 1 -> 2, 0 -> 3 */
+    CHECK(LEN(a, 0) == 286, "a continued tree: expected 286 positions, got %lld", (long long)LEN(a, 0));
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 0, 1, 3 }, 3), HA_ERR_INVALID);
+    CHECK_MSG("path");
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 1, 2 }, 2), HA_ERR_INVALID);
+    CHECK_STATUS(LM(a)->keep_path(LM(a)->self, 0, 281, (const int32_t[]){ 0, 1 }, 2), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 286, "refused paths changed the length to %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->keep_path(LM(a)->self, 0, 282, (const int32_t[]){ 0, 1, 2 }, 3));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -2 }, NULL, la), HA_ERR_INVALID);
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 2, seq, tok, (const int32_t[]){ -1, 0 }, NULL, la));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 286));
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 1, seq, tok, (const int32_t[]){ -2 }, NULL, la), HA_ERR_INVALID);
+    CHECK(LEN(a, 0) == 286, "refused continuations changed the length to %lld", (long long)LEN(a, 0));
+    CHECK_OK(LM(a)->crop(LM(a)->self, 0, 280));
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 60, many_seq, tok, many_par, NULL, la)); /* sequence 1: a chain of 60 */
+    int32_t more[5] = { -61, 0, 1, 2, 3 };
+    CHECK_STATUS(LM(a)->append_tree(LM(a)->self, 5, many_seq, tok, more, NULL, la), HA_ERR_INVALID);
+    CHECK_MSG("max_tree");
+    CHECK_OK(LM(a)->append_tree(LM(a)->self, 4, many_seq, tok, more, NULL, la));
+    CHECK(LEN(a, 1) == 64, "a tree of 64 nodes over two calls: expected 64 positions, got %lld", (long long)LEN(a, 1));
     free(la);
     free(lb);
     ha_llama_context_free(a);
@@ -294,6 +340,47 @@ static void check_cache_holds(const char *what, const char *which, const ha_llam
                       b, (long long)held);
     free(f);
     ha_llama_context_free(fresh);
+}
+
+/* The record of a call's trees (ha_tree_record, 2 rows of AN new tokens, 64 nodes a round) against the call's output
+ * `out` and statistics: a row's rounds start at increasing columns, each path a chain of parent links down from a root
+ * whose tokens are out's at their columns, the rounds as many as the target passes, the nodes as many as the drafts and
+ * the catch-up, the paths' drafts as many as the accepted ones. */
+enum { RM = 64 };
+static void check_tree_record(const char *what, const ha_tree_record *rec, const int32_t *out,
+                              const ha_assist_stats *st) {
+    int64_t rounds = 0, nodes = 0, catch_up = 0, accepted = 0;
+    for (int b = 0; b < 2; b++) {
+        int64_t start = -1;
+        for (int64_t i = 0; i < rec->n_rounds[b]; i++) {
+            const int64_t *f = rec->rounds + (b * AN + i) * HA_TREE_FIELDS;
+            const int32_t *tok = rec->nodes + (b * AN + i) * 3 * RM, *parent = tok + RM, *path = parent + RM;
+            const int64_t at = f[HA_TREE_START] - f[HA_TREE_CATCH_UP]; /* the path's first column */
+            CHECK(f[HA_TREE_START] > start && at >= 0 && f[HA_TREE_NODES] <= RM &&
+                      f[HA_TREE_PATH] <= f[HA_TREE_NODES] && f[HA_TREE_CATCH_UP] <= f[HA_TREE_PATH] &&
+                      f[HA_TREE_START] + f[HA_TREE_PATH] - f[HA_TREE_CATCH_UP] <= AN,
+                  "%s: row %d round %lld: start %lld after %lld, catch-up %lld, %lld nodes, path %lld", what, b,
+                  (long long)i, (long long)f[HA_TREE_START], (long long)start, (long long)f[HA_TREE_CATCH_UP],
+                  (long long)f[HA_TREE_NODES], (long long)f[HA_TREE_PATH]);
+            start = f[HA_TREE_START];
+            for (int64_t d = 0; d < f[HA_TREE_PATH]; d++) {
+                CHECK(path[d] >= 0 && path[d] < f[HA_TREE_NODES] && parent[path[d]] == (d ? path[d - 1] : -1) &&
+                          tok[path[d]] == out[b * AN + at + d],
+                      "%s: row %d round %lld: path node %lld (%d) is no child of the one before or not out's token",
+                      what, b, (long long)i, (long long)d, path[d]);
+            }
+            nodes += f[HA_TREE_NODES];
+            catch_up += f[HA_TREE_CATCH_UP];
+            accepted += f[HA_TREE_PATH] - f[HA_TREE_CATCH_UP];
+        }
+        rounds += rec->n_rounds[b];
+    }
+    CHECK(rounds == st->num_target_passes && nodes == st->num_draft_tokens + catch_up &&
+              accepted == st->num_accepted_tokens,
+          "%s: recorded %lld rounds, %lld nodes (%lld catch-up), %lld accepted; the call's %lld passes, %lld drafts, "
+          "%lld accepted",
+          what, (long long)rounds, (long long)nodes, (long long)catch_up, (long long)accepted,
+          (long long)st->num_target_passes, (long long)st->num_draft_tokens, (long long)st->num_accepted_tokens);
 }
 
 /* Tree-assisted output (tokens, steps, scores, sources of the plain steps) equals plain output for two drafts (another
@@ -344,6 +431,12 @@ static void tree_assisted_equals_plain(int64_t long_from, int dynamic) {
                                                         .n_target_costs = 3,
                                                         .tree_width = width,
                                                         .tree_dynamic = dynamic };
+                                static int64_t rec_n[2], rec_rounds[2 * AN * HA_TREE_FIELDS];
+                                static int32_t rec_nodes[2 * AN * 3 * RM];
+                                ha_tree_record rec = {
+                                    .max_nodes = RM, .n_rounds = rec_n, .rounds = rec_rounds, .nodes = rec_nodes
+                                };
+                                ap.tree_record = &rec; /* the record read beside; the output as without */
                                 const tiny *dm = d ? target : other;
                                 const int64_t cap = tight ? AW + AN : 64;
                                 ha_llama_context *tc = ctx_new(target->m, 2, cap), *dc = ctx_new(dm->m, 2, cap);
@@ -393,6 +486,7 @@ static void tree_assisted_equals_plain(int64_t long_from, int dynamic) {
                                     check_cache_holds(what, "target", target->m, tc, b, got + b * AN, steps);
                                     check_cache_holds(what, "draft", dm->m, dc, b, got + b * AN, steps);
                                 }
+                                check_tree_record(what, &rec, got, &st);
                                 siblings_taken += st.num_sibling_accepted;
                                 ha_llama_context_free(tc);
                                 ha_llama_context_free(dc);
@@ -443,6 +537,20 @@ void test_tree_assisted_refusals(void) {
     CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
                  HA_ERR_INVALID);
     CHECK_MSG("assistant_tree_width");
+    int64_t n_rounds[2], rounds[2 * AN * HA_TREE_FIELDS];
+    int32_t nodes[2 * AN * 3 * RM];
+    ha_tree_record rec = { .max_nodes = RM - 1, .n_rounds = n_rounds, .rounds = rounds, .nodes = nodes };
+    ap.tree_record = &rec; /* a round's room below the target's max_tree, then a record of chains */
+    ap.tree_width = 2;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
+    CHECK_MSG("room for 64 nodes");
+    rec.max_nodes = RM;
+    ap.tree_width = 1;
+    CHECK_STATUS(ha_generate_assisted(LM(tc), LM(dc), &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL),
+                 HA_ERR_INVALID);
+    CHECK_MSG("tree_record");
+    ap.tree_record = NULL;
     ap.tree_width = 2; /* dynamic trees: a model draft with tree attention, and a shape of 0 or 1 */
     ap.tree_dynamic = 1;
     CHECK_STATUS(ha_generate_assisted(LM(tc), NULL, &ap, APROMPT, AW, ASTART, out, NULL, &steps, NULL), HA_ERR_INVALID);

@@ -465,3 +465,16 @@ def test_transformers_loading_arguments_at_values_that_change_nothing_load_and_o
     with pytest.raises(InvalidInputError, match=f"from_pretrained\\({name}=") as e:
         ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", **{name: other})
     assert "not supported" in str(e.value) and "constructor" not in str(e.value), e.value
+
+
+def test_positional_arguments_after_the_path_are_refused_as_transformers_model_args():
+    """Transformers' from_pretrained(path, *model_args) hands extra positional arguments to the model's constructor:
+    here they are refused, naming what to pass instead (a dtype given positionally is not taken as dtype=)."""
+    import habana_assist as ha
+    from habana_assist.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=r"positional argument.*'float32'.*dtype=") as e:
+        ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", "float32")
+    assert "keywords" in str(e.value), e.value
+    model = ha.AutoModelForCausalLM.from_pretrained("habana-assist/pycode-draft", dtype="float32")
+    assert model.weight_dtype == "float32", model.weight_dtype

@@ -681,6 +681,19 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
             np.zeros(_core.COST_STATE, np.float32),
         ]
     )
+    # the record of the token trees (all three buffers or none), sometimes partial, of another shape or too small
+    B = ctx.n_seq
+    F = len(_core.TREE_FIELDS)
+    record = r.choice(
+        [
+            (None, None, None),
+            (None, None, None),
+            (np.zeros(B, np.int64), np.zeros((B, N, F), np.int64), np.zeros((B, N, 3, 64), np.int32)),
+            (mutate_array(r, np.zeros(B, np.int64)), np.zeros((B, N, F), np.int64), np.zeros((B, N, 3, 64), np.int32)),
+            (np.zeros(B, np.int64), mutate_array(r, np.zeros((B, N, F), np.int64)), np.zeros((B, N, 3, 8), np.int32)),
+            (np.zeros(B, np.int64), None, None),
+        ]
+    )
     opts = options_of(
         r,
         dict(
@@ -702,7 +715,11 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
             overlap=r.random() < 0.3,
             cost_state=state,
             tree_width=r.choice([1, 1, 1, 0, some_int(r, 2, 4), 70, -1]),
-            tree_shape=some_name(r, _core.TREE_SHAPES),
+            # the shape from a generator of its own, seeded from the case's: the case's own draws stay as they were
+            tree_shape=some_name(random.Random(hash(r.getstate()[1])), _core.TREE_SHAPES),
+            tree_counts=record[0],
+            tree_rounds=record[1],
+            tree_nodes=record[2],
         ),
     )
     args = [ctx, dctx, opts][: 3 if r.random() > 0.01 else r.randrange(3)]
@@ -908,6 +925,9 @@ def misc_case(r, run):
                 cost_state=None,
                 tree_width=1,
                 tree_shape="siblings",
+                tree_counts=None,
+                tree_rounds=None,
+                tree_nodes=None,
             ),
         )
     else:

@@ -127,6 +127,9 @@ def assisted_options(max_new=3):
         cost_state=None,
         tree_width=1,
         tree_shape="siblings",
+        tree_counts=None,
+        tree_rounds=None,
+        tree_nodes=None,
     )
 
 

@@ -4,6 +4,7 @@ report where it is not, rejection sampling's distribution, and clear errors for 
 convention (habana_assist/integrations/external.py)."""
 
 import os
+import sys
 import time
 from types import SimpleNamespace
 
@@ -13,6 +14,9 @@ import pytest
 # tests/integrations/test_torch_io.py asserts torch is installed by the test set-up
 torch = pytest.importorskip("torch")
 
+
+# this file shares the assisted tests' helpers (tests/generation), importable here when collected alone too
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generation"))
 
 from checkpoints import write_random_checkpoint  # noqa: E402 - once torch is known to be there
 from stats import chi_square  # noqa: E402 - once torch is known to be there

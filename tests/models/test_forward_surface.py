@@ -131,6 +131,16 @@ def test_arguments_that_are_not_supported_are_refused_by_name(model):
             model(IDS, **kwargs)
 
 
+def test_an_unknown_keyword_is_refused_listing_every_argument_forward_takes(model):
+    import inspect
+
+    named = [p for p in inspect.signature(type(model).forward).parameters if p not in ("self", "kwargs")]
+    with pytest.raises(InvalidInputError, match="foo") as e:
+        model(IDS, foo=1)
+    listed = str(e.value).split("it takes ", 1)[1]
+    assert [name.strip(" )") for name in listed.split(",")] == named, f"expected the list {named}, got: {e.value}"
+
+
 # ---- caches ----------------------------------------------------------------------------------------------------
 
 

@@ -62,6 +62,17 @@ def generate(
     assert scores.shape == (1, 4), scores.shape
     accepted: int = out.num_accepted_tokens or 0
     assert 0 <= accepted <= 4, accepted
+    trees = model.generate(
+        batch["input_ids"][:1],
+        max_new_tokens=4,
+        return_dict_in_generate=True,
+        assistant_model=assistant,
+        assistant_tree_width=2,
+    )
+    assert isinstance(trees, ha.GenerateDecoderOnlyOutput) and trees.token_trees is not None, type(trees)
+    first: ha.TokenTree = trees.token_trees[0][0]
+    path = first.tokens[first.path]
+    assert first.num_accepted == len(path) - first.catch_up, (first, path)
     texts: list[str] = tokenizer.batch_decode(plain, skip_special_tokens=True)
     return texts
 
