@@ -566,8 +566,9 @@ typedef struct ha_assist_params {
     /* With tree_width w > 1 and a model draft: 0, sibling trees (above); 1, dynamic trees (EAGLE-2's shape,
      * generation/assist_dyntree.c): the root's and every expanded node's children are the draft's chosen token and
      * its w - 1 next most probable; at each depth the draft expands the w nodes of highest cumulative probability
-     * (the product of its probabilities along the path), all rows' in one append_tree (which the draft then needs,
-     * and max_tree >= w (K - 1), and cache room past each row's tokens for that many nodes); the target verifies the
+     * (the product of its probabilities along the path), all rows' in one append_tree per depth, each continuing the
+     * row's tree of the depths before (the draft then needs append_tree and keep_path, max_tree >= w (K - 1), and
+     * cache room past each row's tokens for that many nodes); the target verifies the
      * (at most K w) nodes of highest cumulative probability, ancestor-closed, each node's chosen child first (with
      * HA_SCHEDULE_COST: as many as raise the round's expected tokens per unit time). Acceptance walks the tree from
      * the root as for siblings: bitwise plain output for greedy and coupled, the target's distribution for

@@ -74,7 +74,7 @@ typedef struct dyn_node {
     int32_t depth;            /* its token is at position L + depth */
     int32_t child0, n_child;  /* its children, child0 .. child0 + n_child - 1, its chosen token's first; 0: leaf */
     int32_t vi;               /* its index among the verified nodes (r->vnode), -1 if not verified */
-    int32_t di;               /* its index among the row's nodes in the draft's last append_tree, -1 if not there */
+    int32_t di;               /* its index in the row's tree in the draft's cache this round, -1 if not there */
     double qx;                /* the draft's probability of tok at its parent */
     double cum;               /* the product of qx along its path (the root: 1) */
     double reach;             /* the cost schedule's chance that acceptance reaches it */
@@ -218,7 +218,7 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
 int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
                       int32_t *next);
 /* After the round: the target keeps the first `keep` nodes of r->path; the draft the longest prefix of the accepted
- * path its last append_tree holds (*draft_len: the positions it then holds). */
+ * path its tree holds (*draft_len: the positions it then holds). */
 ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, int64_t keep, int64_t *draft_len);
 /* The statistics of r's round (nodes verified, those off the chain of chosen tokens, accepted: n of them, kept), and
  * with the cost schedule its count of the chain's acceptance. */

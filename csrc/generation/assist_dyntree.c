@@ -8,7 +8,8 @@
  *     target's noise at that position; rejection sampling: a sample under noise of the node's own) and the w - 1
  *     next most probable (ha_tree_siblings); a node's cum is the product of the draft's probabilities along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
- *     never expanded), is expanded: the draft scores every row's frontier in one append_tree (draft_frontier).
+ *     never expanded), is expanded: the draft scores every row's frontier in one append_tree, which continues the
+ *     row's tree of the depths before in the draft's cache (draft_frontier).
  * Verifying: the verified tree is at most D w nodes (a sibling tree's width at the same K and w), chosen one at a time,
  * the eligible node (its parent chosen) of highest cum first (then the lower depth, the lower index); with the cost
  * schedule, as many as raise the round's expected tokens per unit time (ha_cost_dyn_budget). The target scores each
@@ -29,7 +30,7 @@
  * value of this one.
  *
  * Caches: the target keeps the accepted path (keep_path); the draft keeps the longest prefix of the accepted path its
- * last append_tree holds (keep_path) and catches up on the rest next round. */
+ * tree holds (keep_path) and catches up on the rest next round. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,11 +80,13 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
     return HA_OK;
 }
 
-/* One depth of every drafting row: its frontier (the w nodes of depth d - 1 of highest cum, not an eos) with their
- * ancestors, each row from its tree's base (the draft cropped back to L), in ONE append_tree; logits at the frontier,
- * into q, each row's processed with its path's history; then each frontier node is expanded. Returns in *n_rows the
- * rows of q used (0: no row had a frontier; drafting is over). (Only this function knows how the draft's cache holds
- * the tree: a draft that could continue a tree across calls would append only the frontier here.) */
+/* One depth of every drafting row: its frontier (the w nodes of depth d - 1 of highest cum, not an eos), in ONE
+ * append_tree over the rows; logits at the frontier, into q, each row's processed with its path's history; then each
+ * frontier node is expanded. The draft's cache holds the row's tree of this round, base L: depth 1 starts it (its
+ * frontier, the root's children, at the base), each later depth continues it (ha_lm.append_tree's parents -2 - j: the
+ * frontier's parents are the frontier before it, appended by the call before), so each depth appends only its frontier;
+ * dyn_node.di is a node's index in that tree. Returns in *n_rows the rows of q used (0: no row had a frontier;
+ * drafting is over). */
 static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows,
                                 int64_t B, buffers *b, int64_t d, float *q, int64_t *n_rows, ha_assist_stats *stats) {
     const int64_t V = b->V, w = p->tree_width;
@@ -112,23 +115,23 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
             r->drafting = 0;
             continue;
         }
-        for (int64_t j = 0; j < r->n_dn; j++) r->dn[j].di = -1;
-        for (int64_t f = 0; f < nf; f++) /* the frontier and its ancestors (-2: in the call) */
-            for (int64_t j = front[f]; j > 0 && r->dn[j].di == -1; j = r->dn[j].parent) r->dn[j].di = -2;
-        if ((st = draft->crop(draft->self, r->row, r->L)) != HA_OK) return st;
-        const int64_t first = n;
-        for (int64_t j = 1; j < r->n_dn; j++) { /* index order: parents first (nodes are made depth by depth) */
-            dyn_node *x = &r->dn[j];
-            if (x->di != -2) continue;
-            x->di = (int32_t)(n - first);
+        for (int64_t f = 1; f < nf; f++) /* in index order */
+            for (int64_t g = f; g > 0 && front[g - 1] > front[g]; g--) {
+                const int32_t t = front[g];
+                front[g] = front[g - 1];
+                front[g - 1] = t;
+            }
+        const int64_t held = r->draft_len - r->L; /* the tree's nodes from this round's calls before */
+        for (int64_t f = 0; f < nf; f++) {
+            dyn_node *x = &r->dn[front[f]];
+            x->di = (int32_t)(held + f);
             b->seq[n] = r->row;
             b->tok[n] = x->tok;
-            b->parent[n] = x->parent == 0 ? -1 : (int32_t)(first + r->dn[x->parent].di);
-            b->want[n] = x->depth == d - 1;
-            if (b->want[n]) x->q = q + wanted++ * V;
-            n++;
+            b->parent[n] = x->parent == 0 ? -1 : -2 - r->dn[x->parent].di;
+            b->want[n++] = 1;
+            x->q = q + wanted++ * V;
         }
-        r->draft_len = r->L + (n - first);
+        r->draft_len += nf;
         stats->num_draft_passes++;
     }
     *n_rows = wanted;
@@ -392,7 +395,7 @@ ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, 
     if (st != HA_OK) return st;
     int32_t dpath[64];
     int64_t m = 0;
-    for (int64_t j = r->catch_up; j < r->n_path && m < 64; j++) { /* the accepted nodes its last append_tree holds */
+    for (int64_t j = r->catch_up; j < r->n_path && m < 64; j++) { /* the accepted nodes the draft's tree holds */
         const dyn_node *x = &r->dn[r->vnode[r->path[j] - r->catch_up]];
         if (x->di < 0) break;
         dpath[m++] = x->di;
