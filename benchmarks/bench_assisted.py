@@ -25,10 +25,11 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
    spread over b sequences at position 256.
 The bars set for the pair are printed with the figures they concern.
-4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K), the sibling tree and the dynamic tree
-   (assistant_tree_shape="dynamic": at most K * w nodes verified, as the sibling tree), against the chain verifying
-   K * w candidates a round, greedy, rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens
-   per target pass, tree over chain, the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
+4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K), the sibling tree (K * w nodes verified)
+   and the dynamic tree of the same width (assistant_tree_shape="dynamic" with num_assistant_tokens = K * w: at most
+   K * w nodes verified, at any depth up to K * w), against the chain verifying K * w candidates a round, greedy,
+   rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens per target pass, tree over chain,
+   the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
 Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
@@ -297,7 +298,7 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
 
 
 # token trees (width w, depth K) against the chain of the same verification width (K * w candidates)
-TREE_SHAPES = ((2, 2), (2, 4), (3, 2), (4, 2))
+TREE_SHAPES = ((2, 2), (2, 4), (3, 2), (4, 2), (2, 8), (4, 4))
 
 
 def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
@@ -321,8 +322,8 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     for w, K in TREE_SHAPES:
         cases[f"chain K={K * w}"] = dict(num_assistant_tokens=K * w)
         cases[f"tree w={w} K={K}"] = dict(num_assistant_tokens=K, assistant_tree_width=w)
-        cases[f"dynamic w={w} K={K}"] = dict(
-            num_assistant_tokens=K, assistant_tree_width=w, assistant_tree_shape="dynamic"
+        cases[f"dynamic w={w} K={K * w}"] = dict(  # its K is its budget: the chain's verification width
+            num_assistant_tokens=K * w, assistant_tree_width=w, assistant_tree_shape="dynamic"
         )
     calls = {
         (name, i, seed): (
@@ -346,7 +347,9 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
             for seed in seeds
         ]
         passes = sum(r.num_target_passes for r in results)
-        T = 1 + kw["num_assistant_tokens"] * kw.get("assistant_tree_width", 1)
+        T = 1 + kw["num_assistant_tokens"] * (
+            kw.get("assistant_tree_shape") != "dynamic" and kw.get("assistant_tree_width") or 1
+        )
         rows[name] = dict(
             per_pass=n_new * len(results) / passes,
             T=T,
@@ -355,9 +358,9 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
             same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
         )
     return [
-        (f"{shape} w={w} K={K}", rows[f"{shape} w={w} K={K}"], rows[f"chain K={K * w}"])
+        (name, rows[name], rows[f"chain K={K * w}"])
         for w, K in TREE_SHAPES
-        for shape in ("tree", "dynamic")
+        for name in (f"tree w={w} K={K}", f"dynamic w={w} K={K * w}")
     ]
 
 

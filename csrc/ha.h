@@ -568,8 +568,10 @@ typedef struct ha_assist_params {
      * its w - 1 next most probable; at each depth the draft expands the w nodes of highest cumulative probability
      * (the product of its probabilities along the path), all rows' in one append_tree per depth, each continuing the
      * row's tree of the depths before (the draft then needs append_tree and keep_path, max_tree >= w (K - 1), and
-     * cache room past each row's tokens for that many nodes); the target verifies the
-     * (at most K w) nodes of highest cumulative probability, ancestor-closed, each node's chosen child first (with
+     * cache room past each row's tokens for that many nodes); the target verifies the K nodes (a chain's
+     * candidates: K is the tree's budget and its deepest depth) of highest cumulative probability, ancestor-closed,
+     * each node's chosen child first; a row stops drafting early where no node of the next depth could be among them
+     * (with
      * HA_SCHEDULE_COST: as many as raise the round's expected tokens per unit time). Acceptance walks the tree from
      * the root as for siblings: bitwise plain output for greedy and coupled, the target's distribution for
      * rejection sampling. Not with prompt lookup (HA_ERR_INVALID). */

@@ -374,7 +374,8 @@ def build_parser():
             choices=("siblings", "dynamic"),
             default="siblings",
             help="with --tree-width W > 1: 'siblings' (default: the W - 1 next choices beside each drafted token) or "
-            "'dynamic' (EAGLE-2: the draft expands its W most probable nodes at each depth; a draft model only)",
+            "'dynamic' (EAGLE-2: the draft expands its W most probable nodes at each depth, the target verifies the "
+            "K most probable nodes at any depth up to K; a draft model only)",
         )
         p.add_argument(
             "--prompt-lookup",

@@ -211,15 +211,19 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
     if (k > target->max_rollback) k = target->max_rollback;
     if (draft && k > draft->max_rollback) k = draft->max_rollback;
     if (S > 0 && L <= S && k > S - L) k = S - L;
-    if (p->tree_width > 1) { /* a tree's nodes, at most k * w after position L - 1, within max_tree and the capacity */
+    if (p->tree_width > 1 && p->tree_dynamic && draft) {
+        /* a dynamic tree: at most k nodes after position L - 1 in the target (k is its budget and its depth), and the
+         * draft's tree of its frontiers, w per depth below the first: w (k - 1) nodes */
+        const int64_t w = p->tree_width, most = target->max_tree - 1, fit = target->capacity - L;
+        const int64_t d_most = draft->max_tree / w + 1, d_fit = (draft->capacity - L) / w + 1;
+        if (k > most) k = most;
+        if (k > fit) k = fit;
+        if (k > d_most) k = d_most;
+        if (k > d_fit) k = d_fit;
+    } else if (p->tree_width > 1) { /* siblings: at most k * w nodes after position L - 1 */
         const int64_t w = p->tree_width, most = (target->max_tree - 1) / w, fit = (target->capacity - L) / w;
         if (k > most) k = most;
         if (k > fit) k = fit;
-        if (p->tree_dynamic && draft) { /* the draft's append_tree of a frontier with its ancestors: w (k - 1) nodes */
-            const int64_t d_most = draft->max_tree / w + 1, d_fit = (draft->capacity - L) / w + 1;
-            if (k > d_most) k = d_most;
-            if (k > d_fit) k = d_fit;
-        }
     }
     return k;
 }
@@ -437,6 +441,16 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             cost.steps_cost = 0.0;
         }
         if (draft && p->tree_width > 1 && p->tree_dynamic) {
+            /* a dynamic tree's budget: the row's K (the cost schedule: w times its plan, the widest, which
+             * ha_cost_dyn_budget trims), nodes past the depths the round's cap allows (max_new_tokens' room,
+             * rollback, the rope switch bound depth, not width) where the target's tree and cache have room */
+            for (int64_t i = 0; i < B; i++) {
+                row_state *r = &rows[i];
+                const int64_t want = p->schedule == HA_SCHEDULE_COST ? r->k_max * p->tree_width : r->K;
+                const int64_t room = target->max_tree - 1 < target->capacity - r->L ? target->max_tree - 1
+                                                                                    : target->capacity - r->L;
+                r->budget = r->done || r->k_max == 0 ? 0 : want < r->k_max ? r->k_max : want < room ? want : room;
+            }
             if ((st = ha_dyn_draft(draft, p, sampler, rows, B, b, p->schedule == HA_SCHEDULE_COST ? &cost : NULL,
                                    stats)) != HA_OK)
                 return st;

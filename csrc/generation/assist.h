@@ -65,6 +65,7 @@ typedef struct row_state {
     int32_t *vnode;       /* (max_tree,) the verified tree: its drafted nodes, parents first (the catch-up not in) */
     int64_t n_v;
     int dyn_leaf;         /* the accepted path ended at a node the verified tree has no child of (a bonus token) */
+    int64_t budget;       /* this round: the nodes its verified tree may take (k_max is its deepest depth) */
 } row_state;
 
 /* A drafted node of a dynamic tree (the root: depth -1, the row's last decided token; its distribution r->q[0]). */
@@ -202,7 +203,7 @@ int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row
 
 /* The widest dynamic tree (a node's children, a depth's frontier: on the stack). */
 #define HA_DYN_MAX_WIDTH 64
-/* Nodes a row drafts at most in a round of depth <= (max_tree - 1) / w with frontier width w. */
+/* Nodes a row drafts at most in a round of depth <= max_tree / w + 1 with frontier width w. */
 int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree);
 /* The draft's dynamic trees for every row with k_max > 0 (depth k_max), the rows' catch-up in one append and each
  * depth's frontiers in one append_tree; then each row's verified tree (r->vnode), r->k its depth. cost: the cost

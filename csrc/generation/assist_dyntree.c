@@ -9,8 +9,9 @@
  *     next most probable (ha_tree_siblings); a node's cum is the product of the draft's probabilities along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
  *     never expanded), is expanded: the draft scores every row's frontier in one append_tree, which continues the
- *     row's tree of the depths before in the draft's cache (draft_frontier).
- * Verifying: the verified tree is at most D w nodes (a sibling tree's width at the same K and w), chosen one at a time,
+ *     row's tree of the depths before in the draft's cache (draft_frontier); a row stops before a depth none of
+ *     whose nodes could enter its verified tree (frontier_hopeless: the same tree, fewer draft passes).
+ * Verifying: the verified tree is at most K nodes (r->budget: a chain's candidates), chosen one at a time,
  * the eligible node (its parent chosen) of highest cum first (then the lower depth, the lower index); with the cost
  * schedule, as many as raise the round's expected tokens per unit time (ha_cost_dyn_budget). The target scores each
  * row's catch-up and verified tree in one append_tree, each node's row processed with its own path as history.
@@ -41,8 +42,20 @@
 #define RNG_DRAFT_NODE 16
 
 int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree) {
-    const int64_t D = (max_tree - 1) / w;
-    return 1 + w + (D > 1 ? (D - 1) * w * w : 0);
+    const int64_t D = max_tree / w + 1; /* the deepest: w (D - 1) frontier nodes in the draft's tree */
+    return 1 + w + (D - 1) * w * w;
+}
+
+/* Whether a row's drafting is over before depth d: no node of depth d - 1 could enter its verified tree, as each has
+ * a cum below that of `budget` nodes drafted already (and a node's descendants have no more than its cum), so the
+ * tree chosen is the same as if the draft went on. */
+static int frontier_hopeless(const row_state *r, int64_t d, int64_t budget) {
+    double best = -1.0;
+    for (int64_t j = 1; j < r->n_dn; j++)
+        if (r->dn[j].depth == d - 1 && r->dn[j].cum > best) best = r->dn[j].cum;
+    int64_t above = 0;
+    for (int64_t j = 1; j < r->n_dn && above < budget; j++) above += r->dn[j].cum > best;
+    return above >= budget;
 }
 
 /* Writes node i's path (its ancestors' tokens and its own) at tok[L, L + depth + 1): the history of the position
@@ -95,7 +108,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
-        if (d >= r->k_max) {
+        if (d >= r->k_max || frontier_hopeless(r, d, r->budget)) {
             r->drafting = 0;
             continue;
         }
@@ -247,12 +260,11 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
             cost->steps_cost += ha_cost_draft_step(cost, stepped);
         }
     }
-    /* The verified trees: at most D w nodes each, within the target's max_tree with the catch-up. */
+    /* The verified trees: at most r->budget nodes each (the row's K, as a chain's candidates). */
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (r->done || r->n_dn < 2) continue;
-        const int64_t most = r->k_max * w;
-        b->n_sel[i] = select_nodes(cost, r, most, b->gain + i * b->max_tree);
+        b->n_sel[i] = select_nodes(cost, r, r->budget, b->gain + i * b->max_tree);
     }
     if (cost) ha_cost_dyn_budget(cost, rows, B, b->gain, b->n_sel, b->max_tree, b->n_keep);
     for (int64_t i = 0; i < B; i++) {

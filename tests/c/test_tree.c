@@ -420,7 +420,8 @@ static void tree_assisted_equals_plain(int64_t long_from, int dynamic) {
                             for (int tight = 0; tight < 2 - (long_from > 0 || sched > 0); tight++) {
                                 static const double draft_costs[] = { 0.05 }, target_costs[] = { 1.0, 1.05, 1.1 };
                                 ha_assist_params ap = { .gen = tree_gen(sp, &eos, with_eos, src),
-                                                        .num_assistant_tokens = K,
+                                                        /* a dynamic tree's K is its budget: a sibling tree's */
+                                                        .num_assistant_tokens = dynamic ? K * width : K,
                                                         .schedule = sched == 2 ? HA_SCHEDULE_COST
                                                                     : sched    ? HA_SCHEDULE_HEURISTIC
                                                                                : HA_SCHEDULE_CONSTANT,

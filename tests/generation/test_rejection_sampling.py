@@ -44,9 +44,10 @@ CONFIGS = {
     # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
     # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
     "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
-    # dynamic trees: the draft expands its 3 most probable nodes, the target verifies the 6 most probable nodes (each
-    # node's sampled child first), and the walk may leave the chain and go on below the child it took
-    "K2_dynamic_tree_width3_top_k": (2, 3, dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic"), 0.0),
+    # dynamic trees: the draft expands its 3 most probable nodes a depth (2 depths: the calls' 3 tokens leave no room
+    # for more), the target verifies the K = 6 most probable nodes (each node's sampled child first), and the walk may
+    # leave the chain and go on below the child it took
+    "K6_dynamic_tree_width3_top_k": (6, 3, dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic"), 0.0),
 }
 
 
@@ -190,11 +191,11 @@ def simulate_tree(P, Q, K, W, T, n, rng, sampler):
     return out
 
 
-def dynamic_tree(Q, seq, k, W, rng, rule):
+def dynamic_tree(Q, seq, k, budget, W, rng, rule):
     """A dynamic tree of depth k from the table Q after seq, as the package grows it: each expanded node's children
     are its sample from Q and the W - 1 next most probable tokens (q > 0); at each depth the W nodes of highest cum
-    (the product of Q along the path) are expanded; the verified tree is the k * W nodes of highest cum, chosen one at
-    a time among those whose parent is in, and under rule "rrs" a node's first child in is its sampled child (the
+    (the product of Q along the path) are expanded; the verified tree is the `budget` nodes of highest cum, chosen one
+    at a time among those whose parent is in, and under rule "rrs" a node's first child in is its sampled child (the
     exactness rule). Returns (nodes, verified): nodes as dicts of tok, parent, depth, cum, ctx, children (the sampled
     one first)."""
     nodes = [dict(tok=None, parent=-1, depth=-1, cum=1.0, ctx=seq, children=[])]
@@ -214,7 +215,7 @@ def dynamic_tree(Q, seq, k, W, rng, rule):
         for j in level[:W]:
             expand(j)
     verified = []
-    while len(verified) < k * W:
+    while len(verified) < budget:
         ok = [j for j in range(1, len(nodes)) if j not in verified and (nodes[j]["parent"] in verified + [0])]
         if not ok:
             break
@@ -240,7 +241,7 @@ def simulate_dynamic(P, Q, K, W, T, n, rng, sampler):
             if k == 0:
                 seq += (_draw(P[seq], rng.random()),)
                 continue
-            nodes, verified = dynamic_tree(Q, seq, k, W, rng, sampler)
+            nodes, verified = dynamic_tree(Q, seq, k, K, W, rng, sampler)  # K: the budget, k: the depth
             cur, ctx = 0, seq
             while True:
                 kids = [c for c in nodes[cur]["children"] if c in verified]
@@ -370,8 +371,8 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
 
 @pytest.mark.parametrize("sampler", ("rrs", "prune_sampled_child"))
 def test_chi_square_tells_the_dynamic_tree_rule_from_a_wrong_one(exact, sampler):
-    K, T, processors, _ = CONFIGS["K2_dynamic_tree_width3_top_k"]
-    P, Q, probs = exact["K2_dynamic_tree_width3_top_k"]
+    K, T, processors, _ = CONFIGS["K6_dynamic_tree_width3_top_k"]
+    P, Q, probs = exact["K6_dynamic_tree_width3_top_k"]
     W = processors["assistant_tree_width"]
     tokens = simulate_dynamic(P, Q, K, W, T, DRAWS, np.random.default_rng(78), sampler)
     stat, df, p = chi_square(outcome_counts(tokens, T), probs)
