@@ -261,7 +261,11 @@ def check_dynamic_budget(res, K, width, label):
     """A dynamic tree verifies at most K nodes a round and row (a chain's candidates), at depths up to K; its draft
     makes at most 1 + (K - 1) passes a round (the catch-up, then one a depth)."""
     assert res.num_draft_tokens <= res.num_target_passes * K, (
-        f"{label}: {res.num_draft_tokens} nodes verified in {res.num_target_passes} row rounds, more than K = {K} a round"
+        f"{label}: {res.num_draft_tokens} nodes verified in {res.num_target_passes} row rounds, more than K = {K} "
+        "a round"
+    )
+    assert res.num_draft_passes <= res.num_target_passes * K, (
+        f"{label}: {res.num_draft_passes} draft passes in {res.num_target_passes} row rounds, more than K = {K} a round"
     )
     assert len(res.proposed_per_position) <= K or not any(res.proposed_per_position[K:]), (
         f"{label}: nodes verified deeper than K = {K}: {res.proposed_per_position}"
