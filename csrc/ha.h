@@ -570,9 +570,8 @@ typedef struct ha_assist_params {
      * row's tree of the depths before (the draft then needs append_tree and keep_path, max_tree >= w (K - 1), and
      * cache room past each row's tokens for that many nodes); the target verifies the K nodes (a chain's
      * candidates: K is the tree's budget and its deepest depth) of highest cumulative probability, ancestor-closed,
-     * each node's chosen child first; a row stops drafting early where no node of the next depth could be among them
-     * (with
-     * HA_SCHEDULE_COST: as many as raise the round's expected tokens per unit time). Acceptance walks the tree from
+     * each node's chosen child first (with HA_SCHEDULE_COST: as many as raise the round's expected tokens per unit
+     * time); the draft expands no node that K nodes drafted already beat (none of its descendants could be verified). Acceptance walks the tree from
      * the root as for siblings: bitwise plain output for greedy and coupled, the target's distribution for
      * rejection sampling. Not with prompt lookup (HA_ERR_INVALID). */
     int tree_dynamic;

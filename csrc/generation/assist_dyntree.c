@@ -9,8 +9,9 @@
  *     next most probable (ha_tree_siblings); a node's cum is the product of the draft's probabilities along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
  *     never expanded), is expanded: the draft scores every row's frontier in one append_tree, which continues the
- *     row's tree of the depths before in the draft's cache (draft_frontier); a row stops before a depth none of
- *     whose nodes could enter its verified tree (frontier_hopeless: the same tree, fewer draft passes).
+ *     row's tree of the depths before in the draft's cache (draft_frontier); a node none of whose descendants could
+ *     enter the verified tree is not expanded (hopeless: the same tree, fewer draft rows; a row whose frontier is
+ *     all such stops drafting).
  * Verifying: the verified tree is at most K nodes (r->budget: a chain's candidates), chosen one at a time,
  * the eligible node (its parent chosen) of highest cum first (then the lower depth, the lower index); with the cost
  * schedule, as many as raise the round's expected tokens per unit time (ha_cost_dyn_budget). The target scores each
@@ -46,15 +47,13 @@ int64_t ha_dyn_max_nodes(int64_t w, int64_t max_tree) {
     return 1 + w + (D - 1) * w * w;
 }
 
-/* Whether a row's drafting is over before depth d: no node of depth d - 1 could enter its verified tree, as each has
- * a cum below that of `budget` nodes drafted already (and a node's descendants have no more than its cum), so the
- * tree chosen is the same as if the draft went on. */
-static int frontier_hopeless(const row_state *r, int64_t d, int64_t budget) {
-    double best = -1.0;
-    for (int64_t j = 1; j < r->n_dn; j++)
-        if (r->dn[j].depth == d - 1 && r->dn[j].cum > best) best = r->dn[j].cum;
+/* Whether a drafted node of cumulative probability `cum` is not worth expanding: `budget` nodes drafted already have
+ * a higher cum, and a node's descendants have no more than its own, so none of them could enter the verified tree
+ * (chosen by cum; a node's chosen child comes in only with a sibling of it, which is no likelier): the tree chosen is
+ * the same as if the draft expanded it, for fewer draft rows. */
+static int hopeless(const row_state *r, double cum, int64_t budget) {
     int64_t above = 0;
-    for (int64_t j = 1; j < r->n_dn && above < budget; j++) above += r->dn[j].cum > best;
+    for (int64_t j = 1; j < r->n_dn && above < budget; j++) above += r->dn[j].cum > cum;
     return above >= budget;
 }
 
@@ -108,7 +107,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
-        if (d >= r->k_max || frontier_hopeless(r, d, r->budget)) {
+        if (d >= r->k_max) {
             r->drafting = 0;
             continue;
         }
@@ -116,7 +115,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
         int64_t nf = 0;
         for (int64_t j = 1; j < r->n_dn; j++) { /* the w best of depth d - 1, best first, the lower index on ties */
             const dyn_node *x = &r->dn[j];
-            if (x->depth != d - 1 || ha_is_eos(&p->gen, x->tok)) continue;
+            if (x->depth != d - 1 || ha_is_eos(&p->gen, x->tok) || hopeless(r, x->cum, r->budget)) continue;
             int64_t at = nf < w ? nf++ : w;
             while (at > 0 && r->dn[front[at - 1]].cum < x->cum) {
                 if (at < w) front[at] = front[at - 1];
