@@ -2,7 +2,7 @@
 """Plain against assisted generation, every figure measured in this one run (interleaved rounds, best of each).
 
 The shipped pair: the target `habana-assist/pycode` held in float32 with `habana-assist/pycode-draft` held as
-the command line holds it (int8; --draft-dtype auto for bfloat16 as stored), greedy,
+the command line holds it (w8a8; --draft-dtype auto for bfloat16 as stored), greedy,
 on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out standard-library files),
 --new-tokens new tokens per row (eos_token_id=[]: every row makes them all). Two tables:
 
@@ -497,7 +497,7 @@ def main():
     )
     tok = ha.AutoTokenizer.from_pretrained(names[0])
     target = ha.AutoModelForCausalLM.from_pretrained(names[0], dtype=args.target_dtype)
-    # the draft held as the command line holds it (int8 unless --assistant-dtype), --draft-dtype to compare
+    # the draft held as the command line holds it (w8a8 unless --assistant-dtype), --draft-dtype to compare
     draft = ha.AutoModelForCausalLM.from_pretrained(names[1], dtype=args.draft_dtype)
     target.generate(tok("import os\n", return_tensors="np")["input_ids"], max_new_tokens=2)  # warm-up
     print(

@@ -18,7 +18,7 @@ from .pretrained.stdlib_split import stdlib_files
 
 DEFAULT_MODEL = "habana-assist/pycode"
 DEFAULT_DRAFT = "habana-assist/pycode-draft"
-DEFAULT_DRAFT_DTYPE = "int8"  # see --assistant-dtype
+DEFAULT_DRAFT_DTYPE = "w8a8"  # see --assistant-dtype
 
 
 def _load(args):
@@ -334,9 +334,9 @@ def build_parser():
             "--assistant-dtype",
             default=DEFAULT_DRAFT_DTYPE,
             choices=["float32", "bfloat16", "float16", "int8", "w8a8", "int4", "bfloat16-pairs", "auto"],
-            help="how the draft's weights are held ('auto': as stored). Default int8: a draft only proposes "
-            "and the target's verification keeps the output its own, whatever the draft's precision, "
-            "and int8 steps are the fastest (docs/benchmarks.md)",
+            help="how the draft's weights are held ('auto': as stored). Default w8a8 (int8 weights times int8 "
+            "activations): a draft only proposes and the target's verification keeps the output its own, whatever "
+            "the draft's precision, and w8a8 steps are the fastest (docs/benchmarks.md)",
         )
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
         p.add_argument(

@@ -363,14 +363,14 @@ def test_no_repack_flag_reaches_both_models(pair, flags, dtype, want):
 @pytest.mark.parametrize(
     "flags, target, draft",
     [
-        ([], "float32", "int8"),
-        (["--dtype", "int4"], "int4", "int8"),
+        ([], "float32", "w8a8"),
+        (["--dtype", "int4"], "int4", "w8a8"),
         (["--assistant-dtype", "bfloat16"], "float32", "bfloat16"),
         (["--assistant-dtype", "auto"], "float32", "float32"),
     ],
 )
-def test_the_draft_is_held_in_int8_unless_assistant_dtype_says_otherwise(pair, flags, target, draft):
-    """The draft only proposes, so the command holds it in int8 whatever the target's --dtype; --assistant-dtype
+def test_the_draft_is_held_in_w8a8_unless_assistant_dtype_says_otherwise(pair, flags, target, draft):
+    """The draft only proposes, so the command holds it in w8a8 whatever the target's --dtype; --assistant-dtype
     chooses, 'auto' as stored (the test pair is stored in float32)."""
     from habana_assist import cli
 
