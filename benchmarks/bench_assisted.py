@@ -152,6 +152,9 @@ def shipped_schedules(target, draft, tok, n_new, repeats, others):
         for cls, other in others.items():
             calls["prefill " + cls, i] = lambda ids=ids, m=other: m.generate(ids, max_new_tokens=1)
             calls["plain " + cls, i] = lambda ids=ids, m=other: m.generate(ids, **base)
+        # untimed for the table: the pair's first call after the other classes' models runs with their weights in
+        # the caches (measured: ~30 ms slower a call here), which would fall on whichever schedule came first
+        calls["warm the pair", i] = lambda ids=ids: target.generate(ids, assistant_model=draft, max_new_tokens=4)
         for name, kw in schedules.items():
             calls[name, i] = lambda ids=ids, kw=kw: target.generate(ids, assistant_model=draft, **base, **kw)
     best = interleaved(calls, repeats)
@@ -246,6 +249,10 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
         calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
         for seed in range(seeds):
             for name, kw in modes.items():
+                if name == "rejection":  # untimed: the pair's first call after plain's (as in table 1)
+                    calls["warm the pair", i, seed] = lambda ids=ids: target.generate(
+                        ids, assistant_model=draft, max_new_tokens=4
+                    )
                 calls[name, i, seed] = lambda ids=ids, kw=kw, seed=seed: target.generate(ids, seed=seed, **base, **kw)
     best = interleaved(calls, repeats)
     t_prefill = seeds * sum(best["prefill", i] for i in range(len(prompts)))
@@ -419,6 +426,10 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
         calls[b, "prefill"] = lambda enc=enc: target.generate(**enc, max_new_tokens=1)
         calls[b, "draft prefill"] = lambda enc=enc: draft.generate(**enc, max_new_tokens=1)
         for mode, kw in modes.items():
+            if mode == "cost":  # untimed: the pair's first call after plain's (as in table 1)
+                calls[b, "warm the pair"] = lambda enc=enc: target.generate(
+                    **enc, assistant_model=draft, max_new_tokens=4
+                )
             calls[b, mode] = lambda enc=enc, kw=kw: target.generate(**enc, **base, **kw)
     best = interleaved(calls, repeats)
     costs = target.assisted_costs(draft)
