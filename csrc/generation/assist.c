@@ -34,6 +34,12 @@ ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V) {
     return HA_OK;
 }
 
+ha_status ha_assist_grow_scores(buffers *b, const ha_assist_params *p, int64_t rows) {
+    ha_status st = ha_assist_grow(&b->P, &b->cap_p, rows, b->V);
+    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, rows, b->V);
+    return st;
+}
+
 /* Token trees from prompt lookup: the later matches of the same n-gram at i2 > i (n tokens) as branches, each
  * cut to one sibling where it leaves the chain tok[L, L + k): at the first depth j where the tokens that followed
  * it differ from the chain's, that token (not an eos, not there yet) joins candidate j's siblings, up to w - 1. */
@@ -267,9 +273,7 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
                                         : ha_tree_verify(target, p, sampler, rows, B, b);
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].k + 1;
-    st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
-    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
-    if (st != HA_OK) return st;
+    if ((st = ha_assist_grow_scores(b, p, n_rows)) != HA_OK) return st;
     n_rows = 0;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];

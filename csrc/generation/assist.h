@@ -172,6 +172,8 @@ void ha_ahead_finish(ahead *a, ha_assist_stats *stats);
 
 /* Grows *buf to hold `rows` rows of V floats (kept if large enough; contents not kept). */
 ha_status ha_assist_grow(float **buf, int64_t *cap, int64_t rows, int64_t V);
+/* Grows b->P (and b->raw, with logits_out) to hold `rows` rows of scores. */
+ha_status ha_assist_grow_scores(buffers *b, const ha_assist_params *p, int64_t rows);
 /* K after a round that accepted n of a row's candidates under the heuristic schedules, as Transformers'
  * AssistedCandidateGenerator.update_candidate_strategy: K + 2 after a draft fully accepted, else max(1, K - 1). */
 int64_t ha_assist_heuristic_k(int64_t K, int64_t n);
@@ -189,6 +191,12 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
 /* The n_max tokens of highest score in q (V,), best first (the lower index first on ties), other than x and tokens
  * scored -inf or NaN, into out; *n how many there are (<= n_max). */
 void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n);
+/* Row r's nodes of the round (the append's entries [first, end)) into its node_tok and node_parent (parents as
+ * indices among them): the tree as ha_tree_keep and the record read it, whatever its shape. */
+void ha_tree_note_nodes(row_state *r, const buffers *b, int64_t first, int64_t end);
+/* The target's append_tree of the round's n nodes (b->seq, tok, parent, want) into b->P's n_rows rows, copied to
+ * b->raw with logits_out. */
+ha_status ha_tree_score(ha_lm *target, const ha_assist_params *p, buffers *b, int64_t n, int64_t n_rows);
 /* The target's append_tree for a round: each running row's catch-up, candidates and siblings; points r->p (r->raw)
  * at the chain's rows and r->ps (r->praw) at the siblings', and processes them all. */
 ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,

@@ -283,8 +283,7 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
     int64_t n = 0, n_rows = 0;
     for (int64_t i = 0; i < B; i++)
         if (!rows[i].done) n_rows += rows[i].n_v + (rows[i].target_len < rows[i].L);
-    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
-    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
+    ha_status st = ha_assist_grow_scores(b, p, n_rows);
     if (st != HA_OK) return st;
     n_rows = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -314,15 +313,9 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
             b->want[n++] = 1;
             x->p = b->P + n_rows++ * V;
         }
-        r->n_nodes = n - first;
-        for (int64_t j = 0; j < r->n_nodes; j++) {
-            r->node_tok[j] = b->tok[first + j];
-            r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
-        }
+        ha_tree_note_nodes(r, b, first, n);
     }
-    if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
-        return st;
-    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    if ((st = ha_tree_score(target, p, b, n, n_rows)) != HA_OK) return st;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (r->done) continue;

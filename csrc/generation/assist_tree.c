@@ -34,6 +34,20 @@ void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32
     *n = k;
 }
 
+void ha_tree_note_nodes(row_state *r, const buffers *b, int64_t first, int64_t end) {
+    r->n_nodes = end - first;
+    for (int64_t j = 0; j < r->n_nodes; j++) {
+        r->node_tok[j] = b->tok[first + j];
+        r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
+    }
+}
+
+ha_status ha_tree_score(ha_lm *target, const ha_assist_params *p, buffers *b, int64_t n, int64_t n_rows) {
+    ha_status st = n > 0 ? target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P) : HA_OK;
+    if (st == HA_OK && p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)b->V * sizeof(float));
+    return st;
+}
+
 /* The index among row r's nodes of candidate j (its sibling i: that + 1 + i). */
 static int64_t node_of(const row_state *r, int64_t j) {
     int64_t at = r->catch_up;
@@ -51,8 +65,7 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
         n_rows += r->k + (r->target_len < r->L);
         for (int64_t j = 0; j < r->k; j++) n_rows += r->nsib[j];
     }
-    ha_status st = ha_assist_grow(&b->P, &b->cap_p, n_rows, V);
-    if (st == HA_OK && p->gen.logits_out) st = ha_assist_grow(&b->raw, &b->cap_raw, n_rows, V);
+    ha_status st = ha_assist_grow_scores(b, p, n_rows);
     if (st != HA_OK) return st;
     n_rows = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -88,15 +101,9 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
             }
             parent = cand;
         }
-        r->n_nodes = n - first; /* the row's tree as its nodes, read by ha_tree_keep and the record */
-        for (int64_t j = 0; j < r->n_nodes; j++) {
-            r->node_tok[j] = b->tok[first + j];
-            r->node_parent[j] = b->parent[first + j] < 0 ? -1 : (int32_t)(b->parent[first + j] - first);
-        }
+        ha_tree_note_nodes(r, b, first, n);
     }
-    if (n > 0 && (st = target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P)) != HA_OK)
-        return st;
-    if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
+    if ((st = ha_tree_score(target, p, b, n, n_rows)) != HA_OK) return st;
     /* raw rows beside the processed ones, at the same index; then each row processed with the history it follows */
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];

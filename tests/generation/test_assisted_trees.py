@@ -166,7 +166,8 @@ def test_tree_greedy_with_logits_processors_is_bitwise_plain(pairs):
     assert seen, "the logits processor was never called"
 
 
-def test_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs):
+@pytest.mark.parametrize("shape", ["siblings", "dynamic"])
+def test_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs, shape):
     for family in ("llama", "gemma2", "gpt2"):
         target, draft = pairs[family]
         for seed, kw in ((3, dict(temperature=0.8)), (4, dict(temperature=1.2, top_k=20, top_p=0.9))):
@@ -181,13 +182,14 @@ def test_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs):
                     seed=seed,
                     assisted_sampling="coupled",
                     num_assistant_tokens=4,
+                    assistant_tree_shape=shape,
                     **kw,
                 )
                 assert np.array_equal(res.sequences, want), (
-                    f"{family}, seed {seed}, width {width}: expected the plain sample {want.tolist()}, got "
+                    f"{shape}, {family}, seed {seed}, width {width}: expected the plain sample {want.tolist()}, got "
                     f"{res.sequences.tolist()}"
                 )
-                check_tree_statistics(res, f"coupled {family} width {width}")
+                check_tree_statistics(res, f"coupled {shape} {family} width {width}")
 
 
 def test_tree_with_early_exit_draft_is_bitwise_plain(pairs):
@@ -366,30 +368,6 @@ def test_dynamic_tree_leaves_caches_that_continue_bitwise(pairs):
     assert np.array_equal(more, want), (
         f"continuing from the dynamic tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
     )
-
-
-def test_dynamic_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs):
-    for family in ("llama", "gpt2"):
-        target, draft = pairs[family]
-        for seed, kw in ((3, dict(temperature=0.8)), (4, dict(temperature=1.2, top_k=20, top_p=0.9))):
-            want = plain(target, PROMPT, do_sample=True, seed=seed, **kw)
-            for width in (2, 4):
-                res = dynamic(
-                    target,
-                    draft,
-                    PROMPT,
-                    width,
-                    do_sample=True,
-                    seed=seed,
-                    assisted_sampling="coupled",
-                    num_assistant_tokens=4,
-                    **kw,
-                )
-                assert np.array_equal(res.sequences, want), (
-                    f"dynamic, {family}, seed {seed}, width {width}: expected the plain sample {want.tolist()}, "
-                    f"got {res.sequences.tolist()}"
-                )
-                check_tree_statistics(res, f"dynamic coupled {family} width {width}")
 
 
 def test_tree_shape_default_and_saved(pairs):

@@ -10,14 +10,13 @@ accepted drafts to num_accepted_tokens, and a row has one tree per target pass, 
 import numpy as np
 import pytest
 from family_checkpoints import write_family_checkpoint
+from test_assisted_trees import PROMPT, VOCAB  # the trees' tests' prompt and vocabulary
+from test_assisted_trees import tree as tree_call  # generate() with a draft, assistant_tree_width, the dict output
 
 import habana_assist as ha
 from habana_assist import _core
 from habana_assist.generation.display import rounds_of
 
-VOCAB = 96
-NEW = 24
-PROMPT = np.array([[17, 3, 42, 8, 29, 11, 56, 2]], dtype=np.int64)
 BATCH = np.array([[0, 0, 0, 33, 7, 19, 50, 4], [17, 3, 42, 8, 29, 11, 56, 2]], dtype=np.int64)
 BATCH_MASK = np.array([[0, 0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]], dtype=np.int64)
 LOOKUP_PROMPT = np.array([[5, 9, 3, 5, 7, 3, 5, 9, 4, 5, 7, 3, 5, 9, 3, 5]], dtype=np.int64)
@@ -38,18 +37,6 @@ def pair(tmp_path_factory):
     return (
         ha.AutoModelForCausalLM.from_pretrained(str(root / "target")),
         ha.AutoModelForCausalLM.from_pretrained(str(root / "draft")),
-    )
-
-
-def tree_call(model, draft, ids, width, mask=None, **kw):
-    return model.generate(
-        ids,
-        attention_mask=np.ones_like(ids) if mask is None else mask,
-        max_new_tokens=NEW,
-        assistant_model=draft,
-        assistant_tree_width=width,
-        return_dict_in_generate=True,
-        **kw,
     )
 
 
