@@ -191,6 +191,11 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
 /* The n_max tokens of highest score in q (V,), best first (the lower index first on ties), other than x and tokens
  * scored -inf or NaN, into out; *n how many there are (<= n_max). */
 void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n);
+/* Row r (batch row i) starts its tree: its tokens the target has not seen, tok[target_len, L), a chain from the
+ * sequence's end at the append's entries from *n (r->catch_up of them), the last one's scores (position L) into
+ * *p0 from b->P's next row; where there are none, *p0 (and *raw0 if not NULL) point at position L's scores from
+ * the prefill (b->first, b->first_raw). Moves *n and *n_rows past what it took. */
+void ha_tree_catch_up(row_state *r, buffers *b, int64_t i, int64_t *n, int64_t *n_rows, float **p0, float **raw0);
 /* Row r's nodes of the round (the append's entries [first, end)) into its node_tok and node_parent (parents as
  * indices among them): the tree as ha_tree_keep and the record read it, whatever its shape. */
 void ha_tree_note_nodes(row_state *r, const buffers *b, int64_t first, int64_t end);

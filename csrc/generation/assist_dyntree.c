@@ -291,19 +291,8 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
         if (r->done) continue;
         dyn_node *root = &r->dn[0];
         const int64_t first = n;
-        r->catch_up = r->L - r->target_len;
         root->raw = NULL;
-        if (r->catch_up == 0) {
-            root->p = b->first + i * V;
-            if (r->raw) root->raw = b->first_raw + i * V;
-        }
-        for (int64_t j = r->target_len; j < r->L; j++) {
-            b->seq[n] = r->row;
-            b->tok[n] = r->tok[j];
-            b->parent[n] = n == first ? -1 : (int32_t)(n - 1);
-            b->want[n] = j == r->L - 1;
-            if (b->want[n++]) root->p = b->P + n_rows++ * V;
-        }
+        ha_tree_catch_up(r, b, i, &n, &n_rows, &root->p, r->raw ? &root->raw : NULL);
         const int32_t base = r->catch_up > 0 ? (int32_t)(n - 1) : -1; /* the root in the call */
         for (int64_t v = 0; v < r->n_v; v++) {
             dyn_node *x = &r->dn[r->vnode[v]];

@@ -34,6 +34,22 @@ void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32
     *n = k;
 }
 
+void ha_tree_catch_up(row_state *r, buffers *b, int64_t i, int64_t *n, int64_t *n_rows, float **p0, float **raw0) {
+    const int64_t V = b->V, first = *n;
+    r->catch_up = r->L - r->target_len;
+    if (r->catch_up == 0) { /* position L scored already: by the prefill, or by run_whole_again */
+        *p0 = b->first + i * V;
+        if (raw0) *raw0 = b->first_raw + i * V;
+    }
+    for (int64_t j = r->target_len; j < r->L; j++) {
+        b->seq[*n] = r->row;
+        b->tok[*n] = r->tok[j];
+        b->parent[*n] = *n == first ? -1 : (int32_t)(*n - 1);
+        b->want[*n] = j == r->L - 1;
+        if (b->want[(*n)++]) *p0 = b->P + (*n_rows)++ * V;
+    }
+}
+
 void ha_tree_note_nodes(row_state *r, const buffers *b, int64_t first, int64_t end) {
     r->n_nodes = end - first;
     for (int64_t j = 0; j < r->n_nodes; j++) {
@@ -72,18 +88,7 @@ ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *s
         row_state *r = &rows[i];
         if (r->done) continue;
         const int64_t first = n; /* the row's node 0 in the call */
-        r->catch_up = r->L - r->target_len;
-        if (r->catch_up == 0) {
-            r->p[0] = b->first + i * V;
-            if (r->raw) r->raw[0] = b->first_raw + i * V;
-        }
-        for (int64_t j = r->target_len; j < r->L; j++) {
-            b->seq[n] = r->row;
-            b->tok[n] = r->tok[j];
-            b->parent[n] = n == first ? -1 : (int32_t)(n - 1);
-            b->want[n] = j == r->L - 1;
-            if (b->want[n++]) r->p[0] = b->P + n_rows++ * V;
-        }
+        ha_tree_catch_up(r, b, i, &n, &n_rows, &r->p[0], r->raw ? &r->raw[0] : NULL);
         int32_t parent = r->catch_up > 0 ? (int32_t)(n - 1) : -1;
         for (int64_t j = 0; j < r->k; j++) {
             const int32_t cand = (int32_t)n;
