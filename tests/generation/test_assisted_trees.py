@@ -130,15 +130,17 @@ def test_tree_greedy_batch_each_row_its_own_tree(pairs):
         )
 
 
-def test_tree_leaves_a_cache_that_continues_bitwise(pairs):
-    """The cache a tree call returns (keep_path moved each accepted path into place) continues as plain's."""
+@pytest.mark.parametrize("shape", ["siblings", "dynamic"])
+def test_tree_leaves_a_cache_that_continues_bitwise(pairs, shape):
+    """The cache a tree call returns (keep_path moved each accepted path into place; a dynamic tree's draft kept its
+    part of it too) continues as plain's."""
     target, draft = pairs["gemma3_text"]
-    res = tree(target, draft, PROMPT, 3, num_assistant_tokens=4)
+    res = tree(target, draft, PROMPT, 3, num_assistant_tokens=4, assistant_tree_shape=shape)
     ids = res.sequences
     more = target.generate(ids, attention_mask=np.ones_like(ids), past_key_values=res.cache, max_new_tokens=8)
     want = target.generate(ids, attention_mask=np.ones_like(ids), max_new_tokens=8)
     assert np.array_equal(more, want), (
-        f"continuing from the tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
+        f"{shape}: continuing from the tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
     )
 
 
@@ -192,7 +194,8 @@ def test_tree_coupled_sampling_equals_plain_sampling_for_the_same_seed(pairs, sh
                 check_tree_statistics(res, f"coupled {shape} {family} width {width}")
 
 
-def test_tree_with_early_exit_draft_is_bitwise_plain(pairs):
+@pytest.mark.parametrize("shape", ["siblings", "dynamic"])
+def test_tree_with_early_exit_draft_is_bitwise_plain(pairs, shape):
     target, _ = pairs["mistral"]
     want = plain(target, PROMPT)
     res = target.generate(
@@ -201,13 +204,14 @@ def test_tree_with_early_exit_draft_is_bitwise_plain(pairs):
         max_new_tokens=NEW,
         assistant_early_exit=1,
         assistant_tree_width=3,
+        assistant_tree_shape=shape,
         num_assistant_tokens=3,
         return_dict_in_generate=True,
     )
     assert np.array_equal(res.sequences, want), (
-        f"early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}"
+        f"{shape}, early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}"
     )
-    check_tree_statistics(res, "early exit")
+    check_tree_statistics(res, f"{shape} early exit")
 
 
 def test_chains_keep_their_keys_and_trees_add_theirs(pairs):
@@ -332,7 +336,7 @@ def test_dynamic_tree_batch_each_row_its_own_tree(pairs):
         )
 
 
-def test_dynamic_tree_with_logits_processors_and_early_exit_is_bitwise_plain(pairs):
+def test_dynamic_tree_with_logits_processors_is_bitwise_plain(pairs):
     target, draft = pairs["qwen2"]
     for kw in (dict(repetition_penalty=1.3, no_repeat_ngram_size=2), dict(bad_words_ids=[[5], [9, 12]])):
         want = plain(target, PROMPT, **kw)
@@ -340,34 +344,6 @@ def test_dynamic_tree_with_logits_processors_and_early_exit_is_bitwise_plain(pai
         assert np.array_equal(res.sequences, want), (
             f"dynamic, processors {sorted(kw)}: expected plain {want.tolist()}, got {res.sequences.tolist()}"
         )
-    target, _ = pairs["mistral"]
-    want = plain(target, PROMPT)
-    res = target.generate(
-        PROMPT,
-        attention_mask=np.ones_like(PROMPT),
-        max_new_tokens=NEW,
-        assistant_early_exit=1,
-        assistant_tree_width=3,
-        assistant_tree_shape="dynamic",
-        num_assistant_tokens=3,
-        return_dict_in_generate=True,
-    )
-    assert np.array_equal(res.sequences, want), (
-        f"dynamic, early exit, width 3: expected plain {want.tolist()}, got {res.sequences.tolist()}"
-    )
-    check_tree_statistics(res, "dynamic early exit")
-
-
-def test_dynamic_tree_leaves_caches_that_continue_bitwise(pairs):
-    """Both caches after keep_path (the target's accepted path, the draft's part of it) continue as plain's."""
-    target, draft = pairs["gemma3_text"]
-    res = dynamic(target, draft, PROMPT, 3, num_assistant_tokens=4)
-    ids = res.sequences
-    more = target.generate(ids, attention_mask=np.ones_like(ids), past_key_values=res.cache, max_new_tokens=8)
-    want = target.generate(ids, attention_mask=np.ones_like(ids), max_new_tokens=8)
-    assert np.array_equal(more, want), (
-        f"continuing from the dynamic tree call's cache: expected plain {want.tolist()}, got {more.tolist()}"
-    )
 
 
 def test_tree_shape_default_and_saved(pairs):
