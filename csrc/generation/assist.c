@@ -318,7 +318,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int64_t V = target->vocab_size, N = p->gen.max_new_tokens, B = target->n_seq, k = r->k;
     const int tree = p->tree_width > 1, dyn = tree && p->tree_dynamic && draft;
     int32_t next;
-    const int64_t n = dyn    ? ha_dyn_accept(p, sampler, r, V, r->scratch, &next)
+    const int64_t n = dyn    ? ha_dyn_accept(p, sampler, r, V, &next)
                       : tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
                              : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
@@ -593,6 +593,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     float **sib_ptrs = w1 ? ha_malloc_array((size_t)B * (size_t)N, 2 * (size_t)w1, sizeof(float *)) : NULL;
     b.parent = w1 ? malloc(n_append * sizeof(int32_t)) : NULL;
     float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
+    double *rrs = dyn ? ha_malloc_array(2, (size_t)V, sizeof(double)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
     /* trees: (B, 3, max_tree) each row's verified nodes' tokens, parents and accepted path (row_state.node_tok) */
@@ -605,7 +606,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     b.gain = dyn ? ha_malloc_array((size_t)B, (size_t)target->max_tree, sizeof(double)) : NULL;
     b.n_sel = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
     b.n_keep = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
-    if (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep)) {
+    if (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep || !rrs)) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for the token trees of %lld rows", (long long)B);
         goto cleanup;
     }
@@ -648,6 +649,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         }
         if (dyn) {
             r->dn = dn + i * b.n_dyn;
+            r->rrs = rrs;
             r->vnode = vnode + i * target->max_tree;
         }
         if (p->tree_record) p->tree_record->n_rounds[i] = 0;
@@ -722,6 +724,7 @@ cleanup:
     free(sib_ptrs);
     free(b.parent);
     free(scratch);
+    free(rrs);
     free(nkeep);
     free(reach);
     free(nodes);

@@ -66,6 +66,7 @@ typedef struct row_state {
     int64_t n_v;
     int dyn_leaf;         /* the accepted path ended at a node the verified tree has no child of (a bonus token) */
     int64_t budget;       /* this round: the nodes its verified tree may take (k_max is its deepest depth) */
+    double *rrs;          /* (2, V) rejection sampling's residual target and draft left, shared by the rows */
 } row_state;
 
 /* A drafted node of a dynamic tree (the root: depth -1, the row's last decided token; its distribution r->q[0]). */
@@ -77,7 +78,9 @@ typedef struct dyn_node {
     int32_t vi;               /* its index among the verified nodes (r->vnode), -1 if not verified */
     int32_t di;               /* its index in the row's tree in the draft's cache this round, -1 if not there */
     double qx;                /* the draft's probability of tok at its parent */
-    double cum;               /* the product of qx along its path (the root: 1) */
+    double qr;                /* what ranks it: qx; rejection sampling: the parent's (s+1)-th highest probability
+                               * for its s-th child, whatever token was drawn (see the exactness rule) */
+    double cum;               /* the product of qr along its path (the root: 1) */
     double reach;             /* the cost schedule's chance that acceptance reaches it */
     float *q;                 /* (V,) expanded: its processed draft scores for position L + depth + 1 */
     ha_normalizer qn;
@@ -229,8 +232,7 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
                         buffers *b);
 /* The walk down r's verified tree (greedy, coupled, rejection sampling); writes the accepted path's tokens at
  * tok[L, L + n) and their target rows as p[0 .. n] (raw as raw), r->path; returns n, the next token in *next. */
-int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
-                      int32_t *next);
+int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, int32_t *next);
 /* After the round: the target keeps the first `keep` nodes of r->path; the draft the longest prefix of the accepted
  * path its tree holds (*draft_len: the positions it then holds). */
 ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, int64_t keep, int64_t *draft_len);

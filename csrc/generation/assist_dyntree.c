@@ -4,9 +4,11 @@
  *
  * Drafting, per round and row (depth D: the round's k_max):
  *   - the draft catches up as for chains (one append over the rows), giving the root's distribution q (r->q[0]);
- *   - every expanded node (the root first) gets children: its chosen token (argmax; coupled: the sample under the
- *     target's noise at that position; rejection sampling: a sample under noise of the node's own) and the w - 1
- *     next most probable (ha_tree_siblings); a node's cum is the product of the draft's probabilities along its path;
+ *   - every expanded node (the root first) gets w children: greedy, its argmax and the w - 1 next most probable;
+ *     coupled, its sample under the target's noise at that position and the w - 1 next most probable; rejection
+ *     sampling, w tokens drawn without replacement from q under noise of the node's own (ha_sampler_choose_top). A
+ *     child's rank qr is its probability (rejection sampling: the parent's s-th highest probability for its s-th
+ *     child, whatever was drawn), a node's cum the product of qr along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
  *     never expanded), is expanded: the draft scores every row's frontier in one append_tree, which continues the
  *     row's tree of the depths before in the draft's cache (draft_frontier); a node none of whose descendants could
@@ -17,19 +19,18 @@
  * schedule, as many as raise the round's expected tokens per unit time (ha_cost_dyn_budget). The target scores each
  * row's catch-up and verified tree in one append_tree, each node's row processed with its own path as history.
  * Accepting walks from the root: greedy and coupled move to the child that is the target's own token (so the output is
- * bitwise plain generation's); rejection sampling tests the chosen child by min(1, p/q), then offers the other
- * children to the residual one by one as point masses (as assist_tree.c's reject_to_siblings), and draws from the last
- * residual where none is taken; at a leaf the bonus token comes from p.
+ * bitwise plain generation's); rejection sampling runs recursive rejection sampling without replacement over the
+ * node's verified children in the order drawn (reject_down); at a leaf the bonus token comes from p.
  *
- * EXACTNESS RULE (rejection sampling): a proposal's presence must never depend on its own value. The chosen child c of
- * a node is a sample from q there, tested by min(1, p/q): that gives p only if whether c is offered does not depend on
- * c. So whenever a node has any child in the verified tree, its chosen child is among them: choosing a node's first
- * child adds the chosen child instead (whatever its probability); the other children are point masses, which the
- * residual's rule turns into the residual whatever they are, so they may be pruned by anything. A node's first child
- * is chosen when the node's most probable child's cum comes up (the same whichever token was sampled), and the cost
- * schedule rates that step by that child too; each node's draft sample uses noise of its own (not the position's,
- * which every node of a depth would share), so that other nodes' samples, which steer the budget, do not carry the
- * value of this one.
+ * EXACTNESS RULE (rejection sampling): whether a node's s-th child is verified must not depend on the token drawn for
+ * it, nor on the ones drawn after it (they depend on it); otherwise a test min(1, P/Q) of it no longer gives P. So
+ * ranks are value-free: a child's qr is its rank's probability under its parent's q, not its own token's; keys
+ * (cum, then lower depth, lower index) never rise from a parent to a child nor from a child to its next sibling, so
+ * every choice here (the frontier, hopeless, the verified tree, the cost schedule's prefix of it) keeps a node
+ * according to nodes of higher keys only: its ancestors, earlier siblings, their subtrees and other branches, never
+ * itself, its later siblings or their subtrees. The verified children of a node are then the first ones drawn, and
+ * each step of the walk is exact whatever the rest. Each node's draft uses noise of its own (not the position's,
+ * which every node of a depth would share).
  *
  * Caches: the target keeps the accepted path (keep_path); the draft keeps the longest prefix of the accepted path its
  * tree holds (keep_path) and catches up on the rest next round. */
@@ -63,31 +64,44 @@ static void put_path(row_state *r, int64_t i) {
     for (int64_t j = i; r->dn[j].parent >= 0; j = r->dn[j].parent) r->tok[r->L + r->dn[j].depth] = r->dn[j].tok;
 }
 
-/* Node i's children from its processed draft scores: its chosen token first, then the w - 1 next most probable. */
+/* Node i's children from its processed draft scores. Greedy and coupled: its chosen token first, then the w - 1 next
+ * most probable, each ranked by its own probability. Rejection sampling: w tokens drawn without replacement from q
+ * (noise of the node's own), the s-th ranked by q's s-th highest probability, whatever was drawn. */
 static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t i, int64_t V,
                         int64_t n_max) {
     dyn_node *d = &r->dn[i];
     const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + d->depth + 1);
     const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
-    const int32_t x = rejection ? ha_sampler_choose_keyed(sampler, d->q, row, pos, (uint32_t)(RNG_DRAFT_NODE + i))
-                                : ha_sampler_choose(sampler, d->q, row, pos);
-    if (x < 0)
+    int32_t kid[HA_DYN_MAX_WIDTH], ranked[HA_DYN_MAX_WIDTH];
+    int64_t nk = 0, nr = 0;
+    if (rejection) {
+        nk = ha_sampler_choose_top(sampler, d->q, row, pos, (uint32_t)(RNG_DRAFT_NODE + i), p->tree_width, kid);
+        ha_tree_siblings(d->q, V, -1, nk, ranked, &nr);
+    } else {
+        kid[0] = ha_sampler_choose(sampler, d->q, row, pos);
+        nk = kid[0] >= 0;
+        if (nk) ha_tree_siblings(d->q, V, kid[0], p->tree_width - 1, kid + 1, &nr);
+        nk += nr;
+    }
+    if (nk == 0)
         return ha_fail(HA_ERR_INVALID, "the draft removed every token at position %lld of row %d; check its weights",
                        (long long)pos, r->row);
-    int32_t sib[HA_DYN_MAX_WIDTH];
-    int64_t ns = 0;
-    ha_tree_siblings(d->q, V, x, p->tree_width - 1, sib, &ns);
-    if (r->n_dn + 1 + ns > n_max)
+    if (r->n_dn + nk > n_max)
         return ha_fail(HA_ERR_INTERNAL, "assist_dyntree.c: row %d drafted more than %lld nodes", r->row,
                        (long long)n_max);
     d->child0 = (int32_t)r->n_dn;
-    d->n_child = (int32_t)(1 + ns);
-    for (int64_t c = 0; c <= ns; c++) {
-        const int32_t t = c == 0 ? x : sib[c - 1];
-        const double qx = ha_norm_at(d->q, V, d->qn, t);
-        r->dn[r->n_dn++] = (dyn_node){
-            .tok = t, .parent = (int32_t)i, .depth = d->depth + 1, .vi = -1, .di = -1, .qx = qx, .cum = d->cum * qx
-        };
+    d->n_child = (int32_t)nk;
+    for (int64_t c = 0; c < nk; c++) {
+        const double qx = ha_norm_at(d->q, V, d->qn, kid[c]);
+        const double qr = rejection ? ha_norm_at(d->q, V, d->qn, ranked[c < nr ? c : nr - 1]) : qx;
+        r->dn[r->n_dn++] = (dyn_node){ .tok = kid[c],
+                                       .parent = (int32_t)i,
+                                       .depth = d->depth + 1,
+                                       .vi = -1,
+                                       .di = -1,
+                                       .qx = qx,
+                                       .qr = qr,
+                                       .cum = d->cum * qr };
     }
     return HA_OK;
 }
@@ -182,13 +196,14 @@ static int64_t select_nodes(const cost_model *cost, row_state *r, int64_t n_max,
         }
         if (best < 0) break;
         const dyn_node *par = &r->dn[r->dn[best].parent];
-        /* the exactness rule: a node's first child in the tree is its chosen child */
+        /* a node's first child in the tree is its chosen child (coupled: its sample, ranked by its own probability,
+         * comes in with its first sibling; greedy and rejection sampling rank it first anyway) */
         const int64_t add = r->dn[par->child0].vi < 0 ? par->child0 : best;
         r->dn[add].vi = (int32_t)n;
         r->vnode[n] = (int32_t)add;
         if (cost) {
             r->dn[add].reach = par->reach * ha_cost_conf_rate(cost, r->dn[add].qx);
-            gain[n] = par->reach * ha_cost_conf_rate(cost, r->dn[best].qx);
+            gain[n] = par->reach * ha_cost_conf_rate(cost, r->dn[best].qr);
         }
         n++;
     }
@@ -207,9 +222,15 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         r->drafting = !r->done && r->k_max > 0;
         q_rows += r->drafting ? 1 + w * (r->k_max - 1) : 0;
         if (r->done) continue;
-        r->dn[0] = (dyn_node){
-            .tok = r->tok[r->L - 1], .parent = -1, .depth = -1, .vi = -1, .di = -1, .qx = 1.0, .cum = 1.0, .reach = 1.0
-        };
+        r->dn[0] = (dyn_node){ .tok = r->tok[r->L - 1],
+                               .parent = -1,
+                               .depth = -1,
+                               .vi = -1,
+                               .di = -1,
+                               .qx = 1.0,
+                               .qr = 1.0,
+                               .cum = 1.0,
+                               .reach = 1.0 };
         r->n_dn = 1;
     }
     ha_status st = ha_assist_grow(&b->Q, &b->cap_q, q_rows, V);
@@ -323,34 +344,51 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
     return HA_OK;
 }
 
-/* Rejection sampling at node d after its chosen child was rejected: the other verified children, each a point mass
- * offered to the residual R = max(0, p - q) (normalized) in turn: taken with probability R(y), else R loses y. Returns
- * the child taken, or -1 with *next drawn from the last R (so the token is distributed as R0, whatever the others). */
-static int64_t offer_others(const ha_assist_params *p, const ha_sampler *sampler, const row_state *r, const dyn_node *d,
-                            int64_t V, float *scratch, ha_normalizer np, uint32_t pos, int32_t *next) {
+/* Rejection sampling at node d after its first child was rejected (recursive rejection sampling without
+ * replacement): with P the target's distribution and Q the draft's, each rejection of x sets P = max(0, P - Q)
+ * normalized and removes x from Q (renormalized); the next verified child y (drawn from what Q had left) is taken
+ * with probability min(1, P(y) / Q(y)); where none is taken the token is drawn from the last P. Each step is a
+ * speculative sampling step of P by Q, so the token is distributed as the P before it whatever the children (the
+ * first step's P is p). Returns the child taken, or -1 with *next. work: (2, V). */
+static int64_t reject_down(const ha_assist_params *p, const row_state *r, const dyn_node *d, int64_t V, double *work,
+                           ha_normalizer np, uint32_t pos, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
-    memcpy(scratch, d->p, (size_t)V * sizeof(float));
-    double z = 0.0;
+    double *P = work, *Q = work + V;
     for (int64_t t = 0; t < V; t++) {
-        const double e = ha_norm_at(d->p, V, np, (int32_t)t) - ha_norm_at(d->q, V, d->qn, (int32_t)t);
-        z += e > 0.0 ? e : 0.0;
+        P[t] = ha_norm_at(d->p, V, np, (int32_t)t);
+        Q[t] = ha_norm_at(d->q, V, d->qn, (int32_t)t);
     }
-    uint32_t s = 0;
-    for (int64_t c = d->child0 + 1; c < d->child0 + d->n_child && z > 0.0; c++) {
-        if (r->dn[c].vi < 0) continue;
-        const int32_t y = r->dn[c].tok;
-        double e = ha_norm_at(d->p, V, np, y) - ha_norm_at(d->q, V, d->qn, y);
-        e = e > 0.0 ? e : 0.0;
-        if (ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, 1 + s++) < e / z) return c;
-        scratch[y] = -INFINITY;
-        z -= e;
+    for (int64_t c = d->child0;; c++) {
+        const int32_t x = r->dn[c].tok; /* rejected */
+        double z = 0.0, zq = 0.0;
+        for (int64_t t = 0; t < V; t++) z += P[t] > Q[t] ? P[t] - Q[t] : 0.0;
+        if (z > 0.0) /* else P == Q up to rounding (x rejected by a rounding): P stays */
+            for (int64_t t = 0; t < V; t++) P[t] = P[t] > Q[t] ? (P[t] - Q[t]) / z : 0.0;
+        Q[x] = 0.0;
+        for (int64_t t = 0; t < V; t++) zq += Q[t];
+        const int64_t y = c + 1;
+        if (y >= d->child0 + d->n_child || r->dn[y].vi < 0 || !(zq > 0.0)) break;
+        const double u = ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, (uint32_t)(y - d->child0));
+        const int32_t ty = r->dn[y].tok;
+        if (Q[ty] > 0.0 && u * (Q[ty] / zq) <= P[ty]) return y;
+        for (int64_t t = 0; t < V; t++) Q[t] /= zq;
     }
-    *next = ha_sample_residual(sampler, scratch, np, d->q, d->qn, row, pos);
+    int32_t best = -1; /* a draw from P: the Gumbel-max trick with HA_RNG_RESIDUAL noise */
+    double bv = -INFINITY;
+    for (int64_t t = 0; t < V; t++) {
+        if (!(P[t] > 0.0)) continue;
+        const double g = log(P[t]) -
+                         log(-log(ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_RESIDUAL, (uint32_t)t)));
+        if (g > bv) {
+            bv = g;
+            best = (int32_t)t;
+        }
+    }
+    *next = best;
     return -1;
 }
 
-int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, float *scratch,
-                      int32_t *next) {
+int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
     const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
     int64_t n = 0, cur = 0;
@@ -374,7 +412,7 @@ int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_
             const int32_t x = r->dn[d->child0].tok;
             const double px = ha_norm_at(d->p, V, np, x), qx = ha_norm_at(d->q, V, d->qn, x);
             const double u = ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, 0);
-            to = qx > 0.0 && u <= px / qx ? d->child0 : offer_others(p, sampler, r, d, V, scratch, np, pos, next);
+            to = qx > 0.0 && u <= px / qx ? d->child0 : reject_down(p, r, d, V, r->rrs, np, pos, next);
         }
         if (to < 0) return n;
         r->tok[r->L + n++] = r->dn[to].tok;

@@ -46,6 +46,11 @@ static inline double ha_deadline(const ha_generate_params *p) {
 /* The token chosen as ha_sampler_choose does, with noise of the given purpose. */
 int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
                                 uint32_t purpose);
+/* With sampling: a draw of up to n tokens without replacement from softmax(scores) (n <= 64), in the order drawn,
+ * into out; the first is ha_sampler_choose_keyed's token for the same purpose. Returns how many (fewer where fewer
+ * tokens are left). */
+int64_t ha_sampler_choose_top(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
+                              uint32_t purpose, int64_t n, int32_t *out);
 /* softmax's normalization of scores (V,): m their max (-inf when every one is), z = sum_i exp(scores[i] - m) in
  * double, in index order. Computed once per distribution and reused (a pass of V exps). */
 typedef struct ha_normalizer { double m, z; } ha_normalizer;

@@ -461,6 +461,72 @@ ha_status ha_sampler_process(ha_sampler *s, float *scores, int64_t row, const in
     return HA_OK;
 }
 
+/* Inserts (g, i) into the n best keys so far (key[0 .. *have), best first; ties: the lower token first). */
+static void keep_best(double *key, int32_t *tok, int64_t *have, int64_t n, double g, int32_t i) {
+    int64_t at = *have < n ? (*have)++ : n;
+    while (at > 0 && (g > key[at - 1] || (g == key[at - 1] && i < tok[at - 1]))) {
+        if (at < n) {
+            key[at] = key[at - 1];
+            tok[at] = tok[at - 1];
+        }
+        at--;
+    }
+    if (at < n) {
+        key[at] = g;
+        tok[at] = i;
+    }
+}
+
+int64_t ha_sampler_choose_top(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
+                              uint32_t purpose, int64_t n, int32_t *out) {
+    /* The n highest keys scores[i] - log(-log(u_i)) over the tokens not removed (nor NaN), best first, the lower
+     * token first on ties: by the Gumbel-max trick, the first is a draw from softmax(scores), and each next one a
+     * draw from what is left with the ones before removed (a sample without replacement). The keys are computed
+     * (two logs each) only for tokens that can still enter the n best. With the uniform's bits r and
+     * c = 2^53 - r >= 1, u as computed (bits_uniform) has 1 - u >= c 2^-54, so -log(-log u) <= -log(1 - u) <=
+     * (54 - floor(log2 c)) ln 2 (as -log u >= 1 - u), and at most 54 ln 2 for any noise. So a token whose score
+     * plus that bound (and a margin far above the logs' rounding) is below the n-th best key so far cannot enter,
+     * and its key is never needed: the result is the full pass's, bit for bit. The highest score goes first, so
+     * that the bar is high from the start. The bits come from the kernels' rng_bits for a block of CHOOSE_BLOCK
+     * tokens at a time where one of them passes the first bound (without a top-k most of the vocabulary may pass
+     * it, and the kernels' blocks of bits cost far less than the scalar generator token by token). */
+    enum { TOP_MAX = 64 };
+    if (n > TOP_MAX) n = TOP_MAX;
+    const uint64_t seed = s->p.seed;
+    float top = -INFINITY;
+    int32_t first = -1;
+    for (int64_t i = 0; i < s->vocab; i++)
+        if (scores[i] > top) {
+            top = scores[i];
+            first = (int32_t)i;
+        }
+    if (first < 0 || n < 1) return 0;
+    double key[TOP_MAX];
+    int64_t have = 0;
+    keep_best(key, out, &have, n,
+              (double)top - log(-log(ha_rng_uniform(seed, row, position, purpose, (uint32_t)first))), first);
+    const double margin = 1e-6, ln2 = 0.69314718055994530942;
+    const ha_kernels *k = ha_kernels_get();
+    uint64_t bits[CHOOSE_BLOCK];
+    for (int64_t i0 = 0; i0 < s->vocab; i0 += CHOOSE_BLOCK) {
+        const int64_t m = s->vocab - i0 < CHOOSE_BLOCK ? s->vocab - i0 : CHOOSE_BLOCK;
+        const double bar = have < n ? -INFINITY : key[n - 1];
+        int64_t j = 0;
+        while (j < m && !((double)scores[i0 + j] + 54.0 * ln2 + margin >= bar)) j++; /* removed, NaN, hopeless */
+        if (j == m) continue;
+        k->rng_bits(seed, row, position, purpose, (uint32_t)(i0 + j), m - j, bits + j);
+        for (; j < m; j++) {
+            const int64_t i = i0 + j;
+            const double v = (double)scores[i], bv = have < n ? -INFINITY : key[n - 1];
+            if (!(v > -INFINITY) || i == first || v + 54.0 * ln2 + margin < bv) continue;
+            const uint64_t r = bits[j], c = (UINT64_C(1) << 53) - r; /* floor(log2 c) = 63 - clz(c), c >= 1 */
+            if (v + (double)(54 - (63 - __builtin_clzll(c))) * ln2 + margin < bv) continue;
+            keep_best(key, out, &have, n, v - log(-log(bits_uniform(r))), (int32_t)i);
+        }
+    }
+    return have;
+}
+
 int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
                                 uint32_t purpose) {
     int32_t best = -1;
@@ -473,48 +539,7 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
             }
         return best;
     }
-    /* argmax_i scores[i] - log(-log(u_i)) over the tokens not removed (nor NaN), the first on ties; the keys are
-     * computed (two logs each) only for tokens that can still win. With the uniform's bits r and c = 2^53 - r >= 1,
-     * u as computed (bits_uniform) has 1 - u >= c 2^-54, so -log(-log u) <= -log(1 - u) <= (54 - floor(log2 c)) ln 2
-     * (as -log u >= 1 - u), and at most 54 ln 2 for any noise. So a token whose
-     * score plus that bound (and a margin far above the logs' rounding) is below the best key so far cannot
-     * win, and its key is never needed: the result is the full pass's, bit for bit. The highest score goes
-     * first, so that the best key is high from the start. The bits come from the kernels' rng_bits for a block
-     * of CHOOSE_BLOCK tokens at a time where one of them passes the first bound (without a top-k most of the
-     * vocabulary may pass it, and the kernels' blocks of bits cost far less than the scalar generator token by
-     * token). */
-    const uint64_t seed = s->p.seed;
-    float top = -INFINITY;
-    for (int64_t i = 0; i < s->vocab; i++)
-        if (scores[i] > top) {
-            top = scores[i];
-            best = (int32_t)i;
-        }
-    if (best < 0) return -1;
-    double bv = (double)top - log(-log(bits_uniform(ha_rng_bits(seed, row, position, purpose, (uint32_t)best))));
-    const double margin = 1e-6, ln2 = 0.69314718055994530942;
-    const ha_kernels *k = ha_kernels_get();
-    uint64_t bits[CHOOSE_BLOCK];
-    for (int64_t i0 = 0; i0 < s->vocab; i0 += CHOOSE_BLOCK) {
-        const int64_t n = s->vocab - i0 < CHOOSE_BLOCK ? s->vocab - i0 : CHOOSE_BLOCK;
-        int64_t j = 0;
-        while (j < n && !((double)scores[i0 + j] + 54.0 * ln2 + margin >= bv)) j++; /* removed, NaN, hopeless */
-        if (j == n) continue;
-        k->rng_bits(seed, row, position, purpose, (uint32_t)(i0 + j), n - j, bits + j);
-        for (; j < n; j++) {
-            const int64_t i = i0 + j;
-            const double v = (double)scores[i];
-            if (!(v > -INFINITY) || i == best || v + 54.0 * ln2 + margin < bv) continue;
-            const uint64_t r = bits[j], c = (UINT64_C(1) << 53) - r; /* floor(log2 c) = 63 - clz(c), c >= 1 */
-            if (v + (double)(54 - (63 - __builtin_clzll(c))) * ln2 + margin < bv) continue;
-            const double g = v - log(-log(bits_uniform(r)));
-            if (g > bv || (g == bv && i < best)) {
-                bv = g;
-                best = (int32_t)i;
-            }
-        }
-    }
-    return best;
+    return ha_sampler_choose_top(s, scores, row, position, purpose, 1, &best) ? best : -1;
 }
 
 int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position) {

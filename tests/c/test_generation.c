@@ -1,5 +1,7 @@
 #include "test_core.h"
 
+#include "../../csrc/generation/generation.h"
+
 /* ---- 6. sampler ------------------------------------------------------------------------------------ */
 
 static ha_sampling_params greedy_params(void) {
@@ -225,6 +227,36 @@ void test_sampler_shortcuts_equal_full_passes(void) {
         const int32_t got = ha_sampler_choose(s, x, row, position);
         CHECK(got == best, "trial %d, V=%lld, scale %g: chose %d, the full pass %d", trial, (long long)V, scale, got,
               best);
+        enum { DRAW_PURPOSE = 21 }; /* a purpose of the caller's (the dynamic tree: 16 + node) */
+        /* the n best keys (a draw without replacement): the full pass's, best first, the lower token on ties */
+        const int64_t n_top = 1 + trial % 6;
+        int32_t top[8], want[8];
+        int64_t n_want = 0;
+        for (; n_want < n_top; n_want++) {
+            int32_t w = -1;
+            double wv = -INFINITY;
+            for (int64_t i = 0; i < V; i++) {
+                int taken = !(x[i] > -INFINITY);
+                for (int64_t j = 0; j < n_want && !taken; j++) taken = want[j] == i;
+                if (taken) continue;
+                const double g = (double)x[i] -
+                                 log(-log(ha_rng_uniform(sp.seed, row, position, DRAW_PURPOSE, (uint32_t)i)));
+                if (w < 0 || g > wv) {
+                    wv = g;
+                    w = (int32_t)i;
+                }
+            }
+            if (w < 0) break;
+            want[n_want] = w;
+        }
+        const int64_t n_got = ha_sampler_choose_top(s, x, row, position, DRAW_PURPOSE, n_top, top);
+        CHECK(n_got == n_want, "trial %d, V=%lld: %lld of the %lld best keys, the full pass has %lld", trial,
+              (long long)V, (long long)n_got, (long long)n_top, (long long)n_want);
+        for (int64_t j = 0; j < n_got && j < n_want; j++)
+            CHECK(top[j] == want[j], "trial %d, V=%lld, scale %g: key %lld of the best chose %d, the full pass %d",
+                  trial, (long long)V, scale, (long long)j, top[j], want[j]);
+        CHECK(n_got == 0 || top[0] == ha_sampler_choose_keyed(s, x, row, position, DRAW_PURPOSE),
+              "trial %d: the first of the best keys is not choose_keyed's token", trial);
         ha_sampler_free(s);
     }
 }
@@ -239,9 +271,9 @@ void test_sampler_top_p_transformers_semantics(void) {
         int keep[4];
     } cases[] = {
         { 0.99f, { 1, 1, 1, 1 } }, /* 1 - p = 0.01 < 0.05: nothing removed */
-        { 0.9f, { 1, 1, 0, 1 } },  /* 0.1: the 0.05 goes */
+        { 0.9f, { 1, 1, 0, 1 } }, /* 0.1: the 0.05 goes */
         { 0.75f, { 0, 1, 0, 1 } }, /* 0.25: 0.05 and 0.15 go (cum 0.2) */
-        { 0.4f, { 0, 1, 0, 0 } },  /* 0.6: cum 0.5 <= 0.6, only the top stays */
+        { 0.4f, { 0, 1, 0, 0 } }, /* 0.6: cum 0.5 <= 0.6, only the top stays */
         { 0.01f, { 0, 1, 0, 0 } }, /* the most likely token always stays */
         { 1.0f, { 1, 1, 1, 1 } },
     };
@@ -755,7 +787,7 @@ static void assisted_equals_plain(int64_t long_from) {
             gp.n_eos = with_eos;
             int64_t plain_steps = plain_generate(target->m, &gp, plain, ps);
             if (!with_eos) eos = plain[3]; /* in the second round, row 0 stops at its first such token */
-            for (int d = 0; d < 3; d++)           /* another model, the same model, prompt lookup */
+            for (int d = 0; d < 3; d++) /* another model, the same model, prompt lookup */
                 for (int64_t K = 1; K <= 5; K += 2)
                     for (int sched = 0; sched < 3; sched++) {
                         const tiny *dm = d == 0 ? other : d == 1 ? target : NULL;
@@ -1077,10 +1109,10 @@ typedef struct ahead_lm {
     ha_lm lm;
     ha_lm *inner;
     struct ahead_lm *draft; /* the target's draft; NULL in the draft */
-    int wait;               /* the target: wait for the draft as above (only when it drafts ahead) */
-    int calls;              /* the target's appends so far */
+    int wait; /* the target: wait for the draft as above (only when it drafts ahead) */
+    int calls; /* the target's appends so far */
     pthread_t owner;
-    atomic_long off_owner;  /* the draft's appends made on another thread */
+    atomic_long off_owner; /* the draft's appends made on another thread */
 } ahead_lm;
 
 static ha_status ahead_lm_append(void *self, int64_t n, const int32_t *seq, const int32_t *tokens, const uint8_t *want,

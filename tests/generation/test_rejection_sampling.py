@@ -44,9 +44,9 @@ CONFIGS = {
     # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
     # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
     "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
-    # dynamic trees: the draft expands its 3 most probable nodes a depth (2 depths: the calls' 3 tokens leave no room
-    # for more), the target verifies the K = 6 most probable nodes (each node's sampled child first), and the walk may
-    # leave the chain and go on below the child it took
+    # dynamic trees: each node's 3 children drawn without replacement from q, the 3 best-ranked nodes expanded a
+    # depth (2 depths: the calls' 3 tokens leave no room for more), the target verifies the K = 6 best-ranked nodes
+    # (ranked by their places, never their tokens), and the walk may leave the chain and go on below the child it took
     "K6_dynamic_tree_width3_top_k": (6, 3, dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic"), 0.0),
 }
 
@@ -191,22 +191,33 @@ def simulate_tree(P, Q, K, W, T, n, rng, sampler):
     return out
 
 
+def _draw_without_replacement(q, W, rng):
+    """Up to W tokens drawn one after another from q, each from what the ones before left (q > 0 only)."""
+    q, out = q.copy(), []
+    while len(out) < W and q.sum() > 0:
+        out.append(_draw(q / q.sum(), rng.random()))
+        q[out[-1]] = 0.0
+    return out
+
+
 def dynamic_tree(Q, seq, k, budget, W, rng, rule):
-    """A dynamic tree of depth k from the table Q after seq, as the package grows it: each expanded node's children
-    are its sample from Q and the W - 1 next most probable tokens (q > 0); at each depth the W nodes of highest cum
-    (the product of Q along the path) are expanded; the verified tree is the `budget` nodes of highest cum, chosen one
-    at a time among those whose parent is in, and under rule "rrs" a node's first child in is its sampled child (the
-    exactness rule). Returns (nodes, verified): nodes as dicts of tok, parent, depth, cum, ctx, children (the sampled
-    one first)."""
+    """A dynamic tree of depth k from the table Q after seq, as the package grows it under rejection sampling: each
+    expanded node's children are W tokens drawn without replacement from its q; under rule "rrs" the s-th child is
+    ranked by q's s-th highest probability, whatever was drawn (the exactness rule: a child's place never depends
+    on its own token), a node's cum the product of ranks along its path; at each depth the W nodes of highest cum
+    are expanded; the verified tree is the `budget` nodes of highest cum (then lower depth, lower index), chosen
+    one at a time among those whose parent is in. Rule "rank_by_own_probability" ranks each child by its own
+    token's probability instead (EAGLE-2's cum). Returns (nodes, verified): nodes as dicts of tok, parent, depth,
+    cum, ctx, children (in the order drawn)."""
     nodes = [dict(tok=None, parent=-1, depth=-1, cum=1.0, ctx=seq, children=[])]
 
     def expand(i):
         q = Q[nodes[i]["ctx"]]
-        x = _draw(q, rng.random())
-        others = [int(y) for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][: W - 1]
-        for y in [x] + others:
+        ranks = np.sort(q)[::-1]
+        for s, y in enumerate(_draw_without_replacement(q, W, rng)):
+            rank = ranks[s] if rule == "rrs" else q[y]
             nodes[i]["children"].append(len(nodes))
-            c = dict(tok=y, parent=i, depth=nodes[i]["depth"] + 1, cum=nodes[i]["cum"] * q[y], children=[])
+            c = dict(tok=y, parent=i, depth=nodes[i]["depth"] + 1, cum=nodes[i]["cum"] * rank, children=[])
             nodes.append(dict(c, ctx=nodes[i]["ctx"] + (y,)))
 
     expand(0)
@@ -219,20 +230,17 @@ def dynamic_tree(Q, seq, k, budget, W, rng, rule):
         ok = [j for j in range(1, len(nodes)) if j not in verified and (nodes[j]["parent"] in verified + [0])]
         if not ok:
             break
-        best = min(ok, key=lambda j: (-nodes[j]["cum"], nodes[j]["depth"], j))
-        first = nodes[nodes[best]["parent"]]["children"][0]
-        verified.append(first if rule == "rrs" and first not in verified else best)
+        verified.append(min(ok, key=lambda j: (-nodes[j]["cum"], nodes[j]["depth"], j)))
     return nodes, set(verified)
 
 
 def simulate_dynamic(P, Q, K, W, T, n, rng, sampler):
-    """As simulate() with dynamic trees (dynamic_tree). sampler "rrs" (the package's rule): from the root, a node's
-    sampled child (when verified: always, where the node has a verified child) by min(1, p/q); if rejected, its other
-    verified children offered to the residual R = max(0, p - q) normalized one by one (taken with probability R(y),
-    else R loses y); a child taken is the next node, else the token is drawn from the last R; at a node without
-    verified children, a token from p. Wrong: "prune_sampled_child" verifies the nodes of highest cum without the
-    exactness rule, so a sampled child of low probability is pruned by its own value (the walk then offers the
-    others to the residual as if it had been rejected)."""
+    """As simulate() with dynamic trees (dynamic_tree). At each node, recursive rejection sampling without
+    replacement over its verified children in the order drawn: child y is taken with probability
+    min(1, p(y) / q(y)); each rejection of x sets p = max(0, p - q) normalized and removes x from q
+    (renormalized); where no child is taken the token is drawn from the last p; at a node without verified
+    children, a token from p. sampler "rrs" is the package's rule; "rank_by_own_probability" verifies the nodes
+    ranked by their own tokens' probabilities, so a child's presence depends on its own token."""
     out = np.empty((n, T), dtype=np.int64)
     for i in range(n):
         seq = ()
@@ -244,26 +252,19 @@ def simulate_dynamic(P, Q, K, W, T, n, rng, sampler):
             nodes, verified = dynamic_tree(Q, seq, k, K, W, rng, sampler)  # K: the budget, k: the depth
             cur, ctx = 0, seq
             while True:
-                kids = [c for c in nodes[cur]["children"] if c in verified]
-                p, q = P[ctx], Q[ctx]
-                if not kids:
+                p, q, to = P[ctx].copy(), Q[ctx].copy(), None
+                for c in nodes[cur]["children"]:
+                    if c not in verified or q.sum() <= 0:
+                        break
+                    y = nodes[c]["tok"]
+                    if rng.random() * q[y] / q.sum() <= p[y]:
+                        to = c
+                        break
+                    residual = np.maximum(p - q / q.sum(), 0.0)
+                    p = residual / residual.sum() if residual.sum() > 0 else p
+                    q[y] = 0.0
+                if to is None:
                     ctx += (_draw(p, rng.random()),)
-                    break
-                first, to = nodes[cur]["children"][0], None
-                if first in verified and rng.random() * q[nodes[first]["tok"]] <= p[nodes[first]["tok"]]:
-                    to = first
-                if to is None:
-                    residual = np.maximum(p - q, 0.0)
-                    for c in kids:
-                        y = nodes[c]["tok"]
-                        if c == first or residual.sum() <= 0:
-                            continue
-                        if rng.random() < residual[y] / residual.sum():
-                            to = c
-                            break
-                        residual[y] = 0.0
-                if to is None:
-                    ctx += (_draw(residual / residual.sum() if residual.sum() > 0 else p, rng.random()),)
                     break
                 cur, ctx = to, ctx + (nodes[to]["tok"],)
             seq = ctx
@@ -369,7 +370,7 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
     )
 
 
-@pytest.mark.parametrize("sampler", ("rrs", "prune_sampled_child"))
+@pytest.mark.parametrize("sampler", ("rrs", "rank_by_own_probability"))
 def test_chi_square_tells_the_dynamic_tree_rule_from_a_wrong_one(exact, sampler):
     K, T, processors, _ = CONFIGS["K6_dynamic_tree_width3_top_k"]
     P, Q, probs = exact["K6_dynamic_tree_width3_top_k"]
