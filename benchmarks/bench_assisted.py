@@ -305,39 +305,25 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
 
 
 # token trees (width w, depth K) against the chain of the same verification width (K * w candidates)
-TREE_SHAPES = ((2, 2), (2, 4), (3, 2), (4, 2), (2, 8), (4, 4))
+TREE_SHAPES = ((2, 2), (2, 4), (3, 2), (4, 2), (2, 8), (4, 4), (4, 8), (8, 4))
 
 
-def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
-    """Table 4: batch 1 on the demo's 4 held-out prompts, each tree shape against the chain that verifies as many
-    candidates a round (constant schedules, threshold 0): tokens per target pass (the new tokens over the target's
-    verifying passes), their ratio tree / chain, the wall-clock speed-up over that chain (interleaved rounds), and
-    t(T)/t(1) of the target at the verification's width T (what a wider pass costs). sampled: rejection sampling
-    at temperature 0.8 (seeds 0 and 1), else greedy; early_exit: the target's first layers draft instead."""
+def _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases):
+    """Batch 1 on the demo's 4 held-out prompts, each case {name: generate() arguments} timed in interleaved rounds
+    (rejection sampling at temperature 0.8 with seeds 0 and 1 where sampled, else greedy; early_exit: the target's
+    first layers draft instead). {name: per_pass (new tokens over the target's verifying passes), nodes (drafted
+    nodes verified a pass), t (seconds of the whole calls), same (greedy: every output the plain output)}."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
-    base = dict(
-        max_new_tokens=n_new,
-        eos_token_id=[],
-        num_assistant_tokens_schedule="constant",
-        assistant_confidence_threshold=0.0,
-    )
+    base = dict(max_new_tokens=n_new, eos_token_id=[], assistant_confidence_threshold=0.0)
     base.update(dict(do_sample=True, temperature=0.8) if sampled else {})
     base.update(dict(assistant_early_exit=early_exit) if early_exit else dict(assistant_model=draft))
     seeds = (0, 1) if sampled else (None,)
-    costs = target.assisted_costs(None if early_exit else draft, assistant_early_exit=early_exit)
-    cases = {}
-    for w, K in TREE_SHAPES:
-        cases[f"chain K={K * w}"] = dict(num_assistant_tokens=K * w)
-        cases[f"tree w={w} K={K}"] = dict(num_assistant_tokens=K, assistant_tree_width=w)
-        cases[f"dynamic w={w} K={K * w}"] = dict(  # its K is its budget: the chain's verification width
-            num_assistant_tokens=K * w, assistant_tree_width=w, assistant_tree_shape="dynamic"
-        )
+
+    def call(ids, kw, seed, **more):
+        return target.generate(ids, **base, **kw, **more, **({} if seed is None else dict(seed=seed)))
+
     calls = {
-        (name, i, seed): (
-            lambda ids=ids, kw=kw, seed=seed: target.generate(
-                ids, **base, **kw, **({} if seed is None else dict(seed=seed))
-            )
-        )
+        (name, i, seed): (lambda ids=ids, kw=kw, seed=seed: call(ids, kw, seed))
         for name, kw in cases.items()
         for i, ids in enumerate(prompts)
         for seed in seeds
@@ -346,29 +332,55 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     plain_out = [target.generate(ids, max_new_tokens=n_new, eos_token_id=[]) for ids in prompts]
     rows = {}
     for name, kw in cases.items():
-        results = [
-            target.generate(
-                ids, return_dict_in_generate=True, **base, **kw, **({} if seed is None else dict(seed=seed))
-            )
-            for ids in prompts
-            for seed in seeds
-        ]
+        results = [call(ids, kw, seed, return_dict_in_generate=True) for ids in prompts for seed in seeds]
         passes = sum(r.num_target_passes for r in results)
+        rows[name] = dict(
+            per_pass=n_new * len(results) / passes,
+            nodes=sum(r.num_draft_tokens for r in results) / passes,
+            t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
+            same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
+        )
+    return rows
+
+
+def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
+    """Table 4: each tree shape against the chain that verifies as many candidates a round (constant schedules,
+    threshold 0): tokens per target pass, their ratio tree / chain, the wall-clock speed-up over that chain
+    (interleaved rounds), and t(T)/t(1) of the target at the verification's width T (what a wider pass costs)."""
+    costs = target.assisted_costs(None if early_exit else draft, assistant_early_exit=early_exit)
+    constant = dict(num_assistant_tokens_schedule="constant")
+    cases = {}
+    for w, K in TREE_SHAPES:
+        cases[f"chain K={K * w}"] = dict(constant, num_assistant_tokens=K * w)
+        cases[f"tree w={w} K={K}"] = dict(constant, num_assistant_tokens=K, assistant_tree_width=w)
+        cases[f"dynamic w={w} K={K * w}"] = dict(  # its K is its budget: the chain's verification width
+            constant, num_assistant_tokens=K * w, assistant_tree_width=w, assistant_tree_shape="dynamic"
+        )
+    rows = _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases)
+    for name, kw in cases.items():
         T = 1 + kw["num_assistant_tokens"] * (
             kw.get("assistant_tree_shape") != "dynamic" and kw.get("assistant_tree_width") or 1
         )
-        rows[name] = dict(
-            per_pass=n_new * len(results) / passes,
-            T=T,
-            t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
-            tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0],
-            same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
-        )
+        rows[name].update(T=T, tT=costs.target[min(T, len(costs.target)) - 1] / costs.target[0])
     return [
         (name, rows[name], rows[f"chain K={K * w}"])
         for w, K in TREE_SHAPES
         for name in (f"tree w={w} K={K}", f"dynamic w={w} K={K * w}")
     ]
+
+
+def shipped_tree_choice(target, draft, tok, n_new, repeats, sampled, early_exit=None):
+    """Table 4's second part: what the cost schedule (K <= 16) chooses with each tree shape of width 4 on this
+    machine's measured costs, against its chain: drafted nodes verified a pass (above the chain's where it keeps a
+    tree), tokens per pass, and the wall-clock speed-up over the cost schedule's chain."""
+    cost = dict(num_assistant_tokens=16, num_assistant_tokens_schedule="cost")
+    cases = {
+        "chain": cost,
+        "siblings w=4": dict(cost, assistant_tree_width=4),
+        "dynamic w=4": dict(cost, assistant_tree_width=4, assistant_tree_shape="dynamic"),
+    }
+    rows = _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases)
+    return [(name, rows[name], rows["chain"]) for name in cases]
 
 
 def print_trees(target, draft, tok, n_new, repeats):
@@ -398,6 +410,11 @@ def print_trees(target, draft, tok, n_new, repeats):
             f"  target: accepted tokens per pass over the chain's, best shape ({top[0]}) "
             f"{pass_fail(top[1]['per_pass'] / top[2]['per_pass'], bar)}"
         )
+        print(f"  the cost schedule's choice (K <= 16, width 4), {title}, against its chain:")
+        print(f"  {'shape':17s} {'same':>5s} {'nodes/pass':>10s} {'t/pass':>7s} {'speed-up':>8s}")
+        for name, tr, ch in shipped_tree_choice(target, draft, tok, n_new, repeats, sampled, early_exit):
+            same = "-" if tr["same"] is None else str(tr["same"])
+            print(f"  {name:17s} {same:>5s} {tr['nodes']:10.2f} {tr['per_pass']:7.2f} {ch['t'] / tr['t']:8.2f}")
 
 
 def shipped_batches(target, draft, tok, n_new, repeats, batches):

@@ -204,9 +204,11 @@ class GenerationMixin:
                 distribution). With prompt lookup the siblings are where the n-gram's later matches branch off the
                 chain. assistant_tree_shape (ours) "siblings" (the default) is that tree; "dynamic" grows the tree as
                 EAGLE-2 does: at each depth the draft expands (in one pass, with tree attention) the w nodes of highest
-                cumulative probability, each into its chosen token and the w - 1 next, and this model verifies the
+                cumulative probability, each into its chosen token and the w - 1 next (rejection sampling: w tokens
+                drawn without replacement, ranked by their places), and this model verifies the
                 num_assistant_tokens most probable nodes (a chain's candidates, at any depth up to that many); the
-                output stays exact as for siblings (a model draft only). Trees need a native model here (not
+                output stays exact as for siblings (rejection sampling: recursive rejection sampling without
+                replacement over each node's children; a model draft only). Trees need a native model here (not
                 habana_assist.wrap's) and a draft of this model's tokenizer.
                 A draft with another tokenizer (Transformers' universal assisted decoding) needs tokenizer= (this
                 model's) and assistant_tokenizer= (the draft's): it drafts in its own tokens, its text is re-encoded
