@@ -269,12 +269,21 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         r->qn[0] = root->qn = ha_softmax_norm(root->q, V);
         if ((st = expand(p, sampler, r, 0, V, b->n_dyn)) != HA_OK) return st;
     }
-    /* Depths 1 .. D - 1: the frontiers. */
+    /* Depths 1 .. D - 1: the frontiers. The cost schedule's budget weighs the round's draft steps; under rejection
+     * sampling it takes the steps planned (each row's k_max) rather than those run, which depend on every node's
+     * rank (the exactness rule: no node's place may depend on the nodes ranked below it). */
+    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    for (int64_t d = 1; cost && rejection; d++) {
+        int64_t planned = 0;
+        for (int64_t i = 0; i < B; i++) planned += rows[i].drafting && rows[i].k_max > d;
+        if (planned == 0) break;
+        cost->steps_cost += ha_cost_draft_step(cost, planned);
+    }
     for (int64_t d = 1;; d++) {
         if ((st = draft_frontier(draft, p, sampler, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
         if (n_rows == 0) break;
         q += n_rows * V;
-        if (cost) {
+        if (cost && !rejection) {
             int64_t stepped = 0;
             for (int64_t i = 0; i < B; i++) stepped += rows[i].drafting;
             cost->steps_cost += ha_cost_draft_step(cost, stepped);

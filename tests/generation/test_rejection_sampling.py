@@ -48,7 +48,18 @@ CONFIGS = {
     # depth (2 depths: the calls' 3 tokens leave no room for more), the target verifies the K = 6 best-ranked nodes
     # (ranked by their places, never their tokens), and the walk may leave the chain and go on below the child it took
     "K6_dynamic_tree_width3_top_k": (6, 3, dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic"), 0.0),
+    # the same under the cost schedule (its costs pinned: COSTS): the budget keeps a prefix of the ranked nodes and
+    # weighs the draft steps planned, so no node's presence depends on its own token there either
+    "K6_dynamic_tree_cost": (
+        6,
+        3,
+        dict(top_k=6, assistant_tree_width=3, assistant_tree_shape="dynamic", num_assistant_tokens_schedule="cost"),
+        0.0,
+    ),
 }
+# the cost schedule's costs for its config: a draft step a tenth of a target pass, each node a little dearer than the
+# one before, so that some rounds keep every node and others cut the tree
+COSTS = ha.AssistedCosts(draft_step=0.1, target=(1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0))
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -63,12 +74,19 @@ def outcome_counts(tokens, T):
 
 
 def distributions(
-    model, T, top_k=0, top_p=1.0, repetition_penalty=1.0, assistant_tree_width=1, assistant_tree_shape="siblings"
+    model,
+    T,
+    top_k=0,
+    top_p=1.0,
+    repetition_penalty=1.0,
+    assistant_tree_width=1,
+    assistant_tree_shape="siblings",
+    num_assistant_tokens_schedule="constant",
 ):
     """{prefix of generated tokens (tuple, length < T): the model's processed next-token distribution (V,)}:
     softmax of its logits from model(...) after Transformers' processors (repetition penalty over prompt and
     prefix, then temperature, top_k, top_p; tests/fixtures/reference.py)."""
-    del assistant_tree_width, assistant_tree_shape  # not processors: the config's tree, for the calls
+    del assistant_tree_width, assistant_tree_shape, num_assistant_tokens_schedule  # not processors: for the calls
     table = {}
     for length in range(T):
         prefixes = list(itertools.product(range(V), repeat=length))
@@ -346,6 +364,8 @@ def test_rejection_sampling_draws_exactly_the_target_distribution(pair, exact, c
     target, draft = pair
     K, T, processors, threshold = CONFIGS[config]
     P, Q, probs = exact[config]
+    if processors.get("num_assistant_tokens_schedule") == "cost":
+        target.set_assisted_costs(COSTS, assistant_model=draft)
     tokens, drafted, accepted, sib_drafted, siblings = sample_package(
         target, draft, K, T, threshold, range(DRAWS), **processors
     )
