@@ -274,8 +274,8 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
      * rank (the exactness rule: no node's place may depend on the nodes ranked below it). */
     const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
     for (int64_t d = 1; cost && rejection; d++) {
-        int64_t planned = 0;
-        for (int64_t i = 0; i < B; i++) planned += rows[i].drafting && rows[i].k_max > d;
+        int64_t planned = 0; /* w frontier nodes a row */
+        for (int64_t i = 0; i < B; i++) planned += rows[i].drafting && rows[i].k_max > d ? w : 0;
         if (planned == 0) break;
         cost->steps_cost += ha_cost_draft_step(cost, planned);
     }
@@ -283,11 +283,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         if ((st = draft_frontier(draft, p, sampler, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
         if (n_rows == 0) break;
         q += n_rows * V;
-        if (cost && !rejection) {
-            int64_t stepped = 0;
-            for (int64_t i = 0; i < B; i++) stepped += rows[i].drafting;
-            cost->steps_cost += ha_cost_draft_step(cost, stepped);
-        }
+        if (cost && !rejection) cost->steps_cost += ha_cost_draft_step(cost, n_rows); /* one row a frontier node */
     }
     /* The verified trees: at most r->budget nodes each (the row's K, as a chain's candidates). */
     for (int64_t i = 0; i < B; i++) {
