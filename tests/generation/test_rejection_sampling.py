@@ -41,6 +41,9 @@ CONFIGS = {
     # two drafts a round (and a confidence threshold cutting some rounds short), with the repetition penalty
     # over prompt + drafts and top_p: every processor in Transformers' order, for p and q alike
     "K2_top_p_repetition": (2, 3, dict(top_k=0, top_p=0.9, repetition_penalty=1.5), 0.3),
+    # the cost schedule (its costs pinned: COSTS) choosing each round's K: a candidate is verified or not by what the
+    # draft gave the candidates before it, never by its own probability
+    "K4_cost": (4, 3, dict(top_k=0, num_assistant_tokens_schedule="cost"), 0.0),
     # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
     # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
     "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
@@ -57,7 +60,7 @@ CONFIGS = {
         0.0,
     ),
 }
-# the cost schedule's costs for its config: a draft step a tenth of a target pass, each node a little dearer than the
+# the cost schedule's costs for its configs: a draft step a tenth of a target pass, each node a little dearer than the
 # one before, so that some rounds keep every node and others cut the tree
 COSTS = ha.AssistedCosts(draft_step=0.1, target=(1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0))
 
