@@ -149,7 +149,20 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             const int64_t pos = r->L + s;
             float *qs = r->q[s];
             if ((st = ha_sampler_process(sampler, qs, r->row, r->tok, pos, r->generated + s)) != HA_OK) return st;
-            const int32_t x = ha_sampler_choose(sampler, qs, (uint32_t)r->row, (uint32_t)pos);
+            /* trees: the siblings are the draft's next most probable tokens; under rejection sampling x's next draws
+             * without replacement (x the first: the chain's token as without siblings) */
+            const int64_t w1 = p->tree_width - 1;
+            const int draws = w1 > 0 && p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+            int32_t drawn[HA_DYN_MAX_WIDTH], x = -1;
+            if (draws) {
+                const int64_t n_drawn = ha_sampler_choose_top(sampler, qs, (uint32_t)r->row, (uint32_t)pos,
+                                                              HA_RNG_SAMPLE, w1 + 1, drawn);
+                if (n_drawn > 0) x = drawn[0];
+                r->nsib[s] = n_drawn > 1 ? n_drawn - 1 : 0;
+                if (r->nsib[s] > 0) memcpy(r->sib + s * w1, drawn + 1, (size_t)r->nsib[s] * sizeof(int32_t));
+            } else {
+                x = ha_sampler_choose(sampler, qs, (uint32_t)r->row, (uint32_t)pos);
+            }
             if (x < 0)
                 return ha_fail(HA_ERR_INVALID,
                                "the draft removed every token at position %lld of row %d; check its "
@@ -157,13 +170,21 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                                (long long)pos, r->row);
             r->tok[pos] = x;
             r->k = s + 1;
-            if (p->tree_width > 1)
-                ha_tree_siblings(qs, V, x, p->tree_width - 1, r->sib + s * (p->tree_width - 1), &r->nsib[s]);
+            if (w1 > 0 && !draws) ha_tree_siblings(qs, V, x, w1, r->sib + s * w1, &r->nsib[s]);
             /* one pass of exps over q, for the confidence and the acceptance step alike */
             double conf = 1.0;
             if (norm_q(p, cost)) {
                 r->qn[s] = ha_softmax_norm(qs, V);
                 conf = ha_norm_at(qs, V, r->qn[s], x);
+            }
+            if (w1 > 0 && cost) { /* what the cost schedule rates each sibling by (ha_cost_siblings) */
+                int32_t ranked[HA_DYN_MAX_WIDTH];
+                int64_t n_ranked = 0;
+                if (draws) ha_tree_siblings(qs, V, -1, w1 + 1, ranked, &n_ranked);
+                for (int64_t j = 0; j < r->nsib[s]; j++) {
+                    const int32_t y = draws ? ranked[j + 1 < n_ranked ? j + 1 : n_ranked - 1] : r->sib[s * w1 + j];
+                    r->sib_rate[s * w1 + j] = ha_norm_at(qs, V, r->qn[s], y);
+                }
             }
             if (cost) { /* the chance that this candidate and every one before it is accepted */
                 r->conf[s] = conf;
@@ -319,7 +340,7 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     const int tree = p->tree_width > 1, dyn = tree && p->tree_dynamic && draft;
     int32_t next;
     const int64_t n = dyn    ? ha_dyn_accept(p, sampler, r, V, &next)
-                      : tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, r->scratch, &next)
+                      : tree ? ha_tree_accept(p, sampler, r, draft != NULL, V, &next)
                              : accept(p, sampler, r, draft != NULL, V, &next);
     if (next < 0)
         return ha_fail(HA_ERR_INVALID,
@@ -463,7 +484,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                                   stats)) != HA_OK)
                 return st;
             if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
-                ha_cost_siblings(&cost, rows, B, b->V, p->tree_width - 1);
+                ha_cost_siblings(&cost, rows, B, p->tree_width - 1);
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
@@ -590,10 +611,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     /* trees: (B, max_new, w - 1) siblings and their rows' pointers (processed | raw), (B, max_new) their counts */
     int32_t *sib = w1 ? ha_malloc_array((size_t)B * (size_t)N, (size_t)w1, sizeof(int32_t)) : NULL;
     int64_t *nsib = w1 ? calloc((size_t)B * (size_t)N, sizeof(int64_t)) : NULL;
+    double *sib_rate = w1 ? ha_malloc_array((size_t)B * (size_t)N, (size_t)w1, sizeof(double)) : NULL;
     float **sib_ptrs = w1 ? ha_malloc_array((size_t)B * (size_t)N, 2 * (size_t)w1, sizeof(float *)) : NULL;
     b.parent = w1 ? malloc(n_append * sizeof(int32_t)) : NULL;
-    float *scratch = w1 ? ha_malloc_array(1, (size_t)V, sizeof(float)) : NULL;
-    double *rrs = dyn ? ha_malloc_array(2, (size_t)V, sizeof(double)) : NULL;
+    double *rrs = w1 ? ha_malloc_array(2, (size_t)V, sizeof(double)) : NULL;
     int64_t *nkeep = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(int64_t)) : NULL;
     double *reach = w1 ? ha_malloc_array((size_t)B, (size_t)N, sizeof(double)) : NULL;
     /* trees: (B, 3, max_tree) each row's verified nodes' tokens, parents and accepted path (row_state.node_tok) */
@@ -606,13 +627,13 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     b.gain = dyn ? ha_malloc_array((size_t)B, (size_t)target->max_tree, sizeof(double)) : NULL;
     b.n_sel = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
     b.n_keep = dyn ? calloc((size_t)B, sizeof(int64_t)) : NULL;
-    if (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep || !rrs)) {
+    if (dyn && (!dn || !vnode || !b.gain || !b.n_sel || !b.n_keep)) {
         st = ha_fail(HA_ERR_NOMEM, "out of memory for the token trees of %lld rows", (long long)B);
         goto cleanup;
     }
     if (!b.seq || !b.tok || !b.want || !b.first || !b.acceptance || !b.conf || !b.qn ||
         (p->gen.logits_out && !b.first_raw) || !rows || !tok || !ptrs ||
-        (w1 && (!sib || !nsib || !sib_ptrs || !b.parent || !scratch || !nkeep || !reach || !nodes))) {
+        (w1 && (!sib || !nsib || !sib_rate || !sib_ptrs || !b.parent || !rrs || !nkeep || !reach || !nodes))) {
         st = ha_fail(HA_ERR_NOMEM,
                      "out of memory for assisted generation of %lld rows x %lld tokens over a vocabulary "
                      "of %lld",
@@ -638,9 +659,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         if (w1) {
             r->sib = sib + i * N * w1;
             r->nsib = nsib + i * N;
+            r->sib_rate = sib_rate + i * N * w1;
+            r->rrs = rrs;
             r->ps = sib_ptrs + i * N * 2 * w1;
             r->praw = p->gen.logits_out ? r->ps + N * w1 : NULL;
-            r->scratch = scratch;
             r->nkeep = nkeep + i * N;
             r->reach = reach + i * N;
             r->node_tok = nodes + i * 3 * target->max_tree;
@@ -649,7 +671,6 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         }
         if (dyn) {
             r->dn = dn + i * b.n_dyn;
-            r->rrs = rrs;
             r->vnode = vnode + i * target->max_tree;
         }
         if (p->tree_record) p->tree_record->n_rounds[i] = 0;
@@ -721,9 +742,9 @@ cleanup:
     free(ptrs);
     free(sib);
     free(nsib);
+    free(sib_rate);
     free(sib_ptrs);
     free(b.parent);
-    free(scratch);
     free(rrs);
     free(nkeep);
     free(reach);

@@ -44,12 +44,13 @@ typedef struct row_state {
     /* token trees (ha_assist_params.tree_width w > 1; see assist_tree.c) */
     int32_t *sib;        /* (max_new, w - 1) candidate j's siblings: the draft's next most probable tokens there */
     int64_t *nsib;       /* (max_new,) how many candidate j has */
+    double *sib_rate;    /* (max_new, w - 1) what the cost schedule rates each by: its probability; under rejection
+                          * sampling its place's (q's second, third, ... highest), never its own token's */
     float **ps;          /* (max_new, w - 1) their processed target scores, for position L + j + 1 */
     float **praw;        /* (max_new, w - 1) their raw target logits, with logits_out */
     int64_t catch_up;    /* this round: the row's tokens the target's tree starts with, tok[L - catch_up, L) */
     int64_t chain_n;     /* this round: the chain's candidates accepted */
     int64_t sib_taken;   /* this round: the sibling of candidate chain_n accepted after them, or -1 */
-    float *scratch;      /* (V,) the acceptance step's, shared by the rows (rejection sampling on trees) */
     int64_t *nkeep;      /* (max_new,) the cost schedule's siblings kept at each depth (ha_cost_siblings) */
     double *reach;       /* (max_new,) its chance that the chain reaches each depth */
     /* this round's verified tree, whatever its shape: filled by its verify and accept, read by ha_tree_keep and
@@ -66,7 +67,7 @@ typedef struct row_state {
     int64_t n_v;
     int dyn_leaf;         /* the accepted path ended at a node the verified tree has no child of (a bonus token) */
     int64_t budget;       /* this round: the nodes its verified tree may take (k_max is its deepest depth) */
-    double *rrs;          /* (2, V) rejection sampling's residual target and draft left, shared by the rows */
+    double *rrs;          /* (2, V) trees' rejection sampling: its residual target and draft left, shared by rows */
 } row_state;
 
 /* A drafted node of a dynamic tree (the root: depth -1, the row's last decided token; its distribution r->q[0]). */
@@ -146,7 +147,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
  * and had n accepted. */
 void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
 /* Token trees: trims each running row's siblings (r->nsib) to those worth their place in the target's append. */
-void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1);
+void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w1);
 
 /* ---- drafting ahead (assist_ahead.c) ------------------------------------------------------------------ */
 
@@ -209,12 +210,12 @@ ha_status ha_tree_score(ha_lm *target, const ha_assist_params *p, buffers *b, in
  * at the chain's rows and r->ps (r->praw) at the siblings', and processes them all. */
 ha_status ha_tree_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sampler, row_state *rows, int64_t B,
                          buffers *b);
-/* Acceptance on r's tree (greedy, coupled, or with a model draft rejection sampling with scratch (V,)); model_draft
+/* Acceptance on r's tree (greedy, coupled, or with a model draft rejection sampling with r->rrs); model_draft
  * 0 (prompt lookup): the target's own token at each node, as for its chains. Returns the tokens accepted
  * (the chain's chain_n, then the sibling taken if any, which it writes at tok[L + chain_n] with its rows as
  * p[chain_n + 1]) and the target's next token. */
 int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
-                       float *scratch, int32_t *next);
+                       int32_t *next);
 /* ---- dynamic trees (assist_dyntree.c) ------------------------------------------------------------------ */
 
 /* The widest dynamic tree (a node's children, a depth's frontier: on the stack). */

@@ -214,10 +214,11 @@ void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k
  * siblings (best first at each depth: ha_tree_siblings) are kept one at a time, the one adding the most expected
  * tokens first, while that raises the round's expected tokens per unit time: a sibling y at depth j adds the chance
  * that the chain reaches depth j and the target's token there is y, taken as the running rate of candidates the
- * draft gave y's probability (ha_cost_conf_rate), and costs one more token in the target's append. Where width is
+ * draft gave y's probability (ha_cost_conf_rate; under rejection sampling the probability of y's place, r->sib_rate,
+ * so that no sibling's presence depends on its own token), and costs one more token in the target's append. Where width is
  * not cheap (t(T + 1) - t(T) near t(1)) no sibling is worth it and the round verifies chains. Leaves r->nsib the
  * kept counts (a prefix of each depth's siblings). */
-void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1) {
+void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w1) {
     double yield = 0.0;
     int64_t tokens = 0;
     for (int64_t i = 0; i < B; i++) {
@@ -238,8 +239,7 @@ void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V
             row_state *r = &rows[i];
             for (int64_t j = 0; !r->done && j < r->k; j++) {
                 if (r->nkeep[j] >= r->nsib[j]) continue;
-                const int32_t y = r->sib[j * w1 + r->nkeep[j]];
-                const double g = r->reach[j] * ha_cost_conf_rate(c, ha_norm_at(r->q[j], V, r->qn[j], y));
+                const double g = r->reach[j] * ha_cost_conf_rate(c, r->sib_rate[j * w1 + r->nkeep[j]]);
                 if (g > gain) best = r, best_j = j, gain = g;
             }
         }

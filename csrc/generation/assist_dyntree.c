@@ -349,48 +349,17 @@ ha_status ha_dyn_verify(ha_lm *target, const ha_assist_params *p, ha_sampler *sa
     return HA_OK;
 }
 
-/* Rejection sampling at node d after its first child was rejected (recursive rejection sampling without
- * replacement): with P the target's distribution and Q the draft's, each rejection of x sets P = max(0, P - Q)
- * normalized and removes x from Q (renormalized); the next verified child y (drawn from what Q had left) is taken
- * with probability min(1, P(y) / Q(y)); where none is taken the token is drawn from the last P. Each step is a
- * speculative sampling step of P by Q, so the token is distributed as the P before it whatever the children (the
- * first step's P is p). Returns the child taken, or -1 with *next. work: (2, V). */
-static int64_t reject_down(const ha_assist_params *p, const row_state *r, const dyn_node *d, int64_t V, double *work,
-                           ha_normalizer np, uint32_t pos, int32_t *next) {
-    const uint32_t row = (uint32_t)r->row;
-    double *P = work, *Q = work + V;
-    for (int64_t t = 0; t < V; t++) {
-        P[t] = ha_norm_at(d->p, V, np, (int32_t)t);
-        Q[t] = ha_norm_at(d->q, V, d->qn, (int32_t)t);
-    }
-    for (int64_t c = d->child0;; c++) {
-        const int32_t x = r->dn[c].tok; /* rejected */
-        double z = 0.0, zq = 0.0;
-        for (int64_t t = 0; t < V; t++) z += P[t] > Q[t] ? P[t] - Q[t] : 0.0;
-        if (z > 0.0) /* else P == Q up to rounding (x rejected by a rounding): P stays */
-            for (int64_t t = 0; t < V; t++) P[t] = P[t] > Q[t] ? (P[t] - Q[t]) / z : 0.0;
-        Q[x] = 0.0;
-        for (int64_t t = 0; t < V; t++) zq += Q[t];
-        const int64_t y = c + 1;
-        if (y >= d->child0 + d->n_child || r->dn[y].vi < 0 || !(zq > 0.0)) break;
-        const double u = ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, (uint32_t)(y - d->child0));
-        const int32_t ty = r->dn[y].tok;
-        if (Q[ty] > 0.0 && u * (Q[ty] / zq) <= P[ty]) return y;
-        for (int64_t t = 0; t < V; t++) Q[t] /= zq;
-    }
-    int32_t best = -1; /* a draw from P: the Gumbel-max trick with HA_RNG_RESIDUAL noise */
-    double bv = -INFINITY;
-    for (int64_t t = 0; t < V; t++) {
-        if (!(P[t] > 0.0)) continue;
-        const double g = log(P[t]) -
-                         log(-log(ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_RESIDUAL, (uint32_t)t)));
-        if (g > bv) {
-            bv = g;
-            best = (int32_t)t;
-        }
-    }
-    *next = best;
-    return -1;
+/* Rejection sampling at node d after its first child was rejected: its other verified children, in the order drawn
+ * (the first ones: the exactness rule), by recursive rejection sampling without replacement. Returns the child taken,
+ * or -1 with *next. */
+static int64_t reject_down(const ha_sampler *sampler, const row_state *r, const dyn_node *d, ha_normalizer np,
+                           uint32_t pos, int32_t *next) {
+    int32_t rest[HA_DYN_MAX_WIDTH];
+    int64_t m = 0;
+    for (int64_t c = d->child0 + 1; c < d->child0 + d->n_child && r->dn[c].vi >= 0; c++) rest[m++] = r->dn[c].tok;
+    const int64_t i = ha_reject_without_replacement(sampler, d->p, np, d->q, d->qn, r->dn[d->child0].tok, rest, m,
+                                                    r->rrs, (uint32_t)r->row, pos, next);
+    return i < 0 ? -1 : d->child0 + 1 + i;
 }
 
 int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, int32_t *next) {
@@ -417,7 +386,7 @@ int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_
             const int32_t x = r->dn[d->child0].tok;
             const double px = ha_norm_at(d->p, V, np, x), qx = ha_norm_at(d->q, V, d->qn, x);
             const double u = ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, 0);
-            to = qx > 0.0 && u <= px / qx ? d->child0 : reject_down(p, r, d, V, r->rrs, np, pos, next);
+            to = qx > 0.0 && u <= px / qx ? d->child0 : reject_down(sampler, r, d, np, pos, next);
         }
         if (to < 0) return n;
         r->tok[r->L + n++] = r->dn[to].tok;

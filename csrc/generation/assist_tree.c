@@ -4,8 +4,9 @@
  * path; acceptance walks down the chain while the target's own token (its argmax, or its seeded sample: coupled) is
  * the chain's candidate, steps onto a sibling that is the target's token and takes the target's token after it, so
  * the output is bitwise plain generation's; the accepted path's keys and values move into place (keep_path).
- * Rejection sampling walks the chain by min(1, p/q) and, at the first rejection, offers the siblings to the residual
- * one by one (reject_to_siblings): the output is distributed exactly as the target's.
+ * Rejection sampling: the siblings are the draft's next draws without replacement after the candidate; acceptance
+ * walks the chain by min(1, p/q) and, at the first rejection, tests the siblings by recursive rejection sampling
+ * without replacement (reject_to_siblings): the output is distributed exactly as the target's.
  *
  * Prompt lookup's trees: the later matches of the n-gram branch off the chain as siblings (assist.c's
  * lookup_siblings), accepted where they are the target's own token (its argmax or its sample: lookup has no
@@ -143,37 +144,19 @@ static int64_t take_sibling(const ha_sampler *sampler, row_state *r, int64_t w1,
     return n + 1;
 }
 
-/* Rejection sampling at depth n after the chain's candidate x was rejected: the target's token must follow the
- * residual R0 = max(0, p - q) renormalized. Each sibling y in turn is a proposal of all its mass on y (recursive
- * rejection sampling with point masses): taken with probability R(y), else R loses y and is renormalized; what
- * no sibling took is drawn from the last R. So the token is distributed as R0, whatever the siblings are. */
-static int64_t reject_to_siblings(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V,
-                                  float *scratch, int64_t n, ha_normalizer np, int32_t *next) {
-    const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + n);
-    const int64_t w1 = p->tree_width - 1;
-    const float *pn = r->p[n], *qn = r->q[n];
-    const ha_normalizer nq = r->qn[n];
-    memcpy(scratch, pn, (size_t)V * sizeof(float)); /* p with the rejected siblings removed */
-    double z = 0.0; /* the residual's mass left (unnormalized) */
-    for (int64_t t = 0; t < V; t++) {
-        const double d = ha_norm_at(pn, V, np, (int32_t)t) - ha_norm_at(qn, V, nq, (int32_t)t);
-        z += d > 0.0 ? d : 0.0;
-    }
-    for (int64_t s = 0; s < r->nsib[n] && z > 0.0; s++) {
-        const int32_t y = r->sib[n * w1 + s];
-        double d = ha_norm_at(pn, V, np, y) - ha_norm_at(qn, V, nq, y);
-        d = d > 0.0 ? d : 0.0;
-        if (ha_rng_uniform(p->gen.sampling.seed, row, pos, HA_RNG_ACCEPT, (uint32_t)(1 + s)) < d / z)
-            return take_sibling(sampler, r, w1, n, s, next);
-        scratch[y] = -INFINITY;
-        z -= d;
-    }
-    *next = ha_sample_residual(sampler, scratch, np, qn, nq, row, pos);
-    return n;
+/* Rejection sampling at depth n after the chain's candidate x was rejected: its siblings, x's next draws from q
+ * without replacement (a prefix of them kept), by recursive rejection sampling without replacement; the token is
+ * distributed as the residual max(0, p - q) normalized, whatever the siblings. */
+static int64_t reject_to_siblings(const ha_sampler *sampler, row_state *r, int64_t w1, int64_t n, ha_normalizer np,
+                                  int32_t *next) {
+    const int64_t s = ha_reject_without_replacement(sampler, r->p[n], np, r->q[n], r->qn[n], r->tok[r->L + n],
+                                                    r->sib + n * w1, r->nsib[n], r->rrs, (uint32_t)r->row,
+                                                    (uint32_t)(r->L + n), next);
+    return s < 0 ? n : take_sibling(sampler, r, w1, n, s, next);
 }
 
 static int64_t accept_nodes(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft,
-                            int64_t V, float *scratch, int32_t *next) {
+                            int64_t V, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
     const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
     r->sib_taken = -1;
@@ -185,7 +168,7 @@ static int64_t accept_nodes(const ha_assist_params *p, const ha_sampler *sampler
             const double u = ha_rng_uniform(p->gen.sampling.seed, row, (uint32_t)(L + n), HA_RNG_ACCEPT, 0);
             if (!(qx > 0.0) || u > px / qx) {
                 r->chain_n = n;
-                return reject_to_siblings(p, sampler, r, V, scratch, n, np, next);
+                return reject_to_siblings(sampler, r, w1, n, np, next);
             }
         }
         r->chain_n = k;
@@ -204,8 +187,8 @@ static int64_t accept_nodes(const ha_assist_params *p, const ha_sampler *sampler
 }
 
 int64_t ha_tree_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int model_draft, int64_t V,
-                       float *scratch, int32_t *next) {
-    const int64_t n = accept_nodes(p, sampler, r, model_draft, V, scratch, next);
+                       int32_t *next) {
+    const int64_t n = accept_nodes(p, sampler, r, model_draft, V, next);
     r->n_path = 0; /* the accepted path: the catch-up, the chain's chain_n candidates, then the sibling taken */
     for (int64_t j = 0; j < r->catch_up; j++) r->path[r->n_path++] = (int32_t)j;
     for (int64_t c = 0; c < r->chain_n; c++) r->path[r->n_path++] = (int32_t)node_of(r, c);

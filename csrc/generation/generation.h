@@ -62,5 +62,14 @@ double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t
  * empty. */
 int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np, const float *q, ha_normalizer nq,
                            uint32_t row, uint32_t position);
+/* Recursive rejection sampling without replacement, after the draft's first draw x from softmax(q) was rejected by
+ * min(1, P/Q) (P = softmax(p) processed, Q = softmax(q)): rest (m,) are its next draws from q without replacement, in
+ * order. Each rejection sets P = max(0, P - Q) normalized and removes the rejected token from Q (renormalized); rest[i]
+ * is taken with probability min(1, P/Q) there (HA_RNG_ACCEPT noise, index 1 + i). Each step is a speculative sampling
+ * step of the P before it, so the token is distributed as the first step's residual, whichever the draws. Returns the
+ * index in rest taken, or -1 with *next drawn from the last P (HA_RNG_RESIDUAL noise). work: (2, vocab). */
+int64_t ha_reject_without_replacement(const ha_sampler *s, const float *p, ha_normalizer np, const float *q,
+                                      ha_normalizer nq, int32_t x, const int32_t *rest, int64_t m, double *work,
+                                      uint32_t row, uint32_t position, int32_t *next);
 
 #endif /* HA_GENERATION_H */

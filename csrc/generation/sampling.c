@@ -575,3 +575,39 @@ int32_t ha_sample_residual(const ha_sampler *s, const float *p, ha_normalizer np
     }
     return best >= 0 ? best : ha_sampler_choose_keyed(s, p, row, position, HA_RNG_RESIDUAL);
 }
+
+int64_t ha_reject_without_replacement(const ha_sampler *s, const float *p, ha_normalizer np, const float *q,
+                                      ha_normalizer nq, int32_t x, const int32_t *rest, int64_t m, double *work,
+                                      uint32_t row, uint32_t position, int32_t *next) {
+    const int64_t V = s->vocab;
+    double *P = work, *Q = work + V;
+    for (int64_t t = 0; t < V; t++) {
+        P[t] = ha_norm_at(p, V, np, (int32_t)t);
+        Q[t] = ha_norm_at(q, V, nq, (int32_t)t);
+    }
+    for (int64_t i = 0;; i++) { /* x rejected: P becomes its residual, Q loses x */
+        double z = 0.0, zq = 0.0;
+        for (int64_t t = 0; t < V; t++) z += P[t] > Q[t] ? P[t] - Q[t] : 0.0;
+        if (z > 0.0) /* else P == Q up to rounding (x rejected by a rounding): P stays */
+            for (int64_t t = 0; t < V; t++) P[t] = P[t] > Q[t] ? (P[t] - Q[t]) / z : 0.0;
+        if (x >= 0 && x < V) Q[x] = 0.0;
+        for (int64_t t = 0; t < V; t++) zq += Q[t];
+        if (i == m || !(zq > 0.0)) break;
+        x = rest[i];
+        const double u = ha_rng_uniform(s->p.seed, row, position, HA_RNG_ACCEPT, (uint32_t)(1 + i));
+        if (x >= 0 && x < V && Q[x] > 0.0 && u * (Q[x] / zq) <= P[x]) return i;
+        for (int64_t t = 0; t < V; t++) Q[t] /= zq;
+    }
+    int32_t best = -1; /* a draw from P: the Gumbel-max trick with HA_RNG_RESIDUAL noise */
+    double bv = -INFINITY;
+    for (int64_t t = 0; t < V; t++) {
+        if (!(P[t] > 0.0)) continue;
+        const double g = log(P[t]) - log(-log(ha_rng_uniform(s->p.seed, row, position, HA_RNG_RESIDUAL, (uint32_t)t)));
+        if (g > bv) {
+            bv = g;
+            best = (int32_t)t;
+        }
+    }
+    *next = best;
+    return -1;
+}

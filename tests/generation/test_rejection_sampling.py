@@ -44,9 +44,11 @@ CONFIGS = {
     # the cost schedule (its costs pinned: COSTS) choosing each round's K: a candidate is verified or not by what the
     # draft gave the candidates before it, never by its own probability
     "K4_cost": (4, 3, dict(top_k=0, num_assistant_tokens_schedule="cost"), 0.0),
-    # token trees: two drafts a round, each with up to 3 siblings (the draft's next most probable tokens) offered to
-    # the residual one by one after a rejection (recursive rejection sampling), top_k removing some of them
+    # token trees: two drafts a round, each with up to 3 siblings (the draft's next draws without replacement) tested
+    # after a rejection (recursive rejection sampling without replacement), top_k removing some of them
     "K2_tree_width4_top_k": (2, 3, dict(top_k=6, assistant_tree_width=4), 0.0),
+    # the same under the cost schedule (COSTS): it keeps a prefix of each depth's siblings, rated by their places
+    "K2_tree_cost": (2, 3, dict(top_k=6, assistant_tree_width=4, num_assistant_tokens_schedule="cost"), 0.0),
     # dynamic trees: each node's 3 children drawn without replacement from q, the 3 best-ranked nodes expanded a
     # depth (2 depths: the calls' 3 tokens leave no room for more), the target verifies the K = 6 best-ranked nodes
     # (ranked by their places, never their tokens), and the walk may leave the chain and go on below the child it took
@@ -169,12 +171,22 @@ def simulate(P, Q, K, T, n, rng, sampler):
     return out
 
 
+def _draw_without_replacement(q, W, rng):
+    """Up to W tokens drawn one after another from q, each from what the ones before left (q > 0 only)."""
+    q, out = q.copy(), []
+    while len(out) < W and q.sum() > 0:
+        out.append(_draw(q / q.sum(), rng.random()))
+        q[out[-1]] = 0.0
+    return out
+
+
 def simulate_tree(P, Q, K, W, T, n, rng, sampler):
-    """As simulate() with token trees of width W: each draft x comes with up to W - 1 siblings, the tokens of Q's
-    next highest probabilities (q > 0). sampler "rrs" (the package's rule): x by min(1, p/q); after a rejection
-    each sibling y in turn is taken with probability R(y) of the residual R = max(0, p - q) normalized, else R
-    loses y; what no sibling took is drawn from the last R; a taken sibling ends the round with a bonus token
-    from p after it. Wrong: "sibling_by_p" takes sibling y with probability p(y), R unchanged."""
+    """As simulate() with token trees of width W: each draft x comes with W - 1 siblings, its next draws from Q
+    without replacement. sampler "rrs" (the package's rule): x by min(1, p/q); after a rejection, recursive
+    rejection sampling without replacement over the siblings in the order drawn (each rejection sets p to
+    max(0, p - q) normalized and removes the rejected token from q, renormalized; sibling y taken with probability
+    min(1, p(y)/q(y))); what no sibling took is drawn from the last p; a taken sibling ends the round with a bonus
+    token from P after it. Wrong: "sibling_by_p" takes sibling y with probability p(y), p and q unchanged."""
     out = np.empty((n, T), dtype=np.int64)
     for i in range(n):
         seq = ()
@@ -182,42 +194,33 @@ def simulate_tree(P, Q, K, W, T, n, rng, sampler):
             k = min(K, T - len(seq) - 1)
             drafts, ctx = [], seq
             for _ in range(k):
-                x = _draw(Q[ctx], rng.random())
-                drafts.append(x)
-                ctx += (x,)
+                drafts.append(_draw_without_replacement(Q[ctx], W, rng))
+                ctx += (drafts[-1][0],)
             ctx, done = seq, False
-            for x in drafts:
-                p, q = P[ctx], Q[ctx]
+            for x, *siblings in drafts:
+                p, q = P[ctx].copy(), Q[ctx].copy()
                 if rng.random() * q[x] <= p[x]:
                     ctx += (x,)
                     continue
-                order = [y for y in np.argsort(-q, kind="stable") if y != x and q[y] > 0][: W - 1]
-                residual = np.maximum(p - q, 0.0)
-                for y in order:
-                    take = residual[y] / residual.sum() if sampler == "rrs" else p[y]
-                    if rng.random() < take:
-                        ctx += (int(y),)
-                        ctx += (_draw(P[ctx], rng.random()),)
-                        break
+                for y in siblings:
+                    residual = np.maximum(p - q / q.sum(), 0.0)
                     if sampler == "rrs":
-                        residual[y] = 0.0
+                        p = residual / residual.sum() if residual.sum() > 0 else p
+                        q[x] = 0.0
+                    take = min(1.0, p[y] / (q[y] / q.sum())) if sampler == "rrs" else P[ctx][y]
+                    if rng.random() < take:
+                        ctx += (int(y), _draw(P[ctx + (int(y),)], rng.random()))
+                        break
+                    x = y
                 else:
-                    ctx += (_draw(residual / residual.sum(), rng.random()),)
+                    residual = np.maximum(p - q / q.sum(), 0.0) if sampler == "rrs" else np.maximum(p - q, 0.0)
+                    ctx += (_draw(residual / residual.sum() if residual.sum() > 0 else p, rng.random()),)
                 done = True
                 break
             if not done:
                 ctx += (_draw(P[ctx], rng.random()),)
             seq = ctx
         out[i] = seq[:T]
-    return out
-
-
-def _draw_without_replacement(q, W, rng):
-    """Up to W tokens drawn one after another from q, each from what the ones before left (q > 0 only)."""
-    q, out = q.copy(), []
-    while len(out) < W and q.sum() > 0:
-        out.append(_draw(q / q.sum(), rng.random()))
-        q[out[-1]] = 0.0
     return out
 
 
