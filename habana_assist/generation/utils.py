@@ -200,7 +200,8 @@ class GenerationMixin:
                 to w - 1 siblings, the draft's next most probable tokens at its position (no extra draft passes), all
                 scored in one pass of this model (each node bitwise as decoding its path token by token); a sibling that
                 is this model's own token is accepted, so greedy and coupled output stay bit for bit the plain output
-                (rejection sampling offers the siblings to the residual one by one: still exactly this model's
+                (rejection sampling: the siblings are the draft's next draws without replacement, tested after a
+                rejection by recursive rejection sampling without replacement: still exactly this model's
                 distribution). With prompt lookup the siblings are where the n-gram's later matches branch off the
                 chain. assistant_tree_shape (ours) "siblings" (the default) is that tree; "dynamic" grows the tree as
                 EAGLE-2 does: at each depth the draft expands (in one pass, with tree attention) the w nodes of highest
