@@ -31,6 +31,9 @@ typedef struct row_state {
     double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
     double yield;        /* cost schedule: tokens the round is expected to give the row */
     int64_t idle;        /* cost schedule with carried counts: rounds in a row it planned no candidate */
+    int64_t k_keep;      /* cost schedule, ha_cost_trim: candidates kept so far, and the best configuration's */
+    int64_t k_best;
+    double keep_chance;  /* ha_cost_trim: the chance that the k_keep candidates kept are all accepted */
     float **p;           /* (max_new + 1,) position L + j's processed target scores */
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
@@ -142,6 +145,9 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
 /* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
  * and had n accepted. */
 void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
+/* Chains, after drafting: cuts each running row's candidates (r->k) to the prefix worth verifying, by the draft's
+ * probability of each. */
+void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B);
 /* Token trees: trims each running row's siblings (r->nsib) to those worth their place in the target's append. */
 void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t V, int64_t w1);
 

@@ -210,6 +210,50 @@ void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k
     }
 }
 
+/* After a chain round's drafting: which of each row's candidates the target verifies. A row drafts on while more
+ * steps look worth it on positional rates (ha_cost_continue); once drafted, a candidate's chance is read from the
+ * probability the draft gave it (ha_cost_conf_rate), and a guess may be worth less than its place in the target's
+ * append (at a batch, where the append already streams the weights once for all rows, a place costs its arithmetic).
+ * The draft steps are paid whatever is kept. From no candidate kept, candidates are added one at a time, the one
+ * adding the most expected tokens first (a row's next: the chance that it and every one before it is accepted, so
+ * each row keeps a prefix), and the configuration of the best expected tokens per unit time along that path is kept
+ * (t(T) is not convex: the kernels' tiles). */
+void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
+    double yield = 0.0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        r->k_keep = r->k_best = 0;
+        r->keep_chance = 1.0;
+        if (r->done) continue;
+        yield += 1.0;
+        tokens += 1;
+    }
+    double best = yield / (c->steps_cost + verify_cost(c, tokens));
+    for (;;) {
+        row_state *pick = NULL;
+        double gain = -1.0;
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (r->done || r->k_keep >= r->k) continue;
+            const double g = r->keep_chance * ha_cost_conf_rate(c, r->conf[r->k_keep]);
+            if (g > gain) pick = r, gain = g;
+        }
+        if (!pick) break;
+        pick->k_keep++;
+        pick->keep_chance = gain;
+        yield += gain;
+        tokens++;
+        const double rate = yield / (c->steps_cost + verify_cost(c, tokens));
+        if (rate > best) {
+            best = rate;
+            for (int64_t i = 0; i < B; i++) rows[i].k_best = rows[i].k_keep;
+        }
+    }
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done) rows[i].k = rows[i].k_best;
+}
+
 /* Token trees under the cost schedule: the tree's shape from the costs. After the chains are drafted, each row's
  * siblings (best first at each depth: ha_tree_siblings) are kept one at a time, the one adding the most expected
  * tokens first, while that raises the round's expected tokens per unit time: a sibling y at depth j adds the chance
