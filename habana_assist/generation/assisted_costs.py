@@ -3,8 +3,11 @@
 The cost schedule (csrc/generation/assist.c) chooses each round's K from measured costs of the model pair: one draft
 decode step (and one for n = 2 .. 8 rows drafting together, for batches), and one target append of T tokens
 (a verification of K = T - 1 candidates, or of a batch's candidates together) for T = 1 .. 16, 24, 32, 48
-and 64, the sizes between those past 16 on straight lines (forwards run in chunks of 64 tokens). They
-are measured once per (target, draft) pair and thread count, on first use, and kept on the target model;
+and 64, the sizes between those past 16 on straight lines (forwards run in chunks of 64 tokens). For a batch of B
+rows the target's appends are timed spread over B sequences (BATCH_ROWS at most), as a batch's round appends
+each row's tokens to its own sequence: a plain step of the batch is t(B), and each row attends to its own cache.
+They are measured once per (target, draft) pair, batch size and thread count, on first use, and kept on the
+target model;
 `remeasure=True` measures again, and `set_assisted_costs` pins them (reproducible K choices: with
 rejection sampling the tokens a seed gives depend on the K of each round).
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 MEASURED_T = tuple(range(1, 17)) + (24, 32, 48, 64)  # target append sizes measured
 DRAFT_ROWS = 8  # draft steps measured for 1 .. DRAFT_ROWS rows
+BATCH_ROWS = 16  # a target table is timed over min(batch size, BATCH_ROWS) sequences (larger batches: that one)
 MAX_T = 64  # most target (and draft) times the core takes
 _PREFIX = 256  # positions already in the cache when a cost is timed (fewer where the cache is smaller):
 # attention's share of a step grows with the position, and prompts are often this long
@@ -140,15 +144,30 @@ def _never_falling(times: Sequence[float]) -> list[float]:
     return out
 
 
-def measure(target: PreTrainedCausalLM, draft_core: Optional[_core.Model], draft_cache_len: int) -> AssistedCosts:
+def measured_rows(batch_size: int) -> int:
+    """The sequences a batch of batch_size rows has its target table timed over."""
+    return min(batch_size, BATCH_ROWS)
+
+
+def measure(
+    target: PreTrainedCausalLM,
+    draft_core: Optional[_core.Model],
+    draft_cache_len: int,
+    rows: int = 1,
+    draft_rows: Optional[tuple[float, ...]] = None,
+) -> AssistedCosts:
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
-    draft_cache_len positions."""
-    t = append_times(target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size)
+    draft_cache_len positions, the target's appends spread over `rows` sequences; draft_rows: the draft's step
+    times already measured (another batch size's), else measured here."""
+    t = append_times(
+        target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size, rows=rows
+    )
     table = np.interp(np.arange(1, max(MEASURED_T) + 1), MEASURED_T, _never_falling([t[T] for T in MEASURED_T]))
     if draft_core is None:
         return AssistedCosts(draft_step=0.0, target=tuple(table))
-    rows = tuple(_never_falling(_per_row_step(draft_core, max(draft_cache_len, 2), target.vocab_size)))
-    return AssistedCosts(draft_step=rows[0], target=tuple(table), draft_rows=rows)
+    if draft_rows is None:
+        draft_rows = tuple(_never_falling(_per_row_step(draft_core, max(draft_cache_len, 2), target.vocab_size)))
+    return AssistedCosts(draft_step=draft_rows[0], target=tuple(table), draft_rows=draft_rows)
 
 
 # A cost table's key: a draft model, an early-exit depth, or None for prompt lookup.
@@ -158,14 +177,14 @@ _Entry = tuple[AssistedCosts, Optional[int]]
 
 class CostTable:
     """A target model's costs per drafter: a draft model (held weakly, so that a dropped draft is forgotten),
-    an early-exit depth, or prompt lookup (None). A measured entry holds for the thread count it was measured
-    with; a pinned one (set_assisted_costs) for any. Beside them, per drafter, the counts of tested and accepted
-    candidates the cost schedule carries from call to call (the core's cost_state)."""
+    an early-exit depth, or prompt lookup (None). A measured entry holds for the batch size (measured_rows) and
+    thread count it was measured with; a pinned one (set_assisted_costs) for any. Beside them, per drafter, the
+    counts of tested and accepted candidates the cost schedule carries from call to call (the core's cost_state)."""
 
     def __init__(self) -> None:
-        # drafter -> (costs, the thread count they were measured with, None where pinned)
-        self._by_model: weakref.WeakKeyDictionary[Any, _Entry] = weakref.WeakKeyDictionary()
-        self._other: dict[Any, _Entry] = {}
+        # drafter -> {measured rows, or None where pinned: (costs, the thread count they were measured with, or None)}
+        self._by_model: weakref.WeakKeyDictionary[Any, dict[Optional[int], _Entry]] = weakref.WeakKeyDictionary()
+        self._other: dict[Any, dict[Optional[int], _Entry]] = {}
         self._learned_by_model: weakref.WeakKeyDictionary[Any, np.ndarray] = weakref.WeakKeyDictionary()
         self._learned_other: dict[Any, np.ndarray] = {}
 
@@ -188,15 +207,32 @@ class CostTable:
     def pinned(self, drafter: _Drafter) -> bool:
         """Whether drafter's costs were pinned (set_assisted_costs) rather than measured."""
         table, key = self._slot(drafter)
-        return key in table and table[key][1] is None
+        return None in table.get(key, {})
 
-    def get(self, drafter: _Drafter) -> Optional[AssistedCosts]:
-        """The costs for drafter at today's thread count, or None."""
+    def get(self, drafter: _Drafter, batch_size: int = 1) -> Optional[AssistedCosts]:
+        """The costs for drafter at a batch of batch_size rows and today's thread count, or None."""
         table, key = self._slot(drafter)
-        costs, threads = table.get(key, (None, None))
-        return costs if threads is None or threads == _core.get_num_threads() else None
+        entries = table.get(key, {})
+        if None in entries:
+            return entries[None][0]
+        costs, threads = entries.get(measured_rows(batch_size), (None, None))
+        return costs if threads == _core.get_num_threads() else None
 
-    def put(self, drafter: _Drafter, costs: AssistedCosts, measured: bool) -> None:
-        """measured: the costs hold for today's thread count only; else (pinned) for any."""
+    def draft_rows(self, drafter: _Drafter) -> Optional[tuple[float, ...]]:
+        """The draft's step times of a table measured for another batch size at today's thread count, or None."""
         table, key = self._slot(drafter)
-        table[key] = (costs, _core.get_num_threads() if measured else None)
+        for rows, (costs, threads) in table.get(key, {}).items():
+            if rows is not None and threads == _core.get_num_threads() and costs.draft_rows is not None:
+                return costs.draft_rows
+        return None
+
+    def put(self, drafter: _Drafter, costs: AssistedCosts, measured: bool, batch_size: int = 1) -> None:
+        """measured: the costs hold for a batch of batch_size rows (measured_rows) and today's thread count only,
+        beside those measured for other batch sizes; else (pinned) for any, in place of every measured one."""
+        table, key = self._slot(drafter)
+        if not measured:
+            table[key] = {None: (costs, None)}
+            return
+        entries = {rows: entry for rows, entry in table.get(key, {}).items() if rows is not None}
+        entries[measured_rows(batch_size)] = (costs, _core.get_num_threads())
+        table[key] = entries

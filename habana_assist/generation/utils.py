@@ -624,7 +624,7 @@ class GenerationMixin:
         draft_ctx = candidate_generator.draft_context(self, drafter, call.B, room)
         cost = gc.num_assistant_tokens_schedule == "cost"
         costs = (
-            self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core()
+            self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit, batch_size=call.B).as_core()
             if cost
             else (None, None)
         )
