@@ -437,7 +437,8 @@ class PreTrainedCausalLM(GenerationMixin):
     ) -> _assisted_costs.AssistedCosts:
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
-        None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
+        None; also for 2..8 rows drafting together, and each as a round's first step, right after the target's
+        append) and one append of T = 1..64 tokens to this model (timed
         for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds, the T tokens spread over batch_size
         sequences (16 at most), as a batch of that many rows verifies them. Measured on first use (its time grows
         with the model's size: docs/generation.md) and kept on this model for the batch size and thread count it
@@ -458,7 +459,7 @@ class PreTrainedCausalLM(GenerationMixin):
                 draft_core,
                 self.max_cache_len if isinstance(drafter, int) or drafter is None else drafter.max_cache_len,
                 rows=_assisted_costs.measured_rows(int(batch_size)),
-                draft_rows=None if remeasure else self._costs.draft_rows(drafter),
+                drafts=None if remeasure else self._costs.drafts(drafter),
             )
             self._costs.put(drafter, costs, measured=True, batch_size=int(batch_size))
         return costs

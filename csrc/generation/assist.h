@@ -121,6 +121,8 @@ typedef struct acceptance {
 typedef struct cost_model {
     const double *d;            /* (n_d,) d(n) / t(1): a draft step for n = 1 .. n_d rows */
     int64_t n_d;
+    const double *d_first;      /* (n_d_first,) the same for a round's first step (after the target's append) */
+    int64_t n_d_first;
     const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
     int64_t n_t;
     acceptance call;            /* over the call's rows */

@@ -2,7 +2,7 @@
  * acceptance; run_rounds (assist.c) plans with it before drafting, and draft_round asks it after each draft step.
  *
  * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
- * the n_s rows with k_r > s) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * the n_s rows with k_r > s; step 0 at its own cost d_first, as it runs right after the target's append) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
  * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
  * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): ha_cost_schedule
  *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
@@ -73,12 +73,22 @@ static double verify_cost(const cost_model *c, int64_t T) {
     return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
 }
 
-/* d(n) / t(1) for n rows drafting (0 for none); past the table on the line through its last two points. */
-static double draft_cost(const cost_model *c, int64_t n) {
+/* A table d (n_d,) of steps for 1 .. n_d rows at n rows (0 for none); past it on the line through its last two
+ * points. */
+static double rows_cost(const double *d, int64_t n_d, int64_t n) {
     if (n <= 0) return 0.0;
-    if (n <= c->n_d) return c->d[n - 1];
-    const double slope = c->n_d >= 2 ? fmax(0.0, c->d[c->n_d - 1] - c->d[c->n_d - 2]) : 0.0;
-    return c->d[c->n_d - 1] + (double)(n - c->n_d) * slope;
+    if (n <= n_d) return d[n - 1];
+    const double slope = n_d >= 2 ? fmax(0.0, d[n_d - 1] - d[n_d - 2]) : 0.0;
+    return d[n_d - 1] + (double)(n - n_d) * slope;
+}
+
+/* d(n) / t(1) for n rows drafting. */
+static double draft_cost(const cost_model *c, int64_t n) { return rows_cost(c->d, c->n_d, n); }
+
+/* Draft step s of a round for n rows: the first runs after the target's append, the draft's weights out of the
+ * caches (d_first where given). */
+static double step_cost(const cost_model *c, int64_t s, int64_t n) {
+    return s == 0 && c->n_d_first > 0 ? rows_cost(c->d_first, c->n_d_first, n) : draft_cost(c, n);
 }
 
 static int64_t conf_bin(double conf) {
@@ -129,7 +139,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
                 /* one more candidate: row r joins draft step k */
-                const double more = draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+                const double more = step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
                 const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
@@ -138,7 +148,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
             }
             if (pick < 0) break;
             const int64_t k = in[pick]->k_max++;
-            drafting += draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+            drafting += step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
             at_step[k]++;
             yield += prefix[pick][k + 1];
             total++;
@@ -176,7 +186,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         yield += r->yield;
         tokens += r->k + 1;
     }
-    c->steps_cost += draft_cost(c, n_stepped); /* step s appended a token for each row with s + 1 candidates */
+    c->steps_cost += step_cost(c, s, n_stepped); /* step s appended a token for each row with s + 1 candidates */
     /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
      * steps to come, each row charged its share of a step's growth for one more row drafting */
     const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);

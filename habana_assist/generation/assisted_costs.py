@@ -62,11 +62,15 @@ class AssistedCosts:
     """draft_step: seconds of one draft decode step (0.0 for prompt lookup, which drafts without a model).
     target: seconds of one target append of T tokens, for T = 1 .. len(target).
     draft_rows: seconds of one draft step of n rows together (one token each), n = 1 .. len(draft_rows); None:
-    draft_step whatever the rows (past the table, the line through its last two points)."""
+    draft_step whatever the rows (past the table, the line through its last two points).
+    draft_first: seconds of a round's first draft step of n rows, n = 1 .. len(draft_first), which runs right after
+    the target's append: that append streamed the target's weights through the caches, so the step reads the
+    draft's from memory (the later steps of a round find them cached); None: as draft_rows."""
 
     draft_step: float
     target: tuple[float, ...]
     draft_rows: Optional[tuple[float, ...]] = None
+    draft_first: Optional[tuple[float, ...]] = None
 
     def __post_init__(self) -> None:
         d = self.draft_step
@@ -81,11 +85,15 @@ class AssistedCosts:
         object.__setattr__(self, "target", _times(self.target, "target", lo_ok=False))
         if self.draft_rows is not None:
             object.__setattr__(self, "draft_rows", _times(self.draft_rows, "draft_rows", lo_ok=True))
+        if self.draft_first is not None:
+            object.__setattr__(self, "draft_first", _times(self.draft_first, "draft_first", lo_ok=True))
 
-    def as_core(self) -> tuple[np.ndarray, np.ndarray]:
-        """(draft float64 (n,), target float64 (m,)): the core's draft_costs and target_costs."""
+    def as_core(self) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(draft float64 (n,), target float64 (m,), first float64 (n',) or None): the core's draft_costs,
+        target_costs and draft_first_costs."""
         draft = self.draft_rows if self.draft_rows is not None else (self.draft_step,)
-        return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64)
+        first = None if self.draft_first is None else np.array(self.draft_first, dtype=np.float64)
+        return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64), first
 
 
 def append_times(
@@ -133,6 +141,37 @@ def _per_row_step(draft_core: _core.Model, cache_len: int, vocab_size: int) -> t
     return tuple(out)
 
 
+def _first_steps(
+    target_core: _core.Model, draft_core: _core.Model, cache_len: int, vocab_size: int
+) -> tuple[float, ...]:
+    """(seconds of a round's first draft step of n rows, n = 1 .. DRAFT_ROWS): each step timed right after a
+    one-token append to the target, as the assisted loop runs it; best of _REPEATS each (and a warm-up)."""
+    n_prefix = max(1, min(_PREFIX, cache_len - 1))
+    target_ctx = _core.Context(target_core, 1, 2, False)
+    draft_ctx = _core.Context(draft_core, DRAFT_ROWS, n_prefix + 1, False)
+    tokens = (np.arange(n_prefix + 1, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
+    logits = np.empty((DRAFT_ROWS, vocab_size), dtype=np.float32)
+    last = np.zeros(n_prefix, np.uint8)
+    last[-1] = 1
+    for r in range(DRAFT_ROWS):
+        draft_ctx.append(np.full(n_prefix, r, np.int32), tokens[:n_prefix], last, logits[:1])
+    one = np.ones(DRAFT_ROWS, np.uint8)
+    out = []
+    for n in range(1, DRAFT_ROWS + 1):
+        best = math.inf
+        for i in range(1 + _REPEATS):
+            target_ctx.append(np.zeros(1, np.int32), tokens[:1], one[:1], logits[:1])
+            t0 = time.perf_counter()
+            draft_ctx.append(np.arange(n, dtype=np.int32), tokens[n_prefix : n_prefix + 1].repeat(n), one[:n], logits[:n])
+            if i > 0:
+                best = min(best, time.perf_counter() - t0)
+            target_ctx.crop(0, 0)
+            for row in range(n):
+                draft_ctx.crop(row, n_prefix)
+        out.append(best)
+    return tuple(out)
+
+
 def _never_falling(times: Sequence[float]) -> list[float]:
     """times (seconds by size, in increasing size) with each value lowered to the least at its size or above. An
     append of more tokens (a step of more rows) never costs less, so a value above a larger size's was slowed by
@@ -154,20 +193,27 @@ def measure(
     draft_core: Optional[_core.Model],
     draft_cache_len: int,
     rows: int = 1,
-    draft_rows: Optional[tuple[float, ...]] = None,
+    drafts: Optional[AssistedCosts] = None,
 ) -> AssistedCosts:
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
-    draft_cache_len positions, the target's appends spread over `rows` sequences; draft_rows: the draft's step
-    times already measured (another batch size's), else measured here."""
-    t = append_times(
-        target._core, max(target.max_cache_len, max(MEASURED_T) + 1), MEASURED_T, target.vocab_size, rows=rows
-    )
+    draft_cache_len positions, the target's appends spread over `rows` sequences; drafts: costs of another batch
+    size whose draft step times (draft_rows, draft_first) are taken, else they are measured here."""
+    cache_len = max(target.max_cache_len, max(MEASURED_T) + 1)
+    t = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows)
+    if rows > 1:  # a batch's sizes step through the tiles' edges: two passes, so that a burst of load on the
+        # machine while some sizes were timed (seen: t(9 .. 16) at twice their value) does not stay in the table
+        again = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows)
+        t = {T: min(t[T], again[T]) for T in MEASURED_T}
     table = np.interp(np.arange(1, max(MEASURED_T) + 1), MEASURED_T, _never_falling([t[T] for T in MEASURED_T]))
     if draft_core is None:
         return AssistedCosts(draft_step=0.0, target=tuple(table))
-    if draft_rows is None:
-        draft_rows = tuple(_never_falling(_per_row_step(draft_core, max(draft_cache_len, 2), target.vocab_size)))
-    return AssistedCosts(draft_step=draft_rows[0], target=tuple(table), draft_rows=draft_rows)
+    if drafts is not None and drafts.draft_rows is not None and drafts.draft_first is not None:
+        draft_rows, first = drafts.draft_rows, drafts.draft_first
+    else:
+        cache_len = max(draft_cache_len, 2)
+        draft_rows = tuple(_never_falling(_per_row_step(draft_core, cache_len, target.vocab_size)))
+        first = tuple(_never_falling(_first_steps(target._core, draft_core, cache_len, target.vocab_size)))
+    return AssistedCosts(draft_step=draft_rows[0], target=tuple(table), draft_rows=draft_rows, draft_first=first)
 
 
 # A cost table's key: a draft model, an early-exit depth, or None for prompt lookup.
@@ -218,12 +264,13 @@ class CostTable:
         costs, threads = entries.get(measured_rows(batch_size), (None, None))
         return costs if threads == _core.get_num_threads() else None
 
-    def draft_rows(self, drafter: _Drafter) -> Optional[tuple[float, ...]]:
-        """The draft's step times of a table measured for another batch size at today's thread count, or None."""
+    def drafts(self, drafter: _Drafter) -> Optional[AssistedCosts]:
+        """Costs measured for another batch size at today's thread count (their draft steps hold for any), or
+        None."""
         table, key = self._slot(drafter)
         for rows, (costs, threads) in table.get(key, {}).items():
-            if rows is not None and threads == _core.get_num_threads() and costs.draft_rows is not None:
-                return costs.draft_rows
+            if rows is not None and threads == _core.get_num_threads():
+                return costs
         return None
 
     def put(self, drafter: _Drafter, costs: AssistedCosts, measured: bool, batch_size: int = 1) -> None:
