@@ -423,6 +423,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         for (int64_t n = 0; n < cost.n_d_first; n++) d_first_rel[n] = p->draft_first_costs[n] / t1;
         if (p->cost_state) ha_cost_state_load(&cost, p->cost_state);
         cost.explore = p->cost_state != NULL;
+        cost.max_new = p->gen.max_new_tokens;
     }
     ha_status st = HA_OK;
     for (int64_t round = 0;; round++) {

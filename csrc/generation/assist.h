@@ -34,6 +34,7 @@ typedef struct row_state {
     int64_t k_keep;      /* cost schedule, ha_cost_trim: candidates kept so far, and the best configuration's */
     int64_t k_best;
     double keep_chance;  /* ha_cost_trim: the chance that the k_keep candidates kept are all accepted */
+    double worth;        /* cost schedule, this round: what a token of the row is worth (ha_cost_schedule) */
     float **p;           /* (max_new + 1,) position L + j's processed target scores */
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
@@ -131,6 +132,7 @@ typedef struct cost_model {
     double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
     double bin_tested[COST_BINS];
     int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
+    int64_t max_new;            /* the call's max_new_tokens */
 } cost_model;
 
 /* Whether s (HA_COST_STATE,) is a valid ha_assist_params.cost_state: counts >= 0, finite, accepted <= tested. */

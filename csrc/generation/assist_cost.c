@@ -103,7 +103,22 @@ double ha_cost_conf_rate(const cost_model *c, double conf) {
     return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
 }
 
+/* What a token of each running row is worth this round: the batch runs until its last row is done, so a token of
+ * the row with the most left to make (max_new_tokens less what it made) is worth one, and a row that is ahead
+ * (m tokens left where the last has M) is worth m / M: its tokens shorten the call only by the rows dropping out
+ * earlier. (A row that ends at an eos sooner is not foreseen.) */
+static void row_worth(const cost_model *c, row_state *rows, int64_t B) {
+    int64_t most = 1;
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done && c->max_new - rows[i].generated > most) most = c->max_new - rows[i].generated;
+    for (int64_t i = 0; i < B; i++) {
+        const int64_t left = c->max_new - rows[i].generated;
+        rows[i].worth = c->max_new <= 0 ? 1.0 : (double)(left > 1 ? left : 1) / (double)most;
+    }
+}
+
 void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+    row_worth(c, rows, B);
     double call[COST_K_MAX];
     for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
         const double prior = j == 0 ? 0.5 : call[j - 1];
@@ -118,7 +133,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         if (i < B && !rows[i].done) {
             row_state *r = &rows[i];
             const acceptance *own = &c->rows[i];
-            prefix[n_rows][0] = 1.0;
+            prefix[n_rows][0] = r->worth;
             for (int64_t j = 0; j < COST_K_MAX; j++) {
                 r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
                 prefix[n_rows][j + 1] = prefix[n_rows][j] * r->rate[j];
@@ -130,7 +145,9 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         }
         if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
         int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
-        double yield = (double)n_rows, drafting = 0.0, best = yield / verify_cost(c, total);
+        double yield = 0.0, drafting = 0.0;
+        for (int64_t r = 0; r < n_rows; r++) yield += prefix[r][0];
+        double best = yield / verify_cost(c, total);
         for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
         for (;;) {
             int64_t pick = -1;
@@ -183,7 +200,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         if (r->done) continue;
         n_drafting += r->drafting;
         n_stepped += r->k == s + 1;
-        yield += r->yield;
+        yield += r->worth * r->yield;
         tokens += r->k + 1;
     }
     c->steps_cost += step_cost(c, s, n_stepped); /* step s appended a token for each row with s + 1 candidates */
@@ -198,7 +215,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         double gain = 0.0, chain = r->all_accepted;
         for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
             chain *= r->rate[r->k + m - 1];
-            gain += chain;
+            gain += r->worth * chain;
             go = (yield + gain) / (c->steps_cost + (double)m * share + verify_cost(c, tokens + m)) > now;
         }
         if (!go) r->drafting = 0;
@@ -236,7 +253,7 @@ void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
         r->k_keep = r->k_best = 0;
         r->keep_chance = 1.0;
         if (r->done) continue;
-        yield += 1.0;
+        yield += r->worth;
         tokens += 1;
     }
     double best = yield / (c->steps_cost + verify_cost(c, tokens));
@@ -246,12 +263,12 @@ void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
             if (r->done || r->k_keep >= r->k) continue;
-            const double g = r->keep_chance * ha_cost_conf_rate(c, r->conf[r->k_keep]);
+            const double g = r->worth * r->keep_chance * ha_cost_conf_rate(c, r->conf[r->k_keep]);
             if (g > gain) pick = r, gain = g;
         }
         if (!pick) break;
         pick->k_keep++;
-        pick->keep_chance = gain;
+        pick->keep_chance = gain / pick->worth;
         yield += gain;
         tokens++;
         const double rate = yield / (c->steps_cost + verify_cost(c, tokens));

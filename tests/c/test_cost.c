@@ -117,7 +117,7 @@ void test_cost_trim_keeps_the_candidates_worth_verifying(void) {
             conf[i][1] = 0.99;
             conf[i][2] = i < 4 ? 0.3 : 0.99;
             conf[i][3] = 0.99;
-            r[i] = (row_state){ .row = (int32_t)i, .k = 4, .conf = conf[i] };
+            r[i] = (row_state){ .row = (int32_t)i, .k = 4, .conf = conf[i], .worth = 1.0 };
         }
         ha_cost_trim(&c, r, ROWS);
         for (int64_t i = 0; i < ROWS; i++) {
