@@ -40,7 +40,8 @@ static int64_t planned(const row_state *r) {
  * t(T) = T t(1) for T >= 8, as a float target on a CPU without AMX), no candidate is worth its place, however often
  * the draft is right and however cheap its steps: every row decodes plainly. Where the append costs the same up to
  * 24 tokens (the weights streamed once for all), every row drafts; where it is flat to 12 tokens and steep past, the
- * rows the draft serves best take the cheap places and the others decode plainly. */
+ * rows the draft serves best take the cheap places and the others decode plainly; among rows as good, those with the
+ * most tokens left. */
 void test_cost_schedule_plans_by_the_batch_s_costs(void) {
     static const double d[] = { 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.11, 0.12 };
     double t[NT];
@@ -70,6 +71,18 @@ void test_cost_schedule_plans_by_the_batch_s_costs(void) {
         CHECK(i < 4 ? r[i].k_max > 0 : r[i].k_max == 0,
               "t(T) flat to 12 tokens, rows 0-3 accepted 95%% and 4-7 20%%: row %lld planned %lld candidates", (long long)i,
               (long long)r[i].k_max);
+
+    /* the same four cheap places, every row as good, rows 0-3 ahead (20 tokens left of 100, the others 100): the
+     * batch ends when the rows behind do, so they take the places */
+    c = cost_over(t, d, 8, acc, good);
+    c.max_new = 100;
+    for (int64_t i = 0; i < ROWS; i++)
+        r[i] = (row_state){ .row = (int32_t)i, .k_cap = 16, .k_max = 16, .generated = i < 4 ? 80 : 0 };
+    ha_cost_schedule(&c, r, ROWS);
+    for (int64_t i = 0; i < ROWS; i++)
+        CHECK(i < 4 ? r[i].k_max == 0 : r[i].k_max > 0,
+              "t(T) flat to 12 tokens, rows 0-3 with 20 tokens left and 4-7 with 100: row %lld planned %lld candidates",
+              (long long)i, (long long)r[i].k_max);
 }
 
 /* A round's first draft step runs after the target's append, with the draft's weights out of the caches: where it
