@@ -591,7 +591,6 @@ def main():
         random_rows(args)
 
 
-
 def print_batches(target, draft, tok, n_new, repeats, batches):
     table = shipped_batches(target, draft, tok, n_new, repeats, batches)
     print("\n2. batches of held-out prompts (left-padded), tokens/s over all rows")

@@ -445,7 +445,9 @@ class PreTrainedCausalLM(GenerationMixin):
         was measured with; remeasure=True measures again. Beside measured costs the schedule keeps the
         acceptance it counted, which its next calls with this drafter go on from (not with rejection sampling)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise InvalidInputError(f"batch_size={batch_size!r} must be an integer >= 1 (the rows of a generate() call)")
+            raise InvalidInputError(
+                f"batch_size={batch_size!r} must be an integer >= 1 (the rows of a generate() call)"
+            )
         drafter = self._drafter(assistant_model, assistant_early_exit)
         costs = None if remeasure else self._costs.get(drafter, int(batch_size))
         if costs is None:

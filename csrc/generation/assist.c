@@ -467,8 +467,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                 return st;
             if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
                 ha_cost_siblings(&cost, rows, B, b->V, p->tree_width - 1);
-            else if (p->schedule == HA_SCHEDULE_COST)
-                ha_cost_trim(&cost, rows, B);
+            else if (p->schedule == HA_SCHEDULE_COST) ha_cost_trim(&cost, rows, B);
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);

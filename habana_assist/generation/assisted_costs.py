@@ -162,7 +162,9 @@ def _first_steps(
         for i in range(1 + _REPEATS):
             target_ctx.append(np.zeros(1, np.int32), tokens[:1], one[:1], logits[:1])
             t0 = time.perf_counter()
-            draft_ctx.append(np.arange(n, dtype=np.int32), tokens[n_prefix : n_prefix + 1].repeat(n), one[:n], logits[:n])
+            draft_ctx.append(
+                np.arange(n, dtype=np.int32), tokens[n_prefix : n_prefix + 1].repeat(n), one[:n], logits[:n]
+            )
             if i > 0:
                 best = min(best, time.perf_counter() - t0)
             target_ctx.crop(0, 0)

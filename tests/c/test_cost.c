@@ -53,7 +53,8 @@ void test_cost_schedule_plans_by_the_batch_s_costs(void) {
     for (int64_t T = 1; T <= NT; T++) t[T - 1] = T < ROWS ? (double)ROWS : (double)T; /* T t(1) past 8 rows */
     cost_model c = cost_over(t, d, 8, acc, good);
     plan(&c, r);
-    CHECK(planned(r) == 0, "t(T) = T t(1) at a batch of 8: expected no candidate planned, got %lld", (long long)planned(r));
+    CHECK(planned(r) == 0, "t(T) = T t(1) at a batch of 8: expected no candidate planned, got %lld",
+          (long long)planned(r));
 
     cost_table(t, 1.5, 24, 1.0);
     c = cost_over(t, d, 8, acc, good);
@@ -69,8 +70,8 @@ void test_cost_schedule_plans_by_the_batch_s_costs(void) {
     plan(&c, r);
     for (int64_t i = 0; i < ROWS; i++)
         CHECK(i < 4 ? r[i].k_max > 0 : r[i].k_max == 0,
-              "t(T) flat to 12 tokens, rows 0-3 accepted 95%% and 4-7 20%%: row %lld planned %lld candidates", (long long)i,
-              (long long)r[i].k_max);
+              "t(T) flat to 12 tokens, rows 0-3 accepted 95%% and 4-7 20%%: row %lld planned %lld candidates",
+              (long long)i, (long long)r[i].k_max);
 
     /* the same four cheap places, every row as good, rows 0-3 ahead (20 tokens left of 100, the others 100): the
      * batch ends when the rows behind do, so they take the places */
@@ -136,8 +137,8 @@ void test_cost_trim_keeps_the_candidates_worth_verifying(void) {
         for (int64_t i = 0; i < ROWS; i++) {
             const int64_t want = flat ? 4 : i < 4 ? 2 : 0;
             CHECK(r[i].k == want, "%s t(T), row %lld (%s): expected %lld candidates kept, got %lld",
-                  flat ? "flat" : "t(1) / 10 a token past 8", (long long)i, i < 4 ? "sure, sure, guess, sure" : "guess first",
-                  (long long)want, (long long)r[i].k);
+                  flat ? "flat" : "t(1) / 10 a token past 8", (long long)i,
+                  i < 4 ? "sure, sure, guess, sure" : "guess first", (long long)want, (long long)r[i].k);
         }
     }
 }
