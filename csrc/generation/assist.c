@@ -563,9 +563,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         for (int64_t i = 0; ok && p->draft_first_costs && i < p->n_draft_first_costs; i++)
             ok = isfinite(p->draft_first_costs[i]) && p->draft_first_costs[i] >= 0.0;
         if (!ok)
-            return ha_fail(HA_ERR_INVALID,
-                           "the cost schedule needs costs: 1..64 draft step times >= 0 (and as many first-step times, "
-                           "or none) and 1..64 target append times > 0, all finite");
+            return ha_fail(
+                HA_ERR_INVALID,
+                "the cost schedule needs costs: 1..64 draft step times >= 0 (and 1..64 first-step times >= 0, "
+                "or none) and 1..64 target append times > 0, all finite");
         if (p->cost_state && !ha_cost_state_ok(p->cost_state))
             return ha_fail(HA_ERR_INVALID, "the cost schedule's state holds a count that is negative, not finite, or "
                                            "accepted above tested; start from zeros");
