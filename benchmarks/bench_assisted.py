@@ -23,7 +23,8 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    batch 1's. Measured over ideal for a batch: ideal time = rounds x (s d_b + t_b(T)), T the mean tokens a
    round verifies over all rows, s the mean candidates per row and round (a lower bound on the draft steps of a
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
-   spread over b sequences at position 256.
+   spread over b sequences at position 256; K/row the mean candidates per row and round, T/round the mean tokens
+   a round verifies. (--batches-only: only this table.)
 The bars set for the pair are printed with the figures they concern.
 4. (--trees, --trees-only) Token trees: each tree shape (width w, depth K), the sibling tree (K * w nodes verified)
    and the dynamic tree of the same width (assistant_tree_shape="dynamic" with num_assistant_tokens = K * w: at most
@@ -34,7 +35,7 @@ Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_proce
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
 Usage: /usr/bin/python3 benchmarks/bench_assisted.py [--new-tokens 128] [--repeats 3] [--quick] [--callbacks]
-       [--random] [--trees | --trees-only] [--target-dtype float32|w8a8|...]
+       [--random] [--trees | --trees-only] [--batches-only] [--target-dtype float32|w8a8|...]
        [--draft-dtype int8|w8a8|bfloat16|float32|auto] [--pair DIR]
 """
 
@@ -468,6 +469,8 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
                 speed_e2e=t_plain / t_all,
                 meas_ideal=None,
                 same=True,
+                k_mean=0.0,
+                T=b,
             )
             if mode != "plain":
                 res = target.generate(**enc, return_dict_in_generate=True, **base, **modes[mode])
@@ -477,6 +480,7 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
                 d_b = d1 if b == 1 else append_times(draft._core, 256 + b, [b], target.vocab_size, rows=b)[b]
                 t_b = append_times(target._core, 256 + T, [T], target.vocab_size, rows=b)[T]
                 row["meas_ideal"] = res.num_rounds * (k_mean * d_b + t_b) / (t_all - t_pre)
+                row["k_mean"], row["T"] = k_mean, T
             table.append(row)
     return table
 
@@ -505,6 +509,7 @@ def main():
     )
     ap.add_argument("--top-k", type=int, default=0, help="top_k of the sampled table (Transformers' default: 50)")
     ap.add_argument("--sampling-only", action="store_true", help="only the sampled table")
+    ap.add_argument("--batches-only", action="store_true", help="only the batches' table (2)")
     ap.add_argument("--trees", action="store_true", help="also the token trees' table (4)")
     ap.add_argument("--trees-only", action="store_true", help="only the token trees' table (4)")
     ap.add_argument(
@@ -540,6 +545,9 @@ def main():
     if args.trees_only:
         print_trees(target, draft, tok, n_new, repeats)
         return
+    if args.batches_only:
+        print_batches(target, draft, tok, n_new, repeats, batches)
+        return
     # plain with the target in each other numerics class within 1% of float32's perplexity: every speed-up is also
     # given against the fastest plain configuration of the same target on this machine
     others = {
@@ -574,25 +582,7 @@ def main():
         f"{pass_fail(cost_row['speed_e2e'], 2.0)}, measured over ideal {pass_fail(cost_row['meas_ideal'], 0.9)}"
     )
 
-    table = shipped_batches(target, draft, tok, n_new, repeats, batches)
-    print("\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
-    print(
-        f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
-        f"{'meas/ideal':>10s} {'x batch 1':>9s}"
-    )
-    one = {r["mode"]: r for r in table if r["batch"] == 1}
-    for r in table:
-        mi = f"{r['meas_ideal']:10.2f}" if r["meas_ideal"] is not None else f"{'-':>10s}"
-        print(
-            f"  {r['batch']:5d} {r['mode']:14s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
-            f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {mi} {r['gen'] / one[r['mode']]['gen']:9.2f}"
-        )
-    top = max(batches)
-    b8 = next(r for r in table if r["batch"] == top and r["mode"] == "cost")
-    print(
-        f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
-        f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}"
-    )
+    print_batches(target, draft, tok, n_new, repeats, batches)
 
     print_sampling(target, draft, tok, n_new, repeats, args)
     if args.callbacks:
@@ -616,6 +606,29 @@ def main():
         print_trees(target, draft, tok, n_new, repeats)
     if args.random:
         random_rows(args)
+
+
+def print_batches(target, draft, tok, n_new, repeats, batches):
+    table = shipped_batches(target, draft, tok, n_new, repeats, batches)
+    print("\n2. batches of held-out prompts (left-padded), tokens/s over all rows")
+    print(
+        f"  {'batch':>5s} {'mode':14s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} "
+        f"{'meas/ideal':>10s} {'x batch 1':>9s} {'K/row':>6s} {'T/round':>7s}"
+    )
+    one = {r["mode"]: r for r in table if r["batch"] == 1}
+    for r in table:
+        mi = f"{r['meas_ideal']:10.2f}" if r["meas_ideal"] is not None else f"{'-':>10s}"
+        print(
+            f"  {r['batch']:5d} {r['mode']:14s} {str(r['same']):>5s} {r['gen']:8.1f} {r['e2e']:8.1f} "
+            f"{r['speed_gen']:6.2f} {r['speed_e2e']:6.2f} {mi} {r['gen'] / one[r['mode']]['gen']:9.2f} "
+            f"{r['k_mean']:6.2f} {r['T']:7d}"
+        )
+    top = max(batches)
+    b8 = next(r for r in table if r["batch"] == top and r["mode"] == "cost")
+    print(
+        f"  target: batch {top} assisted (cost) throughput over batch 1 assisted, generation-only "
+        f"{pass_fail(b8['gen'] / one['cost']['gen'], 3.0)}"
+    )
 
 
 def print_sampling(target, draft, tok, n_new, repeats, args):

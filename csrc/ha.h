@@ -534,6 +534,11 @@ typedef struct ha_assist_params {
     int64_t n_draft_costs;
     const double *target_costs;
     int64_t n_target_costs;
+    /* HA_SCHEDULE_COST: draft_first_costs (n_draft_first_costs,) a round's first draft step, for 1 .. n rows as
+     * draft_costs: it runs right after the target's append, which streamed the target's weights through the caches
+     * and evicted the draft's (each >= 0, 1..64 values; NULL with 0: draft_costs). Else unused. */
+    const double *draft_first_costs;
+    int64_t n_draft_first_costs;
     /* HA_SCHEDULE_COST: NULL (the call learns its acceptance from nothing, so the same call makes the same K
      * choices), or (HA_COST_STATE,) counts of tested and accepted candidates (by draft position, and by tenth of the
      * draft's probability) that the call starts from and leaves its own in: calls of one model pair then learn from

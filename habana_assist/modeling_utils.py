@@ -433,16 +433,23 @@ class PreTrainedCausalLM(GenerationMixin):
         assistant_model: Optional[PreTrainedCausalLM] = None,
         remeasure: bool = False,
         assistant_early_exit: Optional[int] = None,
+        batch_size: int = 1,
     ) -> _assisted_costs.AssistedCosts:
         """The costs num_assistant_tokens_schedule="cost" chooses K from: an AssistedCosts of one draft step of
         assistant_model (or of this model's first assistant_early_exit layers; 0.0 for prompt lookup, when both are
-        None; also for 2..8 rows drafting together) and one append of T = 1..64 tokens to this model (timed
-        for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds. Measured on first use (its time grows
-        with the model's size: docs/generation.md) and kept on this model for the thread count it was measured
-        with; remeasure=True measures again. Beside measured costs the schedule keeps the
+        None; also for 2..8 rows drafting together, and each as a round's first step, right after the target's
+        append) and one append of T = 1..64 tokens to this model (timed
+        for T = 1..16, 24, 32, 48, 64; straight lines between), in seconds, the T tokens spread over batch_size
+        sequences (16 at most), as a batch of that many rows verifies them. Measured on first use (its time grows
+        with the model's size: docs/generation.md) and kept on this model for the batch size and thread count it
+        was measured with; remeasure=True measures again. Beside measured costs the schedule keeps the
         acceptance it counted, which its next calls with this drafter go on from (not with rejection sampling)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise InvalidInputError(
+                f"batch_size={batch_size!r} must be an integer >= 1 (the rows of a generate() call)"
+            )
         drafter = self._drafter(assistant_model, assistant_early_exit)
-        costs = None if remeasure else self._costs.get(drafter)
+        costs = None if remeasure else self._costs.get(drafter, int(batch_size))
         if costs is None:
             draft_core = (
                 None
@@ -453,8 +460,10 @@ class PreTrainedCausalLM(GenerationMixin):
                 self,
                 draft_core,
                 self.max_cache_len if isinstance(drafter, int) or drafter is None else drafter.max_cache_len,
+                rows=_assisted_costs.measured_rows(int(batch_size)),
+                drafts=None if remeasure else self._costs.drafts(drafter),
             )
-            self._costs.put(drafter, costs, measured=True)
+            self._costs.put(drafter, costs, measured=True, batch_size=int(batch_size))
         return costs
 
     def set_assisted_costs(

@@ -212,6 +212,7 @@ enum {
     G_ACCEPTED,
     G_DCOSTS,
     G_TCOSTS,
+    G_D1COSTS,
     G_STATE,
     G_TREE_COUNTS,
     G_TREE_ROUNDS,

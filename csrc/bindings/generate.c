@@ -30,7 +30,7 @@
 /* generate_assisted()'s own: schedule an ha_schedule and acceptance an ha_acceptance, by name (SCHEDULES and
  * ACCEPTANCES below); draft_costs float64 (n,) | None
  * and target_costs float64 (m,) | None (the cost schedule's: a draft step for 1 .. n rows, a target append of
- * 1 .. m tokens); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
+ * 1 .. m tokens), draft_first_costs float64 (n,) | None (a round's first draft step); proposed_at and accepted_at int64 (max_new_tokens,) written; cost_state float64 (HA_COST_STATE,)
  * | None, read and written; overlap (honoured only with a native draft, whose append may run on another thread);
  * tree_width (ha_assist_params.tree_width: 1, chains); tree_shape a tree shape by name (TREE_SHAPES below:
  * ha_assist_params.tree_dynamic); tree_counts int64 (B,), tree_rounds int64 (B, max_new_tokens, HA_TREE_FIELDS) and
@@ -39,7 +39,7 @@
 #define ASSISTED_OPTIONS                                                                                      \
     "num_assistant_tokens", "schedule", "confidence_threshold", "acceptance", "prompt_lookup_num_tokens",     \
         "max_matching_ngram_size", "draft_costs", "target_costs", "proposed_at", "accepted_at", "cost_state", \
-        "overlap", "tree_width", "tree_shape", "tree_counts", "tree_rounds", "tree_nodes"
+        "draft_first_costs", "overlap", "tree_width", "tree_shape", "tree_counts", "tree_rounds", "tree_nodes"
 
 /* The core's enums by the names GenerationConfig gives them (num_assistant_tokens_schedule, assisted_sampling): the
  * one table of each. The module's SCHEDULES and ACCEPTANCES list the names in this order, and Python validates
@@ -478,6 +478,7 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         take_buf(&g, G_ACCEPTED, opts, what, "accepted_at", "q", 1, 0) ||
         take_buf(&g, G_DCOSTS, opts, what, "draft_costs", "d", 0, 1) ||
         take_buf(&g, G_TCOSTS, opts, what, "target_costs", "d", 0, 1) ||
+        take_buf(&g, G_D1COSTS, opts, what, "draft_first_costs", "d", 0, 1) ||
         take_buf(&g, G_STATE, opts, what, "cost_state", "d", 1, 1) ||
         take_buf(&g, G_TREE_COUNTS, opts, what, "tree_counts", "q", 1, 1) ||
         take_buf(&g, G_TREE_ROUNDS, opts, what, "tree_rounds", "q", 1, 1) ||
@@ -486,13 +487,15 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
     const Py_buffer *prop = &g.buf[G_PROPOSED], *acc = &g.buf[G_ACCEPTED];
     const Py_buffer *dcosts = (g.held & (1 << G_DCOSTS)) ? &g.buf[G_DCOSTS] : NULL;
     const Py_buffer *tcosts = (g.held & (1 << G_TCOSTS)) ? &g.buf[G_TCOSTS] : NULL;
+    const Py_buffer *d1costs = (g.held & (1 << G_D1COSTS)) ? &g.buf[G_D1COSTS] : NULL;
     const Py_buffer *state = (g.held & (1 << G_STATE)) ? &g.buf[G_STATE] : NULL;
     if (state && (state->ndim != 1 || state->shape[0] != HA_COST_STATE)) {
         PyErr_Format(InvalidInputError, "generate_assisted: cost_state must be 1-D float64 of %d", HA_COST_STATE);
         goto cleanup;
     }
-    if ((dcosts && dcosts->ndim != 1) || (tcosts && tcosts->ndim != 1)) {
-        PyErr_Format(InvalidInputError, "generate_assisted: draft_costs and target_costs must be 1-D float64");
+    if ((dcosts && dcosts->ndim != 1) || (tcosts && tcosts->ndim != 1) || (d1costs && d1costs->ndim != 1)) {
+        PyErr_Format(InvalidInputError,
+                     "generate_assisted: draft_costs, target_costs and draft_first_costs must be 1-D float64");
         goto cleanup;
     }
     const long long max_new = g.p.max_new_tokens;
@@ -532,6 +535,8 @@ PyObject *py_generate_assisted(PyObject *mod, PyObject *args) {
         .n_draft_costs = dcosts ? dcosts->shape[0] : 0,
         .target_costs = tcosts ? tcosts->buf : NULL,
         .n_target_costs = tcosts ? tcosts->shape[0] : 0,
+        .draft_first_costs = d1costs ? d1costs->buf : NULL,
+        .n_draft_first_costs = d1costs ? d1costs->shape[0] : 0,
         .overlap = overlap && dctx && dctx->c, /* an external draft's append needs the GIL, held by the target's */
         .cost_state = state ? state->buf : NULL,
         .tree_width = tree_width,

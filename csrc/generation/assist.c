@@ -431,17 +431,21 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                             row_state *rows, buffers *b, ahead *a, int32_t *out, float *scores, ha_assist_stats *stats,
                             int64_t *n_rounds, double deadline) {
     const int64_t B = target->n_seq;
+    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
     /* The cost schedule's costs in units of one target step. */
-    double t_rel[64], d_rel[64];
-    cost_model cost = { .t = t_rel, .d = d_rel, .rows = b->acceptance };
+    double t_rel[64], d_rel[64], d_first_rel[64];
+    cost_model cost = { .t = t_rel, .d = d_rel, .d_first = d_first_rel, .rows = b->acceptance };
     if (p->schedule == HA_SCHEDULE_COST) {
         const double t1 = p->target_costs[0];
         cost.n_t = p->n_target_costs;
         cost.n_d = p->n_draft_costs;
         for (int64_t T = 0; T < cost.n_t; T++) t_rel[T] = p->target_costs[T] / t1;
         for (int64_t n = 0; n < cost.n_d; n++) d_rel[n] = p->draft_costs[n] / t1;
+        cost.n_d_first = p->draft_first_costs ? p->n_draft_first_costs : 0;
+        for (int64_t n = 0; n < cost.n_d_first; n++) d_first_rel[n] = p->draft_first_costs[n] / t1;
         if (p->cost_state) ha_cost_state_load(&cost, p->cost_state);
         cost.explore = p->cost_state != NULL;
+        cost.max_new = p->gen.max_new_tokens;
     }
     ha_status st = HA_OK;
     for (int64_t round = 0;; round++) {
@@ -485,6 +489,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                 return st;
             if (p->schedule == HA_SCHEDULE_COST && p->tree_width > 1)
                 ha_cost_siblings(&cost, rows, B, p->tree_width - 1);
+            else if (p->schedule == HA_SCHEDULE_COST && !rejection) /* see ha_cost_trim */ ha_cost_trim(&cost, rows, B);
         } else {
             for (int64_t i = 0; i < B; i++)
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
@@ -576,10 +581,14 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
             ok = isfinite(p->draft_costs[i]) && p->draft_costs[i] >= 0.0;
         for (int64_t i = 0; ok && i < p->n_target_costs; i++)
             ok = isfinite(p->target_costs[i]) && p->target_costs[i] > 0.0;
+        if (ok && p->draft_first_costs) ok = p->n_draft_first_costs >= 1 && p->n_draft_first_costs <= 64;
+        for (int64_t i = 0; ok && p->draft_first_costs && i < p->n_draft_first_costs; i++)
+            ok = isfinite(p->draft_first_costs[i]) && p->draft_first_costs[i] >= 0.0;
         if (!ok)
-            return ha_fail(HA_ERR_INVALID,
-                           "the cost schedule needs costs: 1..64 draft step times >= 0 and 1..64 target "
-                           "append times > 0, all finite");
+            return ha_fail(
+                HA_ERR_INVALID,
+                "the cost schedule needs costs: 1..64 draft step times >= 0 (and 1..64 first-step times >= 0, "
+                "or none) and 1..64 target append times > 0, all finite");
         if (p->cost_state && !ha_cost_state_ok(p->cost_state))
             return ha_fail(HA_ERR_INVALID, "the cost schedule's state holds a count that is negative, not finite, or "
                                            "accepted above tested; start from zeros");

@@ -31,6 +31,10 @@ typedef struct row_state {
     double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
     double yield;        /* cost schedule: tokens the round is expected to give the row */
     int64_t idle;        /* cost schedule with carried counts: rounds in a row it planned no candidate */
+    int64_t k_keep;      /* cost schedule, ha_cost_trim: candidates kept so far, and the best configuration's */
+    int64_t k_best;
+    double keep_chance;  /* ha_cost_trim: the chance that the k_keep candidates kept are all accepted */
+    double worth;        /* cost schedule, this round: what a token of the row is worth (ha_cost_schedule) */
     float **p;           /* (max_new + 1,) position L + j's processed target scores */
     float **raw;         /* (max_new + 1,) position L + j's raw target logits, with logits_out */
     float **q;           /* (max_new,) candidate j's processed draft scores */
@@ -122,6 +126,8 @@ typedef struct acceptance {
 typedef struct cost_model {
     const double *d;            /* (n_d,) d(n) / t(1): a draft step for n = 1 .. n_d rows */
     int64_t n_d;
+    const double *d_first;      /* (n_d_first,) the same for a round's first step (after the target's append) */
+    int64_t n_d_first;
     const double *t;            /* (n_t,) t(T) / t(1) for T = 1 .. n_t */
     int64_t n_t;
     acceptance call;            /* over the call's rows */
@@ -130,6 +136,7 @@ typedef struct cost_model {
     double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
     double bin_tested[COST_BINS];
     int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
+    int64_t max_new;            /* the call's max_new_tokens */
 } cost_model;
 
 /* Whether s (HA_COST_STATE,) is a valid ha_assist_params.cost_state: counts >= 0, finite, accepted <= tested. */
@@ -146,6 +153,9 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
 /* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)
  * and had n accepted. */
 void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k, int64_t n);
+/* Chains, after drafting: cuts each running row's candidates (r->k) to the prefix worth verifying, by the draft's
+ * probability of each. */
+void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B);
 /* Token trees: trims each running row's siblings (r->nsib) to those worth their place in the target's append. */
 void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w1);
 
@@ -243,8 +253,8 @@ void ha_dyn_count(const row_state *r, int64_t n, int64_t kept, ha_assist_stats *
 /* The cost schedule: how many of each row's selected nodes (in order, with their gains) to verify. */
 void ha_cost_dyn_budget(const cost_model *c, row_state *rows, int64_t B, const double *gain, const int64_t *n_sel,
                         int64_t stride, int64_t *n_keep);
-/* d(n) / t(1): a draft step of n rows (0 for none). */
-double ha_cost_draft_step(const cost_model *c, int64_t n);
+/* d(n) / t(1): a round's draft step s of n rows (0 for none; step 0 at its own cost, d_first). */
+double ha_cost_draft_step(const cost_model *c, int64_t s, int64_t n);
 
 /* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
  * row's round from L_old: keep_path. */

@@ -2,7 +2,7 @@
  * acceptance; run_rounds (assist.c) plans with it before drafting, and draft_round asks it after each draft step.
  *
  * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
- * the n_s rows with k_r > s) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * the n_s rows with k_r > s; step 0 at its own cost d_first, as it runs right after the target's append) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
  * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
  * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): ha_cost_schedule
  *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
@@ -73,12 +73,22 @@ static double verify_cost(const cost_model *c, int64_t T) {
     return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
 }
 
-/* d(n) / t(1) for n rows drafting (0 for none); past the table on the line through its last two points. */
-static double draft_cost(const cost_model *c, int64_t n) {
+/* A table d (n_d,) of steps for 1 .. n_d rows at n rows (0 for none); past it on the line through its last two
+ * points. */
+static double rows_cost(const double *d, int64_t n_d, int64_t n) {
     if (n <= 0) return 0.0;
-    if (n <= c->n_d) return c->d[n - 1];
-    const double slope = c->n_d >= 2 ? fmax(0.0, c->d[c->n_d - 1] - c->d[c->n_d - 2]) : 0.0;
-    return c->d[c->n_d - 1] + (double)(n - c->n_d) * slope;
+    if (n <= n_d) return d[n - 1];
+    const double slope = n_d >= 2 ? fmax(0.0, d[n_d - 1] - d[n_d - 2]) : 0.0;
+    return d[n_d - 1] + (double)(n - n_d) * slope;
+}
+
+/* d(n) / t(1) for n rows drafting. */
+static double draft_cost(const cost_model *c, int64_t n) { return rows_cost(c->d, c->n_d, n); }
+
+/* Draft step s of a round for n rows: the first runs after the target's append, the draft's weights out of the
+ * caches (d_first where given). */
+static double step_cost(const cost_model *c, int64_t s, int64_t n) {
+    return s == 0 && c->n_d_first > 0 ? rows_cost(c->d_first, c->n_d_first, n) : draft_cost(c, n);
 }
 
 static int64_t conf_bin(double conf) {
@@ -93,7 +103,22 @@ double ha_cost_conf_rate(const cost_model *c, double conf) {
     return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
 }
 
+/* What a token of each running row is worth this round: the batch runs until its last row is done, so a token of
+ * the row with the most left to make (max_new_tokens less what it made) is worth one, and a row that is ahead
+ * (m tokens left where the last has M) is worth m / M: its tokens shorten the call only by the rows dropping out
+ * earlier. (A row that ends at an eos sooner is not foreseen.) */
+static void row_worth(const cost_model *c, row_state *rows, int64_t B) {
+    int64_t most = 1;
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done && c->max_new - rows[i].generated > most) most = c->max_new - rows[i].generated;
+    for (int64_t i = 0; i < B; i++) {
+        const int64_t left = c->max_new - rows[i].generated;
+        rows[i].worth = c->max_new <= 0 ? 1.0 : (double)(left > 1 ? left : 1) / (double)most;
+    }
+}
+
 void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+    row_worth(c, rows, B);
     double call[COST_K_MAX];
     for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
         const double prior = j == 0 ? 0.5 : call[j - 1];
@@ -108,7 +133,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         if (i < B && !rows[i].done) {
             row_state *r = &rows[i];
             const acceptance *own = &c->rows[i];
-            prefix[n_rows][0] = 1.0;
+            prefix[n_rows][0] = r->worth;
             for (int64_t j = 0; j < COST_K_MAX; j++) {
                 r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
                 prefix[n_rows][j + 1] = prefix[n_rows][j] * r->rate[j];
@@ -120,7 +145,9 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         }
         if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
         int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
-        double yield = (double)n_rows, drafting = 0.0, best = yield / verify_cost(c, total);
+        double yield = 0.0, drafting = 0.0;
+        for (int64_t r = 0; r < n_rows; r++) yield += prefix[r][0];
+        double best = yield / verify_cost(c, total);
         for (int64_t r = 0; r < n_rows; r++) best_k[r] = 0;
         for (;;) {
             int64_t pick = -1;
@@ -129,7 +156,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
                 /* one more candidate: row r joins draft step k */
-                const double more = draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+                const double more = step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
                 const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
@@ -138,7 +165,7 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
             }
             if (pick < 0) break;
             const int64_t k = in[pick]->k_max++;
-            drafting += draft_cost(c, at_step[k] + 1) - draft_cost(c, at_step[k]);
+            drafting += step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
             at_step[k]++;
             yield += prefix[pick][k + 1];
             total++;
@@ -173,10 +200,10 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         if (r->done) continue;
         n_drafting += r->drafting;
         n_stepped += r->k == s + 1;
-        yield += r->yield;
+        yield += r->worth * r->yield;
         tokens += r->k + 1;
     }
-    c->steps_cost += draft_cost(c, n_stepped); /* step s appended a token for each row with s + 1 candidates */
+    c->steps_cost += step_cost(c, s, n_stepped); /* step s appended a token for each row with s + 1 candidates */
     /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
      * steps to come, each row charged its share of a step's growth for one more row drafting */
     const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);
@@ -188,7 +215,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         double gain = 0.0, chain = r->all_accepted;
         for (int64_t m = 1; !go && m <= COST_LOOKAHEAD && r->k + m <= r->k_cap && r->k + m <= COST_K_MAX; m++) {
             chain *= r->rate[r->k + m - 1];
-            gain += chain;
+            gain += r->worth * chain;
             go = (yield + gain) / (c->steps_cost + (double)m * share + verify_cost(c, tokens + m)) > now;
         }
         if (!go) r->drafting = 0;
@@ -208,6 +235,52 @@ void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k
             c->bin_acc[conf_bin(conf[j])] += j < n;
         }
     }
+}
+
+/* After a chain round's drafting: which of each row's candidates the target verifies. A row drafts on while more
+ * steps look worth it on positional rates (ha_cost_continue); once drafted, a candidate's chance is read from the
+ * probability the draft gave it (ha_cost_conf_rate), and a guess may be worth less than its place in the target's
+ * append (at a batch, where the append already streams the weights once for all rows, a place costs its arithmetic).
+ * The draft steps are paid whatever is kept. From no candidate kept, candidates are added one at a time, the one
+ * adding the most expected tokens first (a row's next: the chance that it and every one before it is accepted, so
+ * each row keeps a prefix), and the configuration of the best expected tokens per unit time along that path is kept
+ * (t(T) is not convex: the kernels' tiles). Greedy and coupled acceptance only: under rejection sampling a candidate
+ * kept or dropped by its own probability is no longer a draw from q (with p = (.5, .5), q = (.9, .1) and token 1
+ * dropped, token 0 comes out 55% of the time), so there every drafted candidate is verified. */
+void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
+    double yield = 0.0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < B; i++) {
+        row_state *r = &rows[i];
+        r->k_keep = r->k_best = 0;
+        r->keep_chance = 1.0;
+        if (r->done) continue;
+        yield += r->worth;
+        tokens += 1;
+    }
+    double best = yield / (c->steps_cost + verify_cost(c, tokens));
+    for (;;) {
+        row_state *pick = NULL;
+        double gain = -1.0;
+        for (int64_t i = 0; i < B; i++) {
+            row_state *r = &rows[i];
+            if (r->done || r->k_keep >= r->k) continue;
+            const double g = r->worth * r->keep_chance * ha_cost_conf_rate(c, r->conf[r->k_keep]);
+            if (g > gain) pick = r, gain = g;
+        }
+        if (!pick) break;
+        pick->k_keep++;
+        pick->keep_chance = gain / pick->worth;
+        yield += gain;
+        tokens++;
+        const double rate = yield / (c->steps_cost + verify_cost(c, tokens));
+        if (rate > best) {
+            best = rate;
+            for (int64_t i = 0; i < B; i++) rows[i].k_best = rows[i].k_keep;
+        }
+    }
+    for (int64_t i = 0; i < B; i++)
+        if (!rows[i].done) rows[i].k = rows[i].k_best;
 }
 
 /* Token trees under the cost schedule: the tree's shape from the costs. After the chains are drafted, each row's
@@ -254,7 +327,7 @@ void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w
         for (int64_t j = 0; !rows[i].done && j < rows[i].k; j++) rows[i].nsib[j] = rows[i].nkeep[j];
 }
 
-double ha_cost_draft_step(const cost_model *c, int64_t n) { return draft_cost(c, n); }
+double ha_cost_draft_step(const cost_model *c, int64_t s, int64_t n) { return step_cost(c, s, n); }
 
 /* Dynamic trees under the cost schedule: each row's nodes come in the order its tree chose them (assist_dyntree.c),
  * gain (B, stride) the chance that acceptance reaches each; they are kept one at a time, the row whose next one gains

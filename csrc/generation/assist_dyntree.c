@@ -260,7 +260,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
     if (n_rows == 0) return HA_OK;
     if ((st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
     q += n_rows * V;
-    if (cost) cost->steps_cost += ha_cost_draft_step(cost, n_rows);
+    if (cost) cost->steps_cost += ha_cost_draft_step(cost, 0, n_rows);
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
@@ -277,13 +277,13 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         int64_t planned = 0; /* w frontier nodes a row */
         for (int64_t i = 0; i < B; i++) planned += rows[i].drafting && rows[i].k_max > d ? w : 0;
         if (planned == 0) break;
-        cost->steps_cost += ha_cost_draft_step(cost, planned);
+        cost->steps_cost += ha_cost_draft_step(cost, d, planned);
     }
     for (int64_t d = 1;; d++) {
         if ((st = draft_frontier(draft, p, sampler, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
         if (n_rows == 0) break;
         q += n_rows * V;
-        if (cost && !rejection) cost->steps_cost += ha_cost_draft_step(cost, n_rows); /* one row a frontier node */
+        if (cost && !rejection) cost->steps_cost += ha_cost_draft_step(cost, d, n_rows); /* a row a frontier node */
     }
     /* The verified trees: at most r->budget nodes each (the row's K, as a chain's candidates). */
     for (int64_t i = 0; i < B; i++) {

@@ -627,9 +627,9 @@ class GenerationMixin:
         draft_ctx = candidate_generator.draft_context(self, drafter, call.B, room)
         cost = gc.num_assistant_tokens_schedule == "cost"
         costs = (
-            self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit).as_core()
+            self.assisted_costs(drafter.model, assistant_early_exit=drafter.early_exit, batch_size=call.B).as_core()
             if cost
-            else (None, None)
+            else (None, None, None)
         )
         learned = (
             self._costs.learned(self._drafter(drafter.model, drafter.early_exit))
@@ -659,6 +659,7 @@ class GenerationMixin:
                 max_matching_ngram_size=int(gc.max_matching_ngram_size or 2),
                 draft_costs=costs[0],
                 target_costs=costs[1],
+                draft_first_costs=costs[2],
                 proposed_at=proposed,
                 accepted_at=accepted,
                 overlap=overlap,

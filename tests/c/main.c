@@ -1,7 +1,7 @@
 /* C-level tests of the habana_assist core, run under AddressSanitizer and UndefinedBehaviorSanitizer by
  * tests/core/test_c_core.py: this file's list and main, the tests by layer (test_kernels.c, test_model.c,
- * test_generation.c, test_threads.c, test_tokenizer.c) and what they share (test_core.h, common.c), linked with every
- * C file of csrc/'s core folders (not csrc/bindings).
+ * test_generation.c, test_cost.c, test_threads.c, test_tokenizer.c) and what they share (test_core.h, common.c),
+ * linked with every C file of csrc/'s core folders (not csrc/bindings).
  *
  *   ./test_core --list     the test names, one per line
  *   ./test_core NAME       runs one test: exit 0 on pass; on failure a message on stderr saying what was
@@ -98,6 +98,9 @@ static const test_case TESTS[] = {
     T(tree_prompt_lookup_branches_equal_plain),
     T(assisted_reads_start_once),
     T(assisted_cost_schedule_edges),
+    T(cost_schedule_plans_by_the_batch_s_costs),
+    T(cost_schedule_counts_the_round_s_first_draft_step),
+    T(cost_trim_keeps_the_candidates_worth_verifying),
     T(assisted_rejection_runs_and_rejects_bad_args),
     T(assisted_drafting_ahead_changes_nothing),
     T(assisted_drafting_ahead_changes_nothing_across_a_rope_switch),

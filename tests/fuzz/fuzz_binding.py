@@ -669,6 +669,10 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
             (np.array([0.1]), None),
         ]
     )
+    # a round's first draft step, sometimes malformed
+    first = r.choice([None, np.array([0.3, 0.35])])
+    if r.random() < 0.03:
+        first = r.choice([np.array([-np.inf]), np.zeros((1, 2)), np.zeros(65)])
     # the cost schedule's carried acceptance counts (cost_state), sometimes malformed or corrupt
     state = r.choice(
         [
@@ -706,6 +710,7 @@ def do_generate(r, run, ctx, V, cap, draft=None, assisted=False):
             max_matching_ngram_size=some_int(r, 1, 3),
             draft_costs=costs[0],
             target_costs=costs[1],
+            draft_first_costs=first,
             out=out,
             scores=scores,
             proposed_at=prop,
@@ -919,6 +924,7 @@ def misc_case(r, run):
                 max_matching_ngram_size=1,
                 draft_costs=None,
                 target_costs=None,
+                draft_first_costs=None,
                 proposed_at=np.zeros(1, np.int64),
                 accepted_at=np.zeros(1, np.int64),
                 overlap=False,

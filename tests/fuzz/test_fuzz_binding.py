@@ -121,6 +121,7 @@ def assisted_options(max_new=3):
         max_matching_ngram_size=1,
         draft_costs=None,
         target_costs=None,
+        draft_first_costs=None,
         proposed_at=np.zeros(max_new, np.int64),
         accepted_at=np.zeros(max_new, np.int64),
         overlap=False,

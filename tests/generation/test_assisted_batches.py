@@ -373,6 +373,40 @@ def test_assisted_costs_are_measured_once_and_kept(models):
     assert early.draft_step > 0 and early is fresh.assisted_costs(assistant_early_exit=1)
 
 
+def test_assisted_costs_are_timed_for_the_batch_and_kept_per_batch_size(models):
+    """A batch's round appends each row's tokens to its own sequence: its costs are a table timed over that many
+    sequences, kept per batch size beside batch 1's (whose draft steps, which hold for any batch, it shares), and
+    used by a batch's call; pinned costs hold for every batch size; a bad batch_size is refused by name."""
+    target, draft = models
+    fresh = ha.AutoModelForCausalLM.from_pretrained(target.name_or_path)
+    ids, mask = left_padded(PROMPTS)
+    kw = dict(max_new_tokens=4, num_assistant_tokens_schedule="cost", assistant_model=draft)
+    fresh.generate(ids, attention_mask=mask, **kw)  # a batch of 3: measures batch 1's draft steps and its own table
+    three = fresh.assisted_costs(draft, batch_size=3)
+    one = fresh.assisted_costs(draft)
+    assert three is fresh.assisted_costs(draft, batch_size=3), "the batch's call must keep the table it measured"
+    assert three is not one and len(three.target) == 64, (three, one)
+    assert three.draft_rows == one.draft_rows and three.draft_first == one.draft_first, (three, one)
+    assert len(one.draft_first) == 8 and all(d > 0 for d in one.draft_first), one.draft_first
+    fresh.set_assisted_costs(COSTS, draft)
+    assert fresh.assisted_costs(draft, batch_size=5) is COSTS and fresh.assisted_costs(draft) is COSTS
+    for bad in (0, -2, 1.5, True, "8"):
+        with pytest.raises(ha.InvalidInputError, match="batch_size"):
+            fresh.assisted_costs(draft, batch_size=bad)
+
+
+def test_assisted_costs_take_a_first_draft_step_table():
+    """draft_first (a round's first draft step, after the target's append) is checked as draft_rows is, and goes to
+    the core beside it; without it the core reads draft_rows for every step."""
+    costs = ha.AssistedCosts(draft_step=0.1, target=(1.0, 1.1), draft_rows=(0.1, 0.15), draft_first=(0.3, 0.4))
+    draft, target, first = costs.as_core()
+    assert first.tolist() == [0.3, 0.4] and draft.tolist() == [0.1, 0.15] and target.tolist() == [1.0, 1.1]
+    assert ha.AssistedCosts(draft_step=0.1, target=(1.0,)).as_core()[2] is None
+    for bad in ((), (float("nan"),), (-0.1,), ("0.1",)):
+        with pytest.raises(ha.InvalidInputError, match="draft_first"):
+            ha.AssistedCosts(draft_step=0.1, target=(1.0,), draft_first=bad)
+
+
 def test_measured_costs_never_fall_with_size(models):
     """A larger append (a draft step of more rows) never costs less in the table the cost schedule reads: an
     outlier slowed by the machine is lowered to the least cost at its size or above."""
@@ -385,6 +419,7 @@ def test_measured_costs_never_fall_with_size(models):
     costs = fresh.assisted_costs(draft)
     assert all(a <= b for a, b in zip(costs.target, costs.target[1:])), costs.target
     assert all(a <= b for a, b in zip(costs.draft_rows, costs.draft_rows[1:])), costs.draft_rows
+    assert all(a <= b for a, b in zip(costs.draft_first, costs.draft_first[1:])), costs.draft_first
 
 
 # The carried counts' layout (the core's cost_state): accepted (POSITIONS,), tested (POSITIONS,) by draft position,
@@ -393,8 +428,10 @@ POSITIONS = 32
 
 
 def measured_as(model, drafter, costs):
-    """model with `costs` kept for drafter as if measured (deterministic numbers, a measured table's semantics)."""
-    model._costs.put(drafter, costs, measured=True)
+    """model with `costs` kept for drafter as if measured for batches of 1 and of len(PROMPTS) rows (deterministic
+    numbers, a measured table's semantics)."""
+    for rows in (1, len(PROMPTS)):
+        model._costs.put(drafter, costs, measured=True, batch_size=rows)
     return model
 
 

@@ -1,0 +1,144 @@
+/* The cost schedule's choices (csrc/generation/assist_cost.c) given stated costs: which rows it plans to draft for, and
+ * which drafted candidates it keeps for the target to verify. Costs are in units of t(1); each test states them. */
+#include "test_core.h"
+
+#include "../../csrc/generation/assist.h"
+
+enum { ROWS = 8, NT = 64 };
+
+/* t(T) / t(1) for T = 1 .. NT: `base` up to T = flat (the weights streamed once, whatever the rows), then each token
+ * `step` more. */
+static void cost_table(double *t, double base, int64_t flat, double step) {
+    for (int64_t T = 1; T <= NT; T++) t[T - 1] = T <= flat ? base : base + (double)(T - flat) * step;
+}
+
+/* A cost model over ROWS rows whose every row accepted `rate` of its candidates at each position (100 tested). */
+static cost_model cost_over(const double *t, const double *d, int64_t n_d, acceptance *rows, const double *rate) {
+    cost_model c = { .d = d, .n_d = n_d, .t = t, .n_t = NT, .rows = rows };
+    for (int64_t i = 0; i < ROWS; i++)
+        for (int64_t j = 0; j < COST_K_MAX; j++) {
+            rows[i].tested[j] = 100.0;
+            rows[i].acc[j] = 100.0 * rate[i];
+            c.call.tested[j] += 100.0;
+            c.call.acc[j] += 100.0 * rate[i];
+        }
+    return c;
+}
+
+static void plan(const cost_model *c, row_state *r) {
+    for (int64_t i = 0; i < ROWS; i++) r[i] = (row_state){ .row = (int32_t)i, .k_cap = 16, .k_max = 16 };
+    ha_cost_schedule(c, r, ROWS);
+}
+
+static int64_t planned(const row_state *r) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < ROWS; i++) n += r[i].k_max;
+    return n;
+}
+
+/* At a batch of 8 whose target append costs t(1) per token past the 8 rows of a plain step (the arithmetic bound:
+ * t(T) = T t(1) for T >= 8, as a float target on a CPU without AMX), no candidate is worth its place, however often
+ * the draft is right and however cheap its steps: every row decodes plainly. Where the append costs the same up to
+ * 24 tokens (the weights streamed once for all), every row drafts; where it is flat to 12 tokens and steep past, the
+ * rows the draft serves best take the cheap places and the others decode plainly; among rows as good, those with the
+ * most tokens left. */
+void test_cost_schedule_plans_by_the_batch_s_costs(void) {
+    static const double d[] = { 0.05, 0.06, 0.07, 0.08, 0.09, 0.10, 0.11, 0.12 };
+    double t[NT];
+    acceptance acc[ROWS];
+    row_state r[ROWS];
+    double good[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) good[i] = 0.95;
+
+    for (int64_t T = 1; T <= NT; T++) t[T - 1] = T < ROWS ? (double)ROWS : (double)T; /* T t(1) past 8 rows */
+    cost_model c = cost_over(t, d, 8, acc, good);
+    plan(&c, r);
+    CHECK(planned(r) == 0, "t(T) = T t(1) at a batch of 8: expected no candidate planned, got %lld",
+          (long long)planned(r));
+
+    cost_table(t, 1.5, 24, 1.0);
+    c = cost_over(t, d, 8, acc, good);
+    plan(&c, r);
+    for (int64_t i = 0; i < ROWS; i++)
+        CHECK(r[i].k_max > 0, "t(T) flat to 24 tokens: expected row %lld to draft, it planned %lld", (long long)i,
+              (long long)r[i].k_max);
+
+    double mixed[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) mixed[i] = i < 4 ? 0.95 : 0.2;
+    cost_table(t, 1.5, 12, 1.0);
+    c = cost_over(t, d, 8, acc, mixed);
+    plan(&c, r);
+    for (int64_t i = 0; i < ROWS; i++)
+        CHECK(i < 4 ? r[i].k_max > 0 : r[i].k_max == 0,
+              "t(T) flat to 12 tokens, rows 0-3 accepted 95%% and 4-7 20%%: row %lld planned %lld candidates",
+              (long long)i, (long long)r[i].k_max);
+
+    /* the same four cheap places, every row as good, rows 0-3 ahead (20 tokens left of 100, the others 100): the
+     * batch ends when the rows behind do, so they take the places */
+    c = cost_over(t, d, 8, acc, good);
+    c.max_new = 100;
+    for (int64_t i = 0; i < ROWS; i++)
+        r[i] = (row_state){ .row = (int32_t)i, .k_cap = 16, .k_max = 16, .generated = i < 4 ? 80 : 0 };
+    ha_cost_schedule(&c, r, ROWS);
+    for (int64_t i = 0; i < ROWS; i++)
+        CHECK(i < 4 ? r[i].k_max == 0 : r[i].k_max > 0,
+              "t(T) flat to 12 tokens, rows 0-3 with 20 tokens left and 4-7 with 100: row %lld planned %lld candidates",
+              (long long)i, (long long)r[i].k_max);
+}
+
+/* A round's first draft step runs after the target's append, with the draft's weights out of the caches: where it
+ * costs more than the candidate it makes is worth, no row drafts, though the later steps (d) are cheap; with the
+ * same first step as the others, rows draft. */
+void test_cost_schedule_counts_the_round_s_first_draft_step(void) {
+    static const double d[] = { 0.05 }, dear[] = { 1.5 };
+    double t[NT], rate[ROWS];
+    acceptance acc[ROWS];
+    row_state r[1];
+    for (int64_t i = 0; i < ROWS; i++) rate[i] = 0.6;
+    for (int64_t T = 1; T <= NT; T++) t[T - 1] = 1.0 + 0.05 * (double)(T - 1);
+    cost_model c = cost_over(t, d, 1, acc, rate);
+    r[0] = (row_state){ .k_cap = 16 };
+    ha_cost_schedule(&c, r, 1);
+    CHECK(r[0].k_max > 0, "cheap draft steps at batch 1: expected candidates planned, got %lld", (long long)r[0].k_max);
+    c.d_first = dear;
+    c.n_d_first = 1;
+    r[0] = (row_state){ .k_cap = 16 };
+    ha_cost_schedule(&c, r, 1);
+    CHECK(r[0].k_max == 0, "a first draft step of 1.5 t(1), candidates accepted 60%%: expected none, got %lld",
+          (long long)r[0].k_max);
+}
+
+/* After drafting, each row keeps the prefix of its candidates worth verifying, read from the draft's probabilities:
+ * where verifying costs nothing more (flat t), every drafted candidate; at a batch of 8 where each verified token costs
+ * t(1) / 10 past the plain step's 8, the confident ones (a row keeps a prefix: nothing after a guess) and no guess. */
+void test_cost_trim_keeps_the_candidates_worth_verifying(void) {
+    static const double d[] = { 0.05 };
+    double t[NT], rate[ROWS], conf[ROWS][4];
+    acceptance acc[ROWS];
+    row_state r[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) rate[i] = 0.8;
+    for (int64_t flat = 0; flat < 2; flat++) {
+        cost_table(t, 1.5, flat ? NT : ROWS, 0.1);
+        cost_model c = cost_over(t, d, 1, acc, rate);
+        for (int64_t b = 0; b < COST_BINS; b++) { /* the draft is right as often as it is sure */
+            c.bin_tested[b] = 1000.0;
+            c.bin_acc[b] = 1000.0 * ((double)b + 0.5) / COST_BINS;
+        }
+        c.steps_cost = 0.1;
+        for (int64_t i = 0; i < ROWS; i++) {
+            /* rows 0-3: sure, sure, a guess, sure; rows 4-7: a guess first */
+            conf[i][0] = i < 4 ? 0.99 : 0.3;
+            conf[i][1] = 0.99;
+            conf[i][2] = i < 4 ? 0.3 : 0.99;
+            conf[i][3] = 0.99;
+            r[i] = (row_state){ .row = (int32_t)i, .k = 4, .conf = conf[i], .worth = 1.0 };
+        }
+        ha_cost_trim(&c, r, ROWS);
+        for (int64_t i = 0; i < ROWS; i++) {
+            const int64_t want = flat ? 4 : i < 4 ? 2 : 0;
+            CHECK(r[i].k == want, "%s t(T), row %lld (%s): expected %lld candidates kept, got %lld",
+                  flat ? "flat" : "t(1) / 10 a token past 8", (long long)i,
+                  i < 4 ? "sure, sure, guess, sure" : "guess first", (long long)want, (long long)r[i].k);
+        }
+    }
+}
