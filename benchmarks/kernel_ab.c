@@ -8,10 +8,11 @@
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
  * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized
  * once by B's quant_act (w8a8: ha_quant_act8), as model/forward.c does once per matmul, outside the timing. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels/kernels.h"
@@ -76,7 +77,13 @@ int main(int argc, char **argv) {
     const size_t rb = ha_row_bytes(gen, n);
     int64_t tmax = 1;
     for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;
-    unsigned char *W = malloc(ha_matrix_bytes(dt, rows, n) > (size_t)rows * rb ? ha_matrix_bytes(dt, rows, n) : (size_t)rows * rb);
+    /* W in memory advised for transparent huge pages, as a model's weights are (kernels-and-performance.md) */
+    const size_t wbytes = ha_matrix_bytes(dt, rows, n) > (size_t)rows * rb ? ha_matrix_bytes(dt, rows, n) : (size_t)rows * rb;
+    unsigned char *W = NULL;
+    if (posix_memalign((void **)&W, (size_t)2 << 20, wbytes) != 0) W = NULL;
+#ifdef MADV_HUGEPAGE
+    if (W) (void)madvise(W, (wbytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
+#endif
     float *X = malloc((size_t)(tmax * n) * sizeof(float)), *Ya = malloc((size_t)(tmax * rows) * sizeof(float)),
           *Yb = malloc((size_t)(tmax * rows) * sizeof(float));
     if (!W || !X || !Ya || !Yb) {
