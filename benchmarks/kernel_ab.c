@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
     int64_t tmax = 1;
     for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;
     /* W in memory advised for transparent huge pages, as a model's weights are (kernels-and-performance.md) */
-    const size_t wbytes = ha_matrix_bytes(dt, rows, n) > (size_t)rows * rb ? ha_matrix_bytes(dt, rows, n) : (size_t)rows * rb;
+    const size_t mbytes = ha_matrix_bytes(dt, rows, n), wbytes = mbytes > (size_t)rows * rb ? mbytes : (size_t)rows * rb;
     unsigned char *W = NULL;
     if (posix_memalign((void **)&W, (size_t)2 << 20, wbytes) != 0) W = NULL;
 #ifdef MADV_HUGEPAGE
@@ -120,8 +120,7 @@ int main(int argc, char **argv) {
         }
         memcpy(rm, W, bytes);
         const ha_matrix src = { .data = rm, .dtype = gen, .rows = rows, .cols = n, .nbytes = bytes };
-        if ((w8 ? ha_quantize(&src, dt, W, ha_matrix_bytes(dt, rows, n)) : ha_pack(&src, W, ha_matrix_bytes(dt, rows, n)))
-            != HA_OK) {
+        if ((w8 ? ha_quantize(&src, dt, W, mbytes) : ha_pack(&src, W, mbytes)) != HA_OK) {
             fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
             return 1;
         }

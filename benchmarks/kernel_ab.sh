@@ -7,7 +7,8 @@
 # the one that added int4 on (panel formats need A from the one that added float panels on; kernel_ab refuses
 # otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels); or w8a8 (int8 panels times
 # int8 activations), which compares the AVX-512 kernels instead: csrc/kernels/kernels_avx512.c at REV (or the file
-# REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (from the commit that added w8a8 on). For example
+# REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (A from the commit that added w8a8 on).
+# For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
 #   bash benchmarks/kernel_ab.sh HEAD w8a8 65536 2048 8 1 4 8 16     # 136 MB of w8a8 panels: from memory
@@ -45,7 +46,8 @@ printf '#include "kernels.h"\n' > "$tmp/internal.h"  # what an A from before the
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc/kernels -Icsrc)
 if [ "$src" = kernels_avx512.c ]; then
     # A's entry points renamed (its table takes the working tree's AVX2 entries, as B's does); AVX2's table linked
-    nice -n 19 "$cc" "${flags[@]}" -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+    nice -n 19 "$cc" "${flags[@]}" -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x \
+        -c "$tmp/kernels_a.c" -o "$tmp/a.o"
     nice -n 19 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx512.c -o "$tmp/b.o"
     nice -n 19 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx2.c -o "$tmp/avx2.o"
     extra=("$tmp/avx2.o")
