@@ -44,17 +44,25 @@ fi
 cc=${CC:-cc}  # compiled at the lowest priority (beside others timing things), timed at the caller's
 printf '#include "kernels.h"\n' > "$tmp/internal.h"  # what an A from before the layout by layer includes
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc/kernels -Icsrc)
+# The objects compiled side by side (one process each), then linked
+pids=()
+compile() { nice -n 19 "$cc" "${flags[@]}" "$@" & pids+=($!); }
 if [ "$src" = kernels_avx512.c ]; then
     # A's entry points renamed (its table takes the working tree's AVX2 entries, as B's does); AVX2's table linked
-    nice -n 19 "$cc" "${flags[@]}" -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x \
-        -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-    nice -n 19 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx512.c -o "$tmp/b.o"
-    nice -n 19 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx2.c -o "$tmp/avx2.o"
+    compile -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+    compile -c csrc/kernels/kernels_avx512.c -o "$tmp/b.o"
+    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/avx2.o"
     extra=("$tmp/avx2.o")
 else
-    nice -n 19 "$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-    nice -n 19 "$cc" "${flags[@]}" -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
+    compile -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
     extra=()
+fi
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done  # every one waited for before the trap removes $tmp
+if [ "$failed" = 1 ]; then
+    echo "kernel_ab.sh: a build failed (the compiler's messages above)" >&2
+    exit 1
 fi
 nice -n 19 "$cc" "${flags[@]}" "${ab[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" "${extra[@]}" csrc/kernels/dispatch.c csrc/kernels/kernels_scalar.c \
     csrc/kernels/formats.c csrc/core/error.c csrc/core/threadpool.c csrc/core/cpus.c csrc/model/quant.c csrc/generation/sampling.c \
