@@ -327,8 +327,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_MAX_S 4
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 /* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
- * near, so that more of the stream is in flight than L1's own misses can track (one prefetch into L1 at 2 KB: the
- * stream ran 10% slower at T = 1 and 4, and 5-9% at T = 8). */
+ * near, so that more of the stream is in flight than L1's own misses can track (docs/kernels-and-performance.md). */
 #define W8_NEAR 512
 #define W8_FAR 4096
 
