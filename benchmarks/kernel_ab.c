@@ -1,27 +1,38 @@
 /* Two builds of the AVX2 kernels, A and B (A's table renamed kernels_a at compile time by kernel_ab.sh; B's
  * keeps its name, ha_kernels_avx2), timed alternately in one process on the same data, with their outputs compared bitwise:
- * on a shared, noisy machine only ratios taken this way mean much.
+ * on a shared, noisy machine only ratios taken this way mean much. Built with KERNEL_AB_AVX512, two builds of the
+ * AVX-512 kernels instead (A's table function renamed kernels_a, B's ha_kernels_avx512), for FORMAT w8a8.
  *
- *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p or f16p
+ *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p, f16p or w8a8
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
  * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized
- * once by B's quant_act (as model/forward.c does once per matmul), outside the timing. */
-#define _POSIX_C_SOURCE 200809L
+ * once by B's quant_act (w8a8: ha_quant_act8), as model/forward.c does once per matmul, outside the timing. */
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels/kernels.h"
 
+#ifdef KERNEL_AB_AVX512
+const ha_kernels *kernels_a(void);
+#define kernels_a (*kernels_a())
+#define kernels_b (*ha_kernels_avx512())
+#define VARIANT "avx512"
+/* The emulated variant is left out of this program (the longest compile of all). */
+const ha_kernels *ha_kernels_avx512_emulated(void) { return NULL; }
+#else
 extern const ha_kernels kernels_a;
 #define kernels_b ha_kernels_avx2
-
-/* Only AVX2 builds are timed here: dispatch.c's AVX-512 variants are left out of this program (their two
- * files would double its build time), so it never offers them. */
+#define VARIANT "avx2"
+/* Only AVX2 builds are timed here (w8a8 aside): dispatch.c's AVX-512 variants are left out of this program (their
+ * two files would double its build time), so it never offers them. */
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
 const ha_kernels *ha_kernels_avx512_emulated(void) { return NULL; }
+#endif
 
 static double now(void) {
     struct timespec t;
@@ -34,32 +45,45 @@ static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 144
 int main(int argc, char **argv) {
     static const struct { const char *name; ha_dtype dt; } formats[] = {
         { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 },
-        { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P } };
+        { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P }, { "w8a8", HA_Q8P } };
     int f = -1;
     for (int i = 0; argc > 1 && i < (int)(sizeof formats / sizeof *formats); i++)
         if (strcmp(argv[1], formats[i].name) == 0) f = i;
     const int64_t rows = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
     const int rounds = argc > 4 ? atoi(argv[4]) : 0;
     if (f < 0 || rows < 1 || n < 1 || rounds < 1 || argc < 6) {
-        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4|f32p|bf16p|f16p ROWS N ROUNDS T...\n");
+        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4|f32p|bf16p|f16p|w8a8 ROWS N ROUNDS T...\n");
         return 2;
     }
-    if (ha_kernels_select("avx2") != HA_OK) { /* both builds would fault on this CPU */
+    if ((formats[f].dt == HA_Q8P) != (strcmp(VARIANT, "avx512") == 0)) {
+        fprintf(stderr, "kernel_ab: this build times the %s kernels; w8a8 takes the avx512 build and the other formats "
+                "the avx2 one (kernel_ab.sh chooses by FORMAT)\n", VARIANT);
+        return 2;
+    }
+    if (ha_kernels_select(VARIANT) != HA_OK) { /* both builds would fault on this CPU */
         fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
         return 2;
     }
     /* Panels (f32p, bf16p, f16p): the row-major matrix of their element type is generated, then repacked. */
     const ha_dtype dt = formats[f].dt;
-    if (ha_dtype_is_int(dt) ? !kernels_a.matmul_int[dt] : !kernels_a.matmul[dt]) {
+    const int w8 = dt == HA_Q8P;
+    if (w8 ? !kernels_a.matmul_w8a8 : ha_dtype_is_int(dt) ? !kernels_a.matmul_int[dt] : !kernels_a.matmul[dt]) {
         fprintf(stderr, "kernel_ab: build A has no %s kernel (a revision from before that format); pick a later one\n",
                 formats[f].name);
         return 2;
     }
-    const ha_dtype gen = dt == HA_F32P ? HA_F32 : dt == HA_BF16P ? HA_BF16 : dt == HA_F16P ? HA_F16 : dt;
+    /* w8a8: float32 rows quantized into panels by the core's ha_quantize */
+    const ha_dtype gen = dt == HA_F32P || w8 ? HA_F32 : dt == HA_BF16P ? HA_BF16 : dt == HA_F16P ? HA_F16 : dt;
     const size_t rb = ha_row_bytes(gen, n);
     int64_t tmax = 1;
     for (int a = 5; a < argc; a++) tmax = atoll(argv[a]) > tmax ? atoll(argv[a]) : tmax;
-    unsigned char *W = malloc(ha_matrix_bytes(dt, rows, n) > (size_t)rows * rb ? ha_matrix_bytes(dt, rows, n) : (size_t)rows * rb);
+    /* W in memory advised for transparent huge pages, as a model's weights are (kernels-and-performance.md) */
+    const size_t mbytes = ha_matrix_bytes(dt, rows, n), wbytes = mbytes > (size_t)rows * rb ? mbytes : (size_t)rows * rb;
+    unsigned char *W = NULL;
+    if (posix_memalign((void **)&W, (size_t)2 << 20, wbytes) != 0) W = NULL;
+#ifdef MADV_HUGEPAGE
+    if (W) (void)madvise(W, (wbytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
+#endif
     float *X = malloc((size_t)(tmax * n) * sizeof(float)), *Ya = malloc((size_t)(tmax * rows) * sizeof(float)),
           *Yb = malloc((size_t)(tmax * rows) * sizeof(float));
     if (!W || !X || !Ya || !Yb) {
@@ -96,7 +120,7 @@ int main(int argc, char **argv) {
         }
         memcpy(rm, W, bytes);
         const ha_matrix src = { .data = rm, .dtype = gen, .rows = rows, .cols = n, .nbytes = bytes };
-        if (ha_pack(&src, W, ha_matrix_bytes(dt, rows, n)) != HA_OK) {
+        if ((w8 ? ha_quantize(&src, dt, W, mbytes) : ha_pack(&src, W, mbytes)) != HA_OK) {
             fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
             return 1;
         }
@@ -110,6 +134,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int64_t t = 0; t < tmax; t++) kernels_b.quant_act(X + t * n, n, Xq + t * ha_act_width(n), xscale + t);
+    const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
+    char *Xq8 = malloc((size_t)tmax * ha_row_bytes(HA_Q8, n));
+    int32_t *xsum = malloc((size_t)(tmax * groups) * sizeof(int32_t));
+    if (!Xq8 || !xsum) {
+        fprintf(stderr, "kernel_ab: out of memory\n");
+        return 1;
+    }
+    for (int64_t t = 0; t < tmax; t++)
+        ha_quant_act8(kernels_b.quant_q8, X + t * n, n, Xq8 + (size_t)t * ha_row_bytes(HA_Q8, n), xsum + t * groups);
     for (int64_t i = 0; i < tmax * rows; i++) Ya[i] = 1.0f, Yb[i] = 2.0f; /* an output one build leaves unwritten differs */
     printf("%s, %lld rows x %lld, %d rounds each, alternating A and B\n", formats[f].name, (long long)rows, (long long)n, rounds);
     for (int a = 5; a < argc; a++) {
@@ -121,11 +154,13 @@ int main(int argc, char **argv) {
         for (int k = 0; k < rounds; k++) {
             double t0 = now();
             for (int r = 0; r < reps; r++)
-                if (ha_dtype_is_int(dt)) kernels_a.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Ya, rows);
+                if (w8) kernels_a.matmul_w8a8(W, n, 0, rows, Xq8, xsum, T, Ya, rows);
+                else if (ha_dtype_is_int(dt)) kernels_a.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Ya, rows);
                 else kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
             double t1 = now();
             for (int r = 0; r < reps; r++)
-                if (ha_dtype_is_int(dt)) kernels_b.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Yb, rows);
+                if (w8) kernels_b.matmul_w8a8(W, n, 0, rows, Xq8, xsum, T, Yb, rows);
+                else if (ha_dtype_is_int(dt)) kernels_b.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Yb, rows);
                 else kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
             double t2 = now();
             ba = t1 - t0 < ba ? t1 - t0 : ba;
@@ -136,6 +171,6 @@ int main(int argc, char **argv) {
         printf("T=%3lld  A %10.1f us  B %10.1f us  B/A %.3f  %s\n", (long long)T, ba * 1e6, bb * 1e6, bb / ba,
                same ? "bitwise equal" : "OUTPUTS DIFFER");
     }
-    free(W), free(X), free(Xq), free(xscale), free(Ya), free(Yb);
+    free(W), free(X), free(Xq), free(xscale), free(Xq8), free(xsum), free(Ya), free(Yb);
     return 0;
 }

@@ -5,13 +5,23 @@
 # kernels_panels.h, the panel driver; an A that includes the old "internal.h" gets the working tree's kernels.h
 # for it), so it must share the kernel table's layout: commits from
 # the one that added int4 on (panel formats need A from the one that added float panels on; kernel_ab refuses
-# otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels). For example
+# otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels); or w8a8 (int8 panels times
+# int8 activations), which compares the AVX-512 kernels instead: csrc/kernels/kernels_avx512.c at REV (or the file
+# REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (A from the commit that added w8a8 on).
+# For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
+#   bash benchmarks/kernel_ab.sh HEAD w8a8 65536 2048 8 1 4 8 16     # 136 MB of w8a8 panels: from memory
 # Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.
 set -euo pipefail
 rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
+src=kernels_avx2.c
+ab=()
+if [ "${1:-}" = w8a8 ]; then  # the AVX-512 kernels: A's table renamed, B's kept; kernel_ab.c told so
+    src=kernels_avx512.c
+    ab=(-DKERNEL_AB_AVX512)
+fi
 if [ -f "$rev" ]; then rev=$(realpath "$rev"); fi  # a file named from the caller's directory, before the cd
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -20,20 +30,41 @@ if [ -f "$rev" ]; then  # a variant of the file, e.g. an experiment
     cp "$rev" "$tmp/kernels_a.c"
 elif git rev-parse --verify --quiet "$rev^{commit}" > /dev/null; then
     dir=csrc/kernels  # REV's kernels: in csrc/kernels/ since the layout by layer, in csrc/ before it
-    git cat-file -e "$rev:$dir/kernels_avx2.c" 2> /dev/null || dir=csrc
-    git show "$rev:$dir/kernels_avx2.c" > "$tmp/kernels_a.c"
+    git cat-file -e "$rev:$dir/$src" 2> /dev/null || dir=csrc
+    if ! git show "$rev:$dir/$src" > "$tmp/kernels_a.c" 2> /dev/null; then
+        echo "kernel_ab.sh: '$rev' has no $src; pick a later revision" >&2
+        exit 2
+    fi
     # REV's panel driver, where it has one: kernels_a.c's #include "kernels_panels.h" finds it beside itself first
     if git cat-file -e "$rev:$dir/kernels_panels.h" 2> /dev/null; then git show "$rev:$dir/kernels_panels.h" > "$tmp/kernels_panels.h"; fi
 else
     echo "kernel_ab.sh: '$rev' is neither a file nor a commit of a git checkout here; run it in a clone" >&2
     exit 2
 fi
-cc=${CC:-cc}
+cc=${CC:-cc}  # compiled at the lowest priority (beside others timing things), timed at the caller's
 printf '#include "kernels.h"\n' > "$tmp/internal.h"  # what an A from before the layout by layer includes
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc/kernels -Icsrc)
-"$cc" "${flags[@]}" -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-"$cc" "${flags[@]}" -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
-"$cc" "${flags[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" csrc/kernels/dispatch.c csrc/kernels/kernels_scalar.c \
+# The objects compiled side by side (one process each), then linked
+pids=()
+compile() { nice -n 19 "$cc" "${flags[@]}" "$@" & pids+=($!); }
+if [ "$src" = kernels_avx512.c ]; then
+    # A's entry points renamed (its table takes the working tree's AVX2 entries, as B's does); AVX2's table linked
+    compile -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+    compile -c csrc/kernels/kernels_avx512.c -o "$tmp/b.o"
+    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/avx2.o"
+    extra=("$tmp/avx2.o")
+else
+    compile -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
+    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
+    extra=()
+fi
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done  # every one waited for before the trap removes $tmp
+if [ "$failed" = 1 ]; then
+    echo "kernel_ab.sh: a build failed (the compiler's messages above)" >&2
+    exit 1
+fi
+nice -n 19 "$cc" "${flags[@]}" "${ab[@]}" benchmarks/kernel_ab.c "$tmp/a.o" "$tmp/b.o" "${extra[@]}" csrc/kernels/dispatch.c csrc/kernels/kernels_scalar.c \
     csrc/kernels/formats.c csrc/core/error.c csrc/core/threadpool.c csrc/core/cpus.c csrc/model/quant.c csrc/generation/sampling.c \
     -o "$tmp/kernel_ab" -pthread -lm
 "$tmp/kernel_ab" "$@"

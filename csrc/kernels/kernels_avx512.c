@@ -326,7 +326,10 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_MAX_P 4
 #define W8_MAX_S 4
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
-#define W8_AHEAD 2048 /* bytes of a panel's stream prefetched ahead of the step a tile reads */
+/* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
+ * near, so that more of the stream is in flight than L1's own misses can track (docs/kernels-and-performance.md). */
+#define W8_NEAR 512
+#define W8_FAR 4096
 
 /* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p * acc_stride + s] (the panel's 16 rows) += the
  * group's terms of panel p0 + p and token t + s. */
@@ -357,7 +360,9 @@ AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)(k + odd) * 64;
-                __builtin_prefetch(wp + W8_AHEAD, 0, 3); /* every tile: measured faster than the first tile's alone */
+                /* every tile: measured faster than the first tile's alone */
+                __builtin_prefetch(wp + W8_NEAR, 0, 3);
+                __builtin_prefetch(wp + W8_FAR, 0, 2);
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
                 _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
                     if (two && odd) dq[p][s] = _mm512_dpbusd_epi32(dq[p][s], w, xv[s]);
@@ -402,7 +407,8 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
             const __m512i xv = _mm512_set1_epi32(four);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64;
-                __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+                __builtin_prefetch(wp + W8_NEAR, 0, 3);
+                __builtin_prefetch(wp + W8_FAR, 0, 2);
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
                 if (k % 2) dq[p] = _mm512_dpbusd_epi32(dq[p], w, xv);
                 else dp[p] = _mm512_dpbusd_epi32(dp[p], w, xv);

@@ -183,6 +183,23 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         assert r.returncode == 0, f"kernel_ab.sh with a file failed ({r.returncode}):\n{r.stderr[-3000:]}"
         lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
         assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
+        # w8a8 times the AVX-512 kernels (the working tree's own file as A: bitwise equal), a cut panel and a tile
+        # and a half of tokens; without AVX-512 F, BW and VNNI it refuses, naming the variant
+        own = os.path.join(root, "csrc", "kernels", "kernels_avx512.c")
+        r = subprocess.run(
+            ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "w8a8", "21", "130", "1", "1", "6"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
+            assert r.returncode == 0, f"kernel_ab.sh w8a8 failed ({r.returncode}):\n{r.stderr[-3000:]}"
+            lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
+            assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
+        else:
+            assert r.returncode == 2 and "avx512" in r.stderr, (
+                f"expected a refusal naming avx512, got {r.returncode}:\n{r.stderr}"
+            )
     else:
         assert r.returncode == 2 and "avx2" in r.stderr, (
             f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"
