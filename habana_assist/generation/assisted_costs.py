@@ -96,6 +96,21 @@ class AssistedCosts:
         return np.array(draft, dtype=np.float64), np.array(self.target, dtype=np.float64), first
 
 
+def _prefilled(
+    core_model: _core.Model, rows: int, n_prefix: int, more: int, vocab_size: int
+) -> tuple[_core.Context, np.ndarray, np.ndarray]:
+    """(context, tokens, logits): a context of `rows` sequences with room for n_prefix + more positions, each
+    sequence holding the same n_prefix tokens; tokens (n_prefix + more,) int32 to append, logits (more, V) float32."""
+    ctx = _core.Context(core_model, rows, n_prefix + more, False)
+    tokens = (np.arange(n_prefix + more, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
+    logits = np.empty((more, vocab_size), dtype=np.float32)
+    last = np.zeros(n_prefix, np.uint8)
+    last[-1] = 1
+    for r in range(rows):
+        ctx.append(np.full(n_prefix, r, np.int32), tokens[:n_prefix], last, logits[:1])
+    return ctx, tokens, logits
+
+
 def append_times(
     core_model: _core.Model,
     max_cache_len: int,
@@ -112,13 +127,7 @@ def append_times(
     out low and the cost schedule drafted too much.)"""
     most = max(sizes)
     n_prefix = max(1, min(_PREFIX, max_cache_len - most))
-    ctx = _core.Context(core_model, rows, n_prefix + most, False)
-    tokens = (np.arange(n_prefix + most, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
-    logits = np.empty((most, vocab_size), dtype=np.float32)
-    last = np.zeros(n_prefix, np.uint8)
-    last[-1] = 1
-    for r in range(rows):
-        ctx.append(np.full(n_prefix, r, np.int32), tokens[:n_prefix], last, logits[:1])
+    ctx, tokens, logits = _prefilled(core_model, rows, n_prefix, most, vocab_size)
     best = dict.fromkeys(sizes, math.inf)
     budget = time.perf_counter() + 1.0  # a big model (appends of seconds): 2 timed appends per T, not `repeats`
     for T in sorted(sizes, reverse=True):  # the prefix's prefill and large appends first (see above)
@@ -148,13 +157,8 @@ def _first_steps(
     one-token append to the target, as the assisted loop runs it; best of _REPEATS each (and a warm-up)."""
     n_prefix = max(1, min(_PREFIX, cache_len - 1))
     target_ctx = _core.Context(target_core, 1, 2, False)
-    draft_ctx = _core.Context(draft_core, DRAFT_ROWS, n_prefix + 1, False)
-    tokens = (np.arange(n_prefix + 1, dtype=np.int64) * 7919 % vocab_size).astype(np.int32)
+    draft_ctx, tokens, _ = _prefilled(draft_core, DRAFT_ROWS, n_prefix, 1, vocab_size)
     logits = np.empty((DRAFT_ROWS, vocab_size), dtype=np.float32)
-    last = np.zeros(n_prefix, np.uint8)
-    last[-1] = 1
-    for r in range(DRAFT_ROWS):
-        draft_ctx.append(np.full(n_prefix, r, np.int32), tokens[:n_prefix], last, logits[:1])
     one = np.ones(DRAFT_ROWS, np.uint8)
     out = []
     for n in range(1, DRAFT_ROWS + 1):

@@ -172,30 +172,28 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         assert len(lines) == 2 and all(
             "B/A" in line and ("bitwise equal" in line or "DIFFER" in line) for line in lines
         ), r.stdout
+
         # A as a file (here the working tree's own kernels), on float panels: the same code must agree bitwise
-        own = os.path.join(root, "csrc", "kernels", "kernels_avx2.c")
-        r = subprocess.run(
-            ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "bf16p", "21", "70", "1", "1", "8"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 0, f"kernel_ab.sh with a file failed ({r.returncode}):\n{r.stderr[-3000:]}"
-        lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
-        assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
-        # w8a8 times the AVX-512 kernels (the working tree's own file as A: bitwise equal), a cut panel and a tile
-        # and a half of tokens; without AVX-512 F, BW and VNNI it refuses, naming the variant
-        own = os.path.join(root, "csrc", "kernels", "kernels_avx512.c")
-        r = subprocess.run(
-            ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, "w8a8", "21", "130", "1", "1", "6"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
-            assert r.returncode == 0, f"kernel_ab.sh w8a8 failed ({r.returncode}):\n{r.stderr[-3000:]}"
+        def own_file_ab(kernels, *args):  # A as a file: the working tree's own kernels must agree bitwise
+            own = os.path.join(root, "csrc", "kernels", kernels)
+            return subprocess.run(
+                ["bash", os.path.join(root, "benchmarks", "kernel_ab.sh"), own, *args],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+
+        def bitwise_equal(r, what):
+            assert r.returncode == 0, f"kernel_ab.sh {what} failed ({r.returncode}):\n{r.stderr[-3000:]}"
             lines = [line for line in r.stdout.splitlines() if line.startswith("T=")]
             assert len(lines) == 2 and all("bitwise equal" in line for line in lines), r.stdout
+
+        bitwise_equal(own_file_ab("kernels_avx2.c", "bf16p", "21", "70", "1", "1", "8"), "with a file")  # panels
+        # w8a8 times the AVX-512 kernels: a cut panel and a tile and a half of tokens; without AVX-512 F, BW and VNNI
+        # it refuses, naming the variant
+        r = own_file_ab("kernels_avx512.c", "w8a8", "21", "130", "1", "1", "6")
+        if {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
+            bitwise_equal(r, "w8a8")
         else:
             assert r.returncode == 2 and "avx512" in r.stderr, (
                 f"expected a refusal naming avx512, got {r.returncode}:\n{r.stderr}"
