@@ -84,7 +84,7 @@ static int64_t lookup_candidates(const ha_assist_params *p, row_state *r, int64_
 /* Whether the draft's candidates need q's normalization: for their probability (the cost schedule, the confidence
  * threshold) or for rejection sampling's acceptance step, which then reads it from row_state.qn. */
 static int norm_q(const ha_assist_params *p, const cost_model *cost) {
-    return cost || p->confidence_threshold > 0 || (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION);
+    return cost || p->confidence_threshold > 0 || ha_rejection_sampling(p);
 }
 
 /* The model draft for every row with k_max > 0, together: step 0 appends each such row's tokens the draft has
@@ -152,7 +152,7 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             /* trees: the siblings are the draft's next most probable tokens; under rejection sampling x's next draws
              * without replacement (x the first: the chain's token as without siblings) */
             const int64_t w1 = p->tree_width - 1;
-            const int draws = w1 > 0 && p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+            const int draws = w1 > 0 && ha_rejection_sampling(p);
             int32_t drawn[HA_DYN_MAX_WIDTH], x = -1;
             if (draws) {
                 const int64_t n_drawn = ha_sampler_choose_top(sampler, qs, (uint32_t)r->row, (uint32_t)pos,
@@ -178,13 +178,10 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                 conf = ha_norm_at(qs, V, r->qn[s], x);
             }
             if (w1 > 0 && cost) { /* what the cost schedule rates each sibling by (ha_cost_siblings) */
-                int32_t ranked[HA_DYN_MAX_WIDTH];
-                int64_t n_ranked = 0;
-                if (draws) ha_tree_siblings(qs, V, -1, w1 + 1, ranked, &n_ranked);
-                for (int64_t j = 0; j < r->nsib[s]; j++) {
-                    const int32_t y = draws ? ranked[j + 1 < n_ranked ? j + 1 : n_ranked - 1] : r->sib[s * w1 + j];
-                    r->sib_rate[s * w1 + j] = ha_norm_at(qs, V, r->qn[s], y);
-                }
+                double rank[HA_DYN_MAX_WIDTH];
+                if (draws) ha_tree_rank_probs(qs, V, r->qn[s], w1 + 1, rank);
+                for (int64_t j = 0; j < r->nsib[s]; j++)
+                    r->sib_rate[s * w1 + j] = draws ? rank[j + 1] : ha_norm_at(qs, V, r->qn[s], r->sib[s * w1 + j]);
             }
             if (cost) { /* the chance that this candidate and every one before it is accepted */
                 r->conf[s] = conf;
@@ -431,7 +428,7 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                             row_state *rows, buffers *b, ahead *a, int32_t *out, float *scores, ha_assist_stats *stats,
                             int64_t *n_rounds, double deadline) {
     const int64_t B = target->n_seq;
-    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    const int rejection = ha_rejection_sampling(p);
     /* The cost schedule's costs in units of one target step. */
     double t_rel[64], d_rel[64], d_first_rel[64];
     cost_model cost = { .t = t_rel, .d = d_rel, .d_first = d_first_rel, .rows = b->acceptance };

@@ -11,6 +11,12 @@
 /* The cost schedule's largest K, and the per-position acceptance it tracks. */
 #define COST_K_MAX 32
 
+/* Whether candidates are accepted by rejection sampling (min(1, p/q)), where a candidate's presence must never depend
+ * on its own token; greedy and coupled acceptance take the target's own token whatever was proposed. */
+static inline int ha_rejection_sampling(const ha_assist_params *p) {
+    return p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+}
+
 typedef struct row_state {
     int32_t row;
     int32_t *tok;        /* (prompt + max_new + 1,) the row's real tokens, then this round's drafts */
@@ -205,6 +211,10 @@ int64_t ha_assist_candidate_cap(int64_t k, int64_t L, int64_t generated, const h
 /* The n_max tokens of highest score in q (V,), best first (the lower index first on ties), other than x and tokens
  * scored -inf or NaN, into out; *n how many there are (<= n_max). */
 void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32_t *out, int64_t *n);
+/* Rejection sampling ranks the s-th token drawn without replacement from q by the probability of its place, q's s-th
+ * highest (never its own token's): rank[0 .. n) (the last repeated where q has fewer tokens left). qn: q's
+ * ha_softmax_norm. */
+void ha_tree_rank_probs(const float *q, int64_t V, ha_normalizer qn, int64_t n, double *rank);
 /* Row r (batch row i) starts its tree: its tokens the target has not seen, tok[target_len, L), a chain from the
  * sequence's end at the append's entries from *n (r->catch_up of them), the last one's scores (position L) into
  * *p0 from b->P's next row; where there are none, *p0 (and *raw0 if not NULL) point at position L's scores from

@@ -71,12 +71,13 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
                         int64_t n_max) {
     dyn_node *d = &r->dn[i];
     const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + d->depth + 1);
-    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
-    int32_t kid[HA_DYN_MAX_WIDTH], ranked[HA_DYN_MAX_WIDTH];
+    const int rejection = ha_rejection_sampling(p);
+    int32_t kid[HA_DYN_MAX_WIDTH];
+    double rank[HA_DYN_MAX_WIDTH];
     int64_t nk = 0, nr = 0;
     if (rejection) {
         nk = ha_sampler_choose_top(sampler, d->q, row, pos, (uint32_t)(RNG_DRAFT_NODE + i), p->tree_width, kid);
-        ha_tree_siblings(d->q, V, -1, nk, ranked, &nr);
+        ha_tree_rank_probs(d->q, V, d->qn, nk, rank);
     } else {
         kid[0] = ha_sampler_choose(sampler, d->q, row, pos);
         nk = kid[0] >= 0;
@@ -93,7 +94,7 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
     d->n_child = (int32_t)nk;
     for (int64_t c = 0; c < nk; c++) {
         const double qx = ha_norm_at(d->q, V, d->qn, kid[c]);
-        const double qr = rejection ? ha_norm_at(d->q, V, d->qn, ranked[c < nr ? c : nr - 1]) : qx;
+        const double qr = rejection ? rank[c] : qx;
         r->dn[r->n_dn++] = (dyn_node){ .tok = kid[c],
                                        .parent = (int32_t)i,
                                        .depth = d->depth + 1,
@@ -272,7 +273,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
     /* Depths 1 .. D - 1: the frontiers. The cost schedule's budget weighs the round's draft steps; under rejection
      * sampling it takes the steps planned (each row's k_max) rather than those run, which depend on every node's
      * rank (the exactness rule: no node's place may depend on the nodes ranked below it). */
-    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    const int rejection = ha_rejection_sampling(p);
     for (int64_t d = 1; cost && rejection; d++) {
         int64_t planned = 0; /* w frontier nodes a row */
         for (int64_t i = 0; i < B; i++) planned += rows[i].drafting && rows[i].k_max > d ? w : 0;
@@ -364,7 +365,7 @@ static int64_t reject_down(const ha_sampler *sampler, const row_state *r, const 
 
 int64_t ha_dyn_accept(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t V, int32_t *next) {
     const uint32_t row = (uint32_t)r->row;
-    const int rejection = p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION;
+    const int rejection = ha_rejection_sampling(p);
     int64_t n = 0, cur = 0;
     r->n_path = 0;
     for (int64_t j = 0; j < r->catch_up; j++) r->path[r->n_path++] = (int32_t)j;

@@ -35,6 +35,13 @@ void ha_tree_siblings(const float *q, int64_t V, int32_t x, int64_t n_max, int32
     *n = k;
 }
 
+void ha_tree_rank_probs(const float *q, int64_t V, ha_normalizer qn, int64_t n, double *rank) {
+    int32_t top[HA_DYN_MAX_WIDTH];
+    int64_t nt = 0;
+    ha_tree_siblings(q, V, -1, n < HA_DYN_MAX_WIDTH ? n : HA_DYN_MAX_WIDTH, top, &nt);
+    for (int64_t s = 0; s < n; s++) rank[s] = nt > 0 ? ha_norm_at(q, V, qn, top[s < nt ? s : nt - 1]) : 0.0;
+}
+
 void ha_tree_catch_up(row_state *r, buffers *b, int64_t i, int64_t *n, int64_t *n_rows, float **p0, float **raw0) {
     const int64_t V = b->V, first = *n;
     r->catch_up = r->L - r->target_len;
@@ -160,7 +167,7 @@ static int64_t accept_nodes(const ha_assist_params *p, const ha_sampler *sampler
     const uint32_t row = (uint32_t)r->row;
     const int64_t L = r->L, k = r->k, w1 = p->tree_width - 1;
     r->sib_taken = -1;
-    if (p->gen.sampling.do_sample && p->acceptance == HA_ACCEPT_REJECTION && model_draft) {
+    if (ha_rejection_sampling(p) && model_draft) {
         for (int64_t n = 0; n < k; n++) { /* the chain's candidates by min(1, p/q), as accept() in assist.c */
             const int32_t x = r->tok[L + n];
             const ha_normalizer np = ha_softmax_norm(r->p[n], V);
