@@ -492,7 +492,9 @@ typedef enum ha_acceptance {
     HA_ACCEPT_COUPLED = 1    /* sampling: draft and target share position-keyed noise; accept iff equal */
 } ha_acceptance;
 
-#define HA_COST_STATE 84     /* ha_assist_params.cost_state: 2 x 32 by draft position, 2 x 10 by draft probability */
+#define HA_COST_STATE \
+    104    /* ha_assist_params.cost_state: 2 x 32 by draft position, 2 x 10 by draft probability,
+                                * 2 x 10 a tree's alternatives by probability */
 #define HA_COST_MEMORY 512.0 /* candidates the carried counts stand for at most */
 
 /* A record of each round's verified tree (ha_assist_params.tree_record), what the notebook view draws. For row b and

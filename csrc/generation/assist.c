@@ -388,6 +388,12 @@ static ha_status finish_row(ha_lm *target, ha_lm *draft, const ha_assist_params 
     }
     if (p->schedule == HA_SCHEDULE_COST && !dyn)
         ha_cost_count(cost, &cost->rows[r->row], draft ? r->conf : NULL, k, tree ? r->chain_n : n);
+    if (p->schedule == HA_SCHEDULE_COST && tree && !dyn && draft) { /* the siblings of every depth reached */
+        const int64_t w1 = p->tree_width - 1;
+        for (int64_t j = 0; j < k && j <= r->chain_n; j++)
+            for (int64_t s = 0; s < r->nsib[j]; s++)
+                ha_cost_count_alt(cost, r->sib_rate[j * w1 + s], j == r->chain_n && r->sib_taken == s);
+    }
     if (tree && p->tree_record) {
         const ha_status st = ha_tree_record_round(p, r, n, kept);
         if (st != HA_OK) return st;

@@ -141,6 +141,9 @@ typedef struct cost_model {
     double steps_cost;          /* this round's draft steps so far */
     double bin_acc[COST_BINS];  /* tested candidates accepted, by tenth of the draft's probability */
     double bin_tested[COST_BINS];
+    double alt_acc[COST_BINS];  /* the same for a tree's alternatives (a node's children after its first), by tenth of
+                                 * what the schedule rates them by (sib_rate, dyn_node.qr) */
+    double alt_tested[COST_BINS];
     int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
     int64_t max_new;            /* the call's max_new_tokens */
 } cost_model;
@@ -152,6 +155,11 @@ void ha_cost_state_load(cost_model *c, const double *s);
 void ha_cost_state_store(const cost_model *c, double *s);
 /* The chance a candidate the draft gave probability conf is accepted. */
 double ha_cost_conf_rate(const cost_model *c, double conf);
+/* The same for an alternative (a sibling, a dynamic tree's child after the first) rated by conf: a second choice of
+ * a given probability is the target's token less often than a first choice of that probability. */
+double ha_cost_alt_rate(const cost_model *c, double conf);
+/* Counts an alternative rated by conf whose parent acceptance reached: tested, and accepted or not. */
+void ha_cost_count_alt(cost_model *c, double conf, int accepted);
 /* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
 void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B);
 /* After draft step s: whether each row still drafting goes on (clears r->drafting where not). */
@@ -265,6 +273,8 @@ void ha_cost_dyn_budget(const cost_model *c, row_state *rows, int64_t B, const d
                         int64_t stride, int64_t *n_keep);
 /* d(n) / t(1): a round's draft step s of n rows (0 for none; step 0 at its own cost, d_first). */
 double ha_cost_draft_step(const cost_model *c, int64_t s, int64_t n);
+/* Whether row r's frontier at depth d takes one more node (nf taken), one acceptance reaches with chance `reach`. */
+int ha_cost_frontier_takes(const cost_model *c, const row_state *r, int64_t d, int64_t nf, double reach);
 
 /* The target keeps the first `keep` positions of the round's accepted path (catch-up, then candidates) after the
  * row's round from L_old: keep_path. */

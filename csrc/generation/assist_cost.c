@@ -27,17 +27,21 @@
 
 #define COST_LOOKAHEAD 8
 #define COST_EXPLORE 16
-_Static_assert(HA_COST_STATE == 2 * COST_K_MAX + 2 * COST_BINS, "ha.h's HA_COST_STATE is the cost state's size");
+_Static_assert(HA_COST_STATE == 2 * COST_K_MAX + 4 * COST_BINS, "ha.h's HA_COST_STATE is the cost state's size");
 
 /* ha_assist_params.cost_state: acc (COST_K_MAX,), tested (COST_K_MAX,), bin_acc (COST_BINS,), bin_tested
- * (COST_BINS,), the cost model's call-wide counts. */
+ * (COST_BINS,), alt_acc (COST_BINS,), alt_tested (COST_BINS,), the cost model's call-wide counts. */
+#define STATE_BINS (2 * COST_K_MAX)
+#define STATE_ALT (2 * COST_K_MAX + 2 * COST_BINS)
+
 int ha_cost_state_ok(const double *s) {
     for (int i = 0; i < HA_COST_STATE; i++)
         if (!isfinite(s[i]) || s[i] < 0.0) return 0;
     for (int j = 0; j < COST_K_MAX; j++)
         if (s[j] > s[COST_K_MAX + j]) return 0;
     for (int j = 0; j < COST_BINS; j++)
-        if (s[2 * COST_K_MAX + j] > s[2 * COST_K_MAX + COST_BINS + j]) return 0;
+        if (s[STATE_BINS + j] > s[STATE_BINS + COST_BINS + j] || s[STATE_ALT + j] > s[STATE_ALT + COST_BINS + j])
+            return 0;
     return 1;
 }
 
@@ -53,17 +57,22 @@ static void cost_window(double *counts, double *tested, int n) {
 void ha_cost_state_load(cost_model *c, const double *s) {
     memcpy(c->call.acc, s, sizeof c->call.acc);
     memcpy(c->call.tested, s + COST_K_MAX, sizeof c->call.tested);
-    memcpy(c->bin_acc, s + 2 * COST_K_MAX, sizeof c->bin_acc);
-    memcpy(c->bin_tested, s + 2 * COST_K_MAX + COST_BINS, sizeof c->bin_tested);
+    memcpy(c->bin_acc, s + STATE_BINS, sizeof c->bin_acc);
+    memcpy(c->bin_tested, s + STATE_BINS + COST_BINS, sizeof c->bin_tested);
+    memcpy(c->alt_acc, s + STATE_ALT, sizeof c->alt_acc);
+    memcpy(c->alt_tested, s + STATE_ALT + COST_BINS, sizeof c->alt_tested);
     cost_window(c->call.acc, c->call.tested, COST_K_MAX);
     cost_window(c->bin_acc, c->bin_tested, COST_BINS);
+    cost_window(c->alt_acc, c->alt_tested, COST_BINS);
 }
 
 void ha_cost_state_store(const cost_model *c, double *s) {
     memcpy(s, c->call.acc, sizeof c->call.acc);
     memcpy(s + COST_K_MAX, c->call.tested, sizeof c->call.tested);
-    memcpy(s + 2 * COST_K_MAX, c->bin_acc, sizeof c->bin_acc);
-    memcpy(s + 2 * COST_K_MAX + COST_BINS, c->bin_tested, sizeof c->bin_tested);
+    memcpy(s + STATE_BINS, c->bin_acc, sizeof c->bin_acc);
+    memcpy(s + STATE_BINS + COST_BINS, c->bin_tested, sizeof c->bin_tested);
+    memcpy(s + STATE_ALT, c->alt_acc, sizeof c->alt_acc);
+    memcpy(s + STATE_ALT + COST_BINS, c->alt_tested, sizeof c->alt_tested);
 }
 
 /* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
@@ -101,6 +110,19 @@ static int64_t conf_bin(double conf) {
 double ha_cost_conf_rate(const cost_model *c, double conf) {
     const int64_t b = conf_bin(conf);
     return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
+}
+
+/* An alternative's chance, from counts of its own: a second choice of probability 0.05 under a confident first is
+ * the target's token far less often than a first choice of 0.05 (where the draft is unsure of every token), so rated
+ * as first choices the width would look worth more than it yields. The same prior, the tenth's middle. */
+double ha_cost_alt_rate(const cost_model *c, double conf) {
+    const int64_t b = conf_bin(conf);
+    return (c->alt_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->alt_tested[b] + 2.0);
+}
+
+void ha_cost_count_alt(cost_model *c, double conf, int accepted) {
+    c->alt_tested[conf_bin(conf)] += 1.0;
+    c->alt_acc[conf_bin(conf)] += accepted != 0;
 }
 
 /* What a token of each running row is worth this round: the batch runs until its last row is done, so a token of
@@ -286,8 +308,8 @@ void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
 /* Token trees under the cost schedule: the tree's shape from the costs. After the chains are drafted, each row's
  * siblings (best first at each depth: ha_tree_siblings) are kept one at a time, the one adding the most expected
  * tokens first, while that raises the round's expected tokens per unit time: a sibling y at depth j adds the chance
- * that the chain reaches depth j and the target's token there is y, taken as the running rate of candidates the
- * draft gave y's probability (ha_cost_conf_rate; under rejection sampling the probability of y's place, r->sib_rate,
+ * that the chain reaches depth j and the target's token there is y, taken as the running rate of siblings the
+ * draft gave y's probability (ha_cost_alt_rate; under rejection sampling the probability of y's place, r->sib_rate,
  * so that no sibling's presence depends on its own token), and costs one more token in the target's append. Where width is
  * not cheap (t(T + 1) - t(T) near t(1)) no sibling is worth it and the round verifies chains. Leaves r->nsib the
  * kept counts (a prefix of each depth's siblings). */
@@ -312,7 +334,7 @@ void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w
             row_state *r = &rows[i];
             for (int64_t j = 0; !r->done && j < r->k; j++) {
                 if (r->nkeep[j] >= r->nsib[j]) continue;
-                const double g = r->reach[j] * ha_cost_conf_rate(c, r->sib_rate[j * w1 + r->nkeep[j]]);
+                const double g = r->reach[j] * ha_cost_alt_rate(c, r->sib_rate[j * w1 + r->nkeep[j]]);
                 if (g > gain) best = r, best_j = j, gain = g;
             }
         }
@@ -328,6 +350,25 @@ void ha_cost_siblings(const cost_model *c, row_state *rows, int64_t B, int64_t w
 }
 
 double ha_cost_draft_step(const cost_model *c, int64_t s, int64_t n) { return step_cost(c, s, n); }
+
+/* Dynamic trees under the cost schedule: whether row r's frontier at depth d (the nodes whose children will be at
+ * depth d) takes one more node of reach `reach` (the chance that acceptance reaches it) after the nf it has: what it
+ * adds, the chance that acceptance reaches it and takes its child (reach times the row's rate at position d), against
+ * the draft row it adds to the step, at the tokens per unit time of the row's plan (its k_max candidates: their
+ * positional rates, its draft steps and t(k_max + 1)). A frontier's first node is always taken (a chain's step). Where
+ * a draft row is dear (a draft bound by its arithmetic, each frontier node near a step of its own) the frontier keeps
+ * the nodes acceptance will likely reach, often only the chain's. */
+int ha_cost_frontier_takes(const cost_model *c, const row_state *r, int64_t d, int64_t nf, double reach) {
+    if (nf == 0) return 1;
+    double tokens = 1.0, chain = 1.0, time = verify_cost(c, r->k_max + 1);
+    for (int64_t j = 0; j < r->k_max && j < COST_K_MAX; j++) {
+        chain *= r->rate[j];
+        tokens += chain;
+        time += step_cost(c, j, 1);
+    }
+    const double extra = step_cost(c, d, nf + 1) - step_cost(c, d, nf);
+    return reach * r->rate[d < COST_K_MAX ? d : COST_K_MAX - 1] >= tokens / time * extra;
+}
 
 /* Dynamic trees under the cost schedule: each row's nodes come in the order its tree chose them (assist_dyntree.c),
  * gain (B, stride) the chance that acceptance reaches each; they are kept one at a time, the row whose next one gains

@@ -10,7 +10,7 @@
  *     child's rank qr is its probability (rejection sampling: the parent's s-th highest probability for its s-th
  *     child, whatever was drawn), a node's cum the product of qr along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
- *     never expanded), is expanded: the draft scores every row's frontier in one append_tree, which continues the
+ *     never expanded; under the cost schedule only those worth their draft rows, ha_cost_frontier_takes), is expanded: the draft scores every row's frontier in one append_tree, which continues the
  *     row's tree of the depths before in the draft's cache (draft_frontier); a node none of whose descendants could
  *     enter the verified tree is not expanded (hopeless: the same tree, fewer draft rows; a row whose frontier is
  *     all such stops drafting).
@@ -67,8 +67,8 @@ static void put_path(row_state *r, int64_t i) {
 /* Node i's children from its processed draft scores. Greedy and coupled: its chosen token first, then the w - 1 next
  * most probable, each ranked by its own probability. Rejection sampling: w tokens drawn without replacement from q
  * (noise of the node's own), the s-th ranked by q's s-th highest probability, whatever was drawn. */
-static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, row_state *r, int64_t i, int64_t V,
-                        int64_t n_max) {
+static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, const cost_model *cost, row_state *r,
+                        int64_t i, int64_t V, int64_t n_max) {
     dyn_node *d = &r->dn[i];
     const uint32_t row = (uint32_t)r->row, pos = (uint32_t)(r->L + d->depth + 1);
     const int rejection = ha_rejection_sampling(p);
@@ -103,6 +103,8 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
                                        .qx = qx,
                                        .qr = qr,
                                        .cum = d->cum * qr };
+        if (cost) /* as select_nodes rates it: a first child by the chain's candidates' rates, others as alternatives */
+            r->dn[r->n_dn - 1].reach = d->reach * (c == 0 ? ha_cost_conf_rate(cost, qx) : ha_cost_alt_rate(cost, qr));
     }
     return HA_OK;
 }
@@ -114,8 +116,9 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, ro
  * frontier's parents are the frontier before it, appended by the call before), so each depth appends only its frontier;
  * dyn_node.di is a node's index in that tree. Returns in *n_rows the rows of q used (0: no row had a frontier;
  * drafting is over). */
-static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, row_state *rows,
-                                int64_t B, buffers *b, int64_t d, float *q, int64_t *n_rows, ha_assist_stats *stats) {
+static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_sampler *sampler, const cost_model *cost,
+                                row_state *rows, int64_t B, buffers *b, int64_t d, float *q, int64_t *n_rows,
+                                ha_assist_stats *stats) {
     const int64_t V = b->V, w = p->tree_width;
     int64_t n = 0, wanted = 0;
     ha_status st;
@@ -137,6 +140,12 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
                 at--;
             }
             if (at < w) front[at] = (int32_t)j;
+        }
+        if (cost) { /* the nodes worth their draft rows (in cum order: ha_cost_frontier_takes) */
+            int64_t taken = 0;
+            for (int64_t f = 0; f < nf; f++)
+                if (ha_cost_frontier_takes(cost, r, d, taken, r->dn[front[f]].reach)) front[taken++] = front[f];
+            nf = taken;
         }
         if (nf == 0) {
             r->drafting = 0;
@@ -175,7 +184,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
             st = ha_sampler_process(sampler, x->q, r->row, r->tok, r->L + d, r->generated + d);
             if (st != HA_OK) return st;
             x->qn = ha_softmax_norm(x->q, V);
-            if ((st = expand(p, sampler, r, j, V, b->n_dyn)) != HA_OK) return st;
+            if ((st = expand(p, sampler, cost, r, j, V, b->n_dyn)) != HA_OK) return st;
         }
     }
     return HA_OK;
@@ -202,9 +211,11 @@ static int64_t select_nodes(const cost_model *cost, row_state *r, int64_t n_max,
         const int64_t add = r->dn[par->child0].vi < 0 ? par->child0 : best;
         r->dn[add].vi = (int32_t)n;
         r->vnode[n] = (int32_t)add;
-        if (cost) {
-            r->dn[add].reach = par->reach * ha_cost_conf_rate(cost, r->dn[add].qx);
-            gain[n] = par->reach * ha_cost_conf_rate(cost, r->dn[best].qr);
+        if (cost) { /* a first child by the chain's candidates' rates, the others as alternatives */
+            r->dn[add].reach = par->reach * (add == par->child0 ? ha_cost_conf_rate(cost, r->dn[add].qx)
+                                                                : ha_cost_alt_rate(cost, r->dn[add].qr));
+            gain[n] = par->reach * (best == par->child0 ? ha_cost_conf_rate(cost, r->dn[best].qr)
+                                                        : ha_cost_alt_rate(cost, r->dn[best].qr));
         }
         n++;
     }
@@ -268,7 +279,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         dyn_node *root = &r->dn[0];
         if ((st = ha_sampler_process(sampler, root->q, r->row, r->tok, r->L, r->generated)) != HA_OK) return st;
         r->qn[0] = root->qn = ha_softmax_norm(root->q, V);
-        if ((st = expand(p, sampler, r, 0, V, b->n_dyn)) != HA_OK) return st;
+        if ((st = expand(p, sampler, cost, r, 0, V, b->n_dyn)) != HA_OK) return st;
     }
     /* Depths 1 .. D - 1: the frontiers. The cost schedule's budget weighs the round's draft steps; under rejection
      * sampling it takes the steps planned (each row's k_max) rather than those run, which depend on every node's
@@ -281,7 +292,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         cost->steps_cost += ha_cost_draft_step(cost, d, planned);
     }
     for (int64_t d = 1;; d++) {
-        if ((st = draft_frontier(draft, p, sampler, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
+        if ((st = draft_frontier(draft, p, sampler, cost, rows, B, b, d, q, &n_rows, stats)) != HA_OK) return st;
         if (n_rows == 0) break;
         q += n_rows * V;
         if (cost && !rejection) cost->steps_cost += ha_cost_draft_step(cost, d, n_rows); /* a row a frontier node */
@@ -411,6 +422,12 @@ ha_status ha_dyn_keep(ha_lm *target, ha_lm *draft, row_state *r, int64_t L_old, 
     return HA_OK;
 }
 
+/* Whether node i is on the path accepted (of n nodes). */
+static int accepted(const row_state *r, int64_t i, int64_t n) {
+    const int64_t d = r->dn[i].depth;
+    return d >= 0 && d < n && r->vnode[r->path[r->catch_up + d] - r->catch_up] == i;
+}
+
 /* Whether node i is on the chain of chosen tokens from the root. */
 static int on_chain(const row_state *r, int64_t i) {
     for (int64_t j = i; j > 0; j = r->dn[j].parent)
@@ -423,11 +440,15 @@ void ha_dyn_count(const row_state *r, int64_t n, int64_t kept, ha_assist_stats *
     int64_t k_chain = 0, n_chain = 0;
     stats->num_draft_tokens += r->n_v;
     for (int64_t v = 0; v < r->n_v; v++) {
-        const dyn_node *x = &r->dn[r->vnode[v]];
-        const int chain = on_chain(r, r->vnode[v]);
+        const int64_t i = r->vnode[v];
+        const dyn_node *x = &r->dn[i];
+        const int chain = on_chain(r, i);
         stats->num_sibling_tokens += !chain;
         if (chain && k_chain < 64) conf[k_chain++] = x->qx;
         if (stats->proposed_at) stats->proposed_at[x->depth]++;
+        /* an alternative (not its parent's first child) whose parent acceptance reached: tested */
+        if (cost && r->dn[x->parent].child0 != i && (x->parent == 0 || accepted(r, x->parent, n)))
+            ha_cost_count_alt(cost, x->qr, accepted(r, i, n));
     }
     const int64_t acc = n < kept ? n : kept;
     for (int64_t j = 0; j < acc; j++) {

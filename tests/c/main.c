@@ -101,6 +101,8 @@ static const test_case TESTS[] = {
     T(cost_schedule_plans_by_the_batch_s_costs),
     T(cost_schedule_counts_the_round_s_first_draft_step),
     T(cost_trim_keeps_the_candidates_worth_verifying),
+    T(cost_siblings_rate_alternatives_by_their_own_counts),
+    T(cost_frontier_takes_the_nodes_worth_their_draft_rows),
     T(assisted_rejection_runs_and_rejects_bad_args),
     T(assisted_drafting_ahead_changes_nothing),
     T(assisted_drafting_ahead_changes_nothing_across_a_rope_switch),

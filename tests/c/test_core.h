@@ -291,6 +291,8 @@ void test_assisted_cost_schedule_edges(void);
 void test_cost_schedule_plans_by_the_batch_s_costs(void);
 void test_cost_schedule_counts_the_round_s_first_draft_step(void);
 void test_cost_trim_keeps_the_candidates_worth_verifying(void);
+void test_cost_siblings_rate_alternatives_by_their_own_counts(void);
+void test_cost_frontier_takes_the_nodes_worth_their_draft_rows(void);
 void test_assisted_reads_start_once(void);
 void test_assisted_drafting_ahead_changes_nothing(void);
 void test_assisted_drafting_ahead_changes_nothing_across_a_rope_switch(void);

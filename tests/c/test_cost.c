@@ -142,3 +142,62 @@ void test_cost_trim_keeps_the_candidates_worth_verifying(void) {
         }
     }
 }
+
+/* A tree's alternatives are rated by their own counts, not by the chain's: one row, a chain of 3 sure candidates and
+ * 2 siblings of probability 0.05 at each depth, width cheap (each token 0.01 t(1)). Where the draft's first choices
+ * of that probability are right half the time but its alternatives never, no sibling is kept; the other way round,
+ * every sibling is (each adds half a token's chance for a hundredth of a step). */
+void test_cost_siblings_rate_alternatives_by_their_own_counts(void) {
+    static const double d[] = { 0.1 };
+    double t[NT], rate[ROWS], conf[3] = { 0.99, 0.99, 0.99 }, sib_rate[3 * 2], reach[3];
+    int64_t nsib[3], nkeep[3];
+    acceptance acc[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) rate[i] = 0.9;
+    for (int64_t j = 0; j < 3 * 2; j++) sib_rate[j] = 0.05;
+    cost_table(t, 1.0, 1, 0.01);
+    for (int64_t alternatives_right = 0; alternatives_right < 2; alternatives_right++) {
+        cost_model c = cost_over(t, d, 1, acc, rate);
+        c.steps_cost = 0.3;
+        for (int64_t b = 0; b < COST_BINS; b++) {
+            c.bin_tested[b] = c.alt_tested[b] = 1000.0;
+            c.bin_acc[b] = b == 0 && !alternatives_right ? 500.0 : 1000.0 * ((double)b + 0.5) / COST_BINS;
+            c.alt_acc[b] = b == 0 && alternatives_right ? 500.0 : 0.0;
+        }
+        for (int64_t j = 0; j < 3; j++) nsib[j] = 2;
+        row_state r = { .k = 3,
+                        .conf = conf,
+                        .yield = 1.0 + 0.99 + 0.98 + 0.97,
+                        .worth = 1.0,
+                        .nsib = nsib,
+                        .nkeep = nkeep,
+                        .reach = reach,
+                        .sib_rate = sib_rate };
+        ha_cost_siblings(&c, &r, 1, 2);
+        for (int64_t j = 0; j < 3; j++)
+            CHECK(nsib[j] == (alternatives_right ? 2 : 0),
+                  "alternatives accepted %s, first choices of their probability %s: depth %lld expected %d siblings "
+                  "kept, got %lld",
+                  alternatives_right ? "half the time" : "never", alternatives_right ? "never" : "half the time",
+                  (long long)j, alternatives_right ? 2 : 0, (long long)nsib[j]);
+    }
+}
+
+/* A dynamic tree's frontier under the cost schedule: its first node always, a further one only if the chance that
+ * acceptance reaches it pays for its draft row at the tokens per unit time of the row's plan. Plan: 4 candidates each
+ * accepted 0.9 (4.1 tokens a round, 1.4 t(1) of time with steps of 0.1 and t(5) = 1.0). A draft row that adds 0.1
+ * t(1) needs a node reached with chance >= 0.33 (2.9 tokens per t(1) x 0.1 / 0.9); a row that adds nothing, any. */
+void test_cost_frontier_takes_the_nodes_worth_their_draft_rows(void) {
+    static const double dear[] = { 0.1, 0.2, 0.3, 0.4 }, cheap[] = { 0.1, 0.1, 0.1, 0.1 };
+    double t[NT], rate[ROWS];
+    acceptance acc[ROWS];
+    for (int64_t i = 0; i < ROWS; i++) rate[i] = 0.9;
+    cost_table(t, 1.0, NT, 0.0);
+    row_state r = { .k_max = 4 };
+    for (int64_t j = 0; j < COST_K_MAX; j++) r.rate[j] = 0.9;
+    cost_model c = cost_over(t, dear, 4, acc, rate);
+    CHECK(ha_cost_frontier_takes(&c, &r, 1, 0, 0.01), "a frontier's first node must be taken, however unlikely");
+    CHECK(ha_cost_frontier_takes(&c, &r, 1, 1, 0.5), "a node reached half the time pays for a row of 0.1 t(1)");
+    CHECK(!ha_cost_frontier_takes(&c, &r, 1, 1, 0.2), "a node reached 20%% of the time does not pay for 0.1 t(1)");
+    c = cost_over(t, cheap, 4, acc, rate);
+    CHECK(ha_cost_frontier_takes(&c, &r, 1, 1, 0.01), "a row that adds nothing: every node of the frontier");
+}

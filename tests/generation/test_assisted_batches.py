@@ -423,7 +423,7 @@ def test_measured_costs_never_fall_with_size(models):
 
 
 # The carried counts' layout (the core's cost_state): accepted (POSITIONS,), tested (POSITIONS,) by draft position,
-# then accepted (10,), tested (10,) by tenth of the draft's probability.
+# then accepted (10,), tested (10,) by tenth of the draft's probability, and the same for a tree's alternatives.
 POSITIONS = 32
 
 
@@ -475,7 +475,9 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
             f"call {call + 1}: its tested candidates ({added}) must be added, at most its {res.num_draft_tokens} "
             f"proposals"
         )
-        assert (state[:K] <= state[K : 2 * K]).all() and (state[2 * K : 2 * K + 10] <= state[2 * K + 10 :]).all(), state
+        bins, alts = state[2 * K : 2 * K + 20], state[2 * K + 20 :]
+        assert (state[:K] <= state[K : 2 * K]).all() and (bins[:10] <= bins[10:]).all(), state
+        assert not alts.any(), f"call {call + 1}: a chain has no alternatives to count: {alts}"
     # the same starting counts give the same K choices
     start = state.copy()
     first = cost_call(fresh, draft, ids, mask)
@@ -487,6 +489,26 @@ def test_measured_costs_carry_acceptance_from_call_to_call(models):
     before = state.copy()
     res = cost_call(fresh, draft, ids, mask, do_sample=True, seed=3, assisted_sampling="coupled")
     assert np.array_equal(res.sequences, plain_s) and state[K : 2 * K].sum() > before[K : 2 * K].sum()
+
+
+@pytest.mark.parametrize("shape", ["siblings", "dynamic"])
+def test_trees_count_their_alternatives_apart_from_the_chain(models, shape):
+    """A tree's alternatives (siblings, a dynamic tree's children after the first) are counted apart from the chain's
+    candidates, by tenth of what the cost schedule rates them by: a call of trees adds tested alternatives, some
+    accepted, none more than tested, and keeps greedy's tokens."""
+    target, draft = models
+    wide = ha.AssistedCosts(draft_step=0.01, target=(1.0,) * 16)  # width free: the schedule drafts and keeps siblings
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, wide)
+    ids, mask = left_padded(PROMPTS)
+    plain = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[])
+    state = fresh._costs.learned(draft)
+    K = POSITIONS
+    res = cost_call(fresh, draft, ids, mask, assistant_tree_width=3, assistant_tree_shape=shape)
+    assert np.array_equal(res.sequences, plain), "trees under the cost schedule must keep greedy's tokens"
+    alt_acc, alt_tested = state[2 * K + 20 : 2 * K + 30], state[2 * K + 30 :]
+    assert alt_tested.sum() > 0 and (alt_acc <= alt_tested).all(), state
+    assert alt_tested.sum() <= res.num_sibling_tokens, (alt_tested.sum(), res.num_sibling_tokens)
+    assert alt_acc.sum() <= res.num_sibling_accepted, (alt_acc.sum(), res.num_sibling_accepted)
 
 
 def test_carried_acceptance_is_a_window_over_the_latest_calls(models):

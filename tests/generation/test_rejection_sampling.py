@@ -63,8 +63,11 @@ CONFIGS = {
     ),
 }
 # the cost schedule's costs for its configs: a draft step a tenth of a target pass, each node a little dearer than the
-# one before, so that some rounds keep every node and others cut the tree
-COSTS = ha.AssistedCosts(draft_step=0.1, target=(1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0))
+# one before, so that some rounds keep every node and others cut the tree; a draft row 0.06 more, so that the dynamic
+# tree's frontier keeps the nodes acceptance likely reaches (here its first) and the others go unexpanded
+COSTS = ha.AssistedCosts(
+    draft_step=0.1, draft_rows=(0.1, 0.16, 0.22, 0.28), target=(1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.0)
+)
 
 
 # ---------------------------------------------------------------------------------------------- statistics
