@@ -10,8 +10,9 @@
  *     child's rank qr is its probability (rejection sampling: the parent's s-th highest probability for its s-th
  *     child, whatever was drawn), a node's cum the product of qr along its path;
  *   - depth d = 1 .. D - 1: the frontier, the w nodes of depth d - 1 of highest cum (ties: the lower index; an eos is
- *     never expanded; under the cost schedule only those worth their draft rows, ha_cost_frontier_takes), is expanded: the draft scores every row's frontier in one append_tree, which continues the
- *     row's tree of the depths before in the draft's cache (draft_frontier); a node none of whose descendants could
+ *     never expanded; under the cost schedule only those worth their draft rows, ha_cost_frontier_takes), is
+ *     expanded: the draft scores every row's frontier in one append_tree, which continues the row's tree of the
+ *     depths before in the draft's cache (draft_frontier); a node none of whose descendants could
  *     enter the verified tree is not expanded (hopeless: the same tree, fewer draft rows; a row whose frontier is
  *     all such stops drafting).
  * Verifying: the verified tree is at most K nodes (r->budget: a chain's candidates), chosen one at a time,
@@ -28,9 +29,11 @@
  * (cum, then lower depth, lower index) never rise from a parent to a child nor from a child to its next sibling, so
  * every choice here (the frontier, hopeless, the verified tree, the cost schedule's prefix of it) keeps a node
  * according to nodes of higher keys only: its ancestors, earlier siblings, their subtrees and other branches, never
- * itself, its later siblings or their subtrees. The verified children of a node are then the first ones drawn, and
- * each step of the walk is exact whatever the rest. Each node's draft uses noise of its own (not the position's,
- * which every node of a depth would share).
+ * itself, its later siblings or their subtrees. (The cost schedule's frontier decides whether a node gets children by
+ * the node's reach, which its own token sets: that decides its children and the nodes ranked below them, never the
+ * node itself, whose place is settled before its children's; the budget's draft steps are the planned ones.) The
+ * verified children of a node are then the first ones drawn, and each step of the walk is exact whatever the rest.
+ * Each node's draft uses noise of its own (not the position's, which every node of a depth would share).
  *
  * Caches: the target keeps the accepted path (keep_path); the draft keeps the longest prefix of the accepted path its
  * tree holds (keep_path) and catches up on the rest next round. */
