@@ -22,16 +22,20 @@ const ha_kernels *kernels_a(void);
 #define kernels_a (*kernels_a())
 #define kernels_b (*ha_kernels_avx512())
 #define VARIANT "avx512"
-/* The emulated variant is left out of this program (the longest compile of all). */
+/* The emulated variant is left out of this program (the longest compile of all), and the AVX-VNNI ones. */
 const ha_kernels *ha_kernels_avx512_emulated(void) { return NULL; }
+const ha_kernels *ha_kernels_avxvnni(void) { return NULL; }
+const ha_kernels *ha_kernels_avxvnni_evex(void) { return NULL; }
 #else
 extern const ha_kernels kernels_a;
 #define kernels_b ha_kernels_avx2
 #define VARIANT "avx2"
 /* Only AVX2 builds are timed here (w8a8 aside): dispatch.c's AVX-512 variants are left out of this program (their
- * two files would double its build time), so it never offers them. */
+ * two files would double its build time), and the AVX-VNNI ones, so it never offers them. */
 const ha_kernels *ha_kernels_avx512(void) { return NULL; }
 const ha_kernels *ha_kernels_avx512_emulated(void) { return NULL; }
+const ha_kernels *ha_kernels_avxvnni(void) { return NULL; }
+const ha_kernels *ha_kernels_avxvnni_evex(void) { return NULL; }
 #endif
 
 static double now(void) {

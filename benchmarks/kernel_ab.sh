@@ -37,6 +37,8 @@ elif git rev-parse --verify --quiet "$rev^{commit}" > /dev/null; then
     fi
     # REV's panel driver, where it has one: kernels_a.c's #include "kernels_panels.h" finds it beside itself first
     if git cat-file -e "$rev:$dir/kernels_panels.h" 2> /dev/null; then git show "$rev:$dir/kernels_panels.h" > "$tmp/kernels_panels.h"; fi
+    # and its w8a8 kernel, where kernels_avx2.c includes it (since the AVX-VNNI variant shares it)
+    if git cat-file -e "$rev:$dir/kernels_w8a8_avx2.h" 2> /dev/null; then git show "$rev:$dir/kernels_w8a8_avx2.h" > "$tmp/kernels_w8a8_avx2.h"; fi
 else
     echo "kernel_ab.sh: '$rev' is neither a file nor a commit of a git checkout here; run it in a clone" >&2
     exit 2

@@ -68,7 +68,7 @@ check() {
 import habana_assist as ha
 from habana_assist import _core
 kernels, variants = ha.kernels_name(), []
-for name in ("scalar", "avx2", "avx512", "avx512-emulated"):
+for name in ("scalar", "avx2", "avx-vnni", "avx512", "avx512-emulated", "avx-vnni-evex"):
     try:
         _core.select_kernels(name)
         variants.append(name)

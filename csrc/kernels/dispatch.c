@@ -33,6 +33,24 @@ static int cpu_has_avx512(void) {
     return ((b >> 16) & 1) && ((b >> 30) & 1) && ((c >> 11) & 1) && (xcr0() & 0xe6) == 0xe6;
 }
 
+/* AVX-VNNI (cpuid leaf 7 subleaf 1, eax bit 4: VEX vpdpbusd on ymm) besides AVX2's features; its registers are
+ * AVX2's, whose state cpu_has_avx2_fma_f16c checked the OS saves. */
+static int cpu_has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!cpu_has_avx2_fma_f16c() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return 0; /* a: last subleaf */
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 4) & 1;
+}
+
+/* AVX512_VNNI (leaf 7 ecx bit 11) with AVX512F and AVX512VL (ebx bits 16, 31) besides AVX2's features, and the OS
+ * saving the opmask and ZMM state (XCR0 bits 5-7), without which EVEX instructions fault even on ymm: the
+ * avx-vnni-evex variant's EVEX vpdpbusd ymm. */
+static int cpu_has_avx512_vnni_vl(void) {
+    unsigned a, b, c, d;
+    if (!cpu_has_avx2_fma_f16c() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return ((b >> 16) & 1) && ((b >> 31) & 1) && ((c >> 11) & 1) && (xcr0() & 0xe6) == 0xe6;
+}
+
 /* AVX512_BF16 (cpuid leaf 7 subleaf 1, eax bit 5) besides the avx512 variant's features. */
 int ha_cpu_has_avx512_bf16(void) {
     unsigned a, b, c, d;
@@ -42,6 +60,8 @@ int ha_cpu_has_avx512_bf16(void) {
 #else
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
+static int cpu_has_avx_vnni(void) { return 0; }
+static int cpu_has_avx512_vnni_vl(void) { return 0; }
 int ha_cpu_has_avx512_bf16(void) { return 0; }
 #endif
 
@@ -51,19 +71,29 @@ static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, 
 static const ha_kernels *scalar_if_runs(void) { return &ha_kernels_scalar; }
 static const ha_kernels *avx2_if_runs(void) { return cpu_has_avx2_fma_f16c() ? &ha_kernels_avx2 : NULL; }
 static const ha_kernels *avx512_if_runs(void) { return cpu_has_avx512() ? ha_kernels_avx512() : NULL; }
+static const ha_kernels *avx_vnni_if_runs(void) { return cpu_has_avx_vnni() ? ha_kernels_avxvnni() : NULL; }
+static const ha_kernels *avx_vnni_evex_if_runs(void) {
+    return cpu_has_avx512_vnni_vl() ? ha_kernels_avxvnni_evex() : NULL;
+}
 /* kernels_avx512_emulated.c is linked only into builds that ask for it (setup.py's HA_AVX512_EMULATED=1: the longest
  * compile of all, for a variant only the tests use); elsewhere this weak reference is NULL. */
 #pragma weak ha_kernels_avx512_emulated
 static const ha_kernels *avx512_emulated_if_runs(void) {
     return ha_kernels_avx512_emulated && cpu_has_avx2_fma_f16c() ? ha_kernels_avx512_emulated() : NULL;
 }
+/* needs: what a CPU lacking the variant lacks, for the refusal's message. */
 static const struct {
     const char *name;
     const ha_kernels *(*if_runs)(void);
-} VARIANTS[] = { { "scalar", scalar_if_runs },
-                 { "avx2", avx2_if_runs },
-                 { "avx512", avx512_if_runs },
-                 { "avx512-emulated", avx512_emulated_if_runs } };
+    const char *needs;
+} VARIANTS[] = {
+    { "scalar", scalar_if_runs, "" },
+    { "avx2", avx2_if_runs, "AVX2, FMA and F16C" },
+    { "avx-vnni", avx_vnni_if_runs, "AVX-VNNI (cpuid leaf 7 subleaf 1, eax bit 4) besides AVX2, FMA and F16C" },
+    { "avx512", avx512_if_runs, "AVX-512 F, BW and VNNI" },
+    { "avx512-emulated", avx512_emulated_if_runs, "AVX2, FMA and F16C" },
+    { "avx-vnni-evex", avx_vnni_evex_if_runs, "AVX-512 VNNI and VL besides AVX2, FMA and F16C" },
+};
 #define N_VARIANTS (sizeof VARIANTS / sizeof *VARIANTS)
 
 const ha_kernels *ha_kernels_find(const char *name) {
@@ -73,13 +103,15 @@ const ha_kernels *ha_kernels_find(const char *name) {
 }
 
 /* Called first from the binding's module init (single-threaded), so the lazy choice below never races.
- * The emulation is never chosen by itself: it is for tests, and slower than AVX2. */
+ * The emulation is never chosen by itself: it is for tests, and slower than AVX2; nor is avx-vnni-evex, for tests
+ * too (a CPU with AVX-512 VNNI runs avx512). */
 const ha_kernels *ha_kernels_get(void) {
     const ha_kernels *k = chosen;
     if (!k) {
         const char *env = getenv("HA_KERNELS");
         k = env && *env ? ha_kernels_find(env) : NULL;
         if (!k) k = avx512_if_runs();
+        if (!k) k = avx_vnni_if_runs();
         if (!k) k = avx2_if_runs();
         chosen = k = k ? k : &ha_kernels_scalar;
     }
@@ -96,12 +128,20 @@ ha_status ha_kernels_select(const char *name) {
                        "tests, on libsimde-dev): rebuild with HA_AVX512_EMULATED=1 bash scripts/setup.sh (bash "
                        "scripts/test.sh does), or HA_AVX512_EMULATED=1 pip install .");
     if (!k) {
-        char avail[64] = "";
-        for (size_t i = 0; i < N_VARIANTS; i++)
+        char avail[128] = ""; /* every name, ", " between them: 63 bytes with the NUL */
+        const char *needs = NULL;
+        for (size_t i = 0; i < N_VARIANTS; i++) {
             if (VARIANTS[i].if_runs()) {
                 if (*avail) strcat(avail, ", ");
                 strcat(avail, VARIANTS[i].name);
             }
+            if (name && strcmp(name, VARIANTS[i].name) == 0) needs = VARIANTS[i].needs;
+        }
+        if (needs)
+            return ha_fail(HA_ERR_UNSUPPORTED,
+                           "kernel variant '%s' is not available on this CPU: it needs %s, which this CPU (or its OS) "
+                           "lacks; choose one of: %s",
+                           name, needs, avail);
         return ha_fail(HA_ERR_UNSUPPORTED, "kernel variant '%s' is not available on this CPU; choose one of: %s",
                        name ? name : "(null)", avail);
     }

@@ -128,6 +128,11 @@ extern const ha_kernels ha_kernels_avx2;
  * Call only where the CPU has what the variant needs (dispatch.c checks). */
 const ha_kernels *ha_kernels_avx512(void);
 const ha_kernels *ha_kernels_avx512_emulated(void);
+/* AVX-VNNI (kernels_avxvnni.c): AVX2's table with the w8a8 sums by vpdpbusd on ymm; "avx-vnni" the VEX instruction,
+ * "avx-vnni-evex" its EVEX form (AVX512_VNNI + AVX512VL), which the tests run on CPUs without AVX-VNNI. NULL where not
+ * built (not x86; a compiler without AVX-VNNI). Call only where the CPU has what the variant needs (dispatch.c). */
+const ha_kernels *ha_kernels_avxvnni(void);
+const ha_kernels *ha_kernels_avxvnni_evex(void);
 /* The avx512 table's matmul_bf16x is vdpbf16ps where the CPU has AVX512_BF16 (ha_cpu_has_avx512_bf16, dispatch.c),
  * else the exact emulation; the tests reach each one here (native 1 or 0; NULL where this CPU cannot run it). */
 int ha_cpu_has_avx512_bf16(void);
@@ -136,7 +141,8 @@ typedef void (*ha_matmul_bf16x_fn)(const void *W, int64_t n, int64_t r0, int64_t
 ha_matmul_bf16x_fn ha_avx512_bf16x_kernel(int native);
 /* The variant in use; set once at first use (ha_kernels_get), or by ha_kernels_select. */
 const ha_kernels *ha_kernels_get(void);
-/* The variant of that name if this CPU runs it, else NULL: "scalar", "avx2", "avx512", "avx512-emulated". */
+/* The variant of that name if this CPU runs it, else NULL: "scalar", "avx2", "avx-vnni", "avx512", "avx512-emulated",
+ * "avx-vnni-evex". */
 const ha_kernels *ha_kernels_find(const char *name);
 
 /* The end of every integer-weight output and of every 8-lane dot product: its eight float lanes l (8,) added

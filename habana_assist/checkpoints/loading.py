@@ -692,9 +692,9 @@ _BLAS_AVX2_CORES = {"Haswell", "Zen", "Excavator", "SkylakeX", "Cooperlake", "Sa
 
 def warn_if_blas_generic():
     """A RuntimeWarning naming the fix when OpenBLAS runs older kernels than this CPU has (our own variant shows
-    what it has: "avx512" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
+    what it has: "avx512", "avx-vnni" and "avx2" are chosen from cpuid, so the core named in the fix runs here)."""
     core, ours = _core.blas_core(), _core.kernels_name()
-    if ours in ("avx2", "avx512") and core not in _BLAS_AVX2_CORES:
+    if ours in ("avx2", "avx-vnni", "avx512") and core not in _BLAS_AVX2_CORES:
         want = "SkylakeX" if ours == "avx512" else "Haswell"
         warnings.warn(
             f"blas_prefill=True: OpenBLAS did not recognize this CPU and runs its {core} kernels, several "

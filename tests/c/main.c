@@ -37,6 +37,7 @@ static const test_case TESTS[] = {
     T(kernels_exp_bitwise_ha_expf),
     T(kernels_matmul_batch_invariant),
     T(kernels_w8a8_bitwise_across_variants),
+    T(kernels_avx_vnni_tables_are_avx2_but_w8a8),
     T(kernels_bf16x_bitwise_across_variants),
     T(bf16x_reference_is_the_instruction),
     T(kernels_matmul_panels_bitwise),

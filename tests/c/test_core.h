@@ -106,10 +106,10 @@ void *make_row_major_weights(ha_dtype dt, int64_t rows, int64_t cols, rng *r, do
 float *make_floats(size_t n, rng *r, double lo, double hi);
 
 /* The kernel variants this CPU runs: scalar always, the others where ha_kernels_find has them (avx512-emulated
- * wherever avx2 runs and the build found libsimde-dev). */
-static const char *const VARIANTS[] = { "scalar", "avx2", "avx512", "avx512-emulated" };
+ * wherever avx2 runs and the build found libsimde-dev; avx-vnni-evex wherever AVX-512 VNNI and VL run). */
+static const char *const VARIANTS[] = { "scalar", "avx2", "avx-vnni", "avx512", "avx512-emulated", "avx-vnni-evex" };
 
-#define NVARIANTS 4
+#define NVARIANTS 6
 
 int kernel_variants(const ha_kernels **out, const char **names);
 
@@ -215,6 +215,7 @@ void test_kernels_matmul_batch_invariant(void);
 void test_kernels_bf16x_bitwise_across_variants(void);
 void test_bf16x_reference_is_the_instruction(void);
 void test_kernels_w8a8_bitwise_across_variants(void);
+void test_kernels_avx_vnni_tables_are_avx2_but_w8a8(void);
 void test_kernels_select_by_name(void);
 void test_quantize_error_within_half_a_step(void);
 void test_quantize_variants_match_the_reference(void);

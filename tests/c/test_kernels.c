@@ -662,6 +662,44 @@ void test_kernels_select_by_name(void) {
         CHECK(strcmp(ha_kernels_name(), "avx2") == 0, "after selecting avx2 expected \"avx2\", got \"%s\"",
               ha_kernels_name());
     else printf("avx2 unavailable\n");
+    /* a variant this CPU lacks is refused, naming what it needs */
+    static const struct {
+        const char *name, *needs;
+    } NEEDS[] = {
+        { "avx2", "AVX2" }, { "avx-vnni", "AVX-VNNI" }, { "avx512", "AVX-512 F" }, { "avx-vnni-evex", "AVX-512 VNNI" }
+    };
+    for (size_t i = 0; i < COUNT(NEEDS); i++) {
+        if (ha_kernels_find(NEEDS[i].name)) continue;
+        printf("%s unavailable: its refusal checked\n", NEEDS[i].name);
+        CHECK_STATUS(ha_kernels_select(NEEDS[i].name), HA_ERR_UNSUPPORTED);
+        CHECK_MSG(NEEDS[i].name);
+        CHECK_MSG(NEEDS[i].needs);
+        CHECK_MSG("choose one of: scalar");
+    }
+    CHECK_OK(ha_kernels_select("scalar"));
+}
+
+/* The AVX-VNNI variants are AVX2's table with their own w8a8 sums and the burst that measures their multiply-adds:
+ * every other entry is AVX2's function, which is why tests/core runs their whole-model suites on w8a8 weights only. */
+void test_kernels_avx_vnni_tables_are_avx2_but_w8a8(void) {
+    static const char *const NAMES[] = { "avx-vnni", "avx-vnni-evex" };
+    for (size_t i = 0; i < COUNT(NAMES); i++) {
+        const ha_kernels *k = ha_kernels_find(NAMES[i]);
+        if (!k) {
+            printf("%s unavailable\n", NAMES[i]);
+            continue;
+        }
+        CHECK(k->matmul_w8a8 != ha_kernels_avx2.matmul_w8a8 && k->mac_burst_w8a8 != ha_kernels_avx2.mac_burst_w8a8,
+              "%s: expected its own matmul_w8a8 and mac_burst_w8a8, got AVX2's", NAMES[i]);
+        ha_kernels same = *k;
+        same.name = ha_kernels_avx2.name;
+        same.matmul_w8a8 = ha_kernels_avx2.matmul_w8a8;
+        same.mac_burst_w8a8 = ha_kernels_avx2.mac_burst_w8a8;
+        CHECK(memcmp(&same, &ha_kernels_avx2, sizeof same) == 0,
+              "%s: expected AVX2's function in every entry but matmul_w8a8 and mac_burst_w8a8", NAMES[i]);
+        const double ops = k->mac_burst_w8a8(5); /* 12 chains of vpdpbusd ymm, 32 products each */
+        CHECK(ops == 5.0 * 12 * 32, "%s: expected mac_burst_w8a8(5) to count 1920 products, got %g", NAMES[i], ops);
+    }
 }
 
 /* ---- int8 and int4 quantization ----------------------------------------------------------------------- */

@@ -206,7 +206,7 @@ def test_blas_prefill_logits_are_bitwise_the_same_with_1_and_2_threads(tmp_path)
     )
 
 
-OWN_CORE = {"avx512": "SkylakeX", "avx2": "Haswell"}  # the OpenBLAS core that matches each of our variants
+OWN_CORE = {"avx512": "SkylakeX", "avx-vnni": "Haswell", "avx2": "Haswell"}  # the OpenBLAS core for each variant
 
 
 @pytest.mark.parametrize("forced", ["Prescott", "matching"])

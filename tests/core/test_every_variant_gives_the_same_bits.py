@@ -13,7 +13,8 @@ softmax, norms, activations, quantized activations), not kernel by kernel (tests
 
 Each variant runs in a process of its own (HA_KERNELS is read at import), all of them at once; each variant this
 CPU runs is compared with the scalar reference, bit for bit. On a CPU without AVX-512, avx512-emulated runs the
-AVX-512 source through SIMDe.
+AVX-512 source through SIMDe; on one with AVX-512 VNNI but no AVX-VNNI, avx-vnni-evex runs the AVX-VNNI source. The
+AVX-VNNI variants, AVX2's table but for w8a8 (kernel_variants.W8A8_ONLY), run the w8a8 loads only.
 """
 
 import json
@@ -23,7 +24,7 @@ import sys
 
 import numpy as np
 import pytest
-from kernel_variants import VARIANTS, available_variants
+from kernel_variants import VARIANTS, W8A8_ONLY, available_variants
 from package_under_test import PACKAGE_PARENT, PYTHON, child_env
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
@@ -57,7 +58,8 @@ EXTRA = {
 
 
 def _write_cases(root):
-    """The checkpoints (each with a one-layer draft of its family) and the children's CASES_JSON."""
+    """The checkpoints (each with a one-layer draft of its family) and the children's CASES_JSON: every dtype and
+    the shipped target, and (the second) the w8a8 loads alone, for W8A8_ONLY."""
     cases = []
     plan = [(family, family, FAMILY_ARGS.get(family, {}), PROMPT, 6) for family in FAMILIES]
     plan += [(name, *spec) for name, spec in EXTRA.items()]
@@ -76,17 +78,19 @@ def _write_cases(root):
                 "gen_prompt_len": gen_len,
             }
         )
-    spec = os.path.join(root, "cases.json")
+    spec, w8a8 = os.path.join(root, "cases.json"), os.path.join(root, "cases-w8a8.json")
     with open(spec, "w") as f:
         json.dump({"cases": cases, "shipped": True}, f)
-    return spec
+    with open(w8a8, "w") as f:
+        json.dump({"cases": [dict(c, dtypes=["w8a8"]) for c in cases], "shipped": False}, f)
+    return spec, w8a8
 
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
     """variant -> its outputs ({key: array}), every variant this CPU runs computed at once, one process each."""
     root = str(tmp_path_factory.mktemp("variants"))
-    spec = _write_cases(root)
+    spec, w8a8_spec = _write_cases(root)
     script = os.path.join(FIXTURES, "variant_outputs.py")
     procs = {}
     for variant in available_variants():
@@ -95,7 +99,7 @@ def outputs(tmp_path_factory):
         procs[variant] = (
             out,
             subprocess.Popen(
-                [PYTHON, script, spec, out],
+                [PYTHON, script, w8a8_spec if variant in W8A8_ONLY else spec, out],
                 env=env,
                 cwd=PACKAGE_PARENT,
                 stdout=subprocess.PIPE,
@@ -119,10 +123,13 @@ def outputs(tmp_path_factory):
 
 
 def _compare(outputs, variant, prefix):
+    """Asserts variant's outputs under prefix bitwise scalar's (W8A8_ONLY: those of the w8a8 loads); their keys."""
     if variant not in outputs:
         pytest.skip(f"this CPU does not run the {variant} kernels")
     want, got = outputs["scalar"], outputs[variant]
     keys = sorted(k for k in want if k.startswith(prefix))
+    if variant in W8A8_ONLY:
+        keys = [k for k in keys if k.split("/")[1] == "w8a8" and not k.startswith("shipped/")]
     assert keys and sorted(k for k in got if k.startswith(prefix)) == keys, (
         f"{variant}: expected the outputs {keys[:6]}..., got {sorted(got)[:6]}..."
     )
@@ -148,10 +155,12 @@ def test_whole_forwards_and_generations_of_every_family_and_dtype_are_the_same_b
     cases = {k.split("/")[0] for k in keys} - {"shipped"}
     assert cases == set(FAMILIES) | set(EXTRA), f"expected every family's outputs, got {sorted(cases)}"
     loads = {k.split("/")[1] for k in keys if not k.startswith("shipped/")}
-    assert loads == set(DTYPES), f"expected every dtype's outputs, got {sorted(loads)}"
+    want = {"w8a8"} if variant in W8A8_ONLY else set(DTYPES)
+    assert loads == want, f"expected the outputs of {sorted(want)}, got {sorted(loads)}"
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "scalar"])
+# the shipped target loads float32 and int8, which the W8A8_ONLY variants compute with AVX2's own functions
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "scalar" and v not in W8A8_ONLY])
 def test_shipped_target_logits_are_the_same_bits(outputs, variant):
     keys = _compare(outputs, variant, "shipped/")
     assert keys == ["shipped/float32/logits", "shipped/int8/logits"], f"expected float32 and int8 logits, got {keys}"

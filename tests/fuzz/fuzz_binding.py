@@ -864,7 +864,8 @@ def misc_case(r, run):
         run.call("get_num_threads", _core.get_num_threads)
         run.call("kernels_name", _core.kernels_name)
     elif k == 4:
-        name = r.choice(["scalar", "avx2", "avx512", "avx512-emulated", "", "x" * 100, None, 5, "\ud800", "avx2\0"])
+        variants = ["scalar", "avx2", "avx-vnni", "avx512", "avx512-emulated", "avx-vnni-evex"]
+        name = r.choice([*variants, "", "x" * 100, None, 5, "\ud800", "avx2\0"])
         before = _core.kernels_name()
         run.call("select_kernels", _core.select_kernels, name)
         _core.select_kernels(before)

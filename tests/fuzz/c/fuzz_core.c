@@ -848,9 +848,10 @@ static void run_model(fz *f, int huge) {
                 break;
             }
             default: {
-                static const char *const names[] = { "scalar", "avx2", "avx512", "avx512-emulated" };
+                static const char *const names[] = { "scalar", "avx2", "avx-vnni", "avx512", "avx512-emulated",
+                                                     "avx-vnni-evex" };
                 uint8_t k = u8(f);
-                if (k < 200) (void)CALL("ha_kernels_select", ha_kernels_select(names[k % 4]));
+                if (k < 200) (void)CALL("ha_kernels_select", ha_kernels_select(names[k % 6]));
                 else reset(lm);
                 break;
             }
