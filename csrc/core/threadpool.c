@@ -43,7 +43,7 @@
 #define BACKOFF_GROWTH 4
 #define BACKOFF_MAX_NS 512000000
 #define ALONE_EVERY 64                /* of a kind's jobs, one runs alone to keep its time alone current */
-#define KINDS 64                      /* kinds of job timed at once: a forward has about a dozen */
+#define KINDS 256                     /* kinds of job timed at once: a forward has a dozen for each chunk size */
 #define UNCLAIMED 0xFFFFFFFFu         /* a piece number above any job's: nothing to take while a job is set up */
 
 /* A kind of job, and what running it alone takes. */

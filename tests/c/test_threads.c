@@ -244,14 +244,14 @@ static void count_range(void *ctx, int64_t b, int64_t e) {
     atomic_fetch_add(done, (int)(e - b));
 }
 
-/* Each kind of job (function, size, key) keeps its own time alone, however many kinds a forward interleaves and
- * wherever their hashes fall: 30 kinds (one function, 16 sizes; one size, 14 keys), each met 20 times in turn,
- * are each new once, and every job is computed whole. */
+/* Each kind of job (function, size, key) keeps its own time alone, however many kinds forwards of several chunk
+ * sizes interleave and wherever their hashes fall: 120 kinds (one function, 60 sizes; one size, 60 keys), each met
+ * 10 times in turn, are each new once, and every job is computed whole. */
 void test_threads_kinds_are_timed_apart(void) {
     CHECK_OK(ha_set_num_threads(2));
     ha_pool_stats before, after;
     ha_pool_get_stats(&before);
-    enum { SIZES = 16, KEYS = 14, ROUNDS = 20 };
+    enum { SIZES = 60, KEYS = 60, ROUNDS = 10 };
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < SIZES + KEYS; i++) {
             atomic_int done;
