@@ -48,6 +48,9 @@ typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
  * ha_parallel_for itself. */
 void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);
+/* ha_parallel_for, where jobs of one fn and n differ in size: key tells them apart (e.g. a matmul's multiply-adds), so
+ * that each is timed against its own time alone. ha_parallel_for's jobs have key 0. */
+void ha_parallel_for_kind(ha_range_fn fn, void *ctx, int64_t n, uint64_t key);
 /* Starts the pool if none runs (so that a failure to start threads is reported where it can be). */
 ha_status ha_pool_ensure(void);
 /* on != 0: the calling thread's jobs run on that thread alone, leaving the pool's workers asleep (the assisted
@@ -61,6 +64,7 @@ typedef struct ha_pool_stats {
                               did not pay */
     int64_t backoffs;      /* times the caller stopped offering jobs to the workers */
     int64_t caller_sleeps; /* times the caller slept waiting for a worker's piece */
+    int64_t kinds_new;     /* kinds of job (function, size, key) met first, or again after others took their place */
     int workers_asleep;    /* workers asleep now, waiting for a job */
 } ha_pool_stats;
 void ha_pool_get_stats(ha_pool_stats *out);

@@ -12,8 +12,9 @@
  *    thread (perhaps the one holding the last piece) the scheduler runs there;
  *  - a worker descheduled while holding a piece still holds up its job, which nothing can take back without
  *    computing an index twice; and two threads can be slower than one where they share a core's units or its
- *    memory bandwidth with others. So the caller times jobs: each kind of job (its function and size) now and
- *    then alone (ALONE_EVERY), and the rest on the pool, whose time it holds against the kind's time alone.
+ *    memory bandwidth with others. So the caller times jobs: each kind of job (its function and size, and the
+ *    caller's key where one function's jobs of one size differ) now and then alone (ALONE_EVERY), and the rest
+ *    on the pool, whose time it holds against the kind's time alone.
  *    When the pool's jobs stop paying (their balance, capped at CREDIT_MAX_NS, goes negative) it runs every
  *    job alone for a while: BACKOFF_MIN_NS at first, BACKOFF_GROWTH times longer while the pool keeps
  *    losing, up to BACKOFF_MAX_NS, then tries the pool again. On an idle machine the pool does not lose and
@@ -42,15 +43,17 @@
 #define BACKOFF_GROWTH 4
 #define BACKOFF_MAX_NS 512000000
 #define ALONE_EVERY 64                /* of a kind's jobs, one runs alone to keep its time alone current */
-#define KINDS 64                      /* kinds of job timed (hash slots) */
+#define KINDS 256                     /* kinds of job timed at once: a forward has a dozen for each chunk size */
 #define UNCLAIMED 0xFFFFFFFFu         /* a piece number above any job's: nothing to take while a job is set up */
 
 /* A kind of job, and what running it alone takes. */
 typedef struct kind {
     ha_range_fn fn;
     int64_t n;
+    uint64_t key;                     /* the caller's word on what else sets its size (ha_parallel_for_kind) */
     int64_t alone_ns;                 /* a moving average of its times alone; 0: not timed yet */
     unsigned jobs;
+    uint64_t used;                    /* when last looked up (a count of lookups): the least recent one makes room */
 } kind;
 
 typedef struct pool {
@@ -76,6 +79,7 @@ typedef struct pool {
  * that changing the thread count keeps what was learnt of the machine's load and of each kind's time alone. */
 static struct {
     int64_t credit, backoff, alone_until;
+    uint64_t lookups;
     kind kinds[KINDS];
 } policy = { .credit = CREDIT_PROBE_NS, .backoff = BACKOFF_MIN_NS };
 
@@ -278,11 +282,30 @@ static int64_t grain_for(int64_t n, int threads) {
     return (n + parts - 1) / parts;
 }
 
-static kind *kind_of(ha_range_fn fn, int64_t n) {
-    uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu;
-    kind *k = &policy.kinds[(h >> 32) % KINDS];
-    if (k->fn != fn || k->n != n) *k = (kind){ .fn = fn, .n = n };
-    return k;
+/* The kind's slot: the first on from its hash that holds it, or else the first empty one (none is ever emptied), or
+ * else, the table full, the least recently used. (With one slot per hash, two kinds of one forward that met in it,
+ * as they may by where the library is loaded, took it from each other at every job, and both ran alone every time as
+ * kinds not yet timed.) */
+static kind *kind_of(pool *p, ha_range_fn fn, int64_t n, uint64_t key) {
+    const uint64_t h = (((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu ^
+                        key * 0xD6E8FEB86659FD93u) >> 32;
+    const uint64_t now = ++policy.lookups;
+    kind *room = NULL;
+    for (int i = 0; i < KINDS; i++) {
+        kind *k = &policy.kinds[(h + (uint64_t)i) % KINDS];
+        if (!k->fn) {
+            room = k;
+            break;
+        }
+        if (k->fn == fn && k->n == n && k->key == key) {
+            k->used = now;
+            return k;
+        }
+        if (!room || k->used < room->used) room = k;
+    }
+    *room = (kind){ .fn = fn, .n = n, .key = key, .used = now };
+    p->stats.kinds_new++;
+    return room;
 }
 
 /* A time alone into the kind's average; a time far above it (the caller descheduled, which costs alike
@@ -307,7 +330,9 @@ static void account(pool *p, const kind *k, int64_t took, int64_t now) {
     }
 }
 
-void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
+void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) { ha_parallel_for_kind(fn, ctx, n, 0); }
+
+void ha_parallel_for_kind(ha_range_fn fn, void *ctx, int64_t n, uint64_t key) {
     if (n <= 0) return;
     if (run_alone) { /* the same results: every index is computed whole whichever thread takes it */
         fn(ctx, 0, n);
@@ -332,7 +357,7 @@ void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n) {
         pthread_mutex_unlock(&run_mu);
         return;
     }
-    kind *k = kind_of(fn, n);
+    kind *k = kind_of(p, fn, n, key);
     const int64_t t0 = now_ns();
     if (t0 < policy.alone_until || k->alone_ns == 0 || ++k->jobs % ALONE_EVERY == 0) {
         p->stats.jobs_alone++;

@@ -327,15 +327,17 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_MAX_S 4
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 /* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
- * near, so that more of the stream is in flight than L1's own misses can track (docs/kernels-and-performance.md). */
-#define W8_NEAR 512
+ * near, so that more of the stream is in flight than L1's own misses can track. Only where a group runs two tiles or
+ * more: a block of one tile (T <= 4) and one token stream the panels faster on the hardware's prefetch alone
+ * (docs/kernels-and-performance.md). */
+#define W8_NEAR 1024
 #define W8_FAR 4096
 
 /* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p * acc_stride + s] (the panel's 16 rows) += the
  * group's terms of panel p0 + p and token t + s. */
-AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64_t groups, int64_t p0, int64_t g,
-                              const char *X, size_t xb, const int32_t *xsum, int64_t t, float (*acc)[HA_PANEL_ROWS],
-                              int64_t acc_stride) {
+AVX512 INLINE void group_w8a8(int P, int S, int PF, const char *W, size_t pstride, int64_t groups, int64_t p0,
+                              int64_t g, const char *X, size_t xb, const int32_t *xsum, int64_t t,
+                              float (*acc)[HA_PANEL_ROWS], int64_t acc_stride) {
     /* A narrow tile's sums run as two chains, the even and the odd steps (added at the group's end, exactly), so
      * that the dependent vpdpbusd of one chain do not wait on each other's latency. */
     const int two = S <= 2;
@@ -360,9 +362,10 @@ AVX512 INLINE void group_w8a8(int P, int S, const char *W, size_t pstride, int64
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)(k + odd) * 64;
-                /* every tile: measured faster than the first tile's alone */
-                __builtin_prefetch(wp + W8_NEAR, 0, 3);
-                __builtin_prefetch(wp + W8_FAR, 0, 2);
+                if (PF) { /* every tile of the group: measured faster than the first tile's alone */
+                    __builtin_prefetch(wp + W8_NEAR, 0, 3);
+                    __builtin_prefetch(wp + W8_FAR, 0, 2);
+                }
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
                 _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
                     if (two && odd) dq[p][s] = _mm512_dpbusd_epi32(dq[p][s], w, xv[s]);
@@ -407,8 +410,6 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
             const __m512i xv = _mm512_set1_epi32(four);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 const char *wp = blk + (size_t)p * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64;
-                __builtin_prefetch(wp + W8_NEAR, 0, 3);
-                __builtin_prefetch(wp + W8_FAR, 0, 2);
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
                 if (k % 2) dq[p] = _mm512_dpbusd_epi32(dq[p], w, xv);
                 else dp[p] = _mm512_dpbusd_epi32(dp[p], w, xv);
@@ -428,12 +429,19 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
 
 #define W8_TOKEN(P) token_w8a8(P, W, pstride, groups, p, Xq, xsum, Y, r0, r1);
 
-#define W8_GROUP_S(P)                                                                                       \
-    switch (S) {                                                                                            \
-    case 4: group_w8a8(P, 4, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    case 3: group_w8a8(P, 3, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    case 2: group_w8a8(P, 2, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    default: group_w8a8(P, 1, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break; \
+#define W8_GROUP_S(P, PF)                                                                                       \
+    switch (S) {                                                                                                \
+    case 4: group_w8a8(P, 4, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    case 3: group_w8a8(P, 3, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    case 2: group_w8a8(P, 2, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
+    default: group_w8a8(P, 1, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break; \
+    }
+#define W8_GROUP(PF)                   \
+    switch (np) {                      \
+    case 4: W8_GROUP_S(4, PF) break;   \
+    case 3: W8_GROUP_S(3, PF) break;   \
+    case 2: W8_GROUP_S(2, PF) break;   \
+    default: W8_GROUP_S(1, PF) break;  \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of W8_MAX_P panels; for each, blocks of up to W8_TOKENS tokens, each run group
@@ -459,17 +467,13 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
         }
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
             const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + W8_MAX_S - 1) / W8_MAX_S;
+            const int pf = tiles > 1;
             for (int q = 0; q < np; q++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[q * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++)
                 for (int64_t t = t0, i = 0; i < tiles; i++) {
                     const int64_t S = (t0 + nt - t + (tiles - i) - 1) / (tiles - i);
-                    switch (np) {
-                    case 4: W8_GROUP_S(4) break;
-                    case 3: W8_GROUP_S(3) break;
-                    case 2: W8_GROUP_S(2) break;
-                    default: W8_GROUP_S(1) break;
-                    }
+                    if (pf) W8_GROUP(1) else W8_GROUP(0)
                     t += S;
                 }
             for (int q = 0; q < np; q++)

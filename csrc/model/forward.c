@@ -42,7 +42,7 @@ static void rows_range(void *ctx, int64_t b, int64_t e) {
 static void for_rows(int64_t T, int64_t width, void (*row)(const void *ctx, int64_t i), const void *ctx) {
     rows_job j = { row, ctx };
     if (T < 2 || T * width < ROWS_SMALL_JOB) rows_range(&j, 0, T);
-    else ha_parallel_for(rows_range, &j, T);
+    else ha_parallel_for_kind(rows_range, &j, T, (uint64_t)(uintptr_t)row * 31 + (uint64_t)width);
 }
 
 
@@ -218,7 +218,7 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
     /* Units of ROW_UNIT rows: units may straddle matrices, which matmul_range splits. */
     int64_t units = (rows + ROW_UNIT - 1) / ROW_UNIT;
     if (rows * W[0]->cols * T < SMALL_JOB) matmul_range(&j, 0, units);
-    else ha_parallel_for(matmul_range, &j, units);
+    else ha_parallel_for_kind(matmul_range, &j, units, (uint64_t)(rows * W[0]->cols * T)); /* o_proj, down_proj apart */
 }
 
 /* Query heads of a kv head per attention task, up to this many (the rest in further pieces). */
@@ -529,7 +529,7 @@ static void mlp_in(const ha_llama_context *c, const ha_llama_layer *L, int64_t T
     const int64_t rows = matmul_prepare(c, &j, count, W, NULL, c->xn, T), units = (s.f + ROW_UNIT - 1) / ROW_UNIT;
     j.mlp = &s;
     if (rows * W[0]->cols * T < SMALL_JOB) mlp_range(&j, 0, units);
-    else ha_parallel_for(mlp_range, &j, units);
+    else ha_parallel_for_kind(mlp_range, &j, units, (uint64_t)(rows * W[0]->cols * T));
 }
 
 /* x (T, d): the forward's T tokens' hidden states at entry `entry` of the recording (ha_llama_context_record_hidden). */

@@ -113,6 +113,7 @@ static const test_case TESTS[] = {
     T(threads_concurrent_callers),
     T(threads_idle_workers_sleep_and_wake_for_the_next_job),
     T(threads_a_stalled_worker_turns_jobs_to_the_caller),
+    T(threads_kinds_are_timed_apart),
     T(threads_forked_child_runs_jobs),
     T(cpus_cgroup_quota_lowers_the_default),
     T(membw_measures_and_rejects),

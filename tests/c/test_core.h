@@ -309,6 +309,7 @@ void test_threads_parallel_for_covers_range(void);
 void test_threads_concurrent_callers(void);
 void test_threads_idle_workers_sleep_and_wake_for_the_next_job(void);
 void test_threads_a_stalled_worker_turns_jobs_to_the_caller(void);
+void test_threads_kinds_are_timed_apart(void);
 void test_threads_forked_child_runs_jobs(void);
 void test_cpus_cgroup_quota_lowers_the_default(void);
 

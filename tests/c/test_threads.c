@@ -238,6 +238,38 @@ void test_threads_a_stalled_worker_turns_jobs_to_the_caller(void) {
     CHECK_OK(ha_set_num_threads(1));
 }
 
+/* Jobs of one function: kinds told apart by size and by key. */
+static void count_range(void *ctx, int64_t b, int64_t e) {
+    atomic_int *done = ctx;
+    atomic_fetch_add(done, (int)(e - b));
+}
+
+/* Each kind of job (function, size, key) keeps its own time alone, however many kinds forwards of several chunk
+ * sizes interleave and wherever their hashes fall: 120 kinds (one function, 60 sizes; one size, 60 keys), each met
+ * 10 times in turn, are each new once, and every job is computed whole. */
+void test_threads_kinds_are_timed_apart(void) {
+    CHECK_OK(ha_set_num_threads(2));
+    ha_pool_stats before, after;
+    ha_pool_get_stats(&before);
+    enum { SIZES = 60, KEYS = 60, ROUNDS = 10 };
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < SIZES + KEYS; i++) {
+            atomic_int done;
+            atomic_init(&done, 0);
+            const int64_t n = i < SIZES ? 100 + i : 40;
+            if (i < SIZES) ha_parallel_for(count_range, &done, n);
+            else ha_parallel_for_kind(count_range, &done, n, (uint64_t)(i - SIZES + 1) * 2048);
+            CHECK(atomic_load(&done) == n, "round %d, kind %d: %lld indices expected, %d computed", round, i,
+                  (long long)n, atomic_load(&done));
+        }
+    }
+    ha_pool_get_stats(&after);
+    CHECK(after.kinds_new - before.kinds_new == SIZES + KEYS,
+          "%d kinds met %d times each in turn: expected each new once (%d), got %lld new", SIZES + KEYS, ROUNDS,
+          SIZES + KEYS, (long long)(after.kinds_new - before.kinds_new));
+    CHECK_OK(ha_set_num_threads(1));
+}
+
 /* A child forked while the pool's workers sleep (its copy of the pool has no threads) starts a pool of its own. */
 void test_threads_forked_child_runs_jobs(void) {
     CHECK_OK(ha_set_num_threads(2));
