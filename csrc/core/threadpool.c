@@ -288,7 +288,8 @@ static int64_t grain_for(int64_t n, int threads) {
  * kinds not yet timed.) */
 static kind *kind_of(pool *p, ha_range_fn fn, int64_t n, uint64_t key) {
     const uint64_t h = (((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15u ^ (uint64_t)n * 0xC2B2AE3D27D4EB4Fu ^
-                        key * 0xD6E8FEB86659FD93u) >> 32;
+                        key * 0xD6E8FEB86659FD93u) >>
+                       32;
     const uint64_t now = ++policy.lookups;
     kind *room = NULL;
     for (int i = 0; i < KINDS; i++) {

@@ -436,12 +436,12 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
     case 2: group_w8a8(P, 2, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
     default: group_w8a8(P, 1, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break; \
     }
-#define W8_GROUP(PF)                   \
-    switch (np) {                      \
-    case 4: W8_GROUP_S(4, PF) break;   \
-    case 3: W8_GROUP_S(3, PF) break;   \
-    case 2: W8_GROUP_S(2, PF) break;   \
-    default: W8_GROUP_S(1, PF) break;  \
+#define W8_GROUP(PF)                  \
+    switch (np) {                     \
+    case 4: W8_GROUP_S(4, PF) break;  \
+    case 3: W8_GROUP_S(3, PF) break;  \
+    case 2: W8_GROUP_S(2, PF) break;  \
+    default: W8_GROUP_S(1, PF) break; \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of W8_MAX_P panels; for each, blocks of up to W8_TOKENS tokens, each run group
@@ -473,7 +473,11 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
             for (int64_t g = 0; g < groups; g++)
                 for (int64_t t = t0, i = 0; i < tiles; i++) {
                     const int64_t S = (t0 + nt - t + (tiles - i) - 1) / (tiles - i);
-                    if (pf) W8_GROUP(1) else W8_GROUP(0)
+                    if (pf) {
+                        W8_GROUP(1)
+                    } else {
+                        W8_GROUP(0)
+                    }
                     t += S;
                 }
             for (int q = 0; q < np; q++)

@@ -233,7 +233,7 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
 typedef struct attention_job {
     const ha_llama_context *c;
     int64_t layer;
-    int64_t pieces;     /* tasks per (run, kv head): the group's query heads in pieces of up to ATTN_QUERIES */
+    int64_t pieces; /* tasks per (run, kv head): the group's query heads in pieces of up to ATTN_QUERIES */
     const int64_t *run; /* (runs + 1,) the chunk's runs: run r is tokens run[r] .. run[r + 1] - 1 */
 } attention_job;
 
