@@ -105,20 +105,20 @@ static int64_t conf_bin(double conf) {
     return b < 0 ? 0 : b >= COST_BINS ? COST_BINS - 1 : b;
 }
 
-/* The chance a candidate the draft gave probability conf is accepted: the running rate of its tenth, pulled
- * towards the tenth's middle while little tested. */
-double ha_cost_conf_rate(const cost_model *c, double conf) {
+/* The running rate of conf's tenth in counts acc, tested (COST_BINS,), pulled towards the tenth's middle while
+ * little tested. */
+static double bin_rate(const double *acc, const double *tested, double conf) {
     const int64_t b = conf_bin(conf);
-    return (c->bin_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->bin_tested[b] + 2.0);
+    return (acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (tested[b] + 2.0);
 }
+
+/* The chance a candidate the draft gave probability conf is accepted. */
+double ha_cost_conf_rate(const cost_model *c, double conf) { return bin_rate(c->bin_acc, c->bin_tested, conf); }
 
 /* An alternative's chance, from counts of its own: a second choice of probability 0.05 under a confident first is
  * the target's token far less often than a first choice of 0.05 (where the draft is unsure of every token), so rated
  * as first choices the width would look worth more than it yields. The same prior, the tenth's middle. */
-double ha_cost_alt_rate(const cost_model *c, double conf) {
-    const int64_t b = conf_bin(conf);
-    return (c->alt_acc[b] + 2.0 * ((double)b + 0.5) / COST_BINS) / (c->alt_tested[b] + 2.0);
-}
+double ha_cost_alt_rate(const cost_model *c, double conf) { return bin_rate(c->alt_acc, c->alt_tested, conf); }
 
 void ha_cost_count_alt(cost_model *c, double conf, int accepted) {
     c->alt_tested[conf_bin(conf)] += 1.0;

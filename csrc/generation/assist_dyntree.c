@@ -106,7 +106,8 @@ static ha_status expand(const ha_assist_params *p, const ha_sampler *sampler, co
                                        .qx = qx,
                                        .qr = qr,
                                        .cum = d->cum * qr };
-        if (cost) /* as select_nodes rates it: a first child by the chain's candidates' rates, others as alternatives */
+        if (cost) /* the chance acceptance reaches it: a first child by the chain's candidates' rates, others as
+                   * alternatives (what the frontier and select_nodes' gains read) */
             r->dn[r->n_dn - 1].reach = d->reach * (c == 0 ? ha_cost_conf_rate(cost, qx) : ha_cost_alt_rate(cost, qr));
     }
     return HA_OK;
@@ -198,7 +199,6 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
 static int64_t select_nodes(const cost_model *cost, row_state *r, int64_t n_max, double *gain) {
     int64_t n = 0;
     for (int64_t j = 0; j < r->n_dn; j++) r->dn[j].vi = -1;
-    r->dn[0].reach = 1.0;
     while (n < n_max) {
         int64_t best = -1;
         for (int64_t j = 1; j < r->n_dn; j++) {
@@ -214,12 +214,9 @@ static int64_t select_nodes(const cost_model *cost, row_state *r, int64_t n_max,
         const int64_t add = r->dn[par->child0].vi < 0 ? par->child0 : best;
         r->dn[add].vi = (int32_t)n;
         r->vnode[n] = (int32_t)add;
-        if (cost) { /* a first child by the chain's candidates' rates, the others as alternatives */
-            r->dn[add].reach = par->reach * (add == par->child0 ? ha_cost_conf_rate(cost, r->dn[add].qx)
-                                                                : ha_cost_alt_rate(cost, r->dn[add].qr));
+        if (cost) /* its parent's reach (expand's) times its rate, as expand rates a child */
             gain[n] = par->reach * (best == par->child0 ? ha_cost_conf_rate(cost, r->dn[best].qr)
                                                         : ha_cost_alt_rate(cost, r->dn[best].qr));
-        }
         n++;
     }
     return n;
