@@ -44,15 +44,20 @@ def test_exactness_suites_pass_on_every_kernel_variant(variant):
         )
 
 
-def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
-    r = subprocess.run(
-        [PYTHON, "-c", "import habana_assist"],
-        env=child_env(HA_KERNELS="avx9000"),
+def import_forcing(variant, code="import habana_assist"):
+    """A child Python importing the package with HA_KERNELS=variant and running code."""
+    return subprocess.run(
+        [PYTHON, "-c", code],
+        env=child_env(HA_KERNELS=variant),
         capture_output=True,
         text=True,
         cwd=PACKAGE_PARENT,
         timeout=60,
     )
+
+
+def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
+    r = import_forcing("avx9000")
     assert r.returncode != 0 and "HA_KERNELS=avx9000" in r.stderr and "scalar" in r.stderr, (
         f"expected an ImportError naming HA_KERNELS and the variants, got rc={r.returncode}:\n{r.stderr[-1500:]}"
     )
@@ -60,14 +65,7 @@ def test_forcing_an_unknown_variant_fails_the_import_with_a_clear_message():
 
 def test_forcing_avx_vnni_runs_it_or_fails_the_import_naming_the_missing_feature():
     """HA_KERNELS=avx-vnni on a CPU with AVX-VNNI runs it; on one without, the import fails naming AVX-VNNI."""
-    r = subprocess.run(
-        [PYTHON, "-c", "import habana_assist as ha; print(ha.kernels_name())"],
-        env=child_env(HA_KERNELS="avx-vnni"),
-        capture_output=True,
-        text=True,
-        cwd=PACKAGE_PARENT,
-        timeout=60,
-    )
+    r = import_forcing("avx-vnni", "import habana_assist as ha; print(ha.kernels_name())")
     if "avx-vnni" in available_variants():
         assert r.returncode == 0 and r.stdout.split() == ["avx-vnni"], f"rc={r.returncode}:\n{r.stderr[-1500:]}"
     else:
