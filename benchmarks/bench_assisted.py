@@ -9,17 +9,21 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
 1. Batch 1, the schedules on the first 4 held-out prompts (the demo's): plain; "cost" (K per round from the
    pair's measured costs, up to 16); "constant" K = 4; "heuristic" (Transformers' rule from K = 4 with its
    confidence threshold 0.4, transient so calls do not carry K); Transformers' defaults (constant K = 20,
-   threshold 0.4). For each: tokens/s generation-only (the call less the prompt's prefill: a max_new_tokens=1
-   call of the target, and for assisted cases also of the draft, which prefills the prompt too; as llama.cpp
-   reports "eval" apart from "prompt eval") and end to end, speed-up over plain, acceptance (accepted /
+   threshold 0.4). For each: tokens/s generation-only (the call less the prompt's prefill, the target's and the
+   draft's taking in the prompt, by the core's own clock: result.timings, total - prefill; as llama.cpp reports
+   "eval" apart from "prompt eval") and end to end (the wall clock), speed-up over plain, acceptance (accepted /
    proposed), tokens per round, the ideal speed-up and measured over ideal. The ideal is the cost model's
-   (Leviathan et al. with measured costs): from the call's own counts (rounds with exactly k drafts, from
-   proposed_per_position and num_target_passes) and the pair's measured costs (model.assisted_costs: a draft
-   step d, a target append of T tokens t(T), timed at position 256), ideal time = sum over rounds of
-   k d + t(k + 1), ideal speed-up = new tokens x t(1) / ideal time; measured over ideal = the generation-only
-   speed-up / the ideal speed-up.
+   (Leviathan et al. with measured costs, as the core's cost schedule counts them): from the call's own counts
+   (rounds with exactly k drafts, from proposed_per_position and num_target_passes) and the pair's measured costs
+   (model.assisted_costs: a target append of T tokens t(T), a draft step d, and a round's first draft step d1,
+   which runs right after the target's append, timed at position 256), ideal time = sum over rounds of
+   t(k + 1) + (d1 + (k - 1) d where k >= 1), ideal speed-up = new tokens x t(1) / ideal time; measured over ideal
+   = the generation-only speed-up / the ideal speed-up. Where the generating time went (result.timings): the
+   target's forwards over the model's sum of t(k + 1) (target/model), the draft's steps over the model's
+   (draft/model), and the rest of the loop (sampling, acceptance, bookkeeping) as a share of it (other).
 2. Batches of 1, 2, 4 and 8 held-out prompts (left-padded): plain and assisted ("cost" and constant K = 4)
-   tokens/s (all rows' new tokens), generation-only and end to end, speed-up, and assisted throughput over
+   tokens/s (all rows' new tokens), generation-only (result.timings) and end to end, speed-up, and assisted
+   throughput over
    batch 1's. Measured over ideal for a batch: ideal time = rounds x (s d_b + t_b(T)), T the mean tokens a
    round verifies over all rows, s the mean candidates per row and round (a lower bound on the draft steps of a
    round, so the ideal is optimistic), d_b and t_b timed here as one append of b (draft) and T (target) tokens
@@ -97,26 +101,50 @@ def rounds_by_k(res):
     return out
 
 
-def ideal_time(res, costs):
-    """Seconds the cost model gives a batch-1 call's rounds: sum over rounds of k d + t(k + 1)."""
+def model_times(res, costs):
+    """(target, draft) seconds the cost model gives a batch-1 call's rounds, as the core's cost schedule counts them
+    (assist_cost.c): a round of k drafts costs t(k + 1) on the target and, for k >= 1, a first draft step right
+    after the target's append (draft_first: the draft's weights out of the caches) and k - 1 more (draft_step)."""
     t = costs.target
+    first = costs.draft_first[0] if costs.draft_first else costs.draft_step
 
     def verify(T):  # past the measured table, on the line through its last two points (as the core)
         return t[T - 1] if T <= len(t) else t[-1] + (T - len(t)) * max(0.0, t[-1] - t[-2])
 
-    return sum(n * (k * costs.draft_step + verify(k + 1)) for k, n in rounds_by_k(res).items())
+    rounds = rounds_by_k(res).items()
+    return (
+        sum(n * verify(k + 1) for k, n in rounds),
+        sum(n * (first + (k - 1) * costs.draft_step) for k, n in rounds if k > 0),
+    )
+
+
+def ideal_time(res, costs):
+    """Seconds the cost model gives a batch-1 call's rounds (model_times: target and draft)."""
+    return sum(model_times(res, costs))
+
+
+def generating(res):
+    """Seconds of a result's call after the prompt's prefill (the target's, and the draft's taking in the prompt),
+    from the core's own clock (result.timings): what llama.cpp reports as "eval" apart from "prompt eval"."""
+    return res.timings["total"] - res.timings["prefill"]
 
 
 def interleaved(calls, repeats):
-    """{key: best seconds} of calls {key: fn}, timed in rounds that call every fn once (the machine's speed
-    drifts from minute to minute; every case sees the same drift)."""
+    """({key: best seconds}, {key: result}) of calls {key: fn}, timed in rounds that call every fn once (the
+    machine's speed drifts from minute to minute; every case sees the same drift); a call that returns a result
+    with timings (return_dict_in_generate=True) keeps the result of its fastest generating (generating())."""
     best = dict.fromkeys(calls, float("inf"))
+    kept = {}
     for _ in range(repeats):
         for key, fn in calls.items():
             t0 = time.perf_counter()
-            fn()
+            res = fn()
             best[key] = min(best[key], time.perf_counter() - t0)
-    return best
+            if getattr(res, "timings", None) is not None and (
+                key not in kept or generating(res) < generating(kept[key])
+            ):
+                kept[key] = res
+    return best, kept
 
 
 def pass_fail(value, target):
@@ -125,7 +153,8 @@ def pass_fail(value, target):
 
 def shipped_schedules(target, draft, tok, n_new, repeats, others):
     """Table 1: batch 1 on the demo's 4 held-out prompts, plain and each schedule; plain also with the target held in
-    each other numerics class ({class: model}), and every row's speed-up over the fastest of those plain rows."""
+    each other numerics class ({class: model}), and every row's speed-up over the fastest of those plain rows.
+    Generating figures from the core's clock (result.timings), end to end from the wall clock."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
     schedules = {
         "cost (K <= 16)": dict(
@@ -144,86 +173,83 @@ def shipped_schedules(target, draft, tok, n_new, repeats, others):
         ),
     }
     costs = target.assisted_costs(draft)
-    base = dict(max_new_tokens=n_new, eos_token_id=[])
+    base = dict(max_new_tokens=n_new, eos_token_id=[], return_dict_in_generate=True)
     calls = {}
     for i, ids in enumerate(prompts):
-        calls["prefill", i] = lambda ids=ids: target.generate(ids, max_new_tokens=1)
-        calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
         calls["plain", i] = lambda ids=ids: target.generate(ids, **base)
         for cls, other in others.items():
-            calls["prefill " + cls, i] = lambda ids=ids, m=other: m.generate(ids, max_new_tokens=1)
             calls["plain " + cls, i] = lambda ids=ids, m=other: m.generate(ids, **base)
         # untimed for the table: the pair's first call after the other classes' models runs with their weights in
         # the caches (measured: ~30 ms slower a call here), which would fall on whichever schedule came first
         calls["warm the pair", i] = lambda ids=ids: target.generate(ids, assistant_model=draft, max_new_tokens=4)
         for name, kw in schedules.items():
             calls[name, i] = lambda ids=ids, kw=kw: target.generate(ids, assistant_model=draft, **base, **kw)
-    best = interleaved(calls, repeats)
-    plain_out = [target.generate(ids, **base) for ids in prompts]
-    t_prefill = sum(best["prefill", i] for i in range(len(prompts)))
-    t_prefill_a = t_prefill + sum(best["draft prefill", i] for i in range(len(prompts)))
-    t_plain = sum(best["plain", i] for i in range(len(prompts)))
+    best, kept = interleaved(calls, repeats)
+    n = range(len(prompts))
+
+    def wall(key):
+        return sum(best[key, i] for i in n)
+
+    def gen(key):
+        return sum(generating(kept[key, i]) for i in n)
+
     n_all = n_new * len(prompts)
-    rows = [
-        dict(
-            case="plain " + target.weight_dtype,
-            gen=n_all / (t_plain - t_prefill),
-            e2e=n_all / t_plain,
-            speed_gen=1.0,
-            speed_e2e=1.0,
-            a=float("nan"),
-            per_round=1.0,
-            ideal=1.0,
-            meas_ideal=float("nan"),
-            same=True,
-        )
-    ]
-    for cls, other in others.items():
-        t_other = sum(best["plain " + cls, i] for i in range(len(prompts)))
-        t_other_prefill = sum(best["prefill " + cls, i] for i in range(len(prompts)))
+    t_plain, g_plain = wall("plain"), gen("plain")
+    plain_seqs = [kept["plain", i].sequences for i in n]
+    rows = []
+    for key in ["plain"] + ["plain " + cls for cls in others]:
         rows.append(
             dict(
-                case="plain " + cls,
-                gen=n_all / (t_other - t_other_prefill),
-                e2e=n_all / t_other,
-                speed_gen=(t_plain - t_prefill) / (t_other - t_other_prefill),
-                speed_e2e=t_plain / t_other,
+                case="plain " + target.weight_dtype if key == "plain" else key,
+                gen=n_all / gen(key),
+                e2e=n_all / wall(key),
+                speed_gen=g_plain / gen(key),
+                speed_e2e=t_plain / wall(key),
                 a=float("nan"),
                 per_round=1.0,
-                ideal=float("nan"),
+                ideal=1.0 if key == "plain" else float("nan"),
                 meas_ideal=float("nan"),
-                same=None,
+                parts=None,
+                same=True if key == "plain" else None,
             )
         )
-    for name, kw in schedules.items():
-        results = [
-            target.generate(ids, assistant_model=draft, return_dict_in_generate=True, **base, **kw) for ids in prompts
-        ]
-        t_all = sum(best[name, i] for i in range(len(prompts)))
+    for name in schedules:
+        results = [kept[name, i] for i in n]
         proposed = sum(r.num_draft_tokens for r in results)
         accepted = sum(r.num_accepted_tokens for r in results)
-        t_ideal = sum(ideal_time(r, costs) for r in results)
-        speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
+        model = [model_times(r, costs) for r in results]
+        t_ideal = sum(sum(m) for m in model)
+        g = gen(name)
+        speed_gen = g_plain / g
         ideal = n_all * costs.target[0] / t_ideal
         rows.append(
             dict(
                 case=name,
-                gen=n_all / (t_all - t_prefill_a),
-                e2e=n_all / t_all,
+                gen=n_all / g,
+                e2e=n_all / wall(name),
                 speed_gen=speed_gen,
-                speed_e2e=t_plain / t_all,
+                speed_e2e=t_plain / wall(name),
                 a=accepted / max(proposed, 1),
                 per_round=n_all / sum(r.num_rounds for r in results),
                 ideal=ideal,
                 meas_ideal=speed_gen / ideal,
-                same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
+                # where the generating time went, against the cost model's share of each part
+                parts=dict(
+                    target=sum(r.timings["target"] for r in results) / sum(m[0] for m in model),
+                    draft=sum(r.timings["draft"] for r in results) / max(sum(m[1] for m in model), 1e-12),
+                    other=sum(r.timings["other"] for r in results) / g,
+                ),
+                same=all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_seqs)),
             )
         )
     fastest = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["gen"])
     fastest_e2e = max((r for r in rows if r["case"].startswith("plain")), key=lambda r: r["e2e"])
     for r in rows:
         r["fast_gen"], r["fast_e2e"] = r["gen"] / fastest["gen"], r["e2e"] / fastest_e2e["e2e"]
-    return rows, costs, t_prefill / t_plain, fastest["case"]
+    prefill_share = sum(kept["plain", i].timings["prefill"] for i in n) / sum(
+        kept["plain", i].timings["total"] for i in n
+    )
+    return rows, costs, prefill_share, fastest["case"]
 
 
 def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
@@ -231,7 +257,14 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     sampling (constant K = 4, confidence threshold 0.4: Transformers' threshold), on the demo's 4 held-out prompts x
     `seeds` seeds; figures as table 1's, summed over all the calls."""
     prompts = [tok(text, return_tensors="np")["input_ids"] for _, text in demo_prompts(4, 30)]
-    base = dict(max_new_tokens=n_new, eos_token_id=[], do_sample=True, temperature=0.8, top_k=top_k)
+    base = dict(
+        max_new_tokens=n_new,
+        eos_token_id=[],
+        do_sample=True,
+        temperature=0.8,
+        top_k=top_k,
+        return_dict_in_generate=True,
+    )
     assist = dict(
         assistant_model=draft,
         num_assistant_tokens=4,
@@ -246,8 +279,6 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
     costs = target.assisted_costs(draft)
     calls = {}
     for i, ids in enumerate(prompts):
-        calls["prefill", i] = lambda ids=ids: target.generate(ids, max_new_tokens=1)
-        calls["draft prefill", i] = lambda ids=ids: draft.generate(ids, max_new_tokens=1)
         for seed in range(seeds):
             for name, kw in modes.items():
                 if name == "rejection":  # untimed: the pair's first call after plain's (as in table 1)
@@ -255,15 +286,15 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
                         ids, assistant_model=draft, max_new_tokens=4
                     )
                 calls[name, i, seed] = lambda ids=ids, kw=kw, seed=seed: target.generate(ids, seed=seed, **base, **kw)
-    best = interleaved(calls, repeats)
-    t_prefill = seeds * sum(best["prefill", i] for i in range(len(prompts)))
-    t_prefill_a = t_prefill + seeds * sum(best["draft prefill", i] for i in range(len(prompts)))
-    n_all = n_new * len(prompts) * seeds
-    t_plain = sum(best["plain", i, seed] for i in range(len(prompts)) for seed in range(seeds))
+    best, kept = interleaved(calls, repeats)
+    keys = [(i, seed) for i in range(len(prompts)) for seed in range(seeds)]
+    n_all = n_new * len(keys)
+    t_plain = sum(best["plain", i, seed] for i, seed in keys)
+    g_plain = sum(generating(kept["plain", i, seed]) for i, seed in keys)
     rows = [
         dict(
             case="plain",
-            gen=n_all / (t_plain - t_prefill),
+            gen=n_all / g_plain,
             e2e=n_all / t_plain,
             speed_gen=1.0,
             speed_e2e=1.0,
@@ -274,32 +305,31 @@ def shipped_sampling(target, draft, tok, n_new, repeats, seeds, top_k):
             same=True,
         )
     ]
-    for name, kw in list(modes.items())[1:]:
-        results = [
-            (
-                target.generate(ids, seed=seed, return_dict_in_generate=True, **base, **kw),
-                target.generate(ids, seed=seed, **base),
-            )
-            for ids in prompts
-            for seed in range(seeds)
-        ]
-        t_all = sum(best[name, i, seed] for i in range(len(prompts)) for seed in range(seeds))
-        speed_gen = (t_plain - t_prefill) / (t_all - t_prefill_a)
-        ideal = n_all * costs.target[0] / sum(ideal_time(r, costs) for r, _ in results)
+    for name in list(modes)[1:]:
+        results = [kept[name, i, seed] for i, seed in keys]
+        t_all = sum(best[name, i, seed] for i, seed in keys)
+        g = sum(generating(r) for r in results)
+        speed_gen = g_plain / g
+        ideal = n_all * costs.target[0] / sum(ideal_time(r, costs) for r in results)
         rows.append(
             dict(
                 case=name,
-                gen=n_all / (t_all - t_prefill_a),
+                gen=n_all / g,
                 e2e=n_all / t_all,
                 speed_gen=speed_gen,
                 speed_e2e=t_plain / t_all,
-                a=(
-                    sum(r.num_accepted_tokens for r, _ in results) / max(sum(r.num_draft_tokens for r, _ in results), 1)
-                ),
-                per_round=n_all / sum(r.num_rounds for r, _ in results),
+                a=sum(r.num_accepted_tokens for r in results) / max(sum(r.num_draft_tokens for r in results), 1),
+                per_round=n_all / sum(r.num_rounds for r in results),
                 ideal=ideal,
                 meas_ideal=speed_gen / ideal,
-                same=all(np.array_equal(r.sequences, p) for r, p in results) if name == "coupled" else None,
+                same=(
+                    all(
+                        np.array_equal(r.sequences, kept["plain", i, seed].sequences)
+                        for r, (i, seed) in zip(results, keys)
+                    )
+                    if name == "coupled"
+                    else None
+                ),
             )
         )
     return rows
@@ -329,7 +359,7 @@ def _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases):
         for i, ids in enumerate(prompts)
         for seed in seeds
     }
-    best = interleaved(calls, repeats)
+    best, _ = interleaved(calls, repeats)
     plain_out = [target.generate(ids, max_new_tokens=n_new, eos_token_id=[]) for ids in prompts]
     rows = {}
     for name, kw in cases.items():
@@ -437,49 +467,44 @@ def shipped_batches(target, draft, tok, n_new, repeats, batches):
             assistant_confidence_threshold=0.0,
         ),
     }
-    base = dict(max_new_tokens=n_new, eos_token_id=[])
+    base = dict(max_new_tokens=n_new, eos_token_id=[], return_dict_in_generate=True)
     encs = {b: tok(texts[:b], return_tensors="np", padding=True) for b in batches}
     calls = {}
     for b, enc in encs.items():
-        calls[b, "prefill"] = lambda enc=enc: target.generate(**enc, max_new_tokens=1)
-        calls[b, "draft prefill"] = lambda enc=enc: draft.generate(**enc, max_new_tokens=1)
         for mode, kw in modes.items():
             if mode == "cost":  # untimed: the pair's first call after plain's (as in table 1)
                 calls[b, "warm the pair"] = lambda enc=enc: target.generate(
                     **enc, assistant_model=draft, max_new_tokens=4
                 )
             calls[b, mode] = lambda enc=enc, kw=kw: target.generate(**enc, **base, **kw)
-    best = interleaved(calls, repeats)
+    best, kept = interleaved(calls, repeats)
     costs = target.assisted_costs(draft)
     d1 = costs.draft_step
     table = []
     for b, enc in encs.items():
-        plain = target.generate(**enc, **base)
-        t_plain = best[b, "plain"]
+        plain = kept[b, "plain"]
         for mode in modes:
             n_all = b * n_new
-            t_all = best[b, mode]
-            t_pre = best[b, "prefill"] + (best[b, "draft prefill"] if mode != "plain" else 0.0)
+            res = kept[b, mode]
             row = dict(
                 batch=b,
                 mode=mode,
-                gen=n_all / (t_all - t_pre),
-                e2e=n_all / t_all,
-                speed_gen=(t_plain - best[b, "prefill"]) / (t_all - t_pre),
-                speed_e2e=t_plain / t_all,
+                gen=n_all / generating(res),
+                e2e=n_all / best[b, mode],
+                speed_gen=generating(plain) / generating(res),
+                speed_e2e=best[b, "plain"] / best[b, mode],
                 meas_ideal=None,
                 same=True,
                 k_mean=0.0,
                 T=b,
             )
             if mode != "plain":
-                res = target.generate(**enc, return_dict_in_generate=True, **base, **modes[mode])
-                row["same"] = bool(np.array_equal(res.sequences, plain))
+                row["same"] = bool(np.array_equal(res.sequences, plain.sequences))
                 T = max(round((res.num_target_passes + res.num_draft_tokens) / res.num_rounds), b)
                 k_mean = res.num_draft_tokens / res.num_target_passes
                 d_b = d1 if b == 1 else append_times(draft._core, 256 + b, [b], target.vocab_size, rows=b)[b]
                 t_b = append_times(target._core, 256 + T, [T], target.vocab_size, rows=b)[T]
-                row["meas_ideal"] = res.num_rounds * (k_mean * d_b + t_b) / (t_all - t_pre)
+                row["meas_ideal"] = res.num_rounds * (k_mean * d_b + t_b) / generating(res)
                 row["k_mean"], row["T"] = k_mean, T
             table.append(row)
     return table
@@ -567,7 +592,8 @@ def main():
     )
     print(
         f"  {'case':24s} {'same':>5s} {'gen t/s':>8s} {'e2e t/s':>8s} {'gen x':>6s} {'e2e x':>6s} {'fast x':>6s} "
-        f"{'fast e2e':>8s} {'accept':>7s} {'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s}"
+        f"{'fast e2e':>8s} {'accept':>7s} {'tok/round':>9s} {'ideal x':>7s} {'meas/ideal':>10s} "
+        f"{'target/model':>12s} {'draft/model':>11s} {'other':>6s}"
     )
     for r in rows:
         same = "-" if r["same"] is None else str(r["same"])
@@ -575,6 +601,11 @@ def main():
             f"  {r['case']:24s} {same:>5s} {r['gen']:8.1f} {r['e2e']:8.1f} {r['speed_gen']:6.2f} "
             f"{r['speed_e2e']:6.2f} {r['fast_gen']:6.2f} {r['fast_e2e']:8.2f} {r['a']:7.3f} {r['per_round']:9.2f} "
             f"{r['ideal']:7.2f} {r['meas_ideal']:10.2f}"
+            + (
+                f" {r['parts']['target']:12.2f} {r['parts']['draft']:11.2f} {r['parts']['other']:6.1%}"
+                if r["parts"]
+                else ""
+            )
         )
     cost_row = next(r for r in rows if r["case"].startswith("cost"))
     print(

@@ -463,7 +463,16 @@ typedef struct ha_generate_params {
     int no_cache;                /* ha_generate only: each step recomputes every running row's whole sequence
                                     from an empty cache (use_cache=False): the same logits, bitwise, by batch
                                     invariance, at quadratic cost */
+    double *seconds;             /* NULL, or (HA_SECONDS,) written: where the call's time went (ha_seconds) */
 } ha_generate_params;
+
+/* ha_generate_params.seconds: the call's wall-clock time and its parts, in seconds (each part a sum of intervals
+ * inside the call, so their sum is at most HA_SECONDS_ALL; the rest is sampling, acceptance and callbacks):
+ * HA_SECONDS_PREFILL the target's append of the prompts, and with a draft model also the draft's appends that take
+ * in a row's whole sequence (its first: the prompt); HA_SECONDS_TARGET the target's other appends (plain decoding's
+ * steps, assisted generation's verifications); HA_SECONDS_DRAFT the draft's other appends (its steps; 0 in plain
+ * generation and prompt lookup); HA_SECONDS_ALL the whole call. */
+enum { HA_SECONDS_PREFILL, HA_SECONDS_TARGET, HA_SECONDS_DRAFT, HA_SECONDS_ALL, HA_SECONDS };
 
 /* Plain generation for the n_seq rows of lm, whose caches must be empty.
  * prompt (n_seq, prompt_width) int32, left padded: row b's tokens are prompt[b, start[b]:], at least one.

@@ -217,6 +217,7 @@ enum {
     G_TREE_COUNTS,
     G_TREE_ROUNDS,
     G_TREE_NODES,
+    G_SECONDS,
     G_NBUF
 };
 

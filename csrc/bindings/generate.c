@@ -13,10 +13,11 @@
  * out int32 (B, max_new_tokens) written; scores float32 (max_new_tokens, B, V) | None, logits_out float32
  * (max_new_tokens, B, V) | None and sources uint8 (B, max_new_tokens) | None (ha_token_source) written; on_tokens
  * (row, tokens: list of int) | None; stop_fn (row, tokens: bytes of int32, scores: bytes of float32) -> bool | None;
- * pad_token_id, max_time (seconds, 0: none), no_cache. */
+ * pad_token_id, max_time (seconds, 0: none), no_cache; seconds float64 (HA_SECONDS,) | None written (ha_seconds:
+ * where the call's time went). */
 #define GENERATE_OPTIONS                                                                                   \
     "prompt", "start", "out", "scores", "logits_out", "sources", "on_tokens", "stop_fn", "max_new_tokens", \
-        "pad_token_id", "max_time", "no_cache"
+        "pad_token_id", "max_time", "no_cache", "seconds"
 /* The sampling options, the Sampler's too: eos_token_id int32 (k,); forced_bos_token_id, forced_eos_token_id,
  * suppress_tokens and begin_suppress_tokens int32 (k,) (empty: none); sequence_bias_tokens int32, _offsets int64
  * (n + 1,), _values float32 (n,) and bad_words_tokens, _offsets (ha_token_seqs; offsets (1,): none); logits_fn
@@ -301,19 +302,23 @@ static int take_gen(gen_args *g, PyObject *opts, const char *what, int64_t B, in
         take_buf(g, G_START, opts, what, "start", "q", 0, 0) || take_buf(g, G_OUT, opts, what, "out", "i", 1, 0) ||
         take_buf(g, G_SCORES, opts, what, "scores", "f", 1, 1) ||
         take_buf(g, G_LOGITS, opts, what, "logits_out", "f", 1, 1) ||
-        take_buf(g, G_SOURCES, opts, what, "sources", "B", 1, 1))
+        take_buf(g, G_SOURCES, opts, what, "sources", "B", 1, 1) ||
+        take_buf(g, G_SECONDS, opts, what, "seconds", "d", 1, 1))
         return -1;
     const Py_buffer *pr = &g->buf[G_PROMPT], *st = &g->buf[G_START], *out = &g->buf[G_OUT];
     const Py_buffer *sc = (g->held & (1 << G_SCORES)) ? &g->buf[G_SCORES] : NULL;
     const Py_buffer *lo = (g->held & (1 << G_LOGITS)) ? &g->buf[G_LOGITS] : NULL;
     const Py_buffer *so = (g->held & (1 << G_SOURCES)) ? &g->buf[G_SOURCES] : NULL;
+    const Py_buffer *secs = (g->held & (1 << G_SECONDS)) ? &g->buf[G_SECONDS] : NULL;
     if (max_new < 1 || pr->ndim != 2 || pr->shape[0] != B || st->ndim != 1 || st->shape[0] != B || out->ndim != 2 ||
         out->shape[0] != B || out->shape[1] != max_new ||
         (sc && (sc->ndim != 3 || sc->shape[0] != max_new || sc->shape[1] != B || sc->shape[2] != V)) ||
         (lo && (lo->ndim != 3 || lo->shape[0] != max_new || lo->shape[1] != B || lo->shape[2] != V)) ||
-        (so && (so->ndim != 2 || so->shape[0] != B || so->shape[1] != max_new))) {
-        PyErr_Format(InvalidInputError, "%s: buffer shapes disagree with batch %lld, max_new_tokens %lld", what,
-                     (long long)B, max_new);
+        (so && (so->ndim != 2 || so->shape[0] != B || so->shape[1] != max_new)) ||
+        (secs && (secs->ndim != 1 || secs->shape[0] != HA_SECONDS))) {
+        PyErr_Format(InvalidInputError,
+                     "%s: buffer shapes disagree with batch %lld, max_new_tokens %lld (and seconds with (%d,))", what,
+                     (long long)B, max_new, (int)HA_SECONDS);
         return -1;
     }
     g->p = (ha_generate_params){
@@ -330,6 +335,7 @@ static int take_gen(gen_args *g, PyObject *opts, const char *what, int64_t B, in
         .logits_out = lo ? lo->buf : NULL,
         .sources = so ? so->buf : NULL,
         .no_cache = no_cache,
+        .seconds = secs ? secs->buf : NULL,
     };
     return 0;
 }

@@ -108,6 +108,7 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
         /* One append: every drafting row's unseen tokens, logits at its last; then the rows whose logits for this
          * step were drafted ahead (copied: the thread drafting ahead reuses its buffer during this round's verify). */
         int64_t n = 0, n_rows = 0;
+        int whole = 0; /* the append takes in some row's whole sequence (its prompt): prefill in p->gen.seconds */
         for (int64_t i = 0; i < B; i++) {
             row_state *r = &rows[i];
             if (!r->drafting || s < r->covered) continue;
@@ -121,6 +122,7 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
                 if ((st = draft->crop(draft->self, r->row, 0)) != HA_OK) return st;
                 r->draft_len = 0;
             }
+            whole |= r->draft_len == 0;
             for (int64_t j = r->draft_len; j < to; j++) {
                 b->seq[n] = r->row;
                 b->tok[n] = r->tok[j];
@@ -140,7 +142,12 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             stats->num_ahead_used++;
         }
         if (n_rows == 0) return HA_OK;
-        if (appended > 0 && (st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
+        if (appended > 0) {
+            const double t0 = ha_now();
+            st = draft->append(draft->self, n, b->seq, b->tok, b->want, q);
+            ha_seconds_add(&p->gen, whole ? HA_SECONDS_PREFILL : HA_SECONDS_DRAFT, t0);
+            if (st != HA_OK) return st;
+        }
         q += n_rows * V;
         /* Each drafting row chooses its candidate s. */
         for (int64_t i = 0; i < B; i++) {
@@ -267,8 +274,10 @@ static ha_status run_whole_again(ha_lm *target, const ha_assist_params *p, row_s
             b->tok[j] = r->tok[j];
             b->want[j] = j == r->L - 1;
         }
+        const double t0 = ha_now();
         ha_status st = target->crop(target->self, r->row, 0);
         if (st == HA_OK) st = target->append(target->self, r->L, b->seq, b->tok, b->want, b->first + i * V);
+        ha_seconds_add(&p->gen, HA_SECONDS_TARGET, t0);
         if (st != HA_OK) return st;
         if (p->gen.logits_out) memcpy(b->first_raw + i * V, b->first + i * V, (size_t)V * sizeof(float));
         r->target_len = r->L;
@@ -314,9 +323,11 @@ static ha_status verify_round(ha_lm *target, ha_lm *draft, const ha_assist_param
         r->target_len = to;
     }
     /* the draft drafts ahead beside the target's append (a: overlap), stopped and joined as soon as it returns */
+    const double t0 = ha_now();
     const int beside = n > 0 && a && ha_ahead_start(a, target, draft, p, rows, B, b);
     if (n > 0) st = target->append(target->self, n, b->seq, b->tok, b->want, b->P);
     if (beside) ha_ahead_finish(a, stats);
+    ha_seconds_add(&p->gen, HA_SECONDS_TARGET, t0); /* drafting ahead beside it: its time is the append's */
     if (st != HA_OK) return st;
     if (p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)V * sizeof(float));
     for (int64_t i = 0; i < B; i++) {
@@ -604,6 +615,8 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     }
     ha_sampler *sampler = NULL;
     ahead a = { 0 }; /* drafting ahead's buffers, allocated below with overlap */
+    const double t_call = ha_now();
+    if (p->gen.seconds) memset(p->gen.seconds, 0, HA_SECONDS * sizeof(double));
     if ((st = ha_sampler_create(&p->gen.sampling, V, &sampler)) != HA_OK) return st;
     /* The largest append: every row's prompt and generated tokens (a draft catching up after rounds of K = 0). */
     const int64_t row_cap = prompt_width + N + 1, w1 = w > 1 ? w - 1 : 0;
@@ -694,7 +707,10 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
         }
         r->target_len = r->L;
     }
-    if ((st = target->append(target->self, n, b.seq, b.tok, b.want, b.first)) != HA_OK) goto cleanup;
+    const double t_prefill = ha_now();
+    st = target->append(target->self, n, b.seq, b.tok, b.want, b.first);
+    ha_seconds_add(&p->gen, HA_SECONDS_PREFILL, t_prefill);
+    if (st != HA_OK) goto cleanup;
     if (p->gen.logits_out) memcpy(b.first_raw, b.first, (size_t)B * (size_t)V * sizeof(float));
     /* Drafting ahead: a model draft, and no callback that must run on this thread (on_logits) */
     a = (ahead){ .draft = draft, .sampler = sampler, .gen = &p->gen, .rows = rows, .B = B, .V = V };
@@ -732,6 +748,7 @@ ha_status ha_generate_assisted(ha_lm *target, ha_lm *draft, const ha_assist_para
     if (stats_out) *stats_out = stats;
 
 cleanup:
+    ha_seconds_add(&p->gen, HA_SECONDS_ALL, t_call);
     ha_sampler_free(sampler);
     free(a.seq);
     free(a.tok);

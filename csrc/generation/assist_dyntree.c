@@ -176,7 +176,10 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
     }
     *n_rows = wanted;
     if (n == 0) return HA_OK;
-    if ((st = draft->append_tree(draft->self, n, b->seq, b->tok, b->parent, b->want, q)) != HA_OK) return st;
+    const double t0 = ha_now();
+    st = draft->append_tree(draft->self, n, b->seq, b->tok, b->parent, b->want, q);
+    ha_seconds_add(&p->gen, HA_SECONDS_DRAFT, t0);
+    if (st != HA_OK) return st;
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
@@ -250,6 +253,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
     float *q = b->Q;
     /* Depth 0: each drafting row's catch-up in one append (as draft_round's first step), logits at its last token. */
     int64_t n = 0, n_rows = 0;
+    int whole = 0; /* the append takes in some row's whole sequence (its prompt): prefill in p->gen.seconds */
     for (int64_t i = 0; i < B; i++) {
         row_state *r = &rows[i];
         if (!r->drafting) continue;
@@ -260,6 +264,7 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
             if ((st = draft->crop(draft->self, r->row, 0)) != HA_OK) return st;
             r->draft_len = 0;
         }
+        whole |= r->draft_len == 0;
         for (int64_t j = r->draft_len; j < r->L; j++) {
             b->seq[n] = r->row;
             b->tok[n] = r->tok[j];
@@ -270,7 +275,10 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         stats->num_draft_passes++;
     }
     if (n_rows == 0) return HA_OK;
-    if ((st = draft->append(draft->self, n, b->seq, b->tok, b->want, q)) != HA_OK) return st;
+    const double t0 = ha_now();
+    st = draft->append(draft->self, n, b->seq, b->tok, b->want, q);
+    ha_seconds_add(&p->gen, whole ? HA_SECONDS_PREFILL : HA_SECONDS_DRAFT, t0);
+    if (st != HA_OK) return st;
     q += n_rows * V;
     if (cost) cost->steps_cost += ha_cost_draft_step(cost, 0, n_rows);
     for (int64_t i = 0; i < B; i++) {

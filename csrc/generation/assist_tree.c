@@ -67,7 +67,9 @@ void ha_tree_note_nodes(row_state *r, const buffers *b, int64_t first, int64_t e
 }
 
 ha_status ha_tree_score(ha_lm *target, const ha_assist_params *p, buffers *b, int64_t n, int64_t n_rows) {
+    const double t0 = ha_now();
     ha_status st = n > 0 ? target->append_tree(target->self, n, b->seq, b->tok, b->parent, b->want, b->P) : HA_OK;
+    ha_seconds_add(&p->gen, HA_SECONDS_TARGET, t0);
     if (st == HA_OK && p->gen.logits_out) memcpy(b->raw, b->P, (size_t)n_rows * (size_t)b->V * sizeof(float));
     return st;
 }

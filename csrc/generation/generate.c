@@ -38,6 +38,8 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
     *n_steps = 0;
     ha_status st = ha_check_generate_args(lm, p, prompt_width, start);
     if (st != HA_OK) return st;
+    const double t_call = ha_now();
+    if (p->seconds) memset(p->seconds, 0, HA_SECONDS * sizeof(double));
 
     ha_sampler *sampler = NULL;
     st = ha_sampler_create(&p->sampling, V, &sampler);
@@ -76,7 +78,9 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
         }
         row_of[b] = (int32_t)b;
     }
+    double t0 = ha_now();
     st = lm->append(lm->self, n, seq, tok, want, logits);
+    ha_seconds_add(p, HA_SECONDS_PREFILL, t0);
     for (int64_t step = 0; st == HA_OK && step < N; step++) {
         /* 2. Rows that stopped at an earlier step are padded. */
         for (int64_t b = 0; b < B; b++) {
@@ -142,7 +146,9 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             const int64_t n_b = hist_n[row_of[r]];
             if (p->no_cache || ha_whole_again(lm, n_b - 1, n_b)) st = lm->crop(lm->self, row_of[r], 0);
         }
+        t0 = ha_now();
         if (st == HA_OK) st = lm->append(lm->self, n_tok, seq, tok, want, logits);
+        ha_seconds_add(p, HA_SECONDS_TARGET, t0);
     }
 
     if (st == HA_OK) /* columns past the last step, as ha_generate_assisted leaves them */
@@ -153,6 +159,7 @@ ha_status ha_generate(ha_lm *lm, const ha_generate_params *p, const int32_t *pro
             }
 
 cleanup:
+    ha_seconds_add(p, HA_SECONDS_ALL, t_call);
     ha_sampler_free(sampler);
     free(history);
     free(hist_n);

@@ -42,6 +42,11 @@ static inline double ha_deadline(const ha_generate_params *p) {
     return p->max_time > 0 ? ha_now() + p->max_time : INFINITY;
 }
 
+/* Adds the time since t0 to part `part` of p->seconds where the caller asked for it (ha_generate_params.seconds). */
+static inline void ha_seconds_add(const ha_generate_params *p, int part, double t0) {
+    if (p->seconds) p->seconds[part] += ha_now() - t0;
+}
+
 /* Sampling pieces for the acceptance step (sampling.c). Scores are processed scores (V,). */
 /* The token chosen as ha_sampler_choose does, with noise of the given purpose. */
 int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,

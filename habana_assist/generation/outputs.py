@@ -5,7 +5,7 @@ notebook through display.py; TokenSource (token_source.py) and TokenTree (token_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from ..tokenization.tokenization_utils import PreTrainedTokenizerBase
 
 __all__ = ["GenerateDecoderOnlyOutput", "TokenSource", "TokenTree"]
+
+
+def timings_from(seconds: np.ndarray) -> Dict[str, float]:
+    """GenerateDecoderOnlyOutput.timings from the core's seconds float64 (4,) (ha.h ha_seconds: prefill, target,
+    draft, the whole call): those and the rest of the call, "other"."""
+    prefill, target, draft, total = (float(x) for x in seconds)
+    other = max(0.0, total - prefill - target - draft)
+    return {"prefill": prefill, "target": target, "draft": draft, "other": other, "total": total}
 
 
 @dataclass(repr=False)
@@ -51,6 +59,12 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     list of TokenTree (token_tree.py), one per target pass of that row in order: the nodes the pass verified (token
     ids, parents), its accepted path, and the column of the row's new tokens the path starts at; the branches tried
     and not taken are the nodes off the path. Recorded whenever trees run with return_dict_in_generate=True.
+    timings (an attribute, not among keys(); None where the call ran in Python: an external target, or a draft with
+    another tokenizer): where the call's wall-clock time went, in seconds, as a dict: "prefill" (the target taking
+    in the prompts, and a draft model taking in its rows' whole sequences), "target" (the target's other forwards:
+    plain decoding's steps, assisted generation's verifications), "draft" (the draft's other forwards: its steps),
+    "other" (the rest: sampling, acceptance, callbacks, the loop), "total" (the whole call in the core). Decoding
+    alone is total - prefill, as llama.cpp reports its "eval" apart from its "prompt eval".
 
     In a notebook the result shows itself as its text, each token marked by its source, and a summary
     (_repr_html_, to_html()); habana_assist.plot_acceptance(result) plots acceptance by draft position."""
@@ -77,10 +91,12 @@ class GenerateDecoderOnlyOutput(ModelOutput):
     if TYPE_CHECKING:
         token_sources: Optional[np.ndarray] = None  # np.uint8 (batch, new tokens), see above
         token_trees: Optional[List[List[TokenTree]]] = None  # per row, one TokenTree per target pass, see above
+        timings: Optional[Dict[str, float]] = None  # where the call's time went, see above
         _tokenizer: Any = None  # the view's tokenizer, or a checkpoint path to load it from
     else:
         token_sources = None
         token_trees = None
+        timings = None
         _tokenizer = None
 
     def __repr__(self) -> str:

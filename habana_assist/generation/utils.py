@@ -29,7 +29,7 @@ from . import universal as _universal
 from .configuration_utils import ASSISTANT_KEYS, GenerationConfig
 from .options import _callables as _callables_of
 from .options import logits_callback, processing_args, reads_argmax_only, sampling_options, stop_callback
-from .outputs import GenerateDecoderOnlyOutput, TokenSource
+from .outputs import GenerateDecoderOnlyOutput, TokenSource, timings_from
 from .stopping_criteria import StopStringCriteria
 from .streamers import stop_streamer
 from .token_tree import token_trees_from_record
@@ -444,6 +444,8 @@ class GenerationMixin:
                 np.empty((max_new, B, self.vocab_size), dtype=np.float32) if gc.effective("output_logits") else None
             )
             sources = np.zeros((B, max_new), dtype=np.uint8) if gc.return_dict_in_generate else None  # TokenSource
+            # where the call's time went, for result.timings: the core's ha_seconds (prefill, target, draft, all)
+            seconds = np.zeros(4, dtype=np.float64) if gc.return_dict_in_generate else None
             procs = processing_args(
                 gc,
                 S,
@@ -493,11 +495,14 @@ class GenerationMixin:
                     scores=scores,
                     sources=sources,
                     on_tokens=on_tokens,
+                    seconds=seconds,
                 )
                 if not assisted:
                     steps, extra = _core.generate(ctx, common), {}
                 else:
                     steps, extra = self._run_assisted(ctx, drafter, gc, call, common)
+                if seconds is not None:  # an attribute of the output, not a field (_build_output)
+                    extra["timings"] = timings_from(seconds)
                 if keep_cache:
                     cache = cache_after_generate(self, ctx, cache, call.ids, call.real, out, steps)
                     extra["cache"] = cache.to_legacy_cache() if gc.return_legacy_cache else cache
@@ -703,11 +708,13 @@ class GenerationMixin:
         if logits is not None:
             extra["logits"] = tuple(logits[:steps])
         token_trees = extra.pop("token_trees", None)
+        timings = extra.pop("timings", None)
         result = GenerateDecoderOnlyOutput(
             sequences=sequences, scores=tuple(scores[:steps]) if scores is not None else None, **extra
         )
         result.token_sources = np.ascontiguousarray(sources[:, :steps])
         result.token_trees = token_trees
+        result.timings = timings
         # for its HTML view: the tokenizer passed, else the checkpoint's, read when the view is asked for
         result._tokenizer = tokenizer if tokenizer is not None else getattr(self, "name_or_path", None)
         return convert_output(result, call.kind)

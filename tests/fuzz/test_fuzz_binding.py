@@ -106,6 +106,7 @@ def greedy_options(max_new=3):
         scores=None,
         sources=None,
         on_tokens=None,
+        seconds=None,
     )
 
 
@@ -151,6 +152,7 @@ def sampler_options():
             "scores",
             "sources",
             "on_tokens",
+            "seconds",
         )
     }
 
