@@ -34,7 +34,6 @@
 #include "core.h"
 
 #define HA_MAX_THREADS 256
-#define GRAINS 8                      /* pieces per thread a job is cut into */
 #define WORKER_SPIN_NS 100000         /* a forward's jobs come microseconds apart; between calls, sleep */
 #define CALLER_SPIN_NS 30000          /* pieces in flight take a few microseconds unless their thread is off */
 #define CREDIT_MAX_NS 2000000         /* the most the pool's past gains can excuse of a stall */
@@ -278,7 +277,7 @@ void ha_pool_alone(int on) { run_alone = on; }
 
 /* The pieces of [0, n) for `threads` threads: grain indices each, the last one short. */
 static int64_t grain_for(int64_t n, int threads) {
-    const int64_t parts = (int64_t)threads * GRAINS;
+    const int64_t parts = (int64_t)threads * HA_POOL_GRAINS;
     return (n + parts - 1) / parts;
 }
 

@@ -71,11 +71,12 @@ void test_threads_parallel_for_covers_range(void) {
                 CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n,
                       (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
-            /* threads take pieces of ceil(n / (8 nt)) indices as they finish the last; or the caller runs
-             * [0, n) alone in one call */
-            const int64_t grain = (n + 8 * nt - 1) / (8 * nt);
-            CHECK(n == 0 ? calls == 0 : calls >= 1 && calls <= 8 * nt,
-                  "%d threads, n=%lld: expected 1..%d calls (0 for n=0), got %d", nt, (long long)n, 8 * nt, calls);
+            /* threads take pieces of ceil(n / (HA_POOL_GRAINS nt)) indices as they finish the last; or the caller
+             * runs [0, n) alone in one call */
+            const int64_t parts = (int64_t)HA_POOL_GRAINS * nt, grain = (n + parts - 1) / parts;
+            CHECK(n == 0 ? calls == 0 : calls >= 1 && calls <= parts,
+                  "%d threads, n=%lld: expected 1..%lld calls (0 for n=0), got %d", nt, (long long)n, (long long)parts,
+                  calls);
             for (int k = 0; k < calls && k < 64; k++) {
                 const int64_t b = j.begins[k], e = j.ends[k];
                 const int whole = calls == 1 && b == 0 && e == n;
