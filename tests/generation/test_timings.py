@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from family_checkpoints import write_family_checkpoint
-from test_assisted_trees import PROMPT, VOCAB
+from test_assisted_trees import PROMPT
+from test_tree_record import perturbed_pair
 
 import habana_assist as ha
 from habana_assist import _core
@@ -24,14 +24,7 @@ def one_thread_unless_told(one_core_thread):
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    """A random llama target and a perturbed copy as its draft."""
-    root = tmp_path_factory.mktemp("timings")
-    write_family_checkpoint(str(root / "target"), "llama", vocab_size=VOCAB, seed=11)
-    write_family_checkpoint(str(root / "draft"), "llama", vocab_size=VOCAB, seed=11, perturb=(2, 0.25))
-    return (
-        ha.AutoModelForCausalLM.from_pretrained(str(root / "target")),
-        ha.AutoModelForCausalLM.from_pretrained(str(root / "draft")),
-    )
+    return perturbed_pair(tmp_path_factory.mktemp("timings"))
 
 
 def checked(timings):

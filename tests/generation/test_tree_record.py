@@ -27,17 +27,20 @@ def one_thread_unless_told(one_core_thread):
     yield
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    """A random llama target and the same weights with noise: a draft that agrees often but not always, so that
-    rounds accept siblings, chains and nothing."""
-    root = tmp_path_factory.mktemp("tree-record")
+def perturbed_pair(root):
+    """(target, draft) written under root: a random llama target and the same weights with noise, a draft that
+    agrees often but not always, so that rounds accept siblings, chains and nothing."""
     write_family_checkpoint(str(root / "target"), "llama", vocab_size=VOCAB, seed=11)
     write_family_checkpoint(str(root / "draft"), "llama", vocab_size=VOCAB, seed=11, perturb=(2, 0.25))
     return (
         ha.AutoModelForCausalLM.from_pretrained(str(root / "target")),
         ha.AutoModelForCausalLM.from_pretrained(str(root / "draft")),
     )
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return perturbed_pair(tmp_path_factory.mktemp("tree-record"))
 
 
 def check_record(res, label):
