@@ -37,6 +37,7 @@ def greedy(prompt, max_new, out):
         scores=None,
         sources=None,
         on_tokens=None,
+        seconds=None,
     )
 
 
