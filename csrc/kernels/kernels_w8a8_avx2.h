@@ -35,11 +35,31 @@
 /* dp[h][s] = the exact integer sum of half h (of H) of the group block blk and token s (of S) of xg, its activations
  * (rows xb bytes apart), group g of tokens t .. t + S - 1 (xsum: (T, groups)); with `ahead`, each panel's stream
  * prefetched W8_AHEAD bytes ahead of the step read. */
+/* Step k of a group (its activations' bytes 4k .. 4k + 3) for S tokens: each token's four bytes in every lane of xv[s]. */
+W8_FN static inline __attribute__((always_inline)) void x4_w8a8(int S, const char *xg, size_t xb, int k,
+                                                                __m256i xv[2]) {
+#pragma GCC unroll 2
+    for (int s = 0; s < S; s++) {
+        int32_t four;
+        memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
+        xv[s] = _mm256_set1_epi32(four);
+    }
+}
+
+/* Step k's 32 weight bytes of half h % 2 of panel h / 2 of the group at blk (panels pstride bytes apart, each behind
+ * its HA_PANEL_ROWS scales); where ahead, the even halves prefetch their panel's stream W8_AHEAD bytes on. */
+W8_FN static inline __attribute__((always_inline)) const char *panel_w8a8(const char *blk, size_t pstride, int h, int k,
+                                                                          int ahead) {
+    const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
+    if (ahead && h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+    return wp;
+}
+
 #if W8_VNNI
-W8_FN static inline __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride,
-                                                                         const char *xg, size_t xb, const int32_t *xsum,
-                                                                         int64_t groups, int64_t g, int64_t t,
-                                                                         int ahead, __m256i dp[4][2]) {
+W8_FN static inline
+    __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride, const char *xg,
+                                                         size_t xb, const int32_t *xsum, int64_t groups, int64_t g,
+                                                         int64_t t, int ahead, __m256i dp[4][2]) {
     __m256i dq[4][2];
 #pragma GCC unroll 2
     for (int s = 0; s < S; s++) {
@@ -50,16 +70,10 @@ W8_FN static inline __attribute__((always_inline)) void group_isums_w8a8(int H, 
 #pragma GCC unroll 4
     for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
         __m256i xv[2];
-#pragma GCC unroll 2
-        for (int s = 0; s < S; s++) {
-            int32_t four;
-            memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
-            xv[s] = _mm256_set1_epi32(four);
-        }
+        x4_w8a8(S, xg, xb, k, xv);
 #pragma GCC unroll 4
         for (int h = 0; h < H; h++) {
-            const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
-            if (ahead && h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+            const char *wp = panel_w8a8(blk, pstride, h, k, ahead);
             const __m256i u = _mm256_loadu_si256((const __m256i *)wp); /* q + 128, unsigned */
 #pragma GCC unroll 2
             for (int s = 0; s < S; s++) {
@@ -74,10 +88,10 @@ W8_FN static inline __attribute__((always_inline)) void group_isums_w8a8(int H, 
         for (int s = 0; s < S; s++) dp[h][s] = _mm256_add_epi32(dp[h][s], dq[h][s]);
 }
 #else
-W8_FN static inline __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride,
-                                                                         const char *xg, size_t xb, const int32_t *xsum,
-                                                                         int64_t groups, int64_t g, int64_t t,
-                                                                         int ahead, __m256i dp[4][2]) {
+W8_FN static inline
+    __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride, const char *xg,
+                                                         size_t xb, const int32_t *xsum, int64_t groups, int64_t g,
+                                                         int64_t t, int ahead, __m256i dp[4][2]) {
     (void)xsum, (void)groups, (void)g, (void)t; /* the sign trick needs no correction */
     const __m256i top = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
@@ -87,16 +101,10 @@ W8_FN static inline __attribute__((always_inline)) void group_isums_w8a8(int H, 
 #pragma GCC unroll 4
     for (int k = 0; k < HA_Q8_GROUP / 4; k++) {
         __m256i xv[2];
-#pragma GCC unroll 2
-        for (int s = 0; s < S; s++) {
-            int32_t four;
-            memcpy(&four, xg + (size_t)s * xb + 4 * k, sizeof four);
-            xv[s] = _mm256_set1_epi32(four);
-        }
+        x4_w8a8(S, xg, xb, k, xv);
 #pragma GCC unroll 4
         for (int h = 0; h < H; h++) {
-            const char *wp = blk + (size_t)(h / 2) * pstride + HA_PANEL_ROWS * 4 + (size_t)k * 64 + 32 * (h % 2);
-            if (ahead && h % 2 == 0) __builtin_prefetch(wp + W8_AHEAD, 0, 3);
+            const char *wp = panel_w8a8(blk, pstride, h, k, ahead);
             const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)wp), top);
             const __m256i aw = _mm256_abs_epi8(w);
 #pragma GCC unroll 2
