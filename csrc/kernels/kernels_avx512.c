@@ -611,6 +611,7 @@ DEFINE_MATMUL_BF16X(matmul_bf16x_native, native, AVX512BF16)
  * key order by one permutation. Head sizes that are not a multiple of 8 (AVX2 adds their last products one by
  * one) or over 256 take AVX2's kernel (which sums each key's lanes on its own, four keys at a time). */
 #define SCORES_MAX_BLOCKS 32 /* 8-float blocks of a head: n <= 256 */
+#define SCORES_FEW 16 /* queries up to which scores_few builds the pairs in registers */
 
 /* lanes 0-3 of each 128-bit quarter: [l + l+4 of key 2m | of key 2m + 1 | of key 2m' | of key 2m' + 1] */
 AVX512 INLINE __m512 scores_step1(__m512 p, __m512 q) {
@@ -627,23 +628,100 @@ AVX512 INLINE __m512 scores_step3(__m512 r, __m512 q) {
     return _mm512_add_ps(_mm512_shuffle_ps(r, q, 0x88), _mm512_shuffle_ps(r, q, 0xDD));
 }
 
+/* after the three steps lane 4c + j holds key 4j + c */
+#define SCORES_ORDER _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+
+/* The sixteen keys' scores of one query, v (16,) in key order: its eight accumulators' halves added in hsum's tree
+ * (lo: keys 0-7 from acc[0..3], hi: keys 8-15 from acc[4..7]), put in key order and scaled. */
+AVX512 INLINE __m512 scores_of(__m512 lo, __m512 hi, __m512i order, __m512 vs) {
+    return _mm512_mul_ps(_mm512_permutexvar_ps(order, scores_step3(lo, hi)), vs);
+}
+
+/* The m16 (<= 16) scores v into s. */
+AVX512 INLINE void scores_store(float *s, int m16, __m512 v) {
+    if (m16 == 16) {
+        _mm512_storeu_ps(s, v);
+        return;
+    }
+    float part[16]; /* (SIMDe lacks the masked store) */
+    _mm512_storeu_ps(part, v);
+    memcpy(s, part, (size_t)m16 * sizeof(float));
+}
+
+/* QN (<= 4) queries against the sixteen keys key[16], nb blocks of 8: for each half of the keys (pairs 4h .. 4h + 3)
+ * the four pair registers are built per block in registers and used by every query at once, so that with few
+ * queries nothing is stored and loaded again (the pairs array's stores took half of the kernel's time at four
+ * queries, a decode step's kv group). The same chains and tree as the pairs array's path: the same bits. */
+AVX512 INLINE void scores_few(int QN, const float *q, int64_t qs, const float *const key[16], int64_t nb, __m512 vs,
+                              float *s, int64_t lds, int m16) {
+    const __m512i order = SCORES_ORDER;
+    __m512 lo[4];
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        __m512 acc[4][4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < QN; i++) _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++)
+            acc[i][m] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 pair[4];
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) pair[m] = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castpd256_pd512(_mm256_loadu_pd((const double *)(key[8 * h + 2 * m] + 8 * b))),
+                _mm256_loadu_pd((const double *)(key[8 * h + 2 * m + 1] + 8 * b)), 1));
+            _Pragma("GCC unroll 4") for (int i = 0; i < QN; i++) {
+                const __m512 qb = _mm512_castpd_ps(
+                    _mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(q + i * qs + 8 * b))));
+                _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) acc[i][m] = _mm512_fmadd_ps(qb, pair[m], acc[i][m]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int i = 0; i < QN; i++) {
+            const __m512 r = scores_step2(scores_step1(acc[i][0], acc[i][1]), scores_step1(acc[i][2], acc[i][3]));
+            if (h == 0) lo[i] = r;
+            else scores_store(s + i * lds, m16, scores_of(lo[i], r, order, vs));
+        }
+    }
+}
+
+/* The sixteen keys from slot `slot` on (wrapping at S), key[i] = K + its slot * ld, the last of the m16 <= 16 again
+ * up to sixteen (those scores are not stored); returns the slot after them. */
+AVX512 INLINE int64_t scores_keys(const float *K, int64_t ld, int64_t slot, int64_t S, int m16, const float *key[16]) {
+    for (int i = 0; i < m16; i++, slot = slot + 1 == S ? 0 : slot + 1) key[i] = K + slot * ld;
+    for (int i = m16; i < 16; i++) key[i] = key[m16 - 1];
+    return slot;
+}
+
+/* attn_scores for nq <= SCORES_FEW queries: scores_few on each four. */
+AVX512 static void attn_scores_few(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
+                                   int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int64_t t0 = 0, slot = slot0; t0 < nk; t0 += 16) {
+        const int m16 = (int)(nk - t0 < 16 ? nk - t0 : 16);
+        const float *key[16];
+        slot = scores_keys(K, ld, slot, S, m16, key);
+        for (int64_t i = 0; i < nq; i += 4) switch (nq - i < 4 ? nq - i : 4) {
+            case 4: scores_few(4, q + i * qs, qs, key, n / 8, vs, s + i * lds + t0, lds, m16); break;
+            case 3: scores_few(3, q + i * qs, qs, key, n / 8, vs, s + i * lds + t0, lds, m16); break;
+            case 2: scores_few(2, q + i * qs, qs, key, n / 8, vs, s + i * lds + t0, lds, m16); break;
+            default: scores_few(1, q + i * qs, qs, key, n / 8, vs, s + i * lds + t0, lds, m16); break;
+            }
+    }
+}
+
 AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, const float *K, int64_t ld, int64_t slot0,
                                       int64_t S, int64_t nk, int64_t n, float scale, float *s, int64_t lds) {
     if (n % 8 || n > 8 * SCORES_MAX_BLOCKS) {
         ha_kernels_avx2.attn_scores(q, nq, qs, K, ld, slot0, S, nk, n, scale, s, lds);
         return;
     }
-    /* after the three steps lane 4c + j holds key 4j + c */
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    if (nq <= SCORES_FEW) {
+        attn_scores_few(q, nq, qs, K, ld, slot0, S, nk, n, scale, s, lds);
+        return;
+    }
+    const __m512i order = SCORES_ORDER;
     const __m512 vs = _mm512_set1_ps(scale);
     const int64_t nb = n / 8;
     __m512 pairs[8 * SCORES_MAX_BLOCKS]; /* pairs[b * 8 + m]: block b of keys 2m, 2m + 1 */
     for (int64_t t0 = 0, slot = slot0; t0 < nk; t0 += 16) {
         const int m16 = (int)(nk - t0 < 16 ? nk - t0 : 16);
-        /* the group's keys, then the last again up to sixteen (those scores are not stored) */
         const float *key[16];
-        for (int i = 0; i < m16; i++, slot = slot + 1 == S ? 0 : slot + 1) key[i] = K + slot * ld;
-        for (int i = m16; i < 16; i++) key[i] = key[m16 - 1];
+        slot = scores_keys(K, ld, slot, S, m16, key);
         for (int64_t b = 0; b < nb; b++)
             for (int m = 0; m < 8; m++)
                 pairs[b * 8 + m] = _mm512_castpd_ps(
@@ -661,14 +739,7 @@ AVX512 static void attn_scores_avx512(const float *q, int64_t nq, int64_t qs, co
             }
             const __m512 lo = scores_step2(scores_step1(acc[0], acc[1]), scores_step1(acc[2], acc[3]));
             const __m512 hi = scores_step2(scores_step1(acc[4], acc[5]), scores_step1(acc[6], acc[7]));
-            const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(order, scores_step3(lo, hi)), vs);
-            if (m16 == 16) {
-                _mm512_storeu_ps(s + i * lds + t0, v);
-            } else { /* (SIMDe lacks the masked store) */
-                float part[16];
-                _mm512_storeu_ps(part, v);
-                memcpy(s + i * lds + t0, part, (size_t)m16 * sizeof(float));
-            }
+            scores_store(s + i * lds + t0, m16, scores_of(lo, hi, order, vs));
         }
     }
 }

@@ -292,8 +292,9 @@ void test_kernels_float_sums_bitwise_their_definition(void) {
 }
 
 /* Attention's block kernels against the variant's own dot and axpy key by key, bitwise (their contract):
- * several queries at once (the heads of a kv group; AVX-512's values take heads four at a time, 5 and 8 give a
- * remainder and two full tiles), key counts around the four (AVX2) and sixteen (AVX-512) keys scored together,
+ * several queries at once (the heads of a kv group, or a verification's tokens times them; AVX-512's values take
+ * heads four at a time, 5 and 8 give a remainder and two full tiles; its scores take up to 16 queries four at a time
+ * with the keys' pairs in registers, more through an array of them: 17 and 20), key counts around the four (AVX2) and sixteen (AVX-512) keys scored together,
  * head sizes with and without a tail past the last 8 or 16 (and 128 and 136: two tiles of 64 columns), and
  * blocks that wrap around the end of a ring of slots. */
 void test_kernels_attention_blocks_equal_dot_axpy(void) {
@@ -301,7 +302,7 @@ void test_kernels_attention_blocks_equal_dot_axpy(void) {
     const char *kn[NVARIANTS];
     int nk_ = kernel_variants(ks, kn);
     rng r = { 11 };
-    const int64_t NS[] = { 8, 12, 16, 40, 64, 72, 128, 136 }, NQ[] = { 1, 2, 3, 5, 8 },
+    const int64_t NS[] = { 8, 12, 16, 40, 64, 72, 128, 136 }, NQ[] = { 1, 2, 3, 5, 8, 17, 20 },
                   NKEYS[] = { 1, 3, 4, 7, 13, 16, 17, 33 }, S = 37, lds = 40;
     for (int v = 0; v < nk_; v++)
         for (size_t a = 0; a < COUNT(NS); a++)
