@@ -34,7 +34,10 @@ The bars set for the pair are printed with the figures they concern.
    and the dynamic tree of the same width (assistant_tree_shape="dynamic" with num_assistant_tokens = K * w: at most
    K * w nodes verified, at any depth up to K * w), against the chain verifying K * w candidates a round, greedy,
    rejection sampling (temperature 0.8) and greedy with an early-exit draft: tokens per target pass, tree over chain,
-   the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width.
+   the wall-clock speed-up over that chain, and t(T)/t(1) at the pass's width. Then what the cost schedule makes of
+   width 4 (siblings, dynamic) against its own chain: nodes and tokens per pass, the target's and the draft's
+   milliseconds a pass (result.timings), t(T)/t(1) at the pass's mean width, and the wall-clock speed-up: where a
+   tree does not pay here, why (the target's pass or the draft's steps costing more than the tokens they add).
 Flags: --callbacks adds the cost of Python callbacks in the loop (a logits_processor and stop_strings);
 --random adds the random TinyLlama-1.1B-shape target (bench_decode.py's checkpoint) with a small random draft,
 itself as draft, and prompt lookup.
@@ -368,6 +371,8 @@ def _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases):
         rows[name] = dict(
             per_pass=n_new * len(results) / passes,
             nodes=sum(r.num_draft_tokens for r in results) / passes,
+            target_pass=sum(r.timings["target"] for r in results) / passes,  # seconds of the target a pass
+            draft_pass=sum(r.timings["draft"] for r in results) / passes,  # of the draft's steps a pass
             t=sum(best[name, i, seed] for i in range(len(prompts)) for seed in seeds),
             same=None if sampled else all(np.array_equal(r.sequences, p) for r, p in zip(results, plain_out)),
         )
@@ -403,7 +408,9 @@ def shipped_trees(target, draft, tok, n_new, repeats, sampled, early_exit=None):
 def shipped_tree_choice(target, draft, tok, n_new, repeats, sampled, early_exit=None):
     """Table 4's second part: what the cost schedule (K <= 16) chooses with each tree shape of width 4 on this
     machine's measured costs, against its chain: drafted nodes verified a pass (above the chain's where it keeps a
-    tree), tokens per pass, and the wall-clock speed-up over the cost schedule's chain."""
+    tree), tokens per pass, the target's and the draft's milliseconds a pass (result.timings: what the width cost),
+    t(T)/t(1) at the pass's mean width T = 1 + nodes (the measured table, interpolated), and the wall-clock speed-up
+    over the cost schedule's chain."""
     cost = dict(num_assistant_tokens=16, num_assistant_tokens_schedule="cost")
     cases = {
         "chain": cost,
@@ -411,6 +418,10 @@ def shipped_tree_choice(target, draft, tok, n_new, repeats, sampled, early_exit=
         "dynamic w=4": dict(cost, assistant_tree_width=4, assistant_tree_shape="dynamic"),
     }
     rows = _tree_runs(target, draft, tok, n_new, repeats, sampled, early_exit, cases)
+    table = target.assisted_costs(None if early_exit else draft, assistant_early_exit=early_exit).target
+    for row in rows.values():
+        width = 1 + row["nodes"]
+        row["tT"] = float(np.interp(width, np.arange(1, len(table) + 1), table)) / table[0]
     return [(name, rows[name], rows["chain"]) for name in cases]
 
 
@@ -442,10 +453,16 @@ def print_trees(target, draft, tok, n_new, repeats):
             f"{pass_fail(top[1]['per_pass'] / top[2]['per_pass'], bar)}"
         )
         print(f"  the cost schedule's choice (K <= 16, width 4), {title}, against its chain:")
-        print(f"  {'shape':17s} {'same':>5s} {'nodes/pass':>10s} {'t/pass':>7s} {'speed-up':>8s}")
+        print(
+            f"  {'shape':17s} {'same':>5s} {'nodes/pass':>10s} {'t/pass':>7s} {'target ms':>9s} {'draft ms':>8s} "
+            f"{'t(T)/t(1)':>9s} {'speed-up':>8s}   (ms: a pass's, by result.timings; T = 1 + nodes/pass)"
+        )
         for name, tr, ch in shipped_tree_choice(target, draft, tok, n_new, repeats, sampled, early_exit):
             same = "-" if tr["same"] is None else str(tr["same"])
-            print(f"  {name:17s} {same:>5s} {tr['nodes']:10.2f} {tr['per_pass']:7.2f} {ch['t'] / tr['t']:8.2f}")
+            print(
+                f"  {name:17s} {same:>5s} {tr['nodes']:10.2f} {tr['per_pass']:7.2f} {tr['target_pass'] * 1e3:9.3f} "
+                f"{tr['draft_pass'] * 1e3:8.3f} {tr['tT']:9.2f} {ch['t'] / tr['t']:8.2f}"
+            )
 
 
 def shipped_batches(target, draft, tok, n_new, repeats, batches):
