@@ -235,7 +235,8 @@ static void matmul(const ha_llama_context *c, int count, const ha_matrix *const 
 typedef struct attention_job {
     const ha_llama_context *c;
     int64_t layer;
-    int64_t pieces; /* tasks per (run, kv head): the group's query heads in pieces of up to ATTN_QUERIES */
+    int64_t pieces; /* tasks per (run, kv head): the group's query heads in pieces of per_piece */
+    int64_t per_piece; /* query heads a task holds: ATTN_QUERIES, or fewer where that gives every thread a task */
     const int64_t *run; /* (runs + 1,) the chunk's runs: run r is tokens run[r] .. run[r + 1] - 1 */
 } attention_job;
 
@@ -346,7 +347,7 @@ static void tree_block(const ha_llama_context *c, const ha_kernels *k, int64_t i
 }
 
 /* Tasks are (run r, kv head g, piece u of its query heads) triples, (r * nkv + g) * pieces + u; a piece holds
- * up to ATTN_QUERIES of the group's heads. A run's tokens see the same keys from the same first one, each up to
+ * up to per_piece of the group's heads. A run's tokens see the same keys from the same first one, each up to
  * its own position: attn_scores scores every query of the task (the run's tokens times the piece's heads)
  * against each block of keys together, up to the run's last position (each key read once for them all; a
  * token's scores past its own position are not used), and attn_values sums each token's heads over its own
@@ -361,14 +362,15 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
     const ha_llama *m = c->m;
     const ha_llama_layer *L = &m->layers[j->layer];
     const ha_kernels *k = c->kern;
-    const int64_t nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim, group = m->cfg.n_heads / nkv, pieces = j->pieces;
+    const int64_t nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim, group = m->cfg.n_heads / nkv, pieces = j->pieces,
+                  per = j->per_piece;
     const int64_t S = c->slots[j->layer], w = L->window;
     const float scale = L->attn_scale, cap = m->cfg.attn_softcap;
     float qs[ATTN_RUN_FLOATS], acc[ATTN_RUN_FLOATS], sc[ATTN_RUN_QUERIES][KEY_BLOCK];
     float mx[ATTN_RUN_QUERIES], sum[ATTN_RUN_QUERIES];
     for (int64_t task = b; task < e; task++) {
-        const int64_t r = task / (nkv * pieces), g = task / pieces % nkv, h0 = g * group + task % pieces * ATTN_QUERIES;
-        const int64_t nq = g * group + group - h0 < ATTN_QUERIES ? g * group + group - h0 : ATTN_QUERIES;
+        const int64_t r = task / (nkv * pieces), g = task / pieces % nkv, h0 = g * group + task % pieces * per;
+        const int64_t nq = g * group + group - h0 < per ? g * group + group - h0 : per;
         const int64_t i0 = j->run[r], n = j->run[r + 1] - i0, nall = n * nq; /* queries: token i0 + a, head h */
         int64_t p_last = 0;
         for (int64_t a = 0; a < n; a++) {
@@ -582,6 +584,7 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
     const int64_t piece_q = group < ATTN_QUERIES ? group : ATTN_QUERIES;
     const int64_t fit = ATTN_RUN_FLOATS / hd < ATTN_RUN_QUERIES ? ATTN_RUN_FLOATS / hd : ATTN_RUN_QUERIES;
     const int64_t run_most = fit / piece_q > 1 ? fit / piece_q : 1;
+    const int threads = ha_get_num_threads(); /* a head's output is its own whichever task holds it (attention_range) */
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
@@ -608,7 +611,12 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
         ha_kv_store(c, l, T);
         int64_t run[STEP_MAX + 1];
         const int64_t runs = attention_runs(c, T, L->window, run_most, run);
-        attention_job aj = { c, l, pieces, run };
+        attention_job aj = { c, l, pieces, piece_q, run };
+        if (runs * cfg->n_kv_heads * pieces < threads) { /* fewer tasks than threads (one kv head, one token): */
+            const int64_t want = (threads + runs * cfg->n_kv_heads - 1) / (runs * cfg->n_kv_heads); /* smaller pieces */
+            aj.per_piece = (group + want - 1) / want;
+            aj.pieces = (group + aj.per_piece - 1) / aj.per_piece;
+        }
         const int64_t tasks = runs * cfg->n_kv_heads * aj.pieces;
         if (T * cfg->n_heads * (c->pos[T - 1] + 1) * hd < ATTN_SMALL_JOB) attention_range(&aj, 0, tasks);
         else ha_parallel_for(attention_range, &aj, tasks);

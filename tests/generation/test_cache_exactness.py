@@ -26,11 +26,18 @@ ODD_ARGS = dict(
 )
 
 
-@pytest.fixture(scope="module", params=["F32", "BF16", "F16-odd-sizes"])
+# One kv head: with fewer attention tasks than threads the forward splits a kv group's query heads among them,
+# which must not change a bit against one thread's whole group.
+ONE_KV_ARGS = dict(MODEL_ARGS, num_kv_heads=1)
+
+
+@pytest.fixture(scope="module", params=["F32", "BF16", "F16-odd-sizes", "F32-one-kv-head"])
 def model(request, tmp_path_factory):
     path = tmp_path_factory.mktemp(f"cache_{request.param}")
     if request.param == "F16-odd-sizes":
         write_random_checkpoint(path, dtype="F16", seed=6, **ODD_ARGS)
+    elif request.param == "F32-one-kv-head":
+        write_random_checkpoint(path, dtype="F32", seed=7, **ONE_KV_ARGS)
     else:
         write_random_checkpoint(path, dtype=request.param, seed=5, **MODEL_ARGS)
     return ha.AutoModelForCausalLM.from_pretrained(str(path))
