@@ -61,6 +61,9 @@ ha_status ha_pool_ensure(void);
  * loop's thread drafting ahead, generation/assist_ahead.c, so that it takes one core beside a caller's thread that
  * is busy elsewhere); 0: on the pool. */
 void ha_pool_alone(int on);
+/* The threads the calling thread's jobs run on: 1 where ha_pool_alone is on (without waiting for another thread's
+ * job), else ha_get_num_threads(). */
+int ha_pool_threads_here(void);
 /* What the current pool has done since it started (all zero when none runs): for tests. */
 typedef struct ha_pool_stats {
     int64_t jobs_pooled;   /* jobs offered to the workers */

@@ -584,7 +584,7 @@ int ha_llama_forward(ha_llama_context *c, const int32_t *tokens, int64_t T, cons
     const int64_t piece_q = group < ATTN_QUERIES ? group : ATTN_QUERIES;
     const int64_t fit = ATTN_RUN_FLOATS / hd < ATTN_RUN_QUERIES ? ATTN_RUN_FLOATS / hd : ATTN_RUN_QUERIES;
     const int64_t run_most = fit / piece_q > 1 ? fit / piece_q : 1;
-    const int threads = ha_get_num_threads(); /* a head's output is its own whichever task holds it (attention_range) */
+    const int threads = ha_pool_threads_here(); /* a head's output is its own whichever task holds it */
     for (int64_t l = 0; l < cfg->n_layers; l++) {
         if (ha_interrupted()) return 1;
         const ha_llama_layer *L = &m->layers[l];
