@@ -4,6 +4,7 @@
  * AVX-512 kernels instead (A's table function renamed kernels_a, B's ha_kernels_avx512), for FORMAT w8a8.
  *
  *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p, f16p or w8a8
+ *   kernel_ab scores KEYS N ROUNDS NQ...  attention's scores, AVX-512 builds (scores_ab)
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
  * time of each is printed with B/A and whether the two Y are bitwise equal. Integer weights take X quantized
@@ -46,7 +47,60 @@ static double now(void) {
 
 static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull; }
 
+/* FORMAT scores: attention's scores (ha_kernels.attn_scores) of each NQ queries against ROWS keys of N floats (a
+ * ring of ROWS + 8 slots, the keys from slot 3 on, so the last wrap around), the NQ values in place of T. */
+static int scores_ab(int64_t keys, int64_t n, int rounds, int argc, char **argv) {
+    int64_t qmax = 1;
+    for (int a = 5; a < argc; a++) qmax = atoll(argv[a]) > qmax ? atoll(argv[a]) : qmax;
+    const int64_t S = keys + 8;
+    float *K = malloc((size_t)(S * n) * sizeof(float)), *q = malloc((size_t)(qmax * n) * sizeof(float));
+    float *sa = malloc((size_t)(qmax * keys) * sizeof(float)), *sb = malloc((size_t)(qmax * keys) * sizeof(float));
+    if (!K || !q || !sa || !sb) {
+        fprintf(stderr, "kernel_ab: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 1;
+    for (int64_t i = 0; i < S * n; i++) K[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+    for (int64_t i = 0; i < qmax * n; i++) q[i] = (float)((double)(lcg(&s) >> 11) * 0x1p-52 - 1.0);
+    printf("scores, %lld keys x %lld, %d rounds each, alternating A and B\n", (long long)keys, (long long)n, rounds);
+    for (int a = 5; a < argc; a++) {
+        const int64_t nq = atoll(argv[a]);
+        if (nq < 1) continue;
+        const int reps = (int)(2e7 / ((double)keys * (double)n * (double)nq)) + 1; /* about 2 ms at 10 G/s */
+        double ba = 1e30, bb = 1e30;
+        for (int k = 0; k < rounds; k++) {
+            double t0 = now();
+            for (int r = 0; r < reps; r++) kernels_a.attn_scores(q, nq, n, K, n, 3, S, keys, n, 0.125f, sa, keys);
+            double t1 = now();
+            for (int r = 0; r < reps; r++) kernels_b.attn_scores(q, nq, n, K, n, 3, S, keys, n, 0.125f, sb, keys);
+            double t2 = now();
+            ba = t1 - t0 < ba ? t1 - t0 : ba;
+            bb = t2 - t1 < bb ? t2 - t1 : bb;
+        }
+        ba /= reps, bb /= reps;
+        const int same = memcmp(sa, sb, (size_t)(nq * keys) * sizeof(float)) == 0;
+        printf("NQ=%3lld  A %10.3f us  B %10.3f us  B/A %.3f  %s\n", (long long)nq, ba * 1e6, bb * 1e6, bb / ba,
+               same ? "bitwise equal" : "OUTPUTS DIFFER");
+    }
+    free(K), free(q), free(sa), free(sb);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "scores") == 0) {
+        const int64_t keys = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
+        const int rounds = argc > 4 ? atoi(argv[4]) : 0;
+        if (keys < 1 || n < 1 || rounds < 1 || argc < 6 || strcmp(VARIANT, "avx512") != 0) {
+            fprintf(stderr,
+                    "usage: kernel_ab scores KEYS N ROUNDS NQ... (the avx512 build: kernel_ab.sh chooses it)\n");
+            return 2;
+        }
+        if (ha_kernels_select(VARIANT) != HA_OK) {
+            fprintf(stderr, "kernel_ab: %s\n", ha_last_error());
+            return 2;
+        }
+        return scores_ab(keys, n, rounds, argc, argv);
+    }
     static const struct { const char *name; ha_dtype dt; } formats[] = {
         { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 },
         { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P }, { "w8a8", HA_Q8P } };

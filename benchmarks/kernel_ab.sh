@@ -8,17 +8,20 @@
 # otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels); or w8a8 (int8 panels times
 # int8 activations), which compares the AVX-512 kernels instead: csrc/kernels/kernels_avx512.c at REV (or the file
 # REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (A from the commit that added w8a8 on).
+# FORMAT scores times attention's scores of those two AVX-512 builds instead: ROWS keys of N floats, each T value a
+# number of queries scored together (a kv group's heads, times a verification's tokens).
 # For example
 #   bash benchmarks/kernel_ab.sh HEAD bf16 16384 2048 8 1 2 5 8 16   # 64 MB of bf16 rows: from memory
 #   bash benchmarks/kernel_ab.sh HEAD int8 64 2048 50 1 3 8          # rows that stay in L2
 #   bash benchmarks/kernel_ab.sh HEAD w8a8 65536 2048 8 1 4 8 16     # 136 MB of w8a8 panels: from memory
+#   bash benchmarks/kernel_ab.sh HEAD scores 256 64 7 1 4 8 16 20 32  # 64-wide heads over 256 positions
 # Pin it to one core (taskset -c 0 ...) to compare single-thread kernels; the kernels run on the caller's thread.
 set -euo pipefail
 rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
 src=kernels_avx2.c
 ab=()
-if [ "${1:-}" = w8a8 ]; then  # the AVX-512 kernels: A's table renamed, B's kept; kernel_ab.c told so
+if [ "${1:-}" = w8a8 ] || [ "${1:-}" = scores ]; then  # the AVX-512 kernels: A's table renamed, B's kept; kernel_ab.c told so
     src=kernels_avx512.c
     ab=(-DKERNEL_AB_AVX512)
 fi

@@ -194,6 +194,12 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         r = own_file_ab("kernels_avx512.c", "w8a8", "21", "130", "1", "1", "6")
         if {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
             bitwise_equal(r, "w8a8")
+            # attention's scores of the same two builds: 37 keys (a short last block), 4 and 20 queries (both paths)
+            r = own_file_ab("kernels_avx512.c", "scores", "37", "64", "1", "4", "20")
+            lines = [line for line in r.stdout.splitlines() if line.startswith("NQ=")]
+            assert r.returncode == 0 and len(lines) == 2 and all("bitwise equal" in line for line in lines), (
+                f"kernel_ab.sh scores: expected 2 bitwise equal rows, got {r.returncode}:\n{r.stdout}{r.stderr[-3000:]}"
+            )
         else:
             assert r.returncode == 2 and "avx512" in r.stderr, (
                 f"expected a refusal naming avx512, got {r.returncode}:\n{r.stderr}"
