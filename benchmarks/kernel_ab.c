@@ -47,8 +47,62 @@ static double now(void) {
 
 static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull; }
 
+/* The best of `rounds` timings of reps calls of run(ctx, &kernels_a, 0) and of run(ctx, &kernels_b, 1), alternating,
+ * printed per call with B/A and whether the two builds' outputs (the `bytes` at out_a and out_b) are bitwise equal;
+ * label and v name the row, decimals the microseconds' digits. */
+typedef void (*ab_run)(void *ctx, const ha_kernels *k, int b);
+static void time_ab(ab_run run, void *ctx, int reps, int rounds, const void *out_a, const void *out_b, size_t bytes,
+                    const char *label, int64_t v, int decimals) {
+    double ba = 1e30, bb = 1e30;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now();
+        for (int r = 0; r < reps; r++) run(ctx, &kernels_a, 0);
+        double t1 = now();
+        for (int r = 0; r < reps; r++) run(ctx, &kernels_b, 1);
+        double t2 = now();
+        ba = t1 - t0 < ba ? t1 - t0 : ba;
+        bb = t2 - t1 < bb ? t2 - t1 : bb;
+    }
+    ba /= reps, bb /= reps;
+    const int same = memcmp(out_a, out_b, bytes) == 0;
+    printf("%s=%3lld  A %10.*f us  B %10.*f us  B/A %.3f  %s\n", label, (long long)v, decimals, ba * 1e6, decimals,
+           bb * 1e6, bb / ba, same ? "bitwise equal" : "OUTPUTS DIFFER");
+}
+
+/* One matmul of T tokens by build k into its own Y (kernel_ab's FORMATs other than scores). */
+typedef struct matmul_ctx {
+    ha_dtype dt;
+    const void *W;
+    int64_t n, rows, T;
+    const float *X;
+    const int16_t *Xq;
+    const float *xscale;
+    const char *Xq8;
+    const int32_t *xsum;
+    float *Y[2]; /* A's outputs, B's */
+} matmul_ctx;
+
+static void matmul_run(void *ctx, const ha_kernels *k, int b) {
+    const matmul_ctx *c = ctx;
+    if (c->dt == HA_Q8P) k->matmul_w8a8(c->W, c->n, 0, c->rows, c->Xq8, c->xsum, c->T, c->Y[b], c->rows);
+    else if (ha_dtype_is_int(c->dt))
+        k->matmul_int[c->dt](c->W, c->n, 0, c->rows, c->Xq, c->xscale, c->T, c->Y[b], c->rows);
+    else k->matmul[c->dt](c->W, c->n, 0, c->rows, c->X, c->T, c->Y[b], c->rows);
+}
+
 /* FORMAT scores: attention's scores (ha_kernels.attn_scores) of each NQ queries against ROWS keys of N floats (a
  * ring of ROWS + 8 slots, the keys from slot 3 on, so the last wrap around), the NQ values in place of T. */
+typedef struct scores_ctx {
+    const float *q, *K;
+    int64_t nq, n, S, keys;
+    float *s[2]; /* A's scores, B's */
+} scores_ctx;
+
+static void scores_run(void *ctx, const ha_kernels *k, int b) {
+    const scores_ctx *c = ctx;
+    k->attn_scores(c->q, c->nq, c->n, c->K, c->n, 3, c->S, c->keys, c->n, 0.125f, c->s[b], c->keys);
+}
+
 static int scores_ab(int64_t keys, int64_t n, int rounds, int argc, char **argv) {
     int64_t qmax = 1;
     for (int a = 5; a < argc; a++) qmax = atoll(argv[a]) > qmax ? atoll(argv[a]) : qmax;
@@ -67,20 +121,8 @@ static int scores_ab(int64_t keys, int64_t n, int rounds, int argc, char **argv)
         const int64_t nq = atoll(argv[a]);
         if (nq < 1) continue;
         const int reps = (int)(2e7 / ((double)keys * (double)n * (double)nq)) + 1; /* about 2 ms at 10 G/s */
-        double ba = 1e30, bb = 1e30;
-        for (int k = 0; k < rounds; k++) {
-            double t0 = now();
-            for (int r = 0; r < reps; r++) kernels_a.attn_scores(q, nq, n, K, n, 3, S, keys, n, 0.125f, sa, keys);
-            double t1 = now();
-            for (int r = 0; r < reps; r++) kernels_b.attn_scores(q, nq, n, K, n, 3, S, keys, n, 0.125f, sb, keys);
-            double t2 = now();
-            ba = t1 - t0 < ba ? t1 - t0 : ba;
-            bb = t2 - t1 < bb ? t2 - t1 : bb;
-        }
-        ba /= reps, bb /= reps;
-        const int same = memcmp(sa, sb, (size_t)(nq * keys) * sizeof(float)) == 0;
-        printf("NQ=%3lld  A %10.3f us  B %10.3f us  B/A %.3f  %s\n", (long long)nq, ba * 1e6, bb * 1e6, bb / ba,
-               same ? "bitwise equal" : "OUTPUTS DIFFER");
+        scores_ctx c = { q, K, nq, n, S, keys, { sa, sb } };
+        time_ab(scores_run, &c, reps, rounds, sa, sb, (size_t)(nq * keys) * sizeof(float), "NQ", nq, 3);
     }
     free(K), free(q), free(sa), free(sb);
     return 0;
@@ -208,26 +250,8 @@ int main(int argc, char **argv) {
         if (T < 1) continue;
         /* repeats per timed block: about 2 ms of work at 10 G multiply-adds/s, at least one */
         const int reps = (int)(2e7 / ((double)rows * (double)n * (double)T)) + 1;
-        double ba = 1e30, bb = 1e30;
-        for (int k = 0; k < rounds; k++) {
-            double t0 = now();
-            for (int r = 0; r < reps; r++)
-                if (w8) kernels_a.matmul_w8a8(W, n, 0, rows, Xq8, xsum, T, Ya, rows);
-                else if (ha_dtype_is_int(dt)) kernels_a.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Ya, rows);
-                else kernels_a.matmul[dt](W, n, 0, rows, X, T, Ya, rows);
-            double t1 = now();
-            for (int r = 0; r < reps; r++)
-                if (w8) kernels_b.matmul_w8a8(W, n, 0, rows, Xq8, xsum, T, Yb, rows);
-                else if (ha_dtype_is_int(dt)) kernels_b.matmul_int[dt](W, n, 0, rows, Xq, xscale, T, Yb, rows);
-                else kernels_b.matmul[dt](W, n, 0, rows, X, T, Yb, rows);
-            double t2 = now();
-            ba = t1 - t0 < ba ? t1 - t0 : ba;
-            bb = t2 - t1 < bb ? t2 - t1 : bb;
-        }
-        ba /= reps, bb /= reps;
-        const int same = memcmp(Ya, Yb, (size_t)(T * rows) * sizeof(float)) == 0;
-        printf("T=%3lld  A %10.1f us  B %10.1f us  B/A %.3f  %s\n", (long long)T, ba * 1e6, bb * 1e6, bb / ba,
-               same ? "bitwise equal" : "OUTPUTS DIFFER");
+        matmul_ctx c = { dt, W, n, rows, T, X, Xq, xscale, Xq8, xsum, { Ya, Yb } };
+        time_ab(matmul_run, &c, reps, rounds, Ya, Yb, (size_t)(T * rows) * sizeof(float), "T", T, 1);
     }
     free(W), free(X), free(Xq), free(xscale), free(Xq8), free(xsum), free(Ya), free(Yb);
     return 0;
