@@ -32,9 +32,6 @@
  * After the group's 16 steps lane i holds row i's exact isum; then y = fma(float(isum), wscale * xscale, y), the
  * formats.h chain. A tile of H halves (H / 2 panels) x S tokens keeps H * S integer (VNNI: 2 * H * S) and H * S float
  * accumulators in the 16 registers. */
-/* dp[h][s] = the exact integer sum of half h (of H) of the group block blk and token s (of S) of xg, its activations
- * (rows xb bytes apart), group g of tokens t .. t + S - 1 (xsum: (T, groups)); with `ahead`, each panel's stream
- * prefetched W8_AHEAD bytes ahead of the step read. */
 /* Step k of a group (its activations' bytes 4k .. 4k + 3) for S tokens: each token's four bytes in every lane of xv[s]. */
 W8_FN static inline __attribute__((always_inline)) void x4_w8a8(int S, const char *xg, size_t xb, int k,
                                                                 __m256i xv[2]) {
@@ -55,6 +52,9 @@ W8_FN static inline __attribute__((always_inline)) const char *panel_w8a8(const 
     return wp;
 }
 
+/* dp[h][s] = the exact integer sum of half h (of H) of the group block blk and token s (of S) of xg, its activations
+ * (rows xb bytes apart), group g of tokens t .. t + S - 1 (xsum: (T, groups)); with `ahead`, each panel's stream
+ * prefetched W8_AHEAD bytes ahead of the step read. */
 #if W8_VNNI
 W8_FN static inline
     __attribute__((always_inline)) void group_isums_w8a8(int H, int S, const char *blk, size_t pstride, const char *xg,
