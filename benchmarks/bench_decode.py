@@ -17,9 +17,10 @@ Writes (once, then reuses) a bfloat16 checkpoint with TinyLlama-1.1B's shape (22
     own: decode ms/token generating, and the best decode step as a fraction of the roofline (weight bytes per
     token / bandwidth / time per token); the verification
     cost t(T)/t(1) for T = 1..16 (one append of T tokens to a 16-token cache, the best of rounds that each
-    time every T once); prefill tokens/s, with the
-    batch-invariant kernels (blas_prefill=False) and with OpenBLAS (blas_prefill=True); peak RSS against weight
-    bytes plus KV cache bytes;
+    time every T once); prefill tokens/s of a 128-token prompt, with the batch-invariant kernels
+    (blas_prefill=False) and with OpenBLAS (blas_prefill=True), and of a 512-token prompt with the kernels; peak
+    RSS against weight bytes plus KV cache bytes; with w8a8 and int8 both measured, w8a8's prefill over int8's
+    beside the ratio of their kernels' peak multiply-add rates (the most a prefill bound by its products gains);
   - when Debian's python3-torch is installed: the same checkpoint decoded by a plain PyTorch Llama with a
     KV cache (benchmarks/torch_llama.py) at the same precision (bfloat16, int8; it has no int4), in its own
     process, and our speed over its;
@@ -80,7 +81,8 @@ TINYLLAMA = {
     "eos_token_id": 2,
 }
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "habana_assist_bench", "tinyllama-1.1b-random-bf16")
-CACHE_LEN = 160  # positions: a 128-token prompt + decode room
+PREFILL_LONG = 512  # the long prompt's tokens (prefill with the kernels only)
+CACHE_LEN = PREFILL_LONG + 8  # positions: the long prompt + decode room
 VERIFY_T = tuple(range(1, 17))
 WEIGHTS_PER_BYTE = {
     "float32": 1 / 4,
@@ -168,7 +170,7 @@ def child_ours(directory, dtype, repeats):
     model = ha.AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, max_cache_len=CACHE_LEN)
     V = model.vocab_size
     rng = np.random.default_rng(1)
-    prompt = rng.integers(3, V, size=(1, 128))
+    prompt = rng.integers(3, V, size=(1, PREFILL_LONG))
     model.generate(prompt[:, :8], max_new_tokens=2)  # warm-up: pages, thread pool
 
     def gen(ids, n):
@@ -179,9 +181,10 @@ def child_ours(directory, dtype, repeats):
 
     decode_s = [decode()]
     model.blas_prefill = False  # the batch-invariant kernels
-    t_prefill = timed(lambda: gen(prompt, 1), repeats)
+    t_prefill = timed(lambda: gen(prompt[:, :128], 1), repeats)
+    t_prefill_long = timed(lambda: gen(prompt, 1), repeats)
     model.blas_prefill = True  # OpenBLAS (blas_prefill=True)
-    t_prefill_blas = timed(lambda: gen(prompt, 1), repeats)
+    t_prefill_blas = timed(lambda: gen(prompt[:, :128], 1), repeats)
     cache = model.create_cache(1, CACHE_LEN)
     model(prompt[:, :16], past_key_values=cache)
     ctx, seq0 = cache._ctx, np.zeros(16, dtype=np.int32)
@@ -219,6 +222,7 @@ def child_ours(directory, dtype, repeats):
         "bandwidth": bandwidth,
         "prefill_tps": 128 / t_prefill,
         "prefill_blas_tps": 128 / t_prefill_blas,
+        "prefill_long_tps": PREFILL_LONG / t_prefill_long,
         "verify_s": verify,
         "kv_bytes": kv_bytes,
         "peak_rss": peak_rss,
@@ -730,7 +734,8 @@ def main():
         print(
             f"    prefill  {r['prefill_blas_tps']:7.1f} tokens/s (128-token prompt, OpenBLAS); with the "
             f"kernels only (blas_prefill=False) {r['prefill_tps']:.1f} tokens/s, so OpenBLAS is "
-            f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x"
+            f"{r['prefill_blas_tps'] / r['prefill_tps']:.2f}x; a {PREFILL_LONG}-token prompt with the kernels "
+            f"{r['prefill_long_tps']:.1f} tokens/s"
         )
         need = r["weight_bytes"] + r["kv_bytes"]
         print(
@@ -745,6 +750,14 @@ def main():
             )
         elif peer:
             print(f"    PyTorch  not measured for {d} (benchmarks/torch_llama.py holds bfloat16 or int8 weights)")
+    if "w8a8" in ours and "int8" in ours:
+        w8, i8 = ours["w8a8"], ours["int8"]
+        print(
+            f"\n  w8a8 over int8 (int8 weights times int16 activations), the kernels' prefill: "
+            f"{w8['prefill_long_tps'] / i8['prefill_long_tps']:.2f}x at {PREFILL_LONG} tokens "
+            f"({w8['prefill_tps'] / i8['prefill_tps']:.2f}x at 128); their kernels' peak multiply-add rates "
+            f"differ {mac_rate_w8a8 / mac_rate_q8:.2f}x here, the most a prefill bound by its products could gain"
+        )
     if not peer:
         print("\n  PyTorch peer: not measured (python3-torch is not installed, or --no-torch)")
     if accuracy:
