@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int64_t t = 0; t < tmax; t++)
-        ha_quant_act8(kernels_b.quant_q8, X + t * n, n, Xq8 + (size_t)t * ha_row_bytes(HA_Q8, n), xsum + t * groups);
+        ha_quant_act8(kernels_b.quant_q8_sum, X + t * n, n, Xq8 + (size_t)t * ha_row_bytes(HA_Q8, n), xsum + t * groups);
     for (int64_t i = 0; i < tmax * rows; i++) Ya[i] = 1.0f, Yb[i] = 2.0f; /* an output one build leaves unwritten differs */
     printf("%s, %lld rows x %lld, %d rounds each, alternating A and B\n", formats[f].name, (long long)rows, (long long)n, rounds);
     for (int a = 5; a < argc; a++) {

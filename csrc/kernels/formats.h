@@ -199,20 +199,29 @@ static inline void ha_quant_act_ref(const float *x, int64_t n, int16_t *q, float
  * with isum_g = sum of wq[i] * xq[i] over the group, exact in int32 (|isum_g| <= 64 * 128 * 127 < 2^24, so its
  * float is exact too) and wscale_g * xscale_g rounded to float32 once. A row holding NaN or inf gets NaN
  * scales, so every output of the matmul is NaN, as float activations would make it. */
+/* The sum of a HA_Q8 block's integers. */
+static inline int32_t ha_q8_block_sum(const void *blk) {
+    const int8_t *v = (const int8_t *)blk + 4;
+    int32_t s = 0;
+    for (int i = 0; i < HA_Q8_GROUP; i++) s += v[i];
+    return s;
+}
+/* An activation group: ha_quant_q8_ref's block and flag, and *sum its integers' sum, as every kernel table's
+ * quant_q8_sum computes them. */
+static inline int ha_quant_q8_sum_ref(const float *x, int64_t len, void *blk, int32_t *sum) {
+    const int finite = ha_quant_q8_ref(x, len, blk);
+    *sum = ha_q8_block_sum(blk);
+    return finite;
+}
 /* x (n,) -> q (ha_row_bytes(HA_Q8, n) bytes), xsum (ceil(n / HA_Q8_GROUP),); `quant` is a kernel table's
- * quant_q8 (bitwise ha_quant_q8_ref). */
-static inline void ha_quant_act8(int (*quant)(const float *, int64_t, void *), const float *x, int64_t n, char *q,
-                                 int32_t *xsum) {
+ * quant_q8_sum (bitwise ha_quant_q8_sum_ref). */
+static inline void ha_quant_act8(int (*quant)(const float *, int64_t, void *, int32_t *), const float *x, int64_t n,
+                                 char *q, int32_t *xsum) {
     const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
     int finite = 1;
     for (int64_t g = 0; g < groups; g++) {
         const int64_t len = n - g * HA_Q8_GROUP < HA_Q8_GROUP ? n - g * HA_Q8_GROUP : HA_Q8_GROUP;
-        char *blk = q + g * HA_Q8_BLOCK_BYTES;
-        finite &= quant(x + g * HA_Q8_GROUP, len, blk);
-        const int8_t *v = (const int8_t *)(blk + 4);
-        int32_t s = 0;
-        for (int i = 0; i < HA_Q8_GROUP; i++) s += v[i];
-        xsum[g] = s;
+        finite &= quant(x + g * HA_Q8_GROUP, len, q + g * HA_Q8_BLOCK_BYTES, xsum + g);
     }
     if (!finite) {
         const float nan = NAN;

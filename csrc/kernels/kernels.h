@@ -76,6 +76,9 @@ typedef struct ha_kernels {
     void (*silu)(float *x, const float *up, int64_t n);
     /* x (len,) -> one HA_Q8 block, bitwise as ha_quant_q8_ref; 0 if x holds NaN or inf */
     int (*quant_q8)(const float *x, int64_t len, void *blk);
+    /* the same for an activation group of the w8a8 class, and *sum its integers' sum, bitwise as
+     * ha_quant_q8_sum_ref (ha_quant_act8's step) */
+    int (*quant_q8_sum)(const float *x, int64_t len, void *blk, int32_t *sum);
     /* x (len,) -> one HA_Q4 block, bitwise as ha_quant_q4_ref; 0 if x holds NaN or inf */
     int (*quant_q4)(const float *x, int64_t len, void *blk);
     /* bits[j] = ha_rng_bits(seed, row, position, purpose, index0 + j) for j < n (the index wrapping as uint32):

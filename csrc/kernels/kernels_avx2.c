@@ -610,6 +610,13 @@ AVX2 static int quant_q8_avx2(const float *x, int64_t len, void *blk) {
     return 1;
 }
 
+/* An activation group and its sum, bitwise as ha_quant_q8_sum_ref. */
+AVX2 static int quant_q8_sum_avx2(const float *x, int64_t len, void *blk, int32_t *sum) {
+    const int finite = quant_q8_avx2(x, len, blk);
+    *sum = ha_q8_block_sum(blk);
+    return finite;
+}
+
 /* One int4 group, bitwise as ha_quant_q4_ref (a partial group, or NaN or inf, goes to it): q as for int8
  * with 7 for 127, then q + 8 packed two to a byte, element i low and i + 16 high (values below 16: the
  * 16-bit shift moves no bit across a byte). */
@@ -889,6 +896,7 @@ const ha_kernels ha_kernels_avx2 = {
     .exp_shift = exp_shift_avx2,
     .silu = silu_avx2,
     .quant_q8 = quant_q8_avx2,
+    .quant_q8_sum = quant_q8_sum_avx2,
     .quant_q4 = quant_q4_avx2,
     .rng_bits = rng_bits_avx2,
     .mac_burst = mac_burst_avx2,

@@ -311,6 +311,7 @@ const ha_kernels ha_kernels_scalar = {
     .exp_shift = exp_shift_scalar,
     .silu = silu_scalar,
     .quant_q8 = ha_quant_q8_ref,
+    .quant_q8_sum = ha_quant_q8_sum_ref,
     .quant_q4 = ha_quant_q4_ref,
     .rng_bits = rng_bits_scalar,
     .mac_burst = mac_burst_scalar,

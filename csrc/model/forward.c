@@ -165,7 +165,7 @@ static void round_bf16_row(const void *ctx, int64_t t) {
 static void quant8_row(const void *ctx, int64_t t) {
     const act_rows *a = ctx;
     const int64_t groups = (a->n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
-    ha_quant_act8(a->c->kern->quant_q8, a->X + t * a->n, a->n, a->c->xq8 + (size_t)t * ha_row_bytes(HA_Q8, a->n),
+    ha_quant_act8(a->c->kern->quant_q8_sum, a->X + t * a->n, a->n, a->c->xq8 + (size_t)t * ha_row_bytes(HA_Q8, a->n),
                   a->c->xq8_sum + t * groups);
 }
 

@@ -267,7 +267,7 @@ void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int6
         const size_t xb = ha_row_bytes(HA_Q8, n);
         char *q = xmalloc((size_t)T * xb);
         int32_t *xsum = xmalloc((size_t)(T * groups) * sizeof *xsum);
-        for (int64_t t = 0; t < T; t++) ha_quant_act8(k->quant_q8, X + t * n, n, q + t * xb, xsum + t * groups);
+        for (int64_t t = 0; t < T; t++) ha_quant_act8(k->quant_q8_sum, X + t * n, n, q + t * xb, xsum + t * groups);
         k->matmul_w8a8(W, n, r0, r1, q, xsum, T, Y, ldy);
         free(q);
         free(xsum);

@@ -26,7 +26,7 @@ void test_kernels_matmul_matches_double(void) {
                     for (int64_t t = 0; t < T; t++) {
                         float qs = 1.0f;
                         if (ha_dtype_is_int((ha_dtype)dt)) ha_quant_act_ref(X + t * n, n, q, &qs);
-                        if (dt == HA_Q8P) ha_quant_act8(ha_quant_q8_ref, X + t * n, n, q8, xsum);
+                        if (dt == HA_Q8P) ha_quant_act8(ha_quant_q8_sum_ref, X + t * n, n, q8, xsum);
                         for (int64_t i = 0; i < n; i++)
                             xv[t * n + i] = dt == HA_BF16X                  ? bf16_value(ha_bf16_round(X[t * n + i]))
                                             : dt == HA_Q8P                  ? ha_q8_at(q8, i)
@@ -751,7 +751,8 @@ void test_quantize_error_within_half_a_step(void) {
         }
 }
 
-/* Every variant's quant_q8 and quant_q4 give bitwise the reference's block (and flag), on groups built to hit
+/* Every variant's quant_q8 and quant_q4 give bitwise the reference's block (and flag), and quant_q8_sum also the
+ * reference's sum of the block's integers, on groups built to hit
  * their corners: products exactly halfway between integers (the factor 1 or 1/2), zeros and -0, subnormals,
  * a maximum below 127 / FLT_MAX (subnormal or not: the factor overflows to inf), magnitudes from 1e-30 to
  * 1e30, partial groups, NaN and inf. */
@@ -799,6 +800,15 @@ void test_quantize_variants_match_the_reference(void) {
                           "%s quant %s case %d (kind %d, len %lld): block differs from the "
                           "reference",
                           kn[v], dname((ha_dtype)dt), c, kind, (long long)len);
+            }
+            for (int v = 0; dt == HA_Q8 && v < nk; v++) { /* an activation group: block, flag and sum */
+                int32_t sum = INT32_MIN, want_sum;
+                ha_quant_q8_sum_ref(x, len, want, &want_sum);
+                memset(got, 0x5a, sizeof got);
+                const int ok = ks[v]->quant_q8_sum(x, len, got, &sum);
+                CHECK(ok == want_ok && (!want_ok || (memcmp(got, want, nb) == 0 && sum == want_sum)),
+                      "%s quant_q8_sum case %d (kind %d, len %lld): flag %d sum %d, reference %d and %d (or the block)",
+                      kn[v], c, kind, (long long)len, ok, sum, want_ok, want_sum);
             }
             CHECK(kind != 6 || !want_ok, "case %d: a group with NaN or inf expected to be flagged", c);
         }
