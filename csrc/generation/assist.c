@@ -178,10 +178,11 @@ static ha_status draft_round(ha_lm *draft, const ha_assist_params *p, ha_sampler
             r->tok[pos] = x;
             r->k = s + 1;
             if (w1 > 0 && !draws) ha_tree_siblings(qs, V, x, w1, r->sib + s * w1, &r->nsib[s]);
-            /* one pass of exps over q, for the confidence and the acceptance step alike */
+            /* one pass of exps over q, for the confidence and rejection sampling's acceptance step alike; where only
+             * the confidence reads it, an estimate (it chooses how far to draft, not the tokens) */
             double conf = 1.0;
             if (norm_q(p, cost)) {
-                r->qn[s] = ha_softmax_norm(qs, V);
+                r->qn[s] = ha_rejection_sampling(p) ? ha_softmax_norm(qs, V) : ha_softmax_estimate(sampler, qs);
                 conf = ha_norm_at(qs, V, r->qn[s], x);
             }
             if (w1 > 0 && cost) { /* what the cost schedule rates each sibling by (ha_cost_siblings) */

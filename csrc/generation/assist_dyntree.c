@@ -190,7 +190,7 @@ static ha_status draft_frontier(ha_lm *draft, const ha_assist_params *p, ha_samp
             put_path(r, j);
             st = ha_sampler_process(sampler, x->q, r->row, r->tok, r->L + d, r->generated + d);
             if (st != HA_OK) return st;
-            x->qn = ha_softmax_norm(x->q, V);
+            x->qn = ha_rejection_sampling(p) ? ha_softmax_norm(x->q, V) : ha_softmax_estimate(sampler, x->q);
             if ((st = expand(p, sampler, cost, r, j, V, b->n_dyn)) != HA_OK) return st;
         }
     }
@@ -286,7 +286,8 @@ ha_status ha_dyn_draft(ha_lm *draft, const ha_assist_params *p, ha_sampler *samp
         if (!r->drafting) continue;
         dyn_node *root = &r->dn[0];
         if ((st = ha_sampler_process(sampler, root->q, r->row, r->tok, r->L, r->generated)) != HA_OK) return st;
-        r->qn[0] = root->qn = ha_softmax_norm(root->q, V);
+        r->qn[0] = root->qn = ha_rejection_sampling(p) ? ha_softmax_norm(root->q, V)
+                                                       : ha_softmax_estimate(sampler, root->q);
         if ((st = expand(p, sampler, cost, r, 0, V, b->n_dyn)) != HA_OK) return st;
     }
     /* Depths 1 .. D - 1: the frontiers. The cost schedule's budget weighs the round's draft steps; under rejection

@@ -60,6 +60,7 @@ struct ha_sampler {
     uint8_t *mark;      /* (V,) per-token marks, all 0 between calls */
     float *bias;        /* (V,) sequence bias being summed, all 0 between calls */
     int32_t *touched;   /* (V,) tokens whose mark or bias is set */
+    float *work;        /* (V,) ha_softmax_estimate's exponentials */
     void *lists;        /* the sampler's own copies of p's token lists, sequences and values */
 };
 
@@ -166,9 +167,10 @@ ha_status ha_sampler_create(const ha_sampling_params *p, int64_t vocab, ha_sampl
         s->mark = calloc((size_t)vocab, 1);
         s->bias = calloc((size_t)vocab, sizeof(float));
         s->touched = malloc((size_t)vocab * sizeof(int32_t));
+        s->work = malloc((size_t)vocab * sizeof(float));
         s->lists = malloc(lists_bytes(p) + 8);
     }
-    if (!s || !s->pairs || (typical && !s->dpairs) || !s->mark || !s->bias || !s->touched || !s->lists) {
+    if (!s || !s->pairs || (typical && !s->dpairs) || !s->mark || !s->bias || !s->touched || !s->work || !s->lists) {
         ha_sampler_free(s);
         return ha_fail(HA_ERR_NOMEM, "out of memory creating a sampler for %lld tokens", (long long)vocab);
     }
@@ -198,6 +200,7 @@ void ha_sampler_free(ha_sampler *s) {
     free(s->mark);
     free(s->bias);
     free(s->touched);
+    free(s->work);
     free(s->lists);
     free(s);
 }
@@ -549,6 +552,24 @@ int32_t ha_sampler_choose(const ha_sampler *s, const float *scores, uint32_t row
 ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab) {
     ha_normalizer n;
     n.z = softmax_norm(scores, vocab, &n.m);
+    return n;
+}
+
+ha_normalizer ha_softmax_estimate(ha_sampler *s, const float *scores) {
+    const int64_t V = s->vocab;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < V; i++)
+        if (scores[i] > m) m = scores[i];
+    ha_normalizer n = { m, 0.0 };
+    if (!(m > -INFINITY)) return n;
+    memcpy(s->work, scores, (size_t)V * sizeof(float));
+    ha_kernels_get()->exp_shift(s->work, V, m);
+    double part[8] = { 0.0 }; /* eight chains: one would wait on each add's latency */
+    int64_t i = 0;
+    for (; i + 8 <= V; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += (double)s->work[i + j];
+    for (; i < V; i++) part[0] += (double)s->work[i];
+    n.z = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     return n;
 }
 
