@@ -9,8 +9,8 @@
  * show the features. And as "avx512-emulated" by kernels_avx512_emulated.c, through SIMDe (Debian's
  * libsimde-dev), whose AVX-512 intrinsics run as pairs of AVX2 ones: that is how this source runs in the
  * tests on a CPU without AVX-512. It checks the code against the intrinsics' documented semantics, not against
- * the instructions (and three intrinsics SIMDe 0.7.4 lacks, _mm512_cvtepi32_ps, _mm512_cvttps_epi32 and
- * _mm512_cvtph_ps, against this file's own two-half stand-ins); it is never chosen by itself.
+ * the instructions (and the intrinsics SIMDe 0.7.4 lacks, _mm512_cvtepi32_ps, _mm512_cvttps_epi32, _mm512_cvtps_pd,
+ * _mm512_cvtpd_ps and _mm512_cvtph_ps, against this file's own two-half stand-ins); it is never chosen by itself.
  *
  * The tile shapes follow the AVX2 kernels' reasoning (enough independent accumulators to cover the FMA latency on
  * two ports, each weight read once per tile of tokens), with twice the registers; they, the groups and the panels'
@@ -40,6 +40,13 @@ static inline __attribute__((always_inline)) __m512i emulated_cvttps_epi32(__m51
                                   _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1))),
                               1);
 }
+static inline __attribute__((always_inline)) __m512d emulated_cvtps_pd(__m256 v) {
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_cvtps_pd(_mm256_castps256_ps128(v))),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), 1);
+}
+static inline __attribute__((always_inline)) __m256 emulated_cvtpd_ps(__m512d v) {
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm512_extractf64x4_pd(v, 1)), _mm256_cvtpd_ps(_mm512_castpd512_pd256(v)));
+}
 static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_castsi256_si128(h))),
                               _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), 1);
@@ -48,6 +55,10 @@ static inline __attribute__((always_inline)) __m512 emulated_cvtph_ps(__m256i h)
 #define _mm512_cvtepi32_ps emulated_cvtepi32_ps
 #undef _mm512_cvttps_epi32
 #define _mm512_cvttps_epi32 emulated_cvttps_epi32
+#undef _mm512_cvtps_pd
+#define _mm512_cvtps_pd emulated_cvtps_pd
+#undef _mm512_cvtpd_ps
+#define _mm512_cvtpd_ps emulated_cvtpd_ps
 #undef _mm512_cvtph_ps
 #define _mm512_cvtph_ps emulated_cvtph_ps
 #else
@@ -498,6 +509,66 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
     }
 }
 
+/* ---- exponentials: ha_expf's steps on eight lanes in double, bitwise its result (AVX2's exp4, twice as wide) ----
+ * The table's 32 entries are four registers, looked up by two two-register permutes and a blend on the index's bit 4
+ * (AVX2 gathers them, which took a third of its exp_shift's time). Each step is the same IEEE operation as AVX2's
+ * and the scalar definition's, so the same bits. */
+
+/* ha_expf of eight floats none of which is special (|x| < 88). */
+AVX512 INLINE __m256 exp8d(__m256 x) {
+    const __m512i *tab = (const __m512i *)HA_EXP2_TAB;
+    const __m512d xd = _mm512_cvtps_pd(x), invln2n = _mm512_set1_pd(HA_EXP_INVLN2N),
+                  shift = _mm512_set1_pd(HA_EXP_SHIFT);
+    __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, kd);
+    const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    const __m512i lo = _mm512_permutex2var_epi64(_mm512_loadu_si512(tab), i, _mm512_loadu_si512(tab + 1));
+    const __m512i hi = _mm512_permutex2var_epi64(_mm512_loadu_si512(tab + 2), i, _mm512_loadu_si512(tab + 3));
+    const __m512i t = _mm512_add_epi64(_mm512_mask_mov_epi64(lo, _mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), hi),
+                                       _mm512_slli_epi64(ki, 47));
+    const __m512d p = _mm512_fmadd_pd(r, _mm512_set1_pd(HA_EXP_C0), _mm512_set1_pd(HA_EXP_C1));
+    const __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(HA_EXP_C2), _mm512_set1_pd(1.0));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_fmadd_pd(p, _mm512_mul_pd(r, r), y), _mm512_castsi512_pd(t)));
+}
+
+/* ha_expf of sixteen floats into out; 0 (nothing written) if a lane is special: |x| >= 88, inf or NaN. */
+AVX512 INLINE int exp16(__m512 x, __m512 *out) {
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+    if (_mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x42afffff))) return 0;
+    const __m512i lo = _mm512_castsi256_si512(_mm256_castps_si256(exp8d(_mm512_castps512_ps256(x))));
+    const __m256 hi = exp8d(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(x), 1)));
+    *out = _mm512_castsi512_ps(_mm512_inserti64x4(lo, _mm256_castps_si256(hi), 1));
+    return 1;
+}
+
+/* Sixteen at a time; a block with a special lane, and the tail, go to AVX2's (bitwise the same). */
+AVX512 static void exp_shift_avx512(float *s, int64_t n, float m) {
+    const __m512 vm = _mm512_set1_ps(m);
+    int64_t i = 0;
+    for (__m512 e; i + 16 <= n; i += 16)
+        if (exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), vm), &e)) _mm512_storeu_ps(s + i, e);
+        else ha_kernels_avx2.exp_shift(s + i, 16, m);
+    if (i < n) ha_kernels_avx2.exp_shift(s + i, n - i, m);
+}
+
+AVX512 static void silu_avx512(float *x, const float *up, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+    int64_t i = 0;
+    for (__m512 e; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        if (exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), sign)), &e)) {
+            const __m512 a = _mm512_div_ps(v, _mm512_add_ps(one, e));
+            _mm512_storeu_ps(x + i, up ? _mm512_mul_ps(a, _mm512_loadu_ps(up + i)) : a);
+        } else {
+            ha_kernels_avx2.silu(x + i, up ? up + i : NULL, 16);
+        }
+    }
+    if (i < n) ha_kernels_avx2.silu(x + i, up ? up + i : NULL, n - i);
+}
+
 /* |v|, the sign bit cleared (SIMDe's _mm512_abs_ps leaves -0 negative). */
 AVX512 INLINE __m512 abs16(__m512 v) {
     return _mm512_castsi512_ps(_mm512_and_epi32(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
@@ -932,6 +1003,8 @@ static void fill_table(void) {
     table.matmul_w8a8 = matmul_w8a8;
     table.quant_q8 = quant_q8_avx512;
     table.quant_q8_sum = quant_q8_sum_avx512;
+    table.exp_shift = exp_shift_avx512;
+    table.silu = silu_avx512;
 #if HA_AVX512_EMULATED
     table.matmul_bf16x = matmul_bf16x_emulated;
 #else
