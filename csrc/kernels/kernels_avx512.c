@@ -1,7 +1,7 @@
 /* AVX-512 kernels (F, BW and VNNI: 512-bit registers, 32 of them) for float weights in panels and for
- * integer weights, attention's scores and values, and the w8a8 class's activation groups; the variant's other entries
- * (row-major float weights, the other quantizations, dot, axpy, scale, widening) are AVX2's, which every such CPU
- * also runs. Panels and integer
+ * integer weights, attention's scores and values, the exponentials (softmax weights, SiLU) and the w8a8 class's
+ * activation groups; the variant's other entries (row-major float weights, the other quantizations, dot, axpy, scale,
+ * widening) are AVX2's, which every such CPU also runs. Panels and integer
  * weights give bitwise the results of every other variant, attention's scores and values bitwise AVX2's (the
  * contracts in kernels.h), so choosing this variant over AVX2 changes no output.
  *
