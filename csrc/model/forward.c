@@ -447,15 +447,44 @@ typedef struct norm_job {
     int64_t d;
 } norm_job;
 
-static void norm_row(const void *ctx, int64_t i) {
+/* Rows [b, e) of a norm job. RMS norms four rows at a time: each row's sum of squares is the same chain in the same
+ * order as norm's, the four side by side so that each add does not wait on the one before (one row's chain of d
+ * dependent double adds bounds its loop); LayerNorm row by row. */
+static void norm_range(void *ctx, int64_t b, int64_t e) {
     const norm_job *j = ctx;
-    norm(j->cfg, j->x + i * j->d, j->w, j->b, j->y + i * j->d, j->d);
+    const ha_llama_config *cfg = j->cfg;
+    const int64_t d = j->d;
+    for (int64_t i = b; i < e;) {
+        if (cfg->norm == HA_NORM_LAYER || e - i < 4) {
+            norm(cfg, j->x + i * d, j->w, j->b, j->y + i * d, d);
+            i++;
+            continue;
+        }
+        const float *x0 = j->x + i * d, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+        double ss[4] = { 0.0, 0.0, 0.0, 0.0 };
+        for (int64_t k = 0; k < d; k++) {
+            ss[0] += (double)x0[k] * (double)x0[k];
+            ss[1] += (double)x1[k] * (double)x1[k];
+            ss[2] += (double)x2[k] * (double)x2[k];
+            ss[3] += (double)x3[k] * (double)x3[k];
+        }
+        for (int r = 0; r < 4; r++, i++) {
+            const float *x = j->x + i * d, *w = j->w,
+                        rs = (float)(1.0 / sqrt(ss[r] / (double)d + (double)cfg->norm_eps));
+            float *y = j->y + i * d;
+            if (cfg->norm == HA_NORM_RMS_ONE_PLUS)
+                for (int64_t k = 0; k < d; k++) y[k] = (x[k] * rs) * (1.0f + w[k]);
+            else
+                for (int64_t k = 0; k < d; k++) y[k] = w[k] * (x[k] * rs);
+        }
+    }
 }
 
 static void norm_all(const ha_llama_config *cfg, const float *x, const float *w, const float *b, float *y, int64_t T,
                      int64_t d) {
-    const norm_job j = { cfg, x, w, b, y, d };
-    for_rows(T, d, norm_row, &j);
+    norm_job j = { cfg, x, w, b, y, d };
+    if (T < 2 || T * d < ROWS_SMALL_JOB) norm_range(&j, 0, T);
+    else ha_parallel_for_kind(norm_range, &j, T, (uint64_t)(uintptr_t)norm_range * 31 + (uint64_t)d);
 }
 
 /* Each of the T rows of x (T, d) normed in place by the optional vector v (and bias vb); nothing if v is absent. */
