@@ -63,9 +63,10 @@ ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab);
 /* The same normalization for estimates (s's vocabulary of scores): z = sum_i ha_expf(scores[i] - m) (the kernels'
  * exp_shift, bitwise the same in every variant) added in double in eight chains; within about 1e-7 of
  * ha_softmax_norm's z (1.3e-9 on random scores), at under a third of its time (a vocabulary of 4096: 7 us against
- * 23 us of double exps, which was a third of the shipped draft's w8a8 step on top of it). For what only chooses how far to draft (the draft's confidence under greedy and
- * coupled acceptance: the cost schedule, the confidence threshold, a greedy tree's shape), never for what decides a
- * token (rejection sampling's acceptance and residual take ha_softmax_norm). */
+ * 23 us of double exps, which cost a third of the shipped draft's w8a8 step again). For what only chooses how far
+ * to draft (the draft's confidence under greedy and coupled acceptance: the cost schedule, the confidence
+ * threshold, a greedy tree's shape), never for what decides a token (rejection sampling's acceptance and residual
+ * take ha_softmax_norm). */
 ha_normalizer ha_softmax_estimate(ha_sampler *s, const float *scores);
 /* softmax(scores)[t], in double, from its normalization n (0 where every score is -inf). */
 double ha_norm_at(const float *scores, int64_t vocab, ha_normalizer n, int32_t t);

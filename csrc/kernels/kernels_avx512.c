@@ -575,11 +575,12 @@ AVX512 INLINE __m512 abs16(__m512 v) {
 }
 
 /* One int8 group of activations (matmul_w8a8's input) and its integers' sum, bitwise as ha_quant_q8_sum_ref (a
- * partial group, or NaN or inf, goes to it). max|x| is exact in any order and x * inv is the same IEEE product y; |y| <= 127 (and a little) unless
- * inv overflowed to inf, so where y is finite its truncation n fits an int32 and float(n) is exact, and roundf(y) is n
- * stepped one away from zero where |y - n| >= 1/2; 0 where y is not finite; clamped to [-127, 127] and each narrowed
- * to its byte; the sum is the int32 lanes' (exact). Measured: AVX2's eight-lane steps and packs, then the sum from
- * the bytes, took 6-7% of a w8a8 verification's time; this about half of that. */
+ * partial group, or NaN or inf, goes to it). max|x| is exact in any order and x * inv is the same IEEE product y;
+ * |y| <= 127 (and a little) unless inv overflowed to inf, so where y is finite its truncation n fits an int32 and
+ * float(n) is exact, and roundf(y) is n stepped one away from zero where |y - n| >= 1/2; 0 where y is not finite;
+ * clamped to [-127, 127] and each narrowed to its byte; the sum is the int32 lanes' (exact). Measured: AVX2's
+ * eight-lane steps and packs, then the sum from the bytes, took 6-7% of a w8a8 verification's time; this about half
+ * of that. */
 AVX512 static int quant_q8_sum_avx512(const float *x, int64_t len, void *blk, int32_t *sum) {
     if (len != HA_Q8_GROUP) return ha_quant_q8_sum_ref(x, len, blk, sum);
     const __m512 big = _mm512_set1_ps(3.40282347e38f);
