@@ -219,10 +219,17 @@ static int cmp_dscored(const void *a, const void *b) {
 }
 
 /* max and sum of exp(scores - max), in double; max is -inf when every score is. */
-static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
-    double m = -INFINITY, z = 0.0;
+/* The largest of scores (vocab,), -inf when every one is (NaN scores are passed over). */
+static float scores_max(const float *scores, int64_t vocab) {
+    float m = -INFINITY;
     for (int64_t i = 0; i < vocab; i++)
         if (scores[i] > m) m = scores[i];
+    return m;
+}
+
+static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
+    const double m = scores_max(scores, vocab);
+    double z = 0.0;
     if (m > -INFINITY)
         for (int64_t i = 0; i < vocab; i++) z += exp((double)scores[i] - m);
     *mx = m;
@@ -557,9 +564,7 @@ ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab) {
 
 ha_normalizer ha_softmax_estimate(ha_sampler *s, const float *scores) {
     const int64_t V = s->vocab;
-    float m = -INFINITY;
-    for (int64_t i = 0; i < V; i++)
-        if (scores[i] > m) m = scores[i];
+    const float m = scores_max(scores, V);
     ha_normalizer n = { m, 0.0 };
     if (!(m > -INFINITY)) return n;
     memcpy(s->work, scores, (size_t)V * sizeof(float));

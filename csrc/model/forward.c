@@ -41,10 +41,15 @@ static void rows_range(void *ctx, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) j->row(j->ctx, i);
 }
 
+/* fn(ctx, b, e) over rows [0, T), on the caller alone or split as for_rows; key: the pool's kind of job. */
+static void for_row_ranges(int64_t T, int64_t width, ha_range_fn fn, void *ctx, uint64_t key) {
+    if (T < 2 || T * width < ROWS_SMALL_JOB) fn(ctx, 0, T);
+    else ha_parallel_for_kind(fn, ctx, T, key);
+}
+
 static void for_rows(int64_t T, int64_t width, void (*row)(const void *ctx, int64_t i), const void *ctx) {
     rows_job j = { row, ctx };
-    if (T < 2 || T * width < ROWS_SMALL_JOB) rows_range(&j, 0, T);
-    else ha_parallel_for_kind(rows_range, &j, T, (uint64_t)(uintptr_t)row * 31 + (uint64_t)width);
+    for_row_ranges(T, width, rows_range, &j, (uint64_t)(uintptr_t)row * 31 + (uint64_t)width);
 }
 
 
@@ -419,6 +424,15 @@ static void attention_range(void *ctx, int64_t b, int64_t e) {
 
 /* y (d,) = the config's norm of x (d,) with weight w (d,) and bias b (d,; LayerNorm only, may be NULL), in
  * float32 as Transformers' modules compute it (sums in double); y may be x. */
+/* y (d,) = an RMS norm of x (d,) whose sum of squares in double is ss, with weight w (d,). */
+static void rms_scale(const ha_llama_config *cfg, const float *x, const float *w, float *y, int64_t d, double ss) {
+    const float r = (float)(1.0 / sqrt(ss / (double)d + (double)cfg->norm_eps));
+    if (cfg->norm == HA_NORM_RMS_ONE_PLUS)
+        for (int64_t i = 0; i < d; i++) y[i] = (x[i] * r) * (1.0f + w[i]);
+    else
+        for (int64_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
+}
+
 static void norm(const ha_llama_config *cfg, const float *x, const float *w, const float *b, float *y, int64_t d) {
     const double eps = (double)cfg->norm_eps;
     if (cfg->norm == HA_NORM_LAYER) {
@@ -432,11 +446,7 @@ static void norm(const ha_llama_config *cfg, const float *x, const float *w, con
     }
     double ss = 0.0;
     for (int64_t i = 0; i < d; i++) ss += (double)x[i] * (double)x[i];
-    const float r = (float)(1.0 / sqrt(ss / (double)d + eps));
-    if (cfg->norm == HA_NORM_RMS_ONE_PLUS)
-        for (int64_t i = 0; i < d; i++) y[i] = (x[i] * r) * (1.0f + w[i]);
-    else
-        for (int64_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
+    rms_scale(cfg, x, w, y, d, ss);
 }
 
 /* y (T, d) = each row of x (T, d) normed (norm's w and b), rows across the threads where worth it (for_rows). */
@@ -468,23 +478,14 @@ static void norm_range(void *ctx, int64_t b, int64_t e) {
             ss[2] += (double)x2[k] * (double)x2[k];
             ss[3] += (double)x3[k] * (double)x3[k];
         }
-        for (int r = 0; r < 4; r++, i++) {
-            const float *x = j->x + i * d, *w = j->w,
-                        rs = (float)(1.0 / sqrt(ss[r] / (double)d + (double)cfg->norm_eps));
-            float *y = j->y + i * d;
-            if (cfg->norm == HA_NORM_RMS_ONE_PLUS)
-                for (int64_t k = 0; k < d; k++) y[k] = (x[k] * rs) * (1.0f + w[k]);
-            else
-                for (int64_t k = 0; k < d; k++) y[k] = w[k] * (x[k] * rs);
-        }
+        for (int r = 0; r < 4; r++, i++) rms_scale(cfg, j->x + i * d, j->w, j->y + i * d, d, ss[r]);
     }
 }
 
 static void norm_all(const ha_llama_config *cfg, const float *x, const float *w, const float *b, float *y, int64_t T,
                      int64_t d) {
     norm_job j = { cfg, x, w, b, y, d };
-    if (T < 2 || T * d < ROWS_SMALL_JOB) norm_range(&j, 0, T);
-    else ha_parallel_for_kind(norm_range, &j, T, (uint64_t)(uintptr_t)norm_range * 31 + (uint64_t)d);
+    for_row_ranges(T, d, norm_range, &j, (uint64_t)(uintptr_t)norm_range * 31 + (uint64_t)d);
 }
 
 /* Each of the T rows of x (T, d) normed in place by the optional vector v (and bias vb); nothing if v is absent. */
