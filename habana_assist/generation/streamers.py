@@ -157,22 +157,18 @@ class TextIteratorStreamer(TextStreamer):
         self, tokenizer: Decoder, skip_prompt: bool = False, timeout: Optional[float] = None, **decode_kwargs: Any
     ) -> None:
         super().__init__(tokenizer, skip_prompt, **decode_kwargs)
-        self.text_queue: queue.Queue[Union[str, None, _Stopped]] = queue.Queue()
+        # SimpleQueue: its put and get are single C calls, so a Ctrl-C (whose handler runs between bytecodes of the
+        # main thread, which generates and puts) cannot land inside one holding the queue's lock; queue.Queue's
+        # Python-level Condition can be left locked, or with a stale waiter, and the consumer waits forever
+        self.text_queue: queue.SimpleQueue[Union[str, None, _Stopped]] = queue.SimpleQueue()
         self.stop_signal, self.timeout = None, timeout
         self._error: Optional[BaseException] = None  # set while stop() ends the stream
 
     def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
         if text:
-            self.text_queue.put(text, timeout=self.timeout)
+            self.text_queue.put(text)
         if stream_end:
-            marker = self.stop_signal if self._error is None else _Stopped(self._error)
-            self.text_queue.put(marker, timeout=self.timeout)
-            # Every waiting consumer is woken for the end, not the one put() notifies: Ctrl-C raised inside an
-            # earlier put's notify, between releasing a waiter and removing it (its woken thread takes the lock
-            # again), leaves that stale waiter first in line to absorb the next notify, and the consumer would
-            # wait for an end already queued
-            with self.text_queue.not_empty:
-                self.text_queue.not_empty.notify_all()
+            self.text_queue.put(self.stop_signal if self._error is None else _Stopped(self._error))
 
     def stop(self, error: BaseException) -> None:
         """The consumer gets the text put so far, then GenerationStoppedError (caused by error) instead of the end."""

@@ -448,42 +448,74 @@ def _wait_for(predicate, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.parametrize("how", ["end", "stop"])
-def test_iterator_streamer_end_reaches_its_consumer_after_a_put_interrupted_in_notify(tok, how):
-    """Ctrl-C raised inside a put's Condition.notify, after it released the consumer's waiter and before it removed
-    it from the condition's list (where the main thread often waits for the GIL while the woken consumer runs),
-    leaves a stale waiter that absorbs the next notify; the end must reach the consumer all the same (seen: the
-    interrupt tests' child waiting forever for its consumer). The interrupted put is replayed on the queue's own
-    lock and list (CPython's threading.Condition._waiters)."""
-    streamer = ha.TextIteratorStreamer(tok)
-    got, ended = [], []
+def _interrupt_at(n, files):
+    """A trace function raising KeyboardInterrupt before the n-th bytecode (from 0) that this thread runs in frames of
+    `files`: where a Ctrl-C's handler may run, between two bytecodes of the main thread. -> (tracer, fired)."""
+    count, fired = [0], []
 
-    def consume():
+    def local(frame, event, arg):
+        if event == "opcode" and not fired:
+            if count[0] == n:
+                fired.append(frame.f_code.co_name)
+                raise KeyboardInterrupt
+            count[0] += 1
+        return local
+
+    def tracer(frame, event, arg):
+        if fired or not frame.f_code.co_filename.endswith(files):
+            return None
+        frame.f_trace_opcodes = True
+        return local(frame, event, arg)
+
+    return tracer, fired
+
+
+def test_iterator_streamer_releases_its_consumer_wherever_ctrl_c_lands_in_put_or_end(tok):
+    """A Ctrl-C raised between any two bytecodes of the streamer's put() and end() (and of the queue and threading code
+    they call), then the stop(error) that generate() calls, must end the consumer's iteration: with the whole text and
+    StopIteration, or with GenerationStoppedError caused by the interrupt; never a consumer waiting forever, nor a
+    stop() that blocks (seen: queue.Queue's lock left held by an interrupt inside Condition.__enter__, and the
+    interrupt tests' child hanging)."""
+    ids = tok(["x = 1\nfor i in range(3):\n    print(i)\n"], return_tensors="np")["input_ids"]
+    chunks = [ids[:, :2], ids[0, 2:3], ids[:, 3:6], ids[0, 6:]]
+    files = ("streamers.py", "queue.py", "threading.py")
+    landed = []
+    for n in range(100000):
+        streamer = ha.TextIteratorStreamer(tok)
+        got, ended = [], []
+
+        def consume(streamer=streamer, got=got, ended=ended):
+            try:
+                for text in streamer:
+                    got.append(text)
+                ended.append("end")
+            except ha.GenerationStoppedError as e:
+                ended.append(type(e.__cause__).__name__)
+
+        consumer = threading.Thread(target=consume, daemon=True)
+        consumer.start()
+        tracer, fired = _interrupt_at(n, files)
+        stopper = threading.Thread(target=lambda: None)
+        sys.settrace(tracer)
         try:
-            for text in streamer:
-                got.append(text)
-            ended.append("end")
-        except ha.GenerationStoppedError as e:
-            ended.append(type(e.__cause__).__name__)
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
-    cond = streamer.text_queue.not_empty
-    _wait_for(lambda: len(cond._waiters) == 1, "the consumer to wait for text")
-    with cond:  # text_queue.put("a"), interrupted in notify between waiter.release() and _waiters.remove()
-        streamer.text_queue._put("a")
-        streamer.text_queue.unfinished_tasks += 1
-        cond._waiters[0].release()
-    _wait_for(lambda: got == ["a"] and len(cond._waiters) == 2, "the consumer to take 'a' and wait again")
-    if how == "end":
-        streamer.end()
-    else:
-        streamer.stop(KeyboardInterrupt())
-    consumer.join(60)
-    alive = consumer.is_alive()
-    if alive:  # release it, so the failure below is the test's only trace
-        with cond:
-            streamer.text_queue._put(streamer.stop_signal)
-            cond.notify_all()
-    want = ["end"] if how == "end" else ["KeyboardInterrupt"]
-    assert not alive and ended == want, f"{how}(): expected the consumer to see {want}, got {ended} (alive: {alive})"
+            for chunk in chunks:
+                streamer.put(chunk)
+            streamer.end()
+        except KeyboardInterrupt as error:
+            sys.settrace(None)
+            stopper = threading.Thread(target=streamer.stop, args=(error,), daemon=True)  # generate()'s stop_streamer
+        finally:
+            sys.settrace(None)
+        stopper.start()
+        stopper.join(60)
+        consumer.join(60)
+        where = f"interrupted before bytecode {n} (in {fired[0] if fired else 'nothing: no interrupt'})"
+        assert not stopper.is_alive(), f"{where}: stop() blocked"
+        assert not consumer.is_alive(), f"{where}: the consumer still waits after stop()"
+        assert ended in (["end"], ["KeyboardInterrupt"]), f"{where}: the consumer ended with {ended}"
+        if ended == ["end"]:
+            assert "".join(got) == tok.decode(ids[0]), f"{where}: the stream ended whole but its text differs"
+        if not fired:
+            break
+        landed.append(fired[0])
+    assert {"put", "on_finalized_text", "end"} <= set(landed), f"the interrupt never landed in some of them: {landed}"
