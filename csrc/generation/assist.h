@@ -36,7 +36,10 @@ typedef struct row_state {
     double rate[COST_K_MAX]; /* cost schedule: the row's acceptance rate at each draft position, this round */
     double all_accepted; /* cost schedule: the chance that every candidate so far is accepted */
     double yield;        /* cost schedule: tokens the round is expected to give the row */
-    int64_t idle;        /* cost schedule with carried counts: rounds in a row it planned no candidate */
+    int64_t idle;        /* cost schedule: rounds in a row it planned no candidate */
+    int exploring;       /* cost schedule, this round: drafts to check a verdict of none (ha_cost_schedule) */
+    int64_t unseen;      /* cost schedule, this round: the decided tokens the draft's first step appends for the row
+                            (its catch-up: 1 after a round it drafted in, one more for each round it did not) */
     int64_t k_keep;      /* cost schedule, ha_cost_trim: candidates kept so far, and the best configuration's */
     int64_t k_best;
     double keep_chance;  /* ha_cost_trim: the chance that the k_keep candidates kept are all accepted */
@@ -144,7 +147,8 @@ typedef struct cost_model {
     double alt_acc[COST_BINS];  /* the same for a tree's alternatives (a node's children after its first), by tenth of
                                  * what the schedule rates them by (sib_rate, dyn_node.qr) */
     double alt_tested[COST_BINS];
-    int explore;                /* counts carried from other calls: a row idle for COST_EXPLORE rounds drafts */
+    int explore;                /* counts carried from other calls: a row idle long enough drafts (COST_EXPLORE) */
+    int64_t quiet;              /* rounds since a row last drafted to explore */
     int64_t max_new;            /* the call's max_new_tokens */
 } cost_model;
 
@@ -161,7 +165,7 @@ double ha_cost_alt_rate(const cost_model *c, double conf);
 /* Counts an alternative rated by conf whose parent acceptance reached: tested, and accepted or not. */
 void ha_cost_count_alt(cost_model *c, double conf, int accepted);
 /* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
-void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B);
+void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B);
 /* After draft step s: whether each row still drafting goes on (clears r->drafting where not). */
 void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s);
 /* Counts the round of a row that proposed k candidates of draft probabilities conf (k,) (NULL: prompt lookup)

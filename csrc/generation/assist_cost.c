@@ -1,8 +1,11 @@
 /* The assisted loop's cost schedule (HA_SCHEDULE_COST): each round's K per row, from the costs and the running
  * acceptance; run_rounds (assist.c) plans with it before drafting, and draft_round asks it after each draft step.
  *
- * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s appends one token for each of
- * the n_s rows with k_r > s; step 0 at its own cost d_first, as it runs right after the target's append) plus t(sum_r (k_r + 1)) (one target append), and yields sum_r E_r tokens in expectation, E_r = 1 plus
+ * A round in which the rows propose k_r candidates costs sum_s d(n_s) (draft step s > 0 appends one token for each
+ * of the n_s rows with k_r > s; step 0 appends each such row's catch-up, the decided tokens the draft has not seen, 1
+ * after a round the row drafted in and one more for each round it did not, priced as that many rows of one token at
+ * its own cost d_first, as it runs right after the target's append) plus t(sum_r (k_r + 1)) (one target append), and
+ * yields sum_r E_r tokens in expectation, E_r = 1 plus
  * the chance that each candidate and every one before it is accepted. Two estimates of that chance:
  * - before drafting, from the row's acceptance rate by draft position (leaning on the call's): ha_cost_schedule
  *   plans each row's k (starting from every k_r = 0, it adds one candidate at a time to the row where that gives
@@ -19,7 +22,9 @@
  * what the pair's earlier calls learnt instead.
  * Carried counts that say no candidate is worth it would be final (nothing drafted, nothing counted, in every call
  * after), so a row that planned none for COST_EXPLORE rounds in a row drafts one (and goes on while it is worth
- * it): a check on the verdict for about one draft step and one verified token per COST_EXPLORE tokens. */
+ * it), one row at most every COST_EXPLORE rounds of the call: a check on the verdict for about one draft step and
+ * one verified token per COST_EXPLORE rounds, whatever the batch (a batch of 8 rows each checking every 16 rounds
+ * spent a tenth of its time on the checks). */
 #include <math.h>
 #include <string.h>
 
@@ -139,7 +144,7 @@ static void row_worth(const cost_model *c, row_state *rows, int64_t B) {
     }
 }
 
-void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
+void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B) {
     row_worth(c, rows, B);
     double call[COST_K_MAX];
     for (int64_t j = 0; j < COST_K_MAX; j++) { /* the call's rates, each position's prior the one before it */
@@ -155,6 +160,8 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
         if (i < B && !rows[i].done) {
             row_state *r = &rows[i];
             const acceptance *own = &c->rows[i];
+            /* the draft's catch-up: its prompt is its prefill, paid once by any row that drafts at all */
+            r->unseen = r->draft_len > 0 && r->L - r->draft_len > 1 ? r->L - r->draft_len : 1;
             prefix[n_rows][0] = r->worth;
             for (int64_t j = 0; j < COST_K_MAX; j++) {
                 r->rate[j] = (own->acc[j] + 2.0 * call[j]) / (own->tested[j] + 2.0);
@@ -166,7 +173,8 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
             n_rows++;
         }
         if (n_rows == 0 || (n_rows < GROUP && i < B)) continue;
-        int64_t total = n_rows, at_step[COST_K_MAX] = { 0 }; /* tokens verified; rows drafting at each step */
+        /* tokens verified; rows drafting at each step (at step 0 tokens: each row's catch-up) */
+        int64_t total = n_rows, at_step[COST_K_MAX] = { 0 };
         double yield = 0.0, drafting = 0.0;
         for (int64_t r = 0; r < n_rows; r++) yield += prefix[r][0];
         double best = yield / verify_cost(c, total);
@@ -178,7 +186,8 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
                 /* one more candidate: row r joins draft step k */
-                const double more = step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
+                const int64_t add = k == 0 ? in[r]->unseen : 1;
+                const double more = step_cost(c, k, at_step[k] + add) - step_cost(c, k, at_step[k]);
                 const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
@@ -186,9 +195,9 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 }
             }
             if (pick < 0) break;
-            const int64_t k = in[pick]->k_max++;
-            drafting += step_cost(c, k, at_step[k] + 1) - step_cost(c, k, at_step[k]);
-            at_step[k]++;
+            const int64_t k = in[pick]->k_max++, add = k == 0 ? in[pick]->unseen : 1;
+            drafting += step_cost(c, k, at_step[k] + add) - step_cost(c, k, at_step[k]);
+            at_step[k] += add;
             yield += prefix[pick][k + 1];
             total++;
             if (pick_rate > best) {
@@ -196,19 +205,26 @@ void ha_cost_schedule(const cost_model *c, row_state *rows, int64_t B) {
                 for (int64_t r = 0; r < n_rows; r++) best_k[r] = in[r]->k_max;
             }
         }
-        for (int64_t r = 0; r < n_rows; r++) {
-            in[r]->k_max = best_k[r];
-            in[r]->idle = best_k[r] > 0 ? 0 : in[r]->idle + 1;
-            if (c->explore && in[r]->idle >= COST_EXPLORE && cap[r] > 0) {
-                in[r]->k_max = 1;
-                in[r]->idle = 0;
-            }
-        }
+        for (int64_t r = 0; r < n_rows; r++) in[r]->k_max = best_k[r];
         n_rows = 0;
     }
+    /* Exploring: one row a round at most, the one idle longest, once it and the call have gone COST_EXPLORE rounds
+     * without one (each costs a draft step over the row's catch-up and a verified token, whatever the batch) */
+    row_state *longest = NULL;
     for (int64_t i = 0; i < B; i++) {
-        rows[i].all_accepted = 1.0;
-        rows[i].yield = 1.0;
+        row_state *r = &rows[i];
+        r->all_accepted = 1.0;
+        r->yield = 1.0;
+        r->exploring = 0;
+        if (r->done) continue;
+        r->idle = r->k_max > 0 ? 0 : r->idle + 1;
+        if (r->k_cap > 0 && (!longest || r->idle > longest->idle)) longest = r;
+    }
+    c->quiet++;
+    if (c->explore && longest && longest->idle >= COST_EXPLORE && c->quiet >= COST_EXPLORE) {
+        longest->k_max = longest->exploring = 1;
+        longest->idle = 0;
+        c->quiet = 0;
     }
 }
 
@@ -221,7 +237,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         row_state *r = &rows[i];
         if (r->done) continue;
         n_drafting += r->drafting;
-        n_stepped += r->k == s + 1;
+        n_stepped += r->k == s + 1 ? (s == 0 ? r->unseen : 1) : 0;
         yield += r->worth * r->yield;
         tokens += r->k + 1;
     }
@@ -268,7 +284,8 @@ void ha_cost_count(cost_model *c, acceptance *row, const double *conf, int64_t k
  * each row keeps a prefix), and the configuration of the best expected tokens per unit time along that path is kept
  * (t(T) is not convex: the kernels' tiles). Greedy and coupled acceptance only: under rejection sampling a candidate
  * kept or dropped by its own probability is no longer a draw from q (with p = (.5, .5), q = (.9, .1) and token 1
- * dropped, token 0 comes out 55% of the time), so there every drafted candidate is verified. */
+ * dropped, token 0 comes out 55% of the time), so there every drafted candidate is verified. A row exploring keeps
+ * its first candidate: dropped, it would check nothing. */
 void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
     double yield = 0.0;
     int64_t tokens = 0;
@@ -279,6 +296,12 @@ void ha_cost_trim(const cost_model *c, row_state *rows, int64_t B) {
         if (r->done) continue;
         yield += r->worth;
         tokens += 1;
+        if (r->exploring && r->k > 0) { /* its first candidate is the check it drafted for: always verified */
+            r->k_keep = r->k_best = 1;
+            r->keep_chance = ha_cost_conf_rate(c, r->conf[0]);
+            yield += r->worth * r->keep_chance;
+            tokens += 1;
+        }
     }
     double best = yield / (c->steps_cost + verify_cost(c, tokens));
     for (;;) {

@@ -436,9 +436,7 @@ def measured_as(model, drafter, costs):
 
 
 def cost_call(model, draft, ids, mask, **kw):
-    return model.generate(
-        ids,
-        attention_mask=mask,
+    args = dict(
         assistant_model=draft,
         num_assistant_tokens=6,
         num_assistant_tokens_schedule="cost",
@@ -446,8 +444,8 @@ def cost_call(model, draft, ids, mask, **kw):
         max_new_tokens=NEW,
         eos_token_id=[],
         return_dict_in_generate=True,
-        **kw,
     )
+    return model.generate(ids, attention_mask=mask, **{**args, **kw})
 
 
 def choices(res):
@@ -581,3 +579,56 @@ def test_set_assisted_costs_refuses_what_is_not_costs(models):
             target.set_assisted_costs(bad, draft)
     with pytest.raises(ha.InvalidInputError, match="assistant_model"):
         target.set_assisted_costs(COSTS, "draft")
+
+
+def test_a_batch_checks_a_no_verdict_about_as_often_as_one_row(models):
+    """Carried counts that say no candidate is worth drafting: a row checks the verdict by drafting one candidate
+    after 16 idle rounds, but a batch whose rows all plan none explores about as often as one row (a row after 16
+    idle rounds for each idle row), not once per row: each exploration costs a draft step over the row's catch-up and
+    a verified token, whatever the batch. Greedy tokens stay plain's."""
+    target, draft = models
+    fresh = measured_as(ha.AutoModelForCausalLM.from_pretrained(target.name_or_path), draft, COSTS)
+    state = fresh._costs.learned(draft)
+    K = POSITIONS
+    n = 16 * len(PROMPTS) + 2
+
+    def explorations(prompts):
+        state[:] = 0.0
+        state[K] = 512.0  # 512 candidates tested at draft position 0, none accepted
+        ids, mask = left_padded(prompts)
+        plain = fresh.generate(ids, attention_mask=mask, max_new_tokens=n, eos_token_id=[])
+        res = cost_call(fresh, draft, ids, mask, max_new_tokens=n)
+        assert np.array_equal(res.sequences, plain), "exploring must not change greedy tokens"
+        first = res.proposed_per_position.tolist()[:1]
+        return first[0] if first else 0, res.num_rounds
+
+    one, rounds_one = explorations(PROMPTS[1:2])
+    batch, rounds_batch = explorations(PROMPTS)
+    assert 1 <= one <= rounds_one // 16, f"one row: {one} explorations in {rounds_one} rounds (one per 16 idle rounds)"
+    assert 1 <= batch <= one, (
+        f"a batch of {len(PROMPTS)} idle rows explored {batch} times in {rounds_batch} rounds, one row {one} times in "
+        f"{rounds_one}: a batch must check the verdict about as often as one row, not once per row"
+    )
+
+
+def test_cost_schedule_prices_the_drafts_catch_up(models):
+    """A round's first draft step appends the decided tokens the draft has not seen: one after a round whose
+    candidates were not all accepted, two after one that accepted them all (the last candidate and the target's
+    token), more after rounds without drafting. Pinned costs where a draft step over one token is nearly free and
+    one over two tokens dear, and the target drafting for itself (every candidate accepted): the first round drafts
+    (the draft's prompt is its prefill, paid once), and no round after it, each facing a catch-up of two tokens or
+    more. Greedy tokens stay plain's."""
+    target, _ = models
+    fresh = ha.AutoModelForCausalLM.from_pretrained(target.name_or_path)
+    one_token = ha.AssistedCosts(
+        draft_step=0.01, target=(1.0,) * 16, draft_rows=(0.01, 100.0), draft_first=(0.01, 100.0)
+    )
+    fresh.set_assisted_costs(one_token, fresh)
+    ids, mask = left_padded(PROMPTS[1:2])
+    plain = fresh.generate(ids, attention_mask=mask, max_new_tokens=NEW, eos_token_id=[])
+    res = cost_call(fresh, fresh, ids, mask, num_assistant_tokens=3)
+    assert np.array_equal(res.sequences, plain), "the cost schedule must keep greedy's tokens"
+    assert res.proposed_per_position.tolist() == [1, 1, 1] and res.num_rounds == NEW - 3, (
+        f"expected 3 candidates in the first round and none after (each later first step appends 2 tokens or more, "
+        f"priced at 100 target steps), got {choices(res)}"
+    )
