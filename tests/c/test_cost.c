@@ -25,7 +25,7 @@ static cost_model cost_over(const double *t, const double *d, int64_t n_d, accep
     return c;
 }
 
-static void plan(const cost_model *c, row_state *r) {
+static void plan(cost_model *c, row_state *r) {
     for (int64_t i = 0; i < ROWS; i++) r[i] = (row_state){ .row = (int32_t)i, .k_cap = 16, .k_max = 16 };
     ha_cost_schedule(c, r, ROWS);
 }
