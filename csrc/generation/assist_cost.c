@@ -105,6 +105,9 @@ static double step_cost(const cost_model *c, int64_t s, int64_t n) {
     return s == 0 && c->n_d_first > 0 ? rows_cost(c->d_first, c->n_d_first, n) : draft_cost(c, n);
 }
 
+/* Tokens row r adds to draft step s: its catch-up at the first (ha_cost_schedule sets r->unseen), one after. */
+static int64_t step_tokens(const row_state *r, int64_t s) { return s == 0 ? r->unseen : 1; }
+
 static int64_t conf_bin(double conf) {
     const int64_t b = (int64_t)(conf * COST_BINS);
     return b < 0 ? 0 : b >= COST_BINS ? COST_BINS - 1 : b;
@@ -186,8 +189,7 @@ void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B) {
                 const int64_t k = in[r]->k_max;
                 if (k >= cap[r]) continue;
                 /* one more candidate: row r joins draft step k */
-                const int64_t add = k == 0 ? in[r]->unseen : 1;
-                const double more = step_cost(c, k, at_step[k] + add) - step_cost(c, k, at_step[k]);
+                const double more = step_cost(c, k, at_step[k] + step_tokens(in[r], k)) - step_cost(c, k, at_step[k]);
                 const double rate = (yield + prefix[r][k + 1]) / (drafting + more + verify_cost(c, total + 1));
                 if (rate > pick_rate) {
                     pick = r;
@@ -195,7 +197,7 @@ void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B) {
                 }
             }
             if (pick < 0) break;
-            const int64_t k = in[pick]->k_max++, add = k == 0 ? in[pick]->unseen : 1;
+            const int64_t k = in[pick]->k_max++, add = step_tokens(in[pick], k);
             drafting += step_cost(c, k, at_step[k] + add) - step_cost(c, k, at_step[k]);
             at_step[k] += add;
             yield += prefix[pick][k + 1];
@@ -237,7 +239,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         row_state *r = &rows[i];
         if (r->done) continue;
         n_drafting += r->drafting;
-        n_stepped += r->k == s + 1 ? (s == 0 ? r->unseen : 1) : 0;
+        n_stepped += r->k == s + 1 ? step_tokens(r, s) : 0;
         yield += r->worth * r->yield;
         tokens += r->k + 1;
     }
