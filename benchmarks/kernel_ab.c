@@ -3,7 +3,8 @@
  * on a shared, noisy machine only ratios taken this way mean much. Built with KERNEL_AB_AVX512, two builds of the
  * AVX-512 kernels instead (A's table function renamed kernels_a, B's ha_kernels_avx512), for FORMAT w8a8.
  *
- *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p, f16p or w8a8
+ *   kernel_ab FORMAT ROWS N ROUNDS T...   FORMAT: f32, bf16, f16, int8, int4, f32p, bf16p, f16p, w8a8 or w8a8c
+ *                                         (w8a8c: each build's matmul_w8a8_cached where it has one)
  *   kernel_ab scores KEYS N ROUNDS NQ...  attention's scores, AVX-512 builds (scores_ab)
  *
  * For each T: Y (T, ROWS) = W (ROWS, N) . X (T, N) by each build, ROUNDS times each, alternating; the best
@@ -82,9 +83,15 @@ typedef struct matmul_ctx {
     float *Y[2]; /* A's outputs, B's */
 } matmul_ctx;
 
+static int w8a8_cached; /* FORMAT w8a8c */
+
 static void matmul_run(void *ctx, const ha_kernels *k, int b) {
     const matmul_ctx *c = ctx;
-    if (c->dt == HA_Q8P) k->matmul_w8a8(c->W, c->n, 0, c->rows, c->Xq8, c->xsum, c->T, c->Y[b], c->rows);
+    if (c->dt == HA_Q8P) {
+        void (*w8)(const void *, int64_t, int64_t, int64_t, const char *, const int32_t *, int64_t, float *, int64_t) =
+            w8a8_cached && k->matmul_w8a8_cached ? k->matmul_w8a8_cached : k->matmul_w8a8;
+        w8(c->W, c->n, 0, c->rows, c->Xq8, c->xsum, c->T, c->Y[b], c->rows);
+    }
     else if (ha_dtype_is_int(c->dt))
         k->matmul_int[c->dt](c->W, c->n, 0, c->rows, c->Xq, c->xscale, c->T, c->Y[b], c->rows);
     else k->matmul[c->dt](c->W, c->n, 0, c->rows, c->X, c->T, c->Y[b], c->rows);
@@ -145,14 +152,15 @@ int main(int argc, char **argv) {
     }
     static const struct { const char *name; ha_dtype dt; } formats[] = {
         { "f32", HA_F32 }, { "bf16", HA_BF16 }, { "f16", HA_F16 }, { "int8", HA_Q8 }, { "int4", HA_Q4 },
-        { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P }, { "w8a8", HA_Q8P } };
+        { "f32p", HA_F32P }, { "bf16p", HA_BF16P }, { "f16p", HA_F16P }, { "w8a8", HA_Q8P },
+        { "w8a8c", HA_Q8P } };
     int f = -1;
     for (int i = 0; argc > 1 && i < (int)(sizeof formats / sizeof *formats); i++)
         if (strcmp(argv[1], formats[i].name) == 0) f = i;
     const int64_t rows = argc > 2 ? atoll(argv[2]) : 0, n = argc > 3 ? atoll(argv[3]) : 0;
     const int rounds = argc > 4 ? atoi(argv[4]) : 0;
     if (f < 0 || rows < 1 || n < 1 || rounds < 1 || argc < 6) {
-        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4|f32p|bf16p|f16p|w8a8 ROWS N ROUNDS T...\n");
+        fprintf(stderr, "usage: kernel_ab f32|bf16|f16|int8|int4|f32p|bf16p|f16p|w8a8|w8a8c ROWS N ROUNDS T...\n");
         return 2;
     }
     if ((formats[f].dt == HA_Q8P) != (strcmp(VARIANT, "avx512") == 0)) {
@@ -167,6 +175,7 @@ int main(int argc, char **argv) {
     /* Panels (f32p, bf16p, f16p): the row-major matrix of their element type is generated, then repacked. */
     const ha_dtype dt = formats[f].dt;
     const int w8 = dt == HA_Q8P;
+    w8a8_cached = strcmp(formats[f].name, "w8a8c") == 0;
     if (w8 ? !kernels_a.matmul_w8a8 : ha_dtype_is_int(dt) ? !kernels_a.matmul_int[dt] : !kernels_a.matmul[dt]) {
         fprintf(stderr, "kernel_ab: build A has no %s kernel (a revision from before that format); pick a later one\n",
                 formats[f].name);

@@ -7,7 +7,8 @@
 # the one that added int4 on (panel formats need A from the one that added float panels on; kernel_ab refuses
 # otherwise). FORMAT: f32, bf16, f16, int8, int4, or f32p, bf16p, f16p (float panels); or w8a8 (int8 panels times
 # int8 activations), which compares the AVX-512 kernels instead: csrc/kernels/kernels_avx512.c at REV (or the file
-# REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (A from the commit that added w8a8 on).
+# REV) against the working tree's, on a CPU with AVX-512 F, BW and VNNI (A from the commit that added w8a8 on);
+# w8a8c the same through each build's matmul_w8a8_cached (the shape for weights the caches hold) where it has one.
 # FORMAT scores times attention's scores of those two AVX-512 builds instead: ROWS keys of N floats, each T value a
 # number of queries scored together (a kv group's heads, times a verification's tokens).
 # For example
@@ -21,7 +22,7 @@ rev=${1:?usage: kernel_ab.sh REV FORMAT ROWS N ROUNDS T...}
 shift
 src=kernels_avx2.c
 ab=()
-if [ "${1:-}" = w8a8 ] || [ "${1:-}" = scores ]; then  # the AVX-512 kernels: A's table renamed, B's kept; kernel_ab.c told so
+if [ "${1:-}" = w8a8 ] || [ "${1:-}" = w8a8c ] || [ "${1:-}" = scores ]; then  # the AVX-512 kernels: A's table renamed, B's kept; kernel_ab.c told so
     src=kernels_avx512.c
     ab=(-DKERNEL_AB_AVX512)
 fi

@@ -84,5 +84,7 @@ void ha_pool_get_stats(ha_pool_stats *out);
 int ha_cpus_available(void);
 /* The cgroup quota alone, in CPUs (rounded up); 0 when there is none. */
 int ha_cgroup_cpu_limit(void);
+/* Bytes of the last-level cache (the L3's, else the L2's) as the C library reports it; 0 when it does not. */
+int64_t ha_llc_bytes(void);
 
 #endif /* HA_CORE_H */

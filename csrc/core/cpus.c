@@ -119,3 +119,9 @@ int ha_cpus_available(void) {
     int quota = ha_cgroup_cpu_limit();
     return quota >= 1 && quota < n ? quota : n;
 }
+
+int64_t ha_llc_bytes(void) {
+    long b = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (b <= 0) b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return b > 0 ? (int64_t)b : 0;
+}

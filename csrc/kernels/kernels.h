@@ -39,6 +39,10 @@ typedef struct ha_kernels {
      * (integer sums per group, then one float chain over the groups). r0 may fall inside a panel. */
     void (*matmul_w8a8)(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                         int64_t T, float *Y, int64_t ldy);
+    /* The same, bitwise, shaped for weights the caches hold (a model that fits the last-level cache), where the
+     * arithmetic, not the read, bounds a verification; NULL: matmul_w8a8 serves both. */
+    void (*matmul_w8a8_cached)(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                               int64_t T, float *Y, int64_t ldy);
     /* HA_BF16X weights (the bf16-pairs class): the same for W (rows, n) and activations rounded by ha_round_act_bf16,
      * Xb (T, ceil(n / 2)) pairs, each output bitwise formats.h's lane chain (ha_bf16x_dot_ref), NaN payloads
      * included. r0 may fall inside a panel. */

@@ -339,17 +339,23 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * sum((q + 128) * x) = isum + 128 * xsum, exact, so starting the sum at -128 * xsum leaves isum (exact). Then
  * y = fma(float(isum), wscale * xscale, y), the formats.h chain, for 16 rows at once.
  * Order of work: P panels at a time; for each group of the P panels, every token of a block of up to W8_TOKENS in
- * tiles of up to W8_MAX_S (the group's P blocks, 4 KB, read from memory once and then from L1 by the block's other
- * tiles), then the next group. So the weights stream from memory at the pace of the whole block's arithmetic (the
- * two overlap), instead of a first tile bound by memory and the others re-reading the panels from L2. The float sums
- * (P x tokens x 16 rows) live in memory between groups; each (row, token) still adds its groups in order. */
-#define W8_MAX_P 4
-#define W8_MAX_S 4
+ * tiles (the group's P blocks, up to 4 KB, read from memory once and then from L1 by the block's other tiles), then
+ * the next group. So the weights stream from memory at the pace of the whole block's arithmetic (the two overlap),
+ * instead of a first tile bound by memory and the others re-reading the panels from L2. The float sums (P x tokens x
+ * 16 rows) live in memory between groups; each (row, token) still adds its groups in order.
+ * Tiles: 16 integer sums a step either way. Narrow: up to 4 panels x 4 tokens. Wide (matmul_w8a8_cached, past 4
+ * tokens): up to 2 panels x 8 tokens, so that 5 to 8 tokens (a verification) run as one tile. On weights read from
+ * L3 narrow tiles (3 + 2, 4 + 4) ran 20-28% slower than one wide tile, and 7-19% slower at 9 to 16 tokens
+ * (benchmarks/kernel_ab.sh w8a8c 16384 512, one core); on weights read from memory wide tiles lost 4-8% at 5 to 8. */
+#define W8_MAX_P 4      /* panels of a narrow tile */
+#define W8_MAX_S 8      /* tokens of a wide tile */
+#define W8_NARROW_S 4   /* tokens of a narrow tile */
+#define W8_WIDE_P 2     /* panels of a wide tile */
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 /* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
- * near, so that more of the stream is in flight than L1's own misses can track. Only where a group runs two tiles or
- * more: a block of one tile (T <= 4) and one token stream the panels faster on the hardware's prefetch alone
- * (docs/kernels-and-performance.md). */
+ * near, so that more of the stream is in flight than L1's own misses can track. Only for wide tiles: a narrow one
+ * (T <= 4) and one token stream the panels faster on the hardware's prefetch alone
+ * (docs/kernels-and-performance.md); a wide one without it ran 25-30% slower on weights read from memory. */
 #define W8_NEAR 1024
 #define W8_FAR 4096
 
@@ -358,15 +364,16 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 AVX512 INLINE void group_w8a8(int P, int S, int PF, const char *W, size_t pstride, int64_t groups, int64_t p0,
                               int64_t g, const char *X, size_t xb, const int32_t *xsum, int64_t t,
                               float (*acc)[HA_PANEL_ROWS], int64_t acc_stride) {
-    /* A narrow tile's sums run as two chains, the even and the odd steps (added at the group's end, exactly), so
-     * that the dependent vpdpbusd of one chain do not wait on each other's latency. */
+    /* A tile of one or two tokens runs its sums as two chains, the even and the odd steps (added at the group's end,
+     * exactly), so that the dependent vpdpbusd of one chain do not wait on each other's latency. (Every loop over
+     * the tokens is unrolled whole: one left rolled put xv and the sums in memory, 2-3x slower.) */
     const int two = S <= 2;
     __m512i dp[W8_MAX_P][W8_MAX_S], dq[W8_MAX_P][W8_MAX_S];
-    _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+    _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {
         const __m512i corr = _mm512_set1_epi32(-128 * xsum[(t + s) * groups + g]);
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) dp[p][s] = corr;
     }
-    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)
         dq[p][s] = _mm512_setzero_si512();
     const char *blk = W + (size_t)p0 * pstride + (size_t)g * HA_Q8P_BLOCK_BYTES;
     const char *xg = X + (size_t)t * xb + (size_t)g * HA_Q8_BLOCK_BYTES + 4;
@@ -375,7 +382,7 @@ AVX512 INLINE void group_w8a8(int P, int S, int PF, const char *W, size_t pstrid
     _Pragma("GCC unroll 2") for (int k = 0; k < HA_Q8_GROUP / 4; k += 2) {
         _Pragma("GCC unroll 2") for (int odd = 0; odd < 2; odd++) {
             __m512i xv[W8_MAX_S];
-            _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {
                 int32_t four;
                 memcpy(&four, xg + (size_t)s * xb + 4 * (k + odd), sizeof four);
                 xv[s] = _mm512_set1_epi32(four);
@@ -387,7 +394,7 @@ AVX512 INLINE void group_w8a8(int P, int S, int PF, const char *W, size_t pstrid
                     __builtin_prefetch(wp + W8_FAR, 0, 2);
                 }
                 const __m512i w = _mm512_loadu_si512((const void *)wp);
-                _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+                _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {
                     if (two && odd) dq[p][s] = _mm512_dpbusd_epi32(dq[p][s], w, xv[s]);
                     else dp[p][s] = _mm512_dpbusd_epi32(dp[p][s], w, xv[s]);
                 }
@@ -395,9 +402,9 @@ AVX512 INLINE void group_w8a8(int P, int S, int PF, const char *W, size_t pstrid
         }
     }
     if (two)
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 4") for (int s = 0; s < S; s++)
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)
             dp[p][s] = _mm512_add_epi32(dp[p][s], dq[p][s]);
-    _Pragma("GCC unroll 4") for (int s = 0; s < S; s++) {
+    _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) {
         float xs;
         memcpy(&xs, xg + (size_t)s * xb - 4, sizeof xs);
         const __m512 vxs = _mm512_set1_ps(xs);
@@ -449,32 +456,55 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
 
 #define W8_TOKEN(P) token_w8a8(P, W, pstride, groups, p, Xq, xsum, Y, r0, r1);
 
-#define W8_GROUP_S(P, PF)                                                                                       \
-    switch (S) {                                                                                                \
-    case 4: group_w8a8(P, 4, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    case 3: group_w8a8(P, 3, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    case 2: group_w8a8(P, 2, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break;  \
-    default: group_w8a8(P, 1, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS); break; \
+#define W8_CALL(P, S, PF) group_w8a8(P, S, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS)
+#define W8_NARROW(P)                  \
+    switch (S) {                      \
+    case 4: W8_CALL(P, 4, 0); break;  \
+    case 3: W8_CALL(P, 3, 0); break;  \
+    case 2: W8_CALL(P, 2, 0); break;  \
+    default: W8_CALL(P, 1, 0); break; \
     }
-#define W8_GROUP(PF)                  \
-    switch (np) {                     \
-    case 4: W8_GROUP_S(4, PF) break;  \
-    case 3: W8_GROUP_S(3, PF) break;  \
-    case 2: W8_GROUP_S(2, PF) break;  \
-    default: W8_GROUP_S(1, PF) break; \
+#define W8_WIDE(P)                    \
+    switch (S) {                      \
+    case 8: W8_CALL(P, 8, 1); break;  \
+    case 7: W8_CALL(P, 7, 1); break;  \
+    case 6: W8_CALL(P, 6, 1); break;  \
+    case 5: W8_CALL(P, 5, 1); break;  \
+    case 4: W8_CALL(P, 4, 1); break;  \
+    case 3: W8_CALL(P, 3, 1); break;  \
+    case 2: W8_CALL(P, 2, 1); break;  \
+    default: W8_CALL(P, 1, 1); break; \
+    }
+#define W8_GROUP                     \
+    if (wide) {                      \
+        if (np == 2) {               \
+            W8_WIDE(2)               \
+        } else {                     \
+            W8_WIDE(1)               \
+        }                            \
+    } else {                         \
+        switch (np) {                \
+        case 4: W8_NARROW(4) break;  \
+        case 3: W8_NARROW(3) break;  \
+        case 2: W8_NARROW(2) break;  \
+        default: W8_NARROW(1) break; \
+        }                            \
     }
 
-/* Y[t, r] for r0 <= r < r1: groups of W8_MAX_P panels; for each, blocks of up to W8_TOKENS tokens, each run group
- * by group in tiles of up to W8_MAX_S tokens (as even as possible). */
-AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
-                               int64_t T, float *Y, int64_t ldy) {
+/* Y[t, r] for r0 <= r < r1: groups of the tile's panels; for each, blocks of up to W8_TOKENS tokens, each run group
+ * by group in tiles (as even as possible): narrow tiles only unless cached (wide ones past W8_NARROW_S tokens). */
+AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *W, int64_t n, int64_t r0, int64_t r1,
+                                                        const char *Xq, const int32_t *xsum, int64_t T, float *Y,
+                                                        int64_t ldy) {
     if (T < 1 || r0 >= r1) return;
     const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
     const size_t pstride = (size_t)groups * HA_Q8P_BLOCK_BYTES, xb = ha_row_bytes(HA_Q8, n);
     const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
+    const int wide = cached && T > W8_NARROW_S;
+    const int64_t most_p = wide ? W8_WIDE_P : W8_MAX_P, most_s = wide ? W8_MAX_S : W8_NARROW_S;
     float acc[W8_MAX_P * W8_TOKENS][HA_PANEL_ROWS]; /* [p * W8_TOKENS + token of the block][row of the panel] */
     for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {
-        const int np = p_end - p < W8_MAX_P ? (int)(p_end - p) : W8_MAX_P;
+        const int np = (int)(p_end - p < most_p ? p_end - p : most_p);
         if (T == 1) {
             switch (np) {
             case 4: W8_TOKEN(4) break;
@@ -486,18 +516,13 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
             continue;
         }
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
-            const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + W8_MAX_S - 1) / W8_MAX_S;
-            const int pf = tiles > 1;
+            const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + most_s - 1) / most_s;
             for (int q = 0; q < np; q++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[q * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++)
                 for (int64_t t = t0, i = 0; i < tiles; i++) {
                     const int64_t S = (t0 + nt - t + (tiles - i) - 1) / (tiles - i);
-                    if (pf) {
-                        W8_GROUP(1)
-                    } else {
-                        W8_GROUP(0)
-                    }
+                    W8_GROUP
                     t += S;
                 }
             for (int q = 0; q < np; q++)
@@ -507,6 +532,19 @@ AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1,
         }
         p += np;
     }
+}
+
+/* Weights streaming from memory: narrow tiles, whose four panels' streams kept the read 4-8% faster than wide tiles'
+ * two at 5 to 8 tokens (TinyLlama-1.1B's shape, two threads). */
+AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
+                               int64_t T, float *Y, int64_t ldy) {
+    w8a8_tiles(0, W, n, r0, r1, Xq, xsum, T, Y, ldy);
+}
+
+/* Weights the caches hold: wide tiles, whose arithmetic a read from cache keeps up with. */
+AVX512 static void matmul_w8a8_cached(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq,
+                                      const int32_t *xsum, int64_t T, float *Y, int64_t ldy) {
+    w8a8_tiles(1, W, n, r0, r1, Xq, xsum, T, Y, ldy);
 }
 
 /* ---- exponentials: ha_expf's steps on eight lanes in double, bitwise its result (AVX2's exp4, twice as wide) ----
@@ -1002,6 +1040,7 @@ static void fill_table(void) {
     table.matmul_int[HA_Q8] = matmul_q8;
     table.matmul_int[HA_Q4] = matmul_q4;
     table.matmul_w8a8 = matmul_w8a8;
+    table.matmul_w8a8_cached = matmul_w8a8_cached;
     table.quant_q8 = quant_q8_avx512;
     table.quant_q8_sum = quant_q8_sum_avx512;
     table.exp_shift = exp_shift_avx512;

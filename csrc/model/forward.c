@@ -76,6 +76,8 @@ typedef struct matmul_job {
     const char *Xq8;   /* X quantized by ha_quant_act8, for w8a8 weights, and its group sums */
     const int32_t *xq8_sum;
     const uint32_t *Xbf;  /* X rounded to bfloat16 pairs (ha_round_act_bf16), for bfloat16-pairs weights */
+    void (*w8a8)(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum, int64_t T,
+                 float *Y, int64_t ldy); /* the kernel's matmul_w8a8, or its matmul_w8a8_cached (bitwise the same) */
     int64_t T;
     const mlp_step *mlp; /* mlp_range's job: the rest of a feed-forward block's first half (NULL for matmul_range) */
 } matmul_job;
@@ -85,7 +87,7 @@ static void matmul_rows(const matmul_job *j, const ha_matrix *W, int64_t lo, int
     if (lo >= hi) return;
     if (ha_dtype_is_int(W->dtype))
         j->k->matmul_int[W->dtype](W->data, W->cols, lo, hi, j->Xq, j->xq_scale, j->T, Y, ldy);
-    else if (W->dtype == HA_Q8P) j->k->matmul_w8a8(W->data, W->cols, lo, hi, j->Xq8, j->xq8_sum, j->T, Y, ldy);
+    else if (W->dtype == HA_Q8P) j->w8a8(W->data, W->cols, lo, hi, j->Xq8, j->xq8_sum, j->T, Y, ldy);
     else if (W->dtype == HA_BF16X) j->k->matmul_bf16x(W->data, W->cols, lo, hi, j->Xbf, j->T, Y, ldy);
     else j->k->matmul[W->dtype](W->data, W->cols, lo, hi, j->X, j->T, Y, ldy);
 }
@@ -184,6 +186,7 @@ static void quant_row(const void *ctx, int64_t t) {
 static int64_t matmul_prepare(const ha_llama_context *c, matmul_job *j, int count, const ha_matrix *const *W,
                               float *const *Y, const float *X, int64_t T) {
     *j = (matmul_job){ .k = c->kern, .count = count, .X = X, .T = T };
+    j->w8a8 = c->cached && c->kern->matmul_w8a8_cached ? c->kern->matmul_w8a8_cached : c->kern->matmul_w8a8;
     int64_t rows = 0, quantize = 0, quantize8 = 0, round_bf16 = 0;
     for (int i = 0; i < count; i++) {
         j->W[i] = W[i];

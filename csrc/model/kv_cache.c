@@ -405,6 +405,8 @@ ha_status ha_llama_context_create(const ha_llama *m, int64_t n_seq, int64_t capa
     c->n_seq = n_seq;
     c->capacity = capacity;
     c->blas = blas_prefill != 0;
+    /* Half: a draft's weights, the activations and the KV cache share it. */
+    c->cached = ha_llama_weight_bytes(m) <= ha_llc_bytes() / 2;
     c->rows = c->blas ? HA_BLAS_BLOCK : CHUNK;
     const size_t R = (size_t)c->rows;
     c->len = calloc((size_t)n_seq, sizeof(int64_t));

@@ -39,6 +39,7 @@ struct ha_llama_context {
     const ha_kernels *kern; /* the kernel variant, read once per append so one forward never mixes two */
     int64_t n_seq, capacity;
     int blas;             /* prompt blocks go through OpenBLAS (ha_llama_context_create's blas_prefill) */
+    int cached;           /* the model's weights fit half the last-level cache: w8a8 takes matmul_w8a8_cached */
     int blas_now;         /* the forward in progress is such a block */
     int64_t rows;         /* R, the tokens one forward holds: HA_BLAS_BLOCK with blas, else CHUNK */
     int64_t *len;         /* (n_seq,) positions held */

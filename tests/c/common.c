@@ -269,6 +269,15 @@ void run_matmul(const ha_kernels *k, ha_dtype dt, const void *W, int64_t n, int6
         int32_t *xsum = xmalloc((size_t)(T * groups) * sizeof *xsum);
         for (int64_t t = 0; t < T; t++) ha_quant_act8(k->quant_q8_sum, X + t * n, n, q + t * xb, xsum + t * groups);
         k->matmul_w8a8(W, n, r0, r1, q, xsum, T, Y, ldy);
+        if (k->matmul_w8a8_cached) { /* the cached shape: bitwise the same */
+            float *Y2 = xmalloc((size_t)(T * ldy) * sizeof *Y2);
+            k->matmul_w8a8_cached(W, n, r0, r1, q, xsum, T, Y2, ldy);
+            for (int64_t t = 0; t < T; t++)
+                CHECK(memcmp(Y + t * ldy + r0, Y2 + t * ldy + r0, (size_t)(r1 - r0) * sizeof *Y2) == 0,
+                      "%s: matmul_w8a8_cached differs from matmul_w8a8 (T %lld, rows %lld..%lld, n %lld)", k->name,
+                      (long long)T, (long long)r0, (long long)r1, (long long)n);
+            free(Y2);
+        }
         free(q);
         free(xsum);
         return;
