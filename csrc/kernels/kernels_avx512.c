@@ -345,8 +345,8 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * 16 rows) live in memory between groups; each (row, token) still adds its groups in order.
  * Tiles: 16 integer sums a step either way. Narrow: up to 4 panels x 4 tokens. Wide (matmul_w8a8_cached, past 4
  * tokens): up to 2 panels x 8 tokens, so that 5 to 8 tokens (a verification) run as one tile. On weights read from
- * L3 narrow tiles (3 + 2, 4 + 4) ran 20-28% slower than one wide tile, and 7-19% slower at 9 to 16 tokens
- * (benchmarks/kernel_ab.sh w8a8c 16384 512, one core); on weights read from memory wide tiles lost 4-8% at 5 to 8. */
+ * L3 narrow tiles (3 + 2, 4 + 4) ran 20-28% slower than one wide tile, and 6-19% slower at 9 to 16 tokens
+ * (benchmarks/kernel_ab.sh w8a8c 16384 512, one core); on weights read from memory wide tiles lost 2-6%. */
 #define W8_MAX_P 4      /* panels of a narrow tile */
 #define W8_MAX_S 8      /* tokens of a wide tile */
 #define W8_NARROW_S 4   /* tokens of a narrow tile */
@@ -534,8 +534,8 @@ AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *
     }
 }
 
-/* Weights streaming from memory: narrow tiles, whose four panels' streams kept the read 4-8% faster than wide tiles'
- * two at 5 to 8 tokens (TinyLlama-1.1B's shape, two threads). */
+/* Weights streaming from memory: narrow tiles, whose four panels' streams kept the read 2-6% faster than wide tiles'
+ * two at 5 to 16 tokens (kernel_ab.sh w8a8 65536 2048, one core; t(5) of TinyLlama-1.1B's shape 4-5%, two threads). */
 AVX512 static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, const char *Xq, const int32_t *xsum,
                                int64_t T, float *Y, int64_t ldy) {
     w8a8_tiles(0, W, n, r0, r1, Xq, xsum, T, Y, ldy);
