@@ -353,9 +353,10 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_WIDE_P 2     /* panels of a wide tile */
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 /* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
- * near, so that more of the stream is in flight than L1's own misses can track. Only for wide tiles: a narrow one
- * (T <= 4) and one token stream the panels faster on the hardware's prefetch alone
- * (docs/kernels-and-performance.md); a wide one without it ran 25-30% slower on weights read from memory. */
+ * near, so that more of the stream is in flight than L1's own misses can track. For wide tiles, and narrow ones where
+ * a group runs two tiles or more: a block of one narrow tile (T <= 4) and one token stream the panels faster on the
+ * hardware's prefetch alone (docs/kernels-and-performance.md); a wide tile without it ran 25-30% slower on weights
+ * read from memory. */
 #define W8_NEAR 1024
 #define W8_FAR 4096
 
@@ -457,12 +458,12 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
 #define W8_TOKEN(P) token_w8a8(P, W, pstride, groups, p, Xq, xsum, Y, r0, r1);
 
 #define W8_CALL(P, S, PF) group_w8a8(P, S, PF, W, pstride, groups, p, g, Xq, xb, xsum, t, acc + (t - t0), W8_TOKENS)
-#define W8_NARROW(P)                  \
-    switch (S) {                      \
-    case 4: W8_CALL(P, 4, 0); break;  \
-    case 3: W8_CALL(P, 3, 0); break;  \
-    case 2: W8_CALL(P, 2, 0); break;  \
-    default: W8_CALL(P, 1, 0); break; \
+#define W8_NARROW(P, PF)               \
+    switch (S) {                       \
+    case 4: W8_CALL(P, 4, PF); break;  \
+    case 3: W8_CALL(P, 3, PF); break;  \
+    case 2: W8_CALL(P, 2, PF); break;  \
+    default: W8_CALL(P, 1, PF); break; \
     }
 #define W8_WIDE(P)                    \
     switch (S) {                      \
@@ -475,20 +476,27 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
     case 2: W8_CALL(P, 2, 1); break;  \
     default: W8_CALL(P, 1, 1); break; \
     }
-#define W8_GROUP                     \
-    if (wide) {                      \
-        if (np == 2) {               \
-            W8_WIDE(2)               \
-        } else {                     \
-            W8_WIDE(1)               \
-        }                            \
-    } else {                         \
-        switch (np) {                \
-        case 4: W8_NARROW(4) break;  \
-        case 3: W8_NARROW(3) break;  \
-        case 2: W8_NARROW(2) break;  \
-        default: W8_NARROW(1) break; \
-        }                            \
+#define W8_GROUP                        \
+    if (wide) {                         \
+        if (np == 2) {                  \
+            W8_WIDE(2)                  \
+        } else {                        \
+            W8_WIDE(1)                  \
+        }                               \
+    } else if (pf) {                    \
+        switch (np) {                   \
+        case 4: W8_NARROW(4, 1) break;  \
+        case 3: W8_NARROW(3, 1) break;  \
+        case 2: W8_NARROW(2, 1) break;  \
+        default: W8_NARROW(1, 1) break; \
+        }                               \
+    } else {                            \
+        switch (np) {                   \
+        case 4: W8_NARROW(4, 0) break;  \
+        case 3: W8_NARROW(3, 0) break;  \
+        case 2: W8_NARROW(2, 0) break;  \
+        default: W8_NARROW(1, 0) break; \
+        }                               \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of the tile's panels; for each, blocks of up to W8_TOKENS tokens, each run group
@@ -517,6 +525,7 @@ AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *
         }
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
             const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + most_s - 1) / most_s;
+            const int pf = tiles > 1; /* narrow tiles: the prefetch where a group runs two or more */
             for (int q = 0; q < np; q++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[q * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++)
