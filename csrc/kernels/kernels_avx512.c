@@ -476,27 +476,24 @@ AVX512 INLINE void token_w8a8(int P, const char *W, size_t pstride, int64_t grou
     case 2: W8_CALL(P, 2, 1); break;  \
     default: W8_CALL(P, 1, 1); break; \
     }
-#define W8_GROUP                        \
-    if (wide) {                         \
-        if (np == 2) {                  \
-            W8_WIDE(2)                  \
-        } else {                        \
-            W8_WIDE(1)                  \
-        }                               \
-    } else if (pf) {                    \
-        switch (np) {                   \
-        case 4: W8_NARROW(4, 1) break;  \
-        case 3: W8_NARROW(3, 1) break;  \
-        case 2: W8_NARROW(2, 1) break;  \
-        default: W8_NARROW(1, 1) break; \
-        }                               \
-    } else {                            \
-        switch (np) {                   \
-        case 4: W8_NARROW(4, 0) break;  \
-        case 3: W8_NARROW(3, 0) break;  \
-        case 2: W8_NARROW(2, 0) break;  \
-        default: W8_NARROW(1, 0) break; \
-        }                               \
+#define W8_NARROWS(PF)               \
+    switch (np) {                    \
+    case 4: W8_NARROW(4, PF) break;  \
+    case 3: W8_NARROW(3, PF) break;  \
+    case 2: W8_NARROW(2, PF) break;  \
+    default: W8_NARROW(1, PF) break; \
+    }
+#define W8_GROUP       \
+    if (wide) {        \
+        if (np == 2) { \
+            W8_WIDE(2) \
+        } else {       \
+            W8_WIDE(1) \
+        }              \
+    } else if (pf) {   \
+        W8_NARROWS(1)  \
+    } else {           \
+        W8_NARROWS(0)  \
     }
 
 /* Y[t, r] for r0 <= r < r1: groups of the tile's panels; for each, blocks of up to W8_TOKENS tokens, each run group
