@@ -57,12 +57,19 @@ int ha_cpu_has_avx512_bf16(void) {
     if (!cpu_has_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
     return (a >> 5) & 1;
 }
+
+int ha_cpu_is_intel(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+}
 #else
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
 static int cpu_has_avx512(void) { return 0; }
 static int cpu_has_avx_vnni(void) { return 0; }
 static int cpu_has_avx512_vnni_vl(void) { return 0; }
 int ha_cpu_has_avx512_bf16(void) { return 0; }
+int ha_cpu_is_intel(void) { return 0; }
 #endif
 
 static _Atomic(const ha_kernels *) chosen; /* read by forwards without the GIL, set by ha_kernels_select */

@@ -354,11 +354,14 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
 #define W8_TOKENS 32  /* tokens of a block: the float sums, P x 32 x 64 bytes, stay in L1 */
 /* Bytes of a panel's stream prefetched ahead of the step a tile reads: into L2 far ahead, and from there into L1
  * near, so that more of the stream is in flight than L1's own misses can track. For wide tiles, and narrow ones where
- * a group runs two tiles or more: a block of one narrow tile (T <= 4) and one token stream the panels faster on the
- * hardware's prefetch alone (docs/kernels-and-performance.md); a wide tile without it ran 25-30% slower on weights
- * read from memory. */
+ * a group runs two tiles or more; a wide tile without it ran 25-30% slower on weights read from memory. One token
+ * streams the panels faster on the hardware's prefetch alone. A block of one narrow tile (T = 2 .. 4) depends on the
+ * CPU (docs/kernels-and-performance.md): from memory the prefetch made it 11-24% faster on an Intel Xeon (Emerald
+ * Rapids) and 20% slower on an AMD Zen 4, and from L3 2-10% slower on the Xeon; so it prefetches where the weights
+ * come from memory on an Intel CPU (w8_prefetch_one_tile). */
 #define W8_NEAR 1024
 #define W8_FAR 4096
+static int w8_prefetch_one_tile; /* ha_cpu_is_intel(), set with the table */
 
 /* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p * acc_stride + s] (the panel's 16 rows) += the
  * group's terms of panel p0 + p and token t + s. */
@@ -522,7 +525,7 @@ AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *
         }
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
             const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + most_s - 1) / most_s;
-            const int pf = tiles > 1; /* narrow tiles: the prefetch where a group runs two or more */
+            const int pf = tiles > 1 || (!cached && w8_prefetch_one_tile); /* narrow tiles (W8_NEAR) */
             for (int q = 0; q < np; q++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[q * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++)
@@ -1047,6 +1050,7 @@ static void fill_table(void) {
     table.matmul_int[HA_Q4] = matmul_q4;
     table.matmul_w8a8 = matmul_w8a8;
     table.matmul_w8a8_cached = matmul_w8a8_cached;
+    w8_prefetch_one_tile = ha_cpu_is_intel();
     table.quant_q8 = quant_q8_avx512;
     table.quant_q8_sum = quant_q8_sum_avx512;
     table.exp_shift = exp_shift_avx512;

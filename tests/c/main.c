@@ -43,6 +43,7 @@ static const test_case TESTS[] = {
     T(kernels_matmul_panels_bitwise),
     T(kernels_panel_to_f32_exact),
     T(prefetcher_stays_in_its_region),
+    T(cpu_vendor_matches_proc_cpuinfo),
     T(kernels_select_by_name),
     T(model_chunk_equals_token_by_token),
     T(model_long_append_equals_token_by_token),

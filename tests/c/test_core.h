@@ -216,6 +216,7 @@ void test_kernels_bf16x_bitwise_across_variants(void);
 void test_bf16x_reference_is_the_instruction(void);
 void test_kernels_w8a8_bitwise_across_variants(void);
 void test_kernels_avx_vnni_tables_are_avx2_but_w8a8(void);
+void test_cpu_vendor_matches_proc_cpuinfo(void);
 void test_kernels_select_by_name(void);
 void test_quantize_error_within_half_a_step(void);
 void test_quantize_variants_match_the_reference(void);

@@ -650,6 +650,27 @@ void test_kernels_w8a8_bitwise_across_variants(void) {
     }
 }
 
+/* ha_cpu_is_intel (which picks the w8a8 kernel's prefetch for one narrow tile) says what the kernel's own
+ * /proc/cpuinfo says of the vendor. */
+void test_cpu_vendor_matches_proc_cpuinfo(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) {
+        printf("no /proc/cpuinfo: nothing to compare against\n");
+        return;
+    }
+    char line[512], vendor[64] = "";
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "vendor_id : %63s", vendor) == 1) break;
+    fclose(f);
+    if (!vendor[0]) {
+        printf("/proc/cpuinfo names no vendor_id: nothing to compare against\n");
+        return;
+    }
+    const int intel = strcmp(vendor, "GenuineIntel") == 0;
+    CHECK(ha_cpu_is_intel() == intel, "vendor_id %s: expected ha_cpu_is_intel() %d, got %d", vendor, intel,
+          ha_cpu_is_intel());
+}
+
 void test_kernels_select_by_name(void) {
     CHECK_OK(ha_kernels_select("scalar"));
     CHECK(strcmp(ha_kernels_name(), "scalar") == 0,
