@@ -357,7 +357,7 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * a group runs two tiles or more; a wide tile without it ran 25-30% slower on weights read from memory. One token
  * streams the panels faster on the hardware's prefetch alone. A block of one narrow tile (T = 2 .. 4) depends on the
  * CPU (docs/kernels-and-performance.md): from memory the prefetch made it 11-24% faster on an Intel Xeon (Emerald
- * Rapids) and 20% slower on an AMD Zen 4, and from L3 2-10% slower on the Xeon; so it prefetches where the weights
+ * Rapids) and 15-25% slower on an AMD Zen 4, and from L3 2-10% slower on the Xeon; so it prefetches where the weights
  * come from memory on an Intel CPU (w8_prefetch_one_tile). */
 #define W8_NEAR 1024
 #define W8_FAR 4096

@@ -650,8 +650,8 @@ void test_kernels_w8a8_bitwise_across_variants(void) {
     }
 }
 
-/* ha_cpu_is_intel (which picks the w8a8 kernel's prefetch for one narrow tile) says what the kernel's own
- * /proc/cpuinfo says of the vendor. */
+/* ha_cpu_is_intel (which picks the w8a8 kernel's prefetch for one narrow tile) agrees with the vendor_id Linux reports
+ * in /proc/cpuinfo. */
 void test_cpu_vendor_matches_proc_cpuinfo(void) {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) {
