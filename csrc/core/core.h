@@ -38,17 +38,22 @@ void ha_free_streamed(void *p, size_t size, int mapped);
 
 /* ---- thread pool (threadpool.c) ----------------------------------------------------------------------
  * fn(ctx, begin, end) is called on disjoint ranges covering [0, n): pieces [k*g, min((k+1)*g, n)) with
- * g = ceil(n / (HA_POOL_GRAINS * threads)), which the threads (the caller's among them) take in turn as they finish
- * the last, so which thread computes an index varies but each index is computed whole by one call; or, when
+ * g = ceil(n / (ha_pool_grains(threads) * threads)), which the threads (the caller's among them) take in turn as they
+ * finish the last, so which thread computes an index varies but each index is computed whole by one call; or, when
  * the caller runs the job alone, once on [0, n). It runs jobs alone with one thread, now and then to time
  * them, and for a while after the pool stopped paying (a worker descheduled by another process held up its
  * jobs, or two threads ran slower than one); the results are the same. Calls from several threads are
  * serialized. */
 typedef void (*ha_range_fn)(void *ctx, int64_t begin, int64_t end);
-/* Pieces per thread a job is cut into: a thread done first takes another (unequal cores, a late worker); more cost
- * more than they balance: with 8 the shipped target's appends ran 5-13% slower and its prompt chunks 5% (each piece
- * a claim on counters both threads write, and a shorter run of a matmul's rows). */
-#define HA_POOL_GRAINS 2
+/* Pieces per thread a job is cut into, for a pool of `threads` (the caller's among them): a thread done first takes
+ * another (unequal cores, a late worker); more cost more than they balance: with 8 the shipped target's appends ran
+ * 5-13% slower and its prompt chunks 5% (each piece a claim on counters both threads write, and a shorter run of a
+ * matmul's rows). Two threads take one piece each: a worker that comes late still finds its piece taken by the
+ * caller, and against two each the shipped target's appends took 0.94-1.00 of the time (T = 1 .. 16, w8a8 and
+ * float32), prompt chunks of 64 0.99-1.01, the draft's appends 0.97-0.99, and beside a busy process default over 1
+ * thread came out alike (an Intel Xeon, 2 cores; docs/kernels-and-performance.md). More threads keep two each, so
+ * that faster cores take the pieces of slower ones (unmeasured). */
+static inline int64_t ha_pool_grains(int threads) { return threads <= 2 ? 1 : 2; }
 /* Never fails: if no thread can be started, the caller's thread runs all of [0, n). fn must not call
  * ha_parallel_for itself. */
 void ha_parallel_for(ha_range_fn fn, void *ctx, int64_t n);

@@ -279,7 +279,7 @@ int ha_pool_threads_here(void) { return run_alone ? 1 : ha_get_num_threads(); }
 
 /* The pieces of [0, n) for `threads` threads: grain indices each, the last one short. */
 static int64_t grain_for(int64_t n, int threads) {
-    const int64_t parts = (int64_t)threads * HA_POOL_GRAINS;
+    const int64_t parts = (int64_t)threads * ha_pool_grains(threads);
     return (n + parts - 1) / parts;
 }
 

@@ -71,9 +71,9 @@ void test_threads_parallel_for_covers_range(void) {
                 CHECK(j.hits[i] == 1, "%d threads, n=%lld: index %lld expected once, got %d times", nt, (long long)n,
                       (long long)i, j.hits[i]);
             int calls = atomic_load(&j.calls);
-            /* threads take pieces of ceil(n / (HA_POOL_GRAINS nt)) indices as they finish the last; or the caller
+            /* threads take pieces of ceil(n / (ha_pool_grains(nt) nt)) indices as they finish the last; or the caller
              * runs [0, n) alone in one call */
-            const int64_t parts = (int64_t)HA_POOL_GRAINS * nt, grain = (n + parts - 1) / parts;
+            const int64_t parts = ha_pool_grains(nt) * nt, grain = (n + parts - 1) / parts;
             CHECK(n == 0 ? calls == 0 : calls >= 1 && calls <= parts,
                   "%d threads, n=%lld: expected 1..%lld calls (0 for n=0), got %d", nt, (long long)n, (long long)parts,
                   calls);
@@ -225,7 +225,7 @@ void test_threads_a_stalled_worker_turns_jobs_to_the_caller(void) {
         stalled = atomic_load(&j.worker_pieces) > 0;
         free(j.hits);
     }
-    CHECK(stalled, "in 50 jobs of 16 pieces taking 1 ms each on the caller, no worker took a piece");
+    CHECK(stalled, "in 50 jobs whose pieces take 1 ms each on the caller, no worker took a piece");
     ha_pool_get_stats(&after);
     CHECK(after.backoffs > before.backoffs,
           "a worker held a job up 200 ms, expected the caller to stop offering jobs "
