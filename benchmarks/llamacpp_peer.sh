@@ -1,13 +1,14 @@
 #!/bin/bash
 # llama.cpp as a peer for benchmarks/bench_prefill.py and benchmarks/bench_peers.py: builds llama-bench, llama-cli,
 # llama-speculative-simple and llama-quantize (CPU backend, native ISA) from a source snapshot and converts the shipped
-# pair to GGUF (target: f32, bf16, q8_0; draft: f32, q8_0) with the snapshot's convert_hf_to_gguf.py. llama.cpp is not packaged by
-# Debian: the snapshot comes from the workplace's mirror (e.g. the `fetch` tool's /work/.mirror/ggerganov+llama.cpp/repo,
-# a git directory) or any checkout. The conversion runs in the reference environment (.venv-reference:
-# scripts/reference_env.sh; PyPI's torch and safetensors) where it exists; otherwise with Debian's packages
-# (cmake, g++, python3-numpy, python3-sentencepiece, python3-torch) from a patched copy (Debian's torch 1.13 lacks the
-# float8 dtypes and torch.load's mmap argument; tqdm and safetensors are not packaged: a no-op tqdm, and the
-# checkpoint's tensors rewritten as pytorch_model.bin) to f32, which llama-quantize rounds to the other types.
+# pair to GGUF (target: f32, bf16, q8_0; draft: f32, q8_0) with the snapshot's convert_hf_to_gguf.py. llama.cpp is not
+# packaged by Debian: the snapshot comes from the workplace's mirror (e.g. the `fetch` tool's
+# /work/.mirror/ggerganov+llama.cpp/repo, a git directory) or any checkout. The conversion runs in the reference
+# environment (.venv-reference: scripts/reference_env.sh; PyPI's torch and safetensors) where it exists; otherwise
+# with Debian's packages (cmake, g++, python3-numpy, python3-sentencepiece, python3-torch) from a patched copy (Debian's
+# torch 1.13 lacks the float8 dtypes and torch.load's mmap argument; tqdm and safetensors are not packaged: a no-op
+# tqdm, and the checkpoint's tensors rewritten as pytorch_model.bin) to f32, which llama-quantize rounds to the other
+# types.
 # Usage: bash benchmarks/llamacpp_peer.sh SNAPSHOT (a git directory or a source tree)
 # Writes /tmp/habana_assist_bench/llama.cpp-build/bin/{llama-bench,llama-cli,llama-speculative-simple,
 # llama-quantize} and /tmp/habana_assist_bench/{pycode-f32,pycode-bf16,pycode-q8_0,pycode-draft-f32,

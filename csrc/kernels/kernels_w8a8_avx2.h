@@ -186,10 +186,11 @@ W8_FN static inline __attribute__((always_inline)) void group_w8a8(int H, int S,
 }
 
 /* Whether two tokens' tiles prefetch their panels' streams: on an Intel CPU. Measured on an Intel Xeon (Emerald
- * Rapids), two tokens through TinyLlama-1.1B's shape in w8a8 (weights from memory) took 0.73 (avx2) and 0.77-0.79
- * (avx-vnni) of the time without it, and of the shipped target (from L3) 0.92 and 1.01; one token and three even.
- * kernels_avx512.c's one-tile blocks lost 15-25% to the prefetch on an AMD Zen 4, so AMD keeps the hardware's alone
- * (there unmeasured for these kernels). Looked up once, by whichever thread comes first (the same answer). */
+ * Rapids), with the prefetch two tokens through TinyLlama-1.1B's shape in w8a8 (weights from memory) took 0.73 (avx2)
+ * and 0.77-0.79 (avx-vnni) of their time without it, through the shipped target (from L3) 0.92 and 1.01; one token
+ * and three were no faster with it. kernels_avx512.c's one-tile blocks lost 15-25% to the prefetch on an AMD Zen 4,
+ * so AMD keeps the hardware's prefetch alone (unmeasured there for these kernels). Looked up once, by whichever thread
+ * comes first (the same answer). */
 static int w8_two_ahead(void) {
     static atomic_int known = -1;
     int v = atomic_load_explicit(&known, memory_order_relaxed);
