@@ -1,5 +1,6 @@
 /* Chooses the kernel variant once: the best the CPU and the OS support (cpuid for the instructions,
  * xgetbv for the OS saving the wide registers), unless HA_KERNELS names another. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,18 @@ int ha_cpu_has_avx512_bf16(void) {
     return (a >> 5) & 1;
 }
 
+/* cpuid traps to the hypervisor in a VM (microseconds), and kernels ask per matmul: looked up once, by whichever
+ * thread comes first (the same answer). */
 int ha_cpu_is_intel(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+    static atomic_int known = -1;
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
+            c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
 }
 #else
 static int cpu_has_avx2_fma_f16c(void) { return 0; }

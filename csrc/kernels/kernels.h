@@ -143,8 +143,9 @@ const ha_kernels *ha_kernels_avxvnni_evex(void);
 /* The avx512 table's matmul_bf16x is vdpbf16ps where the CPU has AVX512_BF16 (ha_cpu_has_avx512_bf16, dispatch.c),
  * else the exact emulation; the tests reach each one here (native 1 or 0; NULL where this CPU cannot run it). */
 int ha_cpu_has_avx512_bf16(void);
-/* 1 on an Intel CPU (cpuid's vendor "GenuineIntel"), else 0: the avx512 w8a8 kernel's prefetch where a group of panels
- * runs one narrow tile from memory (docs/kernels-and-performance.md: faster on an Intel Xeon, slower on AMD Zen 4). */
+/* 1 on an Intel CPU (cpuid's vendor "GenuineIntel"), else 0; cheap after the first call: the w8a8 kernels' prefetch
+ * where a group of panels runs one narrow tile (avx512, from memory) or two tokens (the 256-bit kernels)
+ * (docs/kernels-and-performance.md: faster on an Intel Xeon, slower on AMD Zen 4). */
 int ha_cpu_is_intel(void);
 typedef void (*ha_matmul_bf16x_fn)(const void *W, int64_t n, int64_t r0, int64_t r1, const uint32_t *Xb, int64_t T,
                                    float *Y, int64_t ldy);

@@ -358,10 +358,9 @@ DEFINE_MATMUL_INT(q4, HA_Q4, HA_Q4_GROUP, HA_Q4_BLOCK_BYTES, 1)
  * streams the panels faster on the hardware's prefetch alone. A block of one narrow tile (T = 2 .. 4) depends on the
  * CPU (docs/kernels-and-performance.md): from memory the prefetch made it 11-24% faster on an Intel Xeon (Emerald
  * Rapids) and 15-25% slower on an AMD Zen 4, and from L3 2-10% slower on the Xeon; so it prefetches where the weights
- * come from memory on an Intel CPU (w8_prefetch_one_tile). */
+ * come from memory on an Intel CPU (ha_cpu_is_intel). */
 #define W8_NEAR 1024
 #define W8_FAR 4096
-static int w8_prefetch_one_tile; /* ha_cpu_is_intel(), set with the table */
 
 /* Group g of panels p0 .. p0 + P - 1 for tokens t .. t + S - 1: acc[p * acc_stride + s] (the panel's 16 rows) += the
  * group's terms of panel p0 + p and token t + s. */
@@ -508,7 +507,7 @@ AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *
     const int64_t groups = (n + HA_Q8_GROUP - 1) / HA_Q8_GROUP;
     const size_t pstride = (size_t)groups * HA_Q8P_BLOCK_BYTES, xb = ha_row_bytes(HA_Q8, n);
     const int64_t p_end = (r1 + HA_PANEL_ROWS - 1) / HA_PANEL_ROWS;
-    const int wide = cached && T > W8_NARROW_S;
+    const int wide = cached && T > W8_NARROW_S, one_tile_pf = !cached && ha_cpu_is_intel();
     const int64_t most_p = wide ? W8_WIDE_P : W8_MAX_P, most_s = wide ? W8_MAX_S : W8_NARROW_S;
     float acc[W8_MAX_P * W8_TOKENS][HA_PANEL_ROWS]; /* [p * W8_TOKENS + token of the block][row of the panel] */
     for (int64_t p = r0 / HA_PANEL_ROWS; p < p_end;) {
@@ -525,7 +524,7 @@ AVX512 __attribute__((noinline)) static void w8a8_tiles(int cached, const void *
         }
         for (int64_t t0 = 0; t0 < T; t0 += W8_TOKENS) {
             const int64_t nt = T - t0 < W8_TOKENS ? T - t0 : W8_TOKENS, tiles = (nt + most_s - 1) / most_s;
-            const int pf = tiles > 1 || (!cached && w8_prefetch_one_tile); /* narrow tiles (W8_NEAR) */
+            const int pf = tiles > 1 || one_tile_pf; /* narrow tiles (W8_NEAR) */
             for (int q = 0; q < np; q++)
                 for (int64_t s = 0; s < nt; s++) memset(acc[q * W8_TOKENS + s], 0, sizeof acc[0]);
             for (int64_t g = 0; g < groups; g++)
@@ -1050,7 +1049,6 @@ static void fill_table(void) {
     table.matmul_int[HA_Q4] = matmul_q4;
     table.matmul_w8a8 = matmul_w8a8;
     table.matmul_w8a8_cached = matmul_w8a8_cached;
-    w8_prefetch_one_tile = ha_cpu_is_intel();
     table.quant_q8 = quant_q8_avx512;
     table.quant_q8_sum = quant_q8_sum_avx512;
     table.exp_shift = exp_shift_avx512;

@@ -8,7 +8,6 @@
  * Both give every output bitwise as formats.h defines it: the same exact integer sums per group, then the same float
  * chain in the same order (tile shapes, blocks and prefetch are the same in both). */
 #include <immintrin.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -185,21 +184,8 @@ W8_FN static inline __attribute__((always_inline)) void group_w8a8(int H, int S,
     }
 }
 
-/* Whether two tokens' tiles prefetch their panels' streams: on an Intel CPU. Measured on an Intel Xeon (Emerald
- * Rapids), with the prefetch two tokens through TinyLlama-1.1B's shape in w8a8 (weights from memory) took 0.73 (avx2)
- * and 0.77-0.79 (avx-vnni) of their time without it, through the shipped target (from L3) 0.92 and 1.01; one token
- * and three were no faster with it. kernels_avx512.c's one-tile blocks lost 15-25% to the prefetch on an AMD Zen 4,
- * so AMD keeps the hardware's prefetch alone (unmeasured there for these kernels). Looked up once, by whichever thread
- * comes first (the same answer). */
-static int w8_two_ahead(void) {
-    static atomic_int known = -1;
-    int v = atomic_load_explicit(&known, memory_order_relaxed);
-    if (v < 0) atomic_store_explicit(&known, v = ha_cpu_is_intel(), memory_order_relaxed);
-    return v;
-}
-
 /* Y[t, r] for r0 <= r < r1: one token as two panels at a time (four halves) through tile_w8a8, the float sums in
- * registers, two tokens one panel at a time likewise (measured faster there; prefetching on w8_two_ahead's CPUs).
+ * registers, two tokens one panel at a time likewise (measured faster there; prefetching on Intel CPUs, below).
  * More tokens: one panel at a time (two panels' accumulators spill from the 16 registers); for each, blocks of up to
  * W8_TOKENS tokens run group by group in tiles of two tokens (and a last one alone), so the group's block (1 KB) comes
  * from memory once and from L1 for the block's other tiles, and the weights stream at the pace of the block's
@@ -217,7 +203,12 @@ W8_FN static void matmul_w8a8(const void *W, int64_t n, int64_t r0, int64_t r1, 
         return;
     }
     if (T == 2) {
-        const int ahead = w8_two_ahead();
+        /* Prefetching on an Intel CPU: measured on an Intel Xeon (Emerald Rapids), with it two tokens through
+         * TinyLlama-1.1B's shape in w8a8 (weights from memory) took 0.73 (avx2) and 0.77-0.79 (avx-vnni) of their time
+         * without it, through the shipped target (from L3) 0.92 and 1.01; one token and three were no faster with it.
+         * kernels_avx512.c's one-tile blocks lost 15-25% to the prefetch on an AMD Zen 4, so AMD keeps the hardware's
+         * prefetch alone (unmeasured there for these kernels). */
+        const int ahead = ha_cpu_is_intel();
         for (; p < p_end; p++) tile_w8a8(2, 2, W, pstride, groups, p, Xq, xb, xsum, 0, Y, ldy, r0, r1, ahead);
         return;
     }
