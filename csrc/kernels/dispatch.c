@@ -65,7 +65,7 @@ int ha_cpu_is_intel(void) {
     static atomic_int known = -1;
     int v = atomic_load_explicit(&known, memory_order_relaxed);
     if (v < 0) {
-        unsigned a, b, c, d;
+        unsigned a = 0, b = 0, c = 0, d = 0; /* set by __get_cpuid where it returns 1 (GCC -O1 cannot tell) */
         v = __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u &&
             c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
         atomic_store_explicit(&known, v, memory_order_relaxed);
