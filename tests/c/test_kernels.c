@@ -1062,7 +1062,15 @@ void test_kernels_matmul_panels_bitwise(void) {
                 void *W = make_weights((ha_dtype)dt, rows, n, &r, 1.0, 1, NULL);
                 float *X = make_floats((size_t)(25 * n), &r, -1.0, 1.0);
                 float *want = xmalloc((size_t)(25 * ldy) * sizeof(float)),
-                      *got = xmalloc((size_t)(25 * ldy) * sizeof(float));
+                      *got = xmalloc((size_t)(25 * ldy) * sizeof(float)),
+                      *chain = xmalloc((size_t)(25 * ldy) * sizeof(float));
+                for (int64_t t = 0; t < 25; t++) /* the reference's own contract, spelled out: the fmaf chain */
+                    for (int64_t row = r0; row < r1; row++) {
+                        float sum = 0.0f;
+                        for (int64_t k = 0; k < n; k++)
+                            sum = fmaf(ha_panel_at(W, (ha_dtype)dt, n, row, k), X[t * n + k], sum);
+                        chain[t * ldy + row] = sum;
+                    }
                 for (int v = 0; v < nk; v++) { /* T = 0 and an empty row range: nothing to do, nothing written */
                     for (int64_t i = 0; i < 25 * ldy; i++) got[i] = bits_f(SENTINEL);
                     ks[v]->matmul[dt](W, n, r0, r1, X, 0, got, ldy);
@@ -1075,11 +1083,9 @@ void test_kernels_matmul_panels_bitwise(void) {
                     const int64_t T = PT[c];
                     for (int64_t i = 0; i < T * ldy; i++) want[i] = got[i] = bits_f(SENTINEL);
                     ha_kernels_scalar.matmul[dt](W, n, r0, r1, X, T, want, ldy);
-                    for (int64_t t = 0; t < T; t++) /* the reference's own contract, spelled out */
+                    for (int64_t t = 0; t < T; t++) /* the contract at every T */
                         for (int64_t row = r0; row < r1; row++) {
-                            float sum = 0.0f;
-                            for (int64_t k = 0; k < n; k++)
-                                sum = fmaf(ha_panel_at(W, (ha_dtype)dt, n, row, k), X[t * n + k], sum);
+                            const float sum = chain[t * ldy + row];
                             CHECK(fbits(want[t * ldy + row]) == fbits(sum),
                                   "scalar %s n=%lld: Y[%lld, %lld] expected the fmaf chain's %.9g, got %.9g",
                                   dname((ha_dtype)dt), (long long)n, (long long)t, (long long)row, (double)sum,
@@ -1097,6 +1103,7 @@ void test_kernels_matmul_panels_bitwise(void) {
                 free(X);
                 free(want);
                 free(got);
+                free(chain);
             }
 }
 

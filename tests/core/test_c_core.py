@@ -5,11 +5,17 @@ The C program is compiled once per session into pytest's temporary directory (ne
 asked for its test names with --list while pytest collects, so each C test is one pytest test. Each runs in
 its own process with leak detection on; a sanitizer report, a failed check or a leak is a non-zero exit whose
 stderr the failure message shows.
+
+`python3 tests/core/test_c_core.py DIR` compiles the same program into DIR beforehand (scripts/test.sh does, while
+it downloads the rest) with a fingerprint of the compiler, flags and sources; a session whose HA_C_TESTS_PREBUILT
+names that DIR runs it where the fingerprint still matches, and compiles its own otherwise.
 """
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -49,24 +55,26 @@ def _tmp_dir(config):
     return Path(tempfile.mkdtemp(prefix="ha_c_core_"))
 
 
-def build(config):
-    """Compiles the test program once and lists its tests; returns the cached result."""
-    if _build:
-        return _build
-    cc = shutil.which("cc")
-    if cc is None:
-        _build["error"] = (
-            "no C compiler: `cc` is not on PATH. Install gcc (apt-get install gcc; ASan/UBSan come "
-            "with it) to build and run the C tests of the core."
-        )
-        return _build
-    out_dir = _tmp_dir(config)
-    binary = out_dir / "test_core"
+def _fingerprint(cc):
+    """sha256 of the compiler's version, the flags and every source and header the program is built from."""
+    h = hashlib.sha256()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    h.update(f"{cc}\n{version}\n{CFLAGS}\n".encode())
+    files = sorted([*(ROOT / "csrc").rglob("*.[ch]"), *(ROOT / "tests" / "c").glob("*.[ch]")])
+    for path in files:
+        h.update(f"{path.relative_to(ROOT)}\n".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def compile_program(cc, out_dir):
+    """Compiles and links the test program into out_dir/test_core; returns None, or what failed."""
+    binary = Path(out_dir) / "test_core"
     sources = [*SOURCES, *_core_sources()]
     # one compiler per source, all at once (the sanitizers make each slow), then one link
     jobs = []
     for i, src in enumerate(sources):
-        cmd = [cc, *CFLAGS, "-c", src, "-o", str(out_dir / f"{i}_{Path(src).stem}.o")]
+        cmd = [cc, *CFLAGS, "-c", src, "-o", str(Path(out_dir) / f"{i}_{Path(src).stem}.o")]
         jobs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     link = [cc, *CFLAGS, *(cmd[-1] for cmd, _ in jobs), "-o", str(binary), "-lopenblas", "-lm"]
     failures = []
@@ -78,9 +86,41 @@ def build(config):
         res = subprocess.run(link, capture_output=True, text=True)
         if res.returncode != 0:
             failures.append(f"command: {' '.join(link)}\n{res.stdout}{res.stderr}")
-    if failures:
-        _build["error"] = "building the C tests failed; expected a clean build with -Werror.\n" + "\n".join(failures)
+    return "\n".join(failures) if failures else None
+
+
+def _prebuilt(cc):
+    """HA_C_TESTS_PREBUILT's test_core where its fingerprint is this tree's, else None."""
+    pre = os.environ.get("HA_C_TESTS_PREBUILT")
+    if not pre:
+        return None
+    stamp, binary = Path(pre) / "fingerprint", Path(pre) / "test_core"
+    try:
+        ok = stamp.read_text() == _fingerprint(cc) and binary.is_file()
+    except OSError:
+        ok = False
+    return binary if ok else None
+
+
+def build(config):
+    """Compiles the test program once (or takes the prebuilt one) and lists its tests; returns the cached result."""
+    if _build:
         return _build
+    cc = shutil.which("cc")
+    if cc is None:
+        _build["error"] = (
+            "no C compiler: `cc` is not on PATH. Install gcc (apt-get install gcc; ASan/UBSan come "
+            "with it) to build and run the C tests of the core."
+        )
+        return _build
+    binary = _prebuilt(cc)
+    if binary is None:
+        out_dir = _tmp_dir(config)
+        binary = out_dir / "test_core"
+        failures = compile_program(cc, out_dir)
+        if failures:
+            _build["error"] = "building the C tests failed; expected a clean build with -Werror.\n" + failures
+            return _build
     res = subprocess.run([str(binary), "--list"], capture_output=True, text=True, env=_env(), timeout=60)
     names = res.stdout.split()
     if res.returncode != 0 or not names:
@@ -145,10 +185,13 @@ def test_c_core(core_build, c_test_name):
     )
 
 
-def test_kernel_ab_tool_builds_and_compares_two_builds():
+def test_kernel_ab_tool_builds_and_compares_two_builds(tmp_path, monkeypatch):
     """benchmarks/kernel_ab.sh (for kernel work) builds HEAD's kernels against the working tree's and reports
     both timings and whether their outputs agree bitwise; outside a git checkout, or on a CPU without AVX2, it
-    refuses, naming why."""
+    refuses, naming why. Its calls here share an object cache (KERNEL_AB_CACHE), which the last call's
+    objects come from."""
+    cache = tmp_path / "objects"
+    monkeypatch.setenv("KERNEL_AB_CACHE", str(cache))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open("/proc/cpuinfo") as f:
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
@@ -194,11 +237,16 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         r = own_file_ab("kernels_avx512.c", "w8a8", "21", "130", "1", "1", "6")
         if {"avx512f", "avx512bw", "avx512_vnni"} <= set(flags):
             bitwise_equal(r, "w8a8")
-            # attention's scores of the same two builds: 37 keys (a short last block), 4 and 20 queries (both paths)
+            # attention's scores of the same two builds: 37 keys (a short last block), 4 and 20 queries (both paths),
+            # each object from the cache the w8a8 call filled (the same sources and flags: nothing compiled again)
+            held = sorted(os.listdir(cache))
             r = own_file_ab("kernels_avx512.c", "scores", "37", "64", "1", "4", "20")
             lines = [line for line in r.stdout.splitlines() if line.startswith("NQ=")]
             assert r.returncode == 0 and len(lines) == 2 and all("bitwise equal" in line for line in lines), (
                 f"kernel_ab.sh scores: expected 2 bitwise equal rows, got {r.returncode}:\n{r.stdout}{r.stderr[-3000:]}"
+            )
+            assert len(held) >= 3 and sorted(os.listdir(cache)) == held, (
+                f"expected the scores call to take its 3 objects from the cache {held}, got {sorted(os.listdir(cache))}"
             )
         else:
             assert r.returncode == 2 and "avx512" in r.stderr, (
@@ -208,3 +256,15 @@ def test_kernel_ab_tool_builds_and_compares_two_builds():
         assert r.returncode == 2 and "avx2" in r.stderr, (
             f"expected a refusal naming avx2, got {r.returncode}:\n{r.stderr}"
         )
+
+
+if __name__ == "__main__":  # python3 tests/core/test_c_core.py DIR: the program and its fingerprint into DIR
+    if len(sys.argv) != 2 or shutil.which("cc") is None:
+        sys.exit("usage: test_c_core.py DIR (with cc on PATH): compiles the C tests' program into DIR")
+    compiler, into = shutil.which("cc"), Path(sys.argv[1])
+    into.mkdir(parents=True, exist_ok=True)
+    before = _fingerprint(compiler)
+    problem = compile_program(compiler, into)
+    if problem:
+        sys.exit(problem)  # the session compiles again and reports it
+    (into / "fingerprint").write_text(before)
