@@ -68,13 +68,13 @@ def _fingerprint(cc):
 
 
 def compile_program(cc, out_dir):
-    """Compiles and links the test program into out_dir/test_core; returns None, or what failed."""
-    binary = Path(out_dir) / "test_core"
+    """Compiles and links the test program into out_dir (a Path)/test_core; returns None, or what failed."""
+    binary = out_dir / "test_core"
     sources = [*SOURCES, *_core_sources()]
     # one compiler per source, all at once (the sanitizers make each slow), then one link
     jobs = []
     for i, src in enumerate(sources):
-        cmd = [cc, *CFLAGS, "-c", src, "-o", str(Path(out_dir) / f"{i}_{Path(src).stem}.o")]
+        cmd = [cc, *CFLAGS, "-c", src, "-o", str(out_dir / f"{i}_{Path(src).stem}.o")]
         jobs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     link = [cc, *CFLAGS, *(cmd[-1] for cmd, _ in jobs), "-o", str(binary), "-lopenblas", "-lm"]
     failures = []
@@ -259,9 +259,10 @@ def test_kernel_ab_tool_builds_and_compares_two_builds(tmp_path, monkeypatch):
 
 
 if __name__ == "__main__":  # python3 tests/core/test_c_core.py DIR: the program and its fingerprint into DIR
-    if len(sys.argv) != 2 or shutil.which("cc") is None:
+    compiler = shutil.which("cc")
+    if len(sys.argv) != 2 or compiler is None:
         sys.exit("usage: test_c_core.py DIR (with cc on PATH): compiles the C tests' program into DIR")
-    compiler, into = shutil.which("cc"), Path(sys.argv[1])
+    into = Path(sys.argv[1])
     into.mkdir(parents=True, exist_ok=True)
     before = _fingerprint(compiler)
     problem = compile_program(compiler, into)
