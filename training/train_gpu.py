@@ -11,8 +11,11 @@ from the GPU machine (at most 8 files of 16 MiB):
   pycode/model-0000i-of-00004.safetensors + model.safetensors.index.json   the target, bfloat16 shards
   pycode-draft/model.safetensors                                         the draft, bfloat16
   metrics.json                                                           steps, tokens, times, held-out figures
---init DIR starts from the weights of an earlier run's --out (a later run resumes from its last weights, with a
-fresh optimizer and schedule). package_pair.py then lays the weights out as the package ships them.
+--init DIR starts from the weights of an earlier run's --out or of a packaged pair (habana_assist/pretrained; a
+directory without the draft's weights leaves the draft to start afresh), with a fresh optimizer and schedule.
+--ul-share F fine-tunes the target against its own greedy loops (sequence-level unlikelihood) for that share of the
+budget after its training; docs/training.md gives what it did. package_pair.py then lays the weights out as the
+package ships them.
 
 Usage (on the GPU machine): python3 training/train_gpu.py --corpus .corpus --out $OUT [--budget 520]
        (here, a check of the recipe): /usr/bin/python3 training/train_gpu.py --corpus .corpus --out /tmp/x --smoke
@@ -181,6 +184,36 @@ def onpolicy(target, stream, heads, n, seq, batch, rng, gen, device):
     return torch.cat(out)
 
 
+# ---- loops: sequence-level unlikelihood -------------------------------------------------------------------------
+
+
+def loop_mask(cont, n=8, earlier=2):
+    """cont (B, N) int64 on the CPU -> (B, N) bool: the tokens of every n-token run that already occurred `earlier`
+    times or more before it in the same row. With earlier = 2 a line written twice is left alone (code repeats
+    itself for good reasons) and the third copy of a loop is what is marked."""
+    mask = torch.zeros(cont.shape, dtype=torch.bool)
+    for b, row in enumerate(cont.tolist()):
+        seen = {}
+        for i in range(n - 1, len(row)):
+            g = tuple(row[i - n + 1 : i + 1])
+            c = seen.get(g, 0)
+            if c >= earlier:
+                mask[b, i - n + 1 : i + 1] = True
+            seen[g] = c + 1
+    return mask
+
+
+def unlikelihood(model, seqs, mask, prompt, device):
+    """Sequence-level unlikelihood (Welleck et al., 2019) on the model's own continuations: seqs (B, L) are prompts
+    of `prompt` tokens and what the model continued; at each marked continuation token x_t the loss is
+    -log(1 - p(x_t | x_<t)), summed and divided by the number of continuation tokens."""
+    with autocast(device):
+        logits = model(seqs[:, :-1])[:, prompt - 1 :]
+    p = torch.softmax(logits.float(), -1).gather(-1, seqs[:, prompt:, None])[..., 0]
+    ul = -torch.log1p(-p.clamp(max=1 - 1e-5))
+    return (ul * mask).sum() / mask.numel()
+
+
 # ---- held-out figures ------------------------------------------------------------------------------------------
 
 
@@ -242,6 +275,13 @@ def main():
     ap.add_argument("--init", help="an earlier run's --out: start from its weights")
     ap.add_argument("--budget", type=float, default=520.0, help="seconds of wall clock for the whole run")
     ap.add_argument("--target-share", type=float, default=0.62, help="of the budget, for the target's training")
+    ap.add_argument(
+        "--ul-share",
+        type=float,
+        default=0.0,
+        help="of the budget, for the target's unlikelihood fine-tuning against its own greedy loops (after its training)",
+    )
+    ap.add_argument("--ul-lr", type=float, default=2e-4)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -265,6 +305,8 @@ def main():
     if args.smoke:
         train_docs, held_pkg = train_docs[:60], held_pkg[:3]
         args.seq, args.batch, args.onpolicy = 128, 2, 6
+    if args.target_share == 0 and args.ul_share == 0 and not args.init:
+        raise SystemExit("--target-share 0 needs --init (a trained target)")
     encoded = encode(sp, train_docs, threads)
     stream = torch.from_numpy(np.concatenate(encoded))
     heads = np.cumsum([0] + [len(e) for e in encoded[:-1]])
@@ -272,11 +314,13 @@ def main():
     log(f"{len(train_docs)} training files, {len(stream):,} tokens; {len(held_pkg)} held-out package files")
 
     target, draft = Llama(vocab, **TARGET).to(device), Llama(vocab, **DRAFT).to(device)
-    if args.init:
+    if args.init:  # an earlier run's --out, or a packaged pair (habana_assist/pretrained)
         load_into(target, os.path.join(args.init, "pycode"))
-        if os.path.isdir(os.path.join(args.init, "pycode-draft")):  # else the draft starts afresh
+        if has_weights(os.path.join(args.init, "pycode-draft")):  # else the draft starts afresh
             load_into(draft, os.path.join(args.init, "pycode-draft"))
-        log(f"weights from {args.init}")
+            log(f"target and draft from {args.init}")
+        else:
+            log(f"target from {args.init}; the draft starts afresh")
     log(f"target {n_params(target) / 1e6:.2f}M parameters, draft {n_params(draft) / 1e6:.2f}M")
     rng = np.random.default_rng(args.seed)
     metrics = {
@@ -326,10 +370,11 @@ def main():
             "peak_lr": args.lr,
         }
         log(f"target: {steps} steps, {data.tokens:,} tokens ({data.tokens / len(stream):.2f} epochs) in {secs:.0f} s")
+    if args.ul_share > 0:
+        metrics["target_unlikelihood"] = unlikelihood_phase(target, stream, heads, args, rng, device, fixed)
+    if args.target_share > 0 or args.ul_share > 0:
         files = save_bf16(dict(target.hf_params()), os.path.join(args.out, "pycode"), SHARD_BYTES)
         log(f"target saved: {files}")
-    elif not args.init:
-        raise SystemExit("--target-share 0 needs --init (a trained target)")
     bpb, npt = bits_per_byte(target, sp, held_pkg, device)
     metrics["target_held_out"] = {"bits_per_byte": bpb, "nats_per_token": npt}
     log(f"target held-out packages: {bpb:.3f} bits/byte, {npt:.3f} nats/token")
@@ -409,6 +454,72 @@ def main():
     log(
         f"done: {json.dumps({k: metrics[k] for k in ('target_held_out', 'draft_held_out')})} "
         f"{json.dumps(metrics.get('gpu_checks'))}"
+    )
+
+
+def unlikelihood_phase(target, stream, heads, args, rng, device, fixed):
+    """Fine-tunes the target against its own greedy loops for --ul-share of the budget: even steps are sequence-level
+    unlikelihood on its greedy continuations (a pool of them regenerated every `reuse` such steps, so the loops it
+    learns to leave are the ones it makes now), odd steps plain cross-entropy on corpus text, so that what it
+    knows stays. Returns the phase's figures, the share of marked tokens in each fresh pool among them."""
+    prompt, new, batch, reuse = (16, 24, 2, 2) if args.smoke else (192, 128, 128, 4)
+    text = Windows(stream, args.seq, max(1, args.batch // 2), rng, device)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(args.seed + 2)
+    pool, marked, stats = {}, [], {}
+
+    def step_fn(step):
+        if step % 2:
+            w = text.next()
+            with autocast(device):
+                logits = target(w[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, target.embed.num_embeddings), w[:, 1:].reshape(-1))
+            stats["ce"] = loss.detach()
+        else:
+            k = step // 2
+            if k % reuse == 0:
+                starts = rng.integers(0, len(stream) - prompt, size=batch * reuse)
+                at_head = rng.random(len(starts)) < 0.5
+                starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
+                prompts = torch.stack([stream[s : s + prompt] for s in starts]).long().to(device)
+                seqs = continue_with(target, prompts, new, 0.0, gen, device)
+                mask = loop_mask(seqs[:, prompt:].cpu())
+                pool["seqs"], pool["mask"] = seqs, mask.to(device)
+                marked.append(float(mask.float().mean()))
+            rows = slice((k % reuse) * batch, (k % reuse + 1) * batch)
+            loss = unlikelihood(target, pool["seqs"][rows], pool["mask"][rows], prompt, device)
+            stats["ul"] = loss.detach()
+        return (
+            loss,
+            lambda: f"ul {float(stats.get('ul', 0)):.4f} ce {float(stats.get('ce', 0)):.4f} marked {marked[-1]:.4f}",
+        )
+
+    steps, secs = run_phase(
+        "unlikelihood",
+        args.budget * args.ul_share,
+        fixed * 2,
+        list(target.parameters()),
+        args.ul_lr,
+        10 if args.smoke else 50,
+        step_fn,
+        device,
+        0.1,
+    )
+    log(f"unlikelihood: {steps} steps in {secs:.0f} s; marked share of each pool {marked[0]:.4f} -> {marked[-1]:.4f}")
+    return {
+        "steps": steps,
+        "seconds": secs,
+        "peak_lr": args.ul_lr,
+        "prompt": prompt,
+        "new_tokens": new,
+        "pool": batch * reuse,
+        "marked_share": marked,
+    }
+
+
+def has_weights(directory):
+    return any(
+        os.path.exists(os.path.join(directory, f)) for f in ("model.safetensors", "model.safetensors.index.json")
     )
 
 

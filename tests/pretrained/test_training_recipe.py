@@ -79,6 +79,44 @@ def test_cached_generation_equals_recomputing_the_whole_sequence():
     assert torch.equal(cached, full), "expected greedy continuation with the cache to equal recomputation"
 
 
+def test_loop_mask_marks_the_third_copy_of_a_run_and_leaves_a_line_written_twice():
+    line = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]  # one 10-token line
+    twice = torch.tensor([line + [1, 2] + line + [3, 4, 40]])
+    assert not train_gpu.loop_mask(twice).any(), "a run written twice is code, not a loop: expected nothing marked"
+    thrice = torch.tensor([line + [1, 2] + line + [3, 4] + line + [40]])
+    mask = train_gpu.loop_mask(thrice)[0]
+    third = 2 * (len(line) + 2)
+    assert mask[third : third + len(line)].all(), f"expected the third copy marked, got {mask.tolist()}"
+    assert not mask[:third].any() and not mask[-1], f"expected only the third copy marked, got {mask.tolist()}"
+
+
+def test_unlikelihood_lowers_the_probability_of_marked_tokens_only():
+    torch.manual_seed(0)
+    model = llama_torch.Llama(50, **dict(train_gpu.DRAFT, hidden_size=64, intermediate_size=96))
+    seqs = torch.randint(0, 50, (2, 20))
+    mask = torch.zeros(2, 12, dtype=torch.bool)
+    mask[0, 3:7] = True
+    cpu = torch.device("cpu")
+
+    def p_of_continuation():
+        with torch.no_grad():
+            p = torch.softmax(model(seqs[:, :-1])[:, 7:], -1)
+        return p.gather(-1, seqs[:, 8:, None])[..., 0]
+
+    before = p_of_continuation()
+    loss = train_gpu.unlikelihood(model, seqs, mask, 8, cpu)
+    expected = -torch.log1p(-before[mask]).sum() / mask.numel()
+    assert torch.allclose(loss.detach(), expected, rtol=1e-4), (
+        f"loss {float(loss)} != -sum log(1 - p)/N {float(expected)}"
+    )
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.5 * p.grad
+    after = p_of_continuation()
+    assert (after[mask] < before[mask]).all(), "expected each marked token less likely after one descent step"
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     """A corpus of a few standard-library files laid out as collect_corpus.py writes one, train_gpu.py --smoke on
