@@ -19,6 +19,7 @@ from .pretrained.stdlib_split import stdlib_files
 DEFAULT_MODEL = "habana-assist/pycode"
 DEFAULT_DRAFT = "habana-assist/pycode-draft"
 DEFAULT_DRAFT_DTYPE = "w8a8"  # see --assistant-dtype
+DEMO_NO_REPEAT_NGRAM_SIZE = 10  # greedy loops on the demo's prompts: 6 of 12 without, 2 with (docs/training.md)
 
 
 def _load(args):
@@ -65,8 +66,13 @@ def _prompt(args):
     return "".join(out)
 
 
+def _processors(args):
+    """The logits processors the command line takes, by Transformers' names."""
+    return dict(repetition_penalty=args.repetition_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size)
+
+
 def _sampling(args):
-    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=args.do_sample)
+    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=args.do_sample, **_processors(args))
     if args.do_sample:
         kw.update(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     return kw
@@ -218,13 +224,23 @@ def demo_prompts(n, lines):
     return prompts
 
 
+def _decoding(args):
+    """The demo's decoding, as its first line states it."""
+    on = []
+    if args.no_repeat_ngram_size:
+        on.append(f"no_repeat_ngram_size {args.no_repeat_ngram_size}")
+    if args.repetition_penalty != 1.0:
+        on.append(f"repetition_penalty {args.repetition_penalty:g}")
+    return "greedy" + (f" with {', '.join(on)} (plain and assisted alike)" if on else "")
+
+
 def cmd_demo(args):
     ha, tok, model, draft = _load(args)
     held = draft.weight_dtype if draft is not None else "no draft"
     print(
         f"habana_assist demo: {args.model} ({model.config.num_hidden_layers} layers, {model.weight_dtype}) "
-        f"assisted by {args.assistant} ({held}, schedule {args.schedule}), greedy, {args.max_new_tokens} new tokens "
-        f"per prompt; kernels {ha.kernels_name()}, "
+        f"assisted by {args.assistant} ({held}, schedule {args.schedule}), {_decoding(args)}, "
+        f"{args.max_new_tokens} new tokens per prompt; kernels {ha.kernels_name()}, "
         f"{ha.get_num_threads()} threads\n"
     )
     model.generate(**tok("import os\n", return_tensors="np"), max_new_tokens=2)  # warm-up
@@ -238,7 +254,7 @@ def cmd_demo(args):
             ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True) if args.show_plain else None,
             ha.TextStreamer(tok, skip_prompt=True, skip_special_tokens=True),
         )
-        kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
+        kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False, **_processors(args))
         plain, tp, assisted, ta = _timed_pair(model, inputs, kw, _assist(args, draft), streams)
         same = np.array_equal(plain.sequences, assisted.sequences)
         identical &= same
@@ -281,7 +297,7 @@ def _against_fastest_plain(args, tok, dtype, totals_plain, totals_assisted):
 
     rates = {dtype: (_rate(totals_plain[2], totals_plain[3]), totals_plain)}
     prompts = [tok(text, return_tensors="np") for _, text in demo_prompts(args.prompts, args.prompt_lines)]
-    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False)
+    kw = dict(max_new_tokens=args.max_new_tokens, do_sample=False, **_processors(args))
     for other in PLAIN_CLASSES:
         if other == dtype:
             continue
@@ -312,7 +328,7 @@ def build_parser():
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,demo}")
 
-    def common(p, prompt=True, dtype=None):
+    def common(p, prompt=True, dtype=None, no_repeat_ngram_size=0):
         p.add_argument(
             "--model",
             default=DEFAULT_MODEL,
@@ -339,6 +355,23 @@ def build_parser():
             "the draft's precision, and w8a8 steps are the fastest (docs/benchmarks.md)",
         )
         p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default 128)")
+        p.add_argument(
+            "--repetition-penalty",
+            type=float,
+            default=1.0,
+            metavar="R",
+            help="Transformers' repetition_penalty (CTRL's): the logits of tokens already in the text are divided "
+            "by R where positive, multiplied where negative, in plain and assisted generation alike (default 1.0: "
+            "off)",
+        )
+        p.add_argument(
+            "--no-repeat-ngram-size",
+            type=int,
+            default=no_repeat_ngram_size,
+            metavar="N",
+            help="Transformers' no_repeat_ngram_size: no N-token run occurs twice in the text (prompt included), "
+            f"in plain and assisted generation alike; 0 is off (default {no_repeat_ngram_size})",
+        )
         p.add_argument(
             "--schedule",
             choices=["cost", "constant", "heuristic", "heuristic_transient"],
@@ -441,9 +474,12 @@ def build_parser():
         "demo",
         help="the main job: held-out code completions, plain then assisted, and a summary",
         description="Complete the beginnings of held-out standard-library files, greedily, plain then "
-        "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity.",
+        "assisted (streamed), and summarize tokens/s, speed-up, acceptance, identity. The demo decodes with "
+        "no_repeat_ngram_size 10: greedy, the shipped target falls into loops on half of its prompts "
+        "(docs/training.md); --no-repeat-ngram-size 0 shows plain greedy decoding.",
     )
-    common(d, prompt=False, dtype="float32")  # float32: the target is then several times the L3, as big models are
+    # float32: the target is then several times the L3, as big models are
+    common(d, prompt=False, dtype="float32", no_repeat_ngram_size=DEMO_NO_REPEAT_NGRAM_SIZE)
     d.add_argument("--prompts", type=int, default=4, help="how many held-out files (default 4)")
     d.add_argument("--prompt-lines", type=int, default=30, help="lines of each file in its prompt (default 30)")
     d.add_argument("--show-plain", action="store_true", help="stream the plain completion too")

@@ -15,8 +15,10 @@ Debian packages ("package documents"), the rest held-out standard-library files.
   2. Repetition. 12 package documents of >= 400 tokens (without BOS), different ones, chosen by a seeded rng;
      in each a window of 256 tokens of the whole file's tokenization at a seeded start s in
      [0, n - 256 - 128] (so that the file itself goes on for 128 more), with BOS prepended where s = 0.
-     Plain greedy generate() of max_new_tokens=128. A completion "repeats" when some 6-gram of token ids
-     occurs 4 or more times (overlaps counted) among its new tokens.
+     Plain greedy generate() of max_new_tokens=128, as decoded and with the demo's processor
+     (no_repeat_ngram_size=10, habana_assist/cli.py's DEMO_NO_REPEAT_NGRAM_SIZE), which the check judges. A
+     completion "repeats" when some 6-gram of token ids occurs 4 or more times (overlaps counted) among its new
+     tokens.
      Decision on eos: the model's eos is kept (as a user of the model gets it), not turned off with
      eos_token_id=[]: after eos a model starts an unrelated document, which says nothing about looping. A
      completion that ends early is judged on the tokens it made; the lengths are reported, so a pair that
@@ -33,6 +35,7 @@ Debian packages ("package documents"), the rest held-out standard-library files.
      b'. the same with the draft's (else the library's) assistant_confidence_threshold left in place (0.4): K = 4
         at most, a round ends where the draft is unsure. The issue's "K = 4 with the library's defaults" reads
         either way, so both are judged;
+     a'. greedy with the defaults and the demo's processor, and the count identical to plain;
      c. for reference, greedy with the same K = 4 every round.
      In b and c a round is cut short only by eos or by the tokens left to max_new_tokens; K per round is
      reported. That acceptance counts the drafted tokens after a rejection as not accepted, so it falls with K
@@ -62,10 +65,12 @@ sys.path.insert(0, HERE)
 from collect_corpus import read_held_out  # noqa: E402 - found through the sys.path entry above
 
 import habana_assist as ha  # noqa: E402 - found through the sys.path entry above
+from habana_assist.cli import DEMO_NO_REPEAT_NGRAM_SIZE  # noqa: E402 - found through the sys.path entry above
 
 WINDOW = 1024  # tokens per document in the bits-per-byte pass (the models' max_position_embeddings)
 N_PROMPTS, PROMPT_LEN, NEW_TOKENS, MIN_FILE_TOKENS = 12, 256, 128, 400
 NGRAM, REPEATS = 6, 4  # a completion repeats when some NGRAM-gram occurs REPEATS or more times
+DEMO = {"no_repeat_ngram_size": DEMO_NO_REPEAT_NGRAM_SIZE}  # the demo's processor (habana_assist/cli.py)
 TEMPERATURE, K = 0.8, 4
 CHECKS = {  # the bars set for the pair: (comparison, value)
     "target_bits_per_byte_packages": ("<=", 1.1),
@@ -140,6 +145,45 @@ def choose_prompts(docs, names, all_ids, tok, n, rng):
             {"document": int(i), "package": names[i], "start": s, "ids": ids, "seed": int(rng.integers(0, 2**63))}
         )
     return prompts
+
+
+def repetition(target, tok, prompts, **processors):
+    """Plain greedy completions of the prompts (with the given logits processors): -> (figures, new tokens)."""
+    t0 = time.time()
+    plain, completions = [], []
+    for p in prompts:
+        seq = target.generate(
+            np.asarray([p["ids"]], dtype=np.int64), max_new_tokens=NEW_TOKENS, do_sample=False, **processors
+        )
+        out = seq[0, len(p["ids"]) :].tolist()
+        plain.append(out)
+        top = max_ngram_count(out)
+        completions.append(
+            {
+                "document": p["document"],
+                "package": p["package"],
+                "start": p["start"],
+                "prompt_tokens": len(p["ids"]),
+                "new_tokens": len(out),
+                "ended_with_eos": bool(out) and out[-1] in target.generation_config.eos_token_ids(),
+                "max_6gram_count": top,
+                "repeats": top >= REPEATS,
+                "text": tok.decode(out),
+            }
+        )
+    figures = {
+        "prompts": len(prompts),
+        "prompt_tokens": PROMPT_LEN,
+        "max_new_tokens": NEW_TOKENS,
+        "processors": processors,
+        "ngram": NGRAM,
+        "repeats_at": REPEATS,
+        "eos": "kept (the model's)",
+        "repeating": sum(c["repeats"] for c in completions),
+        "seconds": time.time() - t0,
+        "completions": completions,
+    }
+    return figures, plain
 
 
 def max_ngram_count(tokens, n=NGRAM):
@@ -269,44 +313,18 @@ def main():
             f"{results[f'{role}_stdlib']['bits_per_byte']:.4f} (stdlib), {time.time() - t0:.0f} s"
         )
 
-    # 2. repetition, from plain greedy completions
+    # 2. repetition, from plain greedy completions: as decoded, and with the demo's processor
     rng = np.random.default_rng(args.seed)
     tok = tokenizers["target"]
     prompts = choose_prompts(docs, names, ids_of["target"][0], tok, n_prompts, rng)
-    t0 = time.time()
-    plain, completions = [], []
-    for p in prompts:
-        seq = target.generate(np.asarray([p["ids"]], dtype=np.int64), max_new_tokens=NEW_TOKENS, do_sample=False)
-        out = seq[0, len(p["ids"]) :].tolist()
-        plain.append(out)
-        top = max_ngram_count(out)
-        completions.append(
-            {
-                "document": p["document"],
-                "package": p["package"],
-                "start": p["start"],
-                "prompt_tokens": len(p["ids"]),
-                "new_tokens": len(out),
-                "ended_with_eos": bool(out) and out[-1] in target.generation_config.eos_token_ids(),
-                "max_6gram_count": top,
-                "repeats": top >= REPEATS,
-                "text": tok.decode(out),
-            }
-        )
-    plain_seconds = time.time() - t0
-    repeating = sum(c["repeats"] for c in completions)
-    results["repetition"] = {
-        "prompts": n_prompts,
-        "prompt_tokens": PROMPT_LEN,
-        "max_new_tokens": NEW_TOKENS,
-        "ngram": NGRAM,
-        "repeats_at": REPEATS,
-        "eos": "kept (the model's)",
-        "repeating": repeating,
-        "seconds": plain_seconds,
-        "completions": completions,
-    }
-    log(f"repetition: {repeating}/{n_prompts} completions repeat, {plain_seconds:.0f} s")
+    results["repetition"], plain = repetition(target, tok, prompts)
+    results["repetition_demo"], plain_demo = repetition(target, tok, prompts, **DEMO)
+    repeating = results["repetition_demo"]["repeating"]
+    plain_seconds = results["repetition"]["seconds"]
+    log(
+        f"repetition: {results['repetition']['repeating']}/{n_prompts} greedy completions repeat, {repeating}/"
+        f"{n_prompts} with {DEMO}"
+    )
 
     # 3. acceptance
     defaults = ha.GenerationConfig()
@@ -347,6 +365,9 @@ def main():
     )
     results["acceptance_sampled_k4_threshold"] = sampled_t
     log(f"sampled (K <= {K}, threshold {d_threshold(draft)}): acceptance {sampled_t['acceptance']:.3f}")
+    greedy_demo, greedy_demo_outs = run_assisted(target, draft, prompts, **DEMO)
+    greedy_demo["identical_to_plain"] = sum(a == b for a, b in zip(greedy_demo_outs, plain_demo))
+    results["acceptance_greedy_demo"] = greedy_demo
     greedy4, greedy4_outs = run_assisted(target, draft, prompts, **k4)
     greedy4["identical_to_plain"] = sum(a == b for a, b in zip(greedy4_outs, plain))
     results["acceptance_greedy_k4"] = greedy4
@@ -403,16 +424,22 @@ def print_table(r, n_prompts):
     )
     row("nats/token, stdlib", f"{ts['nats_per_token']:.4f}", f"{ds['nats_per_token']:.4f}")
 
-    rep = r["repetition"]
     print()
-    row(
-        f"completions repeating a {NGRAM}-gram {REPEATS}+ times",
-        f"{rep['repeating']}/{n_prompts}",
-        "",
-        judged("repeating_completions"),
-    )
-    print(f"  max {NGRAM}-gram count per completion: {' '.join(str(c['max_6gram_count']) for c in rep['completions'])}")
-    print(f"  new tokens per completion (eos kept):  {' '.join(str(c['new_tokens']) for c in rep['completions'])}")
+    print(f"a completion repeats when some {NGRAM}-gram occurs {REPEATS}+ times in it")
+    for key, label in (
+        ("repetition", "greedy"),
+        ("repetition_demo", f"the demo's {DEMO_NO_REPEAT_NGRAM_SIZE}-gram ban"),
+    ):
+        rep = r[key]
+        row(
+            f"repeating completions, {label}",
+            f"{rep['repeating']}/{n_prompts}",
+            "",
+            judged("repeating_completions") if key == "repetition_demo" else "",
+        )
+        counts = " ".join(str(c["max_6gram_count"]) for c in rep["completions"])
+        print(f"  max {NGRAM}-gram count per completion: {counts}")
+        print(f"  new tokens per completion (eos kept):  {' '.join(str(c['new_tokens']) for c in rep['completions'])}")
 
     print()
     row("assisted, over the same prompts", "accept", "acc/dft", "criterion     per-tok K/round tok/rnd  same    s")
@@ -424,6 +451,7 @@ def print_table(r, n_prompts):
         ),
         ("acceptance_sampled_k4", f"sampled T {TEMPERATURE}, K {K} constant, {d['assisted_sampling']}"),
         ("acceptance_sampled_k4_threshold", f"  the same, K <= {K}, conf {d['assistant_confidence_threshold']}"),
+        ("acceptance_greedy_demo", f"greedy, defaults, the demo's {DEMO_NO_REPEAT_NGRAM_SIZE}-gram ban"),
         ("acceptance_greedy_k4", f"greedy, K {K} constant (reference)"),
     )
     for key, label in rows:

@@ -386,6 +386,15 @@ def test_missing_prompt_file_exits_2_naming_the_file_without_a_traceback(workdir
     assert rc == 2 and missing in err, f"expected exit status 2 and a message naming {missing}, got {rc}: {err!r}"
 
 
+@pytest.mark.parametrize(
+    "flags, named",
+    [(["--repetition-penalty", "0"], "repetition_penalty"), (["--no-repeat-ngram-size", "-1"], "no_repeat_ngram_size")],
+)
+def test_impossible_processor_values_exit_2_naming_the_argument(workdir, pair, flags, named):
+    rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", "none", "--prompt", PROMPT, *flags)
+    assert rc == 2 and named in err and "Traceback" not in err, (rc, err)
+
+
 def test_generate_without_a_prompt_says_how_to_pass_one(workdir, pair):
     rc, out, err = run_cli(workdir, "generate", "--model", pair[0], "--assistant", "none")
     assert rc != 0 and "--prompt" in err, f"expected a failure naming --prompt, got {rc}: {err!r}"
@@ -432,6 +441,10 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
         workdir, "demo", "--model", pair[0], "--assistant", pair[1], "--prompts", "1", "--max-new-tokens", "8"
     )
     _ok(rc, out, err, "demo")
+    first = out.splitlines()[0]
+    assert "greedy with no_repeat_ngram_size 10 (plain and assisted alike)" in first, (
+        f"the demo's first line should state its decoding:\n{first}"
+    )
     assert "=== summary over all prompts ===" in out, f"demo should print a summary:\n{out[-3000:]}"
     summary = out.split("=== summary over all prompts ===")[1]
     for pattern in (
@@ -451,6 +464,59 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
     assert re.search(r"assisted \(float32\) against it: [\d.]+x generating \([\d.]+x with the prefill\)", summary), (
         summary
     )
+
+
+def test_demo_without_processors_says_plain_greedy(workdir, pair):
+    rc, out, err = run_cli(
+        workdir,
+        "demo",
+        "--model",
+        pair[0],
+        "--assistant",
+        pair[1],
+        "--prompts",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--no-fastest-plain",
+        "--no-repeat-ngram-size",
+        "0",
+    )
+    _ok(rc, out, err, "demo --no-repeat-ngram-size 0")
+    assert ", greedy, 8 new tokens" in out.splitlines()[0], out.splitlines()[0]
+    assert "outputs identical: yes" in out, out[-2000:]
+
+
+@pytest.mark.parametrize(
+    "flags, kwargs",
+    [
+        (["--no-repeat-ngram-size", "2"], dict(no_repeat_ngram_size=2)),
+        (["--repetition-penalty", "1.5"], dict(repetition_penalty=1.5)),
+        (
+            ["--repetition-penalty", "0.7", "--no-repeat-ngram-size", "3"],
+            dict(repetition_penalty=0.7, no_repeat_ngram_size=3),
+        ),
+    ],
+)
+def test_generate_processor_flags_print_what_the_library_generates_with_them(workdir, pair, loaded, flags, kwargs):
+    tok, model, _ = loaded
+    expected = completion(tok, model, PROMPT, max_new_tokens=12, **kwargs)
+    assert expected != completion(tok, model, PROMPT, max_new_tokens=12), f"{kwargs} should change this completion"
+    rc, out, err = run_cli(
+        workdir,
+        "generate",
+        "--model",
+        pair[0],
+        "--assistant",
+        pair[1],
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        "12",
+        *flags,
+    )
+    _ok(rc, out, err, f"generate {flags}")
+    assert out == expected + "\n", f"expected {expected!r} on stdout, got {out!r}"
 
 
 # ---- errors ----------------------------------------------------------------------------------------------------
