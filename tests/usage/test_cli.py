@@ -467,20 +467,9 @@ def test_demo_prints_a_summary_with_identical_outputs(workdir, pair):
 
 
 def test_demo_without_processors_says_plain_greedy(workdir, pair):
+    quick = ["--prompts", "1", "--max-new-tokens", "8", "--no-fastest-plain"]
     rc, out, err = run_cli(
-        workdir,
-        "demo",
-        "--model",
-        pair[0],
-        "--assistant",
-        pair[1],
-        "--prompts",
-        "1",
-        "--max-new-tokens",
-        "8",
-        "--no-fastest-plain",
-        "--no-repeat-ngram-size",
-        "0",
+        workdir, "demo", "--model", pair[0], "--assistant", pair[1], *quick, "--no-repeat-ngram-size", "0"
     )
     _ok(rc, out, err, "demo --no-repeat-ngram-size 0")
     assert ", greedy, 8 new tokens" in out.splitlines()[0], out.splitlines()[0]
@@ -502,19 +491,8 @@ def test_generate_processor_flags_print_what_the_library_generates_with_them(wor
     tok, model, _ = loaded
     expected = completion(tok, model, PROMPT, max_new_tokens=12, **kwargs)
     assert expected != completion(tok, model, PROMPT, max_new_tokens=12), f"{kwargs} should change this completion"
-    rc, out, err = run_cli(
-        workdir,
-        "generate",
-        "--model",
-        pair[0],
-        "--assistant",
-        pair[1],
-        "--prompt",
-        PROMPT,
-        "--max-new-tokens",
-        "12",
-        *flags,
-    )
+    pair_args = ["--model", pair[0], "--assistant", pair[1]]
+    rc, out, err = run_cli(workdir, "generate", *pair_args, "--prompt", PROMPT, "--max-new-tokens", "12", *flags)
     _ok(rc, out, err, f"generate {flags}")
     assert out == expected + "\n", f"expected {expected!r} on stdout, got {out!r}"
 
