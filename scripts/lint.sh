@@ -8,7 +8,8 @@
 #                                packages (numpy's stubs) of Debian's /usr/bin/python3, which runs the package
 #   stubtest habana_assist._core the extension's stub (habana_assist/_core.pyi) against the built module; skipped,
 #                                saying so, where the extension is not built (scripts/setup.sh builds it)
-# Every check runs, and the exit status is non-zero if any of them found something. To apply the formatters:
+# Every check runs, and the exit status is non-zero if any of them found something. `--env-only` builds the
+# environment and stops. To apply the formatters:
 #   .venv-tools/bin/ruff format . && git ls-files 'csrc/*.[ch]' 'tests/c/*.[ch]' | xargs .venv-tools/bin/clang-format -i
 # The environment is reused while its stamp (the hash of the pins and of the interpreter's version) is unchanged;
 # otherwise built anew. Where it cannot be built (no PyPI: a clone used offline) it says so and exits 0, the checks
@@ -40,6 +41,7 @@ if ! [ -x "$VENV/bin/ruff" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; th
         exit 0
     fi
 fi
+[ "${1:-}" != "--env-only" ] || exit 0  # scripts/test.sh builds the environment early, beside other downloads
 status=0
 step() {  # step NAME COMMAND...: runs it; a failure is reported by name and remembered
     if ! "${@:2}"; then

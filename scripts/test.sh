@@ -36,8 +36,14 @@ fi
 # The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors,
 # numpy, sentencepiece and protobuf pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built
 # once, reused while its stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip and say why; under CI
-# (CI set) this step fails instead, so CI always runs them.
-bash scripts/reference_env.sh
+# (CI set) this step fails instead, so CI always runs them. It and the linters' environment (scripts/lint.sh
+# --env-only) download from PyPI in the background while apt installs chromium below.
+bash scripts/reference_env.sh &
+ref_pid=$!
+bash scripts/lint.sh --env-only &
+tools_pid=$!
+trap 'kill -- "-$build_pid" "-$c_tests_pid" 2>/dev/null || true; kill "$ref_pid" "$tools_pid" 2>/dev/null || true
+      rm -rf "$c_tests"' EXIT
 # The browser tests (tests/fixtures/browser.py: the notebook view in a light and a dark page, its colours read back
 # from the browser): Debian's chromium, headless. Where it cannot be installed, those tests skip and say why.
 if ! command -v chromium >/dev/null; then
@@ -45,6 +51,8 @@ if ! command -v chromium >/dev/null; then
     { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         chromium >/dev/null; } || echo "test: chromium could not be installed; the browser tests will skip" >&2
 fi
+wait "$ref_pid" || { echo "test: the reference environment could not be built (above)" >&2; exit 1; }
+wait "$tools_pid" || true  # lint.sh, run below, says why and fails the run
 build_status=0
 wait "$build_pid" || build_status=$?
 wait "$c_tests_pid" || true  # a failed build here: the suite builds again and reports it

@@ -279,7 +279,8 @@ def main():
         "--ul-share",
         type=float,
         default=0.0,
-        help="of the budget, for the target's unlikelihood fine-tuning against its own greedy loops (after its training)",
+        help="of the budget, for the target's unlikelihood fine-tuning against its own greedy loops (after its "
+        "training)",
     )
     ap.add_argument("--ul-lr", type=float, default=2e-4)
     ap.add_argument("--seq", type=int, default=1024)
