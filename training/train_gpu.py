@@ -168,6 +168,15 @@ def continue_with(model, prompts, new_tokens, temperature, gen, device):
     return torch.cat(out, 1)
 
 
+def corpus_prompts(stream, heads, m, length, rng, device):
+    """m prompts of `length` tokens of the corpus stream, (m, length) int64: half of them from a file's beginning
+    (heads: the offsets where files start), as the demo's prompts are, the rest from anywhere."""
+    starts = rng.integers(0, len(stream) - length, size=m)
+    at_head = rng.random(m) < 0.5
+    starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
+    return torch.stack([stream[s : s + length] for s in starts]).long().to(device)
+
+
 def onpolicy(target, stream, heads, n, seq, batch, rng, gen, device):
     """n windows of seq tokens: a prompt of the corpus (a quarter to a half of seq; half of them from a file's
     beginning, as the demo's prompts are) continued by the target; a third greedy, the rest sampled at 0.8 or 1."""
@@ -175,13 +184,17 @@ def onpolicy(target, stream, heads, n, seq, batch, rng, gen, device):
     for b0 in range(0, n, batch):
         m = min(batch, n - b0)
         p = int(rng.integers(seq // 4, seq // 2 + 1))
-        starts = rng.integers(0, len(stream) - p, size=m)
-        at_head = rng.random(m) < 0.5
-        starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
-        prompts = torch.stack([stream[s : s + p] for s in starts]).long().to(device)
+        prompts = corpus_prompts(stream, heads, m, p, rng, device)
         temperature = [0.0, 0.8, 1.0][(b0 // batch) % 3]
         out.append(continue_with(target, prompts, seq - p, temperature, gen, device).cpu())
     return torch.cat(out)
+
+
+def next_token_loss(model, w, device):
+    """Cross-entropy of each next token of the windows w (B, seq + 1) under the model."""
+    with autocast(device):
+        logits = model(w[:, :-1])
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), w[:, 1:].reshape(-1))
 
 
 # ---- loops: sequence-level unlikelihood -------------------------------------------------------------------------
@@ -282,7 +295,7 @@ def main():
         help="of the budget, for the target's unlikelihood fine-tuning against its own greedy loops (after its "
         "training)",
     )
-    ap.add_argument("--ul-lr", type=float, default=2e-4)
+    ap.add_argument("--ul-lr", type=float, default=2e-4, help="the unlikelihood fine-tuning's peak learning rate")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -345,11 +358,7 @@ def main():
     data = Windows(stream, args.seq, args.batch, rng, device)
 
     def target_step(step):
-        w = data.next()
-        with autocast(device):
-            logits = target(w[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1))
-        return loss, lambda: f"epoch {data.epochs}"
+        return next_token_loss(target, data.next(), device), lambda: f"epoch {data.epochs}"
 
     if args.target_share > 0:  # 0: the target as --init gave it, only the draft trains
         steps, secs = run_phase(
@@ -465,25 +474,17 @@ def unlikelihood_phase(target, stream, heads, args, rng, device, fixed):
     knows stays. Returns the phase's figures, the share of marked tokens in each fresh pool among them."""
     prompt, new, batch, reuse = (16, 24, 2, 2) if args.smoke else (192, 128, 128, 4)
     text = Windows(stream, args.seq, max(1, args.batch // 2), rng, device)
-    gen = torch.Generator(device=device)
-    gen.manual_seed(args.seed + 2)
     pool, marked, stats = {}, [], {}
 
     def step_fn(step):
         if step % 2:
-            w = text.next()
-            with autocast(device):
-                logits = target(w[:, :-1])
-            loss = F.cross_entropy(logits.float().reshape(-1, target.embed.num_embeddings), w[:, 1:].reshape(-1))
+            loss = next_token_loss(target, text.next(), device)
             stats["ce"] = loss.detach()
         else:
             k = step // 2
             if k % reuse == 0:
-                starts = rng.integers(0, len(stream) - prompt, size=batch * reuse)
-                at_head = rng.random(len(starts)) < 0.5
-                starts[at_head] = heads[rng.integers(0, len(heads), size=int(at_head.sum()))]
-                prompts = torch.stack([stream[s : s + prompt] for s in starts]).long().to(device)
-                seqs = continue_with(target, prompts, new, 0.0, gen, device)
+                prompts = corpus_prompts(stream, heads, batch * reuse, prompt, rng, device)
+                seqs = continue_with(target, prompts, new, 0.0, None, device)  # greedy: no generator
                 mask = loop_mask(seqs[:, prompt:].cpu())
                 pool["seqs"], pool["mask"] = seqs, mask.to(device)
                 marked.append(float(mask.float().mean()))
