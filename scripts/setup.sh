@@ -21,7 +21,7 @@ PACKAGES=(gcc libc6-dev python3 python3-dev python3-setuptools libopenblas-dev
 if [ "${HA_AVX512_EMULATED:-}" = 1 ]; then
     PACKAGES+=(libsimde-dev)  # SIMDe's headers: the avx512-emulated kernel variant
 fi
-TEST_PACKAGES=(python3-pytest
+TEST_PACKAGES=(python3-pytest python3-pytest-xdist  # the suite in one process a core (scripts/test.sh)
                python3-wheel python3-pip python3-venv  # pip installs: tests/usage/test_install_venv.py, test.sh
                clang libclang-rt-14-dev  # clang and its libFuzzer runtime: tests/fuzz/c (a Recommends of clang only)
                python3-torch  # torch in and out (return_tensors="pt"): tests/integrations/test_torch_io.py

@@ -64,7 +64,13 @@ status=0
 # The linter (scripts/lint.sh: ruff, pinned in tests/tools-requirements.txt, in .venv-tools/; pyproject.toml's
 # [tool.ruff]). What it finds fails the command; the suite still runs, so that one run reports both.
 bash scripts/lint.sh || status=1
-HA_C_TESTS_PREBUILT=$c_tests /usr/bin/python3 -m pytest -q -p no:cacheprovider tests "$@" || status=$?
+# The suite in one pytest process a core (pytest-xdist; up to 4), each test file whole in one process, as its
+# module-scoped fixtures (a batch of reference runs, the launched doc scripts) expect: on two cores one process
+# kept 1.2 of them busy and took 18 minutes, two took 11. `-n 0` among the extra arguments runs it in one.
+workers=$(nproc)
+[ "$workers" -le 4 ] || workers=4
+HA_C_TESTS_PREBUILT=$c_tests /usr/bin/python3 -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile tests "$@" ||
+    status=$?
 [ $# -eq 0 ] || exit $status
 
 # The suite against an installed package: README's virtual-environment install (the venv's pip builds and installs
