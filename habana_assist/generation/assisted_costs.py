@@ -118,15 +118,16 @@ def append_times(
     vocab_size: int,
     rows: int = 1,
     repeats: int = _REPEATS,
+    position: int = _PREFIX,
 ) -> dict[int, float]:
-    """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding _PREFIX
+    """{T: seconds} of one append of T tokens spread evenly over `rows` sequences, each holding `position`
     positions (fewer if max_cache_len leaves less room): for each T in turn, an untimed append, then the best of
     `repeats` appends back to back, as a generation loop runs appends of about one size. (Timed in rounds that
     append every T once, a small append right after large ones runs slower than inside a loop: the large ones'
     activations evict the weights from the caches and their wide FMAs lower the clock for a while; t(T)/t(1) came
     out low and the cost schedule drafted too much.)"""
     most = max(sizes)
-    n_prefix = max(1, min(_PREFIX, max_cache_len - most))
+    n_prefix = max(1, min(position, max_cache_len - most))
     ctx, tokens, logits = _prefilled(core_model, rows, n_prefix, most, vocab_size)
     best = dict.fromkeys(sizes, math.inf)
     budget = time.perf_counter() + 1.0  # a big model (appends of seconds): 2 timed appends per T, not `repeats`
@@ -142,20 +143,20 @@ def append_times(
     return best
 
 
-def _per_row_step(draft_core: _core.Model, cache_len: int, vocab_size: int) -> tuple[float, ...]:
+def _per_row_step(draft_core: _core.Model, cache_len: int, vocab_size: int, position: int) -> tuple[float, ...]:
     """(seconds of a draft step of n rows for n = 1 .. DRAFT_ROWS), best of _REPEATS each."""
     out = []
     for n in range(1, DRAFT_ROWS + 1):
-        out.append(append_times(draft_core, cache_len, [n], vocab_size, rows=n)[n])
+        out.append(append_times(draft_core, cache_len, [n], vocab_size, rows=n, position=position)[n])
     return tuple(out)
 
 
 def _first_steps(
-    target_core: _core.Model, draft_core: _core.Model, cache_len: int, vocab_size: int
+    target_core: _core.Model, draft_core: _core.Model, cache_len: int, vocab_size: int, position: int
 ) -> tuple[float, ...]:
     """(seconds of a round's first draft step of n rows, n = 1 .. DRAFT_ROWS): each step timed right after a
     one-token append to the target, as the assisted loop runs it; best of _REPEATS each (and a warm-up)."""
-    n_prefix = max(1, min(_PREFIX, cache_len - 1))
+    n_prefix = max(1, min(position, cache_len - 1))
     target_ctx = _core.Context(target_core, 1, 2, False)
     draft_ctx, tokens, _ = _prefilled(draft_core, DRAFT_ROWS, n_prefix, 1, vocab_size)
     logits = np.empty((DRAFT_ROWS, vocab_size), dtype=np.float32)
@@ -200,15 +201,18 @@ def measure(
     draft_cache_len: int,
     rows: int = 1,
     drafts: Optional[AssistedCosts] = None,
+    position: int = _PREFIX,
 ) -> AssistedCosts:
     """AssistedCosts of a target model with a draft core model (None: prompt lookup) whose caches may hold
     draft_cache_len positions, the target's appends spread over `rows` sequences; drafts: costs of another batch
-    size whose draft step times (draft_rows, draft_first) are taken, else they are measured here."""
+    size whose draft step times (draft_rows, draft_first) are taken, else they are measured here. Each append is
+    timed with `position` positions in the cache before it (fewer where the cache holds less): attention's share
+    of a step grows with it (benchmarks/bench_assisted.py times its ideal at its prompts' positions)."""
     cache_len = max(target.max_cache_len, max(MEASURED_T) + 1)
-    t = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows)
+    t = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows, position=position)
     if rows > 1:  # a batch's sizes step through the tiles' edges: two passes, so that a burst of load on the
         # machine while some sizes were timed (seen: t(9 .. 16) at twice their value) does not stay in the table
-        again = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows)
+        again = append_times(target._core, cache_len, MEASURED_T, target.vocab_size, rows=rows, position=position)
         t = {T: min(t[T], again[T]) for T in MEASURED_T}
     table = np.interp(np.arange(1, max(MEASURED_T) + 1), MEASURED_T, _never_falling([t[T] for T in MEASURED_T]))
     if draft_core is None:
@@ -217,8 +221,8 @@ def measure(
         draft_rows, first = drafts.draft_rows, drafts.draft_first
     else:
         cache_len = max(draft_cache_len, 2)
-        draft_rows = tuple(_never_falling(_per_row_step(draft_core, cache_len, target.vocab_size)))
-        first = tuple(_never_falling(_first_steps(target._core, draft_core, cache_len, target.vocab_size)))
+        draft_rows = tuple(_never_falling(_per_row_step(draft_core, cache_len, target.vocab_size, position)))
+        first = tuple(_never_falling(_first_steps(target._core, draft_core, cache_len, target.vocab_size, position)))
     return AssistedCosts(draft_step=draft_rows[0], target=tuple(table), draft_rows=draft_rows, draft_first=first)
 
 
