@@ -422,6 +422,34 @@ def test_measured_costs_never_fall_with_size(models):
     assert all(a <= b for a, b in zip(costs.draft_first, costs.draft_first[1:])), costs.draft_first
 
 
+def test_measured_costs_are_timed_at_the_position_asked(models, monkeypatch):
+    """assisted_costs.measure(position=P) times every append (the target's, the draft's steps) with P positions in
+    the cache before it, 256 by default, and fewer where the cache cannot hold P and the append."""
+    from habana_assist.generation import assisted_costs
+
+    target, draft = models
+    seen = []  # (the target's?, positions in the cache) of every context the measurement filled
+    real = assisted_costs._prefilled
+
+    def recording(core_model, rows, n_prefix, more, vocab_size):
+        seen.append((core_model is target._core, n_prefix))
+        return real(core_model, rows, n_prefix, more, vocab_size)
+
+    monkeypatch.setattr(assisted_costs, "_prefilled", recording)
+    target_cache = max(target.max_cache_len, max(assisted_costs.MEASURED_T) + 1)
+    for position, draft_cache in ((40, 256), (None, 512), (1000, 256)):
+        seen.clear()
+        costs = assisted_costs.measure(
+            target, draft._core, draft_cache, **({} if position is None else {"position": position})
+        )
+        assert isinstance(costs, ha.AssistedCosts) and len(costs.draft_rows) == 8, costs
+        P = 256 if position is None else position
+        assert {n for is_target, n in seen if is_target} == {min(P, target_cache - 64)}, (position, seen)
+        # a step of r draft rows needs room for one more token each: P, or what the draft's cache leaves
+        want = {min(P, draft_cache - rows) for rows in range(1, 9)}
+        assert {n for is_target, n in seen if not is_target} == want, (position, seen)
+
+
 # The carried counts' layout (the core's cost_state): accepted (POSITIONS,), tested (POSITIONS,) by draft position,
 # then accepted (10,), tested (10,) by tenth of the draft's probability, and the same for a tree's alternatives.
 POSITIONS = 32
