@@ -57,15 +57,17 @@ wait "$ref_pid" || { echo "test: the reference environment could not be built (a
 wait "$tools_pid" || true  # lint.sh, run below, says why and fails the run
 build_status=0
 wait "$build_pid" || build_status=$?
-wait "$c_tests_pid" || true  # a failed build here: the suite builds again and reports it
-trap 'rm -rf "$c_tests"' EXIT
+trap 'kill -- "-$c_tests_pid" 2>/dev/null || true; rm -rf "$c_tests"' EXIT
 cat "$build_log"
 [ "$build_status" -eq 0 ] || { echo "test: the build failed (above)" >&2; exit 1; }
 bash scripts/setup.sh check
 status=0
 # The linter (scripts/lint.sh: ruff, pinned in tests/tools-requirements.txt, in .venv-tools/; pyproject.toml's
-# [tool.ruff]). What it finds fails the command; the suite still runs, so that one run reports both.
+# [tool.ruff]), while the C tests' program may still be compiling. What it finds fails the command; the suite still
+# runs, so that one run reports both.
 bash scripts/lint.sh || status=1
+wait "$c_tests_pid" || true  # a failed build here: the suite builds again and reports it
+trap 'rm -rf "$c_tests"' EXIT
 # The suite in one pytest process a core (pytest-xdist; up to 4), each test file whole in one process, as its
 # module-scoped fixtures (a batch of reference runs, the launched doc scripts) expect: on two cores one process
 # kept 1.2 of them busy and took 18 minutes, two took 11. `-n 0` among the extra arguments runs it in one.
