@@ -17,9 +17,9 @@ on the demo's held-out prompts (cli.demo_prompts: the first 30 lines of held-out
    (rounds with exactly k drafts, from proposed_per_position and num_target_passes) and the pair's measured costs
    (a target append of T tokens t(T), a draft step d, and a round's first draft step d1, which runs right after the
    target's append, all timed as model.assisted_costs times them, but at the rounds' mean position: the prompts'
-   mean length plus half the new tokens (the demo's prompts hold about 320); the schedule's own table is timed at position 256, and
-   attention's share of an append grows with the position: t(5) 1.22x and t(9) 1.31x at 480 what they are at 256
-   for the w8a8 target), ideal time = sum over rounds of
+   mean length plus half the new tokens (the demo's prompts hold about 320); the schedule's own table is timed at
+   position 256, and attention's share of an append grows with the position: t(5) 1.22x and t(9) 1.31x at 480
+   what they are at 256 for the w8a8 target), ideal time = sum over rounds of
    t(k + 1) + (d1 + (k - 1) d where k >= 1), ideal speed-up = new tokens x t(1) / ideal time; measured over ideal
    = the generation-only speed-up / the ideal speed-up. Where the generating time went (result.timings): the
    target's forwards over the model's sum of t(k + 1) (target/model), the draft's steps over the model's
