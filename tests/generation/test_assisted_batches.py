@@ -436,17 +436,18 @@ def test_measured_costs_are_timed_at_the_position_asked(models, monkeypatch):
         return real(core_model, rows, n_prefix, more, vocab_size)
 
     monkeypatch.setattr(assisted_costs, "_prefilled", recording)
-    target_cache = max(target.max_cache_len, max(assisted_costs.MEASURED_T) + 1)
+    most = max(assisted_costs.MEASURED_T)  # the target's largest timed append
+    target_cache = max(target.max_cache_len, most + 1)
     for position, draft_cache in ((40, 256), (None, 512), (1000, 256)):
         seen.clear()
         costs = assisted_costs.measure(
             target, draft._core, draft_cache, **({} if position is None else {"position": position})
         )
-        assert isinstance(costs, ha.AssistedCosts) and len(costs.draft_rows) == 8, costs
+        assert isinstance(costs, ha.AssistedCosts) and len(costs.draft_rows) == assisted_costs.DRAFT_ROWS, costs
         P = 256 if position is None else position
-        assert {n for is_target, n in seen if is_target} == {min(P, target_cache - 64)}, (position, seen)
+        assert {n for is_target, n in seen if is_target} == {min(P, target_cache - most)}, (position, seen)
         # a step of r draft rows needs room for one more token each: P, or what the draft's cache leaves
-        want = {min(P, draft_cache - rows) for rows in range(1, 9)}
+        want = {min(P, draft_cache - rows) for rows in range(1, assisted_costs.DRAFT_ROWS + 1)}
         assert {n for is_target, n in seen if not is_target} == want, (position, seen)
 
 
