@@ -824,5 +824,18 @@ def measure(name, target, draft, ids, c, n, k, repeats):
     )
 
 
+def pool_line():
+    """What the core's thread pool did over the run: a run whose jobs went to the caller alone (the pool backs off
+    while its jobs stop paying: another process on the cores, a stalled vCPU) ran on one thread, whatever it asked."""
+    st = ha._core.pool_stats()
+    jobs = st["jobs_pooled"] + st["jobs_alone"]
+    return (
+        f"\nthread pool over the run: {st['jobs_alone'] / max(jobs, 1):.1%} of {jobs} jobs ran on the caller alone "
+        f"(one in 64 to time them, the rest while it backed off, {st['backoffs']} times); {st['jobs_waking']} woke "
+        "sleeping workers"
+    )
+
+
 if __name__ == "__main__":
     main()
+    print(pool_line())

@@ -282,10 +282,10 @@ def child_threads(dtype, repeats, tokens):
     kwargs = {} if dtype == "bfloat16" else {"dtype": dtype}
     model = ha.AutoModelForCausalLM.from_pretrained(SHIPPED, **kwargs)
     prompt = np.random.default_rng(1).integers(5, model.vocab_size, size=(1, 8))
-    runs = {default: [], 1: []}
+    runs, alone = {default: [], 1: []}, []
     for i in range(repeats + 1):  # the first round warms pages, caches and each pool up, and is not kept
         for n in (default, 1) if i % 2 == 0 else (1, default):
-            ha.set_num_threads(n)
+            ha.set_num_threads(n)  # a pool of its own, whose counts start at zero
             t0 = time.perf_counter()
             model.generate(prompt, max_new_tokens=1)
             t1 = time.perf_counter()
@@ -295,6 +295,8 @@ def child_threads(dtype, repeats, tokens):
                 raise RuntimeError(f"generate stopped after {out.shape[1] - prompt.shape[1]} of {1 + tokens} tokens")
             if i:
                 runs[n].append(tokens / max((t2 - t1) - (t1 - t0), 1e-9))
+                if n == default:
+                    alone.append(pool_alone_share())
     ha.set_num_threads(default)
     ratios = [a / b for a, b in zip(runs[default], runs[1])]
     return {
@@ -303,7 +305,19 @@ def child_threads(dtype, repeats, tokens):
         "one_tps": float(np.median(runs[1])),
         "ratio": float(np.median(ratios)),
         "ratios": ratios,
+        "alone": alone,
     }
+
+
+def pool_alone_share():
+    """The share of the current pool's jobs that its caller ran alone: to time them (one in 64), or while the pool
+    backed off because its jobs stopped paying (csrc/core/threadpool.c); near 1 means the round ran on one thread.
+    None for a --baseline checkout from before the core counted them."""
+    if not hasattr(ha._core, "pool_stats"):
+        return None
+    st = ha._core.pool_stats()
+    jobs = st["jobs_pooled"] + st["jobs_alone"]
+    return st["jobs_alone"] / jobs if jobs else 0.0
 
 
 def run_threads_child(dtype, repeats, tokens, root):
@@ -357,14 +371,16 @@ def print_busy(rows, repeats, tokens):
     )
     print(
         f"    {'phase':6s} {'package':9s} {'dtype':9s} {'default tok/s':>13s} {'1 thread tok/s':>14s} "
-        f"{'default/1':>9s}  {'(each round)':s}"
+        f"{'default/1':>9s}  {'(each round; the share of its default-thread jobs run alone)':s}"
     )
     for phase in ("alone", "busy"):
         for name, by_dtype in rows[phase].items():
             for d, r in by_dtype.items():
+                shares = r.get("alone") or [None] * len(r["ratios"])
                 print(
                     f"    {phase:6s} {name:9s} {d:9s} {r['default_tps']:13.1f} {r['one_tps']:14.1f} "
-                    f"{r['ratio']:9.2f}  " + " ".join(f"{x:.2f}" for x in r["ratios"])
+                    f"{r['ratio']:9.2f}  "
+                    + " ".join(f"{x:.2f}" + ("" if a is None else f" ({a:.0%})") for x, a in zip(r["ratios"], shares))
                 )
     if "baseline" in rows["alone"]:
         for d in rows["alone"]["this"]:

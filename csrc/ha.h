@@ -651,6 +651,20 @@ HA_API ha_status ha_bpe_encode(const ha_bpe *b, const uint32_t *word, int64_t n,
 /* Threads used by every core call (the caller's thread counts as one); n >= 1. */
 HA_API ha_status ha_set_num_threads(int n);
 HA_API int ha_get_num_threads(void);
+/* What the thread pool has done since it started (all zero when none runs): for tests and benchmarks. The pool runs
+ * a job alone on the caller's thread now and then to time it, and for a while after its jobs stopped paying
+ * (csrc/core/threadpool.c). */
+typedef struct ha_pool_stats {
+    int64_t jobs_pooled;   /* jobs offered to the workers */
+    int64_t jobs_alone;    /* jobs of more than one piece the caller ran alone: to time them, or while the pool
+                              did not pay */
+    int64_t backoffs;      /* times the caller stopped offering jobs to the workers */
+    int64_t caller_sleeps; /* times the caller slept waiting for a worker's piece */
+    int64_t jobs_waking;   /* jobs offered while a worker slept (woken for them) */
+    int64_t kinds_new;     /* kinds of job (function, size, key) met first, or again after others took their place */
+    int workers_asleep;    /* workers asleep now, waiting for a job */
+} ha_pool_stats;
+HA_API void ha_pool_get_stats(ha_pool_stats *out);
 /* Name of the kernel variant in use ("scalar", "avx2", ...), chosen once from the CPU and the
  * HA_KERNELS environment variable. */
 HA_API const char *ha_kernels_name(void);

@@ -258,6 +258,7 @@ PyObject *py_row_bytes(PyObject *mod, PyObject *args);
 PyObject *py_set_num_threads(PyObject *mod, PyObject *arg);
 PyObject *py_get_num_threads(PyObject *mod, PyObject *unused);
 PyObject *py_kernels_name(PyObject *mod, PyObject *unused);
+PyObject *py_pool_stats(PyObject *mod, PyObject *unused);
 PyObject *py_blas_core(PyObject *mod, PyObject *unused);
 PyObject *py_select_kernels(PyObject *mod, PyObject *arg);
 PyObject *py_available_memory(PyObject *mod, PyObject *unused);

@@ -89,6 +89,19 @@ PyObject *py_get_num_threads(PyObject *mod, PyObject *unused) {
     return PyLong_FromLong(ha_get_num_threads());
 }
 
+PyObject *py_pool_stats(PyObject *mod, PyObject *unused) {
+    (void)mod;
+    (void)unused;
+    ha_pool_stats st;
+    Py_BEGIN_ALLOW_THREADS
+    ha_pool_get_stats(&st);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("{sLsLsLsLsLsLsi}", "jobs_pooled", (long long)st.jobs_pooled, "jobs_alone",
+                         (long long)st.jobs_alone, "backoffs", (long long)st.backoffs, "caller_sleeps",
+                         (long long)st.caller_sleeps, "jobs_waking", (long long)st.jobs_waking, "kinds_new",
+                         (long long)st.kinds_new, "workers_asleep", st.workers_asleep);
+}
+
 PyObject *py_kernels_name(PyObject *mod, PyObject *unused) {
     (void)mod;
     (void)unused;

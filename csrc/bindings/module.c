@@ -39,6 +39,8 @@ static PyMethodDef module_methods[] = {
     { "set_num_threads", py_set_num_threads, METH_O, "set_num_threads(n): threads used by every core call" },
     { "get_num_threads", py_get_num_threads, METH_NOARGS, "threads used by every core call" },
     { "kernels_name", py_kernels_name, METH_NOARGS, "the kernel variant in use" },
+    { "pool_stats", py_pool_stats, METH_NOARGS,
+      "pool_stats() -> dict: what the thread pool has done since it started (jobs pooled, alone, ...)" },
     { "select_kernels", py_select_kernels, METH_O, "select_kernels(name): force a kernel variant" },
     { "blas_core", py_blas_core, METH_NOARGS, "the kernels OpenBLAS (blas_prefill) chose for this CPU" },
     { "available_memory", py_available_memory, METH_NOARGS,

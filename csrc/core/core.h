@@ -69,17 +69,6 @@ void ha_pool_alone(int on);
 /* The threads the calling thread's jobs run on: 1 where ha_pool_alone is on (without waiting for another thread's
  * job), else ha_get_num_threads(). */
 int ha_pool_threads_here(void);
-/* What the current pool has done since it started (all zero when none runs): for tests. */
-typedef struct ha_pool_stats {
-    int64_t jobs_pooled;   /* jobs offered to the workers */
-    int64_t jobs_alone;    /* jobs of more than one piece the caller ran alone: to time them, or while the pool
-                              did not pay */
-    int64_t backoffs;      /* times the caller stopped offering jobs to the workers */
-    int64_t caller_sleeps; /* times the caller slept waiting for a worker's piece */
-    int64_t kinds_new;     /* kinds of job (function, size, key) met first, or again after others took their place */
-    int workers_asleep;    /* workers asleep now, waiting for a job */
-} ha_pool_stats;
-void ha_pool_get_stats(ha_pool_stats *out);
 
 /* ---- CPUs (cpus.c) ---------------------------------------------------------------------------------------
  * The CPUs this process may use: its affinity mask's count, lowered to what its cgroups' CPU quota allows. The

@@ -381,7 +381,10 @@ void ha_parallel_for_kind(ha_range_fn fn, void *ctx, int64_t n, uint64_t key) {
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->claim, (job & 0xFFFFFFFFu) << 32, memory_order_release);
     atomic_store(&p->job, (unsigned)job);
-    if (atomic_load(&p->sleepers)) futex_wake(&p->job, INT_MAX);
+    if (atomic_load(&p->sleepers)) {
+        p->stats.jobs_waking++;
+        futex_wake(&p->job, INT_MAX);
+    }
     run_pieces(p);
     wait_done(p, pieces);
     const int64_t t1 = now_ns();

@@ -1,7 +1,8 @@
 """The core's thread pool on shared cores: its default honours the CPUs a cgroup quota allows, its results never
 depend on the thread count while another process keeps a core busy, a pool whose workers went to sleep wakes
-for the next call, and a forked child gets a pool of its own. No test here depends on speed (the benchmark,
-benchmarks/bench_decode.py --busy, measures that); a hang is a failure, bounded by a subprocess timeout."""
+for the next call (and pool_stats() counts that wake), and a forked child gets a pool of its own. No test here
+depends on speed (the benchmark, benchmarks/bench_decode.py --busy, measures that); a hang is a failure, bounded by
+a subprocess timeout."""
 
 import os
 import subprocess
@@ -173,4 +174,31 @@ def test_a_child_forked_while_the_pools_workers_sleep_runs_the_core(model_dir):
     assert got == "same 0 True", (
         f"expected the forked child to generate the parent's tokens and exit 0, and the "
         f"parent to keep working ('same 0 True'), got {got!r}"
+    )
+
+
+def test_pool_stats_count_the_jobs_and_the_wakes_of_sleeping_workers(model_dir):
+    code = f"""
+        import time
+        import numpy as np
+        import habana_assist as ha
+        from habana_assist import _core
+        ha.set_num_threads(2)
+        m = ha.AutoModelForCausalLM.from_pretrained({model_dir!r})
+        prompt = np.arange(3, 35)[None]
+        m.generate(prompt, max_new_tokens=16, eos_token_id=None)
+        before = _core.pool_stats()
+        for _ in range(10):  # (a call inside a backoff of the pool, up to 0.5 s, runs alone: then again)
+            time.sleep(0.3)  # past the workers' spin: they sleep
+            m.generate(prompt, max_new_tokens=16, eos_token_id=None)
+            after = _core.pool_stats()
+            if after["jobs_waking"] > before["jobs_waking"]:
+                break
+        print(sorted(after) == sorted(before), after["jobs_pooled"] + after["jobs_alone"] > 0,
+              after["jobs_waking"] > before["jobs_waking"], after["jobs_pooled"] >= after["jobs_waking"])
+    """
+    got = run_child(code)
+    assert got == "True True True True", (
+        "expected pool_stats() to count the jobs of two threads' generate calls, and a call after the workers "
+        f"slept to count a job that woke them ('True True True True'), got {got!r}"
     )
