@@ -218,15 +218,21 @@ static int cmp_dscored(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
-/* max and sum of exp(scores - max), in double; max is -inf when every score is. */
-/* The largest of scores (vocab,), -inf when every one is (NaN scores are passed over). */
+/* The largest of scores (vocab,) that is not NaN (-inf for none). Eight running maxima side by side, then combined,
+ * so that the compiler keeps them in vector lanes rather than one chain of vocab dependent steps (a greedy step's
+ * choice over 4096 scores took about 4 us so); the same value as one running maximum (which of two zeros, when zero
+ * is the largest, may differ: they compare equal). */
 static float scores_max(const float *scores, int64_t vocab) {
-    float m = -INFINITY;
-    for (int64_t i = 0; i < vocab; i++)
-        if (scores[i] > m) m = scores[i];
-    return m;
+    float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+    int64_t i = 0;
+    for (; i + 8 <= vocab; i += 8)
+        for (int l = 0; l < 8; l++) m[l] = scores[i + l] > m[l] ? scores[i + l] : m[l];
+    for (; i < vocab; i++) m[0] = scores[i] > m[0] ? scores[i] : m[0];
+    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+    return m[0];
 }
 
+/* max and sum of exp(scores - max), in double; max is -inf when every score is. */
 static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
     const double m = scores_max(scores, vocab);
     double z = 0.0;
@@ -540,14 +546,12 @@ int64_t ha_sampler_choose_top(const ha_sampler *s, const float *scores, uint32_t
 int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32_t row, uint32_t position,
                                 uint32_t purpose) {
     int32_t best = -1;
-    if (!s->p.do_sample) {
-        float bv = -INFINITY;
+    if (!s->p.do_sample) { /* the first index of the largest score, -1 where every score is -inf or NaN */
+        const float m = scores_max(scores, s->vocab);
+        if (!(m > -INFINITY)) return -1;
         for (int64_t i = 0; i < s->vocab; i++)
-            if (scores[i] > bv) {
-                bv = scores[i];
-                best = (int32_t)i;
-            }
-        return best;
+            if (scores[i] == m) return (int32_t)i;
+        return -1;
     }
     return ha_sampler_choose_top(s, scores, row, position, purpose, 1, &best) ? best : -1;
 }

@@ -72,6 +72,7 @@ static const test_case TESTS[] = {
     T(create_accepts_tied_and_counts_bytes),
     T(rng_uniform_properties),
     T(sampler_greedy_first_argmax),
+    T(sampler_greedy_matches_one_running_maximum),
     T(sampler_top_k_keeps_ties),
     T(sampler_shortcuts_equal_full_passes),
     T(sampler_top_p_transformers_semantics),

@@ -272,6 +272,7 @@ void test_tree_prompt_lookup_branches_equal_plain(void);
 void test_rng_uniform_properties(void);
 void test_rng_bits_philox_and_variants_bitwise(void);
 void test_sampler_greedy_first_argmax(void);
+void test_sampler_greedy_matches_one_running_maximum(void);
 void test_sampler_top_k_keeps_ties(void);
 void test_sampler_shortcuts_equal_full_passes(void);
 void test_sampler_top_p_transformers_semantics(void);

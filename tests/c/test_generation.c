@@ -134,6 +134,41 @@ void test_sampler_greedy_first_argmax(void) {
     ha_sampler_free(s);
 }
 
+/* The first index of the largest score that is not NaN, -1 for none: the greedy choice as one running maximum
+ * gives it (the sampler keeps several side by side), over vocabularies whose length is and is not a multiple of
+ * their count, with ties in different lanes, zeros of both signs, infinities and NaNs. */
+void test_sampler_greedy_matches_one_running_maximum(void) {
+    static float x[4099];
+    const int64_t sizes[] = { 1, 7, 8, 9, 15, 16, 17, 40, 4096, 4099 };
+    const float pool[] = { -INFINITY, INFINITY, NAN, 0.0f, -0.0f, 1.0f, -1.0f, 2.5f, 2.5f, -3.0f, 1e30f, -1e30f };
+    uint64_t state = 0x9E3779B97F4A7C15u;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const int64_t n = sizes[si];
+        ha_sampler *s = sampler_new(greedy_params(), n);
+        for (int trial = 0; trial < 200; trial++) {
+            for (int64_t i = 0; i < n; i++) {
+                state = state * 6364136223846793005u + 1442695040888963407u;
+                const uint64_t r = state >> 33;
+                /* mostly a few values (ties, signs of zero, infinities, NaN), sometimes only -inf and NaN */
+                x[i] = trial % 17 == 0 ? (r % 2 ? NAN : -INFINITY)
+                       : r % 4 == 0    ? (float)(r % 1000) / 7.0f
+                                       : pool[r % (sizeof pool / sizeof *pool)];
+            }
+            int32_t want = -1;
+            float best = -INFINITY;
+            for (int64_t i = 0; i < n; i++)
+                if (x[i] > best) {
+                    best = x[i];
+                    want = (int32_t)i;
+                }
+            const int32_t got = ha_sampler_choose(s, x, 0, 0);
+            CHECK(got == want, "vocab %lld, trial %d: greedy chose %d, one running maximum %d", (long long)n, trial,
+                  got, want);
+        }
+        ha_sampler_free(s);
+    }
+}
+
 static void check_kept(const char *what, const float *orig, const float *got, const int *keep, int n) {
     for (int i = 0; i < n; i++) {
         if (keep[i])
