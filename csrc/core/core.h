@@ -1,8 +1,9 @@
 /* The core's services, shared by every folder of csrc/ (never by the binding): error reporting, checked
- * allocation, the interrupt poll and the clock, the KV cache's memory, the thread pool. */
+ * allocation, a vector's maximum, the interrupt poll and the clock, the KV cache's memory, the thread pool. */
 #ifndef HA_CORE_H
 #define HA_CORE_H
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "../ha.h"
@@ -17,6 +18,21 @@ static inline void *ha_malloc_array(size_t a, size_t b, size_t es) {
     size_t n;
     if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, es, &n)) return NULL;
     return malloc(n ? n : 1);
+}
+
+/* The largest of s (n,) that is not NaN (-inf for none): attention's online softmax and the sampler's scores. Eight
+ * running maxima side by side, then combined, so that the compiler keeps them in vector lanes rather than one chain
+ * of n dependent steps (a greedy choice over 4096 scores took about 4 us as one); the same value as one running
+ * maximum (maximum is exact; which of two zeros, when zero is the largest, may differ: they compare equal, and
+ * exp(s - m) is the same for either). */
+static inline float ha_max_of(const float *s, int64_t n) {
+    float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        for (int l = 0; l < 8; l++) m[l] = s[t + l] > m[l] ? s[t + l] : m[l];
+    for (; t < n; t++) m[0] = s[t] > m[0] ? s[t] : m[0];
+    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+    return m[0];
 }
 
 /* ---- interrupts and time (interrupt.c) ------------------------------------------------------------- */

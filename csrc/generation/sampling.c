@@ -218,23 +218,9 @@ static int cmp_dscored(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
-/* The largest of scores (vocab,) that is not NaN (-inf for none). Eight running maxima side by side, then combined,
- * so that the compiler keeps them in vector lanes rather than one chain of vocab dependent steps (a greedy step's
- * choice over 4096 scores took about 4 us so); the same value as one running maximum (which of two zeros, when zero
- * is the largest, may differ: they compare equal). */
-static float scores_max(const float *scores, int64_t vocab) {
-    float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
-    int64_t i = 0;
-    for (; i + 8 <= vocab; i += 8)
-        for (int l = 0; l < 8; l++) m[l] = scores[i + l] > m[l] ? scores[i + l] : m[l];
-    for (; i < vocab; i++) m[0] = scores[i] > m[0] ? scores[i] : m[0];
-    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
-    return m[0];
-}
-
 /* max and sum of exp(scores - max), in double; max is -inf when every score is. */
 static double softmax_norm(const float *scores, int64_t vocab, double *mx) {
-    const double m = scores_max(scores, vocab);
+    const double m = ha_max_of(scores, vocab);
     double z = 0.0;
     if (m > -INFINITY)
         for (int64_t i = 0; i < vocab; i++) z += exp((double)scores[i] - m);
@@ -547,7 +533,7 @@ int32_t ha_sampler_choose_keyed(const ha_sampler *s, const float *scores, uint32
                                 uint32_t purpose) {
     int32_t best = -1;
     if (!s->p.do_sample) { /* the first index of the largest score, -1 where every score is -inf or NaN */
-        const float m = scores_max(scores, s->vocab);
+        const float m = ha_max_of(scores, s->vocab);
         if (!(m > -INFINITY)) return -1;
         for (int64_t i = 0; i < s->vocab; i++)
             if (scores[i] == m) return (int32_t)i;
@@ -568,7 +554,7 @@ ha_normalizer ha_softmax_norm(const float *scores, int64_t vocab) {
 
 ha_normalizer ha_softmax_estimate(ha_sampler *s, const float *scores) {
     const int64_t V = s->vocab;
-    const float m = scores_max(scores, V);
+    const float m = ha_max_of(scores, V);
     ha_normalizer n = { m, 0.0 };
     if (!(m > -INFINITY)) return n;
     memcpy(s->work, scores, (size_t)V * sizeof(float));

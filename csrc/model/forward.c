@@ -267,20 +267,6 @@ static int64_t attention_runs(const ha_llama_context *c, int64_t T, int64_t w, i
     return n;
 }
 
-/* The largest of s (n,) that is not NaN (-inf for none): the scores' maximum for the online softmax. Eight
- * running maxima side by side, then combined, so that no chain of n dependent steps limits it; the same value
- * as one running maximum (maximum is exact; which of two zeros, when zero is the largest, may differ, and
- * exp(s - m) is the same for either). */
-static float block_max(const float *s, int64_t n) {
-    float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8)
-        for (int l = 0; l < 8; l++) m[l] = s[t + l] > m[l] ? s[t + l] : m[l];
-    for (; t < n; t++) m[0] = s[t] > m[0] ? s[t] : m[0];
-    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
-    return m[0];
-}
-
 /* sum[h] += w[h][t] for t = 0 .. n - 1 in order, for rows h < nh of w: each row's own chain of additions (the
  * softmax's denominator, bitwise the same in any run), four rows' chains side by side. */
 static void add_in_order(const float (*w)[KEY_BLOCK], int64_t nh, int64_t n, float *sum) {
@@ -312,7 +298,7 @@ static void block_weights(const ha_kernels *k, float (*sc)[KEY_BLOCK], int64_t n
         float *s = sc[h];
         if (cap > 0.0f)
             for (int64_t t = 0; t < nk; t++) s[t] = cap * tanhf(s[t] / cap);
-        const float bm = block_max(s, nk);
+        const float bm = ha_max_of(s, nk);
         if (bm > mx[h]) {
             if (mx[h] > -INFINITY) {
                 float f = ha_expf(mx[h] - bm);
