@@ -461,6 +461,11 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         if (p->cost_state) ha_cost_state_load(&cost, p->cost_state);
         cost.explore = p->cost_state != NULL;
         cost.max_new = p->gen.max_new_tokens;
+        /* The table fitted to the call's rounds as they run (ha_cost_observe): for chains from a draft model whose
+         * counts go from call to call, where K choices change no token anyway; not for rejection sampling, whose
+         * tokens follow them, nor pinned costs, whose calls must choose alike (both leave cost_state NULL). */
+        cost.t1 = t1;
+        cost.calibrate = p->cost_state != NULL && p->tree_width <= 1 && draft != NULL;
     }
     ha_status st = HA_OK;
     for (int64_t round = 0;; round++) {
@@ -482,8 +487,12 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         }
         if (p->schedule == HA_SCHEDULE_COST) {
             ha_cost_schedule(&cost, rows, B);
-            cost.steps_cost = 0.0;
+            cost.steps_cost = cost.steps_raw = 0.0;
         }
+        /* a row drafting for the first time takes in its prompt too: a round not to fit the draft's steps by */
+        int taken_in = 0;
+        for (int64_t i = 0; i < B; i++) taken_in |= !rows[i].done && rows[i].k_max > 0 && rows[i].draft_len == 0;
+        const double t_draft = ha_now();
         if (draft && p->tree_width > 1 && p->tree_dynamic) {
             /* a dynamic tree's budget: the row's K (the cost schedule: w times its plan, the widest, which
              * ha_cost_dyn_budget trims), nodes past the depths the round's cap allows (max_new_tokens' room,
@@ -510,7 +519,11 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
                 if (!rows[i].done && rows[i].k_max > 0) rows[i].k = lookup_candidates(p, &rows[i], rows[i].k_max);
         }
         /* 2. Verify every row's candidates in one target append. */
+        int64_t verified = 0;
+        for (int64_t i = 0; i < B; i++) verified += rows[i].done ? 0 : rows[i].k + 1;
+        const double t_verify = ha_now();
         if ((st = verify_round(target, draft, p, sampler, rows, B, b, a, stats)) != HA_OK) return st;
+        if (!taken_in) ha_cost_observe(&cost, verified, ha_now() - t_verify, t_verify - t_draft);
         *n_rounds = round + 1;
         /* 3. Accept, row by row. */
         for (int64_t i = 0; i < B; i++)

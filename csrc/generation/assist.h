@@ -150,6 +150,16 @@ typedef struct cost_model {
     int explore;                /* counts carried from other calls: a row idle long enough drafts (COST_EXPLORE) */
     int64_t quiet;              /* rounds since a row last drafted to explore */
     int64_t max_new;            /* the call's max_new_tokens */
+    /* The table fitted to the call's own rounds (ha_cost_observe): t(T) -> fit_a t(T) + fit_b and d -> fit_d d once
+     * fitted, the table as it is until then (zeroed: not fitted). */
+    int calibrate; /* fit (chains with measured costs and carried counts: K choices may vary anyway) */
+    double t1; /* seconds of the table's t(1): observed seconds into its units */
+    double obs[5]; /* the target's appends seen: n, sums of x, y, x^2, x y (x the table's t(T) / t(1), y
+                                 * the append's seconds / t1) */
+    double draft_obs, draft_raw; /* the draft's steps seen, in t(1) units, and the table's for them */
+    double steps_raw; /* this round's draft steps by the table alone */
+    int fitted;
+    double fit_a, fit_b, fit_d;
 } cost_model;
 
 /* Whether s (HA_COST_STATE,) is a valid ha_assist_params.cost_state: counts >= 0, finite, accepted <= tested. */
@@ -164,6 +174,9 @@ double ha_cost_conf_rate(const cost_model *c, double conf);
 double ha_cost_alt_rate(const cost_model *c, double conf);
 /* Counts an alternative rated by conf whose parent acceptance reached: tested, and accepted or not. */
 void ha_cost_count_alt(cost_model *c, double conf, int accepted);
+/* After a round (not the call's first) whose draft steps took draft_s seconds and whose target append of T tokens
+ * took target_s: the fit of the table to the call's rounds, where c->calibrate. */
+void ha_cost_observe(cost_model *c, int64_t T, double target_s, double draft_s);
 /* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
 void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B);
 /* After draft step s: whether each row still drafting goes on (clears r->drafting where not). */
@@ -185,11 +198,11 @@ typedef struct ahead {
     const ha_generate_params *gen;
     row_state *rows;
     int64_t B, V;
-    int32_t *seq, *tok;   /* (B,) an append's tokens: one per row going */
-    float *logits;        /* (B, V) its logits */
-    float *scores;        /* (V,) a row's logits, processed to choose its token */
-    atomic_int stop;      /* set once the target's append has returned */
-    int64_t passes;       /* appends made ahead, per row */
+    int32_t *seq, *tok; /* (B,) an append's tokens: one per row going */
+    float *logits; /* (B, V) its logits */
+    float *scores; /* (V,) a row's logits, processed to choose its token */
+    atomic_int stop; /* set once the target's append has returned */
+    int64_t passes; /* appends made ahead, per row */
     pthread_t thread;
 } ahead;
 

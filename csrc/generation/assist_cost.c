@@ -15,6 +15,10 @@
  *   candidates in each tenth of that probability (the draft's confidence tells a safe candidate from a
  *   guess): after each candidate, a row drafts one more iff drafting m more (at its positional rates, m up to 8)
  *   would raise the round's expected tokens per unit time.
+ * The costs are the table's until the call's own rounds say otherwise: ha_cost_observe fits the appends' observed
+ * times to a line in the table's t(T), and scales the draft's steps, once enough rounds of sizes far enough apart are
+ * seen (a loop of appends alone, which timed the table, runs faster than appends between draft steps, and a table
+ * timed in an odd moment of a shared machine stays the process's).
  * Both rates are counts of the call's candidates, from a prior; with ha_assist_params.cost_state they go on from
  * the counts of the pair's earlier calls. A call learning from nothing is pessimistic through its first rounds,
  * and a position its rate once made look poor is not drafted again, so never measured again: a row can stop at
@@ -80,11 +84,16 @@ void ha_cost_state_store(const cost_model *c, double *s) {
     memcpy(s + STATE_ALT + COST_BINS, c->alt_tested, sizeof c->alt_tested);
 }
 
-/* t(T) / t(1); past the measured table, on the line through its last two points (T * t(1) with one point). */
-static double verify_cost(const cost_model *c, int64_t T) {
+/* t(T) / t(1) by the table; past it, on the line through its last two points (T * t(1) with one point). */
+static double table_verify(const cost_model *c, int64_t T) {
     if (T <= c->n_t) return c->t[T - 1];
     const double slope = c->n_t >= 2 ? fmax(0.0, c->t[c->n_t - 1] - c->t[c->n_t - 2]) : c->t[0];
     return c->t[c->n_t - 1] + (double)(T - c->n_t) * slope;
+}
+
+/* t(T) / t(1) as the call's rounds have it (ha_cost_observe's fit of the table). */
+static double verify_cost(const cost_model *c, int64_t T) {
+    return c->fitted ? c->fit_a * table_verify(c, T) + c->fit_b : table_verify(c, T);
 }
 
 /* A table d (n_d,) of steps for 1 .. n_d rows at n rows (0 for none); past it on the line through its last two
@@ -97,12 +106,45 @@ static double rows_cost(const double *d, int64_t n_d, int64_t n) {
 }
 
 /* d(n) / t(1) for n rows drafting. */
-static double draft_cost(const cost_model *c, int64_t n) { return rows_cost(c->d, c->n_d, n); }
+static double draft_cost(const cost_model *c, int64_t n) {
+    return (c->fitted ? c->fit_d : 1.0) * rows_cost(c->d, c->n_d, n);
+}
 
-/* Draft step s of a round for n rows: the first runs after the target's append, the draft's weights out of the
- * caches (d_first where given). */
+/* Draft step s of a round for n rows by the table: the first runs after the target's append, the draft's weights
+ * out of the caches (d_first where given). */
+static double table_step(const cost_model *c, int64_t s, int64_t n) {
+    return s == 0 && c->n_d_first > 0 ? rows_cost(c->d_first, c->n_d_first, n) : rows_cost(c->d, c->n_d, n);
+}
+
+/* The same as the call's rounds have it. */
 static double step_cost(const cost_model *c, int64_t s, int64_t n) {
-    return s == 0 && c->n_d_first > 0 ? rows_cost(c->d_first, c->n_d_first, n) : draft_cost(c, n);
+    return (c->fitted ? c->fit_d : 1.0) * table_step(c, s, n);
+}
+
+/* The fit needs this many rounds seen, and keeps within these bounds (a few odd rounds, or a table timed in an odd
+ * moment, must not make it absurd): slope and draft scale within 2x of the table's, intercept within [-0.5, 1.5] of
+ * a table t(1). */
+#define FIT_ROUNDS 6
+#define FIT_SCALE 2.0
+#define FIT_LO (-0.5)
+#define FIT_HI 1.5
+#define FIT_SPREAD 0.05 /* the variance of the sizes' t(T) / t(1) seen, at least */
+#define FIT_DRAFT 4.0   /* the table's t(1)s of draft steps seen, at least */
+
+void ha_cost_observe(cost_model *c, int64_t T, double target_s, double draft_s) {
+    if (!c->calibrate || !(c->t1 > 0.0) || T < 1 || !(target_s >= 0.0) || !(draft_s >= 0.0)) return;
+    const double x = table_verify(c, T), y = target_s / c->t1;
+    c->obs[0] += 1.0, c->obs[1] += x, c->obs[2] += y, c->obs[3] += x * x, c->obs[4] += x * y;
+    if (c->steps_raw > 0.0) c->draft_obs += draft_s / c->t1, c->draft_raw += c->steps_raw;
+    const double n = c->obs[0];
+    const double mx = c->obs[1] / n, my = c->obs[2] / n, var = c->obs[3] / n - mx * mx;
+    /* a line only through sizes far enough apart (rounds of one size, or nearly: nothing to fit) */
+    if (n < FIT_ROUNDS || var < FIT_SPREAD) return;
+    const double a = fmin(FIT_SCALE, fmax(1.0 / FIT_SCALE, (c->obs[4] / n - mx * my) / var));
+    const double b = fmin(FIT_HI, fmax(FIT_LO, my - a * mx));
+    if (!(a + b > 0.0)) return; /* a one-token append must cost something */
+    c->fitted = 1, c->fit_a = a, c->fit_b = b;
+    c->fit_d = c->draft_raw >= FIT_DRAFT ? fmin(FIT_SCALE, fmax(1.0 / FIT_SCALE, c->draft_obs / c->draft_raw)) : 1.0;
 }
 
 /* Tokens row r adds to draft step s: its catch-up at the first (ha_cost_schedule sets r->unseen), one after. */
@@ -244,6 +286,7 @@ void ha_cost_continue(cost_model *c, row_state *rows, int64_t B, int64_t s) {
         tokens += r->k + 1;
     }
     c->steps_cost += step_cost(c, s, n_stepped); /* step s appended a token for each row with s + 1 candidates */
+    c->steps_raw += table_step(c, s, n_stepped);
     /* what the round's draft steps cost so far is the same whichever rows go on: compare the verification and the
      * steps to come, each row charged its share of a step's growth for one more row drafting */
     const double share = draft_cost(c, n_drafting) - draft_cost(c, n_drafting - 1);

@@ -11,6 +11,10 @@ target model;
 `remeasure=True` measures again, and `set_assisted_costs` pins them (reproducible K choices: with
 rejection sampling the tokens a seed gives depend on the K of each round).
 
+A call with a draft model, chains and counts carried from call to call (below) fits this table to its own rounds as
+they run (csrc/generation/assist_cost.c, ha_cost_observe): the appends in generation follow the draft's steps and
+cost more than in the loop that timed them, and one table is one moment of a shared machine.
+
 What each round's candidates are worth, the schedule learns from the acceptance it counts. With measured costs,
 the calls of a pair carry those counts from one to the next (over about the last 512 candidates), as Transformers'
 heuristic schedule carries K: a call that learned from nothing drafted too little through its first rounds. K

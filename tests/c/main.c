@@ -103,6 +103,7 @@ static const test_case TESTS[] = {
     T(assisted_cost_schedule_edges),
     T(cost_schedule_plans_by_the_batch_s_costs),
     T(cost_schedule_counts_the_round_s_first_draft_step),
+    T(cost_fits_the_table_to_the_call_s_rounds),
     T(cost_trim_keeps_the_candidates_worth_verifying),
     T(cost_siblings_rate_alternatives_by_their_own_counts),
     T(cost_frontier_takes_the_nodes_worth_their_draft_rows),

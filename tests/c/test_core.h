@@ -293,6 +293,7 @@ void test_generate_runs_a_row_again_whole_past_a_rope_switch(void);
 void test_assisted_cost_schedule_edges(void);
 void test_cost_schedule_plans_by_the_batch_s_costs(void);
 void test_cost_schedule_counts_the_round_s_first_draft_step(void);
+void test_cost_fits_the_table_to_the_call_s_rounds(void);
 void test_cost_trim_keeps_the_candidates_worth_verifying(void);
 void test_cost_siblings_rate_alternatives_by_their_own_counts(void);
 void test_cost_frontier_takes_the_nodes_worth_their_draft_rows(void);

@@ -1,5 +1,7 @@
 /* The cost schedule's choices (csrc/generation/assist_cost.c) given stated costs: which rows it plans to draft for, and
  * which drafted candidates it keeps for the target to verify. Costs are in units of t(1); each test states them. */
+#include <math.h>
+
 #include "test_core.h"
 
 #include "../../csrc/generation/assist.h"
@@ -106,6 +108,67 @@ void test_cost_schedule_counts_the_round_s_first_draft_step(void) {
     ha_cost_schedule(&c, r, 1);
     CHECK(r[0].k_max == 0, "a first draft step of 1.5 t(1), candidates accepted 60%%: expected none, got %lld",
           (long long)r[0].k_max);
+}
+
+/* The table fitted to a call's own rounds (ha_cost_observe): nothing before FIT_ROUNDS rounds or while they are all
+ * of one size; then the least-squares line through the appends' observed times against the table's (and the draft
+ * steps' scale), bounded, which the plan then reads. A table where every token costs t(1) plans no candidate at
+ * acceptance 0.9; rounds that cost half the table's slope plus half a t(1) make one worth drafting (its draft steps
+ * half the table's here too). */
+void test_cost_fits_the_table_to_the_call_s_rounds(void) {
+    static const double d[] = { 0.3 };
+    double t[NT], rate[ROWS];
+    acceptance acc[ROWS];
+    row_state r[1];
+    for (int64_t i = 0; i < ROWS; i++) rate[i] = 0.9;
+    for (int64_t T = 1; T <= NT; T++) t[T - 1] = (double)T;
+    cost_model c = cost_over(t, d, 1, acc, rate);
+    r[0] = (row_state){ .k_cap = 16 };
+    ha_cost_schedule(&c, r, 1);
+    CHECK(r[0].k_max == 0, "t(T) = T t(1), draft steps 0.3 t(1), acceptance 0.9: expected no candidate, got %lld",
+          (long long)r[0].k_max);
+
+    const double t1 = 0.002; /* seconds of the table's t(1) */
+    c.t1 = t1;
+    ha_cost_observe(&c, 3, 3.0 * t1, 0.0);
+    CHECK(c.obs[0] == 0.0 && !c.fitted, "a model not calibrating expected to ignore the rounds, saw %g", c.obs[0]);
+    c.calibrate = 1;
+    for (int i = 0; i < 12; i++) ha_cost_observe(&c, 3, 2.0 * t1, 0.0);
+    CHECK(!c.fitted, "rounds all of one size: expected no fit (nothing to fit a line through), got a = %g, b = %g",
+          c.fit_a, c.fit_b);
+
+    cost_model f = cost_over(t, d, 1, acc, rate);
+    f.t1 = t1;
+    f.calibrate = 1;
+    for (int64_t i = 0; i < 5; i++) {
+        const int64_t T = 1 + i % 4;
+        f.steps_raw = 1.0; /* the table's t(1)s of the round's draft steps; observed half that */
+        ha_cost_observe(&f, T, t1 * (0.5 * (double)T + 0.5), 0.5 * t1);
+    }
+    CHECK(!f.fitted, "5 rounds seen: expected no fit before %d", 6);
+    for (int64_t i = 5; i < 12; i++) {
+        const int64_t T = 1 + i % 4;
+        f.steps_raw = 1.0;
+        ha_cost_observe(&f, T, t1 * (0.5 * (double)T + 0.5), 0.5 * t1);
+    }
+    CHECK(f.fitted && fabs(f.fit_a - 0.5) < 1e-9 && fabs(f.fit_b - 0.5) < 1e-9 && fabs(f.fit_d - 0.5) < 1e-9,
+          "appends of 0.5 t(T) + 0.5 and draft steps half the table's: expected a = 0.5, b = 0.5, d = 0.5, got "
+          "fitted %d, %g, %g, %g",
+          f.fitted, f.fit_a, f.fit_b, f.fit_d);
+    r[0] = (row_state){ .k_cap = 16 };
+    ha_cost_schedule(&f, r, 1);
+    CHECK(r[0].k_max > 0,
+          "the fitted table (one token 1 t(1), two 1.5, draft steps 0.15): expected candidates planned, got %lld",
+          (long long)r[0].k_max);
+
+    cost_model g = cost_over(t, d, 1, acc, rate);
+    g.t1 = t1;
+    g.calibrate = 1;
+    for (int64_t i = 0; i < 12; i++) ha_cost_observe(&g, 1 + i % 4, t1 * 10.0 * (double)(1 + i % 4), 0.0);
+    CHECK(g.fitted && g.fit_a == 2.0 && g.fit_d == 1.0,
+          "appends at 10 times the table's slope, no draft steps: expected the slope bounded at 2 and the draft "
+          "unscaled, got %g, %g",
+          g.fit_a, g.fit_d);
 }
 
 /* After drafting, each row keeps the prefix of its candidates worth verifying, read from the draft's probabilities:
