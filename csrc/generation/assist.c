@@ -489,10 +489,11 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
             ha_cost_schedule(&cost, rows, B);
             cost.steps_cost = cost.steps_raw = 0.0;
         }
-        /* a row drafting for the first time takes in its prompt too: a round not to fit the draft's steps by */
-        int taken_in = 0;
-        for (int64_t i = 0; i < B; i++) taken_in |= !rows[i].done && rows[i].k_max > 0 && rows[i].draft_len == 0;
-        const double t_draft = ha_now();
+        /* the round's times for the table's fit; not where a row drafting for the first time takes in its prompt */
+        int observe = cost.calibrate;
+        for (int64_t i = 0; observe && i < B; i++)
+            observe = rows[i].done || rows[i].k_max == 0 || rows[i].draft_len > 0;
+        const double t_draft = observe ? ha_now() : 0.0;
         if (draft && p->tree_width > 1 && p->tree_dynamic) {
             /* a dynamic tree's budget: the row's K (the cost schedule: w times its plan, the widest, which
              * ha_cost_dyn_budget trims), nodes past the depths the round's cap allows (max_new_tokens' room,
@@ -520,10 +521,10 @@ static ha_status run_rounds(ha_lm *target, ha_lm *draft, const ha_assist_params 
         }
         /* 2. Verify every row's candidates in one target append. */
         int64_t verified = 0;
-        for (int64_t i = 0; i < B; i++) verified += rows[i].done ? 0 : rows[i].k + 1;
-        const double t_verify = ha_now();
+        for (int64_t i = 0; observe && i < B; i++) verified += rows[i].done ? 0 : rows[i].k + 1;
+        const double t_verify = observe ? ha_now() : 0.0;
         if ((st = verify_round(target, draft, p, sampler, rows, B, b, a, stats)) != HA_OK) return st;
-        if (!taken_in) ha_cost_observe(&cost, verified, ha_now() - t_verify, t_verify - t_draft);
+        if (observe) ha_cost_observe(&cost, verified, ha_now() - t_verify, t_verify - t_draft);
         *n_rounds = round + 1;
         /* 3. Accept, row by row. */
         for (int64_t i = 0; i < B; i++)

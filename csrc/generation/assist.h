@@ -151,13 +151,13 @@ typedef struct cost_model {
     int64_t quiet;              /* rounds since a row last drafted to explore */
     int64_t max_new;            /* the call's max_new_tokens */
     /* The table fitted to the call's own rounds (ha_cost_observe): t(T) -> fit_a t(T) + fit_b and d -> fit_d d once
-     * fitted, the table as it is until then (zeroed: not fitted). */
-    int calibrate; /* fit (chains with measured costs and carried counts: K choices may vary anyway) */
-    double t1; /* seconds of the table's t(1): observed seconds into its units */
-    double obs[5]; /* the target's appends seen: n, sums of x, y, x^2, x y (x the table's t(T) / t(1), y
-                                 * the append's seconds / t1) */
-    double draft_obs, draft_raw; /* the draft's steps seen, in t(1) units, and the table's for them */
-    double steps_raw; /* this round's draft steps by the table alone */
+     * fitted, the table as it is until then (zeroed: not fitted). calibrate: fit (chains with measured costs and
+     * carried counts: K choices may vary anyway); t1: seconds of the table's t(1), observed seconds into its units;
+     * obs: the target's appends seen, n and the sums of x, y, x^2 and x y (x the table's t(T) / t(1), y the append's
+     * seconds / t1); draft_obs, draft_raw: the draft's steps seen, in t(1) units, and the table's for them;
+     * steps_raw: this round's draft steps by the table alone. */
+    int calibrate;
+    double t1, obs[5], draft_obs, draft_raw, steps_raw;
     int fitted;
     double fit_a, fit_b, fit_d;
 } cost_model;
@@ -174,8 +174,8 @@ double ha_cost_conf_rate(const cost_model *c, double conf);
 double ha_cost_alt_rate(const cost_model *c, double conf);
 /* Counts an alternative rated by conf whose parent acceptance reached: tested, and accepted or not. */
 void ha_cost_count_alt(cost_model *c, double conf, int accepted);
-/* After a round (not the call's first) whose draft steps took draft_s seconds and whose target append of T tokens
- * took target_s: the fit of the table to the call's rounds, where c->calibrate. */
+/* After a round whose draft steps took draft_s seconds (none of them taking in a row's prompt) and whose target
+ * append of T tokens took target_s: the fit of the table to the call's rounds, where c->calibrate. */
 void ha_cost_observe(cost_model *c, int64_t T, double target_s, double draft_s);
 /* Plans k_max (<= k_cap) of every running row by the positional rates, which it leaves in r->rate. */
 void ha_cost_schedule(cost_model *c, row_state *rows, int64_t B);

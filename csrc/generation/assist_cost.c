@@ -105,10 +105,11 @@ static double rows_cost(const double *d, int64_t n_d, int64_t n) {
     return d[n_d - 1] + (double)(n - n_d) * slope;
 }
 
+/* What the call's rounds make of the table's draft steps (ha_cost_observe): 1 until fitted. */
+static double draft_scale(const cost_model *c) { return c->fitted ? c->fit_d : 1.0; }
+
 /* d(n) / t(1) for n rows drafting. */
-static double draft_cost(const cost_model *c, int64_t n) {
-    return (c->fitted ? c->fit_d : 1.0) * rows_cost(c->d, c->n_d, n);
-}
+static double draft_cost(const cost_model *c, int64_t n) { return draft_scale(c) * rows_cost(c->d, c->n_d, n); }
 
 /* Draft step s of a round for n rows by the table: the first runs after the target's append, the draft's weights
  * out of the caches (d_first where given). */
@@ -117,9 +118,7 @@ static double table_step(const cost_model *c, int64_t s, int64_t n) {
 }
 
 /* The same as the call's rounds have it. */
-static double step_cost(const cost_model *c, int64_t s, int64_t n) {
-    return (c->fitted ? c->fit_d : 1.0) * table_step(c, s, n);
-}
+static double step_cost(const cost_model *c, int64_t s, int64_t n) { return draft_scale(c) * table_step(c, s, n); }
 
 /* The fit needs this many rounds seen, and keeps within these bounds (a few odd rounds, or a table timed in an odd
  * moment, must not make it absurd): slope and draft scale within 2x of the table's, intercept within [-0.5, 1.5] of
